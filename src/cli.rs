@@ -1,0 +1,318 @@
+//! The command line: flags are parsed into [`Cli`], settings loaded, and each command run.
+//!
+//! Output meant for people goes to stdout as text, or as one JSON document with `--json`; logs go
+//! to stderr. Exit codes: 0 success, 1 failure while running, 2 bad usage or configuration.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use crate::admin;
+use crate::app::App;
+use crate::clock::{Clock, SystemClock};
+use crate::config::{self, Flags, LogFormat, Settings};
+use crate::domain::credential::Kind;
+use crate::server;
+use crate::storage::{Store, StoreOptions};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tracker",
+    version,
+    about = "Self-hosted click and conversion tracker"
+)]
+pub struct Cli {
+    /// Config file [default: ./tracker.toml if it exists]
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Machine-readable output
+    #[arg(long, global = true)]
+    json: bool,
+    /// Data file (overrides `data` in the config)
+    #[arg(long, global = true, value_name = "PATH")]
+    data: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the server (creates the data file and a `default` space on first start)
+    Serve {
+        /// Address to listen on (overrides `listen`)
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+    },
+    /// Create and list spaces
+    Space {
+        #[command(subcommand)]
+        command: SpaceCommand,
+    },
+    /// Rotate and revoke credentials
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Print the example configuration with every default
+    DefaultConfig,
+}
+
+#[derive(Subcommand, Debug)]
+enum SpaceCommand {
+    /// Create a space and print its secret and ingest token (shown once)
+    Create { name: String },
+    /// List spaces and their credentials (never the credentials themselves)
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+enum KeysCommand {
+    /// Issue a new credential; the replaced one works for `rotation_grace`
+    Rotate {
+        space: String,
+        #[arg(long, value_enum)]
+        kind: KindArg,
+    },
+    /// End every credential of that kind at once (for a leaked key)
+    Revoke {
+        space: String,
+        #[arg(long, value_enum)]
+        kind: KindArg,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum KindArg {
+    Secret,
+    Ingest,
+}
+
+impl From<KindArg> for Kind {
+    fn from(k: KindArg) -> Kind {
+        match k {
+            KindArg::Secret => Kind::Secret,
+            KindArg::Ingest => Kind::Ingest,
+        }
+    }
+}
+
+/// Runs the command line; what `main` calls.
+#[must_use]
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if matches!(cli.command, Command::DefaultConfig) {
+        print!("{}", config::EXAMPLE);
+        return ExitCode::SUCCESS;
+    }
+    let flags = Flags {
+        config: cli.config.clone(),
+        listen: match &cli.command {
+            Command::Serve { listen } => listen.clone(),
+            _ => None,
+        },
+        data: cli.data.clone(),
+    };
+    let settings = match config::load(&flags, std::env::vars()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("tracker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_tracing(&settings);
+    let out = Output { json: cli.json };
+    let result = match cli.command {
+        Command::Serve { .. } => serve(settings, out),
+        Command::Space { command } => with_store(&settings, |store| match command {
+            SpaceCommand::Create { name } => {
+                let created = admin::create_space(store, &name, SystemClock.now_ms())?;
+                out.created_space(&created, &settings);
+                Ok(())
+            }
+            SpaceCommand::List => {
+                out.space_list(&admin::list(store)?);
+                Ok(())
+            }
+        }),
+        Command::Keys { command } => with_store(&settings, |store| match command {
+            KeysCommand::Rotate { space, kind } => {
+                let grace = settings.rotation_grace;
+                let r = admin::rotate(store, &space, kind.into(), grace, SystemClock.now_ms())?;
+                out.rotated(&r);
+                Ok(())
+            }
+            KeysCommand::Revoke { space, kind } => {
+                let r = admin::revoke(store, &space, kind.into(), SystemClock.now_ms())?;
+                out.print(
+                    &r,
+                    &format!(
+                        "revoked {} {} credential(s) of space {}",
+                        r.revoked, r.kind, r.space
+                    ),
+                );
+                Ok(())
+            }
+        }),
+        Command::DefaultConfig => unreachable!("handled above"),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tracker: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match settings.log_format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Pretty => builder.try_init(),
+    };
+}
+
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Opens the data file for one command and closes it after.
+fn with_store(
+    settings: &Settings,
+    f: impl FnOnce(&Store) -> Result<(), crate::error::Error>,
+) -> CliResult {
+    let (store, _) = Store::open(&settings.data, &StoreOptions::default())?;
+    let result = f(&store);
+    store.close();
+    Ok(result?)
+}
+
+fn serve(settings: Settings, out: Output) -> CliResult {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let (store, _) = Store::open(&settings.data, &StoreOptions::default())?;
+        let store = Arc::new(store);
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        if admin::list(&store)?.is_empty() {
+            let created = tokio::task::block_in_place(|| {
+                admin::create_space(&store, "default", clock.now_ms())
+            })?;
+            out.created_space(&created, &settings);
+        }
+        let listener = tokio::net::TcpListener::bind(settings.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", settings.listen))?;
+        let addr = listener.local_addr()?;
+        out.listening(addr, &settings);
+        let app = Arc::new(App::new(settings, store, clock));
+        server::serve(app, listener, server::shutdown_signal()).await;
+        Ok(())
+    })
+}
+
+/// Prints command results as text or JSON.
+#[derive(Clone, Copy)]
+struct Output {
+    json: bool,
+}
+
+impl Output {
+    fn print<T: Serialize>(self, value: &T, text: &str) {
+        let mut stdout = std::io::stdout().lock();
+        let _ = if self.json {
+            writeln!(
+                stdout,
+                "{}",
+                serde_json::to_string(value).unwrap_or_default()
+            )
+        } else {
+            writeln!(stdout, "{text}")
+        };
+        let _ = stdout.flush();
+    }
+
+    fn created_space(self, c: &admin::CreatedSpace, settings: &Settings) {
+        let base = format!("http://{}", settings.listen);
+        let text = format!(
+            "Created space {space}. These are shown once; keep them somewhere safe.\n\
+             \n  secret        {secret}\n                (server-side only: Authorization: Bearer <secret>)\
+             \n  ingest token  {token}\n                (postback URLs: ?token=<ingest token>)\n\
+             \nTry it:\n  curl -s -X POST {base}/events -H 'Authorization: Bearer {secret}' \
+             -H 'Content-Type: application/json' -d '{{\"event\":\"contact\",\"uid\":\"test-click\"}}'\n",
+            space = c.space,
+            secret = c.secret,
+            token = c.ingest_token,
+        );
+        self.print(c, &text);
+    }
+
+    fn rotated(self, r: &admin::Rotated) {
+        let until = r.previous_valid_until_ms.map_or_else(
+            || "no credential was active, so none is in grace".to_owned(),
+            |ms| {
+                format!(
+                    "the replaced one keeps working until {} (epoch ms {ms})",
+                    fmt_ms(ms)
+                )
+            },
+        );
+        self.print(
+            r,
+            &format!(
+                "new {} for space {}: {}\n{until}",
+                r.kind, r.space, r.credential
+            ),
+        );
+    }
+
+    fn space_list(self, spaces: &[crate::storage::read::SpaceSummary]) {
+        let mut text = String::new();
+        for s in spaces {
+            let _ = writeln!(text, "{}  (created {})", s.space, fmt_ms(s.created_at_ms));
+            for c in &s.credentials {
+                let state = match (c.revoked_at_ms, c.valid_until_ms) {
+                    (Some(at), _) => format!("revoked {}", fmt_ms(at)),
+                    (None, Some(until)) => format!("in grace until {}", fmt_ms(until)),
+                    (None, None) => "active".to_owned(),
+                };
+                let used = c.last_used_ms.map_or_else(|| "never".to_owned(), fmt_ms);
+                let _ = writeln!(
+                    text,
+                    "  {:<6}  {}…  created {}  last used {}  {}",
+                    c.kind,
+                    c.prefix,
+                    fmt_ms(c.created_at_ms),
+                    used,
+                    state
+                );
+            }
+        }
+        self.print(&spaces, text.trim_end());
+    }
+
+    fn listening(self, addr: std::net::SocketAddr, _settings: &Settings) {
+        #[derive(Serialize)]
+        struct Listening {
+            listening: String,
+        }
+        self.print(
+            &Listening {
+                listening: addr.to_string(),
+            },
+            &format!("listening on http://{addr}"),
+        );
+    }
+}
+
+fn fmt_ms(ms: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_seconds(t).to_string()
+}

@@ -1,0 +1,46 @@
+//! Time, injectable: the server asks a [`Clock`], so tests move time instead of sleeping.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Where "now" comes from, in epoch milliseconds.
+pub trait Clock: Send + Sync + 'static {
+    fn now_ms(&self) -> u64;
+}
+
+/// The operating system's wall clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+}
+
+/// A clock that stands still until told to move; for tests.
+#[derive(Clone)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    #[must_use]
+    pub fn new(now_ms: u64) -> Self {
+        ManualClock(Arc::new(AtomicU64::new(now_ms)))
+    }
+
+    pub fn advance(&self, ms: u64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+
+    pub fn set(&self, now_ms: u64) {
+        self.0.store(now_ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,351 @@
+//! Configuration: built-in defaults, then `tracker.toml`, then `TRACKER_*` variables, then flags.
+//!
+//! The layers are merged as TOML values and read once into [`RawSettings`] (every key optional,
+//! unknown keys refused by name), then checked into [`Settings`], whose every field is valid. A
+//! configuration error names the key and exits before the data file is touched.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The repository's commented example, also printed by `tracker default-config`.
+pub const EXAMPLE: &str = include_str!("../tracker.toml");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+/// Every setting, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub data: PathBuf,
+    pub default_currency: String,
+    pub max_event_age: Duration,
+    pub max_clock_skew: Duration,
+    pub dedup_window: Duration,
+    pub rotation_grace: Duration,
+    pub max_body_bytes: u64,
+    /// Requests per second per space; 0 turns the limit off.
+    pub rate_limit: u32,
+    pub log_format: LogFormat,
+    pub log_level: String,
+}
+
+/// The keys as written, each optional; `deny_unknown_fields` makes a typo an error that names it.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawSettings {
+    listen: Option<String>,
+    data: Option<PathBuf>,
+    default_currency: Option<String>,
+    max_event_age: Option<String>,
+    max_clock_skew: Option<String>,
+    dedup_window: Option<String>,
+    rotation_grace: Option<String>,
+    max_body_bytes: Option<u64>,
+    rate_limit: Option<u32>,
+    log_format: Option<String>,
+    log_level: Option<String>,
+}
+
+/// Keys whose environment value is an integer; every other key's value is a string.
+const INTEGER_KEYS: [&str; 2] = ["max_body_bytes", "rate_limit"];
+const KEYS: [&str; 11] = [
+    "listen",
+    "data",
+    "default_currency",
+    "max_event_age",
+    "max_clock_skew",
+    "dedup_window",
+    "rotation_grace",
+    "max_body_bytes",
+    "rate_limit",
+    "log_format",
+    "log_level",
+];
+
+/// Values given on the command line, the top layer.
+#[derive(Default, Debug, Clone)]
+pub struct Flags {
+    pub config: Option<PathBuf>,
+    pub listen: Option<String>,
+    pub data: Option<PathBuf>,
+}
+
+/// A configuration problem, as one sentence naming the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Loads the settings from every layer. `env` is the process environment (a parameter, so tests
+/// need not change their own).
+pub fn load(
+    flags: &Flags,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Settings, ConfigError> {
+    let (path, explicit) = match &flags.config {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from("tracker.toml"), false),
+    };
+    let mut table = match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .parse::<toml::Table>()
+            .map_err(|e| ConfigError(format!("{}: {}", path.display(), e.message())))?,
+        Err(e) if explicit || e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(ConfigError(format!(
+                "cannot read config file {}: {e}",
+                path.display()
+            )));
+        }
+        Err(_) => toml::Table::new(),
+    };
+    let file_gave_data = table.contains_key("data");
+    // The data file is relative to the config file when the file names it or leaves the default.
+    let base = if path.exists() {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    } else {
+        PathBuf::new()
+    };
+    let mut cli_data = None;
+    for (name, value) in env {
+        let Some(key) = name.strip_prefix("TRACKER_") else {
+            continue;
+        };
+        let key = key.to_ascii_lowercase();
+        if !KEYS.contains(&key.as_str()) {
+            return Err(ConfigError(format!(
+                "environment variable {name} names no setting (known: {})",
+                KEYS.join(", ")
+            )));
+        }
+        let value = if INTEGER_KEYS.contains(&key.as_str()) {
+            toml::Value::Integer(value.trim().parse().map_err(|_| {
+                ConfigError(format!(
+                    "{name}: `{key}` must be a whole number, got {value:?}"
+                ))
+            })?)
+        } else {
+            toml::Value::String(value)
+        };
+        if key == "data" {
+            cli_data = Some(PathBuf::from(value.as_str().unwrap_or_default()));
+        }
+        table.insert(key, value);
+    }
+    if let Some(listen) = &flags.listen {
+        table.insert("listen".into(), toml::Value::String(listen.clone()));
+    }
+    if let Some(data) = &flags.data {
+        cli_data = Some(data.clone());
+        table.insert(
+            "data".into(),
+            toml::Value::String(data.display().to_string()),
+        );
+    }
+    for (key, value) in &table {
+        let want_integer = INTEGER_KEYS.contains(&key.as_str());
+        let fits = if want_integer {
+            value.is_integer()
+        } else {
+            value.is_str()
+        };
+        if KEYS.contains(&key.as_str()) && !fits {
+            return Err(ConfigError(format!(
+                "`{key}` must be {}, got {} `{value}`",
+                if want_integer {
+                    "a whole number"
+                } else {
+                    "a string"
+                },
+                value.type_str()
+            )));
+        }
+    }
+    let raw: RawSettings = table
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError(format!("configuration: {}", e.message())))?;
+    let mut settings = check(raw)?;
+    if cli_data.is_none() && (file_gave_data || !base.as_os_str().is_empty()) {
+        settings.data = base.join(&settings.data);
+    }
+    Ok(settings)
+}
+
+fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration, ConfigError> {
+    let text = value.unwrap_or_else(|| default.to_owned());
+    humantime::parse_duration(&text).map_err(|e| {
+        ConfigError(format!(
+            "`{key}` must be a duration such as \"24h\" or \"10m\", got {text:?}: {e}"
+        ))
+    })
+}
+
+fn check(raw: RawSettings) -> Result<Settings, ConfigError> {
+    let listen_text = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".into());
+    let listen = listen_text.parse().map_err(|_| {
+        ConfigError(format!(
+            "`listen` must be an address and port such as 127.0.0.1:8080, got {listen_text:?}"
+        ))
+    })?;
+    let currency = raw.default_currency.unwrap_or_else(|| "USD".into());
+    if !(3..=10).contains(&currency.len()) || !currency.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(ConfigError(format!(
+            "`default_currency` must be 3 to 10 ASCII letters or digits, got {currency:?}"
+        )));
+    }
+    let log_format = match raw.log_format.as_deref().unwrap_or("pretty") {
+        "pretty" => LogFormat::Pretty,
+        "json" => LogFormat::Json,
+        other => {
+            return Err(ConfigError(format!(
+                "`log_format` must be \"pretty\" or \"json\", got {other:?}"
+            )));
+        }
+    };
+    let log_level = raw.log_level.unwrap_or_else(|| "info".into());
+    if tracing_subscriber::EnvFilter::try_new(&log_level).is_err() {
+        return Err(ConfigError(format!(
+            "`log_level` must be a level (error, warn, info, debug, trace) or a filter such as \
+             \"tracker=debug\", got {log_level:?}"
+        )));
+    }
+    let max_body_bytes = raw.max_body_bytes.unwrap_or(16 * 1024);
+    if !(256..=16 * 1024 * 1024).contains(&max_body_bytes) {
+        return Err(ConfigError(format!(
+            "`max_body_bytes` must be between 256 and 16777216, got {max_body_bytes}"
+        )));
+    }
+    let rotation_grace = duration("rotation_grace", raw.rotation_grace, "24h")?;
+    Ok(Settings {
+        listen,
+        data: raw.data.unwrap_or_else(|| PathBuf::from("tracker.redb")),
+        default_currency: currency.to_ascii_uppercase(),
+        max_event_age: duration("max_event_age", raw.max_event_age, "90d")?,
+        max_clock_skew: duration("max_clock_skew", raw.max_clock_skew, "10m")?,
+        dedup_window: duration("dedup_window", raw.dedup_window, "24h")?,
+        rotation_grace,
+        max_body_bytes,
+        rate_limit: raw.rate_limit.unwrap_or(0),
+        log_format,
+        log_level,
+    })
+}
+
+impl Settings {
+    /// The built-in defaults, with the data file at `data`: what tests start from.
+    ///
+    /// # Panics
+    /// Never: the defaults are checked by a test.
+    #[must_use]
+    pub fn with_data(data: PathBuf) -> Settings {
+        let mut s = check(RawSettings::default()).expect("the defaults are valid");
+        s.data = data;
+        s
+    }
+
+    #[must_use]
+    pub fn event_rules(&self) -> crate::domain::event::EventRules {
+        crate::domain::event::EventRules {
+            default_currency: self.default_currency.clone(),
+            max_event_age_ms: self.max_event_age.as_millis() as u64,
+            max_clock_skew_ms: self.max_clock_skew.as_millis() as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str, env: &[(&str, &str)], flags: Flags) -> Result<Settings, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tracker.toml");
+        std::fs::write(&path, text).unwrap();
+        let flags = Flags {
+            config: Some(path),
+            ..flags
+        };
+        let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        load(&flags, env).map(|mut s| {
+            // Paths are relative to the temporary directory; compare the file name only.
+            s.data = PathBuf::from(s.data.file_name().unwrap());
+            s
+        })
+    }
+
+    #[test]
+    fn the_example_file_is_every_default() {
+        let from_example = load_text(EXAMPLE, &[], Flags::default()).unwrap();
+        let defaults = load_text("", &[], Flags::default()).unwrap();
+        assert_eq!(from_example, defaults);
+        assert_eq!(defaults.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(defaults.dedup_window, Duration::from_secs(86_400));
+        assert_eq!(defaults.max_body_bytes, 16_384);
+        // Every key is in the example, so the example documents them all.
+        for key in KEYS {
+            assert!(EXAMPLE.contains(&format!("{key} =")), "example lacks {key}");
+        }
+    }
+
+    #[test]
+    fn layers_override_in_order() {
+        let s = load_text(
+            "listen = \"127.0.0.1:1\"\nrate_limit = 5\n",
+            &[
+                ("TRACKER_LISTEN", "127.0.0.1:2"),
+                ("TRACKER_RATE_LIMIT", "7"),
+                ("PATH", "/bin"),
+            ],
+            Flags::default(),
+        )
+        .unwrap();
+        assert_eq!((s.listen.port(), s.rate_limit), (2, 7));
+        let s = load_text(
+            "listen = \"127.0.0.1:1\"\n",
+            &[("TRACKER_LISTEN", "127.0.0.1:2")],
+            Flags {
+                listen: Some("127.0.0.1:3".into()),
+                ..Flags::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.listen.port(), 3);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = load_text("dedup_windw = \"1h\"\n", &[], Flags::default()).unwrap_err();
+        assert!(e.0.contains("dedup_windw"), "{e}");
+        let e = load_text("dedup_window = \"soon\"\n", &[], Flags::default()).unwrap_err();
+        assert!(e.0.contains("dedup_window"), "{e}");
+        let e = load_text("", &[("TRACKER_LISTN", "x")], Flags::default()).unwrap_err();
+        assert!(e.0.contains("TRACKER_LISTN"), "{e}");
+        let e = load_text("listen = \"nowhere\"\n", &[], Flags::default()).unwrap_err();
+        assert!(e.0.contains("listen"), "{e}");
+        let e = load_text("max_body_bytes = \"big\"\n", &[], Flags::default()).unwrap_err();
+        assert!(e.0.contains("max_body_bytes"), "{e}");
+        let e = load_text("log_format = \"xml\"\n", &[], Flags::default()).unwrap_err();
+        assert!(e.0.contains("log_format"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_explicit_config_file_is_an_error() {
+        let flags = Flags {
+            config: Some(PathBuf::from("/nonexistent/tracker.toml")),
+            ..Flags::default()
+        };
+        assert!(load(&flags, std::iter::empty()).is_err());
+    }
+}

@@ -1,0 +1,254 @@
+//! Clicks and bindings: the field rules of CONTRACT sections 5 and 6.
+//!
+//! A back-filled click carries up to four strings, each with its bound. A binding names a click
+//! `uid` and a Telegram user id: a positive integer up to 2^53-1 (the largest integer every JSON
+//! parser holds exactly), sent as a JSON integer or a string of digits.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::domain::decimal::quoted;
+use crate::domain::event::check_visible_ascii;
+use crate::domain::input::{self, Query, json_number_text};
+use crate::error::{Code, Error};
+
+/// The largest Telegram id accepted: 2^53 - 1.
+pub const MAX_TG_ID: u64 = (1 << 53) - 1;
+
+/// A click to back-fill, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewClick {
+    pub link_slug: Option<String>,
+    pub fbclid: Option<String>,
+    pub campaign_name: Option<String>,
+    pub raw_query: Option<String>,
+    pub clicked_at_ms: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClickBody<'a> {
+    #[serde(borrow)]
+    link_slug: Option<&'a RawValue>,
+    #[serde(borrow)]
+    fbclid: Option<&'a RawValue>,
+    #[serde(borrow)]
+    campaign_name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    raw_query: Option<&'a RawValue>,
+}
+
+/// The bound on each click field, in characters.
+pub const CLICK_FIELD_BOUNDS: [(&str, usize); 4] = [
+    ("link_slug", 128),
+    ("fbclid", 512),
+    ("campaign_name", 256),
+    ("raw_query", 4096),
+];
+
+impl NewClick {
+    /// Reads and checks a `POST /clicks` body. An empty string counts as absent.
+    pub fn from_json(body: &[u8], now_ms: u64) -> Result<NewClick, Error> {
+        let b: ClickBody = input::parse_body(body)?;
+        let [slug, fbclid, campaign, raw_query] = CLICK_FIELD_BOUNDS;
+        Ok(NewClick {
+            link_slug: bounded(b.link_slug, slug)?,
+            fbclid: bounded(b.fbclid, fbclid)?,
+            campaign_name: bounded(b.campaign_name, campaign)?,
+            raw_query: bounded(b.raw_query, raw_query)?,
+            clicked_at_ms: now_ms,
+        })
+    }
+}
+
+fn bounded(
+    raw: Option<&RawValue>,
+    (field, max): (&'static str, usize),
+) -> Result<Option<String>, Error> {
+    let Some(raw) = raw else { return Ok(None) };
+    let text = input::json_string(raw, field)?;
+    let len = text.chars().count();
+    if len > max {
+        return Err(Error::field(
+            Code::InvalidField,
+            field,
+            format!("`{field}` must be at most {max} characters, got {len}"),
+        ));
+    }
+    Ok((!text.is_empty()).then_some(text))
+}
+
+/// A bind request, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindInput {
+    pub uid: String,
+    pub tg_id: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BindBody<'a> {
+    #[serde(borrow)]
+    uid: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tg_id: Option<&'a RawValue>,
+}
+
+impl BindInput {
+    /// Reads and checks a `POST /bind` body: `{"uid": "...", "tg_id": 123}`.
+    pub fn from_json(body: &[u8]) -> Result<BindInput, Error> {
+        let b: BindBody = input::parse_body(body)?;
+        let uid = b.uid.map(|r| input::json_string(r, "uid")).transpose()?;
+        let tg = match b.tg_id {
+            None => None,
+            Some(raw) => match json_number_text(raw) {
+                Some(n) => Some(n.to_owned()),
+                None => match serde_json::from_str::<String>(raw.get()) {
+                    Ok(s) => Some(s),
+                    Err(_) => {
+                        return Err(Error::field(
+                            Code::InvalidTgId,
+                            "tg_id",
+                            "`tg_id` must be a positive integer, or a string of digits",
+                        ));
+                    }
+                },
+            },
+        };
+        BindInput::check(uid, tg, "tg_id")
+    }
+
+    /// Reads and checks a `GET /bind` query: `uid=...&tg=123`.
+    pub fn from_query(q: &Query) -> Result<BindInput, Error> {
+        let uid = q.value("uid", Code::InvalidUid)?.map(str::to_owned);
+        let tg = q.value("tg", Code::InvalidTgId)?.map(str::to_owned);
+        BindInput::check(uid, tg, "tg")
+    }
+
+    fn check(
+        uid: Option<String>,
+        tg: Option<String>,
+        tg_field: &'static str,
+    ) -> Result<BindInput, Error> {
+        let uid = match uid {
+            Some(u) if !u.is_empty() => check_visible_ascii(u, "uid", 128, Code::InvalidUid)?,
+            _ => return Err(Error::field(Code::MissingField, "uid", "`uid` is required")),
+        };
+        let tg = match tg {
+            Some(t) if !t.is_empty() => t,
+            _ => {
+                return Err(Error::field(
+                    Code::MissingField,
+                    tg_field,
+                    format!("`{tg_field}` (the Telegram user id) is required"),
+                ));
+            }
+        };
+        Ok(BindInput {
+            uid,
+            tg_id: parse_tg_id(&tg, tg_field)?,
+        })
+    }
+}
+
+/// A Telegram user id: 1..=2^53-1, digits only.
+pub fn parse_tg_id(text: &str, field: &'static str) -> Result<u64, Error> {
+    let bad = |why: &str| {
+        Error::field(
+            Code::InvalidTgId,
+            field,
+            format!(
+                "`{field}` must be a positive integer up to 2^53-1; {} {why}",
+                quoted(text)
+            ),
+        )
+    };
+    if !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad(if text.starts_with('-') {
+            "is negative"
+        } else {
+            "is not a whole number"
+        }));
+    }
+    match text.parse::<u64>() {
+        Ok(0) => Err(bad("is zero")),
+        Ok(n) if n <= MAX_TG_ID => Ok(n),
+        _ => Err(bad("is too large")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn click(body: &str) -> Result<NewClick, Error> {
+        NewClick::from_json(body.as_bytes(), 1)
+    }
+
+    #[test]
+    fn click_field_bounds() {
+        for (field, max) in CLICK_FIELD_BOUNDS {
+            let inside = format!(r#"{{"{field}":"{}"}}"#, "é".repeat(max));
+            let outside = format!(r#"{{"{field}":"{}"}}"#, "a".repeat(max + 1));
+            assert!(click(&inside).is_ok(), "{field} at {max}");
+            let err = click(&outside).unwrap_err();
+            assert_eq!((err.code, err.field), (Code::InvalidField, Some(field)));
+        }
+        assert_eq!(
+            click(r#"{"fbclid":7}"#).unwrap_err().code,
+            Code::InvalidJson
+        );
+        assert_eq!(click(r#"{"uid":"x"}"#).unwrap_err().code, Code::InvalidJson);
+        assert_eq!(
+            click("{}").unwrap(),
+            NewClick {
+                link_slug: None,
+                fbclid: None,
+                campaign_name: None,
+                raw_query: None,
+                clicked_at_ms: 1
+            }
+        );
+        assert_eq!(click(r#"{"fbclid":""}"#).unwrap().fbclid, None);
+    }
+
+    #[test]
+    fn tg_id_bounds() {
+        let bind =
+            |tg: &str| BindInput::from_json(format!(r#"{{"uid":"u","tg_id":{tg}}}"#).as_bytes());
+        assert_eq!(bind("1").unwrap().tg_id, 1);
+        assert_eq!(bind("9007199254740991").unwrap().tg_id, MAX_TG_ID);
+        assert_eq!(bind(r#""42""#).unwrap().tg_id, 42);
+        for bad in [
+            "0",
+            "9007199254740992",
+            "-1",
+            "1.5",
+            r#""12a""#,
+            "true",
+            r#""-3""#,
+            "1e3",
+            "[1]",
+        ] {
+            let err = bind(bad).unwrap_err();
+            assert_eq!(err.code, Code::InvalidTgId, "{bad}: {}", err.message);
+        }
+        assert_eq!(bind(r#""""#).unwrap_err().code, Code::MissingField);
+    }
+
+    #[test]
+    fn bind_requires_both_fields() {
+        let err = BindInput::from_json(br#"{"tg_id":5}"#).unwrap_err();
+        assert_eq!((err.code, err.field), (Code::MissingField, Some("uid")));
+        let err = BindInput::from_query(&Query::parse("uid=abc")).unwrap_err();
+        assert_eq!((err.code, err.field), (Code::MissingField, Some("tg")));
+        let err = BindInput::from_query(&Query::parse("uid=abc&tg={user_id}")).unwrap_err();
+        assert_eq!(err.code, Code::InvalidTgId);
+        assert_eq!(
+            BindInput::from_query(&Query::parse("uid=abc&tg=7"))
+                .unwrap()
+                .tg_id,
+            7
+        );
+    }
+}

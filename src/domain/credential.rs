@@ -1,0 +1,229 @@
+//! Credentials: how a secret or ingest token is made, recognised, and reduced to a digest.
+//!
+//! A credential is `trk_sk_` or `trk_it_`, 22 base62 characters of 128 random bits, and 6 base62
+//! characters of checksum. The prefix makes a leaked one easy to scan for; the checksum lets a
+//! typo or a made-up value be refused without a look-up. Only the SHA-256 digest is ever stored:
+//! SHA-256 of 128 random bits needs no slow hash, because there is nothing to brute-force.
+
+use std::fmt;
+
+use sha2::{Digest as _, Sha256};
+
+const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+const BODY_LEN: usize = 22;
+const CHECK_LEN: usize = 6;
+/// How much of a credential may be shown (in `space list`, in logs): the prefix and 4 characters.
+pub const PUBLIC_LEN: usize = 11;
+
+/// The two kinds of credential. The discriminants are stored on disk; never renumber them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    Secret = 1,
+    Ingest = 2,
+}
+
+impl Kind {
+    #[must_use]
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Kind::Secret => "trk_sk_",
+            Kind::Ingest => "trk_it_",
+        }
+    }
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Secret => "secret",
+            Kind::Ingest => "ingest",
+        }
+    }
+
+    #[must_use]
+    pub fn from_u8(n: u8) -> Option<Kind> {
+        [Kind::Secret, Kind::Ingest]
+            .into_iter()
+            .find(|k| *k as u8 == n)
+    }
+}
+
+/// The SHA-256 digest under which a credential is stored and looked up.
+pub type CredentialDigest = [u8; 32];
+
+/// A newly made credential. Its text is shown once and then dropped; `Debug` never shows it.
+pub struct Issued {
+    pub kind: Kind,
+    pub text: String,
+    pub digest: CredentialDigest,
+}
+
+impl Issued {
+    #[must_use]
+    pub fn public_prefix(&self) -> &str {
+        &self.text[..PUBLIC_LEN]
+    }
+}
+
+impl fmt::Debug for Issued {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Issued({}, {}…)",
+            self.kind.as_str(),
+            self.public_prefix()
+        )
+    }
+}
+
+/// Makes a new random credential of `kind`.
+///
+/// # Panics
+/// If the operating system has no randomness to give, which no tracker can work without.
+#[must_use]
+pub fn generate(kind: Kind) -> Issued {
+    let mut random = [0u8; 16];
+    getrandom::fill(&mut random).expect("the OS random number generator failed");
+    let mut text = String::with_capacity(kind.prefix().len() + BODY_LEN + CHECK_LEN);
+    text.push_str(kind.prefix());
+    text.push_str(&base62(u128::from_be_bytes(random), BODY_LEN));
+    let check = checksum(&text);
+    text.push_str(&check);
+    let digest = digest(&text);
+    Issued { kind, text, digest }
+}
+
+/// Recognises a credential's kind and verifies its checksum; `None` for anything malformed.
+/// This costs one small hash and runs before any look-up.
+#[must_use]
+pub fn recognise(text: &str) -> Option<Kind> {
+    let kind = [Kind::Secret, Kind::Ingest]
+        .into_iter()
+        .find(|k| text.starts_with(k.prefix()))?;
+    if text.len() != kind.prefix().len() + BODY_LEN + CHECK_LEN
+        || !text
+            .bytes()
+            .skip(kind.prefix().len())
+            .all(|b| b.is_ascii_alphanumeric())
+    {
+        return None;
+    }
+    let (body, check) = text.split_at(text.len() - CHECK_LEN);
+    (checksum(body) == check).then_some(kind)
+}
+
+#[must_use]
+pub fn digest(text: &str) -> CredentialDigest {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+fn checksum(body: &str) -> String {
+    let d = Sha256::digest(body.as_bytes());
+    base62(
+        u128::from(u32::from_be_bytes([d[0], d[1], d[2], d[3]])),
+        CHECK_LEN,
+    )
+}
+
+/// `n` in base62, left-padded with zeros to `width` characters.
+fn base62(mut n: u128, width: usize) -> String {
+    let mut out = vec![b'0'; width];
+    for slot in out.iter_mut().rev() {
+        *slot = BASE62[(n % 62) as usize];
+        n /= 62;
+    }
+    String::from_utf8(out).expect("base62 is ASCII")
+}
+
+/// A random identifier of 128 bits in 22 characters of `[A-Za-z0-9]`: a click's `uid`, which
+/// must fit a Telegram `start` parameter.
+///
+/// # Panics
+/// If the operating system has no randomness to give.
+#[must_use]
+pub fn random_id() -> String {
+    let mut random = [0u8; 16];
+    getrandom::fill(&mut random).expect("the OS random number generator failed");
+    base62(u128::from_be_bytes(random), BODY_LEN)
+}
+
+/// Replaces credential-looking values in `text` (a query string, an error) with their public
+/// prefix, so nothing that is logged can be used.
+#[must_use]
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("trk_") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let shown = &tail[..end.min(PUBLIC_LEN)];
+        out.push_str(shown);
+        if end > PUBLIC_LEN {
+            out.push('…');
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    // A `token=` that was not a credential of ours is still somebody's secret.
+    redact_token_param(&out)
+}
+
+fn redact_token_param(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("token", v)) if !v.starts_with("trk_") => "token=[redacted]".to_owned(),
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_credentials_are_recognised() {
+        for kind in [Kind::Secret, Kind::Ingest] {
+            let c = generate(kind);
+            assert!(c.text.starts_with(kind.prefix()));
+            assert_eq!(recognise(&c.text), Some(kind));
+            assert_eq!(c.digest, digest(&c.text));
+        }
+    }
+
+    #[test]
+    fn a_changed_character_fails_the_checksum() {
+        let c = generate(Kind::Secret);
+        let mut bytes = c.text.clone().into_bytes();
+        let i = 10;
+        bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+        assert_eq!(recognise(&String::from_utf8(bytes).unwrap()), None);
+        assert_eq!(recognise(&c.text[..c.text.len() - 1]), None);
+        assert_eq!(recognise("trk_sk_"), None);
+        assert_eq!(recognise("Bearer"), None);
+    }
+
+    #[test]
+    fn two_credentials_differ() {
+        assert_ne!(generate(Kind::Ingest).text, generate(Kind::Ingest).text);
+        let id = random_id();
+        assert!(id.len() <= 32 && id.bytes().all(|b| b.is_ascii_alphanumeric()));
+    }
+
+    #[test]
+    fn debug_and_redact_hide_the_secret_part() {
+        let c = generate(Kind::Secret);
+        let secret_part = &c.text[PUBLIC_LEN..];
+        assert!(!format!("{c:?}").contains(secret_part));
+        let q = format!("event=deposit&token={}&uid=1", c.text);
+        let red = redact(&q);
+        assert!(!red.contains(secret_part), "{red}");
+        assert!(red.contains("uid=1"));
+        assert_eq!(redact("token=hunter2&x=1"), "token=[redacted]&x=1");
+    }
+}

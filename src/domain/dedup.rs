@@ -1,0 +1,215 @@
+//! Which earlier event a new one duplicates: the four rules of CONTRACT section 4.
+//!
+//! [`dedup_key`] is the only place that decides the rule and the key. The writer looks the key up
+//! inside its write transaction, so the decision and the insert are one atomic step.
+
+use sha2::{Digest, Sha256};
+
+use crate::domain::event::{EventKind, ValidEvent};
+
+/// The rule that applied, reported as `dedup` in the answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Basis {
+    Eid,
+    Milestone,
+    Fingerprint,
+    None,
+}
+
+impl Basis {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Basis::Eid => "eid",
+            Basis::Milestone => "milestone",
+            Basis::Fingerprint => "fingerprint",
+            Basis::None => "none",
+        }
+    }
+}
+
+/// A dedup key: the rule, a 128-bit digest of the rule's fields, and, for the windowed
+/// fingerprint, how long an earlier event keeps counting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DedupKey {
+    pub basis: Basis,
+    /// Stored as part of the table key, so the four rules never collide with each other.
+    pub rule: u8,
+    pub digest: u128,
+    /// `Some(window)` for rule 3 without a supplied time: a duplicate only within the window.
+    pub window_ms: Option<u64>,
+}
+
+/// The key of `event` under CONTRACT section 4, or `None` when it can never be a duplicate.
+/// The space is not part of the digest: the table key puts the space number in front of it.
+#[must_use]
+pub fn dedup_key(event: &ValidEvent, dedup_window_ms: u64) -> Option<DedupKey> {
+    let kind = [event.kind as u8];
+    let (basis, rule, fields, window_ms): (Basis, u8, Vec<&[u8]>, _) =
+        match (&event.eid, &event.uid) {
+            (Some(eid), _) => (Basis::Eid, 1, vec![&kind, eid.as_bytes()], None),
+            (None, Some(uid)) if event.kind != EventKind::Deposit => {
+                (Basis::Milestone, 2, vec![&kind, uid.as_bytes()], None)
+            }
+            (None, Some(uid)) => {
+                // `7` and `7.00` are one deposit: the value is compared in normalised form.
+                let value = event
+                    .value
+                    .map(|v| v.normalized().to_string())
+                    .unwrap_or_default();
+                if event.time_supplied {
+                    let at = event.occurred_at_ms.to_be_bytes();
+                    let fields = vec![
+                        uid.as_bytes(),
+                        value.as_bytes(),
+                        event.currency.as_bytes(),
+                        &at,
+                    ];
+                    return Some(key(Basis::Fingerprint, 3, &fields, None));
+                }
+                let fields = vec![uid.as_bytes(), value.as_bytes(), event.currency.as_bytes()];
+                return Some(key(Basis::Fingerprint, 4, &fields, Some(dedup_window_ms)));
+            }
+            (None, None) => return None,
+        };
+    Some(key(basis, rule, &fields, window_ms))
+}
+
+fn key(basis: Basis, rule: u8, fields: &[&[u8]], window_ms: Option<u64>) -> DedupKey {
+    let mut h = Sha256::new();
+    for f in fields {
+        // Length-prefixed, so ("ab","c") and ("a","bc") differ.
+        h.update((f.len() as u64).to_be_bytes());
+        h.update(f);
+    }
+    let d = h.finalize();
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&d[..16]);
+    DedupKey {
+        basis,
+        rule,
+        digest: u128::from_be_bytes(first),
+        window_ms,
+    }
+}
+
+/// Whether an event with `key`, received at `received_at_ms`, duplicates the earlier event
+/// stored under the same key (`earlier` = its `(inbox_id, received_at_ms)`). Returns the
+/// earlier `inbox_id` if so. The writer and `dry_run` both decide with this.
+#[must_use]
+pub fn duplicate_of(
+    key: &DedupKey,
+    earlier: Option<(u64, u64)>,
+    received_at_ms: u64,
+) -> Option<u64> {
+    let (inbox_id, at_ms) = earlier?;
+    let in_window = key
+        .window_ms
+        .is_none_or(|w| received_at_ms.saturating_sub(at_ms) < w);
+    in_window.then_some(inbox_id)
+}
+
+/// The basis an event is judged by, also for events that have no key.
+#[must_use]
+pub fn basis_of(key: Option<&DedupKey>) -> Basis {
+    key.map_or(Basis::None, |k| k.basis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::decimal::Decimal;
+
+    fn ev(
+        kind: EventKind,
+        uid: Option<&str>,
+        eid: Option<&str>,
+        value: Option<&str>,
+    ) -> ValidEvent {
+        ValidEvent {
+            kind,
+            uid: uid.map(Into::into),
+            value: value.map(|v| Decimal::parse(v).unwrap()),
+            currency: "USD".into(),
+            eid: eid.map(Into::into),
+            occurred_at_ms: 1_800_000_000_000,
+            time_supplied: false,
+            received_at_ms: 1_800_000_000_000,
+        }
+    }
+
+    const W: u64 = 86_400_000;
+
+    #[test]
+    fn rules_in_order() {
+        use EventKind::*;
+        let k = |e: &ValidEvent| dedup_key(e, W).map(|k| k.basis);
+        assert_eq!(
+            k(&ev(Deposit, Some("u"), Some("e"), None)),
+            Some(Basis::Eid)
+        );
+        assert_eq!(
+            k(&ev(Contact, Some("u"), None, None)),
+            Some(Basis::Milestone)
+        );
+        assert_eq!(
+            k(&ev(Subscribed, Some("u"), None, None)),
+            Some(Basis::Milestone)
+        );
+        assert_eq!(
+            k(&ev(Registration, Some("u"), None, None)),
+            Some(Basis::Milestone)
+        );
+        assert_eq!(
+            k(&ev(Deposit, Some("u"), None, Some("5"))),
+            Some(Basis::Fingerprint)
+        );
+        assert_eq!(k(&ev(Deposit, None, None, Some("5"))), None);
+        assert_eq!(k(&ev(Contact, None, None, None)), None);
+    }
+
+    #[test]
+    fn eid_key_is_per_event_kind() {
+        let a = dedup_key(&ev(EventKind::Deposit, None, Some("x"), None), W).unwrap();
+        let b = dedup_key(&ev(EventKind::Contact, None, Some("x"), None), W).unwrap();
+        let c = dedup_key(
+            &ev(EventKind::Deposit, Some("other"), Some("x"), Some("9")),
+            W,
+        )
+        .unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a, c, "with an eid, uid and value do not matter");
+    }
+
+    #[test]
+    fn deposit_values_compare_by_amount() {
+        let seven = dedup_key(&ev(EventKind::Deposit, Some("u"), None, Some("7")), W).unwrap();
+        let seven00 = dedup_key(&ev(EventKind::Deposit, Some("u"), None, Some("7.00")), W).unwrap();
+        let eight = dedup_key(&ev(EventKind::Deposit, Some("u"), None, Some("8")), W).unwrap();
+        assert_eq!(seven, seven00);
+        assert_ne!(seven, eight);
+        assert_eq!(seven.window_ms, Some(W));
+    }
+
+    #[test]
+    fn the_window_is_half_open() {
+        let key = dedup_key(&ev(EventKind::Deposit, Some("u"), None, Some("7")), W).unwrap();
+        assert_eq!(duplicate_of(&key, None, 5), None);
+        assert_eq!(duplicate_of(&key, Some((9, 1000)), 1000 + W - 1), Some(9));
+        assert_eq!(duplicate_of(&key, Some((9, 1000)), 1000 + W), None);
+        let permanent = dedup_key(&ev(EventKind::Contact, Some("u"), None, None), W).unwrap();
+        assert_eq!(duplicate_of(&permanent, Some((9, 0)), u64::MAX), Some(9));
+    }
+
+    #[test]
+    fn supplied_time_makes_the_fingerprint_permanent_and_distinct() {
+        let mut timed = ev(EventKind::Deposit, Some("u"), None, Some("7"));
+        timed.time_supplied = true;
+        let k1 = dedup_key(&timed, W).unwrap();
+        assert_eq!(k1.window_ms, None);
+        timed.occurred_at_ms += 1;
+        assert_ne!(dedup_key(&timed, W).unwrap(), k1);
+        let untimed = dedup_key(&ev(EventKind::Deposit, Some("u"), None, Some("7")), W).unwrap();
+        assert_ne!(untimed.rule, k1.rule);
+    }
+}

@@ -1,0 +1,532 @@
+//! Conversion events: every field rule of CONTRACT section 4, for `POST /events` and `GET /e`.
+//!
+//! Both endpoints turn their request into an [`EventInput`] (the same fields, under the names
+//! that endpoint uses) and call [`validate`]; no other code decides whether an event is valid.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::domain::decimal::{Decimal, quoted};
+use crate::domain::input::{self, Query, json_number_text};
+use crate::error::{Code, Error};
+
+/// The four canonical events. The discriminants are stored on disk; never renumber them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum EventKind {
+    Contact = 1,
+    Subscribed = 2,
+    Registration = 3,
+    Deposit = 4,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 4] = [
+        EventKind::Contact,
+        EventKind::Subscribed,
+        EventKind::Registration,
+        EventKind::Deposit,
+    ];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Contact => "contact",
+            EventKind::Subscribed => "subscribed",
+            EventKind::Registration => "registration",
+            EventKind::Deposit => "deposit",
+        }
+    }
+
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    #[must_use]
+    pub fn from_u8(n: u8) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| *k as u8 == n)
+    }
+}
+
+/// The bounds CONTRACT section 4 leaves to configuration.
+#[derive(Clone, Debug)]
+pub struct EventRules {
+    pub default_currency: String,
+    pub max_event_age_ms: u64,
+    pub max_clock_skew_ms: u64,
+}
+
+/// An event that passed every rule, ready to be deduplicated and stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidEvent {
+    pub kind: EventKind,
+    pub uid: Option<String>,
+    pub value: Option<Decimal>,
+    pub currency: String,
+    pub eid: Option<String>,
+    /// The caller's time if given (`time_supplied`), else the time of receipt.
+    pub occurred_at_ms: u64,
+    pub time_supplied: bool,
+    pub received_at_ms: u64,
+}
+
+/// The names an endpoint gives the event fields; errors name the field as the caller sent it.
+pub struct FieldNames {
+    pub time: &'static str,
+}
+
+pub const POST_NAMES: FieldNames = FieldNames {
+    time: "occurred_at_ms",
+};
+pub const GET_NAMES: FieldNames = FieldNames { time: "t" };
+
+/// A numeric field as sent: JSON number text, or a string (every GET value, or a JSON string).
+#[derive(Debug)]
+pub enum Numeric {
+    JsonNumber(String),
+    Text(String),
+}
+
+/// The event fields of one request, read but not yet checked.
+#[derive(Debug, Default)]
+pub struct EventInput {
+    pub event: Option<String>,
+    pub uid: Option<String>,
+    pub value: Option<Numeric>,
+    pub currency: Option<String>,
+    pub eid: Option<String>,
+    pub time: Option<Numeric>,
+    pub dry_run: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventBody<'a> {
+    #[serde(borrow)]
+    event: Option<&'a RawValue>,
+    #[serde(borrow)]
+    uid: Option<&'a RawValue>,
+    #[serde(borrow)]
+    value: Option<&'a RawValue>,
+    #[serde(borrow)]
+    currency: Option<&'a RawValue>,
+    #[serde(borrow)]
+    eid: Option<&'a RawValue>,
+    #[serde(borrow)]
+    occurred_at_ms: Option<&'a RawValue>,
+    #[serde(borrow)]
+    dry_run: Option<&'a RawValue>,
+}
+
+impl EventInput {
+    /// Reads a `POST /events` body. Only JSON types are checked here; values are checked by
+    /// [`validate`].
+    pub fn from_json(body: &[u8]) -> Result<EventInput, Error> {
+        let b: EventBody = input::parse_body(body)?;
+        let string =
+            |raw: Option<&RawValue>, name| raw.map(|r| input::json_string(r, name)).transpose();
+        let value = match b.value {
+            None => None,
+            Some(raw) => Some(match json_number_text(raw) {
+                Some(n) => Numeric::JsonNumber(n.to_owned()),
+                None => Numeric::Text(input::json_string(raw, "value").map_err(|_| {
+                    input::wrong_type("value", "a number or a string holding one", raw)
+                })?),
+            }),
+        };
+        let time = match b.occurred_at_ms {
+            None => None,
+            Some(raw) => Some(Numeric::JsonNumber(
+                json_number_text(raw)
+                    .ok_or_else(|| input::wrong_type("occurred_at_ms", "an integer", raw))?
+                    .to_owned(),
+            )),
+        };
+        Ok(EventInput {
+            event: string(b.event, "event")?,
+            uid: string(b.uid, "uid")?,
+            value,
+            currency: string(b.currency, "currency")?,
+            eid: string(b.eid, "eid")?,
+            time,
+            dry_run: b
+                .dry_run
+                .map(|r| input::json_bool(r, "dry_run"))
+                .transpose()?
+                .unwrap_or(false),
+        })
+    }
+
+    /// Reads a `GET /e` query (the token was taken by authentication).
+    pub fn from_query(q: &Query) -> Result<EventInput, Error> {
+        let text = |name, code| q.value(name, code).map(|v| v.map(str::to_owned));
+        Ok(EventInput {
+            event: text("event", Code::InvalidEvent)?,
+            uid: text("uid", Code::InvalidUid)?,
+            value: text("value", Code::InvalidValue)?.map(Numeric::Text),
+            currency: text("currency", Code::InvalidCurrency)?,
+            eid: text("eid", Code::InvalidEid)?,
+            time: text("t", Code::InvalidTime)?.map(Numeric::Text),
+            dry_run: q.get("dry_run").is_some_and(|v| v == "1" || v == "true"),
+        })
+    }
+}
+
+/// Checks every field of `input` against CONTRACT section 4, at time `now_ms`.
+pub fn validate(
+    input: EventInput,
+    names: &FieldNames,
+    rules: &EventRules,
+    now_ms: u64,
+) -> Result<ValidEvent, Error> {
+    let event = match input.event {
+        None => {
+            return Err(Error::field(
+                Code::MissingField,
+                "event",
+                "`event` is required",
+            ));
+        }
+        Some(e) if e.is_empty() => {
+            return Err(Error::field(
+                Code::MissingField,
+                "event",
+                "`event` is required",
+            ));
+        }
+        Some(e) => e,
+    };
+    let kind = EventKind::from_name(&event).ok_or_else(|| {
+        Error::field(
+            Code::InvalidEvent,
+            "event",
+            format!(
+                "`event` must be one of contact, subscribed, registration, deposit; got {}",
+                quoted(&event)
+            ),
+        )
+    })?;
+    let uid = input
+        .uid
+        .map(|u| check_visible_ascii(u, "uid", 128, Code::InvalidUid))
+        .transpose()?;
+    let eid = input
+        .eid
+        .map(|e| check_visible_ascii(e, "eid", 256, Code::InvalidEid))
+        .transpose()?;
+    let value = input.value.map(|v| parse_value(&v)).transpose()?;
+    let currency = match input.currency {
+        None => rules.default_currency.clone(),
+        Some(c) => check_currency(&c)?,
+    };
+    let (occurred_at_ms, time_supplied) = match input.time {
+        None => (now_ms, false),
+        Some(t) => (check_time(&t, names.time, rules, now_ms)?, true),
+    };
+    Ok(ValidEvent {
+        kind,
+        uid,
+        value,
+        currency,
+        eid,
+        occurred_at_ms,
+        time_supplied,
+        received_at_ms: now_ms,
+    })
+}
+
+/// The rule of `uid` and `eid` (and of a binding's `uid`): 1..=`max` visible ASCII characters.
+pub fn check_visible_ascii(
+    text: String,
+    field: &'static str,
+    max: usize,
+    code: Code,
+) -> Result<String, Error> {
+    if text.is_empty() {
+        return Err(Error::field(
+            code,
+            field,
+            format!("`{field}` must not be empty"),
+        ));
+    }
+    if text.len() > max {
+        return Err(Error::field(
+            code,
+            field,
+            format!(
+                "`{field}` must be at most {max} characters, got {}",
+                text.len()
+            ),
+        ));
+    }
+    if let Some(bad) = text.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(Error::field(
+            code,
+            field,
+            format!("`{field}` must be visible ASCII with no spaces, but contains {bad:?}"),
+        ));
+    }
+    Ok(text)
+}
+
+fn parse_value(v: &Numeric) -> Result<Decimal, Error> {
+    let text = match v {
+        Numeric::JsonNumber(t) | Numeric::Text(t) => t,
+    };
+    Decimal::parse(text).map_err(|msg| Error::field(Code::InvalidValue, "value", msg))
+}
+
+fn check_currency(c: &str) -> Result<String, Error> {
+    if (3..=10).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        Ok(c.to_ascii_uppercase())
+    } else {
+        Err(Error::field(
+            Code::InvalidCurrency,
+            "currency",
+            format!(
+                "`currency` must be 3 to 10 ASCII letters or digits (USD, USDT), got {}",
+                quoted(c)
+            ),
+        ))
+    }
+}
+
+fn check_time(
+    t: &Numeric,
+    field: &'static str,
+    rules: &EventRules,
+    now_ms: u64,
+) -> Result<u64, Error> {
+    let bad = |msg: String| Error::field(Code::InvalidTime, field, msg);
+    let text = match t {
+        Numeric::JsonNumber(t) | Numeric::Text(t) => t,
+    };
+    let ms: u64 = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        text.parse()
+            .map_err(|_| bad(format!("`{field}` is far too large: {}", quoted(text))))?
+    } else {
+        return Err(bad(format!(
+            "`{field}` must be a positive whole number of epoch milliseconds, got {}",
+            quoted(text)
+        )));
+    };
+    if ms < 100_000_000_000 {
+        return Err(bad(format!(
+            "`{field}` is {ms}, which looks like seconds; send epoch milliseconds ({ms}000)"
+        )));
+    }
+    let earliest = now_ms.saturating_sub(rules.max_event_age_ms);
+    let latest = now_ms.saturating_add(rules.max_clock_skew_ms);
+    if ms < earliest {
+        return Err(bad(format!(
+            "`{field}` is {ms}, more than {} in the past",
+            humantime::format_duration(std::time::Duration::from_millis(rules.max_event_age_ms))
+        )));
+    }
+    if ms > latest {
+        return Err(bad(format!(
+            "`{field}` is {ms}, more than {} in the future; check the sender's clock",
+            humantime::format_duration(std::time::Duration::from_millis(rules.max_clock_skew_ms))
+        )));
+    }
+    Ok(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_800_000_000_000;
+    const DAY: u64 = 86_400_000;
+
+    fn rules() -> EventRules {
+        EventRules {
+            default_currency: "USD".into(),
+            max_event_age_ms: 90 * DAY,
+            max_clock_skew_ms: 600_000,
+        }
+    }
+
+    fn post(body: &str) -> Result<ValidEvent, Error> {
+        validate(
+            EventInput::from_json(body.as_bytes())?,
+            &POST_NAMES,
+            &rules(),
+            NOW,
+        )
+    }
+
+    fn code(body: &str) -> Code {
+        post(body).unwrap_err().code
+    }
+
+    #[test]
+    fn event_name_rules() {
+        assert_eq!(
+            post(r#"{"event":"deposit"}"#).unwrap().kind,
+            EventKind::Deposit
+        );
+        assert_eq!(code(r"{}"), Code::MissingField);
+        assert_eq!(code(r#"{"event":""}"#), Code::MissingField);
+        assert_eq!(code(r#"{"event":"Deposit"}"#), Code::InvalidEvent);
+        assert_eq!(code(r#"{"event":"purchase"}"#), Code::InvalidEvent);
+        assert_eq!(code(r#"{"event":5}"#), Code::InvalidJson);
+    }
+
+    #[test]
+    fn uid_bounds() {
+        let ok = "a".repeat(128);
+        let long = "a".repeat(129);
+        assert!(post(&format!(r#"{{"event":"contact","uid":"{ok}"}}"#)).is_ok());
+        assert_eq!(
+            code(&format!(r#"{{"event":"contact","uid":"{long}"}}"#)),
+            Code::InvalidUid
+        );
+        assert_eq!(code(r#"{"event":"contact","uid":""}"#), Code::InvalidUid);
+        assert_eq!(code(r#"{"event":"contact","uid":"a b"}"#), Code::InvalidUid);
+        assert_eq!(code(r#"{"event":"contact","uid":"é"}"#), Code::InvalidUid);
+        assert!(post(r#"{"event":"contact","uid":"!~"}"#).is_ok());
+    }
+
+    #[test]
+    fn eid_bounds() {
+        let ok = "e".repeat(256);
+        let long = "e".repeat(257);
+        assert!(post(&format!(r#"{{"event":"deposit","eid":"{ok}"}}"#)).is_ok());
+        assert_eq!(
+            code(&format!(r#"{{"event":"deposit","eid":"{long}"}}"#)),
+            Code::InvalidEid
+        );
+        assert_eq!(
+            code(r#"{"event":"deposit","eid":"a\tb"}"#),
+            Code::InvalidEid
+        );
+    }
+
+    #[test]
+    fn value_rules() {
+        let v = |body: &str| post(body).map(|e| e.value.unwrap().to_string());
+        assert_eq!(
+            v(r#"{"event":"deposit","value":"12.10"}"#).unwrap(),
+            "12.10"
+        );
+        assert_eq!(v(r#"{"event":"deposit","value":12.10}"#).unwrap(), "12.10");
+        assert_eq!(v(r#"{"event":"deposit","value":-3.5}"#).unwrap(), "-3.5");
+        assert_eq!(
+            code(r#"{"event":"deposit","value":"12,5"}"#),
+            Code::InvalidValue
+        );
+        assert_eq!(
+            code(r#"{"event":"deposit","value":"0x1F"}"#),
+            Code::InvalidValue
+        );
+        assert_eq!(
+            code(r#"{"event":"deposit","value":"NaN"}"#),
+            Code::InvalidValue
+        );
+        assert_eq!(
+            code(r#"{"event":"deposit","value":1e400}"#),
+            Code::InvalidValue
+        );
+        assert_eq!(
+            code(r#"{"event":"deposit","value":true}"#),
+            Code::InvalidJson
+        );
+        let digits28 = "1234567890123456789012345678";
+        assert!(post(&format!(r#"{{"event":"deposit","value":{digits28}}}"#)).is_ok());
+        assert_eq!(
+            code(&format!(r#"{{"event":"deposit","value":{digits28}9}}"#)),
+            Code::InvalidValue
+        );
+    }
+
+    #[test]
+    fn currency_bounds() {
+        let c = |body: &str| post(body).map(|e| e.currency);
+        assert_eq!(c(r#"{"event":"deposit"}"#).unwrap(), "USD");
+        assert_eq!(c(r#"{"event":"deposit","currency":"eur"}"#).unwrap(), "EUR");
+        assert_eq!(
+            c(r#"{"event":"deposit","currency":"abcdefghij"}"#).unwrap(),
+            "ABCDEFGHIJ"
+        );
+        assert_eq!(
+            code(r#"{"event":"deposit","currency":"abcdefghijk"}"#),
+            Code::InvalidCurrency
+        );
+        assert_eq!(c(r#"{"event":"deposit","currency":"usd"}"#).unwrap(), "USD");
+        assert_eq!(
+            code(r#"{"event":"deposit","currency":"US"}"#),
+            Code::InvalidCurrency
+        );
+        assert_eq!(
+            code(r#"{"event":"deposit","currency":"US$"}"#),
+            Code::InvalidCurrency
+        );
+    }
+
+    #[test]
+    fn time_bounds() {
+        let at = |t: u64| post(&format!(r#"{{"event":"deposit","occurred_at_ms":{t}}}"#));
+        let oldest = NOW - 90 * DAY;
+        assert_eq!(at(oldest).unwrap().occurred_at_ms, oldest);
+        assert_eq!(at(oldest - 1).unwrap_err().code, Code::InvalidTime);
+        assert!(at(NOW + 600_000).unwrap().time_supplied);
+        assert_eq!(at(NOW + 600_001).unwrap_err().code, Code::InvalidTime);
+        let secs = at(1_800_000_000).unwrap_err();
+        assert!(secs.message.contains("seconds"), "{}", secs.message);
+        assert_eq!(secs.field, Some("occurred_at_ms"));
+        assert_eq!(
+            code(r#"{"event":"deposit","occurred_at_ms":1.8e12}"#),
+            Code::InvalidTime
+        );
+        assert_eq!(
+            code(r#"{"event":"deposit","occurred_at_ms":-5}"#),
+            Code::InvalidTime
+        );
+        assert_eq!(
+            code(r#"{"event":"deposit","occurred_at_ms":"1800000000000"}"#),
+            Code::InvalidJson
+        );
+        let absent = post(r#"{"event":"deposit"}"#).unwrap();
+        assert_eq!((absent.occurred_at_ms, absent.time_supplied), (NOW, false));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_by_name() {
+        let err = post(r#"{"event":"deposit","occured_at_ms":1}"#).unwrap_err();
+        assert_eq!(err.code, Code::InvalidJson);
+        assert!(err.message.contains("occured_at_ms"), "{}", err.message);
+        assert_eq!(code("not json"), Code::InvalidJson);
+        assert_eq!(code(""), Code::InvalidJson);
+        assert_eq!(code("[]"), Code::InvalidJson);
+    }
+
+    #[test]
+    fn get_query_uses_get_names_and_refuses_macros() {
+        let get = |q: &str| {
+            validate(
+                EventInput::from_query(&Query::parse(q))?,
+                &GET_NAMES,
+                &rules(),
+                NOW,
+            )
+        };
+        let e = get("event=deposit&value=7.00&currency=usdt&t=1800000000000&extra=1").unwrap();
+        assert_eq!(
+            (e.value.unwrap().to_string(), e.currency),
+            ("7.00".into(), "USDT".into())
+        );
+        assert_eq!(get("event=deposit&t=12").unwrap_err().field, Some("t"));
+        assert_eq!(
+            get("event=deposit&uid={clickid}").unwrap_err().code,
+            Code::InvalidUid
+        );
+        assert_eq!(
+            get("event=deposit&value=%7Bamount%7D").unwrap_err().code,
+            Code::InvalidValue
+        );
+        assert_eq!(get("event=&uid=x").unwrap_err().code, Code::MissingField);
+        assert_eq!(get("event=deposit&uid=").unwrap().uid, None);
+    }
+}

@@ -1,0 +1,11 @@
+//! The rules of the tracker, free of HTTP and of storage: what a valid event, click, binding and
+//! credential are, and which events duplicate each other.
+
+pub mod click;
+pub mod credential;
+pub mod decimal;
+pub mod dedup;
+pub mod event;
+pub mod input;
+pub mod keyring;
+pub mod rate;

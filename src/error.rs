@@ -1,0 +1,114 @@
+//! The one error type every request path returns, with its stable machine code.
+//!
+//! Domain rules, authentication and storage all fail with an [`Error`]: a [`Code`] (the stable
+//! `status` string of CONTRACT section 2), a sentence for a person, and the field at fault. The
+//! mapping from [`Code`] to an HTTP status lives in `http::respond`, and nowhere else.
+
+use std::fmt;
+
+/// A stable machine code, sent to clients as `status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Code {
+    InvalidJson,
+    MissingField,
+    InvalidEvent,
+    InvalidValue,
+    InvalidTime,
+    InvalidCurrency,
+    InvalidUid,
+    InvalidEid,
+    InvalidTgId,
+    InvalidField,
+    Unauthorized,
+    PayloadTooLarge,
+    NotFound,
+    MethodNotAllowed,
+    RateLimited,
+    Unavailable,
+    Internal,
+}
+
+impl Code {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::InvalidJson => "invalid_json",
+            Code::MissingField => "missing_field",
+            Code::InvalidEvent => "invalid_event",
+            Code::InvalidValue => "invalid_value",
+            Code::InvalidTime => "invalid_time",
+            Code::InvalidCurrency => "invalid_currency",
+            Code::InvalidUid => "invalid_uid",
+            Code::InvalidEid => "invalid_eid",
+            Code::InvalidTgId => "invalid_tg_id",
+            Code::InvalidField => "invalid_field",
+            Code::Unauthorized => "unauthorized",
+            Code::PayloadTooLarge => "payload_too_large",
+            Code::NotFound => "not_found",
+            Code::MethodNotAllowed => "method_not_allowed",
+            Code::RateLimited => "rate_limited",
+            Code::Unavailable => "unavailable",
+            Code::Internal => "internal",
+        }
+    }
+}
+
+/// A failed request: what went wrong, in words for a person and a code for a program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub code: Code,
+    pub message: String,
+    /// The field at fault, under the name the caller used (`t` on GET, `occurred_at_ms` on POST).
+    pub field: Option<&'static str>,
+}
+
+impl Error {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn field(code: Code, field: &'static str, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            message: message.into(),
+            field: Some(field),
+        }
+    }
+
+    /// One answer for every credential failure, so a caller learns nothing about which spaces or
+    /// credentials exist.
+    #[must_use]
+    pub fn unauthorized(message: &str) -> Self {
+        Error::new(Code::Unauthorized, message)
+    }
+
+    /// The write could not be made durable. The detail is for the log, not for the client.
+    #[must_use]
+    pub fn unavailable() -> Self {
+        Error::new(
+            Code::Unavailable,
+            "the tracker could not store this durably right now; retry later",
+        )
+    }
+
+    /// A bug. The caller logs the detail; the client gets this sentence only.
+    #[must_use]
+    pub fn internal() -> Self {
+        Error::new(
+            Code::Internal,
+            "internal error; the details are in the server log",
+        )
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for Error {}

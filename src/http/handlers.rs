@@ -1,0 +1,279 @@
+//! The endpoints: each turns a request into an [`App`] call and the result into JSON.
+//!
+//! Every handler runs the same steps in the same order: authenticate, read the input, call the
+//! app, answer; and every answer, success or failure, leaves through [`finish`], which writes the
+//! access-log line. The log line has the method, path, status, latency and space; never the
+//! query string or a header, so no credential can reach the log.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::{Stream, StreamExt};
+use serde::Serialize;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use crate::app::{App, EventResult, Presented};
+use crate::domain::click::BindInput;
+use crate::domain::event::{EventInput, GET_NAMES, POST_NAMES};
+use crate::domain::input::Query;
+use crate::domain::keyring::SpaceRef;
+use crate::error::{Code, Error};
+use crate::http::respond::{self, Auth};
+use crate::storage::BindOutcome;
+
+/// What the access log needs to know about a request.
+struct Access {
+    method: &'static str,
+    path: &'static str,
+    started: Instant,
+    space: Option<Arc<str>>,
+    auth: Auth,
+}
+
+impl Access {
+    fn new(method: &'static str, path: &'static str, auth: Auth) -> Access {
+        Access {
+            method,
+            path,
+            started: Instant::now(),
+            space: None,
+            auth,
+        }
+    }
+
+    fn space(&mut self, space: &SpaceRef) {
+        self.space = Some(space.name.clone());
+    }
+}
+
+fn finish(access: &Access, result: Result<Response, Error>) -> Response {
+    let response = match result {
+        Ok(r) => r,
+        Err(e) => respond::error(&e, access.auth),
+    };
+    tracing::info!(
+        target: "tracker::access",
+        method = access.method,
+        path = access.path,
+        status = response.status().as_u16(),
+        latency_us = access.started.elapsed().as_micros() as u64,
+        space = access.space.as_deref().unwrap_or("-"),
+    );
+    response
+}
+
+/// Reads a request body, refusing one over `limit` bytes, declared or streamed.
+async fn read_body<S, B>(body: S, declared: Option<u64>, limit: u64) -> Result<Bytes, Error>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let too_large = || {
+        Error::new(
+            Code::PayloadTooLarge,
+            format!("request body is larger than the limit of {limit} bytes"),
+        )
+    };
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let mut body = std::pin::pin!(body);
+    let mut out = BytesMut::with_capacity(declared.unwrap_or(512).min(limit) as usize);
+    while let Some(chunk) = body.next().await {
+        let mut chunk = chunk.map_err(|e| {
+            Error::new(
+                Code::InvalidJson,
+                format!("request body could not be read: {e}"),
+            )
+        })?;
+        if (out.len() + chunk.remaining()) as u64 > limit {
+            return Err(too_large());
+        }
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            out.extend_from_slice(part);
+            let n = part.len();
+            chunk.advance(n);
+        }
+    }
+    Ok(out.freeze())
+}
+
+#[derive(Serialize)]
+struct EventAnswer {
+    ok: bool,
+    status: &'static str,
+    inbox_id: Option<String>,
+    dedup: &'static str,
+    matched: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    dry_run: bool,
+}
+
+impl From<EventResult> for EventAnswer {
+    fn from(r: EventResult) -> Self {
+        EventAnswer {
+            ok: true,
+            status: if r.duplicate { "duplicate" } else { "queued" },
+            inbox_id: r.inbox_id.map(|id| id.to_string()),
+            dedup: r.basis.as_str(),
+            matched: r.matched,
+            dry_run: r.dry_run,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Ok {
+    ok: bool,
+}
+
+pub async fn healthz() -> Response {
+    respond::json(StatusCode::OK, &Ok { ok: true })
+}
+
+/// `POST /events`: bearer secret, JSON body.
+pub async fn post_events<S, B>(
+    app: Arc<App>,
+    authorization: Option<String>,
+    length: Option<u64>,
+    body: S,
+) -> Response
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let mut access = Access::new("POST", "/events", Auth::Bearer);
+    let result = async {
+        let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
+        access.space(&space);
+        let body = read_body(body, length, app.settings.max_body_bytes).await?;
+        let input = EventInput::from_json(&body)?;
+        let result = app.record_event(&space, input, &POST_NAMES).await?;
+        Result::<_, Error>::Ok(respond::json(StatusCode::OK, &EventAnswer::from(result)))
+    }
+    .await;
+    finish(&access, result)
+}
+
+/// `GET /e`: ingest token in the query, fields in the query; `return=TEXT` answers plain text.
+pub async fn get_e(app: Arc<App>, query: String) -> Response {
+    let mut access = Access::new("GET", "/e", Auth::Token);
+    let result = async {
+        let q = Query::parse(&query);
+        let space = app.authenticate(Presented::IngestToken(q.get("token")))?;
+        access.space(&space);
+        let input = EventInput::from_query(&q)?;
+        let result = app.record_event(&space, input, &GET_NAMES).await?;
+        Result::<_, Error>::Ok(match q.get("return") {
+            Some(text) => respond::text(text.to_owned()),
+            None => respond::json(StatusCode::OK, &EventAnswer::from(result)),
+        })
+    }
+    .await;
+    finish(&access, result)
+}
+
+#[derive(Serialize)]
+struct ClickAnswer {
+    ok: bool,
+    uid: String,
+    created: bool,
+}
+
+/// `POST /clicks`: bearer secret, JSON body; answers the click's `uid`.
+pub async fn post_clicks<S, B>(
+    app: Arc<App>,
+    authorization: Option<String>,
+    length: Option<u64>,
+    body: S,
+) -> Response
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let mut access = Access::new("POST", "/clicks", Auth::Bearer);
+    let result = async {
+        let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
+        access.space(&space);
+        let body = read_body(body, length, app.settings.max_body_bytes).await?;
+        let click = app.back_fill_click(&space, &body).await?;
+        Result::<_, Error>::Ok(respond::json(
+            StatusCode::OK,
+            &ClickAnswer {
+                ok: true,
+                uid: click.uid,
+                created: click.created,
+            },
+        ))
+    }
+    .await;
+    finish(&access, result)
+}
+
+#[derive(Serialize)]
+struct BindAnswer {
+    ok: bool,
+    matched: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tg_id: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    conflict: bool,
+}
+
+fn bind_answer(outcome: BindOutcome) -> Response {
+    let answer = match outcome {
+        BindOutcome::Unmatched => BindAnswer {
+            ok: true,
+            matched: false,
+            tg_id: None,
+            conflict: false,
+        },
+        BindOutcome::Bound { tg_id, conflict } => BindAnswer {
+            ok: true,
+            matched: true,
+            tg_id: Some(tg_id),
+            conflict,
+        },
+    };
+    respond::json(StatusCode::OK, &answer)
+}
+
+/// `POST /bind`: bearer secret, `{"uid", "tg_id"}`.
+pub async fn post_bind<S, B>(
+    app: Arc<App>,
+    authorization: Option<String>,
+    length: Option<u64>,
+    body: S,
+) -> Response
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let mut access = Access::new("POST", "/bind", Auth::Bearer);
+    let result = async {
+        let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
+        access.space(&space);
+        let body = read_body(body, length, app.settings.max_body_bytes).await?;
+        let input = BindInput::from_json(&body)?;
+        Result::<_, Error>::Ok(bind_answer(app.bind(&space, input).await?))
+    }
+    .await;
+    finish(&access, result)
+}
+
+/// `GET /bind`: ingest token, `uid` and `tg` in the query.
+pub async fn get_bind(app: Arc<App>, query: String) -> Response {
+    let mut access = Access::new("GET", "/bind", Auth::Token);
+    let result = async {
+        let q = Query::parse(&query);
+        let space = app.authenticate(Presented::IngestToken(q.get("token")))?;
+        access.space(&space);
+        let input = BindInput::from_query(&q)?;
+        Result::<_, Error>::Ok(bind_answer(app.bind(&space, input).await?))
+    }
+    .await;
+    finish(&access, result)
+}

@@ -1,0 +1,117 @@
+//! The one mapping from errors to HTTP responses, and the JSON body every answer has.
+//!
+//! `status_of` is the only place that knows which HTTP status a [`Code`] gets. Warp's own
+//! rejections (unknown path, wrong method) come through [`recover`] into the same body shape.
+
+use std::convert::Infallible;
+
+use serde::Serialize;
+use warp::http::{HeaderValue, StatusCode, header};
+use warp::reply::Response;
+
+use crate::error::{Code, Error};
+
+#[must_use]
+pub fn status_of(code: Code) -> StatusCode {
+    match code {
+        Code::InvalidJson => StatusCode::BAD_REQUEST,
+        Code::MissingField
+        | Code::InvalidEvent
+        | Code::InvalidValue
+        | Code::InvalidTime
+        | Code::InvalidCurrency
+        | Code::InvalidUid
+        | Code::InvalidEid
+        | Code::InvalidTgId
+        | Code::InvalidField => StatusCode::UNPROCESSABLE_ENTITY,
+        Code::Unauthorized => StatusCode::UNAUTHORIZED,
+        Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        Code::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// How the endpoint authenticates, for the `WWW-Authenticate` header of a 401.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Auth {
+    Bearer,
+    Token,
+    None,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    ok: bool,
+    status: &'static str,
+    error: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'static str>,
+}
+
+/// The error body of CONTRACT section 2, with the headers its status calls for.
+#[must_use]
+pub fn error(err: &Error, auth: Auth) -> Response {
+    let body = ErrorBody {
+        ok: false,
+        status: err.code.as_str(),
+        error: &err.message,
+        field: err.field,
+    };
+    let mut response = json(status_of(err.code), &body);
+    let headers = response.headers_mut();
+    match err.code {
+        Code::Unauthorized if auth == Auth::Bearer => {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        Code::RateLimited | Code::Unavailable => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        _ => {}
+    }
+    response
+}
+
+/// A JSON response.
+pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "serialising a response");
+        br#"{"ok":false,"status":"internal","error":"internal error"}"#.to_vec()
+    });
+    let mut response = Response::new(bytes.into());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A plain-text `200` (for `return=OK` postbacks).
+#[must_use]
+pub fn text(body: String) -> Response {
+    let mut response = Response::new(body.into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Turns warp's rejections (no route matched) into the error body.
+pub async fn recover(rejection: warp::Rejection) -> Result<Response, Infallible> {
+    let err = if rejection.is_not_found() {
+        Error::new(Code::NotFound, "no such endpoint")
+    } else if rejection.find::<warp::reject::MethodNotAllowed>().is_some() {
+        Error::new(
+            Code::MethodNotAllowed,
+            "this endpoint does not take that method",
+        )
+    } else {
+        tracing::error!(?rejection, "unhandled rejection");
+        Error::internal()
+    };
+    Ok(error(&err, Auth::None))
+}

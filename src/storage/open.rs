@@ -1,0 +1,159 @@
+//! Opening the data file: refuse a newer schema untouched, repair after a crash, migrate.
+//!
+//! Migrations are numbered `migrate_to_vN`, each in its own write transaction that also bumps the
+//! stored version, so a crash between two steps resumes at the next one.
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase};
+
+use crate::storage::StoreError;
+use crate::storage::fault::{FaultSwitch, FaultyFile};
+use crate::storage::schema::{
+    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, META, META_INBOX_SEQ,
+    META_SCHEMA_VERSION, META_SPACE_SEQ, SCHEMA_VERSION, SPACES,
+};
+
+/// Opens (or creates) the data file at `path` and brings its schema up to date.
+/// Returns the database and whether the file was created now.
+pub fn open_database(
+    path: &Path,
+    fault: Option<&FaultSwitch>,
+) -> Result<(Database, bool), StoreError> {
+    let existed = path.metadata().is_ok_and(|m| m.len() > 0);
+    if existed {
+        refuse_newer_schema(path)?;
+    }
+    let mut builder = Database::builder();
+    builder.set_repair_callback(|session| {
+        tracing::warn!(
+            progress = format!("{:.0}%", session.progress() * 100.0),
+            "data file was not closed cleanly; repairing"
+        );
+    });
+    // The page cache: enough for the hot part of the indexes on a small VPS, bounded so memory
+    // stays flat however large the file grows.
+    builder.set_cache_size(32 * 1024 * 1024);
+    let db = match fault {
+        Some(switch) => builder.create_with_backend(FaultyFile::open(path, switch.clone())?),
+        None => builder.create(path),
+    }
+    .map_err(|e| match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse(path.display().to_string()),
+        other => StoreError::from(other),
+    })?;
+    migrate(&db)?;
+    Ok((db, !existed))
+}
+
+/// Reads the schema version without writing anything; refuses a file from a newer release.
+fn refuse_newer_schema(path: &Path) -> Result<(), StoreError> {
+    let ro = match Database::builder().open_read_only(path) {
+        Ok(ro) => ro,
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+            return Err(StoreError::InUse(path.display().to_string()));
+        }
+        // Not cleanly closed (needs repair, which read-only cannot do) or not readable this way:
+        // the read-write open below repairs it, and the version is checked again after that.
+        Err(_) => return Ok(()),
+    };
+    let found = stored_version(&ro.begin_read()?)?;
+    match found {
+        Some(v) if v > SCHEMA_VERSION => Err(StoreError::NewerSchema { found: v }),
+        _ => Ok(()),
+    }
+}
+
+fn stored_version(txn: &redb::ReadTransaction) -> Result<Option<u64>, StoreError> {
+    let meta = match txn.open_table(META) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(meta.get(META_SCHEMA_VERSION)?.map(|v| v.value()))
+}
+
+fn migrate(db: &Database) -> Result<(), StoreError> {
+    let mut version = stored_version(&db.begin_read()?)?.unwrap_or(0);
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema { found: version });
+    }
+    while version < SCHEMA_VERSION {
+        let txn = db.begin_write()?;
+        match version {
+            0 => migrate_to_v1(&txn)?,
+            _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
+        }
+        version += 1;
+        txn.open_table(META)?.insert(META_SCHEMA_VERSION, version)?;
+        txn.commit()?;
+        tracing::info!(version, "data file schema migrated");
+    }
+    Ok(())
+}
+
+/// Version 1: every table, empty, and the counters at zero.
+fn migrate_to_v1(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    let mut meta = txn.open_table(META)?;
+    meta.insert(META_INBOX_SEQ, 0)?;
+    meta.insert(META_SPACE_SEQ, 0)?;
+    txn.open_table(SPACES)?;
+    txn.open_table(CREDENTIALS)?;
+    txn.open_table(INBOX)?;
+    txn.open_table(DEDUP)?;
+    txn.open_table(CLICKS)?;
+    txn.open_table(CLICKS_BY_FBCLID)?;
+    txn.open_table(CLICKS_BY_TG)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_then_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        let (db, created) = open_database(&path, None).unwrap();
+        assert!(created);
+        drop(db);
+        let (_db, created) = open_database(&path, None).unwrap();
+        assert!(!created);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_and_the_file_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        {
+            let (db, _) = open_database(&path, None).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert(META_SCHEMA_VERSION, SCHEMA_VERSION + 1)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let before = std::fs::read(&path).unwrap();
+        let err = open_database(&path, None).unwrap_err();
+        assert!(matches!(err, StoreError::NewerSchema { found } if found == SCHEMA_VERSION + 1));
+        assert!(err.to_string().contains("newer"), "{err}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "the file must not be touched"
+        );
+    }
+
+    #[test]
+    fn a_second_open_reports_the_file_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        let (_db, _) = open_database(&path, None).unwrap();
+        assert!(matches!(
+            open_database(&path, None),
+            Err(StoreError::InUse(_))
+        ));
+    }
+}

@@ -1,0 +1,150 @@
+//! Reads against a snapshot: the keyring, the space list, and `dry_run`'s dedup decision.
+//!
+//! These run on whatever thread calls them (the writer, a blocking task, the command line);
+//! none of them writes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use redb::{ReadTransaction, ReadableTable};
+
+use crate::domain::credential::{CredentialDigest, Kind};
+use crate::domain::dedup::{self, DedupKey};
+use crate::domain::event::ValidEvent;
+use crate::domain::keyring::{KeyEntry, SpaceRef};
+use crate::storage::StoreError;
+use crate::storage::records::{self, CredentialRecord, SpaceRecord};
+use crate::storage::schema::{CLICKS, CREDENTIALS, DEDUP, SPACES};
+
+fn space_names(txn: &ReadTransaction) -> Result<HashMap<u32, Arc<str>>, StoreError> {
+    let mut names = HashMap::new();
+    for entry in txn.open_table(SPACES)?.iter()? {
+        let (name, bytes) = entry?;
+        let record: SpaceRecord = records::decode(bytes.value())?;
+        names.insert(record.no, Arc::from(name.value()));
+    }
+    Ok(names)
+}
+
+/// Every stored credential, as the keyring keeps them.
+pub fn keyring_entries(
+    txn: &ReadTransaction,
+) -> Result<Vec<(CredentialDigest, KeyEntry)>, StoreError> {
+    let names = space_names(txn)?;
+    let mut out = Vec::new();
+    for entry in txn.open_table(CREDENTIALS)?.iter()? {
+        let (digest, bytes) = entry?;
+        let r: CredentialRecord = records::decode(bytes.value())?;
+        let (Some(name), Some(kind)) = (names.get(&r.space_no), Kind::from_u8(r.kind)) else {
+            return Err(StoreError::Corrupt(format!(
+                "credential {} names space {} or kind {} that does not exist",
+                r.public_prefix, r.space_no, r.kind
+            )));
+        };
+        out.push((
+            *digest.value(),
+            KeyEntry {
+                space: SpaceRef {
+                    no: r.space_no,
+                    name: name.clone(),
+                },
+                kind,
+                valid_until_ms: r.valid_until_ms,
+                revoked: r.revoked_at_ms.is_some(),
+                last_used_ms: AtomicU64::new(r.last_used_ms),
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// A space and its credentials, for `space list`. Never holds a credential, only its prefix.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SpaceSummary {
+    pub space: String,
+    pub created_at_ms: u64,
+    pub credentials: Vec<CredentialSummary>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CredentialSummary {
+    pub kind: &'static str,
+    pub prefix: String,
+    pub created_at_ms: u64,
+    pub last_used_ms: Option<u64>,
+    /// Set for a credential replaced by a rotation: when it stops (or stopped) working.
+    pub valid_until_ms: Option<u64>,
+    pub revoked_at_ms: Option<u64>,
+}
+
+/// Every space, by name, with its credentials, newest first. `seen` holds last-used times
+/// newer than the stored ones (kept in memory between flushes).
+pub fn list_spaces(
+    txn: &ReadTransaction,
+    seen: &HashMap<CredentialDigest, u64, impl std::hash::BuildHasher>,
+) -> Result<Vec<SpaceSummary>, StoreError> {
+    let mut spaces = Vec::new();
+    let mut by_no = HashMap::new();
+    for entry in txn.open_table(SPACES)?.iter()? {
+        let (name, bytes) = entry?;
+        let record: SpaceRecord = records::decode(bytes.value())?;
+        by_no.insert(record.no, spaces.len());
+        spaces.push(SpaceSummary {
+            space: name.value().to_owned(),
+            created_at_ms: record.created_at_ms,
+            credentials: Vec::new(),
+        });
+    }
+    for entry in txn.open_table(CREDENTIALS)?.iter()? {
+        let (digest, bytes) = entry?;
+        let r: CredentialRecord = records::decode(bytes.value())?;
+        let last_used = seen
+            .get(digest.value())
+            .copied()
+            .unwrap_or(0)
+            .max(r.last_used_ms);
+        if let Some(&i) = by_no.get(&r.space_no) {
+            spaces[i].credentials.push(CredentialSummary {
+                kind: Kind::from_u8(r.kind).map_or("unknown", Kind::as_str),
+                prefix: r.public_prefix,
+                created_at_ms: r.created_at_ms,
+                last_used_ms: (last_used > 0).then_some(last_used),
+                valid_until_ms: r.valid_until_ms,
+                revoked_at_ms: r.revoked_at_ms,
+            });
+        }
+    }
+    for s in &mut spaces {
+        s.credentials
+            .sort_by(|a, b| (a.kind, b.created_at_ms).cmp(&(b.kind, a.created_at_ms)));
+    }
+    Ok(spaces)
+}
+
+/// What storing `event` would do now, without storing it: `(duplicate_of, matched)`.
+pub fn judge_event(
+    txn: &ReadTransaction,
+    space: u32,
+    event: &ValidEvent,
+    key: Option<&DedupKey>,
+) -> Result<(Option<u64>, bool), StoreError> {
+    let matched = match &event.uid {
+        Some(uid) => txn
+            .open_table(CLICKS)?
+            .get((space, uid.as_str()))?
+            .is_some(),
+        None => false,
+    };
+    let duplicate_of = match key {
+        None => None,
+        Some(key) => {
+            let earlier = txn
+                .open_table(DEDUP)?
+                .get((space, key.rule, key.digest))?
+                .map(|g| g.value());
+            dedup::duplicate_of(key, earlier, event.received_at_ms)
+        }
+    };
+    Ok((duplicate_of, matched))
+}

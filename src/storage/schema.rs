@@ -1,0 +1,50 @@
+//! Every redb table of the data file, declared once, with its key and value layout.
+//!
+//! Integers in keys are redb's fixed-width little-endian encodings inside tuples, which redb
+//! orders numerically. Record values are a version byte followed by a `postcard` body (see
+//! `records.rs`), so a record can change shape without a new table.
+//!
+//! Version history (`SCHEMA_VERSION`; each step is a `migrate_to_vN` in `open.rs`):
+//! - 1: every table below.
+
+use redb::TableDefinition;
+
+/// The schema version this binary writes. A data file with a newer one is refused untouched.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
+/// file, so ids increase in commit order); `space_seq` (the last space number handed out).
+pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub const META_SCHEMA_VERSION: &str = "schema_version";
+pub const META_INBOX_SEQ: &str = "inbox_seq";
+pub const META_SPACE_SEQ: &str = "space_seq";
+
+/// `space name -> SpaceRecord`. The space number (`u32`) is what every other key uses, so a
+/// space's name costs its bytes once, not once per event.
+pub const SPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("spaces");
+
+/// `SHA-256(credential) -> CredentialRecord`. Every credential ever issued, active, in grace,
+/// expired or revoked; the keyring is built from it.
+pub const CREDENTIALS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("credentials");
+
+/// `(space, inbox_id) -> EventRecord`: the inbox, read per space in commit order by a range.
+pub const INBOX: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("inbox");
+
+/// `(space, rule, 128-bit digest of the rule's fields) -> (inbox_id, received_at_ms)`: one entry
+/// per dedup key (`domain::dedup`). The time lets the windowed rule decide without reading the
+/// event.
+pub const DEDUP: TableDefinition<(u32, u8, u128), (u64, u64)> = TableDefinition::new("dedup");
+
+/// `(space, uid) -> ClickRecord`, including its binding to a Telegram user, so that binding is a
+/// compare-and-set on one record.
+pub const CLICKS: TableDefinition<(u32, &str), &[u8]> = TableDefinition::new("clicks");
+
+/// `(space, 128-bit digest of fbclid) -> uid`: a back-fill with a known `fbclid` answers the
+/// existing click.
+pub const CLICKS_BY_FBCLID: TableDefinition<(u32, u128), &str> =
+    TableDefinition::new("clicks_by_fbclid");
+
+/// `(space, tg_id, uid) -> ()`: the clicks bound to a Telegram user, read by a range on
+/// `(space, tg_id)`.
+pub const CLICKS_BY_TG: TableDefinition<(u32, u64, &str), ()> =
+    TableDefinition::new("clicks_by_tg");
