@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::domain::credential::{self, Kind};
 use crate::error::{Code, Error};
@@ -35,7 +35,7 @@ pub fn check_space_name(name: &str) -> Result<(), Error> {
 }
 
 /// A new space and its credentials, shown once.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct CreatedSpace {
     pub space: String,
     pub secret: String,
@@ -61,10 +61,10 @@ pub fn create_space(store: &Store, name: &str, now_ms: u64) -> Result<CreatedSpa
 }
 
 /// A rotation's new credential, shown once, and when the one it replaced stops working.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct Rotated {
     pub space: String,
-    pub kind: &'static str,
+    pub kind: String,
     pub credential: String,
     pub previous_valid_until_ms: Option<u64>,
 }
@@ -92,16 +92,16 @@ pub fn rotate(
     };
     Ok(Rotated {
         space: space.to_owned(),
-        kind: kind.as_str(),
+        kind: kind.as_str().to_owned(),
         credential: new.text,
         previous_valid_until_ms,
     })
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct Revoked {
     pub space: String,
-    pub kind: &'static str,
+    pub kind: String,
     pub revoked: usize,
 }
 
@@ -117,7 +117,7 @@ pub fn revoke(store: &Store, space: &str, kind: Kind, now_ms: u64) -> Result<Rev
     };
     Ok(Revoked {
         space: space.to_owned(),
-        kind: kind.as_str(),
+        kind: kind.as_str().to_owned(),
         revoked: count,
     })
 }
@@ -126,4 +126,24 @@ pub fn list(store: &Store) -> Result<Vec<SpaceSummary>, Error> {
     // Last-used times this process has seen but not yet written back count too.
     let seen: std::collections::HashMap<_, _> = store.keyring().last_used().into_iter().collect();
     Ok(store.read(|txn| read::list_spaces(txn, &seen))?)
+}
+
+/// A consistent copy of the data file at `dest` (which must not exist).
+pub fn backup(
+    store: &Store,
+    dest: &std::path::Path,
+) -> Result<crate::storage::backup::BackupStats, Error> {
+    if dest.exists() {
+        return Err(Error::field(
+            Code::InvalidField,
+            "dest",
+            format!(
+                "{} already exists; a backup never overwrites a file",
+                dest.display()
+            ),
+        ));
+    }
+    store
+        .read(|txn| crate::storage::backup::backup(txn, dest))
+        .map_err(|e| Error::new(Code::Unavailable, format!("backup failed: {e}")))
 }

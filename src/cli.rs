@@ -12,13 +12,15 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
+use std::time::{Duration, Instant};
+
 use crate::admin;
+use crate::admin_socket::{self, AdminRequest, KindName, Reached};
 use crate::app::App;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Flags, LogFormat, Settings};
-use crate::domain::credential::Kind;
 use crate::server;
-use crate::storage::{Store, StoreOptions};
+use crate::storage::{Store, StoreError, StoreOptions};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,6 +60,8 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Write a consistent copy of the data file to DEST (safe while the server runs)
+    Backup { dest: PathBuf },
     /// Print the example configuration with every default
     DefaultConfig,
 }
@@ -92,11 +96,11 @@ enum KindArg {
     Ingest,
 }
 
-impl From<KindArg> for Kind {
-    fn from(k: KindArg) -> Kind {
+impl From<KindArg> for KindName {
+    fn from(k: KindArg) -> KindName {
         match k {
-            KindArg::Secret => Kind::Secret,
-            KindArg::Ingest => Kind::Ingest,
+            KindArg::Secret => KindName::Secret,
+            KindArg::Ingest => KindName::Ingest,
         }
     }
 }
@@ -128,36 +132,31 @@ pub fn main() -> ExitCode {
     let out = Output { json: cli.json };
     let result = match cli.command {
         Command::Serve { .. } => serve(settings, out),
-        Command::Space { command } => with_store(&settings, |store| match command {
+        Command::Space { command } => match command {
             SpaceCommand::Create { name } => {
-                let created = admin::create_space(store, &name, SystemClock.now_ms())?;
-                out.created_space(&created, &settings);
-                Ok(())
+                admin_command(&settings, out, AdminRequest::SpaceCreate { name })
             }
-            SpaceCommand::List => {
-                out.space_list(&admin::list(store)?);
-                Ok(())
-            }
-        }),
-        Command::Keys { command } => with_store(&settings, |store| match command {
-            KeysCommand::Rotate { space, kind } => {
-                let grace = settings.rotation_grace;
-                let r = admin::rotate(store, &space, kind.into(), grace, SystemClock.now_ms())?;
-                out.rotated(&r);
-                Ok(())
-            }
-            KeysCommand::Revoke { space, kind } => {
-                let r = admin::revoke(store, &space, kind.into(), SystemClock.now_ms())?;
-                out.print(
-                    &r,
-                    &format!(
-                        "revoked {} {} credential(s) of space {}",
-                        r.revoked, r.kind, r.space
-                    ),
-                );
-                Ok(())
-            }
-        }),
+            SpaceCommand::List => admin_command(&settings, out, AdminRequest::SpaceList),
+        },
+        Command::Keys { command } => match command {
+            KeysCommand::Rotate { space, kind } => admin_command(
+                &settings,
+                out,
+                AdminRequest::KeysRotate {
+                    space,
+                    kind: kind.into(),
+                },
+            ),
+            KeysCommand::Revoke { space, kind } => admin_command(
+                &settings,
+                out,
+                AdminRequest::KeysRevoke {
+                    space,
+                    kind: kind.into(),
+                },
+            ),
+        },
+        Command::Backup { dest } => admin_command(&settings, out, AdminRequest::Backup { dest }),
         Command::DefaultConfig => unreachable!("handled above"),
     };
     match result {
@@ -182,15 +181,33 @@ fn init_tracing(settings: &Settings) {
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;
 
-/// Opens the data file for one command and closes it after.
-fn with_store(
-    settings: &Settings,
-    f: impl FnOnce(&Store) -> Result<(), crate::error::Error>,
-) -> CliResult {
-    let (store, _) = Store::open(&settings.data, &StoreOptions::default())?;
-    let result = f(&store);
-    store.close();
-    Ok(result?)
+/// How long an admin command waits for the data file while another command holds it.
+const FILE_WAIT: Duration = Duration::from_secs(10);
+
+/// Runs an admin command through the running server's socket, or, when no server runs, on the
+/// data file directly. Both paths run [`admin_socket::execute`].
+fn admin_command(settings: &Settings, out: Output, request: AdminRequest) -> CliResult {
+    let socket = admin_socket::socket_path(&settings.data);
+    let started = Instant::now();
+    let value = loop {
+        if let Reached::Answered(answer) = admin_socket::request(&socket, &request)? {
+            break answer?;
+        }
+        match Store::open(&settings.data, &StoreOptions::default()) {
+            Ok((store, _)) => {
+                let app = App::new(settings.clone(), Arc::new(store), Arc::new(SystemClock));
+                let result = admin_socket::execute(&app, request.clone());
+                app.store.close();
+                break result?;
+            }
+            // Another command has the file for a moment, or a server is starting: wait.
+            Err(StoreError::InUse(_)) if started.elapsed() < FILE_WAIT => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    out.answer(&request, value)
 }
 
 fn serve(settings: Settings, out: Output) -> CliResult {
@@ -205,7 +222,7 @@ fn serve(settings: Settings, out: Output) -> CliResult {
             let created = tokio::task::block_in_place(|| {
                 admin::create_space(&store, "default", clock.now_ms())
             })?;
-            out.created_space(&created, &settings);
+            out.created_space(&created, Some(settings.listen));
         }
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
@@ -225,6 +242,45 @@ struct Output {
 }
 
 impl Output {
+    /// Prints an admin command's result, as JSON with `--json`, else as text.
+    fn answer(self, request: &AdminRequest, value: serde_json::Value) -> CliResult {
+        if self.json {
+            self.print(&value, "");
+            return Ok(());
+        }
+        match request {
+            AdminRequest::SpaceCreate { .. } => {
+                let created: admin::CreatedSpace = serde_json::from_value(value)?;
+                self.created_space(&created, None);
+            }
+            AdminRequest::SpaceList => {
+                let spaces: Vec<crate::storage::read::SpaceSummary> =
+                    serde_json::from_value(value)?;
+                self.space_list(&spaces);
+            }
+            AdminRequest::KeysRotate { .. } => self.rotated(&serde_json::from_value(value)?),
+            AdminRequest::KeysRevoke { .. } => {
+                let r: admin::Revoked = serde_json::from_value(value)?;
+                let text = format!(
+                    "revoked {} {} credential(s) of space {}; none is active until the next rotate",
+                    r.revoked, r.kind, r.space
+                );
+                self.print(&r, &text);
+            }
+            AdminRequest::Backup { dest } => {
+                let stats: crate::storage::backup::BackupStats = serde_json::from_value(value)?;
+                let text = format!(
+                    "backed up {} rows ({} bytes) to {}",
+                    stats.rows,
+                    stats.bytes,
+                    dest.display()
+                );
+                self.print(&stats, &text);
+            }
+        }
+        Ok(())
+    }
+
     fn print<T: Serialize>(self, value: &T, text: &str) {
         let mut stdout = std::io::stdout().lock();
         let _ = if self.json {
@@ -239,8 +295,12 @@ impl Output {
         let _ = stdout.flush();
     }
 
-    fn created_space(self, c: &admin::CreatedSpace, settings: &Settings) {
-        let base = format!("http://{}", settings.listen);
+    /// `listen`: the server's address for the ready-to-paste `curl` line.
+    fn created_space(self, c: &admin::CreatedSpace, listen: Option<std::net::SocketAddr>) {
+        let base = listen.map_or_else(
+            || "http://127.0.0.1:8080".to_owned(),
+            |a| format!("http://{a}"),
+        );
         let text = format!(
             "Created space {space}. These are shown once; keep them somewhere safe.\n\
              \n  secret        {secret}\n                (server-side only: Authorization: Bearer <secret>)\

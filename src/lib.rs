@@ -18,6 +18,7 @@
 //! writer queue → one write transaction per batch → fsync → answer.
 
 pub mod admin;
+pub mod admin_socket;
 pub mod app;
 pub mod cli;
 pub mod clock;

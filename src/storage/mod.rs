@@ -3,6 +3,7 @@
 //! Every write goes through the [`writer`] thread, which group-commits; reads run on the calling
 //! (blocking) thread against a snapshot. Nothing here knows about HTTP.
 
+pub mod backup;
 pub mod fault;
 pub mod open;
 pub mod read;

@@ -60,16 +60,16 @@ pub fn keyring_entries(
 }
 
 /// A space and its credentials, for `space list`. Never holds a credential, only its prefix.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SpaceSummary {
     pub space: String,
     pub created_at_ms: u64,
     pub credentials: Vec<CredentialSummary>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct CredentialSummary {
-    pub kind: &'static str,
+    pub kind: String,
     pub prefix: String,
     pub created_at_ms: u64,
     pub last_used_ms: Option<u64>,
@@ -106,7 +106,9 @@ pub fn list_spaces(
             .max(r.last_used_ms);
         if let Some(&i) = by_no.get(&r.space_no) {
             spaces[i].credentials.push(CredentialSummary {
-                kind: Kind::from_u8(r.kind).map_or("unknown", Kind::as_str),
+                kind: Kind::from_u8(r.kind)
+                    .map_or("unknown", Kind::as_str)
+                    .to_owned(),
                 prefix: r.public_prefix,
                 created_at_ms: r.created_at_ms,
                 last_used_ms: (last_used > 0).then_some(last_used),
@@ -117,7 +119,7 @@ pub fn list_spaces(
     }
     for s in &mut spaces {
         s.credentials
-            .sort_by(|a, b| (a.kind, b.created_at_ms).cmp(&(b.kind, a.created_at_ms)));
+            .sort_by(|a, b| (&a.kind, b.created_at_ms).cmp(&(&b.kind, a.created_at_ms)));
     }
     Ok(spaces)
 }
