@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use redb::{ReadTransaction, ReadableTable};
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{self, DedupKey};
@@ -15,7 +15,7 @@ use crate::domain::event::ValidEvent;
 use crate::domain::keyring::{KeyEntry, SpaceRef};
 use crate::storage::StoreError;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
-use crate::storage::schema::{CLICKS, CREDENTIALS, DEDUP, SPACES};
+use crate::storage::schema::{CLICKS, CREDENTIALS, DEDUP, INBOX, SPACES};
 
 fn space_names(txn: &ReadTransaction) -> Result<HashMap<u32, Arc<str>>, StoreError> {
     let mut names = HashMap::new();
@@ -149,4 +149,10 @@ pub fn judge_event(
         }
     };
     Ok((duplicate_of, matched))
+}
+
+/// How many events the inbox holds, over every space. The benchmark checks acknowledged events
+/// against it after the server has stopped.
+pub fn count_events(txn: &ReadTransaction) -> Result<u64, StoreError> {
+    Ok(txn.open_table(INBOX)?.len()?)
 }

@@ -1,0 +1,378 @@
+//! The in-repo load client: fixed keep-alive HTTP/1.1 connections, one request in flight on
+//! each, a latency histogram. The fallback when `wrk` is missing, and what smoke and soak runs
+//! use, because it counts exactly: every request it sends is waited for, so "acknowledged" is
+//! known to the request.
+//!
+//! Each connection is a task on a two-thread tokio runtime (the load generator gets the same
+//! share of this 2-core machine as `wrk -t2`). A request is made by the scenario from a sequence
+//! number that is unique across connections, so events can carry unique `eid`s.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Latencies in microseconds, log-linear: exact below 64 us, then 32 buckets per power of two
+/// (within about 3%), up to minutes. Merging is adding counts.
+#[derive(Clone)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    total: u64,
+}
+
+const SUB_BUCKETS: u64 = 32;
+
+impl Histogram {
+    pub fn new() -> Histogram {
+        Histogram {
+            counts: vec![0; 2048],
+            total: 0,
+        }
+    }
+
+    fn index(us: u64) -> usize {
+        let bits = 64 - u64::from(us.leading_zeros());
+        if bits <= 6 {
+            return us as usize;
+        }
+        let shift = bits - 6;
+        ((shift + 1) * SUB_BUCKETS + ((us >> shift) - SUB_BUCKETS)) as usize
+    }
+
+    /// The middle of bucket `i`, in microseconds.
+    fn value(i: usize) -> u64 {
+        let i = i as u64;
+        if i < 2 * SUB_BUCKETS {
+            return i;
+        }
+        let shift = i / SUB_BUCKETS - 1;
+        let low = (SUB_BUCKETS + i % SUB_BUCKETS) << shift;
+        low + (1 << shift) / 2
+    }
+
+    pub fn record(&mut self, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        let i = Histogram::index(us).min(self.counts.len() - 1);
+        self.counts[i] += 1;
+        self.total += 1;
+    }
+
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.total += other.total;
+    }
+
+    /// The latency at quantile `q` (0.5, 0.99), or zero for an empty histogram.
+    pub fn quantile(&self, q: f64) -> Duration {
+        if self.total == 0 {
+            return Duration::ZERO;
+        }
+        #[allow(clippy::cast_precision_loss, clippy::cast_sign_loss)]
+        let rank = ((self.total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Duration::from_micros(Histogram::value(i));
+            }
+        }
+        Duration::from_micros(Histogram::value(self.counts.len() - 1))
+    }
+}
+
+/// How much load to send: `conns` connections until `duration` has passed or `max_requests`
+/// have been sent, whichever comes first. At least one bound must be set.
+#[derive(Clone, Copy, Debug)]
+pub struct Load {
+    pub conns: usize,
+    pub duration: Option<Duration>,
+    pub max_requests: Option<u64>,
+}
+
+/// What a run saw.
+#[derive(Clone)]
+pub struct Outcome {
+    /// Responses received (any status).
+    pub responses: u64,
+    pub ok: u64,
+    pub non_2xx: u64,
+    /// Connection or protocol failures (each also ends that connection's current request).
+    pub errors: u64,
+    /// 2xx responses whose body contains the scenario's expected text.
+    pub expected: u64,
+    pub elapsed: Duration,
+    pub latency: Histogram,
+}
+
+impl Outcome {
+    #[allow(clippy::cast_precision_loss)]
+    pub fn rate(&self) -> f64 {
+        self.responses as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Makes request number `seq` (unique across the run's connections) as raw HTTP bytes.
+pub type MakeRequest = Arc<dyn Fn(u64) -> Vec<u8> + Send + Sync>;
+
+/// Runs `load` against `addr`. `expect` is a text every 2xx body should contain (counted, not
+/// enforced: the caller decides what a shortfall means).
+pub fn run(
+    addr: SocketAddr,
+    load: Load,
+    make: &MakeRequest,
+    expect: Option<&'static str>,
+) -> Outcome {
+    assert!(
+        load.duration.is_some() || load.max_requests.is_some(),
+        "a load needs a bound"
+    );
+    let runtime = runtime();
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = load.duration.map(|d| started + d);
+    let outcomes = runtime.block_on(async {
+        let mut tasks = Vec::with_capacity(load.conns);
+        for _ in 0..load.conns {
+            let (next, make) = (next.clone(), make.clone());
+            tasks.push(tokio::spawn(async move {
+                connection(addr, &next, deadline, load.max_requests, &make, expect).await
+            }));
+        }
+        let mut all = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            all.push(t.await.expect("load connection task panicked"));
+        }
+        all
+    });
+    let elapsed = started.elapsed();
+    let mut total = Outcome {
+        responses: 0,
+        ok: 0,
+        non_2xx: 0,
+        errors: 0,
+        expected: 0,
+        elapsed,
+        latency: Histogram::new(),
+    };
+    for o in outcomes {
+        total.responses += o.responses;
+        total.ok += o.ok;
+        total.non_2xx += o.non_2xx;
+        total.errors += o.errors;
+        total.expected += o.expected;
+        total.latency.merge(&o.latency);
+    }
+    total
+}
+
+/// Sends each request once over `conns` connections and returns every `(status, body)`, in the
+/// order of `requests`; a failed request is status 0. For setting up fixtures.
+pub fn fetch_all(addr: SocketAddr, conns: usize, requests: Vec<Vec<u8>>) -> Vec<(u16, Vec<u8>)> {
+    let runtime = runtime();
+    let requests = Arc::new(requests);
+    let next = Arc::new(AtomicU64::new(0));
+    let results = runtime.block_on(async {
+        let mut tasks = Vec::new();
+        for _ in 0..conns.max(1) {
+            let (requests, next) = (requests.clone(), next.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut conn: Option<Conn> = None;
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(req) = requests.get(i) else { break };
+                    let answer = match roundtrip(&mut conn, addr, req).await {
+                        Ok((status, body)) => (status, body.to_vec()),
+                        Err(_) => (0, Vec::new()),
+                    };
+                    got.push((i, answer));
+                }
+                got
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.expect("fetch task panicked"));
+        }
+        all
+    });
+    let mut ordered = vec![(0, Vec::new()); requests.len()];
+    for (i, answer) in results {
+        ordered[i] = answer;
+    }
+    ordered
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("load client runtime")
+}
+
+async fn connection(
+    addr: SocketAddr,
+    next: &AtomicU64,
+    deadline: Option<Instant>,
+    max_requests: Option<u64>,
+    make: &MakeRequest,
+    expect: Option<&'static str>,
+) -> Outcome {
+    let mut o = Outcome {
+        responses: 0,
+        ok: 0,
+        non_2xx: 0,
+        errors: 0,
+        expected: 0,
+        elapsed: Duration::ZERO,
+        latency: Histogram::new(),
+    };
+    let mut conn: Option<Conn> = None;
+    loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let seq = next.fetch_add(1, Ordering::Relaxed);
+        if max_requests.is_some_and(|m| seq >= m) {
+            break;
+        }
+        let request = make(seq);
+        let sent = Instant::now();
+        match roundtrip(&mut conn, addr, &request).await {
+            Ok((status, body)) => {
+                o.latency.record(sent.elapsed());
+                o.responses += 1;
+                if (200..300).contains(&status) {
+                    o.ok += 1;
+                    if expect.is_some_and(|e| contains(body, e.as_bytes())) {
+                        o.expected += 1;
+                    }
+                } else {
+                    o.non_2xx += 1;
+                }
+            }
+            Err(_) => {
+                o.errors += 1;
+                // A server that refuses connections would spin this loop: back off a little.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    o
+}
+
+/// One connection with its read buffer; reconnected after an error or `connection: close`.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    /// Bytes of `buf` that belong to the last answer, dropped before the next read.
+    consumed: usize,
+    close: bool,
+}
+
+async fn roundtrip<'c>(
+    conn: &'c mut Option<Conn>,
+    addr: SocketAddr,
+    request: &[u8],
+) -> io::Result<(u16, &'c [u8])> {
+    if conn.as_ref().is_none_or(|c| c.close) {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        *conn = Some(Conn {
+            stream,
+            buf: Vec::with_capacity(4096),
+            consumed: 0,
+            close: false,
+        });
+    }
+    let c = conn.as_mut().expect("connected above");
+    let result = c.exchange(request).await;
+    if result.is_err() {
+        *conn = None;
+        return result.map(|_| (0, &[][..]));
+    }
+    let c = conn.as_ref().expect("kept on success");
+    let (status, start, end) = result.expect("checked above");
+    Ok((status, &c.buf[start..end]))
+}
+
+impl Conn {
+    /// Writes `request` and reads one answer: its status and where its body lies in `buf`.
+    async fn exchange(&mut self, request: &[u8]) -> io::Result<(u16, usize, usize)> {
+        self.buf.drain(..self.consumed);
+        self.consumed = 0;
+        self.stream.write_all(request).await?;
+        let head_end = loop {
+            if let Some(at) = find(&self.buf, b"\r\n\r\n") {
+                break at + 4;
+            }
+            self.fill().await?;
+        };
+        let head = &self.buf[..head_end];
+        let status = head
+            .get(9..12)
+            .and_then(|s| std::str::from_utf8(s).ok())
+            .and_then(|s| s.parse::<u16>().ok())
+            .ok_or_else(|| bad("no status line"))?;
+        let length = header(head, b"content-length")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .ok_or_else(|| bad("no content-length"))?;
+        self.close = header(head, b"connection").is_some_and(|v| v.eq_ignore_ascii_case(b"close"));
+        while self.buf.len() < head_end + length {
+            self.fill().await?;
+        }
+        self.consumed = head_end + length;
+        Ok((status, head_end, head_end + length))
+    }
+
+    async fn fill(&mut self) -> io::Result<()> {
+        let len = self.buf.len();
+        self.buf.resize(len + 4096, 0);
+        let n = self.stream.read(&mut self.buf[len..]).await;
+        let n = match n {
+            Ok(n) => n,
+            Err(e) => {
+                self.buf.truncate(len);
+                return Err(e);
+            }
+        };
+        self.buf.truncate(len + n);
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "server closed the connection",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn bad(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_owned())
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    find(haystack, needle).is_some()
+}
+
+/// The value of header `name` (lower case) in a response head.
+fn header<'h>(head: &'h [u8], name: &[u8]) -> Option<&'h [u8]> {
+    head.split(|&b| b == b'\n').skip(1).find_map(|line| {
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (key, value) = line.split_at(colon);
+        key.eq_ignore_ascii_case(name)
+            .then(|| value[1..].trim_ascii())
+    })
+}

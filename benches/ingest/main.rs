@@ -1,0 +1,645 @@
+//! `cargo bench --bench ingest`: how fast the real tracker takes events, durably, on this machine.
+//!
+//! A plain program (`harness = false`) that prints a table, as redb's benches do. It starts the
+//! release binary on a temporary data file, sets up a space's clicks and some known events, then
+//! measures each endpoint at 64 and at 256 connections with `wrk` (or the in-repo client), stops
+//! the server, and checks that every acknowledged event is in the data file.
+//!
+//! Modes:
+//! - (default) the full table; `--duration SECS` per row (default 10), `--conns 64,256`,
+//!   `--only unique,dry_run`, `--client wrk|builtin`, `--log FILE` for the server's log.
+//! - `--smoke`: a few hundred requests per row with the in-repo client, every count checked;
+//!   exits non-zero on any failure. Cheap enough for CI.
+//! - `--soak`: unique events at 64 connections until 1 million are stored and at least
+//!   `--soak-secs` (default 300) have passed, printing the server's RSS every 10 s.
+//!
+//! See BENCHMARKS.md for the results on the project's machine.
+
+mod client;
+mod scenario;
+mod server;
+mod wrk;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use client::{Load, MakeRequest};
+use scenario::{Case, Fixture, Template};
+use server::Server;
+use tracker::storage::{Store, StoreOptions, read};
+
+/// Clicks made during setup (events name them; binds bind them).
+const SETUP_CLICKS: usize = 1000;
+/// Events stored during setup, repeated by the duplicate case.
+const KNOWN_EVENTS: usize = 1000;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Full,
+    Smoke,
+    Soak,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ClientChoice {
+    Auto,
+    Wrk,
+    Builtin,
+}
+
+struct Args {
+    mode: Mode,
+    duration: Duration,
+    conns: Vec<usize>,
+    cases: Vec<Case>,
+    client: ClientChoice,
+    log: Option<PathBuf>,
+    soak_secs: u64,
+    soak_events: u64,
+    keep: bool,
+}
+
+const USAGE: &str = "usage: cargo bench --bench ingest -- [--smoke | --soak] [--duration SECS] \
+    [--conns 64,256] [--only CASE,..] [--client auto|wrk|builtin] [--log FILE] \
+    [--soak-secs SECS] [--soak-events N] [--keep]
+cases: healthz, dry_run, unique, duplicate, get_e, bind, clicks";
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        mode: Mode::Full,
+        duration: Duration::from_secs(10),
+        conns: vec![64, 256],
+        cases: Case::ALL.to_vec(),
+        client: ClientChoice::Auto,
+        log: None,
+        soak_secs: 300,
+        soak_events: 1_000_000,
+        keep: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| format!("{arg} needs a value\n{USAGE}"))
+        };
+        match arg.as_str() {
+            // cargo bench passes `--bench` to every bench binary.
+            "--bench" => {}
+            "--smoke" => args.mode = Mode::Smoke,
+            "--soak" => args.mode = Mode::Soak,
+            "--keep" => args.keep = true,
+            "--duration" => args.duration = Duration::from_secs(number(&value()?)?),
+            "--soak-secs" => args.soak_secs = number(&value()?)?,
+            "--soak-events" => args.soak_events = number(&value()?)?,
+            "--log" => args.log = Some(PathBuf::from(value()?)),
+            "--conns" => {
+                args.conns = value()?
+                    .split(',')
+                    .map(|c| number(c).map(|n| n as usize))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--only" => {
+                args.cases = value()?
+                    .split(',')
+                    .map(|name| {
+                        Case::ALL
+                            .into_iter()
+                            .find(|c| c.name() == name)
+                            .ok_or_else(|| format!("no case named {name:?}\n{USAGE}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "--client" => {
+                args.client = match value()?.as_str() {
+                    "auto" => ClientChoice::Auto,
+                    "wrk" => ClientChoice::Wrk,
+                    "builtin" => ClientChoice::Builtin,
+                    other => return Err(format!("no client named {other:?}\n{USAGE}")),
+                };
+            }
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    Ok(args)
+}
+
+fn number(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("expected a whole number, got {text:?}"))
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.mode {
+        Mode::Full => full(&args),
+        Mode::Smoke => smoke(&args),
+        Mode::Soak => soak(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("FAILED: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A temporary directory with the server running on a data file in it, set up for load.
+struct Bench {
+    dir: tempfile::TempDir,
+    server: Server,
+    fixture: Arc<Fixture>,
+    /// Events stored so far that the data file must hold: setup's plus every acknowledged one.
+    acked_events: u64,
+    /// Events the server may have stored beyond those: requests in flight when `wrk` stopped
+    /// counting.
+    unacked_slack: u64,
+}
+
+impl Bench {
+    fn start(args: &Args) -> Result<Bench, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("tracker-bench-")
+            .tempdir()
+            .map_err(|e| format!("creating a temporary directory: {e}"))?;
+        let server = Server::start(dir.path(), args.log.as_deref())?;
+        let mut fixture = Fixture {
+            secret: server.secret.clone(),
+            ingest_token: server.ingest_token.clone(),
+            click_uids: Vec::new(),
+            known_events: KNOWN_EVENTS,
+            run: format!("r{}", std::process::id()),
+        };
+        let clicks = Template::of(Case::Clicks, &fixture, "setup");
+        let requests = (0..SETUP_CLICKS as u64)
+            .map(|i| clicks.render(&fixture, i))
+            .collect();
+        for (status, body) in client::fetch_all(server.addr, 16, requests) {
+            let uid = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("uid")?.as_str().map(str::to_owned));
+            match (status, uid) {
+                (200, Some(uid)) => fixture.click_uids.push(uid),
+                _ => {
+                    return Err(format!(
+                        "setting up clicks: {status} {}",
+                        String::from_utf8_lossy(&body)
+                    ));
+                }
+            }
+        }
+        let requests = (0..KNOWN_EVENTS)
+            .map(|i| Template::known_event(&fixture, i))
+            .collect();
+        for (status, body) in client::fetch_all(server.addr, 16, requests) {
+            if status != 200 || !String::from_utf8_lossy(&body).contains(r#""status":"queued""#) {
+                return Err(format!(
+                    "setting up known events: {status} {}",
+                    String::from_utf8_lossy(&body)
+                ));
+            }
+        }
+        Ok(Bench {
+            dir,
+            server,
+            fixture: Arc::new(fixture),
+            acked_events: KNOWN_EVENTS as u64,
+            unacked_slack: 0,
+        })
+    }
+
+    /// Stops the server and checks the data file against what was acknowledged.
+    fn finish(self, keep: bool) -> Result<Stored, String> {
+        let peak_rss = self.server.peak_rss().unwrap_or(0);
+        let data = self.server.data.clone();
+        let status = self.server.stop()?;
+        if !status.success() {
+            return Err(format!("the server exited with {status}"));
+        }
+        let file_bytes = std::fs::metadata(&data).map_or(0, |m| m.len());
+        let stored = count_events(&data)?;
+        let (low, high) = (self.acked_events, self.acked_events + self.unacked_slack);
+        let verdict = if stored < low {
+            Err(format!(
+                "{} acknowledged events are missing: the data file holds {stored}, {low} were \
+                 acknowledged",
+                low - stored
+            ))
+        } else if stored > high {
+            Err(format!(
+                "the data file holds {stored} events, more than the {high} sent"
+            ))
+        } else {
+            Ok(())
+        };
+        if keep {
+            let path = self.dir.keep();
+            eprintln!("kept {}", path.display());
+        }
+        Ok(Stored {
+            stored,
+            acked: low,
+            file_bytes,
+            peak_rss,
+            verdict,
+        })
+    }
+}
+
+struct Stored {
+    stored: u64,
+    acked: u64,
+    file_bytes: u64,
+    peak_rss: u64,
+    verdict: Result<(), String>,
+}
+
+impl Stored {
+    #[allow(clippy::cast_precision_loss)]
+    fn bytes_per_event(&self) -> f64 {
+        self.file_bytes as f64 / self.stored.max(1) as f64
+    }
+}
+
+/// Opens the data file with the library, as the server left it, and counts the inbox.
+fn count_events(path: &Path) -> Result<u64, String> {
+    let (store, _) =
+        Store::open(path, &StoreOptions::default()).map_err(|e| format!("reopening: {e}"))?;
+    let n = store
+        .read(|txn| read::count_events(txn))
+        .map_err(|e| format!("counting events: {e}"))?;
+    store.close();
+    Ok(n)
+}
+
+/// One row of the table.
+struct Row {
+    case: Case,
+    conns: usize,
+    responses: u64,
+    rate: f64,
+    p50: Duration,
+    p99: Duration,
+    non_2xx: u64,
+    errors: u64,
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+fn print_header() {
+    println!(
+        "| {:<24} | {:>5} | {:>9} | {:>8} | {:>8} | {:>7} | {:>6} | {:>9} |",
+        "scenario", "conns", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors", "requests"
+    );
+    println!(
+        "|{:-<26}|{:->7}|{:->11}|{:->10}|{:->10}|{:->9}|{:->8}|{:->11}|",
+        "", ":", ":", ":", ":", ":", ":", ":"
+    );
+}
+
+fn print_row(r: &Row) {
+    println!(
+        "| {:<24} | {:>5} | {:>9.0} | {:>8} | {:>8} | {:>7} | {:>6} | {:>9} |",
+        r.case.label(),
+        r.conns,
+        r.rate,
+        ms(r.p50),
+        ms(r.p99),
+        r.non_2xx,
+        r.errors,
+        r.responses
+    );
+}
+
+/// Runs one case at `conns` with the chosen load generator and accounts for stored events.
+fn measure(
+    bench: &mut Bench,
+    wrk_path: Option<&str>,
+    case: Case,
+    conns: usize,
+    duration: Duration,
+) -> Result<Row, String> {
+    let tag = format!("{}-{conns}", case.name());
+    let template = Template::of(case, &bench.fixture, &tag);
+    let addr = bench.server.addr;
+    let row = if let Some(wrk_path) = wrk_path {
+        let script = bench.dir.path().join(format!("{tag}.lua"));
+        std::fs::write(&script, template.lua(&bench.fixture))
+            .map_err(|e| format!("writing {}: {e}", script.display()))?;
+        let r = wrk::run(wrk_path, addr, &script, conns, duration)?;
+        if case.stores_an_event() {
+            bench.acked_events += r.responses - r.non_2xx;
+            bench.unacked_slack += conns as u64 + r.errors;
+        }
+        Row {
+            case,
+            conns,
+            responses: r.responses,
+            rate: r.rate,
+            p50: r.p50,
+            p99: r.p99,
+            non_2xx: r.non_2xx,
+            errors: r.errors,
+        }
+    } else {
+        let o = builtin(
+            bench,
+            &template,
+            case,
+            Load {
+                conns,
+                duration: Some(duration),
+                max_requests: None,
+            },
+        );
+        if o.expected != o.ok {
+            eprintln!(
+                "warning: {} of {} answers of {} lacked {}",
+                o.ok - o.expected,
+                o.ok,
+                case.label(),
+                case.expect()
+            );
+        }
+        Row {
+            case,
+            conns,
+            responses: o.responses,
+            rate: o.rate(),
+            p50: o.latency.quantile(0.50),
+            p99: o.latency.quantile(0.99),
+            non_2xx: o.non_2xx,
+            errors: o.errors,
+        }
+    };
+    Ok(row)
+}
+
+/// A run of the in-repo client; acknowledged events are counted exactly.
+fn builtin(bench: &mut Bench, template: &Template, case: Case, load: Load) -> client::Outcome {
+    let fixture = bench.fixture.clone();
+    let template = Arc::new(Template {
+        method: template.method,
+        target: template.target.clone(),
+        headers: template.headers.clone(),
+        body: template.body.clone(),
+    });
+    let make: MakeRequest = Arc::new(move |seq| template.render(&fixture, seq));
+    let o = client::run(bench.server.addr, load, &make, Some(case.expect()));
+    if case.stores_an_event() {
+        bench.acked_events += o.ok;
+        // A request whose connection failed may or may not have been stored.
+        bench.unacked_slack += o.errors;
+    }
+    o
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "unknown kernel".into(), |k| k.trim().to_owned());
+    format!("{cpus} CPUs ({model}), Linux {kernel}")
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn full(args: &Args) -> Result<(), String> {
+    let wrk_path = match args.client {
+        ClientChoice::Builtin => None,
+        ClientChoice::Auto => wrk::find_or_install(),
+        ClientChoice::Wrk => {
+            Some(wrk::find_or_install().ok_or("--client wrk, but wrk is not available")?)
+        }
+    };
+    println!("machine: {}", machine());
+    println!(
+        "load: {} for {} s per row, on the same machine; server: {}",
+        wrk_path
+            .as_deref()
+            .map_or("the in-repo client (2 threads)", |_| "wrk -t2"),
+        args.duration.as_secs(),
+        env!("CARGO_BIN_EXE_tracker"),
+    );
+    let mut bench = Bench::start(args)?;
+    println!(
+        "setup: {SETUP_CLICKS} clicks and {KNOWN_EVENTS} known events on {}\n",
+        bench.server.data.display()
+    );
+    print_header();
+    let mut rows = Vec::new();
+    for &conns in &args.conns {
+        for &case in &args.cases {
+            let row = measure(&mut bench, wrk_path.as_deref(), case, conns, args.duration)?;
+            print_row(&row);
+            rows.push(row);
+            // Let the writer drain and the sockets close before the next row.
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    let stored = bench.finish(args.keep)?;
+    println!();
+    for &conns in &args.conns {
+        let find = |case| rows.iter().find(|r| r.case == case && r.conns == conns);
+        if let (Some(unique), Some(dry)) = (find(Case::Unique), find(Case::DryRun)) {
+            println!(
+                "durable unique / dry_run at {conns} connections: {:.0} / {:.0} = {:.2}x; \
+                 unique p99 {} ms",
+                unique.rate,
+                dry.rate,
+                unique.rate / dry.rate.max(1e-9),
+                ms(unique.p99)
+            );
+        }
+    }
+    report_stored(&stored);
+    stored.verdict
+}
+
+fn report_stored(s: &Stored) {
+    println!(
+        "stored events: {} (acknowledged: {}); data file {:.1} MiB = {:.0} bytes per stored event",
+        s.stored,
+        s.acked,
+        mib(s.file_bytes),
+        s.bytes_per_event()
+    );
+    println!("server peak RSS (VmHWM): {:.1} MiB", mib(s.peak_rss));
+    match &s.verdict {
+        Ok(()) => println!("check: every acknowledged event is in the data file"),
+        Err(e) => println!("check FAILED: {e}"),
+    }
+}
+
+fn smoke(args: &Args) -> Result<(), String> {
+    const REQUESTS: u64 = 300;
+    const CONNS: usize = 16;
+    println!("smoke: {REQUESTS} requests per case over {CONNS} connections, in-repo client");
+    let mut bench = Bench::start(args)?;
+    let mut failures = Vec::new();
+    print_header();
+    for &case in &args.cases {
+        let template = Template::of(case, &bench.fixture, &format!("smoke-{}", case.name()));
+        let load = Load {
+            conns: CONNS,
+            duration: Some(Duration::from_secs(60)),
+            max_requests: Some(REQUESTS),
+        };
+        let o = builtin(&mut bench, &template, case, load);
+        print_row(&Row {
+            case,
+            conns: CONNS,
+            responses: o.responses,
+            rate: o.rate(),
+            p50: o.latency.quantile(0.5),
+            p99: o.latency.quantile(0.99),
+            non_2xx: o.non_2xx,
+            errors: o.errors,
+        });
+        if o.responses != REQUESTS || o.non_2xx > 0 || o.errors > 0 {
+            failures.push(format!(
+                "{}: {} answers of {REQUESTS}, {} non-2xx, {} errors",
+                case.label(),
+                o.responses,
+                o.non_2xx,
+                o.errors
+            ));
+        }
+        if o.expected != o.ok {
+            failures.push(format!(
+                "{}: {} of {} answers lacked {}",
+                case.label(),
+                o.ok - o.expected,
+                o.ok,
+                case.expect()
+            ));
+        }
+    }
+    let stored = bench.finish(args.keep)?;
+    report_stored(&stored);
+    if stored.stored != stored.acked {
+        failures.push(format!(
+            "the data file holds {} events, {} were acknowledged",
+            stored.stored, stored.acked
+        ));
+    }
+    if let Err(e) = stored.verdict {
+        failures.push(e);
+    }
+    if failures.is_empty() {
+        println!("smoke: ok");
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
+fn soak(args: &Args) -> Result<(), String> {
+    const CONNS: usize = 64;
+    const CHUNK: Duration = Duration::from_secs(10);
+    let mut bench = Bench::start(args)?;
+    println!("machine: {}", machine());
+    println!(
+        "soak: unique events over {CONNS} connections (in-repo client) until {} are stored and \
+         {} s have passed",
+        args.soak_events, args.soak_secs
+    );
+    println!(
+        "| {:>6} | {:>10} | {:>8} | {:>8} | {:>8} | {:>9} |",
+        "t s", "stored", "req/s", "p99 ms", "RSS MiB", "file MiB"
+    );
+    let started = Instant::now();
+    let limit = Duration::from_secs(args.soak_secs.max(60) * 4);
+    let mut samples: Vec<(u64, u64)> = Vec::new();
+    let mut seq_base = 0u64;
+    loop {
+        let elapsed = started.elapsed();
+        if elapsed >= Duration::from_secs(args.soak_secs) && bench.acked_events >= args.soak_events
+        {
+            break;
+        }
+        if elapsed >= limit {
+            println!("soak: stopping at the time limit of {} s", limit.as_secs());
+            break;
+        }
+        // Each chunk numbers its requests afresh: a new tag keeps the eids unique.
+        let chunk = Template::of(Case::Unique, &bench.fixture, &format!("soak{seq_base}"));
+        seq_base += 1;
+        let o = builtin(
+            &mut bench,
+            &chunk,
+            Case::Unique,
+            Load {
+                conns: CONNS,
+                duration: Some(CHUNK),
+                max_requests: None,
+            },
+        );
+        let rss = bench.server.rss().unwrap_or(0);
+        let file = std::fs::metadata(&bench.server.data).map_or(0, |m| m.len());
+        samples.push((bench.acked_events, rss));
+        println!(
+            "| {:>6} | {:>10} | {:>8.0} | {:>8} | {:>8.1} | {:>9.1} |",
+            started.elapsed().as_secs(),
+            bench.acked_events,
+            o.rate(),
+            ms(o.latency.quantile(0.99)),
+            mib(rss),
+            mib(file)
+        );
+        if o.non_2xx > 0 || o.errors > 0 {
+            println!("  ({} non-2xx, {} errors)", o.non_2xx, o.errors);
+        }
+    }
+    let after: Vec<u64> = samples
+        .iter()
+        .filter(|(n, _)| *n >= args.soak_events.min(bench.acked_events))
+        .map(|&(_, r)| r)
+        .collect();
+    let first_million = samples
+        .iter()
+        .find(|(n, _)| *n >= args.soak_events)
+        .map(|&(_, r)| r);
+    let stored = bench.finish(args.keep)?;
+    println!();
+    if let Some(rss) = first_million {
+        println!(
+            "RSS when {} events were stored: {:.1} MiB",
+            args.soak_events,
+            mib(rss)
+        );
+    }
+    if let (Some(lo), Some(hi)) = (after.iter().min(), after.iter().max()) {
+        println!(
+            "RSS from then to the end: {:.1} .. {:.1} MiB over {} samples",
+            mib(*lo),
+            mib(*hi),
+            after.len()
+        );
+    }
+    report_stored(&stored);
+    stored.verdict
+}

@@ -1,0 +1,302 @@
+//! What the benchmark sends: one [`Scenario`] per endpoint and case, each a request template
+//! that both load generators render from the same pieces, so `wrk` and the in-repo client send
+//! byte-for-byte the same kind of request.
+
+use std::fmt::Write as _;
+
+/// Credentials and the records made before the load starts.
+pub struct Fixture {
+    pub secret: String,
+    pub ingest_token: String,
+    /// Clicks created during setup; events name them (so the `matched` look-up finds one) and
+    /// binds bind them.
+    pub click_uids: Vec<String>,
+    /// How many events with eids `known-0..` were stored during setup, for the duplicate case.
+    pub known_events: usize,
+    /// Makes eids and fbclids unique to this run of the benchmark.
+    pub run: String,
+}
+
+/// A part of a request.
+#[derive(Clone, Debug)]
+pub enum Piece {
+    Lit(String),
+    /// A token no other request of the run repeats.
+    Unique,
+    /// A setup click's uid, chosen round-robin.
+    ClickUid,
+    /// The Telegram id that goes with that click: 1000000 + its index, so a repeat is a retry.
+    TgId,
+    /// The index of a known event, round-robin.
+    Known,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Case {
+    Healthz,
+    DryRun,
+    Unique,
+    Duplicate,
+    GetE,
+    Bind,
+    Clicks,
+}
+
+impl Case {
+    pub const ALL: [Case; 7] = [
+        Case::Healthz,
+        Case::DryRun,
+        Case::Unique,
+        Case::Duplicate,
+        Case::GetE,
+        Case::Bind,
+        Case::Clicks,
+    ];
+
+    /// The short name used on the command line (`--only unique,dry_run`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Case::Healthz => "healthz",
+            Case::DryRun => "dry_run",
+            Case::Unique => "unique",
+            Case::Duplicate => "duplicate",
+            Case::GetE => "get_e",
+            Case::Bind => "bind",
+            Case::Clicks => "clicks",
+        }
+    }
+
+    /// What the table shows.
+    pub fn label(self) -> &'static str {
+        match self {
+            Case::Healthz => "GET /healthz",
+            Case::DryRun => "POST /events dry_run",
+            Case::Unique => "POST /events unique",
+            Case::Duplicate => "POST /events duplicate",
+            Case::GetE => "GET /e unique",
+            Case::Bind => "POST /bind",
+            Case::Clicks => "POST /clicks",
+        }
+    }
+
+    /// Whether each 2xx answer stored one new event.
+    pub fn stores_an_event(self) -> bool {
+        matches!(self, Case::Unique | Case::GetE)
+    }
+
+    /// Text every 2xx answer must contain.
+    pub fn expect(self) -> &'static str {
+        match self {
+            Case::Healthz | Case::Bind => r#""ok":true"#,
+            Case::DryRun => r#""dry_run":true"#,
+            Case::Unique | Case::GetE => r#""status":"queued""#,
+            Case::Duplicate => r#""status":"duplicate""#,
+            Case::Clicks => r#""created":true"#,
+        }
+    }
+}
+
+/// A request template: method, target (path and query) and body, as pieces.
+pub struct Template {
+    pub method: &'static str,
+    pub target: Vec<Piece>,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Option<Vec<Piece>>,
+}
+
+fn lit(s: &str) -> Piece {
+    Piece::Lit(s.to_owned())
+}
+
+/// The event every ingest case sends: a deposit of a known click, the common postback.
+fn event_body(eid: Vec<Piece>, dry_run: bool) -> Vec<Piece> {
+    let mut body = vec![
+        lit(r#"{"event":"deposit","uid":""#),
+        Piece::ClickUid,
+        lit(r#"","value":"12.50","currency":"USD","eid":""#),
+    ];
+    body.extend(eid);
+    body.push(lit(if dry_run {
+        r#"","dry_run":true}"#
+    } else {
+        r#""}"#
+    }));
+    body
+}
+
+impl Template {
+    /// The template of `case`; `tag` is unique per run of a case (e.g. `unique-64`).
+    pub fn of(case: Case, fx: &Fixture, tag: &str) -> Template {
+        let bearer = vec![
+            ("Authorization", format!("Bearer {}", fx.secret)),
+            ("Content-Type", "application/json".to_owned()),
+        ];
+        let unique_eid = vec![Piece::Lit(format!("{}-{tag}-", fx.run)), Piece::Unique];
+        let post = |target: &str, body| Template {
+            method: "POST",
+            target: vec![lit(target)],
+            headers: bearer.clone(),
+            body: Some(body),
+        };
+        match case {
+            Case::Healthz => Template {
+                method: "GET",
+                target: vec![lit("/healthz")],
+                headers: Vec::new(),
+                body: None,
+            },
+            Case::DryRun => post("/events", event_body(unique_eid, true)),
+            Case::Unique => post("/events", event_body(unique_eid, false)),
+            Case::Duplicate => post(
+                "/events",
+                event_body(
+                    vec![Piece::Lit(format!("{}-known-", fx.run)), Piece::Known],
+                    false,
+                ),
+            ),
+            Case::GetE => {
+                let mut target = vec![Piece::Lit(format!(
+                    "/e?token={}&event=deposit&uid=",
+                    fx.ingest_token
+                ))];
+                target.push(Piece::ClickUid);
+                target.push(lit("&value=12.50&currency=USD&eid="));
+                target.extend(unique_eid);
+                Template {
+                    method: "GET",
+                    target,
+                    headers: Vec::new(),
+                    body: None,
+                }
+            }
+            Case::Bind => post(
+                "/bind",
+                vec![
+                    lit(r#"{"uid":""#),
+                    Piece::ClickUid,
+                    lit(r#"","tg_id":"#),
+                    Piece::TgId,
+                    lit("}"),
+                ],
+            ),
+            Case::Clicks => post(
+                "/clicks",
+                vec![
+                    lit(r#"{"link_slug":"summer-sale","fbclid":"IwAR"#),
+                    Piece::Lit(format!("{}-{tag}-", fx.run)),
+                    Piece::Unique,
+                    lit(r#"","campaign_name":"bench campaign"}"#),
+                ],
+            ),
+        }
+    }
+
+    /// The known events stored during setup, as requests: the duplicate case repeats them.
+    pub fn known_event(fx: &Fixture, i: usize) -> Vec<u8> {
+        let t = Template::of(Case::Duplicate, fx, "known");
+        t.render(fx, i as u64)
+    }
+
+    /// Request number `seq` as HTTP/1.1 bytes.
+    pub fn render(&self, fx: &Fixture, seq: u64) -> Vec<u8> {
+        let fill = |pieces: &[Piece], out: &mut String| {
+            let n = fx.click_uids.len().max(1) as u64;
+            for p in pieces {
+                match p {
+                    Piece::Lit(s) => out.push_str(s),
+                    Piece::Unique => {
+                        let _ = write!(out, "{seq}");
+                    }
+                    Piece::ClickUid => {
+                        out.push_str(fx.click_uids.get((seq % n) as usize).map_or("none", |s| s));
+                    }
+                    Piece::TgId => {
+                        let _ = write!(out, "{}", 1_000_000 + seq % n);
+                    }
+                    Piece::Known => {
+                        let _ = write!(out, "{}", seq % fx.known_events.max(1) as u64);
+                    }
+                }
+            }
+        };
+        let mut target = String::new();
+        fill(&self.target, &mut target);
+        let mut out = format!("{} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n", self.method);
+        for (k, v) in &self.headers {
+            let _ = write!(out, "{k}: {v}\r\n");
+        }
+        match &self.body {
+            Some(pieces) => {
+                let mut body = String::new();
+                fill(pieces, &mut body);
+                let _ = write!(out, "Content-Length: {}\r\n\r\n{body}", body.len());
+            }
+            None => out.push_str("\r\n"),
+        }
+        out.into_bytes()
+    }
+
+    /// A `wrk` script that sends the same requests. Each wrk thread numbers its own requests;
+    /// the thread's number goes in front, so unique tokens stay unique across threads.
+    pub fn lua(&self, fx: &Fixture) -> String {
+        let mut s = String::new();
+        s.push_str("-- written by benches/ingest; one copy per wrk thread\n");
+        s.push_str("local n = 0\nlocal threads = 0\n");
+        s.push_str(
+            "function setup(thread)\n  threads = threads + 1\n  thread:set(\"tid\", threads)\nend\n",
+        );
+        s.push_str("local uids = {");
+        for (i, u) in fx.click_uids.iter().enumerate() {
+            if i % 8 == 0 {
+                s.push_str("\n  ");
+            }
+            let _ = write!(s, "\"{u}\", ");
+        }
+        s.push_str("\n}\nif #uids == 0 then uids = {\"none\"} end\n");
+        let _ = writeln!(s, "local known = {}", fx.known_events.max(1));
+        s.push_str("local headers = {");
+        for (k, v) in &self.headers {
+            let _ = write!(s, "[{}] = {}, ", lua_str(k), lua_str(v));
+        }
+        s.push_str("}\n");
+        let expr = |pieces: &[Piece]| {
+            pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::Lit(l) => lua_str(l),
+                    Piece::Unique => "tid .. \"x\" .. n".to_owned(),
+                    Piece::ClickUid => "uids[(n % #uids) + 1]".to_owned(),
+                    Piece::TgId => "(1000000 + n % #uids)".to_owned(),
+                    Piece::Known => "(n % known)".to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join(" .. ")
+        };
+        s.push_str("function request()\n  n = n + 1\n");
+        let _ = writeln!(s, "  local target = {}", expr(&self.target));
+        match &self.body {
+            Some(body) => {
+                let _ = writeln!(s, "  local body = {}", expr(body));
+                let _ = writeln!(
+                    s,
+                    "  return wrk.format({}, target, headers, body)",
+                    lua_str(self.method)
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "  return wrk.format({}, target, headers)",
+                    lua_str(self.method)
+                );
+            }
+        }
+        s.push_str("end\n");
+        s
+    }
+}
+
+/// A Lua long string: no escaping needed for JSON or URLs.
+fn lua_str(s: &str) -> String {
+    format!("[==[{s}]==]")
+}

@@ -1,0 +1,154 @@
+//! The tracker under test: the real release binary as a child process, on a temporary data
+//! file, so the memory figures are the server's alone.
+//!
+//! `tracker --json serve --listen 127.0.0.1:0` creates the `default` space on first start and
+//! prints its credentials and the bound address as JSON lines on stdout; that is how the
+//! benchmark learns where to send load and with which credentials.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The binary cargo built for this bench (same profile: release).
+const TRACKER: &str = env!("CARGO_BIN_EXE_tracker");
+
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    pub secret: String,
+    pub ingest_token: String,
+    pub data: PathBuf,
+}
+
+impl Server {
+    /// Starts the server on `dir/bench.redb`. Its log (stderr) goes to `log`, or nowhere.
+    pub fn start(dir: &Path, log: Option<&Path>) -> Result<Server, String> {
+        let config = dir.join("tracker.toml");
+        std::fs::write(&config, "# benchmark: every setting at its default\n")
+            .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        let data = dir.join("bench.redb");
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?,
+            ),
+            None => Stdio::null(),
+        };
+        let mut child = Command::new(TRACKER)
+            .arg("--json")
+            .arg("--config")
+            .arg(&config)
+            .arg("--data")
+            .arg(&data)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("starting {TRACKER}: {e}"))?;
+        let stdout = child.stdout.take().expect("stdout was piped");
+        // Lines are read on a thread that keeps draining stdout, so the server never blocks on
+        // a full pipe; the first ones are handed back here.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    // Nobody listens any more; keep draining.
+                }
+            }
+        });
+        let (mut secret, mut token, mut addr) = (None, None, None);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while addr.is_none() {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = rx.recv_timeout(wait) else {
+                let _ = child.kill();
+                return Err("the server did not print its address within 30 s".into());
+            };
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if let Some(s) = value.get("secret").and_then(|v| v.as_str()) {
+                secret = Some(s.to_owned());
+            }
+            if let Some(t) = value.get("ingest_token").and_then(|v| v.as_str()) {
+                token = Some(t.to_owned());
+            }
+            if let Some(a) = value.get("listening").and_then(|v| v.as_str()) {
+                addr = a.parse().ok();
+            }
+        }
+        let (Some(secret), Some(ingest_token), Some(addr)) = (secret, token, addr) else {
+            let _ = child.kill();
+            return Err("the server did not print the default space's credentials".into());
+        };
+        Ok(Server {
+            child,
+            addr,
+            secret,
+            ingest_token,
+            data,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Peak resident memory so far (`VmHWM`), in bytes.
+    pub fn peak_rss(&self) -> Option<u64> {
+        status_kib(self.pid(), "VmHWM:").map(|k| k * 1024)
+    }
+
+    /// Resident memory now (`VmRSS`), in bytes.
+    pub fn rss(&self) -> Option<u64> {
+        status_kib(self.pid(), "VmRSS:").map(|k| k * 1024)
+    }
+
+    /// Asks the server to stop (SIGTERM, as a service manager would) and waits for it: it
+    /// finishes requests in flight, commits, and closes the data file.
+    pub fn stop(mut self) -> Result<ExitStatus, String> {
+        let term = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .map_err(|e| format!("running kill: {e}"))?;
+        if !term.success() {
+            return Err("kill -TERM failed".into());
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return Err("the server did not stop within 60 s of SIGTERM".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Only reached when `stop` was not: a failed run must not leave a server behind.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `kB` line of `/proc/PID/status`.
+fn status_kib(pid: u32, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line[key.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
