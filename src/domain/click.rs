@@ -7,9 +7,8 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::domain::decimal::quoted;
 use crate::domain::event::check_visible_ascii;
-use crate::domain::input::{self, Query, json_number_text};
+use crate::domain::input::{self, Query, json_number_text, quoted};
 use crate::error::{Code, Error};
 
 /// The largest Telegram id accepted: 2^53 - 1.

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::domain::input::quoted;
+
 /// The contract's bound: at most 28 significant digits, which also keeps every mantissa (and sums
 /// of many of them) inside an `i128`.
 pub const MAX_SIGNIFICANT_DIGITS: usize = 28;
@@ -108,18 +110,6 @@ impl fmt::Display for Decimal {
     }
 }
 
-/// Quotes a caller's text for an error sentence, cut short so an error never echoes a huge input.
-#[must_use]
-pub fn quoted(text: &str) -> String {
-    const MAX: usize = 64;
-    if text.chars().count() <= MAX {
-        format!("{text:?}")
-    } else {
-        let cut: String = text.chars().take(MAX).collect();
-        format!("{cut:?}...")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,11 +170,5 @@ mod tests {
                 .normalized(),
             Decimal::zero()
         );
-    }
-
-    #[test]
-    fn error_quotes_are_bounded() {
-        let long = "x".repeat(1000);
-        assert!(quoted(&long).len() < 80);
     }
 }

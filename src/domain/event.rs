@@ -6,8 +6,8 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::domain::decimal::{Decimal, quoted};
-use crate::domain::input::{self, Query, json_number_text};
+use crate::domain::decimal::Decimal;
+use crate::domain::input::{self, Query, json_number_text, quoted};
 use crate::error::{Code, Error};
 
 /// The four canonical events. The discriminants are stored on disk; never renumber them.

@@ -64,6 +64,21 @@ pub fn wrong_type(field: &'static str, expected: &str, raw: &RawValue) -> Error 
     )
 }
 
+/// Quotes a caller's value for an error sentence: cut short, so an error never echoes a huge
+/// input, and with anything that looks like a credential reduced to its public prefix, so an
+/// error never repeats a secret sent in the wrong field.
+#[must_use]
+pub fn quoted(text: &str) -> String {
+    const MAX: usize = 64;
+    let text = crate::domain::credential::redact(text);
+    if text.chars().count() <= MAX {
+        format!("{text:?}")
+    } else {
+        let cut: String = text.chars().take(MAX).collect();
+        format!("{cut:?}...")
+    }
+}
+
 /// The parameters of a GET query, decoded once, looked up by name.
 pub struct Query {
     pairs: Vec<(String, String)>,
@@ -97,7 +112,7 @@ impl Query {
                 format!(
                     "`{name}` is {}, a placeholder the sender never replaced; check the postback \
                      URL's macros",
-                    crate::domain::decimal::quoted(v)
+                    quoted(v)
                 ),
             )),
             other => Ok(other),
@@ -145,6 +160,17 @@ mod tests {
         for v in ["abc", "{", "{}", "[]", "a{b}", "12.5", "x}", "%7B"] {
             assert!(!is_unreplaced_macro(v), "{v}");
         }
+    }
+
+    #[test]
+    fn quotes_are_bounded_and_never_repeat_a_credential() {
+        assert!(quoted(&"x".repeat(1000)).len() < 80);
+        let secret = crate::domain::credential::generate(crate::domain::credential::Kind::Secret);
+        let q = quoted(&secret.text);
+        assert!(
+            q.contains("trk_sk_") && !q.contains(&secret.text[11..]),
+            "{q}"
+        );
     }
 
     #[test]
