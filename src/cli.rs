@@ -134,15 +134,15 @@ pub fn main() -> ExitCode {
         Command::Serve { .. } => serve(settings, out),
         Command::Space { command } => match command {
             SpaceCommand::Create { name } => {
-                admin_command(&settings, out, AdminRequest::SpaceCreate { name })
+                admin_command(&settings, out, &AdminRequest::SpaceCreate { name })
             }
-            SpaceCommand::List => admin_command(&settings, out, AdminRequest::SpaceList),
+            SpaceCommand::List => admin_command(&settings, out, &AdminRequest::SpaceList),
         },
         Command::Keys { command } => match command {
             KeysCommand::Rotate { space, kind } => admin_command(
                 &settings,
                 out,
-                AdminRequest::KeysRotate {
+                &AdminRequest::KeysRotate {
                     space,
                     kind: kind.into(),
                 },
@@ -150,13 +150,13 @@ pub fn main() -> ExitCode {
             KeysCommand::Revoke { space, kind } => admin_command(
                 &settings,
                 out,
-                AdminRequest::KeysRevoke {
+                &AdminRequest::KeysRevoke {
                     space,
                     kind: kind.into(),
                 },
             ),
         },
-        Command::Backup { dest } => admin_command(&settings, out, AdminRequest::Backup { dest }),
+        Command::Backup { dest } => admin_command(&settings, out, &AdminRequest::Backup { dest }),
         Command::DefaultConfig => unreachable!("handled above"),
     };
     match result {
@@ -186,11 +186,11 @@ const FILE_WAIT: Duration = Duration::from_secs(10);
 
 /// Runs an admin command through the running server's socket, or, when no server runs, on the
 /// data file directly. Both paths run [`admin_socket::execute`].
-fn admin_command(settings: &Settings, out: Output, request: AdminRequest) -> CliResult {
+fn admin_command(settings: &Settings, out: Output, request: &AdminRequest) -> CliResult {
     let socket = admin_socket::socket_path(&settings.data);
     let started = Instant::now();
     let value = loop {
-        if let Reached::Answered(answer) = admin_socket::request(&socket, &request)? {
+        if let Reached::Answered(answer) = admin_socket::request(&socket, request)? {
             break answer?;
         }
         match Store::open(&settings.data, &StoreOptions::default()) {
@@ -207,7 +207,7 @@ fn admin_command(settings: &Settings, out: Output, request: AdminRequest) -> Cli
             Err(e) => return Err(e.into()),
         }
     };
-    out.answer(&request, value)
+    out.answer(request, value)
 }
 
 fn serve(settings: Settings, out: Output) -> CliResult {

@@ -37,7 +37,7 @@ pub fn backup(src: &ReadTransaction, dest: &Path) -> Result<BackupStats, StoreEr
     rows += copy(src, &txn, CLICKS_BY_TG)?;
     txn.commit()?;
     db.close()?;
-    let bytes = dest.metadata().map(|m| m.len()).unwrap_or(0);
+    let bytes = dest.metadata().map_or(0, |m| m.len());
     Ok(BackupStats { rows, bytes })
 }
 
