@@ -215,6 +215,8 @@ fn serve(settings: Settings, out: Output) -> CliResult {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        // First, so a SIGTERM at any moment after start is a clean stop.
+        let shutdown = server::shutdown_signal();
         let (store, _) = Store::open(&settings.data, &StoreOptions::default())?;
         let store = Arc::new(store);
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -230,7 +232,7 @@ fn serve(settings: Settings, out: Output) -> CliResult {
         let addr = listener.local_addr()?;
         out.listening(addr, &settings);
         let app = Arc::new(App::new(settings, store, clock));
-        server::serve(app, listener, server::shutdown_signal()).await;
+        server::serve(app, listener, shutdown).await;
         Ok(())
     })
 }

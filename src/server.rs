@@ -44,25 +44,23 @@ pub async fn serve(
     let _ = tokio::task::spawn_blocking(move || store.close()).await;
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Resolves on SIGTERM or Ctrl-C (SIGINT).
+///
+/// The handlers are registered when this is called, not when the future is first polled: a
+/// signal that arrives between "listening" and the first poll must still mean a clean stop,
+/// not the default action of killing the process.
+///
+/// # Panics
+/// If called outside a Tokio runtime, or if the OS refuses a signal handler.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing the SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+        tracing::info!("shutdown requested");
     }
-    tracing::info!("shutdown requested");
 }
