@@ -1,1 +1,11 @@
-//! Integration tests (filled in next).
+//! The integration tests: each starts the real server (in process, or the `tracker` binary as a
+//! child process) on 127.0.0.1:0 with a temporary data file, and talks HTTP to it.
+
+mod auth;
+mod cli;
+mod clicks;
+mod credentials;
+mod dedup;
+mod durability;
+mod events;
+mod support;

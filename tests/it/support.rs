@@ -1,0 +1,676 @@
+//! What every integration test shares: a tiny HTTP/1.1 client over `tokio::net::TcpStream`,
+//! an in-process [`TestServer`] (real store, real routes, a [`ManualClock`]) and a
+//! [`TrackerProcess`] that runs the real binary for restart and crash tests.
+//!
+//! The client is written here rather than taken from a crate so the tests control every byte
+//! that goes on the wire: chunked bodies, exact `Content-Length`s, keep-alive.
+
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader as StdBufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use tracker::app::App;
+use tracker::clock::{Clock, ManualClock};
+use tracker::config::Settings;
+use tracker::storage::{Store, StoreOptions};
+
+/// The in-process server's "now": a fixed instant, so time rules are tested by moving the clock.
+pub const NOW_MS: u64 = 1_800_000_000_000;
+pub const DAY_MS: u64 = 86_400_000;
+/// How long any single network step may take before a test fails instead of hanging.
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------------------------
+// HTTP client
+
+/// A parsed HTTP response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The first header of that name (case-insensitive).
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[must_use]
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON.
+    ///
+    /// # Panics
+    /// If the body is not JSON: every answer of the tracker except `return=TEXT` must be.
+    #[must_use]
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "HTTP {} body is not JSON ({e}): {:?}",
+                self.status,
+                self.text()
+            )
+        })
+    }
+}
+
+/// One request, as it goes on the wire.
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub target: &'a str,
+    pub headers: Vec<(&'a str, String)>,
+    pub body: Option<&'a [u8]>,
+}
+
+impl<'a> Request<'a> {
+    #[must_use]
+    pub fn get(target: &'a str) -> Self {
+        Request {
+            method: "GET",
+            target,
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+
+    /// A POST with a JSON body and, if given, `Authorization: Bearer <secret>`.
+    #[must_use]
+    pub fn post(target: &'a str, secret: Option<&str>, body: &'a str) -> Self {
+        let mut headers = vec![("Content-Type", "application/json".to_owned())];
+        if let Some(secret) = secret {
+            headers.push(("Authorization", format!("Bearer {secret}")));
+        }
+        Request {
+            method: "POST",
+            target,
+            headers,
+            body: Some(body.as_bytes()),
+        }
+    }
+
+    #[must_use]
+    pub fn header(mut self, name: &'a str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    fn encode(&self, addr: SocketAddr, keep_alive: bool) -> Vec<u8> {
+        let mut head = format!(
+            "{} {} HTTP/1.1\r\nHost: {addr}\r\n",
+            self.method, self.target
+        );
+        for (name, value) in &self.headers {
+            let _ = write!(head, "{name}: {value}\r\n");
+        }
+        if let Some(body) = self.body {
+            let _ = write!(head, "Content-Length: {}\r\n", body.len());
+        }
+        head.push_str(if keep_alive {
+            "Connection: keep-alive\r\n\r\n"
+        } else {
+            "Connection: close\r\n\r\n"
+        });
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(self.body.unwrap_or_default());
+        bytes
+    }
+}
+
+/// A connection that can carry several requests (keep-alive).
+pub struct Connection {
+    addr: SocketAddr,
+    stream: BufReader<TcpStream>,
+}
+
+impl Connection {
+    pub async fn open(addr: SocketAddr) -> std::io::Result<Connection> {
+        let stream = tokio::time::timeout(IO_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| std::io::Error::other("connect timed out"))??;
+        stream.set_nodelay(true)?;
+        Ok(Connection {
+            addr,
+            stream: BufReader::new(stream),
+        })
+    }
+
+    /// Sends `request` (keep-alive) and reads its response.
+    pub async fn send(&mut self, request: &Request<'_>) -> std::io::Result<Response> {
+        let bytes = request.encode(self.addr, true);
+        self.send_raw(&bytes).await
+    }
+
+    /// Writes `bytes` as they are and reads one response.
+    pub async fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<Response> {
+        tokio::time::timeout(IO_TIMEOUT, async {
+            self.stream.get_mut().write_all(bytes).await?;
+            read_response(&mut self.stream).await
+        })
+        .await
+        .map_err(|_| std::io::Error::other("no response in time"))?
+    }
+}
+
+/// Sends one request on a fresh connection with `Connection: close`.
+///
+/// # Panics
+/// On any I/O failure: in these tests the server is expected to answer.
+pub async fn send(addr: SocketAddr, request: &Request<'_>) -> Response {
+    let bytes = request.encode(addr, false);
+    send_raw(addr, &bytes).await
+}
+
+/// Writes raw bytes on a fresh connection and reads one response.
+///
+/// # Panics
+/// On any I/O failure.
+pub async fn send_raw(addr: SocketAddr, bytes: &[u8]) -> Response {
+    let mut conn = Connection::open(addr).await.expect("connect");
+    conn.send_raw(bytes).await.unwrap_or_else(|e| {
+        panic!(
+            "request {:?} got no response: {e}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(120)])
+        )
+    })
+}
+
+async fn read_line(stream: &mut BufReader<TcpStream>) -> std::io::Result<String> {
+    let mut line = String::new();
+    let n = stream.read_line(&mut line).await?;
+    if n == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "connection closed before a full response",
+        ));
+    }
+    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
+}
+
+async fn read_response(stream: &mut BufReader<TcpStream>) -> std::io::Result<Response> {
+    let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    let status_line = read_line(stream).await?;
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad(format!("bad status line {status_line:?}")))?;
+    let mut headers = Vec::new();
+    loop {
+        let line = read_line(stream).await?;
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| bad(format!("bad header line {line:?}")))?;
+        headers.push((name.trim().to_owned(), value.trim().to_owned()));
+    }
+    let find = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    let mut body = Vec::new();
+    if find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let size_line = read_line(stream).await?;
+            let size = usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| bad(format!("bad chunk size {size_line:?}")))?;
+            if size == 0 {
+                // Trailers, then the blank line.
+                while !read_line(stream).await?.is_empty() {}
+                break;
+            }
+            let start = body.len();
+            body.resize(start + size, 0);
+            stream.read_exact(&mut body[start..]).await?;
+            read_line(stream).await?;
+        }
+    } else if let Some(length) = find("content-length") {
+        let length: usize = length
+            .parse()
+            .map_err(|_| bad(format!("bad content-length {length:?}")))?;
+        body.resize(length, 0);
+        stream.read_exact(&mut body).await?;
+    } else if status != 204 && status != 304 {
+        stream.read_to_end(&mut body).await?;
+    }
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assertions on the tracker's answers
+
+/// Asserts a failure answer of CONTRACT section 2: HTTP status, `ok:false`, the `status` code,
+/// the `field` (or its absence), and a non-empty `error` sentence. Returns the body.
+#[track_caller]
+pub fn assert_error(response: &Response, http: u16, code: &str, field: Option<&str>) -> Value {
+    let body = response.json();
+    assert_eq!(
+        (response.status, body["status"].as_str()),
+        (http, Some(code)),
+        "wrong failure: {body}"
+    );
+    assert_eq!(body["ok"], Value::Bool(false), "{body}");
+    assert_eq!(body["field"].as_str(), field, "wrong `field`: {body}");
+    assert!(
+        body["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "no error sentence: {body}"
+    );
+    body
+}
+
+/// What an event answer said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventAnswer {
+    pub duplicate: bool,
+    pub inbox_id: u64,
+    pub dedup: String,
+    pub matched: bool,
+}
+
+/// Reads a `200` event answer (not a dry run), failing on anything else.
+#[track_caller]
+pub fn event_answer(response: &Response) -> EventAnswer {
+    let body = response.json();
+    assert_eq!(response.status, 200, "event refused: {body}");
+    assert_eq!(body["ok"], Value::Bool(true), "{body}");
+    let duplicate = match body["status"].as_str() {
+        Some("queued") => false,
+        Some("duplicate") => true,
+        other => panic!("unexpected event status {other:?}: {body}"),
+    };
+    let inbox_id = body["inbox_id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("inbox_id is not a numeric string: {body}"));
+    EventAnswer {
+        duplicate,
+        inbox_id,
+        dedup: body["dedup"].as_str().unwrap_or_default().to_owned(),
+        matched: body["matched"]
+            .as_bool()
+            .unwrap_or_else(|| panic!("no `matched`: {body}")),
+    }
+}
+
+/// Asserts the answer is a new event (`queued`) and returns its `inbox_id`.
+#[track_caller]
+pub fn assert_queued(response: &Response) -> u64 {
+    let a = event_answer(response);
+    assert!(!a.duplicate, "expected queued, got duplicate: {a:?}");
+    a.inbox_id
+}
+
+/// Asserts the answer is a duplicate of `inbox_id`.
+#[track_caller]
+pub fn assert_duplicate_of(response: &Response, inbox_id: u64) {
+    let a = event_answer(response);
+    assert!(
+        a.duplicate && a.inbox_id == inbox_id,
+        "expected duplicate of {inbox_id}, got {a:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The in-process server
+
+/// A space's name and its credentials.
+#[derive(Debug, Clone)]
+pub struct Space {
+    pub name: String,
+    pub secret: String,
+    pub ingest_token: String,
+}
+
+/// The real server (store, writer, routes) on 127.0.0.1:0 with a temporary data file, two
+/// spaces (`a`, `b`), a [`ManualClock`] at [`NOW_MS`], and the disk fault switch.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub clock: ManualClock,
+    /// Set to `true` to make every disk write and fsync fail.
+    pub fault: Arc<AtomicBool>,
+    pub store: Arc<Store>,
+    pub a: Space,
+    pub b: Space,
+    settings: Settings,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    // Dropped last: the data file lives here.
+    _dir: tempfile::TempDir,
+}
+
+/// Opens the data file with the fault switch wired in. Blocking: call from a blocking thread.
+fn open_store(path: &Path, fault: &Arc<AtomicBool>) -> (Store, bool) {
+    let options = StoreOptions {
+        fault: Some(fault.clone()),
+        ..StoreOptions::default()
+    };
+    Store::open(path, &options).expect("open store")
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        TestServer::start_with(|_| {}).await
+    }
+
+    /// Starts with the default settings after `configure` has changed them.
+    ///
+    /// # Panics
+    /// If the server cannot be set up.
+    pub async fn start_with(configure: impl FnOnce(&mut Settings)) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.redb");
+        let fault = Arc::new(AtomicBool::new(false));
+        let (store, spaces) = {
+            let (path, fault) = (path.clone(), fault.clone());
+            // Opening and `create_space` block on the disk and the writer: off the async workers.
+            tokio::task::spawn_blocking(move || {
+                let (store, created) = open_store(&path, &fault);
+                assert!(created, "a fresh data file");
+                let spaces = ["a", "b"].map(|name| {
+                    let c =
+                        tracker::admin::create_space(&store, name, NOW_MS).expect("create space");
+                    Space {
+                        name: c.space,
+                        secret: c.secret,
+                        ingest_token: c.ingest_token,
+                    }
+                });
+                (Arc::new(store), spaces)
+            })
+            .await
+            .expect("setup task")
+        };
+        let [a, b] = spaces;
+        let mut settings = Settings::with_data(path);
+        configure(&mut settings);
+        let mut server = TestServer {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            clock: ManualClock::new(NOW_MS),
+            fault,
+            store,
+            a,
+            b,
+            settings,
+            shutdown: None,
+            task: None,
+            _dir: dir,
+        };
+        server.serve().await;
+        server
+    }
+
+    /// Serves `self.store` on a new listener.
+    async fn serve(&mut self) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        self.addr = listener.local_addr().expect("local addr");
+        let app = Arc::new(App::new(
+            self.settings.clone(),
+            self.store.clone(),
+            Arc::new(self.clock.clone()) as Arc<dyn Clock>,
+        ));
+        let (trigger, stopped) = oneshot::channel::<()>();
+        self.shutdown = Some(trigger);
+        self.task = Some(tokio::spawn(tracker::server::serve(
+            app,
+            listener,
+            async move {
+                let _ = stopped.await;
+            },
+        )));
+    }
+
+    /// Stops the server (closing the data file), opens the file again and serves it on a new
+    /// address: a restart, in process. The clock and the spaces carry over.
+    ///
+    /// # Panics
+    /// If the server does not stop or the file does not open.
+    pub async fn restart(mut self) -> TestServer {
+        self.stop_serving().await;
+        let (path, fault) = (self.settings.data.clone(), self.fault.clone());
+        let (store, created) = tokio::task::spawn_blocking(move || open_store(&path, &fault))
+            .await
+            .expect("reopen task");
+        assert!(!created, "the data file was kept");
+        self.store = Arc::new(store);
+        self.serve().await;
+        self
+    }
+
+    async fn stop_serving(&mut self) {
+        if let Some(trigger) = self.shutdown.take() {
+            let _ = trigger.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(IO_TIMEOUT, task)
+                .await
+                .expect("server stops in time")
+                .expect("serve task");
+        }
+    }
+
+    /// Stops the server and waits until it has committed and closed the data file.
+    ///
+    /// # Panics
+    /// If the serve task panicked or does not finish in time.
+    pub async fn stop(mut self) {
+        self.stop_serving().await;
+    }
+
+    pub async fn send(&self, request: &Request<'_>) -> Response {
+        send(self.addr, request).await
+    }
+
+    /// `POST <path>` with `space`'s secret.
+    pub async fn post_as(&self, space: &Space, path: &str, body: &str) -> Response {
+        self.send(&Request::post(path, Some(&space.secret), body))
+            .await
+    }
+
+    /// `POST /events` as space `a`.
+    pub async fn post_event(&self, body: &str) -> Response {
+        self.post_as(&self.a, "/events", body).await
+    }
+
+    /// `GET <path>?token=<space's ingest token>&<query>`.
+    pub async fn get_as(&self, space: &Space, path: &str, query: &str) -> Response {
+        let target = format!("{path}?token={}&{query}", space.ingest_token);
+        self.send(&Request::get(&target)).await
+    }
+
+    /// `GET /e` as space `a`.
+    pub async fn get_e(&self, query: &str) -> Response {
+        self.get_as(&self.a, "/e", query).await
+    }
+
+    /// Back-fills a click in `space` and returns its uid.
+    ///
+    /// # Panics
+    /// If the click is refused.
+    pub async fn click(&self, space: &Space, body: &str) -> String {
+        let r = self.post_as(space, "/clicks", body).await;
+        let json = r.json();
+        assert_eq!(r.status, 200, "click refused: {json}");
+        json["uid"].as_str().expect("uid").to_owned()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        // A test that failed before `stop` still lets the server go.
+        if let Some(trigger) = self.shutdown.take() {
+            let _ = trigger.send(());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real binary
+
+/// Credentials printed on first start.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct FirstStart {
+    pub space: String,
+    pub secret: String,
+    pub ingest_token: String,
+}
+
+/// A running `tracker serve` child process on a data file in `dir`.
+pub struct TrackerProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    /// `Some` only on the first start of a data file.
+    pub created: Option<FirstStart>,
+    stderr_path: PathBuf,
+}
+
+impl TrackerProcess {
+    /// Starts `tracker serve` on `<dir>/t.redb`, listening on 127.0.0.1:0, with an empty config
+    /// file (the repository's own `tracker.toml` must not apply), and waits for its address.
+    ///
+    /// # Panics
+    /// If it does not start listening within the time limit.
+    #[must_use]
+    pub fn start(dir: &Path) -> TrackerProcess {
+        let config = dir.join("empty.toml");
+        std::fs::write(&config, "").expect("write empty config");
+        let starts = std::fs::read_dir(dir).map_or(0, |d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("stderr"))
+                .count()
+        });
+        let stderr_path = dir.join(format!("stderr-{starts}.log"));
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tracker"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--json")
+            .arg("--data")
+            .arg(dir.join("t.redb"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env_remove("TRACKER_LISTEN")
+            .env_remove("TRACKER_DATA")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .expect("spawn tracker");
+        let stdout = child.stdout.take().expect("stdout");
+        let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+        // Reads stdout to its end, so the child never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in StdBufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + IO_TIMEOUT;
+        let mut created = None;
+        let addr = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = lines.recv_timeout(left) else {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "tracker did not print its address; stderr:\n{}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                );
+            };
+            let value: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
+            if let Some(listening) = value["listening"].as_str() {
+                break listening.parse().expect("listening address");
+            }
+            created = Some(serde_json::from_value(value).expect("first-start credentials"));
+        };
+        TrackerProcess {
+            child,
+            addr,
+            created,
+            stderr_path,
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    ///
+    /// # Panics
+    /// If the process does not exit in time.
+    #[must_use]
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        self.wait_exit()
+    }
+
+    /// SIGKILL: the process gets no chance to close anything.
+    pub fn kill_hard(mut self) {
+        self.child.kill().expect("kill -9");
+        let _ = self.child.wait();
+    }
+
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "tracker did not exit after SIGTERM; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            // Polling a child's exit; not a time rule of the tracker.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the process wrote to stderr so far (its log).
+    #[must_use]
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for TrackerProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
