@@ -86,6 +86,13 @@ impl Error {
         Error::new(Code::Unauthorized, message)
     }
 
+    /// A credential that is malformed, unknown, expired or revoked: one sentence for all, so the
+    /// answer tells nothing about which.
+    #[must_use]
+    pub fn bad_credential() -> Self {
+        Error::unauthorized("the credential is not valid (unknown, expired, or revoked)")
+    }
+
     /// The write could not be made durable. The detail is for the log, not for the client.
     #[must_use]
     pub fn unavailable() -> Self {

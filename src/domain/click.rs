@@ -102,16 +102,10 @@ impl BindInput {
             None => None,
             Some(raw) => match json_number_text(raw) {
                 Some(n) => Some(n.to_owned()),
-                None => match serde_json::from_str::<String>(raw.get()) {
-                    Ok(s) => Some(s),
-                    Err(_) => {
-                        return Err(Error::field(
-                            Code::InvalidTgId,
-                            "tg_id",
-                            "`tg_id` must be a positive integer, or a string of digits",
-                        ));
-                    }
-                },
+                // Like every field, a wrong JSON type (true, [1], {}) is invalid_json.
+                None => Some(input::json_string(raw, "tg_id").map_err(|_| {
+                    input::wrong_type("tg_id", "a positive integer or a string of digits", raw)
+                })?),
             },
         };
         BindInput::check(uid, tg, "tg_id")
@@ -224,13 +218,18 @@ mod tests {
             "-1",
             "1.5",
             r#""12a""#,
-            "true",
             r#""-3""#,
             "1e3",
-            "[1]",
         ] {
             let err = bind(bad).unwrap_err();
             assert_eq!(err.code, Code::InvalidTgId, "{bad}: {}", err.message);
+        }
+        for wrong_type in ["true", "[1]", "{}"] {
+            assert_eq!(
+                bind(wrong_type).unwrap_err().code,
+                Code::InvalidJson,
+                "{wrong_type}"
+            );
         }
         assert_eq!(bind(r#""""#).unwrap_err().code, Code::MissingField);
     }

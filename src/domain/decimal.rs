@@ -20,42 +20,74 @@ pub struct Decimal {
 }
 
 impl Decimal {
-    /// Parses plain decimal notation: an optional `-`, digits, optionally `.` and digits.
+    /// Parses decimal notation: an optional `-`, digits, optionally `.` and digits, optionally
+    /// an exponent (`1e-7`, `1.5E3`, as JSON encoders write small and large numbers). An
+    /// exponent is applied exactly: `1.5E3` is `1500`, `1e-7` is `0.0000001`.
     ///
-    /// The error is a phrase to follow "value must be a decimal number": it says what was wrong.
+    /// The error is a sentence about `value` that says what was wrong.
     pub fn parse(text: &str) -> Result<Decimal, String> {
+        let not_decimal = || {
+            format!(
+                "value must be a decimal number such as 12 or -3.50, got {}",
+                quoted(text)
+            )
+        };
         let (negative, unsigned) = match text.strip_prefix('-') {
             Some(rest) => (true, rest),
             None => (false, text),
         };
-        let (int_part, frac_part) = match unsigned.split_once('.') {
+        let (number, exponent) = match unsigned.split_once(['e', 'E']) {
+            Some((n, e)) => {
+                let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+                if digits.is_empty()
+                    || digits.len() > 4
+                    || !digits.bytes().all(|b| b.is_ascii_digit())
+                {
+                    return Err(not_decimal());
+                }
+                (n, e.parse::<i32>().map_err(|_| not_decimal())?)
+            }
+            None => (unsigned, 0),
+        };
+        let (int_part, frac_part) = match number.split_once('.') {
             Some((i, f)) => (i, Some(f)),
-            None => (unsigned, None),
+            None => (number, None),
         };
         let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
         if !all_digits(int_part) || frac_part.is_some_and(|f| !all_digits(f)) {
-            return Err(format!(
-                "value must be a decimal number such as 12 or -3.50, got {}",
-                quoted(text)
-            ));
+            return Err(not_decimal());
         }
         let frac_part = frac_part.unwrap_or("");
-        let digits = || int_part.bytes().chain(frac_part.bytes());
-        let significant = digits().skip_while(|&b| b == b'0').count();
-        if significant > MAX_SIGNIFICANT_DIGITS || frac_part.len() > MAX_SIGNIFICANT_DIGITS {
-            return Err(format!(
-                "value must have at most {MAX_SIGNIFICANT_DIGITS} significant digits, got {}",
+        let too_precise = || {
+            format!(
+                "value must have at most {MAX_SIGNIFICANT_DIGITS} significant digits and \
+                 {MAX_SIGNIFICANT_DIGITS} decimal places, got {}",
                 quoted(text)
-            ));
+            )
+        };
+        let digits = || int_part.bytes().chain(frac_part.bytes());
+        // Written scale minus the exponent; negative means trailing zeros to append.
+        let scale =
+            i64::try_from(frac_part.len()).map_err(|_| too_precise())? - i64::from(exponent);
+        let significant = digits().skip_while(|&b| b == b'0').count();
+        let appended = usize::try_from(-scale).unwrap_or(0);
+        if significant > 0 && significant + appended > MAX_SIGNIFICANT_DIGITS {
+            return Err(too_precise());
+        }
+        if scale > MAX_SIGNIFICANT_DIGITS as i64 {
+            return Err(too_precise());
         }
         let mut mantissa: i128 = 0;
-        for b in digits() {
+        for b in digits().skip_while(|&b| b == b'0') {
             // Cannot overflow: at most 28 significant digits, 10^28 < 2^127.
             mantissa = mantissa * 10 + i128::from(b - b'0');
         }
+        for _ in 0..appended {
+            mantissa *= 10;
+        }
         Ok(Decimal {
             mantissa: if negative { -mantissa } else { mantissa },
-            scale: frac_part.len() as u8,
+            scale: u8::try_from(scale.max(0)).map_err(|_| too_precise())?,
         })
     }
 
@@ -137,8 +169,8 @@ mod tests {
     #[test]
     fn rejects_what_is_not_plain_decimal() {
         for text in [
-            "", "-", "12,5", "0x10", "1e3", "NaN", "inf", "Infinity", ".5", "5.", "+5", " 5", "5 ",
-            "1.2.3", "--1",
+            "", "-", "12,5", "0x10", "NaN", "inf", "Infinity", ".5", "5.", "+5", " 5", "5 ", "1e",
+            "1e+", "e5", "1e1.5", "1e99999", "1.2.3", "--1",
         ] {
             assert!(Decimal::parse(text).is_err(), "{text:?} should be rejected");
         }
@@ -154,6 +186,21 @@ mod tests {
         assert!(Decimal::parse(&format!("000{ok}")).is_ok());
         assert!(Decimal::parse("0.1234567890123456789012345678").is_ok());
         assert!(Decimal::parse("0.12345678901234567890123456789").is_err());
+    }
+
+    #[test]
+    fn exponents_are_applied_exactly() {
+        let d = |t: &str| Decimal::parse(t).unwrap().to_string();
+        assert_eq!(d("1e-07"), "0.0000001");
+        assert_eq!(d("1.5E3"), "1500");
+        assert_eq!(d("-2.50e+1"), "-25.0");
+        assert_eq!(d("12.10e0"), "12.10");
+        assert!(Decimal::parse("1e27").is_ok(), "28 digits");
+        assert!(Decimal::parse("1e28").is_err(), "29 digits");
+        assert!(Decimal::parse("1e-28").is_ok());
+        assert!(Decimal::parse("1e-29").is_err(), "29 decimal places");
+        assert!(Decimal::parse("1e400").is_err());
+        assert_eq!(d("0e400"), "0");
     }
 
     #[test]

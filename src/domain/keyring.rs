@@ -38,8 +38,6 @@ pub struct Keyring {
     entries: RwLock<HashMap<CredentialDigest, Arc<KeyEntry>>>,
 }
 
-const NOT_VALID: &str = "the credential is not valid (unknown, expired, or revoked)";
-
 impl Keyring {
     /// Replaces the whole map; last-used times already seen in memory are kept.
     ///
@@ -81,7 +79,7 @@ impl Keyring {
                  space's secret here",
             )),
             Some(Kind::Secret) => self.lookup(text.trim(), Kind::Secret, now_ms),
-            None => Err(Error::unauthorized(NOT_VALID)),
+            None => Err(Error::bad_credential()),
         }
     }
 
@@ -98,19 +96,17 @@ impl Keyring {
                  token here, and rotate the secret you just sent",
             )),
             Some(Kind::Ingest) => self.lookup(token, Kind::Ingest, now_ms),
-            None => Err(Error::unauthorized(NOT_VALID)),
+            None => Err(Error::bad_credential()),
         }
     }
 
     fn lookup(&self, text: &str, kind: Kind, now_ms: u64) -> Result<SpaceRef, Error> {
         let digest = credential::digest(text);
         let map = self.entries.read().expect("keyring lock poisoned");
-        let entry = map
-            .get(&digest)
-            .ok_or_else(|| Error::unauthorized(NOT_VALID))?;
+        let entry = map.get(&digest).ok_or_else(|| Error::bad_credential())?;
         let expired = entry.valid_until_ms.is_some_and(|until| now_ms >= until);
         if entry.kind != kind || entry.revoked || expired {
-            return Err(Error::unauthorized(NOT_VALID));
+            return Err(Error::bad_credential());
         }
         entry.last_used_ms.fetch_max(now_ms, Ordering::Relaxed);
         Ok(entry.space.clone())

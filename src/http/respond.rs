@@ -102,7 +102,20 @@ pub fn text(body: String) -> Response {
 
 /// Turns warp's rejections (no route matched) into the error body.
 pub async fn recover(rejection: warp::Rejection) -> Result<Response, Infallible> {
-    let err = if rejection.is_not_found() {
+    let mut auth = Auth::None;
+    let err = if let Some(header) = rejection.find::<warp::reject::InvalidHeader>() {
+        // Only bearer endpoints read `Authorization`; a value that is not visible ASCII cannot
+        // be a credential, and gets the same answer as any other bad credential.
+        if header.name().eq_ignore_ascii_case("authorization") {
+            auth = Auth::Bearer;
+            Error::bad_credential()
+        } else {
+            Error::new(
+                Code::InvalidField,
+                format!("the {} header is malformed", header.name()),
+            )
+        }
+    } else if rejection.is_not_found() {
         Error::new(Code::NotFound, "no such endpoint")
     } else if rejection.find::<warp::reject::MethodNotAllowed>().is_some() {
         Error::new(
@@ -113,5 +126,5 @@ pub async fn recover(rejection: warp::Rejection) -> Result<Response, Infallible>
         tracing::error!(?rejection, "unhandled rejection");
         Error::internal()
     };
-    Ok(error(&err, Auth::None))
+    Ok(error(&err, auth))
 }
