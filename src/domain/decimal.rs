@@ -74,7 +74,7 @@ impl Decimal {
         if significant > 0 && significant + appended > MAX_SIGNIFICANT_DIGITS {
             return Err(too_precise());
         }
-        if scale > MAX_SIGNIFICANT_DIGITS as i64 {
+        if usize::try_from(scale).is_ok_and(|s| s > MAX_SIGNIFICANT_DIGITS) {
             return Err(too_precise());
         }
         let mut mantissa: i128 = 0;

@@ -103,7 +103,7 @@ impl Keyring {
     fn lookup(&self, text: &str, kind: Kind, now_ms: u64) -> Result<SpaceRef, Error> {
         let digest = credential::digest(text);
         let map = self.entries.read().expect("keyring lock poisoned");
-        let entry = map.get(&digest).ok_or_else(|| Error::bad_credential())?;
+        let entry = map.get(&digest).ok_or_else(Error::bad_credential)?;
         let expired = entry.valid_until_ms.is_some_and(|until| now_ms >= until);
         if entry.kind != kind || entry.revoked || expired {
             return Err(Error::bad_credential());
