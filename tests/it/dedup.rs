@@ -393,3 +393,37 @@ async fn a_failed_commit_answers_503_and_stores_nothing() {
     );
     s.stop().await;
 }
+
+/// A full write queue is `unavailable` like a failing disk: 503 with `Retry-After`, and the
+/// refused request left nothing behind, while every one answered 200 was stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_write_queue_answers_503_and_stores_nothing_for_it() {
+    let s = TestServer::start_with_queue(1, |_| {}).await;
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let (addr, secret) = (s.addr, s.a.secret.clone());
+        tasks.push(tokio::spawn(async move {
+            let body = format!(r#"{{"event":"deposit","eid":"queue-{i}"}}"#);
+            let r =
+                crate::support::send(addr, &Request::post("/events", Some(&secret), &body)).await;
+            (body, r)
+        }));
+    }
+    let mut answered = Vec::new();
+    for t in tasks {
+        answered.push(t.await.expect("task"));
+    }
+    let mut refused = 0;
+    for (body, r) in &answered {
+        if r.status == 503 {
+            assert_error(r, 503, "unavailable", None);
+            assert!(r.header("retry-after").is_some(), "{:?}", r.headers);
+            refused += 1;
+            assert_queued(&s.post_event(body).await);
+        } else {
+            assert_duplicate_of(&s.post_event(body).await, assert_queued(r));
+        }
+    }
+    println!("write queue of 1: {refused} of 60 concurrent requests refused");
+    s.stop().await;
+}

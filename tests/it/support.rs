@@ -359,6 +359,7 @@ pub struct TestServer {
     pub a: Space,
     pub b: Space,
     settings: Settings,
+    queue_capacity: usize,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
     // Dropped last: the data file lives here.
@@ -366,10 +367,10 @@ pub struct TestServer {
 }
 
 /// Opens the data file with the fault switch wired in. Blocking: call from a blocking thread.
-fn open_store(path: &Path, fault: &Arc<AtomicBool>) -> (Store, bool) {
+fn open_store(path: &Path, fault: &Arc<AtomicBool>, queue_capacity: usize) -> (Store, bool) {
     let options = StoreOptions {
         fault: Some(fault.clone()),
-        ..StoreOptions::default()
+        queue_capacity,
     };
     Store::open(path, &options).expect("open store")
 }
@@ -384,6 +385,18 @@ impl TestServer {
     /// # Panics
     /// If the server cannot be set up.
     pub async fn start_with(configure: impl FnOnce(&mut Settings)) -> TestServer {
+        TestServer::start_with_queue(StoreOptions::default().queue_capacity, configure).await
+    }
+
+    /// Like [`TestServer::start_with`], with room for only `queue_capacity` requests waiting
+    /// for the writer.
+    ///
+    /// # Panics
+    /// If the server cannot be set up.
+    pub async fn start_with_queue(
+        queue_capacity: usize,
+        configure: impl FnOnce(&mut Settings),
+    ) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("t.redb");
         let fault = Arc::new(AtomicBool::new(false));
@@ -391,7 +404,7 @@ impl TestServer {
             let (path, fault) = (path.clone(), fault.clone());
             // Opening and `create_space` block on the disk and the writer: off the async workers.
             tokio::task::spawn_blocking(move || {
-                let (store, created) = open_store(&path, &fault);
+                let (store, created) = open_store(&path, &fault, queue_capacity);
                 assert!(created, "a fresh data file");
                 let spaces = ["a", "b"].map(|name| {
                     let c =
@@ -418,6 +431,7 @@ impl TestServer {
             a,
             b,
             settings,
+            queue_capacity,
             shutdown: None,
             task: None,
             _dir: dir,
@@ -455,10 +469,15 @@ impl TestServer {
     /// If the server does not stop or the file does not open.
     pub async fn restart(mut self) -> TestServer {
         self.stop_serving().await;
-        let (path, fault) = (self.settings.data.clone(), self.fault.clone());
-        let (store, created) = tokio::task::spawn_blocking(move || open_store(&path, &fault))
-            .await
-            .expect("reopen task");
+        let (path, fault, capacity) = (
+            self.settings.data.clone(),
+            self.fault.clone(),
+            self.queue_capacity,
+        );
+        let (store, created) =
+            tokio::task::spawn_blocking(move || open_store(&path, &fault, capacity))
+                .await
+                .expect("reopen task");
         assert!(!created, "the data file was kept");
         self.store = Arc::new(store);
         self.serve().await;
