@@ -65,9 +65,11 @@ impl Keyring {
                 "this endpoint needs the space's secret: send `Authorization: Bearer <secret>`",
             ));
         };
+        // The scheme name is case-insensitive (RFC 9110 section 11.1).
         let Some(text) = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, credential)| credential)
         else {
             return Err(Error::unauthorized(
                 "the Authorization header must be `Bearer <secret>`",
@@ -171,6 +173,11 @@ mod tests {
         assert!(in_url.message.contains("URL"));
         assert!(k.bearer(None, 1).is_err());
         assert!(k.bearer(Some(&secret), 1).is_err(), "no Bearer scheme");
+        assert_eq!(
+            k.bearer(Some(&format!("BEARER {secret}")), 1).unwrap().no,
+            1
+        );
+        assert!(k.bearer(Some(&format!("Basic {secret}")), 1).is_err());
         assert!(k.ingest_token(Some("trk_it_nonsense"), 1).is_err());
     }
 
