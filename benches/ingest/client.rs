@@ -245,24 +245,21 @@ async fn connection(
         }
         let request = make(seq);
         let sent = Instant::now();
-        match roundtrip(&mut conn, addr, &request).await {
-            Ok((status, body)) => {
-                o.latency.record(sent.elapsed());
-                o.responses += 1;
-                if (200..300).contains(&status) {
-                    o.ok += 1;
-                    if expect.is_some_and(|e| contains(body, e.as_bytes())) {
-                        o.expected += 1;
-                    }
-                } else {
-                    o.non_2xx += 1;
+        if let Ok((status, body)) = roundtrip(&mut conn, addr, &request).await {
+            o.latency.record(sent.elapsed());
+            o.responses += 1;
+            if (200..300).contains(&status) {
+                o.ok += 1;
+                if expect.is_some_and(|e| contains(body, e.as_bytes())) {
+                    o.expected += 1;
                 }
+            } else {
+                o.non_2xx += 1;
             }
-            Err(_) => {
-                o.errors += 1;
-                // A server that refuses connections would spin this loop: back off a little.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+        } else {
+            o.errors += 1;
+            // A server that refuses connections would spin this loop: back off a little.
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
     o

@@ -247,7 +247,7 @@ impl Bench {
             eprintln!("kept {}", path.display());
         }
         Ok(Stored {
-            stored,
+            events: stored,
             acked: low,
             file_bytes,
             peak_rss,
@@ -257,7 +257,7 @@ impl Bench {
 }
 
 struct Stored {
-    stored: u64,
+    events: u64,
     acked: u64,
     file_bytes: u64,
     peak_rss: u64,
@@ -267,7 +267,7 @@ struct Stored {
 impl Stored {
     #[allow(clippy::cast_precision_loss)]
     fn bytes_per_event(&self) -> f64 {
-        self.file_bytes as f64 / self.stored.max(1) as f64
+        self.file_bytes as f64 / self.events.max(1) as f64
     }
 }
 
@@ -276,7 +276,7 @@ fn count_events(path: &Path) -> Result<u64, String> {
     let (store, _) =
         Store::open(path, &StoreOptions::default()).map_err(|e| format!("reopening: {e}"))?;
     let n = store
-        .read(|txn| read::count_events(txn))
+        .read(read::count_events)
         .map_err(|e| format!("counting events: {e}"))?;
     store.close();
     Ok(n)
@@ -482,7 +482,7 @@ fn full(args: &Args) -> Result<(), String> {
 fn report_stored(s: &Stored) {
     println!(
         "stored events: {} (acknowledged: {}); data file {:.1} MiB = {:.0} bytes per stored event",
-        s.stored,
+        s.events,
         s.acked,
         mib(s.file_bytes),
         s.bytes_per_event()
@@ -540,10 +540,10 @@ fn smoke(args: &Args) -> Result<(), String> {
     }
     let stored = bench.finish(args.keep)?;
     report_stored(&stored);
-    if stored.stored != stored.acked {
+    if stored.events != stored.acked {
         failures.push(format!(
             "the data file holds {} events, {} were acknowledged",
-            stored.stored, stored.acked
+            stored.events, stored.acked
         ));
     }
     if let Err(e) = stored.verdict {
