@@ -16,6 +16,7 @@
 //! See BENCHMARKS.md for the results on the project's machine.
 
 mod client;
+mod cpu;
 mod scenario;
 mod server;
 mod wrk;
@@ -219,7 +220,7 @@ impl Bench {
     }
 
     /// Stops the server and checks the data file against what was acknowledged.
-    fn finish(self, keep: bool) -> Result<Stored, String> {
+    fn finish(self, keep: bool) -> Result<DataCheck, String> {
         let peak_rss = self.server.peak_rss().unwrap_or(0);
         let data = self.server.data.clone();
         let status = self.server.stop()?;
@@ -227,7 +228,7 @@ impl Bench {
             return Err(format!("the server exited with {status}"));
         }
         let file_bytes = std::fs::metadata(&data).map_or(0, |m| m.len());
-        let stored = count_events(&data)?;
+        let (stored, usage) = count_events(&data)?;
         let (low, high) = (self.acked_events, self.acked_events + self.unacked_slack);
         let verdict = if stored < low {
             Err(format!(
@@ -246,40 +247,43 @@ impl Bench {
             let path = self.dir.keep();
             eprintln!("kept {}", path.display());
         }
-        Ok(Stored {
-            events: stored,
+        Ok(DataCheck {
+            stored,
             acked: low,
             file_bytes,
             peak_rss,
+            usage,
             verdict,
         })
     }
 }
 
-struct Stored {
-    events: u64,
+struct DataCheck {
+    stored: u64,
     acked: u64,
     file_bytes: u64,
     peak_rss: u64,
+    usage: Vec<read::TableUsage>,
     verdict: Result<(), String>,
 }
 
-impl Stored {
+impl DataCheck {
     #[allow(clippy::cast_precision_loss)]
     fn bytes_per_event(&self) -> f64 {
-        self.file_bytes as f64 / self.events.max(1) as f64
+        self.file_bytes as f64 / self.stored.max(1) as f64
     }
 }
 
-/// Opens the data file with the library, as the server left it, and counts the inbox.
-fn count_events(path: &Path) -> Result<u64, String> {
+/// Opens the data file with the library, as the server left it, counts the inbox and says
+/// where the file's bytes are.
+fn count_events(path: &Path) -> Result<(u64, Vec<read::TableUsage>), String> {
     let (store, _) =
         Store::open(path, &StoreOptions::default()).map_err(|e| format!("reopening: {e}"))?;
-    let n = store
-        .read(read::count_events)
+    let counted = store
+        .read(|txn| Ok((read::count_events(txn)?, read::table_usage(txn)?)))
         .map_err(|e| format!("counting events: {e}"))?;
     store.close();
-    Ok(n)
+    Ok(counted)
 }
 
 /// One row of the table.
@@ -292,6 +296,9 @@ struct Row {
     p99: Duration,
     non_2xx: u64,
     errors: u64,
+    cpu: cpu::Shares,
+    /// The server's resident memory after the row.
+    rss: u64,
 }
 
 fn ms(d: Duration) -> String {
@@ -300,18 +307,29 @@ fn ms(d: Duration) -> String {
 
 fn print_header() {
     println!(
-        "| {:<24} | {:>5} | {:>9} | {:>8} | {:>8} | {:>7} | {:>6} | {:>9} |",
-        "scenario", "conns", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors", "requests"
+        "| {:<24} | {:>5} | {:>9} | {:>8} | {:>8} | {:>7} | {:>6} | {:>9} | {:>6} | {:>6} | {:>6} | {:>7} |",
+        "scenario",
+        "conns",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "non-2xx",
+        "errors",
+        "requests",
+        "server",
+        "load",
+        "other",
+        "RSS MiB"
     );
     println!(
-        "|{:-<26}|{:->7}|{:->11}|{:->10}|{:->10}|{:->9}|{:->8}|{:->11}|",
-        "", ":", ":", ":", ":", ":", ":", ":"
+        "|{:-<26}|{:->7}|{:->11}|{:->10}|{:->10}|{:->9}|{:->8}|{:->11}|{:->8}|{:->8}|{:->8}|{:->9}|",
+        "", ":", ":", ":", ":", ":", ":", ":", ":", ":", ":", ":"
     );
 }
 
 fn print_row(r: &Row) {
     println!(
-        "| {:<24} | {:>5} | {:>9.0} | {:>8} | {:>8} | {:>7} | {:>6} | {:>9} |",
+        "| {:<24} | {:>5} | {:>9.0} | {:>8} | {:>8} | {:>7} | {:>6} | {:>9} | {:>5.0}% | {:>5.0}% | {:>5.0}% | {:>7.1} |",
         r.case.label(),
         r.conns,
         r.rate,
@@ -319,7 +337,11 @@ fn print_row(r: &Row) {
         ms(r.p99),
         r.non_2xx,
         r.errors,
-        r.responses
+        r.responses,
+        r.cpu.server,
+        r.cpu.load,
+        r.cpu.other,
+        mib(r.rss)
     );
 }
 
@@ -334,7 +356,9 @@ fn measure(
     let tag = format!("{}-{conns}", case.name());
     let template = Template::of(case, &bench.fixture, &tag);
     let addr = bench.server.addr;
-    let row = if let Some(wrk_path) = wrk_path {
+    let before = cpu::snapshot(bench.server.pid());
+    let started = Instant::now();
+    let mut row = if let Some(wrk_path) = wrk_path {
         let script = bench.dir.path().join(format!("{tag}.lua"));
         std::fs::write(&script, template.lua(&bench.fixture))
             .map_err(|e| format!("writing {}: {e}", script.display()))?;
@@ -352,6 +376,8 @@ fn measure(
             p99: r.p99,
             non_2xx: r.non_2xx,
             errors: r.errors,
+            cpu: cpu::Shares::default(),
+            rss: 0,
         }
     } else {
         let o = builtin(
@@ -382,8 +408,16 @@ fn measure(
             p99: o.latency.quantile(0.99),
             non_2xx: o.non_2xx,
             errors: o.errors,
+            cpu: cpu::Shares::default(),
+            rss: 0,
         }
     };
+    row.cpu = cpu::between(
+        before,
+        cpu::snapshot(bench.server.pid()),
+        started.elapsed().as_secs_f64(),
+    );
+    row.rss = bench.server.rss().unwrap_or(0);
     Ok(row)
 }
 
@@ -420,6 +454,11 @@ fn machine() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_or_else(|_| "unknown kernel".into(), |k| k.trim().to_owned());
     format!("{cpus} CPUs ({model}), Linux {kernel}")
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn per(bytes: u64, n: u64) -> f64 {
+    bytes as f64 / n.max(1) as f64
 }
 
 #[allow(clippy::cast_precision_loss)]
@@ -479,13 +518,38 @@ fn full(args: &Args) -> Result<(), String> {
     stored.verdict
 }
 
-fn report_stored(s: &Stored) {
+fn report_stored(s: &DataCheck) {
     println!(
         "stored events: {} (acknowledged: {}); data file {:.1} MiB = {:.0} bytes per stored event",
-        s.events,
+        s.stored,
         s.acked,
         mib(s.file_bytes),
         s.bytes_per_event()
+    );
+    for u in &s.usage {
+        let pages = (u.leaf_pages + u.branch_pages) * 4096;
+        println!(
+            "  {:<6} {:>9} entries, {:>8.1} MiB in {} pages: {:.0} B/entry stored, {:.0} \
+             metadata, {:.0} unused in pages",
+            u.table,
+            u.entries,
+            mib(pages),
+            u.leaf_pages + u.branch_pages,
+            per(u.stored_bytes, u.entries),
+            per(u.metadata_bytes, u.entries),
+            per(u.fragmented_bytes, u.entries),
+        );
+    }
+    let event_pages: u64 = s
+        .usage
+        .iter()
+        .filter(|u| u.table == "inbox" || u.table == "dedup")
+        .map(|u| u.leaf_pages + u.branch_pages)
+        .sum();
+    println!(
+        "  events in their tables (inbox + dedup pages): {:.0} bytes per stored event; the rest \
+         of the file is clicks and space redb has grown into but not yet used",
+        per(event_pages * 4096, s.stored)
     );
     println!("server peak RSS (VmHWM): {:.1} MiB", mib(s.peak_rss));
     match &s.verdict {
@@ -518,6 +582,8 @@ fn smoke(args: &Args) -> Result<(), String> {
             p99: o.latency.quantile(0.99),
             non_2xx: o.non_2xx,
             errors: o.errors,
+            cpu: cpu::Shares::default(),
+            rss: 0,
         });
         if o.responses != REQUESTS || o.non_2xx > 0 || o.errors > 0 {
             failures.push(format!(
@@ -540,10 +606,10 @@ fn smoke(args: &Args) -> Result<(), String> {
     }
     let stored = bench.finish(args.keep)?;
     report_stored(&stored);
-    if stored.events != stored.acked {
+    if stored.stored != stored.acked {
         failures.push(format!(
             "the data file holds {} events, {} were acknowledged",
-            stored.events, stored.acked
+            stored.stored, stored.acked
         ));
     }
     if let Err(e) = stored.verdict {

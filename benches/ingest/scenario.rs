@@ -256,7 +256,7 @@ impl Template {
         let _ = writeln!(s, "local known = {}", fx.known_events.max(1));
         s.push_str("local headers = {");
         for (k, v) in &self.headers {
-            let _ = write!(s, "[{}] = {}, ", lua_str(k), lua_str(v));
+            let _ = write!(s, "[ {} ] = {}, ", lua_str(k), lua_str(v));
         }
         s.push_str("}\n");
         let expr = |pieces: &[Piece]| {

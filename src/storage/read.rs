@@ -156,3 +156,42 @@ pub fn judge_event(
 pub fn count_events(txn: &ReadTransaction) -> Result<u64, StoreError> {
     Ok(txn.open_table(INBOX)?.len()?)
 }
+
+/// Where the data file's bytes go, per table: what the benchmark prints beside bytes per event.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TableUsage {
+    pub table: &'static str,
+    pub entries: u64,
+    pub leaf_pages: u64,
+    pub branch_pages: u64,
+    /// Keys and values as stored.
+    pub stored_bytes: u64,
+    /// Per-entry and per-page bookkeeping.
+    pub metadata_bytes: u64,
+    /// Unused space inside the table's pages.
+    pub fragmented_bytes: u64,
+}
+
+/// [`TableUsage`] of the tables that grow with traffic.
+pub fn table_usage(txn: &ReadTransaction) -> Result<Vec<TableUsage>, StoreError> {
+    fn usage<T: ReadableTableMetadata>(
+        table: &'static str,
+        t: &T,
+    ) -> Result<TableUsage, StoreError> {
+        let s = t.stats()?;
+        Ok(TableUsage {
+            table,
+            entries: t.len()?,
+            leaf_pages: s.leaf_pages(),
+            branch_pages: s.branch_pages(),
+            stored_bytes: s.stored_bytes(),
+            metadata_bytes: s.metadata_bytes(),
+            fragmented_bytes: s.fragmented_bytes(),
+        })
+    }
+    Ok(vec![
+        usage("inbox", &txn.open_table(INBOX)?)?,
+        usage("dedup", &txn.open_table(DEDUP)?)?,
+        usage("clicks", &txn.open_table(CLICKS)?)?,
+    ])
+}

@@ -1,0 +1,80 @@
+//! Where the machine's CPU went during a row: the server, the load generator, and everything
+//! else. The machine is shared; a row with a large "other" share was measured on a busy
+//! machine, and the table says so instead of hiding it.
+
+/// CPU times in clock ticks (`USER_HZ`), read from `/proc`.
+#[derive(Clone, Copy)]
+pub struct Snapshot {
+    busy: u64,
+    server: u64,
+    load: u64,
+}
+
+/// Shares of one CPU, in percent (a 2-CPU machine has 200).
+#[derive(Clone, Copy, Default)]
+pub struct Shares {
+    pub server: f64,
+    pub load: f64,
+    pub other: f64,
+}
+
+pub fn snapshot(server_pid: u32) -> Snapshot {
+    Snapshot {
+        busy: machine_busy().unwrap_or(0),
+        server: process_ticks(&format!("/proc/{server_pid}/stat"), false).unwrap_or(0),
+        // The benchmark itself (the in-repo client) and its waited-for children (wrk).
+        load: process_ticks("/proc/self/stat", true).unwrap_or(0),
+    }
+}
+
+/// What each used between `a` and `b`, `seconds` apart.
+#[allow(clippy::cast_precision_loss)]
+pub fn between(a: Snapshot, b: Snapshot, seconds: f64) -> Shares {
+    let pct = |ticks: u64| ticks as f64 / ticks_per_second() / seconds.max(1e-3) * 100.0;
+    let busy = b.busy.saturating_sub(a.busy);
+    let server = b.server.saturating_sub(a.server);
+    let load = b.load.saturating_sub(a.load);
+    Shares {
+        server: pct(server),
+        load: pct(load),
+        other: pct(busy.saturating_sub(server + load)),
+    }
+}
+
+fn ticks_per_second() -> f64 {
+    // USER_HZ is 100 on every Linux architecture this runs on.
+    100.0
+}
+
+/// Busy ticks of all CPUs: everything in the `cpu` line of `/proc/stat` but idle and iowait.
+fn machine_busy() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is already in user)
+    let get = |i: usize| fields.get(i).copied().unwrap_or(0);
+    Some(get(0) + get(1) + get(2) + get(5) + get(6) + get(7))
+}
+
+/// utime + stime of a process, and with `children`, of its waited-for children too.
+fn process_ticks(path: &str, children: bool) -> Option<u64> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // Fields after the command name, which may hold spaces, start at field 3 (state).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // utime, stime, cutime, cstime are fields 14..=17, so 11..=14 here.
+    let own = fields.get(11)? + fields.get(12)?;
+    Some(if children {
+        own + fields.get(13)? + fields.get(14)?
+    } else {
+        own
+    })
+}
