@@ -23,14 +23,7 @@ pub struct App {
     rules: EventRules,
     dedup_window_ms: u64,
     limiter: RateLimiter,
-    /// Bounds the blocking threads that `dry_run` reads occupy. Each read takes microseconds;
-    /// without a bound, 256 concurrent dry runs start 256 blocking threads, each with its own
-    /// stack and malloc cache, for no gain on a machine with a few cores.
-    dry_run_reads: tokio::sync::Semaphore,
 }
-
-/// Concurrent `dry_run` reads, per CPU.
-const DRY_RUN_READS_PER_CPU: usize = 2;
 
 /// A credential as a request presents it.
 #[derive(Clone, Copy, Debug)]
@@ -59,10 +52,6 @@ impl App {
             rules: settings.event_rules(),
             dedup_window_ms: settings.dedup_window.as_millis() as u64,
             limiter: RateLimiter::new(settings.rate_limit),
-            dry_run_reads: tokio::sync::Semaphore::new(
-                DRY_RUN_READS_PER_CPU
-                    * std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-            ),
             store,
             settings,
             clock,
@@ -99,10 +88,6 @@ impl App {
         let key = dedup::dedup_key(&event, self.dedup_window_ms);
         let basis = dedup::basis_of(key.as_ref());
         if dry_run {
-            let _permit = self.dry_run_reads.acquire().await.map_err(|e| {
-                tracing::error!(error = %e, "dry-run read limit closed");
-                Error::internal()
-            })?;
             let store = self.store.clone();
             let no = space.no;
             let (duplicate_of, matched) = tokio::task::spawn_blocking(move || {
