@@ -582,8 +582,9 @@ fn smoke(args: &Args) -> Result<(), String> {
             p99: o.latency.quantile(0.99),
             non_2xx: o.non_2xx,
             errors: o.errors,
+            // Rows of a few hundred requests are too short for CPU shares to mean anything.
             cpu: cpu::Shares::default(),
-            rss: 0,
+            rss: bench.server.rss().unwrap_or(0),
         });
         if o.responses != REQUESTS || o.non_2xx > 0 || o.errors > 0 {
             failures.push(format!(
