@@ -101,6 +101,25 @@ where
     Ok(out.freeze())
 }
 
+/// The start of every bearer POST, in its required order: authenticate (before anything else is
+/// looked at), note the space for the access log, then read the body within its limit.
+async fn bearer_body<S, B>(
+    app: &App,
+    access: &mut Access,
+    authorization: Option<String>,
+    length: Option<u64>,
+    body: S,
+) -> Result<(SpaceRef, Bytes), Error>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
+    access.space(&space);
+    let body = read_body(body, length, app.settings.max_body_bytes).await?;
+    Ok((space, body))
+}
+
 #[derive(Serialize)]
 struct EventAnswer {
     ok: bool,
@@ -147,9 +166,7 @@ where
 {
     let mut access = Access::new("POST", "/events", Auth::Bearer);
     let result = async {
-        let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
-        access.space(&space);
-        let body = read_body(body, length, app.settings.max_body_bytes).await?;
+        let (space, body) = bearer_body(&app, &mut access, authorization, length, body).await?;
         let input = EventInput::from_json(&body)?;
         let result = app.record_event(&space, input, &POST_NAMES).await?;
         Result::<_, Error>::Ok(respond::json(StatusCode::OK, &EventAnswer::from(result)))
@@ -196,9 +213,7 @@ where
 {
     let mut access = Access::new("POST", "/clicks", Auth::Bearer);
     let result = async {
-        let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
-        access.space(&space);
-        let body = read_body(body, length, app.settings.max_body_bytes).await?;
+        let (space, body) = bearer_body(&app, &mut access, authorization, length, body).await?;
         let click = app.back_fill_click(&space, &body).await?;
         Result::<_, Error>::Ok(respond::json(
             StatusCode::OK,
@@ -254,9 +269,7 @@ where
 {
     let mut access = Access::new("POST", "/bind", Auth::Bearer);
     let result = async {
-        let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
-        access.space(&space);
-        let body = read_body(body, length, app.settings.max_body_bytes).await?;
+        let (space, body) = bearer_body(&app, &mut access, authorization, length, body).await?;
         let input = BindInput::from_json(&body)?;
         Result::<_, Error>::Ok(bind_answer(app.bind(&space, input).await?))
     }
