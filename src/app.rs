@@ -14,7 +14,7 @@ use crate::domain::event::{self, EventInput, EventRules, FieldNames};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::rate::RateLimiter;
 use crate::error::Error;
-use crate::storage::{BindOutcome, ClickOutcome, Request, Store, read};
+use crate::storage::{BindOutcome, ClickOutcome, Request, Store};
 
 pub struct App {
     pub store: Arc<Store>,
@@ -90,14 +90,13 @@ impl App {
         if dry_run {
             let store = self.store.clone();
             let no = space.no;
-            let (duplicate_of, matched) = tokio::task::spawn_blocking(move || {
-                store.read(|txn| read::judge_event(txn, no, &event, key.as_ref()))
-            })
-            .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "dry-run task failed");
-                Error::internal()
-            })??;
+            let (duplicate_of, matched) =
+                tokio::task::spawn_blocking(move || store.judge_event(no, &event, key.as_ref()))
+                    .await
+                    .map_err(|e| {
+                        tracing::error!(error = %e, "dry-run task failed");
+                        Error::internal()
+                    })??;
             return Ok(EventResult {
                 duplicate: duplicate_of.is_some(),
                 inbox_id: duplicate_of,

@@ -116,11 +116,12 @@ pub fn basis_of(key: Option<&DedupKey>) -> Basis {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::domain::decimal::Decimal;
 
-    fn ev(
+    /// An event received at 1,800,000,000,000 ms without a supplied time, in `USD`.
+    pub(crate) fn ev(
         kind: EventKind,
         uid: Option<&str>,
         eid: Option<&str>,

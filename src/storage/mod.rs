@@ -4,6 +4,7 @@
 //! (blocking) thread against a snapshot. Nothing here knows about HTTP.
 
 pub mod backup;
+pub mod dedup_buffer;
 pub mod fault;
 pub mod open;
 pub mod read;
@@ -20,8 +21,11 @@ use std::thread::JoinHandle;
 use redb::{Database, ReadableDatabase};
 use tokio::sync::oneshot;
 
+use crate::domain::dedup::DedupKey;
+use crate::domain::event::ValidEvent;
 use crate::domain::keyring::Keyring;
 use crate::error::{Code, Error};
+use dedup_buffer::DedupBuffer;
 use fault::FaultSwitch;
 pub use writer::{AdminOp, AdminOutcome, BindOutcome, ClickOutcome, EventOutcome, Request};
 
@@ -131,6 +135,7 @@ pub struct Store {
     requests: SyncSender<Request>,
     db: Arc<DbSlot>,
     keyring: Arc<Keyring>,
+    pending: Arc<RwLock<DedupBuffer>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     path: PathBuf,
 }
@@ -144,12 +149,14 @@ impl Store {
         let keyring = Arc::new(Keyring::default());
         keyring.replace(read::keyring_entries(&db.begin_read()?)?);
         let slot = Arc::new(RwLock::new(Some(db)));
+        let pending = Arc::new(RwLock::new(DedupBuffer::default()));
         let (tx, rx) = mpsc::sync_channel(options.queue_capacity);
         let writer = writer::Writer::new(
             path.to_owned(),
             options.fault.clone(),
             slot.clone(),
             keyring.clone(),
+            pending.clone(),
         );
         let handle = std::thread::Builder::new()
             .name("tracker-writer".into())
@@ -160,6 +167,7 @@ impl Store {
                 requests: tx,
                 db: slot,
                 keyring,
+                pending,
                 writer: Mutex::new(Some(handle)),
                 path: path.to_owned(),
             },
@@ -221,6 +229,28 @@ impl Store {
         let db = self.db.read().expect("db slot lock poisoned").clone();
         let db = db.ok_or(StoreError::Closed)?;
         f(&db.begin_read()?)
+    }
+
+    /// What storing `event` in `space` would do now, without storing it: `(duplicate_of,
+    /// matched)`. Blocking, like [`Store::read`].
+    ///
+    /// # Panics
+    /// If a thread panicked while holding the dedup buffer's lock.
+    pub fn judge_event(
+        &self,
+        space: u32,
+        event: &ValidEvent,
+        key: Option<&DedupKey>,
+    ) -> Result<(Option<u64>, bool), StoreError> {
+        // The buffer before the snapshot: an entry leaves the buffer only once the table in
+        // every later snapshot has it (dedup_buffer.rs).
+        let buffered = key.and_then(|k| {
+            self.pending
+                .read()
+                .expect("dedup buffer lock poisoned")
+                .get(&dedup_buffer::entry_key(space, k))
+        });
+        self.read(|txn| read::judge_event(txn, space, event, key, buffered))
     }
 
     /// Stops the writer after everything queued before this call is committed, and closes the

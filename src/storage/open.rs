@@ -43,7 +43,25 @@ pub fn open_database(
         other => StoreError::from(other),
     })?;
     migrate(&db)?;
+    redo_dedup(&db)?;
     Ok((db, !existed))
+}
+
+/// Writes the dedup entries that were only in the writer's memory when the file was last
+/// closed without a clean stop (`dedup_buffer.rs`).
+fn redo_dedup(db: &Database) -> Result<(), StoreError> {
+    let txn = db.begin_write()?;
+    match crate::storage::dedup_buffer::redo(&txn)? {
+        None => txn.abort()?,
+        Some(written) => {
+            txn.commit()?;
+            tracing::info!(
+                entries = written,
+                "dedup entries derived again from the inbox"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Reads the schema version without writing anything; refuses a file from a newer release.

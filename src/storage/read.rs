@@ -125,11 +125,13 @@ pub fn list_spaces(
 }
 
 /// What storing `event` would do now, without storing it: `(duplicate_of, matched)`.
+/// `buffered` is the key's entry in the writer's dedup buffer, which is newer than the table's.
 pub fn judge_event(
     txn: &ReadTransaction,
     space: u32,
     event: &ValidEvent,
     key: Option<&DedupKey>,
+    buffered: Option<(u64, u64)>,
 ) -> Result<(Option<u64>, bool), StoreError> {
     let matched = match &event.uid {
         Some(uid) => txn
@@ -141,10 +143,13 @@ pub fn judge_event(
     let duplicate_of = match key {
         None => None,
         Some(key) => {
-            let earlier = txn
-                .open_table(DEDUP)?
-                .get((space, key.rule, key.digest))?
-                .map(|g| g.value());
+            let earlier = match buffered {
+                Some(e) => Some(e),
+                None => txn
+                    .open_table(DEDUP)?
+                    .get((space, key.rule, key.digest))?
+                    .map(|g| g.value()),
+            };
             dedup::duplicate_of(key, earlier, event.received_at_ms)
         }
     };

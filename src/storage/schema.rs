@@ -18,6 +18,10 @@ pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub const META_SCHEMA_VERSION: &str = "schema_version";
 pub const META_INBOX_SEQ: &str = "inbox_seq";
 pub const META_SPACE_SEQ: &str = "space_seq";
+/// The smallest `inbox_id` whose `DEDUP` entry may still be only in the writer's memory
+/// (`dedup_buffer.rs`); opening the file derives the entries from there on again. Absent in
+/// files written before the buffer, whose entries are all in `DEDUP`.
+pub const META_DEDUP_REDO_FROM: &str = "dedup_redo_from";
 
 /// `space name -> SpaceRecord`. The space number (`u32`) is what every other key uses, so a
 /// space's name costs its bytes once, not once per event.
@@ -32,7 +36,7 @@ pub const INBOX: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("inbo
 
 /// `(space, rule, 128-bit digest of the rule's fields) -> (inbox_id, received_at_ms)`: one entry
 /// per dedup key (`domain::dedup`). The time lets the windowed rule decide without reading the
-/// event.
+/// event. The newest entries may be in the writer's memory instead (`dedup_buffer.rs`).
 pub const DEDUP: TableDefinition<(u32, u8, u128), (u64, u64)> = TableDefinition::new("dedup");
 
 /// `(space, uid) -> ClickRecord`, including its binding to a Telegram user, so that binding is a

@@ -252,6 +252,10 @@ async fn acknowledged_events_survive_a_sigkill_under_load() {
 
     let process = TrackerProcess::start(dir.path());
     let addr = process.addr;
+    // The newest dedup entries were only in the writer's memory at the kill; the restart derived
+    // them again from the inbox (storage/dedup_buffer.rs). The checks below need every one.
+    let log = process.stderr();
+    assert!(log.contains("derived again from the inbox"), "{log}");
     let checked = Arc::new(AtomicUsize::new(0));
     let acks = Arc::new(acks);
     let checkers: Vec<_> = (0..SENDERS)

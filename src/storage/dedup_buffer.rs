@@ -1,0 +1,443 @@
+//! Dedup entries on their way to the `DEDUP` table, written one slice of the key space per commit.
+//!
+//! Why: a dedup key is a digest, so each new event's entry lands in a random leaf of the `DEDUP`
+//! table, and a commit of N events rewrote N leaves (copy the page, insert, checksum, write it,
+//! free the old one). That was a third of the writer's time (see BENCHMARKS.md). Instead a new
+//! entry waits here, in memory, and each commit writes the entries of the next slice of the key
+//! space, so that a sweep over the whole table takes [`SWEEP_COMMITS`] commits: an entry waits at
+//! most about one sweep, and a leaf takes several entries in one write.
+//!
+//! Nothing is lost in a crash, because the inbox is the redo log: an entry is only ever here
+//! once its event is committed in the inbox, and an event record holds every field its key is
+//! derived from. Each commit stores, in `META`, the smallest inbox id whose entry may be missing
+//! from the table ([`META_DEDUP_REDO_FROM`](crate::storage::schema::META_DEDUP_REDO_FROM));
+//! opening the file derives the keys of the events from there on again and writes the entries
+//! the table lacks ([`redo`]).
+//!
+//! Readers see the union of this buffer and the table. An entry leaves the buffer only after the
+//! commit that wrote it to the table, and enters it only after the commit of its event. A reader
+//! looks here first and opens its snapshot after that, so an entry that has left the buffer is in
+//! the reader's snapshot.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+
+use redb::{ReadableTable, Table, WriteTransaction};
+
+use crate::domain::dedup::{self, DedupKey};
+use crate::domain::event::ValidEvent;
+use crate::storage::StoreError;
+use crate::storage::records::{self, EventRecord};
+use crate::storage::schema::{DEDUP, INBOX, META, META_DEDUP_REDO_FROM, META_INBOX_SEQ, SPACES};
+
+/// A `DEDUP` table key: `(space, rule, digest)`.
+pub type EntryKey = (u32, u8, u128);
+/// A `DEDUP` table value: the earlier event's `(inbox_id, received_at_ms)`.
+pub type Earlier = (u64, u64);
+
+/// Commits per sweep of the key space. With ~30 new events per commit (64 busy connections) the
+/// buffer holds ~60,000 entries and a slice is 1/2048 of the table: at a million events, ~5
+/// leaves take the ~30 entries of one commit.
+const SWEEP_COMMITS: usize = 2048;
+/// The most entries the buffer holds after a commit (~5 MiB); past it, commits write more.
+const CAPACITY: usize = 64 * 1024;
+
+#[must_use]
+pub fn entry_key(space: u32, key: &DedupKey) -> EntryKey {
+    (space, key.rule, key.digest)
+}
+
+/// The entries not yet in the table, in table order.
+#[derive(Debug, Default)]
+pub struct DedupBuffer {
+    entries: BTreeMap<EntryKey, Earlier>,
+    /// The inbox ids of `entries`; the smallest is where a redo must start.
+    ids: BTreeSet<u64>,
+    /// The last key written by the previous flush: the next one starts after it.
+    cursor: Option<EntryKey>,
+}
+
+/// What one commit takes out of the buffer and puts in: decided while the transaction is open,
+/// applied to the buffer ([`DedupBuffer::apply`]) only once it has committed.
+#[derive(Debug, Default)]
+pub struct Change {
+    /// Entries of this transaction's new events.
+    pub fresh: HashMap<EntryKey, Earlier>,
+    /// Entries this transaction writes to the table.
+    flushed: Vec<(EntryKey, Earlier)>,
+}
+
+impl DedupBuffer {
+    #[must_use]
+    pub fn get(&self, key: &EntryKey) -> Option<Earlier> {
+        self.entries.get(key).copied()
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Writes the next slice of entries into `table` (every entry if `all`), records what it
+    /// wrote in `change`, and returns the inbox id a redo would have to start from after this
+    /// commit, given that the next id to be handed out is `next_inbox_id`.
+    pub fn flush_slice(
+        &self,
+        change: &mut Change,
+        table: &mut Table<'_, EntryKey, Earlier>,
+        all: bool,
+        next_inbox_id: u64,
+    ) -> Result<u64, StoreError> {
+        let quota = if all {
+            self.entries.len()
+        } else {
+            self.entries
+                .len()
+                .div_ceil(SWEEP_COMMITS)
+                .max(self.entries.len().saturating_sub(CAPACITY))
+        };
+        let after = match self.cursor {
+            Some(c) => Bound::Excluded(c),
+            None => Bound::Unbounded,
+        };
+        let flushed = &mut change.flushed;
+        flushed.extend(
+            self.entries
+                .range((after, Bound::Unbounded))
+                .take(quota)
+                .map(|(k, v)| (*k, *v)),
+        );
+        if flushed.len() < quota {
+            // Wrap around to the start of the key space (only with a cursor: without one, the
+            // first range is the whole buffer).
+            let wrap = quota - flushed.len();
+            let until = match self.cursor {
+                Some(c) => Bound::Included(c),
+                None => Bound::Unbounded,
+            };
+            flushed.extend(
+                self.entries
+                    .range((Bound::Unbounded, until))
+                    .take(wrap)
+                    .map(|(k, v)| (*k, *v)),
+            );
+        }
+        for (key, earlier) in flushed.iter() {
+            table.insert(key, earlier)?;
+        }
+        // The smallest id left in the buffer once this commit is applied.
+        let leaving: BTreeSet<u64> = flushed.iter().map(|(_, (id, _))| *id).collect();
+        let left = self.ids.iter().find(|id| !leaving.contains(id)).copied();
+        let fresh = change.fresh.values().map(|(id, _)| *id).min();
+        Ok(left.or(fresh).unwrap_or(next_inbox_id))
+    }
+
+    /// Applies a committed transaction's `change`.
+    pub fn apply(&mut self, change: Change) {
+        if let Some((last, _)) = change.flushed.last() {
+            self.cursor = Some(*last);
+        }
+        for (key, earlier) in change.flushed {
+            // Only if the buffer still holds what was written; it is the writer's alone, so it
+            // does, but a newer entry must never be dropped for an older one.
+            if self.entries.get(&key) == Some(&earlier) {
+                self.entries.remove(&key);
+                self.ids.remove(&earlier.0);
+            }
+        }
+        for (key, earlier) in change.fresh {
+            if let Some(old) = self.entries.insert(key, earlier) {
+                self.ids.remove(&old.0);
+            }
+            self.ids.insert(earlier.0);
+        }
+    }
+}
+
+/// The inbox record of `event`. It keeps every field [`dedup::dedup_key`] reads, so that
+/// [`event_of`] gives the same key back: the inbox is the buffer's redo log.
+pub(crate) fn event_record(event: ValidEvent, matched: bool) -> EventRecord {
+    EventRecord {
+        kind: event.kind as u8,
+        uid: event.uid,
+        value: event.value.map(|v| v.to_string()),
+        currency: event.currency,
+        eid: event.eid,
+        occurred_at_ms: event.occurred_at_ms,
+        time_supplied: event.time_supplied,
+        received_at_ms: event.received_at_ms,
+        matched,
+    }
+}
+
+/// The event a stored record describes, as far as its dedup key goes.
+fn event_of(record: EventRecord, inbox_id: u64) -> Result<ValidEvent, StoreError> {
+    let corrupt = |what: &str| StoreError::Corrupt(format!("event {inbox_id}: {what}"));
+    let kind = crate::domain::event::EventKind::from_u8(record.kind)
+        .ok_or_else(|| corrupt(&format!("unknown kind {}", record.kind)))?;
+    let value = record
+        .value
+        .as_deref()
+        .map(crate::domain::decimal::Decimal::parse)
+        .transpose()
+        .map_err(|e| corrupt(&format!("value does not parse: {e}")))?;
+    Ok(ValidEvent {
+        kind,
+        uid: record.uid,
+        value,
+        currency: record.currency,
+        eid: record.eid,
+        occurred_at_ms: record.occurred_at_ms,
+        time_supplied: record.time_supplied,
+        received_at_ms: record.received_at_ms,
+    })
+}
+
+/// Writes the table entries of every event from `META_DEDUP_REDO_FROM` on that the table lacks,
+/// in `txn`. Returns how many it wrote, or `None` if there was nothing to do (a file closed
+/// cleanly, or written before the buffer existed, has every entry in the table).
+pub fn redo(txn: &WriteTransaction) -> Result<Option<u64>, StoreError> {
+    let mut meta = txn.open_table(META)?;
+    let Some(from) = meta.get(META_DEDUP_REDO_FROM)?.map(|v| v.value()) else {
+        return Ok(None);
+    };
+    let seq = meta.get(META_INBOX_SEQ)?.map_or(0, |v| v.value());
+    if from > seq {
+        return Ok(None);
+    }
+    let mut spaces = Vec::new();
+    for entry in txn.open_table(SPACES)?.iter()? {
+        let (_, bytes) = entry?;
+        spaces.push(records::decode::<records::SpaceRecord>(bytes.value())?.no);
+    }
+    let inbox = txn.open_table(INBOX)?;
+    let mut table = txn.open_table(DEDUP)?;
+    let mut written = 0;
+    for space in spaces {
+        for entry in inbox.range((space, from)..=(space, u64::MAX))? {
+            let (key, bytes) = entry?;
+            let inbox_id = key.value().1;
+            let event = event_of(records::decode(bytes.value())?, inbox_id)?;
+            // The window is no part of the table key.
+            let Some(key) = dedup::dedup_key(&event, 0) else {
+                continue;
+            };
+            let k = entry_key(space, &key);
+            // Events are read in id order, and every stored event with a key was new for it
+            // then, so the highest id is the entry's.
+            let stored = table.get(&k)?.map(|g| g.value());
+            if stored.is_none_or(|(id, _)| id < inbox_id) {
+                table.insert(&k, &(inbox_id, event.received_at_ms))?;
+                written += 1;
+            }
+        }
+    }
+    meta.insert(META_DEDUP_REDO_FROM, seq + 1)?;
+    Ok(Some(written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::dedup::tests::ev;
+    use crate::domain::event::EventKind;
+    use redb::Database;
+
+    fn table_contents(db: &Database) -> Vec<(EntryKey, Earlier)> {
+        use redb::ReadableDatabase;
+        let txn = db.begin_read().unwrap();
+        let t = txn.open_table(DEDUP).unwrap();
+        t.iter()
+            .unwrap()
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                (k.value(), v.value())
+            })
+            .collect()
+    }
+
+    fn commit(
+        db: &Database,
+        buffer: &mut DedupBuffer,
+        fresh: &[(EntryKey, Earlier)],
+        all: bool,
+    ) -> u64 {
+        let txn = db.begin_write().unwrap();
+        let mut change = Change::default();
+        change.fresh.extend(fresh.iter().copied());
+        let next = fresh
+            .iter()
+            .map(|(_, (id, _))| id + 1)
+            .max()
+            .unwrap_or(u64::MAX);
+        let redo_from = {
+            let mut t = txn.open_table(DEDUP).unwrap();
+            buffer.flush_slice(&mut change, &mut t, all, next).unwrap()
+        };
+        txn.commit().unwrap();
+        buffer.apply(change);
+        redo_from
+    }
+
+    #[test]
+    fn every_entry_reaches_the_table_within_a_sweep_and_the_union_never_loses_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let mut buffer = DedupBuffer::default();
+        let mut all = BTreeMap::new();
+        let mut id = 0u64;
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+        for _ in 0..300 {
+            let mut fresh = Vec::new();
+            for _ in 0..7 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                id += 1;
+                let key = (1 + (x % 3) as u32, 1, u128::from(x) << 64 | u128::from(id));
+                fresh.push((key, (id, id * 10)));
+                all.insert(key, (id, id * 10));
+            }
+            let redo_from = commit(&db, &mut buffer, &fresh, false);
+            // The redo point is the oldest id still only in the buffer.
+            let oldest = buffer.ids.first().copied().unwrap_or(id + 1);
+            assert_eq!(redo_from, oldest);
+            // Every entry is in the table or the buffer, with its value.
+            let table: BTreeMap<_, _> = table_contents(&db).into_iter().collect();
+            for (k, v) in &all {
+                let found = buffer.get(k).or_else(|| table.get(k).copied());
+                assert_eq!(found, Some(*v), "{k:?}");
+            }
+        }
+        assert!(
+            buffer.len() < all.len(),
+            "slices were written: {}",
+            buffer.len()
+        );
+        commit(&db, &mut buffer, &[], true);
+        assert!(buffer.is_empty());
+        assert_eq!(table_contents(&db), all.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_newer_entry_for_a_key_replaces_the_older_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let mut buffer = DedupBuffer::default();
+        let k = (1, 4, 77);
+        commit(&db, &mut buffer, &[(k, (1, 100))], false);
+        // Written to the table by the next commit (a one-entry buffer is a whole slice) while
+        // a newer entry for the same key arrives.
+        commit(&db, &mut buffer, &[(k, (2, 200))], false);
+        assert_eq!(buffer.get(&k), Some((2, 200)));
+        assert_eq!(buffer.ids.iter().copied().collect::<Vec<_>>(), vec![2]);
+        commit(&db, &mut buffer, &[], true);
+        assert_eq!(table_contents(&db), vec![(k, (2, 200))]);
+    }
+
+    /// One event of each rule, and a windowed deposit stored twice (the window had passed).
+    fn events() -> Vec<ValidEvent> {
+        let mut timed = ev(EventKind::Deposit, Some("u1"), None, Some("7.00"));
+        timed.time_supplied = true;
+        timed.occurred_at_ms = 500;
+        let mut later = ev(EventKind::Deposit, Some("u1"), None, Some("7"));
+        later.received_at_ms += 90_000_000;
+        vec![
+            ev(EventKind::Deposit, Some("u1"), Some("e-1"), Some("12.50")),
+            ev(EventKind::Contact, Some("u1"), None, None),
+            timed,
+            ev(EventKind::Deposit, Some("u1"), None, Some("7.00")),
+            ev(EventKind::Registration, None, None, None),
+            later,
+        ]
+    }
+
+    #[test]
+    fn a_stored_record_gives_back_its_events_key() {
+        for e in events() {
+            let want = dedup::dedup_key(&e, 0);
+            let record = records::decode(&records::encode(&event_record(e.clone(), true))).unwrap();
+            assert_eq!(
+                dedup::dedup_key(&event_of(record, 1).unwrap(), 0),
+                want,
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn redo_writes_the_entries_the_table_lacks_and_keeps_newer_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) =
+            crate::storage::open::open_database(&dir.path().join("t.redb"), None).unwrap();
+        let space = 7;
+        let events = events();
+        let keys: Vec<_> = events.iter().map(|e| dedup::dedup_key(e, 0)).collect();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut spaces = txn.open_table(SPACES).unwrap();
+            let rec = records::SpaceRecord {
+                no: space,
+                created_at_ms: 0,
+            };
+            spaces
+                .insert("s", records::encode(&rec).as_slice())
+                .unwrap();
+            let mut inbox = txn.open_table(INBOX).unwrap();
+            for (i, e) in events.iter().enumerate() {
+                let record = records::encode(&event_record(e.clone(), false));
+                inbox
+                    .insert((space, i as u64 + 1), record.as_slice())
+                    .unwrap();
+            }
+            // The first event's entry made it to the table before the crash.
+            let first = entry_key(space, keys[0].as_ref().unwrap());
+            txn.open_table(DEDUP)
+                .unwrap()
+                .insert(first, (1, events[0].received_at_ms))
+                .unwrap();
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert(META_INBOX_SEQ, events.len() as u64).unwrap();
+            meta.insert(META_DEDUP_REDO_FROM, 1).unwrap();
+        }
+        txn.commit().unwrap();
+
+        let txn = db.begin_write().unwrap();
+        // Four writes: the first entry was there, the registration has no key, and the two
+        // windowed deposits share one, written for the earlier and then for the later.
+        assert_eq!(redo(&txn).unwrap(), Some(4));
+        txn.commit().unwrap();
+        let table: BTreeMap<_, _> = table_contents(&db).into_iter().collect();
+        let want: BTreeMap<_, _> = [(0, 1), (1, 2), (2, 3), (5, 6)]
+            .into_iter()
+            .map(|(i, id)| {
+                (
+                    entry_key(space, keys[i].as_ref().unwrap()),
+                    (id, events[id as usize - 1].received_at_ms),
+                )
+            })
+            .collect();
+        assert_eq!(table, want);
+        // Done once: the next open has nothing to do.
+        let txn = db.begin_write().unwrap();
+        assert_eq!(redo(&txn).unwrap(), None);
+    }
+
+    #[test]
+    fn the_buffer_stays_within_its_capacity() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let mut buffer = DedupBuffer::default();
+        let batch: Vec<_> = (0..CAPACITY as u64 + 500)
+            .map(|i| ((1, 1, u128::from(i)), (i + 1, 0)))
+            .collect();
+        commit(&db, &mut buffer, &batch, false);
+        commit(&db, &mut buffer, &[], false);
+        assert!(buffer.len() <= CAPACITY, "{}", buffer.len());
+    }
+}
