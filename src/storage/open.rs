@@ -100,6 +100,8 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
         let txn = db.begin_write()?;
         match version {
             0 => migrate_to_v1(&txn)?,
+            // Nothing to convert: see schema.rs.
+            1 => {}
             _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
         }
         version += 1;
@@ -161,6 +163,27 @@ mod tests {
             std::fs::read(&path).unwrap(),
             before,
             "the file must not be touched"
+        );
+    }
+
+    #[test]
+    fn a_version_1_file_is_brought_to_the_current_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        {
+            let (db, _) = open_database(&path, None).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert(META_SCHEMA_VERSION, 1)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let (db, created) = open_database(&path, None).unwrap();
+        assert!(!created);
+        assert_eq!(
+            stored_version(&db.begin_read().unwrap()).unwrap(),
+            Some(SCHEMA_VERSION)
         );
     }
 

@@ -1,41 +1,109 @@
-//! Stored record layouts: a version byte, then the record's `postcard` encoding.
+//! Stored record layouts: a version byte, then the record's body.
 //!
-//! `postcard` has a documented, stable wire format (varint integers, length-prefixed strings), so
-//! a file written today reads the same in any later release. A new shape of a record is a new
-//! version byte, read beside the old one, or a numbered migration (`open.rs`).
+//! A body is the record's `postcard` encoding unless the record says otherwise. `postcard` has a
+//! documented, stable wire format (varint integers, length-prefixed strings), so a file written
+//! today reads the same in any later release. A new shape of a record is a new version byte, read
+//! beside the old one, or a numbered migration (`open.rs`).
+//!
+//! # `EventRecord` version 2
+//!
+//! The inbox holds one `EventRecord` per stored event, so its size is most of the data file's
+//! size. Version 1 (`postcard`) is still read; version 2 is written. A typical deposit (a
+//! `random_id` uid, `12.50`, `USD`, an 18-character `eid`, no caller time) takes 71 bytes in
+//! version 1 and 48 in version 2. Version 2 packs the forms an event's fields almost always take
+//! and keeps every other value as its text, so any `EventRecord` round-trips:
+//!
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 1 | version: `2` |
+//! | 1 | 1 | flags, below |
+//! | 2 | 0 or 1 | `kind`, only when flag bits 0-2 are 0 (it is then 0 or 8..=255) |
+//! | | 1..=10 | `received_at_ms`: varint |
+//! | | 0 or 1..=10 | time, only when flag `T` is set |
+//! | | 16, or text | `uid`: packed when flag `U` is set, else optional text |
+//! | | 1..=19, or text | `value`: packed when flag `V` is set, else optional text |
+//! | | 2, or text | `currency`: packed when flag `C` is set, else varint length and UTF-8 |
+//! | | text | `eid`: optional text |
+//!
+//! - Flags: bits 0-2 `kind` when it is 1..=7, else 0; bit 3 `matched`; bit 4 `T`; bit 5 `U`;
+//!   bit 6 `V`; bit 7 `C`.
+//! - Time: with `T` clear, `occurred_at_ms == received_at_ms` and `time_supplied` is false. With
+//!   `T` set, a varint `zigzag(occurred_at_ms - received_at_ms) << 1 | time_supplied`, never 0.
+//! - Packed `uid`: 16 bytes, the big-endian `u128` whose base62 form (digits `0-9A-Za-z`, most
+//!   significant first, zero-padded to 22) is the uid. 62^22 > 2^128, so every `u128` has one.
+//! - Packed `value`: a varint `zigzag(mantissa) << 5 | scale`, where `scale < 32`; the text is
+//!   `mantissa / 10^scale` with exactly `scale` decimals and no leading zeros (`-12.50`, `0.05`,
+//!   `7`).
+//! - Packed `currency`: a big-endian `u16` `0aaaaabbbbbccccc`, three letters, `A` = 0 ... `Z` = 25.
+//! - A varint is LEB128 as `postcard` writes it: 7 bits a byte, low group first, the high bit set
+//!   on every byte but the last. `zigzag` maps 0, -1, 1, -2, ... to 0, 1, 2, 3, .... Optional
+//!   text is a varint tag, 0 for `None` and `n + 1` for the `n` bytes of UTF-8 that follow.
+//!
+//! A writer packs a field only when unpacking gives back the identical text. A reader refuses
+//! what no writer produces: a long-form `kind` of 1..=7, a time field of 0, a varint with a
+//! redundant zero byte, bytes after `eid`.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::storage::StoreError;
 
-/// A record type and the version byte in front of its current encoding.
+/// A record type, the version byte in front of its current encoding, and how its body is written
+/// and read (`postcard`, unless the type overrides `encode_body` and `decode_body`).
 pub trait Record: Serialize + DeserializeOwned {
+    /// The version `encode` writes.
     const VERSION: u8;
     const NAME: &'static str;
+
+    /// Appends the body of version `VERSION` to `out`.
+    ///
+    /// # Panics
+    /// Never: serialising into a `Vec` cannot fail.
+    fn encode_body(&self, out: &mut Vec<u8>) {
+        postcard::to_io(self, out).expect("postcard encoding into a Vec");
+    }
+
+    /// Reads a body written under `version`.
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
+        if version == Self::VERSION {
+            from_postcard(body)
+        } else {
+            Err(unreadable_version::<Self>(version))
+        }
+    }
 }
 
-/// # Panics
-/// Never: serialising into a `Vec` cannot fail.
 #[must_use]
 pub fn encode<R: Record>(record: &R) -> Vec<u8> {
     let mut out = vec![R::VERSION];
-    // Serialising a plain struct into a Vec cannot fail.
-    postcard::to_io(record, &mut out).expect("postcard encoding into a Vec");
+    record.encode_body(&mut out);
     out
 }
 
 pub fn decode<R: Record>(bytes: &[u8]) -> Result<R, StoreError> {
     match bytes.split_first() {
-        Some((&v, body)) if v == R::VERSION => postcard::from_bytes(body)
-            .map_err(|e| StoreError::Corrupt(format!("{} record does not decode: {e}", R::NAME))),
-        Some((&v, _)) => Err(StoreError::Corrupt(format!(
-            "{} record has version {v}, this binary reads version {}",
-            R::NAME,
-            R::VERSION
-        ))),
+        Some((&version, body)) => R::decode_body(version, body),
         None => Err(StoreError::Corrupt(format!("{} record is empty", R::NAME))),
     }
+}
+
+/// A `postcard` body that must fill the record exactly: bytes after it mean damage.
+fn from_postcard<R: Record>(body: &[u8]) -> Result<R, StoreError> {
+    let corrupt =
+        |what: String| StoreError::Corrupt(format!("{} record does not decode: {what}", R::NAME));
+    match postcard::take_from_bytes(body) {
+        Ok((record, [])) => Ok(record),
+        Ok((_, rest)) => Err(corrupt(format!("{} bytes after its end", rest.len()))),
+        Err(e) => Err(corrupt(e.to_string())),
+    }
+}
+
+fn unreadable_version<R: Record>(found: u8) -> StoreError {
+    StoreError::Corrupt(format!(
+        "{} record has version {found}, which this binary does not read (it writes version {})",
+        R::NAME,
+        R::VERSION
+    ))
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -66,6 +134,8 @@ impl Record for CredentialRecord {
     const NAME: &'static str = "credential";
 }
 
+/// One inbox entry. Version 1 is its `postcard` encoding; version 2 is the layout in the module
+/// documentation.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct EventRecord {
     /// `EventKind` as its stored discriminant.
@@ -82,8 +152,22 @@ pub struct EventRecord {
     pub matched: bool,
 }
 impl Record for EventRecord {
-    const VERSION: u8 = 1;
+    const VERSION: u8 = 2;
     const NAME: &'static str = "event";
+
+    fn encode_body(&self, out: &mut Vec<u8>) {
+        event_v2::encode(self, out);
+    }
+
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
+        match version {
+            1 => from_postcard(body),
+            2 => event_v2::decode(body).map_err(|what| {
+                StoreError::Corrupt(format!("event record (version 2) does not decode: {what}"))
+            }),
+            v => Err(unreadable_version::<Self>(v)),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
@@ -102,30 +186,808 @@ impl Record for ClickRecord {
     const NAME: &'static str = "click";
 }
 
+/// The version 2 body of an `EventRecord` (module documentation). The base62 alphabet and the
+/// decimal notation are spelled out here rather than borrowed from `domain`, because stored bytes
+/// must keep decoding to the same text whatever those modules later do.
+mod event_v2 {
+    use super::EventRecord;
+
+    pub(super) const KIND_BITS: u8 = 0b0000_0111;
+    pub(super) const MATCHED: u8 = 1 << 3;
+    pub(super) const TIME: u8 = 1 << 4;
+    pub(super) const UID_PACKED: u8 = 1 << 5;
+    pub(super) const VALUE_PACKED: u8 = 1 << 6;
+    pub(super) const CURRENCY_PACKED: u8 = 1 << 7;
+
+    const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    /// 62^22 > 2^128, so every `u128` has a 22-digit form and the packing is a bijection between
+    /// `u128` and the 22-digit strings whose value fits.
+    const UID_LEN: usize = 22;
+    /// The scale shares the value's varint in its low 5 bits.
+    const SCALE_BITS: u32 = 5;
+
+    pub(super) fn encode(r: &EventRecord, out: &mut Vec<u8>) {
+        let text_len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        out.reserve(
+            24 + text_len(&r.uid) + text_len(&r.value) + r.currency.len() + text_len(&r.eid),
+        );
+        let flags_at = out.len();
+        let mut flags = if (1..=KIND_BITS).contains(&r.kind) {
+            out.push(0);
+            r.kind
+        } else {
+            out.extend([0, r.kind]);
+            0
+        };
+        if r.matched {
+            flags |= MATCHED;
+        }
+        put_varint(out, u128::from(r.received_at_ms));
+        let delta = i128::from(r.occurred_at_ms) - i128::from(r.received_at_ms);
+        if delta != 0 || r.time_supplied {
+            flags |= TIME;
+            put_varint(out, zigzag(delta) << 1 | u128::from(r.time_supplied));
+        }
+        match r.uid.as_deref().and_then(pack_uid) {
+            Some(n) => {
+                flags |= UID_PACKED;
+                out.extend(n.to_be_bytes());
+            }
+            None => put_optional_text(out, r.uid.as_deref()),
+        }
+        match r.value.as_deref().and_then(pack_value) {
+            Some(n) => {
+                flags |= VALUE_PACKED;
+                put_varint(out, n);
+            }
+            None => put_optional_text(out, r.value.as_deref()),
+        }
+        match pack_currency(&r.currency) {
+            Some(n) => {
+                flags |= CURRENCY_PACKED;
+                out.extend(n.to_be_bytes());
+            }
+            None => put_text(out, &r.currency),
+        }
+        put_optional_text(out, r.eid.as_deref());
+        out[flags_at] = flags;
+    }
+
+    /// The error says what is wrong, for `StoreError::Corrupt`.
+    pub(super) fn decode(body: &[u8]) -> Result<EventRecord, String> {
+        let mut b = Reader { rest: body };
+        let flags = b.byte("flags")?;
+        let kind = match flags & KIND_BITS {
+            0 => match b.byte("kind")? {
+                k @ 1..=KIND_BITS => return Err(format!("kind {k} is in the long form")),
+                k => k,
+            },
+            k => k,
+        };
+        let received_at_ms = b.varint_u64("received_at_ms")?;
+        let (occurred_at_ms, time_supplied) = if flags & TIME == 0 {
+            (received_at_ms, false)
+        } else {
+            match b.varint("occurred_at_ms")? {
+                0 => return Err("occurred_at_ms is present but says nothing".into()),
+                t => (
+                    add_delta(received_at_ms, t >> 1).ok_or("occurred_at_ms is out of range")?,
+                    t & 1 == 1,
+                ),
+            }
+        };
+        let uid = if flags & UID_PACKED == 0 {
+            b.optional_text("uid")?
+        } else {
+            Some(unpack_uid(u128::from_be_bytes(b.array("uid")?)))
+        };
+        let value = if flags & VALUE_PACKED == 0 {
+            b.optional_text("value")?
+        } else {
+            Some(unpack_value(b.varint("value")?))
+        };
+        let currency = if flags & CURRENCY_PACKED == 0 {
+            let len = b.varint("currency")?;
+            b.text(len, "currency")?
+        } else {
+            unpack_currency(u16::from_be_bytes(b.array("currency")?))
+                .ok_or("packed currency is not three letters A-Z")?
+        };
+        let eid = b.optional_text("eid")?;
+        if !b.rest.is_empty() {
+            return Err(format!("{} bytes after its end", b.rest.len()));
+        }
+        Ok(EventRecord {
+            kind,
+            uid,
+            value,
+            currency,
+            eid,
+            occurred_at_ms,
+            time_supplied,
+            received_at_ms,
+            matched: flags & MATCHED != 0,
+        })
+    }
+
+    fn put_varint(out: &mut Vec<u8>, mut n: u128) {
+        while n >= 0x80 {
+            out.push(n as u8 | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+
+    fn put_text(out: &mut Vec<u8>, text: &str) {
+        put_varint(out, text.len() as u128);
+        out.extend_from_slice(text.as_bytes());
+    }
+
+    fn put_optional_text(out: &mut Vec<u8>, text: Option<&str>) {
+        match text {
+            None => out.push(0),
+            Some(t) => {
+                put_varint(out, t.len() as u128 + 1);
+                out.extend_from_slice(t.as_bytes());
+            }
+        }
+    }
+
+    fn zigzag(n: i128) -> u128 {
+        let m = n.unsigned_abs() << 1;
+        if n < 0 { m - 1 } else { m }
+    }
+
+    /// `base + unzigzag(z)`, if it is a `u64`.
+    fn add_delta(base: u64, z: u128) -> Option<u64> {
+        let magnitude = u64::try_from((z >> 1) + (z & 1)).ok()?;
+        if z & 1 == 0 {
+            base.checked_add(magnitude)
+        } else {
+            base.checked_sub(magnitude)
+        }
+    }
+
+    fn pack_uid(uid: &str) -> Option<u128> {
+        if uid.len() != UID_LEN {
+            return None;
+        }
+        uid.bytes().try_fold(0u128, |n, b| {
+            let digit = match b {
+                b'0'..=b'9' => b - b'0',
+                b'A'..=b'Z' => b - b'A' + 10,
+                b'a'..=b'z' => b - b'a' + 36,
+                _ => return None,
+            };
+            n.checked_mul(62)?.checked_add(u128::from(digit))
+        })
+    }
+
+    pub(super) fn unpack_uid(mut n: u128) -> String {
+        let mut digits = [0u8; UID_LEN];
+        for slot in digits.iter_mut().rev() {
+            *slot = BASE62[(n % 62) as usize];
+            n /= 62;
+        }
+        digits.into_iter().map(char::from).collect()
+    }
+
+    /// The packed form of `text` if `unpack_value` gives `text` back from it.
+    fn pack_value(text: &str) -> Option<u128> {
+        let (negative, unsigned) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (int, frac) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+        let scale = u8::try_from(frac.len())
+            .ok()
+            .filter(|&s| s < 1 << SCALE_BITS)?;
+        let magnitude = int.bytes().chain(frac.bytes()).try_fold(0u128, |n, b| {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            n.checked_mul(10)?.checked_add(u128::from(b - b'0'))
+        })?;
+        // The zigzag form of a magnitude below 2^122 leaves room for the scale bits.
+        if magnitude >> (127 - SCALE_BITS) != 0 {
+            return None;
+        }
+        let zigzag = if negative {
+            (magnitude << 1).checked_sub(1)?
+        } else {
+            magnitude << 1
+        };
+        let packed = zigzag << SCALE_BITS | u128::from(scale);
+        // Leading zeros, `-0`, `12.` and the like are not how the value is written back.
+        (unpack_value(packed) == text).then_some(packed)
+    }
+
+    pub(super) fn unpack_value(packed: u128) -> String {
+        let scale = (packed & ((1 << SCALE_BITS) - 1)) as usize;
+        let zigzag = packed >> SCALE_BITS;
+        let magnitude = (zigzag >> 1) + (zigzag & 1);
+        let sign = if zigzag & 1 == 1 { "-" } else { "" };
+        let digits = format!("{magnitude:0>width$}", width = scale + 1);
+        if scale == 0 {
+            format!("{sign}{digits}")
+        } else {
+            let (int, frac) = digits.split_at(digits.len() - scale);
+            format!("{sign}{int}.{frac}")
+        }
+    }
+
+    fn pack_currency(currency: &str) -> Option<u16> {
+        let &[a, b, c] = currency.as_bytes() else {
+            return None;
+        };
+        [a, b, c]
+            .iter()
+            .all(u8::is_ascii_uppercase)
+            .then(|| u16::from(a - b'A') << 10 | u16::from(b - b'A') << 5 | u16::from(c - b'A'))
+    }
+
+    fn unpack_currency(n: u16) -> Option<String> {
+        if n >> 15 != 0 {
+            return None;
+        }
+        [n >> 10, n >> 5, n]
+            .into_iter()
+            .map(|letter| {
+                let letter = (letter & 0b1_1111) as u8;
+                (letter < 26).then(|| char::from(b'A' + letter))
+            })
+            .collect()
+    }
+
+    /// The unread part of a body; every read names the field, for the error.
+    struct Reader<'a> {
+        rest: &'a [u8],
+    }
+
+    impl<'a> Reader<'a> {
+        fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], String> {
+            if self.rest.len() < n {
+                return Err(format!("the record ends inside {field}"));
+            }
+            let (head, tail) = self.rest.split_at(n);
+            self.rest = tail;
+            Ok(head)
+        }
+
+        fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N], String> {
+            let mut array = [0; N];
+            array.copy_from_slice(self.take(N, field)?);
+            Ok(array)
+        }
+
+        fn byte(&mut self, field: &str) -> Result<u8, String> {
+            let [byte] = self.array(field)?;
+            Ok(byte)
+        }
+
+        fn varint(&mut self, field: &str) -> Result<u128, String> {
+            let mut n = 0u128;
+            for shift in (0..128u32).step_by(7) {
+                let byte = self.byte(field)?;
+                let group = u128::from(byte & 0x7f);
+                if shift > 0 && byte == 0 {
+                    return Err(format!("{field} is a varint with a redundant zero byte"));
+                }
+                if group >> (128 - shift).min(7) != 0 {
+                    return Err(format!("{field} is a varint over 128 bits"));
+                }
+                n |= group << shift;
+                if byte & 0x80 == 0 {
+                    return Ok(n);
+                }
+            }
+            Err(format!("{field} is a varint over 128 bits"))
+        }
+
+        fn varint_u64(&mut self, field: &str) -> Result<u64, String> {
+            u64::try_from(self.varint(field)?).map_err(|_| format!("{field} is over 64 bits"))
+        }
+
+        fn text(&mut self, len: u128, field: &str) -> Result<String, String> {
+            let len =
+                usize::try_from(len).map_err(|_| format!("the record ends inside {field}"))?;
+            let bytes = self.take(len, field)?;
+            String::from_utf8(bytes.to_vec()).map_err(|_| format!("{field} is not UTF-8"))
+        }
+
+        fn optional_text(&mut self, field: &str) -> Result<Option<String>, String> {
+            match self.varint(field)? {
+                0 => Ok(None),
+                tag => self.text(tag - 1, field).map(Some),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn round_trip_and_version_check() {
-        let r = EventRecord {
+    use super::event_v2::{CURRENCY_PACKED, TIME, UID_PACKED, VALUE_PACKED};
+
+    const T: u64 = 1_773_500_000_000;
+
+    /// A deposit as the writer stores it when the caller gave no time: a `random_id` uid, a
+    /// two-decimal value, the default currency, an order number as `eid`.
+    fn typical() -> EventRecord {
+        EventRecord {
             kind: 4,
-            uid: Some("abc".into()),
-            value: Some("12.10".into()),
+            uid: Some("3xQ9TbL0mZk7VwR2pYc8Nd".into()),
+            value: Some("12.50".into()),
             currency: "USD".into(),
-            eid: None,
-            occurred_at_ms: 1_800_000_000_000,
+            eid: Some("ord-20260314-88412".into()),
+            occurred_at_ms: T,
             time_supplied: false,
-            received_at_ms: 1_800_000_000_000,
+            received_at_ms: T,
             matched: true,
+        }
+    }
+
+    /// `typical()` as version 1 (`postcard`) wrote it, before version 2 existed.
+    const TYPICAL_V1: [u8; 71] = [
+        1, 4, 1, 22, 51, 120, 81, 57, 84, 98, 76, 48, 109, 90, 107, 55, 86, 119, 82, 50, 112, 89,
+        99, 56, 78, 100, 1, 5, 49, 50, 46, 53, 48, 3, 85, 83, 68, 1, 18, 111, 114, 100, 45, 50, 48,
+        50, 54, 48, 51, 49, 52, 45, 56, 56, 52, 49, 50, 128, 206, 217, 230, 206, 51, 0, 128, 206,
+        217, 230, 206, 51, 1,
+    ];
+
+    /// `typical()` in version 2: the bytes this build writes.
+    #[rustfmt::skip]
+    const TYPICAL_V2: [u8; 48] = [
+        2, // version
+        0b1110_1100, // flags: C V U, matched, kind 4
+        128, 206, 217, 230, 206, 51, // received_at_ms
+        130, 15, 165, 112, 78, 203, 77, 47, 177, 145, 25, 99, 244, 151, 17, 105, // uid
+        130, 241, 4, // value: zigzag(1250) << 5 | 2
+        0x52, 0x43, // currency: U = 20, S = 18, D = 3
+        19, b'o', b'r', b'd', b'-', b'2', b'0', b'2', b'6', b'0', b'3', b'1', b'4', b'-', b'8',
+        b'8', b'4', b'1', b'2', // eid: tag 18 + 1, then its bytes
+    ];
+
+    fn round_trip(r: &EventRecord) -> Vec<u8> {
+        let bytes = encode(r);
+        assert_eq!(bytes[0], 2);
+        assert_eq!(
+            &decode::<EventRecord>(&bytes).unwrap(),
+            r,
+            "bytes {bytes:?}"
+        );
+        bytes
+    }
+
+    /// Which of uid, value and currency took the packed form.
+    fn packed(bytes: &[u8]) -> (bool, bool, bool) {
+        let flags = bytes[1];
+        (
+            flags & UID_PACKED != 0,
+            flags & VALUE_PACKED != 0,
+            flags & CURRENCY_PACKED != 0,
+        )
+    }
+
+    fn corrupt_message(bytes: &[u8]) -> String {
+        match decode::<EventRecord>(bytes) {
+            Err(StoreError::Corrupt(what)) => what,
+            other => panic!("{bytes:?} should be corrupt, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn typical_event_round_trips_packed() {
+        let bytes = round_trip(&typical());
+        assert_eq!(packed(&bytes), (true, true, true));
+    }
+
+    /// Pins the version 2 wire format: if this fails, the change needs a new version.
+    #[test]
+    fn typical_event_v2_bytes_are_stable() {
+        assert_eq!(encode(&typical()), TYPICAL_V2);
+        assert_eq!(decode::<EventRecord>(&TYPICAL_V2).unwrap(), typical());
+    }
+
+    /// Inbox entries written before version 2 must keep reading.
+    #[test]
+    fn version_1_events_still_decode() {
+        assert_eq!(decode::<EventRecord>(&TYPICAL_V1).unwrap(), typical());
+        let v1 = [
+            1, 2, 0, 0, 4, 85, 83, 68, 84, 0, 192, 201, 156, 230, 206, 51, 1, 128, 206, 217, 230,
+            206, 51, 0,
+        ];
+        let expected = EventRecord {
+            kind: 2,
+            uid: None,
+            value: None,
+            currency: "USDT".into(),
+            eid: None,
+            occurred_at_ms: T - 1_000_000,
+            time_supplied: true,
+            received_at_ms: T,
+            matched: false,
+        };
+        assert_eq!(decode::<EventRecord>(&v1).unwrap(), expected);
+        let mut longer = TYPICAL_V1.to_vec();
+        longer.push(0);
+        assert!(corrupt_message(&longer).contains("after its end"));
+    }
+
+    #[test]
+    fn typical_event_shrinks_from_71_to_48_bytes() {
+        let r = typical();
+        let v1 = [&[1][..], &postcard::to_stdvec(&r).unwrap()].concat();
+        assert_eq!(v1, TYPICAL_V1);
+        let v2 = encode(&r);
+        assert!(v2.len() <= 48, "{} bytes", v2.len());
+    }
+
+    #[test]
+    fn uids_from_random_id_are_packed() {
+        for _ in 0..200 {
+            let r = EventRecord {
+                uid: Some(crate::domain::credential::random_id()),
+                ..typical()
+            };
+            assert!(packed(&round_trip(&r)).0, "{:?}", r.uid);
+        }
+    }
+
+    #[test]
+    fn uid_forms_round_trip() {
+        let max = super::event_v2::unpack_uid(u128::MAX);
+        let cases: [(Option<&str>, bool); 11] = [
+            (Some("0000000000000000000000"), true),
+            (Some("0000000000000000000001"), true),
+            (Some(&max), true),
+            // u128::MAX + 1: the first 22-digit string that does not fit.
+            (Some("7n42DGM5Tflk9n8mt7Fhc8"), false),
+            (Some("zzzzzzzzzzzzzzzzzzzzzz"), false),
+            (Some("3xQ9TbL0mZk7VwR2pYc8N"), false),
+            (Some("3xQ9TbL0mZk7VwR2pYc8Nd0"), false),
+            (Some("3xQ9TbL0mZk7VwR2pYc8N-"), false),
+            (Some("ééééééééééé"), false),
+            (Some(""), false),
+            (None, false),
+        ];
+        assert_eq!(max, "7n42DGM5Tflk9n8mt7Fhc7");
+        for (uid, expect_packed) in cases {
+            let r = EventRecord {
+                uid: uid.map(str::to_owned),
+                ..typical()
+            };
+            assert_eq!(packed(&round_trip(&r)).0, expect_packed, "{uid:?}");
+        }
+    }
+
+    #[test]
+    fn value_forms_round_trip() {
+        let packs = [
+            "0",
+            "7",
+            "-7",
+            "12.50",
+            "-12.50",
+            "0.05",
+            "0.00",
+            "-0.5",
+            "100",
+            "1234567890123456789012345678",
+            "-0.1234567890123456789012345678",
+            "0.0000000000000000000000000000001", // scale 31
+        ];
+        let text = [
+            "012.5",
+            "00",
+            "-0",
+            "-0.00",
+            "12.",
+            ".5",
+            "+5",
+            "1e3",
+            "1E3",
+            "",
+            "-",
+            "abc",
+            "1.2.3",
+            " 1",
+            "١٢",
+            "0.00000000000000000000000000000001",     // scale 32
+            "10000000000000000000000000000000000000", // over 2^122
+        ];
+        for (value, expect_packed) in packs
+            .iter()
+            .map(|v| (Some(*v), true))
+            .chain(text.iter().map(|v| (Some(*v), false)))
+            .chain([(None, false)])
+        {
+            let r = EventRecord {
+                value: value.map(str::to_owned),
+                ..typical()
+            };
+            assert_eq!(packed(&round_trip(&r)).1, expect_packed, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn currency_forms_round_trip() {
+        for (currency, expect_packed) in [
+            ("USD", true),
+            ("AAA", true),
+            ("ZZZ", true),
+            ("usd", false),
+            ("USDT", false),
+            ("US", false),
+            ("", false),
+            ("ÜSD", false),
+            ("U1D", false),
+        ] {
+            let r = EventRecord {
+                currency: currency.into(),
+                ..typical()
+            };
+            assert_eq!(packed(&round_trip(&r)).2, expect_packed, "{currency:?}");
+        }
+    }
+
+    #[test]
+    fn times_kinds_and_flags_round_trip() {
+        // (occurred_at_ms, time_supplied, received_at_ms)
+        let times = [
+            (T, false, T),
+            (T, true, T),
+            (T - 60_000, true, T),
+            (T + 600_000, true, T),
+            (T - 1, false, T),
+            (0, true, u64::MAX),
+            (u64::MAX, false, 0),
+            (u64::MAX, true, u64::MAX),
+            (0, false, 0),
+        ];
+        for (occurred_at_ms, time_supplied, received_at_ms) in times {
+            round_trip(&EventRecord {
+                occurred_at_ms,
+                time_supplied,
+                received_at_ms,
+                ..typical()
+            });
+        }
+        for kind in [0, 1, 2, 3, 4, 7, 8, 200, 255] {
+            for matched in [false, true] {
+                round_trip(&EventRecord {
+                    kind,
+                    matched,
+                    ..typical()
+                });
+            }
+        }
+        let bare = EventRecord {
+            kind: 1,
+            uid: None,
+            value: None,
+            currency: String::new(),
+            eid: None,
+            occurred_at_ms: 0,
+            time_supplied: false,
+            received_at_ms: 0,
+            matched: false,
+        };
+        assert_eq!(round_trip(&bare), [2, 1, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn other_versions_are_refused() {
+        let mut bytes = encode(&typical());
+        for version in [0, 3, 255] {
+            bytes[0] = version;
+            let what = corrupt_message(&bytes);
+            assert!(what.contains(&format!("version {version}")), "{what}");
+        }
+        assert!(corrupt_message(&[]).contains("empty"));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let records = [
+            typical(),
+            EventRecord {
+                kind: 200,
+                uid: Some("not-a-click-id".into()),
+                value: Some("012.5".into()),
+                currency: "usdt".into(),
+                occurred_at_ms: 0,
+                time_supplied: true,
+                ..typical()
+            },
+        ];
+        for r in &records {
+            let bytes = round_trip(r);
+            for len in 0..bytes.len() {
+                assert!(decode::<EventRecord>(&bytes[..len]).is_err(), "{len}");
+            }
+            let mut longer = bytes;
+            longer.push(0);
+            assert!(corrupt_message(&longer).contains("after its end"));
+        }
+    }
+
+    #[test]
+    fn malformed_bodies_are_corrupt() {
+        let v2 = |parts: &[&[u8]]| [&[2][..], &parts.concat()].concat();
+        // Kind 1, received 0, then uid, value, currency and eid as empty text.
+        let fields = [0, 0, 0, 0, 0];
+        assert!(decode::<EventRecord>(&v2(&[&[1], &fields])).is_ok());
+        let cases: [(&[&[u8]], &str); 10] = [
+            (&[&[0, 4], &fields], "long form"),
+            (
+                &[&[1 | TIME], &fields[..1], &[0], &fields[1..]],
+                "says nothing",
+            ),
+            (
+                &[&[1 | TIME], &fields[..1], &[3], &fields[1..]],
+                "out of range",
+            ),
+            (&[&[1, 0x80], &fields], "redundant"),
+            (&[&[1], &[0x80; 9], &[2], &fields[1..]], "over 64 bits"),
+            (&[&[1], &fields[..4], &[2, 0xff]], "not UTF-8"),
+            (&[&[1, 0, 9, b'a'], &fields[2..]], "ends inside uid"),
+            (
+                &[&[1 | CURRENCY_PACKED, 0, 0, 0, 0x80, 0, 0]],
+                "three letters",
+            ),
+            // The third letter is 26.
+            (
+                &[&[1 | CURRENCY_PACKED, 0, 0, 0, 0x00, 26, 0]],
+                "three letters",
+            ),
+            (
+                &[&[1 | VALUE_PACKED, 0, 0], &[0xff; 18], &[0x7f, 0, 0]],
+                "over 128 bits",
+            ),
+        ];
+        for (parts, expect) in cases {
+            let bytes = v2(parts);
+            let what = corrupt_message(&bytes);
+            assert!(what.contains(expect), "{bytes:?}: {what}");
+        }
+    }
+
+    /// xorshift64: a fixed seed gives the same records on every run, without a dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        fn u128(&mut self) -> u128 {
+            u128::from(self.next()) << 64 | u128::from(self.next())
+        }
+
+        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[self.below(from.len() as u64) as usize]
+        }
+
+        /// Text that is sometimes in a packed form and often near one.
+        fn text(&mut self) -> String {
+            let alphabet = [
+                "0", "1", "9", "-", ".", "A", "Z", "a", "z", "e", "é", "€", "😀", " ",
+            ];
+            match self.below(4) {
+                0 => super::event_v2::unpack_uid(self.u128()),
+                1 => super::event_v2::unpack_value(self.u128() >> self.below(128)),
+                2 => (0..22).map(|_| self.pick(&alphabet[..9])).collect(),
+                _ => (0..self.below(30)).map(|_| self.pick(&alphabet)).collect(),
+            }
+        }
+
+        fn optional_text(&mut self) -> Option<String> {
+            (self.below(5) != 0).then(|| self.text())
+        }
+
+        fn time(&mut self) -> u64 {
+            match self.below(3) {
+                0 => T + self.below(1 << 20),
+                1 => self.next(),
+                _ => [0, 1, u64::MAX][self.below(3) as usize],
+            }
+        }
+
+        fn record(&mut self) -> EventRecord {
+            let received_at_ms = self.time();
+            let occurred_at_ms = match self.below(3) {
+                0 => received_at_ms,
+                1 => received_at_ms
+                    .wrapping_add(self.below(1 << 24))
+                    .wrapping_sub(1 << 23),
+                _ => self.time(),
+            };
+            let currency = if self.below(2) == 0 {
+                (0..3)
+                    .map(|_| char::from(b'A' + self.below(26) as u8))
+                    .collect()
+            } else {
+                self.text()
+            };
+            EventRecord {
+                kind: if self.below(2) == 0 {
+                    4
+                } else {
+                    self.next() as u8
+                },
+                uid: self.optional_text(),
+                value: self.optional_text(),
+                currency,
+                eid: self.optional_text(),
+                occurred_at_ms,
+                time_supplied: self.below(2) == 0,
+                received_at_ms,
+                matched: self.below(2) == 0,
+            }
+        }
+    }
+
+    #[test]
+    fn pseudo_random_records_round_trip() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut packed_seen = [0; 3];
+        for _ in 0..5000 {
+            let bytes = round_trip(&rng.record());
+            let (uid, value, currency) = packed(&bytes);
+            for (seen, was) in packed_seen.iter_mut().zip([uid, value, currency]) {
+                *seen += usize::from(was);
+            }
+        }
+        // The generator reaches the packed forms as well as the fallbacks.
+        assert!(packed_seen.iter().all(|&n| n > 200), "{packed_seen:?}");
+    }
+
+    /// Damaged records: decoding never panics, and whatever it accepts encodes and decodes
+    /// to the same record.
+    #[test]
+    fn damaged_records_never_panic() {
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        for _ in 0..5000 {
+            let mut bytes = encode(&rng.record());
+            for _ in 0..=rng.below(3) {
+                let at = rng.below(bytes.len() as u64) as usize;
+                match rng.below(3) {
+                    0 => bytes[at] = rng.next() as u8,
+                    1 => bytes.truncate(at.max(1)),
+                    _ => bytes.insert(at.max(1), rng.next() as u8),
+                }
+            }
+            if let Ok(r) = decode::<EventRecord>(&bytes) {
+                round_trip(&r);
+            }
+        }
+    }
+
+    #[test]
+    fn space_record_round_trips_and_versions_are_checked() {
+        let r = SpaceRecord {
+            no: 7,
+            created_at_ms: 1_800_000_000_000,
         };
         let bytes = encode(&r);
         assert_eq!(bytes[0], 1);
-        assert_eq!(decode::<EventRecord>(&bytes).unwrap(), r);
+        assert_eq!(decode::<SpaceRecord>(&bytes).unwrap(), r);
         let mut newer = bytes.clone();
         newer[0] = 2;
-        assert!(decode::<EventRecord>(&newer).is_err());
-        assert!(decode::<EventRecord>(&[]).is_err());
+        assert!(decode::<SpaceRecord>(&newer).is_err());
+        assert!(decode::<SpaceRecord>(&[]).is_err());
+        let mut longer = bytes;
+        longer.push(0);
+        assert!(decode::<SpaceRecord>(&longer).is_err());
     }
 
     /// Pins the wire format: if this fails, stored files from earlier builds no longer read.
@@ -136,5 +998,31 @@ mod tests {
             created_at_ms: 300,
         });
         assert_eq!(bytes, vec![1, 3, 0xAC, 0x02]);
+    }
+
+    #[test]
+    fn click_and_credential_records_round_trip() {
+        let click = ClickRecord {
+            link_slug: Some("spring".into()),
+            tg_id: Some(42),
+            clicked_at_ms: 1_800_000_000_000,
+            ..ClickRecord::default()
+        };
+        let bytes = encode(&click);
+        assert_eq!(bytes[0], 1);
+        assert_eq!(decode::<ClickRecord>(&bytes).unwrap(), click);
+        let credential = CredentialRecord {
+            space_no: 1,
+            kind: 2,
+            public_prefix: "trk_it_AbCd".into(),
+            created_at_ms: 1,
+            valid_until_ms: None,
+            revoked_at_ms: Some(2),
+            last_used_ms: 3,
+        };
+        assert_eq!(
+            decode::<CredentialRecord>(&encode(&credential)).unwrap(),
+            credential
+        );
     }
 }

@@ -1,16 +1,20 @@
 //! Every redb table of the data file, declared once, with its key and value layout.
 //!
 //! Integers in keys are redb's fixed-width little-endian encodings inside tuples, which redb
-//! orders numerically. Record values are a version byte followed by a `postcard` body (see
-//! `records.rs`), so a record can change shape without a new table.
+//! orders numerically. Record values are a version byte followed by a body, `postcard` or a
+//! layout of the record's own (see `records.rs`), so a record can change shape without a new
+//! table.
 //!
 //! Version history (`SCHEMA_VERSION`; each step is a `migrate_to_vN` in `open.rs`):
 //! - 1: every table below.
+//! - 2: inbox records may be `EventRecord` version 2, and `META` may hold `dedup_redo_from`.
+//!   Nothing is rewritten (version 1 records are still read); the number is there so that a
+//!   release that reads only version 1 refuses the file before it reads a record it cannot.
 
 use redb::TableDefinition;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 1;
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
