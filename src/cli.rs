@@ -156,7 +156,12 @@ pub fn main() -> ExitCode {
                 },
             ),
         },
-        Command::Backup { dest } => admin_command(&settings, out, &AdminRequest::Backup { dest }),
+        Command::Backup { dest } => {
+            // Resolved here: a server answering through the socket has its own working directory.
+            std::path::absolute(&dest)
+                .map_err(Into::into)
+                .and_then(|dest| admin_command(&settings, out, &AdminRequest::Backup { dest }))
+        }
         Command::DefaultConfig => unreachable!("handled above"),
     };
     match result {

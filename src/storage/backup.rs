@@ -22,8 +22,26 @@ pub struct BackupStats {
     pub bytes: u64,
 }
 
-/// Copies the snapshot `src` into a new data file at `dest` (the caller checks it is new).
+/// Copies the snapshot `src` into a new data file at `dest`, which must not exist. The copy is
+/// written beside it under a temporary name and linked into place only when complete, so a
+/// failed backup (a full disk) leaves no half-written `dest`, and an existing `dest` is never
+/// replaced, even one created meanwhile.
 pub fn backup(src: &ReadTransaction, dest: &Path) -> Result<BackupStats, StoreError> {
+    let name = dest
+        .file_name()
+        .map_or_else(|| "backup".into(), |n| n.to_string_lossy().into_owned());
+    let partial = dest.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+    let result = write_copy(src, &partial).and_then(|rows| {
+        std::fs::hard_link(&partial, dest).map_err(|e| StoreError::Redb(redb::Error::Io(e)))?;
+        Ok(rows)
+    });
+    let _ = std::fs::remove_file(&partial);
+    let rows = result?;
+    let bytes = dest.metadata().map_or(0, |m| m.len());
+    Ok(BackupStats { rows, bytes })
+}
+
+fn write_copy(src: &ReadTransaction, dest: &Path) -> Result<u64, StoreError> {
     let db = Database::create(dest)?;
     let txn = db.begin_write()?;
     let mut rows = 0;
@@ -37,8 +55,7 @@ pub fn backup(src: &ReadTransaction, dest: &Path) -> Result<BackupStats, StoreEr
     rows += copy(src, &txn, CLICKS_BY_TG)?;
     txn.commit()?;
     db.close()?;
-    let bytes = dest.metadata().map_or(0, |m| m.len());
-    Ok(BackupStats { rows, bytes })
+    Ok(rows)
 }
 
 fn copy<K: Key + 'static, V: Value + 'static>(

@@ -2,6 +2,7 @@
 //! child process) on 127.0.0.1:0 with a temporary data file, and talks HTTP to it.
 
 mod auth;
+mod backup;
 mod cli;
 mod clicks;
 mod credentials;
