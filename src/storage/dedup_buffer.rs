@@ -134,7 +134,11 @@ impl DedupBuffer {
         let leaving: BTreeSet<u64> = flushed.iter().map(|(_, (id, _))| *id).collect();
         let left = self.ids.iter().find(|id| !leaving.contains(id)).copied();
         let fresh = change.fresh.values().map(|(id, _)| *id).min();
-        Ok(left.or(fresh).unwrap_or(next_inbox_id))
+        Ok([left, fresh]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(next_inbox_id))
     }
 
     /// Applies a committed transaction's `change`.

@@ -1,5 +1,7 @@
-//! A storage backend with a switch that makes every write and fsync fail, for tests of what the
-//! tracker answers when the disk fails (full disk, I/O error).
+//! A storage backend with a switch that makes the disk fail, for tests of what the tracker
+//! answers when it does (full disk, I/O error): every write and fsync ([`FAIL_ALL`]), or only the
+//! fsync ([`FAIL_SYNC`]: the pages and the header were written, and may well be in the file
+//! when it is opened again).
 //!
 //! It wraps redb's own file backend, so everything else, locking included, is the real thing.
 
@@ -7,13 +9,16 @@ use std::fs::OpenOptions;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
 
-/// Shared switch: `true` makes the disk "fail".
-pub type FaultSwitch = Arc<AtomicBool>;
+/// Shared switch: [`WORKS`], [`FAIL_ALL`] or [`FAIL_SYNC`].
+pub type FaultSwitch = Arc<AtomicU8>;
+pub const WORKS: u8 = 0;
+pub const FAIL_ALL: u8 = 1;
+pub const FAIL_SYNC: u8 = 2;
 
 #[derive(Debug)]
 pub struct FaultyFile {
@@ -36,11 +41,12 @@ impl FaultyFile {
         })
     }
 
-    fn check(&self) -> Result<(), std::io::Error> {
-        if self.fail.load(Ordering::SeqCst) {
-            Err(std::io::Error::other("injected storage failure"))
-        } else {
-            Ok(())
+    /// Fails if the switch fails `what` (a write, or with `sync` a flush).
+    fn check(&self, sync: bool) -> Result<(), std::io::Error> {
+        match self.fail.load(Ordering::SeqCst) {
+            FAIL_ALL => Err(std::io::Error::other("injected storage failure")),
+            FAIL_SYNC if sync => Err(std::io::Error::other("injected flush failure")),
+            _ => Ok(()),
         }
     }
 }
@@ -53,15 +59,15 @@ impl StorageBackend for FaultyFile {
         self.inner.read(offset, out)
     }
     fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        self.check()?;
+        self.check(false)?;
         self.inner.set_len(len)
     }
     fn sync_data(&self) -> Result<(), std::io::Error> {
-        self.check()?;
+        self.check(true)?;
         self.inner.sync_data()
     }
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        self.check()?;
+        self.check(false)?;
         self.inner.write(offset, data)
     }
     fn close(&self) -> Result<(), std::io::Error> {

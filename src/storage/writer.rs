@@ -321,6 +321,12 @@ impl Writer {
             match open::open_database(&self.path, self.fault.as_ref()) {
                 Ok((db, _)) => {
                     tracing::info!("data file reopened after a storage failure");
+                    // The open derived again every entry the buffer held (each is at or after
+                    // the last committed `dedup_redo_from`), and those of a failed commit that
+                    // reached the file after all, which may be newer than the buffer's: the
+                    // table is now the truth, and the buffer must not write over it.
+                    *self.pending.write().expect("dedup buffer lock poisoned") =
+                        DedupBuffer::default();
                     let db = Arc::new(db);
                     *self.slot.write().expect("db slot lock poisoned") = Some(db.clone());
                     self.db = Some(db);

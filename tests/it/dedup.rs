@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use tokio::sync::Barrier;
+use tracker::storage::fault;
 
 use crate::support::{
     Connection, DAY_MS, NOW_MS, Request, Response, TestServer, assert_duplicate_of, assert_error,
@@ -340,6 +341,42 @@ async fn inbox_ids_increase_in_commit_order() {
     s.stop().await;
 }
 
+/// A commit whose flush fails may still be in the file when it is opened again (the pages and
+/// the header were written). The events it held must then count for dedup like any other, and
+/// the writer's in-memory dedup entries from before must not write over theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_flush_failed_counts_for_dedup_once_the_file_is_reopened() {
+    let s = TestServer::start().await;
+    let window_ms = 86_400_000; // the default dedup_window
+    let body = r#"{"event":"deposit","uid":"flush-fail","value":"7"}"#;
+    let first = assert_queued(&s.post_event(body).await);
+    // The window has passed: this one is new, replaces the dedup entry, and its flush fails.
+    s.clock.advance(window_ms + 1);
+    s.fault.store(fault::FAIL_SYNC, Ordering::SeqCst);
+    assert_error(&s.post_event(body).await, 503, "unavailable", None);
+    s.fault.store(fault::WORKS, Ordering::SeqCst);
+    // The next write reopens the file (redo), then a few more let the buffer's slices run.
+    let other = assert_queued(&s.post_event(r#"{"event":"contact"}"#).await);
+    for i in 0..5 {
+        assert_queued(
+            &s.post_event(&format!(r#"{{"event":"contact","eid":"f{i}"}}"#))
+                .await,
+        );
+    }
+    s.clock.advance(1);
+    let retry = event_answer(&s.post_event(body).await);
+    if other == first + 2 {
+        // The failed commit reached the file (id first + 1): the retry duplicates it.
+        assert!(retry.duplicate, "{retry:?}");
+        assert_eq!(retry.inbox_id, first + 1, "{retry:?}");
+    } else {
+        // It did not: the retry is the new event.
+        assert_eq!(other, first + 1);
+        assert!(!retry.duplicate, "{retry:?}");
+    }
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_commit_answers_503_and_stores_nothing() {
     let s = TestServer::start().await;
@@ -351,7 +388,7 @@ async fn a_failed_commit_answers_503_and_stores_nothing() {
     let click = s.click(&s.a, r#"{"link_slug":"fault"}"#).await;
     let bind = |tg_id: u64| format!(r#"{{"uid":"{click}","tg_id":{tg_id}}}"#);
 
-    s.fault.store(true, Ordering::SeqCst);
+    s.fault.store(fault::FAIL_ALL, Ordering::SeqCst);
     let failed = s.post_event(body).await;
     assert_error(&failed, 503, "unavailable", None);
     assert!(
@@ -369,7 +406,7 @@ async fn a_failed_commit_answers_503_and_stores_nothing() {
     let r = s.post_as(&s.a, "/bind", &bind(111)).await;
     assert_error(&r, 503, "unavailable", None);
 
-    s.fault.store(false, Ordering::SeqCst);
+    s.fault.store(fault::WORKS, Ordering::SeqCst);
     let stored = assert_queued(&s.post_event(body).await);
     assert!(stored > before);
     assert_duplicate_of(&s.post_event(body).await, stored);

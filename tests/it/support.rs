@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU8;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -354,7 +354,8 @@ pub struct TestServer {
     pub addr: SocketAddr,
     pub clock: ManualClock,
     /// Set to `true` to make every disk write and fsync fail.
-    pub fault: Arc<AtomicBool>,
+    /// `tracker::storage::fault::{WORKS, FAIL_ALL, FAIL_SYNC}`.
+    pub fault: Arc<AtomicU8>,
     pub store: Arc<Store>,
     pub a: Space,
     pub b: Space,
@@ -367,7 +368,7 @@ pub struct TestServer {
 }
 
 /// Opens the data file with the fault switch wired in. Blocking: call from a blocking thread.
-fn open_store(path: &Path, fault: &Arc<AtomicBool>, queue_capacity: usize) -> (Store, bool) {
+fn open_store(path: &Path, fault: &Arc<AtomicU8>, queue_capacity: usize) -> (Store, bool) {
     let options = StoreOptions {
         fault: Some(fault.clone()),
         queue_capacity,
@@ -399,7 +400,7 @@ impl TestServer {
     ) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("t.redb");
-        let fault = Arc::new(AtomicBool::new(false));
+        let fault = Arc::new(AtomicU8::new(tracker::storage::fault::WORKS));
         let (store, spaces) = {
             let (path, fault) = (path.clone(), fault.clone());
             // Opening and `create_space` block on the disk and the writer: off the async workers.
