@@ -254,9 +254,8 @@ impl Writer {
             }
             return;
         };
-        let pending = self.pending.clone();
         let result = (|| -> Result<(Vec<Applied>, bool, dedup_buffer::Change), StoreError> {
-            let pending = pending.read().expect("dedup buffer lock poisoned");
+            let pending = self.pending.read().expect("dedup buffer lock poisoned");
             let txn = db.begin_write()?;
             let mut applied = Vec::with_capacity(batch.len());
             let changed;

@@ -10,32 +10,9 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::support::{
-    Connection, FirstStart, Request, TestServer, TrackerProcess, assert_duplicate_of,
-    assert_queued, event_answer, send,
+    Connection, Request, TestServer, TrackerProcess, assert_duplicate_of, assert_queued,
+    dedup_entries_derived, event_answer, first_start, send, stop_cleanly,
 };
-
-/// Starts the binary on a fresh data file and returns it with its first-start credentials.
-fn first_start(dir: &std::path::Path) -> (TrackerProcess, FirstStart) {
-    let mut process = TrackerProcess::start(dir);
-    let created = process
-        .created
-        .take()
-        .expect("first start prints the default space's credentials");
-    assert_eq!(created.space, "default");
-    assert!(created.secret.starts_with("trk_sk_"), "{created:?}");
-    assert!(created.ingest_token.starts_with("trk_it_"), "{created:?}");
-    (process, created)
-}
-
-/// Stops with SIGTERM and asserts a clean exit.
-fn stop_cleanly(process: TrackerProcess) {
-    let stderr_before = process.stderr();
-    let status = process.terminate();
-    assert!(
-        status.success(),
-        "SIGTERM must stop the tracker with exit status 0, got {status:?}; log:\n{stderr_before}"
-    );
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_and_dedup_survive_a_clean_restart() {
@@ -255,23 +232,7 @@ async fn acknowledged_events_survive_a_sigkill_under_load() {
     // The newest dedup entries were only in the writer's memory at the kill; the restart derived
     // them again from the inbox (storage/dedup_buffer.rs). The checks below need every one.
     let log = process.stderr();
-    // Without the terminal colours of the log format.
-    let mut plain = String::new();
-    let mut in_escape = false;
-    for c in log.chars() {
-        match (in_escape, c) {
-            (false, '\u{1b}') => in_escape = true,
-            (false, c) => plain.push(c),
-            (true, 'm') => in_escape = false,
-            (true, _) => {}
-        }
-    }
-    let derived = plain
-        .lines()
-        .find(|l| l.contains("derived again from the inbox"))
-        .and_then(|l| l.split("entries=").nth(1))
-        .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse::<u64>().ok());
+    let derived = dedup_entries_derived(&log);
     assert!(derived.is_some_and(|n| n > 0), "{derived:?}\n{log}");
     let checked = Arc::new(AtomicUsize::new(0));
     let acks = Arc::new(acks);

@@ -694,3 +694,49 @@ impl Drop for TrackerProcess {
         }
     }
 }
+
+/// Starts the binary on a fresh data file and returns it with its first-start credentials.
+pub fn first_start(dir: &Path) -> (TrackerProcess, FirstStart) {
+    let mut process = TrackerProcess::start(dir);
+    let created = process
+        .created
+        .take()
+        .expect("first start prints the default space's credentials");
+    assert_eq!(created.space, "default");
+    assert!(created.secret.starts_with("trk_sk_"), "{created:?}");
+    assert!(created.ingest_token.starts_with("trk_it_"), "{created:?}");
+    (process, created)
+}
+
+/// Stops with SIGTERM and asserts a clean exit.
+pub fn stop_cleanly(process: TrackerProcess) {
+    let stderr_before = process.stderr();
+    let status = process.terminate();
+    assert!(
+        status.success(),
+        "SIGTERM must stop the tracker with exit status 0, got {status:?}; log:\n{stderr_before}"
+    );
+}
+
+/// How many dedup entries the log says the open derived again from the inbox (the writer's
+/// in-memory entries of a process that did not stop cleanly), if it says so.
+#[must_use]
+pub fn dedup_entries_derived(log: &str) -> Option<u64> {
+    // Without the terminal colours of the log format.
+    let mut plain = String::new();
+    let mut in_escape = false;
+    for c in log.chars() {
+        match (in_escape, c) {
+            (false, '\u{1b}') => in_escape = true,
+            (false, c) => plain.push(c),
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+        }
+    }
+    plain
+        .lines()
+        .find(|l| l.contains("derived again from the inbox"))
+        .and_then(|l| l.split("entries=").nth(1))
+        .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+}
