@@ -3,6 +3,7 @@
 //! These functions are the only way credentials change. The command line calls them on a store
 //! it opened itself when no server runs, and the server calls the same functions when the
 //! command line reaches it through the admin socket; both paths commit through the writer.
+//! Credentials are made here and handed to storage only as digests.
 
 use std::time::Duration;
 
@@ -10,9 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::credential::{self, Kind};
 use crate::error::{Code, Error};
-use crate::storage::read::{self, SpaceSummary};
-use crate::storage::writer::AdminOp;
-use crate::storage::{AdminOutcome, Request, Store};
+use crate::storage::Store;
+use crate::storage::read::SpaceSummary;
 
 /// The rule of a space id: `[a-z0-9][a-z0-9-]{0,31}`.
 pub fn check_space_name(name: &str) -> Result<(), Error> {
@@ -42,17 +42,13 @@ pub struct CreatedSpace {
     pub ingest_token: String,
 }
 
-pub fn create_space(store: &Store, name: &str, now_ms: u64) -> Result<CreatedSpace, Error> {
+pub async fn create_space(store: &Store, name: &str, now_ms: u64) -> Result<CreatedSpace, Error> {
     check_space_name(name)?;
     let secret = credential::generate(Kind::Secret);
     let ingest = credential::generate(Kind::Ingest);
-    let op = AdminOp::CreateSpace {
-        name: name.to_owned(),
-        secret: (&secret).into(),
-        ingest: (&ingest).into(),
-        now_ms,
-    };
-    store.write_blocking(|reply| Request::Admin { op, reply })?;
+    store
+        .create_space(name.to_owned(), (&secret).into(), (&ingest).into(), now_ms)
+        .await?;
     Ok(CreatedSpace {
         space: name.to_owned(),
         secret: secret.text,
@@ -69,7 +65,7 @@ pub struct Rotated {
     pub previous_valid_until_ms: Option<u64>,
 }
 
-pub fn rotate(
+pub async fn rotate(
     store: &Store,
     space: &str,
     kind: Kind,
@@ -77,19 +73,10 @@ pub fn rotate(
     now_ms: u64,
 ) -> Result<Rotated, Error> {
     let new = credential::generate(kind);
-    let op = AdminOp::Rotate {
-        space: space.to_owned(),
-        new: (&new).into(),
-        grace_ms: grace.as_millis() as u64,
-        now_ms,
-    };
-    let outcome = store.write_blocking(|reply| Request::Admin { op, reply })?;
-    let AdminOutcome::Rotated {
-        previous_valid_until_ms,
-    } = outcome
-    else {
-        return Err(Error::internal());
-    };
+    let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    let previous_valid_until_ms = store
+        .rotate(space.to_owned(), (&new).into(), grace_ms, now_ms)
+        .await?;
     Ok(Rotated {
         space: space.to_owned(),
         kind: kind.as_str().to_owned(),
@@ -105,31 +92,23 @@ pub struct Revoked {
     pub revoked: usize,
 }
 
-pub fn revoke(store: &Store, space: &str, kind: Kind, now_ms: u64) -> Result<Revoked, Error> {
-    let op = AdminOp::Revoke {
-        space: space.to_owned(),
-        kind,
-        now_ms,
-    };
-    let outcome = store.write_blocking(|reply| Request::Admin { op, reply })?;
-    let AdminOutcome::Revoked { count } = outcome else {
-        return Err(Error::internal());
-    };
+pub async fn revoke(store: &Store, space: &str, kind: Kind, now_ms: u64) -> Result<Revoked, Error> {
+    let revoked = store.revoke(space.to_owned(), kind, now_ms).await?;
     Ok(Revoked {
         space: space.to_owned(),
         kind: kind.as_str().to_owned(),
-        revoked: count,
+        revoked,
     })
 }
 
-pub fn list(store: &Store) -> Result<Vec<SpaceSummary>, Error> {
+pub async fn list(store: &Store) -> Result<Vec<SpaceSummary>, Error> {
     // Last-used times this process has seen but not yet written back count too.
-    let seen: std::collections::HashMap<_, _> = store.keyring().last_used().into_iter().collect();
-    Ok(store.read(|txn| read::list_spaces(txn, &seen))?)
+    let seen = store.keyring().last_used().into_iter().collect();
+    store.list_spaces(seen).await
 }
 
 /// A consistent copy of the data file at `dest` (which must not exist).
-pub fn backup(
+pub async fn backup(
     store: &Store,
     dest: &std::path::Path,
 ) -> Result<crate::storage::backup::BackupStats, Error> {
@@ -143,7 +122,5 @@ pub fn backup(
             ),
         ));
     }
-    store
-        .read(|txn| crate::storage::backup::backup(txn, dest))
-        .map_err(|e| Error::new(Code::Unavailable, format!("backup failed: {e}")))
+    store.backup(dest.to_owned()).await
 }

@@ -70,25 +70,23 @@ struct AdminAnswer {
     error: Option<String>,
 }
 
-/// Runs `request` against `app`: the one place both socket and tests dispatch admin commands.
-/// Blocking: call it from a blocking context.
-pub fn execute(app: &App, request: AdminRequest) -> Result<Value, Error> {
+/// Runs `request` against `app`: the one place both socket and command line dispatch admin
+/// commands.
+pub async fn execute(app: &App, request: AdminRequest) -> Result<Value, Error> {
     let store = &app.store;
     let now = app.now_ms();
     let value = match request {
-        AdminRequest::SpaceCreate { name } => to_value(&admin::create_space(store, &name, now)?),
-        AdminRequest::SpaceList => to_value(&admin::list(store)?),
-        AdminRequest::KeysRotate { space, kind } => to_value(&admin::rotate(
-            store,
-            &space,
-            kind.into(),
-            app.settings.rotation_grace,
-            now,
-        )?),
-        AdminRequest::KeysRevoke { space, kind } => {
-            to_value(&admin::revoke(store, &space, kind.into(), now)?)
+        AdminRequest::SpaceCreate { name } => {
+            to_value(&admin::create_space(store, &name, now).await?)
         }
-        AdminRequest::Backup { dest } => to_value(&admin::backup(store, &dest)?),
+        AdminRequest::SpaceList => to_value(&admin::list(store).await?),
+        AdminRequest::KeysRotate { space, kind } => to_value(
+            &admin::rotate(store, &space, kind.into(), app.settings.rotation_grace, now).await?,
+        ),
+        AdminRequest::KeysRevoke { space, kind } => {
+            to_value(&admin::revoke(store, &space, kind.into(), now).await?)
+        }
+        AdminRequest::Backup { dest } => to_value(&admin::backup(store, &dest).await?),
     };
     Ok(value)
 }
@@ -167,22 +165,16 @@ async fn serve_connection(stream: UnixStream, app: Arc<App>, own: u32) -> std::i
             },
             Ok(request) => {
                 tracing::info!(target: "tracker::admin", op = ?op_name(&request), "admin command");
-                let result = tokio::task::spawn_blocking(move || execute(&app, request)).await;
-                match result {
-                    Ok(Ok(value)) => AdminAnswer {
+                match execute(&app, request).await {
+                    Ok(value) => AdminAnswer {
                         ok: true,
                         result: Some(value),
                         error: None,
                     },
-                    Ok(Err(e)) => AdminAnswer {
-                        ok: false,
-                        result: None,
-                        error: Some(e.message),
-                    },
                     Err(e) => AdminAnswer {
                         ok: false,
                         result: None,
-                        error: Some(format!("admin command failed: {e}")),
+                        error: Some(e.message),
                     },
                 }
             }

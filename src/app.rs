@@ -12,9 +12,10 @@ use crate::domain::click::{BindInput, NewClick};
 use crate::domain::dedup::{self, Basis};
 use crate::domain::event::{self, EventInput, EventRules, FieldNames};
 use crate::domain::keyring::SpaceRef;
+use crate::domain::outcome::{BindOutcome, ClickOutcome};
 use crate::domain::rate::RateLimiter;
 use crate::error::Error;
-use crate::storage::{BindOutcome, ClickOutcome, Request, Store};
+use crate::storage::Store;
 
 pub struct App {
     pub store: Arc<Store>,
@@ -88,15 +89,7 @@ impl App {
         let key = dedup::dedup_key(&event, self.dedup_window_ms);
         let basis = dedup::basis_of(key.as_ref());
         if dry_run {
-            let store = self.store.clone();
-            let no = space.no;
-            let (duplicate_of, matched) =
-                tokio::task::spawn_blocking(move || store.judge_event(no, &event, key.as_ref()))
-                    .await
-                    .map_err(|e| {
-                        tracing::error!(error = %e, "dry-run task failed");
-                        Error::internal()
-                    })??;
+            let (duplicate_of, matched) = self.store.judge_event(space.no, event, key).await?;
             return Ok(EventResult {
                 duplicate: duplicate_of.is_some(),
                 inbox_id: duplicate_of,
@@ -105,16 +98,7 @@ impl App {
                 dry_run: true,
             });
         }
-        let space_no = space.no;
-        let outcome = self
-            .store
-            .write(|reply| Request::Event {
-                space: space_no,
-                event,
-                key,
-                reply,
-            })
-            .await?;
+        let outcome = self.store.record_event(space.no, event, key).await?;
         Ok(EventResult {
             duplicate: outcome.duplicate,
             inbox_id: Some(outcome.inbox_id),
@@ -131,27 +115,13 @@ impl App {
         body: &[u8],
     ) -> Result<ClickOutcome, Error> {
         let click = NewClick::from_json(body, self.now_ms())?;
-        let space_no = space.no;
-        self.store
-            .write(|reply| Request::Click {
-                space: space_no,
-                click,
-                reply,
-            })
-            .await
+        self.store.back_fill_click(space.no, click).await
     }
 
     /// Binds a click to a Telegram user, first binding wins.
     pub async fn bind(&self, space: &SpaceRef, input: BindInput) -> Result<BindOutcome, Error> {
-        let (space_no, now_ms) = (space.no, self.now_ms());
         self.store
-            .write(|reply| Request::Bind {
-                space: space_no,
-                uid: input.uid,
-                tg_id: input.tg_id,
-                now_ms,
-                reply,
-            })
+            .bind(space.no, input.uid, input.tg_id, self.now_ms())
             .await
     }
 }

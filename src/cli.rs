@@ -201,7 +201,8 @@ fn admin_command(settings: &Settings, out: Output, request: &AdminRequest) -> Cl
         match Store::open(&settings.data, &StoreOptions::default()) {
             Ok((store, _)) => {
                 let app = App::new(settings.clone(), Arc::new(store), Arc::new(SystemClock));
-                let result = admin_socket::execute(&app, request.clone());
+                let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+                let result = runtime.block_on(admin_socket::execute(&app, request.clone()));
                 app.store.close();
                 break result?;
             }
@@ -225,10 +226,8 @@ fn serve(settings: Settings, out: Output) -> CliResult {
         let (store, _) = Store::open(&settings.data, &StoreOptions::default())?;
         let store = Arc::new(store);
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        if admin::list(&store)?.is_empty() {
-            let created = tokio::task::block_in_place(|| {
-                admin::create_space(&store, "default", clock.now_ms())
-            })?;
+        if admin::list(&store).await?.is_empty() {
+            let created = admin::create_space(&store, "default", clock.now_ms()).await?;
             out.created_space(&created, Some(settings.listen));
         }
         let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -237,7 +236,7 @@ fn serve(settings: Settings, out: Output) -> CliResult {
         let addr = listener.local_addr()?;
         out.listening(addr, &settings);
         let app = Arc::new(App::new(settings, store, clock));
-        server::serve(app, listener, shutdown).await;
+        server::serve(app, listener, shutdown).await?;
         Ok(())
     })
 }

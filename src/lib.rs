@@ -8,14 +8,30 @@
 //!   click, bind. [`admin`]: spaces and credentials.
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, exact decimals, dedup
 //!   keys, credentials and the keyring, clicks and bindings, the rate limit.
-//! - [`storage`]: the data file. Every table in `storage/schema.rs`, record encodings in
-//!   `records.rs`, opening and numbered migrations in `open.rs`, and the single writer thread
-//!   that group-commits in `writer.rs`. Never knows about HTTP.
+//! - [`storage`]: the data file, behind one type, [`storage::Store`], with an async method per
+//!   operation. Every table in `storage/schema.rs`, record encodings in `records.rs`, opening and
+//!   numbered migrations in `open.rs`; the write operations in `ops.rs`, run by the commit loop
+//!   (`commit.rs`, one thread that group-commits); the read operations in `read.rs`, run by the
+//!   reader threads (`reader.rs`); the file backend that tells a failed write from a failed
+//!   flush in `file.rs`. Never knows about HTTP.
 //! - [`config`], [`cli`], [`server`], [`clock`]: settings, the command line, the serve loop, and
 //!   an injectable clock.
 //!
 //! A request flows: route → handler → [`app::App`] (authenticate, validate with `domain`) →
-//! writer queue → one write transaction per batch → fsync → answer.
+//! a [`storage::Store`] method → commit loop → one write transaction per batch → fsync → answer.
+//!
+//! # Adding an operation
+//!
+//! - A write: one method on `Txn` in `storage/ops.rs` (it reads and decodes before it inserts,
+//!   and returns `StoreError::Refused` for a request the caller must change), and one async
+//!   method on `Store` in `storage/mod.rs` that hands it to `write`. Its result type goes in
+//!   `domain/outcome.rs`.
+//! - A read: one function on a `Snapshot` in `storage/read.rs`, and one async method on `Store`
+//!   that hands it to `read`.
+//! - A new table: declared once in `storage/schema.rs`, created by a new numbered migration in
+//!   `storage/open.rs` (a schema version, with a fixture file from the version before).
+//! - Then the ways in call the `Store` method through `app` (requests) or `admin` (spaces and
+//!   credentials): an HTTP handler, the admin socket's `execute`, the command line.
 
 pub mod admin;
 pub mod admin_socket;

@@ -10,15 +10,20 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::app::App;
+use crate::storage::{Health, StoreError};
 use crate::{admin_socket, http};
 
 /// Serves until `shutdown` resolves: stops accepting, lets requests in flight finish, commits
 /// everything the writer holds, and closes the data file cleanly.
+///
+/// If the store fails for good meanwhile (a failed flush, a dead writer), it stops the same way
+/// and answers the failure, so that the process exits non-zero and its supervisor starts it
+/// again, which recovers from the file.
 pub async fn serve(
     app: Arc<App>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) {
+) -> Result<(), StoreError> {
     let socket_path = admin_socket::socket_path(&app.settings.data);
     let socket = match admin_socket::listen(&socket_path, app.clone()) {
         Ok(socket) => Some(socket),
@@ -32,9 +37,16 @@ pub async fn serve(
         }
     };
     let routes = http::routes(app.clone());
+    let failed = app.store.failed();
+    let stop = async move {
+        tokio::select! {
+            () = shutdown => {}
+            reason = failed => tracing::error!(%reason, "storage failed; stopping"),
+        }
+    };
     warp::serve(routes)
         .incoming(listener)
-        .graceful(shutdown)
+        .graceful(stop)
         .run()
         .await;
     drop(socket);
@@ -42,6 +54,10 @@ pub async fn serve(
     let store = app.store.clone();
     // `close` joins the writer thread: blocking work, kept off the async workers.
     let _ = tokio::task::spawn_blocking(move || store.close()).await;
+    match app.store.health() {
+        Health::Serving => Ok(()),
+        Health::Failed(reason) => Err(StoreError::Failed(reason)),
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).

@@ -279,8 +279,10 @@ impl DataCheck {
 fn count_events(path: &Path) -> Result<(u64, Vec<read::TableUsage>), String> {
     let (store, _) =
         Store::open(path, &StoreOptions::default()).map_err(|e| format!("reopening: {e}"))?;
-    let counted = store
-        .read(|txn| Ok((read::count_events(txn)?, read::table_usage(txn)?)))
+    let counted = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?
+        .block_on(store.usage())
         .map_err(|e| format!("counting events: {e}"))?;
     store.close();
     Ok(counted)

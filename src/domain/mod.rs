@@ -8,4 +8,5 @@ pub mod dedup;
 pub mod event;
 pub mod input;
 pub mod keyring;
+pub mod outcome;
 pub mod rate;

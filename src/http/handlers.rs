@@ -19,9 +19,10 @@ use crate::domain::click::BindInput;
 use crate::domain::event::{EventInput, GET_NAMES, POST_NAMES};
 use crate::domain::input::Query;
 use crate::domain::keyring::SpaceRef;
+use crate::domain::outcome::BindOutcome;
 use crate::error::{Code, Error};
 use crate::http::respond::{self, Auth};
-use crate::storage::BindOutcome;
+use crate::storage::Health;
 
 /// What the access log needs to know about a request.
 struct Access {
@@ -101,23 +102,32 @@ where
     Ok(out.freeze())
 }
 
-/// The start of every bearer POST, in its required order: authenticate (before anything else is
-/// looked at), note the space for the access log, then read the body within its limit.
-async fn bearer_body<S, B>(
-    app: &App,
-    access: &mut Access,
+/// Every bearer POST, in its required order: authenticate (before anything else is looked at),
+/// note the space for the access log, read the body within its limit, then `handle` it; the
+/// answer, success or failure, leaves through [`finish`].
+async fn bearer_post<S, B, F, Fut>(
+    app: Arc<App>,
+    path: &'static str,
     authorization: Option<String>,
     length: Option<u64>,
     body: S,
-) -> Result<(SpaceRef, Bytes), Error>
+    handle: F,
+) -> Response
 where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
+    F: FnOnce(Arc<App>, SpaceRef, Bytes) -> Fut,
+    Fut: Future<Output = Result<Response, Error>>,
 {
-    let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
-    access.space(&space);
-    let body = read_body(body, length, app.settings.max_body_bytes).await?;
-    Ok((space, body))
+    let mut access = Access::new("POST", path, Auth::Bearer);
+    let result = async {
+        let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
+        access.space(&space);
+        let body = read_body(body, length, app.settings.max_body_bytes).await?;
+        handle(app, space, body).await
+    }
+    .await;
+    finish(&access, result)
 }
 
 #[derive(Serialize)]
@@ -149,8 +159,19 @@ struct Ok {
     ok: bool,
 }
 
-pub async fn healthz() -> Response {
-    respond::json(StatusCode::OK, &Ok { ok: true })
+/// `GET /healthz`: `200` while the data file takes writes; `503` once storage has failed for
+/// good and the process is stopping (a supervisor restarts it).
+pub async fn healthz(app: Arc<App>) -> Response {
+    match app.store.health() {
+        Health::Serving => respond::json(StatusCode::OK, &Ok { ok: true }),
+        Health::Failed(_) => respond::error(
+            &Error::new(
+                Code::Unavailable,
+                "the data file failed and the tracker is stopping; the reason is in the server log",
+            ),
+            Auth::None,
+        ),
+    }
 }
 
 /// `POST /events`: bearer secret, JSON body.
@@ -164,15 +185,19 @@ where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
-    let mut access = Access::new("POST", "/events", Auth::Bearer);
-    let result = async {
-        let (space, body) = bearer_body(&app, &mut access, authorization, length, body).await?;
-        let input = EventInput::from_json(&body)?;
-        let result = app.record_event(&space, input, &POST_NAMES).await?;
-        Result::<_, Error>::Ok(respond::json(StatusCode::OK, &EventAnswer::from(result)))
-    }
-    .await;
-    finish(&access, result)
+    bearer_post(
+        app,
+        "/events",
+        authorization,
+        length,
+        body,
+        |app, space, body| async move {
+            let input = EventInput::from_json(&body)?;
+            let result = app.record_event(&space, input, &POST_NAMES).await?;
+            Ok(respond::json(StatusCode::OK, &EventAnswer::from(result)))
+        },
+    )
+    .await
 }
 
 /// `GET /e`: ingest token in the query, fields in the query; `return=TEXT` answers plain text.
@@ -211,21 +236,25 @@ where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
-    let mut access = Access::new("POST", "/clicks", Auth::Bearer);
-    let result = async {
-        let (space, body) = bearer_body(&app, &mut access, authorization, length, body).await?;
-        let click = app.back_fill_click(&space, &body).await?;
-        Result::<_, Error>::Ok(respond::json(
-            StatusCode::OK,
-            &ClickAnswer {
-                ok: true,
-                uid: click.uid,
-                created: click.created,
-            },
-        ))
-    }
-    .await;
-    finish(&access, result)
+    bearer_post(
+        app,
+        "/clicks",
+        authorization,
+        length,
+        body,
+        |app, space, body| async move {
+            let click = app.back_fill_click(&space, &body).await?;
+            Ok(respond::json(
+                StatusCode::OK,
+                &ClickAnswer {
+                    ok: true,
+                    uid: click.uid,
+                    created: click.created,
+                },
+            ))
+        },
+    )
+    .await
 }
 
 #[derive(Serialize)]
@@ -267,14 +296,18 @@ where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
-    let mut access = Access::new("POST", "/bind", Auth::Bearer);
-    let result = async {
-        let (space, body) = bearer_body(&app, &mut access, authorization, length, body).await?;
-        let input = BindInput::from_json(&body)?;
-        Result::<_, Error>::Ok(bind_answer(app.bind(&space, input).await?))
-    }
-    .await;
-    finish(&access, result)
+    bearer_post(
+        app,
+        "/bind",
+        authorization,
+        length,
+        body,
+        |app, space, body| async move {
+            let input = BindInput::from_json(&body)?;
+            Ok(bind_answer(app.bind(&space, input).await?))
+        },
+    )
+    .await
 }
 
 /// `GET /bind`: ingest token, `uid` and `tg` in the query.

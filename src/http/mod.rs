@@ -30,6 +30,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
 
     let healthz = warp::path!("healthz")
         .and(warp::get())
+        .and(app.clone())
         .then(handlers::healthz);
     let post_events = warp::path!("events")
         .and(warp::post())

@@ -1,56 +1,82 @@
 //! Storage: the one data file, its schema, and the only code that touches redb.
 //!
-//! Every write goes through the [`writer`] thread, which group-commits; reads run on the calling
-//! (blocking) thread against a snapshot. Nothing here knows about HTTP.
+//! [`Store`] is the whole interface: one async method per operation, writes and reads alike.
+//! Behind it, writes go to the commit loop (`commit.rs`), one thread that group-commits the
+//! operations of `ops.rs`; reads go to the reader threads (`reader.rs`), which run the reads of
+//! `read.rs` against shared snapshots. Nothing outside this module sees a channel, a
+//! transaction or a table, and nothing here knows about HTTP.
 
 pub mod backup;
+mod commit;
 pub mod dedup_buffer;
 pub mod fault;
+mod file;
 pub mod open;
+mod ops;
 pub mod read;
+mod reader;
 pub mod records;
 pub mod schema;
-pub mod writer;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
-use redb::{Database, ReadableDatabase};
-use tokio::sync::oneshot;
+use redb::Database;
+use tokio::sync::{oneshot, watch};
 
+use crate::domain::click::NewClick;
+use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::DedupKey;
 use crate::domain::event::ValidEvent;
 use crate::domain::keyring::Keyring;
-use crate::error::{Code, Error};
+use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredential};
+use crate::error::Error;
+use commit::{Message, Write};
 use dedup_buffer::DedupBuffer;
 use fault::FaultSwitch;
-pub use writer::{AdminOp, AdminOutcome, BindOutcome, ClickOutcome, EventOutcome, Request};
+use ops::Txn;
+use read::{Snapshot, SpaceSummary, TableUsage};
+use reader::Readers;
 
 /// What can go wrong below the domain: the disk, the file, or the writer.
 #[derive(Debug)]
 pub enum StoreError {
     /// redb reported an error: I/O, a full disk, a failed commit.
     Redb(redb::Error),
+    /// The data file cannot be opened or created where it should be.
+    File {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     /// A stored record does not decode.
     Corrupt(String),
+    /// The request is refused as it stands (a name taken or unknown); nothing was changed.
+    Refused(Error),
     /// Another process has the data file open.
     InUse(String),
     /// The file was written by a newer release.
     NewerSchema { found: u64 },
     /// The writer has stopped (the server is shutting down).
     Closed,
-    /// The writer's queue is full.
+    /// The writer's or the readers' queue is full.
     Busy,
+    /// The store stopped for good: a flush failed, or the writer died.
+    Failed(String),
 }
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreError::Redb(e) => write!(f, "storage error: {e}"),
+            StoreError::File { path, error } => {
+                write!(f, "cannot open the data file {}: {error}", path.display())
+            }
             StoreError::Corrupt(what) => write!(f, "data file is damaged: {what}"),
+            StoreError::Refused(e) => write!(f, "{}", e.message),
             StoreError::InUse(path) => write!(
                 f,
                 "the data file {path} is open in another process (is a tracker serving it?)"
@@ -63,6 +89,7 @@ impl fmt::Display for StoreError {
             ),
             StoreError::Closed => write!(f, "the tracker is shutting down"),
             StoreError::Busy => write!(f, "the write queue is full"),
+            StoreError::Failed(reason) => write!(f, "the data file failed: {reason}"),
         }
     }
 }
@@ -89,9 +116,10 @@ from_redb!(
 
 impl From<StoreError> for Error {
     /// Storage failures reach a client as `unavailable`, or `internal` for damage; the detail is
-    /// logged here, once, and never sent.
+    /// logged here, once, and never sent. A refusal is the caller's answer as it is.
     fn from(e: StoreError) -> Error {
         match e {
+            StoreError::Refused(e) => e,
             StoreError::Corrupt(_) => {
                 tracing::error!(error = %e, "storage");
                 Error::internal()
@@ -108,11 +136,21 @@ impl From<StoreError> for Error {
     }
 }
 
+/// Whether the store can still write. Once `Failed`, it stays so: the process must exit and be
+/// started again, which recovers from the file (`commit.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    Serving,
+    Failed(String),
+}
+
 /// Tunables of the store; the defaults suit a small VPS.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
     /// Requests that may wait for the writer; past this, requests are answered `503`.
     pub queue_capacity: usize,
+    /// Reader threads (`reader.rs`).
+    pub readers: usize,
     /// Test hook: a switch that makes the disk fail.
     pub fault: Option<FaultSwitch>,
 }
@@ -121,53 +159,76 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             queue_capacity: 16 * 1024,
+            // Enough that one long read (a backup) leaves another thread for the short ones.
+            readers: std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)),
             fault: None,
         }
     }
 }
 
 /// The database handle that readers share with the writer. The writer replaces it when it
-/// reopens the file after an I/O failure.
+/// reopens the file after an I/O failure, and empties it when it stops.
 type DbSlot = RwLock<Option<Arc<Database>>>;
 
-/// The open data file: a handle to the writer thread, the shared database, and the keyring.
+/// The open data file: every operation on it.
 pub struct Store {
-    requests: SyncSender<Request>,
-    db: Arc<DbSlot>,
+    writes: SyncSender<Message>,
+    readers: Readers,
     keyring: Arc<Keyring>,
     pending: Arc<RwLock<DedupBuffer>>,
+    health: Arc<watch::Sender<Health>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     path: PathBuf,
 }
 
 impl Store {
-    /// Opens `path` (creating it if needed) and starts the writer thread.
+    /// Opens `path` (creating it if needed) and starts the writer and reader threads.
     /// Returns the store and whether the file was created now.
     pub fn open(path: &Path, options: &StoreOptions) -> Result<(Store, bool), StoreError> {
-        let (db, created) = open::open_database(path, options.fault.as_ref())?;
-        let db = Arc::new(db);
+        let opened = open::open_database(path, options.fault.as_ref())?;
+        let created = opened.created;
+        let db = Arc::new(opened.db);
         let keyring = Arc::new(Keyring::default());
-        keyring.replace(read::keyring_entries(&db.begin_read()?)?);
+        keyring.replace(read::keyring_entries(&redb::ReadableDatabase::begin_read(
+            &*db,
+        )?)?);
         let slot = Arc::new(RwLock::new(Some(db)));
         let pending = Arc::new(RwLock::new(DedupBuffer::default()));
-        let (tx, rx) = mpsc::sync_channel(options.queue_capacity);
-        let writer = writer::Writer::new(
+        let health = Arc::new(watch::Sender::new(Health::Serving));
+        let (writes, queue) = mpsc::sync_channel(options.queue_capacity);
+        let commit_loop = commit::Writer::new(
             path.to_owned(),
             options.fault.clone(),
             slot.clone(),
+            opened.flush_failed,
             keyring.clone(),
             pending.clone(),
+            health.clone(),
         );
+        let thread_health = health.clone();
+        let io = |e| StoreError::Redb(redb::Error::Io(e));
         let handle = std::thread::Builder::new()
             .name("tracker-writer".into())
-            .spawn(move || writer.run(&rx))
-            .map_err(|e| StoreError::Redb(redb::Error::Io(e)))?;
+            .spawn(move || {
+                let run = std::panic::AssertUnwindSafe(|| commit_loop.run(&queue));
+                if std::panic::catch_unwind(run).is_err() {
+                    // The panic itself was printed by the panic hook. Every request waiting in
+                    // this thread is answered 503 as its reply is dropped, and later ones find
+                    // the queue closed.
+                    thread_health.send_replace(Health::Failed(
+                        "the writer thread panicked; see the log above".into(),
+                    ));
+                }
+            })
+            .map_err(io)?;
+        let readers = Readers::start(&slot, options.readers, options.queue_capacity).map_err(io)?;
         Ok((
             Store {
-                requests: tx,
-                db: slot,
+                writes,
+                readers,
                 keyring,
                 pending,
+                health,
                 writer: Mutex::new(Some(handle)),
                 path: path.to_owned(),
             },
@@ -185,90 +246,190 @@ impl Store {
         &self.path
     }
 
-    /// Hands a request to the writer without waiting; `Busy` when the queue is full.
-    fn enqueue<T>(
-        &self,
-        make: impl FnOnce(writer::Reply<T>) -> Request,
-    ) -> Result<oneshot::Receiver<Result<T, Error>>, Error> {
-        let (reply, answer) = oneshot::channel();
-        match self.requests.try_send(make(reply)) {
-            Ok(()) => Ok(answer),
-            Err(TrySendError::Full(_)) => Err(StoreError::Busy.into()),
-            Err(TrySendError::Disconnected(_)) => Err(StoreError::Closed.into()),
+    /// Whether the store still writes.
+    #[must_use]
+    pub fn health(&self) -> Health {
+        self.health.borrow().clone()
+    }
+
+    /// Resolves with the reason once the store has failed for good.
+    pub fn failed(&self) -> impl Future<Output = String> + Send + 'static {
+        let mut health = self.health.subscribe();
+        async move {
+            let reason = match health.wait_for(|h| matches!(h, Health::Failed(_))).await {
+                Ok(h) => match &*h {
+                    Health::Failed(reason) => Some(reason.clone()),
+                    Health::Serving => None,
+                },
+                Err(_) => None,
+            };
+            match reason {
+                Some(reason) => reason,
+                // The store is gone without failing: never resolve.
+                None => std::future::pending().await,
+            }
         }
     }
 
-    /// Submits a write and waits for its commit: the answer comes only after the fsync.
-    pub async fn write<T>(
-        &self,
-        make: impl FnOnce(writer::Reply<T>) -> Request,
-    ) -> Result<T, Error> {
-        let answer = self.enqueue(make)?;
-        answer.await.map_err(|_| Error::from(StoreError::Closed))?
-    }
+    // --- Writes: each is one operation of `ops.rs`, answered after its batch's commit. ---
 
-    /// [`Store::write`] for synchronous callers (the command line).
-    pub fn write_blocking<T>(
-        &self,
-        make: impl FnOnce(writer::Reply<T>) -> Request,
-    ) -> Result<T, Error> {
-        let answer = self.enqueue(make)?;
-        answer
-            .blocking_recv()
-            .map_err(|_| Error::from(StoreError::Closed))?
-    }
-
-    /// Runs `f` on a read snapshot, on the calling thread: call it from a blocking context.
-    ///
-    /// # Panics
-    /// If a thread panicked while holding the database slot's lock.
-    pub fn read<T>(
-        &self,
-        f: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let db = self.db.read().expect("db slot lock poisoned").clone();
-        let db = db.ok_or(StoreError::Closed)?;
-        f(&db.begin_read()?)
-    }
-
-    /// What storing `event` in `space` would do now, without storing it: `(duplicate_of,
-    /// matched)`. Blocking, like [`Store::read`].
-    ///
-    /// # Panics
-    /// If a thread panicked while holding the dedup buffer's lock.
-    pub fn judge_event(
+    /// Stores `event` unless its dedup key names an earlier event.
+    pub async fn record_event(
         &self,
         space: u32,
-        event: &ValidEvent,
-        key: Option<&DedupKey>,
-    ) -> Result<(Option<u64>, bool), StoreError> {
+        event: ValidEvent,
+        key: Option<DedupKey>,
+    ) -> Result<EventOutcome, Error> {
+        self.write(move |t| t.record_event(space, event, key)).await
+    }
+
+    /// Stores a new click, or answers the one with the same `fbclid`.
+    pub async fn back_fill_click(
+        &self,
+        space: u32,
+        click: NewClick,
+    ) -> Result<ClickOutcome, Error> {
+        self.write(move |t| t.back_fill_click(space, click)).await
+    }
+
+    /// Binds a click to a Telegram user, first binding wins.
+    pub async fn bind(
+        &self,
+        space: u32,
+        uid: String,
+        tg_id: u64,
+        now_ms: u64,
+    ) -> Result<BindOutcome, Error> {
+        self.write(move |t| t.bind(space, &uid, tg_id, now_ms))
+            .await
+    }
+
+    /// Creates a space with its first credentials; answers its number.
+    pub async fn create_space(
+        &self,
+        name: String,
+        secret: NewCredential,
+        ingest: NewCredential,
+        now_ms: u64,
+    ) -> Result<u32, Error> {
+        self.write(move |t| t.create_space(&name, &secret, &ingest, now_ms))
+            .await
+    }
+
+    /// Makes `new` the active credential of its kind; answers when the replaced one stops.
+    pub async fn rotate(
+        &self,
+        space: String,
+        new: NewCredential,
+        grace_ms: u64,
+        now_ms: u64,
+    ) -> Result<Option<u64>, Error> {
+        self.write(move |t| t.rotate(&space, &new, grace_ms, now_ms))
+            .await
+    }
+
+    /// Ends every live credential of `kind` at once; answers how many.
+    pub async fn revoke(&self, space: String, kind: Kind, now_ms: u64) -> Result<usize, Error> {
+        self.write(move |t| t.revoke(&space, kind, now_ms)).await
+    }
+
+    // --- Reads: each is one function of `read.rs`, run by a reader thread. ---
+
+    /// What storing `event` in `space` would do now, without storing it: `(duplicate_of,
+    /// matched)`.
+    pub async fn judge_event(
+        &self,
+        space: u32,
+        event: ValidEvent,
+        key: Option<DedupKey>,
+    ) -> Result<(Option<u64>, bool), Error> {
         // The buffer before the snapshot: an entry leaves the buffer only once the table in
-        // every later snapshot has it (dedup_buffer.rs).
-        let buffered = key.and_then(|k| {
+        // every later snapshot has it (dedup_buffer.rs), and the reader begins its snapshot
+        // after this.
+        let buffered = key.as_ref().and_then(|k| {
             self.pending
                 .read()
-                .expect("dedup buffer lock poisoned")
+                .unwrap_or_else(PoisonError::into_inner)
                 .get(&dedup_buffer::entry_key(space, k))
         });
-        self.read(|txn| read::judge_event(txn, space, event, key, buffered))
+        self.read(move |s| read::judge_event(s, space, &event, key.as_ref(), buffered))
+            .await
+    }
+
+    /// Every space with its credentials (never the credentials themselves). `seen` holds
+    /// last-used times newer than the stored ones.
+    pub async fn list_spaces(
+        &self,
+        seen: HashMap<CredentialDigest, u64>,
+    ) -> Result<Vec<SpaceSummary>, Error> {
+        self.read(move |s| read::list_spaces(s.txn(), &seen)).await
+    }
+
+    /// A consistent copy of the data file at `dest`, from one snapshot.
+    pub async fn backup(&self, dest: PathBuf) -> Result<backup::BackupStats, Error> {
+        self.read(move |s| {
+            backup::backup(s.txn(), &dest).map_err(|e| {
+                StoreError::Refused(Error::new(
+                    crate::error::Code::Unavailable,
+                    format!("backup to {} failed: {e}", dest.display()),
+                ))
+            })
+        })
+        .await
+    }
+
+    /// How many events the inbox holds, and where the file's bytes are (for the benchmark).
+    pub async fn usage(&self) -> Result<(u64, Vec<TableUsage>), Error> {
+        self.read(|s| Ok((read::count_events(s.txn())?, read::table_usage(s.txn())?)))
+            .await
     }
 
     /// Stops the writer after everything queued before this call is committed, and closes the
-    /// data file cleanly. Later writes are answered `unavailable`.
-    ///
-    /// # Panics
-    /// If a thread panicked while holding the writer handle's lock.
+    /// data file cleanly. Later writes are answered `unavailable`. Blocks until the file is
+    /// closed: call it from a blocking context.
     pub fn close(&self) {
         // FIFO: everything sent before `Stop` is committed before the writer exits. The join
         // waits for that, and for the file to be closed.
-        let _ = self.requests.send(Request::Stop);
-        if let Some(handle) = self
+        let _ = self.writes.send(Message::Stop);
+        let handle = self
             .writer
             .lock()
-            .expect("writer handle lock poisoned")
-            .take()
-        {
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
             let _ = handle.join();
+        }
+    }
+
+    /// Hands `op` to the commit loop and waits for its batch's commit.
+    async fn write<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, Error> {
+        let (reply, answer) = oneshot::channel();
+        let message = Message::Job(Box::new(Write::new(op, reply)));
+        match self.writes.try_send(message) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(StoreError::Busy.into()),
+            Err(TrySendError::Disconnected(_)) => return Err(self.gone()),
+        }
+        answer.await.map_err(|_| self.gone())?
+    }
+
+    /// Runs `read` on a reader thread against a snapshot begun after this call.
+    async fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Snapshot) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, Error> {
+        let answer = self.readers.submit(read)?;
+        answer.await.map_err(|_| Error::from(StoreError::Closed))?
+    }
+
+    /// The answer when the writer is not there: it stopped, or failed.
+    fn gone(&self) -> Error {
+        match self.health() {
+            Health::Failed(reason) => StoreError::Failed(reason).into(),
+            Health::Serving => StoreError::Closed.into(),
         }
     }
 }
@@ -277,9 +438,4 @@ impl Drop for Store {
     fn drop(&mut self) {
         self.close();
     }
-}
-
-/// `Code` for admin failures that are the caller's fault (unknown space, name taken).
-pub(crate) fn admin_error(message: String) -> Error {
-    Error::new(Code::InvalidField, message)
 }

@@ -8,18 +8,24 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase};
 
 use crate::storage::StoreError;
-use crate::storage::fault::{FaultSwitch, FaultyFile};
+use crate::storage::fault::FaultSwitch;
+use crate::storage::file::{DataFile, FlushFailed};
 use crate::storage::schema::{
     CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, META, META_INBOX_SEQ,
     META_SCHEMA_VERSION, META_SPACE_SEQ, SCHEMA_VERSION, SPACES,
 };
 
+/// The data file, open and up to date.
+pub struct Opened {
+    pub db: Database,
+    /// Set by the backend if a flush of this open file fails (`file.rs`).
+    pub flush_failed: FlushFailed,
+    /// Whether the file was created by this open.
+    pub created: bool,
+}
+
 /// Opens (or creates) the data file at `path` and brings its schema up to date.
-/// Returns the database and whether the file was created now.
-pub fn open_database(
-    path: &Path,
-    fault: Option<&FaultSwitch>,
-) -> Result<(Database, bool), StoreError> {
+pub fn open_database(path: &Path, fault: Option<&FaultSwitch>) -> Result<Opened, StoreError> {
     let existed = path.metadata().is_ok_and(|m| m.len() > 0);
     if existed {
         refuse_newer_schema(path)?;
@@ -34,17 +40,22 @@ pub fn open_database(
     // The page cache: enough for the hot part of the indexes on a small VPS, bounded so memory
     // stays flat however large the file grows.
     builder.set_cache_size(32 * 1024 * 1024);
-    let db = match fault {
-        Some(switch) => builder.create_with_backend(FaultyFile::open(path, switch.clone())?),
-        None => builder.create(path),
-    }
-    .map_err(|e| match e {
+    let (file, flush_failed) =
+        DataFile::open(path, fault.cloned()).map_err(|error| StoreError::File {
+            path: path.to_owned(),
+            error,
+        })?;
+    let db = builder.create_with_backend(file).map_err(|e| match e {
         redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse(path.display().to_string()),
         other => StoreError::from(other),
     })?;
     migrate(&db)?;
     redo_dedup(&db)?;
-    Ok((db, !existed))
+    Ok(Opened {
+        db,
+        flush_failed,
+        created: !existed,
+    })
 }
 
 /// Writes the dedup entries that were only in the writer's memory when the file was last
@@ -135,11 +146,10 @@ mod tests {
     fn creates_then_reopens() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
-        let (db, created) = open_database(&path, None).unwrap();
-        assert!(created);
-        drop(db);
-        let (_db, created) = open_database(&path, None).unwrap();
-        assert!(!created);
+        let opened = open_database(&path, None).unwrap();
+        assert!(opened.created);
+        drop(opened);
+        assert!(!open_database(&path, None).unwrap().created);
     }
 
     #[test]
@@ -147,7 +157,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
         {
-            let (db, _) = open_database(&path, None).unwrap();
+            let db = open_database(&path, None).unwrap().db;
             let txn = db.begin_write().unwrap();
             txn.open_table(META)
                 .unwrap()
@@ -156,7 +166,7 @@ mod tests {
             txn.commit().unwrap();
         }
         let before = std::fs::read(&path).unwrap();
-        let err = open_database(&path, None).unwrap_err();
+        let err = open_database(&path, None).err().expect("refused");
         assert!(matches!(err, StoreError::NewerSchema { found } if found == SCHEMA_VERSION + 1));
         assert!(err.to_string().contains("newer"), "{err}");
         assert_eq!(
@@ -171,7 +181,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
         {
-            let (db, _) = open_database(&path, None).unwrap();
+            let db = open_database(&path, None).unwrap().db;
             let txn = db.begin_write().unwrap();
             txn.open_table(META)
                 .unwrap()
@@ -179,19 +189,33 @@ mod tests {
                 .unwrap();
             txn.commit().unwrap();
         }
-        let (db, created) = open_database(&path, None).unwrap();
-        assert!(!created);
+        let opened = open_database(&path, None).unwrap();
+        assert!(!opened.created);
+        let db = opened.db;
         assert_eq!(
             stored_version(&db.begin_read().unwrap()).unwrap(),
             Some(SCHEMA_VERSION)
         );
     }
 
+    /// A user who points `data` into a directory that does not exist reads which path failed.
+    #[test]
+    fn a_data_file_in_a_missing_directory_is_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing").join("t.redb");
+        let err = open_database(&path, None)
+            .err()
+            .expect("must fail")
+            .to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains("No such file or directory"), "{err}");
+    }
+
     #[test]
     fn a_second_open_reports_the_file_in_use() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
-        let (_db, _) = open_database(&path, None).unwrap();
+        let _open = open_database(&path, None).unwrap();
         assert!(matches!(
             open_database(&path, None),
             Err(StoreError::InUse(_))

@@ -1,13 +1,18 @@
-//! Reads against a snapshot: the keyring, the space list, and `dry_run`'s dedup decision.
+//! The read operations, each one function on a [`Snapshot`]: the keyring, the space list,
+//! `dry_run`'s dedup decision, what the benchmark counts.
 //!
-//! These run on whatever thread calls them (the writer, a blocking task, the command line);
-//! none of them writes.
+//! They run on the reader threads (`reader.rs`), which [`Store`](crate::storage::Store)'s read
+//! methods feed; the keyring is also read by the writer after a commit that changed credentials.
+//! None of them writes. Adding a read is one function here and one method on `Store`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
+use redb::{
+    Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
+    ReadableTableMetadata,
+};
 
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{self, DedupKey};
@@ -16,6 +21,34 @@ use crate::domain::keyring::{KeyEntry, SpaceRef};
 use crate::storage::StoreError;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
 use crate::storage::schema::{CLICKS, CREDENTIALS, DEDUP, INBOX, SPACES};
+
+/// One read snapshot, shared by the reads of a batch, with the tables the hot reads use opened
+/// once for all of them.
+pub struct Snapshot {
+    txn: ReadTransaction,
+    clicks: ReadOnlyTable<(u32, &'static str), &'static [u8]>,
+    dedup: ReadOnlyTable<(u32, u8, u128), (u64, u64)>,
+    /// The file stays open while a snapshot of it is read.
+    _db: Arc<Database>,
+}
+
+impl Snapshot {
+    pub(super) fn begin(db: &Arc<Database>) -> Result<Snapshot, StoreError> {
+        let txn = db.begin_read()?;
+        Ok(Snapshot {
+            clicks: txn.open_table(CLICKS)?,
+            dedup: txn.open_table(DEDUP)?,
+            txn,
+            _db: db.clone(),
+        })
+    }
+
+    /// The snapshot's transaction, for reads of the other tables.
+    #[must_use]
+    pub fn txn(&self) -> &ReadTransaction {
+        &self.txn
+    }
+}
 
 fn space_names(txn: &ReadTransaction) -> Result<HashMap<u32, Arc<str>>, StoreError> {
     let mut names = HashMap::new();
@@ -127,17 +160,14 @@ pub fn list_spaces(
 /// What storing `event` would do now, without storing it: `(duplicate_of, matched)`.
 /// `buffered` is the key's entry in the writer's dedup buffer, which is newer than the table's.
 pub fn judge_event(
-    txn: &ReadTransaction,
+    snapshot: &Snapshot,
     space: u32,
     event: &ValidEvent,
     key: Option<&DedupKey>,
     buffered: Option<(u64, u64)>,
 ) -> Result<(Option<u64>, bool), StoreError> {
     let matched = match &event.uid {
-        Some(uid) => txn
-            .open_table(CLICKS)?
-            .get((space, uid.as_str()))?
-            .is_some(),
+        Some(uid) => snapshot.clicks.get((space, uid.as_str()))?.is_some(),
         None => false,
     };
     let duplicate_of = match key {
@@ -145,8 +175,8 @@ pub fn judge_event(
         Some(key) => {
             let earlier = match buffered {
                 Some(e) => Some(e),
-                None => txn
-                    .open_table(DEDUP)?
+                None => snapshot
+                    .dedup
                     .get((space, key.rule, key.digest))?
                     .map(|g| g.value()),
             };

@@ -40,7 +40,15 @@ impl Server {
         let data = dir.path().join("t.redb");
         let clock = ManualClock::new(START_MS);
         let (store, _) = Store::open(&data, &StoreOptions::default()).unwrap();
-        let created = tracker::admin::create_space(&store, "default", clock.now_ms()).unwrap();
+        let created = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(tracker::admin::create_space(
+                &store,
+                "default",
+                clock.now_ms(),
+            ))
+            .unwrap();
         let mut settings = Settings::with_data(data.clone());
         settings.rotation_grace = Duration::from_millis(GRACE_MS);
         let app = Arc::new(App::new(settings, Arc::new(store), Arc::new(clock.clone())));
@@ -59,7 +67,8 @@ impl Server {
                 tracker::server::serve(app, listener, async {
                     let _ = rx.await;
                 })
-                .await;
+                .await
+                .expect("a clean stop");
             });
         });
         let server = Server {

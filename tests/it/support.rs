@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tracker::app::App;
 use tracker::clock::{Clock, ManualClock};
 use tracker::config::Settings;
-use tracker::storage::{Store, StoreOptions};
+use tracker::storage::{Store, StoreError, StoreOptions};
 
 /// The in-process server's "now": a fixed instant, so time rules are tested by moving the clock.
 pub const NOW_MS: u64 = 1_800_000_000_000;
@@ -362,7 +362,7 @@ pub struct TestServer {
     settings: Settings,
     queue_capacity: usize,
     shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    task: Option<JoinHandle<Result<(), StoreError>>>,
     // Dropped last: the data file lives here.
     _dir: tempfile::TempDir,
 }
@@ -372,6 +372,7 @@ fn open_store(path: &Path, fault: &Arc<AtomicU8>, queue_capacity: usize) -> (Sto
     let options = StoreOptions {
         fault: Some(fault.clone()),
         queue_capacity,
+        ..StoreOptions::default()
     };
     Store::open(path, &options).expect("open store")
 }
@@ -401,27 +402,29 @@ impl TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("t.redb");
         let fault = Arc::new(AtomicU8::new(tracker::storage::fault::WORKS));
-        let (store, spaces) = {
+        let store = {
             let (path, fault) = (path.clone(), fault.clone());
-            // Opening and `create_space` block on the disk and the writer: off the async workers.
+            // Opening blocks on the disk: off the async workers.
             tokio::task::spawn_blocking(move || {
                 let (store, created) = open_store(&path, &fault, queue_capacity);
                 assert!(created, "a fresh data file");
-                let spaces = ["a", "b"].map(|name| {
-                    let c =
-                        tracker::admin::create_space(&store, name, NOW_MS).expect("create space");
-                    Space {
-                        name: c.space,
-                        secret: c.secret,
-                        ingest_token: c.ingest_token,
-                    }
-                });
-                (Arc::new(store), spaces)
+                Arc::new(store)
             })
             .await
             .expect("setup task")
         };
-        let [a, b] = spaces;
+        let mut spaces = Vec::new();
+        for name in ["a", "b"] {
+            let c = tracker::admin::create_space(&store, name, NOW_MS)
+                .await
+                .expect("create space");
+            spaces.push(Space {
+                name: c.space,
+                secret: c.secret,
+                ingest_token: c.ingest_token,
+            });
+        }
+        let [a, b]: [Space; 2] = spaces.try_into().expect("two spaces");
         let mut settings = Settings::with_data(path);
         configure(&mut settings);
         let mut server = TestServer {
@@ -469,7 +472,7 @@ impl TestServer {
     /// # Panics
     /// If the server does not stop or the file does not open.
     pub async fn restart(mut self) -> TestServer {
-        self.stop_serving().await;
+        self.stop_serving().await.expect("a clean stop");
         let (path, fault, capacity) = (
             self.settings.data.clone(),
             self.fault.clone(),
@@ -485,24 +488,67 @@ impl TestServer {
         self
     }
 
-    async fn stop_serving(&mut self) {
+    /// Asks the server to stop and answers how its serve loop ended.
+    async fn stop_serving(&mut self) -> Result<(), StoreError> {
         if let Some(trigger) = self.shutdown.take() {
             let _ = trigger.send(());
         }
-        if let Some(task) = self.task.take() {
-            tokio::time::timeout(IO_TIMEOUT, task)
+        match self.task.take() {
+            Some(task) => tokio::time::timeout(IO_TIMEOUT, task)
                 .await
                 .expect("server stops in time")
-                .expect("serve task");
+                .expect("serve task"),
+            None => Ok(()),
         }
     }
 
     /// Stops the server and waits until it has committed and closed the data file.
     ///
     /// # Panics
-    /// If the serve task panicked or does not finish in time.
+    /// If the serve task panicked, does not finish in time, or ended with a storage failure.
     pub async fn stop(mut self) {
-        self.stop_serving().await;
+        self.stop_serving().await.expect("a clean stop");
+    }
+
+    /// Waits, without asking it to stop, until the serve loop ends by itself (it does when
+    /// storage fails for good), and answers how it ended.
+    ///
+    /// # Panics
+    /// If it does not end within the I/O timeout.
+    pub async fn serve_loop_ends(&mut self) -> Result<(), StoreError> {
+        let task = self.task.take().expect("serving");
+        tokio::time::timeout(IO_TIMEOUT, task)
+            .await
+            .expect("the serve loop ends by itself")
+            .expect("serve task")
+    }
+
+    /// Opens the data file again in a new store and serves it, as a supervisor's restart of the
+    /// process would after the serve loop ended. The clock and the spaces carry over.
+    ///
+    /// # Panics
+    /// If the file does not open.
+    pub async fn start_again(mut self) -> TestServer {
+        self.fault.store(
+            tracker::storage::fault::WORKS,
+            std::sync::atomic::Ordering::SeqCst,
+        );
+        let (path, fault, capacity) = (
+            self.settings.data.clone(),
+            self.fault.clone(),
+            self.queue_capacity,
+        );
+        let store = self.store.clone();
+        // The old store lets go of the file when its last handle is gone.
+        drop(store);
+        let (store, created) =
+            tokio::task::spawn_blocking(move || open_store(&path, &fault, capacity))
+                .await
+                .expect("reopen task");
+        assert!(!created, "the data file was kept");
+        self.store = Arc::new(store);
+        self.serve().await;
+        self
     }
 
     pub async fn send(&self, request: &Request<'_>) -> Response {

@@ -1,0 +1,335 @@
+//! The commit loop: one OS thread that owns every redb write transaction, and group-commits.
+//!
+//! [`Store`](crate::storage::Store) sends a [`Job`] (an operation of `ops.rs` and where its answer
+//! goes) and awaits the answer. The loop takes everything waiting in its queue, applies it in one
+//! write transaction (dedup and compare-and-set decisions happen here, against the transaction's
+//! own view, so 100 identical concurrent requests yield one `queued`), commits with fsync, and
+//! only then answers every request of the batch.
+//!
+//! A failure stays the size of its cause:
+//! - one request's refusal or undecodable record answers that request, and the rest commit;
+//! - a failed write of the commit (a full disk) answers the batch `unavailable`, stores none of
+//!   it, and the next batch reopens the file, which recovers to the last commit;
+//! - a failed flush answers the batch `unavailable` and stops the store for good
+//!   ([`Health::Failed`]): after a failed fsync the kernel may have dropped the pages, and only
+//!   a new process that reads the file from disk knows what is there (`file.rs`).
+//!
+//! Why a thread and a `std` channel, not a task: redb calls block on disk I/O, and a blocked
+//! async worker would stall every connection it serves.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use redb::{Database, ReadableDatabase, WriteTransaction};
+use tokio::sync::{oneshot, watch};
+
+use crate::domain::keyring::Keyring;
+use crate::error::Error;
+use crate::storage::dedup_buffer::DedupBuffer;
+use crate::storage::fault::FaultSwitch;
+use crate::storage::file::FlushFailed;
+use crate::storage::ops::Txn;
+use crate::storage::schema::{META_DEDUP_REDO_FROM, META_INBOX_SEQ};
+use crate::storage::{DbSlot, Health, StoreError, open, read};
+
+/// Where a request's answer goes, once its batch has committed.
+pub(super) type Reply<T> = oneshot::Sender<Result<T, Error>>;
+
+/// The most requests one transaction takes; bounds the latency a batch adds.
+const MAX_BATCH: usize = 4096;
+/// How often last-used times of credentials are written back.
+const LAST_USED_FLUSH: Duration = Duration::from_secs(60);
+
+/// What the queue carries.
+pub(super) enum Message {
+    Job(Box<dyn Job>),
+    /// Commit what came before, close the file, and end the thread.
+    Stop,
+}
+
+/// A write operation on its way through a batch.
+pub(super) trait Job: Send {
+    /// Runs the operation inside the batch's transaction and keeps its result. An error here
+    /// fails the whole batch; a failure of this request alone is kept as its answer.
+    fn apply(&mut self, txn: &mut Txn<'_>) -> Result<(), StoreError>;
+    /// Sends the answer: the operation's own if the batch committed, `unavailable` if not.
+    fn answer(self: Box<Self>, committed: bool);
+}
+
+/// The one [`Job`]: an operation, its result once applied, and its reply.
+pub(super) struct Write<T, F> {
+    op: Option<F>,
+    result: Option<Result<T, Error>>,
+    reply: Reply<T>,
+}
+
+impl<T, F> Write<T, F> {
+    pub(super) fn new(op: F, reply: Reply<T>) -> Write<T, F> {
+        Write {
+            op: Some(op),
+            result: None,
+            reply,
+        }
+    }
+}
+
+impl<T, F> Job for Write<T, F>
+where
+    T: Send,
+    F: FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send,
+{
+    fn apply(&mut self, txn: &mut Txn<'_>) -> Result<(), StoreError> {
+        let Some(op) = self.op.take() else {
+            return Ok(());
+        };
+        self.result = Some(match op(txn) {
+            Ok(value) => Ok(value),
+            Err(StoreError::Refused(e)) => Err(e),
+            Err(StoreError::Corrupt(what)) => {
+                tracing::error!(error = %what, "a stored record does not decode; answered this request 500");
+                Err(Error::internal())
+            }
+            Err(e) => return Err(e),
+        });
+        Ok(())
+    }
+
+    fn answer(self: Box<Self>, committed: bool) {
+        let result = match self.result {
+            Some(result) if committed => result,
+            _ => Err(Error::unavailable()),
+        };
+        // A caller that gave up (closed connection) is not an error.
+        let _ = self.reply.send(result);
+    }
+}
+
+pub(super) struct Writer {
+    path: PathBuf,
+    fault: Option<FaultSwitch>,
+    slot: Arc<DbSlot>,
+    db: Option<Arc<Database>>,
+    flush_failed: FlushFailed,
+    keyring: Arc<Keyring>,
+    /// Dedup entries not yet in the table; readers share it (`Store::judge_event`).
+    pending: Arc<RwLock<DedupBuffer>>,
+    health: Arc<watch::Sender<Health>>,
+    last_flush: Instant,
+}
+
+/// What ended a batch that did not commit.
+enum Failure {
+    /// Reopening the file recovers (a failed write, a full disk).
+    Recoverable,
+    /// The store stops: a flush failed.
+    Fatal,
+}
+
+impl Writer {
+    pub(super) fn new(
+        path: PathBuf,
+        fault: Option<FaultSwitch>,
+        slot: Arc<DbSlot>,
+        flush_failed: FlushFailed,
+        keyring: Arc<Keyring>,
+        pending: Arc<RwLock<DedupBuffer>>,
+        health: Arc<watch::Sender<Health>>,
+    ) -> Writer {
+        let db = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
+        Writer {
+            path,
+            fault,
+            slot,
+            db,
+            flush_failed,
+            keyring,
+            pending,
+            health,
+            last_flush: Instant::now(),
+        }
+    }
+
+    pub(super) fn run(mut self, queue: &Receiver<Message>) {
+        let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(256);
+        let mut stopping = false;
+        while !stopping {
+            let Ok(first) = queue.recv() else { break };
+            let mut next = Some(first);
+            while let Some(message) = next.take() {
+                match message {
+                    Message::Job(job) => batch.push(job),
+                    // Anything after `Stop` was sent after `close()`: it is dropped, and its
+                    // caller sees the writer gone.
+                    Message::Stop => {
+                        stopping = true;
+                        break;
+                    }
+                }
+                if batch.len() < MAX_BATCH {
+                    next = queue.try_recv().ok();
+                }
+            }
+            let flush = stopping || self.last_flush.elapsed() >= LAST_USED_FLUSH;
+            if batch.is_empty() && !flush {
+                continue;
+            }
+            // At a stop, every buffered dedup entry goes to the table: a cleanly closed file
+            // needs no redo.
+            if let Err(Failure::Fatal) = self.commit_batch(&mut batch, flush, stopping) {
+                // Stop accepting: answer what waits, and let the queue close with the thread.
+                while let Ok(message) = queue.try_recv() {
+                    if let Message::Job(job) = message {
+                        job.answer(false);
+                    }
+                }
+                return;
+            }
+        }
+        self.close();
+    }
+
+    fn commit_batch(
+        &mut self,
+        batch: &mut Vec<Box<dyn Job>>,
+        flush_last_used: bool,
+        drain: bool,
+    ) -> Result<(), Failure> {
+        let Some(db) = self.database() else {
+            for job in batch.drain(..) {
+                job.answer(false);
+            }
+            return Err(Failure::Recoverable);
+        };
+        let pending = self.pending.clone();
+        let pending = pending.read().unwrap_or_else(PoisonError::into_inner);
+        let result = (|| -> Result<(bool, _), StoreError> {
+            let txn = db.begin_write()?;
+            let (credentials_changed, change) = {
+                let mut t = Txn::open(&txn, &pending)?;
+                for job in batch.iter_mut() {
+                    job.apply(&mut t)?;
+                }
+                if flush_last_used {
+                    t.flush_last_used(&self.keyring.last_used())?;
+                }
+                let mut change = std::mem::take(&mut t.change);
+                let redo_from =
+                    pending.flush_slice(&mut change, &mut t.dedup, drain, t.inbox_seq + 1)?;
+                t.meta.insert(META_DEDUP_REDO_FROM, redo_from)?;
+                t.meta.insert(META_INBOX_SEQ, t.inbox_seq)?;
+                (t.credentials_changed, change)
+            };
+            commit(txn)?;
+            Ok((credentials_changed, change))
+        })();
+        drop(pending);
+        match result {
+            Ok((credentials_changed, change)) => {
+                // Before answering: a reader that sees the answer sees the entries.
+                self.pending
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .apply(change);
+                if flush_last_used {
+                    self.last_flush = Instant::now();
+                }
+                if credentials_changed {
+                    // Before answering: a rotation is in force when its command returns.
+                    if let Err(e) = self.reload_keyring(&db) {
+                        tracing::error!(error = %e, "reloading credentials after a commit");
+                    }
+                }
+                for job in batch.drain(..) {
+                    job.answer(true);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let fatal = self.flush_failed.load(Ordering::SeqCst);
+                self.let_go_of_file();
+                let failure = if fatal {
+                    let reason = format!(
+                        "flushing {} to disk failed ({e}); what the disk holds is known only to \
+                         a new process, so the tracker stops and a restart recovers from the file",
+                        self.path.display()
+                    );
+                    tracing::error!("{reason}");
+                    // Before answering: a client that reads the 503 finds `/healthz` failed.
+                    self.health.send_replace(Health::Failed(reason));
+                    Failure::Fatal
+                } else {
+                    tracing::error!(error = %e, "commit failed; the batch was answered 503 and the file will be reopened");
+                    Failure::Recoverable
+                };
+                for job in batch.drain(..) {
+                    job.answer(false);
+                }
+                Err(failure)
+            }
+        }
+    }
+
+    fn reload_keyring(&self, db: &Database) -> Result<(), StoreError> {
+        self.keyring
+            .replace(read::keyring_entries(&db.begin_read()?)?);
+        Ok(())
+    }
+
+    /// The database, reopened first if an earlier commit failed.
+    fn database(&mut self) -> Option<Arc<Database>> {
+        if self.db.is_none() {
+            match open::open_database(&self.path, self.fault.as_ref()) {
+                Ok(opened) => {
+                    tracing::info!("data file reopened after a storage failure");
+                    // The open derived again every entry the buffer held (each is at or after
+                    // the last committed `dedup_redo_from`): the table is now the truth, and the
+                    // buffer must not write over it.
+                    *self.pending.write().unwrap_or_else(PoisonError::into_inner) =
+                        DedupBuffer::default();
+                    let db = Arc::new(opened.db);
+                    self.flush_failed = opened.flush_failed;
+                    *self.slot.write().unwrap_or_else(PoisonError::into_inner) = Some(db.clone());
+                    self.db = Some(db);
+                }
+                Err(e) => tracing::error!(error = %e, "data file cannot be reopened yet"),
+            }
+        }
+        self.db.clone()
+    }
+
+    /// After a failed commit redb refuses further work on that handle: let go of it, so that
+    /// the next batch reopens the file (and repairs it if needed), or, after a failed flush,
+    /// so that nothing reads from it again.
+    fn let_go_of_file(&mut self) {
+        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = None;
+        self.db = None;
+    }
+
+    fn close(mut self) {
+        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = None;
+        if let Some(db) = self.db.take() {
+            // Readers hold their own Arc for the length of one read; the file closes when the
+            // last one is done.
+            if let Ok(db) = Arc::try_unwrap(db) {
+                if let Err(e) = db.close() {
+                    tracing::error!(error = %e, "closing the data file");
+                }
+            } else {
+                tracing::debug!("data file closes after its last reader");
+            }
+        }
+    }
+}
+
+/// Commits with fsync, in one phase: redb writes the pages, flushes, then writes the header that
+/// names them (with a checksum that tells a torn header from a whole one), and flushes once more
+/// only for a shrink. Without quick repair, a crash costs a full check of the file at the next
+/// open (about 0.1 s per 100 MB here) instead of a second flush and the allocator state on every
+/// commit (README, "Durability").
+fn commit(txn: WriteTransaction) -> Result<(), StoreError> {
+    txn.commit()?;
+    Ok(())
+}

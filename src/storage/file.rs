@@ -1,0 +1,115 @@
+//! The data file's storage backend: redb's own file backend, watched for a failed flush.
+//!
+//! Why a backend of our own: redb reports a failed `write` and a failed `fsync` alike, as an I/O
+//! error of the commit, but they mean different things. A failed write (a full disk, where ext4
+//! and XFS report it) leaves the file as the last commit left it, and reopening the file is a
+//! clean recovery. A failed fsync does not: Linux may have dropped the dirty pages and marked
+//! them clean, so the file can then show data that never reached the disk, and a retry would be
+//! acknowledged as a `duplicate` of a lost write. `PostgreSQL` learned this in 2018 and since then
+//! stops (`data_sync_retry = off`); so does the tracker (`commit.rs`). This backend remembers
+//! that a flush failed, so the writer can tell the two apart.
+//!
+//! It also reads the test switch (`fault.rs`) that makes writes or flushes fail on purpose.
+//! Everything else, locking included, is redb's file backend.
+
+use std::fs::OpenOptions;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redb::backends::FileBackend;
+use redb::{BackendError, StorageBackend};
+
+use crate::storage::fault::{FAIL_ALL, FAIL_SYNC, FaultSwitch, PANIC_ON_WRITE};
+
+/// Set once a flush of the file has failed; never cleared for that open file.
+pub type FlushFailed = Arc<AtomicBool>;
+
+#[derive(Debug)]
+pub struct DataFile {
+    inner: FileBackend,
+    flush_failed: FlushFailed,
+    fault: Option<FaultSwitch>,
+}
+
+impl DataFile {
+    /// Opens (or creates) `path`. The error names the path: a user reads it.
+    pub fn open(
+        path: &Path,
+        fault: Option<FaultSwitch>,
+    ) -> std::io::Result<(DataFile, FlushFailed)> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let flush_failed = FlushFailed::default();
+        let inner = FileBackend::new(file).map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok((
+            DataFile {
+                inner,
+                flush_failed: flush_failed.clone(),
+                fault,
+            },
+            flush_failed,
+        ))
+    }
+
+    /// Fails if the test switch fails this kind of call (a write, or with `sync` a flush).
+    fn injected(&self, sync: bool) -> Result<(), std::io::Error> {
+        match self.fault.as_ref().map(|f| f.load(Ordering::SeqCst)) {
+            Some(FAIL_ALL) => Err(std::io::Error::other("injected storage failure")),
+            Some(FAIL_SYNC) if sync => Err(std::io::Error::other("injected flush failure")),
+            Some(PANIC_ON_WRITE) if !sync => panic!("injected panic in a write"),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl StorageBackend for DataFile {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.injected(false)?;
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        let result = self.injected(true).and_then(|()| self.inner.sync_data());
+        if result.is_err() {
+            self.flush_failed.store(true, Ordering::SeqCst);
+        }
+        result
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.injected(false)?;
+        self.inner.write(offset, data)
+    }
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.inner.close()
+    }
+    fn try_lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.try_lock_range(s, e)
+    }
+    fn try_lock_shared_range(&self, s: Bound<u64>, e: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.try_lock_shared_range(s, e)
+    }
+    fn lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.lock_range(s, e)
+    }
+    fn lock_shared_range(&self, s: Bound<u64>, e: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.lock_shared_range(s, e)
+    }
+    fn unlock_range(&self, s: Bound<u64>, e: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.unlock_range(s, e)
+    }
+    fn query_lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.query_lock_range(s, e)
+    }
+}

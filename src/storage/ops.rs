@@ -1,0 +1,361 @@
+//! The write operations, each one function on [`Txn`]: the tables of the batch's write
+//! transaction, with what the batch shares (the next `inbox_id`, the dedup buffer).
+//!
+//! The commit loop (`commit.rs`) runs each request's operation inside one transaction and answers
+//! after the commit; [`Store`](crate::storage::Store) gives each operation its typed, async
+//! method. Adding a write is one function here and one method there.
+//!
+//! How an operation fails decides how far the failure reaches (`commit.rs`):
+//! - [`StoreError::Refused`]: the caller's request is refused (a taken name); that request is
+//!   answered with it.
+//! - [`StoreError::Corrupt`]: a stored record does not decode; that request is answered
+//!   `internal` and the rest of the batch commits.
+//! - anything else (an I/O error of redb): the whole batch fails.
+//!
+//! So that a refused or corrupt request leaves nothing behind, an operation reads and decodes
+//! everything it needs before its first insert.
+
+use redb::{ReadableTable, Table, WriteTransaction};
+use sha2::{Digest, Sha256};
+
+use crate::domain::click::NewClick;
+use crate::domain::credential::{self, Kind};
+use crate::domain::dedup::{self, DedupKey};
+use crate::domain::event::ValidEvent;
+use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredential};
+use crate::error::{Code, Error};
+use crate::storage::StoreError;
+use crate::storage::dedup_buffer::{self, DedupBuffer};
+use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
+use crate::storage::schema::{
+    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, META, META_INBOX_SEQ,
+    META_SPACE_SEQ, SPACES,
+};
+
+/// The tables of one write transaction, opened once per batch, and what the batch's operations
+/// share.
+pub(crate) struct Txn<'t> {
+    pub(super) meta: Table<'t, &'static str, u64>,
+    spaces: Table<'t, &'static str, &'static [u8]>,
+    credentials: Table<'t, &'static [u8; 32], &'static [u8]>,
+    inbox: Table<'t, (u32, u64), &'static [u8]>,
+    pub(super) dedup: Table<'t, (u32, u8, u128), (u64, u64)>,
+    clicks: Table<'t, (u32, &'static str), &'static [u8]>,
+    by_fbclid: Table<'t, (u32, u128), &'static str>,
+    by_tg: Table<'t, (u32, u64, &'static str), ()>,
+    /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
+    pub(super) inbox_seq: u64,
+    /// Whether the keyring must be read again once the batch commits.
+    pub(super) credentials_changed: bool,
+    /// Dedup entries older than this transaction, not yet in `DEDUP`.
+    pending: &'t DedupBuffer,
+    /// The dedup entries this transaction adds and writes out.
+    pub(super) change: dedup_buffer::Change,
+}
+
+impl<'t> Txn<'t> {
+    pub(super) fn open(
+        txn: &'t WriteTransaction,
+        pending: &'t DedupBuffer,
+    ) -> Result<Txn<'t>, StoreError> {
+        let meta = txn.open_table(META)?;
+        let inbox_seq = meta.get(META_INBOX_SEQ)?.map_or(0, |v| v.value());
+        Ok(Txn {
+            meta,
+            spaces: txn.open_table(SPACES)?,
+            credentials: txn.open_table(CREDENTIALS)?,
+            inbox: txn.open_table(INBOX)?,
+            dedup: txn.open_table(DEDUP)?,
+            clicks: txn.open_table(CLICKS)?,
+            by_fbclid: txn.open_table(CLICKS_BY_FBCLID)?,
+            by_tg: txn.open_table(CLICKS_BY_TG)?,
+            inbox_seq,
+            credentials_changed: false,
+            pending,
+            change: dedup_buffer::Change::default(),
+        })
+    }
+
+    /// Stores `event` in the inbox of `space` unless its dedup key names an earlier event.
+    pub(crate) fn record_event(
+        &mut self,
+        space: u32,
+        event: ValidEvent,
+        key: Option<DedupKey>,
+    ) -> Result<EventOutcome, StoreError> {
+        let matched = match &event.uid {
+            Some(uid) => self.clicks.get((space, uid.as_str()))?.is_some(),
+            None => false,
+        };
+        let entry_key = key.as_ref().map(|k| dedup_buffer::entry_key(space, k));
+        if let (Some(key), Some(k)) = (&key, &entry_key) {
+            // Newest first: this transaction's events, then the buffer, then the table.
+            let earlier = match self
+                .change
+                .fresh
+                .get(k)
+                .copied()
+                .or_else(|| self.pending.get(k))
+            {
+                Some(e) => Some(e),
+                None => self.dedup.get(k)?.map(|g| g.value()),
+            };
+            if let Some(inbox_id) = dedup::duplicate_of(key, earlier, event.received_at_ms) {
+                return Ok(EventOutcome {
+                    duplicate: true,
+                    inbox_id,
+                    matched,
+                });
+            }
+        }
+        self.inbox_seq += 1;
+        let inbox_id = self.inbox_seq;
+        let received_at_ms = event.received_at_ms;
+        let record = dedup_buffer::event_record(event, matched);
+        self.inbox
+            .insert((space, inbox_id), records::encode(&record).as_slice())?;
+        if let Some(k) = entry_key {
+            self.change.fresh.insert(k, (inbox_id, received_at_ms));
+        }
+        Ok(EventOutcome {
+            duplicate: false,
+            inbox_id,
+            matched,
+        })
+    }
+
+    /// Stores a new click with a fresh `uid`, or answers the click that has the same `fbclid`.
+    pub(crate) fn back_fill_click(
+        &mut self,
+        space: u32,
+        click: NewClick,
+    ) -> Result<ClickOutcome, StoreError> {
+        let fbclid_key = click.fbclid.as_deref().map(digest128);
+        if let Some(k) = fbclid_key {
+            if let Some(uid) = self.by_fbclid.get((space, k))? {
+                return Ok(ClickOutcome {
+                    uid: uid.value().to_owned(),
+                    created: false,
+                });
+            }
+        }
+        let uid = loop {
+            // 128 random bits: a collision is astronomically unlikely, but never overwrite.
+            let uid = credential::random_id();
+            if self.clicks.get((space, uid.as_str()))?.is_none() {
+                break uid;
+            }
+        };
+        let record = ClickRecord {
+            link_slug: click.link_slug,
+            fbclid: click.fbclid,
+            campaign_name: click.campaign_name,
+            raw_query: click.raw_query,
+            clicked_at_ms: click.clicked_at_ms,
+            tg_id: None,
+            bound_at_ms: None,
+        };
+        self.clicks
+            .insert((space, uid.as_str()), records::encode(&record).as_slice())?;
+        if let Some(k) = fbclid_key {
+            self.by_fbclid.insert((space, k), uid.as_str())?;
+        }
+        Ok(ClickOutcome { uid, created: true })
+    }
+
+    /// Binds click `uid` to `tg_id` by compare-and-set: the first binding wins.
+    pub(crate) fn bind(
+        &mut self,
+        space: u32,
+        uid: &str,
+        tg_id: u64,
+        now_ms: u64,
+    ) -> Result<BindOutcome, StoreError> {
+        let mut record: ClickRecord = match self.clicks.get((space, uid))? {
+            None => return Ok(BindOutcome::Unmatched),
+            Some(bytes) => records::decode(bytes.value())?,
+        };
+        if let Some(existing) = record.tg_id {
+            return Ok(BindOutcome::Bound {
+                tg_id: existing,
+                conflict: existing != tg_id,
+            });
+        }
+        record.tg_id = Some(tg_id);
+        record.bound_at_ms = Some(now_ms);
+        self.clicks
+            .insert((space, uid), records::encode(&record).as_slice())?;
+        self.by_tg.insert((space, tg_id, uid), ())?;
+        Ok(BindOutcome::Bound {
+            tg_id,
+            conflict: false,
+        })
+    }
+
+    /// Creates space `name` with its first secret and ingest token; answers its number.
+    pub(crate) fn create_space(
+        &mut self,
+        name: &str,
+        secret: &NewCredential,
+        ingest: &NewCredential,
+        now_ms: u64,
+    ) -> Result<u32, StoreError> {
+        if self.spaces.get(name)?.is_some() {
+            return Err(refused(format!("space {name:?} already exists")));
+        }
+        let no = self.meta.get(META_SPACE_SEQ)?.map_or(0, |v| v.value()) + 1;
+        let no =
+            u32::try_from(no).map_err(|_| StoreError::Corrupt("space numbers exhausted".into()))?;
+        self.meta.insert(META_SPACE_SEQ, u64::from(no))?;
+        let record = SpaceRecord {
+            no,
+            created_at_ms: now_ms,
+        };
+        self.spaces
+            .insert(name, records::encode(&record).as_slice())?;
+        self.insert_credential(no, secret, now_ms)?;
+        self.insert_credential(no, ingest, now_ms)?;
+        self.credentials_changed = true;
+        Ok(no)
+    }
+
+    /// Makes `new` the active credential of its kind; the one it replaces keeps working for
+    /// `grace_ms`. Answers when that one stops, `None` if none was active.
+    pub(crate) fn rotate(
+        &mut self,
+        space: &str,
+        new: &NewCredential,
+        grace_ms: u64,
+        now_ms: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        let no = self.existing_space(space)?;
+        let until = now_ms.saturating_add(grace_ms);
+        let mut replaced = false;
+        self.update_credentials(no, new.kind, |c| {
+            if c.valid_until_ms.is_none() && c.revoked_at_ms.is_none() {
+                c.valid_until_ms = Some(until);
+                replaced = true;
+            }
+        })?;
+        self.insert_credential(no, new, now_ms)?;
+        self.credentials_changed = true;
+        Ok(replaced.then_some(until))
+    }
+
+    /// Ends every live credential of `kind` in `space` at once; answers how many.
+    pub(crate) fn revoke(
+        &mut self,
+        space: &str,
+        kind: Kind,
+        now_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let no = self.existing_space(space)?;
+        let mut count = 0;
+        self.update_credentials(no, kind, |c| {
+            let live = c.valid_until_ms.is_none_or(|until| now_ms < until);
+            if c.revoked_at_ms.is_none() && live {
+                c.revoked_at_ms = Some(now_ms);
+                count += 1;
+            }
+        })?;
+        self.credentials_changed = true;
+        Ok(count)
+    }
+
+    /// Writes back when credentials were last used (kept in memory between flushes). A record
+    /// that does not decode is skipped and logged: a last-used time is not worth a batch.
+    pub(super) fn flush_last_used(
+        &mut self,
+        seen: &[(credential::CredentialDigest, u64)],
+    ) -> Result<(), StoreError> {
+        for (digest, at) in seen {
+            let record = match self.credentials.get(digest)? {
+                None => continue,
+                Some(bytes) => match records::decode::<CredentialRecord>(bytes.value()) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::error!(error = %e, "credential record; last-used time not written");
+                        continue;
+                    }
+                },
+            };
+            if record.last_used_ms < *at {
+                let record = CredentialRecord {
+                    last_used_ms: *at,
+                    ..record
+                };
+                self.credentials
+                    .insert(digest, records::encode(&record).as_slice())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The number of space `name`, or the refusal a caller reads when there is none.
+    fn existing_space(&self, name: &str) -> Result<u32, StoreError> {
+        match self.spaces.get(name)? {
+            None => Err(refused(format!("no space named {name:?}"))),
+            Some(bytes) => Ok(records::decode::<SpaceRecord>(bytes.value())?.no),
+        }
+    }
+
+    fn insert_credential(
+        &mut self,
+        space_no: u32,
+        c: &NewCredential,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let record = CredentialRecord {
+            space_no,
+            kind: c.kind as u8,
+            public_prefix: c.public_prefix.clone(),
+            created_at_ms: now_ms,
+            valid_until_ms: None,
+            revoked_at_ms: None,
+            last_used_ms: 0,
+        };
+        self.credentials
+            .insert(&c.digest, records::encode(&record).as_slice())?;
+        Ok(())
+    }
+
+    /// Applies `change` to every credential of `kind` in space `space_no`, after decoding all of
+    /// them. The table holds a few records per space, so a scan is the simplest correct thing.
+    fn update_credentials(
+        &mut self,
+        space_no: u32,
+        kind: Kind,
+        mut change: impl FnMut(&mut CredentialRecord),
+    ) -> Result<(), StoreError> {
+        let mut updates = Vec::new();
+        for entry in self.credentials.iter()? {
+            let (digest, bytes) = entry?;
+            let mut record: CredentialRecord = records::decode(bytes.value())?;
+            if record.space_no == space_no && record.kind == kind as u8 {
+                let before = record.clone();
+                change(&mut record);
+                if record != before {
+                    updates.push((*digest.value(), record));
+                }
+            }
+        }
+        for (digest, record) in updates {
+            self.credentials
+                .insert(&digest, records::encode(&record).as_slice())?;
+        }
+        Ok(())
+    }
+}
+
+/// A request the caller must change (a taken or unknown name); answered as it is.
+fn refused(message: String) -> StoreError {
+    StoreError::Refused(Error::new(Code::InvalidField, message))
+}
+
+/// The first 128 bits of SHA-256: the index key of a long string (an fbclid).
+fn digest128(text: &str) -> u128 {
+    let d = Sha256::digest(text.as_bytes());
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&d[..16]);
+    u128::from_be_bytes(first)
+}
