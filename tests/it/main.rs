@@ -9,4 +9,5 @@ mod credentials;
 mod dedup;
 mod durability;
 mod events;
+mod fixtures;
 mod support;
