@@ -24,6 +24,7 @@ use tokio::net::{UnixListener, UnixStream};
 use crate::admin;
 use crate::app::App;
 use crate::domain::credential::Kind;
+use crate::domain::feed::PageRequest;
 use crate::error::Error;
 
 /// The socket of the server that has `data` open.
@@ -38,11 +39,27 @@ pub fn socket_path(data: &Path) -> PathBuf {
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum AdminRequest {
-    SpaceCreate { name: String },
+    SpaceCreate {
+        name: String,
+    },
     SpaceList,
-    KeysRotate { space: String, kind: KindName },
-    KeysRevoke { space: String, kind: KindName },
-    Backup { dest: PathBuf },
+    KeysRotate {
+        space: String,
+        kind: KindName,
+    },
+    KeysRevoke {
+        space: String,
+        kind: KindName,
+    },
+    Backup {
+        dest: PathBuf,
+    },
+    /// One page of a space's feed, for `tracker export`.
+    ExportPage {
+        space: String,
+        after: u64,
+        limit: usize,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +104,14 @@ pub async fn execute(app: &App, request: AdminRequest) -> Result<Value, Error> {
             to_value(&admin::revoke(store, &space, kind.into(), now).await?)
         }
         AdminRequest::Backup { dest } => to_value(&admin::backup(store, &dest).await?),
+        AdminRequest::ExportPage {
+            space,
+            after,
+            limit,
+        } => {
+            let no = store.space_no(space).await?;
+            to_value(&store.feed(no, PageRequest { after, limit }).await?)
+        }
     };
     Ok(value)
 }
@@ -164,7 +189,12 @@ async fn serve_connection(stream: UnixStream, app: Arc<App>, own: u32) -> std::i
                 error: Some(format!("not an admin request: {e}")),
             },
             Ok(request) => {
-                tracing::info!(target: "tracker::admin", op = ?op_name(&request), "admin command");
+                if matches!(request, AdminRequest::ExportPage { .. }) {
+                    // An export asks once per page: not worth a line each.
+                    tracing::debug!(target: "tracker::admin", op = "export_page", "admin command");
+                } else {
+                    tracing::info!(target: "tracker::admin", op = ?op_name(&request), "admin command");
+                }
                 match execute(&app, request).await {
                     Ok(value) => AdminAnswer {
                         ok: true,
@@ -203,6 +233,7 @@ fn op_name(r: &AdminRequest) -> &'static str {
         AdminRequest::KeysRotate { .. } => "keys_rotate",
         AdminRequest::KeysRevoke { .. } => "keys_revoke",
         AdminRequest::Backup { .. } => "backup",
+        AdminRequest::ExportPage { .. } => "export_page",
     }
 }
 
@@ -212,6 +243,12 @@ pub enum Reached {
     Answered(Result<Value, String>),
     /// No server listens there: open the data file directly.
     NoServer,
+}
+
+/// Whether a server listens at `path`.
+#[must_use]
+pub fn reachable(path: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(path).is_ok()
 }
 
 /// Sends `request` to the server listening at `path`, if one does. Blocking; for the command

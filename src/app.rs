@@ -5,15 +5,19 @@
 //! Nothing here knows about HTTP; handlers turn requests into these calls and answers into JSON.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::click::{BindInput, NewClick};
 use crate::domain::dedup::{self, Basis};
 use crate::domain::event::{self, EventInput, EventRules, FieldNames};
-use crate::domain::keyring::SpaceRef;
+use crate::domain::feed::{FeedPage, PageRequest};
+use crate::domain::keyring::{self, SpaceRef};
 use crate::domain::outcome::{BindOutcome, ClickOutcome};
 use crate::domain::rate::RateLimiter;
+use crate::domain::rejection::Rejection;
+use crate::domain::stats::{Dimension, GroupStats};
 use crate::error::Error;
 use crate::storage::Store;
 
@@ -75,6 +79,71 @@ impl App {
         };
         self.limiter.check(space.no, &space.name, now)?;
         Ok(space)
+    }
+
+    /// The space of a credential that [`App::authenticate`] refused, if the tracker issued it
+    /// (expired, revoked, of the wrong kind): its refusals belong in that space's rejection log.
+    #[must_use]
+    pub fn issuer_space(&self, presented: Presented<'_>) -> Option<SpaceRef> {
+        let text = match presented {
+            Presented::Bearer(header) => header.and_then(keyring::bearer_credential)?,
+            Presented::IngestToken(token) => token?,
+        };
+        self.store.keyring().issuer_space(text)
+    }
+
+    /// Adds a refused request to `space`'s rejection log (best effort: never delays anything).
+    pub fn record_rejection(&self, space: &SpaceRef, rejection: Rejection) {
+        self.store.record_rejection(space.no, rejection);
+    }
+
+    /// A page of the space's feed.
+    pub async fn feed(&self, space: &SpaceRef, page: PageRequest) -> Result<FeedPage, Error> {
+        self.store.feed(space.no, page).await
+    }
+
+    /// A page of the space's feed as soon as it holds an event after `page.after`, or an empty
+    /// page after `timeout`. Woken by the writer's commits, never by polling the file.
+    pub async fn wait_for_events(
+        &self,
+        space: &SpaceRef,
+        page: PageRequest,
+        timeout: Duration,
+    ) -> Result<FeedPage, Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut commits = self.store.commits();
+        loop {
+            // Marked seen before the read: a commit after it wakes the wait below.
+            commits.borrow_and_update();
+            let found = self.store.feed(space.no, page).await?;
+            if !found.events.is_empty() {
+                return Ok(found);
+            }
+            match tokio::time::timeout_at(deadline, commits.changed()).await {
+                Ok(Ok(())) => {}
+                // Timed out, or the store is closing: an empty page.
+                Ok(Err(_)) | Err(_) => return Ok(found),
+            }
+        }
+    }
+
+    /// The space's stats by `dimension` over `hours`.
+    pub async fn stats(
+        &self,
+        space: &SpaceRef,
+        dimension: Dimension,
+        hours: (u32, u32),
+    ) -> Result<Vec<GroupStats>, Error> {
+        self.store.stats(space.no, dimension, hours).await
+    }
+
+    /// The space's last `limit` rejections, newest first.
+    pub async fn rejections(
+        &self,
+        space: &SpaceRef,
+        limit: usize,
+    ) -> Result<Vec<Rejection>, Error> {
+        self.store.rejections(space.no, limit).await
     }
 
     /// Validates and records one event; answers after the commit.

@@ -62,6 +62,19 @@ enum Command {
     },
     /// Write a consistent copy of the data file to DEST (safe while the server runs)
     Backup { dest: PathBuf },
+    /// Write a space's events, with attribution, as GET /events shows them (safe while the
+    /// server runs; constant memory)
+    Export {
+        space: String,
+        /// Start after this `inbox_id` (a `next`, or the last `inbox_id` of an earlier export)
+        #[arg(long, value_name = "ID", default_value_t = 0)]
+        after: u64,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Ndjson)]
+        format: ExportFormat,
+        /// Write to FILE instead of standard output
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Print the example configuration with every default
     DefaultConfig,
 }
@@ -88,6 +101,14 @@ enum KeysCommand {
         #[arg(long, value_enum)]
         kind: KindArg,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ExportFormat {
+    /// One JSON object per line
+    Ndjson,
+    /// RFC 4180, with a header row
+    Csv,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -162,6 +183,12 @@ pub fn main() -> ExitCode {
                 .map_err(Into::into)
                 .and_then(|dest| admin_command(&settings, out, &AdminRequest::Backup { dest }))
         }
+        Command::Export {
+            space,
+            after,
+            format,
+            out,
+        } => export(&settings, &space, after, format, out.as_deref()),
         Command::DefaultConfig => unreachable!("handled above"),
     };
     match result {
@@ -189,31 +216,139 @@ type CliResult = Result<(), Box<dyn std::error::Error>>;
 /// How long an admin command waits for the data file while another command holds it.
 const FILE_WAIT: Duration = Duration::from_secs(10);
 
+/// Where admin commands go: the running server's socket, or the data file opened here. Decided
+/// by the first command: a server answering on the socket takes it, else the file is opened.
+// `Local` is large, but there is one of these per command.
+#[allow(clippy::large_enum_variant)]
+enum AdminTarget {
+    Undecided,
+    Server(PathBuf),
+    Local {
+        app: App,
+        runtime: tokio::runtime::Runtime,
+    },
+}
+
+impl AdminTarget {
+    /// Runs one command; both targets run [`admin_socket::execute`].
+    fn run(
+        &mut self,
+        settings: &Settings,
+        request: &AdminRequest,
+    ) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+        let socket = admin_socket::socket_path(&settings.data);
+        let started = Instant::now();
+        loop {
+            match self {
+                AdminTarget::Server(socket) => {
+                    return match admin_socket::request(socket, request)? {
+                        Reached::Answered(answer) => Ok(answer?),
+                        Reached::NoServer => Err("the server stopped while the command ran".into()),
+                    };
+                }
+                AdminTarget::Local { app, runtime } => {
+                    return Ok(runtime.block_on(admin_socket::execute(app, request.clone()))?);
+                }
+                AdminTarget::Undecided => {
+                    if let Reached::Answered(answer) = admin_socket::request(&socket, request)? {
+                        *self = AdminTarget::Server(socket);
+                        return Ok(answer?);
+                    }
+                    match Store::open(&settings.data, &StoreOptions::default()) {
+                        Ok((store, _)) => {
+                            let app =
+                                App::new(settings.clone(), Arc::new(store), Arc::new(SystemClock));
+                            let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+                            *self = AdminTarget::Local { app, runtime };
+                        }
+                        // Another command has the file for a moment, or a server is starting.
+                        Err(StoreError::InUse(_)) if started.elapsed() < FILE_WAIT => {
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for AdminTarget {
+    fn drop(&mut self) {
+        if let AdminTarget::Local { app, .. } = self {
+            app.store.close();
+        }
+    }
+}
+
 /// Runs an admin command through the running server's socket, or, when no server runs, on the
 /// data file directly. Both paths run [`admin_socket::execute`].
 fn admin_command(settings: &Settings, out: Output, request: &AdminRequest) -> CliResult {
-    let socket = admin_socket::socket_path(&settings.data);
-    let started = Instant::now();
-    let value = loop {
-        if let Reached::Answered(answer) = admin_socket::request(&socket, request)? {
-            break answer?;
-        }
-        match Store::open(&settings.data, &StoreOptions::default()) {
-            Ok((store, _)) => {
-                let app = App::new(settings.clone(), Arc::new(store), Arc::new(SystemClock));
-                let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-                let result = runtime.block_on(admin_socket::execute(&app, request.clone()));
-                app.store.close();
-                break result?;
-            }
-            // Another command has the file for a moment, or a server is starting: wait.
-            Err(StoreError::InUse(_)) if started.elapsed() < FILE_WAIT => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
+    let value = AdminTarget::Undecided.run(settings, request)?;
     out.answer(request, value)
+}
+
+/// `tracker export`: the space's feed page by page (constant memory), through the server when
+/// one runs. Stops at the end of what is committed when it reaches it.
+fn export(
+    settings: &Settings,
+    space: &str,
+    mut after: u64,
+    format: ExportFormat,
+    out: Option<&std::path::Path>,
+) -> CliResult {
+    let mut target = AdminTarget::Undecided;
+    let file: Box<dyn std::io::Write> = match out {
+        Some(path) => Box::new(
+            std::fs::File::create(path)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+        ),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut sink = std::io::BufWriter::new(file);
+    let mut csv = (format == ExportFormat::Csv).then(|| csv::Writer::from_writer(Vec::new()));
+    // Progress on a terminal only: indicatif draws nothing when stderr is not one.
+    let progress = indicatif::ProgressBar::new_spinner().with_style(
+        indicatif::ProgressStyle::with_template("{spinner} {pos} events exported ({per_sec})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    loop {
+        let request = AdminRequest::ExportPage {
+            space: space.to_owned(),
+            after,
+            limit: crate::domain::feed::MAX_PAGE,
+        };
+        let page: crate::domain::feed::FeedPage =
+            serde_json::from_value(target.run(settings, &request)?)?;
+        for event in &page.events {
+            // The csv writer fills a buffer per page, emptied into the sink: memory stays one
+            // page whatever the size of the export.
+            if let Some(w) = &mut csv {
+                w.serialize(event)?;
+            } else {
+                serde_json::to_writer(&mut sink, event)?;
+                sink.write_all(b"\n")?;
+            }
+        }
+        if let Some(w) = csv.take() {
+            let bytes = w.into_inner().map_err(|e| e.to_string())?;
+            sink.write_all(&bytes)?;
+            // Only the first page writes the header row.
+            csv = Some(
+                csv::WriterBuilder::new()
+                    .has_headers(false)
+                    .from_writer(Vec::new()),
+            );
+        }
+        progress.inc(page.events.len() as u64);
+        match page.next {
+            Some(next) => after = next.parse()?,
+            None => break,
+        }
+    }
+    sink.flush()?;
+    progress.finish_and_clear();
+    Ok(())
 }
 
 fn serve(settings: Settings, out: Output) -> CliResult {
@@ -273,6 +408,7 @@ impl Output {
                 );
                 self.print(&r, &text);
             }
+            AdminRequest::ExportPage { .. } => self.print(&value, &value.to_string()),
             AdminRequest::Backup { dest } => {
                 let stats: crate::storage::backup::BackupStats = serde_json::from_value(value)?;
                 let text = format!(

@@ -136,6 +136,7 @@ pub(crate) mod tests {
             occurred_at_ms: 1_800_000_000_000,
             time_supplied: false,
             received_at_ms: 1_800_000_000_000,
+            source: crate::domain::event::Source::Post,
         }
     }
 

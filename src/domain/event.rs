@@ -69,17 +69,51 @@ pub struct ValidEvent {
     pub occurred_at_ms: u64,
     pub time_supplied: bool,
     pub received_at_ms: u64,
+    /// Which way in it came by.
+    pub source: Source,
+}
+
+/// The way in an event came by, reported as `source` in the feed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Source {
+    /// `POST /events`, with the space's secret.
+    Post = 1,
+    /// `GET /e`, a postback with the ingest token.
+    Get = 2,
+}
+
+impl Source {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Post => "post",
+            Source::Get => "get",
+        }
+    }
+
+    #[must_use]
+    pub fn from_u8(n: u8) -> Option<Source> {
+        [Source::Post, Source::Get]
+            .into_iter()
+            .find(|s| *s as u8 == n)
+    }
 }
 
 /// The names an endpoint gives the event fields; errors name the field as the caller sent it.
 pub struct FieldNames {
     pub time: &'static str,
+    pub source: Source,
 }
 
 pub const POST_NAMES: FieldNames = FieldNames {
     time: "occurred_at_ms",
+    source: Source::Post,
 };
-pub const GET_NAMES: FieldNames = FieldNames { time: "t" };
+pub const GET_NAMES: FieldNames = FieldNames {
+    time: "t",
+    source: Source::Get,
+};
 
 /// A numeric field as sent: JSON number text, or a string (every GET value, or a JSON string).
 #[derive(Debug)]
@@ -233,6 +267,7 @@ pub fn validate(
         occurred_at_ms,
         time_supplied,
         received_at_ms: now_ms,
+        source: names.source,
     })
 }
 

@@ -65,22 +65,17 @@ impl Keyring {
                 "this endpoint needs the space's secret: send `Authorization: Bearer <secret>`",
             ));
         };
-        // The scheme name is case-insensitive (RFC 9110 section 11.1).
-        let Some(text) = header
-            .split_once(' ')
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, credential)| credential)
-        else {
+        let Some(text) = bearer_credential(header) else {
             return Err(Error::unauthorized(
                 "the Authorization header must be `Bearer <secret>`",
             ));
         };
-        match credential::recognise(text.trim()) {
+        match credential::recognise(text) {
             Some(Kind::Ingest) => Err(Error::unauthorized(
                 "an ingest token is accepted only as `token=` on GET /e and GET /bind; send the \
                  space's secret here",
             )),
-            Some(Kind::Secret) => self.lookup(text.trim(), Kind::Secret, now_ms),
+            Some(Kind::Secret) => self.lookup(text, Kind::Secret, now_ms),
             None => Err(Error::bad_credential()),
         }
     }
@@ -114,6 +109,20 @@ impl Keyring {
         Ok(entry.space.clone())
     }
 
+    /// The space of a credential the tracker issued, whatever its state (expired, revoked, of
+    /// the wrong kind for the endpoint): a refused request is logged under it. `None` for
+    /// anything else.
+    ///
+    /// # Panics
+    /// If a thread panicked while holding the map's lock.
+    #[must_use]
+    pub fn issuer_space(&self, credential_text: &str) -> Option<SpaceRef> {
+        credential::recognise(credential_text)?;
+        let digest = credential::digest(credential_text);
+        let map = self.entries.read().expect("keyring lock poisoned");
+        map.get(&digest).map(|entry| entry.space.clone())
+    }
+
     /// Last-used times seen since start, for the writer to persist and `space list` to show.
     ///
     /// # Panics
@@ -126,6 +135,16 @@ impl Keyring {
             .filter(|(_, t)| *t > 0)
             .collect()
     }
+}
+
+/// The credential of an `Authorization: Bearer <credential>` header value. The scheme name is
+/// case-insensitive (RFC 9110 section 11.1).
+#[must_use]
+pub fn bearer_credential(header: &str) -> Option<&str> {
+    header
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, credential)| credential.trim())
 }
 
 #[cfg(test)]

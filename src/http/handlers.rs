@@ -20,39 +20,79 @@ use crate::domain::event::{EventInput, GET_NAMES, POST_NAMES};
 use crate::domain::input::Query;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::outcome::BindOutcome;
+use crate::domain::rejection::Rejection;
 use crate::error::{Code, Error};
 use crate::http::respond::{self, Auth};
 use crate::storage::Health;
 
-/// What the access log needs to know about a request.
-struct Access {
+/// What the access log and the rejection log need to know about a request.
+pub(super) struct Access {
     method: &'static str,
     path: &'static str,
     started: Instant,
-    space: Option<Arc<str>>,
+    /// The space of the credential the request carried: a valid one, or one of ours that was
+    /// refused (expired, revoked, of the wrong kind).
+    space: Option<SpaceRef>,
+    /// The raw query of a GET, for the rejection log (redacted there).
+    query: Option<String>,
     auth: Auth,
 }
 
 impl Access {
-    fn new(method: &'static str, path: &'static str, auth: Auth) -> Access {
+    pub(super) fn new(method: &'static str, path: &'static str, auth: Auth) -> Access {
         Access {
             method,
             path,
             started: Instant::now(),
             space: None,
+            query: None,
             auth,
         }
     }
 
-    fn space(&mut self, space: &SpaceRef) {
-        self.space = Some(space.name.clone());
+    /// Keeps the query for the rejection log.
+    pub(super) fn query(&mut self, query: &str) {
+        self.query = Some(query.to_owned());
+    }
+
+    /// Authenticates, before anything else about the request is looked at, and notes whose
+    /// credential it was, also when it is refused.
+    pub(super) fn authenticate(
+        &mut self,
+        app: &App,
+        presented: Presented<'_>,
+    ) -> Result<SpaceRef, Error> {
+        let result = app.authenticate(presented);
+        self.space = match &result {
+            Ok(space) => Some(space.clone()),
+            Err(_) => app.issuer_space(presented),
+        };
+        result
     }
 }
 
-fn finish(access: &Access, result: Result<Response, Error>) -> Response {
+/// Every answer, success or failure, leaves through here: the error body, the access-log line,
+/// and a refusal that carried a credential of a space goes to that space's rejection log.
+pub(super) fn finish(app: &App, access: &Access, result: Result<Response, Error>) -> Response {
     let response = match result {
         Ok(r) => r,
-        Err(e) => respond::error(&e, access.auth),
+        Err(e) => {
+            let response = respond::error(&e, access.auth);
+            if let Some(space) = &access.space {
+                app.record_rejection(
+                    space,
+                    Rejection::new(
+                        app.now_ms(),
+                        access.method,
+                        access.path,
+                        response.status().as_u16(),
+                        &e,
+                        access.query.as_deref(),
+                    ),
+                );
+            }
+            response
+        }
     };
     tracing::info!(
         target: "tracker::access",
@@ -60,7 +100,7 @@ fn finish(access: &Access, result: Result<Response, Error>) -> Response {
         path = access.path,
         status = response.status().as_u16(),
         latency_us = access.started.elapsed().as_micros() as u64,
-        space = access.space.as_deref().unwrap_or("-"),
+        space = access.space.as_ref().map_or("-", |s| &*s.name),
     );
     response
 }
@@ -121,13 +161,12 @@ where
 {
     let mut access = Access::new("POST", path, Auth::Bearer);
     let result = async {
-        let space = app.authenticate(Presented::Bearer(authorization.as_deref()))?;
-        access.space(&space);
+        let space = access.authenticate(&app, Presented::Bearer(authorization.as_deref()))?;
         let body = read_body(body, length, app.settings.max_body_bytes).await?;
-        handle(app, space, body).await
+        handle(app.clone(), space, body).await
     }
     .await;
-    finish(&access, result)
+    finish(&app, &access, result)
 }
 
 #[derive(Serialize)]
@@ -203,10 +242,10 @@ where
 /// `GET /e`: ingest token in the query, fields in the query; `return=TEXT` answers plain text.
 pub async fn get_e(app: Arc<App>, query: String) -> Response {
     let mut access = Access::new("GET", "/e", Auth::Token);
+    access.query(&query);
     let result = async {
         let q = Query::parse(&query);
-        let space = app.authenticate(Presented::IngestToken(q.get("token")))?;
-        access.space(&space);
+        let space = access.authenticate(&app, Presented::IngestToken(q.get("token")))?;
         let input = EventInput::from_query(&q)?;
         let result = app.record_event(&space, input, &GET_NAMES).await?;
         Result::<_, Error>::Ok(match q.get("return") {
@@ -215,7 +254,7 @@ pub async fn get_e(app: Arc<App>, query: String) -> Response {
         })
     }
     .await;
-    finish(&access, result)
+    finish(&app, &access, result)
 }
 
 #[derive(Serialize)]
@@ -313,13 +352,13 @@ where
 /// `GET /bind`: ingest token, `uid` and `tg` in the query.
 pub async fn get_bind(app: Arc<App>, query: String) -> Response {
     let mut access = Access::new("GET", "/bind", Auth::Token);
+    access.query(&query);
     let result = async {
         let q = Query::parse(&query);
-        let space = app.authenticate(Presented::IngestToken(q.get("token")))?;
-        access.space(&space);
+        let space = access.authenticate(&app, Presented::IngestToken(q.get("token")))?;
         let input = BindInput::from_query(&q)?;
         Result::<_, Error>::Ok(bind_answer(app.bind(&space, input).await?))
     }
     .await;
-    finish(&access, result)
+    finish(&app, &access, result)
 }

@@ -8,8 +8,13 @@
 //! | POST   | `/clicks`  | bearer secret       | [`handlers::post_clicks`] |
 //! | POST   | `/bind`    | bearer secret       | [`handlers::post_bind`] |
 //! | GET    | `/bind`    | `token=` ingest     | [`handlers::get_bind`]  |
+//! | GET    | `/events`  | bearer secret       | [`read::get_events`]    |
+//! | GET    | `/events/wait` | bearer secret   | [`read::get_events_wait`] |
+//! | GET    | `/stats`   | bearer secret       | [`read::get_stats`]     |
+//! | GET    | `/rejections` | bearer secret    | [`read::get_rejections`] |
 
 pub mod handlers;
+pub mod read;
 pub mod respond;
 
 use std::convert::Infallible;
@@ -57,9 +62,33 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .then(handlers::post_bind);
     let get_bind = warp::path!("bind")
         .and(warp::get())
-        .and(app)
+        .and(app.clone())
         .and(query)
         .then(handlers::get_bind);
+    let get_events = warp::path!("events")
+        .and(warp::get())
+        .and(app.clone())
+        .and(authorization)
+        .and(query)
+        .then(read::get_events);
+    let get_events_wait = warp::path!("events" / "wait")
+        .and(warp::get())
+        .and(app.clone())
+        .and(authorization)
+        .and(query)
+        .then(read::get_events_wait);
+    let get_stats = warp::path!("stats")
+        .and(warp::get())
+        .and(app.clone())
+        .and(authorization)
+        .and(query)
+        .then(read::get_stats);
+    let get_rejections = warp::path!("rejections")
+        .and(warp::get())
+        .and(app)
+        .and(authorization)
+        .and(query)
+        .then(read::get_rejections);
 
     post_events
         .or(get_e)
@@ -69,6 +98,14 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .or(get_bind)
         .unify()
         .or(post_clicks)
+        .unify()
+        .or(get_events)
+        .unify()
+        .or(get_events_wait)
+        .unify()
+        .or(get_stats)
+        .unify()
+        .or(get_rejections)
         .unify()
         .or(healthz)
         .unify()

@@ -18,15 +18,16 @@
 //! async worker would stall every connection it serves.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use redb::{Database, ReadableDatabase, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
 use crate::domain::keyring::Keyring;
+use crate::domain::rejection::Rejection;
 use crate::error::Error;
 use crate::storage::dedup_buffer::DedupBuffer;
 use crate::storage::fault::FaultSwitch;
@@ -46,6 +47,8 @@ const LAST_USED_FLUSH: Duration = Duration::from_secs(60);
 /// What the queue carries.
 pub(super) enum Message {
     Job(Box<dyn Job>),
+    /// Rejections are waiting (`RejectionQueue`): commit them even if no write comes.
+    Wake,
     /// Commit what came before, close the file, and end the thread.
     Stop,
 }
@@ -107,6 +110,46 @@ where
     }
 }
 
+/// Refused requests on their way to the rejection log: bounded, and never in the way of a
+/// write. When it is full, or a batch fails, rejections are dropped and counted; events never.
+#[derive(Default)]
+pub(super) struct RejectionQueue {
+    waiting: Mutex<Vec<(u32, Rejection)>>,
+    dropped: AtomicU64,
+}
+
+/// How many rejections may wait for the writer.
+const REJECTIONS_WAITING: usize = 1024;
+
+impl RejectionQueue {
+    /// Queues one; answers whether it is the first waiting (the writer may need waking).
+    pub(super) fn push(&self, space: u32, rejection: Rejection) -> bool {
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        if waiting.len() >= REJECTIONS_WAITING {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        waiting.push((space, rejection));
+        waiting.len() == 1
+    }
+
+    fn take(&self) -> Vec<(u32, Rejection)> {
+        std::mem::take(&mut *self.waiting.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// How many were dropped since start.
+    pub(super) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
 pub(super) struct Writer {
     path: PathBuf,
     fault: Option<FaultSwitch>,
@@ -117,6 +160,9 @@ pub(super) struct Writer {
     /// Dedup entries not yet in the table; readers share it (`Store::judge_event`).
     pending: Arc<RwLock<DedupBuffer>>,
     health: Arc<watch::Sender<Health>>,
+    rejections: Arc<RejectionQueue>,
+    /// The last `inbox_id` committed, for followers of the feed (`GET /events/wait`).
+    committed: Arc<watch::Sender<u64>>,
     last_flush: Instant,
 }
 
@@ -128,26 +174,39 @@ enum Failure {
     Fatal,
 }
 
+/// What the writer shares with the [`Store`](crate::storage::Store).
+pub(super) struct Shared {
+    pub(super) slot: Arc<DbSlot>,
+    pub(super) keyring: Arc<Keyring>,
+    pub(super) pending: Arc<RwLock<DedupBuffer>>,
+    pub(super) health: Arc<watch::Sender<Health>>,
+    pub(super) rejections: Arc<RejectionQueue>,
+    pub(super) committed: Arc<watch::Sender<u64>>,
+}
+
 impl Writer {
     pub(super) fn new(
         path: PathBuf,
         fault: Option<FaultSwitch>,
-        slot: Arc<DbSlot>,
         flush_failed: FlushFailed,
-        keyring: Arc<Keyring>,
-        pending: Arc<RwLock<DedupBuffer>>,
-        health: Arc<watch::Sender<Health>>,
+        shared: Shared,
     ) -> Writer {
-        let db = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let db = shared
+            .slot
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         Writer {
             path,
             fault,
-            slot,
+            slot: shared.slot,
             db,
             flush_failed,
-            keyring,
-            pending,
-            health,
+            keyring: shared.keyring,
+            pending: shared.pending,
+            health: shared.health,
+            rejections: shared.rejections,
+            committed: shared.committed,
             last_flush: Instant::now(),
         }
     }
@@ -161,6 +220,7 @@ impl Writer {
             while let Some(message) = next.take() {
                 match message {
                     Message::Job(job) => batch.push(job),
+                    Message::Wake => {}
                     // Anything after `Stop` was sent after `close()`: it is dropped, and its
                     // caller sees the writer gone.
                     Message::Stop => {
@@ -173,7 +233,7 @@ impl Writer {
                 }
             }
             let flush = stopping || self.last_flush.elapsed() >= LAST_USED_FLUSH;
-            if batch.is_empty() && !flush {
+            if batch.is_empty() && !flush && self.rejections.is_empty() {
                 continue;
             }
             // At a stop, every buffered dedup entry goes to the table: a cleanly closed file
@@ -205,9 +265,11 @@ impl Writer {
         };
         let pending = self.pending.clone();
         let pending = pending.read().unwrap_or_else(PoisonError::into_inner);
-        let result = (|| -> Result<(bool, _), StoreError> {
+        let rejections = self.rejections.take();
+        let rejected = rejections.len() as u64;
+        let result = (|| -> Result<(bool, _, u64), StoreError> {
             let txn = db.begin_write()?;
-            let (credentials_changed, change) = {
+            let (credentials_changed, change, inbox_seq) = {
                 let mut t = Txn::open(&txn, &pending)?;
                 for job in batch.iter_mut() {
                     job.apply(&mut t)?;
@@ -215,19 +277,21 @@ impl Writer {
                 if flush_last_used {
                     t.flush_last_used(&self.keyring.last_used())?;
                 }
+                t.record_rejections(rejections)?;
+                t.rollup.write(&mut t.stats)?;
                 let mut change = std::mem::take(&mut t.change);
                 let redo_from =
                     pending.flush_slice(&mut change, &mut t.dedup, drain, t.inbox_seq + 1)?;
                 t.meta.insert(META_DEDUP_REDO_FROM, redo_from)?;
                 t.meta.insert(META_INBOX_SEQ, t.inbox_seq)?;
-                (t.credentials_changed, change)
+                (t.credentials_changed, change, t.inbox_seq)
             };
             commit(txn)?;
-            Ok((credentials_changed, change))
+            Ok((credentials_changed, change, inbox_seq))
         })();
         drop(pending);
         match result {
-            Ok((credentials_changed, change)) => {
+            Ok((credentials_changed, change, inbox_seq)) => {
                 // Before answering: a reader that sees the answer sees the entries.
                 self.pending
                     .write()
@@ -242,12 +306,21 @@ impl Writer {
                         tracing::error!(error = %e, "reloading credentials after a commit");
                     }
                 }
+                // Followers wake after the commit and find the events in their next snapshot.
+                self.committed.send_if_modified(|last| {
+                    let newer = inbox_seq > *last;
+                    *last = inbox_seq.max(*last);
+                    newer
+                });
                 for job in batch.drain(..) {
                     job.answer(true);
                 }
                 Ok(())
             }
             Err(e) => {
+                self.rejections
+                    .dropped
+                    .fetch_add(rejected, Ordering::Relaxed);
                 let fatal = self.flush_failed.load(Ordering::SeqCst);
                 self.let_go_of_file();
                 let failure = if fatal {

@@ -25,7 +25,7 @@ use std::ops::Bound;
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::dedup::{self, DedupKey};
-use crate::domain::event::ValidEvent;
+use crate::domain::event::{Source, ValidEvent};
 use crate::storage::StoreError;
 use crate::storage::records::{self, EventRecord};
 use crate::storage::schema::{DEDUP, INBOX, META, META_DEDUP_REDO_FROM, META_INBOX_SEQ, SPACES};
@@ -176,6 +176,7 @@ pub(crate) fn event_record(event: ValidEvent, matched: bool) -> EventRecord {
         time_supplied: event.time_supplied,
         received_at_ms: event.received_at_ms,
         matched,
+        source: event.source as u8,
     }
 }
 
@@ -199,6 +200,8 @@ fn event_of(record: EventRecord, inbox_id: u64) -> Result<ValidEvent, StoreError
         occurred_at_ms: record.occurred_at_ms,
         time_supplied: record.time_supplied,
         received_at_ms: record.received_at_ms,
+        // Not part of any dedup key; records written before version 3 have none.
+        source: Source::from_u8(record.source).unwrap_or(Source::Post),
     })
 }
 

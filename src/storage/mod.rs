@@ -16,6 +16,7 @@ mod ops;
 pub mod read;
 mod reader;
 pub mod records;
+mod rollup;
 pub mod schema;
 
 use std::collections::HashMap;
@@ -32,10 +33,13 @@ use crate::domain::click::NewClick;
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::DedupKey;
 use crate::domain::event::ValidEvent;
+use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::keyring::Keyring;
 use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredential};
+use crate::domain::rejection::Rejection;
+use crate::domain::stats::{Dimension, GroupStats};
 use crate::error::Error;
-use commit::{Message, Write};
+use commit::{Message, RejectionQueue, Write};
 use dedup_buffer::DedupBuffer;
 use fault::FaultSwitch;
 use ops::Txn;
@@ -177,6 +181,8 @@ pub struct Store {
     keyring: Arc<Keyring>,
     pending: Arc<RwLock<DedupBuffer>>,
     health: Arc<watch::Sender<Health>>,
+    rejections: Arc<RejectionQueue>,
+    committed: Arc<watch::Sender<u64>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     path: PathBuf,
 }
@@ -195,15 +201,21 @@ impl Store {
         let slot = Arc::new(RwLock::new(Some(db)));
         let pending = Arc::new(RwLock::new(DedupBuffer::default()));
         let health = Arc::new(watch::Sender::new(Health::Serving));
+        let rejections = Arc::new(RejectionQueue::default());
+        let committed = Arc::new(watch::Sender::new(0));
         let (writes, queue) = mpsc::sync_channel(options.queue_capacity);
         let commit_loop = commit::Writer::new(
             path.to_owned(),
             options.fault.clone(),
-            slot.clone(),
             opened.flush_failed,
-            keyring.clone(),
-            pending.clone(),
-            health.clone(),
+            commit::Shared {
+                slot: slot.clone(),
+                keyring: keyring.clone(),
+                pending: pending.clone(),
+                health: health.clone(),
+                rejections: rejections.clone(),
+                committed: committed.clone(),
+            },
         );
         let thread_health = health.clone();
         let io = |e| StoreError::Redb(redb::Error::Io(e));
@@ -229,6 +241,8 @@ impl Store {
                 keyring,
                 pending,
                 health,
+                rejections,
+                committed,
                 writer: Mutex::new(Some(handle)),
                 path: path.to_owned(),
             },
@@ -333,7 +347,55 @@ impl Store {
         self.write(move |t| t.revoke(&space, kind, now_ms)).await
     }
 
+    /// Adds a refused request to the space's rejection log, when the writer next commits.
+    /// Never waits and never takes a write's place: when too many are waiting it is dropped
+    /// and counted ([`Store::rejections_dropped`]).
+    pub fn record_rejection(&self, space: u32, rejection: Rejection) {
+        if self.rejections.push(space, rejection) {
+            // A busy writer commits them with its next batch anyway.
+            let _ = self.writes.try_send(Message::Wake);
+        }
+    }
+
+    /// Rejections dropped since start (the writer was busy, or their batch failed).
+    #[must_use]
+    pub fn rejections_dropped(&self) -> u64 {
+        self.rejections.dropped()
+    }
+
+    /// The last `inbox_id` committed, changing with each commit that stores events.
+    #[must_use]
+    pub fn commits(&self) -> watch::Receiver<u64> {
+        self.committed.subscribe()
+    }
+
     // --- Reads: each is one function of `read.rs`, run by a reader thread. ---
+
+    /// A page of the space's inbox with attribution, in commit order.
+    pub async fn feed(&self, space: u32, page: PageRequest) -> Result<FeedPage, Error> {
+        self.read(move |s| read::feed(s, space, page)).await
+    }
+
+    /// The space's stats by `dimension` over the hours `[from, to)`.
+    pub async fn stats(
+        &self,
+        space: u32,
+        dimension: Dimension,
+        hours: (u32, u32),
+    ) -> Result<Vec<GroupStats>, Error> {
+        self.read(move |s| read::stats(s, space, dimension, hours))
+            .await
+    }
+
+    /// The space's most recent rejections, newest first.
+    pub async fn rejections(&self, space: u32, limit: usize) -> Result<Vec<Rejection>, Error> {
+        self.read(move |s| read::rejections(s, space, limit)).await
+    }
+
+    /// The number of space `name`, or the refusal that says there is none.
+    pub async fn space_no(&self, name: String) -> Result<u32, Error> {
+        self.read(move |s| read::space_no(s.txn(), &name)).await
+    }
 
     /// What storing `event` in `space` would do now, without storing it: `(duplicate_of,
     /// matched)`.

@@ -23,13 +23,17 @@ use crate::domain::credential::{self, Kind};
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::ValidEvent;
 use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredential};
+use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
+use crate::domain::stats::Counts;
 use crate::error::{Code, Error};
 use crate::storage::StoreError;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
+use crate::storage::records::RejectionRecord;
 use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
+use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
     CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, META, META_INBOX_SEQ,
-    META_SPACE_SEQ, SPACES,
+    META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SPACES, STATS,
 };
 
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
@@ -43,6 +47,11 @@ pub(crate) struct Txn<'t> {
     clicks: Table<'t, (u32, &'static str), &'static [u8]>,
     by_fbclid: Table<'t, (u32, u128), &'static str>,
     by_tg: Table<'t, (u32, u64, &'static str), ()>,
+    pub(super) stats: Table<'t, (u32, u8, &'static str, u32), &'static [u8]>,
+    rejections: Table<'t, (u32, u32), &'static [u8]>,
+    rejection_counts: Table<'t, u32, u64>,
+    /// The stats counts of this batch, written once at its end.
+    pub(super) rollup: Rollup,
     /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
     pub(super) inbox_seq: u64,
     /// Whether the keyring must be read again once the batch commits.
@@ -69,6 +78,10 @@ impl<'t> Txn<'t> {
             clicks: txn.open_table(CLICKS)?,
             by_fbclid: txn.open_table(CLICKS_BY_FBCLID)?,
             by_tg: txn.open_table(CLICKS_BY_TG)?,
+            stats: txn.open_table(STATS)?,
+            rejections: txn.open_table(REJECTIONS)?,
+            rejection_counts: txn.open_table(REJECTION_COUNTS)?,
+            rollup: Rollup::default(),
             inbox_seq,
             credentials_changed: false,
             pending,
@@ -83,10 +96,14 @@ impl<'t> Txn<'t> {
         event: ValidEvent,
         key: Option<DedupKey>,
     ) -> Result<EventOutcome, StoreError> {
-        let matched = match &event.uid {
-            Some(uid) => self.clicks.get((space, uid.as_str()))?.is_some(),
-            None => false,
+        let click: Option<ClickRecord> = match &event.uid {
+            Some(uid) => match self.clicks.get((space, uid.as_str()))? {
+                Some(bytes) => Some(records::decode(bytes.value())?),
+                None => None,
+            },
+            None => None,
         };
+        let matched = click.is_some();
         let entry_key = key.as_ref().map(|k| dedup_buffer::entry_key(space, k));
         if let (Some(key), Some(k)) = (&key, &entry_key) {
             // Newest first: this transaction's events, then the buffer, then the table.
@@ -111,6 +128,9 @@ impl<'t> Txn<'t> {
         self.inbox_seq += 1;
         let inbox_id = self.inbox_seq;
         let received_at_ms = event.received_at_ms;
+        let counts = Counts::event(event.kind, event.value, &event.currency);
+        self.rollup
+            .event(space, click.as_ref(), event.occurred_at_ms, &counts);
         let record = dedup_buffer::event_record(event, matched);
         self.inbox
             .insert((space, inbox_id), records::encode(&record).as_slice())?;
@@ -160,6 +180,7 @@ impl<'t> Txn<'t> {
         if let Some(k) = fbclid_key {
             self.by_fbclid.insert((space, k), uid.as_str())?;
         }
+        self.rollup.click(space, &record);
         Ok(ClickOutcome { uid, created: true })
     }
 
@@ -186,6 +207,7 @@ impl<'t> Txn<'t> {
         self.clicks
             .insert((space, uid), records::encode(&record).as_slice())?;
         self.by_tg.insert((space, tg_id, uid), ())?;
+        self.rollup.binding(space, &record);
         Ok(BindOutcome::Bound {
             tg_id,
             conflict: false,
@@ -287,6 +309,33 @@ impl<'t> Txn<'t> {
                 self.credentials
                     .insert(digest, records::encode(&record).as_slice())?;
             }
+        }
+        Ok(())
+    }
+
+    /// Adds refused requests to their spaces' rejection logs, each replacing the space's oldest
+    /// once the log holds `KEPT_PER_SPACE`.
+    pub(super) fn record_rejections(
+        &mut self,
+        rejections: impl IntoIterator<Item = (u32, Rejection)>,
+    ) -> Result<(), StoreError> {
+        for (space, r) in rejections {
+            let number = self.rejection_counts.get(space)?.map_or(0, |v| v.value());
+            let record = RejectionRecord {
+                number,
+                at_ms: r.at_ms,
+                method: r.method,
+                endpoint: r.endpoint,
+                http_status: r.http_status,
+                status: r.status,
+                field: r.field,
+                error: r.error,
+                query: r.query,
+            };
+            let slot = (number % u64::from(KEPT_PER_SPACE)) as u32;
+            self.rejections
+                .insert((space, slot), records::encode(&record).as_slice())?;
+            self.rejection_counts.insert(space, number + 1)?;
         }
         Ok(())
     }

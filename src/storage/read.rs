@@ -14,13 +14,22 @@ use redb::{
     ReadableTableMetadata,
 };
 
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::ValidEvent;
+use crate::domain::event::{EventKind, Source};
+use crate::domain::feed::{self, Attribution, FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::{KeyEntry, SpaceRef};
+use crate::domain::rejection::Rejection;
+use crate::domain::stats::{self, Counts, Dimension, GroupStats};
 use crate::storage::StoreError;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
-use crate::storage::schema::{CLICKS, CREDENTIALS, DEDUP, INBOX, SPACES};
+use crate::storage::records::{ClickRecord, EventRecord, RejectionRecord};
+use crate::storage::rollup;
+use crate::storage::schema::{CLICKS, CREDENTIALS, DEDUP, INBOX, REJECTIONS, SPACES, STATS};
 
 /// One read snapshot, shared by the reads of a batch, with the tables the hot reads use opened
 /// once for all of them.
@@ -228,5 +237,171 @@ pub fn table_usage(txn: &ReadTransaction) -> Result<Vec<TableUsage>, StoreError>
         usage("inbox", &txn.open_table(INBOX)?)?,
         usage("dedup", &txn.open_table(DEDUP)?)?,
         usage("clicks", &txn.open_table(CLICKS)?)?,
+        usage("stats", &txn.open_table(STATS)?)?,
+        usage("rejections", &txn.open_table(REJECTIONS)?)?,
     ])
+}
+
+/// A page of `space`'s inbox after `page.after`, with each event's click joined now.
+pub fn feed(s: &Snapshot, space: u32, page: PageRequest) -> Result<FeedPage, StoreError> {
+    let inbox = s.txn.open_table(INBOX)?;
+    if page.after > 0 && inbox.get((space, page.after))?.is_none() {
+        return Err(StoreError::Refused(feed::foreign_cursor(page.after)));
+    }
+    let mut events = Vec::with_capacity(page.limit.min(feed::MAX_PAGE));
+    let mut more = false;
+    if let Some(first) = page.after.checked_add(1) {
+        for entry in inbox.range((space, first)..=(space, u64::MAX))? {
+            if events.len() == page.limit {
+                more = true;
+                break;
+            }
+            let (key, bytes) = entry?;
+            let inbox_id = key.value().1;
+            let record: EventRecord = records::decode(bytes.value())?;
+            events.push(feed_event(s, space, inbox_id, record)?);
+        }
+    }
+    let next = if more {
+        events.last().map(|e| e.inbox_id.clone())
+    } else {
+        None
+    };
+    Ok(FeedPage { events, next })
+}
+
+fn feed_event(
+    s: &Snapshot,
+    space: u32,
+    inbox_id: u64,
+    r: EventRecord,
+) -> Result<FeedEvent, StoreError> {
+    let kind = EventKind::from_u8(r.kind).ok_or_else(|| {
+        StoreError::Corrupt(format!("event {inbox_id} has unknown kind {}", r.kind))
+    })?;
+    let click = match &r.uid {
+        None => None,
+        Some(uid) => match s.clicks.get((space, uid.as_str()))? {
+            None => None,
+            Some(bytes) => {
+                let c: ClickRecord = records::decode(bytes.value())?;
+                Some(Attribution {
+                    link_slug: c.link_slug,
+                    fbclid: c.fbclid,
+                    campaign_name: c.campaign_name,
+                    clicked_at_ms: c.clicked_at_ms,
+                    tg_id: c.tg_id,
+                })
+            }
+        },
+    };
+    let mut event = FeedEvent {
+        inbox_id: inbox_id.to_string(),
+        event: kind.as_str().to_owned(),
+        uid: r.uid,
+        value: r.value,
+        currency: r.currency,
+        eid: r.eid,
+        occurred_at_ms: r.occurred_at_ms,
+        received_at_ms: r.received_at_ms,
+        source: Source::from_u8(r.source).map(|s| s.as_str().to_owned()),
+        matched: false,
+        link_slug: None,
+        fbclid: None,
+        campaign_name: None,
+        clicked_at_ms: None,
+        tg_id: None,
+        fbc: None,
+    };
+    event.attribute(click);
+    Ok(event)
+}
+
+/// `space`'s counts by `dimension` over the hours `[from, to)`, one entry per group, the groups
+/// in order (days ascending; the group without a name first).
+pub fn stats(
+    s: &Snapshot,
+    space: u32,
+    dimension: Dimension,
+    (from, to): (u32, u32),
+) -> Result<Vec<GroupStats>, StoreError> {
+    let table = s.txn.open_table(STATS)?;
+    let code = dimension.code();
+    let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
+    let mut add = |group: String, bytes: &[u8]| -> Result<(), StoreError> {
+        let counts = rollup::counts_of(&records::decode(bytes)?)?;
+        groups
+            .entry(group)
+            .or_default()
+            .add(&counts)
+            .map_err(StoreError::Corrupt)
+    };
+    if dimension == Dimension::Day {
+        for entry in table.range((space, code, "", from)..(space, code, "", to))? {
+            let (key, bytes) = entry?;
+            add(stats::day_label(key.value().3), bytes.value())?;
+        }
+    } else {
+        // One seek per group, then only its hours in range: a group's rows are one range.
+        let end = Bound::Excluded((space, code + 1, "", 0));
+        // The group after which the next one starts; `None` for the first.
+        let mut previous: Option<String> = None;
+        loop {
+            let start = match &previous {
+                None => Bound::Included((space, code, "", 0)),
+                Some(group) => Bound::Excluded((space, code, group.as_str(), u32::MAX)),
+            };
+            let bounds = (start, end);
+            let Some(first) = table.range::<(u32, u8, &str, u32)>(bounds)?.next() else {
+                break;
+            };
+            let group = first?.0.value().2.to_owned();
+            let hours = (space, code, group.as_str(), from)..(space, code, group.as_str(), to);
+            for entry in table.range(hours)? {
+                let (_, bytes) = entry?;
+                add(group.clone(), bytes.value())?;
+            }
+            previous = Some(group);
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(group, counts)| GroupStats::new((!group.is_empty()).then_some(group), &counts))
+        .collect())
+}
+
+/// `space`'s most recent rejections, newest first.
+pub fn rejections(s: &Snapshot, space: u32, limit: usize) -> Result<Vec<Rejection>, StoreError> {
+    let table = s.txn.open_table(REJECTIONS)?;
+    let mut kept = Vec::new();
+    for entry in table.range((space, 0)..=(space, u32::MAX))? {
+        let (_, bytes) = entry?;
+        kept.push(records::decode::<RejectionRecord>(bytes.value())?);
+    }
+    kept.sort_by_key(|r| std::cmp::Reverse(r.number));
+    Ok(kept
+        .into_iter()
+        .take(limit)
+        .map(|r| Rejection {
+            at_ms: r.at_ms,
+            method: r.method,
+            endpoint: r.endpoint,
+            http_status: r.http_status,
+            status: r.status,
+            field: r.field,
+            error: r.error,
+            query: r.query,
+        })
+        .collect())
+}
+
+/// The number of space `name`.
+pub fn space_no(txn: &ReadTransaction, name: &str) -> Result<u32, StoreError> {
+    match txn.open_table(SPACES)?.get(name)? {
+        Some(bytes) => Ok(records::decode::<SpaceRecord>(bytes.value())?.no),
+        None => Err(StoreError::Refused(crate::error::Error::new(
+            crate::error::Code::InvalidField,
+            format!("no space named {name:?}"),
+        ))),
+    }
 }

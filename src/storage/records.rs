@@ -5,17 +5,19 @@
 //! today reads the same in any later release. A new shape of a record is a new version byte, read
 //! beside the old one, or a numbered migration (`open.rs`).
 //!
-//! # `EventRecord` version 2
+//! # `EventRecord` versions 2 and 3
 //!
 //! The inbox holds one `EventRecord` per stored event, so its size is most of the data file's
-//! size. Version 1 (`postcard`) is still read; version 2 is written. A typical deposit (a
+//! size. Versions 1 (`postcard`) and 2 are still read; version 3 is written: the version 2
+//! layout below followed by one byte, the event's `source` (1 `POST /events`, 2 `GET /e`).
+//! Records of versions 1 and 2 have no source (0: "written before the tracker kept it"). A typical deposit (a
 //! `random_id` uid, `12.50`, `USD`, an 18-character `eid`, no caller time) takes 71 bytes in
 //! version 1 and 48 in version 2. Version 2 packs the forms an event's fields almost always take
 //! and keeps every other value as its text, so any `EventRecord` round-trips:
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 1 | version: `2` |
+//! | 0 | 1 | version: `2` (or `3`, with the source byte at the end) |
 //! | 1 | 1 | flags, below |
 //! | 2 | 0 or 1 | `kind`, only when flag bits 0-2 are 0 (it is then 0 or 8..=255) |
 //! | | 1..=10 | `received_at_ms`: varint |
@@ -134,8 +136,8 @@ impl Record for CredentialRecord {
     const NAME: &'static str = "credential";
 }
 
-/// One inbox entry. Version 1 is its `postcard` encoding; version 2 is the layout in the module
-/// documentation.
+/// One inbox entry. Version 1 is the `postcard` encoding of [`EventRecordV1`]; versions 2 and 3
+/// are the layout in the module documentation.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct EventRecord {
     /// `EventKind` as its stored discriminant.
@@ -150,22 +152,71 @@ pub struct EventRecord {
     pub received_at_ms: u64,
     /// Whether `uid` named a click of the space when the event was stored.
     pub matched: bool,
+    /// `Source` as its stored discriminant; 0 for records written before version 3.
+    pub source: u8,
 }
 impl Record for EventRecord {
-    const VERSION: u8 = 2;
+    const VERSION: u8 = 3;
     const NAME: &'static str = "event";
 
     fn encode_body(&self, out: &mut Vec<u8>) {
         event_v2::encode(self, out);
+        out.push(self.source);
     }
 
     fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
+        let corrupt = |what: String| {
+            StoreError::Corrupt(format!(
+                "event record (version {version}) does not decode: {what}"
+            ))
+        };
         match version {
-            1 => from_postcard(body),
-            2 => event_v2::decode(body).map_err(|what| {
-                StoreError::Corrupt(format!("event record (version 2) does not decode: {what}"))
-            }),
+            1 => from_postcard::<EventRecordV1>(body).map(EventRecord::from),
+            2 => event_v2::decode(body).map_err(corrupt),
+            3 => match body.split_last() {
+                Some((&source, fields)) if source != 0 => {
+                    let mut record = event_v2::decode(fields).map_err(corrupt)?;
+                    record.source = source;
+                    Ok(record)
+                }
+                _ => Err(corrupt("no source byte".into())),
+            },
             v => Err(unreadable_version::<Self>(v)),
+        }
+    }
+}
+
+/// The shape of an `EventRecord` of version 1, which `postcard` wrote field by field.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct EventRecordV1 {
+    pub kind: u8,
+    pub uid: Option<String>,
+    pub value: Option<String>,
+    pub currency: String,
+    pub eid: Option<String>,
+    pub occurred_at_ms: u64,
+    pub time_supplied: bool,
+    pub received_at_ms: u64,
+    pub matched: bool,
+}
+impl Record for EventRecordV1 {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "event";
+}
+
+impl From<EventRecordV1> for EventRecord {
+    fn from(r: EventRecordV1) -> Self {
+        EventRecord {
+            kind: r.kind,
+            uid: r.uid,
+            value: r.value,
+            currency: r.currency,
+            eid: r.eid,
+            occurred_at_ms: r.occurred_at_ms,
+            time_supplied: r.time_supplied,
+            received_at_ms: r.received_at_ms,
+            matched: r.matched,
+            source: 0,
         }
     }
 }
@@ -184,6 +235,40 @@ pub struct ClickRecord {
 impl Record for ClickRecord {
     const VERSION: u8 = 1;
     const NAME: &'static str = "click";
+}
+
+/// The counts of one rollup row (`STATS`). Deposit sums are exact decimal text.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct StatsRecord {
+    pub clicks: u64,
+    pub bound_clicks: u64,
+    /// New events by kind: contact, subscribed, registration, deposit.
+    pub events: [u64; 4],
+    pub deposits: Vec<(String, String)>,
+}
+impl Record for StatsRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "stats";
+}
+
+/// One rejected request (`REJECTIONS`), with its number in the space's log. The fields are
+/// spelled out here, not borrowed from `domain::rejection`, so the stored shape changes only
+/// with a new version.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct RejectionRecord {
+    pub number: u64,
+    pub at_ms: u64,
+    pub method: String,
+    pub endpoint: String,
+    pub http_status: u16,
+    pub status: String,
+    pub field: Option<String>,
+    pub error: String,
+    pub query: Option<String>,
+}
+impl Record for RejectionRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "rejection";
 }
 
 /// The version 2 body of an `EventRecord` (module documentation). The base62 alphabet and the
@@ -307,6 +392,7 @@ mod event_v2 {
             time_supplied,
             received_at_ms,
             matched: flags & MATCHED != 0,
+            source: 0,
         })
     }
 
@@ -525,7 +611,13 @@ mod tests {
             time_supplied: false,
             received_at_ms: T,
             matched: true,
+            source: 1,
         }
+    }
+
+    /// `r` as a reader sees it in a record of version 1 or 2, which kept no source.
+    fn without_source(r: EventRecord) -> EventRecord {
+        EventRecord { source: 0, ..r }
     }
 
     /// `typical()` as version 1 (`postcard`) wrote it, before version 2 existed.
@@ -536,7 +628,7 @@ mod tests {
         217, 230, 206, 51, 1,
     ];
 
-    /// `typical()` in version 2: the bytes this build writes.
+    /// `typical()` in version 2, as the builds of schema 2 wrote it.
     #[rustfmt::skip]
     const TYPICAL_V2: [u8; 48] = [
         2, // version
@@ -549,9 +641,17 @@ mod tests {
         b'8', b'4', b'1', b'2', // eid: tag 18 + 1, then its bytes
     ];
 
+    /// `typical()` in version 3: the bytes this build writes (version 2's, and the source).
+    fn typical_v3() -> Vec<u8> {
+        let mut v3 = TYPICAL_V2.to_vec();
+        v3[0] = 3;
+        v3.push(1);
+        v3
+    }
+
     fn round_trip(r: &EventRecord) -> Vec<u8> {
         let bytes = encode(r);
-        assert_eq!(bytes[0], 2);
+        assert_eq!(bytes[0], 3);
         assert_eq!(
             &decode::<EventRecord>(&bytes).unwrap(),
             r,
@@ -583,17 +683,35 @@ mod tests {
         assert_eq!(packed(&bytes), (true, true, true));
     }
 
-    /// Pins the version 2 wire format: if this fails, the change needs a new version.
+    /// Pins the version 3 wire format: if this fails, the change needs a new version.
     #[test]
-    fn typical_event_v2_bytes_are_stable() {
-        assert_eq!(encode(&typical()), TYPICAL_V2);
-        assert_eq!(decode::<EventRecord>(&TYPICAL_V2).unwrap(), typical());
+    fn typical_event_v3_bytes_are_stable() {
+        assert_eq!(encode(&typical()), typical_v3());
+        assert_eq!(decode::<EventRecord>(&typical_v3()).unwrap(), typical());
+    }
+
+    /// Inbox entries written by schema 2 keep reading, without a source.
+    #[test]
+    fn version_2_events_still_decode() {
+        assert_eq!(
+            decode::<EventRecord>(&TYPICAL_V2).unwrap(),
+            without_source(typical())
+        );
+        let mut no_source = typical_v3();
+        no_source.pop();
+        assert!(corrupt_message(&no_source).contains("version 3"));
+        let mut zero_source = typical_v3();
+        *zero_source.last_mut().unwrap() = 0;
+        assert!(corrupt_message(&zero_source).contains("no source"));
     }
 
     /// Inbox entries written before version 2 must keep reading.
     #[test]
     fn version_1_events_still_decode() {
-        assert_eq!(decode::<EventRecord>(&TYPICAL_V1).unwrap(), typical());
+        assert_eq!(
+            decode::<EventRecord>(&TYPICAL_V1).unwrap(),
+            without_source(typical())
+        );
         let v1 = [
             1, 2, 0, 0, 4, 85, 83, 68, 84, 0, 192, 201, 156, 230, 206, 51, 1, 128, 206, 217, 230,
             206, 51, 0,
@@ -608,6 +726,7 @@ mod tests {
             time_supplied: true,
             received_at_ms: T,
             matched: false,
+            source: 0,
         };
         assert_eq!(decode::<EventRecord>(&v1).unwrap(), expected);
         let mut longer = TYPICAL_V1.to_vec();
@@ -615,13 +734,29 @@ mod tests {
         assert!(corrupt_message(&longer).contains("after its end"));
     }
 
+    /// Version 1 took 71 bytes for `typical()`, version 2 48, version 3 one more for the source.
     #[test]
-    fn typical_event_shrinks_from_71_to_48_bytes() {
+    fn typical_event_shrinks_from_71_to_49_bytes() {
         let r = typical();
-        let v1 = [&[1][..], &postcard::to_stdvec(&r).unwrap()].concat();
+        let v1 = [
+            &[1][..],
+            &postcard::to_stdvec(&EventRecordV1 {
+                kind: r.kind,
+                uid: r.uid.clone(),
+                value: r.value.clone(),
+                currency: r.currency.clone(),
+                eid: r.eid.clone(),
+                occurred_at_ms: r.occurred_at_ms,
+                time_supplied: r.time_supplied,
+                received_at_ms: r.received_at_ms,
+                matched: r.matched,
+            })
+            .unwrap(),
+        ]
+        .concat();
         assert_eq!(v1, TYPICAL_V1);
-        let v2 = encode(&r);
-        assert!(v2.len() <= 48, "{} bytes", v2.len());
+        let v3 = encode(&r);
+        assert!(v3.len() <= 49, "{} bytes", v3.len());
     }
 
     #[test]
@@ -773,14 +908,15 @@ mod tests {
             time_supplied: false,
             received_at_ms: 0,
             matched: false,
+            source: 2,
         };
-        assert_eq!(round_trip(&bare), [2, 1, 0, 0, 0, 0, 0]);
+        assert_eq!(round_trip(&bare), [3, 1, 0, 0, 0, 0, 0, 2]);
     }
 
     #[test]
     fn other_versions_are_refused() {
         let mut bytes = encode(&typical());
-        for version in [0, 3, 255] {
+        for version in [0, 4, 255] {
             bytes[0] = version;
             let what = corrupt_message(&bytes);
             assert!(what.contains(&format!("version {version}")), "{what}");
@@ -807,8 +943,9 @@ mod tests {
             for len in 0..bytes.len() {
                 assert!(decode::<EventRecord>(&bytes[..len]).is_err(), "{len}");
             }
+            // A byte after the source: the source is then read as the body's last byte.
             let mut longer = bytes;
-            longer.push(0);
+            longer.push(1);
             assert!(corrupt_message(&longer).contains("after its end"));
         }
     }
@@ -932,6 +1069,7 @@ mod tests {
                 time_supplied: self.below(2) == 0,
                 received_at_ms,
                 matched: self.below(2) == 0,
+                source: 1 + self.below(2) as u8,
             }
         }
     }

@@ -10,11 +10,14 @@
 //! - 2: inbox records may be `EventRecord` version 2, and `META` may hold `dedup_redo_from`.
 //!   Nothing is rewritten (version 1 records are still read); the number is there so that a
 //!   release that reads only version 1 refuses the file before it reads a record it cannot.
+//! - 3: `STATS`, the rollup of clicks, bindings and events, built from the inbox and the clicks
+//!   by the migration; `REJECTIONS` and `REJECTION_COUNTS`, the rejection log; inbox records
+//!   may be `EventRecord` version 3 (with the event's source).
 
 use redb::TableDefinition;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 2;
+pub const SCHEMA_VERSION: u64 = 3;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -56,3 +59,17 @@ pub const CLICKS_BY_FBCLID: TableDefinition<(u32, u128), &str> =
 /// `(space, tg_id)`.
 pub const CLICKS_BY_TG: TableDefinition<(u32, u64, &str), ()> =
     TableDefinition::new("clicks_by_tg");
+
+/// `(space, dimension, group, hour) -> StatsRecord`: the counts of one group in one UTC hour
+/// (`domain::stats` says what counts where). `dimension` is `Dimension::code`: 0 campaign, with
+/// the campaign name (or "" for none) as group; 1 link, with the link slug; 2 the whole space,
+/// with "" as group. Keyed group first, so one group's hours are one range.
+pub const STATS: TableDefinition<(u32, u8, &str, u32), &[u8]> = TableDefinition::new("stats");
+
+/// `(space, slot) -> RejectionRecord`: a ring of the space's last `KEPT_PER_SPACE` rejections;
+/// rejection number `n` (from `REJECTION_COUNTS`) goes to slot `n % KEPT_PER_SPACE`, so the log
+/// cannot outgrow its bound.
+pub const REJECTIONS: TableDefinition<(u32, u32), &[u8]> = TableDefinition::new("rejections");
+
+/// `space -> u64`: how many rejections the space has had, ever; the next one's number.
+pub const REJECTION_COUNTS: TableDefinition<u32, u64> = TableDefinition::new("rejection_counts");

@@ -458,6 +458,7 @@ fn valid_contact(now_ms: u64) -> tracker::domain::event::ValidEvent {
         occurred_at_ms: now_ms,
         time_supplied: false,
         received_at_ms: now_ms,
+        source: tracker::domain::event::Source::Post,
     }
 }
 

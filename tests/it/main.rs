@@ -10,4 +10,5 @@ mod dedup;
 mod durability;
 mod events;
 mod fixtures;
+mod read;
 mod support;

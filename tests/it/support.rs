@@ -572,6 +572,13 @@ impl TestServer {
         self.send(&Request::get(&target)).await
     }
 
+    /// `GET <target>` with `space`'s secret: the read side (`/events?after=1`).
+    pub async fn read_as(&self, space: &Space, target: &str) -> Response {
+        let request =
+            Request::get(target).header("Authorization", format!("Bearer {}", space.secret));
+        self.send(&request).await
+    }
+
     /// `GET /e` as space `a`.
     pub async fn get_e(&self, query: &str) -> Response {
         self.get_as(&self.a, "/e", query).await

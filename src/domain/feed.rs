@@ -1,0 +1,211 @@
+//! The event feed: what one stored event looks like when it is read back (CONTRACT section 10),
+//! with its attribution joined at read time, and the rules of paging through it.
+//!
+//! `GET /events`, `GET /events/wait`, `tracker export` and the admin page all show these values,
+//! serialised by this one definition, so every way out has the same fields with the same names.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Code, Error};
+
+/// The most events one page holds, and how many a page holds unless asked.
+pub const MAX_PAGE: usize = 1000;
+pub const DEFAULT_PAGE: usize = 100;
+/// The longest `GET /events/wait` waits, and how long unless asked.
+pub const MAX_WAIT_S: u64 = 60;
+pub const DEFAULT_WAIT_S: u64 = 30;
+
+/// One stored event and its attribution.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedEvent {
+    /// A decimal string, as `POST /events` answers it.
+    pub inbox_id: String,
+    pub event: String,
+    pub uid: Option<String>,
+    /// The exact decimal text that was stored.
+    pub value: Option<String>,
+    pub currency: String,
+    pub eid: Option<String>,
+    pub occurred_at_ms: u64,
+    pub received_at_ms: u64,
+    /// `post` or `get`; `null` for events stored before the tracker kept it (schema 2).
+    pub source: Option<String>,
+    /// Whether `uid` names a click of the space.
+    pub matched: bool,
+    pub link_slug: Option<String>,
+    pub fbclid: Option<String>,
+    pub campaign_name: Option<String>,
+    pub clicked_at_ms: Option<u64>,
+    /// The Telegram user the click is bound to.
+    pub tg_id: Option<u64>,
+    /// Meta's click id cookie, `fb.1.<clicked_at_ms>.<fbclid>`, where the click has an fbclid.
+    pub fbc: Option<String>,
+}
+
+/// The click an event is attributed to, as the feed shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attribution {
+    pub link_slug: Option<String>,
+    pub fbclid: Option<String>,
+    pub campaign_name: Option<String>,
+    pub clicked_at_ms: u64,
+    pub tg_id: Option<u64>,
+}
+
+/// The `fbc` value Meta's Conversions API takes for a click: `fb.1.<clicked_at_ms>.<fbclid>`.
+#[must_use]
+pub fn fbc(clicked_at_ms: u64, fbclid: &str) -> String {
+    format!("fb.1.{clicked_at_ms}.{fbclid}")
+}
+
+impl FeedEvent {
+    /// Fills in the attribution fields from the event's click, if it has one.
+    pub fn attribute(&mut self, click: Option<Attribution>) {
+        self.matched = click.is_some();
+        if let Some(c) = click {
+            self.fbc = c.fbclid.as_deref().map(|f| fbc(c.clicked_at_ms, f));
+            self.link_slug = c.link_slug;
+            self.fbclid = c.fbclid;
+            self.campaign_name = c.campaign_name;
+            self.clicked_at_ms = Some(c.clicked_at_ms);
+            self.tg_id = c.tg_id;
+        }
+    }
+}
+
+/// One page of the feed. `next` is where the following page starts; `None` when this page
+/// reached the end of what is committed now (resume then from the last event's `inbox_id`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedPage {
+    pub events: Vec<FeedEvent>,
+    pub next: Option<String>,
+}
+
+/// Which page to read: after which `inbox_id` (0: from the start), and at most how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRequest {
+    pub after: u64,
+    pub limit: usize,
+}
+
+impl PageRequest {
+    /// Reads `after` and `limit` as the caller sent them (absent: `None`).
+    pub fn parse(after: Option<&str>, limit: Option<&str>) -> Result<PageRequest, Error> {
+        let after = match after {
+            None => 0,
+            Some(text) => parse_id(text).ok_or_else(|| {
+                Error::field(
+                    Code::InvalidField,
+                    "after",
+                    format!(
+                        "after must be an inbox_id from this feed (a decimal number), got {}",
+                        crate::domain::input::quoted(text)
+                    ),
+                )
+            })?,
+        };
+        let limit = match limit {
+            None => DEFAULT_PAGE,
+            Some(text) => text
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_PAGE).contains(n))
+                .ok_or_else(|| {
+                    Error::field(
+                        Code::InvalidField,
+                        "limit",
+                        format!(
+                            "limit must be a whole number from 1 to {MAX_PAGE}, got {}",
+                            crate::domain::input::quoted(text)
+                        ),
+                    )
+                })?,
+        };
+        Ok(PageRequest { after, limit })
+    }
+}
+
+/// The seconds `GET /events/wait` may wait: `timeout_s`, 0..=60, default 30.
+pub fn parse_wait(timeout_s: Option<&str>) -> Result<u64, Error> {
+    match timeout_s {
+        None => Ok(DEFAULT_WAIT_S),
+        Some(text) => text
+            .parse::<u64>()
+            .ok()
+            .filter(|s| *s <= MAX_WAIT_S)
+            .ok_or_else(|| {
+                Error::field(
+                    Code::InvalidField,
+                    "timeout_s",
+                    format!(
+                        "timeout_s must be a whole number of seconds from 0 to {MAX_WAIT_S}, got {}",
+                        crate::domain::input::quoted(text)
+                    ),
+                )
+            }),
+    }
+}
+
+/// An `inbox_id` as written: decimal digits only, no sign, no leading `+`.
+fn parse_id(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// The error for a cursor that names no event of the space (another space's, or made up).
+#[must_use]
+pub fn foreign_cursor(after: u64) -> Error {
+    Error::field(
+        Code::InvalidField,
+        "after",
+        format!(
+            "after={after} is not an event of this space; resume from the `next` of a page of \
+             this space's feed, or from an inbox_id it showed"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fbc_is_metas_format() {
+        assert_eq!(
+            fbc(1_700_000_000_123, "IwAR1x"),
+            "fb.1.1700000000123.IwAR1x"
+        );
+    }
+
+    #[test]
+    fn limit_bounds() {
+        let limit = |l| PageRequest::parse(None, Some(l)).map(|p| p.limit);
+        assert_eq!(limit("1"), Ok(1));
+        assert_eq!(limit("1000"), Ok(1000));
+        assert_eq!(limit("0").unwrap_err().field, Some("limit"));
+        assert_eq!(limit("1001").unwrap_err().field, Some("limit"));
+        assert_eq!(limit("-1").unwrap_err().field, Some("limit"));
+        assert_eq!(PageRequest::parse(None, None).unwrap().limit, DEFAULT_PAGE);
+    }
+
+    #[test]
+    fn after_is_a_plain_decimal_id() {
+        let after = |a| PageRequest::parse(Some(a), None).map(|p| p.after);
+        assert_eq!(after("0"), Ok(0));
+        assert_eq!(after("18446744073709551615"), Ok(u64::MAX));
+        for bad in ["18446744073709551616", "-1", "+1", "1.0", "abc", " 1"] {
+            assert_eq!(after(bad).unwrap_err().code, Code::InvalidField, "{bad}");
+        }
+    }
+
+    #[test]
+    fn wait_bounds() {
+        assert_eq!(parse_wait(Some("0")), Ok(0));
+        assert_eq!(parse_wait(Some("60")), Ok(60));
+        assert_eq!(parse_wait(None), Ok(DEFAULT_WAIT_S));
+        assert_eq!(parse_wait(Some("61")).unwrap_err().field, Some("timeout_s"));
+        assert!(parse_wait(Some("1.5")).is_err());
+    }
+}

@@ -1,0 +1,127 @@
+//! The stats rollup (`STATS`): which rows a click, a binding or an event counts in (the rule of
+//! `domain::stats`), the counts a batch adds up in memory, and writing them to the table once
+//! per batch.
+//!
+//! The writer and the migration that builds the rollup from an older file both count through
+//! [`Rollup`], so the two cannot disagree. A batch of events of one campaign touches its few
+//! rows once, not once per event.
+
+use std::collections::BTreeMap;
+
+use redb::{ReadableTable, Table};
+
+use crate::domain::decimal::Decimal;
+use crate::domain::stats::{Counts, Dimension, hour_of};
+use crate::storage::StoreError;
+use crate::storage::records::{self, ClickRecord, StatsRecord};
+
+/// A `STATS` key: `(space, dimension, group, hour)`.
+pub type RowKey = (u32, u8, String, u32);
+
+/// Counts added since the last write, by row.
+#[derive(Debug, Default)]
+pub struct Rollup {
+    rows: BTreeMap<RowKey, Counts>,
+}
+
+impl Rollup {
+    /// A new click, in the hour it was made.
+    pub fn click(&mut self, space: u32, click: &ClickRecord) {
+        self.add(space, Some(click), click.clicked_at_ms, &Counts::click());
+    }
+
+    /// A click that was just bound, under the click's hour.
+    pub fn binding(&mut self, space: u32, click: &ClickRecord) {
+        self.add(
+            space,
+            Some(click),
+            click.clicked_at_ms,
+            &Counts::bound_click(),
+        );
+    }
+
+    /// A new event, in the hour it occurred, under its click (if its uid names one).
+    pub fn event(
+        &mut self,
+        space: u32,
+        click: Option<&ClickRecord>,
+        occurred_at_ms: u64,
+        counts: &Counts,
+    ) {
+        self.add(space, click, occurred_at_ms, counts);
+    }
+
+    fn add(&mut self, space: u32, click: Option<&ClickRecord>, at_ms: u64, counts: &Counts) {
+        let hour = hour_of(at_ms);
+        let group =
+            |g: Option<&Option<String>>| g.and_then(Option::as_deref).unwrap_or("").to_owned();
+        let rows = [
+            (Dimension::Campaign, group(click.map(|c| &c.campaign_name))),
+            (Dimension::Link, group(click.map(|c| &c.link_slug))),
+            (Dimension::Day, String::new()),
+        ];
+        for (dimension, group) in rows {
+            let row = self
+                .rows
+                .entry((space, dimension.code(), group, hour))
+                .or_default();
+            if let Err(e) = row.add(counts) {
+                tracing::error!(error = %e, space, "stats rollup");
+            }
+        }
+    }
+
+    /// Adds every row's counts to the table and empties the rollup.
+    pub fn write(
+        &mut self,
+        table: &mut Table<'_, (u32, u8, &'static str, u32), &'static [u8]>,
+    ) -> Result<(), StoreError> {
+        for ((space, dimension, group, hour), counts) in std::mem::take(&mut self.rows) {
+            let key = (space, dimension, group.as_str(), hour);
+            let stored = match table.get(key)? {
+                Some(bytes) => records::decode(bytes.value()).and_then(|r| counts_of(&r)),
+                None => Ok(Counts::default()),
+            };
+            // A damaged row must not fail every batch after it: it starts again from this
+            // batch's counts, and `tracker check` reports the difference.
+            let mut total = stored.unwrap_or_else(|e| {
+                tracing::error!(error = %e, space, "stats row does not decode; counting it again from now");
+                Counts::default()
+            });
+            if let Err(e) = total.add(&counts) {
+                tracing::error!(error = %e, space, "stats rollup");
+            }
+            table.insert(key, records::encode(&record_of(&total)).as_slice())?;
+        }
+        Ok(())
+    }
+}
+
+/// The counts a stored row holds.
+pub fn counts_of(r: &StatsRecord) -> Result<Counts, StoreError> {
+    let mut deposits = BTreeMap::new();
+    for (currency, sum) in &r.deposits {
+        let sum = Decimal::parse(sum)
+            .map_err(|e| StoreError::Corrupt(format!("stats deposit sum {sum:?}: {e}")))?;
+        deposits.insert(currency.clone(), sum);
+    }
+    Ok(Counts {
+        clicks: r.clicks,
+        bound_clicks: r.bound_clicks,
+        events: r.events,
+        deposits,
+    })
+}
+
+fn record_of(c: &Counts) -> StatsRecord {
+    StatsRecord {
+        clicks: c.clicks,
+        bound_clicks: c.bound_clicks,
+        events: c.events,
+        deposits: c
+            .deposits
+            .iter()
+            .map(|(currency, sum)| (currency.clone(), sum.to_string()))
+            .collect(),
+    }
+}
