@@ -25,6 +25,8 @@ use crate::admin;
 use crate::app::App;
 use crate::domain::credential::Kind;
 use crate::domain::feed::PageRequest;
+use crate::domain::keyring::SpaceRef;
+use crate::domain::link::NewLink;
 use crate::error::Error;
 
 /// The socket of the server that has `data` open.
@@ -53,6 +55,21 @@ pub enum AdminRequest {
     },
     Backup {
         dest: PathBuf,
+    },
+    LinkCreate {
+        space: String,
+        slug: String,
+        bot: Option<String>,
+        target: Option<String>,
+        campaign_name: Option<String>,
+        mode: Option<String>,
+    },
+    LinkList {
+        space: String,
+    },
+    LinkDelete {
+        space: String,
+        slug: String,
     },
     /// One page of a space's feed, for `tracker export`.
     ExportPage {
@@ -104,6 +121,26 @@ pub async fn execute(app: &App, request: AdminRequest) -> Result<Value, Error> {
             to_value(&admin::revoke(store, &space, kind.into(), now).await?)
         }
         AdminRequest::Backup { dest } => to_value(&admin::backup(store, &dest).await?),
+        AdminRequest::LinkCreate {
+            space,
+            slug,
+            bot,
+            target,
+            campaign_name,
+            mode,
+        } => {
+            let link = NewLink::new(Some(slug), bot, target, campaign_name, mode)?;
+            let space = space_ref(app, space).await?;
+            to_value(&app.create_link(&space, link).await?)
+        }
+        AdminRequest::LinkList { space } => {
+            to_value(&app.links(&space_ref(app, space).await?).await?)
+        }
+        AdminRequest::LinkDelete { space, slug } => {
+            let space = space_ref(app, space).await?;
+            app.delete_link(&space, slug).await?;
+            serde_json::json!({"deleted": true})
+        }
         AdminRequest::ExportPage {
             space,
             after,
@@ -114,6 +151,15 @@ pub async fn execute(app: &App, request: AdminRequest) -> Result<Value, Error> {
         }
     };
     Ok(value)
+}
+
+/// The space named `name`, as a credential would have given it.
+async fn space_ref(app: &App, name: String) -> Result<SpaceRef, Error> {
+    let no = app.store.space_no(name.clone()).await?;
+    Ok(SpaceRef {
+        no,
+        name: name.into(),
+    })
 }
 
 fn to_value<T: Serialize>(v: &T) -> Value {
@@ -234,6 +280,9 @@ fn op_name(r: &AdminRequest) -> &'static str {
         AdminRequest::KeysRevoke { .. } => "keys_revoke",
         AdminRequest::Backup { .. } => "backup",
         AdminRequest::ExportPage { .. } => "export_page",
+        AdminRequest::LinkCreate { .. } => "link_create",
+        AdminRequest::LinkList { .. } => "link_list",
+        AdminRequest::LinkDelete { .. } => "link_delete",
     }
 }
 

@@ -14,11 +14,12 @@ use crate::domain::dedup::{self, Basis};
 use crate::domain::event::{self, EventInput, EventRules, FieldNames};
 use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::keyring::{self, SpaceRef};
+use crate::domain::link::{self, Link, LinkView, NewLink};
 use crate::domain::outcome::{BindOutcome, ClickOutcome};
 use crate::domain::rate::RateLimiter;
 use crate::domain::rejection::Rejection;
 use crate::domain::stats::{Dimension, GroupStats};
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::storage::Store;
 
 pub struct App {
@@ -37,6 +38,19 @@ pub enum Presented<'a> {
     Bearer(Option<&'a str>),
     /// The `token=` query parameter, if any.
     IngestToken(Option<&'a str>),
+}
+
+/// What a visit of a tracking link found.
+#[derive(Debug)]
+pub enum Visit {
+    /// No link has that slug.
+    Unknown,
+    /// The link was deleted.
+    Gone,
+    /// A link preview or crawler: answered without a click.
+    Preview(Arc<Link>),
+    /// A person: the click was recorded with `uid`.
+    Clicked { link: Arc<Link>, uid: String },
 }
 
 /// What recording an event did (or, for a dry run, would do).
@@ -144,6 +158,62 @@ impl App {
         limit: usize,
     ) -> Result<Vec<Rejection>, Error> {
         self.store.rejections(space.no, limit).await
+    }
+
+    /// Creates a link of `space` from a `POST /links` body or the command line's flags.
+    pub async fn create_link(&self, space: &SpaceRef, link: NewLink) -> Result<LinkView, Error> {
+        let link = self
+            .store
+            .create_link(space.no, link, self.now_ms())
+            .await?;
+        Ok(LinkView::new(&link, &self.settings.public_url(), 0, 0))
+    }
+
+    /// The space's links with their click counts.
+    pub async fn links(&self, space: &SpaceRef) -> Result<Vec<LinkView>, Error> {
+        let public_url = self.settings.public_url();
+        Ok(self
+            .store
+            .links(space.no)
+            .await?
+            .iter()
+            .map(|(link, clicks, bound)| LinkView::new(link, &public_url, *clicks, *bound))
+            .collect())
+    }
+
+    /// Deletes a link of the space: its address answers `410` from now on.
+    pub async fn delete_link(&self, space: &SpaceRef, slug: String) -> Result<(), Error> {
+        self.store.delete_link(space.no, slug, self.now_ms()).await
+    }
+
+    /// A visit of `/l/<slug>`: what to answer, and the click it recorded (committed before
+    /// this returns). Link previews, crawlers and `HEAD` record nothing.
+    pub async fn visit(
+        &self,
+        slug: &str,
+        raw_query: &str,
+        user_agent: Option<&str>,
+        head: bool,
+    ) -> Result<Visit, Error> {
+        let Some(link) = self.store.link(slug) else {
+            return Ok(Visit::Unknown);
+        };
+        if link.deleted {
+            return Ok(Visit::Gone);
+        }
+        if head || link::is_preview(user_agent, &self.settings.link_preview_agents) {
+            return Ok(Visit::Preview(link));
+        }
+        let click = link::visit_click(&link, raw_query, self.now_ms());
+        match self.store.link_click(slug.to_owned(), click).await {
+            Ok(outcome) => Ok(Visit::Clicked {
+                link,
+                uid: outcome.uid,
+            }),
+            // Deleted between the look-up and the write.
+            Err(e) if e.code == Code::NotFound => Ok(Visit::Gone),
+            Err(e) => Err(e),
+        }
     }
 
     /// Validates and records one event; answers after the commit.

@@ -60,6 +60,11 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Create, list and delete tracking links (the public /l/<slug> addresses for ads)
+    Link {
+        #[command(subcommand)]
+        command: LinkCommand,
+    },
     /// Write a consistent copy of the data file to DEST (safe while the server runs)
     Backup { dest: PathBuf },
     /// Write a space's events, with attribution, as GET /events shows them (safe while the
@@ -101,6 +106,38 @@ enum KeysCommand {
         #[arg(long, value_enum)]
         kind: KindArg,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum LinkCommand {
+    /// Create a link that records a click and sends the visitor to a bot (or a target URL)
+    Create {
+        space: String,
+        slug: String,
+        /// The Telegram bot username (the visitor lands on t.me/<bot>?start=<uid>)
+        #[arg(long, value_name = "NAME", required_unless_present = "target")]
+        bot: Option<String>,
+        /// Instead of a bot: an https:// URL with {uid} where the click id goes
+        #[arg(long, value_name = "URL", conflicts_with = "bot")]
+        target: Option<String>,
+        /// The campaign of the link's clicks (a click's `utm_campaign` wins)
+        #[arg(long, value_name = "NAME")]
+        campaign: Option<String>,
+        #[arg(long, value_enum, default_value_t = ModeArg::Redirect)]
+        mode: ModeArg,
+    },
+    /// List a space's links with their public URLs and click counts
+    List { space: String },
+    /// Delete a link: its address answers 410 Gone, and the slug stays taken
+    Delete { space: String, slug: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    /// 302 straight to the bot
+    Redirect,
+    /// A small page that opens Telegram (for in-app browsers)
+    Page,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -182,6 +219,34 @@ pub fn main() -> ExitCode {
             std::path::absolute(&dest)
                 .map_err(Into::into)
                 .and_then(|dest| admin_command(&settings, out, &AdminRequest::Backup { dest }))
+        }
+        Command::Link { command } => {
+            let request = match command {
+                LinkCommand::Create {
+                    space,
+                    slug,
+                    bot,
+                    target,
+                    campaign,
+                    mode,
+                } => AdminRequest::LinkCreate {
+                    space,
+                    slug,
+                    bot,
+                    target,
+                    campaign_name: campaign,
+                    mode: Some(
+                        match mode {
+                            ModeArg::Redirect => "redirect",
+                            ModeArg::Page => "page",
+                        }
+                        .to_owned(),
+                    ),
+                },
+                LinkCommand::List { space } => AdminRequest::LinkList { space },
+                LinkCommand::Delete { space, slug } => AdminRequest::LinkDelete { space, slug },
+            };
+            admin_command(&settings, out, &request)
         }
         Command::Export {
             space,
@@ -409,6 +474,39 @@ impl Output {
                 self.print(&r, &text);
             }
             AdminRequest::ExportPage { .. } => self.print(&value, &value.to_string()),
+            AdminRequest::LinkCreate { .. } => {
+                let link: crate::domain::link::LinkView = serde_json::from_value(value)?;
+                let text = format!(
+                    "created link {}: put this address in your ads\n  {}",
+                    link.slug, link.url
+                );
+                self.print(&link, &text);
+            }
+            AdminRequest::LinkList { .. } => {
+                let links: Vec<crate::domain::link::LinkView> = serde_json::from_value(value)?;
+                let mut text = String::new();
+                for l in &links {
+                    let to = l
+                        .bot
+                        .as_deref()
+                        .map_or_else(|| l.target.clone().unwrap_or_default(), |b| format!("@{b}"));
+                    let _ = writeln!(
+                        text,
+                        "{:<20} {:<8} {} clicks, {} bound  -> {}  {}",
+                        l.slug, l.mode, l.clicks, l.bound_clicks, to, l.url
+                    );
+                }
+                if links.is_empty() {
+                    text.push_str("no links yet: tracker link create SPACE SLUG --bot NAME");
+                }
+                self.print(&links, text.trim_end());
+            }
+            AdminRequest::LinkDelete { space, slug } => {
+                let text = format!(
+                    "deleted link {slug} of space {space}: its address now answers 410 Gone"
+                );
+                self.print(&value, &text);
+            }
             AdminRequest::Backup { dest } => {
                 let stats: crate::storage::backup::BackupStats = serde_json::from_value(value)?;
                 let text = format!(

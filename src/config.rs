@@ -34,6 +34,10 @@ pub struct Settings {
     pub rate_limit: u32,
     pub log_format: LogFormat,
     pub log_level: String,
+    /// The public base address of links and snippets; empty means `http://<listen>`.
+    pub public_url: String,
+    /// User agents (substrings, any case) that get a tracking link's page without a click.
+    pub link_preview_agents: Vec<String>,
 }
 
 /// The keys as written, each optional; `deny_unknown_fields` makes a typo an error that names it.
@@ -51,11 +55,13 @@ struct RawSettings {
     rate_limit: Option<u32>,
     log_format: Option<String>,
     log_level: Option<String>,
+    public_url: Option<String>,
+    link_preview_agents: Option<String>,
 }
 
 /// Keys whose environment value is an integer; every other key's value is a string.
 const INTEGER_KEYS: [&str; 2] = ["max_body_bytes", "rate_limit"];
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 13] = [
     "listen",
     "data",
     "default_currency",
@@ -67,6 +73,8 @@ const KEYS: [&str; 11] = [
     "rate_limit",
     "log_format",
     "log_level",
+    "public_url",
+    "link_preview_agents",
 ];
 
 /// Values given on the command line, the top layer.
@@ -228,6 +236,23 @@ fn check(raw: RawSettings) -> Result<Settings, ConfigError> {
         )));
     }
     let rotation_grace = duration("rotation_grace", raw.rotation_grace, "24h")?;
+    let public_url = raw.public_url.unwrap_or_default();
+    if !(public_url.is_empty()
+        || public_url.starts_with("https://")
+        || public_url.starts_with("http://"))
+        || public_url.bytes().any(|b| !b.is_ascii_graphic())
+    {
+        return Err(ConfigError(format!(
+            "`public_url` must be an http:// or https:// address such as \"https://t.example.com\", got {public_url:?}"
+        )));
+    }
+    let link_preview_agents = raw
+        .link_preview_agents
+        .unwrap_or_else(|| crate::domain::link::DEFAULT_PREVIEW_AGENTS.to_owned())
+        .split(',')
+        .map(|a| a.trim().to_owned())
+        .filter(|a| !a.is_empty())
+        .collect();
     Ok(Settings {
         listen,
         data: raw.data.unwrap_or_else(|| PathBuf::from("tracker.redb")),
@@ -240,10 +265,22 @@ fn check(raw: RawSettings) -> Result<Settings, ConfigError> {
         rate_limit: raw.rate_limit.unwrap_or(0),
         log_format,
         log_level,
+        public_url: public_url.trim_end_matches('/').to_owned(),
+        link_preview_agents,
     })
 }
 
 impl Settings {
+    /// The public base address: `public_url`, or `http://<listen>` when it is not set.
+    #[must_use]
+    pub fn public_url(&self) -> String {
+        if self.public_url.is_empty() {
+            format!("http://{}", self.listen)
+        } else {
+            self.public_url.clone()
+        }
+    }
+
     /// The built-in defaults, with the data file at `data`: what tests start from.
     ///
     /// # Panics

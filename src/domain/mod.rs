@@ -9,6 +9,7 @@ pub mod event;
 pub mod feed;
 pub mod input;
 pub mod keyring;
+pub mod link;
 pub mod outcome;
 pub mod rate;
 pub mod rejection;

@@ -145,7 +145,7 @@ where
 /// Every bearer POST, in its required order: authenticate (before anything else is looked at),
 /// note the space for the access log, read the body within its limit, then `handle` it; the
 /// answer, success or failure, leaves through [`finish`].
-async fn bearer_post<S, B, F, Fut>(
+pub(super) async fn bearer_post<S, B, F, Fut>(
     app: Arc<App>,
     path: &'static str,
     authorization: Option<String>,

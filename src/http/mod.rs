@@ -12,8 +12,13 @@
 //! | GET    | `/events/wait` | bearer secret   | [`read::get_events_wait`] |
 //! | GET    | `/stats`   | bearer secret       | [`read::get_stats`]     |
 //! | GET    | `/rejections` | bearer secret    | [`read::get_rejections`] |
+//! | POST   | `/links`   | bearer secret       | [`links::post_links`]   |
+//! | GET    | `/links`   | bearer secret       | [`links::get_links`]    |
+//! | DELETE | `/links/<slug>` | bearer secret  | [`links::delete_link`]  |
+//! | GET, HEAD | `/l/<slug>` | none (public)   | [`links::visit`]        |
 
 pub mod handlers;
+pub mod links;
 pub mod read;
 pub mod respond;
 
@@ -26,6 +31,8 @@ use warp::reply::Response;
 use crate::app::App;
 
 /// Every route of the tracker, with unmatched requests turned into the JSON error body.
+// Long on purpose: every route in one place, as the module's table lists them.
+#[allow(clippy::too_many_lines)]
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let app = warp::any().map(move || app.clone());
     // The raw query, or "" when the URL has none (warp's `raw()` rejects that case).
@@ -85,12 +92,44 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .then(read::get_stats);
     let get_rejections = warp::path!("rejections")
         .and(warp::get())
-        .and(app)
+        .and(app.clone())
         .and(authorization)
         .and(query)
         .then(read::get_rejections);
+    let post_links = warp::path!("links")
+        .and(warp::post())
+        .and(app.clone())
+        .and(authorization)
+        .and(body)
+        .then(links::post_links);
+    let get_links = warp::path!("links")
+        .and(warp::get())
+        .and(app.clone())
+        .and(authorization)
+        .and(query)
+        .then(links::get_links);
+    let delete_link = warp::path!("links" / String)
+        .and(warp::delete())
+        .and(app.clone())
+        .and(authorization)
+        .then(|slug, app, authorization| links::delete_link(app, slug, authorization));
+    let head = warp::head()
+        .map(|| true)
+        .or(warp::get().map(|| false))
+        .unify();
+    let visit = warp::path!("l" / String)
+        .and(head)
+        .and(app)
+        .and(query)
+        .and(warp::header::optional::<String>("user-agent"))
+        .then(|slug, head, app, query, user_agent| {
+            links::visit(app, slug, head, query, user_agent)
+        });
 
-    post_events
+    // The busiest path first: every ad click comes through `/l/<slug>`.
+    visit
+        .or(post_events)
+        .unify()
         .or(get_e)
         .unify()
         .or(post_bind)
@@ -106,6 +145,12 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .or(get_stats)
         .unify()
         .or(get_rejections)
+        .unify()
+        .or(post_links)
+        .unify()
+        .or(get_links)
+        .unify()
+        .or(delete_link)
         .unify()
         .or(healthz)
         .unify()

@@ -19,7 +19,7 @@ use crate::http::handlers::{Access, finish};
 use crate::http::respond::{self, Auth};
 
 /// Every bearer GET: authenticate first, then `handle` the decoded query.
-async fn bearer_get<F, Fut>(
+pub(super) async fn bearer_get<F, Fut>(
     app: Arc<App>,
     path: &'static str,
     authorization: Option<String>,

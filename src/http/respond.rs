@@ -28,6 +28,7 @@ pub fn status_of(code: Code) -> StatusCode {
         Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Code::NotFound => StatusCode::NOT_FOUND,
         Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        Code::Conflict => StatusCode::CONFLICT,
         Code::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,

@@ -11,9 +11,7 @@ use redb::{
 };
 
 use crate::storage::StoreError;
-use crate::storage::schema::{
-    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, META, SPACES,
-};
+use crate::storage::schema::{self, TableVisitor};
 
 /// Rows copied per table, for the caller to report.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
@@ -44,32 +42,38 @@ pub fn backup(src: &ReadTransaction, dest: &Path) -> Result<BackupStats, StoreEr
 fn write_copy(src: &ReadTransaction, dest: &Path) -> Result<u64, StoreError> {
     let db = Database::create(dest)?;
     let txn = db.begin_write()?;
-    let mut rows = 0;
-    rows += copy(src, &txn, META)?;
-    rows += copy(src, &txn, SPACES)?;
-    rows += copy(src, &txn, CREDENTIALS)?;
-    rows += copy(src, &txn, INBOX)?;
-    rows += copy(src, &txn, DEDUP)?;
-    rows += copy(src, &txn, CLICKS)?;
-    rows += copy(src, &txn, CLICKS_BY_FBCLID)?;
-    rows += copy(src, &txn, CLICKS_BY_TG)?;
+    let mut copy = Copy {
+        src,
+        dest: &txn,
+        rows: 0,
+    };
+    // Every table the schema declares: one added later cannot be left out of backups.
+    schema::visit_every_table(&mut copy)?;
+    let rows = copy.rows;
     txn.commit()?;
     db.close()?;
     Ok(rows)
 }
 
-fn copy<K: Key + 'static, V: Value + 'static>(
-    src: &ReadTransaction,
-    dest: &WriteTransaction,
-    table: TableDefinition<K, V>,
-) -> Result<u64, StoreError> {
-    let from = src.open_table(table)?;
-    let mut to = dest.open_table(table)?;
-    let mut rows = 0;
-    for entry in from.iter()? {
-        let (k, v) = entry?;
-        to.insert(k.value(), v.value())?;
-        rows += 1;
+/// Copies each table it visits from `src` to `dest`, counting rows.
+struct Copy<'a> {
+    src: &'a ReadTransaction,
+    dest: &'a WriteTransaction,
+    rows: u64,
+}
+
+impl TableVisitor for Copy<'_> {
+    fn visit<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        table: TableDefinition<K, V>,
+    ) -> Result<(), StoreError> {
+        let from = self.src.open_table(table)?;
+        let mut to = self.dest.open_table(table)?;
+        for entry in from.iter()? {
+            let (k, v) = entry?;
+            to.insert(k.value(), v.value())?;
+            self.rows += 1;
+        }
+        Ok(())
     }
-    Ok(rows)
 }

@@ -27,6 +27,7 @@ use redb::{Database, ReadableDatabase, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
 use crate::domain::keyring::Keyring;
+use crate::domain::link::Directory;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
 use crate::storage::dedup_buffer::DedupBuffer;
@@ -157,6 +158,7 @@ pub(super) struct Writer {
     db: Option<Arc<Database>>,
     flush_failed: FlushFailed,
     keyring: Arc<Keyring>,
+    links: Arc<Directory>,
     /// Dedup entries not yet in the table; readers share it (`Store::judge_event`).
     pending: Arc<RwLock<DedupBuffer>>,
     health: Arc<watch::Sender<Health>>,
@@ -164,6 +166,13 @@ pub(super) struct Writer {
     /// The last `inbox_id` committed, for followers of the feed (`GET /events/wait`).
     committed: Arc<watch::Sender<u64>>,
     last_flush: Instant,
+}
+
+/// What a committed batch changed that the server keeps in memory.
+#[derive(Clone, Copy)]
+struct Changed {
+    credentials: bool,
+    links: bool,
 }
 
 /// What ended a batch that did not commit.
@@ -178,6 +187,7 @@ enum Failure {
 pub(super) struct Shared {
     pub(super) slot: Arc<DbSlot>,
     pub(super) keyring: Arc<Keyring>,
+    pub(super) links: Arc<Directory>,
     pub(super) pending: Arc<RwLock<DedupBuffer>>,
     pub(super) health: Arc<watch::Sender<Health>>,
     pub(super) rejections: Arc<RejectionQueue>,
@@ -203,6 +213,7 @@ impl Writer {
             db,
             flush_failed,
             keyring: shared.keyring,
+            links: shared.links,
             pending: shared.pending,
             health: shared.health,
             rejections: shared.rejections,
@@ -267,9 +278,9 @@ impl Writer {
         let pending = pending.read().unwrap_or_else(PoisonError::into_inner);
         let rejections = self.rejections.take();
         let rejected = rejections.len() as u64;
-        let result = (|| -> Result<(bool, _, u64), StoreError> {
+        let result = (|| -> Result<(Changed, _, u64), StoreError> {
             let txn = db.begin_write()?;
-            let (credentials_changed, change, inbox_seq) = {
+            let (changed, change, inbox_seq) = {
                 let mut t = Txn::open(&txn, &pending)?;
                 for job in batch.iter_mut() {
                     job.apply(&mut t)?;
@@ -284,14 +295,18 @@ impl Writer {
                     pending.flush_slice(&mut change, &mut t.dedup, drain, t.inbox_seq + 1)?;
                 t.meta.insert(META_DEDUP_REDO_FROM, redo_from)?;
                 t.meta.insert(META_INBOX_SEQ, t.inbox_seq)?;
-                (t.credentials_changed, change, t.inbox_seq)
+                let changed = Changed {
+                    credentials: t.credentials_changed,
+                    links: t.links_changed,
+                };
+                (changed, change, t.inbox_seq)
             };
             commit(txn)?;
-            Ok((credentials_changed, change, inbox_seq))
+            Ok((changed, change, inbox_seq))
         })();
         drop(pending);
         match result {
-            Ok((credentials_changed, change, inbox_seq)) => {
+            Ok((changed, change, inbox_seq)) => {
                 // Before answering: a reader that sees the answer sees the entries.
                 self.pending
                     .write()
@@ -300,10 +315,11 @@ impl Writer {
                 if flush_last_used {
                     self.last_flush = Instant::now();
                 }
-                if credentials_changed {
-                    // Before answering: a rotation is in force when its command returns.
-                    if let Err(e) = self.reload_keyring(&db) {
-                        tracing::error!(error = %e, "reloading credentials after a commit");
+                // Before answering: a rotation is in force when its command returns, and a new
+                // link answers when its creation does.
+                if changed.credentials || changed.links {
+                    if let Err(e) = self.reload(&db, changed) {
+                        tracing::error!(error = %e, "reading credentials and links after a commit");
                     }
                 }
                 // Followers wake after the commit and find the events in their next snapshot.
@@ -345,9 +361,14 @@ impl Writer {
         }
     }
 
-    fn reload_keyring(&self, db: &Database) -> Result<(), StoreError> {
-        self.keyring
-            .replace(read::keyring_entries(&db.begin_read()?)?);
+    fn reload(&self, db: &Database, changed: Changed) -> Result<(), StoreError> {
+        let txn = db.begin_read()?;
+        if changed.credentials {
+            self.keyring.replace(read::keyring_entries(&txn)?);
+        }
+        if changed.links {
+            self.links.replace(read::all_links(&txn)?);
+        }
         Ok(())
     }
 

@@ -35,6 +35,7 @@ use crate::domain::dedup::DedupKey;
 use crate::domain::event::ValidEvent;
 use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::keyring::Keyring;
+use crate::domain::link::{Directory, Link, NewLink};
 use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredential};
 use crate::domain::rejection::Rejection;
 use crate::domain::stats::{Dimension, GroupStats};
@@ -179,6 +180,7 @@ pub struct Store {
     writes: SyncSender<Message>,
     readers: Readers,
     keyring: Arc<Keyring>,
+    links: Arc<Directory>,
     pending: Arc<RwLock<DedupBuffer>>,
     health: Arc<watch::Sender<Health>>,
     rejections: Arc<RejectionQueue>,
@@ -195,9 +197,12 @@ impl Store {
         let created = opened.created;
         let db = Arc::new(opened.db);
         let keyring = Arc::new(Keyring::default());
-        keyring.replace(read::keyring_entries(&redb::ReadableDatabase::begin_read(
-            &*db,
-        )?)?);
+        let links = Arc::new(Directory::default());
+        {
+            let txn = redb::ReadableDatabase::begin_read(&*db)?;
+            keyring.replace(read::keyring_entries(&txn)?);
+            links.replace(read::all_links(&txn)?);
+        }
         let slot = Arc::new(RwLock::new(Some(db)));
         let pending = Arc::new(RwLock::new(DedupBuffer::default()));
         let health = Arc::new(watch::Sender::new(Health::Serving));
@@ -211,6 +216,7 @@ impl Store {
             commit::Shared {
                 slot: slot.clone(),
                 keyring: keyring.clone(),
+                links: links.clone(),
                 pending: pending.clone(),
                 health: health.clone(),
                 rejections: rejections.clone(),
@@ -239,6 +245,7 @@ impl Store {
                 writes,
                 readers,
                 keyring,
+                links,
                 pending,
                 health,
                 rejections,
@@ -253,6 +260,12 @@ impl Store {
     #[must_use]
     pub fn keyring(&self) -> &Arc<Keyring> {
         &self.keyring
+    }
+
+    /// The link with `slug`, deleted or not, from memory.
+    #[must_use]
+    pub fn link(&self, slug: &str) -> Option<Arc<Link>> {
+        self.links.get(slug)
     }
 
     #[must_use]
@@ -316,6 +329,23 @@ impl Store {
     ) -> Result<BindOutcome, Error> {
         self.write(move |t| t.bind(space, &uid, tg_id, now_ms))
             .await
+    }
+
+    /// Stores a new link of `space`; a taken slug is refused with `conflict`.
+    pub async fn create_link(&self, space: u32, link: NewLink, now_ms: u64) -> Result<Link, Error> {
+        self.write(move |t| t.create_link(space, &link, now_ms))
+            .await
+    }
+
+    /// Deletes a link of `space`.
+    pub async fn delete_link(&self, space: u32, slug: String, now_ms: u64) -> Result<(), Error> {
+        self.write(move |t| t.delete_link(space, &slug, now_ms))
+            .await
+    }
+
+    /// Records a visit's click on link `slug`, if it still exists when its batch runs.
+    pub async fn link_click(&self, slug: String, click: NewClick) -> Result<ClickOutcome, Error> {
+        self.write(move |t| t.link_click(&slug, click)).await
     }
 
     /// Creates a space with its first credentials; answers its number.
@@ -390,6 +420,11 @@ impl Store {
     /// The space's most recent rejections, newest first.
     pub async fn rejections(&self, space: u32, limit: usize) -> Result<Vec<Rejection>, Error> {
         self.read(move |s| read::rejections(s, space, limit)).await
+    }
+
+    /// `space`'s links with their clicks and bound clicks.
+    pub async fn links(&self, space: u32) -> Result<Vec<(Link, u64, u64)>, Error> {
+        self.read(move |s| read::links(s, space)).await
     }
 
     /// The number of space `name`, or the refusal that says there is none.

@@ -16,9 +16,9 @@ use crate::storage::file::{DataFile, FlushFailed};
 use crate::storage::records::{self, ClickRecord, EventRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
-    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, META, META_INBOX_SEQ,
-    META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SCHEMA_VERSION, SPACES,
-    STATS,
+    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, META,
+    META_INBOX_SEQ, META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS,
+    SCHEMA_VERSION, SPACES, STATS,
 };
 
 /// The data file, open and up to date.
@@ -120,6 +120,7 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
             // Nothing to convert: see schema.rs.
             1 => {}
             2 => migrate_to_v3(&txn)?,
+            3 => migrate_to_v4(&txn)?,
             _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
         }
         version += 1;
@@ -185,6 +186,13 @@ fn migrate_to_v3(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
         rollup.event(space, click.as_ref(), event.occurred_at_ms, &counts);
     }
     rollup.write(&mut txn.open_table(STATS)?)?;
+    Ok(())
+}
+
+/// Version 4: the tracking links' tables, empty.
+fn migrate_to_v4(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    txn.open_table(LINKS)?;
+    txn.open_table(LINKS_BY_SPACE)?;
     Ok(())
 }
 

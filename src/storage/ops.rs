@@ -22,18 +22,20 @@ use crate::domain::click::NewClick;
 use crate::domain::credential::{self, Kind};
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::ValidEvent;
+use crate::domain::link::{Destination, Link, Mode, NewLink};
 use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredential};
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
 use crate::domain::stats::Counts;
 use crate::error::{Code, Error};
 use crate::storage::StoreError;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
-use crate::storage::records::RejectionRecord;
+use crate::storage::read;
 use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
+use crate::storage::records::{LinkRecord, RejectionRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
-    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, META, META_INBOX_SEQ,
-    META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SPACES, STATS,
+    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, META,
+    META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SPACES, STATS,
 };
 
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
@@ -50,12 +52,16 @@ pub(crate) struct Txn<'t> {
     pub(super) stats: Table<'t, (u32, u8, &'static str, u32), &'static [u8]>,
     rejections: Table<'t, (u32, u32), &'static [u8]>,
     rejection_counts: Table<'t, u32, u64>,
+    links: Table<'t, &'static str, &'static [u8]>,
+    links_by_space: Table<'t, (u32, &'static str), ()>,
     /// The stats counts of this batch, written once at its end.
     pub(super) rollup: Rollup,
     /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
     pub(super) inbox_seq: u64,
     /// Whether the keyring must be read again once the batch commits.
     pub(super) credentials_changed: bool,
+    /// Whether the links must be read again once the batch commits.
+    pub(super) links_changed: bool,
     /// Dedup entries older than this transaction, not yet in `DEDUP`.
     pending: &'t DedupBuffer,
     /// The dedup entries this transaction adds and writes out.
@@ -81,9 +87,12 @@ impl<'t> Txn<'t> {
             stats: txn.open_table(STATS)?,
             rejections: txn.open_table(REJECTIONS)?,
             rejection_counts: txn.open_table(REJECTION_COUNTS)?,
+            links: txn.open_table(LINKS)?,
+            links_by_space: txn.open_table(LINKS_BY_SPACE)?,
             rollup: Rollup::default(),
             inbox_seq,
             credentials_changed: false,
+            links_changed: false,
             pending,
             change: dedup_buffer::Change::default(),
         })
@@ -212,6 +221,84 @@ impl<'t> Txn<'t> {
             tg_id,
             conflict: false,
         })
+    }
+
+    /// Stores a new tracking link; a slug taken in any space is refused without saying which.
+    pub(crate) fn create_link(
+        &mut self,
+        space: u32,
+        link: &NewLink,
+        now_ms: u64,
+    ) -> Result<Link, StoreError> {
+        if self.links.get(link.slug.as_str())?.is_some() {
+            return Err(StoreError::Refused(Error::field(
+                Code::Conflict,
+                "slug",
+                format!("the slug {:?} is taken; choose another", link.slug),
+            )));
+        }
+        let (bot, target) = match &link.destination {
+            Destination::Bot(b) => (Some(b.clone()), None),
+            Destination::Target(t) => (None, Some(t.clone())),
+        };
+        let record = LinkRecord {
+            space_no: space,
+            bot,
+            target,
+            campaign_name: link.campaign_name.clone(),
+            mode: match link.mode {
+                Mode::Redirect => 0,
+                Mode::Page => 1,
+            },
+            created_at_ms: now_ms,
+            deleted_at_ms: None,
+        };
+        self.links
+            .insert(link.slug.as_str(), records::encode(&record).as_slice())?;
+        self.links_by_space
+            .insert((space, link.slug.as_str()), ())?;
+        self.links_changed = true;
+        read::link_of(&link.slug, record)
+    }
+
+    /// Deletes a link of `space`: its public address answers `410` from now on, and its slug
+    /// stays taken. Deleting a deleted link again is a harmless retry.
+    pub(crate) fn delete_link(
+        &mut self,
+        space: u32,
+        slug: &str,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut record: LinkRecord = match self.links.get(slug)? {
+            Some(bytes) => records::decode(bytes.value())?,
+            None => return Err(no_link(slug)),
+        };
+        if record.space_no != space {
+            return Err(no_link(slug));
+        }
+        if record.deleted_at_ms.is_none() {
+            record.deleted_at_ms = Some(now_ms);
+            self.links
+                .insert(slug, records::encode(&record).as_slice())?;
+            self.links_changed = true;
+        }
+        Ok(())
+    }
+
+    /// A visit of `/l/<slug>`: the click, if the link still exists when the batch runs.
+    pub(crate) fn link_click(
+        &mut self,
+        slug: &str,
+        click: NewClick,
+    ) -> Result<ClickOutcome, StoreError> {
+        let record: LinkRecord = match self.links.get(slug)? {
+            Some(bytes) => records::decode(bytes.value())?,
+            None => return Err(no_link(slug)),
+        };
+        if record.deleted_at_ms.is_some() {
+            return Err(no_link(slug));
+        }
+        self.back_fill_click(record.space_no, click)
     }
 
     /// Creates space `name` with its first secret and ingest token; answers its number.
@@ -394,6 +481,13 @@ impl<'t> Txn<'t> {
         }
         Ok(())
     }
+}
+
+fn no_link(slug: &str) -> StoreError {
+    StoreError::Refused(Error::new(
+        Code::NotFound,
+        format!("no link {slug:?} in this space"),
+    ))
 }
 
 /// A request the caller must change (a taken or unknown name); answered as it is.

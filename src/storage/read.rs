@@ -23,13 +23,16 @@ use crate::domain::event::ValidEvent;
 use crate::domain::event::{EventKind, Source};
 use crate::domain::feed::{self, Attribution, FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::{KeyEntry, SpaceRef};
+use crate::domain::link::{Destination, Link, Mode};
 use crate::domain::rejection::Rejection;
 use crate::domain::stats::{self, Counts, Dimension, GroupStats};
 use crate::storage::StoreError;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
-use crate::storage::records::{ClickRecord, EventRecord, RejectionRecord};
+use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRecord};
 use crate::storage::rollup;
-use crate::storage::schema::{CLICKS, CREDENTIALS, DEDUP, INBOX, REJECTIONS, SPACES, STATS};
+use crate::storage::schema::{
+    CLICKS, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, REJECTIONS, SPACES, STATS,
+};
 
 /// One read snapshot, shared by the reads of a batch, with the tables the hot reads use opened
 /// once for all of them.
@@ -404,4 +407,76 @@ pub fn space_no(txn: &ReadTransaction, name: &str) -> Result<u32, StoreError> {
             format!("no space named {name:?}"),
         ))),
     }
+}
+
+/// A stored link as the domain sees it.
+pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
+    let destination = match (r.bot, r.target) {
+        (Some(bot), None) => Destination::Bot(bot),
+        (None, Some(target)) => Destination::Target(target),
+        _ => {
+            return Err(StoreError::Corrupt(format!(
+                "link {slug:?} has neither a bot nor a target, or both"
+            )));
+        }
+    };
+    Ok(Link {
+        space: r.space_no,
+        slug: slug.to_owned(),
+        destination,
+        campaign_name: r.campaign_name,
+        mode: if r.mode == 1 {
+            Mode::Page
+        } else {
+            Mode::Redirect
+        },
+        created_at_ms: r.created_at_ms,
+        deleted: r.deleted_at_ms.is_some(),
+    })
+}
+
+/// Every link of the file, deleted ones included: what the public path looks slugs up in.
+pub fn all_links(txn: &ReadTransaction) -> Result<Vec<Link>, StoreError> {
+    let mut links = Vec::new();
+    for entry in txn.open_table(LINKS)?.iter()? {
+        let (slug, bytes) = entry?;
+        links.push(link_of(slug.value(), records::decode(bytes.value())?)?);
+    }
+    Ok(links)
+}
+
+/// `space`'s links that are not deleted, oldest first, each with its clicks and bound clicks
+/// (all time, from the stats rollup: every click whose `link_slug` is the slug).
+pub fn links(s: &Snapshot, space: u32) -> Result<Vec<(Link, u64, u64)>, StoreError> {
+    let table = s.txn.open_table(LINKS)?;
+    let stats = s.txn.open_table(STATS)?;
+    let code = Dimension::Link.code();
+    let mut out = Vec::new();
+    for entry in s
+        .txn
+        .open_table(LINKS_BY_SPACE)?
+        .range((space, "")..=(space, "\u{10ffff}"))?
+    {
+        let (key, _) = entry?;
+        let slug = key.value().1;
+        let Some(bytes) = table.get(slug)? else {
+            return Err(StoreError::Corrupt(format!(
+                "links_by_space names {slug:?}, which has no link"
+            )));
+        };
+        let link = link_of(slug, records::decode(bytes.value())?)?;
+        if link.deleted {
+            continue;
+        }
+        let mut total = Counts::default();
+        for row in stats.range((space, code, slug, 0)..=(space, code, slug, u32::MAX))? {
+            let (_, bytes) = row?;
+            total
+                .add(&rollup::counts_of(&records::decode(bytes.value())?)?)
+                .map_err(StoreError::Corrupt)?;
+        }
+        out.push((link, total.clicks, total.bound_clicks));
+    }
+    out.sort_by_key(|(l, _, _)| l.created_at_ms);
+    Ok(out)
 }

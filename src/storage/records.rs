@@ -271,6 +271,23 @@ impl Record for RejectionRecord {
     const NAME: &'static str = "rejection";
 }
 
+/// A tracking link (`LINKS`). Exactly one of `bot` and `target` is set.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct LinkRecord {
+    pub space_no: u32,
+    pub bot: Option<String>,
+    pub target: Option<String>,
+    pub campaign_name: Option<String>,
+    /// 0 redirect, 1 page.
+    pub mode: u8,
+    pub created_at_ms: u64,
+    pub deleted_at_ms: Option<u64>,
+}
+impl Record for LinkRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "link";
+}
+
 /// The version 2 body of an `EventRecord` (module documentation). The base62 alphabet and the
 /// decimal notation are spelled out here rather than borrowed from `domain`, because stored bytes
 /// must keep decoding to the same text whatever those modules later do.

@@ -13,11 +13,14 @@
 //! - 3: `STATS`, the rollup of clicks, bindings and events, built from the inbox and the clicks
 //!   by the migration; `REJECTIONS` and `REJECTION_COUNTS`, the rejection log; inbox records
 //!   may be `EventRecord` version 3 (with the event's source).
+//! - 4: `LINKS` and `LINKS_BY_SPACE`, the tracking links, empty.
 
-use redb::TableDefinition;
+use redb::{Key, TableDefinition, Value};
+
+use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 3;
+pub const SCHEMA_VERSION: u64 = 4;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -73,3 +76,80 @@ pub const REJECTIONS: TableDefinition<(u32, u32), &[u8]> = TableDefinition::new(
 
 /// `space -> u64`: how many rejections the space has had, ever; the next one's number.
 pub const REJECTION_COUNTS: TableDefinition<u32, u64> = TableDefinition::new("rejection_counts");
+
+/// `slug -> LinkRecord`: every tracking link, deleted ones included (a deleted link's slug stays
+/// taken, so an old ad never leads somewhere new). Keyed by slug alone: slugs are unique in the
+/// file, so the public `/l/<slug>` needs no credential.
+pub const LINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("links");
+
+/// `(space, slug) -> ()`: a space's links, read by a range on the space.
+pub const LINKS_BY_SPACE: TableDefinition<(u32, &str), ()> = TableDefinition::new("links_by_space");
+
+/// Something done to every table of the file alike (a backup copies each, a check reads each).
+pub trait TableVisitor {
+    fn visit<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        table: TableDefinition<K, V>,
+    ) -> Result<(), StoreError>;
+}
+
+/// Visits every table declared above. A test compares this list with the tables a new data file
+/// holds, so a table added above and not here fails it, instead of going missing from backups.
+pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
+    v.visit(META)?;
+    v.visit(SPACES)?;
+    v.visit(CREDENTIALS)?;
+    v.visit(INBOX)?;
+    v.visit(DEDUP)?;
+    v.visit(CLICKS)?;
+    v.visit(CLICKS_BY_FBCLID)?;
+    v.visit(CLICKS_BY_TG)?;
+    v.visit(STATS)?;
+    v.visit(REJECTIONS)?;
+    v.visit(REJECTION_COUNTS)?;
+    v.visit(LINKS)?;
+    v.visit(LINKS_BY_SPACE)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod every_table {
+    use std::collections::BTreeSet;
+
+    use redb::{ReadableDatabase, TableHandle};
+
+    use super::*;
+
+    struct Names(BTreeSet<String>);
+    impl TableVisitor for Names {
+        fn visit<K: Key + 'static, V: Value + 'static>(
+            &mut self,
+            table: TableDefinition<K, V>,
+        ) -> Result<(), StoreError> {
+            assert!(
+                self.0.insert(table.name().to_owned()),
+                "{} twice",
+                table.name()
+            );
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_list_is_every_table_a_new_file_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::storage::open::open_database(&dir.path().join("t.redb"), None)
+            .unwrap()
+            .db;
+        let in_file: BTreeSet<String> = db
+            .begin_read()
+            .unwrap()
+            .list_tables()
+            .unwrap()
+            .map(|t| t.name().to_owned())
+            .collect();
+        let mut listed = Names(BTreeSet::new());
+        visit_every_table(&mut listed).unwrap();
+        assert_eq!(listed.0, in_file);
+    }
+}

@@ -10,5 +10,6 @@ mod dedup;
 mod durability;
 mod events;
 mod fixtures;
+mod links;
 mod read;
 mod support;

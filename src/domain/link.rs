@@ -1,0 +1,492 @@
+//! Tracking links (CONTRACT section 11): the tracker's own landing page. The rules of a link's
+//! fields, where a click on it sends the visitor, which requests are link previews rather than
+//! people, and the click a visit records.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::domain::click::{CLICK_FIELD_BOUNDS, NewClick};
+use crate::domain::input::{self, Query, quoted};
+use crate::error::{Code, Error};
+
+/// The longest target URL template.
+pub const MAX_TARGET_LEN: usize = 2048;
+
+/// Where a link sends the visitor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Destination {
+    /// A Telegram bot: `https://t.me/<bot>?start=<uid>`.
+    Bot(String),
+    /// An `https://` URL template with `{uid}` in it.
+    Target(String),
+}
+
+/// How a link answers a visitor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `302` straight to the destination.
+    Redirect,
+    /// A small page that opens Telegram and shows a button: for in-app browsers where a
+    /// redirect to t.me often fails.
+    Page,
+}
+
+impl Mode {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Redirect => "redirect",
+            Mode::Page => "page",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Mode, Error> {
+        match text {
+            "redirect" => Ok(Mode::Redirect),
+            "page" => Ok(Mode::Page),
+            other => Err(Error::field(
+                Code::InvalidField,
+                "mode",
+                format!(
+                    "mode must be \"redirect\" or \"page\", got {}",
+                    quoted(other)
+                ),
+            )),
+        }
+    }
+}
+
+/// A link as created: checked, not yet stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewLink {
+    pub slug: String,
+    pub destination: Destination,
+    pub campaign_name: Option<String>,
+    pub mode: Mode,
+}
+
+/// A stored link, as the public path and the management API see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub space: u32,
+    pub slug: String,
+    pub destination: Destination,
+    pub campaign_name: Option<String>,
+    pub mode: Mode,
+    pub created_at_ms: u64,
+    pub deleted: bool,
+}
+
+/// A link as `GET /links` and `tracker link list` show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkView {
+    pub slug: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bot: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub target: Option<String>,
+    pub campaign_name: Option<String>,
+    pub mode: String,
+    /// The public address to put in an ad.
+    pub url: String,
+    pub created_at_ms: u64,
+    pub clicks: u64,
+    pub bound_clicks: u64,
+}
+
+impl LinkView {
+    #[must_use]
+    pub fn new(link: &Link, public_url: &str, clicks: u64, bound_clicks: u64) -> LinkView {
+        let (bot, target) = match &link.destination {
+            Destination::Bot(b) => (Some(b.clone()), None),
+            Destination::Target(t) => (None, Some(t.clone())),
+        };
+        LinkView {
+            slug: link.slug.clone(),
+            bot,
+            target,
+            campaign_name: link.campaign_name.clone(),
+            mode: link.mode.as_str().to_owned(),
+            url: format!("{}/l/{}", public_url.trim_end_matches('/'), link.slug),
+            created_at_ms: link.created_at_ms,
+            clicks,
+            bound_clicks,
+        }
+    }
+}
+
+/// The running server's view of every link, by slug, so that a visit finds its link without a
+/// read of the file. Replaced whole by the writer after a commit that changed links, before
+/// that commit is answered.
+#[derive(Default)]
+pub struct Directory {
+    links: RwLock<HashMap<String, Arc<Link>>>,
+}
+
+impl Directory {
+    pub fn replace(&self, links: Vec<Link>) {
+        let map = links
+            .into_iter()
+            .map(|l| (l.slug.clone(), Arc::new(l)))
+            .collect();
+        *self.links.write().unwrap_or_else(PoisonError::into_inner) = map;
+    }
+
+    #[must_use]
+    pub fn get(&self, slug: &str) -> Option<Arc<Link>> {
+        self.links
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(slug)
+            .cloned()
+    }
+}
+
+/// The rule of a slug: 1 to 64 of `A-Za-z0-9_-`.
+pub fn check_slug(slug: &str) -> Result<(), Error> {
+    if (1..=64).contains(&slug.len())
+        && slug
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        Ok(())
+    } else {
+        Err(Error::field(
+            Code::InvalidField,
+            "slug",
+            format!(
+                "a slug is 1 to 64 of A-Z, a-z, 0-9, '_' and '-', got {}",
+                quoted(slug)
+            ),
+        ))
+    }
+}
+
+/// The rule of a Telegram bot username: 5 to 32 of `A-Za-z0-9_`, ending in `bot` in any case.
+pub fn check_bot(bot: &str) -> Result<(), Error> {
+    let ok = (5..=32).contains(&bot.len())
+        && bot.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && bot.to_ascii_lowercase().ends_with("bot");
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::field(
+            Code::InvalidField,
+            "bot",
+            format!(
+                "bot must be a Telegram bot username: 5 to 32 of A-Z, a-z, 0-9 and '_', ending \
+                 in \"bot\" (without the @), got {}",
+                quoted(bot)
+            ),
+        ))
+    }
+}
+
+/// The rule of a target: an `https://` URL template of visible ASCII with `{uid}` in it.
+pub fn check_target(target: &str) -> Result<(), Error> {
+    let ok = target.len() <= MAX_TARGET_LEN
+        && target.starts_with("https://")
+        && target.len() > "https://".len() + "{uid}".len()
+        && target.contains("{uid}")
+        && target.bytes().all(|b| b.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::field(
+            Code::InvalidField,
+            "target",
+            format!(
+                "target must be an https:// URL of at most {MAX_TARGET_LEN} visible ASCII \
+                 characters with {{uid}} where the click id goes, got {}",
+                quoted(target)
+            ),
+        ))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkBody<'a> {
+    #[serde(borrow)]
+    slug: Option<&'a RawValue>,
+    #[serde(borrow)]
+    bot: Option<&'a RawValue>,
+    #[serde(borrow)]
+    target: Option<&'a RawValue>,
+    #[serde(borrow)]
+    campaign_name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    mode: Option<&'a RawValue>,
+}
+
+impl NewLink {
+    /// Reads and checks a `POST /links` body.
+    pub fn from_json(body: &[u8]) -> Result<NewLink, Error> {
+        let b: LinkBody = input::parse_body(body)?;
+        let text = |name: &'static str, v: Option<&RawValue>| -> Result<Option<String>, Error> {
+            v.map(|raw| input::json_string(raw, name))
+                .transpose()
+                .map(|s| s.filter(|t| !t.is_empty()))
+        };
+        NewLink::new(
+            text("slug", b.slug)?,
+            text("bot", b.bot)?,
+            text("target", b.target)?,
+            text("campaign_name", b.campaign_name)?,
+            text("mode", b.mode)?,
+        )
+    }
+
+    /// Checks a link's fields as given (the command line gives them as flags).
+    pub fn new(
+        slug: Option<String>,
+        bot: Option<String>,
+        target: Option<String>,
+        campaign_name: Option<String>,
+        mode: Option<String>,
+    ) -> Result<NewLink, Error> {
+        let slug = slug.ok_or_else(|| missing("slug"))?;
+        check_slug(&slug)?;
+        let destination = match (bot, target) {
+            (Some(bot), None) => {
+                let bot = bot.strip_prefix('@').map_or(bot.clone(), str::to_owned);
+                check_bot(&bot)?;
+                Destination::Bot(bot)
+            }
+            (None, Some(target)) => {
+                check_target(&target)?;
+                Destination::Target(target)
+            }
+            (None, None) => {
+                return Err(Error::field(
+                    Code::MissingField,
+                    "bot",
+                    "a link needs a bot (a Telegram bot username) or a target (an https:// URL with {uid})",
+                ));
+            }
+            (Some(_), Some(_)) => {
+                return Err(Error::field(
+                    Code::InvalidField,
+                    "target",
+                    "a link has a bot or a target, not both",
+                ));
+            }
+        };
+        let campaign_limit = CLICK_FIELD_BOUNDS[2].1;
+        if let Some(c) = &campaign_name {
+            if c.chars().count() > campaign_limit {
+                return Err(Error::field(
+                    Code::InvalidField,
+                    "campaign_name",
+                    format!("campaign_name must be at most {campaign_limit} characters"),
+                ));
+            }
+        }
+        Ok(NewLink {
+            slug,
+            destination,
+            campaign_name: campaign_name.filter(|c| !c.is_empty()),
+            mode: mode.map_or(Ok(Mode::Redirect), |m| Mode::parse(&m))?,
+        })
+    }
+}
+
+fn missing(field: &'static str) -> Error {
+    Error::field(Code::MissingField, field, format!("{field} is required"))
+}
+
+/// Where a visitor goes for the click `uid`.
+#[must_use]
+pub fn location(destination: &Destination, uid: &str) -> String {
+    match destination {
+        Destination::Bot(bot) => format!("https://t.me/{bot}?start={uid}"),
+        Destination::Target(t) => t.replace("{uid}", uid),
+    }
+}
+
+/// Telegram's rule for a `start` parameter: 1 to 64 of `A-Za-z0-9_-`.
+#[must_use]
+pub fn fits_start_parameter(uid: &str) -> bool {
+    (1..=64).contains(&uid.len())
+        && uid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The user agents answered without recording a click by default: link previews and crawlers.
+pub const DEFAULT_PREVIEW_AGENTS: &str = "TelegramBot,facebookexternalhit,Facebot,WhatsApp,\
+Twitterbot,Slackbot,Discordbot,LinkedInBot,Googlebot,bingbot";
+
+/// Whether `user_agent` contains one of `agents` (case-insensitive): a preview, not a person.
+#[must_use]
+pub fn is_preview(user_agent: Option<&str>, agents: &[String]) -> bool {
+    let Some(ua) = user_agent else { return false };
+    let ua = ua.to_ascii_lowercase();
+    agents
+        .iter()
+        .any(|a| !a.is_empty() && ua.contains(&a.to_ascii_lowercase()))
+}
+
+/// The click a visit records: `fbclid` from the query, the campaign from `utm_campaign` or else
+/// the link's, the raw query. A field over its bound is cut to it (a visitor is never refused
+/// for the URL an ad network built), except `fbclid`, which is dropped, since a cut one would
+/// be wrong in `fbc`.
+#[must_use]
+pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
+    let q = Query::parse(raw_query);
+    let [_, fbclid_bound, campaign_bound, query_bound] = CLICK_FIELD_BOUNDS.map(|(_, n)| n);
+    let cut = |s: &str, n: usize| s.chars().take(n).collect::<String>();
+    NewClick {
+        link_slug: Some(link.slug.clone()),
+        fbclid: q
+            .get("fbclid")
+            .filter(|f| f.chars().count() <= fbclid_bound)
+            .map(str::to_owned),
+        campaign_name: q
+            .get("utm_campaign")
+            .map(|c| cut(c, campaign_bound))
+            .or_else(|| link.campaign_name.clone()),
+        raw_query: (!raw_query.is_empty()).then(|| cut(raw_query, query_bound)),
+        clicked_at_ms: now_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slug_bounds() {
+        assert!(check_slug("a").is_ok());
+        assert!(check_slug(&"a".repeat(64)).is_ok());
+        assert!(check_slug("Spring_sale-2").is_ok());
+        for bad in ["", &"a".repeat(65), "a b", "a/b", "ä", "a.b"] {
+            assert_eq!(check_slug(bad).unwrap_err().field, Some("slug"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bot_bounds() {
+        assert!(check_bot("abbot").is_ok(), "5 characters");
+        assert!(check_bot(&format!("{}bot", "a".repeat(29))).is_ok(), "32");
+        assert!(check_bot("My_Shop_BOT").is_ok(), "any case");
+        for bad in [
+            "abot",
+            &format!("{}bot", "a".repeat(30)),
+            "shop",
+            "my-bot",
+            "my bot",
+        ] {
+            assert_eq!(check_bot(bad).unwrap_err().field, Some("bot"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn target_bounds() {
+        assert!(check_target("https://x.io/?c={uid}").is_ok());
+        let long = format!("https://x.io/{{uid}}?{}", "a".repeat(MAX_TARGET_LEN - 19));
+        assert_eq!(long.len(), MAX_TARGET_LEN);
+        assert!(check_target(&long).is_ok());
+        for bad in [
+            "http://x.io/{uid}",
+            "https://x.io/",
+            "https://x.io/{uid} x",
+            &format!("{long}a"),
+            "https://{uid}",
+        ] {
+            assert_eq!(
+                check_target(bad).unwrap_err().field,
+                Some("target"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_link_has_a_bot_or_a_target() {
+        let new = |bot: Option<&str>, target: Option<&str>| {
+            NewLink::new(
+                Some("s".into()),
+                bot.map(Into::into),
+                target.map(Into::into),
+                None,
+                None,
+            )
+        };
+        assert!(
+            new(Some("@shop_bot"), None).is_ok(),
+            "a leading @ is dropped"
+        );
+        assert_eq!(new(None, None).unwrap_err().code, Code::MissingField);
+        assert_eq!(
+            new(Some("shop_bot"), Some("https://x.io/{uid}"))
+                .unwrap_err()
+                .code,
+            Code::InvalidField
+        );
+    }
+
+    #[test]
+    fn previews_are_recognised_in_any_case() {
+        let agents: Vec<String> = DEFAULT_PREVIEW_AGENTS.split(',').map(Into::into).collect();
+        assert!(is_preview(Some("TelegramBot (like TwitterBot)"), &agents));
+        assert!(is_preview(
+            Some("facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)"),
+            &agents
+        ));
+        assert!(!is_preview(
+            Some("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) [FBAN/FBIOS]"),
+            &agents
+        ));
+        assert!(!is_preview(None, &agents));
+    }
+
+    #[test]
+    fn a_visit_takes_fbclid_and_utm_campaign_from_the_query() {
+        let link = Link {
+            space: 1,
+            slug: "spring".into(),
+            destination: Destination::Bot("shop_bot".into()),
+            campaign_name: Some("link-campaign".into()),
+            mode: Mode::Redirect,
+            created_at_ms: 0,
+            deleted: false,
+        };
+        let c = visit_click(&link, "fbclid=IwAR1&utm_campaign=ads%201", 5);
+        assert_eq!(c.fbclid.as_deref(), Some("IwAR1"));
+        assert_eq!(c.campaign_name.as_deref(), Some("ads 1"));
+        assert_eq!(
+            c.raw_query.as_deref(),
+            Some("fbclid=IwAR1&utm_campaign=ads%201")
+        );
+        assert_eq!(c.link_slug.as_deref(), Some("spring"));
+        let c = visit_click(&link, "", 5);
+        assert_eq!(c.campaign_name.as_deref(), Some("link-campaign"));
+        assert_eq!(c.raw_query, None);
+        let c = visit_click(&link, &format!("fbclid={}", "x".repeat(513)), 5);
+        assert_eq!(c.fbclid, None, "an over-long fbclid is dropped, not cut");
+        assert_eq!(c.raw_query.unwrap().len(), 520);
+    }
+
+    #[test]
+    fn the_redirect_carries_the_uid() {
+        assert_eq!(
+            location(&Destination::Bot("shop_bot".into()), "abc"),
+            "https://t.me/shop_bot?start=abc"
+        );
+        assert_eq!(
+            location(
+                &Destination::Target("https://x.io/a?u={uid}&v={uid}".into()),
+                "abc"
+            ),
+            "https://x.io/a?u=abc&v=abc"
+        );
+        let uid = crate::domain::credential::random_id();
+        assert!(fits_start_parameter(&uid), "{uid}");
+        assert!(!fits_start_parameter(&"a".repeat(65)));
+        assert!(!fits_start_parameter("a.b"));
+    }
+}
