@@ -5,9 +5,11 @@
 //! - [`http`]: the HTTP surface. Every route (`http/mod.rs`), the handlers, and the one mapping
 //!   from errors to responses (`http/respond.rs`). Never touches redb.
 //! - [`app`]: the operations every way in shares: authenticate, record an event, back-fill a
-//!   click, bind. [`admin`]: spaces and credentials.
+//!   click, bind, manage and visit links, read the feed, stats and rejections. [`admin`]: spaces
+//!   and credentials. [`admin_socket`]: the command line's way into a running server.
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, exact decimals, dedup
-//!   keys, credentials and the keyring, clicks and bindings, the rate limit.
+//!   keys, credentials and the keyring, clicks and bindings, the rate limit, tracking links,
+//!   the feed, stats and the rejection log, and the outcomes storage answers.
 //! - [`storage`]: the data file, behind one type, [`storage::Store`], with an async method per
 //!   operation. Every table in `storage/schema.rs`, record encodings in `records.rs`, opening and
 //!   numbered migrations in `open.rs`; the write operations in `ops.rs`, run by the commit loop
