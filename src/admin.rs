@@ -43,9 +43,21 @@ pub struct CreatedSpace {
 }
 
 pub async fn create_space(store: &Store, name: &str, now_ms: u64) -> Result<CreatedSpace, Error> {
-    check_space_name(name)?;
     let secret = credential::generate(Kind::Secret);
     let ingest = credential::generate(Kind::Ingest);
+    create_space_with(store, name, secret, ingest, now_ms).await
+}
+
+/// Creates a space with credentials the caller chose (`serve --ephemeral` with
+/// `TRACKER_DEV_SECRET`): they must be credentials the tracker could have made.
+pub async fn create_space_with(
+    store: &Store,
+    name: &str,
+    secret: credential::Issued,
+    ingest: credential::Issued,
+    now_ms: u64,
+) -> Result<CreatedSpace, Error> {
+    check_space_name(name)?;
     store
         .create_space(name.to_owned(), (&secret).into(), (&ingest).into(), now_ms)
         .await?;

@@ -49,6 +49,11 @@ enum Command {
         /// Address to listen on (overrides `listen`)
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
+        /// Keep the data in memory only, for test suites: nothing is written to disk and
+        /// everything is gone at exit. The `default` space takes its credentials from
+        /// `TRACKER_DEV_SECRET` and `TRACKER_DEV_INGEST_TOKEN` when they are set.
+        #[arg(long)]
+        ephemeral: bool,
     },
     /// Create and list spaces
     Space {
@@ -174,7 +179,7 @@ pub fn main() -> ExitCode {
     let flags = Flags {
         config: cli.config.clone(),
         listen: match &cli.command {
-            Command::Serve { listen } => listen.clone(),
+            Command::Serve { listen, .. } => listen.clone(),
             _ => None,
         },
         data: cli.data.clone(),
@@ -189,7 +194,7 @@ pub fn main() -> ExitCode {
     init_tracing(&settings);
     let out = Output { json: cli.json };
     let result = match cli.command {
-        Command::Serve { .. } => serve(settings, out),
+        Command::Serve { ephemeral, .. } => serve(settings, out, ephemeral),
         Command::Space { command } => match command {
             SpaceCommand::Create { name } => {
                 admin_command(&settings, out, &AdminRequest::SpaceCreate { name })
@@ -416,19 +421,33 @@ fn export(
     Ok(())
 }
 
-fn serve(settings: Settings, out: Output) -> CliResult {
+fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResult {
+    let dev = dev_credentials(ephemeral)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
         // First, so a SIGTERM at any moment after start is a clean stop.
         let shutdown = server::shutdown_signal();
-        let (store, _) = Store::open(&settings.data, &StoreOptions::default())?;
+        let options = StoreOptions {
+            ephemeral,
+            ..StoreOptions::default()
+        };
+        let (store, _) = Store::open(&settings.data, &options)?;
         let store = Arc::new(store);
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         if admin::list(&store).await?.is_empty() {
-            let created = admin::create_space(&store, "default", clock.now_ms()).await?;
-            out.created_space(&created, Some(settings.listen));
+            match dev {
+                // The caller knows them: only the address is printed.
+                Some((secret, ingest)) => {
+                    admin::create_space_with(&store, "default", secret, ingest, clock.now_ms())
+                        .await?;
+                }
+                None => {
+                    let created = admin::create_space(&store, "default", clock.now_ms()).await?;
+                    out.created_space(&created, Some(settings.listen));
+                }
+            }
         }
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
@@ -439,6 +458,34 @@ fn serve(settings: Settings, out: Output) -> CliResult {
         server::serve(app, listener, shutdown).await?;
         Ok(())
     })
+}
+
+/// The `default` space's credentials of an ephemeral server, from `TRACKER_DEV_SECRET` and
+/// `TRACKER_DEV_INGEST_TOKEN`: both or neither, each a credential the tracker could have made.
+fn dev_credentials(
+    ephemeral: bool,
+) -> Result<
+    Option<(
+        crate::domain::credential::Issued,
+        crate::domain::credential::Issued,
+    )>,
+    Box<dyn std::error::Error>,
+> {
+    use crate::domain::credential::{self, Kind};
+    let secret = std::env::var("TRACKER_DEV_SECRET").ok();
+    let ingest = std::env::var("TRACKER_DEV_INGEST_TOKEN").ok();
+    match (secret, ingest) {
+        (None, None) => Ok(None),
+        _ if !ephemeral => Err(
+            "TRACKER_DEV_SECRET and TRACKER_DEV_INGEST_TOKEN are only for `serve --ephemeral`"
+                .into(),
+        ),
+        (Some(secret), Some(ingest)) => Ok(Some((
+            credential::from_text(&secret, Kind::Secret, "TRACKER_DEV_SECRET")?,
+            credential::from_text(&ingest, Kind::Ingest, "TRACKER_DEV_INGEST_TOKEN")?,
+        ))),
+        _ => Err("set both TRACKER_DEV_SECRET and TRACKER_DEV_INGEST_TOKEN, or neither".into()),
+    }
 }
 
 /// Prints command results as text or JSON.

@@ -131,6 +131,10 @@ pub fn load(
         let Some(key) = name.strip_prefix("TRACKER_") else {
             continue;
         };
+        // Not settings: the known credentials of `serve --ephemeral` (read by the command line).
+        if key.starts_with("DEV_") {
+            continue;
+        }
         let key = key.to_ascii_lowercase();
         if !KEYS.contains(&key.as_str()) {
             return Err(ConfigError(format!(

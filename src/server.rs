@@ -25,15 +25,20 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StoreError> {
     let socket_path = admin_socket::socket_path(&app.settings.data);
-    let socket = match admin_socket::listen(&socket_path, app.clone()) {
-        Ok(socket) => Some(socket),
-        Err(e) => {
-            tracing::error!(
-                path = %socket_path.display(),
-                error = %e,
-                "cannot create the admin socket; space and keys commands will not reach this server"
-            );
-            None
+    // An ephemeral server writes no file at all, its socket included.
+    let socket = if app.store.is_ephemeral() {
+        None
+    } else {
+        match admin_socket::listen(&socket_path, app.clone()) {
+            Ok(socket) => Some(socket),
+            Err(e) => {
+                tracing::error!(
+                    path = %socket_path.display(),
+                    error = %e,
+                    "cannot create the admin socket; space and keys commands will not reach this server"
+                );
+                None
+            }
         }
     };
     let routes = http::routes(app.clone());

@@ -93,6 +93,33 @@ pub fn generate(kind: Kind) -> Issued {
     Issued { kind, text, digest }
 }
 
+/// A credential given as text (a test suite's known key), checked to be of `kind` with a valid
+/// checksum, so that a typo fails loudly instead of making a key nobody can use.
+pub fn from_text(
+    text: &str,
+    kind: Kind,
+    name: &'static str,
+) -> Result<Issued, crate::error::Error> {
+    if recognise(text) == Some(kind) {
+        Ok(Issued {
+            kind,
+            text: text.to_owned(),
+            digest: digest(text),
+        })
+    } else {
+        Err(crate::error::Error::field(
+            crate::error::Code::InvalidField,
+            name,
+            format!(
+                "{name} must be a {} made by the tracker ({}... with a valid checksum); \
+                 make one with `tracker space create` on a scratch data file",
+                kind.as_str(),
+                kind.prefix()
+            ),
+        ))
+    }
+}
+
 /// Recognises a credential's kind and verifies its checksum; `None` for anything malformed.
 /// This costs one small hash and runs before any look-up.
 #[must_use]

@@ -153,6 +153,7 @@ impl RejectionQueue {
 
 pub(super) struct Writer {
     path: PathBuf,
+    ephemeral: bool,
     fault: Option<FaultSwitch>,
     slot: Arc<DbSlot>,
     db: Option<Arc<Database>>,
@@ -185,6 +186,8 @@ enum Failure {
 
 /// What the writer shares with the [`Store`](crate::storage::Store).
 pub(super) struct Shared {
+    /// The data is in memory only: a failed commit can never be recovered by reopening.
+    pub(super) ephemeral: bool,
     pub(super) slot: Arc<DbSlot>,
     pub(super) keyring: Arc<Keyring>,
     pub(super) links: Arc<Directory>,
@@ -208,6 +211,7 @@ impl Writer {
             .clone();
         Writer {
             path,
+            ephemeral: shared.ephemeral,
             fault,
             slot: shared.slot,
             db,
@@ -374,7 +378,7 @@ impl Writer {
 
     /// The database, reopened first if an earlier commit failed.
     fn database(&mut self) -> Option<Arc<Database>> {
-        if self.db.is_none() {
+        if self.db.is_none() && !self.ephemeral {
             match open::open_database(&self.path, self.fault.as_ref()) {
                 Ok(opened) => {
                     tracing::info!("data file reopened after a storage failure");

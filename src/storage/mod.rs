@@ -156,6 +156,8 @@ pub struct StoreOptions {
     pub queue_capacity: usize,
     /// Reader threads (`reader.rs`).
     pub readers: usize,
+    /// Keep the data in memory only: nothing is written to disk (`serve --ephemeral`).
+    pub ephemeral: bool,
     /// Test hook: a switch that makes the disk fail.
     pub fault: Option<FaultSwitch>,
 }
@@ -166,6 +168,7 @@ impl Default for StoreOptions {
             queue_capacity: 16 * 1024,
             // Enough that one long read (a backup) leaves another thread for the short ones.
             readers: std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)),
+            ephemeral: false,
             fault: None,
         }
     }
@@ -187,13 +190,18 @@ pub struct Store {
     committed: Arc<watch::Sender<u64>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     path: PathBuf,
+    ephemeral: bool,
 }
 
 impl Store {
     /// Opens `path` (creating it if needed) and starts the writer and reader threads.
     /// Returns the store and whether the file was created now.
     pub fn open(path: &Path, options: &StoreOptions) -> Result<(Store, bool), StoreError> {
-        let opened = open::open_database(path, options.fault.as_ref())?;
+        let opened = if options.ephemeral {
+            open::open_in_memory()?
+        } else {
+            open::open_database(path, options.fault.as_ref())?
+        };
         let created = opened.created;
         let db = Arc::new(opened.db);
         let keyring = Arc::new(Keyring::default());
@@ -214,6 +222,7 @@ impl Store {
             options.fault.clone(),
             opened.flush_failed,
             commit::Shared {
+                ephemeral: options.ephemeral,
                 slot: slot.clone(),
                 keyring: keyring.clone(),
                 links: links.clone(),
@@ -252,6 +261,7 @@ impl Store {
                 committed,
                 writer: Mutex::new(Some(handle)),
                 path: path.to_owned(),
+                ephemeral: options.ephemeral,
             },
             created,
         ))
@@ -271,6 +281,12 @@ impl Store {
     #[must_use]
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the data lives in memory only (`serve --ephemeral`).
+    #[must_use]
+    pub fn is_ephemeral(&self) -> bool {
+        self.ephemeral
     }
 
     /// Whether the store still writes.

@@ -64,6 +64,18 @@ pub fn open_database(path: &Path, fault: Option<&FaultSwitch>) -> Result<Opened,
     })
 }
 
+/// A data file that lives in memory only (`tracker serve --ephemeral`, for test suites): the
+/// same schema and migrations, nothing written to disk, gone when the process ends.
+pub fn open_in_memory() -> Result<Opened, StoreError> {
+    let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new())?;
+    migrate(&db)?;
+    Ok(Opened {
+        db,
+        flush_failed: FlushFailed::default(),
+        created: true,
+    })
+}
+
 /// Writes the dedup entries that were only in the writer's memory when the file was last
 /// closed without a clean stop (`dedup_buffer.rs`).
 fn redo_dedup(db: &Database) -> Result<(), StoreError> {

@@ -8,6 +8,7 @@ mod clicks;
 mod credentials;
 mod dedup;
 mod durability;
+mod ephemeral;
 mod events;
 mod fixtures;
 mod links;
