@@ -437,16 +437,12 @@ fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResult {
         let store = Arc::new(store);
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         if admin::list(&store).await?.is_empty() {
-            match dev {
+            if let Some((secret, ingest)) = dev {
                 // The caller knows them: only the address is printed.
-                Some((secret, ingest)) => {
-                    admin::create_space_with(&store, "default", secret, ingest, clock.now_ms())
-                        .await?;
-                }
-                None => {
-                    let created = admin::create_space(&store, "default", clock.now_ms()).await?;
-                    out.created_space(&created, Some(settings.listen));
-                }
+                admin::create_space_with(&store, "default", secret, ingest, clock.now_ms()).await?;
+            } else {
+                let created = admin::create_space(&store, "default", clock.now_ms()).await?;
+                out.created_space(&created, Some(settings.listen));
             }
         }
         let listener = tokio::net::TcpListener::bind(settings.listen)
