@@ -9,6 +9,7 @@
 //! | POST   | `/bind`    | bearer secret       | [`handlers::post_bind`] |
 //! | GET    | `/bind`    | `token=` ingest     | [`handlers::get_bind`]  |
 
+pub mod connection;
 pub mod handlers;
 pub mod respond;
 
@@ -74,4 +75,16 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
         .recover(respond::recover)
         .unify()
+}
+
+/// The methods each path takes: the `Allow` header of a `405` (`connection.rs`). A test tries
+/// every method on every path listed here, so a route added without its line here fails it.
+#[must_use]
+pub fn allowed_methods(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "/healthz" | "/e" => "GET",
+        "/events" | "/clicks" => "POST",
+        "/bind" => "GET, POST",
+        _ => return None,
+    })
 }

@@ -5,6 +5,7 @@ mod auth;
 mod backup;
 mod cli;
 mod clicks;
+mod connections;
 mod credentials;
 mod dedup;
 mod durability;
