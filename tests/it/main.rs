@@ -11,4 +11,5 @@ mod dedup;
 mod durability;
 mod events;
 mod fixtures;
+mod hostile;
 mod support;
