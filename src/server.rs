@@ -73,7 +73,7 @@ pub async fn serve(
     // `close` joins the writer thread: blocking work, kept off the async workers.
     let _ = tokio::task::spawn_blocking(move || store.close()).await;
     match app.store.health() {
-        Health::Serving => Ok(()),
+        Health::Serving | Health::Unwritable(_) => Ok(()),
         Health::Failed(reason) => Err(StoreError::Failed(reason)),
     }
 }
