@@ -38,6 +38,24 @@ pub struct Settings {
     pub public_url: String,
     /// User agents (substrings, any case) that get a tracking link's page without a click.
     pub link_preview_agents: Vec<String>,
+    /// Connections (CONTRACT section 14): see `server.rs`.
+    pub connections: ConnectionLimits,
+}
+
+/// How long a client may take, and how many may be connected (CONTRACT section 14).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// A request head must be complete this long after its first byte (for a new connection:
+    /// after it opened).
+    pub header_timeout: Duration,
+    /// A request body that sends no byte for this long is cut off.
+    pub body_timeout: Duration,
+    /// A keep-alive connection with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// SIGTERM ends the process within this, whatever the clients do.
+    pub shutdown_timeout: Duration,
+    /// Open connections at most; past it new ones wait in the kernel's queue.
+    pub max_connections: u32,
 }
 
 /// The keys as written, each optional; `deny_unknown_fields` makes a typo an error that names it.
@@ -57,11 +75,16 @@ struct RawSettings {
     log_level: Option<String>,
     public_url: Option<String>,
     link_preview_agents: Option<String>,
+    header_timeout: Option<String>,
+    body_timeout: Option<String>,
+    idle_timeout: Option<String>,
+    shutdown_timeout: Option<String>,
+    max_connections: Option<u32>,
 }
 
 /// Keys whose environment value is an integer; every other key's value is a string.
-const INTEGER_KEYS: [&str; 2] = ["max_body_bytes", "rate_limit"];
-const KEYS: [&str; 13] = [
+const INTEGER_KEYS: [&str; 3] = ["max_body_bytes", "rate_limit", "max_connections"];
+const KEYS: [&str; 18] = [
     "listen",
     "data",
     "default_currency",
@@ -75,6 +98,11 @@ const KEYS: [&str; 13] = [
     "log_level",
     "public_url",
     "link_preview_agents",
+    "header_timeout",
+    "body_timeout",
+    "idle_timeout",
+    "shutdown_timeout",
+    "max_connections",
 ];
 
 /// Values given on the command line, the top layer.
@@ -204,7 +232,14 @@ fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration,
     })
 }
 
-fn check(raw: RawSettings) -> Result<Settings, ConfigError> {
+fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
+    let raw_connections = RawConnections {
+        header_timeout: raw.header_timeout.take(),
+        body_timeout: raw.body_timeout.take(),
+        idle_timeout: raw.idle_timeout.take(),
+        shutdown_timeout: raw.shutdown_timeout.take(),
+        max_connections: raw.max_connections.take(),
+    };
     let listen_text = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".into());
     let listen = listen_text.parse().map_err(|_| {
         ConfigError(format!(
@@ -271,7 +306,45 @@ fn check(raw: RawSettings) -> Result<Settings, ConfigError> {
         log_level,
         public_url: public_url.trim_end_matches('/').to_owned(),
         link_preview_agents,
+        connections: connection_limits(&raw_connections)?,
     })
+}
+
+/// The connection keys of CONTRACT section 14. A timeout of zero would cut every client off,
+/// and one over an hour is no bound at all: both are refused.
+fn connection_limits(raw: &RawConnections) -> Result<ConnectionLimits, ConfigError> {
+    let bounded = |key: &str, value: &Option<String>, default: &str| {
+        let d = duration(key, value.clone(), default)?;
+        if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+            return Err(ConfigError(format!(
+                "`{key}` must be between 100ms and 1h, got {:?}",
+                humantime::format_duration(d).to_string()
+            )));
+        }
+        Ok(d)
+    };
+    let max_connections = raw.max_connections.unwrap_or(4096);
+    if !(1..=1_000_000).contains(&max_connections) {
+        return Err(ConfigError(format!(
+            "`max_connections` must be between 1 and 1000000, got {max_connections}"
+        )));
+    }
+    Ok(ConnectionLimits {
+        header_timeout: bounded("header_timeout", &raw.header_timeout, "10s")?,
+        body_timeout: bounded("body_timeout", &raw.body_timeout, "10s")?,
+        idle_timeout: bounded("idle_timeout", &raw.idle_timeout, "60s")?,
+        shutdown_timeout: bounded("shutdown_timeout", &raw.shutdown_timeout, "10s")?,
+        max_connections,
+    })
+}
+
+/// The connection keys as written, taken out of [`RawSettings`] before it is used up.
+struct RawConnections {
+    header_timeout: Option<String>,
+    body_timeout: Option<String>,
+    idle_timeout: Option<String>,
+    shutdown_timeout: Option<String>,
+    max_connections: Option<u32>,
 }
 
 impl Settings {
@@ -379,6 +452,39 @@ mod tests {
         assert!(e.0.contains("max_body_bytes"), "{e}");
         let e = load_text("log_format = \"xml\"\n", &[], Flags::default()).unwrap_err();
         assert!(e.0.contains("log_format"), "{e}");
+    }
+
+    #[test]
+    fn connection_limits_are_bounded() {
+        let one = |text: &str| load_text(text, &[], Flags::default());
+        let c = one("").unwrap().connections;
+        assert_eq!(
+            (c.header_timeout, c.idle_timeout, c.max_connections),
+            (Duration::from_secs(10), Duration::from_secs(60), 4096)
+        );
+        for key in [
+            "header_timeout",
+            "body_timeout",
+            "idle_timeout",
+            "shutdown_timeout",
+        ] {
+            assert!(one(&format!("{key} = \"100ms\"")).is_ok(), "{key}");
+            assert!(one(&format!("{key} = \"1h\"")).is_ok(), "{key}");
+            let e = one(&format!("{key} = \"99ms\"")).unwrap_err();
+            assert!(e.0.contains(key), "{e}");
+            assert!(one(&format!("{key} = \"3601s\"")).is_err(), "{key}");
+        }
+        assert!(one("max_connections = 1").is_ok());
+        assert!(one("max_connections = 1000000").is_ok());
+        assert!(
+            one("max_connections = 0")
+                .unwrap_err()
+                .0
+                .contains("max_connections")
+        );
+        assert!(one("max_connections = 1000001").is_err());
+        let s = load_text("", &[("TRACKER_MAX_CONNECTIONS", "12")], Flags::default()).unwrap();
+        assert_eq!(s.connections.max_connections, 12);
     }
 
     #[test]

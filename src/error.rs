@@ -27,6 +27,10 @@ pub enum Code {
     RateLimited,
     Unavailable,
     Internal,
+    /// Not HTTP the server can serve: a head that does not parse, HTTP/1.1 without `Host`.
+    MalformedRequest,
+    UriTooLong,
+    HeadersTooLarge,
 }
 
 impl Code {
@@ -51,6 +55,9 @@ impl Code {
             Code::RateLimited => "rate_limited",
             Code::Unavailable => "unavailable",
             Code::Internal => "internal",
+            Code::MalformedRequest => "malformed_request",
+            Code::UriTooLong => "uri_too_long",
+            Code::HeadersTooLarge => "headers_too_large",
         }
     }
 }

@@ -3,15 +3,35 @@
 //! The listener is bound by the caller, so tests start the real server on port 0 and read the
 //! address back; `tracker serve` binds the configured address. Beside HTTP, the server listens
 //! on its admin socket (`admin_socket`) for the command line.
+//!
+//! Connections (CONTRACT section 14): at most `max_connections` are open; past that the accept
+//! loop waits for one to close, and new clients wait in the kernel's queue without touching
+//! those in service. Each connection is served by `http::connection`, which cuts off slow heads,
+//! stalled bodies and idle keep-alives. At shutdown, the listener closes, idle connections close
+//! at once, requests in flight get `shutdown_timeout` to finish, and whatever is left is cut off,
+//! so a stalled client cannot hold the process.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use warp::Filter;
+use warp::reply::Response;
 
 use crate::app::App;
+use crate::config::ConnectionLimits;
+use crate::http::connection::{self, ConnectionStats};
 use crate::storage::{Health, StoreError};
 use crate::{admin_socket, http};
+
+/// File descriptors kept free of connections: the data file, the admin socket and its clients,
+/// the log, the listener, and the tracker's own threads.
+const RESERVED_FDS: u64 = 64;
 
 /// Serves until `shutdown` resolves: stops accepting, lets requests in flight finish, commits
 /// everything the writer holds, and closes the data file cleanly.
@@ -49,20 +69,150 @@ pub async fn serve(
             reason = failed => tracing::error!(%reason, "storage failed; stopping"),
         }
     };
-    warp::serve(routes)
-        .incoming(listener)
-        .graceful(stop)
-        .run()
-        .await;
+    let mut limits = app.settings.connections;
+    limits.max_connections = fit_open_files_limit(limits.max_connections);
+    serve_connections(routes, listener, limits, stop).await;
     drop(socket);
     tracing::info!("stopped accepting; committing and closing the data file");
     let store = app.store.clone();
     // `close` joins the writer thread: blocking work, kept off the async workers.
     let _ = tokio::task::spawn_blocking(move || store.close()).await;
     match app.store.health() {
-        Health::Serving => Ok(()),
+        Health::Serving | Health::Unwritable(_) => Ok(()),
         Health::Failed(reason) => Err(StoreError::Failed(reason)),
     }
+}
+
+/// Serves `routes` on every connection `listener` accepts, within `limits`, until `stop`
+/// resolves; returns when every connection is closed (or was cut off at `shutdown_timeout`).
+///
+/// # Panics
+/// Never: the semaphore of connection permits is never closed.
+pub async fn serve_connections<F>(
+    routes: F,
+    listener: TcpListener,
+    limits: ConnectionLimits,
+    stop: impl Future<Output = ()>,
+) where
+    F: Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static,
+{
+    let stats = Arc::new(ConnectionStats::default());
+    let permits = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let (closing, closing_rx) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut stop = std::pin::pin!(stop);
+    let mut accept_errors = AcceptErrors::default();
+    loop {
+        // A permit first: at the bound, nothing more is accepted until a connection closes.
+        let permit = tokio::select! {
+            () = &mut stop => break,
+            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        };
+        let (stream, addr) = tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_errors.failed(&e).await;
+                    continue;
+                }
+            },
+        };
+        accept_errors.succeeded();
+        stats.accepted.fetch_add(1, Ordering::Relaxed);
+        while connections.try_join_next().is_some() {}
+        let (routes, closing, stats) = (routes.clone(), closing_rx.clone(), stats.clone());
+        connections.spawn(async move {
+            connection::serve(stream, addr, routes, limits, closing, stats).await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    closing.send_replace(true);
+    let drained = tokio::time::timeout(limits.shutdown_timeout, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            connections = connections.len(),
+            "cut off the connections still open at shutdown_timeout"
+        );
+        connections.shutdown().await;
+    }
+    let count = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    tracing::info!(
+        accepted = count(&stats.accepted),
+        head_timeouts = count(&stats.head_timeouts),
+        body_timeouts = count(&stats.body_timeouts),
+        idle_closed = count(&stats.idle_closed),
+        protocol_errors = count(&stats.protocol_errors),
+        handler_panics = count(&stats.panics),
+        "connections served"
+    );
+}
+
+/// Failed accepts (out of file descriptors, mostly): one warning when they start and one line
+/// when they stop, not one a second; and a growing pause, so the loop does not spin.
+#[derive(Default)]
+struct AcceptErrors {
+    failing: u64,
+}
+
+impl AcceptErrors {
+    async fn failed(&mut self, e: &std::io::Error) {
+        if self.failing == 0 {
+            tracing::warn!(error = %e, "accepting connections fails; retrying with a pause");
+        }
+        self.failing += 1;
+        let pause = Duration::from_millis(10 << self.failing.min(7));
+        tokio::time::sleep(pause).await;
+    }
+
+    fn succeeded(&mut self) {
+        if self.failing > 0 {
+            tracing::info!(failed = self.failing, "accepting connections works again");
+            self.failing = 0;
+        }
+    }
+}
+
+/// Raises the open-files limit to its hard limit, logs it, and answers the connection bound
+/// that fits under it (with [`RESERVED_FDS`] to spare), warning if `wanted` does not.
+fn fit_open_files_limit(wanted: u32) -> u32 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let before = getrlimit(Resource::Nofile);
+    let mut raised = before;
+    raised.current = before.maximum;
+    let limit = match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => before.maximum,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot raise the open-files limit");
+            before.current
+        }
+    };
+    let Some(limit) = limit else {
+        tracing::info!(max_connections = wanted, "open-files limit: unlimited");
+        return wanted;
+    };
+    let fits = limit
+        .saturating_sub(RESERVED_FDS)
+        .clamp(1, u64::from(u32::MAX)) as u32;
+    tracing::info!(
+        from = before.current,
+        to = limit,
+        max_connections = wanted.min(fits),
+        "open-files limit raised to its hard limit"
+    );
+    if wanted > fits {
+        tracing::warn!(
+            max_connections = wanted,
+            open_files = limit,
+            using = fits,
+            "max_connections does not fit under the open-files limit; using less"
+        );
+    }
+    wanted.min(fits)
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).

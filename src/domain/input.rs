@@ -29,9 +29,22 @@ pub fn parse_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Error> {
     })
 }
 
-/// A JSON string field, or `invalid_json` naming the field if it holds another type.
+/// A JSON string field, or `invalid_json` naming the field if it holds another type, or a
+/// string JSON cannot hold as text (a lone surrogate escape such as `"\ud800"`).
 pub fn json_string(raw: &RawValue, field: &'static str) -> Result<String, Error> {
-    serde_json::from_str::<String>(raw.get()).map_err(|_| wrong_type(field, "a string", raw))
+    serde_json::from_str::<String>(raw.get()).map_err(|e| {
+        if raw.get().starts_with('"') {
+            let e = e.to_string();
+            let e = e.split(" at line ").next().unwrap_or(&e);
+            Error::field(
+                Code::InvalidJson,
+                field,
+                format!("field `{field}` is not a valid string: {e}"),
+            )
+        } else {
+            wrong_type(field, "a string", raw)
+        }
+    })
 }
 
 /// A JSON boolean field, or `invalid_json` naming the field.
@@ -81,32 +94,47 @@ pub fn quoted(text: &str) -> String {
 
 /// The parameters of a GET query, decoded once, looked up by name.
 pub struct Query {
-    pairs: Vec<(String, String)>,
+    /// Name, value, and whether the value's percent-encoding was broken (then the value is
+    /// kept as it came, and refused by [`Query::value`]).
+    pairs: Vec<(String, String, bool)>,
 }
 
 impl Query {
-    /// Decodes a raw query string. Invalid percent-encoding is decoded leniently, as browsers do.
+    /// Decodes a raw query string (`+` is a space, `%XX` a byte, the bytes UTF-8).
     #[must_use]
     pub fn parse(raw: &str) -> Query {
-        Query {
-            pairs: serde_urlencoded::from_str(raw).unwrap_or_default(),
-        }
+        let pairs = raw
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|pair| {
+                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+                let name = percent_decode(name).unwrap_or_else(|| name.to_owned());
+                match percent_decode(value) {
+                    Some(v) => (name, v, false),
+                    None => (name, value.to_owned(), true),
+                }
+            })
+            .collect();
+        Query { pairs }
+    }
+
+    fn first(&self, name: &str) -> Option<&(String, String, bool)> {
+        self.pairs
+            .iter()
+            .find(|(k, v, _)| k == name && !v.is_empty())
     }
 
     /// The first non-empty value of `name`; an empty `uid=` counts as absent.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .find(|(k, v)| k == name && !v.is_empty())
-            .map(|(_, v)| v.as_str())
+        self.first(name).map(|(_, v, _)| v.as_str())
     }
 
-    /// Like [`Query::get`], but refuses a value that is still an unreplaced postback macro,
-    /// with `code` (the field's own `invalid_*`).
+    /// Like [`Query::get`], but refuses, with `code` (the field's own `invalid_*`), a value that
+    /// is still an unreplaced postback macro or whose percent-encoding is broken (`%zz`).
     pub fn value(&self, name: &'static str, code: Code) -> Result<Option<&str>, Error> {
-        match self.get(name) {
-            Some(v) if is_unreplaced_macro(v) => Err(Error::field(
+        match self.first(name) {
+            Some((_, v, _)) if is_unreplaced_macro(v) => Err(Error::field(
                 code,
                 name,
                 format!(
@@ -115,29 +143,101 @@ impl Query {
                     quoted(v)
                 ),
             )),
-            other => Ok(other),
+            Some((_, v, true)) => Err(Error::field(
+                code,
+                name,
+                format!(
+                    "`{name}` is {}, whose percent-encoding is broken (a % must start %XX with \
+                     two hex digits, and the bytes must be UTF-8)",
+                    quoted(v)
+                ),
+            )),
+            other => Ok(other.map(|(_, v, _)| v.as_str())),
         }
     }
 }
 
-/// True for a value that is a whole postback macro left as is: `{clickid}`, `{{uid}}`, `${uid}`,
-/// `[uid]`, `%7Bsubid%7D` (double-encoded senders), `%5Buid%5D`.
+/// Decodes `+` and `%XX` of a query component; `None` if a `%` is not followed by two hex
+/// digits or the bytes are not UTF-8.
+#[must_use]
+pub fn percent_decode(text: &str) -> Option<String> {
+    if !text.contains(['%', '+']) {
+        return Some(text.to_owned());
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return None;
+                }
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The wrappers of postback macros that real networks and trackers use: `{clickid}` (Google
+/// Ads, Keitaro, Binom, Voluum), `{{ad.id}}` and `{{ ad.id }}` (Meta), `${uid}`, `[clickid]`
+/// and `[[x]]` (`HasOffers` and others), `#clickid#` (Everflow-style), `$x$`, `%x%`, `<x>`,
+/// `__CLICKID__` (`TikTok`).
+const MACRO_WRAPPERS: [(&str, &str); 11] = [
+    ("{{", "}}"),
+    ("${", "}"),
+    ("{", "}"),
+    ("[[", "]]"),
+    ("[", "]"),
+    ("#", "#"),
+    ("$", "$"),
+    ("%", "%"),
+    ("<", ">"),
+    ("__", "__"),
+    ("{%", "%}"),
+];
+
+/// True for a value that is a whole postback macro left as is, in any of the shapes of
+/// [`MACRO_WRAPPERS`], also percent-encoded once or twice more (`%7Bsubid%7D`,
+/// `%257Bsubid%257D`): a name of letters, digits and `_ . : -` with at least one letter.
 #[must_use]
 pub fn is_unreplaced_macro(value: &str) -> bool {
-    let v = value.trim();
-    let wrapped = |open: &str, close: &str| {
-        v.len() > open.len() + close.len() && v.starts_with(open) && v.ends_with(close)
-    };
-    let lower = v.to_ascii_lowercase();
-    let wrapped_encoded = |open: &str, close: &str| {
-        lower.len() > open.len() + close.len() && lower.starts_with(open) && lower.ends_with(close)
-    };
-    wrapped("{", "}")
-        || wrapped("${", "}")
-        || wrapped("[", "]")
-        || wrapped_encoded("%7b", "%7d")
-        || wrapped_encoded("%5b", "%5d")
-        || wrapped_encoded("%257b", "%257d")
+    let mut v = value.trim().to_owned();
+    for _ in 0..3 {
+        if is_macro_shape(&v) {
+            return true;
+        }
+        match percent_decode(&v) {
+            Some(decoded) if decoded != v => decoded.trim().clone_into(&mut v),
+            _ => return false,
+        }
+    }
+    false
+}
+
+fn is_macro_shape(v: &str) -> bool {
+    MACRO_WRAPPERS.iter().any(|(open, close)| {
+        v.len() > open.len() + close.len()
+            && v.starts_with(open)
+            && v.ends_with(close)
+            && is_macro_name(v[open.len()..v.len() - close.len()].trim())
+    })
+}
+
+fn is_macro_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().any(|b| b.is_ascii_alphabetic())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
 }
 
 #[cfg(test)]
@@ -154,10 +254,26 @@ mod tests {
             "%7Bsubid%7D",
             "%7bsub%7d",
             "%5Buid%5D",
+            "{{ad.id}}",
+            "{{ ad.id }}",
+            "[[clickid]]",
+            "#clickid#",
+            "$subid$",
+            "%clickid%",
+            "<clickid>",
+            "__CLICKID__",
+            "%257Bsubid%257D",
+            "%3Cclickid%3E",
+            "%23clickid%23",
+            "{%uid%}",
+            " {clickid} ",
         ] {
             assert!(is_unreplaced_macro(m), "{m}");
         }
-        for v in ["abc", "{", "{}", "[]", "a{b}", "12.5", "x}", "%7B"] {
+        for v in [
+            "abc", "{", "{}", "[]", "a{b}", "12.5", "x}", "%7B", "#123#", "$5$", "%%", "<>", "__",
+            "{a b}", "-3.50", "tx_1001", "{x}y", "a#b#",
+        ] {
             assert!(!is_unreplaced_macro(v), "{v}");
         }
     }
@@ -179,5 +295,35 @@ mod tests {
         assert_eq!(q.get("uid"), Some("abc"));
         assert_eq!(q.get("missing"), None);
         assert!(q.value("x", Code::InvalidUid).is_err());
+    }
+
+    #[test]
+    fn percent_encoding_is_decoded_strictly() {
+        let q = Query::parse("a=%41%62+c&b=%zz&c=%4&d=%ff&e=%C3%A9&f=100%25");
+        assert_eq!(q.value("a", Code::InvalidUid).unwrap(), Some("Ab c"));
+        for bad in ["b", "c", "d"] {
+            let e = q.value(bad, Code::InvalidEid).unwrap_err();
+            assert_eq!((e.code, e.field), (Code::InvalidEid, Some(bad)));
+            assert!(e.message.contains("percent-encoding"), "{}", e.message);
+        }
+        assert_eq!(q.value("e", Code::InvalidUid).unwrap(), Some("é"));
+        assert_eq!(q.value("f", Code::InvalidUid).unwrap(), Some("100%"));
+        assert_eq!(percent_decode("%4"), None);
+        assert_eq!(percent_decode("%41").as_deref(), Some("A"));
+    }
+
+    #[test]
+    fn a_lone_surrogate_is_named_as_an_invalid_string() {
+        let raw: Box<RawValue> = serde_json::from_str(r#""\ud800""#).unwrap();
+        let e = json_string(&raw, "uid").unwrap_err();
+        assert_eq!((e.code, e.field), (Code::InvalidJson, Some("uid")));
+        assert!(!e.message.contains("got a string"), "{}", e.message);
+        let raw: Box<RawValue> = serde_json::from_str("5").unwrap();
+        assert!(
+            json_string(&raw, "uid")
+                .unwrap_err()
+                .message
+                .contains("got a number")
+        );
     }
 }

@@ -198,11 +198,20 @@ struct Ok {
     ok: bool,
 }
 
-/// `GET /healthz`: `200` while the data file takes writes; `503` once storage has failed for
-/// good and the process is stopping (a supervisor restarts it).
+/// `GET /healthz`: `200` while the data file takes writes; `503` while writes fail (a full
+/// disk; it turns back by itself), or once storage has failed for good and the process is
+/// stopping (a supervisor restarts it).
 pub async fn healthz(app: Arc<App>) -> Response {
     match app.store.health() {
         Health::Serving => respond::json(StatusCode::OK, &Ok { ok: true }),
+        Health::Unwritable(_) => respond::error(
+            &Error::new(
+                Code::Unavailable,
+                "storage unwritable: writing the data file fails (a full disk?); requests are \
+                 answered 503 until it works again, and the reason is in the server log",
+            ),
+            Auth::None,
+        ),
         Health::Failed(_) => respond::error(
             &Error::new(
                 Code::Unavailable,

@@ -17,6 +17,7 @@
 //! | DELETE | `/links/<slug>` | bearer secret  | [`links::delete_link`]  |
 //! | GET, HEAD | `/l/<slug>` | none (public)   | [`links::visit`]        |
 
+pub mod connection;
 pub mod handlers;
 pub mod links;
 pub mod read;
@@ -156,4 +157,18 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
         .recover(respond::recover)
         .unify()
+}
+
+/// The methods each path takes: the `Allow` header of a `405` (`connection.rs`). A test tries
+/// every method on every path listed here, so a route added without its line here fails it.
+#[must_use]
+pub fn allowed_methods(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "/healthz" | "/e" | "/events/wait" | "/stats" | "/rejections" => "GET",
+        "/clicks" => "POST",
+        "/bind" | "/events" | "/links" => "GET, POST",
+        p if p.starts_with("/links/") => "DELETE",
+        p if p.starts_with("/l/") => "GET, HEAD",
+        _ => return None,
+    })
 }

@@ -14,7 +14,7 @@ use crate::error::{Code, Error};
 #[must_use]
 pub fn status_of(code: Code) -> StatusCode {
     match code {
-        Code::InvalidJson => StatusCode::BAD_REQUEST,
+        Code::InvalidJson | Code::MalformedRequest => StatusCode::BAD_REQUEST,
         Code::MissingField
         | Code::InvalidEvent
         | Code::InvalidValue
@@ -32,6 +32,8 @@ pub fn status_of(code: Code) -> StatusCode {
         Code::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        Code::UriTooLong => StatusCode::URI_TOO_LONG,
+        Code::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
     }
 }
 
@@ -55,13 +57,7 @@ struct ErrorBody<'a> {
 /// The error body of CONTRACT section 2, with the headers its status calls for.
 #[must_use]
 pub fn error(err: &Error, auth: Auth) -> Response {
-    let body = ErrorBody {
-        ok: false,
-        status: err.code.as_str(),
-        error: &err.message,
-        field: err.field,
-    };
-    let mut response = json(status_of(err.code), &body);
+    let mut response = json_bytes(status_of(err.code), error_body(err));
     let headers = response.headers_mut();
     match err.code {
         Code::Unauthorized if auth == Auth::Bearer => {
@@ -75,12 +71,30 @@ pub fn error(err: &Error, auth: Auth) -> Response {
     response
 }
 
-/// A JSON response.
-pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_else(|e| {
+/// The JSON error body of `err`, for answers written outside warp (`connection.rs`) too.
+#[must_use]
+pub fn error_body(err: &Error) -> Vec<u8> {
+    to_json(&ErrorBody {
+        ok: false,
+        status: err.code.as_str(),
+        error: &err.message,
+        field: err.field,
+    })
+}
+
+fn to_json<T: Serialize>(body: &T) -> Vec<u8> {
+    serde_json::to_vec(body).unwrap_or_else(|e| {
         tracing::error!(error = %e, "serialising a response");
         br#"{"ok":false,"status":"internal","error":"internal error"}"#.to_vec()
-    });
+    })
+}
+
+/// A JSON response.
+pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    json_bytes(status, to_json(body))
+}
+
+fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response {
     let mut response = Response::new(bytes.into());
     *response.status_mut() = status;
     response.headers_mut().insert(

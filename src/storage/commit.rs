@@ -9,7 +9,11 @@
 //! A failure stays the size of its cause:
 //! - one request's refusal or undecodable record answers that request, and the rest commit;
 //! - a failed write of the commit (a full disk) answers the batch `unavailable`, stores none of
-//!   it, and the next batch reopens the file, which recovers to the last commit;
+//!   it, and the file is reopened, which recovers to the last commit. While writes keep failing,
+//!   the store is [`Health::Unwritable`] (`/healthz` says so), batches are answered at once
+//!   without touching the disk, and the writer tries again by itself after a pause that doubles
+//!   up to [`MAX_RETRY_PAUSE`]: a full disk costs one log line when it starts and one when it
+//!   ends, not a reopen and a repair per request;
 //! - a failed flush answers the batch `unavailable` and stops the store for good
 //!   ([`Health::Failed`]): after a failed fsync the kernel may have dropped the pages, and only
 //!   a new process that reads the file from disk knows what is there (`file.rs`).
@@ -19,7 +23,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -30,7 +34,7 @@ use crate::domain::keyring::Keyring;
 use crate::domain::link::Directory;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
-use crate::storage::dedup_buffer::DedupBuffer;
+use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fault::FaultSwitch;
 use crate::storage::file::FlushFailed;
 use crate::storage::ops::Txn;
@@ -44,6 +48,18 @@ pub(super) type Reply<T> = oneshot::Sender<Result<T, Error>>;
 const MAX_BATCH: usize = 4096;
 /// How often last-used times of credentials are written back.
 const LAST_USED_FLUSH: Duration = Duration::from_secs(60);
+/// The first pause after a failed commit, before the file is reopened and written again.
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// The longest pause between tries while the disk keeps failing.
+pub(super) const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
+
+/// A run of failed commits: when it began, how many, and when to try again.
+struct Failing {
+    since: Instant,
+    commits: u64,
+    pause: Duration,
+    retry_at: Instant,
+}
 
 /// What the queue carries.
 pub(super) enum Message {
@@ -167,6 +183,8 @@ pub(super) struct Writer {
     /// The last `inbox_id` committed, for followers of the feed (`GET /events/wait`).
     committed: Arc<watch::Sender<u64>>,
     last_flush: Instant,
+    /// Set while commits fail and the disk may recover.
+    failing: Option<Failing>,
 }
 
 /// What a committed batch changed that the server keeps in memory.
@@ -223,6 +241,7 @@ impl Writer {
             rejections: shared.rejections,
             committed: shared.committed,
             last_flush: Instant::now(),
+            failing: None,
         }
     }
 
@@ -230,7 +249,27 @@ impl Writer {
         let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(256);
         let mut stopping = false;
         while !stopping {
-            let Ok(first) = queue.recv() else { break };
+            let first = match &self.failing {
+                None => queue.recv().map_err(|_| ()),
+                // While the disk fails, try again by itself when the pause is over, so that
+                // `/healthz` turns back to ok without waiting for a request.
+                Some(failing) => {
+                    let wait = failing.retry_at.saturating_duration_since(Instant::now());
+                    match queue.recv_timeout(wait) {
+                        Ok(message) => Ok(message),
+                        Err(RecvTimeoutError::Timeout) => {
+                            if let Err(Failure::Fatal) = self.commit_batch(&mut batch, false, false)
+                            {
+                                answer_unavailable(queue);
+                                return;
+                            }
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => Err(()),
+                    }
+                }
+            };
+            let Ok(first) = first else { break };
             let mut next = Some(first);
             while let Some(message) = next.take() {
                 match message {
@@ -254,12 +293,7 @@ impl Writer {
             // At a stop, every buffered dedup entry goes to the table: a cleanly closed file
             // needs no redo.
             if let Err(Failure::Fatal) = self.commit_batch(&mut batch, flush, stopping) {
-                // Stop accepting: answer what waits, and let the queue close with the thread.
-                while let Ok(message) = queue.try_recv() {
-                    if let Message::Job(job) = message {
-                        job.answer(false);
-                    }
-                }
+                answer_unavailable(queue);
                 return;
             }
         }
@@ -272,7 +306,15 @@ impl Writer {
         flush_last_used: bool,
         drain: bool,
     ) -> Result<(), Failure> {
-        let Some(db) = self.database() else {
+        let pausing = self
+            .failing
+            .as_ref()
+            .is_some_and(|f| Instant::now() < f.retry_at);
+        let db = if pausing { None } else { self.database() };
+        let Some(db) = db else {
+            if !pausing {
+                self.commit_failed(&"the data file cannot be reopened");
+            }
             for job in batch.drain(..) {
                 job.answer(false);
             }
@@ -311,27 +353,7 @@ impl Writer {
         drop(pending);
         match result {
             Ok((changed, change, inbox_seq)) => {
-                // Before answering: a reader that sees the answer sees the entries.
-                self.pending
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .apply(change);
-                if flush_last_used {
-                    self.last_flush = Instant::now();
-                }
-                // Before answering: a rotation is in force when its command returns, and a new
-                // link answers when its creation does.
-                if changed.credentials || changed.links {
-                    if let Err(e) = self.reload(&db, changed) {
-                        tracing::error!(error = %e, "reading credentials and links after a commit");
-                    }
-                }
-                // Followers wake after the commit and find the events in their next snapshot.
-                self.committed.send_if_modified(|last| {
-                    let newer = inbox_seq > *last;
-                    *last = inbox_seq.max(*last);
-                    newer
-                });
+                self.committed(&db, changed, change, inbox_seq, flush_last_used);
                 for job in batch.drain(..) {
                     job.answer(true);
                 }
@@ -354,13 +376,83 @@ impl Writer {
                     self.health.send_replace(Health::Failed(reason));
                     Failure::Fatal
                 } else {
-                    tracing::error!(error = %e, "commit failed; the batch was answered 503 and the file will be reopened");
+                    self.commit_failed(&e);
                     Failure::Recoverable
                 };
                 for job in batch.drain(..) {
                     job.answer(false);
                 }
                 Err(failure)
+            }
+        }
+    }
+
+    /// What follows a commit before its batch is answered, so that whoever reads an answer sees
+    /// what it says: the dedup buffer, the keyring and links, the followers' watch.
+    fn committed(
+        &mut self,
+        db: &Database,
+        changed: Changed,
+        change: dedup_buffer::Change,
+        inbox_seq: u64,
+        flush_last_used: bool,
+    ) {
+        if let Some(failing) = self.failing.take() {
+            tracing::warn!(
+                failed_commits = failing.commits,
+                after = %humantime::format_duration(Duration::from_secs(failing.since.elapsed().as_secs())),
+                "storage is writable again"
+            );
+            self.health.send_replace(Health::Serving);
+        }
+        // A reader that sees the answer sees the entries.
+        self.pending
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .apply(change);
+        if flush_last_used {
+            self.last_flush = Instant::now();
+        }
+        // A rotation is in force when its command returns, and a new link answers when its
+        // creation does.
+        if changed.credentials || changed.links {
+            if let Err(e) = self.reload(db, changed) {
+                tracing::error!(error = %e, "reading credentials and links after a commit");
+            }
+        }
+        // Followers wake after the commit and find the events in their next snapshot.
+        self.committed.send_if_modified(|last| {
+            let newer = inbox_seq > *last;
+            *last = inbox_seq.max(*last);
+            newer
+        });
+    }
+
+    /// Notes a failed commit: the first of a run is logged and makes the store
+    /// [`Health::Unwritable`]; the rest are counted, and each doubles the pause before the next
+    /// try.
+    fn commit_failed(&mut self, e: &dyn std::fmt::Display) {
+        let now = Instant::now();
+        match &mut self.failing {
+            None => {
+                let reason = format!("writing the data file fails: {e}");
+                tracing::error!(
+                    "{reason}; answering 503 and trying again by itself until it works (the \
+                     next line in this log says when)"
+                );
+                self.health.send_replace(Health::Unwritable(reason));
+                self.failing = Some(Failing {
+                    since: now,
+                    commits: 1,
+                    pause: FIRST_RETRY_PAUSE,
+                    retry_at: now + FIRST_RETRY_PAUSE,
+                });
+            }
+            Some(failing) => {
+                tracing::debug!(error = %e, commits = failing.commits, "storage still fails");
+                failing.commits += 1;
+                failing.pause = (failing.pause * 2).min(MAX_RETRY_PAUSE);
+                failing.retry_at = now + failing.pause;
             }
         }
     }
@@ -392,7 +484,7 @@ impl Writer {
                     *self.slot.write().unwrap_or_else(PoisonError::into_inner) = Some(db.clone());
                     self.db = Some(db);
                 }
-                Err(e) => tracing::error!(error = %e, "data file cannot be reopened yet"),
+                Err(e) => tracing::debug!(error = %e, "data file cannot be reopened yet"),
             }
         }
         self.db.clone()
@@ -418,6 +510,15 @@ impl Writer {
             } else {
                 tracing::debug!("data file closes after its last reader");
             }
+        }
+    }
+}
+
+/// After a fatal failure: answers what waits, and lets the queue close with the thread.
+fn answer_unavailable(queue: &Receiver<Message>) {
+    while let Ok(message) = queue.try_recv() {
+        if let Message::Job(job) = message {
+            job.answer(false);
         }
     }
 }

@@ -146,6 +146,9 @@ impl From<StoreError> for Error {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Health {
     Serving,
+    /// Writes fail (a full disk) and are answered `503`; the writer tries again by itself and
+    /// is `Serving` once a commit works (`commit.rs`).
+    Unwritable(String),
     Failed(String),
 }
 
@@ -302,7 +305,7 @@ impl Store {
             let reason = match health.wait_for(|h| matches!(h, Health::Failed(_))).await {
                 Ok(h) => match &*h {
                     Health::Failed(reason) => Some(reason.clone()),
-                    Health::Serving => None,
+                    Health::Serving | Health::Unwritable(_) => None,
                 },
                 Err(_) => None,
             };
@@ -542,7 +545,7 @@ impl Store {
     fn gone(&self) -> Error {
         match self.health() {
             Health::Failed(reason) => StoreError::Failed(reason).into(),
-            Health::Serving => StoreError::Closed.into(),
+            Health::Serving | Health::Unwritable(_) => StoreError::Closed.into(),
         }
     }
 }

@@ -490,10 +490,25 @@ async fn a_failed_commit_answers_503_and_stores_nothing() {
     assert_error(&r, 503, "unavailable", None);
     let r = s.post_as(&s.a, "/bind", &bind(111)).await;
     assert_error(&r, 503, "unavailable", None);
-    // A write that fails before the flush (a full disk) is recoverable: no restart needed.
-    assert_eq!(s.send(&Request::get("/healthz")).await.status, 200);
+    // A write that fails before the flush (a full disk) is recoverable: no restart needed, and
+    // meanwhile /healthz says that storage is unwritable.
+    let health = s.send(&Request::get("/healthz")).await;
+    let health = assert_error(&health, 503, "unavailable", None);
+    assert!(
+        health["error"].as_str().unwrap().contains("unwritable"),
+        "{health}"
+    );
 
     s.fault.store(fault::WORKS, Ordering::SeqCst);
+    // The tracker finds out by itself, without a request, within its longest pause (5 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while s.send(&Request::get("/healthz")).await.status != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "storage did not recover by itself"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let stored = assert_queued(&s.post_event(body).await);
     assert!(stored > before);
     assert_duplicate_of(&s.post_event(body).await, stored);

@@ -160,6 +160,12 @@ impl Connection {
         self.send_raw(&bytes).await
     }
 
+    /// The TCP stream, for tests that watch the connection itself.
+    #[must_use]
+    pub fn into_stream(self) -> TcpStream {
+        self.stream.into_inner()
+    }
+
     /// Writes `bytes` as they are and reads one response.
     pub async fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<Response> {
         tokio::time::timeout(IO_TIMEOUT, async {
@@ -633,6 +639,15 @@ impl TrackerProcess {
     /// If it does not start listening within the time limit.
     #[must_use]
     pub fn start(dir: &Path) -> TrackerProcess {
+        TrackerProcess::start_with_env(dir, &[])
+    }
+
+    /// Like [`TrackerProcess::start`], with `env` (`TRACKER_*` settings) set for the child.
+    ///
+    /// # Panics
+    /// If it does not start listening within the time limit.
+    #[must_use]
+    pub fn start_with_env(dir: &Path, env: &[(&str, &str)]) -> TrackerProcess {
         let config = dir.join("empty.toml");
         std::fs::write(&config, "").expect("write empty config");
         let starts = std::fs::read_dir(dir).map_or(0, |d| {
@@ -651,6 +666,7 @@ impl TrackerProcess {
             .args(["serve", "--listen", "127.0.0.1:0"])
             .env_remove("TRACKER_LISTEN")
             .env_remove("TRACKER_DATA")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))

@@ -1,0 +1,299 @@
+//! Slow, stalled, idle and numerous clients (CONTRACT section 14): each is cut off within its
+//! timeout, never before it, while other clients are served; the bound on connections holds;
+//! SIGTERM ends the process within `shutdown_timeout` whatever the clients do; and a handler
+//! that panics answers `500 internal` while the server keeps serving.
+//!
+//! Timing: every deadline is checked from below exactly (a connection is never closed before its
+//! timeout: the server's clock is monotonic) and from above with a generous margin, so a loaded
+//! machine cannot make these tests fail.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+use crate::support::{Connection, Request, TestServer, assert_error, send};
+
+/// Added to a timeout for the upper bound of "closed within it".
+const MARGIN: Duration = Duration::from_secs(10);
+
+fn limits(
+    header: Duration,
+    body: Duration,
+    idle: Duration,
+) -> impl FnOnce(&mut tracker::config::Settings) {
+    move |s| {
+        s.connections.header_timeout = header;
+        s.connections.body_timeout = body;
+        s.connections.idle_timeout = idle;
+    }
+}
+
+/// Waits until the server closes `stream` (or resets it); answers how long that took, reading
+/// and discarding anything the server sends first.
+async fn closed_after(stream: &mut TcpStream, started: Instant, bound: Duration) -> Duration {
+    let mut buf = [0u8; 1024];
+    let wait = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return started.elapsed(),
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(bound, wait)
+        .await
+        .unwrap_or_else(|_| panic!("the server did not close the connection within {bound:?}"))
+}
+
+async fn connect(addr: SocketAddr) -> TcpStream {
+    TcpStream::connect(addr).await.expect("connect")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundreds_of_stalled_clients_are_cut_off_while_others_are_served() {
+    let (head, body, idle) = (
+        Duration::from_millis(1500),
+        Duration::from_millis(1500),
+        Duration::from_millis(2500),
+    );
+    let server = TestServer::start_with(limits(head, body, idle)).await;
+    let addr = server.addr;
+    let started = Instant::now();
+    let mut heads = Vec::new();
+    let mut bodies = Vec::new();
+    let mut idles = Vec::new();
+    for _ in 0..100 {
+        // The exact shape from the issue: half a header line, then nothing.
+        let mut s = connect(addr).await;
+        s.write_all(b"POST /events HTTP/1.1\r\nHost: x\r\nContent-Le")
+            .await
+            .unwrap();
+        heads.push(s);
+        let mut s = connect(addr).await;
+        let post = format!(
+            "POST /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+             Content-Length: 100\r\n\r\n{{\"event\":",
+            server.a.secret
+        );
+        s.write_all(post.as_bytes()).await.unwrap();
+        bodies.push(s);
+        let mut c = Connection::open(addr).await.unwrap();
+        assert_eq!(c.send(&Request::get("/healthz")).await.unwrap().status, 200);
+        idles.push(c);
+    }
+    // While 300 clients stall, others are answered at once (generous bound: a loaded machine).
+    for i in 0..20 {
+        let t = Instant::now();
+        let r = server
+            .post_event(&format!(r#"{{"event":"deposit","eid":"busy-{i}"}}"#))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+    for s in &mut heads {
+        let after = closed_after(s, started, head + MARGIN).await;
+        assert!(
+            after >= head,
+            "a slow head was cut off early, after {after:?}"
+        );
+    }
+    for s in &mut bodies {
+        let after = closed_after(s, started, body + MARGIN).await;
+        assert!(
+            after >= body,
+            "a stalled body was cut off early, after {after:?}"
+        );
+    }
+    for c in idles {
+        let mut s = c.into_stream();
+        let after = closed_after(&mut s, started, idle + MARGIN).await;
+        assert!(
+            after >= idle,
+            "an idle connection was closed early, after {after:?}"
+        );
+    }
+    // Nothing of the stalled bodies was stored; the server still serves.
+    let r = server
+        .post_event(r#"{"event":"contact","uid":"after"}"#)
+        .await;
+    assert_eq!(r.status, 200);
+    server.stop().await;
+}
+
+/// Just inside each timeout the client is served: a head that arrives in pieces within
+/// `header_timeout`, a body with pauses shorter than `body_timeout`, and a keep-alive connection
+/// that sends its next request before `idle_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_within_their_timeouts_are_served() {
+    let t = Duration::from_secs(4);
+    let server = TestServer::start_with(limits(t, t, t)).await;
+    let pause = Duration::from_millis(400);
+    let mut s = connect(server.addr).await;
+    let body = r#"{"event":"contact","uid":"slow-but-fine"}"#;
+    let head = format!(
+        "POST /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Length: {}\r\n\r\n",
+        server.a.secret,
+        body.len()
+    );
+    let (first, second) = head.split_at(20);
+    s.write_all(first.as_bytes()).await.unwrap();
+    tokio::time::sleep(pause).await;
+    s.write_all(second.as_bytes()).await.unwrap();
+    tokio::time::sleep(pause).await;
+    let (b1, b2) = body.split_at(10);
+    s.write_all(b1.as_bytes()).await.unwrap();
+    tokio::time::sleep(pause).await;
+    s.write_all(b2.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut answer))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    tokio::time::sleep(pause).await;
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut answer))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_bound_holds_and_frees_up() {
+    let long = Duration::from_secs(60);
+    let server = TestServer::start_with(|s| {
+        limits(long, long, long)(s);
+        s.connections.max_connections = 8;
+    })
+    .await;
+    // Eight connections, each served once and then idle: the bound is reached.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let mut c = Connection::open(server.addr).await.unwrap();
+        assert_eq!(c.send(&Request::get("/healthz")).await.unwrap().status, 200);
+        held.push(c);
+    }
+    // The ninth connects (the kernel queues it) but is not served while eight are open.
+    let mut ninth = connect(server.addr).await;
+    ninth
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let early = tokio::time::timeout(Duration::from_millis(500), ninth.read(&mut buf)).await;
+    assert!(
+        early.is_err(),
+        "a ninth connection was served past the bound of 8"
+    );
+    // Those in service are not affected.
+    assert_eq!(
+        held[0]
+            .send(&Request::get("/healthz"))
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    drop(held.pop());
+    let n = tokio::time::timeout(Duration::from_secs(20), ninth.read(&mut buf))
+        .await
+        .expect("served once a connection closed")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    server.stop().await;
+}
+
+/// The binary, with clients that stalled in every way, one of them (the issue's case) after
+/// complete header lines but before the blank line: SIGTERM still ends it within its bound.
+#[test]
+fn sigterm_with_stalled_clients_exits_within_shutdown_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let process = crate::support::TrackerProcess::start_with_env(
+        dir.path(),
+        &[
+            ("TRACKER_HEADER_TIMEOUT", "60s"),
+            ("TRACKER_BODY_TIMEOUT", "60s"),
+            ("TRACKER_IDLE_TIMEOUT", "60s"),
+            ("TRACKER_SHUTDOWN_TIMEOUT", "1s"),
+        ],
+    );
+    let secret = process
+        .created
+        .as_ref()
+        .expect("first start")
+        .secret
+        .clone();
+    let addr = process.addr;
+    let mut streams = Vec::new();
+    for i in 0..50 {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        let bytes = match i % 3 {
+            0 => "GET /healthz HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n".to_owned(),
+            1 => format!(
+                "POST /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {secret}\r\n\
+                 Content-Length: 50\r\n\r\n{{"
+            ),
+            _ => "POST /events HTTP/1.1\r\nHost: x\r\nContent-Le".to_owned(),
+        };
+        s.write_all(bytes.as_bytes()).unwrap();
+        streams.push(s);
+    }
+    // Let the server take them all in before the signal.
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let status = process.terminate();
+    let took = started.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < Duration::from_secs(1) + MARGIN,
+        "SIGTERM took {took:?} with stalled clients"
+    );
+}
+
+/// A handler panic: `500 internal` with the JSON body (no detail), and the server, and the very
+/// connection, keep serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_answers_500_and_the_server_keeps_serving() {
+    use warp::Filter as _;
+    let boom = warp::path!("boom").map(|| -> warp::reply::Response {
+        panic!("secret detail that must not reach the client")
+    });
+    let fine = warp::path!("fine").map(|| tracker::http::respond::text("fine".into()));
+    let routes = boom
+        .or(fine)
+        .unify()
+        .recover(tracker::http::respond::recover)
+        .unify();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let limits = tracker::config::Settings::with_data("x".into()).connections;
+    let serving = tokio::spawn(tracker::server::serve_connections(
+        routes,
+        listener,
+        limits,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let mut c = Connection::open(addr).await.unwrap();
+    for _ in 0..3 {
+        let r = c.send(&Request::get("/boom")).await.unwrap();
+        let body = assert_error(&r, 500, "internal", None);
+        assert!(!body.to_string().contains("secret detail"), "{body}");
+        assert_eq!(c.send(&Request::get("/fine")).await.unwrap().text(), "fine");
+    }
+    assert_eq!(send(addr, &Request::get("/fine")).await.text(), "fine");
+    let _ = stop.send(());
+    serving.await.unwrap();
+}
