@@ -69,7 +69,7 @@ impl App {
     pub fn new(settings: Settings, store: Arc<Store>, clock: Arc<dyn Clock>) -> App {
         App {
             rules: settings.event_rules(),
-            dedup_window_ms: settings.dedup_window.as_millis() as u64,
+            dedup_window_ms: settings.dedup_window_ms(),
             limiter: RateLimiter::new(settings.rate_limit),
             store,
             settings,

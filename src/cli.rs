@@ -4,13 +4,14 @@
 //! to stderr. Exit codes: 0 success, 1 failure while running, 2 bad usage or configuration.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
+use tracing_appender::non_blocking::WorkerGuard;
 
 use std::time::{Duration, Instant};
 
@@ -191,7 +192,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_tracing(&settings);
+    let log_flush = init_tracing(&settings);
     let out = Output { json: cli.json };
     let result = match cli.command {
         Command::Serve { ephemeral, .. } => serve(settings, out, ephemeral),
@@ -261,6 +262,9 @@ pub fn main() -> ExitCode {
         } => export(&settings, &space, after, format, out.as_deref()),
         Command::DefaultConfig => unreachable!("handled above"),
     };
+    // Writes out the log lines still queued, so they are all in the log and come before the
+    // error below, the last line a person reads.
+    drop(log_flush);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -270,15 +274,40 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(settings: &Settings) {
+/// Log lines the writer thread may hold before new ones are dropped (`init_tracing`).
+const LOG_BUFFER_LINES: usize = 32_768;
+
+/// Sends logs to stderr through a thread of their own, and returns the guard that flushes them:
+/// keep it until the command ends.
+///
+/// A request only queues its access-log line; the thread writes it, so a slow terminal or a
+/// stalled pipe to the service manager never slows an answer. The queue is lossy and bounded:
+/// under a flood (every request logs a line) that stderr cannot keep up with, new lines are
+/// dropped instead of making requests wait for stderr (which is what a blocking queue does once
+/// full) or holding an unbounded amount of memory. 32,768 lines is about a second of the
+/// fastest ingest and a few MB.
+fn init_tracing(settings: &Settings) -> WorkerGuard {
+    let (stderr, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(LOG_BUFFER_LINES)
+        .thread_name("tracker-log")
+        .finish(std::io::stderr());
     let filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(stderr);
     let _ = match settings.log_format {
         LogFormat::Json => builder.json().try_init(),
-        LogFormat::Pretty => builder.try_init(),
+        LogFormat::Pretty => builder.with_ansi(colour_on_stderr()).try_init(),
     };
+    guard
+}
+
+/// Colours only for a person at a terminal: not in a file, a pipe or the journal, where escape
+/// codes are noise, and not when `NO_COLOR` is set (no-color.org), which the subscriber would
+/// otherwise honour by itself.
+fn colour_on_stderr() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;

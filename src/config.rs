@@ -223,13 +223,45 @@ pub fn load(
     Ok(settings)
 }
 
-fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration, ConfigError> {
+/// The longest duration any key accepts: 100 years (`"100y"`, humantime's year of 365.25 days).
+/// Durations are used as whole milliseconds in a `u64` (good for 584 million years), so with
+/// this bound the conversion never truncates and `now + duration` never comes near overflow.
+const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
+
+/// The least a duration must be where 0 would quietly turn a rule off (`max_event_age`,
+/// `dedup_window`): one millisecond, the unit the rules count in, so `"500us"` is refused too.
+const POSITIVE: Duration = Duration::from_millis(1);
+
+/// A duration key, read and bounded to `min..=MAX_DURATION`.
+fn duration(
+    key: &str,
+    value: Option<String>,
+    default: &str,
+    min: Duration,
+) -> Result<Duration, ConfigError> {
     let text = value.unwrap_or_else(|| default.to_owned());
-    humantime::parse_duration(&text).map_err(|e| {
+    let d = humantime::parse_duration(&text).map_err(|e| {
         ConfigError(format!(
             "`{key}` must be a duration such as \"24h\" or \"10m\", got {text:?}: {e}"
         ))
-    })
+    })?;
+    if !(min..=MAX_DURATION).contains(&d) {
+        let max = humantime::format_duration(MAX_DURATION);
+        return Err(ConfigError(if min.is_zero() {
+            format!("`{key}` must be at most {max}, got {text:?}")
+        } else {
+            format!(
+                "`{key}` must be between {} and {max}, got {text:?}",
+                humantime::format_duration(min)
+            )
+        }));
+    }
+    Ok(d)
+}
+
+/// Whole milliseconds of a duration; `check` bounds every configured one far below `u64::MAX`.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
@@ -274,7 +306,13 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
             "`max_body_bytes` must be between 256 and 16777216, got {max_body_bytes}"
         )));
     }
-    let rotation_grace = duration("rotation_grace", raw.rotation_grace, "24h")?;
+    // A clock skew of 0 (no time ahead of ours) and a rotation grace of 0 (the replaced
+    // credential ends at once) are strict but meaningful. A maximum age of 0 would refuse every
+    // time in the past, and a dedup window of 0 would never find a duplicate.
+    let max_event_age = duration("max_event_age", raw.max_event_age, "90d", POSITIVE)?;
+    let max_clock_skew = duration("max_clock_skew", raw.max_clock_skew, "10m", Duration::ZERO)?;
+    let dedup_window = duration("dedup_window", raw.dedup_window, "24h", POSITIVE)?;
+    let rotation_grace = duration("rotation_grace", raw.rotation_grace, "24h", Duration::ZERO)?;
     let public_url = raw.public_url.unwrap_or_default();
     if !(public_url.is_empty()
         || public_url.starts_with("https://")
@@ -296,9 +334,9 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         listen,
         data: raw.data.unwrap_or_else(|| PathBuf::from("tracker.redb")),
         default_currency: currency.to_ascii_uppercase(),
-        max_event_age: duration("max_event_age", raw.max_event_age, "90d")?,
-        max_clock_skew: duration("max_clock_skew", raw.max_clock_skew, "10m")?,
-        dedup_window: duration("dedup_window", raw.dedup_window, "24h")?,
+        max_event_age,
+        max_clock_skew,
+        dedup_window,
         rotation_grace,
         max_body_bytes,
         rate_limit: raw.rate_limit.unwrap_or(0),
@@ -314,7 +352,7 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
 /// and one over an hour is no bound at all: both are refused.
 fn connection_limits(raw: &RawConnections) -> Result<ConnectionLimits, ConfigError> {
     let bounded = |key: &str, value: &Option<String>, default: &str| {
-        let d = duration(key, value.clone(), default)?;
+        let d = duration(key, value.clone(), default, Duration::ZERO)?;
         if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
             return Err(ConfigError(format!(
                 "`{key}` must be between 100ms and 1h, got {:?}",
@@ -373,9 +411,21 @@ impl Settings {
     pub fn event_rules(&self) -> crate::domain::event::EventRules {
         crate::domain::event::EventRules {
             default_currency: self.default_currency.clone(),
-            max_event_age_ms: self.max_event_age.as_millis() as u64,
-            max_clock_skew_ms: self.max_clock_skew.as_millis() as u64,
+            max_event_age_ms: millis(self.max_event_age),
+            max_clock_skew_ms: millis(self.max_clock_skew),
         }
+    }
+
+    /// `dedup_window` in milliseconds, as `domain::dedup::dedup_key` takes it.
+    #[must_use]
+    pub fn dedup_window_ms(&self) -> u64 {
+        millis(self.dedup_window)
+    }
+
+    /// `rotation_grace` in milliseconds, as a rotation stores the replaced credential's end.
+    #[must_use]
+    pub fn rotation_grace_ms(&self) -> u64 {
+        millis(self.rotation_grace)
     }
 }
 
@@ -452,6 +502,72 @@ mod tests {
         assert!(e.0.contains("max_body_bytes"), "{e}");
         let e = load_text("log_format = \"xml\"\n", &[], Flags::default()).unwrap_err();
         assert!(e.0.contains("log_format"), "{e}");
+    }
+
+    /// Every duration key, just inside and just outside its bounds; an error names the key.
+    #[test]
+    fn durations_are_bounded() {
+        let with = |key: &str, value: &str| {
+            load_text(&format!("{key} = \"{value}\"\n"), &[], Flags::default())
+        };
+        let hundred_years = Duration::from_secs(100 * 365 * 86_400 + 25 * 86_400);
+        for key in [
+            "max_event_age",
+            "max_clock_skew",
+            "dedup_window",
+            "rotation_grace",
+        ] {
+            let s = with(key, "100y").unwrap_or_else(|e| panic!("{e}"));
+            let got = match key {
+                "max_event_age" => s.max_event_age,
+                "max_clock_skew" => s.max_clock_skew,
+                "dedup_window" => s.dedup_window,
+                _ => s.rotation_grace,
+            };
+            assert_eq!(got, hundred_years, "{key}");
+            let e = with(key, "100y 1ms").unwrap_err();
+            assert!(e.0.starts_with(&format!("`{key}` must be")), "{e}");
+            assert!(e.0.contains("100years"), "{e}");
+            assert!(with(key, "1ms").is_ok(), "{key}");
+        }
+        for key in ["max_event_age", "dedup_window"] {
+            for zero in ["0s", "999us"] {
+                let e = with(key, zero).unwrap_err();
+                assert!(
+                    e.0.contains(&format!("`{key}` must be between 1ms and")),
+                    "{e}"
+                );
+            }
+        }
+        for key in ["max_clock_skew", "rotation_grace"] {
+            assert!(with(key, "0s").is_ok(), "{key}");
+        }
+        // Through the environment the same bound holds, and it is the key that is named.
+        let e = load_text("", &[("TRACKER_DEDUP_WINDOW", "0s")], Flags::default()).unwrap_err();
+        assert!(e.0.contains("`dedup_window`"), "{e}");
+    }
+
+    #[test]
+    fn milliseconds_of_the_longest_durations_fit() {
+        let s = load_text(
+            "max_event_age = \"100y\"\nmax_clock_skew = \"100y\"\ndedup_window = \"100y\"\n\
+             rotation_grace = \"100y\"\n",
+            &[],
+            Flags::default(),
+        )
+        .unwrap();
+        let ms = 3_155_760_000_000;
+        let rules = s.event_rules();
+        assert_eq!((rules.max_event_age_ms, rules.max_clock_skew_ms), (ms, ms));
+        assert_eq!((s.dedup_window_ms(), s.rotation_grace_ms()), (ms, ms));
+        let defaults = Settings::with_data(PathBuf::from("t.redb"));
+        assert_eq!(defaults.dedup_window_ms(), 86_400_000);
+        // Settings built by hand skip `check`; the conversion saturates instead of wrapping.
+        let huge = Settings {
+            dedup_window: Duration::MAX,
+            ..defaults
+        };
+        assert_eq!(huge.dedup_window_ms(), u64::MAX);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! [`dedup_key`] is the only place that decides the rule and the key. The writer looks the key up
 //! inside its write transaction, so the decision and the insert are one atomic step.
 
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
+use crate::domain::digest;
 use crate::domain::event::{EventKind, ValidEvent};
 
 /// The rule that applied, reported as `dedup` in the answer.
@@ -82,13 +83,10 @@ fn key(basis: Basis, rule: u8, fields: &[&[u8]], window_ms: Option<u64>) -> Dedu
         h.update((f.len() as u64).to_be_bytes());
         h.update(f);
     }
-    let d = h.finalize();
-    let mut first = [0u8; 16];
-    first.copy_from_slice(&d[..16]);
     DedupKey {
         basis,
         rule,
-        digest: u128::from_be_bytes(first),
+        digest: digest::first_128_bits(h),
         window_ms,
     }
 }
@@ -213,5 +211,42 @@ pub(crate) mod tests {
         assert_ne!(dedup_key(&timed, W).unwrap(), k1);
         let untimed = dedup_key(&ev(EventKind::Deposit, Some("u"), None, Some("7")), W).unwrap();
         assert_ne!(untimed.rule, k1.rule);
+    }
+
+    /// Pins every rule's stored key: `rule` and `digest` are part of the `DEDUP` table key, so a
+    /// change here (field order, the length prefix, normalising the value, the digest) makes every
+    /// stored entry unreachable and old events count as new. Such a change is a schema version.
+    /// The expected digests were computed once and are written out, never derived by this code.
+    #[test]
+    fn stored_keys_are_stable() {
+        const UID: &str = "3xQ9TbL0mZk7VwR2pYc8Nd";
+        let eid = ev(
+            EventKind::Deposit,
+            Some(UID),
+            Some("ord-20260314-88412"),
+            Some("12.50"),
+        );
+        let milestone = ev(EventKind::Registration, Some(UID), None, None);
+        let mut timed = ev(EventKind::Deposit, Some(UID), None, Some("12.50"));
+        timed.time_supplied = true;
+        timed.occurred_at_ms = 1_799_999_000_000;
+        let windowed = ev(EventKind::Deposit, Some(UID), None, Some("12.50"));
+        // (event, rule byte, digest, window)
+        #[rustfmt::skip]
+        let cases = [
+            (&eid,       1, 0x9188_cedd_af3e_4044_da35_290e_076b_3ccc, None),
+            (&milestone, 2, 0xfcb6_f90f_ebda_b973_27b3_d834_a8e7_a1b6, None),
+            (&timed,     3, 0x5fad_e22f_1ee1_c91b_4d41_0020_88d9_1b3d, None),
+            (&windowed,  4, 0xa5e4_e448_d989_a74e_0cc8_b78d_0470_0db8, Some(W)),
+        ];
+        for (event, rule, digest, window_ms) in cases {
+            let key = dedup_key(event, W).unwrap();
+            assert_eq!(
+                (key.rule, key.digest, key.window_ms),
+                (rule, digest, window_ms),
+                "rule {rule}: got digest {:#034x}",
+                key.digest
+            );
+        }
     }
 }

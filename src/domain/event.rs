@@ -527,6 +527,33 @@ mod tests {
         assert_eq!((absent.occurred_at_ms, absent.time_supplied), (NOW, false));
     }
 
+    /// CONTRACT section 4: a time below 10^11 looks like seconds. With an age limit that lets
+    /// both through, 10^11 - 1 is refused for that reason and 10^11 is accepted.
+    #[test]
+    fn seconds_are_told_apart_at_exactly_10_pow_11() {
+        let rules = EventRules {
+            max_event_age_ms: NOW,
+            ..rules()
+        };
+        let at = |t: u64| {
+            let body = format!(r#"{{"event":"deposit","occurred_at_ms":{t}}}"#);
+            validate(
+                EventInput::from_json(body.as_bytes()).unwrap(),
+                &POST_NAMES,
+                &rules,
+                NOW,
+            )
+        };
+        let below = at(99_999_999_999).unwrap_err();
+        assert_eq!(below.code, Code::InvalidTime);
+        assert!(
+            below.message.contains("looks like seconds"),
+            "{}",
+            below.message
+        );
+        assert_eq!(at(100_000_000_000).unwrap().occurred_at_ms, 100_000_000_000);
+    }
+
     #[test]
     fn unknown_fields_are_refused_by_name() {
         let err = post(r#"{"event":"deposit","occured_at_ms":1}"#).unwrap_err();

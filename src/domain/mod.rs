@@ -5,6 +5,7 @@ pub mod click;
 pub mod credential;
 pub mod decimal;
 pub mod dedup;
+pub mod digest;
 pub mod event;
 pub mod feed;
 pub mod input;

@@ -16,9 +16,8 @@
 //! everything it needs before its first insert.
 
 use redb::{ReadableTable, Table, WriteTransaction};
-use sha2::{Digest, Sha256};
 
-use crate::domain::click::NewClick;
+use crate::domain::click::{self, NewClick};
 use crate::domain::credential::{self, Kind};
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::ValidEvent;
@@ -159,7 +158,7 @@ impl<'t> Txn<'t> {
         space: u32,
         click: NewClick,
     ) -> Result<ClickOutcome, StoreError> {
-        let fbclid_key = click.fbclid.as_deref().map(digest128);
+        let fbclid_key = click.fbclid.as_deref().map(click::fbclid_key);
         if let Some(k) = fbclid_key {
             if let Some(uid) = self.by_fbclid.get((space, k))? {
                 return Ok(ClickOutcome {
@@ -493,12 +492,4 @@ fn no_link(slug: &str) -> StoreError {
 /// A request the caller must change (a taken or unknown name); answered as it is.
 fn refused(message: String) -> StoreError {
     StoreError::Refused(Error::new(Code::InvalidField, message))
-}
-
-/// The first 128 bits of SHA-256: the index key of a long string (an fbclid).
-fn digest128(text: &str) -> u128 {
-    let d = Sha256::digest(text.as_bytes());
-    let mut first = [0u8; 16];
-    first.copy_from_slice(&d[..16]);
-    u128::from_be_bytes(first)
 }

@@ -1180,4 +1180,142 @@ mod tests {
             credential
         );
     }
+
+    /// `encode` gives exactly `bytes`, and `decode` gives `record` back from them.
+    fn assert_golden<R: Record + std::fmt::Debug + PartialEq>(record: &R, bytes: &[u8]) {
+        assert_eq!(encode(record), bytes, "{} record encoding changed", R::NAME);
+        assert_eq!(&decode::<R>(bytes).unwrap(), record);
+    }
+
+    /// Pins version 3 with every field in its text form: a long-form `kind`, a supplied time
+    /// before receipt, and a uid, value, currency and eid that do not pack. The same body
+    /// without the source byte, under version 2, still reads (with no source).
+    #[test]
+    fn text_form_event_v3_bytes_are_stable() {
+        let record = EventRecord {
+            kind: 200,
+            uid: Some("click-42".into()),
+            value: Some("012.5".into()),
+            currency: "usdt".into(),
+            eid: Some("e-1".into()),
+            occurred_at_ms: T - 60_000,
+            time_supplied: true,
+            received_at_ms: T,
+            matched: false,
+            source: 2,
+        };
+        #[rustfmt::skip]
+        let bytes = [
+            3, // version
+            0b0001_0000, // flags: T; kind in the long form
+            200, // kind
+            128, 206, 217, 230, 206, 51, // received_at_ms
+            255, 210, 14, // time: zigzag(-60000) << 1 | 1 = 239999
+            9, b'c', b'l', b'i', b'c', b'k', b'-', b'4', b'2', // uid: tag 8 + 1
+            6, b'0', b'1', b'2', b'.', b'5', // value: tag 5 + 1
+            4, b'u', b's', b'd', b't', // currency: length 4
+            4, b'e', b'-', b'1', // eid: tag 3 + 1
+            2, // source: GET /e
+        ];
+        assert_golden(&record, &bytes);
+        assert_eq!(packed(&bytes), (false, false, false));
+        let mut v2 = bytes.to_vec();
+        v2[0] = 2;
+        v2.pop();
+        assert_eq!(
+            decode::<EventRecord>(&v2).unwrap(),
+            EventRecord {
+                source: 0,
+                ..record
+            }
+        );
+    }
+
+    /// Pins the `postcard` records (version byte 1): a change of field order, type or encoding
+    /// fails here before it reaches a data file.
+    #[test]
+    fn space_and_credential_record_bytes_are_stable() {
+        #[rustfmt::skip]
+        let space = [
+            1, // version
+            240, 162, 4, // no: 70000, a three-byte varint
+            128, 206, 217, 230, 206, 51, // created_at_ms
+        ];
+        assert_golden(
+            &SpaceRecord {
+                no: 70_000,
+                created_at_ms: T,
+            },
+            &space,
+        );
+        #[rustfmt::skip]
+        let credential = [
+            1, // version
+            3, // space_no
+            1, // kind
+            11, b't', b'r', b'k', b'_', b's', b'k', b'_', b'A', b'b', b'C', b'd', // public_prefix
+            128, 206, 217, 230, 206, 51, // created_at_ms
+            1, 128, 134, 243, 143, 207, 51, // valid_until_ms: Some(T + 1 day)
+            0, // revoked_at_ms: None
+            136, 245, 217, 230, 206, 51, // last_used_ms: T + 5000
+        ];
+        assert_golden(
+            &CredentialRecord {
+                space_no: 3,
+                kind: 1,
+                public_prefix: "trk_sk_AbCd".into(),
+                created_at_ms: T,
+                valid_until_ms: Some(T + 86_400_000),
+                revoked_at_ms: None,
+                last_used_ms: T + 5_000,
+            },
+            &credential,
+        );
+    }
+
+    #[test]
+    fn click_record_bytes_are_stable() {
+        #[rustfmt::skip]
+        let unbound = [
+            1, // version
+            1, 6, b's', b'p', b'r', b'i', b'n', b'g', // link_slug
+            1, 6, b'I', b'w', b'A', b'R', b'-', b'x', // fbclid
+            1, 11, b'S', b'p', b'r', b'i', b'n', b'g', b' ', b's', b'a', b'l', b'e', // campaign
+            1, 33, b'u', b't', b'm', b'_', b'c', b'a', b'm', b'p', b'a', b'i', b'g', b'n', b'=',
+            b's', b'p', b'r', b'i', b'n', b'g', b'&', b'f', b'b', b'c', b'l', b'i', b'd', b'=',
+            b'I', b'w', b'A', b'R', b'-', b'x', // raw_query
+            128, 206, 217, 230, 206, 51, // clicked_at_ms
+            0, // tg_id: None
+            0, // bound_at_ms: None
+        ];
+        assert_golden(
+            &ClickRecord {
+                link_slug: Some("spring".into()),
+                fbclid: Some("IwAR-x".into()),
+                campaign_name: Some("Spring sale".into()),
+                raw_query: Some("utm_campaign=spring&fbclid=IwAR-x".into()),
+                clicked_at_ms: T,
+                tg_id: None,
+                bound_at_ms: None,
+            },
+            &unbound,
+        );
+        #[rustfmt::skip]
+        let bound = [
+            1, // version
+            0, 0, 0, 0, // link_slug, fbclid, campaign_name, raw_query: None
+            128, 206, 217, 230, 206, 51, // clicked_at_ms
+            1, 255, 255, 255, 255, 255, 255, 255, 15, // tg_id: Some(2^53 - 1)
+            1, 232, 213, 217, 230, 206, 51, // bound_at_ms: Some(T + 1000)
+        ];
+        assert_golden(
+            &ClickRecord {
+                clicked_at_ms: T,
+                tg_id: Some(crate::domain::click::MAX_TG_ID),
+                bound_at_ms: Some(T + 1_000),
+                ..ClickRecord::default()
+            },
+            &bound,
+        );
+    }
 }

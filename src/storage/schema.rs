@@ -14,6 +14,15 @@
 //!   by the migration; `REJECTIONS` and `REJECTION_COUNTS`, the rejection log; inbox records
 //!   may be `EventRecord` version 3 (with the event's source).
 //! - 4: `LINKS` and `LINKS_BY_SPACE`, the tracking links, empty.
+//!
+//! What the file's bytes mean is fixed by more than this file: the dedup keys
+//! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
+//! the record encodings (`records.rs`) and redb's encoding of the key tuples below. Changing any
+//! of them is a schema version: a numbered migration that rewrites what is stored, and a fixture
+//! file written before the change that a test opens. Nothing at run time notices such a change;
+//! the golden tests beside each of them (exact bytes written out in the test, never computed by
+//! the code under test) are what catch it, so a failing golden test is never "fixed" by pasting
+//! the new bytes in.
 
 use redb::{Key, TableDefinition, Value};
 
@@ -151,5 +160,102 @@ mod every_table {
         let mut listed = Names(BTreeSet::new());
         visit_every_table(&mut listed).unwrap();
         assert_eq!(listed.0, in_file);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::{Key, TableDefinition, TableHandle as _, Value};
+
+    use super::*;
+
+    /// A table's name, its key's redb type name (stored in the file and checked when the table
+    /// is opened), and the bytes of `key`, as redb stores them.
+    fn key_layout<K: Key + 'static, V: Value + 'static>(
+        table: TableDefinition<K, V>,
+        key: &K::SelfType<'_>,
+    ) -> (String, String, Vec<u8>) {
+        (
+            table.name().to_owned(),
+            K::type_name().name().to_owned(),
+            K::as_bytes(key).as_ref().to_vec(),
+        )
+    }
+
+    fn expect(name: &str, type_name: &str, bytes: &[u8]) -> (String, String, Vec<u8>) {
+        (name.to_owned(), type_name.to_owned(), bytes.to_vec())
+    }
+
+    /// Pins the stored key bytes of every tuple-keyed table, so a redb upgrade that encodes
+    /// tuples differently (another byte order, a length prefix on the last string) fails here,
+    /// not on a user's file. Keys go through the table definitions above, so a change of a
+    /// table's key type fails here too. Integers are little-endian at fixed width; a string in
+    /// last place runs to the end of the key without a length. The values differ byte by byte so
+    /// that the byte order shows.
+    #[test]
+    fn tuple_key_bytes_are_stable() {
+        const DIGEST: u128 = 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10;
+        #[rustfmt::skip]
+        let dedup = [
+            7, 0, 0, 0, // space
+            3, // rule
+            16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, // digest
+        ];
+        assert_eq!(
+            key_layout(DEDUP, &(7, 3, DIGEST)),
+            expect("dedup", "(u32,u8,u128)", &dedup)
+        );
+        #[rustfmt::skip]
+        let click = [
+            7, 0, 0, 0, // space
+            b'u', b'i', b'd', b'-', b'1', // uid, no length
+        ];
+        assert_eq!(
+            key_layout(CLICKS, &(7, "uid-1")),
+            expect("clicks", "(u32,&str)", &click)
+        );
+        #[rustfmt::skip]
+        let by_fbclid = [
+            7, 0, 0, 0, // space
+            16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, // fbclid_key
+        ];
+        assert_eq!(
+            key_layout(CLICKS_BY_FBCLID, &(7, DIGEST)),
+            expect("clicks_by_fbclid", "(u32,u128)", &by_fbclid)
+        );
+        #[rustfmt::skip]
+        let by_tg = [
+            7, 0, 0, 0, // space
+            255, 255, 255, 255, 255, 255, 31, 0, // tg_id: 2^53 - 1
+            b'u', b'i', b'd', b'-', b'1', // uid, no length
+        ];
+        assert_eq!(
+            key_layout(CLICKS_BY_TG, &(7, crate::domain::click::MAX_TG_ID, "uid-1")),
+            expect("clicks_by_tg", "(u32,u64,&str)", &by_tg)
+        );
+        #[rustfmt::skip]
+        let inbox = [
+            7, 0, 0, 0, // space
+            8, 7, 6, 5, 4, 3, 2, 1, // inbox_id
+        ];
+        assert_eq!(
+            key_layout(INBOX, &(7, 0x0102_0304_0506_0708)),
+            expect("inbox", "(u32,u64)", &inbox)
+        );
+    }
+
+    /// The one tuple value: a `DEDUP` entry's `(inbox_id, received_at_ms)`.
+    #[test]
+    fn dedup_value_bytes_are_stable() {
+        #[rustfmt::skip]
+        let value = [
+            8, 7, 6, 5, 4, 3, 2, 1, // inbox_id
+            1, 0, 0, 0, 0, 0, 0, 0, // received_at_ms
+        ];
+        assert_eq!(
+            <(u64, u64) as Value>::as_bytes(&(0x0102_0304_0506_0708, 1)),
+            value
+        );
+        assert_eq!(<(u64, u64) as Value>::type_name().name(), "(u64,u64)");
     }
 }

@@ -363,10 +363,10 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
         during > 0,
         "no event was answered after the backup started: the test did not load the server"
     );
+    let log = process.log_when(|log| log.contains("admin command"));
     assert!(
-        process.stderr().contains("admin command"),
-        "the backup went through the server's admin socket:\n{}",
-        process.stderr()
+        log.contains("admin command"),
+        "the backup went through the server's admin socket:\n{log}"
     );
     stop_cleanly(process);
 
@@ -376,7 +376,7 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
         "the copy has the default space, so nothing is created on its first start"
     );
     let addr = copy.addr;
-    let log = copy.stderr();
+    let log = copy.log_when(|log| dedup_entries_derived(log).is_some());
     assert!(
         dedup_entries_derived(&log).is_some(),
         "opening the copy must derive the dedup entries that were only in memory:\n{log}"

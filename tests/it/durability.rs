@@ -231,7 +231,7 @@ async fn acknowledged_events_survive_a_sigkill_under_load() {
     let addr = process.addr;
     // The newest dedup entries were only in the writer's memory at the kill; the restart derived
     // them again from the inbox (storage/dedup_buffer.rs). The checks below need every one.
-    let log = process.stderr();
+    let log = process.log_when(|log| dedup_entries_derived(log).is_some());
     let derived = dedup_entries_derived(&log);
     assert!(derived.is_some_and(|n| n > 0), "{derived:?}\n{log}");
     let checked = Arc::new(AtomicUsize::new(0));

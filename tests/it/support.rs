@@ -753,6 +753,23 @@ impl TrackerProcess {
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
+
+    /// The log once `ready` holds for it, or as it is after the time limit (for the caller's
+    /// assertion to show). The tracker writes its log from a thread of its own, so a line logged
+    /// before the process printed its address or answered a request may reach stderr a moment
+    /// after.
+    #[must_use]
+    pub fn log_when(&self, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            let log = self.stderr();
+            if ready(&log) || Instant::now() > deadline {
+                return log;
+            }
+            // Polling a file another process writes; not a time rule of the tracker.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for TrackerProcess {
@@ -777,13 +794,19 @@ pub fn first_start(dir: &Path) -> (TrackerProcess, FirstStart) {
     (process, created)
 }
 
-/// Stops with SIGTERM and asserts a clean exit.
+/// Stops with SIGTERM and asserts a clean exit, and a log without terminal colour codes: stderr
+/// is a file here, not a terminal (regression: the pretty format coloured every log file).
 pub fn stop_cleanly(process: TrackerProcess) {
-    let stderr_before = process.stderr();
+    let stderr_path = process.stderr_path.clone();
     let status = process.terminate();
+    let log = std::fs::read_to_string(stderr_path).unwrap_or_default();
     assert!(
         status.success(),
-        "SIGTERM must stop the tracker with exit status 0, got {status:?}; log:\n{stderr_before}"
+        "SIGTERM must stop the tracker with exit status 0, got {status:?}; log:\n{log}"
+    );
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a log file:\n{log}"
     );
 }
 
