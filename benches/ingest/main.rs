@@ -612,9 +612,8 @@ fn full(args: &Args) -> Result<(), String> {
             &args.reads,
         )?)
     };
-    let export_direct = args.reads.contains(&ReadRow::Export);
     let (stored, direct) = bench.finish_then(args.keep, |cli| {
-        export_direct.then(|| reads::export(&cli, "ndjson"))
+        reads.as_ref().map(|r| export_direct(&cli, r, plan.formats))
     })?;
     println!();
     report_ingest(&rows, &args.conns);
@@ -624,17 +623,7 @@ fn full(args: &Args) -> Result<(), String> {
     );
     let mut failures = Vec::new();
     if let Some(reads) = &mut reads {
-        if let Some(direct) = direct {
-            match direct {
-                Ok(run) => reads.exports.push(ExportLine {
-                    via: "the file (stopped)",
-                    format: "ndjson",
-                    events: reads.events,
-                    run,
-                }),
-                Err(e) => reads.failures.push(e),
-            }
-        }
+        reads.add_exports(direct.unwrap_or_default());
         report_reads(reads, &plan);
         failures.append(&mut reads.failures);
     }
@@ -672,15 +661,29 @@ fn report_ingest(rows: &[Row], conns: &[usize]) {
             );
         }
     }
+    note_busy(rows);
+}
+
+/// Names the rows measured beside other work: more than 20% of a CPU, or more than 1 MiB/s of
+/// disk writes (which slow every fsync while using little CPU).
+fn note_busy<'a>(rows: impl IntoIterator<Item = &'a Row>) {
     let busy: Vec<String> = rows
-        .iter()
-        .filter(|r| r.cpu.other > 20.0)
-        .map(|r| format!("{} at {} ({:.0}%)", r.label, r.conns, r.cpu.other))
+        .into_iter()
+        .filter(|r| r.cpu.other > 20.0 || r.cpu.other_writes > 1.0)
+        .map(|r| {
+            format!(
+                "{} at {} ({:.0}%, {:.1} MiB/s written)",
+                r.label.trim(),
+                r.conns,
+                r.cpu.other,
+                r.cpu.other_writes
+            )
+        })
         .collect();
     if !busy.is_empty() {
         println!(
-            "note: other work used more than 20% of a CPU during: {}; re-run those rows with \
-             --only",
+            "note: other work used more than 20% of a CPU or wrote more than 1 MiB/s during: \
+             {}; re-run those rows with --only",
             busy.join(", ")
         );
     }
@@ -706,7 +709,20 @@ struct ReadResults {
     /// Each read row: the side client's row and the ingest row beside it.
     rows: Vec<(ReadRow, Row, Row)>,
     exports: Vec<ExportLine>,
+    /// Where the last tenth of the space starts (an `after` for export), and its events.
+    tail: Option<(u64, u64)>,
     failures: Vec<String>,
+}
+
+impl ReadResults {
+    fn add_exports(&mut self, exports: Vec<Result<ExportLine, String>>) {
+        for e in exports {
+            match e {
+                Ok(line) => self.exports.push(line),
+                Err(e) => self.failures.push(e),
+            }
+        }
+    }
 }
 
 struct ExportLine {
@@ -734,11 +750,13 @@ fn read_rows(
         filled: (0, Duration::ZERO),
         rows: Vec::new(),
         exports: Vec::new(),
+        tail: None,
         failures: Vec::new(),
     };
+    let tenth = plan.events / 10;
     if rows.contains(&ReadRow::Export) {
-        fill_spread(bench, &mut spread, plan.events / 10, &mut results)?;
-        export_through_server(bench, &spread, plan, &mut results);
+        fill_spread(bench, &mut spread, tenth, &mut results)?;
+        export_through_server(bench, &spread, plan, &mut results, None);
     }
     fill_spread(bench, &mut spread, plan.events, &mut results)?;
     for &row in rows {
@@ -794,7 +812,15 @@ fn read_rows(
         std::thread::sleep(Duration::from_secs(1));
     }
     if rows.contains(&ReadRow::Export) {
-        export_through_server(bench, &spread, plan, &mut results);
+        // Notes where the last tenth starts, for the same size exported from the file.
+        let mark = (tenth > 0).then(|| spread.events - tenth - 1);
+        export_through_server(bench, &spread, plan, &mut results, mark);
+        results.tail = results
+            .exports
+            .iter()
+            .rev()
+            .find_map(|e| e.run.marked)
+            .map(|after| (after, tenth));
     }
     results.events = spread.events;
     Ok(results)
@@ -815,15 +841,17 @@ fn fill_spread(
 }
 
 /// `tracker export` of the read rows' space while the server runs, in each of the plan's
-/// formats.
+/// formats; the first (ndjson) notes the `inbox_id` of line `mark`.
 fn export_through_server(
     bench: &Bench,
     spread: &Spread,
     plan: &ReadPlan,
     results: &mut ReadResults,
+    mark: Option<u64>,
 ) {
-    for &format in plan.formats {
-        match reads::export(&bench.server.command(), format) {
+    for (i, &format) in plan.formats.iter().enumerate() {
+        let mark = if i == 0 { mark } else { None };
+        match reads::export(&bench.server.command(), format, 0, mark) {
             Ok(run) => results.exports.push(ExportLine {
                 via: "the server (socket)",
                 format,
@@ -833,6 +861,32 @@ fn export_through_server(
             Err(e) => results.failures.push(e),
         }
     }
+}
+
+/// `tracker export` on the data file the server left (opened by the command itself): the whole
+/// space in each format, then its last tenth, to compare memory with the same sizes as through
+/// the server.
+fn export_direct(
+    cli: &std::process::Command,
+    reads: &ReadResults,
+    formats: &[&'static str],
+) -> Vec<Result<ExportLine, String>> {
+    let line = |format, events, run| ExportLine {
+        via: "the file (stopped)",
+        format,
+        events,
+        run,
+    };
+    let mut out = Vec::new();
+    if let Some(&(after, events)) = reads.tail.as_ref() {
+        out.push(
+            reads::export(cli, formats[0], after, None).map(|run| line(formats[0], events, run)),
+        );
+    }
+    for &format in formats {
+        out.push(reads::export(cli, format, 0, None).map(|run| line(format, reads.events, run)));
+    }
+    out
 }
 
 /// Prints the read rows' figures against issue 9's targets, checks the exports' line counts,
@@ -854,6 +908,7 @@ fn report_reads(r: &mut ReadResults, plan: &ReadPlan) {
         reads::hours_used(r.events),
         reads::hours_used(r.events) * reads::CAMPAIGNS,
     );
+    note_busy(r.rows.iter().map(|(_, side, _)| side));
     for (row, side, ingest) in &r.rows {
         let p99 = side.p99.as_secs_f64() * 1000.0;
         println!(
@@ -872,6 +927,11 @@ fn report_reads(r: &mut ReadResults, plan: &ReadPlan) {
             }
         );
     }
+    report_exports(r, plan);
+}
+
+/// The exports' table, their line counts checked, and how their memory grew with the size.
+fn report_exports(r: &mut ReadResults, plan: &ReadPlan) {
     if r.exports.is_empty() {
         return;
     }
@@ -913,23 +973,30 @@ fn report_reads(r: &mut ReadResults, plan: &ReadPlan) {
             ));
         }
     }
-    let through_server: Vec<&ExportLine> = r
-        .exports
-        .iter()
-        .filter(|e| e.via.starts_with("the server") && e.format == plan.formats[0])
-        .collect();
-    if let [small, large, ..] = through_server.as_slice() {
-        #[allow(clippy::cast_precision_loss)]
-        let growth = large.run.peak_rss_kib as f64 / small.run.peak_rss_kib.max(1) as f64;
-        println!(
-            "export peak RSS, {} events: {:.1} MiB; {} events: {:.1} MiB ({growth:.2}x for {}x \
-             the events)",
-            small.events,
-            mib(small.run.peak_rss_kib * 1024),
-            large.events,
-            mib(large.run.peak_rss_kib * 1024),
-            large.events / small.events.max(1)
-        );
+    for via in ["the server (socket)", "the file (stopped)"] {
+        let runs: Vec<&ExportLine> = r
+            .exports
+            .iter()
+            .filter(|e| e.via == via && e.format == plan.formats[0])
+            .collect();
+        let small = runs.iter().min_by_key(|e| e.events);
+        let large = runs.iter().max_by_key(|e| e.events);
+        if let (Some(small), Some(large)) = (small, large) {
+            if small.events == large.events {
+                continue;
+            }
+            #[allow(clippy::cast_precision_loss)]
+            let growth = large.run.peak_rss_kib as f64 / small.run.peak_rss_kib.max(1) as f64;
+            println!(
+                "export peak RSS through {via}: {} events {:.1} MiB, {} events {:.1} MiB \
+                 ({growth:.2}x for {}x the events)",
+                small.events,
+                mib(small.run.peak_rss_kib * 1024),
+                large.events,
+                mib(large.run.peak_rss_kib * 1024),
+                large.events / small.events.max(1)
+            );
+        }
     }
 }
 
@@ -1034,27 +1101,11 @@ fn smoke(args: &Args) -> Result<(), String> {
     } else {
         Some(read_rows(&mut bench, None, &plan, &args.reads)?)
     };
-    let export_direct = args.reads.contains(&ReadRow::Export);
     let (stored, direct) = bench.finish_then(args.keep, |cli| {
-        export_direct.then(|| {
-            ["ndjson", "csv"]
-                .into_iter()
-                .map(|format| (format, reads::export(&cli, format)))
-                .collect::<Vec<_>>()
-        })
+        reads.as_ref().map(|r| export_direct(&cli, r, plan.formats))
     })?;
     if let Some(reads) = &mut reads {
-        for (format, run) in direct.into_iter().flatten() {
-            match run {
-                Ok(run) => reads.exports.push(ExportLine {
-                    via: "the file (stopped)",
-                    format,
-                    events: reads.events,
-                    run,
-                }),
-                Err(e) => reads.failures.push(e),
-            }
-        }
+        reads.add_exports(direct.unwrap_or_default());
         report_reads(reads, &plan);
         failures.append(&mut reads.failures);
     }

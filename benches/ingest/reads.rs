@@ -481,12 +481,20 @@ pub struct Export {
     pub peak_rss_kib: u64,
     /// Its user and system CPU, in seconds.
     pub cpu_s: f64,
+    /// The `inbox_id` of the line asked for (ndjson), to export what follows it next time.
+    pub marked: Option<u64>,
 }
 
-/// Runs `cli export SPACE --format FORMAT`, reading its output through a pipe (as a consumer
-/// would) and counting lines. Peak RSS comes from `/usr/bin/time` (the kernel's `ru_maxrss`
-/// of the process) when it is installed, else from polling `VmHWM` every 5 ms.
-pub fn export(cli: &Command, format: &str) -> Result<Export, String> {
+/// Runs `cli export SPACE --format FORMAT --after AFTER`, reading its output through a pipe (as
+/// a consumer would) and counting lines; with `mark`, notes the `inbox_id` of that line (from
+/// 0). Peak RSS comes from `/usr/bin/time` (the kernel's `ru_maxrss` of the process) when it
+/// is installed, else from polling `VmHWM` every 5 ms.
+pub fn export(
+    cli: &Command,
+    format: &str,
+    after: u64,
+    mark: Option<u64>,
+) -> Result<Export, String> {
     let time = Path::new("/usr/bin/time");
     let report = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
     let mut command = if time.exists() {
@@ -504,7 +512,8 @@ pub fn export(cli: &Command, format: &str) -> Result<Export, String> {
         c
     };
     command
-        .args(["export", SPACE, "--format", format])
+        .args(["export", SPACE, "--format", format, "--after"])
+        .arg(after.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -530,21 +539,7 @@ pub fn export(cli: &Command, format: &str) -> Result<Export, String> {
         let _ = stderr.read_to_string(&mut text);
         text
     });
-    let (mut lines, mut bytes) = (0u64, 0u64);
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = stdout
-            .read(&mut buf)
-            .map_err(|e| format!("reading the export: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        bytes += n as u64;
-        // No crate for this: a few hundred MB at most, counted at memory speed.
-        #[allow(clippy::naive_bytecount)]
-        let newlines = buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
-        lines += newlines;
-    }
+    let (lines, bytes, marked) = drain(&mut stdout, mark)?;
     let status = child.wait().map_err(|e| e.to_string())?;
     let wall = started.elapsed();
     let errors = errors.join().unwrap_or_default();
@@ -566,11 +561,61 @@ pub fn export(cli: &Command, format: &str) -> Result<Export, String> {
     } else {
         (polled, 0.0)
     };
+    if mark.is_some() && marked.is_none() {
+        return Err(format!(
+            "the export has no line {mark:?} starting with an inbox_id"
+        ));
+    }
     Ok(Export {
         lines,
         bytes,
         wall,
         peak_rss_kib,
         cpu_s,
+        marked,
     })
+}
+
+/// Reads an export's output to its end: its lines and bytes, and the `inbox_id` that line
+/// `mark` (from 0) starts with.
+fn drain(stdout: &mut impl Read, mark: Option<u64>) -> Result<(u64, u64, Option<u64>), String> {
+    let (mut lines, mut bytes) = (0u64, 0u64);
+    // The start of line `mark`, enough to hold its `{"inbox_id":"…"`.
+    let mut marked = Vec::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = stdout
+            .read(&mut buf)
+            .map_err(|e| format!("reading the export: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+        // No crate for this: a few hundred MB at most, counted at memory speed.
+        #[allow(clippy::naive_bytecount)]
+        let newlines = buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        if let Some(m) = mark {
+            if marked.len() < 40 && lines + newlines >= m {
+                let mut line = lines;
+                for &b in &buf[..n] {
+                    if line == m && marked.len() < 40 {
+                        marked.push(b);
+                    }
+                    if b == b'\n' {
+                        line += 1;
+                        if line > m {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        lines += newlines;
+    }
+    let key = br#"{"inbox_id":""#;
+    let marked = marked.strip_prefix(key).and_then(|rest| {
+        let end = rest.iter().position(|&b| b == b'"')?;
+        std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
+    });
+    Ok((lines, bytes, marked))
 }
