@@ -35,6 +35,8 @@ use tracker::storage::{Store, StoreOptions, read};
 
 /// Clicks made during setup (events name them; binds bind them).
 const SETUP_CLICKS: usize = 1000;
+/// How often the paced read rows send a request: 20 a second, a dashboard or a few followers.
+const READ_PACE: Duration = Duration::from_millis(50);
 /// Events stored during setup, repeated by the duplicate case.
 const KNOWN_EVENTS: usize = 1000;
 
@@ -600,6 +602,8 @@ fn full(args: &Args) -> Result<(), String> {
         events: args.feed_events.unwrap_or(1_000_000),
         duration: args.duration,
         min_side: 20,
+        paces: &[None, Some(READ_PACE)],
+        settle: Duration::from_secs(1),
         formats: &["ndjson"],
     };
     let mut reads = if args.reads.is_empty() {
@@ -624,7 +628,11 @@ fn full(args: &Args) -> Result<(), String> {
     let mut failures = Vec::new();
     if let Some(reads) = &mut reads {
         reads.add_exports(direct.unwrap_or_default());
-        report_reads(reads, &plan);
+        let unique_alone = rows
+            .iter()
+            .find(|r| r.case == Some(Case::Unique) && r.conns == 64)
+            .map(|r| r.rate);
+        report_reads(reads, &plan, unique_alone);
         failures.append(&mut reads.failures);
     }
     report_stored(&stored);
@@ -664,26 +672,27 @@ fn report_ingest(rows: &[Row], conns: &[usize]) {
     note_busy(rows);
 }
 
-/// Names the rows measured beside other work: more than 20% of a CPU, or more than 1 MiB/s of
-/// disk writes (which slow every fsync while using little CPU).
+/// Names the rows measured beside other work (`cpu::Shares::busy`): other processes' disk
+/// writes slow every fsync while using little CPU, so CPU alone does not show them.
 fn note_busy<'a>(rows: impl IntoIterator<Item = &'a Row>) {
     let busy: Vec<String> = rows
         .into_iter()
-        .filter(|r| r.cpu.other > 20.0 || r.cpu.other_writes > 1.0)
+        .filter(|r| r.cpu.busy())
         .map(|r| {
             format!(
-                "{} at {} ({:.0}%, {:.1} MiB/s written)",
+                "{} at {} ({:.0}% of a CPU; {:.1} MiB/s written beside the server's {:.1})",
                 r.label.trim(),
                 r.conns,
                 r.cpu.other,
-                r.cpu.other_writes
+                r.cpu.other_writes,
+                r.cpu.server_writes
             )
         })
         .collect();
     if !busy.is_empty() {
         println!(
-            "note: other work used more than 20% of a CPU or wrote more than 1 MiB/s during: \
-             {}; re-run those rows with --only",
+            "note: measured beside other work (more than 20% of a CPU, or disk writes beyond \
+             1 MiB/s + 15% of the server's own): {}; re-run those rows with --only",
             busy.join(", ")
         );
     }
@@ -696,6 +705,10 @@ struct ReadPlan {
     duration: Duration,
     /// The fewest answers the side client collects, however long they take.
     min_side: u64,
+    /// How each read row's side client sends: back to back (`None`), then one every so often.
+    paces: &'static [Option<Duration>],
+    /// The pause between rows, for the writer to drain and the sockets to close.
+    settle: Duration,
     /// Formats to export in.
     formats: &'static [&'static str],
 }
@@ -706,8 +719,8 @@ struct ReadResults {
     events: u64,
     /// Filling it: events added and how long it took.
     filled: (u64, Duration),
-    /// Each read row: the side client's row and the ingest row beside it.
-    rows: Vec<(ReadRow, Row, Row)>,
+    /// Each read row: how its side client was paced, its row and the ingest row beside it.
+    rows: Vec<(ReadRow, Option<Duration>, Row, Row)>,
     exports: Vec<ExportLine>,
     /// Where the last tenth of the space starts (an `after` for export), and its events.
     tail: Option<(u64, u64)>,
@@ -759,20 +772,18 @@ fn read_rows(
         export_through_server(bench, &spread, plan, &mut results, None);
     }
     fill_spread(bench, &mut spread, plan.events, &mut results)?;
-    for &row in rows {
-        if row == ReadRow::Export {
-            continue;
-        }
+    let sides = rows.iter().filter(|&&r| r != ReadRow::Export);
+    for (row, &pace) in sides.flat_map(|&r| plan.paces.iter().map(move |p| (r, p))) {
         let (ingest, side) = measure(
             bench,
             wrk_path,
             Case::Unique,
             64,
             plan.duration,
-            |deadline| reads::side(addr, row, &spread, deadline, plan.min_side),
+            |deadline| reads::side(addr, (row, pace), &spread, deadline, plan.min_side),
         )?;
         let side_row = Row {
-            label: row.label(),
+            label: row.label(pace),
             case: None,
             conns: 1,
             responses: side.responses,
@@ -793,7 +804,7 @@ fn read_rows(
         if side.non_2xx + side.errors + side.wrong > 0 {
             results.failures.push(format!(
                 "{}: {} non-2xx, {} errors, {} wrong answers: {}",
-                row.label(),
+                row.label(pace),
                 side.non_2xx,
                 side.errors,
                 side.wrong,
@@ -803,13 +814,13 @@ fn read_rows(
         if ingest.non_2xx + ingest.errors > 0 {
             results.failures.push(format!(
                 "unique ingest beside {}: {} non-2xx, {} errors",
-                row.label(),
+                row.label(pace),
                 ingest.non_2xx,
                 ingest.errors
             ));
         }
-        results.rows.push((row, side_row, ingest));
-        std::thread::sleep(Duration::from_secs(1));
+        results.rows.push((row, pace, side_row, ingest));
+        std::thread::sleep(plan.settle);
     }
     if rows.contains(&ReadRow::Export) {
         // Notes where the last tenth starts, for the same size exported from the file.
@@ -891,7 +902,7 @@ fn export_direct(
 
 /// Prints the read rows' figures against issue 9's targets, checks the exports' line counts,
 /// and adds what failed to `r.failures`.
-fn report_reads(r: &mut ReadResults, plan: &ReadPlan) {
+fn report_reads(r: &mut ReadResults, plan: &ReadPlan, unique_alone: Option<f64>) {
     const TARGET_P99_MS: f64 = 20.0;
     let (added, took) = r.filled;
     #[allow(clippy::cast_precision_loss)]
@@ -908,13 +919,21 @@ fn report_reads(r: &mut ReadResults, plan: &ReadPlan) {
         reads::hours_used(r.events),
         reads::hours_used(r.events) * reads::CAMPAIGNS,
     );
-    note_busy(r.rows.iter().map(|(_, side, _)| side));
-    for (row, side, ingest) in &r.rows {
+    note_busy(r.rows.iter().map(|(_, _, side, _)| side));
+    for (row, pace, side, ingest) in &r.rows {
         let p99 = side.p99.as_secs_f64() * 1000.0;
+        let how = match pace {
+            None => "back to back".to_owned(),
+            Some(p) => format!("one every {} ms", p.as_millis()),
+        };
+        let alone = match unique_alone {
+            Some(rate) => format!(", {:.0}% of its rate alone", ingest.rate / rate * 100.0),
+            None => String::new(),
+        };
         println!(
-            "{}: p99 {} ms (p50 {} ms, {} requests, one at a time) beside durable unique ingest \
-             at 64 connections ({:.0} req/s, p99 {} ms): target p99 <= {TARGET_P99_MS} ms {}",
-            row.label(),
+            "{}, {how}: p99 {} ms (p50 {} ms, {} requests) beside durable unique ingest at 64 \
+             connections ({:.0} req/s{alone}, p99 {} ms): target p99 <= {TARGET_P99_MS} ms {}",
+            row.title(),
             ms(side.p99),
             ms(side.p50),
             side.responses,
@@ -1094,6 +1113,8 @@ fn smoke(args: &Args) -> Result<(), String> {
         events: args.feed_events.unwrap_or(2_000),
         duration: Duration::from_secs(1),
         min_side: 3,
+        paces: &[None, Some(READ_PACE)],
+        settle: Duration::from_millis(200),
         formats: &["ndjson", "csv"],
     };
     let mut reads = if args.reads.is_empty() {
@@ -1106,7 +1127,7 @@ fn smoke(args: &Args) -> Result<(), String> {
     })?;
     if let Some(reads) = &mut reads {
         reads.add_exports(direct.unwrap_or_default());
-        report_reads(reads, &plan);
+        report_reads(reads, &plan, None);
         failures.append(&mut reads.failures);
     }
     report_stored(&stored);

@@ -59,11 +59,22 @@ impl ReadRow {
         }
     }
 
-    /// What the table shows for the side client's row.
-    pub fn label(self) -> &'static str {
+    /// What the table shows for the side client's row: back to back, or paced.
+    pub fn label(self, pace: Option<Duration>) -> &'static str {
+        match (self, pace) {
+            (ReadRow::Feed, None) => "GET /events 1000 nonstop",
+            (ReadRow::Feed, Some(_)) => "GET /events 1000 paced",
+            (ReadRow::Stats, None) => "GET /stats nonstop",
+            (ReadRow::Stats, Some(_)) => "GET /stats paced",
+            (ReadRow::Export, _) => "tracker export",
+        }
+    }
+
+    /// What the summary calls it.
+    pub fn title(self) -> &'static str {
         match self {
-            ReadRow::Feed => "GET /events page of 1000",
-            ReadRow::Stats => "GET /stats by campaign",
+            ReadRow::Feed => "GET /events?limit=1000 (a page with attribution)",
+            ReadRow::Stats => "GET /stats?by=campaign_name (all time)",
             ReadRow::Export => "tracker export",
         }
     }
@@ -218,12 +229,12 @@ impl SideOutcome {
 }
 
 /// Sends `row`'s request over one connection, one at a time, until `deadline` and at least
-/// `min_requests` answers. The feed row pages forward from the start as a follower does, and
-/// wraps around at the end; every answer is checked (its status, and the number of events or
-/// groups), the first one in full.
+/// `min_requests` answers: back to back, or one every `pace`. The feed row pages forward from
+/// the start as a follower does, and wraps around at the end; every answer is checked (its
+/// status, and the number of events or groups), the first one in full.
 pub fn side(
     addr: SocketAddr,
-    row: ReadRow,
+    (row, pace): (ReadRow, Option<Duration>),
     spread: &Spread,
     deadline: Instant,
     min_requests: u64,
@@ -243,7 +254,15 @@ pub fn side(
     let mut after: u64 = 0;
     // Events the pages have shown since the last wrap-around.
     let mut seen: u64 = 0;
+    let mut next_at = Instant::now();
     while Instant::now() < deadline || o.responses < min_requests {
+        if let Some(pace) = pace {
+            let now = Instant::now();
+            if next_at > now {
+                std::thread::sleep(next_at - now);
+            }
+            next_at = next_at.max(now) + pace;
+        }
         let target = match row {
             ReadRow::Feed => format!("/events?after={after}&limit={PAGE}"),
             _ => "/stats?by=campaign_name".to_owned(),
