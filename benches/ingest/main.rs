@@ -17,6 +17,7 @@
 
 mod client;
 mod cpu;
+mod reads;
 mod scenario;
 mod server;
 mod wrk;
@@ -27,12 +28,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client::{Load, MakeRequest};
+use reads::{ReadRow, Spread};
 use scenario::{Case, Fixture, Template};
 use server::Server;
 use tracker::storage::{Store, StoreOptions, read};
 
 /// Clicks made during setup (events name them; binds bind them).
 const SETUP_CLICKS: usize = 1000;
+/// How often the paced read rows send a request: 20 a second, a dashboard or a few followers.
+const READ_PACE: Duration = Duration::from_millis(50);
 /// Events stored during setup, repeated by the duplicate case.
 const KNOWN_EVENTS: usize = 1000;
 
@@ -55,6 +59,10 @@ struct Args {
     duration: Duration,
     conns: Vec<usize>,
     cases: Vec<Case>,
+    /// The read rows (issue 9), after the ingest rows.
+    reads: Vec<ReadRow>,
+    /// Events in the read rows' space; default 1,000,000, and 2,000 with `--smoke`.
+    feed_events: Option<u64>,
     client: ClientChoice,
     log: Option<PathBuf>,
     soak_secs: u64,
@@ -64,8 +72,9 @@ struct Args {
 
 const USAGE: &str = "usage: cargo bench --bench ingest -- [--smoke | --soak] [--duration SECS] \
     [--conns 64,256] [--only CASE,..] [--client auto|wrk|builtin] [--log FILE] \
-    [--soak-secs SECS] [--soak-events N] [--keep]
-cases: healthz, dry_run, unique, duplicate, get_e, bind, clicks";
+    [--feed-events N] [--soak-secs SECS] [--soak-events N] [--keep]
+cases: healthz, dry_run, unique, duplicate, get_e, bind, clicks (at each --conns), then the read \
+rows feed, stats, export (beside unique ingest at 64 connections, on a space of --feed-events)";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -73,6 +82,8 @@ fn parse_args() -> Result<Args, String> {
         duration: Duration::from_secs(10),
         conns: vec![64, 256],
         cases: Case::ALL.to_vec(),
+        reads: ReadRow::ALL.to_vec(),
+        feed_events: None,
         client: ClientChoice::Auto,
         log: None,
         soak_secs: 300,
@@ -94,6 +105,7 @@ fn parse_args() -> Result<Args, String> {
             "--duration" => args.duration = Duration::from_secs(number(&value()?)?),
             "--soak-secs" => args.soak_secs = number(&value()?)?,
             "--soak-events" => args.soak_events = number(&value()?)?,
+            "--feed-events" => args.feed_events = Some(number(&value()?)?),
             "--log" => args.log = Some(PathBuf::from(value()?)),
             "--conns" => {
                 args.conns = value()?
@@ -102,15 +114,16 @@ fn parse_args() -> Result<Args, String> {
                     .collect::<Result<_, _>>()?;
             }
             "--only" => {
-                args.cases = value()?
-                    .split(',')
-                    .map(|name| {
-                        Case::ALL
-                            .into_iter()
-                            .find(|c| c.name() == name)
-                            .ok_or_else(|| format!("no case named {name:?}\n{USAGE}"))
-                    })
-                    .collect::<Result<_, _>>()?;
+                (args.cases, args.reads) = (Vec::new(), Vec::new());
+                for name in value()?.split(',') {
+                    if let Some(c) = Case::ALL.into_iter().find(|c| c.name() == name) {
+                        args.cases.push(c);
+                    } else if let Some(r) = ReadRow::ALL.into_iter().find(|r| r.name() == name) {
+                        args.reads.push(r);
+                    } else {
+                        return Err(format!("no case named {name:?}\n{USAGE}"));
+                    }
+                }
             }
             "--client" => {
                 args.client = match value()?.as_str() {
@@ -165,6 +178,8 @@ struct Bench {
     /// Events the server may have stored beyond those: requests in flight when `wrk` stopped
     /// counting.
     unacked_slack: u64,
+    /// Load runs so far, which tag their eids.
+    runs: u64,
 }
 
 impl Bench {
@@ -216,17 +231,30 @@ impl Bench {
             fixture: Arc::new(fixture),
             acked_events: KNOWN_EVENTS as u64,
             unacked_slack: 0,
+            runs: 0,
         })
     }
 
     /// Stops the server and checks the data file against what was acknowledged.
     fn finish(self, keep: bool) -> Result<DataCheck, String> {
+        self.finish_then(keep, |_| ()).map(|(check, ())| check)
+    }
+
+    /// Stops the server, runs `after_stop` with a `tracker` command line on the data file it
+    /// left (the direct export), and checks the data file against what was acknowledged.
+    fn finish_then<T>(
+        self,
+        keep: bool,
+        after_stop: impl FnOnce(std::process::Command) -> T,
+    ) -> Result<(DataCheck, T), String> {
         let peak_rss = self.server.peak_rss().unwrap_or(0);
         let data = self.server.data.clone();
+        let (bin, config) = (self.server.bin.clone(), self.server.config.clone());
         let status = self.server.stop()?;
         if !status.success() {
             return Err(format!("the server exited with {status}"));
         }
+        let after = after_stop(server::command(&bin, &config, &data));
         let file_bytes = std::fs::metadata(&data).map_or(0, |m| m.len());
         let (stored, usage) = count_events(&data)?;
         let (low, high) = (self.acked_events, self.acked_events + self.unacked_slack);
@@ -247,14 +275,17 @@ impl Bench {
             let path = self.dir.keep();
             eprintln!("kept {}", path.display());
         }
-        Ok(DataCheck {
-            stored,
-            acked: low,
-            file_bytes,
-            peak_rss,
-            usage,
-            verdict,
-        })
+        Ok((
+            DataCheck {
+                stored,
+                acked: low,
+                file_bytes,
+                peak_rss,
+                usage,
+                verdict,
+            },
+            after,
+        ))
     }
 }
 
@@ -290,7 +321,9 @@ fn count_events(path: &Path) -> Result<(u64, Vec<read::TableUsage>), String> {
 
 /// One row of the table.
 struct Row {
-    case: Case,
+    label: &'static str,
+    /// The ingest case measured; `None` for a read row's side client.
+    case: Option<Case>,
     conns: usize,
     responses: u64,
     rate: f64,
@@ -301,6 +334,13 @@ struct Row {
     cpu: cpu::Shares,
     /// The server's resident memory after the row.
     rss: u64,
+}
+
+impl Row {
+    /// Server CPU per answered request, in microseconds.
+    fn cpu_per_request_us(&self) -> f64 {
+        self.cpu.server / 100.0 / self.rate.max(1e-9) * 1e6
+    }
 }
 
 fn ms(d: Duration) -> String {
@@ -332,7 +372,7 @@ fn print_header() {
 fn print_row(r: &Row) {
     println!(
         "| {:<24} | {:>5} | {:>9.0} | {:>8} | {:>8} | {:>7} | {:>6} | {:>9} | {:>5.0}% | {:>5.0}% | {:>5.0}% | {:>7.1} |",
-        r.case.label(),
+        r.label,
         r.conns,
         r.rate,
         ms(r.p50),
@@ -347,99 +387,146 @@ fn print_row(r: &Row) {
     );
 }
 
+/// What a load generator reported.
+enum Loaded {
+    Wrk(wrk::Report),
+    Builtin(client::Outcome),
+}
+
 /// Runs one case at `conns` with the chosen load generator and accounts for stored events.
-fn measure(
+/// `beside` runs on a thread of its own at the same time, given when the load ends (the read
+/// rows' side client); the CPU shares cover both.
+fn measure<S: Send>(
     bench: &mut Bench,
     wrk_path: Option<&str>,
     case: Case,
     conns: usize,
     duration: Duration,
-) -> Result<Row, String> {
-    let tag = format!("{}-{conns}", case.name());
+    beside: impl FnOnce(Instant) -> S + Send,
+) -> Result<(Row, S), String> {
+    // A tag per run: eids are numbered afresh in each, and must not repeat an earlier run's.
+    bench.runs += 1;
+    let tag = format!("{}-{conns}-{}", case.name(), bench.runs);
     let template = Template::of(case, &bench.fixture, &tag);
     let addr = bench.server.addr;
+    let script = match wrk_path {
+        Some(_) => {
+            let script = bench.dir.path().join(format!("{tag}.lua"));
+            std::fs::write(&script, template.lua(&bench.fixture))
+                .map_err(|e| format!("writing {}: {e}", script.display()))?;
+            Some(script)
+        }
+        None => None,
+    };
+    let fixture = bench.fixture.clone();
     let before = cpu::snapshot(bench.server.pid());
     let started = Instant::now();
-    let mut row = if let Some(wrk_path) = wrk_path {
-        let script = bench.dir.path().join(format!("{tag}.lua"));
-        std::fs::write(&script, template.lua(&bench.fixture))
-            .map_err(|e| format!("writing {}: {e}", script.display()))?;
-        let r = wrk::run(wrk_path, addr, &script, conns, duration)?;
-        if case.stores_an_event() {
-            bench.acked_events += r.responses - r.non_2xx;
-            bench.unacked_slack += conns as u64 + r.errors;
-        }
-        Row {
-            case,
-            conns,
-            responses: r.responses,
-            rate: r.rate,
-            p50: r.p50,
-            p99: r.p99,
-            non_2xx: r.non_2xx,
-            errors: r.errors,
-            cpu: cpu::Shares::default(),
-            rss: 0,
-        }
-    } else {
-        let o = builtin(
-            bench,
-            &template,
-            case,
-            Load {
-                conns,
-                duration: Some(duration),
-                max_requests: None,
-            },
-        );
-        if o.expected != o.ok {
-            eprintln!(
-                "warning: {} of {} answers of {} lacked {}",
-                o.ok - o.expected,
-                o.ok,
-                case.label(),
-                case.expect()
-            );
-        }
-        Row {
-            case,
-            conns,
-            responses: o.responses,
-            rate: o.rate(),
-            p50: o.latency.quantile(0.50),
-            p99: o.latency.quantile(0.99),
-            non_2xx: o.non_2xx,
-            errors: o.errors,
-            cpu: cpu::Shares::default(),
-            rss: 0,
-        }
-    };
-    row.cpu = cpu::between(
+    let (loaded, side) = std::thread::scope(|scope| {
+        let side = scope.spawn(move || beside(started + duration));
+        let loaded = match (wrk_path, &script) {
+            (Some(wrk_path), Some(script)) => {
+                wrk::run(wrk_path, addr, script, conns, duration).map(Loaded::Wrk)
+            }
+            _ => Ok(Loaded::Builtin(builtin(
+                addr,
+                &fixture,
+                template,
+                case,
+                Load {
+                    conns,
+                    duration: Some(duration),
+                    max_requests: None,
+                },
+            ))),
+        };
+        (loaded, side.join())
+    });
+    let cpu = cpu::between(
         before,
         cpu::snapshot(bench.server.pid()),
         started.elapsed().as_secs_f64(),
     );
+    let side = side.map_err(|_| "the side client panicked".to_owned())?;
+    let mut row = match loaded? {
+        Loaded::Wrk(r) => {
+            if case.stores_an_event() {
+                bench.acked_events += r.responses - r.non_2xx;
+                bench.unacked_slack += conns as u64 + r.errors;
+            }
+            Row {
+                label: case.label(),
+                case: Some(case),
+                conns,
+                responses: r.responses,
+                rate: r.rate,
+                p50: r.p50,
+                p99: r.p99,
+                non_2xx: r.non_2xx,
+                errors: r.errors,
+                cpu,
+                rss: 0,
+            }
+        }
+        Loaded::Builtin(o) => {
+            bench.account(case, &o);
+            if o.expected != o.ok {
+                eprintln!(
+                    "warning: {} of {} answers of {} lacked {}",
+                    o.ok - o.expected,
+                    o.ok,
+                    case.label(),
+                    case.expect()
+                );
+            }
+            Row {
+                label: case.label(),
+                case: Some(case),
+                conns,
+                responses: o.responses,
+                rate: o.rate(),
+                p50: o.latency.quantile(0.50),
+                p99: o.latency.quantile(0.99),
+                non_2xx: o.non_2xx,
+                errors: o.errors,
+                cpu,
+                rss: 0,
+            }
+        }
+    };
     row.rss = bench.server.rss().unwrap_or(0);
-    Ok(row)
+    Ok((row, side))
 }
 
-/// A run of the in-repo client; acknowledged events are counted exactly.
-fn builtin(bench: &mut Bench, template: &Template, case: Case, load: Load) -> client::Outcome {
-    let fixture = bench.fixture.clone();
-    let template = Arc::new(Template {
-        method: template.method,
-        target: template.target.clone(),
-        headers: template.headers.clone(),
-        body: template.body.clone(),
-    });
+/// A run of the in-repo client.
+fn builtin(
+    addr: std::net::SocketAddr,
+    fixture: &Arc<Fixture>,
+    template: Template,
+    case: Case,
+    load: Load,
+) -> client::Outcome {
+    let (fixture, template) = (fixture.clone(), Arc::new(template));
     let make: MakeRequest = Arc::new(move |seq| template.render(&fixture, seq));
-    let o = client::run(bench.server.addr, load, &make, Some(case.expect()));
-    if case.stores_an_event() {
-        bench.acked_events += o.ok;
-        // A request whose connection failed may or may not have been stored.
-        bench.unacked_slack += o.errors;
+    client::run(addr, load, &make, Some(case.expect()))
+}
+
+impl Bench {
+    /// Counts what a run of the in-repo client stored; it counts acknowledged events exactly.
+    fn account(&mut self, case: Case, o: &client::Outcome) {
+        if case.stores_an_event() {
+            // Answered `queued`: a new event. (A `duplicate` answer stored nothing.)
+            self.acked_events += o.expected;
+            // A request whose connection failed may or may not have been stored.
+            self.unacked_slack += o.errors;
+        }
     }
-    o
+
+    /// Runs `template` with the in-repo client and accounts for what it stored.
+    fn builtin(&mut self, template: Template, case: Case, load: Load) -> client::Outcome {
+        let o = builtin(self.server.addr, &self.fixture, template, case, load);
+        self.account(case, &o);
+        o
+    }
 }
 
 fn machine() -> String {
@@ -477,15 +564,17 @@ fn full(args: &Args) -> Result<(), String> {
         }
     };
     println!("machine: {}", machine());
+    let mut bench = Bench::start(args)?;
     println!(
-        "load: {} for {} s per row, on the same machine; server: {}",
+        "load: {} for {} s per row, on the same machine; server: {} (a copy of {}), pid {}",
         wrk_path
             .as_deref()
             .map_or("the in-repo client (2 threads)", |_| "wrk -t2"),
         args.duration.as_secs(),
+        bench.server.bin.display(),
         env!("CARGO_BIN_EXE_tracker"),
+        bench.server.pid(),
     );
-    let mut bench = Bench::start(args)?;
     println!(
         "setup: {SETUP_CLICKS} clicks and {KNOWN_EVENTS} known events on {}\n",
         bench.server.data.display()
@@ -494,30 +583,440 @@ fn full(args: &Args) -> Result<(), String> {
     let mut rows = Vec::new();
     for &conns in &args.conns {
         for &case in &args.cases {
-            let row = measure(&mut bench, wrk_path.as_deref(), case, conns, args.duration)?;
+            let (row, ()) = measure(
+                &mut bench,
+                wrk_path.as_deref(),
+                case,
+                conns,
+                args.duration,
+                |_| (),
+            )?;
             print_row(&row);
             rows.push(row);
             // Let the writer drain and the sockets close before the next row.
             std::thread::sleep(Duration::from_secs(1));
         }
     }
-    let stored = bench.finish(args.keep)?;
+    let ingest_peak = bench.server.peak_rss().unwrap_or(0);
+    let plan = ReadPlan {
+        events: args.feed_events.unwrap_or(1_000_000),
+        duration: args.duration,
+        min_side: 20,
+        paces: &[None, Some(READ_PACE)],
+        settle: Duration::from_secs(1),
+        formats: &["ndjson"],
+    };
+    let mut reads = if args.reads.is_empty() {
+        None
+    } else {
+        Some(read_rows(
+            &mut bench,
+            wrk_path.as_deref(),
+            &plan,
+            &args.reads,
+        )?)
+    };
+    let (stored, direct) = bench.finish_then(args.keep, |cli| {
+        reads.as_ref().map(|r| export_direct(&cli, r, plan.formats))
+    })?;
     println!();
-    for &conns in &args.conns {
-        let find = |case| rows.iter().find(|r| r.case == case && r.conns == conns);
+    report_ingest(&rows, &args.conns);
+    println!(
+        "server peak RSS after the ingest rows (VmHWM): {:.1} MiB",
+        mib(ingest_peak)
+    );
+    let mut failures = Vec::new();
+    if let Some(reads) = &mut reads {
+        reads.add_exports(direct.unwrap_or_default());
+        let unique_alone = rows
+            .iter()
+            .find(|r| r.case == Some(Case::Unique) && r.conns == 64)
+            .map(|r| r.rate);
+        report_reads(reads, &plan, unique_alone);
+        failures.append(&mut reads.failures);
+    }
+    report_stored(&stored);
+    if let Err(e) = stored.verdict {
+        failures.push(e);
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
+/// The ingest rows' figures against issue 15's: `dry_run` beside durable unique, and the
+/// server CPU each request took; and which rows were measured beside other work.
+fn report_ingest(rows: &[Row], conns: &[usize]) {
+    for &conns in conns {
+        let find = |case| {
+            rows.iter()
+                .find(|r| r.case == Some(case) && r.conns == conns)
+        };
         if let (Some(unique), Some(dry)) = (find(Case::Unique), find(Case::DryRun)) {
             println!(
-                "durable unique / dry_run at {conns} connections: {:.0} / {:.0} = {:.2}x; \
-                 unique p99 {} ms",
+                "durable unique / dry_run at {conns} connections: {:.0} / {:.0} = {:.2}x \
+                 (dry_run/unique {:.2}x); unique p99 {} ms; server CPU per request: dry_run \
+                 {:.1} us, unique {:.1} us",
                 unique.rate,
                 dry.rate,
                 unique.rate / dry.rate.max(1e-9),
-                ms(unique.p99)
+                dry.rate / unique.rate.max(1e-9),
+                ms(unique.p99),
+                dry.cpu_per_request_us(),
+                unique.cpu_per_request_us(),
             );
         }
     }
-    report_stored(&stored);
-    stored.verdict
+    note_busy(rows);
+}
+
+/// Names the rows measured beside other work (`cpu::Shares::busy`): other processes' disk
+/// writes slow every fsync while using little CPU, so CPU alone does not show them.
+fn note_busy<'a>(rows: impl IntoIterator<Item = &'a Row>) {
+    let busy: Vec<String> = rows
+        .into_iter()
+        .filter(|r| r.cpu.busy())
+        .map(|r| {
+            format!(
+                "{} at {} ({:.0}% of a CPU; {:.1} MiB/s written beside the server's {:.1})",
+                r.label.trim(),
+                r.conns,
+                r.cpu.other,
+                r.cpu.other_writes,
+                r.cpu.server_writes
+            )
+        })
+        .collect();
+    if !busy.is_empty() {
+        println!(
+            "note: measured beside other work (more than 20% of a CPU, or disk writes beyond \
+             1 MiB/s + 15% of the server's own): {}; re-run those rows with --only",
+            busy.join(", ")
+        );
+    }
+}
+
+/// How big and how long the read rows are.
+struct ReadPlan {
+    /// Events in the read rows' space.
+    events: u64,
+    duration: Duration,
+    /// The fewest answers the side client collects, however long they take.
+    min_side: u64,
+    /// How each read row's side client sends: back to back (`None`), then one every so often.
+    paces: &'static [Option<Duration>],
+    /// The pause between rows, for the writer to drain and the sockets to close.
+    settle: Duration,
+    /// Formats to export in.
+    formats: &'static [&'static str],
+}
+
+/// What the read rows measured.
+struct ReadResults {
+    /// Events in the read rows' space.
+    events: u64,
+    /// Filling it: events added and how long it took.
+    filled: (u64, Duration),
+    /// Each read row: how its side client was paced, its row and the ingest row beside it.
+    rows: Vec<(ReadRow, Option<Duration>, Row, Row)>,
+    exports: Vec<ExportLine>,
+    /// Where the last tenth of the space starts (an `after` for export), and its events.
+    tail: Option<(u64, u64)>,
+    failures: Vec<String>,
+}
+
+impl ReadResults {
+    fn add_exports(&mut self, exports: Vec<Result<ExportLine, String>>) {
+        for e in exports {
+            match e {
+                Ok(line) => self.exports.push(line),
+                Err(e) => self.failures.push(e),
+            }
+        }
+    }
+}
+
+struct ExportLine {
+    via: &'static str,
+    format: &'static str,
+    events: u64,
+    run: reads::Export,
+}
+
+/// The read rows: makes and fills the space, runs each selected row beside unique ingest at 64
+/// connections, and exports through the server (at a tenth of the size first, then at full).
+fn read_rows(
+    bench: &mut Bench,
+    wrk_path: Option<&str>,
+    plan: &ReadPlan,
+    rows: &[ReadRow],
+) -> Result<ReadResults, String> {
+    let addr = bench.server.addr;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut spread = reads::create_space(bench.server.command(), addr, &bench.fixture.run, now_ms)?;
+    let mut results = ReadResults {
+        events: 0,
+        filled: (0, Duration::ZERO),
+        rows: Vec::new(),
+        exports: Vec::new(),
+        tail: None,
+        failures: Vec::new(),
+    };
+    let tenth = plan.events / 10;
+    if rows.contains(&ReadRow::Export) {
+        fill_spread(bench, &mut spread, tenth, &mut results)?;
+        export_through_server(bench, &spread, plan, &mut results, None);
+    }
+    fill_spread(bench, &mut spread, plan.events, &mut results)?;
+    let sides = rows.iter().filter(|&&r| r != ReadRow::Export);
+    for (row, &pace) in sides.flat_map(|&r| plan.paces.iter().map(move |p| (r, p))) {
+        let (ingest, side) = measure(
+            bench,
+            wrk_path,
+            Case::Unique,
+            64,
+            plan.duration,
+            |deadline| reads::side(addr, (row, pace), &spread, deadline, plan.min_side),
+        )?;
+        let side_row = Row {
+            label: row.label(pace),
+            case: None,
+            conns: 1,
+            responses: side.responses,
+            rate: side.rate(),
+            p50: side.latency.quantile(0.50),
+            p99: side.latency.quantile(0.99),
+            non_2xx: side.non_2xx,
+            errors: side.errors,
+            cpu: ingest.cpu,
+            rss: ingest.rss,
+        };
+        let ingest = Row {
+            label: "  + POST /events unique",
+            ..ingest
+        };
+        print_row(&side_row);
+        print_row(&ingest);
+        if side.non_2xx + side.errors + side.wrong > 0 {
+            results.failures.push(format!(
+                "{}: {} non-2xx, {} errors, {} wrong answers: {}",
+                row.label(pace),
+                side.non_2xx,
+                side.errors,
+                side.wrong,
+                side.samples.join(" | ")
+            ));
+        }
+        if ingest.non_2xx + ingest.errors > 0 {
+            results.failures.push(format!(
+                "unique ingest beside {}: {} non-2xx, {} errors",
+                row.label(pace),
+                ingest.non_2xx,
+                ingest.errors
+            ));
+        }
+        results.rows.push((row, pace, side_row, ingest));
+        std::thread::sleep(plan.settle);
+    }
+    if rows.contains(&ReadRow::Export) {
+        // Notes where the last tenth starts, for the same size exported from the file.
+        let mark = (tenth > 0).then(|| spread.events - tenth - 1);
+        export_through_server(bench, &spread, plan, &mut results, mark);
+        results.tail = results
+            .exports
+            .iter()
+            .rev()
+            .find_map(|e| e.run.marked)
+            .map(|after| (after, tenth));
+    }
+    results.events = spread.events;
+    Ok(results)
+}
+
+/// Fills the read rows' space to `target` events, counting them as acknowledged.
+fn fill_spread(
+    bench: &mut Bench,
+    spread: &mut Spread,
+    target: u64,
+    results: &mut ReadResults,
+) -> Result<(), String> {
+    let f = reads::fill(bench.server.addr, spread, target)?;
+    bench.acked_events += f.added;
+    results.filled.0 += f.added;
+    results.filled.1 += f.elapsed;
+    Ok(())
+}
+
+/// `tracker export` of the read rows' space while the server runs, in each of the plan's
+/// formats; the first (ndjson) notes the `inbox_id` of line `mark`.
+fn export_through_server(
+    bench: &Bench,
+    spread: &Spread,
+    plan: &ReadPlan,
+    results: &mut ReadResults,
+    mark: Option<u64>,
+) {
+    for (i, &format) in plan.formats.iter().enumerate() {
+        let mark = if i == 0 { mark } else { None };
+        match reads::export(&bench.server.command(), format, 0, mark) {
+            Ok(run) => results.exports.push(ExportLine {
+                via: "the server (socket)",
+                format,
+                events: spread.events,
+                run,
+            }),
+            Err(e) => results.failures.push(e),
+        }
+    }
+}
+
+/// `tracker export` on the data file the server left (opened by the command itself): the whole
+/// space in each format, then its last tenth, to compare memory with the same sizes as through
+/// the server.
+fn export_direct(
+    cli: &std::process::Command,
+    reads: &ReadResults,
+    formats: &[&'static str],
+) -> Vec<Result<ExportLine, String>> {
+    let line = |format, events, run| ExportLine {
+        via: "the file (stopped)",
+        format,
+        events,
+        run,
+    };
+    let mut out = Vec::new();
+    if let Some(&(after, events)) = reads.tail.as_ref() {
+        out.push(
+            reads::export(cli, formats[0], after, None).map(|run| line(formats[0], events, run)),
+        );
+    }
+    for &format in formats {
+        out.push(reads::export(cli, format, 0, None).map(|run| line(format, reads.events, run)));
+    }
+    out
+}
+
+/// Prints the read rows' figures against issue 9's targets, checks the exports' line counts,
+/// and adds what failed to `r.failures`.
+fn report_reads(r: &mut ReadResults, plan: &ReadPlan, unique_alone: Option<f64>) {
+    const TARGET_P99_MS: f64 = 20.0;
+    let (added, took) = r.filled;
+    #[allow(clippy::cast_precision_loss)]
+    let fill_rate = added as f64 / took.as_secs_f64().max(1e-9);
+    println!(
+        "read rows: space {:?} of {} events ({} clicks over {} campaigns and {} links, half \
+         bound; each campaign's events spread over {} hours, so {} rollup rows by campaign), \
+         filled through POST /events at {fill_rate:.0} events/s",
+        reads::SPACE,
+        r.events,
+        reads::CLICKS,
+        reads::CAMPAIGNS,
+        reads::LINKS,
+        reads::hours_used(r.events),
+        reads::hours_used(r.events) * reads::CAMPAIGNS,
+    );
+    note_busy(r.rows.iter().map(|(_, _, side, _)| side));
+    for (row, pace, side, ingest) in &r.rows {
+        let p99 = side.p99.as_secs_f64() * 1000.0;
+        let how = match pace {
+            None => "back to back".to_owned(),
+            Some(p) => format!("one every {} ms", p.as_millis()),
+        };
+        let alone = match unique_alone {
+            Some(rate) => format!(", {:.0}% of its rate alone", ingest.rate / rate * 100.0),
+            None => String::new(),
+        };
+        println!(
+            "{}, {how}: p99 {} ms (p50 {} ms, {} requests) beside durable unique ingest at 64 \
+             connections ({:.0} req/s{alone}, p99 {} ms): target p99 <= {TARGET_P99_MS} ms {}",
+            row.title(),
+            ms(side.p99),
+            ms(side.p50),
+            side.responses,
+            ingest.rate,
+            ms(ingest.p99),
+            if p99 <= TARGET_P99_MS {
+                "met"
+            } else {
+                "NOT met"
+            }
+        );
+    }
+    report_exports(r, plan);
+}
+
+/// The exports' table, their line counts checked, and how their memory grew with the size.
+fn report_exports(r: &mut ReadResults, plan: &ReadPlan) {
+    if r.exports.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "| {:<20} | {:>6} | {:>9} | {:>7} | {:>9} | {:>10} | {:>13} | {:>6} |",
+        "tracker export via",
+        "format",
+        "events",
+        "wall s",
+        "events/s",
+        "output MiB",
+        "peak RSS MiB",
+        "CPU s"
+    );
+    println!(
+        "|{:-<22}|{:-<8}|{:->11}|{:->9}|{:->11}|{:->12}|{:->15}|{:->8}|",
+        "", "", ":", ":", ":", ":", ":", ":"
+    );
+    for e in &r.exports {
+        #[allow(clippy::cast_precision_loss)]
+        let rate = e.events as f64 / e.run.wall.as_secs_f64().max(1e-9);
+        println!(
+            "| {:<20} | {:>6} | {:>9} | {:>7.2} | {:>9.0} | {:>10.1} | {:>13.1} | {:>6.2} |",
+            e.via,
+            e.format,
+            e.events,
+            e.run.wall.as_secs_f64(),
+            rate,
+            mib(e.run.bytes),
+            mib(e.run.peak_rss_kib * 1024),
+            e.run.cpu_s
+        );
+        let header = u64::from(e.format == "csv");
+        if e.run.lines != e.events + header {
+            r.failures.push(format!(
+                "tracker export via {} ({}) wrote {} lines for {} events",
+                e.via, e.format, e.run.lines, e.events
+            ));
+        }
+    }
+    for via in ["the server (socket)", "the file (stopped)"] {
+        let runs: Vec<&ExportLine> = r
+            .exports
+            .iter()
+            .filter(|e| e.via == via && e.format == plan.formats[0])
+            .collect();
+        let small = runs.iter().min_by_key(|e| e.events);
+        let large = runs.iter().max_by_key(|e| e.events);
+        if let (Some(small), Some(large)) = (small, large) {
+            if small.events == large.events {
+                continue;
+            }
+            #[allow(clippy::cast_precision_loss)]
+            let growth = large.run.peak_rss_kib as f64 / small.run.peak_rss_kib.max(1) as f64;
+            println!(
+                "export peak RSS through {via}: {} events {:.1} MiB, {} events {:.1} MiB \
+                 ({growth:.2}x for {}x the events)",
+                small.events,
+                mib(small.run.peak_rss_kib * 1024),
+                large.events,
+                mib(large.run.peak_rss_kib * 1024),
+                large.events / small.events.max(1)
+            );
+        }
+    }
 }
 
 fn report_stored(s: &DataCheck) {
@@ -574,9 +1073,10 @@ fn smoke(args: &Args) -> Result<(), String> {
             duration: Some(Duration::from_secs(60)),
             max_requests: Some(REQUESTS),
         };
-        let o = builtin(&mut bench, &template, case, load);
+        let o = bench.builtin(template, case, load);
         print_row(&Row {
-            case,
+            label: case.label(),
+            case: Some(case),
             conns: CONNS,
             responses: o.responses,
             rate: o.rate(),
@@ -607,7 +1107,29 @@ fn smoke(args: &Args) -> Result<(), String> {
             ));
         }
     }
-    let stored = bench.finish(args.keep)?;
+    // The read rows at a small size, beside ingest for a second each; the exports in both
+    // formats, through the server and (after it stops) on the file.
+    let plan = ReadPlan {
+        events: args.feed_events.unwrap_or(2_000),
+        duration: Duration::from_secs(1),
+        min_side: 3,
+        paces: &[None, Some(READ_PACE)],
+        settle: Duration::from_millis(200),
+        formats: &["ndjson", "csv"],
+    };
+    let mut reads = if args.reads.is_empty() {
+        None
+    } else {
+        Some(read_rows(&mut bench, None, &plan, &args.reads)?)
+    };
+    let (stored, direct) = bench.finish_then(args.keep, |cli| {
+        reads.as_ref().map(|r| export_direct(&cli, r, plan.formats))
+    })?;
+    if let Some(reads) = &mut reads {
+        reads.add_exports(direct.unwrap_or_default());
+        report_reads(reads, &plan, None);
+        failures.append(&mut reads.failures);
+    }
     report_stored(&stored);
     if stored.stored != stored.acked {
         failures.push(format!(
@@ -657,9 +1179,8 @@ fn soak(args: &Args) -> Result<(), String> {
         // Each chunk numbers its requests afresh: a new tag keeps the eids unique.
         let chunk = Template::of(Case::Unique, &bench.fixture, &format!("soak{seq_base}"));
         seq_base += 1;
-        let o = builtin(
-            &mut bench,
-            &chunk,
+        let o = bench.builtin(
+            chunk,
             Case::Unique,
             Load {
                 conns: CONNS,

@@ -29,7 +29,19 @@ pub enum Piece {
     TgId,
     /// The index of a known event, round-robin.
     Known,
+    /// The request's number modulo this: spreads requests over a few names (campaigns, links).
+    Cycle(u64),
+    /// An `occurred_at_ms` in the past: `base_ms` less a whole number of hours, `(seq / stride) %
+    /// hours`, so that with `stride` equal to the number of groups every group gets every hour.
+    PastTime {
+        base_ms: u64,
+        stride: u64,
+        hours: u64,
+    },
 }
+
+/// One hour in milliseconds.
+pub const HOUR_MS: u64 = 3_600_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Case {
@@ -104,6 +116,14 @@ pub struct Template {
     pub body: Option<Vec<Piece>>,
 }
 
+/// The headers of a POST with the space's secret.
+fn bearer(fx: &Fixture) -> Vec<(&'static str, String)> {
+    vec![
+        ("Authorization", format!("Bearer {}", fx.secret)),
+        ("Content-Type", "application/json".to_owned()),
+    ]
+}
+
 fn lit(s: &str) -> Piece {
     Piece::Lit(s.to_owned())
 }
@@ -127,10 +147,7 @@ fn event_body(eid: Vec<Piece>, dry_run: bool) -> Vec<Piece> {
 impl Template {
     /// The template of `case`; `tag` is unique per run of a case (e.g. `unique-64`).
     pub fn of(case: Case, fx: &Fixture, tag: &str) -> Template {
-        let bearer = vec![
-            ("Authorization", format!("Bearer {}", fx.secret)),
-            ("Content-Type", "application/json".to_owned()),
-        ];
+        let bearer = bearer(fx);
         let unique_eid = vec![Piece::Lit(format!("{}-{tag}-", fx.run)), Piece::Unique];
         let post = |target: &str, body| Template {
             method: "POST",
@@ -191,6 +208,51 @@ impl Template {
         }
     }
 
+    /// A click of the read rows' space: campaign `campaign-(seq % campaigns)`, link
+    /// `link-(seq % links)`, a new `fbclid` each (so the feed shows an `fbc`).
+    pub fn spread_click(fx: &Fixture, campaigns: u64, links: u64) -> Template {
+        Template {
+            method: "POST",
+            target: vec![lit("/clicks")],
+            headers: bearer(fx),
+            body: Some(vec![
+                lit(r#"{"link_slug":"link-"#),
+                Piece::Cycle(links),
+                Piece::Lit(format!(r#"","fbclid":"IwAR{}-spread-"#, fx.run)),
+                Piece::Unique,
+                lit(r#"","campaign_name":"campaign-"#),
+                Piece::Cycle(campaigns),
+                lit(r#""}"#),
+            ]),
+        }
+    }
+
+    /// An event of the read rows' space: a deposit of click `seq % clicks` (so of campaign
+    /// `seq % campaigns` when `clicks` is a multiple of it), in hour `(seq / campaigns) % hours`
+    /// before `base_ms`, so every campaign has events in every one of those hours.
+    pub fn spread_event(fx: &Fixture, base_ms: u64, campaigns: u64, hours: u64) -> Template {
+        let mut body = vec![
+            lit(r#"{"event":"deposit","uid":""#),
+            Piece::ClickUid,
+            lit(r#"","value":"12.50","currency":"USD","eid":""#),
+            Piece::Lit(format!("{}-spread-", fx.run)),
+            Piece::Unique,
+            lit(r#"","occurred_at_ms":"#),
+        ];
+        body.push(Piece::PastTime {
+            base_ms,
+            stride: campaigns,
+            hours,
+        });
+        body.push(lit("}"));
+        Template {
+            method: "POST",
+            target: vec![lit("/events")],
+            headers: bearer(fx),
+            body: Some(body),
+        }
+    }
+
     /// The known events stored during setup, as requests: the duplicate case repeats them.
     pub fn known_event(fx: &Fixture, i: usize) -> Vec<u8> {
         let t = Template::of(Case::Duplicate, fx, "known");
@@ -215,6 +277,17 @@ impl Template {
                     }
                     Piece::Known => {
                         let _ = write!(out, "{}", seq % fx.known_events.max(1) as u64);
+                    }
+                    Piece::Cycle(k) => {
+                        let _ = write!(out, "{}", seq % k.max(&1));
+                    }
+                    Piece::PastTime {
+                        base_ms,
+                        stride,
+                        hours,
+                    } => {
+                        let back = (seq / stride.max(&1)) % hours.max(&1);
+                        let _ = write!(out, "{}", base_ms - back * HOUR_MS);
                     }
                 }
             }
@@ -268,6 +341,16 @@ impl Template {
                     Piece::ClickUid => "uids[(n % #uids) + 1]".to_owned(),
                     Piece::TgId => "(1000000 + n % #uids)".to_owned(),
                     Piece::Known => "(n % known)".to_owned(),
+                    Piece::Cycle(k) => format!("(n % {})", k.max(&1)),
+                    Piece::PastTime {
+                        base_ms,
+                        stride,
+                        hours,
+                    } => format!(
+                        "string.format(\"%d\", {base_ms} - (math.floor(n / {}) % {}) * {HOUR_MS})",
+                        stride.max(&1),
+                        hours.max(&1)
+                    ),
                 })
                 .collect::<Vec<_>>()
                 .join(" .. ")

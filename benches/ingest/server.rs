@@ -18,10 +18,14 @@ const TRACKER: &str = env!("CARGO_BIN_EXE_tracker");
 
 pub struct Server {
     child: Child,
+    /// A copy of the binary in the temporary directory: the target directory is shared, and
+    /// another build there may replace the original while the benchmark runs.
+    pub bin: PathBuf,
     pub addr: SocketAddr,
     pub secret: String,
     pub ingest_token: String,
     pub data: PathBuf,
+    pub config: PathBuf,
 }
 
 impl Server {
@@ -31,13 +35,16 @@ impl Server {
         std::fs::write(&config, "# benchmark: every setting at its default\n")
             .map_err(|e| format!("writing {}: {e}", config.display()))?;
         let data = dir.join("bench.redb");
+        let bin = dir.join("tracker");
+        std::fs::copy(TRACKER, &bin)
+            .map_err(|e| format!("copying {TRACKER} to {}: {e}", bin.display()))?;
         let stderr = match log {
             Some(path) => Stdio::from(
                 File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?,
             ),
             None => Stdio::null(),
         };
-        let mut child = Command::new(TRACKER)
+        let mut child = Command::new(&bin)
             .arg("--json")
             .arg("--config")
             .arg(&config)
@@ -48,7 +55,7 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .map_err(|e| format!("starting {TRACKER}: {e}"))?;
+            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
         let stdout = child.stdout.take().expect("stdout was piped");
         // Lines are read on a thread that keeps draining stdout, so the server never blocks on
         // a full pipe; the first ones are handed back here.
@@ -88,11 +95,20 @@ impl Server {
         };
         Ok(Server {
             child,
+            bin,
             addr,
             secret,
             ingest_token,
             data,
+            config,
         })
+    }
+
+    /// `tracker --json` with this server's configuration and data file, for another command
+    /// (`space create`, `export`): it reaches the server through the admin socket while the
+    /// server runs, and opens the data file itself once it has stopped.
+    pub fn command(&self) -> Command {
+        command(&self.bin, &self.config, &self.data)
     }
 
     pub fn pid(&self) -> u32 {
@@ -141,8 +157,19 @@ impl Drop for Server {
     }
 }
 
+/// `BIN --json --config CONFIG --data DATA`, to which the caller adds a command.
+pub fn command(bin: &Path, config: &Path, data: &Path) -> Command {
+    let mut c = Command::new(bin);
+    c.arg("--json")
+        .arg("--config")
+        .arg(config)
+        .arg("--data")
+        .arg(data);
+    c
+}
+
 /// A `kB` line of `/proc/PID/status`.
-fn status_kib(pid: u32, key: &str) -> Option<u64> {
+pub fn status_kib(pid: u32, key: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with(key))?;
     line[key.len()..]
