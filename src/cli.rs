@@ -353,7 +353,12 @@ impl AdminTarget {
                         *self = AdminTarget::Server(socket);
                         return Ok(answer?);
                     }
-                    match Store::open(&settings.data, &StoreOptions::default()) {
+                    // A command's own open: it reads what it needs once, so a small cache.
+                    let options = StoreOptions {
+                        cache_bytes: crate::storage::open::COMMAND_CACHE_BYTES,
+                        ..StoreOptions::default()
+                    };
+                    match Store::open(&settings.data, &options) {
                         Ok((store, _)) => {
                             let app =
                                 App::new(settings.clone(), Arc::new(store), Arc::new(SystemClock));

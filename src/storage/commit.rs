@@ -171,6 +171,7 @@ pub(super) struct Writer {
     path: PathBuf,
     ephemeral: bool,
     fault: Option<FaultSwitch>,
+    cache_bytes: usize,
     slot: Arc<DbSlot>,
     db: Option<Arc<Database>>,
     flush_failed: FlushFailed,
@@ -219,6 +220,7 @@ impl Writer {
     pub(super) fn new(
         path: PathBuf,
         fault: Option<FaultSwitch>,
+        cache_bytes: usize,
         flush_failed: FlushFailed,
         shared: Shared,
     ) -> Writer {
@@ -231,6 +233,7 @@ impl Writer {
             path,
             ephemeral: shared.ephemeral,
             fault,
+            cache_bytes,
             slot: shared.slot,
             db,
             flush_failed,
@@ -471,7 +474,7 @@ impl Writer {
     /// The database, reopened first if an earlier commit failed.
     fn database(&mut self) -> Option<Arc<Database>> {
         if self.db.is_none() && !self.ephemeral {
-            match open::open_database(&self.path, self.fault.as_ref()) {
+            match open::open_database(&self.path, self.fault.as_ref(), self.cache_bytes) {
                 Ok(opened) => {
                     tracing::info!("data file reopened after a storage failure");
                     // The open derived again every entry the buffer held (each is at or after

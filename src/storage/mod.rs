@@ -163,6 +163,8 @@ pub struct StoreOptions {
     pub ephemeral: bool,
     /// Test hook: a switch that makes the disk fail.
     pub fault: Option<FaultSwitch>,
+    /// redb's page cache (`open::SERVER_CACHE_BYTES` for the server).
+    pub cache_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -173,6 +175,7 @@ impl Default for StoreOptions {
             readers: std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)),
             ephemeral: false,
             fault: None,
+            cache_bytes: open::SERVER_CACHE_BYTES,
         }
     }
 }
@@ -203,7 +206,7 @@ impl Store {
         let opened = if options.ephemeral {
             open::open_in_memory()?
         } else {
-            open::open_database(path, options.fault.as_ref())?
+            open::open_database(path, options.fault.as_ref(), options.cache_bytes)?
         };
         let created = opened.created;
         let db = Arc::new(opened.db);
@@ -223,6 +226,7 @@ impl Store {
         let commit_loop = commit::Writer::new(
             path.to_owned(),
             options.fault.clone(),
+            options.cache_bytes,
             opened.flush_failed,
             commit::Shared {
                 ephemeral: options.ephemeral,

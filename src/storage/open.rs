@@ -3,6 +3,7 @@
 //! Migrations are numbered `migrate_to_vN`, each in its own write transaction that also bumps the
 //! stored version, so a crash between two steps resumes at the next one.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable};
@@ -14,7 +15,7 @@ use crate::storage::StoreError;
 use crate::storage::fault::FaultSwitch;
 use crate::storage::file::{DataFile, FlushFailed};
 use crate::storage::records::{self, ClickRecord, EventRecord};
-use crate::storage::rollup::Rollup;
+use crate::storage::rollup::{self, DAY_ROWS, Rollup};
 use crate::storage::schema::{
     CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, META,
     META_INBOX_SEQ, META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS,
@@ -30,8 +31,22 @@ pub struct Opened {
     pub created: bool,
 }
 
-/// Opens (or creates) the data file at `path` and brings its schema up to date.
-pub fn open_database(path: &Path, fault: Option<&FaultSwitch>) -> Result<Opened, StoreError> {
+/// How the server holds its data file open: enough page cache for the hot part of the indexes
+/// on a small VPS, bounded so memory stays flat however large the file grows.
+pub const SERVER_CACHE_BYTES: usize = 32 * 1024 * 1024;
+
+/// A command that opens the file itself because no server has it (`tracker export`, `link
+/// list`, ...): it reads what it needs about once, front to back, so a small cache keeps its
+/// memory flat in the size of the file.
+pub const COMMAND_CACHE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Opens (or creates) the data file at `path` and brings its schema up to date, with a page
+/// cache of `cache_bytes`.
+pub fn open_database(
+    path: &Path,
+    fault: Option<&FaultSwitch>,
+    cache_bytes: usize,
+) -> Result<Opened, StoreError> {
     let existed = path.metadata().is_ok_and(|m| m.len() > 0);
     if existed {
         refuse_newer_schema(path)?;
@@ -43,9 +58,7 @@ pub fn open_database(path: &Path, fault: Option<&FaultSwitch>) -> Result<Opened,
             "data file was not closed cleanly; repairing"
         );
     });
-    // The page cache: enough for the hot part of the indexes on a small VPS, bounded so memory
-    // stays flat however large the file grows.
-    builder.set_cache_size(32 * 1024 * 1024);
+    builder.set_cache_size(cache_bytes);
     let (file, flush_failed) =
         DataFile::open(path, fault.cloned()).map_err(|error| StoreError::File {
             path: path.to_owned(),
@@ -133,6 +146,7 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
             1 => {}
             2 => migrate_to_v3(&txn)?,
             3 => migrate_to_v4(&txn)?,
+            4 => migrate_to_v5(&txn)?,
             _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
         }
         version += 1;
@@ -208,6 +222,37 @@ fn migrate_to_v4(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 5: the stats rollup's day rows, each the sum of its day's hour rows. Day rows already
+/// there (written by `migrate_to_v3`'s rollup, which counts into both) are removed first, so
+/// they are counted once whichever version the file started at.
+fn migrate_to_v5(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    let mut table = txn.open_table(STATS)?;
+    table.retain(|(_, dimension, _, _), _| dimension & DAY_ROWS == 0)?;
+    let mut days: BTreeMap<rollup::RowKey, Counts> = BTreeMap::new();
+    for entry in table.iter()? {
+        let (key, bytes) = entry?;
+        let (space, dimension, group, hour) = key.value();
+        let counts = rollup::counts_of(&records::decode(bytes.value())?)?;
+        let day = (
+            space,
+            dimension | DAY_ROWS,
+            group.to_owned(),
+            rollup::day_of(hour),
+        );
+        days.entry(day)
+            .or_default()
+            .add(&counts)
+            .map_err(StoreError::Corrupt)?;
+    }
+    for ((space, dimension, group, day), counts) in days {
+        table.insert(
+            (space, dimension, group.as_str(), day),
+            records::encode(&rollup::record_of(&counts)).as_slice(),
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,10 +261,14 @@ mod tests {
     fn creates_then_reopens() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
-        let opened = open_database(&path, None).unwrap();
+        let opened = open_database(&path, None, SERVER_CACHE_BYTES).unwrap();
         assert!(opened.created);
         drop(opened);
-        assert!(!open_database(&path, None).unwrap().created);
+        assert!(
+            !open_database(&path, None, SERVER_CACHE_BYTES)
+                .unwrap()
+                .created
+        );
     }
 
     #[test]
@@ -227,7 +276,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
         {
-            let db = open_database(&path, None).unwrap().db;
+            let db = open_database(&path, None, SERVER_CACHE_BYTES).unwrap().db;
             let txn = db.begin_write().unwrap();
             txn.open_table(META)
                 .unwrap()
@@ -236,7 +285,9 @@ mod tests {
             txn.commit().unwrap();
         }
         let before = std::fs::read(&path).unwrap();
-        let err = open_database(&path, None).err().expect("refused");
+        let err = open_database(&path, None, SERVER_CACHE_BYTES)
+            .err()
+            .expect("refused");
         assert!(matches!(err, StoreError::NewerSchema { found } if found == SCHEMA_VERSION + 1));
         assert!(err.to_string().contains("newer"), "{err}");
         assert_eq!(
@@ -251,7 +302,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
         {
-            let db = open_database(&path, None).unwrap().db;
+            let db = open_database(&path, None, SERVER_CACHE_BYTES).unwrap().db;
             let txn = db.begin_write().unwrap();
             txn.open_table(META)
                 .unwrap()
@@ -259,7 +310,7 @@ mod tests {
                 .unwrap();
             txn.commit().unwrap();
         }
-        let opened = open_database(&path, None).unwrap();
+        let opened = open_database(&path, None, SERVER_CACHE_BYTES).unwrap();
         assert!(!opened.created);
         let db = opened.db;
         assert_eq!(
@@ -273,7 +324,7 @@ mod tests {
     fn a_data_file_in_a_missing_directory_is_named_in_the_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("missing").join("t.redb");
-        let err = open_database(&path, None)
+        let err = open_database(&path, None, SERVER_CACHE_BYTES)
             .err()
             .expect("must fail")
             .to_string();
@@ -285,9 +336,9 @@ mod tests {
     fn a_second_open_reports_the_file_in_use() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
-        let _open = open_database(&path, None).unwrap();
+        let _open = open_database(&path, None, SERVER_CACHE_BYTES).unwrap();
         assert!(matches!(
-            open_database(&path, None),
+            open_database(&path, None, SERVER_CACHE_BYTES),
             Err(StoreError::InUse(_))
         ));
     }

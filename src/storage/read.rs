@@ -321,7 +321,8 @@ fn feed_event(
 }
 
 /// `space`'s counts by `dimension` over the hours `[from, to)`, one entry per group, the groups
-/// in order (days ascending; the group without a name first).
+/// in order (days ascending; the group without a name first). Whole days are read from the day
+/// rows, the partial first and last days from the hour rows (`rollup::DAY_ROWS`).
 pub fn stats(
     s: &Snapshot,
     space: u32,
@@ -330,22 +331,14 @@ pub fn stats(
 ) -> Result<Vec<GroupStats>, StoreError> {
     let table = s.txn.open_table(STATS)?;
     let code = dimension.code();
+    let pieces = pieces(from, to);
     let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
-    let mut add = |group: String, bytes: &[u8]| -> Result<(), StoreError> {
-        let counts = rollup::counts_of(&records::decode(bytes)?)?;
-        groups
-            .entry(group)
-            .or_default()
-            .add(&counts)
-            .map_err(StoreError::Corrupt)
-    };
     if dimension == Dimension::Day {
-        for entry in table.range((space, code, "", from)..(space, code, "", to))? {
-            let (key, bytes) = entry?;
-            add(stats::day_label(key.value().3), bytes.value())?;
-        }
+        for_each_row(&table, (space, code, ""), &pieces, |hour, counts| {
+            add(groups.entry(stats::day_label(hour)).or_default(), &counts)
+        })?;
     } else {
-        // One seek per group, then only its hours in range: a group's rows are one range.
+        // One seek per group (over the hour rows, which every group has), then its rows in range.
         let end = Bound::Excluded((space, code + 1, "", 0));
         // The group after which the next one starts; `None` for the first.
         let mut previous: Option<String> = None;
@@ -354,15 +347,16 @@ pub fn stats(
                 None => Bound::Included((space, code, "", 0)),
                 Some(group) => Bound::Excluded((space, code, group.as_str(), u32::MAX)),
             };
-            let bounds = (start, end);
-            let Some(first) = table.range::<(u32, u8, &str, u32)>(bounds)?.next() else {
+            let Some(first) = table.range::<(u32, u8, &str, u32)>((start, end))?.next() else {
                 break;
             };
             let group = first?.0.value().2.to_owned();
-            let hours = (space, code, group.as_str(), from)..(space, code, group.as_str(), to);
-            for entry in table.range(hours)? {
-                let (_, bytes) = entry?;
-                add(group.clone(), bytes.value())?;
+            let mut total = None;
+            for_each_row(&table, (space, code, &group), &pieces, |_, counts| {
+                add(total.get_or_insert_with(Counts::default), &counts)
+            })?;
+            if let Some(total) = total {
+                groups.insert(group.clone(), total);
             }
             previous = Some(group);
         }
@@ -371,6 +365,50 @@ pub fn stats(
         .into_iter()
         .map(|(group, counts)| GroupStats::new((!group.is_empty()).then_some(group), &counts))
         .collect())
+}
+
+/// Calls `each` with the hour each row of one group starts at and its counts, for the rows of
+/// `pieces`.
+fn for_each_row(
+    table: &ReadOnlyTable<(u32, u8, &'static str, u32), &'static [u8]>,
+    (space, code, group): (u32, u8, &str),
+    pieces: &[(u8, u32, u32)],
+    mut each: impl FnMut(u32, Counts) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    for &(flag, lo, hi) in pieces {
+        for entry in
+            table.range((space, code | flag, group, lo)..(space, code | flag, group, hi))?
+        {
+            let (key, bytes) = entry?;
+            let at = key.value().3;
+            let hour = if flag == rollup::DAY_ROWS {
+                at.saturating_mul(24)
+            } else {
+                at
+            };
+            each(hour, rollup::counts_of(&records::decode(bytes.value())?)?)?;
+        }
+    }
+    Ok(())
+}
+
+fn add(total: &mut Counts, counts: &Counts) -> Result<(), StoreError> {
+    total.add(counts).map_err(StoreError::Corrupt)
+}
+
+/// The `STATS` key ranges that cover the hours `[from, to)` once each: `(0, hours)` before the
+/// first whole day, `(DAY_ROWS, days)` for the whole days, `(0, hours)` after the last.
+fn pieces(from: u32, to: u32) -> Vec<(u8, u32, u32)> {
+    let first_day = from.div_ceil(24);
+    let end_day = to / 24;
+    if first_day >= end_day {
+        return vec![(0, from, to)];
+    }
+    vec![
+        (0, from, first_day * 24),
+        (rollup::DAY_ROWS, first_day, end_day),
+        (0, end_day * 24, to),
+    ]
 }
 
 /// `space`'s most recent rejections, newest first.

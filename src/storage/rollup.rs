@@ -15,8 +15,20 @@ use crate::domain::stats::{Counts, Dimension, hour_of};
 use crate::storage::StoreError;
 use crate::storage::records::{self, ClickRecord, StatsRecord};
 
-/// A `STATS` key: `(space, dimension, group, hour)`.
+/// A `STATS` key: `(space, dimension, group, hour)`, or with [`DAY_ROWS`] set in the
+/// dimension, `(space, dimension | DAY_ROWS, group, day)`.
 pub type RowKey = (u32, u8, String, u32);
+
+/// Set in a `STATS` key's dimension byte: the row counts a whole UTC day (days since the
+/// epoch), the sum of that day's 24 hour rows. A range of whole days reads one row per group
+/// and day instead of 24, and only its partial first and last days read hours.
+pub const DAY_ROWS: u8 = 0x80;
+
+/// The UTC day (days since the epoch) of an hour since the epoch.
+#[must_use]
+pub fn day_of(hour: u32) -> u32 {
+    hour / 24
+}
 
 /// Counts added since the last write, by row.
 #[derive(Debug, Default)]
@@ -61,12 +73,14 @@ impl Rollup {
             (Dimension::Day, String::new()),
         ];
         for (dimension, group) in rows {
-            let row = self
-                .rows
-                .entry((space, dimension.code(), group, hour))
-                .or_default();
-            if let Err(e) = row.add(counts) {
-                tracing::error!(error = %e, space, "stats rollup");
+            let code = dimension.code();
+            for key in [
+                (space, code | DAY_ROWS, group.clone(), day_of(hour)),
+                (space, code, group, hour),
+            ] {
+                if let Err(e) = self.rows.entry(key).or_default().add(counts) {
+                    tracing::error!(error = %e, space, "stats rollup");
+                }
             }
         }
     }
@@ -113,7 +127,8 @@ pub fn counts_of(r: &StatsRecord) -> Result<Counts, StoreError> {
     })
 }
 
-fn record_of(c: &Counts) -> StatsRecord {
+/// The stored form of `c`.
+pub fn record_of(c: &Counts) -> StatsRecord {
     StatsRecord {
         clicks: c.clicks,
         bound_clicks: c.bound_clicks,

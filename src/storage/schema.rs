@@ -14,6 +14,9 @@
 //!   by the migration; `REJECTIONS` and `REJECTION_COUNTS`, the rejection log; inbox records
 //!   may be `EventRecord` version 3 (with the event's source).
 //! - 4: `LINKS` and `LINKS_BY_SPACE`, the tracking links, empty.
+//! - 5: `STATS` also holds day rows (`rollup::DAY_ROWS` in the dimension byte), each the sum of
+//!   its day's hour rows, built by the migration from the hour rows, so that stats over a
+//!   month read 31 rows per group instead of 744.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -29,7 +32,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 4;
+pub const SCHEMA_VERSION: u64 = 5;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -75,7 +78,9 @@ pub const CLICKS_BY_TG: TableDefinition<(u32, u64, &str), ()> =
 /// `(space, dimension, group, hour) -> StatsRecord`: the counts of one group in one UTC hour
 /// (`domain::stats` says what counts where). `dimension` is `Dimension::code`: 0 campaign, with
 /// the campaign name (or "" for none) as group; 1 link, with the link slug; 2 the whole space,
-/// with "" as group. Keyed group first, so one group's hours are one range.
+/// with "" as group. Keyed group first, so one group's hours are one range. The same with
+/// `rollup::DAY_ROWS` (0x80) added to the dimension: the group's counts per UTC day (days since
+/// the epoch), each the sum of the day's hour rows.
 pub const STATS: TableDefinition<(u32, u8, &str, u32), &[u8]> = TableDefinition::new("stats");
 
 /// `(space, slot) -> RejectionRecord`: a ring of the space's last `KEPT_PER_SPACE` rejections;
@@ -147,9 +152,13 @@ mod every_table {
     #[test]
     fn the_list_is_every_table_a_new_file_has() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::storage::open::open_database(&dir.path().join("t.redb"), None)
-            .unwrap()
-            .db;
+        let db = crate::storage::open::open_database(
+            &dir.path().join("t.redb"),
+            None,
+            crate::storage::open::SERVER_CACHE_BYTES,
+        )
+        .unwrap()
+        .db;
         let in_file: BTreeSet<String> = db
             .begin_read()
             .unwrap()

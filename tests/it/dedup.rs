@@ -576,7 +576,9 @@ async fn a_record_that_does_not_decode_fails_only_its_own_request() {
     let path = dir.path().join("t.redb");
     // A click record whose version byte no release writes.
     {
-        let db = open::open_database(&path, None).unwrap().db;
+        let db = open::open_database(&path, None, tracker::storage::open::SERVER_CACHE_BYTES)
+            .unwrap()
+            .db;
         let txn = db.begin_write().unwrap();
         txn.open_table(schema::CLICKS)
             .unwrap()

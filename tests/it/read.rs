@@ -442,6 +442,53 @@ fn count_from_feed(
     (expected, sums)
 }
 
+/// Stats over a range read whole days from the day rows and the partial first and last days
+/// from the hour rows: for random ranges (and ones on day and hour boundaries), every grouping
+/// counts exactly the events whose hour lies in the widened range, each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_over_any_range_count_each_event_in_it_once() {
+    const HOUR: u64 = 3_600_000;
+    let s = TestServer::start().await;
+    let mut rng = Mix(20_261_122);
+    let mut hours = Vec::new();
+    for i in 0..80 {
+        // Up to four days back, anywhere in the hour.
+        let at = NOW_MS - rng.next(4 * DAY_MS);
+        let body = format!(r#"{{"event":"contact","eid":"r{i}","occurred_at_ms":{at}}}"#);
+        assert_queued(&s.post_event(&body).await);
+        hours.push(at / HOUR);
+    }
+    let midnight = NOW_MS / DAY_MS * DAY_MS;
+    let mut ranges = vec![
+        (midnight - 2 * DAY_MS, midnight),
+        (midnight - 2 * DAY_MS + HOUR, midnight - HOUR),
+        (midnight - 3 * DAY_MS - 1, midnight + 1),
+        (midnight - HOUR, midnight + HOUR),
+        (0, NOW_MS + HOUR),
+    ];
+    for _ in 0..40 {
+        let a = NOW_MS - rng.next(5 * DAY_MS);
+        let b = NOW_MS - rng.next(5 * DAY_MS);
+        ranges.push((a.min(b), a.max(b)));
+    }
+    for (from, to) in ranges {
+        let (first, end) = (from / HOUR, to.div_ceil(HOUR));
+        let expected = hours.iter().filter(|h| (first..end).contains(h)).count() as u64;
+        for by in ["day", "campaign_name"] {
+            let target = format!("/stats?by={by}&from_ms={from}&to_ms={to}");
+            let r = s.read_as(&s.a, &target).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            let answered: u64 = r.json()["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g["events"]["contact"].as_u64().unwrap())
+                .sum();
+            assert_eq!(answered, expected, "{target}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_ranges_are_whole_utc_hours_and_bad_parameters_are_refused() {
     let s = TestServer::start().await;
