@@ -32,8 +32,10 @@ pub struct Opened {
 }
 
 /// How the server holds its data file open: enough page cache for the hot part of the indexes
-/// on a small VPS, bounded so memory stays flat however large the file grows.
-pub const SERVER_CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// (their branch pages and recent leaves) on a small VPS, bounded so memory stays flat however
+/// large the file grows. 16 MiB, not 32: it keeps the whole benchmark table under 64 MiB of RSS
+/// (BENCHMARKS.md, "Memory").
+pub const SERVER_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A command that opens the file itself because no server has it (`tracker export`, `link
 /// list`, ...): it reads what it needs about once, front to back, so a small cache keeps its
