@@ -52,10 +52,17 @@ pub enum Case {
     GetE,
     Bind,
     Clicks,
+    /// `GET /l/<slug>`: a tracking link in redirect mode, each visit a new click.
+    Link,
+    /// The same with a new `fbclid` each visit, as Meta's ads add it.
+    LinkFbclid,
 }
 
+/// The tracking link the link cases visit, made during setup.
+pub const BENCH_LINK: &str = "bench-link";
+
 impl Case {
-    pub const ALL: [Case; 7] = [
+    pub const ALL: [Case; 9] = [
         Case::Healthz,
         Case::DryRun,
         Case::Unique,
@@ -63,6 +70,8 @@ impl Case {
         Case::GetE,
         Case::Bind,
         Case::Clicks,
+        Case::Link,
+        Case::LinkFbclid,
     ];
 
     /// The short name used on the command line (`--only unique,dry_run`).
@@ -75,6 +84,8 @@ impl Case {
             Case::GetE => "get_e",
             Case::Bind => "bind",
             Case::Clicks => "clicks",
+            Case::Link => "link",
+            Case::LinkFbclid => "link_fbclid",
         }
     }
 
@@ -88,6 +99,8 @@ impl Case {
             Case::GetE => "GET /e unique",
             Case::Bind => "POST /bind",
             Case::Clicks => "POST /clicks",
+            Case::Link => "GET /l/<slug>",
+            Case::LinkFbclid => "GET /l/<slug> fbclid",
         }
     }
 
@@ -96,7 +109,7 @@ impl Case {
         matches!(self, Case::Unique | Case::GetE)
     }
 
-    /// Text every 2xx answer must contain.
+    /// Text every successful answer (head and body) must contain.
     pub fn expect(self) -> &'static str {
         match self {
             Case::Healthz | Case::Bind => r#""ok":true"#,
@@ -104,6 +117,8 @@ impl Case {
             Case::Unique | Case::GetE => r#""status":"queued""#,
             Case::Duplicate => r#""status":"duplicate""#,
             Case::Clicks => r#""created":true"#,
+            // hyper writes header names in lower case.
+            Case::Link | Case::LinkFbclid => "location: https://t.me/bench_bot?start=",
         }
     }
 }
@@ -196,6 +211,26 @@ impl Template {
                     lit("}"),
                 ],
             ),
+            Case::Link | Case::LinkFbclid => {
+                let mut target = vec![Piece::Lit(format!(
+                    "/l/{BENCH_LINK}?utm_source=fb&utm_campaign=bench"
+                ))];
+                if case == Case::LinkFbclid {
+                    target.push(Piece::Lit(format!("&fbclid=IwAR{}-{tag}-", fx.run)));
+                    target.push(Piece::Unique);
+                }
+                Template {
+                    method: "GET",
+                    target,
+                    // A phone's browser: crawlers' agents get a preview and record nothing.
+                    headers: vec![(
+                        "User-Agent",
+                        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148"
+                            .to_owned(),
+                    )],
+                    body: None,
+                }
+            }
             Case::Clicks => post(
                 "/clicks",
                 vec![
@@ -206,6 +241,20 @@ impl Template {
                 ],
             ),
         }
+    }
+
+    /// The request that makes [`BENCH_LINK`] during setup.
+    pub fn bench_link(fx: &Fixture) -> Vec<u8> {
+        let body = format!(
+            r#"{{"slug":"{BENCH_LINK}","bot":"bench_bot","campaign_name":"bench campaign"}}"#
+        );
+        Template {
+            method: "POST",
+            target: vec![lit("/links")],
+            headers: bearer(fx),
+            body: Some(vec![Piece::Lit(body)]),
+        }
+        .render(fx, 0)
     }
 
     /// A click of the read rows' space: campaign `campaign-(seq % campaigns)`, link

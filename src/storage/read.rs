@@ -31,7 +31,8 @@ use crate::storage::records::{self, CredentialRecord, SpaceRecord};
 use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRecord};
 use crate::storage::rollup;
 use crate::storage::schema::{
-    CLICKS, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, REJECTIONS, SPACES, STATS,
+    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE,
+    REJECTIONS, SPACES, STATS,
 };
 
 /// One read snapshot, shared by the reads of a batch, with the tables the hot reads use opened
@@ -240,6 +241,8 @@ pub fn table_usage(txn: &ReadTransaction) -> Result<Vec<TableUsage>, StoreError>
         usage("inbox", &txn.open_table(INBOX)?)?,
         usage("dedup", &txn.open_table(DEDUP)?)?,
         usage("clicks", &txn.open_table(CLICKS)?)?,
+        usage("clicks_by_fbclid", &txn.open_table(CLICKS_BY_FBCLID)?)?,
+        usage("clicks_by_tg", &txn.open_table(CLICKS_BY_TG)?)?,
         usage("stats", &txn.open_table(STATS)?)?,
         usage("rejections", &txn.open_table(REJECTIONS)?)?,
     ])
