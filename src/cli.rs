@@ -23,10 +23,18 @@ use crate::config::{self, Flags, LogFormat, Settings};
 use crate::server;
 use crate::storage::{Store, StoreError, StoreOptions};
 
+/// `tracker --version`: the release and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BUILT_FROM_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "tracker",
-    version,
+    version = VERSION,
     about = "Self-hosted click and conversion tracker"
 )]
 pub struct Cli {
@@ -88,6 +96,13 @@ enum Command {
     },
     /// Print the example configuration with every default
     DefaultConfig,
+    /// Print a shell completion script: `tracker completions bash > /etc/bash_completion.d/tracker`
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `tracker man | man -l -`
+    Man,
 }
 
 #[derive(Subcommand, Debug)]
@@ -173,9 +188,29 @@ impl From<KindArg> for KindName {
 #[must_use]
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::DefaultConfig) {
-        print!("{}", config::EXAMPLE);
-        return ExitCode::SUCCESS;
+    match cli.command {
+        Command::DefaultConfig => {
+            print!("{}", config::EXAMPLE);
+            return ExitCode::SUCCESS;
+        }
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "tracker", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Command::Man => {
+            let man = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
+            return match man.render(&mut std::io::stdout()) {
+                // `tracker man | head` closes the pipe early: not a failure.
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tracker: writing the manual page: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
     }
     let flags = Flags {
         config: cli.config.clone(),
@@ -260,7 +295,9 @@ pub fn main() -> ExitCode {
             format,
             out,
         } => export(&settings, &space, after, format, out.as_deref()),
-        Command::DefaultConfig => unreachable!("handled above"),
+        Command::DefaultConfig | Command::Completions { .. } | Command::Man => {
+            unreachable!("handled above")
+        }
     };
     // Writes out the log lines still queued, so they are all in the log and come before the
     // error below, the last line a person reads.

@@ -152,3 +152,110 @@ fn first_start_prints_the_credentials_once_with_a_curl_line() {
         "credentials are shown only once: {second}"
     );
 }
+
+fn bare(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tracker"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `--version` names the release and the commit the binary was built from, the one `git`
+/// says this checkout is at.
+#[test]
+fn version_names_the_release_and_the_commit() {
+    let out = bare(&["--version"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "unknown".to_owned(),
+            |o| String::from_utf8(o.stdout).unwrap().trim().to_owned(),
+        );
+    assert_eq!(
+        text.trim(),
+        format!("tracker {} (commit {head})", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// The bash completion script completes subcommands in a real bash, and the zsh and fish
+/// scripts are those shells' formats.
+#[test]
+fn completions_complete_subcommands_in_bash() {
+    let script = String::from_utf8(bare(&["completions", "bash"]).stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tracker.bash");
+    std::fs::write(&path, &script).unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {}; COMP_WORDS=(tracker ex); COMP_CWORD=1; COMP_LINE='tracker ex'; \
+             COMP_POINT=10; _tracker tracker ex tracker; echo \"${{COMPREPLY[@]}}\"",
+            path.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "export",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let zsh = String::from_utf8(bare(&["completions", "zsh"]).stdout).unwrap();
+    assert!(zsh.starts_with("#compdef tracker"), "{zsh:.200}");
+    let fish = String::from_utf8(bare(&["completions", "fish"]).stdout).unwrap();
+    assert!(fish.contains("complete -c tracker"), "{fish:.200}");
+    let out = bare(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values"));
+}
+
+/// `tracker man` is a manual page `groff` renders, naming every subcommand.
+#[test]
+fn the_manual_page_renders_and_lists_the_commands() {
+    let out = bare(&["man"]);
+    assert!(out.status.success());
+    let roff = String::from_utf8(out.stdout).unwrap();
+    assert!(roff.contains(".TH tracker 1"), "{roff:.300}");
+    let mut groff = match Command::new("groff")
+        .args(["-man", "-Tutf8"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "groff is needed to check the manual page: {e}"
+            );
+            eprintln!("SKIPPED rendering the manual page: groff not found ({e})");
+            return;
+        }
+    };
+    use std::io::Write as _;
+    groff
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(roff.as_bytes())
+        .unwrap();
+    let page = groff.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&page.stdout);
+    for command in [
+        "serve",
+        "space",
+        "keys",
+        "link",
+        "backup",
+        "export",
+        "completions",
+    ] {
+        assert!(text.contains(command), "{command} missing from:\n{text}");
+    }
+}

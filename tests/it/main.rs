@@ -6,6 +6,7 @@ mod backup;
 mod cli;
 mod clicks;
 mod connections;
+mod contrib;
 mod credentials;
 mod dedup;
 mod durability;
