@@ -186,31 +186,34 @@ impl From<KindArg> for KindName {
 
 /// Runs the command line; what `main` calls.
 #[must_use]
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::DefaultConfig => {
-            print!("{}", config::EXAMPLE);
-            return ExitCode::SUCCESS;
-        }
+/// The commands that only print something built into the binary: no settings, no data file.
+fn print_only(command: &Command) -> Option<ExitCode> {
+    match command {
+        Command::DefaultConfig => print!("{}", config::EXAMPLE),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "tracker", &mut std::io::stdout());
-            return ExitCode::SUCCESS;
+            clap_complete::generate(*shell, &mut command, "tracker", &mut std::io::stdout());
         }
         Command::Man => {
             let man = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
-            return match man.render(&mut std::io::stdout()) {
+            match man.render(&mut std::io::stdout()) {
                 // `tracker man | head` closes the pipe early: not a failure.
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                Err(e) => {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
                     eprintln!("tracker: writing the manual page: {e}");
-                    ExitCode::FAILURE
+                    return Some(ExitCode::FAILURE);
                 }
-            };
+                _ => {}
+            }
         }
-        _ => {}
+        _ => return None,
+    }
+    Some(ExitCode::SUCCESS)
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(done) = print_only(&cli.command) {
+        return done;
     }
     let flags = Flags {
         config: cli.config.clone(),

@@ -1,6 +1,7 @@
 //! The `tracker` binary's own promises: configuration errors stop it before anything is opened,
 //! a data file from a newer release is refused untouched, and `default-config` is the example.
 
+use std::io::Write as _;
 use std::process::{Command, Output};
 
 fn tracker(dir: &std::path::Path, config: &str, args: &[&str]) -> Output {
@@ -238,7 +239,6 @@ fn the_manual_page_renders_and_lists_the_commands() {
             return;
         }
     };
-    use std::io::Write as _;
     groff
         .stdin
         .take()
