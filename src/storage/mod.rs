@@ -33,7 +33,7 @@ use crate::domain::click::NewClick;
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::DedupKey;
 use crate::domain::event::ValidEvent;
-use crate::domain::feed::{FeedPage, PageRequest};
+use crate::domain::feed::{FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::Keyring;
 use crate::domain::link::{Directory, Link, NewLink};
 use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredential};
@@ -371,6 +371,11 @@ impl Store {
         self.write(move |t| t.link_click(&slug, click)).await
     }
 
+    /// Replaces the admin password's hash.
+    pub async fn set_admin_password(&self, hash: String) -> Result<(), Error> {
+        self.write(move |t| t.set_admin_password(&hash)).await
+    }
+
     /// Creates a space with its first credentials; answers its number.
     pub async fn create_space(
         &self,
@@ -427,6 +432,23 @@ impl Store {
     /// A page of the space's inbox with attribution, in commit order.
     pub async fn feed(&self, space: u32, page: PageRequest) -> Result<FeedPage, Error> {
         self.read(move |s| read::feed(s, space, page)).await
+    }
+
+    /// A page of the space's inbox newest first, with attribution: the events before `before`,
+    /// and the id to ask before for the next page.
+    pub async fn feed_newest(
+        &self,
+        space: u32,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<(Vec<FeedEvent>, Option<u64>), Error> {
+        self.read(move |s| read::feed_newest(s, space, before, limit))
+            .await
+    }
+
+    /// The admin password's hash, if one was set.
+    pub async fn admin_password(&self) -> Result<Option<String>, Error> {
+        self.read(|s| read::admin_password(s.txn())).await
     }
 
     /// The space's stats by `dimension` over the hours `[from, to)`.

@@ -17,9 +17,9 @@ use crate::storage::file::{DataFile, FlushFailed};
 use crate::storage::records::{self, ClickRecord, EventRecord};
 use crate::storage::rollup::{self, DAY_ROWS, Rollup};
 use crate::storage::schema::{
-    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, META,
-    META_INBOX_SEQ, META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS,
-    SCHEMA_VERSION, SPACES, STATS,
+    ADMIN, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS,
+    LINKS_BY_SPACE, META, META_INBOX_SEQ, META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS,
+    REJECTIONS, SCHEMA_VERSION, SPACES, STATS,
 };
 
 /// The data file, open and up to date.
@@ -149,6 +149,7 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
             2 => migrate_to_v3(&txn)?,
             3 => migrate_to_v4(&txn)?,
             4 => migrate_to_v5(&txn)?,
+            5 => migrate_to_v6(&txn)?,
             _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
         }
         version += 1;
@@ -221,6 +222,12 @@ fn migrate_to_v3(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 fn migrate_to_v4(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(LINKS)?;
     txn.open_table(LINKS_BY_SPACE)?;
+    Ok(())
+}
+
+/// Version 6: the admin page's table, empty (no password yet: `serve` makes one).
+fn migrate_to_v6(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    txn.open_table(ADMIN)?;
     Ok(())
 }
 

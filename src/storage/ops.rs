@@ -33,8 +33,9 @@ use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
 use crate::storage::records::{LinkRecord, RejectionRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
-    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, META,
-    META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SPACES, STATS,
+    ADMIN, ADMIN_PASSWORD, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX,
+    LINKS, LINKS_BY_SPACE, META, META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS,
+    SPACES, STATS,
 };
 
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
@@ -53,6 +54,7 @@ pub(crate) struct Txn<'t> {
     rejection_counts: Table<'t, u32, u64>,
     links: Table<'t, &'static str, &'static [u8]>,
     links_by_space: Table<'t, (u32, &'static str), ()>,
+    admin: Table<'t, &'static str, &'static [u8]>,
     /// The stats counts of this batch, written once at its end.
     pub(super) rollup: Rollup,
     /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
@@ -88,6 +90,7 @@ impl<'t> Txn<'t> {
             rejection_counts: txn.open_table(REJECTION_COUNTS)?,
             links: txn.open_table(LINKS)?,
             links_by_space: txn.open_table(LINKS_BY_SPACE)?,
+            admin: txn.open_table(ADMIN)?,
             rollup: Rollup::default(),
             inbox_seq,
             credentials_changed: false,
@@ -220,6 +223,12 @@ impl<'t> Txn<'t> {
             tg_id,
             conflict: false,
         })
+    }
+
+    /// Replaces the admin password's hash (a PHC string; never the password).
+    pub(crate) fn set_admin_password(&mut self, hash: &str) -> Result<(), StoreError> {
+        self.admin.insert(ADMIN_PASSWORD, hash.as_bytes())?;
+        Ok(())
     }
 
     /// Stores a new tracking link; a slug taken in any space is refused without saying which.

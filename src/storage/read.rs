@@ -31,8 +31,8 @@ use crate::storage::records::{self, CredentialRecord, SpaceRecord};
 use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRecord};
 use crate::storage::rollup;
 use crate::storage::schema::{
-    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE,
-    REJECTIONS, SPACES, STATS,
+    ADMIN, ADMIN_PASSWORD, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX,
+    LINKS, LINKS_BY_SPACE, REJECTIONS, SPACES, STATS,
 };
 
 /// One read snapshot, shared by the reads of a batch, with the tables the hot reads use opened
@@ -122,6 +122,27 @@ pub struct CredentialSummary {
     /// Set for a credential replaced by a rotation: when it stops (or stopped) working.
     pub valid_until_ms: Option<u64>,
     pub revoked_at_ms: Option<u64>,
+}
+
+impl CredentialSummary {
+    /// Whether it works at `now_ms`, in words: `active`, `in grace until …`, `expired …` or
+    /// `revoked …`.
+    #[must_use]
+    pub fn state(&self, now_ms: u64) -> String {
+        let at = crate::clock::rfc3339_s;
+        match (self.revoked_at_ms, self.valid_until_ms) {
+            (Some(t), _) => format!("revoked {}", at(t)),
+            (None, Some(until)) if until <= now_ms => format!("expired {}", at(until)),
+            (None, Some(until)) => format!("in grace until {}", at(until)),
+            (None, None) => "active".to_owned(),
+        }
+    }
+
+    /// Whether it is accepted at `now_ms`.
+    #[must_use]
+    pub fn works(&self, now_ms: u64) -> bool {
+        self.revoked_at_ms.is_none() && self.valid_until_ms.is_none_or(|until| until > now_ms)
+    }
 }
 
 /// Every space, by name, with its credentials, newest first. `seen` holds last-used times
@@ -274,6 +295,33 @@ pub fn feed(s: &Snapshot, space: u32, page: PageRequest) -> Result<FeedPage, Sto
         None
     };
     Ok(FeedPage { events, next })
+}
+
+/// A page of the space's inbox newest first: the events before `before` (all: `None`), at most
+/// `limit`, and the `inbox_id` to ask before for the next page, when there is one.
+pub fn feed_newest(
+    s: &Snapshot,
+    space: u32,
+    before: Option<u64>,
+    limit: usize,
+) -> Result<(Vec<FeedEvent>, Option<u64>), StoreError> {
+    let inbox = s.txn.open_table(INBOX)?;
+    let end = before.unwrap_or(u64::MAX);
+    let mut events = Vec::with_capacity(limit.min(feed::MAX_PAGE));
+    let mut older = None;
+    for entry in inbox.range((space, 0)..(space, end))?.rev() {
+        let (key, bytes) = entry?;
+        let inbox_id = key.value().1;
+        if events.len() == limit {
+            older = events
+                .last()
+                .map(|e: &FeedEvent| e.inbox_id.parse().unwrap_or(0));
+            break;
+        }
+        let record: EventRecord = records::decode(bytes.value())?;
+        events.push(feed_event(s, space, inbox_id, record)?);
+    }
+    Ok((events, older))
 }
 
 fn feed_event(
@@ -448,6 +496,17 @@ pub fn space_no(txn: &ReadTransaction, name: &str) -> Result<u32, StoreError> {
             format!("no space named {name:?}"),
         ))),
     }
+}
+
+/// The admin password's hash, if one was set.
+pub fn admin_password(txn: &ReadTransaction) -> Result<Option<String>, StoreError> {
+    let table = txn.open_table(ADMIN)?;
+    let Some(bytes) = table.get(ADMIN_PASSWORD)? else {
+        return Ok(None);
+    };
+    String::from_utf8(bytes.value().to_vec())
+        .map(Some)
+        .map_err(|_| StoreError::Corrupt("the admin password hash is not text".to_owned()))
 }
 
 /// A stored link as the domain sees it.

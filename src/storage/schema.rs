@@ -17,6 +17,7 @@
 //! - 5: `STATS` also holds day rows (`rollup::DAY_ROWS` in the dimension byte), each the sum of
 //!   its day's hour rows, built by the migration from the hour rows, so that stats over a
 //!   month read 31 rows per group instead of 744.
+//! - 6: `ADMIN`, the admin page's password hash, empty until a password is set.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -32,7 +33,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 5;
+pub const SCHEMA_VERSION: u64 = 6;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -99,6 +100,11 @@ pub const LINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("links");
 /// `(space, slug) -> ()`: a space's links, read by a range on the space.
 pub const LINKS_BY_SPACE: TableDefinition<(u32, &str), ()> = TableDefinition::new("links_by_space");
 
+/// `name -> bytes`: the admin page's settings. `password` holds the argon2id hash of the
+/// `admin` user's password as a PHC string (`$argon2id$v=19$m=...`), never the password.
+pub const ADMIN: TableDefinition<&str, &[u8]> = TableDefinition::new("admin");
+pub const ADMIN_PASSWORD: &str = "password";
+
 /// Something done to every table of the file alike (a backup copies each, a check reads each).
 pub trait TableVisitor {
     fn visit<K: Key + 'static, V: Value + 'static>(
@@ -123,6 +129,7 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(REJECTION_COUNTS)?;
     v.visit(LINKS)?;
     v.visit(LINKS_BY_SPACE)?;
+    v.visit(ADMIN)?;
     Ok(())
 }
 
