@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::credential::{self, Kind};
+use crate::domain::password;
 use crate::error::{Code, Error};
 use crate::storage::Store;
 use crate::storage::read::SpaceSummary;
@@ -135,4 +136,35 @@ pub async fn backup(
         ));
     }
     store.backup(dest.to_owned()).await
+}
+
+/// Sets the admin page's password: the rule is checked and the argon2id hash made here, and
+/// only the hash is stored.
+pub async fn set_password(store: &Store, password: String) -> Result<(), Error> {
+    let hash = tokio::task::spawn_blocking(move || password::hash(&password))
+        .await
+        .map_err(|e| Error::new(Code::Internal, format!("hashing the password failed: {e}")))??;
+    store.set_admin_password(hash).await
+}
+
+/// On a server's start: when no admin password is set, sets a generated one and answers it, to
+/// be shown once.
+pub async fn ensure_password(store: &Store) -> Result<Option<String>, Error> {
+    if store.admin_password().await?.is_some() {
+        return Ok(None);
+    }
+    let generated = password::generate();
+    set_password(store, generated.clone()).await?;
+    Ok(Some(generated))
+}
+
+/// Whether `password` is the admin password (never, while none is set). Costs tens of
+/// milliseconds of one core: callers throttle first (`http::admin::throttle`).
+pub async fn check_password(store: &Store, password: String) -> Result<bool, Error> {
+    let Some(stored) = store.admin_password().await? else {
+        return Ok(false);
+    };
+    tokio::task::spawn_blocking(move || password::verify(&password, &stored))
+        .await
+        .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))
 }

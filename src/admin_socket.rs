@@ -25,8 +25,8 @@ use crate::admin;
 use crate::app::App;
 use crate::domain::credential::Kind;
 use crate::domain::feed::PageRequest;
-use crate::domain::keyring::SpaceRef;
 use crate::domain::link::NewLink;
+use crate::domain::password::Password;
 use crate::error::Error;
 
 /// The socket of the server that has `data` open.
@@ -70,6 +70,10 @@ pub enum AdminRequest {
     LinkDelete {
         space: String,
         slug: String,
+    },
+    /// Sets the admin page's password (the socket is the owner's only: see above).
+    AdminPassword {
+        password: Password,
     },
     /// One page of a space's feed, for `tracker export`.
     ExportPage {
@@ -130,16 +134,20 @@ pub async fn execute(app: &App, request: AdminRequest) -> Result<Value, Error> {
             mode,
         } => {
             let link = NewLink::new(Some(slug), bot, target, campaign_name, mode)?;
-            let space = space_ref(app, space).await?;
+            let space = app.space_named(space).await?;
             to_value(&app.create_link(&space, link).await?)
         }
         AdminRequest::LinkList { space } => {
-            to_value(&app.links(&space_ref(app, space).await?).await?)
+            to_value(&app.links(&app.space_named(space).await?).await?)
         }
         AdminRequest::LinkDelete { space, slug } => {
-            let space = space_ref(app, space).await?;
+            let space = app.space_named(space).await?;
             app.delete_link(&space, slug).await?;
             serde_json::json!({"deleted": true})
+        }
+        AdminRequest::AdminPassword { password } => {
+            admin::set_password(store, password.0).await?;
+            serde_json::json!({"password_set": true})
         }
         AdminRequest::ExportPage {
             space,
@@ -151,15 +159,6 @@ pub async fn execute(app: &App, request: AdminRequest) -> Result<Value, Error> {
         }
     };
     Ok(value)
-}
-
-/// The space named `name`, as a credential would have given it.
-async fn space_ref(app: &App, name: String) -> Result<SpaceRef, Error> {
-    let no = app.store.space_no(name.clone()).await?;
-    Ok(SpaceRef {
-        no,
-        name: name.into(),
-    })
 }
 
 fn to_value<T: Serialize>(v: &T) -> Value {
@@ -283,6 +282,7 @@ fn op_name(r: &AdminRequest) -> &'static str {
         AdminRequest::LinkCreate { .. } => "link_create",
         AdminRequest::LinkList { .. } => "link_list",
         AdminRequest::LinkDelete { .. } => "link_delete",
+        AdminRequest::AdminPassword { .. } => "admin_password",
     }
 }
 

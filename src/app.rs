@@ -111,6 +111,27 @@ impl App {
         self.store.record_rejection(space.no, rejection);
     }
 
+    /// The space named `name`, as a credential would have given it: how the command line and
+    /// the admin page, which act for a space by name, reach the same operations.
+    pub async fn space_named(&self, name: String) -> Result<SpaceRef, Error> {
+        let no = self.store.space_no(name.clone()).await?;
+        Ok(SpaceRef {
+            no,
+            name: name.into(),
+        })
+    }
+
+    /// A page of the space's feed newest first (the admin page): the events before `before`,
+    /// and the id to ask before for the next page.
+    pub async fn feed_newest(
+        &self,
+        space: &SpaceRef,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<(Vec<crate::domain::feed::FeedEvent>, Option<u64>), Error> {
+        self.store.feed_newest(space.no, before, limit).await
+    }
+
     /// A page of the space's feed.
     pub async fn feed(&self, space: &SpaceRef, page: PageRequest) -> Result<FeedPage, Error> {
         self.store.feed(space.no, page).await

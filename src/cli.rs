@@ -20,6 +20,7 @@ use crate::admin_socket::{self, AdminRequest, KindName, Reached};
 use crate::app::App;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Flags, LogFormat, Settings};
+use crate::domain::password::{self, Password};
 use crate::server;
 use crate::storage::{Store, StoreError, StoreOptions};
 
@@ -79,6 +80,11 @@ enum Command {
         #[command(subcommand)]
         command: LinkCommand,
     },
+    /// The admin page (`/admin/`): set its password
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
     /// Write a consistent copy of the data file to DEST (safe while the server runs)
     Backup { dest: PathBuf },
     /// Write a space's events, with attribution, as GET /events shows them (safe while the
@@ -103,6 +109,14 @@ enum Command {
     },
     /// Print the manual page (roff): `tracker man | man -l -`
     Man,
+}
+
+#[derive(Subcommand, Debug)]
+enum AdminCommand {
+    /// Set the password of the admin page's user `admin`: asked twice on a terminal, else read
+    /// from the first line of standard input. Sessions already logged in stay logged in until
+    /// they expire or log out.
+    Password,
 }
 
 #[derive(Subcommand, Debug)]
@@ -184,8 +198,6 @@ impl From<KindArg> for KindName {
     }
 }
 
-/// Runs the command line; what `main` calls.
-#[must_use]
 /// The commands that only print something built into the binary: no settings, no data file.
 fn print_only(command: &Command) -> Option<ExitCode> {
     match command {
@@ -210,6 +222,8 @@ fn print_only(command: &Command) -> Option<ExitCode> {
     Some(ExitCode::SUCCESS)
 }
 
+/// Runs the command line; what `main` calls.
+#[must_use]
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(done) = print_only(&cli.command) {
@@ -258,6 +272,7 @@ pub fn main() -> ExitCode {
                 },
             ),
         },
+        Command::Admin { command } => admin_page_command(&settings, out, &command),
         Command::Backup { dest } => {
             // Resolved here: a server answering through the socket has its own working directory.
             std::path::absolute(&dest)
@@ -519,11 +534,17 @@ fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResult {
                 out.created_space(&created, Some(settings.listen));
             }
         }
+        let admin_password = admin::ensure_password(&store).await?;
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", settings.listen))?;
         let addr = listener.local_addr()?;
-        out.listening(addr, &settings);
+        out.listening(addr, admin_password.as_deref());
+        // The bound address (a port of 0 is chosen now): what `public_url` defaults to.
+        let settings = Settings {
+            listen: addr,
+            ..settings
+        };
         let app = Arc::new(App::new(settings, store, clock));
         server::serve(app, listener, shutdown).await?;
         Ok(())
@@ -556,6 +577,55 @@ fn dev_credentials(
         ))),
         _ => Err("set both TRACKER_DEV_SECRET and TRACKER_DEV_INGEST_TOKEN, or neither".into()),
     }
+}
+
+fn admin_page_command(settings: &Settings, out: Output, command: &AdminCommand) -> CliResult {
+    match command {
+        AdminCommand::Password => {
+            let password = read_new_password()?;
+            admin_command(settings, out, &AdminRequest::AdminPassword { password })
+        }
+    }
+}
+
+/// The new admin password: typed twice without echo on a terminal, else the first line of
+/// standard input (for scripts: `echo "$PASSWORD" | tracker admin password`). The rule is
+/// checked here too, before anything is asked of a server.
+fn read_new_password() -> Result<Password, Box<dyn std::error::Error>> {
+    use std::io::BufRead;
+    let stdin = std::io::stdin();
+    let password = if stdin.is_terminal() {
+        let first = prompt_hidden("New admin password: ")?;
+        password::check_rule(&first)?;
+        if prompt_hidden("Again: ")? != first {
+            return Err("the two passwords differ; nothing was changed".into());
+        }
+        first
+    } else {
+        let mut line = String::new();
+        stdin.lock().read_line(&mut line)?;
+        line.trim_end_matches(['\n', '\r']).to_owned()
+    };
+    password::check_rule(&password)?;
+    Ok(Password(password))
+}
+
+/// Reads a line from the terminal with echo off, restoring the terminal after.
+fn prompt_hidden(prompt: &str) -> Result<String, Box<dyn std::error::Error>> {
+    use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+    use std::io::BufRead;
+    let stdin = std::io::stdin();
+    eprint!("{prompt}");
+    let before = tcgetattr(&stdin)?;
+    let mut quiet = before.clone();
+    quiet.local_modes.remove(LocalModes::ECHO);
+    tcsetattr(&stdin, OptionalActions::Flush, &quiet)?;
+    let mut line = String::new();
+    let read = stdin.lock().read_line(&mut line);
+    tcsetattr(&stdin, OptionalActions::Flush, &before)?;
+    eprintln!();
+    read?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
 /// Prints command results as text or JSON.
@@ -591,6 +661,10 @@ impl Output {
                 self.print(&r, &text);
             }
             AdminRequest::ExportPage { .. } => self.print(&value, &value.to_string()),
+            AdminRequest::AdminPassword { .. } => self.print(
+                &value,
+                "the admin password is set; log in at /admin/ as user admin",
+            ),
             AdminRequest::LinkCreate { .. } => {
                 let link: crate::domain::link::LinkView = serde_json::from_value(value)?;
                 let text = format!(
@@ -677,7 +751,7 @@ impl Output {
             |ms| {
                 format!(
                     "the replaced one keeps working until {} (epoch ms {ms})",
-                    fmt_ms(ms)
+                    crate::clock::rfc3339_s(ms)
                 )
             },
         );
@@ -693,20 +767,23 @@ impl Output {
     fn space_list(self, spaces: &[crate::storage::read::SpaceSummary]) {
         let mut text = String::new();
         for s in spaces {
-            let _ = writeln!(text, "{}  (created {})", s.space, fmt_ms(s.created_at_ms));
+            let _ = writeln!(
+                text,
+                "{}  (created {})",
+                s.space,
+                crate::clock::rfc3339_s(s.created_at_ms)
+            );
             for c in &s.credentials {
-                let state = match (c.revoked_at_ms, c.valid_until_ms) {
-                    (Some(at), _) => format!("revoked {}", fmt_ms(at)),
-                    (None, Some(until)) => format!("in grace until {}", fmt_ms(until)),
-                    (None, None) => "active".to_owned(),
-                };
-                let used = c.last_used_ms.map_or_else(|| "never".to_owned(), fmt_ms);
+                let state = c.state(SystemClock.now_ms());
+                let used = c
+                    .last_used_ms
+                    .map_or_else(|| "never".to_owned(), crate::clock::rfc3339_s);
                 let _ = writeln!(
                     text,
                     "  {:<6}  {}…  created {}  last used {}  {}",
                     c.kind,
                     c.prefix,
-                    fmt_ms(c.created_at_ms),
+                    crate::clock::rfc3339_s(c.created_at_ms),
                     used,
                     state
                 );
@@ -715,21 +792,29 @@ impl Output {
         self.print(&spaces, text.trim_end());
     }
 
-    fn listening(self, addr: std::net::SocketAddr, _settings: &Settings) {
+    /// The ready line; with the admin page's password when this start generated it (a new data
+    /// file, or one from before the admin page), the only time it is shown.
+    fn listening(self, addr: std::net::SocketAddr, admin_password: Option<&str>) {
         #[derive(Serialize)]
-        struct Listening {
+        struct Listening<'a> {
             listening: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            admin_password: Option<&'a str>,
+        }
+        let mut text = format!("listening on http://{addr}");
+        if let Some(password) = admin_password {
+            let _ = write!(
+                text,
+                "\n\nAdmin page: http://{addr}/admin/  user admin  password {password}\n\
+                 (shown once; change it with `tracker admin password`)"
+            );
         }
         self.print(
             &Listening {
                 listening: addr.to_string(),
+                admin_password,
             },
-            &format!("listening on http://{addr}"),
+            &text,
         );
     }
-}
-
-fn fmt_ms(ms: u64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-    humantime::format_rfc3339_seconds(t).to_string()
 }

@@ -9,6 +9,13 @@ pub trait Clock: Send + Sync + 'static {
     fn now_ms(&self) -> u64;
 }
 
+/// A time as people read it: `2026-11-23T07:48:00Z` (UTC, to the second).
+#[must_use]
+pub fn rfc3339_s(ms: u64) -> String {
+    let t = UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
 /// The operating system's wall clock.
 pub struct SystemClock;
 

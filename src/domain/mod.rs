@@ -12,6 +12,7 @@ pub mod input;
 pub mod keyring;
 pub mod link;
 pub mod outcome;
+pub mod password;
 pub mod rate;
 pub mod rejection;
 pub mod stats;

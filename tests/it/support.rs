@@ -628,6 +628,8 @@ pub struct TrackerProcess {
     pub addr: SocketAddr,
     /// `Some` only on the first start of a data file.
     pub created: Option<FirstStart>,
+    /// The admin page's password, printed with the address when this start generated it.
+    pub admin_password: Option<String>,
     stderr_path: PathBuf,
 }
 
@@ -685,7 +687,7 @@ impl TrackerProcess {
         });
         let deadline = Instant::now() + IO_TIMEOUT;
         let mut created = None;
-        let addr = loop {
+        let (addr, admin_password) = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let Ok(line) = lines.recv_timeout(left) else {
                 let _ = child.kill();
@@ -698,7 +700,8 @@ impl TrackerProcess {
             let value: Value = serde_json::from_str(&line)
                 .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
             if let Some(listening) = value["listening"].as_str() {
-                break listening.parse().expect("listening address");
+                let password = value["admin_password"].as_str().map(str::to_owned);
+                break (listening.parse().expect("listening address"), password);
             }
             created = Some(serde_json::from_value(value).expect("first-start credentials"));
         };
@@ -706,6 +709,7 @@ impl TrackerProcess {
             child,
             addr,
             created,
+            admin_password,
             stderr_path,
         }
     }
