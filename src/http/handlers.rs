@@ -106,7 +106,11 @@ pub(super) fn finish(app: &App, access: &Access, result: Result<Response, Error>
 }
 
 /// Reads a request body, refusing one over `limit` bytes, declared or streamed.
-async fn read_body<S, B>(body: S, declared: Option<u64>, limit: u64) -> Result<Bytes, Error>
+pub(super) async fn read_body<S, B>(
+    body: S,
+    declared: Option<u64>,
+    limit: u64,
+) -> Result<Bytes, Error>
 where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,

@@ -16,7 +16,9 @@
 //! | GET    | `/links`   | bearer secret       | [`links::get_links`]    |
 //! | DELETE | `/links/<slug>` | bearer secret  | [`links::delete_link`]  |
 //! | GET, HEAD | `/l/<slug>` | none (public)   | [`links::visit`]        |
+//! | GET, POST | `/admin/…` | admin session    | [`admin::serve`] (its own table) |
 
+pub mod admin;
 pub mod connection;
 pub mod handlers;
 pub mod links;
@@ -30,6 +32,7 @@ use warp::Filter;
 use warp::reply::Response;
 
 use crate::app::App;
+use connection::ClientAddr;
 
 /// Every route of the tracker, with unmatched requests turned into the JSON error body.
 // Long on purpose: every route in one place, as the module's table lists them.
@@ -114,6 +117,43 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(app.clone())
         .and(authorization)
         .then(|slug, app, authorization| links::delete_link(app, slug, authorization));
+    let pages = Arc::new(admin::AdminPages::default());
+    let admin_page = warp::path("admin")
+        .and(warp::path::full())
+        .and(warp::method())
+        .and(query)
+        .and(warp::header::optional::<String>("cookie"))
+        .and(warp::ext::optional::<ClientAddr>())
+        .and(body)
+        .and(app.clone())
+        .then(
+            move |path: warp::path::FullPath,
+                  method,
+                  query,
+                  cookie,
+                  client: Option<ClientAddr>,
+                  declared,
+                  body,
+                  app| {
+                let pages = pages.clone();
+                async move {
+                    let body =
+                        match handlers::read_body(body, declared, admin::MAX_FORM_BYTES).await {
+                            Ok(body) => body,
+                            Err(e) => return respond::error(&e, respond::Auth::None),
+                        };
+                    let request = admin::Request {
+                        method,
+                        path: path.as_str().to_owned(),
+                        query,
+                        cookie,
+                        client: client.map(|c| c.0.ip()),
+                        body,
+                    };
+                    admin::serve(app, pages, request).await
+                }
+            },
+        );
     let head = warp::head()
         .map(|| true)
         .or(warp::get().map(|| false))
@@ -155,6 +195,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
         .or(healthz)
         .unify()
+        .or(admin_page)
+        .unify()
         .recover(respond::recover)
         .unify()
 }
@@ -169,6 +211,7 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
         "/bind" | "/events" | "/links" => "GET, POST",
         p if p.starts_with("/links/") => "DELETE",
         p if p.starts_with("/l/") => "GET, HEAD",
+        p if p == "/admin" || p.starts_with("/admin/") => "GET, POST",
         _ => return None,
     })
 }

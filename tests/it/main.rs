@@ -1,6 +1,8 @@
 //! The integration tests: each starts the real server (in process, or the `tracker` binary as a
 //! child process) on 127.0.0.1:0 with a temporary data file, and talks HTTP to it.
 
+mod admin_browser;
+mod admin_page;
 mod auth;
 mod backup;
 mod cli;

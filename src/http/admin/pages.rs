@@ -1,0 +1,666 @@
+//! The admin pages: one template struct and one handler each, every handler calling the same
+//! operation the API or the command line calls.
+
+use std::fmt::Write as _;
+
+use askama::Template;
+use warp::http::{HeaderValue, StatusCode, header};
+use warp::reply::Response;
+
+use super::Ctx;
+use crate::admin::{self, CreatedSpace, Rotated};
+use crate::clock::rfc3339_s;
+use crate::domain::credential::Kind;
+use crate::domain::event::EventKind;
+use crate::domain::keyring::SpaceRef;
+use crate::domain::link::{LinkView, NewLink};
+use crate::domain::stats::{self, Dimension};
+use crate::error::{Code, Error};
+use crate::http::respond;
+
+/// Events on one page of the feed.
+const EVENTS_PER_PAGE: usize = 50;
+/// Rejections shown.
+const REJECTIONS_SHOWN: usize = 100;
+
+/// What the layout (`base.html`) shows on every page.
+struct Frame<'a> {
+    /// The logout form's token; `None` when not logged in.
+    csrf: Option<&'a str>,
+    /// The space whose menu is shown.
+    space: Option<&'a str>,
+    /// The menu entry of this page.
+    section: &'static str,
+    error: Option<String>,
+}
+
+fn html(status: StatusCode, page: &impl Template) -> Response {
+    let body = page.render().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "an admin page failed to render");
+        "The page failed to render; the server log says why.".to_owned()
+    });
+    let mut response = Response::new(body.into());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    response
+}
+
+#[derive(Template)]
+#[template(path = "admin/login.html")]
+struct Login<'a> {
+    frame: Frame<'a>,
+}
+
+pub(super) fn login(error: Option<&str>, status: StatusCode) -> Response {
+    html(
+        status,
+        &Login {
+            frame: Frame {
+                csrf: None,
+                space: None,
+                section: "",
+                error: error.map(str::to_owned),
+            },
+        },
+    )
+}
+
+#[derive(Template)]
+#[template(
+    source = "{% extends \"admin/base.html\" %}{% block title %}Error{% endblock %}\
+              {% block content %}<p><a href=\"/admin/\">Back to the spaces</a></p>{% endblock %}",
+    ext = "html"
+)]
+struct ErrorPage<'a> {
+    frame: Frame<'a>,
+}
+
+/// An error as a page, with the status the API would answer it with.
+pub(super) fn error_page(e: &Error, space: Option<&str>, csrf: Option<&str>) -> Response {
+    html(
+        respond::status_of(e.code),
+        &ErrorPage {
+            frame: Frame {
+                csrf,
+                space,
+                section: "",
+                error: Some(e.message.clone()),
+            },
+        },
+    )
+}
+
+// --- Spaces ---
+
+struct SpaceRow {
+    name: String,
+    created: String,
+    active: usize,
+}
+
+#[derive(Template)]
+#[template(path = "admin/spaces.html")]
+struct SpacesPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    spaces: Vec<SpaceRow>,
+    created: Option<CreatedSpace>,
+}
+
+pub(super) async fn spaces(
+    ctx: &Ctx<'_>,
+    created: Option<CreatedSpace>,
+) -> Result<Response, Error> {
+    let now = ctx.app.now_ms();
+    let spaces = admin::list(&ctx.app.store)
+        .await?
+        .into_iter()
+        .map(|s| SpaceRow {
+            active: s.credentials.iter().filter(|c| c.works(now)).count(),
+            created: rfc3339_s(s.created_at_ms),
+            name: s.space,
+        })
+        .collect();
+    let frame = frame_of(ctx, None, "");
+    Ok(html(
+        StatusCode::OK,
+        &SpacesPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            spaces,
+            created,
+        },
+    ))
+}
+
+pub(super) async fn create_space(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let name = ctx.form.get("name").unwrap_or("");
+    let created = admin::create_space(&ctx.app.store, name, ctx.app.now_ms()).await?;
+    spaces(ctx, Some(created)).await
+}
+
+fn frame_of<'a>(ctx: &'a Ctx<'_>, space: Option<&'a str>, section: &'static str) -> Frame<'a> {
+    Frame {
+        csrf: Some(&ctx.live.csrf),
+        space,
+        section,
+        error: None,
+    }
+}
+
+async fn space(ctx: &Ctx<'_>, name: &str) -> Result<SpaceRef, Error> {
+    ctx.app.space_named(name.to_owned()).await
+}
+
+// --- Keys ---
+
+struct CredentialRow {
+    kind: String,
+    prefix: String,
+    created: String,
+    last_used: String,
+    state: String,
+}
+
+/// A rotation's result, as the keys page shows it once.
+struct NewCredential {
+    kind_label: String,
+    credential: String,
+    previous: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/keys.html")]
+struct KeysPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    credentials: Vec<CredentialRow>,
+    rotated: Option<NewCredential>,
+    message: Option<String>,
+    grace: String,
+}
+
+pub(super) async fn keys(
+    ctx: &Ctx<'_>,
+    name: &str,
+    rotated: Option<Rotated>,
+    message: Option<String>,
+) -> Result<Response, Error> {
+    space(ctx, name).await?;
+    let now = ctx.app.now_ms();
+    let credentials = admin::list(&ctx.app.store)
+        .await?
+        .into_iter()
+        .find(|s| s.space == name)
+        .map(|s| s.credentials)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| CredentialRow {
+            state: c.state(now),
+            kind: c.kind,
+            prefix: c.prefix,
+            created: rfc3339_s(c.created_at_ms),
+            last_used: c.last_used_ms.map_or_else(|| "never".to_owned(), rfc3339_s),
+        })
+        .collect();
+    let rotated = rotated.map(|r| NewCredential {
+        kind_label: if r.kind == "secret" {
+            "secret".to_owned()
+        } else {
+            "ingest token".to_owned()
+        },
+        previous: r.previous_valid_until_ms.map_or_else(
+            || "No key of this kind was active, so none is in grace.".to_owned(),
+            |ms| format!("The replaced one keeps working until {}.", rfc3339_s(ms)),
+        ),
+        credential: r.credential,
+    });
+    let frame = frame_of(ctx, Some(name), "keys");
+    Ok(html(
+        StatusCode::OK,
+        &KeysPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name,
+            credentials,
+            rotated,
+            message,
+            grace: humantime::format_duration(ctx.app.settings.rotation_grace).to_string(),
+        },
+    ))
+}
+
+fn kind_of(text: Option<&str>) -> Result<Kind, Error> {
+    match text {
+        Some("secret") => Ok(Kind::Secret),
+        Some("ingest") => Ok(Kind::Ingest),
+        _ => Err(Error::field(
+            Code::InvalidField,
+            "kind",
+            "the kind of key is secret or ingest",
+        )),
+    }
+}
+
+/// `POST .../rotate` and `.../revoke`: the same functions `tracker keys` calls.
+pub(super) async fn change_keys(
+    ctx: &Ctx<'_>,
+    name: &str,
+    action: &str,
+) -> Result<Response, Error> {
+    let kind = kind_of(ctx.form.get("kind"))?;
+    let (store, now) = (&ctx.app.store, ctx.app.now_ms());
+    if action == "rotate" {
+        let grace = ctx.app.settings.rotation_grace;
+        let rotated = admin::rotate(store, name, kind, grace, now).await?;
+        keys(ctx, name, Some(rotated), None).await
+    } else {
+        let revoked = admin::revoke(store, name, kind, now).await?;
+        let message = format!(
+            "Revoked {} {} key(s); none of that kind works until you rotate.",
+            revoked.revoked, revoked.kind
+        );
+        keys(ctx, name, None, Some(message)).await
+    }
+}
+
+// --- Postback URL builder ---
+
+/// An affiliate network's postback macros: its click id (our `uid`), payout, and transaction id
+/// (our `eid`, so a resent postback counts once).
+struct Network {
+    id: &'static str,
+    name: &'static str,
+    uid: &'static str,
+    value: &'static str,
+    eid: &'static str,
+}
+
+const NETWORKS: [Network; 4] = [
+    Network {
+        id: "tune",
+        name: "TUNE / HasOffers",
+        uid: "{aff_sub}",
+        value: "{payout}",
+        eid: "{transaction_id}",
+    },
+    Network {
+        id: "everflow",
+        name: "Everflow",
+        uid: "{sub1}",
+        value: "{payout_amount}",
+        eid: "{transaction_id}",
+    },
+    Network {
+        id: "cake",
+        name: "CAKE",
+        uid: "#s1#",
+        value: "#price#",
+        eid: "#tid#",
+    },
+    Network {
+        id: "generic",
+        name: "Other ({clickid}, {payout}, {txid})",
+        uid: "{clickid}",
+        value: "{payout}",
+        eid: "{txid}",
+    },
+];
+
+#[derive(Template)]
+#[template(path = "admin/postback.html")]
+struct PostbackPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    /// `(id, name, selected)`.
+    networks: Vec<(&'static str, &'static str, bool)>,
+    /// `(event, selected)`.
+    events: Vec<(&'static str, bool)>,
+    token: &'a str,
+    url: Option<String>,
+}
+
+/// `GET` shows the form; `POST` (the token stays out of URLs and logs) builds the address.
+pub(super) async fn postback(ctx: &Ctx<'_>, name: &str, build: bool) -> Result<Response, Error> {
+    space(ctx, name).await?;
+    let network_id = ctx.form.get("network").unwrap_or("tune");
+    let network = NETWORKS
+        .iter()
+        .find(|n| n.id == network_id)
+        .ok_or_else(|| Error::field(Code::InvalidField, "network", "no such network"))?;
+    let event = ctx.form.get("event").unwrap_or("deposit");
+    let kind = EventKind::from_name(event)
+        .ok_or_else(|| Error::field(Code::InvalidEvent, "event", "no such event"))?;
+    let token = ctx.form.get("token").unwrap_or("").trim();
+    let url = build.then(|| {
+        let token = if token.is_empty() {
+            "INGEST_TOKEN"
+        } else {
+            token
+        };
+        let mut url = format!(
+            "{}/e?token={token}&event={}&uid={}",
+            ctx.app.settings.public_url().trim_end_matches('/'),
+            kind.as_str(),
+            network.uid
+        );
+        if kind == EventKind::Deposit {
+            let _ = write!(url, "&value={}", network.value);
+        }
+        let _ = write!(url, "&eid={}", network.eid);
+        url
+    });
+    let frame = frame_of(ctx, Some(name), "postback");
+    Ok(html(
+        StatusCode::OK,
+        &PostbackPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name,
+            networks: NETWORKS
+                .iter()
+                .map(|n| (n.id, n.name, n.id == network.id))
+                .collect(),
+            events: EventKind::ALL
+                .iter()
+                .map(|k| (k.as_str(), *k == kind))
+                .collect(),
+            token,
+            url,
+        },
+    ))
+}
+
+// --- Links ---
+
+struct LinkRow {
+    slug: String,
+    goes_to: String,
+    campaign: String,
+    clicks: u64,
+    bound_clicks: u64,
+    url: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/links.html")]
+struct LinksPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    links: Vec<LinkRow>,
+    created: Option<LinkView>,
+}
+
+pub(super) async fn links(
+    ctx: &Ctx<'_>,
+    name: &str,
+    created: Option<LinkView>,
+) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    let links = ctx
+        .app
+        .links(&space)
+        .await?
+        .into_iter()
+        .map(|l| LinkRow {
+            goes_to: l
+                .bot
+                .as_ref()
+                .map_or_else(|| l.target.clone().unwrap_or_default(), |b| format!("@{b}")),
+            campaign: l.campaign_name.unwrap_or_default(),
+            slug: l.slug,
+            clicks: l.clicks,
+            bound_clicks: l.bound_clicks,
+            url: l.url,
+        })
+        .collect();
+    let frame = frame_of(ctx, Some(name), "links");
+    Ok(html(
+        StatusCode::OK,
+        &LinksPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name,
+            links,
+            created,
+        },
+    ))
+}
+
+pub(super) async fn create_link(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    let field = |n| {
+        ctx.form
+            .get(n)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let link = NewLink::new(
+        field("slug"),
+        field("bot"),
+        field("target"),
+        field("campaign_name"),
+        field("mode"),
+    )?;
+    let space = space(ctx, name).await?;
+    let created = ctx.app.create_link(&space, link).await?;
+    links(ctx, name, Some(created)).await
+}
+
+pub(super) async fn delete_link(ctx: &Ctx<'_>, name: &str, slug: &str) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    ctx.app.delete_link(&space, slug.to_owned()).await?;
+    links(ctx, name, None).await
+}
+
+// --- Events ---
+
+struct EventRow {
+    inbox_id: String,
+    received: String,
+    event: String,
+    value: String,
+    uid: String,
+    matched: bool,
+    campaign: String,
+    link: String,
+    tg_id: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/events.html")]
+struct EventsPage<'a> {
+    frame: Frame<'a>,
+    name: &'a str,
+    events: Vec<EventRow>,
+    older: Option<u64>,
+}
+
+/// `GET .../events?before=`: the feed newest first, from the same read as `GET /events`.
+pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    let before = match ctx.query.get("before") {
+        None => None,
+        Some(text) => Some(text.parse::<u64>().map_err(|_| {
+            Error::field(Code::InvalidField, "before", "before is an event number")
+        })?),
+    };
+    let (events, older) = ctx.app.feed_newest(&space, before, EVENTS_PER_PAGE).await?;
+    let events = events
+        .into_iter()
+        .map(|e| EventRow {
+            received: rfc3339_s(e.received_at_ms),
+            value: e
+                .value
+                .map(|v| format!("{v} {}", e.currency))
+                .unwrap_or_default(),
+            uid: e.uid.unwrap_or_default(),
+            campaign: e.campaign_name.unwrap_or_default(),
+            link: e.link_slug.unwrap_or_default(),
+            tg_id: e.tg_id.map(|t| t.to_string()).unwrap_or_default(),
+            matched: e.matched,
+            event: e.event,
+            inbox_id: e.inbox_id,
+        })
+        .collect();
+    let frame = frame_of(ctx, Some(name), "events");
+    Ok(html(
+        StatusCode::OK,
+        &EventsPage {
+            frame,
+            name,
+            events,
+            older,
+        },
+    ))
+}
+
+// --- Stats ---
+
+struct StatsRow {
+    group: String,
+    clicks: u64,
+    bound: u64,
+    events: Vec<u64>,
+    deposits: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/stats.html")]
+struct StatsPage<'a> {
+    frame: Frame<'a>,
+    name: &'a str,
+    /// `(value, label, selected)` of the two choices.
+    dimensions: Vec<(&'static str, &'static str, bool)>,
+    ranges: Vec<(&'static str, &'static str, bool)>,
+    group_label: &'static str,
+    kinds: Vec<&'static str>,
+    groups: Vec<StatsRow>,
+}
+
+/// `GET .../stats?by=&days=`: the same read as `GET /stats`, over the last `days` UTC days
+/// (today included) or everything.
+pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    let by = Dimension::parse(ctx.query.get("by"))?;
+    let days = ctx.query.get("days").unwrap_or("30");
+    let from_hour = match days {
+        "all" => 0,
+        "1" | "7" | "30" => {
+            let today = ctx.app.now_ms() / stats::DAY_MS;
+            let first = today + 1 - days.parse::<u64>().unwrap_or(30);
+            u32::try_from(first * stats::DAY_MS / stats::HOUR_MS).unwrap_or(u32::MAX)
+        }
+        _ => {
+            return Err(Error::field(
+                Code::InvalidField,
+                "days",
+                "days is 1, 7, 30 or all",
+            ));
+        }
+    };
+    let kinds: Vec<&'static str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+    let groups = ctx
+        .app
+        .stats(&space, by, (from_hour, u32::MAX))
+        .await?
+        .into_iter()
+        .map(|g| StatsRow {
+            group: g.group.unwrap_or_else(|| "(none)".to_owned()),
+            clicks: g.clicks,
+            bound: g.bound_clicks,
+            events: kinds
+                .iter()
+                .map(|k| g.events.get(k).copied().unwrap_or(0))
+                .collect(),
+            deposits: g
+                .deposits
+                .iter()
+                .map(|(currency, sum)| format!("{sum} {currency}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+        .collect();
+    let frame = frame_of(ctx, Some(name), "stats");
+    Ok(html(
+        StatusCode::OK,
+        &StatsPage {
+            frame,
+            name,
+            dimensions: [
+                ("campaign_name", "campaign"),
+                ("link_slug", "link"),
+                ("day", "day"),
+            ]
+            .into_iter()
+            .map(|(value, label)| (value, label, value == by.as_str()))
+            .collect(),
+            ranges: [
+                ("1", "today"),
+                ("7", "7 days"),
+                ("30", "30 days"),
+                ("all", "all time"),
+            ]
+            .into_iter()
+            .map(|(value, label)| (value, label, value == days))
+            .collect(),
+            group_label: match by {
+                Dimension::Campaign => "Campaign",
+                Dimension::Link => "Link",
+                Dimension::Day => "Day (UTC)",
+            },
+            kinds,
+            groups,
+        },
+    ))
+}
+
+// --- Rejections ---
+
+struct RejectionRow {
+    at: String,
+    request: String,
+    answer: String,
+    error: String,
+    query: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/rejections.html")]
+struct RejectionsPage<'a> {
+    frame: Frame<'a>,
+    name: &'a str,
+    rejections: Vec<RejectionRow>,
+}
+
+pub(super) async fn rejections(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    let rejections = ctx
+        .app
+        .rejections(&space, REJECTIONS_SHOWN)
+        .await?
+        .into_iter()
+        .map(|r| RejectionRow {
+            at: rfc3339_s(r.at_ms),
+            request: format!("{} {}", r.method, r.endpoint),
+            answer: format!("{} {}", r.http_status, r.status),
+            error: r.error,
+            query: r.query.unwrap_or_default(),
+        })
+        .collect();
+    let frame = frame_of(ctx, Some(name), "rejections");
+    Ok(html(
+        StatusCode::OK,
+        &RejectionsPage {
+            frame,
+            name,
+            rejections,
+        },
+    ))
+}

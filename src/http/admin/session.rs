@@ -1,0 +1,251 @@
+//! The admin page's sessions and the throttle in front of its password check.
+//!
+//! Sessions live in memory only: a session id is a credential, and keeping none on disk means
+//! none is at rest; a restart logs everyone out, which for one admin user costs one login. Each
+//! session has its own CSRF token, which every state-changing form carries.
+//!
+//! The throttle bounds how often the argon2id check runs, since each costs tens of milliseconds
+//! of a core: per client address, and overall, so that a flood of wrong passwords from many
+//! addresses still cannot take the CPU from ingest. Attempts are counted when they start, not
+//! when they fail, so a burst of concurrent attempts is bounded too.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::sync::{Mutex, PoisonError};
+
+/// A session ends after this long without a request.
+pub const IDLE_MS: u64 = 12 * 60 * 60 * 1000;
+/// Sessions kept at most; the least recently used goes first.
+const MAX_SESSIONS: usize = 1024;
+
+/// Login attempts per client address within [`ADDRESS_WINDOW_MS`] (a success clears them).
+pub const ATTEMPTS_PER_ADDRESS: usize = 5;
+pub const ADDRESS_WINDOW_MS: u64 = 15 * 60 * 1000;
+/// Login attempts from all addresses together within [`OVERALL_WINDOW_MS`]: with a check of
+/// about 30 ms, at most a second of one core a minute.
+pub const ATTEMPTS_OVERALL: usize = 30;
+pub const OVERALL_WINDOW_MS: u64 = 60 * 1000;
+/// Addresses remembered at most; the map cannot grow without bound under a spread-out flood.
+const MAX_ADDRESSES: usize = 4096;
+
+/// 128 random bits as 32 lowercase hex digits.
+fn random_hex128() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS random number generator failed");
+    bytes.iter().fold(String::with_capacity(32), |mut hex, b| {
+        let _ = write!(hex, "{b:02x}");
+        hex
+    })
+}
+
+/// Compares two tokens in time that does not depend on where they differ.
+#[must_use]
+pub fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+struct Session {
+    csrf: String,
+    last_used_ms: u64,
+}
+
+/// The logged-in sessions.
+#[derive(Default)]
+pub struct Sessions {
+    by_id: Mutex<HashMap<String, Session>>,
+}
+
+/// A live session: its id (the cookie) and its CSRF token.
+#[derive(Clone, Debug)]
+pub struct Live {
+    pub id: String,
+    pub csrf: String,
+}
+
+impl Sessions {
+    /// A new session.
+    pub fn start(&self, now_ms: u64) -> Live {
+        let live = Live {
+            id: random_hex128(),
+            csrf: random_hex128(),
+        };
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, s| now_ms.saturating_sub(s.last_used_ms) < IDLE_MS);
+        if map.len() >= MAX_SESSIONS
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, s)| s.last_used_ms)
+                .map(|(id, _)| id.clone())
+        {
+            map.remove(&oldest);
+        }
+        map.insert(
+            live.id.clone(),
+            Session {
+                csrf: live.csrf.clone(),
+                last_used_ms: now_ms,
+            },
+        );
+        live
+    }
+
+    /// The session of cookie value `id`, if it is live; using it keeps it alive.
+    pub fn resume(&self, id: &str, now_ms: u64) -> Option<Live> {
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        let session = map.get_mut(id)?;
+        if now_ms.saturating_sub(session.last_used_ms) >= IDLE_MS {
+            map.remove(id);
+            return None;
+        }
+        session.last_used_ms = now_ms;
+        Some(Live {
+            id: id.to_owned(),
+            csrf: session.csrf.clone(),
+        })
+    }
+
+    /// Ends a session (logout).
+    pub fn end(&self, id: &str) {
+        self.by_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+}
+
+#[derive(Default)]
+struct Attempts {
+    by_address: HashMap<IpAddr, VecDeque<u64>>,
+    overall: VecDeque<u64>,
+}
+
+/// The login throttle.
+#[derive(Default)]
+pub struct LoginThrottle {
+    attempts: Mutex<Attempts>,
+}
+
+/// Forgets the attempts a whole `window_ms` or more before `now_ms`: out of the window.
+fn forget_old(times: &mut VecDeque<u64>, now_ms: u64, window_ms: u64) {
+    while times.front().is_some_and(|t| t + window_ms <= now_ms) {
+        times.pop_front();
+    }
+}
+
+impl LoginThrottle {
+    /// Counts an attempt from `address`, or refuses it with the seconds to wait.
+    pub fn admit(&self, address: IpAddr, now_ms: u64) -> Result<(), u64> {
+        let mut a = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        forget_old(&mut a.overall, now_ms, OVERALL_WINDOW_MS);
+        if a.overall.len() >= ATTEMPTS_OVERALL {
+            let first = a.overall.front().copied().unwrap_or(now_ms);
+            return Err(wait_s(first + OVERALL_WINDOW_MS, now_ms));
+        }
+        if a.by_address.len() >= MAX_ADDRESSES && !a.by_address.contains_key(&address) {
+            a.by_address
+                .retain(|_, times| times.back().is_some_and(|t| t + ADDRESS_WINDOW_MS > now_ms));
+            if a.by_address.len() >= MAX_ADDRESSES {
+                // Every remembered address is recent: a flood from many addresses, which the
+                // overall bound already holds; the newest address replaces an arbitrary one.
+                if let Some(any) = a.by_address.keys().next().copied() {
+                    a.by_address.remove(&any);
+                }
+            }
+        }
+        let times = a.by_address.entry(address).or_default();
+        forget_old(times, now_ms, ADDRESS_WINDOW_MS);
+        if times.len() >= ATTEMPTS_PER_ADDRESS {
+            let first = times.front().copied().unwrap_or(now_ms);
+            return Err(wait_s(first + ADDRESS_WINDOW_MS, now_ms));
+        }
+        times.push_back(now_ms);
+        a.overall.push_back(now_ms);
+        Ok(())
+    }
+
+    /// A successful login clears its address's attempts.
+    pub fn succeeded(&self, address: IpAddr) {
+        self.attempts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_address
+            .remove(&address);
+    }
+}
+
+fn wait_s(until_ms: u64, now_ms: u64) -> u64 {
+    until_ms.saturating_sub(now_ms).div_ceil(1000).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
+    const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2));
+
+    #[test]
+    fn an_address_gets_its_attempts_then_waits_out_the_window() {
+        let t = LoginThrottle::default();
+        for _ in 0..ATTEMPTS_PER_ADDRESS {
+            t.admit(A, 1_000).unwrap();
+        }
+        let wait = t.admit(A, 1_000).unwrap_err();
+        assert_eq!(wait, ADDRESS_WINDOW_MS / 1000);
+        // Another address is not held back by A's attempts.
+        t.admit(B, 1_000).unwrap();
+        // Just inside the window: still refused; at its end: admitted.
+        assert!(t.admit(A, 1_000 + ADDRESS_WINDOW_MS - 1).is_err());
+        t.admit(A, 1_000 + ADDRESS_WINDOW_MS).unwrap();
+    }
+
+    #[test]
+    fn a_success_clears_the_address() {
+        let t = LoginThrottle::default();
+        for _ in 0..ATTEMPTS_PER_ADDRESS {
+            t.admit(A, 0).unwrap();
+        }
+        t.succeeded(A);
+        t.admit(A, 0).unwrap();
+    }
+
+    #[test]
+    fn attempts_from_many_addresses_meet_the_overall_bound() {
+        let t = LoginThrottle::default();
+        for i in 0..ATTEMPTS_OVERALL {
+            let address = IpAddr::V4(std::net::Ipv4Addr::from(u32::try_from(i).unwrap()));
+            t.admit(address, 0).unwrap();
+        }
+        assert_eq!(t.admit(B, 0), Err(OVERALL_WINDOW_MS / 1000));
+        t.admit(B, OVERALL_WINDOW_MS).unwrap();
+    }
+
+    #[test]
+    fn a_session_lives_while_used_and_ends_idle_or_at_logout() {
+        let s = Sessions::default();
+        let live = s.start(0);
+        assert_eq!(live.id.len(), 32);
+        assert_ne!(live.id, live.csrf);
+        assert!(s.resume(&live.id, IDLE_MS - 1).is_some());
+        // Used at IDLE_MS - 1: alive until twice that.
+        assert!(s.resume(&live.id, 2 * IDLE_MS - 2).is_some());
+        assert!(s.resume(&live.id, 3 * IDLE_MS).is_none());
+        let other = s.start(0);
+        s.end(&other.id);
+        assert!(s.resume(&other.id, 1).is_none());
+        assert!(s.resume("not-a-session", 1).is_none());
+    }
+
+    #[test]
+    fn tokens_compare_exactly() {
+        assert!(same_token("abc", "abc"));
+        assert!(!same_token("abc", "abd"));
+        assert!(!same_token("abc", "ab"));
+        assert!(!same_token("", "a"));
+    }
+}
