@@ -4,19 +4,21 @@
 //! An [`App`] holds what they need: the store, the settings, the clock and the rate limiter.
 //! Nothing here knows about HTTP; handlers turn requests into these calls and answers into JSON.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::click::{BindInput, NewClick};
+use crate::domain::client;
 use crate::domain::dedup::{self, Basis};
 use crate::domain::event::{self, EventInput, EventRules, FieldNames};
 use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::keyring::{self, SpaceRef};
 use crate::domain::link::{self, Link, LinkView, NewLink};
 use crate::domain::outcome::{BindOutcome, ClickOutcome};
-use crate::domain::rate::RateLimiter;
+use crate::domain::rate::{Limiter, SpaceLimiter};
 use crate::domain::rejection::Rejection;
 use crate::domain::stats::{Dimension, GroupStats};
 use crate::error::{Code, Error};
@@ -28,7 +30,9 @@ pub struct App {
     pub clock: Arc<dyn Clock>,
     rules: EventRules,
     dedup_window_ms: u64,
-    limiter: RateLimiter,
+    limiter: SpaceLimiter,
+    /// The per-address limit of the public paths.
+    address_limiter: Limiter<IpAddr>,
 }
 
 /// A credential as a request presents it.
@@ -70,7 +74,8 @@ impl App {
         App {
             rules: settings.event_rules(),
             dedup_window_ms: settings.dedup_window_ms(),
-            limiter: RateLimiter::new(settings.rate_limit),
+            limiter: SpaceLimiter::new(settings.rate_limit),
+            address_limiter: Limiter::new(settings.address_rate_limit),
             store,
             settings,
             clock,
@@ -93,6 +98,26 @@ impl App {
         };
         self.limiter.check(space.no, &space.name, now)?;
         Ok(space)
+    }
+
+    /// The address a request comes from: the peer, or what a trusted proxy says it is.
+    #[must_use]
+    pub fn client_ip(&self, peer: IpAddr, forwarded_for: Option<&str>) -> IpAddr {
+        client::client_ip(peer, forwarded_for, &self.settings.trusted_proxies)
+    }
+
+    /// Counts one request of a public path (no credential) from `client` against
+    /// `address_rate_limit`.
+    pub fn admit_address(&self, client: IpAddr) -> Result<(), Error> {
+        self.address_limiter
+            .take(client, self.now_ms())
+            .map_err(|wait_s| {
+                Error::new(
+                    Code::RateLimited,
+                    format!("too many requests from your address; retry in {wait_s} s"),
+                )
+                .retry_after(wait_s)
+            })
     }
 
     /// The space of a credential that [`App::authenticate`] refused, if the tracker issued it

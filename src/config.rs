@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::domain::client::Cidr;
+use crate::domain::rate::Rate;
+
 /// The repository's commented example, also printed by `tracker default-config`.
 pub const EXAMPLE: &str = include_str!("../tracker.toml");
 
@@ -30,8 +33,13 @@ pub struct Settings {
     pub dedup_window: Duration,
     pub rotation_grace: Duration,
     pub max_body_bytes: u64,
-    /// Requests per second per space; 0 turns the limit off.
-    pub rate_limit: u32,
+    /// Requests per space: `rate_limit` a second with bursts of `rate_burst` (off at 0).
+    pub rate_limit: Rate,
+    /// Requests per client address on the public paths (`/l/<slug>`): `address_rate_limit` a
+    /// second with bursts of `address_rate_burst` (off at 0).
+    pub address_rate_limit: Rate,
+    /// Peers whose `X-Forwarded-For` names the client (a reverse proxy in front).
+    pub trusted_proxies: Vec<Cidr>,
     pub log_format: LogFormat,
     pub log_level: String,
     /// The public base address of links and snippets; empty means `http://<listen>`.
@@ -71,6 +79,10 @@ struct RawSettings {
     rotation_grace: Option<String>,
     max_body_bytes: Option<u64>,
     rate_limit: Option<u32>,
+    rate_burst: Option<u32>,
+    address_rate_limit: Option<u32>,
+    address_rate_burst: Option<u32>,
+    trusted_proxies: Option<String>,
     log_format: Option<String>,
     log_level: Option<String>,
     public_url: Option<String>,
@@ -83,8 +95,15 @@ struct RawSettings {
 }
 
 /// Keys whose environment value is an integer; every other key's value is a string.
-const INTEGER_KEYS: [&str; 3] = ["max_body_bytes", "rate_limit", "max_connections"];
-const KEYS: [&str; 18] = [
+const INTEGER_KEYS: [&str; 6] = [
+    "max_body_bytes",
+    "rate_limit",
+    "rate_burst",
+    "address_rate_limit",
+    "address_rate_burst",
+    "max_connections",
+];
+const KEYS: [&str; 22] = [
     "listen",
     "data",
     "default_currency",
@@ -94,6 +113,10 @@ const KEYS: [&str; 18] = [
     "rotation_grace",
     "max_body_bytes",
     "rate_limit",
+    "rate_burst",
+    "address_rate_limit",
+    "address_rate_burst",
+    "trusted_proxies",
     "log_format",
     "log_level",
     "public_url",
@@ -330,6 +353,14 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         .map(|a| a.trim().to_owned())
         .filter(|a| !a.is_empty())
         .collect();
+    let trusted_proxies = raw
+        .trusted_proxies
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(|a| Cidr::parse(a).map_err(|e| ConfigError(format!("`trusted_proxies`: {e}"))))
+        .collect::<Result<_, _>>()?;
     Ok(Settings {
         listen,
         data: raw.data.unwrap_or_else(|| PathBuf::from("tracker.redb")),
@@ -339,13 +370,47 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         dedup_window,
         rotation_grace,
         max_body_bytes,
-        rate_limit: raw.rate_limit.unwrap_or(0),
+        rate_limit: rate("rate_limit", raw.rate_limit, "rate_burst", raw.rate_burst)?,
+        address_rate_limit: rate(
+            "address_rate_limit",
+            raw.address_rate_limit,
+            "address_rate_burst",
+            raw.address_rate_burst,
+        )?,
+        trusted_proxies,
         log_format,
         log_level,
         public_url: public_url.trim_end_matches('/').to_owned(),
         link_preview_agents,
         connections: connection_limits(&raw_connections)?,
     })
+}
+
+/// The most a rate or burst key accepts: far above what one process serves, low enough that
+/// a bucket's arithmetic in thousandths cannot overflow.
+const MAX_RATE: u32 = 10_000_000;
+
+/// A limit's rate and burst keys: the burst defaults to one second's worth, and must hold at
+/// least one request when the limit is on.
+fn rate(
+    rate_key: &str,
+    per_second: Option<u32>,
+    burst_key: &str,
+    burst: Option<u32>,
+) -> Result<Rate, ConfigError> {
+    let per_second = per_second.unwrap_or(0);
+    if per_second > MAX_RATE {
+        return Err(ConfigError(format!(
+            "`{rate_key}` must be between 0 (off) and {MAX_RATE}, got {per_second}"
+        )));
+    }
+    let burst = burst.unwrap_or(per_second);
+    if per_second > 0 && !(1..=MAX_RATE).contains(&burst) {
+        return Err(ConfigError(format!(
+            "`{burst_key}` must be between 1 and {MAX_RATE}, got {burst}"
+        )));
+    }
+    Ok(Rate { per_second, burst })
 }
 
 /// The connection keys of CONTRACT section 14. A timeout of zero would cut every client off,
@@ -475,7 +540,7 @@ mod tests {
             Flags::default(),
         )
         .unwrap();
-        assert_eq!((s.listen.port(), s.rate_limit), (2, 7));
+        assert_eq!((s.listen.port(), s.rate_limit.per_second), (2, 7));
         let s = load_text(
             "listen = \"127.0.0.1:1\"\n",
             &[("TRACKER_LISTEN", "127.0.0.1:2")],

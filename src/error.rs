@@ -69,6 +69,9 @@ pub struct Error {
     pub message: String,
     /// The field at fault, under the name the caller used (`t` on GET, `occurred_at_ms` on POST).
     pub field: Option<&'static str>,
+    /// Seconds for the `Retry-After` header of a `rate_limited` or `unavailable` answer; 1 when
+    /// not set.
+    pub retry_after_s: Option<u32>,
 }
 
 impl Error {
@@ -77,6 +80,7 @@ impl Error {
             code,
             message: message.into(),
             field: None,
+            retry_after_s: None,
         }
     }
 
@@ -85,6 +89,16 @@ impl Error {
             code,
             message: message.into(),
             field: Some(field),
+            retry_after_s: None,
+        }
+    }
+
+    /// The same error, telling the client to retry after `seconds`.
+    #[must_use]
+    pub fn retry_after(self, seconds: u32) -> Self {
+        Error {
+            retry_after_s: Some(seconds),
+            ..self
         }
     }
 

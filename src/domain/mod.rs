@@ -2,6 +2,7 @@
 //! credential are, and which events duplicate each other.
 
 pub mod click;
+pub mod client;
 pub mod credential;
 pub mod decimal;
 pub mod dedup;

@@ -1,55 +1,136 @@
-//! The per-space request limit (`rate_limit` requests per second, 0 = off).
+//! Request limits (CONTRACT section 14): a token bucket per space (`rate_limit`, `rate_burst`)
+//! and per client address on the public paths (`address_rate_limit`, `address_rate_burst`).
 //!
-//! A fixed one-second window per space: cheap (one lock, one map entry per space), and a burst
-//! of at most twice the limit across a window edge is acceptable for a guard against runaway
-//! senders, which is all this is.
+//! A bucket holds up to `burst` tokens and gains `per_second` of them every second; a request
+//! takes one, and a request that finds less than one is refused with the whole seconds until
+//! one is there (the `Retry-After` header). Tokens are kept in thousandths, so a bucket is two
+//! integers and a refill is a multiplication: one short lock per request, nothing allocated
+//! for a key already seen. A full bucket is the same as no bucket, so when the map of keys
+//! reaches its bound the full ones are dropped first.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::hash::Hash;
+use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Code, Error};
 
-pub struct RateLimiter {
-    per_second: u32,
-    windows: Mutex<HashMap<u32, (u64, u32)>>,
+/// One token, in the thousandths the buckets count in.
+const TOKEN: u64 = 1000;
+/// Keys remembered at most (client addresses can be many); past it, full buckets go first.
+const MAX_KEYS: usize = 65_536;
+
+/// A rate and a burst; a rate of 0 turns the limit off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub per_second: u32,
+    pub burst: u32,
 }
 
-impl RateLimiter {
+impl Rate {
+    pub const OFF: Rate = Rate {
+        per_second: 0,
+        burst: 0,
+    };
+
+    fn capacity(self) -> u64 {
+        u64::from(self.burst.max(1)) * TOKEN
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    /// Thousandths of a token.
+    level: u64,
+    at_ms: u64,
+}
+
+impl Bucket {
+    /// The level at `now_ms`: refilled at `per_second` tokens a second (that is, `per_second`
+    /// thousandths a millisecond), at most the capacity.
+    fn refill(&mut self, rate: Rate, now_ms: u64) {
+        let elapsed = now_ms.saturating_sub(self.at_ms);
+        self.level = self
+            .level
+            .saturating_add(elapsed.saturating_mul(u64::from(rate.per_second)))
+            .min(rate.capacity());
+        self.at_ms = self.at_ms.max(now_ms);
+    }
+}
+
+/// Token buckets keyed by `K` (a space's number, a client address).
+pub struct Limiter<K> {
+    rate: Rate,
+    buckets: Mutex<HashMap<K, Bucket>>,
+}
+
+impl<K: Hash + Eq + Copy> Limiter<K> {
     #[must_use]
-    pub fn new(per_second: u32) -> Self {
-        RateLimiter {
-            per_second,
-            windows: Mutex::new(HashMap::new()),
+    pub fn new(rate: Rate) -> Self {
+        Limiter {
+            rate,
+            buckets: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Counts one request of `space` at `now_ms`; `rate_limited` past the limit.
-    ///
-    /// # Panics
-    /// If a thread panicked while holding the limiter's lock.
-    pub fn check(&self, space: u32, space_name: &str, now_ms: u64) -> Result<(), Error> {
-        if self.per_second == 0 {
+    /// Takes one token from `key`'s bucket at `now_ms`, or answers the whole seconds until one
+    /// is there (at least one; with whole tokens a second always one, but computed rather than
+    /// assumed, so a finer rate would stay right).
+    pub fn take(&self, key: K, now_ms: u64) -> Result<(), u32> {
+        let rate = self.rate;
+        if rate.per_second == 0 {
             return Ok(());
         }
-        let second = now_ms / 1000;
-        let mut windows = self.windows.lock().expect("rate limiter lock poisoned");
-        let (start, count) = windows.entry(space).or_insert((second, 0));
-        if *start != second {
-            *start = second;
-            *count = 0;
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        if buckets.len() >= MAX_KEYS && !buckets.contains_key(&key) {
+            buckets.retain(|_, b| {
+                b.refill(rate, now_ms);
+                b.level < rate.capacity()
+            });
+            if buckets.len() >= MAX_KEYS {
+                // Every remembered key is spending: give up the oldest-refilled one.
+                if let Some(oldest) = buckets.iter().min_by_key(|(_, b)| b.at_ms).map(|(k, _)| *k) {
+                    buckets.remove(&oldest);
+                }
+            }
         }
-        *count += 1;
-        if *count > self.per_second {
-            return Err(Error::new(
+        let bucket = buckets.entry(key).or_insert(Bucket {
+            level: rate.capacity(),
+            at_ms: now_ms,
+        });
+        bucket.refill(rate, now_ms);
+        if bucket.level >= TOKEN {
+            bucket.level -= TOKEN;
+            return Ok(());
+        }
+        let missing = TOKEN - bucket.level;
+        let wait_ms = missing.div_ceil(u64::from(rate.per_second));
+        Err(u32::try_from(wait_ms.div_ceil(1000).max(1)).unwrap_or(u32::MAX))
+    }
+}
+
+/// The per-space limit, as the API answers it.
+pub struct SpaceLimiter(Limiter<u32>);
+
+impl SpaceLimiter {
+    #[must_use]
+    pub fn new(rate: Rate) -> Self {
+        SpaceLimiter(Limiter::new(rate))
+    }
+
+    /// Counts one request of `space` at `now_ms`; `rate_limited` with its `Retry-After` past
+    /// the limit.
+    pub fn check(&self, space: u32, space_name: &str, now_ms: u64) -> Result<(), Error> {
+        self.0.take(space, now_ms).map_err(|wait_s| {
+            let Rate { per_second, burst } = self.0.rate;
+            Error::new(
                 Code::RateLimited,
                 format!(
-                    "space {space_name:?} is over its limit of {} requests per second; retry \
-                     after the Retry-After header's seconds",
-                    self.per_second
+                    "space {space_name:?} is over its limit of {per_second} requests per second \
+                     (bursts of {burst}); retry in {wait_s} s"
                 ),
-            ));
-        }
-        Ok(())
+            )
+            .retry_after(wait_s)
+        })
     }
 }
 
@@ -57,18 +138,72 @@ impl RateLimiter {
 mod tests {
     use super::*;
 
+    fn rate(per_second: u32, burst: u32) -> Rate {
+        Rate { per_second, burst }
+    }
+
     #[test]
-    fn limit_per_space_per_second() {
-        let r = RateLimiter::new(2);
-        assert!(r.check(1, "a", 1000).is_ok());
-        assert!(r.check(1, "a", 1500).is_ok());
-        assert_eq!(r.check(1, "a", 1999).unwrap_err().code, Code::RateLimited);
-        assert!(
-            r.check(2, "b", 1999).is_ok(),
-            "another space has its own budget"
-        );
-        assert!(r.check(1, "a", 2000).is_ok(), "a new second starts afresh");
-        let off = RateLimiter::new(0);
-        assert!((0..10_000).all(|_| off.check(1, "a", 1).is_ok()));
+    fn a_full_bucket_allows_its_burst_then_the_rate() {
+        let l = Limiter::new(rate(2, 5));
+        for _ in 0..5 {
+            l.take(1, 10_000).unwrap();
+        }
+        // Empty: the next token is half a second away, answered as 1 s.
+        assert_eq!(l.take(1, 10_000), Err(1));
+        // 499 ms: still less than a token; 500 ms: one token.
+        assert_eq!(l.take(1, 10_499), Err(1));
+        l.take(1, 10_500).unwrap();
+        assert_eq!(l.take(1, 10_500), Err(1));
+        // A long pause refills to the burst, never beyond it.
+        for _ in 0..5 {
+            l.take(1, 100_000).unwrap();
+        }
+        assert!(l.take(1, 100_000).is_err());
+    }
+
+    #[test]
+    fn keys_have_their_own_buckets_and_a_rate_of_zero_is_off() {
+        let l = Limiter::new(rate(1, 1));
+        l.take(1, 0).unwrap();
+        assert!(l.take(1, 0).is_err());
+        l.take(2, 0).unwrap();
+        let off = Limiter::new(Rate::OFF);
+        assert!((0..10_000).all(|_| off.take(1, 0).is_ok()));
+    }
+
+    #[test]
+    fn a_token_comes_back_at_the_rate_to_the_millisecond() {
+        // 3 a second: a token every 333.3 ms, so one is back after 334 ms, not 333.
+        let l = Limiter::new(rate(3, 1));
+        l.take(1, 0).unwrap();
+        assert_eq!(l.take(1, 333), Err(1));
+        l.take(1, 334).unwrap();
+        // Rates are whole tokens a second, so a wait is under a second: Retry-After is 1.
+        assert_eq!(l.take(1, 334), Err(1));
+    }
+
+    #[test]
+    fn the_space_limit_answers_rate_limited_with_retry_after() {
+        let l = SpaceLimiter::new(rate(1, 2));
+        l.check(1, "shop", 0).unwrap();
+        l.check(1, "shop", 0).unwrap();
+        let e = l.check(1, "shop", 0).unwrap_err();
+        assert_eq!((e.code, e.retry_after_s), (Code::RateLimited, Some(1)));
+        assert!(e.message.contains("\"shop\""), "{}", e.message);
+        l.check(2, "other", 0).unwrap();
+    }
+
+    #[test]
+    fn the_key_bound_drops_full_buckets_first() {
+        let l = Limiter::new(rate(1, 1));
+        for k in 0..u32::try_from(MAX_KEYS).unwrap() {
+            l.take(k, 0).unwrap();
+        }
+        // All spending: a new key evicts one, and the map stays bounded.
+        l.take(u32::MAX, 0).unwrap();
+        assert_eq!(l.buckets.lock().unwrap().len(), MAX_KEYS);
+        // A second later every old bucket is full again: they go, the new ones stay.
+        l.take(u32::MAX - 1, 1000).unwrap();
+        assert!(l.buckets.lock().unwrap().len() <= 2);
     }
 }

@@ -1,6 +1,7 @@
 //! Tracking links (CONTRACT section 11): managing them with the space's secret, and the public
 //! `/l/<slug>` that records a click and sends the visitor on.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use askama::Template;
@@ -114,22 +115,24 @@ pub async fn visit(
     app: Arc<App>,
     slug: String,
     head: bool,
+    client: Option<IpAddr>,
     query: String,
     user_agent: Option<String>,
 ) -> Response {
     let access = Access::new(if head { "HEAD" } else { "GET" }, "/l", Auth::None);
-    let result = app
-        .visit(&slug, &query, user_agent.as_deref(), head)
-        .await
-        .map(|visit| match visit {
-            Visit::Unknown => plain(StatusCode::NOT_FOUND, "This link does not exist.\n"),
-            Visit::Gone => plain(StatusCode::GONE, "This link has been removed.\n"),
-            Visit::Preview(link) => preview(&link),
-            Visit::Clicked { link, uid } => match link.mode {
-                Mode::Redirect => redirect(&location(&link.destination, &uid)),
-                Mode::Page => open_page(&link, &uid),
-            },
-        });
+    let visited = match client.map_or(Ok(()), |c| app.admit_address(c)) {
+        Ok(()) => app.visit(&slug, &query, user_agent.as_deref(), head).await,
+        Err(limited) => Err(limited),
+    };
+    let result = visited.map(|visit| match visit {
+        Visit::Unknown => plain(StatusCode::NOT_FOUND, "This link does not exist.\n"),
+        Visit::Gone => plain(StatusCode::GONE, "This link has been removed.\n"),
+        Visit::Preview(link) => preview(&link),
+        Visit::Clicked { link, uid } => match link.mode {
+            Mode::Redirect => redirect(&location(&link.destination, &uid)),
+            Mode::Page => open_page(&link, &uid),
+        },
+    });
     finish(&app, &access, result)
 }
 

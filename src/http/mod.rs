@@ -26,6 +26,7 @@ pub mod read;
 pub mod respond;
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use warp::Filter;
@@ -123,7 +124,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(warp::method())
         .and(query)
         .and(warp::header::optional::<String>("cookie"))
-        .and(warp::ext::optional::<ClientAddr>())
+        .and(client_ip(app.clone()))
         .and(body)
         .and(app.clone())
         .then(
@@ -131,7 +132,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
                   method,
                   query,
                   cookie,
-                  client: Option<ClientAddr>,
+                  client: Option<IpAddr>,
                   declared,
                   body,
                   app| {
@@ -147,7 +148,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
                         path: path.as_str().to_owned(),
                         query,
                         cookie,
-                        client: client.map(|c| c.0.ip()),
+                        client,
                         body,
                     };
                     admin::serve(app, pages, request).await
@@ -160,11 +161,12 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify();
     let visit = warp::path!("l" / String)
         .and(head)
+        .and(client_ip(app.clone()))
         .and(app)
         .and(query)
         .and(warp::header::optional::<String>("user-agent"))
-        .then(|slug, head, app, query, user_agent| {
-            links::visit(app, slug, head, query, user_agent)
+        .then(|slug, head, client, app, query, user_agent| {
+            links::visit(app, slug, head, client, query, user_agent)
         });
 
     // The busiest path first: every ad click comes through `/l/<slug>`.
@@ -199,6 +201,21 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
         .recover(respond::recover)
         .unify()
+}
+
+/// The request's client address (`App::client_ip`: the peer, or what a trusted proxy says);
+/// `None` where no connection stands behind the request (warp's test requests).
+fn client_ip(
+    app: impl Filter<Extract = (Arc<App>,), Error = Infallible> + Clone + Send + Sync,
+) -> impl Filter<Extract = (Option<IpAddr>,), Error = warp::Rejection> + Clone {
+    warp::ext::optional::<ClientAddr>()
+        .and(warp::header::optional::<String>("x-forwarded-for"))
+        .and(app)
+        .map(
+            |peer: Option<ClientAddr>, forwarded: Option<String>, app: Arc<App>| {
+                peer.map(|p| app.client_ip(p.0.ip(), forwarded.as_deref()))
+            },
+        )
 }
 
 /// The methods each path takes: the `Allow` header of a `405` (`connection.rs`). A test tries

@@ -64,7 +64,10 @@ pub fn error(err: &Error, auth: Auth) -> Response {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         Code::RateLimited | Code::Unavailable => {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(err.retry_after_s.unwrap_or(1)),
+            );
         }
         _ => {}
     }

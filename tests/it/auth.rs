@@ -2,6 +2,7 @@
 //! that authentication comes first, and the JSON answers for 404, 405, 413 and 429.
 
 use tracker::domain::credential::{self, Kind};
+use tracker::domain::rate::Rate;
 
 use crate::support::{Connection, Request, TestServer, assert_error, assert_queued, send_raw};
 
@@ -260,16 +261,34 @@ async fn a_chunked_body_over_16_kib_is_413() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_the_rate_limit_is_429_with_retry_after_per_space() {
-    let s = TestServer::start_with(|settings| settings.rate_limit = 2).await;
+    // 2 a second, bursts of 3: three at once, then one every 500 ms.
+    let s = TestServer::start_with(|settings| {
+        settings.rate_limit = Rate {
+            per_second: 2,
+            burst: 3,
+        };
+    })
+    .await;
     assert_queued(&s.post_event(EVENT).await);
     assert_queued(&s.get_e("event=contact").await);
+    assert_queued(&s.post_event(EVENT).await);
     let r = s.post_event(EVENT).await;
     assert_error(&r, 429, "rate_limited", None);
-    assert!(r.header("retry-after").is_some(), "{:?}", r.headers);
-    // Another space has its own budget; the next second starts afresh.
+    assert_eq!(r.header("retry-after"), Some("1"), "{:?}", r.headers);
+    // Another space has its own bucket.
     assert_queued(&s.post_as(&s.b, "/events", EVENT).await);
-    s.clock.advance(1000);
+    // Just before a token is back: still refused; at 500 ms: one, and only one.
+    s.clock.advance(499);
+    assert_error(&s.post_event(EVENT).await, 429, "rate_limited", None);
+    s.clock.advance(1);
     assert_queued(&s.post_event(EVENT).await);
+    assert_error(&s.post_event(EVENT).await, 429, "rate_limited", None);
+    // A long pause refills the burst, never more.
+    s.clock.advance(60_000);
+    for _ in 0..3 {
+        assert_queued(&s.post_event(EVENT).await);
+    }
+    assert_error(&s.post_event(EVENT).await, 429, "rate_limited", None);
     s.stop().await;
 }
 

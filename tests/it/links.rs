@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::Barrier;
+use tracker::domain::client::Cidr;
+use tracker::domain::rate::Rate;
 
 use crate::support::{
     Connection, NOW_MS, Request, Response, Space, TestServer, TrackerProcess, assert_error,
@@ -482,4 +484,55 @@ async fn head_status(s: &TestServer, target: &str) -> String {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
     answer.lines().next().unwrap_or_default().to_owned()
+}
+
+/// `/l/<slug>` has no credential, so it is limited per client address; behind a reverse proxy
+/// the address is the one the proxy puts in `X-Forwarded-For`, and only a trusted proxy's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_visits_are_limited_per_client_address_behind_trusted_proxies_only() {
+    let s = TestServer::start_with(|settings| {
+        settings.address_rate_limit = Rate {
+            per_second: 1,
+            burst: 2,
+        };
+        settings.trusted_proxies = vec![Cidr::parse("127.0.0.1").unwrap()];
+    })
+    .await;
+    assert_eq!(
+        create(&s, &s.a, r#"{"slug":"ad","bot":"shop_bot"}"#)
+            .await
+            .status,
+        201
+    );
+    let from = |client: &str| {
+        Request::get("/l/ad")
+            .header("User-Agent", BROWSER)
+            .header("X-Forwarded-For", format!("198.51.100.1, {client}"))
+    };
+    // The test connects from 127.0.0.1, a trusted proxy: each client address has its bucket.
+    assert_eq!(s.send(&from("203.0.113.1")).await.status, 302);
+    assert_eq!(s.send(&from("203.0.113.1")).await.status, 302);
+    let limited = s.send(&from("203.0.113.1")).await;
+    assert_error(&limited, 429, "rate_limited", None);
+    assert_eq!(limited.header("retry-after"), Some("1"));
+    assert_eq!(s.send(&from("203.0.113.2")).await.status, 302);
+    // Only the visits let through recorded a click.
+    assert_eq!(link_clicks(&s).await, 3);
+    s.clock.advance(1000);
+    assert_eq!(s.send(&from("203.0.113.1")).await.status, 302);
+    s.stop().await;
+
+    // Untrusted, the header is ignored: every visit is the peer's, whatever it claims.
+    let s = TestServer::start_with(|settings| {
+        settings.address_rate_limit = Rate {
+            per_second: 1,
+            burst: 2,
+        };
+    })
+    .await;
+    create(&s, &s.a, r#"{"slug":"ad","bot":"shop_bot"}"#).await;
+    assert_eq!(s.send(&from("203.0.113.1")).await.status, 302);
+    assert_eq!(s.send(&from("203.0.113.2")).await.status, 302);
+    assert_eq!(s.send(&from("203.0.113.3")).await.status, 429);
+    s.stop().await;
 }
