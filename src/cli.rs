@@ -87,6 +87,17 @@ enum Command {
     },
     /// Write a consistent copy of the data file to DEST (safe while the server runs)
     Backup { dest: PathBuf },
+    /// Check a data file: redb's page checksums, then the tracker's own rules (every record
+    /// decodes, every index entry has its row and every row its entries, counters and stats
+    /// agree with what they count). Read-only unless --repair. Exits 1 if anything is wrong.
+    Check {
+        /// The file to check, e.g. a backup [default: the data file, through the running
+        /// server if one has it open]
+        file: Option<PathBuf>,
+        /// Rebuild what can be derived (indexes, stats, counters); needs the server stopped
+        #[arg(long)]
+        repair: bool,
+    },
     /// Write a space's events, with attribution, as GET /events shows them (safe while the
     /// server runs; constant memory)
     Export {
@@ -279,6 +290,7 @@ pub fn main() -> ExitCode {
                 .map_err(Into::into)
                 .and_then(|dest| admin_command(&settings, out, &AdminRequest::Backup { dest }))
         }
+        Command::Check { file, repair } => check(&settings, out, file, repair),
         Command::Link { command } => {
             let request = match command {
                 LinkCommand::Create {
@@ -445,6 +457,63 @@ impl Drop for AdminTarget {
 fn admin_command(settings: &Settings, out: Output, request: &AdminRequest) -> CliResult {
     let value = AdminTarget::Undecided.run(settings, request)?;
     out.answer(request, value)
+}
+
+/// `tracker check`: through the running server's socket when it has the data file open (the
+/// invariants only), else on the file itself (redb's page check as well). An error when
+/// anything is wrong, so scripts and timers can alert on the exit status.
+fn check(settings: &Settings, out: Output, file: Option<PathBuf>, repair: bool) -> CliResult {
+    let socket = admin_socket::socket_path(&settings.data);
+    let through_server = match &file {
+        None => match admin_socket::request(&socket, &AdminRequest::Check { repair })? {
+            Reached::Answered(answer) => Some(answer?),
+            Reached::NoServer => None,
+        },
+        Some(_) => None,
+    };
+    let path = file.unwrap_or_else(|| settings.data.clone());
+    let report: crate::storage::check::Report = match through_server {
+        Some(value) => serde_json::from_value(value)?,
+        None => crate::storage::check::check_file(&path, repair)?,
+    };
+    let mut text = String::new();
+    match report.redb_integrity {
+        Some(true) => text.push_str("redb page check: passed\n"),
+        Some(false) => text.push_str("redb page check: FAILED, and redb repaired the file\n"),
+        None => text.push_str(
+            "redb page check: not run (the server has the file open; check a backup, or stop \
+             the server)\n",
+        ),
+    }
+    for f in &report.repaired {
+        let _ = writeln!(text, "repaired: {} [{}]: {}", f.table, f.key, f.problem);
+    }
+    for f in &report.findings {
+        let how = if f.repairable {
+            "tracker check --repair rebuilds it"
+        } else {
+            "not derivable: restore from a backup"
+        };
+        let _ = writeln!(text, "{} [{}]: {} ({how})", f.table, f.key, f.problem);
+    }
+    let _ = write!(
+        text,
+        "{}: {} rows read, {} problem(s)",
+        path.display(),
+        report.rows,
+        report.findings.len()
+    );
+    out.print(&report, &text);
+    if report.clean() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} has {} problem(s)",
+            path.display(),
+            report.findings.len()
+        )
+        .into())
+    }
 }
 
 /// `tracker export`: the space's feed page by page (constant memory), through the server when
@@ -698,6 +767,7 @@ impl Output {
                 );
                 self.print(&value, &text);
             }
+            AdminRequest::Check { .. } => self.print(&value, &value.to_string()),
             AdminRequest::Backup { dest } => {
                 let stats: crate::storage::backup::BackupStats = serde_json::from_value(value)?;
                 let text = format!(

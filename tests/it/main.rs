@@ -5,6 +5,7 @@ mod admin_browser;
 mod admin_page;
 mod auth;
 mod backup;
+mod check;
 mod cli;
 mod clicks;
 mod connections;
