@@ -98,6 +98,9 @@ enum Command {
         #[arg(long)]
         repair: bool,
     },
+    /// Give the data file's free space back to the filesystem. Needs the server stopped (a
+    /// running server keeps the file open; stop it, compact, start it again)
+    Compact,
     /// Write a space's events, with attribution, as GET /events shows them (safe while the
     /// server runs; constant memory)
     Export {
@@ -291,6 +294,7 @@ pub fn main() -> ExitCode {
                 .and_then(|dest| admin_command(&settings, out, &AdminRequest::Backup { dest }))
         }
         Command::Check { file, repair } => check(&settings, out, file, repair),
+        Command::Compact => compact(&settings, out),
         Command::Link { command } => {
             let request = match command {
                 LinkCommand::Create {
@@ -514,6 +518,29 @@ fn check(settings: &Settings, out: Output, file: Option<PathBuf>, repair: bool) 
         )
         .into())
     }
+}
+
+/// `tracker compact`: offline only (`storage/compact.rs` says why).
+fn compact(settings: &Settings, out: Output) -> CliResult {
+    let path = &settings.data;
+    if admin_socket::reachable(&admin_socket::socket_path(path)) {
+        return Err(format!(
+            "a server has {} open, and compacting needs the file to itself: stop the server \
+             (e.g. systemctl stop tracker), run tracker compact, then start it again",
+            path.display()
+        )
+        .into());
+    }
+    let done = crate::storage::compact::compact_file(path)?;
+    let text = format!(
+        "compacted {}: {} bytes before, {} after ({} freed)",
+        path.display(),
+        done.bytes_before,
+        done.bytes_after,
+        done.bytes_before.saturating_sub(done.bytes_after)
+    );
+    out.print(&done, &text);
+    Ok(())
 }
 
 /// `tracker export`: the space's feed page by page (constant memory), through the server when

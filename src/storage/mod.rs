@@ -9,6 +9,7 @@
 pub mod backup;
 pub mod check;
 mod commit;
+pub mod compact;
 pub mod dedup_buffer;
 pub mod fault;
 mod file;

@@ -8,6 +8,7 @@ mod backup;
 mod check;
 mod cli;
 mod clicks;
+mod compact;
 mod connections;
 mod contrib;
 mod credentials;
