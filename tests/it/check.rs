@@ -176,6 +176,8 @@ fn damage_and_check(
     (before, repaired, after)
 }
 
+// One clean file, damaged four ways in turn: each a copy, each checked, repaired, checked again.
+#[allow(clippy::too_many_lines)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_kind_of_damage_is_found_named_and_repaired_where_derivable() {
     let dir = tempfile::tempdir().unwrap();
@@ -238,7 +240,7 @@ async fn each_kind_of_damage_is_found_named_and_repaired_where_derivable() {
         let first = dedup
             .iter()
             .unwrap()
-            .map(|e| e.unwrap())
+            .map(Result::unwrap)
             .find(|(_, v)| v.value().0 == 1)
             .map(|(k, _)| k.value())
             .expect("the first event's dedup entry");
