@@ -1,4 +1,4 @@
-//! The admin socket: how `tracker space …`, `keys …` and `backup` reach a running server.
+//! The admin socket: how `tracker space …`, `keys …`, `backup` and `check` reach a running server.
 //!
 //! A server listens on a Unix domain socket beside its data file (`tracker.redb.sock`). The
 //! command line connects to it when a server answers there, and opens the data file itself when
@@ -55,6 +55,10 @@ pub enum AdminRequest {
     },
     Backup {
         dest: PathBuf,
+    },
+    /// `tracker check` on the file the server has open: read-only (see `execute`).
+    Check {
+        repair: bool,
     },
     LinkCreate {
         space: String,
@@ -125,6 +129,15 @@ pub async fn execute(app: &App, request: AdminRequest) -> Result<Value, Error> {
             to_value(&admin::revoke(store, &space, kind.into(), now).await?)
         }
         AdminRequest::Backup { dest } => to_value(&admin::backup(store, &dest).await?),
+        // Repairing rewrites indexes and the rollup under the writer's feet, and redb's page
+        // check needs the file to itself: both wait for the server to stop.
+        AdminRequest::Check { repair: true } => {
+            return Err(Error::new(
+                crate::error::Code::Conflict,
+                "a server has the data file open: stop it, then run tracker check --repair",
+            ));
+        }
+        AdminRequest::Check { repair: false } => to_value(&store.check().await?),
         AdminRequest::LinkCreate {
             space,
             slug,
@@ -278,6 +291,7 @@ fn op_name(r: &AdminRequest) -> &'static str {
         AdminRequest::KeysRotate { .. } => "keys_rotate",
         AdminRequest::KeysRevoke { .. } => "keys_revoke",
         AdminRequest::Backup { .. } => "backup",
+        AdminRequest::Check { .. } => "check",
         AdminRequest::ExportPage { .. } => "export_page",
         AdminRequest::LinkCreate { .. } => "link_create",
         AdminRequest::LinkList { .. } => "link_list",

@@ -181,7 +181,7 @@ pub(crate) fn event_record(event: ValidEvent, matched: bool) -> EventRecord {
 }
 
 /// The event a stored record describes, as far as its dedup key goes.
-fn event_of(record: EventRecord, inbox_id: u64) -> Result<ValidEvent, StoreError> {
+pub(crate) fn event_of(record: EventRecord, inbox_id: u64) -> Result<ValidEvent, StoreError> {
     let corrupt = |what: &str| StoreError::Corrupt(format!("event {inbox_id}: {what}"));
     let kind = crate::domain::event::EventKind::from_u8(record.kind)
         .ok_or_else(|| corrupt(&format!("unknown kind {}", record.kind)))?;

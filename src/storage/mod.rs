@@ -7,7 +7,9 @@
 //! transaction or a table, and nothing here knows about HTTP.
 
 pub mod backup;
+pub mod check;
 mod commit;
+pub mod compact;
 pub mod dedup_buffer;
 pub mod fault;
 mod file;
@@ -518,6 +520,12 @@ impl Store {
             })
         })
         .await
+    }
+
+    /// `tracker check` on the open file: the tracker's invariants over one snapshot, read-only
+    /// (redb's page check needs the file to itself; `check::check_file` runs it).
+    pub async fn check(&self) -> Result<check::Report, Error> {
+        self.read(|s| check::check(s.txn())).await
     }
 
     /// How many events the inbox holds, and where the file's bytes are (for the benchmark).

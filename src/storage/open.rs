@@ -8,14 +8,12 @@ use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 
-use crate::domain::decimal::Decimal;
-use crate::domain::event::EventKind;
 use crate::domain::stats::Counts;
 use crate::storage::StoreError;
 use crate::storage::fault::FaultSwitch;
 use crate::storage::file::{DataFile, FlushFailed};
-use crate::storage::records::{self, ClickRecord, EventRecord};
-use crate::storage::rollup::{self, DAY_ROWS, Rollup};
+use crate::storage::records;
+use crate::storage::rollup::{self, DAY_ROWS};
 use crate::storage::schema::{
     ADMIN, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS,
     LINKS_BY_SPACE, META, META_INBOX_SEQ, META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS,
@@ -180,40 +178,7 @@ fn migrate_to_v1(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 fn migrate_to_v3(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(REJECTIONS)?;
     txn.open_table(REJECTION_COUNTS)?;
-    let mut rollup = Rollup::default();
-    let clicks = txn.open_table(CLICKS)?;
-    for entry in clicks.iter()? {
-        let (key, bytes) = entry?;
-        let click: ClickRecord = records::decode(bytes.value())?;
-        let space = key.value().0;
-        rollup.click(space, &click);
-        if click.tg_id.is_some() {
-            rollup.binding(space, &click);
-        }
-    }
-    for entry in txn.open_table(INBOX)?.iter()? {
-        let (key, bytes) = entry?;
-        let (space, inbox_id) = key.value();
-        let event: EventRecord = records::decode(bytes.value())?;
-        let kind = EventKind::from_u8(event.kind).ok_or_else(|| {
-            StoreError::Corrupt(format!("event {inbox_id} has unknown kind {}", event.kind))
-        })?;
-        let value = event
-            .value
-            .as_deref()
-            .map(Decimal::parse)
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(format!("event {inbox_id}: {e}")))?;
-        let click: Option<ClickRecord> = match &event.uid {
-            Some(uid) => match clicks.get((space, uid.as_str()))? {
-                Some(bytes) => Some(records::decode(bytes.value())?),
-                None => None,
-            },
-            None => None,
-        };
-        let counts = Counts::event(kind, value, &event.currency);
-        rollup.event(space, click.as_ref(), event.occurred_at_ms, &counts);
-    }
+    let mut rollup = rollup::count_all(&txn.open_table(CLICKS)?, &txn.open_table(INBOX)?, Err)?;
     rollup.write(&mut txn.open_table(STATS)?)?;
     Ok(())
 }

@@ -10,10 +10,12 @@ use std::collections::BTreeMap;
 
 use redb::{ReadableTable, Table};
 
+use crate::domain::event::EventKind;
+
 use crate::domain::decimal::Decimal;
 use crate::domain::stats::{Counts, Dimension, hour_of};
 use crate::storage::StoreError;
-use crate::storage::records::{self, ClickRecord, StatsRecord};
+use crate::storage::records::{self, ClickRecord, EventRecord, StatsRecord};
 
 /// A `STATS` key: `(space, dimension, group, hour)`, or with [`DAY_ROWS`] set in the
 /// dimension, `(space, dimension | DAY_ROWS, group, day)`.
@@ -85,6 +87,12 @@ impl Rollup {
         }
     }
 
+    /// The rows counted so far.
+    #[must_use]
+    pub fn rows(&self) -> &BTreeMap<RowKey, Counts> {
+        &self.rows
+    }
+
     /// Adds every row's counts to the table and empties the rollup.
     pub fn write(
         &mut self,
@@ -139,4 +147,69 @@ pub fn record_of(c: &Counts) -> StatsRecord {
             .map(|(currency, sum)| (currency.clone(), sum.to_string()))
             .collect(),
     }
+}
+
+/// Counts every click, binding and event the tables hold, by the rule the writer counts new ones
+/// with: what the rollup should hold. The schema 3 migration builds `STATS` with it and `tracker
+/// check` compares `STATS` with it. A record that does not decode goes to `damaged`, which
+/// decides whether counting stops (`Err`) or goes on without it (`Ok`).
+pub fn count_all(
+    clicks: &impl ReadableTable<(u32, &'static str), &'static [u8]>,
+    inbox: &impl ReadableTable<(u32, u64), &'static [u8]>,
+    mut damaged: impl FnMut(StoreError) -> Result<(), StoreError>,
+) -> Result<Rollup, StoreError> {
+    let mut rollup = Rollup::default();
+    for entry in clicks.iter()? {
+        let (key, bytes) = entry?;
+        let click: ClickRecord = match records::decode(bytes.value()) {
+            Ok(c) => c,
+            Err(e) => {
+                damaged(e)?;
+                continue;
+            }
+        };
+        let space = key.value().0;
+        rollup.click(space, &click);
+        if click.tg_id.is_some() {
+            rollup.binding(space, &click);
+        }
+    }
+    for entry in inbox.iter()? {
+        let (key, bytes) = entry?;
+        let (space, inbox_id) = key.value();
+        let counted = event_counts(bytes.value(), inbox_id).and_then(|(event, counts)| {
+            let click: Option<ClickRecord> = match &event.uid {
+                Some(uid) => match clicks.get((space, uid.as_str()))? {
+                    // A click that does not decode was reported above; counted as no click.
+                    Some(bytes) => records::decode(bytes.value()).ok(),
+                    None => None,
+                },
+                None => None,
+            };
+            Ok((event, click, counts))
+        });
+        match counted {
+            Ok((event, click, counts)) => {
+                rollup.event(space, click.as_ref(), event.occurred_at_ms, &counts);
+            }
+            Err(e) => damaged(e)?,
+        }
+    }
+    Ok(rollup)
+}
+
+/// A stored event and what it counts.
+fn event_counts(bytes: &[u8], inbox_id: u64) -> Result<(EventRecord, Counts), StoreError> {
+    let event: EventRecord = records::decode(bytes)?;
+    let kind = EventKind::from_u8(event.kind).ok_or_else(|| {
+        StoreError::Corrupt(format!("event {inbox_id} has unknown kind {}", event.kind))
+    })?;
+    let value = event
+        .value
+        .as_deref()
+        .map(Decimal::parse)
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("event {inbox_id}: {e}")))?;
+    let counts = Counts::event(kind, value, &event.currency);
+    Ok((event, counts))
 }

@@ -369,6 +369,14 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
         "the backup went through the server's admin socket:\n{log}"
     );
     stop_cleanly(process);
+    // The copy made under load keeps every rule of `tracker check`, before anything opens it.
+    let checked = crate::check::run_check(&dest, None, false, copy_dir.path());
+    assert!(
+        checked.status.success(),
+        "the backup fails tracker check: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
 
     let copy = TrackerProcess::start(copy_dir.path());
     assert!(

@@ -91,6 +91,12 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
             .unwrap()
             .map(|v| v.value());
         assert_eq!(stored, Some(SCHEMA_VERSION), "v{version} migrated");
+        drop(db);
+        // Migrated, it keeps every rule `tracker check` knows (indexes, counters, the stats
+        // built by the migrations).
+        let report = tracker::storage::check::check_file(&path, false).unwrap();
+        assert!(report.clean(), "v{version} after migration: {report:#?}");
+        assert_eq!(report.redb_integrity, Some(true), "v{version}");
     }
 }
 

@@ -1,0 +1,321 @@
+//! `tracker check` through the real binary: a clean file passes, through the running server's
+//! admin socket and on the file itself; each kind of damage made with redb directly is found
+//! and named by table and key; `--repair` rebuilds what is derivable and leaves the rest.
+//! (Backups under load and every fixture are checked in `backup.rs` and `fixtures.rs`.)
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use redb::{ReadableDatabase, ReadableTable};
+use serde_json::Value;
+use tracker::storage::schema::{
+    CLICKS_BY_FBCLID, CLICKS_BY_TG, DEDUP, INBOX, META, META_INBOX_SEQ, STATS,
+};
+
+use crate::support::{FirstStart, Request, assert_queued, first_start, send, stop_cleanly};
+
+/// `tracker --config <empty> --data <data> --json check [FILE] [--repair]`, run in `cwd`.
+pub fn run_check(data: &Path, file: Option<&Path>, repair: bool, cwd: &Path) -> Output {
+    let config = cwd.join("check-cli.toml");
+    std::fs::write(&config, "").expect("write empty config");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tracker"));
+    command
+        .arg("--config")
+        .arg(&config)
+        .arg("--data")
+        .arg(data)
+        .arg("--json")
+        .arg("check");
+    if let Some(file) = file {
+        command.arg(file);
+    }
+    if repair {
+        command.arg("--repair");
+    }
+    command
+        .current_dir(cwd)
+        .env_remove("TRACKER_LISTEN")
+        .env_remove("TRACKER_DATA")
+        .env("TRACKER_LOG_LEVEL", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tracker check")
+}
+
+/// The report of a check, and whether it exited 0.
+fn report(out: &Output) -> (bool, Value) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let value: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "check output is not JSON ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success(), value)
+}
+
+fn findings(report: &Value, key: &str) -> Vec<(String, String, String, bool)> {
+    report[key]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["table"].as_str().unwrap().to_owned(),
+                f["key"].as_str().unwrap().to_owned(),
+                f["problem"].as_str().unwrap().to_owned(),
+                f["repairable"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+async fn post(addr: std::net::SocketAddr, secret: &str, path: &str, body: &str) -> Value {
+    let r = send(addr, &Request::post(path, Some(secret), body)).await;
+    let v = r.json();
+    assert_eq!(v["ok"], true, "{path} {body}: {v}");
+    v
+}
+
+/// A file with something in every table an invariant covers: a space, a link and a click
+/// through it, a back-filled click with an fbclid, a binding, events of each dedup rule.
+async fn fill(addr: std::net::SocketAddr, creds: &FirstStart) {
+    let s = &creds.secret;
+    post(
+        addr,
+        s,
+        "/links",
+        r#"{"slug":"ad-1","bot":"promo_bot","campaign_name":"spring"}"#,
+    )
+    .await;
+    let visit = send(
+        addr,
+        &Request::get("/l/ad-1?fbclid=IwAR-link&utm_campaign=spring"),
+    )
+    .await;
+    assert_eq!(visit.status, 302, "{}", visit.text());
+    let uid = post(
+        addr,
+        s,
+        "/clicks",
+        r#"{"fbclid":"IwAR-check","campaign_name":"c1"}"#,
+    )
+    .await["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    post(
+        addr,
+        s,
+        "/bind",
+        &format!(r#"{{"uid":"{uid}","tg_id":4242}}"#),
+    )
+    .await;
+    for body in [
+        format!(r#"{{"event":"deposit","uid":"{uid}","eid":"order-1","value":"12.50"}}"#),
+        format!(r#"{{"event":"contact","uid":"{uid}"}}"#),
+        format!(r#"{{"event":"deposit","uid":"{uid}","value":"7"}}"#),
+        r#"{"event":"registration"}"#.to_owned(),
+    ] {
+        assert_queued(&send(addr, &Request::post("/events", Some(s), &body)).await);
+    }
+}
+
+/// A clean file, made by the server and stopped: the path to it.
+async fn clean_file(dir: &Path) -> PathBuf {
+    let (process, creds) = first_start(dir);
+    fill(process.addr, &creds).await;
+    // Through the running server: the invariants on a snapshot, no redb page check.
+    let (ok, through) = report(&run_check(&dir.join("t.redb"), None, false, dir));
+    assert!(ok, "{through}");
+    assert_eq!(through["findings"], serde_json::json!([]), "{through}");
+    assert_eq!(through["redb_integrity"], Value::Null, "{through}");
+    assert!(through["rows"].as_u64().unwrap() > 10, "{through}");
+    // --repair needs the server stopped, and says so.
+    let refused = run_check(&dir.join("t.redb"), None, true, dir);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("stop it"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    stop_cleanly(process);
+    dir.join("t.redb")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_file_passes_through_the_server_and_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = clean_file(dir.path()).await;
+    let (ok, offline) = report(&run_check(&data, None, false, dir.path()));
+    assert!(ok, "{offline}");
+    assert_eq!(offline["redb_integrity"], true, "{offline}");
+    assert_eq!(offline["findings"], serde_json::json!([]));
+}
+
+/// Damages a copy of `clean` with `damage`, and returns the checks before and after
+/// `--repair`, and the repair's own report.
+fn damage_and_check(
+    clean: &Path,
+    dir: &Path,
+    name: &str,
+    damage: impl FnOnce(&redb::WriteTransaction),
+) -> (Value, Value, Value) {
+    let path = dir.join(format!("{name}.redb"));
+    std::fs::copy(clean, &path).unwrap();
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        damage(&txn);
+        txn.commit().unwrap();
+    }
+    let (ok, before) = report(&run_check(&path, Some(&path), false, dir));
+    assert!(!ok, "{name}: check must fail: {before}");
+    let (_, repaired) = report(&run_check(&path, Some(&path), true, dir));
+    let (_, after) = report(&run_check(&path, Some(&path), false, dir));
+    (before, repaired, after)
+}
+
+// One clean file, damaged four ways in turn: each a copy, each checked, repaired, checked again.
+#[allow(clippy::too_many_lines)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_kind_of_damage_is_found_named_and_repaired_where_derivable() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = clean_file(dir.path()).await;
+
+    // An undecodable record: reported, not derivable, left for a person.
+    let (before, _, after) = damage_and_check(&clean, dir.path(), "undecodable", |txn| {
+        txn.open_table(INBOX)
+            .unwrap()
+            .insert((1, 3), [0xff_u8, 1, 2].as_slice())
+            .unwrap();
+    });
+    let f = findings(&before, "findings");
+    assert!(
+        f.iter().any(|(t, k, p, r)| t == "inbox"
+            && k == "space 1, inbox_id 3"
+            && p.contains("data file is damaged: event record")
+            && !r),
+        "{before}"
+    );
+    let left = findings(&after, "findings");
+    assert!(
+        left.iter()
+            .any(|(t, k, _, _)| t == "inbox" && k == "space 1, inbox_id 3"),
+        "--repair must not touch a record it cannot derive: {after}"
+    );
+    // The stats still count the event that no longer decodes: not rebuilt without it.
+    assert!(
+        left.iter().any(|(t, _, _, r)| t == "stats" && !r),
+        "{after}"
+    );
+
+    // An index entry without its row.
+    let (before, repaired, after) = damage_and_check(&clean, dir.path(), "orphan", |txn| {
+        txn.open_table(CLICKS_BY_TG)
+            .unwrap()
+            .insert((1, 777, "no-such-click"), ())
+            .unwrap();
+    });
+    let want = (
+        "clicks_by_tg".to_owned(),
+        "space 1, tg_id 777, uid no-such-click".to_owned(),
+        "names a click that does not exist".to_owned(),
+        true,
+    );
+    assert_eq!(
+        findings(&before, "findings"),
+        vec![want.clone()],
+        "{before}"
+    );
+    assert_eq!(findings(&repaired, "repaired"), vec![want], "{repaired}");
+    assert_eq!(after["findings"], serde_json::json!([]), "{after}");
+
+    // Rows without their index entries: the click's fbclid entry, the eid event's dedup entry.
+    let (before, _, after) = damage_and_check(&clean, dir.path(), "unindexed", |txn| {
+        let mut by_fbclid = txn.open_table(CLICKS_BY_FBCLID).unwrap();
+        let key = (1, tracker::domain::click::fbclid_key("IwAR-check"));
+        assert!(by_fbclid.remove(key).unwrap().is_some());
+        let mut dedup = txn.open_table(DEDUP).unwrap();
+        let first = dedup
+            .iter()
+            .unwrap()
+            .map(Result::unwrap)
+            .find(|(_, v)| v.value().0 == 1)
+            .map(|(k, _)| k.value())
+            .expect("the first event's dedup entry");
+        dedup.remove(first).unwrap();
+    });
+    let f = findings(&before, "findings");
+    assert!(
+        f.iter().any(|(t, k, p, r)| t == "clicks_by_fbclid"
+            && k == "space 1, fbclid IwAR-check"
+            && p.contains("missing from the fbclid index")
+            && *r),
+        "{before}"
+    );
+    assert!(
+        f.iter().any(|(t, _, p, r)| t == "dedup"
+            && p.contains("space 1, inbox_id 1 has no dedup entry")
+            && *r),
+        "{before}"
+    );
+    assert_eq!(after["findings"], serde_json::json!([]), "{after}");
+
+    // Wrong counters: inbox_seq behind the inbox, a stats row that counts too many clicks.
+    let (before, _, after) = damage_and_check(&clean, dir.path(), "counters", |txn| {
+        txn.open_table(META)
+            .unwrap()
+            .insert(META_INBOX_SEQ, 1)
+            .unwrap();
+        let mut stats = txn.open_table(STATS).unwrap();
+        let (key, mut record) = {
+            let (k, v) = stats.first().unwrap().expect("a stats row");
+            let record: tracker::storage::records::StatsRecord =
+                tracker::storage::records::decode(v.value()).unwrap();
+            let (s, d, g, h) = k.value();
+            ((s, d, g.to_owned(), h), record)
+        };
+        record.clicks += 99;
+        stats
+            .insert(
+                (key.0, key.1, key.2.as_str(), key.3),
+                tracker::storage::records::encode(&record).as_slice(),
+            )
+            .unwrap();
+    });
+    let f = findings(&before, "findings");
+    assert!(
+        f.iter().any(|(t, k, p, r)| t == "meta"
+            && k == "inbox_seq"
+            && p.contains("inbox_seq is 1 but inbox_id 4 exists")
+            && *r),
+        "{before}"
+    );
+    assert!(
+        f.iter()
+            .any(|(t, _, p, r)| t == "stats" && p.contains("but the file counts") && *r),
+        "{before}"
+    );
+    assert_eq!(after["findings"], serde_json::json!([]), "{after}");
+    // The repaired file serves, and its next event does not reuse an id.
+    let repaired_dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        dir.path().join("counters.redb"),
+        repaired_dir.path().join("t.redb"),
+    )
+    .unwrap();
+    let process = crate::support::TrackerProcess::start(repaired_dir.path());
+    stop_cleanly(process);
+    let db = redb::Database::open(repaired_dir.path().join("t.redb")).unwrap();
+    let seq = db
+        .begin_read()
+        .unwrap()
+        .open_table(META)
+        .unwrap()
+        .get(META_INBOX_SEQ)
+        .unwrap()
+        .unwrap()
+        .value();
+    assert_eq!(seq, 4);
+}
