@@ -22,12 +22,15 @@ use crate::domain::rate::{Limiter, SpaceLimiter};
 use crate::domain::rejection::Rejection;
 use crate::domain::stats::{Dimension, GroupStats};
 use crate::error::{Code, Error};
+use crate::metrics::{EventStatus, Metrics};
 use crate::storage::Store;
 
 pub struct App {
     pub store: Arc<Store>,
     pub settings: Settings,
     pub clock: Arc<dyn Clock>,
+    /// Requests, events and clicks counted for `/metrics` (the writer counts its own).
+    pub metrics: Arc<Metrics>,
     rules: EventRules,
     dedup_window_ms: u64,
     limiter: SpaceLimiter,
@@ -76,6 +79,7 @@ impl App {
             dedup_window_ms: settings.dedup_window_ms(),
             limiter: SpaceLimiter::new(settings.rate_limit),
             address_limiter: Limiter::new(settings.address_rate_limit),
+            metrics: Arc::new(Metrics::default()),
             store,
             settings,
             clock,
@@ -252,10 +256,13 @@ impl App {
         }
         let click = link::visit_click(&link, raw_query, self.now_ms());
         match self.store.link_click(slug.to_owned(), click).await {
-            Ok(outcome) => Ok(Visit::Clicked {
-                link,
-                uid: outcome.uid,
-            }),
+            Ok(outcome) => {
+                self.metrics.click();
+                Ok(Visit::Clicked {
+                    link,
+                    uid: outcome.uid,
+                })
+            }
             // Deleted between the look-up and the write.
             Err(e) if e.code == Code::NotFound => Ok(Visit::Gone),
             Err(e) => Err(e),
@@ -293,6 +300,18 @@ impl App {
         })
     }
 
+    /// Counts how an authenticated event request ended, for `/metrics`; a dry run stored
+    /// nothing and is not counted when it succeeds.
+    pub fn count_event(&self, result: &Result<EventResult, Error>) {
+        let status = match result {
+            Ok(r) if r.dry_run => return,
+            Ok(r) if r.duplicate => EventStatus::Duplicate,
+            Ok(_) => EventStatus::Queued,
+            Err(_) => EventStatus::Rejected,
+        };
+        self.metrics.event(status);
+    }
+
     /// Back-fills a click from a `POST /clicks` body.
     pub async fn back_fill_click(
         &self,
@@ -300,7 +319,11 @@ impl App {
         body: &[u8],
     ) -> Result<ClickOutcome, Error> {
         let click = NewClick::from_json(body, self.now_ms())?;
-        self.store.back_fill_click(space.no, click).await
+        let outcome = self.store.back_fill_click(space.no, click).await?;
+        if outcome.created {
+            self.metrics.click();
+        }
+        Ok(outcome)
     }
 
     /// Binds a click to a Telegram user, first binding wins.

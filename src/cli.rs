@@ -637,14 +637,26 @@ fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResult {
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", settings.listen))?;
         let addr = listener.local_addr()?;
-        out.listening(addr, admin_password.as_deref());
+        let metrics = match settings.metrics_listen {
+            Some(at) => Some(
+                tokio::net::TcpListener::bind(at)
+                    .await
+                    .map_err(|e| format!("cannot listen for metrics on {at}: {e}"))?,
+            ),
+            None => None,
+        };
+        let metrics_addr = metrics
+            .as_ref()
+            .map(tokio::net::TcpListener::local_addr)
+            .transpose()?;
+        out.listening(addr, metrics_addr, admin_password.as_deref());
         // The bound address (a port of 0 is chosen now): what `public_url` defaults to.
         let settings = Settings {
             listen: addr,
             ..settings
         };
         let app = Arc::new(App::new(settings, store, clock));
-        server::serve(app, listener, shutdown).await?;
+        server::serve_with_metrics(app, listener, metrics, shutdown).await?;
         Ok(())
     })
 }
@@ -895,14 +907,24 @@ impl Output {
 
     /// The ready line; with the admin page's password when this start generated it (a new data
     /// file, or one from before the admin page), the only time it is shown.
-    fn listening(self, addr: std::net::SocketAddr, admin_password: Option<&str>) {
+    fn listening(
+        self,
+        addr: std::net::SocketAddr,
+        metrics: Option<std::net::SocketAddr>,
+        admin_password: Option<&str>,
+    ) {
         #[derive(Serialize)]
         struct Listening<'a> {
             listening: String,
             #[serde(skip_serializing_if = "Option::is_none")]
+            metrics: Option<String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             admin_password: Option<&'a str>,
         }
         let mut text = format!("listening on http://{addr}");
+        if let Some(metrics) = metrics {
+            let _ = write!(text, "\nmetrics on http://{metrics}/metrics");
+        }
         if let Some(password) = admin_password {
             let _ = write!(
                 text,
@@ -913,6 +935,7 @@ impl Output {
         self.print(
             &Listening {
                 listening: addr.to_string(),
+                metrics: metrics.map(|m| m.to_string()),
                 admin_password,
             },
             &text,

@@ -48,6 +48,8 @@ pub struct Settings {
     pub link_preview_agents: Vec<String>,
     /// Connections (CONTRACT section 14): see `server.rs`.
     pub connections: ConnectionLimits,
+    /// Where `GET /metrics` is served (CONTRACT section 13); `None`: nowhere (the default).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// How long a client may take, and how many may be connected (CONTRACT section 14).
@@ -92,6 +94,7 @@ struct RawSettings {
     idle_timeout: Option<String>,
     shutdown_timeout: Option<String>,
     max_connections: Option<u32>,
+    metrics_listen: Option<String>,
 }
 
 /// Keys whose environment value is an integer; every other key's value is a string.
@@ -103,7 +106,7 @@ const INTEGER_KEYS: [&str; 6] = [
     "address_rate_burst",
     "max_connections",
 ];
-const KEYS: [&str; 22] = [
+const KEYS: [&str; 23] = [
     "listen",
     "data",
     "default_currency",
@@ -126,6 +129,7 @@ const KEYS: [&str; 22] = [
     "idle_timeout",
     "shutdown_timeout",
     "max_connections",
+    "metrics_listen",
 ];
 
 /// Values given on the command line, the top layer.
@@ -346,6 +350,15 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
             "`public_url` must be an http:// or https:// address such as \"https://t.example.com\", got {public_url:?}"
         )));
     }
+    let metrics_listen = match raw.metrics_listen.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(text.parse().map_err(|_| {
+            ConfigError(format!(
+                "`metrics_listen` must be an address and port such as 127.0.0.1:9464, or \"\" \
+                 for none, got {text:?}"
+            ))
+        })?),
+    };
     let link_preview_agents = raw
         .link_preview_agents
         .unwrap_or_else(|| crate::domain::link::DEFAULT_PREVIEW_AGENTS.to_owned())
@@ -383,6 +396,7 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         public_url: public_url.trim_end_matches('/').to_owned(),
         link_preview_agents,
         connections: connection_limits(&raw_connections)?,
+        metrics_listen,
     })
 }
 
@@ -666,6 +680,18 @@ mod tests {
         assert!(one("max_connections = 1000001").is_err());
         let s = load_text("", &[("TRACKER_MAX_CONNECTIONS", "12")], Flags::default()).unwrap();
         assert_eq!(s.connections.max_connections, 12);
+    }
+
+    #[test]
+    fn metrics_listen_is_off_unless_given() {
+        assert_eq!(
+            load_text("", &[], Flags::default()).unwrap().metrics_listen,
+            None
+        );
+        let s = load_text("metrics_listen = \"127.0.0.1:9464\"", &[], Flags::default()).unwrap();
+        assert_eq!(s.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        let e = load_text("metrics_listen = \"9464\"", &[], Flags::default()).unwrap_err();
+        assert!(e.0.contains("metrics_listen"), "{e}");
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //!   reader threads (`reader.rs`); the file backend that tells a failed write from a failed
 //!   flush in `file.rs`. Never knows about HTTP.
 //! - [`config`], [`cli`], [`server`], [`clock`]: settings, the command line, the serve loop, and
-//!   an injectable clock.
+//!   an injectable clock. [`metrics`]: the counters of `/metrics` (atomics, counted where things
+//!   happen) and their Prometheus text, served on `metrics_listen` by `server`.
 //!
 //! A request flows: route → handler → [`app::App`] (authenticate, validate with `domain`) →
 //! a [`storage::Store`] method → commit loop → one write transaction per batch → fsync → answer.
@@ -44,5 +45,6 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod metrics;
 pub mod server;
 pub mod storage;

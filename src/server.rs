@@ -26,6 +26,7 @@ use warp::reply::Response;
 use crate::app::App;
 use crate::config::ConnectionLimits;
 use crate::http::connection::{self, ConnectionStats};
+use crate::metrics::{self, Metrics};
 use crate::storage::{Health, StoreError};
 use crate::{admin_socket, http};
 
@@ -42,6 +43,17 @@ const RESERVED_FDS: u64 = 64;
 pub async fn serve(
     app: Arc<App>,
     listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StoreError> {
+    serve_with_metrics(app, listener, None, shutdown).await
+}
+
+/// [`serve`], and `GET /metrics` on `metrics` (bound by the caller from `metrics_listen`) until
+/// the main listener has stopped.
+pub async fn serve_with_metrics(
+    app: Arc<App>,
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StoreError> {
     let socket_path = admin_socket::socket_path(&app.settings.data);
@@ -71,7 +83,28 @@ pub async fn serve(
     };
     let mut limits = app.settings.connections;
     limits.max_connections = fit_open_files_limit(limits.max_connections);
-    serve_connections(routes, listener, limits, stop).await;
+    let (stopped, stopped_rx) = watch::channel(false);
+    let scrapes = metrics.map(|metrics_listener| {
+        let routes = metrics_routes(&app);
+        let mut stopped_rx = stopped_rx;
+        let scrape_limits = ConnectionLimits {
+            max_connections: 16,
+            ..limits
+        };
+        tokio::spawn(serve_connections(
+            routes,
+            metrics_listener,
+            scrape_limits,
+            async move {
+                let _ = stopped_rx.wait_for(|s| *s).await;
+            },
+        ))
+    });
+    serve_counted(routes, listener, limits, stop, Some(app.metrics.clone())).await;
+    stopped.send_replace(true);
+    if let Some(scrapes) = scrapes {
+        let _ = scrapes.await;
+    }
     drop(socket);
     tracing::info!("stopped accepting; committing and closing the data file");
     let store = app.store.clone();
@@ -93,6 +126,43 @@ pub async fn serve_connections<F>(
     listener: TcpListener,
     limits: ConnectionLimits,
     stop: impl Future<Output = ()>,
+) where
+    F: Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static,
+{
+    serve_counted(routes, listener, limits, stop, None).await;
+}
+
+/// The listener of `/metrics`: that one path, and the JSON error body for any other.
+fn metrics_routes(
+    app: &Arc<App>,
+) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
+    let data = (!app.store.is_ephemeral()).then(|| app.settings.data.clone());
+    let registry = Arc::new(metrics::registry(
+        app.metrics.clone(),
+        app.store.writer_metrics().clone(),
+        data,
+    ));
+    warp::path!("metrics")
+        .and(warp::get())
+        .map(move || {
+            let mut response = Response::new(metrics::render(&registry).into());
+            response.headers_mut().insert(
+                warp::http::header::CONTENT_TYPE,
+                warp::http::HeaderValue::from_static(metrics::CONTENT_TYPE),
+            );
+            response
+        })
+        .recover(http::respond::recover)
+        .unify()
+}
+
+/// [`serve_connections`], counting every answer in `metrics` when given.
+async fn serve_counted<F>(
+    routes: F,
+    listener: TcpListener,
+    limits: ConnectionLimits,
+    stop: impl Future<Output = ()>,
+    metrics: Option<Arc<Metrics>>,
 ) where
     F: Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static,
 {
@@ -122,8 +192,9 @@ pub async fn serve_connections<F>(
         stats.accepted.fetch_add(1, Ordering::Relaxed);
         while connections.try_join_next().is_some() {}
         let (routes, closing, stats) = (routes.clone(), closing_rx.clone(), stats.clone());
+        let metrics = metrics.clone();
         connections.spawn(async move {
-            connection::serve(stream, addr, routes, limits, closing, stats).await;
+            connection::serve(stream, addr, routes, limits, closing, stats, metrics).await;
             drop(permit);
         });
     }

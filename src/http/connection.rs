@@ -50,6 +50,7 @@ use warp::reply::Response;
 use crate::config::ConnectionLimits;
 use crate::error::{Code, Error};
 use crate::http::respond::{self, Auth};
+use crate::metrics::Metrics;
 
 /// The address of the client at the other end of the TCP connection (before any proxy header),
 /// put into every request's extensions.
@@ -173,6 +174,7 @@ pub async fn serve<F>(
     limits: ConnectionLimits,
     mut closing: watch::Receiver<bool>,
     stats: Arc<ConnectionStats>,
+    metrics: Option<Arc<Metrics>>,
 ) where
     F: Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static,
 {
@@ -189,6 +191,7 @@ pub async fn serve<F>(
         phase: phase.clone(),
         addr,
         stats: stats.clone(),
+        metrics,
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -245,6 +248,8 @@ struct Handler<S> {
     phase: Arc<Phase>,
     addr: SocketAddr,
     stats: Arc<ConnectionStats>,
+    /// Where each answer is counted, by route and status (`None`: not counted).
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl<S> hyper::service::Service<Request<Incoming>> for Handler<S>
@@ -259,8 +264,19 @@ where
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         self.phase.serving(!req.body().is_end_stream());
         let phase = self.phase.clone();
+        let started = Instant::now();
+        let counted = self
+            .metrics
+            .clone()
+            .map(|m| (m, crate::http::route_of(req.method(), req.uri().path())));
+        let count = move |response: &Response| {
+            if let Some((metrics, route)) = &counted {
+                metrics.request(*route, response.status().as_u16(), started.elapsed());
+            }
+        };
         if let Some(refused) = refuse_before_routing(&req) {
             phase.answered();
+            count(&refused);
             return Box::pin(std::future::ready(Ok(refused)));
         }
         let path = req.uri().path().to_owned();
@@ -294,6 +310,7 @@ where
                     .insert(header::ALLOW, HeaderValue::from_static(allow));
             }
             phase.answered();
+            count(&response);
             Ok(response)
         })
     }

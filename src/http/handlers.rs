@@ -244,9 +244,13 @@ where
         length,
         body,
         |app, space, body| async move {
-            let input = EventInput::from_json(&body)?;
-            let result = app.record_event(&space, input, &POST_NAMES).await?;
-            Ok(respond::json(StatusCode::OK, &EventAnswer::from(result)))
+            let result = async {
+                let input = EventInput::from_json(&body)?;
+                app.record_event(&space, input, &POST_NAMES).await
+            }
+            .await;
+            app.count_event(&result);
+            Ok(respond::json(StatusCode::OK, &EventAnswer::from(result?)))
         },
     )
     .await
@@ -259,8 +263,12 @@ pub async fn get_e(app: Arc<App>, query: String) -> Response {
     let result = async {
         let q = Query::parse(&query);
         let space = access.authenticate(&app, Presented::IngestToken(q.get("token")))?;
-        let input = EventInput::from_query(&q)?;
-        let result = app.record_event(&space, input, &GET_NAMES).await?;
+        let result = match EventInput::from_query(&q) {
+            Ok(input) => app.record_event(&space, input, &GET_NAMES).await,
+            Err(e) => Err(e),
+        };
+        app.count_event(&result);
+        let result = result?;
         Result::<_, Error>::Ok(match q.get("return") {
             Some(text) => respond::text(text.to_owned()),
             None => respond::json(StatusCode::OK, &EventAnswer::from(result)),

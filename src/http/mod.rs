@@ -33,6 +33,7 @@ use warp::Filter;
 use warp::reply::Response;
 
 use crate::app::App;
+use crate::metrics::Route;
 use connection::ClientAddr;
 
 /// Every route of the tracker, with unmatched requests turned into the JSON error body.
@@ -216,6 +217,34 @@ fn client_ip(
                 peer.map(|p| app.client_ip(p.0.ip(), forwarded.as_deref()))
             },
         )
+}
+
+/// The route a request is counted under in `/metrics`: one of a fixed set, never the raw path,
+/// so that no client can grow the number of series.
+#[must_use]
+pub fn route_of(method: &warp::http::Method, path: &str) -> Route {
+    use warp::http::Method;
+    let get = method == Method::GET || method == Method::HEAD;
+    let post = method == Method::POST;
+    match path {
+        "/healthz" if get => Route::Healthz,
+        "/events" if post => Route::PostEvents,
+        "/events" if get => Route::GetEvents,
+        "/e" if get => Route::GetE,
+        "/clicks" if post => Route::PostClicks,
+        "/bind" if post => Route::PostBind,
+        "/bind" if get => Route::GetBind,
+        "/events/wait" if get => Route::EventsWait,
+        "/stats" if get => Route::Stats,
+        "/rejections" if get => Route::Rejections,
+        "/links" if post => Route::PostLinks,
+        "/links" if get => Route::GetLinks,
+        "/openapi.json" if get => Route::OpenApi,
+        p if p.starts_with("/links/") && method == Method::DELETE => Route::DeleteLink,
+        p if p.starts_with("/l/") && get => Route::Visit,
+        p if p == "/admin" || p.starts_with("/admin/") => Route::Admin,
+        _ => Route::Other,
+    }
 }
 
 /// The methods each path takes: the `Allow` header of a `405` (`connection.rs`). A test tries

@@ -34,6 +34,7 @@ use crate::domain::keyring::Keyring;
 use crate::domain::link::Directory;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
+use crate::metrics::WriterMetrics;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fault::FaultSwitch;
 use crate::storage::file::FlushFailed;
@@ -186,6 +187,7 @@ pub(super) struct Writer {
     last_flush: Instant,
     /// Set while commits fail and the disk may recover.
     failing: Option<Failing>,
+    metrics: Arc<WriterMetrics>,
 }
 
 /// What a committed batch changed that the server keeps in memory.
@@ -214,6 +216,7 @@ pub(super) struct Shared {
     pub(super) health: Arc<watch::Sender<Health>>,
     pub(super) rejections: Arc<RejectionQueue>,
     pub(super) committed: Arc<watch::Sender<u64>>,
+    pub(super) metrics: Arc<WriterMetrics>,
 }
 
 impl Writer {
@@ -245,6 +248,7 @@ impl Writer {
             committed: shared.committed,
             last_flush: Instant::now(),
             failing: None,
+            metrics: shared.metrics,
         }
     }
 
@@ -276,7 +280,10 @@ impl Writer {
             let mut next = Some(first);
             while let Some(message) = next.take() {
                 match message {
-                    Message::Job(job) => batch.push(job),
+                    Message::Job(job) => {
+                        self.metrics.queued.fetch_sub(1, Ordering::Relaxed);
+                        batch.push(job);
+                    }
                     Message::Wake => {}
                     // Anything after `Stop` was sent after `close()`: it is dropped, and its
                     // caller sees the writer gone.
@@ -327,6 +334,7 @@ impl Writer {
         let pending = pending.read().unwrap_or_else(PoisonError::into_inner);
         let rejections = self.rejections.take();
         let rejected = rejections.len() as u64;
+        let started = Instant::now();
         let result = (|| -> Result<(Changed, _, u64), StoreError> {
             let txn = db.begin_write()?;
             let (changed, change, inbox_seq) = {
@@ -356,6 +364,12 @@ impl Writer {
         drop(pending);
         match result {
             Ok((changed, change, inbox_seq)) => {
+                self.metrics
+                    .commit_seconds
+                    .observe_duration(started.elapsed());
+                if !batch.is_empty() {
+                    self.metrics.batch_size.observe(batch.len() as u64);
+                }
                 self.committed(&db, changed, change, inbox_seq, flush_last_used);
                 for job in batch.drain(..) {
                     job.answer(true);

@@ -24,6 +24,7 @@ pub mod schema;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
@@ -42,6 +43,7 @@ use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredent
 use crate::domain::rejection::Rejection;
 use crate::domain::stats::{Dimension, GroupStats};
 use crate::error::Error;
+use crate::metrics::WriterMetrics;
 use commit::{Message, RejectionQueue, Write};
 use dedup_buffer::DedupBuffer;
 use fault::FaultSwitch;
@@ -199,6 +201,8 @@ pub struct Store {
     writer: Mutex<Option<JoinHandle<()>>>,
     path: PathBuf,
     ephemeral: bool,
+    /// Queue depth, batch sizes and commit times, for `/metrics`.
+    writer_metrics: Arc<WriterMetrics>,
 }
 
 impl Store {
@@ -224,6 +228,7 @@ impl Store {
         let health = Arc::new(watch::Sender::new(Health::Serving));
         let rejections = Arc::new(RejectionQueue::default());
         let committed = Arc::new(watch::Sender::new(0));
+        let writer_metrics = Arc::new(WriterMetrics::default());
         let (writes, queue) = mpsc::sync_channel(options.queue_capacity);
         let commit_loop = commit::Writer::new(
             path.to_owned(),
@@ -239,6 +244,7 @@ impl Store {
                 health: health.clone(),
                 rejections: rejections.clone(),
                 committed: committed.clone(),
+                metrics: writer_metrics.clone(),
             },
         );
         let thread_health = health.clone();
@@ -271,6 +277,7 @@ impl Store {
                 writer: Mutex::new(Some(handle)),
                 path: path.to_owned(),
                 ephemeral: options.ephemeral,
+                writer_metrics,
             },
             created,
         ))
@@ -290,6 +297,12 @@ impl Store {
     #[must_use]
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What the writer counts, for `/metrics`.
+    #[must_use]
+    pub fn writer_metrics(&self) -> &Arc<WriterMetrics> {
+        &self.writer_metrics
     }
 
     /// Whether the data lives in memory only (`serve --ephemeral`).
@@ -558,10 +571,18 @@ impl Store {
     ) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
         let message = Message::Job(Box::new(Write::new(op, reply)));
+        // Counted before the send: the writer may take the job before `try_send` returns.
+        let queued = &self.writer_metrics.queued;
+        queued.fetch_add(1, Ordering::Relaxed);
         match self.writes.try_send(message) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err(StoreError::Busy.into()),
-            Err(TrySendError::Disconnected(_)) => return Err(self.gone()),
+            Err(e) => {
+                queued.fetch_sub(1, Ordering::Relaxed);
+                return Err(match e {
+                    TrySendError::Full(_) => StoreError::Busy.into(),
+                    TrySendError::Disconnected(_) => self.gone(),
+                });
+            }
         }
         answer.await.map_err(|_| self.gone())?
     }

@@ -19,5 +19,6 @@ mod events;
 mod fixtures;
 mod hostile;
 mod links;
+mod metrics;
 mod read;
 mod support;

@@ -626,6 +626,8 @@ pub struct FirstStart {
 pub struct TrackerProcess {
     pub child: Child,
     pub addr: SocketAddr,
+    /// Where `/metrics` is served, when `metrics_listen` is set.
+    pub metrics: Option<SocketAddr>,
     /// `Some` only on the first start of a data file.
     pub created: Option<FirstStart>,
     /// The admin page's password, printed with the address when this start generated it.
@@ -687,7 +689,7 @@ impl TrackerProcess {
         });
         let deadline = Instant::now() + IO_TIMEOUT;
         let mut created = None;
-        let (addr, admin_password) = loop {
+        let (addr, metrics, admin_password) = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let Ok(line) = lines.recv_timeout(left) else {
                 let _ = child.kill();
@@ -701,13 +703,21 @@ impl TrackerProcess {
                 .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
             if let Some(listening) = value["listening"].as_str() {
                 let password = value["admin_password"].as_str().map(str::to_owned);
-                break (listening.parse().expect("listening address"), password);
+                let metrics = value["metrics"]
+                    .as_str()
+                    .map(|m| m.parse().expect("metrics address"));
+                break (
+                    listening.parse().expect("listening address"),
+                    metrics,
+                    password,
+                );
             }
             created = Some(serde_json::from_value(value).expect("first-start credentials"));
         };
         TrackerProcess {
             child,
             addr,
+            metrics,
             created,
             admin_password,
             stderr_path,

@@ -1,0 +1,393 @@
+//! Operational metrics (CONTRACT section 13): counted with plain atomics where they happen,
+//! written out in the Prometheus text format by `prometheus-client` only when `/metrics` is
+//! scraped, on a listener of their own (`metrics_listen`, off by default), never the public one.
+//!
+//! Why not the crate's own `Family` and `Histogram` types: a family looks its label set up in a
+//! locked map, and a histogram takes a lock per observation. Here every label set is known at
+//! start (a fixed list of routes and of status codes), so each series is an atomic in an array,
+//! the hot path never locks or allocates, and cardinality is bounded by construction. The crate
+//! does what it is good at: the exposition format, through a [`Collector`].
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::{Registry, Unit};
+
+/// The routes requests are counted under: the label `route`, never the raw path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    Healthz,
+    PostEvents,
+    GetE,
+    PostClicks,
+    PostBind,
+    GetBind,
+    GetEvents,
+    EventsWait,
+    Stats,
+    Rejections,
+    PostLinks,
+    GetLinks,
+    DeleteLink,
+    Visit,
+    Admin,
+    OpenApi,
+    /// No route: an unknown path, a method a path does not take, a head refused before routing.
+    Other,
+}
+
+impl Route {
+    pub const ALL: [Route; 17] = [
+        Route::Healthz,
+        Route::PostEvents,
+        Route::GetE,
+        Route::PostClicks,
+        Route::PostBind,
+        Route::GetBind,
+        Route::GetEvents,
+        Route::EventsWait,
+        Route::Stats,
+        Route::Rejections,
+        Route::PostLinks,
+        Route::GetLinks,
+        Route::DeleteLink,
+        Route::Visit,
+        Route::Admin,
+        Route::OpenApi,
+        Route::Other,
+    ];
+
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Route::Healthz => "GET /healthz",
+            Route::PostEvents => "POST /events",
+            Route::GetE => "GET /e",
+            Route::PostClicks => "POST /clicks",
+            Route::PostBind => "POST /bind",
+            Route::GetBind => "GET /bind",
+            Route::GetEvents => "GET /events",
+            Route::EventsWait => "GET /events/wait",
+            Route::Stats => "GET /stats",
+            Route::Rejections => "GET /rejections",
+            Route::PostLinks => "POST /links",
+            Route::GetLinks => "GET /links",
+            Route::DeleteLink => "DELETE /links/{slug}",
+            Route::Visit => "GET /l/{slug}",
+            Route::Admin => "/admin",
+            Route::OpenApi => "GET /openapi.json",
+            Route::Other => "other",
+        }
+    }
+}
+
+/// The HTTP statuses the tracker answers, each its own series; any other is counted as `other`.
+const STATUSES: [u16; 20] = [
+    200, 201, 204, 302, 303, 304, 400, 401, 403, 404, 405, 409, 410, 413, 414, 422, 429, 431, 500,
+    503,
+];
+const STATUS_SLOTS: usize = STATUSES.len() + 1;
+
+fn status_slot(status: u16) -> usize {
+    STATUSES
+        .iter()
+        .position(|&s| s == status)
+        .unwrap_or(STATUSES.len())
+}
+
+/// A histogram of atomics: a count per bucket (not cumulative; summed at scrape), the count and
+/// the sum, in integer units (`scale` of them make one of the exposed unit).
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [u64],
+    scale: f64,
+    buckets: Box<[AtomicU64]>,
+    count: AtomicU64,
+    sum: AtomicU64,
+}
+
+/// Request latency bounds in microseconds: 0.5 ms to 10 s.
+const LATENCY_US: &[u64] = &[
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    2_500_000, 5_000_000, 10_000_000,
+];
+/// Requests in one write transaction (the writer takes at most 4096).
+const BATCH_SIZES: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+
+impl Histogram {
+    #[must_use]
+    pub fn new(bounds: &'static [u64], scale: f64) -> Histogram {
+        Histogram {
+            bounds,
+            scale,
+            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+        }
+    }
+
+    /// Durations in seconds, kept in microseconds.
+    #[must_use]
+    pub fn seconds() -> Histogram {
+        Histogram::new(LATENCY_US, 1e6)
+    }
+
+    /// Writer batches: how many requests each transaction served.
+    #[must_use]
+    pub fn batch_sizes() -> Histogram {
+        Histogram::new(BATCH_SIZES, 1.0)
+    }
+
+    pub fn observe(&self, value: u64) {
+        let slot = self
+            .bounds
+            .iter()
+            .position(|&b| value <= b)
+            .unwrap_or(self.bounds.len());
+        self.buckets[slot].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(value, Ordering::Relaxed);
+    }
+
+    pub fn observe_duration(&self, d: Duration) {
+        self.observe(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    }
+
+    #[must_use]
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> std::fmt::Result {
+        // Each bucket's own count: the encoder sums them into the cumulative `le` buckets.
+        let mut count = 0;
+        let mut buckets = Vec::with_capacity(self.buckets.len());
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            let n = bucket.load(Ordering::Relaxed);
+            count += n;
+            let bound = self
+                .bounds
+                .get(i)
+                .map_or(f64::INFINITY, |&b| b as f64 / self.scale);
+            buckets.push((bound, n));
+        }
+        // The count is the buckets' total, so a scrape between two increments stays consistent.
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            self.sum.load(Ordering::Relaxed) as f64 / self.scale,
+            count,
+            &buckets,
+            None,
+        )
+    }
+}
+
+/// What the writer thread counts (`storage::commit`); the store shares it with the metrics.
+#[derive(Debug)]
+pub struct WriterMetrics {
+    /// Requests handed to the writer and not yet taken into a batch.
+    pub queued: AtomicI64,
+    pub batch_size: Histogram,
+    pub commit_seconds: Histogram,
+}
+
+impl Default for WriterMetrics {
+    fn default() -> Self {
+        WriterMetrics {
+            queued: AtomicI64::new(0),
+            batch_size: Histogram::batch_sizes(),
+            commit_seconds: Histogram::seconds(),
+        }
+    }
+}
+
+/// How an event request ended: the label `status` of `tracker_events`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventStatus {
+    Queued,
+    Duplicate,
+    /// Authenticated, and refused (invalid input, a storage failure).
+    Rejected,
+}
+
+/// Every series the tracker counts, but the writer's.
+#[derive(Debug)]
+pub struct Metrics {
+    requests: Box<[[AtomicU64; STATUS_SLOTS]]>,
+    latency: Box<[Histogram]>,
+    events: [AtomicU64; 3],
+    clicks: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: Route::ALL
+                .iter()
+                .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+                .collect(),
+            latency: Route::ALL.iter().map(|_| Histogram::seconds()).collect(),
+            events: std::array::from_fn(|_| AtomicU64::new(0)),
+            clicks: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    /// One answered request.
+    pub fn request(&self, route: Route, status: u16, took: Duration) {
+        let r = route as usize;
+        self.requests[r][status_slot(status)].fetch_add(1, Ordering::Relaxed);
+        self.latency[r].observe_duration(took);
+    }
+
+    pub fn event(&self, status: EventStatus) {
+        self.events[status as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A new click was stored (a back-fill that created one, a tracking-link visit).
+    pub fn click(&self) {
+        self.clicks.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What one scrape reads: the counters, the writer's, and the data file's size.
+#[derive(Debug)]
+struct Scrape {
+    metrics: Arc<Metrics>,
+    writer: Arc<WriterMetrics>,
+    /// `None` for an ephemeral store: there is no file.
+    data: Option<PathBuf>,
+}
+
+fn labels<const N: usize>(
+    pairs: [(&'static str, Cow<'static, str>); N],
+) -> [(&'static str, Cow<'static, str>); N] {
+    pairs
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let m = &self.metrics;
+        let mut requests = encoder.encode_descriptor(
+            "tracker_http_requests",
+            "HTTP requests answered, by route and status code.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (route, counts) in Route::ALL.iter().zip(m.requests.iter()) {
+            for (slot, count) in counts.iter().enumerate() {
+                let n = count.load(Ordering::Relaxed);
+                if n == 0 {
+                    continue;
+                }
+                let status = STATUSES
+                    .get(slot)
+                    .map_or(Cow::Borrowed("other"), |s| Cow::Owned(s.to_string()));
+                let set = labels([("route", Cow::Borrowed(route.label())), ("status", status)]);
+                ConstCounter::new(n).encode(requests.encode_family(&set)?)?;
+            }
+        }
+        let mut latency = encoder.encode_descriptor(
+            "tracker_http_request_duration",
+            "Time from a request's head to its answer, by route.",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (route, histogram) in Route::ALL.iter().zip(m.latency.iter()) {
+            if histogram.count() == 0 {
+                continue;
+            }
+            let set = labels([("route", Cow::Borrowed(route.label()))]);
+            histogram.encode(latency.encode_family(&set)?)?;
+        }
+        let mut events = encoder.encode_descriptor(
+            "tracker_events",
+            "Event requests (POST /events, GET /e) by outcome: queued (new, stored), duplicate, \
+             or rejected (authenticated and refused). Dry runs are not counted.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (name, count) in ["queued", "duplicate", "rejected"].iter().zip(&m.events) {
+            let set = labels([("status", Cow::Borrowed(*name))]);
+            ConstCounter::new(count.load(Ordering::Relaxed)).encode(events.encode_family(&set)?)?;
+        }
+        ConstCounter::new(m.clicks.load(Ordering::Relaxed)).encode(encoder.encode_descriptor(
+            "tracker_clicks",
+            "New clicks stored: back-fills that created one, and tracking-link visits.",
+            None,
+            MetricType::Counter,
+        )?)?;
+        let w = &self.writer;
+        w.batch_size.encode(encoder.encode_descriptor(
+            "tracker_writer_batch_size",
+            "Requests committed by one write transaction (group commit).",
+            None,
+            MetricType::Histogram,
+        )?)?;
+        w.commit_seconds.encode(encoder.encode_descriptor(
+            "tracker_writer_commit_duration",
+            "Time of one write transaction, from its start to its commit with fsync.",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?)?;
+        ConstGauge::new(w.queued.load(Ordering::Relaxed).max(0)).encode(
+            encoder.encode_descriptor(
+                "tracker_writer_queue_depth",
+                "Write requests waiting for the writer.",
+                None,
+                MetricType::Gauge,
+            )?,
+        )?;
+        if let Some(path) = &self.data {
+            let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+            ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX)).encode(
+                encoder.encode_descriptor(
+                    "tracker_data_file_size",
+                    "Size of the data file.",
+                    Some(&Unit::Bytes),
+                    MetricType::Gauge,
+                )?,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The registry a scrape encodes.
+#[must_use]
+pub fn registry(
+    metrics: Arc<Metrics>,
+    writer: Arc<WriterMetrics>,
+    data: Option<PathBuf>,
+) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Scrape {
+        metrics,
+        writer,
+        data,
+    }));
+    registry
+}
+
+/// The text of one scrape, in the OpenMetrics text format (what Prometheus asks for first; it
+/// reads the plain Prometheus text format too).
+#[must_use]
+pub fn render(registry: &Registry) -> String {
+    let mut out = String::new();
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, registry) {
+        tracing::error!(error = %e, "encoding the metrics");
+    }
+    out
+}
+
+/// The content type of [`render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
