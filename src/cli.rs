@@ -914,7 +914,7 @@ impl Output {
         admin_password: Option<&str>,
     ) {
         #[derive(Serialize)]
-        struct Listening<'a> {
+        struct ReadyLine<'a> {
             listening: String,
             #[serde(skip_serializing_if = "Option::is_none")]
             metrics: Option<String>,
@@ -933,7 +933,7 @@ impl Output {
             );
         }
         self.print(
-            &Listening {
+            &ReadyLine {
                 listening: addr.to_string(),
                 metrics: metrics.map(|m| m.to_string()),
                 admin_password,

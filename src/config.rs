@@ -366,14 +366,7 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         .map(|a| a.trim().to_owned())
         .filter(|a| !a.is_empty())
         .collect();
-    let trusted_proxies = raw
-        .trusted_proxies
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .map(|a| Cidr::parse(a).map_err(|e| ConfigError(format!("`trusted_proxies`: {e}"))))
-        .collect::<Result<_, _>>()?;
+    let trusted_proxies = trusted_proxies(raw.trusted_proxies.take())?;
     Ok(Settings {
         listen,
         data: raw.data.unwrap_or_else(|| PathBuf::from("tracker.redb")),
@@ -398,6 +391,16 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         connections: connection_limits(&raw_connections)?,
         metrics_listen,
     })
+}
+
+/// `trusted_proxies`: addresses and ranges, comma-separated.
+fn trusted_proxies(text: Option<String>) -> Result<Vec<Cidr>, ConfigError> {
+    text.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(|a| Cidr::parse(a).map_err(|e| ConfigError(format!("`trusted_proxies`: {e}"))))
+        .collect()
 }
 
 /// The most a rate or burst key accepts: far above what one process serves, low enough that

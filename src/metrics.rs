@@ -378,7 +378,7 @@ pub fn registry(
     registry
 }
 
-/// The text of one scrape, in the OpenMetrics text format (what Prometheus asks for first; it
+/// The text of one scrape, in the `OpenMetrics` text format (what Prometheus asks for first; it
 /// reads the plain Prometheus text format too).
 #[must_use]
 pub fn render(registry: &Registry) -> String {

@@ -177,7 +177,7 @@ fn damage_and_check(
 }
 
 // One clean file, damaged four ways in turn: each a copy, each checked, repaired, checked again.
-#[allow(clippy::too_many_lines)]
+#[allow(clippy::too_many_lines, clippy::many_single_char_names)] // four damages in turn; (t, k, p, r) are a finding's table, key, problem, repairable
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_kind_of_damage_is_found_named_and_repaired_where_derivable() {
     let dir = tempfile::tempdir().unwrap();

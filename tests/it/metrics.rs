@@ -10,7 +10,7 @@ use crate::support::{Request, TrackerProcess, assert_error, assert_queued, send}
 /// A scrape: every sample by `name{labels}` as written.
 type Samples = BTreeMap<String, f64>;
 
-/// Parses the OpenMetrics / Prometheus text strictly: every line is a `# HELP`, `# TYPE`,
+/// Parses the `OpenMetrics` / Prometheus text strictly: every line is a `# HELP`, `# TYPE`,
 /// `# UNIT` or `# EOF` line or a sample `name{labels} value` of a family declared by `# TYPE`
 /// before it; the text ends with `# EOF`. Panics on anything else.
 fn parse(text: &str) -> Samples {
@@ -98,6 +98,7 @@ fn moved(before: &Samples, after: &Samples, series: &str) -> f64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines, clippy::float_cmp, clippy::cast_precision_loss)] // one story: send, scrape, compare; counts and file sizes here are small whole numbers, exact in f64
 async fn metrics_count_exactly_what_was_sent() {
     let dir = tempfile::tempdir().unwrap();
     let mut process =
