@@ -39,13 +39,12 @@ pub enum Route {
     DeleteLink,
     Visit,
     Admin,
-    OpenApi,
     /// No route: an unknown path, a method a path does not take, a head refused before routing.
     Other,
 }
 
 impl Route {
-    pub const ALL: [Route; 17] = [
+    pub const ALL: [Route; 16] = [
         Route::Healthz,
         Route::PostEvents,
         Route::GetE,
@@ -61,7 +60,6 @@ impl Route {
         Route::DeleteLink,
         Route::Visit,
         Route::Admin,
-        Route::OpenApi,
         Route::Other,
     ];
 
@@ -83,7 +81,6 @@ impl Route {
             Route::DeleteLink => "DELETE /links/{slug}",
             Route::Visit => "GET /l/{slug}",
             Route::Admin => "/admin",
-            Route::OpenApi => "GET /openapi.json",
             Route::Other => "other",
         }
     }

@@ -239,7 +239,6 @@ pub fn route_of(method: &warp::http::Method, path: &str) -> Route {
         "/rejections" if get => Route::Rejections,
         "/links" if post => Route::PostLinks,
         "/links" if get => Route::GetLinks,
-        "/openapi.json" if get => Route::OpenApi,
         p if p.starts_with("/links/") && method == Method::DELETE => Route::DeleteLink,
         p if p.starts_with("/l/") && get => Route::Visit,
         p if p == "/admin" || p.starts_with("/admin/") => Route::Admin,
