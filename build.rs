@@ -24,8 +24,13 @@ fn main() {
             .ok()
             .and_then(|h| h.strip_prefix("ref: ").map(|r| r.trim().to_owned()))
         {
-            println!("cargo:rerun-if-changed=.git/{reference}");
-            println!("cargo:rerun-if-changed=.git/packed-refs");
+            // Only files that exist: cargo counts a missing one as changed on every build, which
+            // rebuilt the whole crate each time (a checkout without packed refs, say).
+            for file in [format!(".git/{reference}"), ".git/packed-refs".to_owned()] {
+                if Path::new(&file).exists() {
+                    println!("cargo:rerun-if-changed={file}");
+                }
+            }
         }
     }
     println!("cargo:rerun-if-changed=build.rs");
