@@ -36,10 +36,6 @@
 //! - Then the ways in call the `Store` method through `app` (requests) or `admin` (spaces and
 //!   credentials): an HTTP handler, the admin socket's `execute`, the command line.
 
-// warp's filters nest one type per `.and`; `/l/<slug>` with the client-address filter is deep
-// enough that proving its future `Unpin` passes the default limit of 128 in release builds.
-#![recursion_limit = "256"]
-
 pub mod admin;
 pub mod admin_socket;
 pub mod app;
