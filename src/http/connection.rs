@@ -279,7 +279,8 @@ where
             count(&refused);
             return Box::pin(std::future::ready(Ok(refused)));
         }
-        let path = req.uri().path().to_owned();
+        // (A `Uri` clone shares its bytes: no copy of the path on every request.)
+        let uri = req.uri().clone();
         req.extensions_mut().insert(ClientAddr(self.addr));
         let req = req.map(|body| WatchedBody {
             inner: body,
@@ -298,16 +299,15 @@ where
                         .map(|s| (*s).to_owned())
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "a panic without a message".to_owned());
-                    tracing::error!(%addr, %path, panic = %what, "a handler panicked; answered 500 internal");
+                    tracing::error!(%addr, path = %uri.path(), panic = %what, "a handler panicked; answered 500 internal");
                     respond::error(&Error::internal(), Auth::None)
                 }
             };
             if response.status() == StatusCode::METHOD_NOT_ALLOWED
-                && let Some(allow) = crate::http::allowed_methods(&path)
+                && let Some(allow) = crate::http::allowed_methods(uri.path())
+                && let Ok(allow) = HeaderValue::try_from(allow)
             {
-                response
-                    .headers_mut()
-                    .insert(header::ALLOW, HeaderValue::from_static(allow));
+                response.headers_mut().insert(header::ALLOW, allow);
             }
             phase.answered();
             count(&response);

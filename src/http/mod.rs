@@ -30,6 +30,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use warp::Filter;
+use warp::http::Method;
 use warp::reply::Response;
 
 use crate::app::App;
@@ -224,44 +225,67 @@ fn client_ip(
         )
 }
 
-/// The route a request is counted under in `/metrics`: one of a fixed set, never the raw path,
-/// so that no client can grow the number of series.
-#[must_use]
-pub fn route_of(method: &warp::http::Method, path: &str) -> Route {
-    use warp::http::Method;
-    let get = method == Method::GET || method == Method::HEAD;
-    let post = method == Method::POST;
-    match path {
-        "/healthz" if get => Route::Healthz,
-        "/events" if post => Route::PostEvents,
-        "/events" if get => Route::GetEvents,
-        "/e" if get => Route::GetE,
-        "/clicks" if post => Route::PostClicks,
-        "/bind" if post => Route::PostBind,
-        "/bind" if get => Route::GetBind,
-        "/events/wait" if get => Route::EventsWait,
-        "/stats" if get => Route::Stats,
-        "/rejections" if get => Route::Rejections,
-        "/links" if post => Route::PostLinks,
-        "/links" if get => Route::GetLinks,
-        p if p.starts_with("/links/") && method == Method::DELETE => Route::DeleteLink,
-        p if p.starts_with("/l/") && get => Route::Visit,
-        p if p == "/admin" || p.starts_with("/admin/") => Route::Admin,
-        _ => Route::Other,
+/// Where a route's paths are: one path, or every path below a prefix.
+enum Paths {
+    Is(&'static str),
+    Under(&'static str),
+    /// The path and every path below it (`/admin`, `/admin/...`).
+    Tree(&'static str),
+}
+
+impl Paths {
+    fn contain(&self, path: &str) -> bool {
+        match *self {
+            Paths::Is(p) => path == p,
+            Paths::Under(prefix) => path.starts_with(prefix),
+            Paths::Tree(root) => path
+                .strip_prefix(root)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
+        }
     }
 }
 
-/// The methods each path takes: the `Allow` header of a `405` (`connection.rs`). A test tries
-/// every method on every path listed here, so a route added without its line here fails it.
+/// Every method and path the routes in `routes` take, with what `/metrics` counts it under:
+/// the one table `route_of` and `allowed_methods` both read, so the `Allow` of a `405` and the
+/// metrics cannot disagree. A path's methods stand in the order its `Allow` lists them.
+const TABLE: [(Method, Paths, Route); 17] = [
+    (Method::GET, Paths::Is("/healthz"), Route::Healthz),
+    (Method::GET, Paths::Is("/events"), Route::GetEvents),
+    (Method::POST, Paths::Is("/events"), Route::PostEvents),
+    (Method::GET, Paths::Is("/e"), Route::GetE),
+    (Method::POST, Paths::Is("/clicks"), Route::PostClicks),
+    (Method::GET, Paths::Is("/bind"), Route::GetBind),
+    (Method::POST, Paths::Is("/bind"), Route::PostBind),
+    (Method::GET, Paths::Is("/events/wait"), Route::EventsWait),
+    (Method::GET, Paths::Is("/stats"), Route::Stats),
+    (Method::GET, Paths::Is("/rejections"), Route::Rejections),
+    (Method::GET, Paths::Is("/links"), Route::GetLinks),
+    (Method::POST, Paths::Is("/links"), Route::PostLinks),
+    (Method::DELETE, Paths::Under("/links/"), Route::DeleteLink),
+    (Method::GET, Paths::Under("/l/"), Route::Visit),
+    (Method::HEAD, Paths::Under("/l/"), Route::Visit),
+    (Method::GET, Paths::Tree("/admin"), Route::Admin),
+    (Method::POST, Paths::Tree("/admin"), Route::Admin),
+];
+
+/// The route a request is counted under in `/metrics`: one of a fixed set, never the raw path,
+/// so that no client can grow the number of series; `Other` for a method a path does not take.
 #[must_use]
-pub fn allowed_methods(path: &str) -> Option<&'static str> {
-    Some(match path {
-        "/healthz" | "/e" | "/events/wait" | "/stats" | "/rejections" => "GET",
-        "/clicks" => "POST",
-        "/bind" | "/events" | "/links" => "GET, POST",
-        p if p.starts_with("/links/") => "DELETE",
-        p if p.starts_with("/l/") => "GET, HEAD",
-        p if p == "/admin" || p.starts_with("/admin/") => "GET, POST",
-        _ => return None,
-    })
+pub fn route_of(method: &Method, path: &str) -> Route {
+    TABLE
+        .iter()
+        .find(|(m, paths, _)| m == method && paths.contain(path))
+        .map_or(Route::Other, |&(_, _, route)| route)
+}
+
+/// The methods a path takes: the `Allow` header of a `405` (`connection.rs`). A test tries
+/// every method on every path, so a route added to `routes` without its line in `TABLE` fails it.
+#[must_use]
+pub fn allowed_methods(path: &str) -> Option<String> {
+    let methods: Vec<&str> = TABLE
+        .iter()
+        .filter(|(_, paths, _)| paths.contain(path))
+        .map(|(m, _, _)| m.as_str())
+        .collect();
+    (!methods.is_empty()).then(|| methods.join(", "))
 }
