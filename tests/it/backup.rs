@@ -9,6 +9,7 @@
 //! again from the inbox. The "duplicate with its original `inbox_id`" checks below are what
 //! prove it does.
 
+use std::ffi::OsStr;
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ use tokio::sync::Notify;
 
 use crate::support::{
     Connection, EventAnswer, FirstStart, Request, TrackerProcess, assert_duplicate_of,
-    assert_queued, dedup_entries_derived, event_answer, first_start, send, stop_cleanly,
+    assert_queued, dedup_entries_derived, event_answer, first_start, run_cli, send, stop_cleanly,
 };
 
 /// Concurrent senders of unique events while the backup runs (the suite runs on 2 cores).
@@ -42,23 +43,12 @@ const BACKUP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// `tracker --config <empty> --data <data> [--json] backup <dest>`, run in `cwd`.
 fn run_backup(data: &Path, dest: &Path, json: bool, cwd: &Path) -> Output {
-    let config = cwd.join("backup-cli.toml");
-    std::fs::write(&config, "").expect("write empty config");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tracker"));
-    command.arg("--config").arg(&config).arg("--data").arg(data);
+    let mut args: Vec<&OsStr> = Vec::new();
     if json {
-        command.arg("--json");
+        args.push("--json".as_ref());
     }
-    command
-        .arg("backup")
-        .arg(dest)
-        .current_dir(cwd)
-        .env_remove("TRACKER_LISTEN")
-        .env_remove("TRACKER_DATA")
-        .env("TRACKER_LOG_LEVEL", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tracker backup")
+    args.extend(["backup".as_ref(), dest.as_os_str()]);
+    run_cli(cwd, data, args)
 }
 
 /// [`run_backup`] off the async workers, so the server's clients keep running meanwhile.

@@ -3,8 +3,9 @@
 //! and named by table and key; `--repair` rebuilds what is derivable and leaves the rest.
 //! (Backups under load and every fixture are checked in `backup.rs` and `fixtures.rs`.)
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use redb::{ReadableDatabase, ReadableTable};
 use serde_json::Value;
@@ -12,34 +13,18 @@ use tracker::storage::schema::{
     CLICKS_BY_FBCLID, CLICKS_BY_TG, DEDUP, INBOX, META, META_INBOX_SEQ, STATS,
 };
 
-use crate::support::{FirstStart, Request, assert_queued, first_start, send, stop_cleanly};
+use crate::support::{
+    FirstStart, Request, assert_queued, first_start, run_cli, send, stop_cleanly,
+};
 
 /// `tracker --config <empty> --data <data> --json check [FILE] [--repair]`, run in `cwd`.
 pub fn run_check(data: &Path, file: Option<&Path>, repair: bool, cwd: &Path) -> Output {
-    let config = cwd.join("check-cli.toml");
-    std::fs::write(&config, "").expect("write empty config");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tracker"));
-    command
-        .arg("--config")
-        .arg(&config)
-        .arg("--data")
-        .arg(data)
-        .arg("--json")
-        .arg("check");
-    if let Some(file) = file {
-        command.arg(file);
-    }
+    let mut args: Vec<&OsStr> = vec!["--json".as_ref(), "check".as_ref()];
+    args.extend(file.map(Path::as_os_str));
     if repair {
-        command.arg("--repair");
+        args.push("--repair".as_ref());
     }
-    command
-        .current_dir(cwd)
-        .env_remove("TRACKER_LISTEN")
-        .env_remove("TRACKER_DATA")
-        .env("TRACKER_LOG_LEVEL", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tracker check")
+    run_cli(cwd, data, args)
 }
 
 /// The report of a check, and whether it exited 0.

@@ -2,30 +2,18 @@
 //! to stop it; on a stopped server's file it shrinks a file with free space, prints the sizes,
 //! and leaves a file that passes `tracker check` and serves what it held.
 
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use redb::ReadableDatabase;
 use serde_json::Value;
 use tracker::storage::schema::ADMIN;
 
-use crate::support::{Request, TrackerProcess, assert_queued, first_start, send, stop_cleanly};
+use crate::support::{
+    Request, TrackerProcess, assert_queued, first_start, run_cli, send, stop_cleanly,
+};
 
 fn run_compact(dir: &std::path::Path) -> Output {
-    let config = dir.join("compact-cli.toml");
-    std::fs::write(&config, "").expect("write empty config");
-    Command::new(env!("CARGO_BIN_EXE_tracker"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--data")
-        .arg(dir.join("t.redb"))
-        .args(["--json", "compact"])
-        .current_dir(dir)
-        .env_remove("TRACKER_LISTEN")
-        .env_remove("TRACKER_DATA")
-        .env("TRACKER_LOG_LEVEL", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tracker compact")
+    run_cli(dir, &dir.join("t.redb"), ["--json", "compact"])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

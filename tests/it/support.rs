@@ -846,3 +846,27 @@ pub fn dedup_entries_derived(log: &str) -> Option<u64> {
         .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
 }
+
+/// Runs `tracker --config <empty file> --data <data> <args>` in `cwd` to its end: no settings
+/// from a `tracker.toml` or the environment but the data file, warnings only in the log.
+pub fn run_cli<I, A>(cwd: &Path, data: &Path, args: I) -> std::process::Output
+where
+    I: IntoIterator<Item = A>,
+    A: AsRef<std::ffi::OsStr>,
+{
+    let config = cwd.join("empty-cli.toml");
+    std::fs::write(&config, "").expect("write an empty config");
+    Command::new(env!("CARGO_BIN_EXE_tracker"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("TRACKER_LISTEN")
+        .env_remove("TRACKER_DATA")
+        .env("TRACKER_LOG_LEVEL", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tracker")
+}
