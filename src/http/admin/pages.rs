@@ -540,7 +540,8 @@ struct StatsRow {
     group: String,
     clicks: u64,
     bound: u64,
-    events: Vec<u64>,
+    /// `(kind, count)` of each kind of event.
+    events: Vec<(&'static str, u64)>,
     deposits: String,
 }
 
@@ -590,7 +591,7 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
             bound: g.bound_clicks,
             events: kinds
                 .iter()
-                .map(|k| g.events.get(k).copied().unwrap_or(0))
+                .map(|k| (*k, g.events.get(k).copied().unwrap_or(0)))
                 .collect(),
             deposits: g
                 .deposits
