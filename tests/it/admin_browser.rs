@@ -12,6 +12,7 @@
 //! Chromium and chromedriver are installed from Debian's packages when missing (as root, or
 //! through sudo). Where they cannot be, the test says so and, under `CI=true`, fails.
 
+use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -246,11 +247,14 @@ async fn click(client: &Client, css: &str) {
 #[test]
 fn the_admin_page_works_in_a_real_browser() {
     if !browser_installed() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromium and chromedriver could not be installed: the admin page is not tested"
+        let why = "chromium and chromedriver could not be installed: the admin page was NOT \
+                   tested in a browser";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        // Written to the stream itself: libtest hides what `eprintln!` says in a passing test.
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED the_admin_page_works_in_a_real_browser: {why} ***\n"
         );
-        eprintln!("SKIPPED the browser test: chromium and chromedriver could not be installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

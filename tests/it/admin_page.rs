@@ -147,6 +147,20 @@ async fn space_names(server: &TestServer) -> Vec<String> {
         .collect()
 }
 
+/// The headers every admin answer carries.
+#[track_caller]
+fn assert_security_headers(response: &Response, what: &str) {
+    assert_eq!(
+        response
+            .header("content-security-policy")
+            .map(|v| v.starts_with("default-src 'self'")),
+        Some(true),
+        "{what}"
+    );
+    assert_eq!(response.header("x-frame-options"), Some("DENY"), "{what}");
+    assert_eq!(response.header("cache-control"), Some("no-store"), "{what}");
+}
+
 #[tokio::test]
 async fn pages_need_a_session_and_every_page_has_the_security_headers() {
     let server = TestServer::start().await;
@@ -159,21 +173,17 @@ async fn pages_need_a_session_and_every_page_has_the_security_headers() {
         "/admin/spaces/a/events",
         "/admin/style.css",
     ] {
-        let response = get_page(&server, None, target).await;
-        assert_eq!(
-            response
-                .header("content-security-policy")
-                .map(|v| v.starts_with("default-src 'self'")),
-            Some(true),
-            "{target}"
-        );
-        assert_eq!(response.header("x-frame-options"), Some("DENY"), "{target}");
-        assert_eq!(
-            response.header("cache-control"),
-            Some("no-store"),
-            "{target}"
-        );
+        assert_security_headers(&get_page(&server, None, target).await, target);
     }
+    // Logged in: a page, a page that is not there, a refused form, a login refused.
+    let cookie = logged_in(&server).await;
+    for target in ["/admin/", "/admin/spaces/default", "/admin/nowhere"] {
+        assert_security_headers(&get_page(&server, Some(&cookie), target).await, target);
+    }
+    let refused = post_form(&server, Some(&cookie), form("/admin/spaces", "name=d")).await;
+    assert_security_headers(&refused, "a form without its CSRF token");
+    let login = post_form(&server, None, form("/admin/login", "user=admin")).await;
+    assert_security_headers(&login, "a login without its form's token");
     // A POST without a session changes nothing.
     let response = post_form(&server, None, form("/admin/spaces", "name=c&csrf=x")).await;
     assert_eq!(response.status, 403);
