@@ -246,6 +246,22 @@ async fn a_login_makes_a_strict_http_only_session_that_ends_at_logout_or_when_id
         303
     );
 
+    // A new password ends every session made with the old one.
+    let cookie = logged_in(&server).await;
+    assert_eq!(
+        get_page(&server, Some(&cookie), "/admin/").await.status,
+        200
+    );
+    tracker::admin::set_password(&server.store, "a-whole-new-password".to_owned())
+        .await
+        .unwrap();
+    assert_eq!(
+        get_page(&server, Some(&cookie), "/admin/")
+            .await
+            .header("location"),
+        Some("/admin/login")
+    );
+
     // Logging out ends the session at once.
     let cookie = logged_in(&server).await;
     let csrf = csrf_of(&get_page(&server, Some(&cookie), "/admin/").await);

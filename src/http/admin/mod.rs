@@ -139,11 +139,12 @@ async fn route(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
         _ => {}
     }
     let now = app.now_ms();
+    let tag = session::password_tag(app.store.admin_password().await?.as_deref());
     let live = request
         .cookie
         .as_deref()
         .and_then(|c| cookie_value(c, COOKIE))
-        .and_then(|id| pages.sessions.resume(id, now));
+        .and_then(|id| pages.sessions.resume(id, now, tag));
     // A page of a space keeps the space's menu, also when it shows an error.
     let space = match segments.as_slice() {
         ["spaces", space, ..] => Some(*space),
@@ -256,6 +257,9 @@ async fn login(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
             .insert(header::RETRY_AFTER, HeaderValue::from(wait_s));
         return Ok(response);
     }
+    // The hash the session will be tied to, read before the check: a password changed during it
+    // ends the session at its first request rather than leaving it tied to the new one.
+    let tag = session::password_tag(app.store.admin_password().await?.as_deref());
     let matches = form.get("user") == Some("admin") && {
         // The permit goes with the check into its own task: a client that hangs up mid-check
         // drops this future, but the check still holds the permit until it is done, so no more
@@ -288,7 +292,7 @@ async fn login(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
         ));
     }
     pages.throttle.succeeded(address);
-    let live = pages.sessions.start(app.now_ms());
+    let live = pages.sessions.start(app.now_ms(), tag);
     tracing::info!(%address, "admin logged in");
     let mut response = redirect("/admin/");
     let headers = response.headers_mut();

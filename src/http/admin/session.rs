@@ -3,7 +3,9 @@
 //!
 //! Sessions live in memory only: a session id is a credential, and keeping none on disk means
 //! none is at rest; a restart logs everyone out, which for one admin user costs one login. Each
-//! session has its own CSRF token, which every state-changing form carries.
+//! session has its own CSRF token, which every state-changing form carries, and remembers which
+//! password hash it logged in under: a new password (`tracker admin password`, say because the
+//! old one leaked) ends every session made with the old one.
 //!
 //! The login form comes before any session, so its token is a signed double submit: the form's
 //! page sets a short-lived cookie (when it was issued, and 128 random bits) and puts the cookie's
@@ -32,7 +34,7 @@ const MAX_SESSIONS: usize = 1024;
 pub const ATTEMPTS_PER_ADDRESS: usize = 5;
 pub const ADDRESS_WINDOW_MS: u64 = 15 * 60 * 1000;
 /// Login attempts from all addresses together within [`OVERALL_WINDOW_MS`]: with a check of
-/// about 30 ms, at most a second of one core a minute.
+/// about 20 ms of a core (BENCHMARKS.md), at most about 0.6 s of one core a minute.
 pub const ATTEMPTS_OVERALL: usize = 30;
 pub const OVERALL_WINDOW_MS: u64 = 60 * 1000;
 /// Addresses remembered at most; the map cannot grow without bound under a spread-out flood.
@@ -131,6 +133,15 @@ pub fn same_token(a: &str, b: &str) -> bool {
 struct Session {
     csrf: String,
     last_used_ms: u64,
+    /// [`password_tag`] of the hash the login was checked against.
+    password_tag: u128,
+}
+
+/// A digest of the stored password hash, to tell whether it has changed since a login.
+#[must_use]
+pub fn password_tag(stored_hash: Option<&str>) -> u128 {
+    use sha2::{Digest as _, Sha256};
+    crate::domain::digest::first_128_bits(Sha256::new_with_prefix(stored_hash.unwrap_or("")))
 }
 
 /// The logged-in sessions.
@@ -147,8 +158,8 @@ pub struct Live {
 }
 
 impl Sessions {
-    /// A new session.
-    pub fn start(&self, now_ms: u64) -> Live {
+    /// A new session, logged in under the password hash of `password_tag`.
+    pub fn start(&self, now_ms: u64, password_tag: u128) -> Live {
         let live = Live {
             id: random_hex128(),
             csrf: random_hex128(),
@@ -168,16 +179,20 @@ impl Sessions {
             Session {
                 csrf: live.csrf.clone(),
                 last_used_ms: now_ms,
+                password_tag,
             },
         );
         live
     }
 
-    /// The session of cookie value `id`, if it is live; using it keeps it alive.
-    pub fn resume(&self, id: &str, now_ms: u64) -> Option<Live> {
+    /// The session of cookie value `id`, if it is live and the password is still the one it
+    /// logged in with (`password_tag`); using it keeps it alive.
+    pub fn resume(&self, id: &str, now_ms: u64, password_tag: u128) -> Option<Live> {
         let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
         let session = map.get_mut(id)?;
-        if now_ms.saturating_sub(session.last_used_ms) >= IDLE_MS {
+        if now_ms.saturating_sub(session.last_used_ms) >= IDLE_MS
+            || session.password_tag != password_tag
+        {
             map.remove(id);
             return None;
         }
@@ -307,17 +322,25 @@ mod tests {
     #[test]
     fn a_session_lives_while_used_and_ends_idle_or_at_logout() {
         let s = Sessions::default();
-        let live = s.start(0);
+        let live = s.start(0, 7);
         assert_eq!(live.id.len(), 32);
         assert_ne!(live.id, live.csrf);
-        assert!(s.resume(&live.id, IDLE_MS - 1).is_some());
+        assert!(s.resume(&live.id, IDLE_MS - 1, 7).is_some());
         // Used at IDLE_MS - 1: alive until twice that.
-        assert!(s.resume(&live.id, 2 * IDLE_MS - 2).is_some());
-        assert!(s.resume(&live.id, 3 * IDLE_MS).is_none());
-        let other = s.start(0);
+        assert!(s.resume(&live.id, 2 * IDLE_MS - 2, 7).is_some());
+        assert!(s.resume(&live.id, 3 * IDLE_MS, 7).is_none());
+        let other = s.start(0, 7);
         s.end(&other.id);
-        assert!(s.resume(&other.id, 1).is_none());
-        assert!(s.resume("not-a-session", 1).is_none());
+        assert!(s.resume(&other.id, 1, 7).is_none());
+        assert!(s.resume("not-a-session", 1, 7).is_none());
+        // Another password: the session is over, also when the old one comes back.
+        let third = s.start(0, 7);
+        assert!(s.resume(&third.id, 1, 8).is_none());
+        assert!(s.resume(&third.id, 2, 7).is_none());
+        assert_ne!(
+            password_tag(Some("$argon2id$a")),
+            password_tag(Some("$argon2id$b"))
+        );
     }
 
     /// RFC 4231 test case 2 has a 4-byte key ("Jefe"), which pads with zeros like ours.
