@@ -5,9 +5,9 @@
 //! (375 px wide) and on a desktop (1280 px): at either width no element of it may sit outside
 //! the screen sideways (a table scrolled off to the right counts), and a whole-page screenshot
 //! of each is saved under `target/admin-screenshots/` (`NN-page-375.png`, `NN-page-1280.png`)
-//! for a person to look at. The widths are set through chromedriver's Chrome DevTools endpoint
-//! (`Emulation.setDeviceMetricsOverride`), since headless Chromium's window is never narrower
-//! than 500 px. At the end the server's log must hold no password, credential or session id.
+//! for a person to look at. The widths are set through chromedriver's endpoint for Chrome's
+//! developer tools (`Emulation.setDeviceMetricsOverride`), since headless Chromium's window is
+//! never narrower than 500 px. At the end the server's log must hold no password, credential or session id.
 //!
 //! Chromium and chromedriver are installed from Debian's packages when missing (as root, or
 //! through sudo). Where they cannot be, the test says so and, under `CI=true`, fails.
@@ -104,7 +104,7 @@ fn start_driver() -> (Driver, u16) {
     (Driver(child), port)
 }
 
-/// The browser, and chromedriver's address for the DevTools commands WebDriver has none for.
+/// The browser, and chromedriver's address for the developer-tools commands `WebDriver` lacks.
 struct Browser {
     client: Client,
     driver: SocketAddr,
@@ -119,7 +119,7 @@ impl std::ops::Deref for Browser {
 }
 
 impl Browser {
-    /// Runs a Chrome DevTools command through chromedriver.
+    /// Runs a command of Chrome's developer tools through chromedriver.
     async fn devtools(&self, cmd: &str, params: Value) -> Value {
         let target = format!("/session/{}/goog/cdp/execute", self.session);
         let body = json!({"cmd": cmd, "params": params}).to_string();

@@ -100,6 +100,7 @@ pub struct LoginForm {
 
 impl LoginForms {
     /// A new pair for a login page served at `now_ms`.
+    #[must_use]
     pub fn issue(&self, now_ms: u64) -> LoginForm {
         let cookie = format!("{now_ms}.{}", random_hex128());
         let field = hex(&hmac_sha256(&self.key, cookie.as_bytes()));
@@ -108,6 +109,7 @@ impl LoginForms {
 
     /// Whether a login's cookie and form field are a pair this process issued less than
     /// [`LOGIN_FORM_MS`] before `now_ms`.
+    #[must_use]
     pub fn accepts(&self, cookie: Option<&str>, field: Option<&str>, now_ms: u64) -> bool {
         let (Some(cookie), Some(field)) = (cookie, field) else {
             return false;
