@@ -128,10 +128,15 @@ fn credential_in(page: &Response, id: &str) -> String {
     text[at..at + text[at..].find('<').unwrap()].to_owned()
 }
 
-async fn logged_in(server: &TestServer) -> String {
+/// Sets the admin password to [`PASSWORD`], as `tracker admin password` does.
+async fn set_password(server: &TestServer) {
     tracker::admin::set_password(&server.store, PASSWORD.to_owned())
         .await
         .unwrap();
+}
+
+async fn logged_in(server: &TestServer) -> String {
+    set_password(server).await;
     let response = log_in(server, "admin", PASSWORD).await;
     assert_eq!(response.status, 303, "{}", response.text());
     assert_eq!(response.header("location"), Some("/admin/"));
@@ -198,9 +203,7 @@ async fn pages_need_a_session_and_every_page_has_the_security_headers() {
 #[tokio::test]
 async fn a_login_makes_a_strict_http_only_session_that_ends_at_logout_or_when_idle() {
     let server = TestServer::start().await;
-    tracker::admin::set_password(&server.store, PASSWORD.to_owned())
-        .await
-        .unwrap();
+    set_password(&server).await;
     // A wrong password is answered slowly, and makes no session.
     let started = Instant::now();
     let wrong = log_in(&server, "admin", "wrong horse battery").await;
@@ -361,9 +364,7 @@ async fn a_state_changing_form_without_the_sessions_csrf_token_changes_nothing()
 #[tokio::test]
 async fn a_login_needs_the_login_forms_token_and_its_cookie() {
     let server = TestServer::start().await;
-    tracker::admin::set_password(&server.store, PASSWORD.to_owned())
-        .await
-        .unwrap();
+    set_password(&server).await;
     let page = send(server.addr, &Request::get("/admin/login")).await;
     let set = set_cookie(&page, "tracker_login").expect("the login form's cookie");
     for part in [
@@ -455,9 +456,7 @@ async fn logins_from_many_addresses_meet_the_overall_bound() {
         settings.trusted_proxies = vec![Cidr::parse("127.0.0.1").unwrap()];
     })
     .await;
-    tracker::admin::set_password(&server.store, PASSWORD.to_owned())
-        .await
-        .unwrap();
+    set_password(&server).await;
     let login = login_form(server.addr).await;
     let from = |n: u32, user: &str, password: &str| {
         let (addr, cookie) = (server.addr, login.cookie.clone());
@@ -484,9 +483,7 @@ async fn logins_from_many_addresses_meet_the_overall_bound() {
 #[tokio::test]
 async fn logins_are_throttled_per_address_even_for_the_right_password() {
     let server = TestServer::start().await;
-    tracker::admin::set_password(&server.store, PASSWORD.to_owned())
-        .await
-        .unwrap();
+    set_password(&server).await;
     // Four wrong, one right: the right one clears the count.
     for _ in 0..4 {
         let r = log_in(&server, "admin", "nope-nope-nope").await;
