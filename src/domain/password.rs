@@ -2,8 +2,9 @@
 //!
 //! Only the hash is stored (a PHC string, `$argon2id$v=19$m=19456,t=2,p=1$<salt>$<hash>`), with
 //! OWASP's minimum parameters for argon2id: 19 MiB of memory, two passes, one lane. A check
-//! costs tens of milliseconds of one core on purpose, which is why the admin page throttles
-//! logins before it ever calls [`verify`] (`http::admin::throttle`).
+//! costs about 20 ms of one core here on purpose (BENCHMARKS.md, "The admin password check"),
+//! which is why the admin page throttles logins before it ever calls [`verify`]
+//! (`http::admin::session::LoginThrottle`).
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
@@ -150,6 +151,30 @@ mod tests {
     fn debug_never_shows_a_password() {
         let shown = format!("{:?}", Password("hunter2hunter2".to_owned()));
         assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    /// How long one [`verify`] takes here: a measurement, not a test of speed (it asserts only
+    /// that the check answers). `cargo test --release --lib verify_time -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement; run in a release build"]
+    fn verify_time() {
+        let stored = hash("correct horse battery").unwrap();
+        let mut times: Vec<std::time::Duration> = (0..25)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                assert!(verify("correct horse battery", &stored));
+                started.elapsed()
+            })
+            .collect();
+        times.sort();
+        eprintln!(
+            "argon2id verify ({}): min {:?}, median {:?}, max {:?} over {} runs",
+            stored.split('$').nth(3).unwrap_or_default(),
+            times[0],
+            times[times.len() / 2],
+            times[times.len() - 1],
+            times.len()
+        );
     }
 
     #[test]

@@ -1,8 +1,11 @@
-//! The admin page over HTTP, against the real server: login, sessions, CSRF, the security
-//! headers, the login throttle, and `tracker admin password`. `admin_browser.rs` drives the same
-//! pages in a real browser.
+//! The admin page over HTTP, against the real server: login, sessions, CSRF (the login form's
+//! and the session's), the security headers, the login throttle, and `tracker admin password`.
+//! `admin_browser.rs` drives the same pages in a real browser.
 
+use std::net::SocketAddr;
 use std::time::Instant;
+
+use tracker::domain::client::Cidr;
 
 use crate::support::{Request, Response, TestServer, TrackerProcess, assert_queued, send};
 
@@ -17,6 +20,15 @@ async fn post_form(
     cookie: Option<&str>,
     (target, body): (String, String),
 ) -> Response {
+    post_form_at(server.addr, cookie, &[], (target, body)).await
+}
+
+async fn post_form_at(
+    addr: SocketAddr,
+    cookie: Option<&str>,
+    headers: &[(&'static str, String)],
+    (target, body): (String, String),
+) -> Response {
     let mut request = Request {
         method: "POST",
         target: &target,
@@ -29,7 +41,10 @@ async fn post_form(
     if let Some(cookie) = cookie {
         request = request.header("Cookie", cookie);
     }
-    server.send(&request).await
+    for (name, value) in headers {
+        request = request.header(name, value.clone());
+    }
+    send(addr, &request).await
 }
 
 async fn get_page(server: &TestServer, cookie: Option<&str>, target: &str) -> Response {
@@ -46,6 +61,16 @@ fn cookie_of(response: &Response) -> String {
     set.split(';').next().unwrap().to_owned()
 }
 
+/// The whole `Set-Cookie` header that sets cookie `name`.
+fn set_cookie<'a>(response: &'a Response, name: &str) -> Option<&'a str> {
+    response
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, v)| v.as_str())
+        .find(|v| v.starts_with(&format!("{name}=")))
+}
+
 /// The CSRF token in a page's forms.
 fn csrf_of(page: &Response) -> String {
     let text = page.text();
@@ -53,19 +78,65 @@ fn csrf_of(page: &Response) -> String {
         .find("name=\"csrf\" value=\"")
         .expect("a form with a CSRF token")
         + "name=\"csrf\" value=\"".len();
-    text[start..start + 32].to_owned()
+    let len = text[start..].find('"').unwrap();
+    text[start..start + len].to_owned()
 }
 
-/// A login attempt with `user` and `password`, as the login form sends it.
+/// A login form as the page serves it: its cookie (`tracker_login=...`) and its token.
+struct LoginForm {
+    cookie: String,
+    token: String,
+}
+
+async fn login_form(addr: SocketAddr) -> LoginForm {
+    let page = send(addr, &Request::get("/admin/login")).await;
+    assert_eq!(page.status, 200);
+    let set = set_cookie(&page, "tracker_login").expect("the login form's cookie");
+    LoginForm {
+        cookie: set.split(';').next().unwrap().to_owned(),
+        token: csrf_of(&page),
+    }
+}
+
+fn login_body(user: &str, password: &str, token: &str) -> String {
+    format!(
+        "user={user}&password={}&csrf={token}",
+        password.replace(' ', "+")
+    )
+}
+
+/// A login attempt with `user` and `password`, as the login form sends it (its token and
+/// cookie from a fresh login page).
 async fn log_in(server: &TestServer, user: &str, password: &str) -> Response {
-    let body = format!("user={user}&password={}", password.replace(' ', "+"));
-    post_form(server, None, form("/admin/login", &body)).await
+    log_in_at(server.addr, user, password).await
 }
 
-async fn logged_in(server: &TestServer) -> String {
+async fn log_in_at(addr: SocketAddr, user: &str, password: &str) -> Response {
+    let login = login_form(addr).await;
+    let body = login_body(user, password, &login.token);
+    post_form_at(addr, Some(&login.cookie), &[], form("/admin/login", &body)).await
+}
+
+/// The text of the element with id `id` (a credential shown once).
+fn credential_in(page: &Response, id: &str) -> String {
+    let text = page.text();
+    let marker = format!("id=\"{id}\">");
+    let at = text
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no #{id}: {text}"))
+        + marker.len();
+    text[at..at + text[at..].find('<').unwrap()].to_owned()
+}
+
+/// Sets the admin password to [`PASSWORD`], as `tracker admin password` does.
+async fn set_password(server: &TestServer) {
     tracker::admin::set_password(&server.store, PASSWORD.to_owned())
         .await
         .unwrap();
+}
+
+async fn logged_in(server: &TestServer) -> String {
+    set_password(server).await;
     let response = log_in(server, "admin", PASSWORD).await;
     assert_eq!(response.status, 303, "{}", response.text());
     assert_eq!(response.header("location"), Some("/admin/"));
@@ -81,6 +152,20 @@ async fn space_names(server: &TestServer) -> Vec<String> {
         .collect()
 }
 
+/// The headers every admin answer carries.
+#[track_caller]
+fn assert_security_headers(response: &Response, what: &str) {
+    assert_eq!(
+        response
+            .header("content-security-policy")
+            .map(|v| v.starts_with("default-src 'self'")),
+        Some(true),
+        "{what}"
+    );
+    assert_eq!(response.header("x-frame-options"), Some("DENY"), "{what}");
+    assert_eq!(response.header("cache-control"), Some("no-store"), "{what}");
+}
+
 #[tokio::test]
 async fn pages_need_a_session_and_every_page_has_the_security_headers() {
     let server = TestServer::start().await;
@@ -93,21 +178,17 @@ async fn pages_need_a_session_and_every_page_has_the_security_headers() {
         "/admin/spaces/a/events",
         "/admin/style.css",
     ] {
-        let response = get_page(&server, None, target).await;
-        assert_eq!(
-            response
-                .header("content-security-policy")
-                .map(|v| v.starts_with("default-src 'self'")),
-            Some(true),
-            "{target}"
-        );
-        assert_eq!(response.header("x-frame-options"), Some("DENY"), "{target}");
-        assert_eq!(
-            response.header("cache-control"),
-            Some("no-store"),
-            "{target}"
-        );
+        assert_security_headers(&get_page(&server, None, target).await, target);
     }
+    // Logged in: a page, a page that is not there, a refused form, a login refused.
+    let cookie = logged_in(&server).await;
+    for target in ["/admin/", "/admin/spaces/default", "/admin/nowhere"] {
+        assert_security_headers(&get_page(&server, Some(&cookie), target).await, target);
+    }
+    let refused = post_form(&server, Some(&cookie), form("/admin/spaces", "name=d")).await;
+    assert_security_headers(&refused, "a form without its CSRF token");
+    let login = post_form(&server, None, form("/admin/login", "user=admin")).await;
+    assert_security_headers(&login, "a login without its form's token");
     // A POST without a session changes nothing.
     let response = post_form(&server, None, form("/admin/spaces", "name=c&csrf=x")).await;
     assert_eq!(response.status, 403);
@@ -122,9 +203,7 @@ async fn pages_need_a_session_and_every_page_has_the_security_headers() {
 #[tokio::test]
 async fn a_login_makes_a_strict_http_only_session_that_ends_at_logout_or_when_idle() {
     let server = TestServer::start().await;
-    tracker::admin::set_password(&server.store, PASSWORD.to_owned())
-        .await
-        .unwrap();
+    set_password(&server).await;
     // A wrong password is answered slowly, and makes no session.
     let started = Instant::now();
     let wrong = log_in(&server, "admin", "wrong horse battery").await;
@@ -134,7 +213,7 @@ async fn a_login_makes_a_strict_http_only_session_that_ends_at_logout_or_when_id
         "answered after {:?}",
         started.elapsed()
     );
-    assert!(wrong.header("set-cookie").is_none());
+    assert!(set_cookie(&wrong, "tracker_admin").is_none());
     assert!(wrong.text().contains("Wrong user or password"));
     // The right password with another user name is no login either.
     assert_eq!(log_in(&server, "root", PASSWORD).await.status, 401);
@@ -170,6 +249,22 @@ async fn a_login_makes_a_strict_http_only_session_that_ends_at_logout_or_when_id
         303
     );
 
+    // A new password ends every session made with the old one.
+    let cookie = logged_in(&server).await;
+    assert_eq!(
+        get_page(&server, Some(&cookie), "/admin/").await.status,
+        200
+    );
+    tracker::admin::set_password(&server.store, "a-whole-new-password".to_owned())
+        .await
+        .unwrap();
+    assert_eq!(
+        get_page(&server, Some(&cookie), "/admin/")
+            .await
+            .header("location"),
+        Some("/admin/login")
+    );
+
     // Logging out ends the session at once.
     let cookie = logged_in(&server).await;
     let csrf = csrf_of(&get_page(&server, Some(&cookie), "/admin/").await);
@@ -200,7 +295,7 @@ async fn a_state_changing_form_without_the_sessions_csrf_token_changes_nothing()
         format!("name=c&csrf={}", &csrf[..31]),
     ] {
         let response = post_form(&server, Some(&cookie), form("/admin/spaces", &body)).await;
-        assert_eq!(response.status, 401, "{body}");
+        assert_eq!(response.status, 403, "{body}");
         assert!(response.text().contains("CSRF"), "{}", response.text());
     }
     assert!(!space_names(&server).await.contains(&"c".to_owned()));
@@ -212,7 +307,8 @@ async fn a_state_changing_form_without_the_sessions_csrf_token_changes_nothing()
     )
     .await;
     assert_eq!(response.status, 200);
-    assert!(response.text().contains("trk_sk_"), "{}", response.text());
+    let created_secret = credential_in(&response, "secret");
+    assert!(created_secret.starts_with("trk_sk_"), "{created_secret}");
     assert!(space_names(&server).await.contains(&"c".to_owned()));
     // A rotation through the page gives a secret that the API takes.
     let rotated = post_form(
@@ -224,18 +320,25 @@ async fn a_state_changing_form_without_the_sessions_csrf_token_changes_nothing()
         ),
     )
     .await;
-    let text = rotated.text();
-    let at = text
-        .find("id=\"new-credential\">")
-        .expect("the new credential")
-        + "id=\"new-credential\">".len();
-    let secret = &text[at..text[at..].find('<').unwrap() + at];
+    let secret = credential_in(&rotated, "new-credential");
     assert!(secret.starts_with("trk_sk_"), "{secret}");
+    // Shown once: no page shows either secret again, only the first characters of each.
+    for target in ["/admin/", "/admin/spaces/c"] {
+        let again = get_page(&server, Some(&cookie), target).await.text();
+        for shown_once in [&created_secret, &secret] {
+            assert!(!again.contains(shown_once.as_str()), "{target}: {again}");
+        }
+    }
+    let keys = get_page(&server, Some(&cookie), "/admin/spaces/c")
+        .await
+        .text();
+    let shown = &secret[..tracker::domain::credential::PUBLIC_LEN];
+    assert!(keys.contains(&format!("{shown}…")), "{keys}");
     let response = send(
         server.addr,
         &Request::post(
             "/events",
-            Some(secret),
+            Some(&secret),
             r#"{"event":"contact","uid":"page-test"}"#,
         ),
     )
@@ -256,12 +359,131 @@ async fn a_state_changing_form_without_the_sessions_csrf_token_changes_nothing()
     );
 }
 
+/// Login CSRF: another site can make a browser POST a password, so a login counts only with the
+/// token of a login form this server served and the cookie that came with it.
+#[tokio::test]
+async fn a_login_needs_the_login_forms_token_and_its_cookie() {
+    let server = TestServer::start().await;
+    set_password(&server).await;
+    let page = send(server.addr, &Request::get("/admin/login")).await;
+    let set = set_cookie(&page, "tracker_login").expect("the login form's cookie");
+    for part in [
+        "HttpOnly",
+        "SameSite=Strict",
+        "Path=/admin/login",
+        "Max-Age=3600",
+    ] {
+        assert!(set.contains(part), "{set}");
+    }
+    let login = login_form(server.addr).await;
+    let other = login_form(server.addr).await;
+    assert_ne!(login.token, other.token);
+    let right = login_body("admin", PASSWORD, &login.token);
+    let attempt = |cookie: Option<String>, body: String| {
+        let addr = server.addr;
+        async move { post_form_at(addr, cookie.as_deref(), &[], form("/admin/login", &body)).await }
+    };
+    let refusals = [
+        (
+            "no token, no cookie",
+            None,
+            login_body("admin", PASSWORD, ""),
+        ),
+        (
+            "no token",
+            Some(login.cookie.clone()),
+            login_body("admin", PASSWORD, ""),
+        ),
+        ("no cookie", None, right.clone()),
+        (
+            "another form's token",
+            Some(login.cookie.clone()),
+            login_body("admin", PASSWORD, &other.token),
+        ),
+        (
+            "another form's cookie",
+            Some(other.cookie.clone()),
+            right.clone(),
+        ),
+        (
+            "a made-up pair",
+            Some("tracker_login=1.00".to_owned()),
+            login_body("admin", PASSWORD, &"0".repeat(64)),
+        ),
+    ];
+    for (what, cookie, body) in refusals {
+        let refused = attempt(cookie, body).await;
+        assert_eq!(refused.status, 403, "{what}");
+        assert!(set_cookie(&refused, "tracker_admin").is_none(), "{what}");
+        assert!(
+            refused.text().contains("log in again"),
+            "{what}: {}",
+            refused.text()
+        );
+        // The refusal is a login page with a fresh form, so a person can simply try again.
+        assert!(set_cookie(&refused, "tracker_login").is_some(), "{what}");
+    }
+    // None of these was counted as an attempt: the right pair still logs in, five wrong
+    // passwords later (the sixth attempt of the address would be throttled).
+    for _ in 0..4 {
+        let wrong = login_body("admin", "nope-nope-nope", &login.token);
+        assert_eq!(attempt(Some(login.cookie.clone()), wrong).await.status, 401);
+    }
+    let ok = attempt(Some(login.cookie.clone()), right.clone()).await;
+    assert_eq!(ok.status, 303, "{}", ok.text());
+    assert!(set_cookie(&ok, "tracker_admin").is_some());
+    assert!(
+        set_cookie(&ok, "tracker_login").is_some_and(|c| c.contains("Max-Age=0")),
+        "the login form's cookie is deleted once it has served"
+    );
+    // A form is good for an hour.
+    server.clock.advance(3_600_000 - 1);
+    assert_eq!(
+        attempt(Some(login.cookie.clone()), right.clone())
+            .await
+            .status,
+        303
+    );
+    server.clock.advance(1);
+    assert_eq!(attempt(Some(login.cookie.clone()), right).await.status, 403);
+}
+
+/// The overall bound: attempts from many addresses together (here through a trusted proxy) are
+/// limited too, so a flood of guesses cannot keep the argon2id check busy.
+#[tokio::test]
+async fn logins_from_many_addresses_meet_the_overall_bound() {
+    let server = TestServer::start_with(|settings| {
+        settings.trusted_proxies = vec![Cidr::parse("127.0.0.1").unwrap()];
+    })
+    .await;
+    set_password(&server).await;
+    let login = login_form(server.addr).await;
+    let from = |n: u32, user: &str, password: &str| {
+        let (addr, cookie) = (server.addr, login.cookie.clone());
+        let body = login_body(user, password, &login.token);
+        async move {
+            let address = std::net::Ipv4Addr::from(0xC000_0200 + n);
+            let forwarded = [("X-Forwarded-For", address.to_string())];
+            post_form_at(addr, Some(&cookie), &forwarded, form("/admin/login", &body)).await
+        }
+    };
+    // 30 attempts from 30 addresses, at once. They count when they start, before any check, so
+    // a wrong user name (whose password is not checked, which keeps this test quick in a debug
+    // build) counts like a wrong password.
+    let answers = futures_util::future::join_all((0..30).map(|n| from(n, "root", PASSWORD))).await;
+    assert!(answers.iter().all(|a| a.status == 401));
+    // The 31st attempt in the minute, from an address never seen, is not checked.
+    let refused = from(100, "admin", PASSWORD).await;
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    assert!(refused.header("retry-after").is_some());
+    server.clock.advance(60_000);
+    assert_eq!(from(100, "admin", PASSWORD).await.status, 303);
+}
+
 #[tokio::test]
 async fn logins_are_throttled_per_address_even_for_the_right_password() {
     let server = TestServer::start().await;
-    tracker::admin::set_password(&server.store, PASSWORD.to_owned())
-        .await
-        .unwrap();
+    set_password(&server).await;
     // Four wrong, one right: the right one clears the count.
     for _ in 0..4 {
         let r = log_in(&server, "admin", "nope-nope-nope").await;
@@ -275,7 +497,7 @@ async fn logins_are_throttled_per_address_even_for_the_right_password() {
     let refused = log_in(&server, "admin", PASSWORD).await;
     assert_eq!(refused.status, 429);
     assert!(refused.header("retry-after").is_some());
-    assert!(refused.header("set-cookie").is_none());
+    assert!(set_cookie(&refused, "tracker_admin").is_none());
     // After the window, the right password works again.
     server.clock.advance(15 * 60 * 1000);
     assert_eq!(log_in(&server, "admin", PASSWORD).await.status, 303);
@@ -321,31 +543,48 @@ fn the_admin_password_command_sets_the_password_a_login_checks() {
         String::from_utf8_lossy(&ok.stderr)
     );
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let login = |password: &str| {
-        let body = format!("user=admin&password={password}");
-        runtime
-            .block_on(send(
-                first.addr,
-                &Request {
-                    method: "POST",
-                    target: "/admin/login",
-                    headers: vec![(
-                        "Content-Type",
-                        "application/x-www-form-urlencoded".to_owned(),
-                    )],
-                    body: Some(body.as_bytes()),
-                },
-            ))
-            .status
-    };
-    assert_eq!(login("twelve-chars"), 303);
-    assert_eq!(login(&generated), 401);
-    // Never in the log.
+    let login = |password: &str| runtime.block_on(log_in_at(first.addr, "admin", password));
+    assert_eq!(login(&generated).status, 401);
+    let session = login("twelve-chars");
+    assert_eq!(session.status, 303);
+    // A space made on the page, and a key rotated there: the credentials shown once.
+    let cookie = cookie_of(&session);
+    let shown_once = runtime.block_on(async {
+        let spaces = send(
+            first.addr,
+            &Request::get("/admin/").header("Cookie", &cookie),
+        )
+        .await;
+        let csrf = csrf_of(&spaces);
+        let post = |target: &str, body: String| {
+            post_form_at(first.addr, Some(&cookie), &[], form(target, &body))
+        };
+        let created = post("/admin/spaces", format!("name=logged&csrf={csrf}")).await;
+        let rotated = post(
+            "/admin/spaces/logged/rotate",
+            format!("kind=ingest&csrf={csrf}"),
+        )
+        .await;
+        [
+            credential_in(&created, "secret"),
+            credential_in(&created, "ingest"),
+            credential_in(&rotated, "new-credential"),
+            csrf,
+        ]
+    });
+    // Never in the log: no password, no credential, no session id or CSRF token.
     let log = first.stderr();
-    assert!(
-        !log.contains("twelve-chars") && !log.contains(&generated),
-        "{log}"
-    );
+    assert!(log.contains("admin logged in"), "{log}");
+    for secret in [
+        "twelve-chars",
+        &generated,
+        &cookie["tracker_admin=".len()..],
+    ]
+    .into_iter()
+    .chain(shown_once.iter().map(String::as_str))
+    {
+        assert!(!log.contains(secret), "{secret} in the log: {log}");
+    }
     crate::support::stop_cleanly(first);
     // A restart keeps the password and prints none.
     let again = TrackerProcess::start(dir.path());

@@ -36,10 +36,13 @@ use warp::reply::Response;
 use crate::app::App;
 use crate::domain::input::Query;
 use crate::error::{Code, Error};
-use session::{Live, LoginThrottle, Sessions, same_token};
+use session::{Live, LoginForms, LoginThrottle, Sessions, same_token};
 
 /// The session cookie's name.
 const COOKIE: &str = "tracker_admin";
+/// The login form's cookie (`session::LoginForms`), sent only to `/admin/login`.
+const LOGIN_COOKIE: &str = "tracker_login";
+const LOGIN_PATH: &str = "/admin/login";
 /// The largest form accepted.
 pub const MAX_FORM_BYTES: u64 = 16 * 1024;
 /// How long a failed login waits before it is answered.
@@ -48,20 +51,22 @@ const FAILED_LOGIN_PAUSE: Duration = Duration::from_secs(1);
 const STYLE: &str = include_str!("style.css");
 const COPY_JS: &str = include_str!("copy.js");
 
-/// The admin page's state: sessions, the login throttle, and the one permit to run a password
-/// check (so that concurrent logins queue instead of taking every core).
+/// The admin page's state: sessions, the login form's key, the login throttle, and the one
+/// permit to run a password check (so that concurrent logins queue instead of taking every core).
 pub struct AdminPages {
     sessions: Sessions,
+    login_forms: LoginForms,
     throttle: LoginThrottle,
-    checking: tokio::sync::Semaphore,
+    checking: Arc<tokio::sync::Semaphore>,
 }
 
 impl Default for AdminPages {
     fn default() -> AdminPages {
         AdminPages {
             sessions: Sessions::default(),
+            login_forms: LoginForms::default(),
             throttle: LoginThrottle::default(),
-            checking: tokio::sync::Semaphore::new(1),
+            checking: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 }
@@ -129,21 +134,29 @@ async fn route(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
     match segments.as_slice() {
         ["style.css"] if get => return Ok(asset(STYLE, "text/css; charset=utf-8")),
         ["copy.js"] if get => return Ok(asset(COPY_JS, "text/javascript; charset=utf-8")),
-        ["login"] if get => return Ok(pages::login(None, StatusCode::OK)),
+        ["login"] if get => return Ok(login_page(app, pages, None, StatusCode::OK)),
         ["login"] if post => return login(app, pages, request).await,
         _ => {}
     }
     let now = app.now_ms();
+    let tag = session::password_tag(app.store.admin_password().await?.as_deref());
     let live = request
         .cookie
         .as_deref()
-        .and_then(session_id)
-        .and_then(|id| pages.sessions.resume(id, now));
+        .and_then(|c| cookie_value(c, COOKIE))
+        .and_then(|id| pages.sessions.resume(id, now, tag));
+    // A page of a space keeps the space's menu, also when it shows an error.
+    let space = match segments.as_slice() {
+        ["spaces", space, ..] => Some(*space),
+        _ => None,
+    };
     let Some(live) = live else {
         return Ok(if get {
-            redirect("/admin/login")
+            redirect(LOGIN_PATH)
         } else {
-            pages::login(
+            login_page(
+                app,
+                pages,
                 Some("Your session has ended; log in again."),
                 StatusCode::FORBIDDEN,
             )
@@ -151,18 +164,22 @@ async fn route(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
     };
     let form = Query::parse(std::str::from_utf8(&request.body).unwrap_or(""));
     if post && !form.get("csrf").is_some_and(|t| same_token(t, &live.csrf)) {
-        return Err(Error::new(
-            Code::Unauthorized,
-            "this form is out of date (its CSRF token does not match your session); \
-             reload the page and try again",
+        tracing::warn!(path = %request.path, "admin form refused: its CSRF token does not match");
+        return Ok(pages::message_page(
+            StatusCode::FORBIDDEN,
+            "This form is out of date (its CSRF token does not match your session), so nothing \
+             was changed; reload the page and try again.",
+            space,
+            Some(&live.csrf),
         ));
     }
     if matches!(segments.as_slice(), ["logout"]) && post {
         pages.sessions.end(&live.id);
-        let mut response = redirect("/admin/login");
-        response
-            .headers_mut()
-            .insert(header::SET_COOKIE, cookie_header(app, "", Some(0)));
+        let mut response = redirect(LOGIN_PATH);
+        response.headers_mut().insert(
+            header::SET_COOKIE,
+            cookie_header(app, COOKIE, "", "/admin", Some(0)),
+        );
         return Ok(response);
     }
     let ctx = Ctx {
@@ -189,21 +206,47 @@ async fn route(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
         ["spaces", space, "rejections"] if get => pages::rejections(&ctx, space).await,
         _ => Err(Error::new(Code::NotFound, "there is no such admin page")),
     };
-    // An error on a page of a space keeps the space's menu and the logout button.
-    let space = match segments.as_slice() {
-        ["spaces", space, ..] => Some(*space),
-        _ => None,
-    };
     Ok(result.unwrap_or_else(|e| pages::error_page(&e, space, Some(&ctx.live.csrf))))
 }
 
-/// `POST /admin/login`: throttled, then the password check (one at a time), then a session.
+/// The login page, with a new login form pair: its token in the form, its cookie set.
+fn login_page(app: &App, pages: &AdminPages, error: Option<&str>, status: StatusCode) -> Response {
+    let form = pages.login_forms.issue(app.now_ms());
+    let mut response = pages::login(&form.field, error, status);
+    let max_age = u32::try_from(session::LOGIN_FORM_MS / 1000).unwrap_or(u32::MAX);
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        cookie_header(app, LOGIN_COOKIE, &form.cookie, LOGIN_PATH, Some(max_age)),
+    );
+    response
+}
+
+/// `POST /admin/login`: the form's token, the throttle, then the password check (one at a
+/// time), then a session.
 async fn login(app: &App, pages: &AdminPages, request: &Request) -> Result<Response, Error> {
     let form = Query::parse(std::str::from_utf8(&request.body).unwrap_or(""));
     let address = request.client.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let login_cookie = request
+        .cookie
+        .as_deref()
+        .and_then(|c| cookie_value(c, LOGIN_COOKIE));
+    if !pages
+        .login_forms
+        .accepts(login_cookie, form.get("csrf"), app.now_ms())
+    {
+        tracing::warn!(%address, "admin login refused: the form's token is missing, wrong or old");
+        return Ok(login_page(
+            app,
+            pages,
+            Some("This login form has expired or did not come from this page; log in again."),
+            StatusCode::FORBIDDEN,
+        ));
+    }
     if let Err(wait_s) = pages.throttle.admit(address, app.now_ms()) {
         tracing::warn!(%address, "admin login refused: too many attempts");
-        let mut response = pages::login(
+        let mut response = login_page(
+            app,
+            pages,
             Some(&format!(
                 "Too many login attempts; try again in {wait_s} seconds."
             )),
@@ -214,57 +257,86 @@ async fn login(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
             .insert(header::RETRY_AFTER, HeaderValue::from(wait_s));
         return Ok(response);
     }
-    let user_ok = form.get("user") == Some("admin");
-    let password = form.get("password").unwrap_or("").to_owned();
-    let matches = user_ok && {
-        let _permit = pages
+    // The hash the session will be tied to, read before the check: a password changed during it
+    // ends the session at its first request rather than leaving it tied to the new one.
+    let tag = session::password_tag(app.store.admin_password().await?.as_deref());
+    let matches = form.get("user") == Some("admin") && {
+        // The permit goes with the check into its own task: a client that hangs up mid-check
+        // drops this future, but the check still holds the permit until it is done, so no more
+        // than one argon2id check ever runs, however many requests come and go.
+        let permit = pages
             .checking
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| Error::new(Code::Unavailable, "the server is stopping"))?;
-        crate::admin::check_password(&app.store, password).await?
+        let (store, password) = (
+            app.store.clone(),
+            form.get("password").unwrap_or("").to_owned(),
+        );
+        tokio::spawn(async move {
+            let _permit = permit;
+            crate::admin::check_password(&store, password).await
+        })
+        .await
+        .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))??
     };
     if !matches {
         tracing::warn!(%address, "admin login failed");
         tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
-        return Ok(pages::login(
+        return Ok(login_page(
+            app,
+            pages,
             Some("Wrong user or password."),
             StatusCode::UNAUTHORIZED,
         ));
     }
     pages.throttle.succeeded(address);
-    let live = pages.sessions.start(app.now_ms());
+    let live = pages.sessions.start(app.now_ms(), tag);
     tracing::info!(%address, "admin logged in");
     let mut response = redirect("/admin/");
-    response
-        .headers_mut()
-        .insert(header::SET_COOKIE, cookie_header(app, &live.id, None));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::SET_COOKIE,
+        cookie_header(app, COOKIE, &live.id, "/admin", None),
+    );
+    // The login form's cookie has done its work.
+    headers.append(
+        header::SET_COOKIE,
+        cookie_header(app, LOGIN_COOKIE, "", LOGIN_PATH, Some(0)),
+    );
     Ok(response)
 }
 
-/// The session id in a `Cookie` header.
-fn session_id(cookie: &str) -> Option<&str> {
+/// The value of cookie `name` in a `Cookie` header; an empty one counts as none.
+fn cookie_value<'a>(cookie: &'a str, name: &str) -> Option<&'a str> {
     cookie
         .split(';')
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value)
         .filter(|v| !v.is_empty())
 }
 
-/// The session cookie: `HttpOnly; SameSite=Strict; Path=/admin`, and `Secure` when the public
-/// address is `https://`. `max_age` 0 deletes it.
-fn cookie_header(app: &App, id: &str, max_age: Option<u32>) -> HeaderValue {
-    let mut text = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/admin");
+/// A cookie of the admin page: `HttpOnly; SameSite=Strict` on `path`, and `Secure` when the
+/// public address is `https://`. `max_age` 0 deletes it; none makes it last as long as the
+/// browser runs (the session's own expiry is the server's).
+fn cookie_header(
+    app: &App,
+    name: &str,
+    value: &str,
+    path: &str,
+    max_age: Option<u32>,
+) -> HeaderValue {
+    let mut text = format!("{name}={value}; HttpOnly; SameSite=Strict; Path={path}");
     if app.settings.public_url().starts_with("https://") {
         text.push_str("; Secure");
     }
     if let Some(age) = max_age {
         let _ = write!(text, "; Max-Age={age}");
     }
-    HeaderValue::from_str(&text).expect("a cookie of hex digits is a valid header")
+    HeaderValue::from_str(&text).expect("a cookie of digits, dots and hex is a valid header")
 }
-
 fn redirect(location: &'static str) -> Response {
     let mut response = Response::new(Vec::new().into());
     *response.status_mut() = StatusCode::SEE_OTHER;
@@ -288,9 +360,16 @@ mod tests {
 
     #[test]
     fn the_session_cookie_is_found_among_others() {
-        assert_eq!(session_id("a=1; tracker_admin=abc; b=2"), Some("abc"));
-        assert_eq!(session_id("tracker_admin="), None);
-        assert_eq!(session_id("xtracker_admin=abc"), None);
-        assert_eq!(session_id("a=1"), None);
+        assert_eq!(
+            cookie_value("a=1; tracker_admin=abc; b=2", COOKIE),
+            Some("abc")
+        );
+        assert_eq!(cookie_value("tracker_admin=", COOKIE), None);
+        assert_eq!(cookie_value("xtracker_admin=abc", COOKIE), None);
+        assert_eq!(cookie_value("a=1", COOKIE), None);
+        assert_eq!(
+            cookie_value("tracker_admin=abc; tracker_login=1.ff", LOGIN_COOKIE),
+            Some("1.ff")
+        );
     }
 }

@@ -52,12 +52,15 @@ fn html(status: StatusCode, page: &impl Template) -> Response {
 #[template(path = "admin/login.html")]
 struct Login<'a> {
     frame: Frame<'a>,
+    /// The login form's token (`session::LoginForms`).
+    token: &'a str,
 }
 
-pub(super) fn login(error: Option<&str>, status: StatusCode) -> Response {
+pub(super) fn login(token: &str, error: Option<&str>, status: StatusCode) -> Response {
     html(
         status,
         &Login {
+            token,
             frame: Frame {
                 csrf: None,
                 space: None,
@@ -80,14 +83,24 @@ struct ErrorPage<'a> {
 
 /// An error as a page, with the status the API would answer it with.
 pub(super) fn error_page(e: &Error, space: Option<&str>, csrf: Option<&str>) -> Response {
+    message_page(respond::status_of(e.code), &e.message, space, csrf)
+}
+
+/// A refusal of the page's own (no API answers it) as a page: `message` and `status`.
+pub(super) fn message_page(
+    status: StatusCode,
+    message: &str,
+    space: Option<&str>,
+    csrf: Option<&str>,
+) -> Response {
     html(
-        respond::status_of(e.code),
+        status,
         &ErrorPage {
             frame: Frame {
                 csrf,
                 space,
                 section: "",
-                error: Some(e.message.clone()),
+                error: Some(message.to_owned()),
             },
         },
     )
@@ -527,7 +540,8 @@ struct StatsRow {
     group: String,
     clicks: u64,
     bound: u64,
-    events: Vec<u64>,
+    /// `(kind, count)` of each kind of event.
+    events: Vec<(&'static str, u64)>,
     deposits: String,
 }
 
@@ -577,7 +591,7 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
             bound: g.bound_clicks,
             events: kinds
                 .iter()
-                .map(|k| g.events.get(k).copied().unwrap_or(0))
+                .map(|k| (*k, g.events.get(k).copied().unwrap_or(0)))
                 .collect(),
             deposits: g
                 .deposits

@@ -1,8 +1,19 @@
-//! The admin page's sessions and the throttle in front of its password check.
+//! The admin page's sessions, the login form's token, and the throttle in front of its password
+//! check.
 //!
 //! Sessions live in memory only: a session id is a credential, and keeping none on disk means
 //! none is at rest; a restart logs everyone out, which for one admin user costs one login. Each
-//! session has its own CSRF token, which every state-changing form carries.
+//! session has its own CSRF token, which every state-changing form carries, and remembers which
+//! password hash it logged in under: a new password (`tracker admin password`, say because the
+//! old one leaked) ends every session made with the old one.
+//!
+//! The login form comes before any session, so its token is a signed double submit: the form's
+//! page sets a short-lived cookie (when it was issued, and 128 random bits) and puts the cookie's
+//! HMAC under a key that never leaves the process in the form. A login is checked only when the
+//! two match and the cookie is younger than [`LOGIN_FORM_MS`]. Another site can make a browser
+//! POST a password but can neither read nor set that cookie (`SameSite=Strict`, `HttpOnly`), and a
+//! cookie it planted some other way has no HMAC it could compute. Nothing is kept per form, so
+//! fetching login pages costs the server no memory.
 //!
 //! The throttle bounds how often the argon2id check runs, since each costs tens of milliseconds
 //! of a core: per client address, and overall, so that a flood of wrong passwords from many
@@ -23,20 +34,92 @@ const MAX_SESSIONS: usize = 1024;
 pub const ATTEMPTS_PER_ADDRESS: usize = 5;
 pub const ADDRESS_WINDOW_MS: u64 = 15 * 60 * 1000;
 /// Login attempts from all addresses together within [`OVERALL_WINDOW_MS`]: with a check of
-/// about 30 ms, at most a second of one core a minute.
+/// about 20 ms of a core (BENCHMARKS.md), at most about 0.6 s of one core a minute.
 pub const ATTEMPTS_OVERALL: usize = 30;
 pub const OVERALL_WINDOW_MS: u64 = 60 * 1000;
 /// Addresses remembered at most; the map cannot grow without bound under a spread-out flood.
 const MAX_ADDRESSES: usize = 4096;
 
+/// A login form is accepted for this long after its page was served.
+pub const LOGIN_FORM_MS: u64 = 60 * 60 * 1000;
+
+/// Bytes as lowercase hex digits.
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(2 * bytes.len()), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
+}
+
 /// 128 random bits as 32 lowercase hex digits.
 fn random_hex128() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the OS random number generator failed");
-    bytes.iter().fold(String::with_capacity(32), |mut hex, b| {
-        let _ = write!(hex, "{b:02x}");
-        hex
-    })
+    hex(&bytes)
+}
+
+/// HMAC-SHA256 (RFC 2104) of `message` under a 32-byte key (shorter than SHA-256's 64-byte
+/// block, so it is zero-padded and never hashed first). Written here on `sha2` rather than taken
+/// from a crate for these few lines; the RFC 4231 test vector below pins it.
+fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest as _, Sha256};
+    let mut block = [0u8; 64];
+    block[..32].copy_from_slice(key);
+    let pad = |byte: u8| block.map(|k| k ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+/// The login form's tokens: the key their HMACs are made with, new at each start.
+pub struct LoginForms {
+    key: [u8; 32],
+}
+
+impl Default for LoginForms {
+    fn default() -> LoginForms {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).expect("the OS random number generator failed");
+        LoginForms { key }
+    }
+}
+
+/// A login form's pair: the cookie's value and the form field's.
+pub struct LoginForm {
+    pub cookie: String,
+    pub field: String,
+}
+
+impl LoginForms {
+    /// A new pair for a login page served at `now_ms`.
+    #[must_use]
+    pub fn issue(&self, now_ms: u64) -> LoginForm {
+        let cookie = format!("{now_ms}.{}", random_hex128());
+        let field = hex(&hmac_sha256(&self.key, cookie.as_bytes()));
+        LoginForm { cookie, field }
+    }
+
+    /// Whether a login's cookie and form field are a pair this process issued less than
+    /// [`LOGIN_FORM_MS`] before `now_ms`.
+    #[must_use]
+    pub fn accepts(&self, cookie: Option<&str>, field: Option<&str>, now_ms: u64) -> bool {
+        let (Some(cookie), Some(field)) = (cookie, field) else {
+            return false;
+        };
+        let issued_ms = cookie
+            .split_once('.')
+            .and_then(|(issued, _)| issued.parse::<u64>().ok());
+        let fresh = issued_ms.is_some_and(|t| t <= now_ms && now_ms - t < LOGIN_FORM_MS);
+        fresh && same_token(field, &hex(&hmac_sha256(&self.key, cookie.as_bytes())))
+    }
 }
 
 /// Compares two tokens in time that does not depend on where they differ.
@@ -52,6 +135,15 @@ pub fn same_token(a: &str, b: &str) -> bool {
 struct Session {
     csrf: String,
     last_used_ms: u64,
+    /// [`password_tag`] of the hash the login was checked against.
+    password_tag: u128,
+}
+
+/// A digest of the stored password hash, to tell whether it has changed since a login.
+#[must_use]
+pub fn password_tag(stored_hash: Option<&str>) -> u128 {
+    use sha2::{Digest as _, Sha256};
+    crate::domain::digest::first_128_bits(Sha256::new_with_prefix(stored_hash.unwrap_or("")))
 }
 
 /// The logged-in sessions.
@@ -68,8 +160,8 @@ pub struct Live {
 }
 
 impl Sessions {
-    /// A new session.
-    pub fn start(&self, now_ms: u64) -> Live {
+    /// A new session, logged in under the password hash of `password_tag`.
+    pub fn start(&self, now_ms: u64, password_tag: u128) -> Live {
         let live = Live {
             id: random_hex128(),
             csrf: random_hex128(),
@@ -89,16 +181,20 @@ impl Sessions {
             Session {
                 csrf: live.csrf.clone(),
                 last_used_ms: now_ms,
+                password_tag,
             },
         );
         live
     }
 
-    /// The session of cookie value `id`, if it is live; using it keeps it alive.
-    pub fn resume(&self, id: &str, now_ms: u64) -> Option<Live> {
+    /// The session of cookie value `id`, if it is live and the password is still the one it
+    /// logged in with (`password_tag`); using it keeps it alive.
+    pub fn resume(&self, id: &str, now_ms: u64, password_tag: u128) -> Option<Live> {
         let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
         let session = map.get_mut(id)?;
-        if now_ms.saturating_sub(session.last_used_ms) >= IDLE_MS {
+        if now_ms.saturating_sub(session.last_used_ms) >= IDLE_MS
+            || session.password_tag != password_tag
+        {
             map.remove(id);
             return None;
         }
@@ -228,17 +324,59 @@ mod tests {
     #[test]
     fn a_session_lives_while_used_and_ends_idle_or_at_logout() {
         let s = Sessions::default();
-        let live = s.start(0);
+        let live = s.start(0, 7);
         assert_eq!(live.id.len(), 32);
         assert_ne!(live.id, live.csrf);
-        assert!(s.resume(&live.id, IDLE_MS - 1).is_some());
+        assert!(s.resume(&live.id, IDLE_MS - 1, 7).is_some());
         // Used at IDLE_MS - 1: alive until twice that.
-        assert!(s.resume(&live.id, 2 * IDLE_MS - 2).is_some());
-        assert!(s.resume(&live.id, 3 * IDLE_MS).is_none());
-        let other = s.start(0);
+        assert!(s.resume(&live.id, 2 * IDLE_MS - 2, 7).is_some());
+        assert!(s.resume(&live.id, 3 * IDLE_MS, 7).is_none());
+        let other = s.start(0, 7);
         s.end(&other.id);
-        assert!(s.resume(&other.id, 1).is_none());
-        assert!(s.resume("not-a-session", 1).is_none());
+        assert!(s.resume(&other.id, 1, 7).is_none());
+        assert!(s.resume("not-a-session", 1, 7).is_none());
+        // Another password: the session is over, also when the old one comes back.
+        let third = s.start(0, 7);
+        assert!(s.resume(&third.id, 1, 8).is_none());
+        assert!(s.resume(&third.id, 2, 7).is_none());
+        assert_ne!(
+            password_tag(Some("$argon2id$a")),
+            password_tag(Some("$argon2id$b"))
+        );
+    }
+
+    /// RFC 4231 test case 2 has a 4-byte key ("Jefe"), which pads with zeros like ours.
+    #[test]
+    fn hmac_sha256_matches_rfc_4231() {
+        let mut key = [0u8; 32];
+        key[..4].copy_from_slice(b"Jefe");
+        assert_eq!(
+            hex(&hmac_sha256(&key, b"what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn a_login_form_is_accepted_with_its_own_cookie_while_fresh() {
+        let forms = LoginForms::default();
+        let form = forms.issue(1_000);
+        let at = |now| forms.accepts(Some(&form.cookie), Some(&form.field), now);
+        assert!(at(1_000));
+        assert!(at(1_000 + LOGIN_FORM_MS - 1));
+        assert!(!at(1_000 + LOGIN_FORM_MS));
+        // Issued in the future (a cookie made up by hand): refused.
+        assert!(!at(999));
+        // Missing either half, or halves of two different forms.
+        let other = forms.issue(1_000);
+        assert!(!forms.accepts(None, Some(&form.field), 1_000));
+        assert!(!forms.accepts(Some(&form.cookie), None, 1_000));
+        assert!(!forms.accepts(Some(&form.cookie), Some(&other.field), 1_000));
+        // A cookie whose time was moved forward no longer matches its field.
+        let moved = form.cookie.replacen("1000.", "2000.", 1);
+        assert!(!forms.accepts(Some(&moved), Some(&form.field), 2_000));
+        // Another process's key: its forms are not ours.
+        let elsewhere = LoginForms::default().issue(1_000);
+        assert!(!forms.accepts(Some(&elsewhere.cookie), Some(&elsewhere.field), 1_000));
     }
 
     #[test]
