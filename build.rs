@@ -8,30 +8,40 @@ use std::path::Path;
 use std::process::Command;
 
 fn main() {
-    let commit = Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=BUILT_FROM_COMMIT={commit}");
+    // Run again when HEAD moves: a checkout changes HEAD, a commit the branch's ref. In a linked
+    // worktree `.git` is a file: HEAD is in the worktree's own git directory and the refs are in
+    // the common one, so both are asked of git rather than assumed to be under `.git/`.
+    if let (Some(git_dir), Some(common)) = (
+        git(&["rev-parse", "--git-dir"]),
+        git(&["rev-parse", "--git-common-dir"]),
+    ) {
+        let head = Path::new(&git_dir).join("HEAD");
+        let mut watched = vec![head.clone()];
+        if let Some(reference) = std::fs::read_to_string(&head)
+            .ok()
+            .and_then(|h| h.strip_prefix("ref: ").map(|r| r.trim().to_owned()))
+        {
+            watched.push(Path::new(&common).join(reference));
+            watched.push(Path::new(&common).join("packed-refs"));
+        }
+        // Only files that exist: cargo counts a missing one as changed on every build, which
+        // rebuilt the whole crate each time (a checkout without packed refs, say).
+        for file in watched.iter().filter(|f| f.exists()) {
+            println!("cargo:rerun-if-changed={}", file.display());
+        }
+    }
+    println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// What `git ARGS` prints, trimmed; `None` outside a checkout or without git.
+fn git(args: &[&str]) -> Option<String> {
+    Command::new("git")
+        .args(args)
         .output()
         .ok()
         .filter(|o| o.status.success())
         .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map_or_else(|| "unknown".to_owned(), |s| s.trim().to_owned());
-    println!("cargo:rustc-env=BUILT_FROM_COMMIT={commit}");
-    // Run again when HEAD moves: a checkout changes `.git/HEAD`, a commit the branch's ref.
-    let head = Path::new(".git/HEAD");
-    if head.exists() {
-        println!("cargo:rerun-if-changed=.git/HEAD");
-        if let Some(reference) = std::fs::read_to_string(head)
-            .ok()
-            .and_then(|h| h.strip_prefix("ref: ").map(|r| r.trim().to_owned()))
-        {
-            // Only files that exist: cargo counts a missing one as changed on every build, which
-            // rebuilt the whole crate each time (a checkout without packed refs, say).
-            for file in [format!(".git/{reference}"), ".git/packed-refs".to_owned()] {
-                if Path::new(&file).exists() {
-                    println!("cargo:rerun-if-changed={file}");
-                }
-            }
-        }
-    }
-    println!("cargo:rerun-if-changed=build.rs");
+        .map(|s| s.trim().to_owned())
 }
