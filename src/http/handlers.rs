@@ -226,7 +226,7 @@ pub async fn healthz(app: Arc<App>) -> Response {
     }
 }
 
-/// The OpenAPI 3.1 document of every endpoint of the main listener, written by hand in
+/// The `OpenAPI` 3.1 document of every endpoint of the main listener, written by hand in
 /// `openapi.json` beside this file and compiled in. Kept true by test: `tests/it/openapi.rs`
 /// checks real answers of every endpoint against it, and `.ci/schemathesis` fuzzes the real
 /// server from it.
