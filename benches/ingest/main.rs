@@ -144,20 +144,20 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--client" => {
-                args.client = match value()?.as_str() {
-                    "auto" => ClientChoice::Auto,
-                    "wrk" => ClientChoice::Wrk,
-                    "builtin" => ClientChoice::Builtin,
-                    other => return Err(format!("no client named {other:?}\n{USAGE}")),
-                };
+                let clients = [
+                    ("auto", ClientChoice::Auto),
+                    ("wrk", ClientChoice::Wrk),
+                    ("builtin", ClientChoice::Builtin),
+                ];
+                args.client = choice(&arg, &value()?, &clients)?;
             }
             "--metrics" => {
-                args.metrics = match value()?.as_str() {
-                    "on" => MetricsChoice::On,
-                    "off" => MetricsChoice::Off,
-                    "both" => MetricsChoice::Both,
-                    other => return Err(format!("--metrics is on, off or both, not {other:?}")),
-                };
+                let states = [
+                    ("on", MetricsChoice::On),
+                    ("off", MetricsChoice::Off),
+                    ("both", MetricsChoice::Both),
+                ];
+                args.metrics = choice(&arg, &value()?, &states)?;
             }
             "--rounds" => args.rounds = number(&value()?)?.max(1),
             "-h" | "--help" => return Err(USAGE.to_owned()),
@@ -165,6 +165,18 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     Ok(args)
+}
+
+/// The choice `word` names among `names`, or an error that lists them.
+fn choice<T: Copy>(flag: &str, word: &str, names: &[(&str, T)]) -> Result<T, String> {
+    names
+        .iter()
+        .find(|(name, _)| *name == word)
+        .map(|&(_, chosen)| chosen)
+        .ok_or_else(|| {
+            let all: Vec<&str> = names.iter().map(|(name, _)| *name).collect();
+            format!("{flag} is one of {}, not {word:?}\n{USAGE}", all.join(", "))
+        })
 }
 
 fn number(text: &str) -> Result<u64, String> {
