@@ -39,12 +39,13 @@ pub enum Route {
     DeleteLink,
     Visit,
     Admin,
+    OpenApi,
     /// No route: an unknown path, a method a path does not take, a head refused before routing.
     Other,
 }
 
 impl Route {
-    pub const ALL: [Route; 16] = [
+    pub const ALL: [Route; 17] = [
         Route::Healthz,
         Route::PostEvents,
         Route::GetE,
@@ -60,6 +61,7 @@ impl Route {
         Route::DeleteLink,
         Route::Visit,
         Route::Admin,
+        Route::OpenApi,
         Route::Other,
     ];
 
@@ -81,6 +83,7 @@ impl Route {
             Route::DeleteLink => "DELETE /links/{slug}",
             Route::Visit => "GET /l/{slug}",
             Route::Admin => "/admin",
+            Route::OpenApi => "GET /openapi.json",
             Route::Other => "other",
         }
     }

@@ -12,6 +12,9 @@
 //!   exits non-zero on any failure. Cheap enough for CI.
 //! - `--soak`: unique events at 64 connections until 1 million are stored and at least
 //!   `--soak-secs` (default 300) have passed, printing the server's RSS every 10 s.
+//! - `--metrics on|off|both`: the server with `/metrics` counting every request, or not
+//!   (default off); `both` runs two servers side by side and measures the chosen ingest rows on
+//!   each, alternating, `--rounds N` times (default 3): the cost of counting, in one run.
 //!
 //! See BENCHMARKS.md for the results on the project's machine.
 
@@ -47,6 +50,15 @@ enum Mode {
     Soak,
 }
 
+/// Whether the server under test counts for `/metrics`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum MetricsChoice {
+    Off,
+    On,
+    /// Two servers, one of each, measured in turns.
+    Both,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum ClientChoice {
     Auto,
@@ -68,11 +80,15 @@ struct Args {
     soak_secs: u64,
     soak_events: u64,
     keep: bool,
+    metrics: MetricsChoice,
+    /// Turns per server with `--metrics both`.
+    rounds: u64,
 }
 
 const USAGE: &str = "usage: cargo bench --bench ingest -- [--smoke | --soak] [--duration SECS] \
     [--conns 64,256] [--only CASE,..] [--client auto|wrk|builtin] [--log FILE] \
-    [--feed-events N] [--soak-secs SECS] [--soak-events N] [--keep]
+    [--feed-events N] [--soak-secs SECS] [--soak-events N] [--keep] [--metrics on|off|both] \
+    [--rounds N]
 cases: healthz, dry_run, unique, duplicate, get_e, bind, clicks (at each --conns), then the read \
 rows feed, stats, export (beside unique ingest at 64 connections, on a space of --feed-events)";
 
@@ -89,6 +105,8 @@ fn parse_args() -> Result<Args, String> {
         soak_secs: 300,
         soak_events: 1_000_000,
         keep: false,
+        metrics: MetricsChoice::Off,
+        rounds: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -126,18 +144,39 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--client" => {
-                args.client = match value()?.as_str() {
-                    "auto" => ClientChoice::Auto,
-                    "wrk" => ClientChoice::Wrk,
-                    "builtin" => ClientChoice::Builtin,
-                    other => return Err(format!("no client named {other:?}\n{USAGE}")),
-                };
+                let clients = [
+                    ("auto", ClientChoice::Auto),
+                    ("wrk", ClientChoice::Wrk),
+                    ("builtin", ClientChoice::Builtin),
+                ];
+                args.client = choice(&arg, &value()?, &clients)?;
             }
+            "--metrics" => {
+                let states = [
+                    ("on", MetricsChoice::On),
+                    ("off", MetricsChoice::Off),
+                    ("both", MetricsChoice::Both),
+                ];
+                args.metrics = choice(&arg, &value()?, &states)?;
+            }
+            "--rounds" => args.rounds = number(&value()?)?.max(1),
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
     Ok(args)
+}
+
+/// The choice `word` names among `names`, or an error that lists them.
+fn choice<T: Copy>(flag: &str, word: &str, names: &[(&str, T)]) -> Result<T, String> {
+    names
+        .iter()
+        .find(|(name, _)| *name == word)
+        .map(|&(_, chosen)| chosen)
+        .ok_or_else(|| {
+            let all: Vec<&str> = names.iter().map(|(name, _)| *name).collect();
+            format!("{flag} is one of {}, not {word:?}\n{USAGE}", all.join(", "))
+        })
 }
 
 fn number(text: &str) -> Result<u64, String> {
@@ -155,6 +194,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match args.mode {
+        Mode::Full if args.metrics == MetricsChoice::Both => metrics_cost(&args),
         Mode::Full => full(&args),
         Mode::Smoke => smoke(&args),
         Mode::Soak => soak(&args),
@@ -184,11 +224,16 @@ struct Bench {
 
 impl Bench {
     fn start(args: &Args) -> Result<Bench, String> {
+        Bench::start_counting(args, args.metrics == MetricsChoice::On)
+    }
+
+    /// [`Bench::start`], with a server that counts for `/metrics` or not.
+    fn start_counting(args: &Args, metrics: bool) -> Result<Bench, String> {
         let dir = tempfile::Builder::new()
             .prefix("tracker-bench-")
             .tempdir()
             .map_err(|e| format!("creating a temporary directory: {e}"))?;
-        let server = Server::start(dir.path(), args.log.as_deref())?;
+        let server = Server::start(dir.path(), args.log.as_deref(), metrics)?;
         let mut fixture = Fixture {
             secret: server.secret.clone(),
             ingest_token: server.ingest_token.clone(),
@@ -559,14 +604,19 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-fn full(args: &Args) -> Result<(), String> {
-    let wrk_path = match args.client {
+/// `wrk`'s path, or `None` for the in-repo client, as `--client` asks.
+fn load_generator(args: &Args) -> Result<Option<String>, String> {
+    Ok(match args.client {
         ClientChoice::Builtin => None,
         ClientChoice::Auto => wrk::find_or_install(),
         ClientChoice::Wrk => {
             Some(wrk::find_or_install().ok_or("--client wrk, but wrk is not available")?)
         }
-    };
+    })
+}
+
+fn full(args: &Args) -> Result<(), String> {
+    let wrk_path = load_generator(args)?;
     println!("machine: {}", machine());
     let mut bench = Bench::start(args)?;
     println!(
@@ -648,6 +698,139 @@ fn full(args: &Args) -> Result<(), String> {
     } else {
         Err(failures.join("; "))
     }
+}
+
+/// `--metrics both`: what counting for `/metrics` costs. Two servers run side by side, one
+/// with `metrics_listen` and one without; each chosen ingest row is measured on each in turns
+/// (off then on, then on then off, ...), so drift in the machine's load falls on both alike.
+fn metrics_cost(args: &Args) -> Result<(), String> {
+    let wrk_path = load_generator(args)?;
+    println!("machine: {}", machine());
+    let mut benches = [
+        Bench::start_counting(args, false)?,
+        Bench::start_counting(args, true)?,
+    ];
+    println!(
+        "metrics off: pid {}; metrics on: pid {} (/metrics on {:?}); {} s per row, {} rounds, \
+         load {}\n",
+        benches[0].server.pid(),
+        benches[1].server.pid(),
+        benches[1].server.metrics,
+        args.duration.as_secs(),
+        args.rounds,
+        wrk_path.as_deref().map_or("in-repo client", |_| "wrk -t2"),
+    );
+    print_header();
+    let mut summaries = Vec::new();
+    for &conns in &args.conns {
+        for &case in &args.cases {
+            let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            let mut cpu_us: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            let mut busy = false;
+            for round in 0..args.rounds {
+                let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+                for which in order {
+                    let bench = &mut benches[which];
+                    let (mut row, ()) = measure(
+                        bench,
+                        wrk_path.as_deref(),
+                        case,
+                        conns,
+                        args.duration,
+                        |_| (),
+                    )?;
+                    // A handful of rows per run: leaking their labels costs nothing.
+                    let state = ["metrics off", "metrics on"][which];
+                    row.label =
+                        Box::leak(format!("{}, {state}", row.label.trim()).into_boxed_str());
+                    print_row(&row);
+                    busy |= row.cpu.busy();
+                    rates[which].push(row.rate);
+                    cpu_us[which].push(row.cpu_per_request_us());
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+            summaries.push((case, conns, rates, cpu_us, busy));
+        }
+    }
+    let mut failures = Vec::new();
+    for bench in benches {
+        let stored = bench.finish(args.keep)?;
+        if let Err(e) = stored.verdict {
+            failures.push(e);
+        }
+    }
+    println!();
+    for (case, conns, [off, on], [cpu_off, cpu_on], busy) in summaries {
+        let (off_median, on_median) = (median(&off), median(&on));
+        println!(
+            "{} at {conns} connections: metrics off {:.0} req/s (rows {}), on {:.0} (rows {}): \
+             on/off {:.3}; the rows of one server spread {:.1}% (off) and {:.1}% (on) around \
+             their median{}",
+            case.name(),
+            off_median,
+            rates_text(&off),
+            on_median,
+            rates_text(&on),
+            on_median / off_median.max(1e-9),
+            spread_percent(&off),
+            spread_percent(&on),
+            if busy {
+                "; some rows were measured beside other work"
+            } else {
+                ""
+            },
+        );
+        // The server's own CPU per request moves less with the machine's load than the rate.
+        println!(
+            "{} at {conns} connections: server CPU per request, metrics off {:.1} us (rows {}), \
+             on {:.1} us (rows {}): on/off {:.3}",
+            case.name(),
+            median(&cpu_off),
+            rates_text_1(&cpu_off),
+            median(&cpu_on),
+            rates_text_1(&cpu_on),
+            median(&cpu_on) / median(&cpu_off).max(1e-9),
+        );
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => f64::midpoint(sorted[n / 2 - 1], sorted[n / 2]),
+    }
+}
+
+/// (max - min) / median, in percent: how far apart the same server's rows fell.
+fn spread_percent(values: &[f64]) -> f64 {
+    let max = values.iter().copied().fold(f64::MIN, f64::max);
+    let min = values.iter().copied().fold(f64::MAX, f64::min);
+    (max - min) / median(values).max(1e-9) * 100.0
+}
+
+fn rates_text_1(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|r| format!("{r:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn rates_text(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|r| format!("{r:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The ingest rows' figures against issue 15's: `dry_run` beside durable unique, and the

@@ -26,13 +26,21 @@ pub struct Server {
     pub ingest_token: String,
     pub data: PathBuf,
     pub config: PathBuf,
+    /// Where `/metrics` is served, when the server counts for it (`metrics_listen`).
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Server {
-    /// Starts the server on `dir/bench.redb`. Its log (stderr) goes to `log`, or nowhere.
-    pub fn start(dir: &Path, log: Option<&Path>) -> Result<Server, String> {
+    /// Starts the server on `dir/bench.redb`. Its log (stderr) goes to `log`, or nowhere. With
+    /// `metrics`, it serves `/metrics` on a port of its own, so it counts every request.
+    pub fn start(dir: &Path, log: Option<&Path>, metrics: bool) -> Result<Server, String> {
         let config = dir.join("tracker.toml");
-        std::fs::write(&config, "# benchmark: every setting at its default\n")
+        let settings = if metrics {
+            "# benchmark: every setting at its default, and /metrics on\nmetrics_listen = \"127.0.0.1:0\"\n"
+        } else {
+            "# benchmark: every setting at its default\n"
+        };
+        std::fs::write(&config, settings)
             .map_err(|e| format!("writing {}: {e}", config.display()))?;
         let data = dir.join("bench.redb");
         let bin = dir.join("tracker");
@@ -68,7 +76,7 @@ impl Server {
                 }
             }
         });
-        let (mut secret, mut token, mut addr) = (None, None, None);
+        let (mut secret, mut token, mut addr, mut metrics_addr) = (None, None, None, None);
         let deadline = Instant::now() + Duration::from_secs(30);
         while addr.is_none() {
             let wait = deadline.saturating_duration_since(Instant::now());
@@ -85,6 +93,9 @@ impl Server {
             if let Some(t) = value.get("ingest_token").and_then(|v| v.as_str()) {
                 token = Some(t.to_owned());
             }
+            if let Some(a) = value.get("metrics").and_then(|v| v.as_str()) {
+                metrics_addr = a.parse().ok();
+            }
             if let Some(a) = value.get("listening").and_then(|v| v.as_str()) {
                 addr = a.parse().ok();
             }
@@ -93,6 +104,12 @@ impl Server {
             let _ = child.kill();
             return Err("the server did not print the default space's credentials".into());
         };
+        if metrics != metrics_addr.is_some() {
+            let _ = child.kill();
+            return Err(format!(
+                "metrics asked {metrics}, served on {metrics_addr:?}"
+            ));
+        }
         Ok(Server {
             child,
             bin,
@@ -101,6 +118,7 @@ impl Server {
             ingest_token,
             data,
             config,
+            metrics: metrics_addr,
         })
     }
 

@@ -185,12 +185,21 @@ pub fn check_bot(bot: &str) -> Result<(), Error> {
     }
 }
 
-/// The rule of a target: an `https://` URL template of visible ASCII with `{uid}` in it.
+/// The rule of a target: an `https://` URL template of visible ASCII, a host name (letters,
+/// digits, `.` and `-`, with an optional `:port`), and `{uid}` after it, in the path or query.
 pub fn check_target(target: &str) -> Result<(), Error> {
+    let rest = target.strip_prefix("https://").unwrap_or_default();
+    let (authority, after) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    let (host, port) = authority.split_once(':').unwrap_or((authority, "80"));
     let ok = target.len() <= MAX_TARGET_LEN
         && target.starts_with("https://")
-        && target.len() > "https://".len() + "{uid}".len()
-        && target.contains("{uid}")
+        && !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        && (1..=5).contains(&port.len())
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && after.contains("{uid}")
         && target.bytes().all(|b| b.is_ascii_graphic());
     if ok {
         Ok(())
@@ -200,7 +209,7 @@ pub fn check_target(target: &str) -> Result<(), Error> {
             "target",
             format!(
                 "target must be an https:// URL of at most {MAX_TARGET_LEN} visible ASCII \
-                 characters with {{uid}} where the click id goes, got {}",
+                 characters, with a host name and {{uid}} where the click id goes, got {}",
                 quoted(target)
             ),
         ))
@@ -387,6 +396,7 @@ mod tests {
     #[test]
     fn target_bounds() {
         assert!(check_target("https://x.io/?c={uid}").is_ok());
+        assert!(check_target("https://app-1.x.io:8443/go#u={uid}").is_ok());
         let long = format!("https://x.io/{{uid}}?{}", "a".repeat(MAX_TARGET_LEN - 19));
         assert_eq!(long.len(), MAX_TARGET_LEN);
         assert!(check_target(&long).is_ok());
@@ -396,6 +406,15 @@ mod tests {
             "https://x.io/{uid} x",
             &format!("{long}a"),
             "https://{uid}",
+            // Regression: accepted before a host name was required; not a URL at all (and
+            // schemathesis's own URL parsing crashed on the answer).
+            "https://[{uid}",
+            "https:///{uid}",
+            "https://x.io:/{uid}",
+            "https://x.io:443x/{uid}",
+            "https://{uid}.x.io/",
+            "https://x[.io/{uid}",
+            "https://user@x.io/{uid}",
         ] {
             assert_eq!(
                 check_target(bad).unwrap_err().field,

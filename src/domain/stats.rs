@@ -200,7 +200,11 @@ pub fn hours(from_ms: Option<&str>, to_ms: Option<&str>) -> Result<(u32, u32), E
         }
     }
     let from = from_ms.map_or(0, hour_of);
-    let to = to_ms.map_or(u32::MAX, |t| hour_of(t.div_ceil(HOUR_MS) * HOUR_MS));
+    // The hour count, not its milliseconds: `to_ms` near u64::MAX rounded up to a whole hour
+    // in milliseconds overflowed (a panic, answered 500; found by schemathesis).
+    let to = to_ms.map_or(u32::MAX, |t| {
+        u32::try_from(t.div_ceil(HOUR_MS)).unwrap_or(u32::MAX)
+    });
     Ok((from, to))
 }
 
@@ -242,6 +246,12 @@ mod tests {
         assert_eq!(hours(Some("3600001"), Some("7200001")), Ok((1, 3)));
         assert_eq!(hours(Some("3600000"), Some("3600000")), Ok((1, 1)), "empty");
         assert_eq!(hours(None, None), Ok((0, u32::MAX)));
+        // Regression: the largest `to_ms` overflowed while rounding up to a whole hour (500).
+        assert_eq!(hours(None, Some("18446744073709551615")), Ok((0, u32::MAX)));
+        assert_eq!(
+            hours(Some("18446744073709551615"), Some("18446744073709551615")),
+            Ok((u32::MAX, u32::MAX))
+        );
         assert_eq!(hours(Some("x"), None).unwrap_err().field, Some("from_ms"));
         assert_eq!(
             hours(Some("7200000"), Some("3600000")).unwrap_err().field,

@@ -226,6 +226,23 @@ pub async fn healthz(app: Arc<App>) -> Response {
     }
 }
 
+/// The `OpenAPI` 3.1 document of every endpoint of the main listener, written by hand in
+/// `openapi.json` beside this file and compiled in. Kept true by test: `tests/it/openapi.rs`
+/// checks real answers of every endpoint against it, and `.ci/schemathesis` fuzzes the real
+/// server from it.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// `GET /openapi.json`: [`OPENAPI`], as it is (no credential).
+#[must_use]
+pub fn openapi() -> Response {
+    let mut response = Response::new(OPENAPI.into());
+    response.headers_mut().insert(
+        warp::http::header::CONTENT_TYPE,
+        warp::http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 /// `POST /events`: bearer secret, JSON body.
 pub async fn post_events<S, B>(
     app: Arc<App>,

@@ -16,6 +16,7 @@
 //! | GET    | `/links`   | bearer secret       | [`links::get_links`]    |
 //! | DELETE | `/links/<slug>` | bearer secret  | [`links::delete_link`]  |
 //! | GET, HEAD | `/l/<slug>` | none (public)   | [`links::visit`]        |
+//! | GET    | `/openapi.json` | none         | [`handlers::openapi`]   |
 //! | GET, POST | `/admin/…` | admin session    | [`admin::serve`] (its own table) |
 
 pub mod admin;
@@ -120,6 +121,9 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(app.clone())
         .and(authorization)
         .then(|slug, app, authorization| links::delete_link(app, slug, authorization));
+    let openapi = warp::path!("openapi.json")
+        .and(warp::get())
+        .map(handlers::openapi);
     let pages = Arc::new(admin::AdminPages::default());
     let admin_page = warp::path("admin")
         .and(warp::path::full())
@@ -171,7 +175,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
             links::visit(app, slug, head, client, query, user_agent)
         });
 
-    // The reads, links and the admin page behind one boxed filter: a request there pays one
+    // The reads, links, health, this document and the admin page behind one boxed filter: a request there pays one
     // allocation, and the router's type is a fraction as deep (the release build took minutes
     // on it and passed the compiler's recursion limit).
     let rest = get_events
@@ -188,6 +192,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .or(delete_link)
         .unify()
         .or(healthz)
+        .unify()
+        .or(openapi)
         .unify()
         .or(admin_page)
         .unify()
@@ -248,8 +254,9 @@ impl Paths {
 /// Every method and path the routes in `routes` take, with what `/metrics` counts it under:
 /// the one table `route_of` and `allowed_methods` both read, so the `Allow` of a `405` and the
 /// metrics cannot disagree. A path's methods stand in the order its `Allow` lists them.
-const TABLE: [(Method, Paths, Route); 17] = [
+const TABLE: [(Method, Paths, Route); 18] = [
     (Method::GET, Paths::Is("/healthz"), Route::Healthz),
+    (Method::GET, Paths::Is("/openapi.json"), Route::OpenApi),
     (Method::GET, Paths::Is("/events"), Route::GetEvents),
     (Method::POST, Paths::Is("/events"), Route::PostEvents),
     (Method::GET, Paths::Is("/e"), Route::GetE),

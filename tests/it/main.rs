@@ -20,5 +20,6 @@ mod fixtures;
 mod hostile;
 mod links;
 mod metrics;
+mod openapi;
 mod read;
 mod support;

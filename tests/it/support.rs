@@ -157,7 +157,7 @@ impl Connection {
     /// Sends `request` (keep-alive) and reads its response.
     pub async fn send(&mut self, request: &Request<'_>) -> std::io::Result<Response> {
         let bytes = request.encode(self.addr, true);
-        self.send_raw(&bytes).await
+        self.exchange(&bytes, request.method == "HEAD").await
     }
 
     /// The TCP stream, for tests that watch the connection itself.
@@ -168,9 +168,15 @@ impl Connection {
 
     /// Writes `bytes` as they are and reads one response.
     pub async fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<Response> {
+        self.exchange(bytes, false).await
+    }
+
+    /// Writes `bytes` and reads one response; the answer to a `HEAD` has no body, whatever
+    /// its `Content-Length` says.
+    async fn exchange(&mut self, bytes: &[u8], head: bool) -> std::io::Result<Response> {
         tokio::time::timeout(IO_TIMEOUT, async {
             self.stream.get_mut().write_all(bytes).await?;
-            read_response(&mut self.stream).await
+            read_response(&mut self.stream, head).await
         })
         .await
         .map_err(|_| std::io::Error::other("no response in time"))?
@@ -183,7 +189,10 @@ impl Connection {
 /// On any I/O failure: in these tests the server is expected to answer.
 pub async fn send(addr: SocketAddr, request: &Request<'_>) -> Response {
     let bytes = request.encode(addr, false);
-    send_raw(addr, &bytes).await
+    let mut conn = Connection::open(addr).await.expect("connect");
+    conn.exchange(&bytes, request.method == "HEAD")
+        .await
+        .unwrap_or_else(|e| panic!("{} {} got no response: {e}", request.method, request.target))
 }
 
 /// Writes raw bytes on a fresh connection and reads one response.
@@ -212,7 +221,7 @@ async fn read_line(stream: &mut BufReader<TcpStream>) -> std::io::Result<String>
     Ok(line.trim_end_matches(['\r', '\n']).to_owned())
 }
 
-async fn read_response(stream: &mut BufReader<TcpStream>) -> std::io::Result<Response> {
+async fn read_response(stream: &mut BufReader<TcpStream>, head: bool) -> std::io::Result<Response> {
     let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
     let status_line = read_line(stream).await?;
     let status = status_line
@@ -238,7 +247,9 @@ async fn read_response(stream: &mut BufReader<TcpStream>) -> std::io::Result<Res
             .map(|(_, v)| v.clone())
     };
     let mut body = Vec::new();
-    if find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+    if head {
+        // No body follows the head of an answer to HEAD.
+    } else if find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
         loop {
             let size_line = read_line(stream).await?;
             let size = usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)

@@ -1,0 +1,497 @@
+//! `GET /openapi.json` (CONTRACT section 13), kept true by test: real answers of every endpoint,
+//! success and each error class, are checked against the document the server serves. For each
+//! answer the operation must list its status; the content type must be one it lists; its
+//! required headers must be there and match their schemas; a JSON body must validate against
+//! the schema (JSON Schema 2020-12 with the document's `$ref`s). At the end every status the
+//! document lists must have been seen, so a status the server can no longer answer is noticed
+//! too.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+use tracker::domain::rate::Rate;
+use tracker::storage::fault;
+
+use crate::support::{Request, Response, TestServer, assert_queued, send};
+
+/// Statuses that the same code answers for every endpoint (the connection before routing, the
+/// rate limiter, a failed write): listed for every operation, produced here on one each.
+const SHARED: [&str; 4] = ["414", "429", "431", "503"];
+/// `500 internal` is a bug; nothing here can make the server answer it.
+const NEVER_PRODUCED: &str = "500";
+
+/// The document the server serves, and which operation answered which status so far.
+struct Document {
+    doc: Value,
+    seen: BTreeSet<(String, String, String)>,
+}
+
+impl Document {
+    async fn fetch(s: &TestServer) -> Document {
+        let r = s.send(&Request::get("/openapi.json")).await;
+        let doc = r.json();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let mut document = Document {
+            doc,
+            seen: BTreeSet::new(),
+        };
+        document.check("GET", "/openapi.json", &r);
+        document
+    }
+
+    /// The responses object of `#/components/responses/<name>` or the one given inline.
+    fn resolve<'a>(&'a self, response: &'a Value) -> &'a Value {
+        match response["$ref"].as_str() {
+            Some(pointer) => self
+                .doc
+                .pointer(pointer.trim_start_matches('#'))
+                .unwrap_or_else(|| panic!("dangling $ref {pointer}")),
+            None => response,
+        }
+    }
+
+    /// Validates `instance` against `schema`, whose `$ref`s point into the document.
+    #[track_caller]
+    fn validate(&self, schema: &Value, instance: &Value, what: &str) {
+        // The schema as the root, with the document's components beside it: its
+        // `#/components/...` refs resolve as they do in the document.
+        let mut root = schema.clone();
+        root["components"] = self.doc["components"].clone();
+        let validator = jsonschema::draft202012::new(&root)
+            .unwrap_or_else(|e| panic!("the document's schema for {what} does not compile: {e}"));
+        let errors: Vec<String> = validator
+            .iter_errors(instance)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{what} does not match the document: {errors:#?}\n{instance}"
+        );
+    }
+
+    /// Checks `r` as an answer of the operation `method path` (the document's path template).
+    #[track_caller]
+    fn check(&mut self, method: &str, path: &str, r: &Response) {
+        let status = r.status.to_string();
+        let what = format!("{method} {path} {status}");
+        let operation = &self.doc["paths"][path][method.to_ascii_lowercase()];
+        assert!(
+            operation.is_object(),
+            "{method} {path} is not in the document"
+        );
+        let response = operation["responses"]
+            .get(&status)
+            .unwrap_or_else(|| panic!("{what} is not in the document: {}", r.text()));
+        // A HEAD answer has its GET's headers and no body (RFC 9110): no body to check.
+        let head = method == "HEAD";
+        self.check_response(self.resolve(response), r, &what, !head);
+        self.seen
+            .insert((method.to_owned(), path.to_owned(), status));
+    }
+
+    /// Checks `r` against one response object: headers, content type, body.
+    #[track_caller]
+    fn check_response(&self, response: &Value, r: &Response, what: &str, has_body: bool) {
+        for (name, header) in response["headers"].as_object().into_iter().flatten() {
+            let value = r.header(name);
+            if header["required"] == true {
+                assert!(
+                    value.is_some(),
+                    "{what} lacks the header {name}: {:?}",
+                    r.headers
+                );
+            }
+            if let Some(value) = value {
+                // A header holds text; an integer schema means its digits.
+                let instance = value
+                    .parse::<u64>()
+                    .map_or_else(|_| json!(value), |n| json!(n));
+                self.validate(
+                    &header["schema"],
+                    &instance,
+                    &format!("{what} header {name}"),
+                );
+            }
+        }
+        let Some(content) = response["content"].as_object() else {
+            assert!(
+                r.body.is_empty(),
+                "{what} has a body the document does not describe"
+            );
+            return;
+        };
+        if !has_body {
+            assert!(r.body.is_empty(), "{what} has a body");
+            return;
+        }
+        let content_type = r.header("content-type").unwrap_or_default();
+        let media = content_type.split(';').next().unwrap_or_default().trim();
+        let schema = &content
+            .get(media)
+            .unwrap_or_else(|| panic!("{what} answers {content_type:?}, not in the document"))["schema"];
+        let body = if media == "application/json" {
+            r.json()
+        } else {
+            json!(r.text())
+        };
+        self.validate(schema, &body, what);
+    }
+
+    /// Checks `r` against `#/components/responses/<name>`: answers no operation lists (an
+    /// unknown path, a method a path does not take).
+    #[track_caller]
+    fn check_component(&self, name: &str, r: &Response) {
+        let response = &self.doc["components"]["responses"][name];
+        assert!(response.is_object(), "no component response {name}");
+        self.check_response(response, r, name, true);
+    }
+
+    /// Every operation's documented statuses that no answer in this test had.
+    fn unseen(&self) -> Vec<String> {
+        let shared_seen: BTreeSet<&str> = self
+            .seen
+            .iter()
+            .map(|(_, _, status)| status.as_str())
+            .filter(|status| SHARED.contains(status))
+            .collect();
+        let mut unseen = Vec::new();
+        for (path, operations) in self.doc["paths"].as_object().expect("paths") {
+            for (method, operation) in operations.as_object().expect("operations") {
+                for status in operation["responses"]
+                    .as_object()
+                    .expect("responses")
+                    .keys()
+                {
+                    let key = (method.to_ascii_uppercase(), path.clone(), status.clone());
+                    if !self.seen.contains(&key)
+                        && status != NEVER_PRODUCED
+                        && !shared_seen.contains(status.as_str())
+                    {
+                        unseen.push(format!("{} {} {}", key.0, key.1, key.2));
+                    }
+                }
+            }
+        }
+        unseen
+    }
+}
+
+fn bearer(secret: &str) -> String {
+    format!("Bearer {secret}")
+}
+
+/// `method target` with the secret of `s`'s space `a`, and a JSON body if given.
+async fn as_a(s: &TestServer, method: &str, target: &str, body: Option<&str>) -> Response {
+    let mut request = match body {
+        Some(body) => Request::post(target, Some(&s.a.secret), body),
+        None => Request::get(target).header("Authorization", bearer(&s.a.secret)),
+    };
+    request.method = method;
+    s.send(&request).await
+}
+
+/// `method target` without a credential.
+async fn anonymous(s: &TestServer, method: &str, target: &str, body: Option<&str>) -> Response {
+    let mut request = match body {
+        Some(body) => Request::post(target, None, body),
+        None => Request::get(target),
+    };
+    request.method = method;
+    s.send(&request).await
+}
+
+/// Sends each body to `POST path` as space `a`, checks its status and checks it against the
+/// document; then one without a credential (`401`). Answers the responses, in order.
+async fn post_all(
+    s: &TestServer,
+    d: &mut Document,
+    path: &str,
+    cases: &[(&str, u16)],
+) -> Vec<Response> {
+    let mut answers = Vec::new();
+    for &(body, status) in cases {
+        let r = as_a(s, "POST", path, Some(body)).await;
+        assert_eq!(r.status, status, "POST {path} {body}: {}", r.text());
+        d.check("POST", path, &r);
+        answers.push(r);
+    }
+    let r = anonymous(s, "POST", path, Some("{}")).await;
+    assert_eq!(r.status, 401, "POST {path} without a credential");
+    d.check("POST", path, &r);
+    answers
+}
+
+// One test walks every endpoint, in the order the document lists them; long by nature.
+#[allow(clippy::too_many_lines)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_of_every_endpoint_matches_the_document() {
+    let s = TestServer::start().await;
+    let mut d = Document::fetch(&s).await;
+    let big = format!(r#"{{"fbclid":"{}"}}"#, "x".repeat(17 * 1024));
+
+    // POST /events: each outcome and each error class.
+    let post_events = [
+        (
+            r#"{"event":"deposit","eid":"o-1","value":"12.10","currency":"usdt"}"#,
+            200,
+        ),
+        (
+            r#"{"event":"deposit","eid":"o-1","value":"12.10","currency":"usdt"}"#,
+            200,
+        ),
+        (r#"{"event":"contact","uid":"u-1","dry_run":true}"#, 200),
+        (
+            r#"{"event":"contact","uid":null,"occurred_at_ms":null}"#,
+            200,
+        ),
+        ("not json", 400),
+        (r#"{"event":"contact","occured_at_ms":1}"#, 400),
+        (r#"{"event":5}"#, 400),
+        (r"{}", 422),
+        (r#"{"event":"lead"}"#, 422),
+        (r#"{"event":"deposit","value":"12,5"}"#, 422),
+        (r#"{"event":"deposit","occurred_at_ms":1800000000}"#, 422),
+        (r#"{"event":"deposit","currency":"US"}"#, 422),
+        (r#"{"event":"deposit","uid":"a b"}"#, 422),
+        (r#"{"event":"deposit","eid":""}"#, 422),
+        (big.as_str(), 413),
+    ];
+    let answers = post_all(&s, &mut d, "/events", &post_events).await;
+    let first = answers[0].json()["inbox_id"].as_str().map(str::to_owned);
+    let r = s
+        .send(&Request::post("/events", Some(&s.a.ingest_token), "{}"))
+        .await;
+    assert_eq!(r.status, 401);
+    d.check("POST", "/events", &r);
+
+    // GET /e: JSON, plain text, each error class, an over-long URL.
+    let long = format!("event=contact&eid={}", "e".repeat(9 * 1024));
+    for (query, status) in [
+        ("event=deposit&eid=g-1&value=-3.5&t=1799999999000", 200),
+        ("event=registration&uid=u-2&return=OK", 200),
+        ("event=contact&dry_run=1", 200),
+        ("event=", 422),
+        ("event=contact&uid={clickid}", 422),
+        ("event=deposit&t=1800000000", 422),
+        (long.as_str(), 414),
+    ] {
+        let r = s.get_e(query).await;
+        assert_eq!(r.status, status, "{query}: {}", r.text());
+        d.check("GET", "/e", &r);
+    }
+    for target in ["/e?event=contact", "/e?event=contact&token=trk_it_nonsense"] {
+        let r = s.send(&Request::get(target)).await;
+        assert_eq!(r.status, 401);
+        d.check("GET", "/e", &r);
+    }
+    let with_secret = format!("/e?event=contact&token={}", s.a.secret);
+    d.check("GET", "/e", &s.send(&Request::get(&with_secret)).await);
+
+    // POST /clicks.
+    let click = s.click(
+        &s.a,
+        r#"{"link_slug":"ad","fbclid":"fb-1","campaign_name":"spring"}"#,
+    );
+    let uid = click.await;
+    let too_long = format!(r#"{{"fbclid":"{}"}}"#, "f".repeat(513));
+    let clicks = [
+        (r#"{"fbclid":"fb-1"}"#, 200),
+        (r#"{"raw_query":null}"#, 200),
+        (r#"{"fbclid":1}"#, 400),
+        (r#"{"link_slug":"x","extra":1}"#, 400),
+        (too_long.as_str(), 422),
+        (big.as_str(), 413),
+    ];
+    post_all(&s, &mut d, "/clicks", &clicks).await;
+
+    // POST /bind: unmatched, bound, a retry, a conflict, each error class.
+    let bound = format!(r#"{{"uid":"{uid}","tg_id":"42"}}"#);
+    let retried = format!(r#"{{"uid":"{uid}","tg_id":42}}"#);
+    let conflict = format!(r#"{{"uid":"{uid}","tg_id":43}}"#);
+    let binds = [
+        (r#"{"uid":"nobody","tg_id":5}"#, 200),
+        (bound.as_str(), 200),
+        (retried.as_str(), 200),
+        (conflict.as_str(), 200),
+        (r#"{"uid":"x","tg_id":true}"#, 400),
+        (r#"{"tg_id":1}"#, 422),
+        (r#"{"uid":"a b","tg_id":1}"#, 422),
+        (r#"{"uid":"x","tg_id":0}"#, 422),
+        (big.as_str(), 413),
+    ];
+    let answers = post_all(&s, &mut d, "/bind", &binds).await;
+    assert_eq!(answers[3].json()["conflict"], true, "{}", answers[3].text());
+
+    // GET /bind.
+    for (query, status) in [
+        (format!("uid={uid}&tg=42"), 200),
+        ("uid=nobody&tg=7".to_owned(), 200),
+        ("uid=x".to_owned(), 422),
+        ("uid=x&tg=-1".to_owned(), 422),
+    ] {
+        let r = s.get_as(&s.a, "/bind", &query).await;
+        assert_eq!(r.status, status, "{query}: {}", r.text());
+        d.check("GET", "/bind", &r);
+    }
+    d.check(
+        "GET",
+        "/bind",
+        &anonymous(&s, "GET", "/bind?uid=x&tg=1", None).await,
+    );
+
+    // An event of the click, so the feed has attribution (link, fbclid, tg_id, fbc).
+    let attributed = format!(r#"{{"event":"deposit","uid":"{uid}","value":5}}"#);
+    assert_queued(&as_a(&s, "POST", "/events", Some(&attributed)).await);
+
+    // The read side.
+    let wait_after = format!(
+        "/events/wait?after={}&timeout_s=0",
+        first.expect("an event")
+    );
+    for (target, status) in [
+        ("/events", 200),
+        ("/events?after=&limit=2", 200),
+        ("/events?limit=0", 422),
+        ("/events?after=999999", 422),
+        ("/events/wait?timeout_s=0", 200),
+        (wait_after.as_str(), 200),
+        ("/events/wait?timeout_s=61", 422),
+        ("/stats", 200),
+        ("/stats?by=link_slug&from_ms=0&to_ms=1900000000000", 200),
+        ("/stats?by=day", 200),
+        // Regression: answered 500 (an overflow) before; found by schemathesis.
+        ("/stats?to_ms=18446744073709551615", 200),
+        ("/stats?by=week", 422),
+        ("/stats?from_ms=2&to_ms=1", 422),
+        ("/rejections", 200),
+        ("/rejections?limit=1001", 422),
+    ] {
+        let r = as_a(&s, "GET", target, None).await;
+        assert_eq!(r.status, status, "{target}: {}", r.text());
+        let path = target.split('?').next().unwrap_or(target);
+        d.check("GET", path, &r);
+        if target == "/rejections" {
+            let n = r.json()["rejections"].as_array().map_or(0, Vec::len);
+            assert!(n > 10, "the refusals above are logged: {}", r.text());
+        }
+    }
+    for path in ["/events", "/events/wait", "/stats", "/rejections", "/links"] {
+        d.check("GET", path, &anonymous(&s, "GET", path, None).await);
+    }
+
+    // Links: create (bot, target, page), conflict, each error class, list, visit, delete.
+    let links = [
+        (
+            r#"{"slug":"spring","bot":"@shop_bot","campaign_name":"spring"}"#,
+            201,
+        ),
+        (
+            r#"{"slug":"mini","target":"https://app.example.com/go?c={uid}","mode":null}"#,
+            201,
+        ),
+        (
+            r#"{"slug":"pg","bot":"shop_bot","mode":"page","target":""}"#,
+            201,
+        ),
+        (r#"{"slug":"spring","bot":"shop_bot"}"#, 409),
+        (r#"{"slug":"x","bot":"shop_bot","colour":"red"}"#, 400),
+        (r#"{"slug":"x"}"#, 422),
+        (r#"{"slug":"x","bot":"shop"}"#, 422),
+        (r#"{"slug":"x","target":"https://[{uid}"}"#, 422),
+        (big.as_str(), 413),
+    ];
+    post_all(&s, &mut d, "/links", &links).await;
+    let r = as_a(&s, "GET", "/links", None).await;
+    assert_eq!(r.json()["links"].as_array().map(Vec::len), Some(3));
+    d.check("GET", "/links", &r);
+    for (target, agent, status) in [
+        ("/l/spring?fbclid=fb-2&utm_campaign=x", "Mozilla/5.0", 302),
+        ("/l/pg", "Mozilla/5.0", 200),
+        ("/l/spring", "TelegramBot (like TwitterBot)", 200),
+        ("/l/nope", "Mozilla/5.0", 404),
+    ] {
+        let r = s
+            .send(&Request::get(target).header("User-Agent", agent))
+            .await;
+        assert_eq!(r.status, status, "{target}: {}", r.text());
+        d.check("GET", "/l/{slug}", &r);
+    }
+    let head = |target| Request {
+        method: "HEAD",
+        ..Request::get(target)
+    };
+    for (target, status) in [("/l/spring", 200), ("/l/nope", 404)] {
+        let r = s.send(&head(target)).await;
+        assert_eq!(r.status, status);
+        d.check("HEAD", "/l/{slug}", &r);
+    }
+    for (slug, status) in [("mini", 200), ("mini", 200), ("never", 404)] {
+        let r = as_a(&s, "DELETE", &format!("/links/{slug}"), None).await;
+        assert_eq!(r.status, status, "{slug}: {}", r.text());
+        d.check("DELETE", "/links/{slug}", &r);
+    }
+    d.check(
+        "DELETE",
+        "/links/{slug}",
+        &anonymous(&s, "DELETE", "/links/x", None).await,
+    );
+    let r = s.send(&Request::get("/l/mini")).await;
+    assert_eq!(r.status, 410);
+    d.check("GET", "/l/{slug}", &r);
+    let r = s.send(&head("/l/mini")).await;
+    assert_eq!(r.status, 410);
+    d.check("HEAD", "/l/{slug}", &r);
+
+    // What no operation lists: an unknown path, a method a path does not take.
+    d.check_component("NotFound", &s.send(&Request::get("/nowhere")).await);
+    let r = anonymous(&s, "PUT", "/events", Some("{}")).await;
+    assert_eq!(r.status, 405);
+    d.check_component("MethodNotAllowed", &r);
+
+    // /healthz, while the disk works and while it does not; a failed write is 503. A head with
+    // too many header lines is refused before routing.
+    d.check("GET", "/healthz", &s.send(&Request::get("/healthz")).await);
+    let mut crowded = Request::get("/healthz");
+    for _ in 0..70 {
+        crowded = crowded.header("X-Filler", "1");
+    }
+    let r = s.send(&crowded).await;
+    assert_eq!(r.status, 431);
+    d.check("GET", "/healthz", &r);
+    s.fault.store(fault::FAIL_ALL, Ordering::SeqCst);
+    let r = as_a(&s, "POST", "/events", Some(r#"{"event":"contact"}"#)).await;
+    assert_eq!(r.status, 503);
+    d.check("POST", "/events", &r);
+    let r = s.send(&Request::get("/healthz")).await;
+    assert_eq!(r.status, 503);
+    d.check("GET", "/healthz", &r);
+    // Storage recovers by itself within seconds (tests/it/dedup.rs); not waited for here.
+    drop(s);
+
+    // Over a rate limit: a space's, and a link visitor's address.
+    let limited = TestServer::start_with(|settings| {
+        let one = Rate {
+            per_second: 1,
+            burst: 1,
+        };
+        settings.rate_limit = one;
+        settings.address_rate_limit = one;
+    })
+    .await;
+    for _ in 0..2 {
+        let r = as_a(&limited, "POST", "/events", Some(r#"{"event":"contact"}"#)).await;
+        d.check("POST", "/events", &r);
+    }
+    for _ in 0..2 {
+        let r = send(limited.addr, &Request::get("/l/any")).await;
+        d.check("GET", "/l/{slug}", &r);
+    }
+    limited.stop().await;
+
+    let unseen = d.unseen();
+    assert!(
+        unseen.is_empty(),
+        "the document lists answers this test never saw (make them, or take them out): {unseen:#?}"
+    );
+}
