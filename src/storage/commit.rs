@@ -37,9 +37,10 @@ use crate::error::Error;
 use crate::metrics::WriterMetrics;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fault::FaultSwitch;
+use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::file::FlushFailed;
 use crate::storage::ops::Txn;
-use crate::storage::schema::{META_DEDUP_REDO_FROM, META_INBOX_SEQ};
+use crate::storage::schema::{META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ};
 use crate::storage::{DbSlot, Health, StoreError, open, read};
 
 /// Where a request's answer goes, once its batch has committed.
@@ -180,6 +181,8 @@ pub(super) struct Writer {
     links: Arc<Directory>,
     /// Dedup entries not yet in the table; readers share it (`Store::judge_event`).
     pending: Arc<RwLock<DedupBuffer>>,
+    /// `clicks_by_fbclid` entries not yet in the table; only the writer reads that index.
+    fbclid: FbclidBuffer,
     health: Arc<watch::Sender<Health>>,
     rejections: Arc<RejectionQueue>,
     /// The last `inbox_id` committed, for followers of the feed (`GET /events/wait`).
@@ -195,6 +198,12 @@ pub(super) struct Writer {
 struct Changed {
     credentials: bool,
     links: bool,
+}
+
+/// What a committed batch takes out of the index buffers and puts in.
+struct Changes {
+    dedup: dedup_buffer::Change,
+    fbclid: fbclid_buffer::Change,
 }
 
 /// What ended a batch that did not commit.
@@ -243,6 +252,7 @@ impl Writer {
             keyring: shared.keyring,
             links: shared.links,
             pending: shared.pending,
+            fbclid: FbclidBuffer::default(),
             health: shared.health,
             rejections: shared.rejections,
             committed: shared.committed,
@@ -335,10 +345,10 @@ impl Writer {
         let rejections = self.rejections.take();
         let rejected = rejections.len() as u64;
         let started = Instant::now();
-        let result = (|| -> Result<(Changed, _, u64), StoreError> {
+        let result = (|| -> Result<(Changed, Changes, u64), StoreError> {
             let txn = db.begin_write()?;
-            let (changed, change, inbox_seq) = {
-                let mut t = Txn::open(&txn, &pending)?;
+            let (changed, changes, inbox_seq) = {
+                let mut t = Txn::open(&txn, &pending, &self.fbclid)?;
                 for job in batch.iter_mut() {
                     job.apply(&mut t)?;
                 }
@@ -351,26 +361,41 @@ impl Writer {
                 let redo_from =
                     pending.flush_slice(&mut change, &mut t.dedup, drain, t.inbox_seq + 1)?;
                 t.meta.insert(META_DEDUP_REDO_FROM, redo_from)?;
+                let mut fbclid = std::mem::take(&mut t.fbclid_change);
+                match self
+                    .fbclid
+                    .flush_slice(&mut fbclid, &mut t.by_fbclid, drain)?
+                {
+                    Some(from) => t.meta.insert(META_FBCLID_REDO_FROM, from)?,
+                    None => t.meta.remove(META_FBCLID_REDO_FROM)?,
+                };
                 t.meta.insert(META_INBOX_SEQ, t.inbox_seq)?;
                 let changed = Changed {
                     credentials: t.credentials_changed,
                     links: t.links_changed,
                 };
-                (changed, change, t.inbox_seq)
+                (
+                    changed,
+                    Changes {
+                        dedup: change,
+                        fbclid,
+                    },
+                    t.inbox_seq,
+                )
             };
             commit(txn)?;
-            Ok((changed, change, inbox_seq))
+            Ok((changed, changes, inbox_seq))
         })();
         drop(pending);
         match result {
-            Ok((changed, change, inbox_seq)) => {
+            Ok((changed, changes, inbox_seq)) => {
                 self.metrics
                     .commit_seconds
                     .observe_duration(started.elapsed());
                 if !batch.is_empty() {
                     self.metrics.batch_size.observe(batch.len() as u64);
                 }
-                self.committed(&db, changed, change, inbox_seq, flush_last_used);
+                self.committed(&db, changed, changes, inbox_seq, flush_last_used);
                 for job in batch.drain(..) {
                     job.answer(true);
                 }
@@ -410,7 +435,7 @@ impl Writer {
         &mut self,
         db: &Database,
         changed: Changed,
-        change: dedup_buffer::Change,
+        changes: Changes,
         inbox_seq: u64,
         flush_last_used: bool,
     ) {
@@ -426,7 +451,8 @@ impl Writer {
         self.pending
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .apply(change);
+            .apply(changes.dedup);
+        self.fbclid.apply(changes.fbclid);
         if flush_last_used {
             self.last_flush = Instant::now();
         }
@@ -496,6 +522,9 @@ impl Writer {
                     // buffer must not write over it.
                     *self.pending.write().unwrap_or_else(PoisonError::into_inner) =
                         DedupBuffer::default();
+                    // The same for the fbclid index's entries (each is at or after the last
+                    // committed `fbclid_redo_from`).
+                    self.fbclid = FbclidBuffer::default();
                     let db = Arc::new(opened.db);
                     self.flush_failed = opened.flush_failed;
                     *self.slot.write().unwrap_or_else(PoisonError::into_inner) = Some(db.clone());

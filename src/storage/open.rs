@@ -70,6 +70,7 @@ pub fn open_database(
     })?;
     migrate(&db)?;
     redo_dedup(&db)?;
+    redo_fbclid(&db)?;
     Ok(Opened {
         db,
         flush_failed,
@@ -100,6 +101,23 @@ fn redo_dedup(db: &Database) -> Result<(), StoreError> {
             tracing::info!(
                 entries = written,
                 "dedup entries derived again from the inbox"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Writes the `clicks_by_fbclid` entries that were only in the writer's memory when the file was
+/// last closed without a clean stop (`fbclid_buffer.rs`).
+fn redo_fbclid(db: &Database) -> Result<(), StoreError> {
+    let txn = db.begin_write()?;
+    match crate::storage::fbclid_buffer::redo(&txn)? {
+        None => txn.abort()?,
+        Some(written) => {
+            txn.commit()?;
+            tracing::info!(
+                entries = written,
+                "fbclid index entries derived again from the clicks"
             );
         }
     }
@@ -148,6 +166,8 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
             3 => migrate_to_v4(&txn)?,
             4 => migrate_to_v5(&txn)?,
             5 => migrate_to_v6(&txn)?,
+            // Nothing to convert: see schema.rs.
+            6 => {}
             _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
         }
         version += 1;

@@ -28,6 +28,7 @@ use crate::domain::stats::Counts;
 use crate::error::{Code, Error};
 use crate::storage::StoreError;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
+use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::read;
 use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
 use crate::storage::records::{LinkRecord, RejectionRecord};
@@ -47,7 +48,7 @@ pub(crate) struct Txn<'t> {
     inbox: Table<'t, (u32, u64), &'static [u8]>,
     pub(super) dedup: Table<'t, (u32, u8, u128), (u64, u64)>,
     clicks: Table<'t, (u32, &'static str), &'static [u8]>,
-    by_fbclid: Table<'t, (u32, u128), &'static str>,
+    pub(super) by_fbclid: Table<'t, (u32, u128), &'static str>,
     by_tg: Table<'t, (u32, u64, &'static str), ()>,
     pub(super) stats: Table<'t, (u32, u8, &'static str, u32), &'static [u8]>,
     rejections: Table<'t, (u32, u32), &'static [u8]>,
@@ -67,12 +68,17 @@ pub(crate) struct Txn<'t> {
     pending: &'t DedupBuffer,
     /// The dedup entries this transaction adds and writes out.
     pub(super) change: dedup_buffer::Change,
+    /// `clicks_by_fbclid` entries older than this transaction, not yet in the table.
+    fbclid_pending: &'t FbclidBuffer,
+    /// The `clicks_by_fbclid` entries this transaction adds and writes out.
+    pub(super) fbclid_change: fbclid_buffer::Change,
 }
 
 impl<'t> Txn<'t> {
     pub(super) fn open(
         txn: &'t WriteTransaction,
         pending: &'t DedupBuffer,
+        fbclid_pending: &'t FbclidBuffer,
     ) -> Result<Txn<'t>, StoreError> {
         let meta = txn.open_table(META)?;
         let inbox_seq = meta.get(META_INBOX_SEQ)?.map_or(0, |v| v.value());
@@ -97,6 +103,8 @@ impl<'t> Txn<'t> {
             links_changed: false,
             pending,
             change: dedup_buffer::Change::default(),
+            fbclid_pending,
+            fbclid_change: fbclid_buffer::Change::default(),
         })
     }
 
@@ -163,16 +171,25 @@ impl<'t> Txn<'t> {
     ) -> Result<ClickOutcome, StoreError> {
         let fbclid_key = click.fbclid.as_deref().map(click::fbclid_key);
         if let Some(k) = fbclid_key {
-            if let Some(uid) = self.by_fbclid.get((space, k))? {
+            // Newest first: this transaction's clicks, then the buffer, then the table.
+            let key = (space, k);
+            let known = match self.fbclid_change.fresh.get(&key) {
+                Some((uid, _)) => Some(uid.clone()),
+                None => match self.fbclid_pending.get(&key) {
+                    Some(uid) => Some(uid.to_owned()),
+                    None => self.by_fbclid.get(key)?.map(|g| g.value().to_owned()),
+                },
+            };
+            if let Some(uid) = known {
                 return Ok(ClickOutcome {
-                    uid: uid.value().to_owned(),
+                    uid,
                     created: false,
                 });
             }
         }
         let uid = loop {
             // 128 random bits: a collision is astronomically unlikely, but never overwrite.
-            let uid = credential::random_id();
+            let uid = click::new_uid(click.clicked_at_ms);
             if self.clicks.get((space, uid.as_str()))?.is_none() {
                 break uid;
             }
@@ -189,7 +206,7 @@ impl<'t> Txn<'t> {
         self.clicks
             .insert((space, uid.as_str()), records::encode(&record).as_slice())?;
         if let Some(k) = fbclid_key {
-            self.by_fbclid.insert((space, k), uid.as_str())?;
+            self.fbclid_change.add((space, k), &uid);
         }
         self.rollup.click(space, &record);
         Ok(ClickOutcome { uid, created: true })
