@@ -160,14 +160,13 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
         let txn = db.begin_write()?;
         match version {
             0 => migrate_to_v1(&txn)?,
-            // Nothing to convert: see schema.rs.
-            1 => {}
+            // Nothing to convert: see schema.rs (2: event records version 2; 7: the fbclid
+            // buffer's redo mark and uids that begin with their time).
+            1 | 6 => {}
             2 => migrate_to_v3(&txn)?,
             3 => migrate_to_v4(&txn)?,
             4 => migrate_to_v5(&txn)?,
             5 => migrate_to_v6(&txn)?,
-            // Nothing to convert: see schema.rs.
-            6 => {}
             _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
         }
         version += 1;

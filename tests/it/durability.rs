@@ -342,7 +342,7 @@ async fn a_sigkill_right_after_acknowledgements_loses_no_click_or_binding() {
 }
 
 /// A click's `fbclid` index entry may be only in the writer's memory when the click is answered
-/// (storage/fbclid_buffer.rs). After a SIGKILL the restart derives it again from the clicks, and
+/// (`storage/fbclid_buffer.rs`). After a SIGKILL the restart derives it again from the clicks, and
 /// the same `fbclid` answers the same click instead of making a second one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fbclid_entries_in_memory_at_a_sigkill_are_derived_again() {
