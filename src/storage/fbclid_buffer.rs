@@ -70,16 +70,6 @@ impl FbclidBuffer {
         self.entries.get(key).map(|(uid, _)| uid.as_str())
     }
 
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// Writes the next slice of entries into `table` (every entry if `all`), records what it
     /// wrote in `change`, and returns the click time a redo would have to start from after this
     /// commit, or `None` if every entry is in the table.

@@ -69,8 +69,16 @@ pub fn open_database(
         other => StoreError::from(other),
     })?;
     migrate(&db)?;
-    redo_dedup(&db)?;
-    redo_fbclid(&db)?;
+    redo_index(
+        &db,
+        crate::storage::dedup_buffer::redo,
+        "dedup entries derived again from the inbox",
+    )?;
+    redo_index(
+        &db,
+        crate::storage::fbclid_buffer::redo,
+        "fbclid index entries derived again from the clicks",
+    )?;
     Ok(Opened {
         db,
         flush_failed,
@@ -90,35 +98,20 @@ pub fn open_in_memory() -> Result<Opened, StoreError> {
     })
 }
 
-/// Writes the dedup entries that were only in the writer's memory when the file was last
-/// closed without a clean stop (`dedup_buffer.rs`).
-fn redo_dedup(db: &Database) -> Result<(), StoreError> {
+/// Writes the index entries that were only in the writer's memory when the file was last closed
+/// without a clean stop, with `redo` (`dedup_buffer.rs`, `fbclid_buffer.rs`), and logs how many
+/// with `what`.
+fn redo_index(
+    db: &Database,
+    redo: fn(&redb::WriteTransaction) -> Result<Option<u64>, StoreError>,
+    what: &'static str,
+) -> Result<(), StoreError> {
     let txn = db.begin_write()?;
-    match crate::storage::dedup_buffer::redo(&txn)? {
+    match redo(&txn)? {
         None => txn.abort()?,
         Some(written) => {
             txn.commit()?;
-            tracing::info!(
-                entries = written,
-                "dedup entries derived again from the inbox"
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Writes the `clicks_by_fbclid` entries that were only in the writer's memory when the file was
-/// last closed without a clean stop (`fbclid_buffer.rs`).
-fn redo_fbclid(db: &Database) -> Result<(), StoreError> {
-    let txn = db.begin_write()?;
-    match crate::storage::fbclid_buffer::redo(&txn)? {
-        None => txn.abort()?,
-        Some(written) => {
-            txn.commit()?;
-            tracing::info!(
-                entries = written,
-                "fbclid index entries derived again from the clicks"
-            );
+            tracing::info!(entries = written, "{what}");
         }
     }
     Ok(())
