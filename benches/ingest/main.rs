@@ -1259,6 +1259,27 @@ fn report_stored(s: &DataCheck) {
          of the file is clicks and space redb has grown into but not yet used",
         per(event_pages * 4096, s.stored)
     );
+    let pages_of = |table: &str| {
+        s.usage
+            .iter()
+            .filter(|u| u.table == table)
+            .map(|u| u.leaf_pages + u.branch_pages)
+            .sum::<u64>()
+    };
+    let clicks: u64 = s
+        .usage
+        .iter()
+        .filter(|u| u.table == "clicks")
+        .map(|u| u.entries)
+        .sum();
+    let click_pages = pages_of("clicks") + pages_of("clicks_by_fbclid") + pages_of("clicks_by_tg");
+    println!(
+        "  clicks in their tables (clicks + clicks_by_fbclid + clicks_by_tg pages): {:.0} bytes \
+         per stored click ({clicks} clicks); the whole file less the event tables' pages: {:.0} \
+         bytes per stored click",
+        per(click_pages * 4096, clicks),
+        per(s.file_bytes.saturating_sub(event_pages * 4096), clicks)
+    );
     println!("server peak RSS (VmHWM): {:.1} MiB", mib(s.peak_rss));
     match &s.verdict {
         Ok(()) => println!("check: every acknowledged event is in the data file"),

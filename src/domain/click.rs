@@ -13,6 +13,48 @@ use crate::domain::event::check_visible_ascii;
 use crate::domain::input::{self, Query, json_number_text, quoted};
 use crate::error::{Code, Error};
 
+/// Characters of a generated `uid` before its random part: the click's time in milliseconds
+/// since the epoch, base62, zero-padded. 62^7 ms runs to the year 2081.
+pub const UID_TIME_LEN: usize = 7;
+/// The largest time the prefix holds; later clicks all carry it.
+const UID_TIME_MAX: u64 = 62u64.pow(UID_TIME_LEN as u32) - 1;
+
+/// A new click's `uid`: [`UID_TIME_LEN`] characters of its time, then 22 of 128 random bits
+/// (`credential::random_id`), 29 characters of `[A-Za-z0-9]` in all (CONTRACT section 5: at
+/// least 128 random bits in at most 32 such characters; Telegram's `start` takes 64).
+///
+/// Why the time: the `clicks` table is keyed by `(space, uid)`. With a random uid each new click
+/// landed in a random leaf, and a commit of N clicks rewrote N leaves; with the time first, new
+/// clicks go to the end of their space's range and a commit writes one or two leaves. The time
+/// is the click's own (which its record holds anyway), or a millisecond or two later when the
+/// writer keeps one batch's uids after the last one's (`Txn::uid_floor`); nothing else can be
+/// read from the uid.
+/// Uids made before (22 random characters) are found as before: a look-up is by the whole uid.
+#[must_use]
+pub fn new_uid(clicked_at_ms: u64) -> String {
+    let mut uid = uids_from(clicked_at_ms);
+    uid.push_str(&crate::domain::credential::random_id());
+    uid
+}
+
+/// The time prefix of a `uid` that [`new_uid`] made (every uid of a click made since schema 7);
+/// `None` for an older, all-random one.
+#[must_use]
+pub fn uid_time(uid: &str) -> Option<u64> {
+    if uid.len() != UID_TIME_LEN + 22 || !uid.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let time = crate::domain::credential::base62_value(&uid[..UID_TIME_LEN])?;
+    u64::try_from(time).ok()
+}
+
+/// The smallest uid [`new_uid`] makes for a click at `time_ms` or later, for a range of the
+/// `clicks` table (older all-random uids may sort after it too).
+#[must_use]
+pub fn uids_from(time_ms: u64) -> String {
+    crate::domain::credential::base62(u128::from(time_ms.min(UID_TIME_MAX)), UID_TIME_LEN)
+}
+
 /// The largest Telegram id accepted: 2^53 - 1.
 pub const MAX_TG_ID: u64 = (1 << 53) - 1;
 
@@ -183,6 +225,47 @@ pub fn parse_tg_id(text: &str, field: &'static str) -> Result<u64, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_uids_sort_by_time_and_keep_128_random_bits() {
+        let times = [
+            0,
+            1,
+            61,
+            62,
+            1_799_999_999_999,
+            1_800_000_000_000,
+            UID_TIME_MAX,
+        ];
+        let uids: Vec<String> = times.iter().map(|&t| new_uid(t)).collect();
+        for (uid, t) in uids.iter().zip(times) {
+            assert_eq!(uid.len(), UID_TIME_LEN + 22, "{uid}");
+            assert!(uid.bytes().all(|b| b.is_ascii_alphanumeric()), "{uid}");
+            assert!(crate::domain::link::fits_start_parameter(uid), "{uid}");
+            assert_eq!(
+                &uid[..UID_TIME_LEN],
+                &new_uid(t)[..UID_TIME_LEN],
+                "the prefix is the time's alone"
+            );
+        }
+        assert!(uids.windows(2).all(|w| w[0] < w[1]), "{uids:?}");
+        assert_eq!(&new_uid(0)[..UID_TIME_LEN], "0000000");
+        // Past the year 2081 the prefix stays at its largest, and the uid is still well formed.
+        assert_eq!(
+            &new_uid(u64::MAX)[..UID_TIME_LEN],
+            &uids[uids.len() - 1][..UID_TIME_LEN]
+        );
+        for (uid, t) in uids.iter().zip(times) {
+            assert_eq!(uid_time(uid), Some(t), "{uid}");
+            assert!(uids_from(t) <= *uid, "{uid}");
+            assert!(t == UID_TIME_MAX || uids_from(t + 1) > *uid, "{uid}");
+        }
+        assert_eq!(uid_time(&crate::domain::credential::random_id()), None);
+        assert_eq!(uid_time(&format!("{}-", &uids[0][..28])), None);
+        // The same millisecond: the random part differs.
+        let (a, b) = (new_uid(5), new_uid(5));
+        assert_ne!(a[UID_TIME_LEN..], b[UID_TIME_LEN..]);
+    }
 
     fn click(body: &str) -> Result<NewClick, Error> {
         NewClick::from_json(body.as_bytes(), 1)

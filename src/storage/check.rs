@@ -14,6 +14,8 @@
 //!
 //! A dedup entry may be missing from the table for an event from `dedup_redo_from` on: it lives
 //! in the writer's memory (`dedup_buffer.rs`) and is derived from the inbox at the next open.
+//! Likewise a `clicks_by_fbclid` entry for a click whose uid's time is `fbclid_redo_from` or
+//! later (`fbclid_buffer.rs`), derived from the clicks.
 //!
 //! Derivable means computed from other rows: indexes, the rollup, counters. `repair` rewrites
 //! only those; a record that does not decode, or a credential of a space that does not exist, is
@@ -40,8 +42,8 @@ use crate::storage::records::{
 use crate::storage::rollup::{self, RowKey};
 use crate::storage::schema::{
     CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, META,
-    META_DEDUP_REDO_FROM, META_INBOX_SEQ, META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS,
-    REJECTIONS, SCHEMA_VERSION, SPACES, STATS,
+    META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ, META_SCHEMA_VERSION,
+    META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SCHEMA_VERSION, SPACES, STATS,
 };
 use crate::storage::{StoreError, open};
 
@@ -264,11 +266,15 @@ fn run(txn: &ReadTransaction) -> Result<Checker, StoreError> {
     let redo_from = meta
         .get(META_DEDUP_REDO_FROM)?
         .map_or(u64::MAX, |v| v.value());
+    // Clicks from this time on may have their fbclid entry only in the writer's memory.
+    let fbclid_redo_from = meta
+        .get(META_FBCLID_REDO_FROM)?
+        .map_or(u64::MAX, |v| v.value());
 
     let spaces = check_spaces(txn, &mut c, space_seq)?;
     check_credentials(txn, &mut c, &spaces)?;
     check_inbox(txn, &mut c, &spaces, inbox_seq, redo_from)?;
-    check_clicks(txn, &mut c)?;
+    check_clicks(txn, &mut c, fbclid_redo_from)?;
     check_links(txn, &mut c, &spaces)?;
     check_stats(txn, &mut c)?;
     check_rejections(txn, &mut c)?;
@@ -450,7 +456,11 @@ fn check_inbox(
     Ok(())
 }
 
-fn check_clicks(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreError> {
+fn check_clicks(
+    txn: &ReadTransaction,
+    c: &mut Checker,
+    fbclid_redo_from: u64,
+) -> Result<(), StoreError> {
     let clicks = txn.open_table(CLICKS)?;
     let by_fbclid = txn.open_table(CLICKS_BY_FBCLID)?;
     let by_tg = txn.open_table(CLICKS_BY_TG)?;
@@ -469,7 +479,9 @@ fn check_clicks(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreError
         if let Some(fbclid) = &click.fbclid {
             let k = (space, fbclid_key(fbclid));
             let indexed = by_fbclid.get(k)?.map(|v| v.value().to_owned());
-            if indexed.is_none() {
+            let buffered =
+                crate::domain::click::uid_time(uid).is_some_and(|t| t >= fbclid_redo_from);
+            if indexed.is_none() && !buffered {
                 c.derivable(
                     "clicks_by_fbclid",
                     format!("space {space}, fbclid {fbclid}"),

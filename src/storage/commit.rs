@@ -37,9 +37,10 @@ use crate::error::Error;
 use crate::metrics::WriterMetrics;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fault::FaultSwitch;
+use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::file::FlushFailed;
 use crate::storage::ops::Txn;
-use crate::storage::schema::{META_DEDUP_REDO_FROM, META_INBOX_SEQ};
+use crate::storage::schema::{META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ};
 use crate::storage::{DbSlot, Health, StoreError, open, read};
 
 /// Where a request's answer goes, once its batch has committed.
@@ -180,6 +181,10 @@ pub(super) struct Writer {
     links: Arc<Directory>,
     /// Dedup entries not yet in the table; readers share it (`Store::judge_event`).
     pending: Arc<RwLock<DedupBuffer>>,
+    /// `clicks_by_fbclid` entries not yet in the table; only the writer reads that index.
+    fbclid: FbclidBuffer,
+    /// Past the time of every uid committed so far (`Txn::uid_floor`).
+    uid_floor: u64,
     health: Arc<watch::Sender<Health>>,
     rejections: Arc<RejectionQueue>,
     /// The last `inbox_id` committed, for followers of the feed (`GET /events/wait`).
@@ -195,6 +200,15 @@ pub(super) struct Writer {
 struct Changed {
     credentials: bool,
     links: bool,
+}
+
+/// What a committed batch takes out of the index buffers and puts in, and the latest uid time it
+/// made.
+struct Buffered {
+    dedup: dedup_buffer::Change,
+    fbclid: fbclid_buffer::Change,
+    /// The latest time a new click's uid began with.
+    newest_uid: Option<u64>,
 }
 
 /// What ended a batch that did not commit.
@@ -243,6 +257,8 @@ impl Writer {
             keyring: shared.keyring,
             links: shared.links,
             pending: shared.pending,
+            fbclid: FbclidBuffer::default(),
+            uid_floor: 0,
             health: shared.health,
             rejections: shared.rejections,
             committed: shared.committed,
@@ -335,42 +351,40 @@ impl Writer {
         let rejections = self.rejections.take();
         let rejected = rejections.len() as u64;
         let started = Instant::now();
-        let result = (|| -> Result<(Changed, _, u64), StoreError> {
+        let result = (|| -> Result<(Changed, Buffered, u64), StoreError> {
             let txn = db.begin_write()?;
-            let (changed, change, inbox_seq) = {
-                let mut t = Txn::open(&txn, &pending)?;
+            let (changed, buffered, inbox_seq) = {
+                let mut t = Txn::open(&txn, &pending, &self.fbclid, self.uid_floor)?;
                 for job in batch.iter_mut() {
                     job.apply(&mut t)?;
                 }
+                let newest_uid = t.write_clicks()?;
                 if flush_last_used {
                     t.flush_last_used(&self.keyring.last_used())?;
                 }
                 t.record_rejections(rejections)?;
                 t.rollup.write(&mut t.stats)?;
-                let mut change = std::mem::take(&mut t.change);
-                let redo_from =
-                    pending.flush_slice(&mut change, &mut t.dedup, drain, t.inbox_seq + 1)?;
-                t.meta.insert(META_DEDUP_REDO_FROM, redo_from)?;
+                let buffered = flush_buffers(&mut t, &pending, &self.fbclid, drain, newest_uid)?;
                 t.meta.insert(META_INBOX_SEQ, t.inbox_seq)?;
                 let changed = Changed {
                     credentials: t.credentials_changed,
                     links: t.links_changed,
                 };
-                (changed, change, t.inbox_seq)
+                (changed, buffered, t.inbox_seq)
             };
             commit(txn)?;
-            Ok((changed, change, inbox_seq))
+            Ok((changed, buffered, inbox_seq))
         })();
         drop(pending);
         match result {
-            Ok((changed, change, inbox_seq)) => {
+            Ok((changed, buffered, inbox_seq)) => {
                 self.metrics
                     .commit_seconds
                     .observe_duration(started.elapsed());
                 if !batch.is_empty() {
                     self.metrics.batch_size.observe(batch.len() as u64);
                 }
-                self.committed(&db, changed, change, inbox_seq, flush_last_used);
+                self.committed(&db, changed, buffered, inbox_seq, flush_last_used);
                 for job in batch.drain(..) {
                     job.answer(true);
                 }
@@ -410,7 +424,7 @@ impl Writer {
         &mut self,
         db: &Database,
         changed: Changed,
-        change: dedup_buffer::Change,
+        buffered: Buffered,
         inbox_seq: u64,
         flush_last_used: bool,
     ) {
@@ -426,7 +440,11 @@ impl Writer {
         self.pending
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .apply(change);
+            .apply(buffered.dedup);
+        self.fbclid.apply(buffered.fbclid);
+        if let Some(t) = buffered.newest_uid {
+            self.uid_floor = self.uid_floor.max(t.saturating_add(1));
+        }
         if flush_last_used {
             self.last_flush = Instant::now();
         }
@@ -496,6 +514,9 @@ impl Writer {
                     // buffer must not write over it.
                     *self.pending.write().unwrap_or_else(PoisonError::into_inner) =
                         DedupBuffer::default();
+                    // The same for the fbclid index's entries (each is at or after the last
+                    // committed `fbclid_redo_from`).
+                    self.fbclid = FbclidBuffer::default();
                     let db = Arc::new(opened.db);
                     self.flush_failed = opened.flush_failed;
                     *self.slot.write().unwrap_or_else(PoisonError::into_inner) = Some(db.clone());
@@ -529,6 +550,30 @@ impl Writer {
             }
         }
     }
+}
+
+/// Writes each index buffer's next slice and its redo mark into the batch's transaction, and
+/// answers what the buffers take out and put in once it commits.
+fn flush_buffers(
+    t: &mut Txn<'_>,
+    dedup: &DedupBuffer,
+    fbclid: &FbclidBuffer,
+    drain: bool,
+    newest_uid: Option<u64>,
+) -> Result<Buffered, StoreError> {
+    let mut dedup_change = std::mem::take(&mut t.change);
+    let redo_from = dedup.flush_slice(&mut dedup_change, &mut t.dedup, drain, t.inbox_seq + 1)?;
+    t.meta.insert(META_DEDUP_REDO_FROM, redo_from)?;
+    let mut fbclid_change = std::mem::take(&mut t.fbclid_change);
+    match fbclid.flush_slice(&mut fbclid_change, &mut t.by_fbclid, drain)? {
+        Some(from) => t.meta.insert(META_FBCLID_REDO_FROM, from)?,
+        None => t.meta.remove(META_FBCLID_REDO_FROM)?,
+    };
+    Ok(Buffered {
+        dedup: dedup_change,
+        fbclid: fbclid_change,
+        newest_uid,
+    })
 }
 
 /// After a fatal failure: answers what waits, and lets the queue close with the thread.

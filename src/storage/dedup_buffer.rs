@@ -93,40 +93,8 @@ impl DedupBuffer {
         all: bool,
         next_inbox_id: u64,
     ) -> Result<u64, StoreError> {
-        let quota = if all {
-            self.entries.len()
-        } else {
-            self.entries
-                .len()
-                .div_ceil(SWEEP_COMMITS)
-                .max(self.entries.len().saturating_sub(CAPACITY))
-        };
-        let after = match self.cursor {
-            Some(c) => Bound::Excluded(c),
-            None => Bound::Unbounded,
-        };
         let flushed = &mut change.flushed;
-        flushed.extend(
-            self.entries
-                .range((after, Bound::Unbounded))
-                .take(quota)
-                .map(|(k, v)| (*k, *v)),
-        );
-        if flushed.len() < quota {
-            // Wrap around to the start of the key space (only with a cursor: without one, the
-            // first range is the whole buffer).
-            let wrap = quota - flushed.len();
-            let until = match self.cursor {
-                Some(c) => Bound::Included(c),
-                None => Bound::Unbounded,
-            };
-            flushed.extend(
-                self.entries
-                    .range((Bound::Unbounded, until))
-                    .take(wrap)
-                    .map(|(k, v)| (*k, *v)),
-            );
-        }
+        *flushed = next_slice(&self.entries, self.cursor, all);
         for (key, earlier) in flushed.iter() {
             table.insert(key, earlier)?;
         }
@@ -161,6 +129,50 @@ impl DedupBuffer {
             self.ids.insert(earlier.0);
         }
     }
+}
+
+/// The entries one commit writes out of a buffer of `entries`: every one if `all`, else the next
+/// 1/[`SWEEP_COMMITS`] of them after `cursor` (the last key the previous commit wrote), wrapping
+/// around to the start of the key space, and more while the buffer is over [`CAPACITY`]. Shared
+/// by the buffers of both digest-keyed indexes (`fbclid_buffer.rs`).
+pub(super) fn next_slice<K: Ord + Copy, V: Clone>(
+    entries: &BTreeMap<K, V>,
+    cursor: Option<K>,
+    all: bool,
+) -> Vec<(K, V)> {
+    let quota = if all {
+        entries.len()
+    } else {
+        entries
+            .len()
+            .div_ceil(SWEEP_COMMITS)
+            .max(entries.len().saturating_sub(CAPACITY))
+    };
+    let after = match cursor {
+        Some(c) => Bound::Excluded(c),
+        None => Bound::Unbounded,
+    };
+    let mut slice: Vec<(K, V)> = entries
+        .range((after, Bound::Unbounded))
+        .take(quota)
+        .map(|(k, v)| (*k, v.clone()))
+        .collect();
+    if slice.len() < quota {
+        // Wrap around to the start of the key space (only with a cursor: without one, the
+        // first range is the whole buffer).
+        let wrap = quota - slice.len();
+        let until = match cursor {
+            Some(c) => Bound::Included(c),
+            None => Bound::Unbounded,
+        };
+        slice.extend(
+            entries
+                .range((Bound::Unbounded, until))
+                .take(wrap)
+                .map(|(k, v)| (*k, v.clone())),
+        );
+    }
+    slice
 }
 
 /// The inbox record of `event`. It keeps every field [`dedup::dedup_key`] reads, so that

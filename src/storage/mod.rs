@@ -12,6 +12,7 @@ mod commit;
 pub mod compact;
 pub mod dedup_buffer;
 pub mod fault;
+pub mod fbclid_buffer;
 mod file;
 pub mod open;
 mod ops;

@@ -69,7 +69,16 @@ pub fn open_database(
         other => StoreError::from(other),
     })?;
     migrate(&db)?;
-    redo_dedup(&db)?;
+    redo_index(
+        &db,
+        crate::storage::dedup_buffer::redo,
+        "dedup entries derived again from the inbox",
+    )?;
+    redo_index(
+        &db,
+        crate::storage::fbclid_buffer::redo,
+        "fbclid index entries derived again from the clicks",
+    )?;
     Ok(Opened {
         db,
         flush_failed,
@@ -89,18 +98,20 @@ pub fn open_in_memory() -> Result<Opened, StoreError> {
     })
 }
 
-/// Writes the dedup entries that were only in the writer's memory when the file was last
-/// closed without a clean stop (`dedup_buffer.rs`).
-fn redo_dedup(db: &Database) -> Result<(), StoreError> {
+/// Writes the index entries that were only in the writer's memory when the file was last closed
+/// without a clean stop, with `redo` (`dedup_buffer.rs`, `fbclid_buffer.rs`), and logs how many
+/// with `what`.
+fn redo_index(
+    db: &Database,
+    redo: fn(&redb::WriteTransaction) -> Result<Option<u64>, StoreError>,
+    what: &'static str,
+) -> Result<(), StoreError> {
     let txn = db.begin_write()?;
-    match crate::storage::dedup_buffer::redo(&txn)? {
+    match redo(&txn)? {
         None => txn.abort()?,
         Some(written) => {
             txn.commit()?;
-            tracing::info!(
-                entries = written,
-                "dedup entries derived again from the inbox"
-            );
+            tracing::info!(entries = written, "{what}");
         }
     }
     Ok(())
@@ -142,8 +153,9 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
         let txn = db.begin_write()?;
         match version {
             0 => migrate_to_v1(&txn)?,
-            // Nothing to convert: see schema.rs.
-            1 => {}
+            // Nothing to convert: see schema.rs (2: event records version 2; 7: the fbclid
+            // buffer's redo mark and uids that begin with their time).
+            1 | 6 => {}
             2 => migrate_to_v3(&txn)?,
             3 => migrate_to_v4(&txn)?,
             4 => migrate_to_v5(&txn)?,

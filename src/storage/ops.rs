@@ -15,6 +15,8 @@
 //! So that a refused or corrupt request leaves nothing behind, an operation reads and decodes
 //! everything it needs before its first insert.
 
+use std::collections::BTreeMap;
+
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click::{self, NewClick};
@@ -28,6 +30,7 @@ use crate::domain::stats::Counts;
 use crate::error::{Code, Error};
 use crate::storage::StoreError;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
+use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::read;
 use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
 use crate::storage::records::{LinkRecord, RejectionRecord};
@@ -47,7 +50,7 @@ pub(crate) struct Txn<'t> {
     inbox: Table<'t, (u32, u64), &'static [u8]>,
     pub(super) dedup: Table<'t, (u32, u8, u128), (u64, u64)>,
     clicks: Table<'t, (u32, &'static str), &'static [u8]>,
-    by_fbclid: Table<'t, (u32, u128), &'static str>,
+    pub(super) by_fbclid: Table<'t, (u32, u128), &'static str>,
     by_tg: Table<'t, (u32, u64, &'static str), ()>,
     pub(super) stats: Table<'t, (u32, u8, &'static str, u32), &'static [u8]>,
     rejections: Table<'t, (u32, u32), &'static [u8]>,
@@ -67,12 +70,27 @@ pub(crate) struct Txn<'t> {
     pending: &'t DedupBuffer,
     /// The dedup entries this transaction adds and writes out.
     pub(super) change: dedup_buffer::Change,
+    /// `clicks_by_fbclid` entries older than this transaction, not yet in the table.
+    fbclid_pending: &'t FbclidBuffer,
+    /// The `clicks_by_fbclid` entries this transaction adds and writes out.
+    pub(super) fbclid_change: fbclid_buffer::Change,
+    /// This batch's new clicks, encoded, written in key order at its end ([`Txn::write_clicks`]):
+    /// in the order they came, two clicks of one millisecond would land out of order about half
+    /// the time, and redb splits the last leaf evenly for a key that is not past every other,
+    /// leaving half-empty leaves behind. No request of the batch can name them: their uids are
+    /// answered after the commit.
+    new_clicks: BTreeMap<(u32, String), Vec<u8>>,
+    /// The earliest time a new uid of this batch may begin with: past every uid of the batches
+    /// before, so that a batch's clicks come after the last one's.
+    uid_floor: u64,
 }
 
 impl<'t> Txn<'t> {
     pub(super) fn open(
         txn: &'t WriteTransaction,
         pending: &'t DedupBuffer,
+        fbclid_pending: &'t FbclidBuffer,
+        uid_floor: u64,
     ) -> Result<Txn<'t>, StoreError> {
         let meta = txn.open_table(META)?;
         let inbox_seq = meta.get(META_INBOX_SEQ)?.map_or(0, |v| v.value());
@@ -97,6 +115,10 @@ impl<'t> Txn<'t> {
             links_changed: false,
             pending,
             change: dedup_buffer::Change::default(),
+            fbclid_pending,
+            fbclid_change: fbclid_buffer::Change::default(),
+            new_clicks: BTreeMap::new(),
+            uid_floor,
         })
     }
 
@@ -163,17 +185,28 @@ impl<'t> Txn<'t> {
     ) -> Result<ClickOutcome, StoreError> {
         let fbclid_key = click.fbclid.as_deref().map(click::fbclid_key);
         if let Some(k) = fbclid_key {
-            if let Some(uid) = self.by_fbclid.get((space, k))? {
+            // Newest first: this transaction's clicks, then the buffer, then the table.
+            let key = (space, k);
+            let known = match self.fbclid_change.fresh.get(&key) {
+                Some((uid, _)) => Some(uid.clone()),
+                None => match self.fbclid_pending.get(&key) {
+                    Some(uid) => Some(uid.to_owned()),
+                    None => self.by_fbclid.get(key)?.map(|g| g.value().to_owned()),
+                },
+            };
+            if let Some(uid) = known {
                 return Ok(ClickOutcome {
-                    uid: uid.value().to_owned(),
+                    uid,
                     created: false,
                 });
             }
         }
         let uid = loop {
             // 128 random bits: a collision is astronomically unlikely, but never overwrite.
-            let uid = credential::random_id();
-            if self.clicks.get((space, uid.as_str()))?.is_none() {
+            let uid = click::new_uid(click.clicked_at_ms.max(self.uid_floor));
+            if !self.new_clicks.contains_key(&(space, uid.clone()))
+                && self.clicks.get((space, uid.as_str()))?.is_none()
+            {
                 break uid;
             }
         };
@@ -186,13 +219,24 @@ impl<'t> Txn<'t> {
             tg_id: None,
             bound_at_ms: None,
         };
-        self.clicks
-            .insert((space, uid.as_str()), records::encode(&record).as_slice())?;
+        self.new_clicks
+            .insert((space, uid.clone()), records::encode(&record));
         if let Some(k) = fbclid_key {
-            self.by_fbclid.insert((space, k), uid.as_str())?;
+            self.fbclid_change.add((space, k), &uid);
         }
         self.rollup.click(space, &record);
         Ok(ClickOutcome { uid, created: true })
+    }
+
+    /// Writes the batch's new clicks in key order; answers the latest time their uids begin with.
+    pub(super) fn write_clicks(&mut self) -> Result<Option<u64>, StoreError> {
+        let mut newest = None;
+        for ((space, uid), record) in std::mem::take(&mut self.new_clicks) {
+            self.clicks
+                .insert((space, uid.as_str()), record.as_slice())?;
+            newest = newest.max(click::uid_time(&uid));
+        }
+        Ok(newest)
     }
 
     /// Binds click `uid` to `tg_id` by compare-and-set: the first binding wins.

@@ -18,6 +18,10 @@
 //!   its day's hour rows, built by the migration from the hour rows, so that stats over a
 //!   month read 31 rows per group instead of 744.
 //! - 6: `ADMIN`, the admin page's password hash, empty until a password is set.
+//! - 7: new click uids begin with the click's time (`click::new_uid`), and `META` may hold
+//!   `fbclid_redo_from`: entries of `CLICKS_BY_FBCLID` may be only in the writer's memory
+//!   (`fbclid_buffer.rs`) and are derived from `CLICKS` at the next open. Nothing is rewritten;
+//!   the number makes an older release, which would not redo them, refuse the file.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -33,7 +37,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 6;
+pub const SCHEMA_VERSION: u64 = 7;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -45,6 +49,10 @@ pub const META_SPACE_SEQ: &str = "space_seq";
 /// (`dedup_buffer.rs`); opening the file derives the entries from there on again. Absent in
 /// files written before the buffer, whose entries are all in `DEDUP`.
 pub const META_DEDUP_REDO_FROM: &str = "dedup_redo_from";
+/// The smallest click time (ms, as a uid begins with it) whose `CLICKS_BY_FBCLID` entry may
+/// still be only in the writer's memory (`fbclid_buffer.rs`); opening the file derives the
+/// entries of the clicks from then on again. Absent when every entry is in the table.
+pub const META_FBCLID_REDO_FROM: &str = "fbclid_redo_from";
 
 /// `space name -> SpaceRecord`. The space number (`u32`) is what every other key uses, so a
 /// space's name costs its bytes once, not once per event.
@@ -63,11 +71,12 @@ pub const INBOX: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("inbo
 pub const DEDUP: TableDefinition<(u32, u8, u128), (u64, u64)> = TableDefinition::new("dedup");
 
 /// `(space, uid) -> ClickRecord`, including its binding to a Telegram user, so that binding is a
-/// compare-and-set on one record.
+/// compare-and-set on one record. A uid made since schema 7 begins with the click's time, so new
+/// clicks are appended at the end of their space's range (`click::new_uid`).
 pub const CLICKS: TableDefinition<(u32, &str), &[u8]> = TableDefinition::new("clicks");
 
 /// `(space, 128-bit digest of fbclid) -> uid`: a back-fill with a known `fbclid` answers the
-/// existing click.
+/// existing click. The newest entries may be in the writer's memory instead (`fbclid_buffer.rs`).
 pub const CLICKS_BY_FBCLID: TableDefinition<(u32, u128), &str> =
     TableDefinition::new("clicks_by_fbclid");
 

@@ -138,6 +138,27 @@ async fn a_clean_file_passes_through_the_server_and_on_its_own() {
     assert_eq!(offline["findings"], serde_json::json!([]));
 }
 
+/// A click's `fbclid` index entry waits in the writer's memory until a later commit writes it
+/// (`storage/fbclid_buffer.rs`): the check through the running server must not call it missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_whose_fbclid_entry_is_still_in_memory_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (process, creds) = first_start(dir.path());
+    // Its commit writes the entries buffered before it, not its own.
+    post(
+        process.addr,
+        &creds.secret,
+        "/clicks",
+        r#"{"fbclid":"IwAR-waiting"}"#,
+    )
+    .await;
+    let db_path = dir.path().join("t.redb");
+    let (ok, report) = report(&run_check(&db_path, None, false, dir.path()));
+    assert!(ok, "{report}");
+    assert_eq!(report["findings"], serde_json::json!([]), "{report}");
+    stop_cleanly(process);
+}
+
 /// Damages a copy of `clean` with `damage`, and returns the checks before and after
 /// `--repair`, and the repair's own report.
 fn damage_and_check(

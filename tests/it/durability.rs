@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 
 use crate::support::{
     Connection, Request, TestServer, TrackerProcess, assert_duplicate_of, assert_queued,
-    dedup_entries_derived, event_answer, first_start, send, stop_cleanly,
+    dedup_entries_derived, event_answer, fbclid_entries_derived, first_start, send, stop_cleanly,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,6 +337,52 @@ async fn a_sigkill_right_after_acknowledgements_loses_no_click_or_binding() {
             r,
             json!({"ok": true, "matched": true, "tg_id": 500 + i, "conflict": true})
         );
+    }
+    stop_cleanly(process);
+}
+
+/// A click's `fbclid` index entry may be only in the writer's memory when the click is answered
+/// (`storage/fbclid_buffer.rs`). After a SIGKILL the restart derives it again from the clicks, and
+/// the same `fbclid` answers the same click instead of making a second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fbclid_entries_in_memory_at_a_sigkill_are_derived_again() {
+    const CLICKS: u64 = 64;
+    let dir = tempfile::tempdir().unwrap();
+    let (process, creds) = first_start(dir.path());
+    let addr = process.addr;
+    // At once, so that they share few commits and most entries are still waiting at the kill.
+    let sends: Vec<_> = (0..CLICKS)
+        .map(|i| {
+            let secret = creds.secret.clone();
+            tokio::spawn(async move {
+                let body = format!(r#"{{"fbclid":"fb-buffered-{i}"}}"#);
+                let r = send(addr, &Request::post("/clicks", Some(&secret), &body))
+                    .await
+                    .json();
+                assert_eq!(r["created"], json!(true), "{r}");
+                (body, r["uid"].as_str().expect("uid").to_owned())
+            })
+        })
+        .collect();
+    let mut made = Vec::new();
+    for s in sends {
+        made.push(s.await.unwrap());
+    }
+    process.kill_hard();
+
+    let process = TrackerProcess::start(dir.path());
+    let log = process.log_when(|log| fbclid_entries_derived(log).is_some());
+    let derived = fbclid_entries_derived(&log);
+    assert!(derived.is_some_and(|n| n > 0), "{derived:?}\n{log}");
+    for (body, uid) in &made {
+        let r = send(
+            process.addr,
+            &Request::post("/clicks", Some(&creds.secret), body),
+        )
+        .await
+        .json();
+        assert_eq!(r["uid"].as_str(), Some(uid.as_str()), "{body}: {r}");
+        assert_eq!(r["created"], json!(false), "{body}: {r}");
     }
     stop_cleanly(process);
 }

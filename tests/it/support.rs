@@ -839,6 +839,17 @@ pub fn stop_cleanly(process: TrackerProcess) {
 /// in-memory entries of a process that did not stop cleanly), if it says so.
 #[must_use]
 pub fn dedup_entries_derived(log: &str) -> Option<u64> {
+    entries_derived(log, "derived again from the inbox")
+}
+
+/// The same for the fbclid index's entries, derived again from the clicks.
+#[must_use]
+pub fn fbclid_entries_derived(log: &str) -> Option<u64> {
+    entries_derived(log, "derived again from the clicks")
+}
+
+/// The `entries=` count of the log line that says `what`.
+fn entries_derived(log: &str, what: &str) -> Option<u64> {
     // Without the terminal colours of the log format.
     let mut plain = String::new();
     let mut in_escape = false;
@@ -852,7 +863,7 @@ pub fn dedup_entries_derived(log: &str) -> Option<u64> {
     }
     plain
         .lines()
-        .find(|l| l.contains("derived again from the inbox"))
+        .find(|l| l.contains(what))
         .and_then(|l| l.split("entries=").nth(1))
         .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
