@@ -17,6 +17,7 @@ mod durability;
 mod ephemeral;
 mod events;
 mod fixtures;
+mod full_disk;
 mod hostile;
 mod links;
 mod metrics;
