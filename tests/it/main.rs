@@ -21,5 +21,6 @@ mod full_disk;
 mod hostile;
 mod links;
 mod metrics;
+mod properties;
 mod read;
 mod support;
