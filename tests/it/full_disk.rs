@@ -12,8 +12,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Connection, FirstStart, Request, Response, TrackerProcess, assert_duplicate_of, assert_error,
-    event_answer, first_start, send,
+    Connection, Request, Response, TrackerProcess, assert_duplicate_of, assert_error, event_answer,
+    first_start, send,
 };
 
 /// The filesystem's size: room for the data file and its growth, small enough to fill in a moment.
@@ -211,7 +211,7 @@ async fn a_full_disk_refuses_new_writes_keeps_every_acknowledged_one_and_recover
     std::os::unix::fs::symlink(fs.path().join("t.redb"), dir.path().join("t.redb"))
         .expect("link the data file");
     let (process, creds) = first_start(dir.path());
-    let FirstStart { secret, .. } = creds.clone();
+    let secret = creds.secret;
     let addr = process.addr;
     let mut conn = Connection::open(addr).await.expect("connect");
     let mut acked = Acked::new();
@@ -311,6 +311,13 @@ async fn a_full_disk_refuses_new_writes_keeps_every_acknowledged_one_and_recover
     fs.free();
     let process = TrackerProcess::start(dir.path());
     assert_all_duplicates(process.addr, &secret, &acked).await;
+    let bound = send(process.addr, &Request::post("/bind", Some(&secret), &bind))
+        .await
+        .json();
+    assert_eq!(
+        bound,
+        serde_json::json!({"ok": true, "matched": true, "tg_id": 4242})
+    );
     println!("full disk: {} acknowledged events kept", acked.len());
     crate::support::stop_cleanly(process);
 }

@@ -53,8 +53,8 @@ fn reference_decimal(text: &str) -> Option<String> {
         return None;
     }
     // The scale as written and moved by the exponent; more than 28 places is refused.
-    let scale = frac.len() as i64 - exponent;
-    if scale > MAX_SIGNIFICANT_DIGITS as i64 {
+    let scale = i64::try_from(frac.len()).ok()? - exponent;
+    if scale > i64::try_from(MAX_SIGNIFICANT_DIGITS).ok()? {
         return None;
     }
     // Every digit in place: the written ones, and the zeros a positive exponent appends.
