@@ -7,7 +7,9 @@
 //!
 //! Modes:
 //! - (default) the full table; `--duration SECS` per row (default 10), `--conns 64,256`,
-//!   `--only unique,dry_run`, `--client wrk|builtin`, `--log FILE` for the server's log.
+//!   `--only unique,dry_run`, `--client wrk|builtin`, `--log FILE` for the server's log,
+//!   `--rate-limit N` to serve with the per-space limit on at `N` a second (burst `N`): with an
+//!   `N` no row reaches, what the token bucket costs on the hot path (BENCHMARKS.md).
 //! - `--smoke`: a few hundred requests per row with the in-repo client, every count checked;
 //!   exits non-zero on any failure. Cheap enough for CI.
 //! - `--soak`: unique events at 64 connections until 1 million are stored and at least
@@ -68,11 +70,13 @@ struct Args {
     soak_secs: u64,
     soak_events: u64,
     keep: bool,
+    /// `rate_limit` and `rate_burst` for the server; off when `None`.
+    rate_limit: Option<u64>,
 }
 
 const USAGE: &str = "usage: cargo bench --bench ingest -- [--smoke | --soak] [--duration SECS] \
     [--conns 64,256] [--only CASE,..] [--client auto|wrk|builtin] [--log FILE] \
-    [--feed-events N] [--soak-secs SECS] [--soak-events N] [--keep]
+    [--feed-events N] [--soak-secs SECS] [--soak-events N] [--keep] [--rate-limit N]
 cases: healthz, dry_run, unique, duplicate, get_e, bind, clicks (at each --conns), then the read \
 rows feed, stats, export (beside unique ingest at 64 connections, on a space of --feed-events)";
 
@@ -89,6 +93,7 @@ fn parse_args() -> Result<Args, String> {
         soak_secs: 300,
         soak_events: 1_000_000,
         keep: false,
+        rate_limit: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -106,6 +111,7 @@ fn parse_args() -> Result<Args, String> {
             "--soak-secs" => args.soak_secs = number(&value()?)?,
             "--soak-events" => args.soak_events = number(&value()?)?,
             "--feed-events" => args.feed_events = Some(number(&value()?)?),
+            "--rate-limit" => args.rate_limit = Some(number(&value()?)?),
             "--log" => args.log = Some(PathBuf::from(value()?)),
             "--conns" => {
                 args.conns = value()?
@@ -188,7 +194,14 @@ impl Bench {
             .prefix("tracker-bench-")
             .tempdir()
             .map_err(|e| format!("creating a temporary directory: {e}"))?;
-        let server = Server::start(dir.path(), args.log.as_deref())?;
+        let config = match args.rate_limit {
+            None => "# benchmark: every setting at its default\n".to_owned(),
+            Some(n) => format!(
+                "# benchmark: every setting at its default but the per-space limit\n\
+                 rate_limit = {n}\nrate_burst = {n}\n"
+            ),
+        };
+        let server = Server::start(dir.path(), args.log.as_deref(), &config)?;
         let mut fixture = Fixture {
             secret: server.secret.clone(),
             ingest_token: server.ingest_token.clone(),

@@ -29,10 +29,11 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the server on `dir/bench.redb`. Its log (stderr) goes to `log`, or nowhere.
-    pub fn start(dir: &Path, log: Option<&Path>) -> Result<Server, String> {
+    /// Starts the server on `dir/bench.redb` with `settings` as its config file. Its log
+    /// (stderr) goes to `log`, or nowhere.
+    pub fn start(dir: &Path, log: Option<&Path>, settings: &str) -> Result<Server, String> {
         let config = dir.join("tracker.toml");
-        std::fs::write(&config, "# benchmark: every setting at its default\n")
+        std::fs::write(&config, settings)
             .map_err(|e| format!("writing {}: {e}", config.display()))?;
         let data = dir.join("bench.redb");
         let bin = dir.join("tracker");
