@@ -322,7 +322,6 @@ impl Writer {
         drain: bool,
     ) -> Result<(), Failure> {
         let pausing = match &self.failing {
-            None => false,
             Some(failing) if Instant::now() < failing.retry_at => true,
             // Due for a try. On a full disk an empty commit still fits in pages the file has
             // already, and would call the disk writable while every new event fails (and each
@@ -334,7 +333,7 @@ impl Writer {
                 self.commit_failed(&"the filesystem has no room");
                 true
             }
-            Some(_) => false,
+            None | Some(_) => false,
         };
         let db = if pausing { None } else { self.database() };
         let Some(db) = db else {

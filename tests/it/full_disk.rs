@@ -286,11 +286,27 @@ async fn a_full_disk_refuses_new_writes_keeps_every_acknowledged_one_and_recover
     let refused = post_until_refused(&mut conn, &secret, "again", &mut acked).await;
     assert_error(&refused, 503, "unavailable", None);
     process.kill_hard();
-    // redb repairs a file that was not closed cleanly as it opens, and the tracker derives the
-    // dedup entries its buffer held again; both write new pages, so on a full disk the process
-    // cannot come up. It exits and says which file, how much is free and how much it needs.
-    let data = dir.path().join("t.redb");
-    match TrackerProcess::try_start_with_env(dir.path(), &[]) {
+    assert_a_start_on_the_full_disk_exits_and_says_why(dir.path());
+    fs.free();
+    let process = TrackerProcess::start(dir.path());
+    assert_all_duplicates(process.addr, &secret, &acked).await;
+    let bound = send(process.addr, &Request::post("/bind", Some(&secret), &bind))
+        .await
+        .json();
+    assert_eq!(
+        bound,
+        serde_json::json!({"ok": true, "matched": true, "tg_id": 4242})
+    );
+    println!("full disk: {} acknowledged events kept", acked.len());
+    crate::support::stop_cleanly(process);
+}
+
+/// redb repairs a file that was not closed cleanly as it opens, and the tracker derives the
+/// dedup entries its buffer held again; both write new pages, so on a full disk the process
+/// cannot come up. It exits and says which file, how much is free and how much it needs.
+fn assert_a_start_on_the_full_disk_exits_and_says_why(dir: &Path) {
+    let data = dir.join("t.redb");
+    match TrackerProcess::try_start_with_env(dir, &[]) {
         Ok(process) => panic!(
             "the tracker came up on a full disk after a crash: test what it answers now\n{}",
             process.stderr()
@@ -308,16 +324,4 @@ async fn a_full_disk_refuses_new_writes_keeps_every_acknowledged_one_and_recover
             assert!(!log.contains("panicked"), "{log}");
         }
     }
-    fs.free();
-    let process = TrackerProcess::start(dir.path());
-    assert_all_duplicates(process.addr, &secret, &acked).await;
-    let bound = send(process.addr, &Request::post("/bind", Some(&secret), &bind))
-        .await
-        .json();
-    assert_eq!(
-        bound,
-        serde_json::json!({"ok": true, "matched": true, "tg_id": 4242})
-    );
-    println!("full disk: {} acknowledged events kept", acked.len());
-    crate::support::stop_cleanly(process);
 }
