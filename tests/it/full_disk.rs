@@ -190,6 +190,21 @@ async fn assert_unwritable(addr: std::net::SocketAddr) {
     );
 }
 
+/// Asserts that `GET /events` answers with `events` events.
+async fn assert_feed_holds(addr: std::net::SocketAddr, secret: &str, events: usize) {
+    let page = send(
+        addr,
+        &Request::get("/events?limit=1000").header("Authorization", format!("Bearer {secret}")),
+    )
+    .await
+    .json();
+    assert_eq!(
+        page["events"].as_array().map(Vec::len),
+        Some(events),
+        "{page}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_refuses_new_writes_keeps_every_acknowledged_one_and_recovers_by_itself() {
     let fs = match SmallFilesystem::mount() {
@@ -255,6 +270,8 @@ async fn a_full_disk_refuses_new_writes_keeps_every_acknowledged_one_and_recover
     // (b) A re-sent event that was acknowledged is a duplicate with its inbox_id, disk full or not.
     assert_all_duplicates(addr, &secret, &acked).await;
     assert_unwritable(addr).await;
+    // Reads need no write either: the feed still answers, with what was acknowledged.
+    assert_feed_holds(addr, &secret, acked.len()).await;
 
     // (d) Space returns: the tracker finds out by itself, and takes writes again.
     fs.free();
