@@ -7,7 +7,9 @@
 //!
 //! Modes:
 //! - (default) the full table; `--duration SECS` per row (default 10), `--conns 64,256`,
-//!   `--only unique,dry_run`, `--client wrk|builtin`, `--log FILE` for the server's log.
+//!   `--only unique,dry_run`, `--client wrk|builtin`, `--log FILE` for the server's log,
+//!   `--rate-limit N` to serve with the per-space limit on at `N` a second (burst `N`): with an
+//!   `N` no row reaches, what the token bucket costs on the hot path (BENCHMARKS.md).
 //! - `--smoke`: a few hundred requests per row with the in-repo client, every count checked;
 //!   exits non-zero on any failure. Cheap enough for CI.
 //! - `--soak`: unique events at 64 connections until 1 million are stored and at least
@@ -83,12 +85,14 @@ struct Args {
     metrics: MetricsChoice,
     /// Turns per server with `--metrics both`.
     rounds: u64,
+    /// `rate_limit` and `rate_burst` for the server; off when `None`.
+    rate_limit: Option<u64>,
 }
 
 const USAGE: &str = "usage: cargo bench --bench ingest -- [--smoke | --soak] [--duration SECS] \
     [--conns 64,256] [--only CASE,..] [--client auto|wrk|builtin] [--log FILE] \
     [--feed-events N] [--soak-secs SECS] [--soak-events N] [--keep] [--metrics on|off|both] \
-    [--rounds N]
+    [--rounds N] [--rate-limit N]
 cases: healthz, dry_run, unique, duplicate, get_e, bind, clicks (at each --conns), then the read \
 rows feed, stats, export (beside unique ingest at 64 connections, on a space of --feed-events)";
 
@@ -107,6 +111,7 @@ fn parse_args() -> Result<Args, String> {
         keep: false,
         metrics: MetricsChoice::Off,
         rounds: 3,
+        rate_limit: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -124,6 +129,7 @@ fn parse_args() -> Result<Args, String> {
             "--soak-secs" => args.soak_secs = number(&value()?)?,
             "--soak-events" => args.soak_events = number(&value()?)?,
             "--feed-events" => args.feed_events = Some(number(&value()?)?),
+            "--rate-limit" => args.rate_limit = Some(number(&value()?)?),
             "--log" => args.log = Some(PathBuf::from(value()?)),
             "--conns" => {
                 args.conns = value()?
@@ -233,7 +239,15 @@ impl Bench {
             .prefix("tracker-bench-")
             .tempdir()
             .map_err(|e| format!("creating a temporary directory: {e}"))?;
-        let server = Server::start(dir.path(), args.log.as_deref(), metrics)?;
+        let mut config = "# benchmark: every setting at its default but those below\n".to_owned();
+        if metrics {
+            // `/metrics` on a port of its own, so the server counts every request.
+            config.push_str("metrics_listen = \"127.0.0.1:0\"\n");
+        }
+        if let Some(n) = args.rate_limit {
+            config.push_str(&format!("rate_limit = {n}\nrate_burst = {n}\n"));
+        }
+        let server = Server::start(dir.path(), args.log.as_deref(), &config)?;
         let mut fixture = Fixture {
             secret: server.secret.clone(),
             ingest_token: server.ingest_token.clone(),

@@ -31,15 +31,10 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the server on `dir/bench.redb`. Its log (stderr) goes to `log`, or nowhere. With
-    /// `metrics`, it serves `/metrics` on a port of its own, so it counts every request.
-    pub fn start(dir: &Path, log: Option<&Path>, metrics: bool) -> Result<Server, String> {
+    /// Starts the server on `dir/bench.redb` with `settings` as its config file. Its log
+    /// (stderr) goes to `log`, or nowhere.
+    pub fn start(dir: &Path, log: Option<&Path>, settings: &str) -> Result<Server, String> {
         let config = dir.join("tracker.toml");
-        let settings = if metrics {
-            "# benchmark: every setting at its default, and /metrics on\nmetrics_listen = \"127.0.0.1:0\"\n"
-        } else {
-            "# benchmark: every setting at its default\n"
-        };
         std::fs::write(&config, settings)
             .map_err(|e| format!("writing {}: {e}", config.display()))?;
         let data = dir.join("bench.redb");
@@ -104,6 +99,7 @@ impl Server {
             let _ = child.kill();
             return Err("the server did not print the default space's credentials".into());
         };
+        let metrics = settings.contains("metrics_listen");
         if metrics != metrics_addr.is_some() {
             let _ = child.kill();
             return Err(format!(

@@ -13,7 +13,8 @@
 //!   the store is [`Health::Unwritable`] (`/healthz` says so), batches are answered at once
 //!   without touching the disk, and the writer tries again by itself after a pause that doubles
 //!   up to [`MAX_RETRY_PAUSE`]: a full disk costs one log line when it starts and one when it
-//!   ends, not a reopen and a repair per request;
+//!   ends, not a reopen and a repair per request. A try waits for [`ROOM_TO_RECOVER`] free on
+//!   the filesystem, since on a full disk a commit of nothing new still fits in the file;
 //! - a failed flush answers the batch `unavailable` and stops the store for good
 //!   ([`Health::Failed`]): after a failed fsync the kernel may have dropped the pages, and only
 //!   a new process that reads the file from disk knows what is there (`file.rs`).
@@ -54,6 +55,10 @@ const LAST_USED_FLUSH: Duration = Duration::from_secs(60);
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// The longest pause between tries while the disk keeps failing.
 pub(super) const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
+
+/// Free space on the data file's filesystem before the writer tries again after a failed
+/// commit: a few commits' worth of new pages.
+pub(super) const ROOM_TO_RECOVER: u64 = 1 << 20;
 
 /// A run of failed commits: when it began, how many, and when to try again.
 struct Failing {
@@ -332,10 +337,20 @@ impl Writer {
         flush_last_used: bool,
         drain: bool,
     ) -> Result<(), Failure> {
-        let pausing = self
-            .failing
-            .as_ref()
-            .is_some_and(|f| Instant::now() < f.retry_at);
+        let pausing = match &self.failing {
+            Some(failing) if Instant::now() < failing.retry_at => true,
+            // Due for a try. On a full disk an empty commit still fits in pages the file has
+            // already, and would call the disk writable while every new event fails (and each
+            // failure logged again): so a try waits until the filesystem has room. Meanwhile the
+            // file is reopened for the readers, so reads and re-sent events (`Store::
+            // record_event`) are answered.
+            Some(_) if !self.room_to_write() => {
+                let _ = self.database();
+                self.commit_failed(&"the filesystem has no room");
+                true
+            }
+            None | Some(_) => false,
+        };
         let db = if pausing { None } else { self.database() };
         let Some(db) = db else {
             if !pausing {
@@ -492,6 +507,14 @@ impl Writer {
         }
     }
 
+    /// Whether the data file's filesystem has [`ROOM_TO_RECOVER`] free, or cannot say.
+    fn room_to_write(&self) -> bool {
+        if self.ephemeral {
+            return true;
+        }
+        open::free_bytes(&self.path).is_none_or(|free| free >= ROOM_TO_RECOVER)
+    }
+
     fn reload(&self, db: &Database, changed: Changed) -> Result<(), StoreError> {
         let txn = db.begin_read()?;
         if changed.credentials {
@@ -506,17 +529,13 @@ impl Writer {
     /// The database, reopened first if an earlier commit failed.
     fn database(&mut self) -> Option<Arc<Database>> {
         if self.db.is_none() && !self.ephemeral {
-            match open::open_database(&self.path, self.fault.as_ref(), self.cache_bytes) {
+            match open::reopen_database(&self.path, self.fault.as_ref(), self.cache_bytes) {
                 Ok(opened) => {
                     tracing::info!("data file reopened after a storage failure");
-                    // The open derived again every entry the buffer held (each is at or after
-                    // the last committed `dedup_redo_from`): the table is now the truth, and the
-                    // buffer must not write over it.
-                    *self.pending.write().unwrap_or_else(PoisonError::into_inner) =
-                        DedupBuffer::default();
-                    // The same for the fbclid index's entries (each is at or after the last
-                    // committed `fbclid_redo_from`).
-                    self.fbclid = FbclidBuffer::default();
+                    // The file is as the last commit left it, and so are both buffers (they
+                    // take a batch's entries only once it has committed): every entry the
+                    // tables lack is still in a buffer, and the stored `dedup_redo_from` and
+                    // `fbclid_redo_from` still cover them for a crash.
                     let db = Arc::new(opened.db);
                     self.flush_failed = opened.flush_failed;
                     *self.slot.write().unwrap_or_else(PoisonError::into_inner) = Some(db.clone());

@@ -340,12 +340,27 @@ impl Store {
     // --- Writes: each is one operation of `ops.rs`, answered after its batch's commit. ---
 
     /// Stores `event` unless its dedup key names an earlier event.
+    ///
+    /// While writes fail (a full disk), an event that repeats a committed one is still answered
+    /// `duplicate` with the earlier `inbox_id`: that decision reads and writes nothing, so a
+    /// sender that retries what was acknowledged learns it is stored. Only a new event waits
+    /// for the disk (and is answered `unavailable`).
     pub async fn record_event(
         &self,
         space: u32,
         event: ValidEvent,
         key: Option<DedupKey>,
     ) -> Result<EventOutcome, Error> {
+        if key.is_some() && matches!(self.health(), Health::Unwritable(_)) {
+            if let Ok((Some(inbox_id), matched)) = self.judge_event(space, event.clone(), key).await
+            {
+                return Ok(EventOutcome {
+                    duplicate: true,
+                    inbox_id,
+                    matched,
+                });
+            }
+        }
         self.write(move |t| t.record_event(space, event, key)).await
     }
 

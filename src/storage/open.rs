@@ -47,6 +47,60 @@ pub fn open_database(
     fault: Option<&FaultSwitch>,
     cache_bytes: usize,
 ) -> Result<Opened, StoreError> {
+    open_up_to_date(path, fault, cache_bytes, true).map_err(|e| explain_no_space(path, e))
+}
+
+/// Opens the data file again in the process that had it open, after a failed commit: like
+/// [`open_database`] but without deriving the dedup entries again, since that process's buffer
+/// (`dedup_buffer.rs`) still holds every entry the table lacks. That derivation writes, and on
+/// a full disk the open would fail with it, leaving the readers without a file: reads and
+/// re-sent events are answered from a file reopened this way (issue 11 item 8).
+pub fn reopen_database(
+    path: &Path,
+    fault: Option<&FaultSwitch>,
+    cache_bytes: usize,
+) -> Result<Opened, StoreError> {
+    open_up_to_date(path, fault, cache_bytes, false).map_err(|e| explain_no_space(path, e))
+}
+
+/// The free bytes (for an unprivileged user) on the filesystem that holds `path`, if it says.
+#[must_use]
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    let fs = rustix::fs::statvfs(path).ok()?;
+    Some(fs.f_bavail.saturating_mul(fs.f_frsize))
+}
+
+/// A file not closed cleanly is repaired and its dedup entries derived again as it opens, and
+/// both write new pages: on a full disk that open fails with only "No space left on device".
+/// This says which file, how much is free, and how much to free (issue 11 item 8). The need is
+/// an upper bound: copy-on-write rewrites at most every page the file has.
+fn explain_no_space(path: &Path, e: StoreError) -> StoreError {
+    let no_space = matches!(&e, StoreError::Redb(redb::Error::Io(io))
+        if io.kind() == std::io::ErrorKind::StorageFull);
+    if !no_space {
+        return e;
+    }
+    let free = free_bytes(path).map_or_else(|| "unknown".to_owned(), |b| b.to_string());
+    let needs = path.metadata().map_or(0, |m| m.len()).max(1 << 20);
+    StoreError::File {
+        path: path.to_owned(),
+        error: std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!(
+                "no space left on its filesystem to bring it up to date after an unclean stop \
+                 ({free} bytes free; it needs up to about {needs} bytes: the file's size, at \
+                 least 1 MiB); free some space and start the tracker again ({e})"
+            ),
+        ),
+    }
+}
+
+fn open_up_to_date(
+    path: &Path,
+    fault: Option<&FaultSwitch>,
+    cache_bytes: usize,
+    redo: bool,
+) -> Result<Opened, StoreError> {
     let existed = path.metadata().is_ok_and(|m| m.len() > 0);
     if existed {
         refuse_newer_schema(path)?;
@@ -69,16 +123,20 @@ pub fn open_database(
         other => StoreError::from(other),
     })?;
     migrate(&db)?;
-    redo_index(
-        &db,
-        crate::storage::dedup_buffer::redo,
-        "dedup entries derived again from the inbox",
-    )?;
-    redo_index(
-        &db,
-        crate::storage::fbclid_buffer::redo,
-        "fbclid index entries derived again from the clicks",
-    )?;
+    // The writer's own reopen after a failed write passes `redo: false`: the redo writes, which
+    // a full disk refuses, and the writer's buffers still hold every entry the file lacks.
+    if redo {
+        redo_index(
+            &db,
+            crate::storage::dedup_buffer::redo,
+            "dedup entries derived again from the inbox",
+        )?;
+        redo_index(
+            &db,
+            crate::storage::fbclid_buffer::redo,
+            "fbclid index entries derived again from the clicks",
+        )?;
+    }
     Ok(Opened {
         db,
         flush_failed,

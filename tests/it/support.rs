@@ -663,6 +663,13 @@ impl TrackerProcess {
     /// If it does not start listening within the time limit.
     #[must_use]
     pub fn start_with_env(dir: &Path, env: &[(&str, &str)]) -> TrackerProcess {
+        TrackerProcess::try_start_with_env(dir, env)
+            .unwrap_or_else(|log| panic!("tracker did not print its address; stderr:\n{log}"))
+    }
+
+    /// Like [`TrackerProcess::start_with_env`], but a process that exits (or prints nothing)
+    /// instead of listening is an answer, not a failure: `Err` holds its exit status and log.
+    pub fn try_start_with_env(dir: &Path, env: &[(&str, &str)]) -> Result<TrackerProcess, String> {
         let config = dir.join("empty.toml");
         std::fs::write(&config, "").expect("write empty config");
         let starts = std::fs::read_dir(dir).map_or(0, |d| {
@@ -704,11 +711,11 @@ impl TrackerProcess {
             let left = deadline.saturating_duration_since(Instant::now());
             let Ok(line) = lines.recv_timeout(left) else {
                 let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "tracker did not print its address; stderr:\n{}",
+                let status = child.wait();
+                return Err(format!(
+                    "{status:?}\n{}",
                     std::fs::read_to_string(&stderr_path).unwrap_or_default()
-                );
+                ));
             };
             let value: Value = serde_json::from_str(&line)
                 .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
@@ -725,14 +732,14 @@ impl TrackerProcess {
             }
             created = Some(serde_json::from_value(value).expect("first-start credentials"));
         };
-        TrackerProcess {
+        Ok(TrackerProcess {
             child,
             addr,
             metrics,
             created,
             admin_password,
             stderr_path,
-        }
+        })
     }
 
     /// Sends SIGTERM and waits for the exit status.
