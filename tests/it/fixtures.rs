@@ -94,7 +94,8 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
         drop(db);
         // Migrated, it keeps every rule `tracker check` knows (indexes, counters, the stats
         // built by the migrations).
-        let report = tracker::storage::check::check_file(&path, false).unwrap();
+        let expiry = tracker::config::Settings::with_data(path.clone()).dedup_expiry(now);
+        let report = tracker::storage::check::check_file(&path, false, expiry).unwrap();
         assert!(report.clean(), "v{version} after migration: {report:#?}");
         assert_eq!(report.redb_integrity, Some(true), "v{version}");
     }
