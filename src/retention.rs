@@ -10,8 +10,8 @@
 //! the commit loop (`Store::prune_dedup`) that looks at [`STEP_ENTRIES`] entries at most, with
 //! a pause between steps, so that ingest's batches keep the writer between them and a step adds
 //! a few small page writes to the batch it joins. Sweeps start [`FIRST_SWEEP_AFTER`] after the
-//! server does and then every `dedup_window` or [`SWEEP_EVERY`], whichever is shorter, so an
-//! entry stays at most about twice the window.
+//! server does and then every `dedup_window` or [`SWEEP_EVERY`], whichever is shorter (at least a
+//! second apart), so an entry stays at most about twice the window, plus [`MARGIN_MS`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,8 +28,8 @@ pub const STEP_ENTRIES: usize = 1024;
 const STEP_PAUSE: Duration = Duration::from_millis(20);
 /// The longest time between two sweeps.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
-/// The first sweep waits this long after the start, so that a server that restarts often
-/// still prunes, and a start is not slowed by it.
+/// The first sweep waits this long after the start (or one sweep's interval, if shorter), so
+/// that a server that restarts often still prunes, and a start is not slowed by it.
 pub const FIRST_SWEEP_AFTER: Duration = Duration::from_secs(60);
 /// How long after it stops counting an entry is kept at least. An event is stamped with its
 /// time of receipt before it reaches the writer's queue; a step that ran between the stamp and
@@ -47,7 +47,7 @@ pub async fn run(app: Arc<App>) {
         .unwrap_or(u64::MAX)
         .min(window_ms)
         .max(1000);
-    let mut due = app.now_ms() + FIRST_SWEEP_AFTER.as_secs() * 1000;
+    let mut due = app.now_ms() + (FIRST_SWEEP_AFTER.as_secs() * 1000).min(every);
     let mut failing = false;
     loop {
         clock::sleep_until(&*app.clock, due).await;

@@ -108,6 +108,17 @@ async fn scheduled_backups_appear_rotate_and_hold_what_was_acknowledged() {
         want.sort();
         assert_eq!(names, want, "round {round}");
     }
+    // A restart does not make one at once: the schedule follows the newest backup's time.
+    let server = server.restart().await;
+    server.clock.advance(DAY_MS / 2);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let newest = backup_name(NOW_MS + 3 * DAY_MS);
+    let names = names_when(&dir, |_| true).await;
+    assert_eq!(own(&names).last(), Some(&newest), "{names:?}");
+    server.clock.advance(DAY_MS / 2);
+    let next = backup_name(NOW_MS + 4 * DAY_MS);
+    let names = names_when(&dir, |n| n.contains(&next) && own(n).len() == 2).await;
+    assert_eq!(own(&names), vec![newest, next]);
     server.stop().await;
     for name in foreign {
         assert_eq!(std::fs::read_to_string(dir.join(name)).unwrap(), name);
