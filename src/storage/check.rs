@@ -170,6 +170,8 @@ pub fn check_file(path: &Path, repair_it: bool, expiry: Expiry) -> Result<Report
                 error: std::io::Error::from(std::io::ErrorKind::NotFound),
             });
         }
+        // Before redb's open and page check, which this release may not read right.
+        open::refuse_newer_schema(path)?;
         let mut builder = redb::Database::builder();
         builder.set_cache_size(open::COMMAND_CACHE_BYTES);
         builder.open(path).map_err(|e| match e {

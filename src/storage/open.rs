@@ -107,7 +107,7 @@ fn redo_dedup(db: &Database) -> Result<(), StoreError> {
 }
 
 /// Reads the schema version without writing anything; refuses a file from a newer release.
-fn refuse_newer_schema(path: &Path) -> Result<(), StoreError> {
+pub(crate) fn refuse_newer_schema(path: &Path) -> Result<(), StoreError> {
     let ro = match Database::builder().open_read_only(path) {
         Ok(ro) => ro,
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => {

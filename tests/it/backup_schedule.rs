@@ -55,6 +55,19 @@ async fn events_in(backup: &Path) -> u64 {
     store.usage().await.unwrap().0
 }
 
+/// A test server that backs up into `dir` once a day (on its clock), keeping `keep`.
+async fn backing_up_daily(dir: &Path, keep: u32) -> TestServer {
+    let dir = dir.to_owned();
+    TestServer::start_with(|s| {
+        s.backups = Some(BackupSchedule {
+            dir,
+            every: Duration::from_secs(86_400),
+            keep,
+        });
+    })
+    .await
+}
+
 async fn post_events(server: &TestServer, round: u64, n: u64) {
     for i in 0..n {
         let body = format!(r#"{{"event":"deposit","eid":"r{round}-{i}","value":"1"}}"#);
@@ -75,14 +88,7 @@ async fn scheduled_backups_appear_rotate_and_hold_what_was_acknowledged() {
     for name in foreign {
         std::fs::write(dir.join(name), name).unwrap();
     }
-    let server = TestServer::start_with(|s| {
-        s.backups = Some(BackupSchedule {
-            dir: dir.clone(),
-            every: Duration::from_secs(86_400),
-            keep: 2,
-        });
-    })
-    .await;
+    let server = backing_up_daily(&dir, 2).await;
     let own = |names: &[String]| {
         names
             .iter()
@@ -131,14 +137,7 @@ async fn scheduled_backups_appear_rotate_and_hold_what_was_acknowledged() {
 async fn a_failed_backup_is_tried_again_while_ingest_goes_on() {
     let parent = tempfile::tempdir().unwrap();
     let dir: PathBuf = parent.path().join("not-yet");
-    let server = TestServer::start_with(|s| {
-        s.backups = Some(BackupSchedule {
-            dir: dir.clone(),
-            every: Duration::from_secs(86_400),
-            keep: 3,
-        });
-    })
-    .await;
+    let server = backing_up_daily(&dir, 3).await;
     let failed = "tracker_scheduled_backups_total{status=\"failed\"} 1\n";
     let deadline = Instant::now() + Duration::from_secs(20);
     while !server.metrics_text().contains(failed) {
