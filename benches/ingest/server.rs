@@ -22,6 +22,8 @@ pub struct Server {
     /// another build there may replace the original while the benchmark runs.
     pub bin: PathBuf,
     pub addr: SocketAddr,
+    /// Where `/metrics` is served, when the settings ask for it.
+    pub metrics: Option<SocketAddr>,
     pub secret: String,
     pub ingest_token: String,
     pub data: PathBuf,
@@ -29,11 +31,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the server on `dir/bench.redb`. Its log (stderr) goes to `log`, or nowhere.
-    pub fn start(dir: &Path, log: Option<&Path>) -> Result<Server, String> {
+    /// Starts the server on `dir/bench.redb` with `settings` (TOML; empty: every default). Its
+    /// log (stderr) goes to `log`, or nowhere.
+    pub fn start(dir: &Path, log: Option<&Path>, settings: &str) -> Result<Server, String> {
         let config = dir.join("tracker.toml");
-        std::fs::write(&config, "# benchmark: every setting at its default\n")
-            .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        let text = format!("# benchmark: every setting at its default but these\n{settings}");
+        std::fs::write(&config, text).map_err(|e| format!("writing {}: {e}", config.display()))?;
         let data = dir.join("bench.redb");
         let bin = dir.join("tracker");
         std::fs::copy(TRACKER, &bin)
@@ -68,7 +71,7 @@ impl Server {
                 }
             }
         });
-        let (mut secret, mut token, mut addr) = (None, None, None);
+        let (mut secret, mut token, mut addr, mut metrics) = (None, None, None, None);
         let deadline = Instant::now() + Duration::from_secs(30);
         while addr.is_none() {
             let wait = deadline.saturating_duration_since(Instant::now());
@@ -87,6 +90,10 @@ impl Server {
             }
             if let Some(a) = value.get("listening").and_then(|v| v.as_str()) {
                 addr = a.parse().ok();
+                metrics = value
+                    .get("metrics")
+                    .and_then(|v| v.as_str())
+                    .and_then(|m| m.parse().ok());
             }
         }
         let (Some(secret), Some(ingest_token), Some(addr)) = (secret, token, addr) else {
@@ -97,6 +104,7 @@ impl Server {
             child,
             bin,
             addr,
+            metrics,
             secret,
             ingest_token,
             data,
