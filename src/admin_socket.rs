@@ -137,7 +137,9 @@ pub async fn execute(app: &App, request: AdminRequest) -> Result<Value, Error> {
                 "a server has the data file open: stop it, then run tracker check --repair",
             ));
         }
-        AdminRequest::Check { repair: false } => to_value(&store.check().await?),
+        AdminRequest::Check { repair: false } => {
+            to_value(&store.check(app.settings.dedup_expiry(now)).await?)
+        }
         AdminRequest::LinkCreate {
             space,
             slug,

@@ -480,7 +480,11 @@ fn check(settings: &Settings, out: Output, file: Option<PathBuf>, repair: bool) 
     let path = file.unwrap_or_else(|| settings.data.clone());
     let report: crate::storage::check::Report = match through_server {
         Some(value) => serde_json::from_value(value)?,
-        None => crate::storage::check::check_file(&path, repair)?,
+        None => crate::storage::check::check_file(
+            &path,
+            repair,
+            settings.dedup_expiry(SystemClock.now_ms()),
+        )?,
     };
     let mut text = String::new();
     match report.redb_integrity {

@@ -16,6 +16,21 @@ pub fn rfc3339_s(ms: u64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
+/// Waits until `clock` reads `due_ms` or later. The clock is read again at least once a second,
+/// so a [`ManualClock`] moved by a test ends the wait within a second, and a wall clock that
+/// jumps (a suspended VM, NTP) is followed instead of a timer set before the jump.
+pub async fn sleep_until(clock: &dyn Clock, due_ms: u64) {
+    const RECHECK_MS: u64 = 1000;
+    loop {
+        let now = clock.now_ms();
+        if now >= due_ms {
+            return;
+        }
+        let wait = (due_ms - now).min(RECHECK_MS);
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+    }
+}
+
 /// The operating system's wall clock.
 pub struct SystemClock;
 

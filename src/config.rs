@@ -50,6 +50,18 @@ pub struct Settings {
     pub connections: ConnectionLimits,
     /// Where `GET /metrics` is served (CONTRACT section 13); `None`: nowhere (the default).
     pub metrics_listen: Option<SocketAddr>,
+    /// Automatic backups (`backup_dir`, `backup_every`, `backup_keep`); `None`: off (the
+    /// default, an empty `backup_dir`).
+    pub backups: Option<BackupSchedule>,
+}
+
+/// Where and how often the server writes its own backups, and how many it keeps
+/// (`backup_schedule.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackupSchedule {
+    pub dir: PathBuf,
+    pub every: Duration,
+    pub keep: u32,
 }
 
 /// How long a client may take, and how many may be connected (CONTRACT section 14).
@@ -95,18 +107,22 @@ struct RawSettings {
     shutdown_timeout: Option<String>,
     max_connections: Option<u32>,
     metrics_listen: Option<String>,
+    backup_dir: Option<PathBuf>,
+    backup_every: Option<String>,
+    backup_keep: Option<u32>,
 }
 
 /// Keys whose environment value is an integer; every other key's value is a string.
-const INTEGER_KEYS: [&str; 6] = [
+const INTEGER_KEYS: [&str; 7] = [
     "max_body_bytes",
     "rate_limit",
     "rate_burst",
     "address_rate_limit",
     "address_rate_burst",
     "max_connections",
+    "backup_keep",
 ];
-const KEYS: [&str; 23] = [
+const KEYS: [&str; 26] = [
     "listen",
     "data",
     "default_currency",
@@ -130,6 +146,9 @@ const KEYS: [&str; 23] = [
     "shutdown_timeout",
     "max_connections",
     "metrics_listen",
+    "backup_dir",
+    "backup_every",
+    "backup_keep",
 ];
 
 /// Values given on the command line, the top layer.
@@ -182,6 +201,7 @@ pub fn load(
         PathBuf::new()
     };
     let mut cli_data = None;
+    let mut env_backup_dir = false;
     for (name, value) in env {
         let Some(key) = name.strip_prefix("TRACKER_") else {
             continue;
@@ -209,6 +229,7 @@ pub fn load(
         if key == "data" {
             cli_data = Some(PathBuf::from(value.as_str().unwrap_or_default()));
         }
+        env_backup_dir |= key == "backup_dir";
         table.insert(key, value);
     }
     if let Some(listen) = &flags.listen {
@@ -246,6 +267,12 @@ pub fn load(
     let mut settings = check(raw)?;
     if cli_data.is_none() && (file_gave_data || !base.as_os_str().is_empty()) {
         settings.data = base.join(&settings.data);
+    }
+    // Like `data`: relative to the config file when the file names it.
+    if let Some(backups) = &mut settings.backups {
+        if !env_backup_dir {
+            backups.dir = base.join(&backups.dir);
+        }
     }
     Ok(settings)
 }
@@ -390,7 +417,33 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         link_preview_agents,
         connections: connection_limits(&raw_connections)?,
         metrics_listen,
+        backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep)?,
     })
+}
+
+/// The least `backup_every`: a full copy of the data file more often than this is load, not
+/// safety.
+const MIN_BACKUP_EVERY: Duration = Duration::from_secs(60);
+/// The most backups `backup_keep` keeps.
+const MAX_BACKUP_KEEP: u32 = 1000;
+
+/// The automatic backup keys, checked even when `backup_dir` leaves them unused, so a bad value
+/// is found before the day it is turned on.
+fn backup_schedule(
+    dir: Option<PathBuf>,
+    every: Option<String>,
+    keep: Option<u32>,
+) -> Result<Option<BackupSchedule>, ConfigError> {
+    let every = duration("backup_every", every, "1d", MIN_BACKUP_EVERY)?;
+    let keep = keep.unwrap_or(7);
+    if !(1..=MAX_BACKUP_KEEP).contains(&keep) {
+        return Err(ConfigError(format!(
+            "`backup_keep` must be between 1 and {MAX_BACKUP_KEEP}, got {keep}"
+        )));
+    }
+    Ok(dir
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|dir| BackupSchedule { dir, every, keep }))
 }
 
 /// `trusted_proxies`: addresses and ranges, comma-separated.
@@ -502,6 +555,16 @@ impl Settings {
     #[must_use]
     pub fn dedup_window_ms(&self) -> u64 {
         millis(self.dedup_window)
+    }
+
+    /// Which windowed dedup entries can no longer match at `now_ms` under `dedup_window`: what
+    /// `tracker check` forgives missing (retention prunes them).
+    #[must_use]
+    pub fn dedup_expiry(&self, now_ms: u64) -> crate::domain::dedup::Expiry {
+        crate::domain::dedup::Expiry {
+            now_ms,
+            window_ms: self.dedup_window_ms(),
+        }
     }
 
     /// `rotation_grace` in milliseconds, as a rotation stores the replaced credential's end.
@@ -695,6 +758,80 @@ mod tests {
         assert_eq!(s.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
         let e = load_text("metrics_listen = \"9464\"", &[], Flags::default()).unwrap_err();
         assert!(e.0.contains("metrics_listen"), "{e}");
+    }
+
+    /// Automatic backups: off unless `backup_dir` is given; `backup_every` and `backup_keep`
+    /// bounded just inside and just outside; a relative directory is the config file's.
+    #[test]
+    fn backups_are_off_unless_a_directory_is_given() {
+        let one = |text: &str| load_text(text, &[], Flags::default());
+        assert_eq!(one("").unwrap().backups, None);
+        assert_eq!(one("backup_dir = \"\"").unwrap().backups, None);
+        let s = one("backup_dir = \"/srv/backups\"").unwrap();
+        assert_eq!(
+            s.backups,
+            Some(BackupSchedule {
+                dir: PathBuf::from("/srv/backups"),
+                every: Duration::from_secs(86_400),
+                keep: 7,
+            })
+        );
+        let with = |extra: &str| one(&format!("backup_dir = \"/b\"\n{extra}"));
+        assert_eq!(
+            with("backup_every = \"1m\"")
+                .unwrap()
+                .backups
+                .unwrap()
+                .every,
+            Duration::from_secs(60)
+        );
+        let e = with("backup_every = \"59s\"").unwrap_err();
+        assert!(e.0.contains("`backup_every` must be between 1m and"), "{e}");
+        assert!(with("backup_every = \"100y\"").is_ok());
+        assert!(with("backup_every = \"100y 1ms\"").is_err());
+        assert_eq!(with("backup_keep = 1").unwrap().backups.unwrap().keep, 1);
+        assert_eq!(
+            with("backup_keep = 1000").unwrap().backups.unwrap().keep,
+            1000
+        );
+        for bad in ["backup_keep = 0", "backup_keep = 1001"] {
+            let e = with(bad).unwrap_err();
+            assert!(
+                e.0.contains("`backup_keep` must be between 1 and 1000"),
+                "{e}"
+            );
+        }
+        // Checked while unused too, so a bad value shows before the day it is turned on.
+        assert!(one("backup_every = \"1s\"").is_err());
+        // Through the environment the same keys and bounds.
+        let s = load_text(
+            "",
+            &[
+                ("TRACKER_BACKUP_DIR", "/e"),
+                ("TRACKER_BACKUP_KEEP", "3"),
+                ("TRACKER_BACKUP_EVERY", "2h"),
+            ],
+            Flags::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            s.backups,
+            Some(BackupSchedule {
+                dir: PathBuf::from("/e"),
+                every: Duration::from_secs(7200),
+                keep: 3,
+            })
+        );
+        // Relative to the config file, as `data` is.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tracker.toml");
+        std::fs::write(&path, "backup_dir = \"backups\"\n").unwrap();
+        let flags = Flags {
+            config: Some(path),
+            ..Flags::default()
+        };
+        let s = load(&flags, std::iter::empty()).unwrap();
+        assert_eq!(s.backups.unwrap().dir, dir.path().join("backups"));
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //! - [`config`], [`cli`], [`server`], [`clock`]: settings, the command line, the serve loop, and
 //!   an injectable clock. [`metrics`]: the counters of `/metrics` (atomics, counted where things
 //!   happen) and their Prometheus text, served on `metrics_listen` by `server`.
+//! - [`retention`] and [`backup_schedule`]: what the server does in the background while it
+//!   serves, started and stopped by `server`: pruning dedup entries that can never match again,
+//!   and automatic backups.
 //!
 //! A request flows: route → handler → [`app::App`] (authenticate, validate with `domain`) →
 //! a [`storage::Store`] method → commit loop → one write transaction per batch → fsync → answer.
@@ -39,6 +42,7 @@
 pub mod admin;
 pub mod admin_socket;
 pub mod app;
+pub mod backup_schedule;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -46,5 +50,6 @@ pub mod domain;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod retention;
 pub mod server;
 pub mod storage;

@@ -225,6 +225,10 @@ pub struct Metrics {
     latency: Box<[Histogram]>,
     events: [AtomicU64; 3],
     clicks: AtomicU64,
+    /// Dedup entries removed by retention.
+    dedup_pruned: AtomicU64,
+    /// Scheduled backups: written, failed.
+    backups: [AtomicU64; 2],
 }
 
 impl Default for Metrics {
@@ -237,6 +241,8 @@ impl Default for Metrics {
             latency: Route::ALL.iter().map(|_| Histogram::seconds()).collect(),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             clicks: AtomicU64::new(0),
+            dedup_pruned: AtomicU64::new(0),
+            backups: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -256,6 +262,16 @@ impl Metrics {
     /// A new click was stored (a back-fill that created one, a tracking-link visit).
     pub fn click(&self) {
         self.clicks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Retention removed `entries` expired dedup entries.
+    pub fn pruned(&self, entries: u64) {
+        self.dedup_pruned.fetch_add(entries, Ordering::Relaxed);
+    }
+
+    /// A scheduled backup was written (`true`) or failed.
+    pub fn backup(&self, written: bool) {
+        self.backups[usize::from(!written)].fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -326,6 +342,7 @@ impl Collector for Scrape {
             None,
             MetricType::Counter,
         )?)?;
+        encode_background(m, &mut encoder)?;
         let w = &self.writer;
         w.batch_size.encode(encoder.encode_descriptor(
             "tracker_writer_batch_size",
@@ -360,6 +377,29 @@ impl Collector for Scrape {
         }
         Ok(())
     }
+}
+
+/// What the server does in the background: retention and scheduled backups.
+fn encode_background(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    ConstCounter::new(m.dedup_pruned.load(Ordering::Relaxed)).encode(
+        encoder.encode_descriptor(
+            "tracker_dedup_entries_pruned",
+            "Dedup entries removed by retention: windowed ones that can never match again.",
+            None,
+            MetricType::Counter,
+        )?,
+    )?;
+    let mut backups = encoder.encode_descriptor(
+        "tracker_scheduled_backups",
+        "Scheduled backups (backup_dir, backup_every) by outcome: written or failed.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (name, count) in ["written", "failed"].iter().zip(&m.backups) {
+        let set = labels([("status", Cow::Borrowed(*name))]);
+        ConstCounter::new(count.load(Ordering::Relaxed)).encode(backups.encode_family(&set)?)?;
+    }
+    Ok(())
 }
 
 /// The registry a scrape encodes.

@@ -73,6 +73,7 @@ pub async fn serve_with_metrics(
             }
         }
     };
+    let mut background = start_background(&app);
     let routes = http::routes(app.clone());
     let failed = app.store.failed();
     let stop = async move {
@@ -106,6 +107,9 @@ pub async fn serve_with_metrics(
         let _ = scrapes.await;
     }
     drop(socket);
+    // A backup in progress goes on in its reader thread: it is linked into place if it is
+    // complete before the process exits, and otherwise only its temporary file is left.
+    background.shutdown().await;
     tracing::info!("stopped accepting; committing and closing the data file");
     let store = app.store.clone();
     // `close` joins the writer thread: blocking work, kept off the async workers.
@@ -114,6 +118,29 @@ pub async fn serve_with_metrics(
         Health::Serving | Health::Unwritable(_) => Ok(()),
         Health::Failed(reason) => Err(StoreError::Failed(reason)),
     }
+}
+
+/// The server's background work: retention, and the backup schedule when `backup_dir` is set
+/// (not for an ephemeral store, which writes no file).
+fn start_background(app: &Arc<App>) -> JoinSet<()> {
+    let mut tasks = JoinSet::new();
+    tasks.spawn(crate::retention::run(app.clone()));
+    match &app.settings.backups {
+        Some(_) if app.store.is_ephemeral() => tracing::warn!(
+            "backup_dir is set, but an ephemeral server writes no file: no automatic backups"
+        ),
+        Some(schedule) => {
+            tracing::info!(
+                dir = %schedule.dir.display(),
+                every = %humantime::format_duration(schedule.every),
+                keep = schedule.keep,
+                "automatic backups on"
+            );
+            tasks.spawn(crate::backup_schedule::run(app.clone(), schedule.clone()));
+        }
+        None => {}
+    }
+    tasks
 }
 
 /// Serves `routes` on every connection `listener` accepts, within `limits`, until `stop`

@@ -17,6 +17,9 @@
 //! - `--metrics on|off|both`: the server with `/metrics` counting every request, or not
 //!   (default off); `both` runs two servers side by side and measures the chosen ingest rows on
 //!   each, alternating, `--rounds N` times (default 3): the cost of counting, in one run.
+//! - `--prune`: the unique row at 64 connections with nothing to prune, then while retention
+//!   prunes `--prune-entries` (default 200,000) expired dedup entries, then after; on one
+//!   server with `dedup_window = "2s"` (issue 12).
 //!
 //! See BENCHMARKS.md for the results on the project's machine.
 
@@ -50,6 +53,7 @@ enum Mode {
     Full,
     Smoke,
     Soak,
+    Prune,
 }
 
 /// Whether the server under test counts for `/metrics`.
@@ -81,6 +85,8 @@ struct Args {
     log: Option<PathBuf>,
     soak_secs: u64,
     soak_events: u64,
+    /// Windowed deposits stored for `--prune` to prune.
+    prune_entries: u64,
     keep: bool,
     metrics: MetricsChoice,
     /// Turns per server with `--metrics both`.
@@ -92,7 +98,7 @@ struct Args {
 const USAGE: &str = "usage: cargo bench --bench ingest -- [--smoke | --soak] [--duration SECS] \
     [--conns 64,256] [--only CASE,..] [--client auto|wrk|builtin] [--log FILE] \
     [--feed-events N] [--soak-secs SECS] [--soak-events N] [--keep] [--metrics on|off|both] \
-    [--rounds N] [--rate-limit N]
+    [--rounds N] [--rate-limit N] [--prune [--prune-entries N]]
 cases: healthz, dry_run, unique, duplicate, get_e, bind, clicks (at each --conns), then the read \
 rows feed, stats, export (beside unique ingest at 64 connections, on a space of --feed-events)";
 
@@ -108,6 +114,7 @@ fn parse_args() -> Result<Args, String> {
         log: None,
         soak_secs: 300,
         soak_events: 1_000_000,
+        prune_entries: 200_000,
         keep: false,
         metrics: MetricsChoice::Off,
         rounds: 3,
@@ -124,6 +131,8 @@ fn parse_args() -> Result<Args, String> {
             "--bench" => {}
             "--smoke" => args.mode = Mode::Smoke,
             "--soak" => args.mode = Mode::Soak,
+            "--prune" => args.mode = Mode::Prune,
+            "--prune-entries" => args.prune_entries = number(&value()?)?,
             "--keep" => args.keep = true,
             "--duration" => args.duration = Duration::from_secs(number(&value()?)?),
             "--soak-secs" => args.soak_secs = number(&value()?)?,
@@ -204,6 +213,7 @@ fn main() -> ExitCode {
         Mode::Full => full(&args),
         Mode::Smoke => smoke(&args),
         Mode::Soak => soak(&args),
+        Mode::Prune => prune(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -239,15 +249,23 @@ impl Bench {
             .prefix("tracker-bench-")
             .tempdir()
             .map_err(|e| format!("creating a temporary directory: {e}"))?;
-        let mut config = "# benchmark: every setting at its default but those below\n".to_owned();
+        let mut settings = String::new();
         if metrics {
             // `/metrics` on a port of its own, so the server counts every request.
-            config.push_str("metrics_listen = \"127.0.0.1:0\"\n");
+            settings.push_str("metrics_listen = \"127.0.0.1:0\"\n");
         }
         if let Some(n) = args.rate_limit {
-            config.push_str(&format!("rate_limit = {n}\nrate_burst = {n}\n"));
+            settings.push_str(&format!("rate_limit = {n}\nrate_burst = {n}\n"));
         }
-        let server = Server::start(dir.path(), args.log.as_deref(), &config)?;
+        if args.mode == Mode::Prune {
+            // A window short enough that the deposits stored expire during the run, and
+            // `/metrics` (if not on already) to count what was pruned.
+            settings.push_str("dedup_window = \"2s\"\n");
+            if !metrics {
+                settings.push_str("metrics_listen = \"127.0.0.1:0\"\n");
+            }
+        }
+        let server = Server::start(dir.path(), args.log.as_deref(), &settings)?;
         let mut fixture = Fixture {
             secret: server.secret.clone(),
             ingest_token: server.ingest_token.clone(),
@@ -1474,4 +1492,129 @@ fn soak(args: &Args) -> Result<(), String> {
     }
     report_stored(&stored);
     stored.verdict
+}
+
+/// `--prune`: what retention costs ingest. One server, `dedup_window = "2s"`: the unique row at
+/// 64 connections (A: no windowed entries, nothing to prune), then `--prune-entries` windowed
+/// deposits stored, then, once they are past the window and retention's margin, the same row
+/// while retention removes them (B), and the row again once it is done (A'). A and A' bracket
+/// the drift of a shared machine; `/metrics` says how many entries each row saw pruned.
+fn prune(args: &Args) -> Result<(), String> {
+    const CONNS: usize = 64;
+    let mut bench = Bench::start(args)?;
+    let Some(metrics) = bench.server.metrics else {
+        return Err("the server did not print its metrics address".into());
+    };
+    let wrk_path = match args.client {
+        ClientChoice::Builtin => None,
+        ClientChoice::Auto => wrk::find_or_install(),
+        ClientChoice::Wrk => {
+            Some(wrk::find_or_install().ok_or("--client wrk, but wrk is not available")?)
+        }
+    };
+    let pruned = || pruned_count(metrics);
+    let mut rows = Vec::new();
+    let mut row = |bench: &mut Bench, label: &'static str| -> Result<(), String> {
+        let before = pruned()?;
+        let (mut row, ()) = measure(
+            bench,
+            wrk_path.as_deref(),
+            Case::Unique,
+            CONNS,
+            args.duration,
+            |_| (),
+        )?;
+        row.label = label;
+        let during = pruned()? - before;
+        print_row(&row);
+        println!("  entries pruned during the row: {during}");
+        rows.push((row, during));
+        Ok(())
+    };
+    println!(
+        "prune: {} windowed deposits, unique at {CONNS} connections, {} s per row",
+        args.prune_entries,
+        args.duration.as_secs()
+    );
+    print_header();
+    row(&mut bench, "A: unique, nothing to prune")?;
+    let started = Instant::now();
+    store_windowed_deposits(&mut bench, args.prune_entries, CONNS)?;
+    println!(
+        "stored {} windowed deposits in {:.1} s",
+        args.prune_entries,
+        started.elapsed().as_secs_f64()
+    );
+    // Past the window (2 s) and retention's margin before an entry may go.
+    let expirable = Duration::from_millis(tracker::retention::MARGIN_MS + 2000);
+    std::thread::sleep(
+        expirable
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(2)),
+    );
+    row(&mut bench, "B: unique while pruning")?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while pruned()? < args.prune_entries && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    row(&mut bench, "A': unique, pruning done")?;
+    let total = pruned()?;
+    let check = bench.finish(args.keep)?;
+    report_stored(&check);
+    if let (Some((a, _)), Some((b, _)), Some((a2, _))) = (rows.first(), rows.get(1), rows.get(2)) {
+        println!(
+            "unique while pruning / without: {:.0} / {:.0} and {:.0} = {:.2}x and {:.2}x; p99 {} vs {} and {} ms; pruned {total} of {} in all",
+            b.rate,
+            a.rate,
+            a2.rate,
+            b.rate / a.rate.max(1e-9),
+            b.rate / a2.rate.max(1e-9),
+            ms(b.p99),
+            ms(a.p99),
+            ms(a2.p99),
+            args.prune_entries
+        );
+    }
+    note_busy(rows.iter().map(|(r, _)| r));
+    check.verdict
+}
+
+/// `tracker_dedup_entries_pruned_total` from the server's `/metrics` at `metrics`.
+fn pruned_count(metrics: std::net::SocketAddr) -> Result<u64, String> {
+    let scrape = b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".to_vec();
+    let (status, body) = client::fetch_all(metrics, 1, vec![scrape]).remove(0);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix("tracker_dedup_entries_pruned_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("no pruned count in /metrics ({status})"))
+}
+
+/// Stores `n` deposits with a setup click's uid, no eid and no time, each its own amount: `n`
+/// entries of the windowed dedup rule.
+fn store_windowed_deposits(bench: &mut Bench, n: u64, conns: usize) -> Result<(), String> {
+    let secret = &bench.fixture.secret;
+    let uids = &bench.fixture.click_uids;
+    let requests = (0..n)
+        .map(|i| {
+            let uid = &uids[i as usize % uids.len()];
+            let body = format!(r#"{{"event":"deposit","uid":"{uid}","value":"{i}"}}"#);
+            format!(
+                "POST /events HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {secret}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        })
+        .collect();
+    for (status, body) in client::fetch_all(bench.server.addr, conns, requests) {
+        if status != 200 || !String::from_utf8_lossy(&body).contains(r#""status":"queued""#) {
+            return Err(format!(
+                "storing windowed deposits: {status} {}",
+                String::from_utf8_lossy(&body)
+            ));
+        }
+    }
+    bench.acked_events += n;
+    Ok(())
 }

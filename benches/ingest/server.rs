@@ -31,12 +31,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the server on `dir/bench.redb` with `settings` as its config file. Its log
-    /// (stderr) goes to `log`, or nowhere.
+    /// Starts the server on `dir/bench.redb` with `settings` (TOML; empty: every default). Its
+    /// log (stderr) goes to `log`, or nowhere.
     pub fn start(dir: &Path, log: Option<&Path>, settings: &str) -> Result<Server, String> {
         let config = dir.join("tracker.toml");
-        std::fs::write(&config, settings)
-            .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        let text = format!("# benchmark: every setting at its default but these\n{settings}");
+        std::fs::write(&config, text).map_err(|e| format!("writing {}: {e}", config.display()))?;
         let data = dir.join("bench.redb");
         let bin = dir.join("tracker");
         std::fs::copy(TRACKER, &bin)

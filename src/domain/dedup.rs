@@ -69,7 +69,12 @@ pub fn dedup_key(event: &ValidEvent, dedup_window_ms: u64) -> Option<DedupKey> {
                     return Some(key(Basis::Fingerprint, 3, &fields, None));
                 }
                 let fields = vec![uid.as_bytes(), value.as_bytes(), event.currency.as_bytes()];
-                return Some(key(Basis::Fingerprint, 4, &fields, Some(dedup_window_ms)));
+                return Some(key(
+                    Basis::Fingerprint,
+                    WINDOWED_RULE,
+                    &fields,
+                    Some(dedup_window_ms),
+                ));
             }
             (None, None) => return None,
         };
@@ -91,6 +96,17 @@ fn key(basis: Basis, rule: u8, fields: &[&[u8]], window_ms: Option<u64>) -> Dedu
     }
 }
 
+/// The stored rule byte of rule 3 without a supplied time, the windowed fingerprint: the only
+/// rule whose entries stop counting, so the only one retention prunes.
+pub const WINDOWED_RULE: u8 = 4;
+
+/// Whether an earlier event received at `earlier_at_ms` still counts for one received at
+/// `received_at_ms`, under `window_ms` (`None`: forever). The window is half-open: an event
+/// exactly `window_ms` later is new.
+fn in_window(window_ms: Option<u64>, earlier_at_ms: u64, received_at_ms: u64) -> bool {
+    window_ms.is_none_or(|w| received_at_ms.saturating_sub(earlier_at_ms) < w)
+}
+
 /// Whether an event with `key`, received at `received_at_ms`, duplicates the earlier event
 /// stored under the same key (`earlier` = its `(inbox_id, received_at_ms)`). Returns the
 /// earlier `inbox_id` if so. The writer and `dry_run` both decide with this.
@@ -101,10 +117,26 @@ pub fn duplicate_of(
     received_at_ms: u64,
 ) -> Option<u64> {
     let (inbox_id, at_ms) = earlier?;
-    let in_window = key
-        .window_ms
-        .is_none_or(|w| received_at_ms.saturating_sub(at_ms) < w);
-    in_window.then_some(inbox_id)
+    in_window(key.window_ms, at_ms, received_at_ms).then_some(inbox_id)
+}
+
+/// From when on stored dedup entries of the windowed rule no longer count: for events received
+/// at `now_ms` or later, under `dedup_window` (`window_ms`). Retention prunes by it and
+/// `tracker check` forgives a pruned entry by it, both with [`Expiry::expired`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expiry {
+    pub now_ms: u64,
+    pub window_ms: u64,
+}
+
+impl Expiry {
+    /// Whether an entry of rule byte `rule` for an event received at `received_at_ms` can
+    /// never again make an event a duplicate, once time is at `now_ms`: the rule is windowed and
+    /// even an event received now is outside its window. Permanent rules never expire.
+    #[must_use]
+    pub fn expired(&self, rule: u8, received_at_ms: u64) -> bool {
+        rule == WINDOWED_RULE && !in_window(Some(self.window_ms), received_at_ms, self.now_ms)
+    }
 }
 
 /// The basis an event is judged by, also for events that have no key.
@@ -199,6 +231,36 @@ pub(crate) mod tests {
         assert_eq!(duplicate_of(&key, Some((9, 1000)), 1000 + W), None);
         let permanent = dedup_key(&ev(EventKind::Contact, Some("u"), None, None), W).unwrap();
         assert_eq!(duplicate_of(&permanent, Some((9, 0)), u64::MAX), Some(9));
+    }
+
+    /// An entry expires exactly when `duplicate_of` stops finding it: at the window's edge, not
+    /// a millisecond before; and entries of the permanent rules never do.
+    #[test]
+    fn an_entry_expires_when_it_stops_counting() {
+        let key = dedup_key(&ev(EventKind::Deposit, Some("u"), None, Some("7")), W).unwrap();
+        assert_eq!(key.rule, WINDOWED_RULE);
+        let at = 1_000;
+        for now in [at + W - 1, at + W, at + W + 1] {
+            let expiry = Expiry {
+                now_ms: now,
+                window_ms: W,
+            };
+            let counts = duplicate_of(&key, Some((9, at)), now).is_some();
+            assert_eq!(
+                expiry.expired(key.rule, at),
+                !counts,
+                "now = at + {}",
+                now - at
+            );
+        }
+        let expiry = Expiry {
+            now_ms: u64::MAX,
+            window_ms: W,
+        };
+        assert!(expiry.expired(WINDOWED_RULE, at));
+        for rule in 1..WINDOWED_RULE {
+            assert!(!expiry.expired(rule, at), "rule {rule}");
+        }
     }
 
     #[test]

@@ -52,3 +52,18 @@ impl From<&credential::Issued> for NewCredential {
         }
     }
 }
+
+/// Where a sweep of retention stands: the last windowed dedup entry looked at, as
+/// `(space, digest)`; the next step starts after it.
+pub type PruneCursor = (u32, u128);
+
+/// What one step of retention did (`Store::prune_dedup`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PruneStep {
+    /// Windowed entries looked at.
+    pub scanned: u64,
+    /// Of those, the expired ones removed.
+    pub removed: u64,
+    /// Where the next step starts; `None` when this one reached the end of the table.
+    pub next: Option<PruneCursor>,
+}

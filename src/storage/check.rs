@@ -16,6 +16,8 @@
 //! in the writer's memory (`dedup_buffer.rs`) and is derived from the inbox at the next open.
 //! Likewise a `clicks_by_fbclid` entry for a click whose uid's time is `fbclid_redo_from` or
 //! later (`fbclid_buffer.rs`), derived from the clicks.
+//! And an entry of the windowed rule may be missing once it can no longer match (the
+//! [`Expiry`] the caller gives: its clock and `dedup_window`): retention prunes those.
 //!
 //! Derivable means computed from other rows: indexes, the rollup, counters. `repair` rewrites
 //! only those; a record that does not decode, or a credential of a space that does not exist, is
@@ -32,7 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::click::fbclid_key;
 use crate::domain::credential::Kind;
-use crate::domain::dedup;
+use crate::domain::dedup::{self, Expiry};
 use crate::domain::rejection::KEPT_PER_SPACE;
 use crate::domain::stats::Counts;
 use crate::storage::dedup_buffer::{self, EntryKey};
@@ -126,9 +128,9 @@ impl Checker {
     }
 }
 
-/// Checks every invariant of the snapshot `txn`; never writes.
-pub fn check(txn: &ReadTransaction) -> Result<Report, StoreError> {
-    let c = run(txn)?;
+/// Checks every invariant of the snapshot `txn` as of `expiry`; never writes.
+pub fn check(txn: &ReadTransaction, expiry: Expiry) -> Result<Report, StoreError> {
+    let c = run(txn, expiry)?;
     Ok(Report {
         redb_integrity: None,
         rows: c.rows,
@@ -139,8 +141,8 @@ pub fn check(txn: &ReadTransaction) -> Result<Report, StoreError> {
 
 /// Checks, then rewrites what is derivable in one write transaction, then checks again: the
 /// report's `repaired` is what was fixed, its `findings` what is left.
-pub fn repair(db: &redb::Database) -> Result<Report, StoreError> {
-    let first = run(&redb::ReadableDatabase::begin_read(db)?)?;
+pub fn repair(db: &redb::Database, expiry: Expiry) -> Result<Report, StoreError> {
+    let first = run(&redb::ReadableDatabase::begin_read(db)?, expiry)?;
     let repaired: Vec<Finding> = first
         .findings
         .iter()
@@ -152,7 +154,7 @@ pub fn repair(db: &redb::Database) -> Result<Report, StoreError> {
         apply(&txn, first.fixes)?;
         txn.commit()?;
     }
-    let mut report = check(&redb::ReadableDatabase::begin_read(db)?)?;
+    let mut report = check(&redb::ReadableDatabase::begin_read(db)?, expiry)?;
     report.repaired = repaired;
     Ok(report)
 }
@@ -160,7 +162,7 @@ pub fn repair(db: &redb::Database) -> Result<Report, StoreError> {
 /// `tracker check` on a file no server has open (the data file of a stopped server, or a
 /// backup): redb's page check, which needs the file to itself, then [`check`], or with `repair`
 /// the schema brought up to date (as a server's open does) and [`repair`].
-pub fn check_file(path: &Path, repair_it: bool) -> Result<Report, StoreError> {
+pub fn check_file(path: &Path, repair_it: bool, expiry: Expiry) -> Result<Report, StoreError> {
     let mut db = if repair_it {
         open::open_database(path, None, open::COMMAND_CACHE_BYTES)?.db
     } else {
@@ -170,6 +172,8 @@ pub fn check_file(path: &Path, repair_it: bool) -> Result<Report, StoreError> {
                 error: std::io::Error::from(std::io::ErrorKind::NotFound),
             });
         }
+        // Before redb's open and page check, which this release may not read right.
+        open::refuse_newer_schema(path)?;
         let mut builder = redb::Database::builder();
         builder.set_cache_size(open::COMMAND_CACHE_BYTES);
         builder.open(path).map_err(|e| match e {
@@ -181,9 +185,9 @@ pub fn check_file(path: &Path, repair_it: bool) -> Result<Report, StoreError> {
     };
     let integrity = db.check_integrity()?;
     let mut report = if repair_it {
-        repair(&db)?
+        repair(&db, expiry)?
     } else {
-        check(&redb::ReadableDatabase::begin_read(&db)?)?
+        check(&redb::ReadableDatabase::begin_read(&db)?, expiry)?
     };
     report.redb_integrity = Some(integrity);
     Ok(report)
@@ -245,7 +249,7 @@ fn apply(txn: &WriteTransaction, fixes: Vec<Fix>) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn run(txn: &ReadTransaction) -> Result<Checker, StoreError> {
+fn run(txn: &ReadTransaction, expiry: Expiry) -> Result<Checker, StoreError> {
     let mut c = Checker::default();
     let meta = txn.open_table(META)?;
     let version = meta.get(META_SCHEMA_VERSION)?.map(|v| v.value());
@@ -273,7 +277,7 @@ fn run(txn: &ReadTransaction) -> Result<Checker, StoreError> {
 
     let spaces = check_spaces(txn, &mut c, space_seq)?;
     check_credentials(txn, &mut c, &spaces)?;
-    check_inbox(txn, &mut c, &spaces, inbox_seq, redo_from)?;
+    check_inbox(txn, &mut c, &spaces, (inbox_seq, redo_from), expiry)?;
     check_clicks(txn, &mut c, fbclid_redo_from)?;
     check_links(txn, &mut c, &spaces)?;
     check_stats(txn, &mut c)?;
@@ -355,8 +359,8 @@ fn check_inbox(
     txn: &ReadTransaction,
     c: &mut Checker,
     spaces: &BTreeSet<u32>,
-    inbox_seq: u64,
-    redo_from: u64,
+    (inbox_seq, redo_from): (u64, u64),
+    expiry: Expiry,
 ) -> Result<(), StoreError> {
     let inbox = txn.open_table(INBOX)?;
     let dedup_table = txn.open_table(DEDUP)?;
@@ -388,8 +392,9 @@ fn check_inbox(
         };
         let k = dedup_buffer::entry_key(space, &k);
         let stored = dedup_table.get(k)?.map(|v| v.value());
-        // The entry names the newest event with its key.
-        if stored.is_none_or(|(id, _)| id < inbox_id) && inbox_id < redo_from {
+        // The entry names the newest event with its key, unless retention may have pruned it.
+        let needed = inbox_id < redo_from && !expiry.expired(k.1, event.received_at_ms);
+        if needed && stored.is_none_or(|(id, _)| id < inbox_id) {
             c.derivable(
                 "dedup",
                 dedup_key_text(k),

@@ -35,12 +35,14 @@ use tokio::sync::{oneshot, watch};
 
 use crate::domain::click::NewClick;
 use crate::domain::credential::{CredentialDigest, Kind};
-use crate::domain::dedup::DedupKey;
+use crate::domain::dedup::{DedupKey, Expiry};
 use crate::domain::event::ValidEvent;
 use crate::domain::feed::{FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::Keyring;
 use crate::domain::link::{Directory, Link, NewLink};
-use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredential};
+use crate::domain::outcome::{
+    BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
+};
 use crate::domain::rejection::Rejection;
 use crate::domain::stats::{Dimension, GroupStats};
 use crate::error::Error;
@@ -436,6 +438,18 @@ impl Store {
         self.write(move |t| t.revoke(&space, kind, now_ms)).await
     }
 
+    /// One step of retention (`retention.rs`): removes the windowed dedup entries that `expiry`
+    /// says can never match again among the next `limit` after `after`, in one small write.
+    pub async fn prune_dedup(
+        &self,
+        after: Option<PruneCursor>,
+        expiry: Expiry,
+        limit: usize,
+    ) -> Result<PruneStep, Error> {
+        self.write(move |t| t.prune_dedup(after, expiry, limit))
+            .await
+    }
+
     /// Adds a refused request to the space's rejection log, when the writer next commits.
     /// Never waits and never takes a write's place: when too many are waiting it is dropped
     /// and counted ([`Store::rejections_dropped`]).
@@ -553,8 +567,8 @@ impl Store {
 
     /// `tracker check` on the open file: the tracker's invariants over one snapshot, read-only
     /// (redb's page check needs the file to itself; `check::check_file` runs it).
-    pub async fn check(&self) -> Result<check::Report, Error> {
-        self.read(|s| check::check(s.txn())).await
+    pub async fn check(&self, expiry: Expiry) -> Result<check::Report, Error> {
+        self.read(move |s| check::check(s.txn(), expiry)).await
     }
 
     /// How many events the inbox holds, and where the file's bytes are (for the benchmark).

@@ -176,7 +176,7 @@ fn redo_index(
 }
 
 /// Reads the schema version without writing anything; refuses a file from a newer release.
-fn refuse_newer_schema(path: &Path) -> Result<(), StoreError> {
+pub(crate) fn refuse_newer_schema(path: &Path) -> Result<(), StoreError> {
     let ro = match Database::builder().open_read_only(path) {
         Ok(ro) => ro,
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => {

@@ -16,15 +16,18 @@
 //! everything it needs before its first insert.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click::{self, NewClick};
 use crate::domain::credential::{self, Kind};
-use crate::domain::dedup::{self, DedupKey};
+use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULE};
 use crate::domain::event::ValidEvent;
 use crate::domain::link::{Destination, Link, Mode, NewLink};
-use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, NewCredential};
+use crate::domain::outcome::{
+    BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
+};
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
 use crate::domain::stats::Counts;
 use crate::error::{Code, Error};
@@ -175,6 +178,70 @@ impl<'t> Txn<'t> {
             inbox_id,
             matched,
         })
+    }
+
+    /// One step of retention: looks at up to `limit` entries of the windowed dedup rule after
+    /// `after` (from the start if `None`), in key order, space by space, and removes those that
+    /// `expiry` says can never match again. Entries of the permanent rules are never looked at.
+    ///
+    /// Only the table is pruned. An entry still in the dedup buffer is newer than the table's
+    /// entry for its key, and is looked at by a later sweep once written; one that the redo of
+    /// an open writes again (its event is after `dedup_redo_from`) is the newest entry of its
+    /// key, expired or not, exactly as if it had never been pruned, and a later sweep takes it.
+    pub(crate) fn prune_dedup(
+        &mut self,
+        after: Option<PruneCursor>,
+        expiry: Expiry,
+        limit: usize,
+    ) -> Result<PruneStep, StoreError> {
+        let mut step = PruneStep::default();
+        let mut expired = Vec::new();
+        let (mut space, mut after_digest) = after.map_or((0, None), |(s, d)| (s, Some(d)));
+        loop {
+            let start = match after_digest {
+                Some(d) => Bound::Excluded((space, WINDOWED_RULE, d)),
+                None => Bound::Included((space, WINDOWED_RULE, 0)),
+            };
+            let end = Bound::Included((space, WINDOWED_RULE, u128::MAX));
+            let room = limit.saturating_sub(step.scanned as usize);
+            let mut last = None;
+            for entry in self
+                .dedup
+                .range::<(u32, u8, u128)>((start, end))?
+                .take(room)
+            {
+                let (key, value) = entry?;
+                let (_, at_ms) = value.value();
+                step.scanned += 1;
+                last = Some(key.value().2);
+                if expiry.expired(WINDOWED_RULE, at_ms) {
+                    expired.push(key.value());
+                }
+            }
+            if step.scanned as usize >= limit {
+                step.next = last.or(after_digest).map(|d| (space, d));
+                break;
+            }
+            // This space's windowed entries are done: on to the next space that has entries.
+            let next_space = match space.checked_add(1) {
+                Some(s) => self
+                    .dedup
+                    .range((s, 0, 0)..)?
+                    .next()
+                    .transpose()?
+                    .map(|(k, _)| k.value().0),
+                None => None,
+            };
+            match next_space {
+                Some(s) => (space, after_digest) = (s, None),
+                None => break,
+            }
+        }
+        for key in expired {
+            self.dedup.remove(key)?;
+            step.removed += 1;
+        }
+        Ok(step)
     }
 
     /// Stores a new click with a fresh `uid`, or answers the click that has the same `fbclid`.

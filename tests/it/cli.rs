@@ -75,16 +75,21 @@ fn a_data_file_from_a_newer_release_is_refused_untouched() {
     for args in [
         &["space", "list"][..],
         &["serve", "--listen", "127.0.0.1:0"][..],
+        &["check"][..],
+        &["check", "--repair"][..],
+        &["compact"][..],
+        &["backup", "copy.redb"][..],
     ] {
         let out = tracker(dir.path(), "", args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} must refuse the file");
-        assert!(stderr.contains("newer"), "{stderr}");
+        assert!(stderr.contains("newer"), "{args:?}: {stderr}");
         assert_eq!(
             std::fs::read(&data).unwrap(),
             before,
-            "the file was touched"
+            "{args:?} touched the file"
         );
+        assert!(!dir.path().join("copy.redb").exists(), "{args:?}");
     }
 }
 

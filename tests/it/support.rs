@@ -374,6 +374,8 @@ pub struct TestServer {
     /// `tracker::storage::fault::{WORKS, FAIL_ALL, FAIL_SYNC}`.
     pub fault: Arc<AtomicU8>,
     pub store: Arc<Store>,
+    /// The app being served (replaced at each restart): its settings, clock and metrics.
+    pub app: Option<Arc<App>>,
     pub a: Space,
     pub b: Space,
     settings: Settings,
@@ -449,6 +451,7 @@ impl TestServer {
             clock: ManualClock::new(NOW_MS),
             fault,
             store,
+            app: None,
             a,
             b,
             settings,
@@ -474,6 +477,7 @@ impl TestServer {
         ));
         let (trigger, stopped) = oneshot::channel::<()>();
         self.shutdown = Some(trigger);
+        self.app = Some(app.clone());
         self.task = Some(tokio::spawn(tracker::server::serve(
             app,
             listener,
@@ -570,6 +574,20 @@ impl TestServer {
 
     pub async fn send(&self, request: &Request<'_>) -> Response {
         send(self.addr, request).await
+    }
+
+    /// What `/metrics` would answer now, for servers started without a metrics listener.
+    ///
+    /// # Panics
+    /// If the server is not serving.
+    #[must_use]
+    pub fn metrics_text(&self) -> String {
+        let app = self.app.as_ref().expect("serving");
+        tracker::metrics::render(&tracker::metrics::registry(
+            app.metrics.clone(),
+            app.store.writer_metrics().clone(),
+            None,
+        ))
     }
 
     /// `POST <path>` with `space`'s secret.

@@ -1,0 +1,248 @@
+//! Automatic backups (`backup_dir`, `backup_every`, `backup_keep`): the server writes a
+//! consistent copy of its data file on a schedule and keeps the newest few.
+//!
+//! Each backup is [`Store::backup`](crate::storage::Store::backup), the operation `tracker
+//! backup` uses: one read snapshot copied on a reader thread into a file written under a
+//! temporary name and linked into place only when complete. So a backup never overwrites, an
+//! interrupted one leaves no file under a final name, and the writer (ingest) is never in its
+//! way. A failed backup is logged when failures start and when they end, and counted in
+//! `/metrics`; ingest does not notice it.
+//!
+//! A backup is named by its UTC time to the second, `tracker-20261124T031500Z.redb`, so the
+//! names sort by age. Only files of exactly that shape are the schedule's: after each backup
+//! written, the oldest of them beyond `backup_keep` are deleted, and nothing else in the
+//! directory is touched. The schedule follows the newest such file across restarts: a server
+//! that restarts more often than `backup_every` still makes one every `backup_every`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use crate::app::App;
+use crate::clock;
+use crate::config::BackupSchedule;
+use crate::error::Error;
+use crate::storage::backup::BackupStats;
+
+const PREFIX: &str = "tracker-";
+const SUFFIX: &str = ".redb";
+/// After a failed backup, the next try comes this soon (or at `backup_every`, if sooner).
+const RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// The file name of a backup made at `ms`: `tracker-20261124T031500Z.redb`.
+#[must_use]
+pub fn backup_name(ms: u64) -> String {
+    let stamp: String = clock::rfc3339_s(ms)
+        .chars()
+        .filter(|c| *c != '-' && *c != ':')
+        .collect();
+    format!("{PREFIX}{stamp}{SUFFIX}")
+}
+
+/// The time in a backup's file name, if the name is exactly one [`backup_name`] makes.
+#[must_use]
+pub fn backup_time(name: &str) -> Option<u64> {
+    let stamp = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    let b = stamp.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    if b.len() != 16 || !digits(0..8) || b[8] != b'T' || !digits(9..15) || b[15] != b'Z' {
+        return None;
+    }
+    let text = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &stamp[0..4],
+        &stamp[4..6],
+        &stamp[6..8],
+        &stamp[9..11],
+        &stamp[11..13],
+        &stamp[13..15]
+    );
+    let at = humantime::parse_rfc3339(&text).ok()?;
+    let ms = u64::try_from(at.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?;
+    // Only the name `backup_name` gives that time: not `...T246000Z` read as a later hour.
+    (backup_name(ms) == name).then_some(ms)
+}
+
+/// The schedule's own backups in `dir`, oldest first.
+fn own_backups(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let Some(at) = entry.file_name().to_str().and_then(backup_time) else {
+            continue;
+        };
+        if entry.file_type()?.is_file() {
+            found.push((at, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Deletes the oldest of the schedule's own backups in `dir` beyond the newest `keep`; answers
+/// the files deleted.
+pub fn rotate(dir: &Path, keep: u32) -> std::io::Result<Vec<PathBuf>> {
+    let backups = own_backups(dir)?;
+    let surplus = backups.len().saturating_sub(keep as usize);
+    let mut deleted = Vec::new();
+    for (_, path) in backups.into_iter().take(surplus) {
+        std::fs::remove_file(&path)?;
+        deleted.push(path);
+    }
+    Ok(deleted)
+}
+
+/// Makes backups on `schedule` until the task is dropped (at shutdown).
+pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
+    let every_ms = u64::try_from(schedule.every.as_millis()).unwrap_or(u64::MAX);
+    let retry_ms = u64::try_from(RETRY_AFTER.min(schedule.every).as_millis()).unwrap_or(u64::MAX);
+    let dir = schedule.dir.clone();
+    let newest = tokio::task::spawn_blocking(move || own_backups(&dir))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .and_then(|b| b.last().map(|(at, _)| *at));
+    let mut due = newest.map_or(0, |at| at.saturating_add(every_ms));
+    let mut failing = false;
+    loop {
+        clock::sleep_until(&*app.clock, due).await;
+        let now = app.now_ms();
+        match backup_once(&app, &schedule, now).await {
+            Ok((path, stats)) => {
+                app.metrics.backup(true);
+                if failing {
+                    tracing::info!("scheduled backups work again");
+                    failing = false;
+                }
+                tracing::info!(
+                    path = %path.display(),
+                    rows = stats.rows,
+                    bytes = stats.bytes,
+                    "scheduled backup written"
+                );
+                due = now.saturating_add(every_ms);
+            }
+            Err(e) => {
+                app.metrics.backup(false);
+                if failing {
+                    tracing::debug!(error = %e.message, "scheduled backup failed again");
+                } else {
+                    tracing::error!(
+                        error = %e.message,
+                        dir = %schedule.dir.display(),
+                        "scheduled backup failed; ingest goes on, and the backup is tried again \
+                         (the next line about backups in this log says when it works)"
+                    );
+                    failing = true;
+                }
+                due = now.saturating_add(retry_ms);
+            }
+        }
+    }
+}
+
+/// One scheduled backup at `now_ms` into `schedule.dir`, then the rotation; answers the new
+/// file and what it holds.
+///
+/// # Errors
+/// When the copy cannot be written (the directory is missing or unwritable, the disk is full,
+/// the name is taken), or the rotation cannot delete an old backup.
+pub async fn backup_once(
+    app: &App,
+    schedule: &BackupSchedule,
+    now_ms: u64,
+) -> Result<(PathBuf, BackupStats), Error> {
+    let dest = schedule.dir.join(backup_name(now_ms));
+    let stats = app.store.backup(dest.clone()).await?;
+    let (dir, keep) = (schedule.dir.clone(), schedule.keep);
+    let rotated = tokio::task::spawn_blocking(move || rotate(&dir, keep))
+        .await
+        .map_err(|_| Error::internal())?;
+    match rotated {
+        Ok(deleted) => {
+            for path in deleted {
+                tracing::info!(path = %path.display(), "deleted an old scheduled backup");
+            }
+        }
+        Err(e) => {
+            return Err(Error::new(
+                crate::error::Code::Unavailable,
+                format!(
+                    "backup {} written, but deleting the oldest in {} failed: {e}",
+                    dest.display(),
+                    schedule.dir.display()
+                ),
+            ));
+        }
+    }
+    Ok((dest, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_utc_second_and_read_back() {
+        // 2026-11-24T03:15:00Z
+        let ms = 1_795_490_100_000;
+        assert_eq!(backup_name(ms), "tracker-20261124T031500Z.redb");
+        assert_eq!(backup_time("tracker-20261124T031500Z.redb"), Some(ms));
+        // Names sort by time.
+        let (a, b) = (backup_name(ms), backup_name(ms + 86_400_000 * 40));
+        assert!(a < b, "{a} {b}");
+    }
+
+    #[test]
+    fn only_names_of_exactly_that_shape_are_the_schedules() {
+        for other in [
+            "tracker.redb",
+            "tracker-20261124T031500Z.redb.bak",
+            ".tracker-20261124T031500Z.redb.partial-42",
+            "tracker-20261124T031500.redb",
+            "tracker-20261124T031560Z.redb",
+            "tracker-20261124t031500z.redb",
+            "tracker-2026112T0315000Z.redb",
+            "mine-20261124T031500Z.redb",
+        ] {
+            assert_eq!(backup_time(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn rotation_keeps_the_newest_and_touches_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let ms = 1_795_490_100_000;
+        let names: Vec<String> = (0..5).map(|i| backup_name(ms + i * 60_000)).collect();
+        for n in &names {
+            std::fs::write(dir.path().join(n), n).unwrap();
+        }
+        let others = [
+            "tracker.redb",
+            "notes.txt",
+            ".tracker-20261124T031500Z.redb.partial-7",
+        ];
+        for n in others {
+            std::fs::write(dir.path().join(n), n).unwrap();
+        }
+        let deleted = rotate(dir.path(), 2).unwrap();
+        assert_eq!(
+            deleted,
+            names[..3]
+                .iter()
+                .map(|n| dir.path().join(n))
+                .collect::<Vec<_>>()
+        );
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut want: Vec<String> = names[3..].to_vec();
+        want.extend(others.iter().map(|s| (*s).to_owned()));
+        want.sort();
+        assert_eq!(left, want);
+        assert!(rotate(dir.path(), 2).unwrap().is_empty());
+    }
+}
