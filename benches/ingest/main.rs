@@ -30,6 +30,7 @@ mod scenario;
 mod server;
 mod wrk;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -255,7 +256,7 @@ impl Bench {
             settings.push_str("metrics_listen = \"127.0.0.1:0\"\n");
         }
         if let Some(n) = args.rate_limit {
-            settings.push_str(&format!("rate_limit = {n}\nrate_burst = {n}\n"));
+            let _ = writeln!(settings, "rate_limit = {n}\nrate_burst = {n}");
         }
         if args.mode == Mode::Prune {
             // A window short enough that the deposits stored expire during the run, and
