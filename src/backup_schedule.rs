@@ -81,9 +81,12 @@ fn own_backups(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
 }
 
 /// Deletes the oldest of the schedule's own backups in `dir` beyond the newest `keep`; answers
-/// the files deleted.
-pub fn rotate(dir: &Path, keep: u32) -> std::io::Result<Vec<PathBuf>> {
-    let backups = own_backups(dir)?;
+/// the files deleted. `live` is the server's data file: a server restored by serving one of
+/// these backups in place has a data file named like one, and it is never counted or deleted.
+pub fn rotate(dir: &Path, keep: u32, live: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let live = std::fs::canonicalize(live).ok();
+    let mut backups = own_backups(dir)?;
+    backups.retain(|(_, path)| live.is_none() || std::fs::canonicalize(path).ok() != live);
     let surplus = backups.len().saturating_sub(keep as usize);
     let mut deleted = Vec::new();
     for (_, path) in backups.into_iter().take(surplus) {
@@ -155,8 +158,12 @@ pub async fn backup_once(
 ) -> Result<(PathBuf, BackupStats), Error> {
     let dest = schedule.dir.join(backup_name(now_ms));
     let stats = app.store.backup(dest.clone()).await?;
-    let (dir, keep) = (schedule.dir.clone(), schedule.keep);
-    let rotated = tokio::task::spawn_blocking(move || rotate(&dir, keep))
+    let (dir, keep, live) = (
+        schedule.dir.clone(),
+        schedule.keep,
+        app.store.path().to_owned(),
+    );
+    let rotated = tokio::task::spawn_blocking(move || rotate(&dir, keep, &live))
         .await
         .map_err(|_| Error::internal())?;
     match rotated {
@@ -226,7 +233,7 @@ mod tests {
         for n in others {
             std::fs::write(dir.path().join(n), n).unwrap();
         }
-        let deleted = rotate(dir.path(), 2).unwrap();
+        let deleted = rotate(dir.path(), 2, &dir.path().join("tracker.redb")).unwrap();
         assert_eq!(
             deleted,
             names[..3]
@@ -243,6 +250,26 @@ mod tests {
         want.extend(others.iter().map(|s| (*s).to_owned()));
         want.sort();
         assert_eq!(left, want);
-        assert!(rotate(dir.path(), 2).unwrap().is_empty());
+        assert!(
+            rotate(dir.path(), 2, &dir.path().join("tracker.redb"))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    /// A server restored by serving a backup in place: its data file has a backup's name in
+    /// `backup_dir`, and the rotation neither deletes it nor counts it among the backups.
+    #[test]
+    fn rotation_never_deletes_the_live_data_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ms = 1_795_490_100_000;
+        let names: Vec<String> = (0..4).map(|i| backup_name(ms + i * 60_000)).collect();
+        for n in &names {
+            std::fs::write(dir.path().join(n), n).unwrap();
+        }
+        let live = dir.path().join(&names[0]);
+        let deleted = rotate(dir.path(), 2, &live).unwrap();
+        assert_eq!(deleted, vec![dir.path().join(&names[1])]);
+        assert!(live.exists());
     }
 }
