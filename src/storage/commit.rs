@@ -365,6 +365,7 @@ impl Writer {
         let pending = pending.read().unwrap_or_else(PoisonError::into_inner);
         let rejections = self.rejections.take();
         let rejected = rejections.len() as u64;
+        let flushes_before = self.flush_failed.done();
         let started = Instant::now();
         let result = (|| -> Result<(Changed, Buffered, u64), StoreError> {
             let txn = db.begin_write()?;
@@ -409,11 +410,20 @@ impl Writer {
                 self.rejections
                     .dropped
                     .fetch_add(rejected, Ordering::Relaxed);
-                let fatal = self.flush_failed.load(Ordering::SeqCst);
+                let flush_failed = self.flush_failed.failed();
+                // A flush of this commit worked and the commit still failed: it may be on disk,
+                // with entries that neither the buffers nor the tables hold; only the redo of a
+                // new process brings them back.
+                let flushed = self.flush_failed.done() != flushes_before;
                 self.let_go_of_file();
-                let failure = if fatal {
+                let failure = if flush_failed || flushed {
+                    let what = if flush_failed {
+                        "flushing"
+                    } else {
+                        "committing after a flush of"
+                    };
                     let reason = format!(
-                        "flushing {} to disk failed ({e}); what the disk holds is known only to \
+                        "{what} {} to disk failed ({e}); what the disk holds is known only to \
                          a new process, so the tracker stops and a restart recovers from the file",
                         self.path.display()
                     );

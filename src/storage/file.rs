@@ -7,7 +7,10 @@
 //! them clean, so the file can then show data that never reached the disk, and a retry would be
 //! acknowledged as a `duplicate` of a lost write. `PostgreSQL` learned this in 2018 and since then
 //! stops (`data_sync_retry = off`); so does the tracker (`commit.rs`). This backend remembers
-//! that a flush failed, so the writer can tell the two apart.
+//! that a flush failed, so the writer can tell the two apart. It also counts the flushes that
+//! worked: an error from a commit after one of its flushes worked means the commit may be on disk
+//! (redb's header is written and flushed before the file is shrunk), which is no more a clean
+//! recovery than a failed flush.
 //!
 //! It also reads the test switch (`fault.rs`) that makes writes or flushes fail on purpose.
 //! Everything else, locking included, is redb's file backend.
@@ -16,15 +19,37 @@ use std::fs::OpenOptions;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
 
-use crate::storage::fault::{FAIL_ALL, FAIL_SYNC, FaultSwitch, PANIC_ON_WRITE};
+use crate::storage::fault::{FAIL_AFTER_SYNC, FAIL_ALL, FAIL_SYNC, FaultSwitch, PANIC_ON_WRITE};
 
-/// Set once a flush of the file has failed; never cleared for that open file.
-pub type FlushFailed = Arc<AtomicBool>;
+/// What the flushes of one open file did, shared with the writer.
+pub type FlushFailed = Arc<Flushes>;
+
+#[derive(Debug, Default)]
+pub struct Flushes {
+    /// Set once a flush has failed; never cleared for that open file.
+    failed: AtomicBool,
+    /// How many flushes worked.
+    done: AtomicU64,
+}
+
+impl Flushes {
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// How many flushes have worked: compared before and after a commit that failed, it tells
+    /// whether that commit got as far as its flush.
+    #[must_use]
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::SeqCst)
+    }
+}
 
 #[derive(Debug)]
 pub struct DataFile {
@@ -82,8 +107,14 @@ impl StorageBackend for DataFile {
     }
     fn sync_data(&self) -> Result<(), std::io::Error> {
         let result = self.injected(true).and_then(|()| self.inner.sync_data());
-        if result.is_err() {
-            self.flush_failed.store(true, Ordering::SeqCst);
+        match result {
+            Ok(()) => {
+                self.flush_failed.done.fetch_add(1, Ordering::SeqCst);
+                if self.fault.as_ref().map(|f| f.load(Ordering::SeqCst)) == Some(FAIL_AFTER_SYNC) {
+                    return Err(std::io::Error::other("injected failure after a flush"));
+                }
+            }
+            Err(_) => self.flush_failed.failed.store(true, Ordering::SeqCst),
         }
         result
     }

@@ -396,6 +396,39 @@ async fn a_failed_flush_stops_the_store_and_a_restart_counts_the_retry_once() {
     s.stop().await;
 }
 
+/// redb can fail a commit after its header is flushed (shrinking the file comes after): the
+/// commit is on disk, but its dedup entries are in neither the writer's buffer nor the table.
+/// Such a failure stops the store like a failed flush, so a retry is never stored twice: not by
+/// this process, and the restart's redo counts it as the duplicate it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_fails_after_its_flush_stops_the_store_and_the_retry_is_a_duplicate() {
+    let mut s = TestServer::start().await;
+    let first = assert_queued(&s.post_event(r#"{"event":"contact"}"#).await);
+    let body = r#"{"event":"deposit","eid":"after-flush","value":"7"}"#;
+    s.fault.store(fault::FAIL_AFTER_SYNC, Ordering::SeqCst);
+    assert_error(&s.post_event(body).await, 503, "unavailable", None);
+    s.fault.store(fault::WORKS, Ordering::SeqCst);
+    let failed = s.serve_loop_ends().await;
+    let reason = failed
+        .expect_err("the serve loop ends with the failure")
+        .to_string();
+    assert!(reason.contains("after a flush"), "{reason}");
+    // The same process takes nothing more, so it cannot store the retry a second time.
+    assert!(
+        s.store
+            .record_event(1, valid_contact(s.clock.now_ms()), None)
+            .await
+            .is_err(),
+        "a write after a commit failed past its flush must be refused"
+    );
+
+    let s = s.start_again().await;
+    let retry = event_answer(&s.post_event(body).await);
+    assert!(retry.duplicate, "{retry:?}");
+    assert_eq!(retry.inbox_id, first + 1, "{retry:?}");
+    s.stop().await;
+}
+
 /// `/healthz` answers 503 once storage has failed for good, with the error body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_answers_503_after_a_failed_flush() {
