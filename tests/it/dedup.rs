@@ -362,23 +362,11 @@ async fn a_failed_flush_stops_the_store_and_a_restart_counts_the_retry_once() {
     s.fault.store(fault::FAIL_SYNC, Ordering::SeqCst);
     assert_error(&s.post_event(body).await, 503, "unavailable", None);
     // Even with the disk working again, nothing more is accepted by this process.
-    s.fault.store(fault::WORKS, Ordering::SeqCst);
-    let failed = s.serve_loop_ends().await;
-    let reason = failed
-        .expect_err("the serve loop ends with the failure")
-        .to_string();
-    assert!(reason.contains("flush"), "{reason}");
+    assert_stopped_for_good(&mut s, "flush").await;
     assert!(
         matches!(s.store.health(), tracker::storage::Health::Failed(_)),
         "{:?}",
         s.store.health()
-    );
-    assert!(
-        s.store
-            .record_event(1, valid_contact(s.clock.now_ms()), None)
-            .await
-            .is_err(),
-        "a write after a failed flush must be refused"
     );
 
     let s = s.start_again().await;
@@ -396,6 +384,24 @@ async fn a_failed_flush_stops_the_store_and_a_restart_counts_the_retry_once() {
     s.stop().await;
 }
 
+/// With the disk working again, the serve loop has ended with a failure that names `cause`,
+/// and the store refuses every write: the process must be restarted to recover from the file.
+async fn assert_stopped_for_good(s: &mut TestServer, cause: &str) {
+    s.fault.store(fault::WORKS, Ordering::SeqCst);
+    let failed = s.serve_loop_ends().await;
+    let reason = failed
+        .expect_err("the serve loop ends with the failure")
+        .to_string();
+    assert!(reason.contains(cause), "{reason}");
+    assert!(
+        s.store
+            .record_event(1, valid_contact(s.clock.now_ms()), None)
+            .await
+            .is_err(),
+        "a write after the store stopped for good must be refused"
+    );
+}
+
 /// redb can fail a commit after its header is flushed (shrinking the file comes after): the
 /// commit is on disk, but its dedup entries are in neither the writer's buffer nor the table.
 /// Such a failure stops the store like a failed flush, so a retry is never stored twice: not by
@@ -407,20 +413,8 @@ async fn a_commit_that_fails_after_its_flush_stops_the_store_and_the_retry_is_a_
     let body = r#"{"event":"deposit","eid":"after-flush","value":"7"}"#;
     s.fault.store(fault::FAIL_AFTER_SYNC, Ordering::SeqCst);
     assert_error(&s.post_event(body).await, 503, "unavailable", None);
-    s.fault.store(fault::WORKS, Ordering::SeqCst);
-    let failed = s.serve_loop_ends().await;
-    let reason = failed
-        .expect_err("the serve loop ends with the failure")
-        .to_string();
-    assert!(reason.contains("after a flush"), "{reason}");
     // The same process takes nothing more, so it cannot store the retry a second time.
-    assert!(
-        s.store
-            .record_event(1, valid_contact(s.clock.now_ms()), None)
-            .await
-            .is_err(),
-        "a write after a commit failed past its flush must be refused"
-    );
+    assert_stopped_for_good(&mut s, "after a flush").await;
 
     let s = s.start_again().await;
     let retry = event_answer(&s.post_event(body).await);
