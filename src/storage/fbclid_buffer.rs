@@ -19,7 +19,8 @@
 //! ([`META_FBCLID_REDO_FROM`]), or removes it when none may be; opening the file writes the
 //! entries of the clicks from then on that the table lacks ([`redo`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+use std::collections::btree_map;
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
@@ -32,13 +33,47 @@ use crate::storage::schema::{CLICKS, CLICKS_BY_FBCLID, META, META_FBCLID_REDO_FR
 /// A `clicks_by_fbclid` key: `(space, fbclid_key)`.
 pub type IndexKey = (u32, u128);
 
+/// The longest uid an entry holds: CONTRACT section 5's limit (`new_uid` makes 29).
+const UID_MAX: usize = 32;
+
+/// A waiting entry's value: the click's uid, held inline (the buffer holds tens of thousands of
+/// entries, and each commit copies a slice of them: with a `String` each copy was an
+/// allocation), and the time the uid begins with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    len: u8,
+    uid: [u8; UID_MAX],
+    time: u64,
+}
+
+impl Entry {
+    /// The entry of `uid`, or `None` for a uid longer than any click's.
+    fn of(uid: &str) -> Option<Entry> {
+        let mut bytes = [0; UID_MAX];
+        bytes.get_mut(..uid.len())?.copy_from_slice(uid.as_bytes());
+        Some(Entry {
+            len: u8::try_from(uid.len()).ok()?,
+            uid: bytes,
+            // A uid `new_uid` did not make would be found by no redo: 0 makes the redo read
+            // every click, which finds it.
+            time: click::uid_time(uid).unwrap_or(0),
+        })
+    }
+
+    #[must_use]
+    pub fn uid(&self) -> &str {
+        // Copied from a `&str` whole, so always UTF-8.
+        std::str::from_utf8(&self.uid[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
 /// The entries not yet in the table, in table order.
 #[derive(Debug, Default)]
 pub struct FbclidBuffer {
-    /// Key to the click's uid and the time it begins with.
-    entries: BTreeMap<IndexKey, (String, u64)>,
-    /// `(time of the click's uid, key)` of every entry: the smallest time is where a redo starts.
-    times: BTreeSet<(u64, IndexKey)>,
+    entries: BTreeMap<IndexKey, Entry>,
+    /// How many of `entries` have each uid time: the smallest is where a redo starts. Counted
+    /// per millisecond, not kept per entry: many entries share one.
+    times: BTreeMap<u64, u32>,
     /// The last key written by the previous flush: the next one starts after it.
     cursor: Option<IndexKey>,
 }
@@ -47,19 +82,28 @@ pub struct FbclidBuffer {
 /// applied to the buffer ([`FbclidBuffer::apply`]) only once it has committed.
 #[derive(Debug, Default)]
 pub struct Change {
-    /// Entries of this transaction's new clicks: key to `(uid, time of the uid)`.
-    pub fresh: HashMap<IndexKey, (String, u64)>,
+    /// Entries of this transaction's new clicks.
+    fresh: HashMap<IndexKey, Entry>,
     /// Entries this transaction writes to the table.
-    flushed: Vec<(IndexKey, (String, u64))>,
+    flushed: Vec<(IndexKey, Entry)>,
 }
 
 impl Change {
     /// Notes the entry of a click this transaction makes.
-    pub fn add(&mut self, key: IndexKey, uid: &str) {
-        // A uid `new_uid` did not make would be found by no redo: 0 makes the redo read every
-        // click, which finds it.
-        let time = click::uid_time(uid).unwrap_or(0);
-        self.fresh.insert(key, (uid.to_owned(), time));
+    ///
+    /// # Errors
+    /// `uid` is longer than any click's (`new_uid` never makes one).
+    pub fn add(&mut self, key: IndexKey, uid: &str) -> Result<(), StoreError> {
+        let entry = Entry::of(uid)
+            .ok_or_else(|| StoreError::Corrupt(format!("a new click's uid {uid:?} is too long")))?;
+        self.fresh.insert(key, entry);
+        Ok(())
+    }
+
+    /// The uid of a click this transaction made with `key`.
+    #[must_use]
+    pub fn get(&self, key: &IndexKey) -> Option<&str> {
+        self.fresh.get(key).map(Entry::uid)
     }
 }
 
@@ -67,7 +111,7 @@ impl FbclidBuffer {
     /// The uid of the click `key` names, if its entry is waiting here.
     #[must_use]
     pub fn get(&self, key: &IndexKey) -> Option<&str> {
-        self.entries.get(key).map(|(uid, _)| uid.as_str())
+        self.entries.get(key).map(Entry::uid)
     }
 
     /// Writes the next slice of entries into `table` (every entry if `all`), records what it
@@ -80,17 +124,31 @@ impl FbclidBuffer {
         all: bool,
     ) -> Result<Option<u64>, StoreError> {
         change.flushed = dedup_buffer::next_slice(&self.entries, self.cursor, all);
-        for (key, (uid, _)) in &change.flushed {
-            table.insert(key, uid.as_str())?;
+        for (key, entry) in &change.flushed {
+            table.insert(key, entry.uid())?;
         }
-        let leaving: HashSet<IndexKey> = change.flushed.iter().map(|(k, _)| *k).collect();
-        let left = self
-            .times
-            .iter()
-            .find(|(_, k)| !leaving.contains(k))
-            .map(|(t, _)| *t);
-        let fresh = change.fresh.values().map(|(_, t)| *t).min();
-        Ok([left, fresh].into_iter().flatten().min())
+        let fresh = change.fresh.values().map(|e| e.time).min();
+        Ok([self.smallest_time_left(&change.flushed), fresh]
+            .into_iter()
+            .flatten()
+            .min())
+    }
+
+    /// The smallest uid time among the entries that stay once `leaving` is written.
+    fn smallest_time_left(&self, leaving: &[(IndexKey, Entry)]) -> Option<u64> {
+        let mut leaving: Vec<u64> = leaving.iter().map(|(_, e)| e.time).collect();
+        leaving.sort_unstable();
+        let mut leaving = leaving.into_iter().peekable();
+        for (&time, &count) in &self.times {
+            let mut gone = 0;
+            while leaving.next_if(|&t| t <= time).is_some_and(|t| t == time) {
+                gone += 1;
+            }
+            if count > gone {
+                return Some(time);
+            }
+        }
+        None
     }
 
     /// Applies a committed transaction's `change`.
@@ -101,17 +159,27 @@ impl FbclidBuffer {
         for (key, entry) in change.flushed {
             // Only if the buffer still holds what was written (it is the writer's alone, so it
             // does; but a newer entry must never be dropped for an older one).
-            if self.entries.get(&key) == Some(&entry) {
-                self.entries.remove(&key);
-                self.times.remove(&(entry.1, key));
+            if let btree_map::Entry::Occupied(held) = self.entries.entry(key)
+                && *held.get() == entry
+            {
+                held.remove();
+                self.forget_time(entry.time);
             }
         }
         for (key, entry) in change.fresh {
-            let time = entry.1;
-            if let Some((_, old)) = self.entries.insert(key, entry) {
-                self.times.remove(&(old, key));
+            if let Some(old) = self.entries.insert(key, entry) {
+                self.forget_time(old.time);
             }
-            self.times.insert((time, key));
+            *self.times.entry(entry.time).or_insert(0) += 1;
+        }
+    }
+
+    fn forget_time(&mut self, time: u64) {
+        if let btree_map::Entry::Occupied(mut count) = self.times.entry(time) {
+            *count.get_mut() -= 1;
+            if *count.get() == 0 {
+                count.remove();
+            }
         }
     }
 }
@@ -161,4 +229,86 @@ pub fn redo(txn: &WriteTransaction) -> Result<Option<u64>, StoreError> {
     }
     meta.remove(META_FBCLID_REDO_FROM)?;
     Ok(Some(written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(uid: &str, time: u64) -> Entry {
+        Entry {
+            time,
+            ..Entry::of(uid).unwrap()
+        }
+    }
+
+    /// A buffer holding `(key, time)` entries, as commits would have left it.
+    fn buffer(entries: &[(u128, u64)]) -> FbclidBuffer {
+        let mut b = FbclidBuffer::default();
+        let fresh = entries
+            .iter()
+            .map(|&(k, t)| ((1, k), entry(&format!("uid{k}"), t)))
+            .collect();
+        b.apply(Change {
+            fresh,
+            flushed: Vec::new(),
+        });
+        b
+    }
+
+    fn leaving(b: &FbclidBuffer, keys: &[u128]) -> Vec<(IndexKey, Entry)> {
+        keys.iter().map(|&k| ((1, k), b.entries[&(1, k)])).collect()
+    }
+
+    #[test]
+    fn an_entry_holds_a_uid_of_up_to_32_characters() {
+        let uid = click::new_uid(1_700_000_000_000);
+        let e = Entry::of(&uid).unwrap();
+        assert_eq!((e.uid(), e.time), (uid.as_str(), 1_700_000_000_000));
+        let longest = "a".repeat(UID_MAX);
+        assert_eq!(Entry::of(&longest).unwrap().uid(), longest);
+        assert_eq!(Entry::of(&"a".repeat(UID_MAX + 1)), None);
+        // Not a uid `new_uid` made: a redo must read every click to find it.
+        assert_eq!(Entry::of("old-random-uid").unwrap().time, 0);
+    }
+
+    #[test]
+    fn the_redo_starts_at_the_oldest_entry_that_stays() {
+        let b = buffer(&[(1, 5), (2, 5), (3, 7), (4, 9)]);
+        assert_eq!(b.smallest_time_left(&[]), Some(5));
+        assert_eq!(b.smallest_time_left(&leaving(&b, &[1])), Some(5));
+        assert_eq!(b.smallest_time_left(&leaving(&b, &[1, 2])), Some(7));
+        assert_eq!(b.smallest_time_left(&leaving(&b, &[3])), Some(5));
+        assert_eq!(b.smallest_time_left(&leaving(&b, &[1, 2, 3])), Some(9));
+        assert_eq!(b.smallest_time_left(&leaving(&b, &[1, 2, 3, 4])), None);
+    }
+
+    #[test]
+    fn a_commit_takes_out_what_it_wrote_and_keeps_the_rest() {
+        let mut b = buffer(&[(1, 5), (2, 5), (3, 7)]);
+        let flushed = leaving(&b, &[1, 3]);
+        b.apply(Change {
+            fresh: [((1, 4), entry("uid4", 8))].into(),
+            flushed,
+        });
+        assert_eq!(b.get(&(1, 1)), None);
+        assert_eq!(b.get(&(1, 2)), Some("uid2"));
+        assert_eq!(b.get(&(1, 3)), None);
+        assert_eq!(b.get(&(1, 4)), Some("uid4"));
+        assert_eq!(b.cursor, Some((1, 3)));
+        assert_eq!(b.times, [(5, 1), (8, 1)].into());
+        assert_eq!(b.smallest_time_left(&[]), Some(5));
+    }
+
+    #[test]
+    fn a_written_entry_that_was_replaced_meanwhile_stays() {
+        let mut b = buffer(&[(1, 5)]);
+        let stale = ((1, 1), entry("older", 3));
+        b.apply(Change {
+            fresh: HashMap::new(),
+            flushed: vec![stale],
+        });
+        assert_eq!(b.get(&(1, 1)), Some("uid1"));
+        assert_eq!(b.times, [(5, 1)].into());
+    }
 }

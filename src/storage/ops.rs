@@ -15,7 +15,7 @@
 //! So that a refused or corrupt request leaves nothing behind, an operation reads and decodes
 //! everything it needs before its first insert.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 use redb::{ReadableTable, Table, WriteTransaction};
@@ -86,6 +86,10 @@ pub(crate) struct Txn<'t> {
     /// The earliest time a new uid of this batch may begin with: past every uid of the batches
     /// before, so that a batch's clicks come after the last one's.
     uid_floor: u64,
+    /// The space of each link this batch's visits named, `None` if it has none or is deleted: a
+    /// batch of visits mostly names one link, read and decoded once. Any change to a link
+    /// drops its entry.
+    link_spaces: HashMap<Box<str>, Option<u32>>,
 }
 
 impl<'t> Txn<'t> {
@@ -122,6 +126,7 @@ impl<'t> Txn<'t> {
             fbclid_change: fbclid_buffer::Change::default(),
             new_clicks: BTreeMap::new(),
             uid_floor,
+            link_spaces: HashMap::new(),
         })
     }
 
@@ -254,12 +259,13 @@ impl<'t> Txn<'t> {
         if let Some(k) = fbclid_key {
             // Newest first: this transaction's clicks, then the buffer, then the table.
             let key = (space, k);
-            let known = match self.fbclid_change.fresh.get(&key) {
-                Some((uid, _)) => Some(uid.clone()),
-                None => match self.fbclid_pending.get(&key) {
-                    Some(uid) => Some(uid.to_owned()),
-                    None => self.by_fbclid.get(key)?.map(|g| g.value().to_owned()),
-                },
+            let known = match self
+                .fbclid_change
+                .get(&key)
+                .or_else(|| self.fbclid_pending.get(&key))
+            {
+                Some(uid) => Some(uid.to_owned()),
+                None => self.by_fbclid.get(key)?.map(|g| g.value().to_owned()),
             };
             if let Some(uid) = known {
                 return Ok(ClickOutcome {
@@ -286,11 +292,12 @@ impl<'t> Txn<'t> {
             tg_id: None,
             bound_at_ms: None,
         };
+        // First the step that can refuse, so that a refusal leaves nothing behind.
+        if let Some(k) = fbclid_key {
+            self.fbclid_change.add((space, k), &uid)?;
+        }
         self.new_clicks
             .insert((space, uid.clone()), records::encode(&record));
-        if let Some(k) = fbclid_key {
-            self.fbclid_change.add((space, k), &uid);
-        }
         self.rollup.click(space, &record);
         Ok(ClickOutcome { uid, created: true })
     }
@@ -377,6 +384,7 @@ impl<'t> Txn<'t> {
         self.links_by_space
             .insert((space, link.slug.as_str()), ())?;
         self.links_changed = true;
+        self.link_spaces.remove(link.slug.as_str());
         read::link_of(&link.slug, record)
     }
 
@@ -400,6 +408,7 @@ impl<'t> Txn<'t> {
             self.links
                 .insert(slug, records::encode(&record).as_slice())?;
             self.links_changed = true;
+            self.link_spaces.remove(slug);
         }
         Ok(())
     }
@@ -410,14 +419,24 @@ impl<'t> Txn<'t> {
         slug: &str,
         click: NewClick,
     ) -> Result<ClickOutcome, StoreError> {
-        let record: LinkRecord = match self.links.get(slug)? {
-            Some(bytes) => records::decode(bytes.value())?,
-            None => return Err(no_link(slug)),
+        let space = match self.link_spaces.get(slug) {
+            Some(space) => *space,
+            None => {
+                let space = match self.links.get(slug)? {
+                    Some(bytes) => {
+                        let record: LinkRecord = records::decode(bytes.value())?;
+                        record.deleted_at_ms.is_none().then_some(record.space_no)
+                    }
+                    None => None,
+                };
+                self.link_spaces.insert(slug.into(), space);
+                space
+            }
         };
-        if record.deleted_at_ms.is_some() {
-            return Err(no_link(slug));
+        match space {
+            Some(space) => self.back_fill_click(space, click),
+            None => Err(no_link(slug)),
         }
-        self.back_fill_click(record.space_no, click)
     }
 
     /// Creates space `name` with its first secret and ingest token; answers its number.
@@ -612,4 +631,45 @@ fn no_link(slug: &str) -> StoreError {
 /// A request the caller must change (a taken or unknown name); answered as it is.
 fn refused(message: String) -> StoreError {
     StoreError::Refused(Error::new(Code::InvalidField, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::open::open_in_memory;
+
+    fn visit() -> NewClick {
+        NewClick {
+            link_slug: None,
+            fbclid: None,
+            campaign_name: None,
+            raw_query: None,
+            clicked_at_ms: 1_700_000_000_000,
+        }
+    }
+
+    fn link(slug: &str) -> NewLink {
+        NewLink {
+            slug: slug.to_owned(),
+            destination: Destination::Bot("a_bot".to_owned()),
+            campaign_name: None,
+            mode: Mode::Redirect,
+        }
+    }
+
+    /// Visits in one batch share one look-up of their link; a change to the link in the same
+    /// batch must still be seen by the visits after it.
+    #[test]
+    fn a_visit_sees_a_link_created_or_deleted_earlier_in_its_batch() {
+        let db = open_in_memory().unwrap().db;
+        let txn = db.begin_write().unwrap();
+        let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
+        let mut t = Txn::open(&txn, &dedup, &fbclid, 0).unwrap();
+        assert!(t.link_click("a", visit()).is_err());
+        t.create_link(1, &link("a"), 1).unwrap();
+        assert!(t.link_click("a", visit()).unwrap().created);
+        assert!(t.link_click("a", visit()).unwrap().created);
+        t.delete_link(1, "a", 2).unwrap();
+        assert!(t.link_click("a", visit()).is_err());
+    }
 }
