@@ -244,6 +244,7 @@ impl Writer {
         fault: Option<FaultSwitch>,
         cache_bytes: usize,
         flush_failed: FlushFailed,
+        fbclid: FbclidBuffer,
         shared: Shared,
     ) -> Writer {
         let db = shared
@@ -262,7 +263,7 @@ impl Writer {
             keyring: shared.keyring,
             links: shared.links,
             pending: shared.pending,
-            fbclid: FbclidBuffer::default(),
+            fbclid,
             uid_floor: 0,
             health: shared.health,
             rejections: shared.rejections,

@@ -19,14 +19,15 @@
 //! ([`META_FBCLID_REDO_FROM`]), or removes it when none may be; opening the file writes the
 //! entries of the clicks from then on that the table lacks ([`redo`]).
 
-use std::collections::{BTreeMap, HashMap};
 use std::collections::btree_map;
+use std::collections::{BTreeMap, HashMap};
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click;
 use crate::storage::StoreError;
 use crate::storage::dedup_buffer;
+use crate::storage::key_filter::KeyFilter;
 use crate::storage::records::{self, ClickRecord, SpaceRecord};
 use crate::storage::schema::{CLICKS, CLICKS_BY_FBCLID, META, META_FBCLID_REDO_FROM, SPACES};
 
@@ -76,6 +77,8 @@ pub struct FbclidBuffer {
     times: BTreeMap<u64, u32>,
     /// The last key written by the previous flush: the next one starts after it.
     cursor: Option<IndexKey>,
+    /// The keys the table may hold (`key_filter.rs`).
+    in_table: KeyFilter,
 }
 
 /// What one commit takes out of the buffer and puts in: decided while the transaction is open,
@@ -108,6 +111,24 @@ impl Change {
 }
 
 impl FbclidBuffer {
+    /// An empty buffer, with the filter of the keys already in the table.
+    ///
+    /// # Errors
+    /// A redb error.
+    pub fn load(txn: &redb::ReadTransaction) -> Result<FbclidBuffer, StoreError> {
+        Ok(FbclidBuffer {
+            in_table: KeyFilter::of_table(txn)?,
+            ..FbclidBuffer::default()
+        })
+    }
+
+    /// Whether the table may hold `key`: `false` only if it certainly does not, so that a new
+    /// fbclid's click does not read the table.
+    #[must_use]
+    pub fn may_be_in_table(&self, key: &IndexKey) -> bool {
+        self.in_table.may_hold(key)
+    }
+
     /// The uid of the click `key` names, if its entry is waiting here.
     #[must_use]
     pub fn get(&self, key: &IndexKey) -> Option<&str> {
@@ -167,6 +188,7 @@ impl FbclidBuffer {
             }
         }
         for (key, entry) in change.fresh {
+            self.in_table.insert(&key);
             if let Some(old) = self.entries.insert(key, entry) {
                 self.forget_time(old.time);
             }
@@ -298,6 +320,27 @@ mod tests {
         assert_eq!(b.cursor, Some((1, 3)));
         assert_eq!(b.times, [(5, 1), (8, 1)].into());
         assert_eq!(b.smallest_time_left(&[]), Some(5));
+    }
+
+    /// The filter in front of the table must know every entry that leaves the buffer for it,
+    /// or a click whose entry was written out would be missed and made again.
+    #[test]
+    fn an_entry_written_out_is_still_looked_up_in_the_table() {
+        let mut b = FbclidBuffer::default();
+        assert!(!b.may_be_in_table(&(1, 1)));
+        let mut b2 = buffer(&[(1, 5), (2, 6)]);
+        let flushed = leaving(&b2, &[1, 2]);
+        b2.apply(Change {
+            fresh: HashMap::new(),
+            flushed,
+        });
+        assert_eq!((b2.get(&(1, 1)), b2.get(&(1, 2))), (None, None));
+        assert!(b2.may_be_in_table(&(1, 1)) && b2.may_be_in_table(&(1, 2)));
+        b.apply(Change {
+            fresh: [((1, 1), entry("uid1", 5))].into(),
+            flushed: Vec::new(),
+        });
+        assert!(b.may_be_in_table(&(1, 1)));
     }
 
     #[test]

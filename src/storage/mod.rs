@@ -14,6 +14,7 @@ pub mod dedup_buffer;
 pub mod fault;
 pub mod fbclid_buffer;
 mod file;
+pub mod key_filter;
 pub mod open;
 mod ops;
 pub mod read;
@@ -221,11 +222,12 @@ impl Store {
         let db = Arc::new(opened.db);
         let keyring = Arc::new(Keyring::default());
         let links = Arc::new(Directory::default());
-        {
+        let fbclid = {
             let txn = redb::ReadableDatabase::begin_read(&*db)?;
             keyring.replace(read::keyring_entries(&txn)?);
             links.replace(read::all_links(&txn)?);
-        }
+            fbclid_buffer::FbclidBuffer::load(&txn)?
+        };
         let slot = Arc::new(RwLock::new(Some(db)));
         let pending = Arc::new(RwLock::new(DedupBuffer::default()));
         let health = Arc::new(watch::Sender::new(Health::Serving));
@@ -238,6 +240,7 @@ impl Store {
             options.fault.clone(),
             options.cache_bytes,
             opened.flush_failed,
+            fbclid,
             commit::Shared {
                 ephemeral: options.ephemeral,
                 slot: slot.clone(),

@@ -265,7 +265,10 @@ impl<'t> Txn<'t> {
                 .or_else(|| self.fbclid_pending.get(&key))
             {
                 Some(uid) => Some(uid.to_owned()),
-                None => self.by_fbclid.get(key)?.map(|g| g.value().to_owned()),
+                None if self.fbclid_pending.may_be_in_table(&key) => {
+                    self.by_fbclid.get(key)?.map(|g| g.value().to_owned())
+                }
+                None => None,
             };
             if let Some(uid) = known {
                 return Ok(ClickOutcome {
@@ -419,19 +422,18 @@ impl<'t> Txn<'t> {
         slug: &str,
         click: NewClick,
     ) -> Result<ClickOutcome, StoreError> {
-        let space = match self.link_spaces.get(slug) {
-            Some(space) => *space,
-            None => {
-                let space = match self.links.get(slug)? {
-                    Some(bytes) => {
-                        let record: LinkRecord = records::decode(bytes.value())?;
-                        record.deleted_at_ms.is_none().then_some(record.space_no)
-                    }
-                    None => None,
-                };
-                self.link_spaces.insert(slug.into(), space);
-                space
-            }
+        let space = if let Some(space) = self.link_spaces.get(slug) {
+            *space
+        } else {
+            let space = match self.links.get(slug)? {
+                Some(bytes) => {
+                    let record: LinkRecord = records::decode(bytes.value())?;
+                    record.deleted_at_ms.is_none().then_some(record.space_no)
+                }
+                None => None,
+            };
+            self.link_spaces.insert(slug.into(), space);
+            space
         };
         match space {
             Some(space) => self.back_fill_click(space, click),

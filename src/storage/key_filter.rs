@@ -1,0 +1,202 @@
+//! Which `clicks_by_fbclid` keys the table may hold: a Bloom filter in the writer's memory that
+//! answers "certainly not" for almost every fbclid seen for the first time.
+//!
+//! Why: a click with an fbclid must find the earlier click with the same fbclid, and almost never
+//! has one. The index key is a digest, so that look-up read a random leaf of the table, which on
+//! a file larger than redb's cache is a page read from the OS: 14% of the writer's time in the
+//! `/l/` fbclid row (BENCHMARKS.md). Now the table is read only when the filter says the key may
+//! be there: about one look-up in a hundred for a new fbclid, every time for a known one.
+//!
+//! A Bloom filter never answers "no" for a key it was given, so no click that has an entry is
+//! missed. Its keys: every key of the table when the store opens, and every new entry from the
+//! commit that makes it on (`FbclidBuffer::apply`). A key given to it whose entry never reached
+//! the table costs only a needless look-up.
+//!
+//! Blocked: the probes of one key fall in one 64-byte block (one cache miss per level, not one per
+//! probe). It grows without a rebuild: when its newest level holds as many keys as it was sized
+//! for, a level twice that size is added, and a look-up asks each level. About 1.3 bytes per key.
+
+use redb::{ReadableTable, ReadableTableMetadata};
+
+use crate::storage::StoreError;
+use crate::storage::schema::CLICKS_BY_FBCLID;
+
+/// A `clicks_by_fbclid` key: `(space, fbclid_key)`.
+type Key = (u32, u128);
+
+/// Bits per key a level is sized for: 10 gives about one false "maybe" in a hundred when full.
+const BITS_PER_KEY: usize = 10;
+/// Bits set per key, all in one block.
+const PROBES: u32 = 7;
+/// Bits in a block: one cache line of `u64`s.
+const BLOCK_BITS: usize = 512;
+const WORDS_PER_BLOCK: usize = BLOCK_BITS / 64;
+/// The smallest level: 64 Ki keys in 128 KiB.
+const FIRST_CAPACITY: usize = 1 << 16;
+
+#[derive(Debug)]
+pub struct KeyFilter {
+    /// Oldest first; each twice the size of the one before.
+    levels: Vec<Level>,
+}
+
+#[derive(Debug)]
+struct Level {
+    words: Vec<u64>,
+    /// Blocks in `words`, less one (a power of two, less one).
+    block_mask: u64,
+    /// Keys given to this level, and how many it was sized for.
+    held: usize,
+    capacity: usize,
+}
+
+impl Level {
+    fn new(capacity: usize) -> Level {
+        let blocks = (capacity * BITS_PER_KEY)
+            .div_ceil(BLOCK_BITS)
+            .next_power_of_two();
+        Level {
+            words: vec![0; blocks * WORDS_PER_BLOCK],
+            block_mask: blocks as u64 - 1,
+            held: 0,
+            capacity: blocks * BLOCK_BITS / BITS_PER_KEY,
+        }
+    }
+
+    fn insert(&mut self, key: &Key) {
+        for (word, bit) in probes(self.block_mask, key) {
+            self.words[word] |= bit;
+        }
+        self.held += 1;
+    }
+
+    fn may_hold(&self, key: &Key) -> bool {
+        probes(self.block_mask, key).all(|(word, bit)| self.words[word] & bit != 0)
+    }
+}
+
+/// The word and bit of each probe of `key` in a level of `block_mask + 1` blocks.
+fn probes(block_mask: u64, key: &Key) -> impl Iterator<Item = (usize, u64)> {
+    let (space, digest) = *key;
+    // The digest is a hash already: its low half picks the block and its high half the bits
+    // within it. The space keeps one fbclid in two spaces apart.
+    let low = digest as u64;
+    let block = (low ^ u64::from(space).wrapping_mul(0x9E37_79B9_7F4A_7C15)) & block_mask;
+    let bits = (digest >> 64) as u64;
+    let base = block as usize * WORDS_PER_BLOCK;
+    (0..PROBES).map(move |i| {
+        let bit = (bits >> (i * 9)) as usize & (BLOCK_BITS - 1);
+        (base + bit / 64, 1 << (bit % 64))
+    })
+}
+
+impl Default for KeyFilter {
+    fn default() -> KeyFilter {
+        KeyFilter::with_capacity(0)
+    }
+}
+
+impl KeyFilter {
+    /// An empty filter whose first level holds `keys` keys (at least 64 Ki).
+    #[must_use]
+    pub fn with_capacity(keys: usize) -> KeyFilter {
+        KeyFilter {
+            levels: vec![Level::new(keys.max(FIRST_CAPACITY))],
+        }
+    }
+
+    /// A filter of every key in the table, with room for as many again before it grows.
+    ///
+    /// # Errors
+    /// A redb error.
+    pub fn of_table(txn: &redb::ReadTransaction) -> Result<KeyFilter, StoreError> {
+        let table = txn.open_table(CLICKS_BY_FBCLID)?;
+        let count = usize::try_from(table.len()?).unwrap_or(usize::MAX / 4);
+        let mut filter = KeyFilter::with_capacity(count.saturating_mul(2));
+        for key in table.iter()? {
+            filter.insert(&key?.0.value());
+        }
+        Ok(filter)
+    }
+
+    pub fn insert(&mut self, key: &Key) {
+        let full = self.levels.last().is_none_or(|l| l.held >= l.capacity);
+        if full {
+            let next = self
+                .levels
+                .last()
+                .map_or(FIRST_CAPACITY, |l| l.capacity * 2);
+            self.levels.push(Level::new(next));
+        }
+        if let Some(level) = self.levels.last_mut() {
+            level.insert(key);
+        }
+    }
+
+    /// `false` only if `key` was never inserted.
+    #[must_use]
+    pub fn may_hold(&self, key: &Key) -> bool {
+        self.levels.iter().rev().any(|l| l.may_hold(key))
+    }
+
+    /// The memory the filter takes.
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        self.levels.iter().map(|l| l.words.len() * 8).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys as the index has them: a space and a 128-bit digest.
+    fn key(n: u64) -> Key {
+        let digest = crate::domain::click::fbclid_key(&format!("IwAR-test-{n}"));
+        ((n % 3) as u32 + 1, digest)
+    }
+
+    #[test]
+    fn every_key_given_is_found_across_levels() {
+        let mut f = KeyFilter::default();
+        let n = 400_000;
+        for i in 0..n {
+            f.insert(&key(i));
+        }
+        assert!(f.levels.len() >= 3, "grew to {} levels", f.levels.len());
+        let missed = (0..n).filter(|&i| !f.may_hold(&key(i))).count();
+        assert_eq!(missed, 0);
+    }
+
+    #[test]
+    fn few_keys_never_given_are_taken_for_given_ones() {
+        let mut f = KeyFilter::default();
+        for i in 0..300_000 {
+            f.insert(&key(i));
+        }
+        let tries = 100_000;
+        let wrong = (1_000_000..1_000_000 + tries)
+            .filter(|&i| f.may_hold(&key(i)))
+            .count();
+        // About 1% per full level, a few levels asked.
+        assert!(wrong * 100 < tries as usize * 3, "{wrong} of {tries}");
+        // The same digest in another space is another key.
+        let (space, digest) = key(1);
+        let others = (10..1010)
+            .filter(|s| *s != space && f.may_hold(&(*s, digest)))
+            .count();
+        assert!(others < 50, "{others} of 1000 other spaces");
+    }
+
+    #[test]
+    fn a_level_is_sized_from_what_it_must_hold() {
+        assert_eq!(KeyFilter::default().bytes(), 128 * 1024);
+        let f = KeyFilter::with_capacity(1_000_000);
+        assert!(f.levels[0].capacity >= 1_000_000);
+        assert!(
+            f.bytes() <= 2 * 1_000_000 * BITS_PER_KEY / 8,
+            "{}",
+            f.bytes()
+        );
+    }
+}
