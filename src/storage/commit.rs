@@ -198,6 +198,7 @@ pub(super) struct Writer {
     /// Set while commits fail and the disk may recover.
     failing: Option<Failing>,
     metrics: Arc<WriterMetrics>,
+    commits: Arc<AtomicU64>,
 }
 
 /// What a committed batch changed that the server keeps in memory.
@@ -236,6 +237,9 @@ pub(super) struct Shared {
     pub(super) rejections: Arc<RejectionQueue>,
     pub(super) committed: Arc<watch::Sender<u64>>,
     pub(super) metrics: Arc<WriterMetrics>,
+    /// Commits so far, counted before a commit's buffers change or its batch is answered: a
+    /// reader snapshot begun at a count holds every commit up to it (`reader.rs`).
+    pub(super) commits: Arc<AtomicU64>,
 }
 
 impl Writer {
@@ -271,6 +275,7 @@ impl Writer {
             last_flush: Instant::now(),
             failing: None,
             metrics: shared.metrics,
+            commits: shared.commits,
         }
     }
 
@@ -454,6 +459,7 @@ impl Writer {
         inbox_seq: u64,
         flush_last_used: bool,
     ) {
+        self.commits.fetch_add(1, Ordering::Release);
         if let Some(failing) = self.failing.take() {
             tracing::warn!(
                 failed_commits = failing.commits,

@@ -26,7 +26,7 @@ pub mod schema;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
@@ -234,6 +234,7 @@ impl Store {
         let rejections = Arc::new(RejectionQueue::default());
         let committed = Arc::new(watch::Sender::new(0));
         let writer_metrics = Arc::new(WriterMetrics::default());
+        let commits = Arc::new(AtomicU64::new(0));
         let (writes, queue) = mpsc::sync_channel(options.queue_capacity);
         let commit_loop = commit::Writer::new(
             path.to_owned(),
@@ -251,6 +252,7 @@ impl Store {
                 rejections: rejections.clone(),
                 committed: committed.clone(),
                 metrics: writer_metrics.clone(),
+                commits: commits.clone(),
             },
         );
         let thread_health = health.clone();
@@ -269,7 +271,8 @@ impl Store {
                 }
             })
             .map_err(io)?;
-        let readers = Readers::start(&slot, options.readers, options.queue_capacity).map_err(io)?;
+        let readers =
+            Readers::start(&slot, &commits, options.readers, options.queue_capacity).map_err(io)?;
         Ok((
             Store {
                 writes,

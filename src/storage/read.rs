@@ -42,7 +42,7 @@ pub struct Snapshot {
     clicks: ReadOnlyTable<(u32, &'static str), &'static [u8]>,
     dedup: ReadOnlyTable<(u32, u8, u128), (u64, u64)>,
     /// The file stays open while a snapshot of it is read.
-    _db: Arc<Database>,
+    db: Arc<Database>,
 }
 
 impl Snapshot {
@@ -52,8 +52,13 @@ impl Snapshot {
             clicks: txn.open_table(CLICKS)?,
             dedup: txn.open_table(DEDUP)?,
             txn,
-            _db: db.clone(),
+            db: db.clone(),
         })
+    }
+
+    /// Whether this is a snapshot of `db`, not of a file the writer has since reopened.
+    pub(super) fn is_of(&self, db: &Arc<Database>) -> bool {
+        Arc::ptr_eq(&self.db, db)
     }
 
     /// The snapshot's transaction, for reads of the other tables.

@@ -1,28 +1,38 @@
 //! The reader path: a few OS threads that run every read of the data file, fed by one bounded
 //! queue. Each thread takes everything waiting (up to [`MAX_BATCH`]) and runs it against one
-//! read snapshot.
+//! read snapshot, and keeps that snapshot for the next batch while no commit came between.
 //!
 //! Why not `spawn_blocking` per read: measured (BENCHMARKS.md), a `dry_run` on the blocking pool
 //! spent most of the server's CPU waking pool threads and switching to them, and at 256
 //! connections the pool grew to hundreds of threads, each with its own stack and allocator arena
 //! (93 MiB RSS). Why not inline on the async worker: a read that waits for the disk would stall
 //! every connection that worker serves. Here a busy reader thread takes the next reads without a
-//! wake-up, a batch shares one `begin_read` and one opening of each table, and the number of
-//! threads is fixed.
+//! wake-up, a batch shares one `begin_read` and one opening of each table (and a run of batches
+//! with no commit between them shares one snapshot), and the number of threads is fixed.
 //!
-//! Freshness: a snapshot is begun after its batch is taken from the queue, so a read sees every
-//! commit that was answered before the read was sent.
+//! The threads wait on the queue itself (a multi-consumer channel), so a read wakes at most one
+//! sleeping thread; with a mutex around a single-consumer receiver, as before, the thread that
+//! took a batch also woke the next one to wait for the lock.
+//!
+//! Freshness: a batch uses a snapshot begun at or after the commit count it reads once the batch
+//! is taken from the queue. The writer counts a commit before it answers the batch or changes
+//! the dedup buffer, so a read sees every commit answered before the read was sent, and every
+//! entry that left the buffer before the read looked there.
+//!
+//! An idle thread drops its snapshot before it sleeps: an open snapshot keeps the pages that
+//! later commits free from being used again.
 
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
 
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use tokio::sync::oneshot;
 
 use crate::error::Error;
 use crate::storage::read::Snapshot;
 use crate::storage::{DbSlot, StoreError};
 
-/// The most reads one snapshot serves; bounds how stale the last one's snapshot is.
+/// The most reads one batch takes from the queue before it looks at the commit count again.
 const MAX_BATCH: usize = 256;
 
 /// A read with where its answer goes: run against the batch's snapshot, or told why there is
@@ -31,24 +41,24 @@ type ReadJob = Box<dyn FnOnce(Result<&Snapshot, &StoreError>) + Send>;
 
 /// The queue into the reader threads. The threads end when it is dropped.
 pub(super) struct Readers {
-    queue: SyncSender<ReadJob>,
+    queue: Sender<ReadJob>,
 }
 
 impl Readers {
     /// Starts `threads` reader threads on the database in `slot`, with room for `capacity`
-    /// waiting reads.
+    /// waiting reads. `commits` is the writer's count of commits.
     pub(super) fn start(
         slot: &Arc<DbSlot>,
+        commits: &Arc<AtomicU64>,
         threads: usize,
         capacity: usize,
     ) -> std::io::Result<Readers> {
-        let (queue, jobs) = std::sync::mpsc::sync_channel::<ReadJob>(capacity);
-        let jobs = Arc::new(Mutex::new(jobs));
+        let (queue, jobs) = crossbeam_channel::bounded::<ReadJob>(capacity);
         for n in 0..threads.max(1) {
-            let (jobs, slot) = (jobs.clone(), slot.clone());
+            let (jobs, slot, commits) = (jobs.clone(), slot.clone(), commits.clone());
             std::thread::Builder::new()
                 .name(format!("tracker-reader-{n}"))
-                .spawn(move || run(&jobs, &slot))?;
+                .spawn(move || run(&jobs, &slot, &commits))?;
         }
         Ok(Readers { queue })
     }
@@ -78,28 +88,92 @@ impl Readers {
     }
 }
 
-fn run(jobs: &Mutex<Receiver<ReadJob>>, slot: &DbSlot) {
+fn run(jobs: &Receiver<ReadJob>, slot: &DbSlot, commits: &AtomicU64) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    // The snapshot of the last batch and the commit count it was begun at.
+    let mut kept: Option<(u64, Snapshot)> = None;
     loop {
-        {
-            // One thread waits on the queue at a time; the others wait for the lock. The thread
-            // that holds it takes what is there and lets go before it reads.
-            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner);
-            let Ok(first) = jobs.recv() else { return };
-            batch.push(first);
-            while batch.len() < MAX_BATCH {
-                match jobs.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
+        let first = if let Ok(job) = jobs.try_recv() {
+            job
+        } else {
+            kept = None;
+            let Ok(job) = jobs.recv() else { return };
+            job
+        };
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let count = commits.load(Ordering::Acquire);
+        let db = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let current =
+            matches!((&kept, &db), (Some((at, s)), Some(db)) if *at == count && s.is_of(db));
+        if !current {
+            kept = None;
+            let begun = db
+                .ok_or(StoreError::Closed)
+                .and_then(|db| Snapshot::begin(&db));
+            match begun {
+                Ok(snapshot) => kept = Some((count, snapshot)),
+                Err(e) => {
+                    for job in batch.drain(..) {
+                        job(Err(&e));
+                    }
+                    continue;
                 }
             }
         }
-        let db = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
-        let snapshot = db
-            .ok_or(StoreError::Closed)
-            .and_then(|db| Snapshot::begin(&db));
-        for job in batch.drain(..) {
-            job(snapshot.as_ref());
+        if let Some((_, snapshot)) = &kept {
+            for job in batch.drain(..) {
+                job(Ok(snapshot));
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::RwLock;
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::storage::open::open_in_memory;
+    use crate::storage::schema::META;
+
+    const KEY: &str = "reader-test";
+
+    /// A reader thread that stays busy keeps its snapshot for the next batch, but not past a
+    /// commit: a read queued after a commit sees it.
+    #[tokio::test]
+    async fn a_kept_snapshot_is_not_used_past_a_commit() {
+        let db = Arc::new(open_in_memory().unwrap().db);
+        let slot = Arc::new(RwLock::new(Some(db.clone())));
+        let commits = Arc::new(AtomicU64::new(0));
+        let readers = Readers::start(&slot, &commits, 1, 16).unwrap();
+        // The first read holds the only thread until it is let go, with its snapshot begun.
+        let (release, wait) = mpsc::channel::<()>();
+        let (started, running) = mpsc::channel::<()>();
+        let first = readers
+            .submit(move |_| {
+                started.send(()).unwrap();
+                wait.recv().unwrap();
+                Ok(())
+            })
+            .unwrap();
+        running.recv().unwrap();
+        // Meanwhile a commit, counted as the writer counts it, then a read of what it wrote.
+        let txn = db.begin_write().unwrap();
+        txn.open_table(META).unwrap().insert(KEY, 7).unwrap();
+        txn.commit().unwrap();
+        commits.fetch_add(1, Ordering::Release);
+        let second = readers
+            .submit(|s| Ok(s.txn().open_table(META)?.get(KEY)?.map(|v| v.value())))
+            .unwrap();
+        release.send(()).unwrap();
+        first.await.unwrap().unwrap();
+        assert_eq!(second.await.unwrap().unwrap(), Some(7));
     }
 }
