@@ -116,9 +116,12 @@ impl FbclidBuffer {
     /// # Errors
     /// A redb error.
     pub fn load(txn: &redb::ReadTransaction) -> Result<FbclidBuffer, StoreError> {
+        // Not `..default()`: that would build an empty filter only to drop it.
         Ok(FbclidBuffer {
+            entries: BTreeMap::new(),
+            times: BTreeMap::new(),
+            cursor: None,
             in_table: KeyFilter::of_table(txn)?,
-            ..FbclidBuffer::default()
         })
     }
 
