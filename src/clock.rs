@@ -16,6 +16,22 @@ pub fn rfc3339_s(ms: u64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
+/// A duration as people read it: `1 day`, `2 days 12h`, `90s`. humantime's own form runs word
+/// units into their number (`1day`); the short units (`h`, `m`, `s`, `ms`) keep theirs, as a
+/// configuration file writes them.
+#[must_use]
+pub fn duration_text(d: std::time::Duration) -> String {
+    humantime::format_duration(d)
+        .to_string()
+        .split(' ')
+        .map(|part| match part.find(|c: char| c.is_ascii_alphabetic()) {
+            Some(at) if part.len() - at > 2 => format!("{} {}", &part[..at], &part[at..]),
+            _ => part.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Waits until `clock` reads `due_ms` or later. The clock is read again at least once a second,
 /// so a [`ManualClock`] moved by a test ends the wait within a second, and a wall clock that
 /// jumps (a suspended VM, NTP) is followed instead of a timer set before the jump.
@@ -64,5 +80,22 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> u64 {
         self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration_text;
+    use std::time::Duration;
+
+    #[test]
+    fn a_duration_reads_with_its_word_units_spaced() {
+        let text = |s| duration_text(Duration::from_secs(s));
+        assert_eq!(text(86_400), "1 day");
+        assert_eq!(text(2 * 86_400 + 12 * 3600), "2 days 12h");
+        assert_eq!(text(3600), "1h");
+        assert_eq!(text(90), "1m 30s");
+        assert_eq!(text(0), "0s");
+        assert_eq!(duration_text(Duration::from_millis(1500)), "1s 500ms");
     }
 }

@@ -242,7 +242,7 @@ pub(super) async fn keys(
             credentials,
             rotated,
             message,
-            grace: humantime::format_duration(ctx.app.settings.rotation_grace).to_string(),
+            grace: crate::clock::duration_text(ctx.app.settings.rotation_grace),
         },
     ))
 }
