@@ -16,7 +16,7 @@ pub fn rfc3339_s(ms: u64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// A duration as people read it: `1 day`, `2 days 12h`, `90s`. humantime's own form runs word
+/// A duration as people read it: `1 day`, `2 days 12h`, `1m 30s`. humantime's own form runs word
 /// units into their number (`1day`); the short units (`h`, `m`, `s`, `ms`) keep theirs, as a
 /// configuration file writes them.
 #[must_use]

@@ -14,11 +14,12 @@
 //!
 //! Blocked: the probes of one key fall in one 64-byte block (one cache miss per level, not one per
 //! probe). It grows without a rebuild: when its newest level holds as many keys as it was sized
-//! for, a level twice that size is added, and a look-up asks each level. A level has exactly the
-//! blocks its keys need (the block is picked by a multiply-shift, not a mask, so the count need
-//! not be a power of two): 1.25 bytes per key it was sized for. Built at open with a quarter more
-//! room than the table's keys, that is about 1.6 bytes per key at the start; rounding to a power
-//! of two, with twice the room, had been up to 3.9 (32 MiB for 8.7 million keys).
+//! for, a level with as much room as all the others together is added, and a look-up asks each
+//! level. A level has exactly the blocks its keys need (the block is picked by a multiply-shift,
+//! not a mask, so the count need not be a power of two): 1.25 bytes per key it was sized for.
+//! Built at open with a quarter more room than the table's keys: about 1.6 bytes per key then,
+//! 1.25 when full, 2.5 right after a growth. Rounding to a power of two, with twice the room at
+//! open, had been up to 3.9 at the start (32 MiB for 8.7 million keys).
 
 use redb::{ReadableTable, ReadableTableMetadata};
 
@@ -40,7 +41,7 @@ const FIRST_CAPACITY: usize = 1 << 16;
 
 #[derive(Debug)]
 pub struct KeyFilter {
-    /// Oldest first; each twice the size of the one before.
+    /// Oldest first; each as large as all the ones before it together.
     levels: Vec<Level>,
 }
 
@@ -125,11 +126,10 @@ impl KeyFilter {
     pub fn insert(&mut self, key: &Key) {
         let full = self.levels.last().is_none_or(|l| l.held >= l.capacity);
         if full {
-            let next = self
-                .levels
-                .last()
-                .map_or(FIRST_CAPACITY, |l| l.capacity * 2);
-            self.levels.push(Level::new(next));
+            // As much room again as all the levels before: the filter's size doubles, so right
+            // after it grows it takes at most twice the 1.25 bytes a key it holds.
+            let room: usize = self.levels.iter().map(|l| l.capacity).sum();
+            self.levels.push(Level::new(room.max(FIRST_CAPACITY)));
         }
         if let Some(level) = self.levels.last_mut() {
             level.insert(key);
@@ -189,6 +189,20 @@ mod tests {
             .filter(|s| *s != space && f.may_hold(&(*s, digest)))
             .count();
         assert!(others < 50, "{others} of 1000 other spaces");
+    }
+
+    #[test]
+    fn growing_at_most_doubles_the_filter() {
+        let mut f = KeyFilter::with_capacity(200_000);
+        let room = f.levels[0].capacity;
+        for i in 0..=room as u64 {
+            f.insert(&key(i));
+        }
+        assert_eq!(f.levels.len(), 2);
+        // Twice the bytes of the first level, one block of rounding each: 2.5 bytes a key.
+        let most = 2 * (room * BITS_PER_KEY / 8 + BLOCK_BITS / 8);
+        assert!(f.bytes() <= most, "{} > {most}", f.bytes());
+        assert!((0..=room as u64).all(|i| f.may_hold(&key(i))));
     }
 
     #[test]
