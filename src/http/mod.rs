@@ -144,10 +144,13 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
                   app| {
                 let pages = pages.clone();
                 async move {
+                    let started = std::time::Instant::now();
                     let body =
                         match handlers::read_body(body, declared, admin::MAX_FORM_BYTES).await {
                             Ok(body) => body,
-                            Err(e) => return respond::error(&e, respond::Auth::None),
+                            Err(e) => {
+                                return admin::refuse(&method, path.as_str(), &e, started);
+                            }
                         };
                     let request = admin::Request {
                         method,

@@ -94,9 +94,21 @@ struct Ctx<'a> {
 /// line (method, path, status; never a form, so never a password or a key).
 pub async fn serve(app: Arc<App>, pages: Arc<AdminPages>, request: Request) -> Response {
     let started = Instant::now();
-    let mut response = route(&app, &pages, &request)
+    let response = route(&app, &pages, &request)
         .await
         .unwrap_or_else(|e| pages::error_page(&e, None, None));
+    finish(response, &request.method, &request.path, started)
+}
+
+/// A request under `/admin` refused before it could be read (a form over [`MAX_FORM_BYTES`]):
+/// an error page with the same headers and log line as every other admin answer.
+#[must_use]
+pub fn refuse(method: &Method, path: &str, e: &Error, started: Instant) -> Response {
+    finish(pages::error_page(e, None, None), method, path, started)
+}
+
+/// Adds the security headers every admin answer carries and writes its access-log line.
+fn finish(mut response: Response, method: &Method, path: &str, started: Instant) -> Response {
     let headers = response.headers_mut();
     for (name, value) in [
         (
@@ -112,8 +124,8 @@ pub async fn serve(app: Arc<App>, pages: Arc<AdminPages>, request: Request) -> R
     }
     tracing::info!(
         target: "tracker::access",
-        method = %request.method,
-        path = %request.path,
+        method = %method,
+        path = %path,
         status = response.status().as_u16(),
         latency_us = started.elapsed().as_micros() as u64,
         "admin page"
