@@ -57,7 +57,8 @@ struct Level {
 
 impl Level {
     fn new(capacity: usize) -> Level {
-        let blocks = (capacity * BITS_PER_KEY).div_ceil(BLOCK_BITS).max(1);
+        // At least `FIRST_CAPACITY` keys (`with_capacity`, `insert`): never zero blocks.
+        let blocks = (capacity * BITS_PER_KEY).div_ceil(BLOCK_BITS);
         Level {
             words: vec![0; blocks * WORDS_PER_BLOCK],
             blocks: blocks as u64,
@@ -141,17 +142,18 @@ impl KeyFilter {
     pub fn may_hold(&self, key: &Key) -> bool {
         self.levels.iter().rev().any(|l| l.may_hold(key))
     }
-
-    /// The memory the filter takes.
-    #[must_use]
-    pub fn bytes(&self) -> usize {
-        self.levels.iter().map(|l| l.words.len() * 8).sum()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl KeyFilter {
+        /// The memory the filter takes.
+        fn bytes(&self) -> usize {
+            self.levels.iter().map(|l| l.words.len() * 8).sum()
+        }
+    }
 
     /// Keys as the index has them: a space and a 128-bit digest.
     fn key(n: u64) -> Key {

@@ -385,7 +385,8 @@ async fn a_failed_flush_stops_the_store_and_a_restart_counts_the_retry_once() {
 }
 
 /// With the disk working again, the serve loop has ended with a failure that names `cause`,
-/// and the store refuses every write: the process must be restarted to recover from the file.
+/// and the store refuses every write: the process must be restarted to recover from the file
+/// (after a failed flush, or a writer that died).
 async fn assert_stopped_for_good(s: &mut TestServer, cause: &str) {
     s.fault.store(fault::WORKS, Ordering::SeqCst);
     let failed = s.serve_loop_ends().await;
@@ -462,17 +463,7 @@ async fn a_dead_writer_refuses_writes_and_ends_the_serve_loop_with_an_error() {
         "unavailable",
         None,
     );
-    s.fault.store(fault::WORKS, Ordering::SeqCst);
-    let ended = s.serve_loop_ends().await;
-    let reason = ended.expect_err("not a clean stop").to_string();
-    assert!(reason.contains("panicked"), "{reason}");
-    assert!(
-        s.store
-            .record_event(1, valid_contact(s.clock.now_ms()), None)
-            .await
-            .is_err(),
-        "a write to a dead writer must be refused"
-    );
+    assert_stopped_for_good(&mut s, "panicked").await;
 }
 
 fn valid_contact(now_ms: u64) -> tracker::domain::event::ValidEvent {
