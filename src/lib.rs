@@ -39,17 +39,15 @@
 //! - Then the ways in call the `Store` method through `app` (requests) or `admin` (spaces and
 //!   credentials): an HTTP handler, the admin socket's `execute`, the command line.
 
-pub mod admin;
-pub mod admin_socket;
 pub mod app;
-pub mod backup_schedule;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod domain;
 pub mod error;
 pub mod http;
 pub mod metrics;
-pub mod retention;
 pub mod server;
 pub mod storage;
+pub mod web;

@@ -15,8 +15,10 @@ const CHECK_LEN: usize = 6;
 /// How much of a credential may be shown (in `space list`, in logs): the prefix and 4 characters.
 pub const PUBLIC_LEN: usize = 11;
 
-/// The two kinds of credential. The discriminants are stored on disk; never renumber them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The two kinds of credential. The discriminants are stored on disk; never renumber them. Named
+/// `secret` and `ingest` everywhere else (the command line, the control socket, JSON answers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum Kind {
     Secret = 1,
@@ -42,9 +44,20 @@ impl Kind {
 
     #[must_use]
     pub fn from_u8(n: u8) -> Option<Kind> {
-        [Kind::Secret, Kind::Ingest]
+        Kind::ALL.into_iter().find(|k| *k as u8 == n)
+    }
+
+    pub const ALL: [Kind; 2] = [Kind::Secret, Kind::Ingest];
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Kind, String> {
+        Kind::ALL
             .into_iter()
-            .find(|k| *k as u8 == n)
+            .find(|k| k.as_str() == text)
+            .ok_or_else(|| format!("a credential kind is secret or ingest, not {text:?}"))
     }
 }
 
@@ -124,7 +137,7 @@ pub fn from_text(
 /// This costs one small hash and runs before any look-up.
 #[must_use]
 pub fn recognise(text: &str) -> Option<Kind> {
-    let kind = [Kind::Secret, Kind::Ingest]
+    let kind = Kind::ALL
         .into_iter()
         .find(|k| text.starts_with(k.prefix()))?;
     if text.len() != kind.prefix().len() + BODY_LEN + CHECK_LEN

@@ -19,8 +19,6 @@
 //! | GET    | `/openapi.json` | none         | [`handlers::openapi`]   |
 //! | GET, POST | `/admin/…` | admin session    | [`admin::serve`] (its own table) |
 
-pub mod admin;
-pub mod connection;
 pub mod handlers;
 pub mod links;
 pub mod read;
@@ -36,7 +34,8 @@ use warp::reply::Response;
 
 use crate::app::App;
 use crate::metrics::Route;
-use connection::ClientAddr;
+use crate::server::connection::ClientAddr;
+use crate::web;
 
 /// Every route of the tracker, with unmatched requests turned into the JSON error body.
 // Long on purpose: every route in one place, as the module's table lists them.
@@ -124,7 +123,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     let openapi = warp::path!("openapi.json")
         .and(warp::get())
         .map(handlers::openapi);
-    let pages = Arc::new(admin::AdminPages::default());
+    let pages = Arc::new(web::AdminPages::default());
     let admin_page = warp::path("admin")
         .and(warp::path::full())
         .and(warp::method())
@@ -145,14 +144,14 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
                 let pages = pages.clone();
                 async move {
                     let started = std::time::Instant::now();
-                    let body =
-                        match handlers::read_body(body, declared, admin::MAX_FORM_BYTES).await {
-                            Ok(body) => body,
-                            Err(e) => {
-                                return admin::refuse(&method, path.as_str(), &e, started);
-                            }
-                        };
-                    let request = admin::Request {
+                    let body = match handlers::read_body(body, declared, web::MAX_FORM_BYTES).await
+                    {
+                        Ok(body) => body,
+                        Err(e) => {
+                            return web::refuse(&method, path.as_str(), &e, started);
+                        }
+                    };
+                    let request = web::Request {
                         method,
                         path: path.as_str().to_owned(),
                         query,
@@ -160,7 +159,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
                         client,
                         body,
                     };
-                    admin::serve(app, pages, request).await
+                    web::serve(app, pages, request).await
                 }
             },
         );

@@ -130,7 +130,8 @@ fn credential_in(page: &Response, id: &str) -> String {
 
 /// Sets the admin password to [`PASSWORD`], as `tracker admin password` does.
 async fn set_password(server: &TestServer) {
-    tracker::admin::set_password(&server.store, PASSWORD.to_owned())
+    crate::support::app_on(&server.store, crate::support::NOW_MS)
+        .set_password(PASSWORD.to_owned())
         .await
         .unwrap();
 }
@@ -144,7 +145,8 @@ async fn logged_in(server: &TestServer) -> String {
 }
 
 async fn space_names(server: &TestServer) -> Vec<String> {
-    tracker::admin::list(&server.store)
+    crate::support::app_on(&server.store, crate::support::NOW_MS)
+        .spaces()
         .await
         .unwrap()
         .into_iter()
@@ -273,7 +275,8 @@ async fn a_login_makes_a_strict_http_only_session_that_ends_at_logout_or_when_id
         get_page(&server, Some(&cookie), "/admin/").await.status,
         200
     );
-    tracker::admin::set_password(&server.store, "a-whole-new-password".to_owned())
+    crate::support::app_on(&server.store, crate::support::NOW_MS)
+        .set_password("a-whole-new-password".to_owned())
         .await
         .unwrap();
     assert_eq!(

@@ -58,7 +58,8 @@ async fn unknown_revoked_and_corrupted_credentials_get_one_identical_answer() {
     let (store, space, now) = (s.store.clone(), s.b.name.clone(), s.clock.clone());
     {
         use tracker::clock::Clock as _;
-        tracker::admin::revoke(&store, &space, Kind::Secret, now.now_ms())
+        crate::support::app_on(&store, now.now_ms())
+            .revoke(&space, Kind::Secret)
             .await
             .expect("revoke");
     }

@@ -451,7 +451,7 @@ async fn a_backup_with_no_server_running_opens_the_data_file_itself() {
         eids.push((body, assert_queued(&r)));
     }
     stop_cleanly(process);
-    let socket = tracker::admin_socket::socket_path(&data);
+    let socket = tracker::control::socket_path(&data);
     assert!(!socket.exists(), "a clean stop removes the admin socket");
 
     // The text form: one line for a person.

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tracker::backup_schedule::backup_name;
 use tracker::config::BackupSchedule;
+use tracker::server::backups::backup_name;
 use tracker::storage::{Store, StoreOptions};
 
 use crate::support::{DAY_MS, NOW_MS, Request, TestServer, TrackerProcess, assert_queued, send};

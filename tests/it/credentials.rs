@@ -40,18 +40,15 @@ impl Server {
         let data = dir.path().join("t.redb");
         let clock = ManualClock::new(START_MS);
         let (store, _) = Store::open(&data, &StoreOptions::default()).unwrap();
+        let store = Arc::new(store);
         let created = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(tracker::admin::create_space(
-                &store,
-                "default",
-                clock.now_ms(),
-            ))
+            .block_on(crate::support::app_on(&store, clock.now_ms()).create_space("default"))
             .unwrap();
         let mut settings = Settings::with_data(data.clone());
         settings.rotation_grace = Duration::from_millis(GRACE_MS);
-        let app = Arc::new(App::new(settings, Arc::new(store), Arc::new(clock.clone())));
+        let app = Arc::new(App::new(settings, store, Arc::new(clock.clone())));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -83,7 +80,7 @@ impl Server {
         };
         // The admin socket is created when serving starts.
         for _ in 0..200 {
-            if tracker::admin_socket::socket_path(&server.data).exists() {
+            if tracker::control::socket_path(&server.data).exists() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -341,7 +338,7 @@ fn space_list_shows_prefixes_and_last_use_but_never_a_credential() {
 fn the_admin_socket_is_private_to_the_owner() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let server = Server::start();
-    let socket = tracker::admin_socket::socket_path(&server.data);
+    let socket = tracker::control::socket_path(&server.data);
     let meta = std::fs::metadata(&socket).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     assert_eq!(meta.uid(), std::fs::metadata("/proc/self").unwrap().uid());

@@ -52,7 +52,8 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
         let (events, _) = store.usage().await.unwrap();
         assert_eq!(events, 8, "v{version}: events in the fixture");
         stats_count_what_the_file_holds(&store, version).await;
-        let spaces = tracker::admin::list(&store).await.unwrap();
+        let store = std::sync::Arc::new(store);
+        let spaces = crate::support::app_on(&store, 0).spaces().await.unwrap();
         let names: Vec<_> = spaces.iter().map(|s| s.space.as_str()).collect();
         assert!(
             names.contains(&"default") && names.contains(&"second"),

@@ -548,10 +548,11 @@ async fn the_rejection_log_keeps_the_last_thousand_redacted_and_names_expired_cr
 
     // A revoked ingest token's postbacks are logged under its space.
     let (store, now) = (s.store.clone(), s.clock.clone());
-    tracker::admin::revoke(&store, "a", tracker::domain::credential::Kind::Ingest, {
+    crate::support::app_on(&store, {
         use tracker::clock::Clock as _;
         now.now_ms()
     })
+    .revoke("a", tracker::domain::credential::Kind::Ingest)
     .await
     .unwrap();
     assert_eq!(s.get_e("event=contact&uid=after-revoke").await.status, 401);

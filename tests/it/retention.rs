@@ -130,7 +130,8 @@ async fn stored(dir: &Path, s: &Setup) -> std::path::PathBuf {
     let path = dir.join("t.redb");
     let store = open(&path);
     for name in ["a", "b"] {
-        tracker::admin::create_space(&store, name, NOW_MS)
+        crate::support::app_on(&store, NOW_MS)
+            .create_space(name)
             .await
             .unwrap();
     }
@@ -263,7 +264,8 @@ async fn the_dedup_table_does_not_grow_from_expired_entries() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.redb");
     let store = open(&path);
-    tracker::admin::create_space(&store, "a", NOW_MS)
+    crate::support::app_on(&store, NOW_MS)
+        .create_space("a")
         .await
         .unwrap();
     close(store);
@@ -310,10 +312,10 @@ async fn the_server_prunes_in_the_background() {
         usage.iter().find(|u| u.table == "dedup").unwrap().entries
     };
     assert_eq!(dedup_entries(&server.store.usage().await.unwrap().1), 4);
-    let wait = tracker::retention::FIRST_SWEEP_AFTER.as_secs() * 1000;
+    let wait = tracker::server::retention::FIRST_SWEEP_AFTER.as_secs() * 1000;
     server
         .clock
-        .advance(W + tracker::retention::MARGIN_MS + wait);
+        .advance(W + tracker::server::retention::MARGIN_MS + wait);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let entries = dedup_entries(&server.store.usage().await.unwrap().1);

@@ -136,6 +136,16 @@ impl<'a> Request<'a> {
     }
 }
 
+/// The operations of `store`, as the server would run them, at `now_ms` by a manual clock.
+#[must_use]
+pub fn app_on(store: &Arc<Store>, now_ms: u64) -> App {
+    App::new(
+        Settings::with_data(store.path().to_owned()),
+        store.clone(),
+        Arc::new(ManualClock::new(now_ms)),
+    )
+}
+
 /// A connection that can carry several requests (keep-alive).
 pub struct Connection {
     addr: SocketAddr,
@@ -434,7 +444,8 @@ impl TestServer {
         };
         let mut spaces = Vec::new();
         for name in ["a", "b"] {
-            let c = tracker::admin::create_space(&store, name, NOW_MS)
+            let c = app_on(&store, NOW_MS)
+                .create_space(name)
                 .await
                 .expect("create space");
             spaces.push(Space {

@@ -4,6 +4,8 @@
 //! An [`App`] holds what they need: the store, the settings, the clock and the rate limiter.
 //! Nothing here knows about HTTP; handlers turn requests into these calls and answers into JSON.
 
+pub mod spaces;
+
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;

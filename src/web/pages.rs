@@ -8,7 +8,7 @@ use warp::http::{HeaderValue, StatusCode, header};
 use warp::reply::Response;
 
 use super::Ctx;
-use crate::admin::{self, CreatedSpace, Rotated};
+use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::rfc3339_s;
 use crate::domain::credential::Kind;
 use crate::domain::event::EventKind;
@@ -128,7 +128,9 @@ pub(super) async fn spaces(
     created: Option<CreatedSpace>,
 ) -> Result<Response, Error> {
     let now = ctx.app.now_ms();
-    let spaces = admin::list(&ctx.app.store)
+    let spaces = ctx
+        .app
+        .spaces()
         .await?
         .into_iter()
         .map(|s| SpaceRow {
@@ -151,7 +153,7 @@ pub(super) async fn spaces(
 
 pub(super) async fn create_space(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let name = ctx.form.get("name").unwrap_or("");
-    let created = admin::create_space(&ctx.app.store, name, ctx.app.now_ms()).await?;
+    let created = ctx.app.create_space(name).await?;
     spaces(ctx, Some(created)).await
 }
 
@@ -205,7 +207,9 @@ pub(super) async fn keys(
 ) -> Result<Response, Error> {
     space(ctx, name).await?;
     let now = ctx.app.now_ms();
-    let credentials = admin::list(&ctx.app.store)
+    let credentials = ctx
+        .app
+        .spaces()
         .await?
         .into_iter()
         .find(|s| s.space == name)
@@ -266,13 +270,11 @@ pub(super) async fn change_keys(
     action: &str,
 ) -> Result<Response, Error> {
     let kind = kind_of(ctx.form.get("kind"))?;
-    let (store, now) = (&ctx.app.store, ctx.app.now_ms());
     if action == "rotate" {
-        let grace = ctx.app.settings.rotation_grace;
-        let rotated = admin::rotate(store, name, kind, grace, now).await?;
+        let rotated = ctx.app.rotate(name, kind).await?;
         keys(ctx, name, Some(rotated), None).await
     } else {
-        let revoked = admin::revoke(store, name, kind, now).await?;
+        let revoked = ctx.app.revoke(name, kind).await?;
         let message = format!(
             "Revoked {} {} key(s); none of that kind works until you rotate.",
             revoked.revoked, revoked.kind

@@ -15,11 +15,12 @@ use tracing_appender::non_blocking::WorkerGuard;
 
 use std::time::{Duration, Instant};
 
-use crate::admin;
-use crate::admin_socket::{self, AdminRequest, KindName, Reached};
 use crate::app::App;
+use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Flags, LogFormat, Settings};
+use crate::control::{self, Answer, Reached, Request};
+use crate::domain::credential::Kind;
 use crate::domain::password::{self, Password};
 use crate::server;
 use crate::storage::{Store, StoreError, StoreOptions};
@@ -146,14 +147,14 @@ enum KeysCommand {
     /// Issue a new credential; the replaced one works for `rotation_grace`
     Rotate {
         space: String,
-        #[arg(long, value_enum)]
-        kind: KindArg,
+        #[arg(long, value_parser = kind_arg())]
+        kind: Kind,
     },
     /// End every credential of that kind at once (for a leaked key)
     Revoke {
         space: String,
-        #[arg(long, value_enum)]
-        kind: KindArg,
+        #[arg(long, value_parser = kind_arg())]
+        kind: Kind,
     },
 }
 
@@ -197,19 +198,11 @@ enum ExportFormat {
     Csv,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum KindArg {
-    Secret,
-    Ingest,
-}
-
-impl From<KindArg> for KindName {
-    fn from(k: KindArg) -> KindName {
-        match k {
-            KindArg::Secret => KindName::Secret,
-            KindArg::Ingest => KindName::Ingest,
-        }
-    }
+/// `--kind secret|ingest`, parsed into the one credential kind.
+fn kind_arg() -> impl clap::builder::TypedValueParser<Value = Kind> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(Kind::ALL.map(Kind::as_str))
+        .try_map(|text| text.parse::<Kind>())
 }
 
 /// The commands that only print something built into the binary: no settings, no data file.
@@ -266,34 +259,24 @@ pub fn main() -> ExitCode {
         Command::Serve { ephemeral, .. } => serve(settings, out, ephemeral),
         Command::Space { command } => match command {
             SpaceCommand::Create { name } => {
-                admin_command(&settings, out, &AdminRequest::SpaceCreate { name })
+                run_request(&settings, out, Request::SpaceCreate { name })
             }
-            SpaceCommand::List => admin_command(&settings, out, &AdminRequest::SpaceList),
+            SpaceCommand::List => run_request(&settings, out, Request::SpaceList),
         },
         Command::Keys { command } => match command {
-            KeysCommand::Rotate { space, kind } => admin_command(
-                &settings,
-                out,
-                &AdminRequest::KeysRotate {
-                    space,
-                    kind: kind.into(),
-                },
-            ),
-            KeysCommand::Revoke { space, kind } => admin_command(
-                &settings,
-                out,
-                &AdminRequest::KeysRevoke {
-                    space,
-                    kind: kind.into(),
-                },
-            ),
+            KeysCommand::Rotate { space, kind } => {
+                run_request(&settings, out, Request::KeysRotate { space, kind })
+            }
+            KeysCommand::Revoke { space, kind } => {
+                run_request(&settings, out, Request::KeysRevoke { space, kind })
+            }
         },
         Command::Admin { command } => admin_page_command(&settings, out, &command),
         Command::Backup { dest } => {
             // Resolved here: a server answering through the socket has its own working directory.
             std::path::absolute(&dest)
                 .map_err(Into::into)
-                .and_then(|dest| admin_command(&settings, out, &AdminRequest::Backup { dest }))
+                .and_then(|dest| run_request(&settings, out, Request::Backup { dest }))
         }
         Command::Check { file, repair } => check(&settings, out, file, repair),
         Command::Compact => compact(&settings, out),
@@ -306,7 +289,7 @@ pub fn main() -> ExitCode {
                     target,
                     campaign,
                     mode,
-                } => AdminRequest::LinkCreate {
+                } => Request::LinkCreate {
                     space,
                     slug,
                     bot,
@@ -320,10 +303,10 @@ pub fn main() -> ExitCode {
                         .to_owned(),
                     ),
                 },
-                LinkCommand::List { space } => AdminRequest::LinkList { space },
-                LinkCommand::Delete { space, slug } => AdminRequest::LinkDelete { space, slug },
+                LinkCommand::List { space } => Request::LinkList { space },
+                LinkCommand::Delete { space, slug } => Request::LinkDelete { space, slug },
             };
-            admin_command(&settings, out, &request)
+            run_request(&settings, out, request)
         }
         Command::Export {
             space,
@@ -388,11 +371,12 @@ type CliResult = Result<(), Box<dyn std::error::Error>>;
 /// How long an admin command waits for the data file while another command holds it.
 const FILE_WAIT: Duration = Duration::from_secs(10);
 
-/// Where admin commands go: the running server's socket, or the data file opened here. Decided
-/// by the first command: a server answering on the socket takes it, else the file is opened.
+/// Where requests go: the running server's control socket, or the data file opened here.
+/// Decided by the first request: a server answering on the socket takes it, else the file is
+/// opened.
 // `Local` is large, but there is one of these per command.
 #[allow(clippy::large_enum_variant)]
-enum AdminTarget {
+enum Target {
     Undecided,
     Server(PathBuf),
     Local {
@@ -401,29 +385,29 @@ enum AdminTarget {
     },
 }
 
-impl AdminTarget {
-    /// Runs one command; both targets run [`admin_socket::execute`].
+impl Target {
+    /// Runs one request; both targets run [`control::execute`].
     fn run(
         &mut self,
         settings: &Settings,
-        request: &AdminRequest,
-    ) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
-        let socket = admin_socket::socket_path(&settings.data);
+        request: Request,
+    ) -> Result<Answer, Box<dyn std::error::Error>> {
+        let socket = control::socket_path(&settings.data);
         let started = Instant::now();
         loop {
             match self {
-                AdminTarget::Server(socket) => {
-                    return match admin_socket::request(socket, request)? {
+                Target::Server(socket) => {
+                    return match control::send(socket, &request)? {
                         Reached::Answered(answer) => Ok(answer?),
                         Reached::NoServer => Err("the server stopped while the command ran".into()),
                     };
                 }
-                AdminTarget::Local { app, runtime } => {
-                    return Ok(runtime.block_on(admin_socket::execute(app, request.clone()))?);
+                Target::Local { app, runtime } => {
+                    return Ok(runtime.block_on(control::execute(app, request))?);
                 }
-                AdminTarget::Undecided => {
-                    if let Reached::Answered(answer) = admin_socket::request(&socket, request)? {
-                        *self = AdminTarget::Server(socket);
+                Target::Undecided => {
+                    if let Reached::Answered(answer) = control::send(&socket, &request)? {
+                        *self = Target::Server(socket);
                         return Ok(answer?);
                     }
                     // A command's own open: it reads what it needs once, so a small cache.
@@ -436,7 +420,7 @@ impl AdminTarget {
                             let app =
                                 App::new(settings.clone(), Arc::new(store), Arc::new(SystemClock));
                             let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-                            *self = AdminTarget::Local { app, runtime };
+                            *self = Target::Local { app, runtime };
                         }
                         // Another command has the file for a moment, or a server is starting.
                         Err(StoreError::InUse(_)) if started.elapsed() < FILE_WAIT => {
@@ -450,36 +434,38 @@ impl AdminTarget {
     }
 }
 
-impl Drop for AdminTarget {
+impl Drop for Target {
     fn drop(&mut self) {
-        if let AdminTarget::Local { app, .. } = self {
+        if let Target::Local { app, .. } = self {
             app.store.close();
         }
     }
 }
 
-/// Runs an admin command through the running server's socket, or, when no server runs, on the
-/// data file directly. Both paths run [`admin_socket::execute`].
-fn admin_command(settings: &Settings, out: Output, request: &AdminRequest) -> CliResult {
-    let value = AdminTarget::Undecided.run(settings, request)?;
-    out.answer(request, value)
+/// Runs a request through the running server's control socket, or, when no server runs, on
+/// the data file directly. Both paths run [`control::execute`].
+fn run_request(settings: &Settings, out: Output, request: Request) -> CliResult {
+    let answer = Target::Undecided.run(settings, request)?;
+    out.answer(&answer);
+    Ok(())
 }
 
 /// `tracker check`: through the running server's socket when it has the data file open (the
 /// invariants only), else on the file itself (redb's page check as well). An error when
 /// anything is wrong, so scripts and timers can alert on the exit status.
 fn check(settings: &Settings, out: Output, file: Option<PathBuf>, repair: bool) -> CliResult {
-    let socket = admin_socket::socket_path(&settings.data);
+    let socket = control::socket_path(&settings.data);
     let through_server = match &file {
-        None => match admin_socket::request(&socket, &AdminRequest::Check { repair })? {
+        None => match control::send(&socket, &Request::Check { repair })? {
             Reached::Answered(answer) => Some(answer?),
             Reached::NoServer => None,
         },
         Some(_) => None,
     };
     let path = file.unwrap_or_else(|| settings.data.clone());
-    let report: crate::storage::check::Report = match through_server {
-        Some(value) => serde_json::from_value(value)?,
+    let report = match through_server {
+        Some(Answer::Checked(report)) => report,
+        Some(other) => return Err(format!("the server answered a check with {other:?}").into()),
         None => crate::storage::check::check_file(
             &path,
             repair,
@@ -529,7 +515,7 @@ fn check(settings: &Settings, out: Output, file: Option<PathBuf>, repair: bool) 
 /// `tracker compact`: offline only (`storage/compact.rs` says why).
 fn compact(settings: &Settings, out: Output) -> CliResult {
     let path = &settings.data;
-    if admin_socket::reachable(&admin_socket::socket_path(path)) {
+    if control::reachable(&control::socket_path(path)) {
         return Err(format!(
             "a server has {} open, and compacting needs the file to itself: stop the server \
              (e.g. systemctl stop tracker), run tracker compact, then start it again",
@@ -558,7 +544,7 @@ fn export(
     format: ExportFormat,
     out: Option<&std::path::Path>,
 ) -> CliResult {
-    let mut target = AdminTarget::Undecided;
+    let mut target = Target::Undecided;
     let file: Box<dyn std::io::Write> = match out {
         Some(path) => Box::new(
             std::fs::File::create(path)
@@ -574,13 +560,15 @@ fn export(
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
     loop {
-        let request = AdminRequest::ExportPage {
+        let request = Request::ExportPage {
             space: space.to_owned(),
             after,
             limit: crate::domain::feed::MAX_PAGE,
         };
-        let page: crate::domain::feed::FeedPage =
-            serde_json::from_value(target.run(settings, &request)?)?;
+        let page = match target.run(settings, request)? {
+            Answer::Page(page) => page,
+            other => return Err(format!("the server answered a page with {other:?}").into()),
+        };
         for event in &page.events {
             // The csv writer fills a buffer per page, emptied into the sink: memory stays one
             // page whatever the size of the export.
@@ -627,16 +615,20 @@ fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResult {
         let (store, _) = Store::open(&settings.data, &options)?;
         let store = Arc::new(store);
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        if admin::list(&store).await?.is_empty() {
+        let starting = App::new(settings.clone(), store.clone(), clock.clone());
+        if starting.spaces().await?.is_empty() {
             if let Some((secret, ingest)) = dev {
                 // The caller knows them: only the address is printed.
-                admin::create_space_with(&store, "default", secret, ingest, clock.now_ms()).await?;
+                starting
+                    .create_space_with("default", secret, ingest)
+                    .await?;
             } else {
-                let created = admin::create_space(&store, "default", clock.now_ms()).await?;
+                let created = starting.create_space("default").await?;
                 out.created_space(&created, Some(settings.listen));
             }
         }
-        let admin_password = admin::ensure_password(&store).await?;
+        let admin_password = starting.ensure_password().await?;
+        drop(starting);
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", settings.listen))?;
@@ -697,7 +689,7 @@ fn admin_page_command(settings: &Settings, out: Output, command: &AdminCommand) 
     match command {
         AdminCommand::Password => {
             let password = read_new_password()?;
-            admin_command(settings, out, &AdminRequest::AdminPassword { password })
+            run_request(settings, out, Request::AdminPassword { password })
         }
     }
 }
@@ -749,51 +741,42 @@ struct Output {
 }
 
 impl Output {
-    /// Prints an admin command's result, as JSON with `--json`, else as text.
-    fn answer(self, request: &AdminRequest, value: serde_json::Value) -> CliResult {
+    /// Prints a request's answer, as JSON with `--json`, else as text.
+    fn answer(self, answer: &Answer) {
         if self.json {
-            self.print(&value, "");
-            return Ok(());
+            self.print(&answer.json(), "");
+            return;
         }
-        match request {
-            AdminRequest::SpaceCreate { .. } => {
-                let created: admin::CreatedSpace = serde_json::from_value(value)?;
-                self.created_space(&created, None);
-            }
-            AdminRequest::SpaceList => {
-                let spaces: Vec<crate::storage::read::SpaceSummary> =
-                    serde_json::from_value(value)?;
-                self.space_list(&spaces);
-            }
-            AdminRequest::KeysRotate { .. } => self.rotated(&serde_json::from_value(value)?),
-            AdminRequest::KeysRevoke { .. } => {
-                let r: admin::Revoked = serde_json::from_value(value)?;
+        match answer {
+            Answer::SpaceCreated(created) => self.created_space(created, None),
+            Answer::Spaces(spaces) => self.space_list(spaces),
+            Answer::Rotated(rotated) => self.rotated(rotated),
+            Answer::Revoked(r) => {
                 let text = format!(
                     "revoked {} {} credential(s) of space {}; none is active until the next rotate",
                     r.revoked, r.kind, r.space
                 );
-                self.print(&r, &text);
+                self.print(r, &text);
             }
             // `check` prints its own report (`check`); an export page is data.
-            AdminRequest::ExportPage { .. } | AdminRequest::Check { .. } => {
+            Answer::Page(_) | Answer::Checked(_) => {
+                let value = answer.json();
                 self.print(&value, &value.to_string());
             }
-            AdminRequest::AdminPassword { .. } => self.print(
-                &value,
+            Answer::PasswordSet => self.print(
+                &answer.json(),
                 "the admin password is set; log in at /admin/ as user admin",
             ),
-            AdminRequest::LinkCreate { .. } => {
-                let link: crate::domain::link::LinkView = serde_json::from_value(value)?;
+            Answer::LinkCreated(link) => {
                 let text = format!(
                     "created link {}: put this address in your ads\n  {}",
                     link.slug, link.url
                 );
-                self.print(&link, &text);
+                self.print(link, &text);
             }
-            AdminRequest::LinkList { .. } => {
-                let links: Vec<crate::domain::link::LinkView> = serde_json::from_value(value)?;
+            Answer::Links(links) => {
                 let mut text = String::new();
-                for l in &links {
+                for l in links {
                     let to = l
                         .bot
                         .as_deref()
@@ -807,26 +790,24 @@ impl Output {
                 if links.is_empty() {
                     text.push_str("no links yet: tracker link create SPACE SLUG --bot NAME");
                 }
-                self.print(&links, text.trim_end());
+                self.print(links, text.trim_end());
             }
-            AdminRequest::LinkDelete { space, slug } => {
+            Answer::LinkDeleted { space, slug } => {
                 let text = format!(
                     "deleted link {slug} of space {space}: its address now answers 410 Gone"
                 );
-                self.print(&value, &text);
+                self.print(&answer.json(), &text);
             }
-            AdminRequest::Backup { dest } => {
-                let stats: crate::storage::backup::BackupStats = serde_json::from_value(value)?;
+            Answer::BackedUp { stats, dest } => {
                 let text = format!(
                     "backed up {} rows ({} bytes) to {}",
                     stats.rows,
                     stats.bytes,
                     dest.display()
                 );
-                self.print(&stats, &text);
+                self.print(stats, &text);
             }
         }
-        Ok(())
     }
 
     fn print<T: Serialize>(self, value: &T, text: &str) {
@@ -844,7 +825,7 @@ impl Output {
     }
 
     /// `listen`: the server's address for the ready-to-paste `curl` line.
-    fn created_space(self, c: &admin::CreatedSpace, listen: Option<std::net::SocketAddr>) {
+    fn created_space(self, c: &CreatedSpace, listen: Option<std::net::SocketAddr>) {
         let base = listen.map_or_else(
             || "http://127.0.0.1:8080".to_owned(),
             |a| format!("http://{a}"),
@@ -862,7 +843,7 @@ impl Output {
         self.print(c, &text);
     }
 
-    fn rotated(self, r: &admin::Rotated) {
+    fn rotated(self, r: &Rotated) {
         let until = r.previous_valid_until_ms.map_or_else(
             || "no credential was active, so none is in grace".to_owned(),
             |ms| {

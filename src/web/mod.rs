@@ -133,7 +133,7 @@ fn finish(mut response: Response, method: &Method, path: &str, started: Instant)
     response
 }
 
-async fn route(app: &App, pages: &AdminPages, request: &Request) -> Result<Response, Error> {
+async fn route(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<Response, Error> {
     if request.path == "/admin" {
         return Ok(redirect("/admin/"));
     }
@@ -151,7 +151,7 @@ async fn route(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
         _ => {}
     }
     let now = app.now_ms();
-    let tag = session::password_tag(app.store.admin_password().await?.as_deref());
+    let tag = session::password_tag(app.admin_password().await?.as_deref());
     let live = request
         .cookie
         .as_deref()
@@ -235,7 +235,7 @@ fn login_page(app: &App, pages: &AdminPages, error: Option<&str>, status: Status
 
 /// `POST /admin/login`: the form's token, the throttle, then the password check (one at a
 /// time), then a session.
-async fn login(app: &App, pages: &AdminPages, request: &Request) -> Result<Response, Error> {
+async fn login(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<Response, Error> {
     let form = Query::parse(std::str::from_utf8(&request.body).unwrap_or(""));
     let address = request.client.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let login_cookie = request
@@ -271,7 +271,7 @@ async fn login(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
     }
     // The hash the session will be tied to, read before the check: a password changed during it
     // ends the session at its first request rather than leaving it tied to the new one.
-    let tag = session::password_tag(app.store.admin_password().await?.as_deref());
+    let tag = session::password_tag(app.admin_password().await?.as_deref());
     let matches = form.get("user") == Some("admin") && {
         // The permit goes with the check into its own task: a client that hangs up mid-check
         // drops this future, but the check still holds the permit until it is done, so no more
@@ -282,13 +282,10 @@ async fn login(app: &App, pages: &AdminPages, request: &Request) -> Result<Respo
             .acquire_owned()
             .await
             .map_err(|_| Error::new(Code::Unavailable, "the server is stopping"))?;
-        let (store, password) = (
-            app.store.clone(),
-            form.get("password").unwrap_or("").to_owned(),
-        );
+        let (app, password) = (app.clone(), form.get("password").unwrap_or("").to_owned());
         tokio::spawn(async move {
             let _permit = permit;
-            crate::admin::check_password(&store, password).await
+            app.check_password(password).await
         })
         .await
         .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))??

@@ -11,6 +11,10 @@
 //! at once, requests in flight get `shutdown_timeout` to finish, and whatever is left is cut off,
 //! so a stalled client cannot hold the process.
 
+pub mod backups;
+pub mod connection;
+pub mod retention;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
@@ -25,10 +29,10 @@ use warp::reply::Response;
 
 use crate::app::App;
 use crate::config::ConnectionLimits;
-use crate::http::connection::{self, ConnectionStats};
 use crate::metrics::{self, Metrics};
 use crate::storage::{Health, StoreError};
-use crate::{admin_socket, http};
+use crate::{control, http};
+use connection::ConnectionStats;
 
 /// File descriptors kept free of connections: the data file, the admin socket and its clients,
 /// the log, the listener, and the tracker's own threads.
@@ -56,12 +60,12 @@ pub async fn serve_with_metrics(
     metrics: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StoreError> {
-    let socket_path = admin_socket::socket_path(&app.settings.data);
+    let socket_path = control::socket_path(&app.settings.data);
     // An ephemeral server writes no file at all, its socket included.
     let socket = if app.store.is_ephemeral() {
         None
     } else {
-        match admin_socket::listen(&socket_path, app.clone()) {
+        match control::listen(&socket_path, app.clone()) {
             Ok(socket) => Some(socket),
             Err(e) => {
                 tracing::error!(
@@ -124,7 +128,7 @@ pub async fn serve_with_metrics(
 /// (not for an ephemeral store, which writes no file).
 fn start_background(app: &Arc<App>) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
-    tasks.spawn(crate::retention::run(app.clone()));
+    tasks.spawn(retention::run(app.clone()));
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
             "backup_dir is set, but an ephemeral server writes no file: no automatic backups"
@@ -136,7 +140,7 @@ fn start_background(app: &Arc<App>) -> JoinSet<()> {
                 keep = schedule.keep,
                 "automatic backups on"
             );
-            tasks.spawn(crate::backup_schedule::run(app.clone(), schedule.clone()));
+            tasks.spawn(backups::run(app.clone(), schedule.clone()));
         }
         None => {}
     }
