@@ -353,9 +353,9 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
         during > 0,
         "no event was answered after the backup started: the test did not load the server"
     );
-    let log = process.log_when(|log| log.contains("admin command"));
+    let log = process.log_when(|log| log.contains("control command"));
     assert!(
-        log.contains("admin command"),
+        log.contains("control command"),
         "the backup went through the server's admin socket:\n{log}"
     );
     stop_cleanly(process);
