@@ -21,74 +21,6 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
-/// The routes requests are counted under: the label `route`, never the raw path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route {
-    Healthz,
-    PostEvents,
-    GetE,
-    PostClicks,
-    PostBind,
-    GetBind,
-    GetEvents,
-    EventsWait,
-    Stats,
-    Rejections,
-    PostLinks,
-    GetLinks,
-    DeleteLink,
-    Visit,
-    Admin,
-    OpenApi,
-    /// No route: an unknown path, a method a path does not take, a head refused before routing.
-    Other,
-}
-
-impl Route {
-    pub const ALL: [Route; 17] = [
-        Route::Healthz,
-        Route::PostEvents,
-        Route::GetE,
-        Route::PostClicks,
-        Route::PostBind,
-        Route::GetBind,
-        Route::GetEvents,
-        Route::EventsWait,
-        Route::Stats,
-        Route::Rejections,
-        Route::PostLinks,
-        Route::GetLinks,
-        Route::DeleteLink,
-        Route::Visit,
-        Route::Admin,
-        Route::OpenApi,
-        Route::Other,
-    ];
-
-    #[must_use]
-    pub fn label(self) -> &'static str {
-        match self {
-            Route::Healthz => "GET /healthz",
-            Route::PostEvents => "POST /events",
-            Route::GetE => "GET /e",
-            Route::PostClicks => "POST /clicks",
-            Route::PostBind => "POST /bind",
-            Route::GetBind => "GET /bind",
-            Route::GetEvents => "GET /events",
-            Route::EventsWait => "GET /events/wait",
-            Route::Stats => "GET /stats",
-            Route::Rejections => "GET /rejections",
-            Route::PostLinks => "POST /links",
-            Route::GetLinks => "GET /links",
-            Route::DeleteLink => "DELETE /links/{slug}",
-            Route::Visit => "GET /l/{slug}",
-            Route::Admin => "/admin",
-            Route::OpenApi => "GET /openapi.json",
-            Route::Other => "other",
-        }
-    }
-}
-
 /// The HTTP statuses the tracker answers, each its own series; any other is counted as `other`.
 const STATUSES: [u16; 20] = [
     200, 201, 204, 302, 303, 304, 400, 401, 403, 404, 405, 409, 410, 413, 414, 422, 429, 431, 500,
@@ -221,6 +153,8 @@ pub enum EventStatus {
 /// Every series the tracker counts, but the writer's.
 #[derive(Debug)]
 pub struct Metrics {
+    /// The `route` label of each route index (`http::route_of`), `other` last.
+    routes: Vec<String>,
     requests: Box<[[AtomicU64; STATUS_SLOTS]]>,
     latency: Box<[Histogram]>,
     events: [AtomicU64; 3],
@@ -233,12 +167,14 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
+        let routes = crate::http::route_labels();
         Metrics {
-            requests: Route::ALL
+            requests: routes
                 .iter()
                 .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
                 .collect(),
-            latency: Route::ALL.iter().map(|_| Histogram::seconds()).collect(),
+            latency: routes.iter().map(|_| Histogram::seconds()).collect(),
+            routes,
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             clicks: AtomicU64::new(0),
             dedup_pruned: AtomicU64::new(0),
@@ -248,9 +184,8 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// One answered request.
-    pub fn request(&self, route: Route, status: u16, took: Duration) {
-        let r = route as usize;
+    /// One answered request of route `r` (`http::route_of`).
+    pub fn request(&self, r: usize, status: u16, took: Duration) {
         self.requests[r][status_slot(status)].fetch_add(1, Ordering::Relaxed);
         self.latency[r].observe_duration(took);
     }
@@ -299,7 +234,7 @@ impl Collector for Scrape {
             None,
             MetricType::Counter,
         )?;
-        for (route, counts) in Route::ALL.iter().zip(m.requests.iter()) {
+        for (route, counts) in m.routes.iter().zip(m.requests.iter()) {
             for (slot, count) in counts.iter().enumerate() {
                 let n = count.load(Ordering::Relaxed);
                 if n == 0 {
@@ -308,7 +243,7 @@ impl Collector for Scrape {
                 let status = STATUSES
                     .get(slot)
                     .map_or(Cow::Borrowed("other"), |s| Cow::Owned(s.to_string()));
-                let set = labels([("route", Cow::Borrowed(route.label())), ("status", status)]);
+                let set = labels([("route", Cow::Owned(route.clone())), ("status", status)]);
                 ConstCounter::new(n).encode(requests.encode_family(&set)?)?;
             }
         }
@@ -318,11 +253,11 @@ impl Collector for Scrape {
             Some(&Unit::Seconds),
             MetricType::Histogram,
         )?;
-        for (route, histogram) in Route::ALL.iter().zip(m.latency.iter()) {
+        for (route, histogram) in m.routes.iter().zip(m.latency.iter()) {
             if histogram.count() == 0 {
                 continue;
             }
-            let set = labels([("route", Cow::Borrowed(route.label()))]);
+            let set = labels([("route", Cow::Owned(route.clone()))]);
             histogram.encode(latency.encode_family(&set)?)?;
         }
         let mut events = encoder.encode_descriptor(

@@ -1,23 +1,22 @@
-//! The endpoints: each turns a request into an [`App`] call and the result into JSON.
+//! The ingest endpoints (events, clicks, bindings), health and the document: each turns a
+//! request into an [`App`] call and the result into JSON.
 //!
-//! Every handler runs the same steps in the same order: authenticate, read the input, call the
-//! app, answer; and every answer, success or failure, leaves through [`finish`], which writes the
-//! access-log line. The log line has the method, path, status, latency and space; never the
-//! query string or a header, so no credential can reach the log.
+//! The router (`mod.rs`) has checked the credential before a handler runs; a handler reads its
+//! input (the body within `max_body_bytes`), calls the app, and answers. Every answer of a
+//! space's endpoint, success or failure, leaves through [`finish`], which writes the access-log
+//! line: the method, path, status, latency and space; never the query string or a header, so
+//! no credential can reach the log.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Buf, Bytes, BytesMut};
-use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
 use crate::app::{App, EventResult, Presented};
+use crate::http::Call;
 use crate::domain::click::BindInput;
 use crate::domain::event::{EventInput, GET_NAMES, POST_NAMES};
-use crate::domain::input::Query;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::outcome::BindOutcome;
 use crate::domain::rejection::Rejection;
@@ -105,74 +104,6 @@ pub(super) fn finish(app: &App, access: &Access, result: Result<Response, Error>
     response
 }
 
-/// Reads a request body, refusing one over `limit` bytes, declared or streamed.
-pub(super) async fn read_body<S, B>(
-    body: S,
-    declared: Option<u64>,
-    limit: u64,
-) -> Result<Bytes, Error>
-where
-    S: Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
-{
-    let too_large = || {
-        Error::new(
-            Code::PayloadTooLarge,
-            format!("request body is larger than the limit of {limit} bytes"),
-        )
-    };
-    if declared.is_some_and(|n| n > limit) {
-        return Err(too_large());
-    }
-    let mut body = std::pin::pin!(body);
-    let mut out = BytesMut::with_capacity(declared.unwrap_or(512).min(limit) as usize);
-    while let Some(chunk) = body.next().await {
-        let mut chunk = chunk.map_err(|e| {
-            Error::new(
-                Code::InvalidJson,
-                format!("request body could not be read: {e}"),
-            )
-        })?;
-        if (out.len() + chunk.remaining()) as u64 > limit {
-            return Err(too_large());
-        }
-        while chunk.has_remaining() {
-            let part = chunk.chunk();
-            out.extend_from_slice(part);
-            let n = part.len();
-            chunk.advance(n);
-        }
-    }
-    Ok(out.freeze())
-}
-
-/// Every bearer POST, in its required order: authenticate (before anything else is looked at),
-/// note the space for the access log, read the body within its limit, then `handle` it; the
-/// answer, success or failure, leaves through [`finish`].
-pub(super) async fn bearer_post<S, B, F, Fut>(
-    app: Arc<App>,
-    path: &'static str,
-    authorization: Option<String>,
-    length: Option<u64>,
-    body: S,
-    handle: F,
-) -> Response
-where
-    S: Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
-    F: FnOnce(Arc<App>, SpaceRef, Bytes) -> Fut,
-    Fut: Future<Output = Result<Response, Error>>,
-{
-    let mut access = Access::new("POST", path, Auth::Bearer);
-    let result = async {
-        let space = access.authenticate(&app, Presented::Bearer(authorization.as_deref()))?;
-        let body = read_body(body, length, app.settings.max_body_bytes).await?;
-        handle(app.clone(), space, body).await
-    }
-    .await;
-    finish(&app, &access, result)
-}
-
 #[derive(Serialize)]
 struct EventAnswer {
     ok: bool,
@@ -205,8 +136,8 @@ struct Ok {
 /// `GET /healthz`: `200` while the data file takes writes; `503` while writes fail (a full
 /// disk; it turns back by itself), or once storage has failed for good and the process is
 /// stopping (a supervisor restarts it).
-pub async fn healthz(app: Arc<App>) -> Response {
-    match app.store.health() {
+pub async fn healthz(call: Call) -> Response {
+    match call.app.store.health() {
         Health::Serving => respond::json(StatusCode::OK, &Ok { ok: true }),
         Health::Unwritable(_) => respond::error(
             &Error::new(
@@ -226,16 +157,9 @@ pub async fn healthz(app: Arc<App>) -> Response {
     }
 }
 
-/// The `OpenAPI` 3.1 document of every endpoint of the main listener, written by hand in
-/// `openapi.json` beside this file and compiled in. Kept true by test: `tests/it/openapi.rs`
-/// checks real answers of every endpoint against it, and `.ci/schemathesis` fuzzes the real
-/// server from it.
-pub const OPENAPI: &str = include_str!("openapi.json");
-
-/// `GET /openapi.json`: [`OPENAPI`], as it is (no credential).
-#[must_use]
-pub fn openapi() -> Response {
-    let mut response = Response::new(OPENAPI.into());
+/// `GET /openapi.json`: the `OpenAPI` 3.1 document of the main listener (`openapi.rs`).
+pub async fn openapi(_: Call) -> Response {
+    let mut response = Response::new(crate::http::openapi_document().into());
     response.headers_mut().insert(
         warp::http::header::CONTENT_TYPE,
         warp::http::HeaderValue::from_static("application/json"),
@@ -244,55 +168,31 @@ pub fn openapi() -> Response {
 }
 
 /// `POST /events`: bearer secret, JSON body.
-pub async fn post_events<S, B>(
-    app: Arc<App>,
-    authorization: Option<String>,
-    length: Option<u64>,
-    body: S,
-) -> Response
-where
-    S: Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
-{
-    bearer_post(
-        app,
-        "/events",
-        authorization,
-        length,
-        body,
-        |app, space, body| async move {
-            let result = async {
-                let input = EventInput::from_json(&body)?;
-                app.record_event(&space, input, &POST_NAMES).await
-            }
-            .await;
-            app.count_event(&result);
-            Ok(respond::json(StatusCode::OK, &EventAnswer::from(result?)))
-        },
-    )
-    .await
+pub async fn post_events(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let app = &call.app;
+    let body = call.body.read(app.settings.max_body_bytes).await?;
+    let result = async {
+        let input = EventInput::from_json(&body)?;
+        app.record_event(&space, input, &POST_NAMES).await
+    }
+    .await;
+    app.count_event(&result);
+    Ok(respond::json(StatusCode::OK, &EventAnswer::from(result?)))
 }
 
 /// `GET /e`: ingest token in the query, fields in the query; `return=TEXT` answers plain text.
-pub async fn get_e(app: Arc<App>, query: String) -> Response {
-    let mut access = Access::new("GET", "/e", Auth::Token);
-    access.query(&query);
-    let result = async {
-        let q = Query::parse(&query);
-        let space = access.authenticate(&app, Presented::IngestToken(q.get("token")))?;
-        let result = match EventInput::from_query(&q) {
-            Ok(input) => app.record_event(&space, input, &GET_NAMES).await,
-            Err(e) => Err(e),
-        };
-        app.count_event(&result);
-        let result = result?;
-        Result::<_, Error>::Ok(match q.get("return") {
-            Some(text) => respond::text(text.to_owned()),
-            None => respond::json(StatusCode::OK, &EventAnswer::from(result)),
-        })
-    }
-    .await;
-    finish(&app, &access, result)
+pub async fn get_e(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let (app, q) = (&call.app, &call.query);
+    let result = match EventInput::from_query(q) {
+        Ok(input) => app.record_event(&space, input, &GET_NAMES).await,
+        Err(e) => Err(e),
+    };
+    app.count_event(&result);
+    let result = result?;
+    Ok(match q.get("return") {
+        Some(text) => respond::text(text.to_owned()),
+        None => respond::json(StatusCode::OK, &EventAnswer::from(result)),
+    })
 }
 
 #[derive(Serialize)]
@@ -303,35 +203,17 @@ struct ClickAnswer {
 }
 
 /// `POST /clicks`: bearer secret, JSON body; answers the click's `uid`.
-pub async fn post_clicks<S, B>(
-    app: Arc<App>,
-    authorization: Option<String>,
-    length: Option<u64>,
-    body: S,
-) -> Response
-where
-    S: Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
-{
-    bearer_post(
-        app,
-        "/clicks",
-        authorization,
-        length,
-        body,
-        |app, space, body| async move {
-            let click = app.back_fill_click(&space, &body).await?;
-            Ok(respond::json(
-                StatusCode::OK,
-                &ClickAnswer {
-                    ok: true,
-                    uid: click.uid,
-                    created: click.created,
-                },
-            ))
+pub async fn post_clicks(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let body = call.body.read(call.app.settings.max_body_bytes).await?;
+    let click = call.app.back_fill_click(&space, &body).await?;
+    Ok(respond::json(
+        StatusCode::OK,
+        &ClickAnswer {
+            ok: true,
+            uid: click.uid,
+            created: click.created,
         },
-    )
-    .await
+    ))
 }
 
 #[derive(Serialize)]
@@ -363,40 +245,14 @@ fn bind_answer(outcome: BindOutcome) -> Response {
 }
 
 /// `POST /bind`: bearer secret, `{"uid", "tg_id"}`.
-pub async fn post_bind<S, B>(
-    app: Arc<App>,
-    authorization: Option<String>,
-    length: Option<u64>,
-    body: S,
-) -> Response
-where
-    S: Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
-{
-    bearer_post(
-        app,
-        "/bind",
-        authorization,
-        length,
-        body,
-        |app, space, body| async move {
-            let input = BindInput::from_json(&body)?;
-            Ok(bind_answer(app.bind(&space, input).await?))
-        },
-    )
-    .await
+pub async fn post_bind(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let body = call.body.read(call.app.settings.max_body_bytes).await?;
+    let input = BindInput::from_json(&body)?;
+    Ok(bind_answer(call.app.bind(&space, input).await?))
 }
 
 /// `GET /bind`: ingest token, `uid` and `tg` in the query.
-pub async fn get_bind(app: Arc<App>, query: String) -> Response {
-    let mut access = Access::new("GET", "/bind", Auth::Token);
-    access.query(&query);
-    let result = async {
-        let q = Query::parse(&query);
-        let space = access.authenticate(&app, Presented::IngestToken(q.get("token")))?;
-        let input = BindInput::from_query(&q)?;
-        Result::<_, Error>::Ok(bind_answer(app.bind(&space, input).await?))
-    }
-    .await;
-    finish(&app, &access, result)
+pub async fn get_bind(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let input = BindInput::from_query(&call.query)?;
+    Ok(bind_answer(call.app.bind(&space, input).await?))
 }

@@ -1,21 +1,17 @@
-//! Tracking links (CONTRACT section 11): managing them with the space's secret, and the public
-//! `/l/<slug>` that records a click and sends the visitor on.
-
-use std::net::IpAddr;
-use std::sync::Arc;
+//! Tracking links (`docs/api.md#tracking-links`): managing them with the space's secret, and the
+//! public `/l/<slug>` that records a click and sends the visitor on.
 
 use askama::Template;
-use bytes::{Buf, Bytes};
-use futures_util::Stream;
 use serde::Serialize;
-use warp::http::{HeaderValue, StatusCode, header};
+use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
 
-use crate::app::{App, Visit};
+use crate::app::Visit;
+use crate::domain::keyring::SpaceRef;
 use crate::domain::link::{Destination, Link, LinkView, Mode, NewLink, location};
 use crate::error::Error;
-use crate::http::handlers::{Access, bearer_post, finish};
-use crate::http::read::bearer_get;
+use crate::http::Call;
+use crate::http::handlers::{Access, finish};
 use crate::http::respond::{self, Auth};
 
 #[derive(Serialize)]
@@ -25,31 +21,16 @@ struct LinkAnswer {
 }
 
 /// `POST /links`: creates a link of the space; `201`, or `409 conflict` for a taken slug.
-pub async fn post_links<S, B>(
-    app: Arc<App>,
-    authorization: Option<String>,
-    length: Option<u64>,
-    body: S,
-) -> Response
-where
-    S: Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
-{
-    bearer_post(
-        app,
-        "/links",
-        authorization,
-        length,
-        body,
-        |app, space, body: Bytes| async move {
-            let link = app.create_link(&space, NewLink::from_json(&body)?).await?;
-            Ok(respond::json(
-                StatusCode::CREATED,
-                &LinkAnswer { ok: true, link },
-            ))
-        },
-    )
-    .await
+pub async fn post_links(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let body = call.body.read(call.app.settings.max_body_bytes).await?;
+    let link = call
+        .app
+        .create_link(&space, NewLink::from_json(&body)?)
+        .await?;
+    Ok(respond::json(
+        StatusCode::CREATED,
+        &LinkAnswer { ok: true, link },
+    ))
 }
 
 #[derive(Serialize)]
@@ -59,21 +40,12 @@ struct LinksAnswer {
 }
 
 /// `GET /links`: the space's links with their click counts.
-pub async fn get_links(app: Arc<App>, authorization: Option<String>, query: String) -> Response {
-    bearer_get(
-        app,
-        "/links",
-        authorization,
-        query,
-        |app, space, _| async move {
-            let links = app.links(&space).await?;
-            Ok(respond::json(
-                StatusCode::OK,
-                &LinksAnswer { ok: true, links },
-            ))
-        },
-    )
-    .await
+pub async fn get_links(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let links = call.app.links(&space).await?;
+    Ok(respond::json(
+        StatusCode::OK,
+        &LinksAnswer { ok: true, links },
+    ))
 }
 
 #[derive(Serialize)]
@@ -82,18 +54,10 @@ struct Ok {
 }
 
 /// `DELETE /links/<slug>`: the link's address answers `410` from now on.
-pub async fn delete_link(app: Arc<App>, slug: String, authorization: Option<String>) -> Response {
-    let mut access = Access::new("DELETE", "/links", Auth::Bearer);
-    let result = async {
-        let space = access.authenticate(
-            &app,
-            crate::app::Presented::Bearer(authorization.as_deref()),
-        )?;
-        app.delete_link(&space, slug).await?;
-        Result::<_, Error>::Ok(respond::json(StatusCode::OK, &Ok { ok: true }))
-    }
-    .await;
-    finish(&app, &access, result)
+pub async fn delete_link(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let slug = call.param.unwrap_or_default();
+    call.app.delete_link(&space, slug).await?;
+    Ok(respond::json(StatusCode::OK, &Ok { ok: true }))
 }
 
 /// The page of a `page` link, and what link previews get: every value is escaped by the
@@ -111,17 +75,13 @@ struct LinkPage<'a> {
 
 /// `GET` or `HEAD /l/<slug>`: records the click (committed before the answer) and sends the
 /// visitor to the bot or target; previews and `HEAD` get a page and record nothing.
-pub async fn visit(
-    app: Arc<App>,
-    slug: String,
-    head: bool,
-    client: Option<IpAddr>,
-    query: String,
-    user_agent: Option<String>,
-) -> Response {
-    let access = Access::new(if head { "HEAD" } else { "GET" }, "/l", Auth::None);
-    let visited = match client.map_or(Ok(()), |c| app.admit_address(c)) {
-        Ok(()) => app.visit(&slug, &query, user_agent.as_deref(), head).await,
+pub async fn visit(call: Call) -> Response {
+    let head = call.method == Method::HEAD;
+    let (app, slug) = (&call.app, call.param.as_deref().unwrap_or_default());
+    let access = Access::new(if head { "HEAD" } else { "GET" }, "/l/{slug}", Auth::None);
+    let user_agent = call.header(header::USER_AGENT);
+    let visited = match call.client.map_or(Ok(()), |c| app.admit_address(c)) {
+        Ok(()) => app.visit(slug, &call.raw_query, user_agent, head).await,
         Err(limited) => Err(limited),
     };
     let result = visited.map(|visit| match visit {
@@ -133,7 +93,7 @@ pub async fn visit(
             Mode::Page => open_page(&link, &uid),
         },
     });
-    finish(&app, &access, result)
+    finish(app, &access, result)
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response {

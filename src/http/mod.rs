@@ -1,300 +1,275 @@
-//! The HTTP surface: every route in one place, the handlers, and the one error mapping.
+//! The HTTP surface of the main listener: the route table, the handlers, and the one mapping
+//! from errors to answers.
 //!
-//! | method | path       | credential          | handler                 |
-//! |--------|------------|---------------------|-------------------------|
-//! | GET    | `/healthz` | none                | [`handlers::healthz`]   |
-//! | POST   | `/events`  | bearer secret       | [`handlers::post_events`] |
-//! | GET    | `/e`       | `token=` ingest     | [`handlers::get_e`]     |
-//! | POST   | `/clicks`  | bearer secret       | [`handlers::post_clicks`] |
-//! | POST   | `/bind`    | bearer secret       | [`handlers::post_bind`] |
-//! | GET    | `/bind`    | `token=` ingest     | [`handlers::get_bind`]  |
-//! | GET    | `/events`  | bearer secret       | [`read::get_events`]    |
-//! | GET    | `/events/wait` | bearer secret   | [`read::get_events_wait`] |
-//! | GET    | `/stats`   | bearer secret       | [`read::get_stats`]     |
-//! | GET    | `/rejections` | bearer secret    | [`read::get_rejections`] |
-//! | POST   | `/links`   | bearer secret       | [`links::post_links`]   |
-//! | GET    | `/links`   | bearer secret       | [`links::get_links`]    |
-//! | DELETE | `/links/<slug>` | bearer secret  | [`links::delete_link`]  |
-//! | GET, HEAD | `/l/<slug>` | none (public)   | [`links::visit`]        |
-//! | GET    | `/openapi.json` | none         | [`handlers::openapi`]   |
-//! | GET, POST | `/admin/…` | admin session    | [`admin::serve`] (its own table) |
+//! Every endpoint is one entry of [`routes::ROUTES`]: its method, path, credential, handler and
+//! `OpenAPI` operation. From that one table come the router below (one warp filter that takes a
+//! request apart and dispatches it), the `route` label of `/metrics` ([`route_of`]), the `Allow`
+//! header of a `405` ([`allowed_methods`]) and the served `/openapi.json` (`openapi.rs`). Adding
+//! an endpoint is one entry there and one handler.
+//!
+//! The credential is checked here, before the handler runs and before the body is read, so a
+//! handler of a space's endpoint is given the [`SpaceRef`] the credential acts for; its answer,
+//! success or failure, leaves through [`handlers::finish`], which writes the access-log line and
+//! the rejection log.
 
 pub mod handlers;
 pub mod links;
+mod openapi;
 pub mod read;
 pub mod respond;
+pub mod routes;
 
 use std::convert::Infallible;
 use std::net::IpAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::{Stream, StreamExt};
 use warp::Filter;
-use warp::http::Method;
+use warp::http::{HeaderMap, HeaderValue, Method, header};
 use warp::reply::Response;
 
-use crate::app::App;
-use crate::metrics::Route;
+use crate::app::{App, Presented};
+use crate::domain::input::Query;
+use crate::error::{Code, Error};
 use crate::server::connection::ClientAddr;
 use crate::web;
+use handlers::{Access, finish};
+use respond::Auth;
+use routes::{Guard, ROUTES};
 
-/// Every route of the tracker, with unmatched requests turned into the JSON error body.
-// Long on purpose: every route in one place, as the module's table lists them.
-#[allow(clippy::too_many_lines)]
+pub use openapi::document as openapi_document;
+
+/// The answer of a handler: a future that owns what it needs.
+pub type Answer<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// One request, taken apart once, as every handler is given it.
+pub struct Call {
+    pub app: Arc<App>,
+    pub method: Method,
+    /// The request's path, `/links/spring`.
+    pub path: String,
+    /// The value of the path's `{name}` segment, percent-decoded (`spring` in `/links/{slug}`),
+    /// or the rest of the path of a `{name...}` pattern.
+    pub param: Option<String>,
+    /// The raw query string, `""` when the URL has none (for the rejection log, redacted there).
+    pub raw_query: String,
+    /// The query, decoded.
+    pub query: Query,
+    pub headers: HeaderMap,
+    /// The client's address (the peer, or what a trusted proxy says it is); `None` where no
+    /// connection stands behind the request (warp's test requests).
+    pub client: Option<IpAddr>,
+    pub body: Body,
+}
+
+impl Call {
+    /// A header's value as text; a value that is not visible ASCII counts as absent.
+    #[must_use]
+    pub fn header(&self, name: header::HeaderName) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A request body, not yet read: handlers read it after authenticating, within their limit.
+pub struct Body {
+    /// What `Content-Length` declared.
+    declared: Option<u64>,
+    stream: BodyStream,
+}
+
+impl Body {
+    /// Reads the whole body, refusing one over `limit` bytes, declared or streamed.
+    pub async fn read(self, limit: u64) -> Result<Bytes, Error> {
+        let too_large = || {
+            Error::new(
+                Code::PayloadTooLarge,
+                format!("request body is larger than the limit of {limit} bytes"),
+            )
+        };
+        if self.declared.is_some_and(|n| n > limit) {
+            return Err(too_large());
+        }
+        let mut stream = self.stream;
+        let mut out = BytesMut::with_capacity(self.declared.unwrap_or(512).min(limit) as usize);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                Error::new(
+                    Code::InvalidJson,
+                    format!("request body could not be read: {e}"),
+                )
+            })?;
+            if (out.len() + chunk.len()) as u64 > limit {
+                return Err(too_large());
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out.freeze())
+    }
+}
+
+/// The router of the main listener: every request is taken apart into a [`Call`] and handed
+/// to the endpoint [`ROUTES`] names for its method and path.
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
-    let app = warp::any().map(move || app.clone());
+    let pages = Arc::new(web::AdminPages::default());
     // The raw query, or "" when the URL has none (warp's `raw()` rejects that case).
     let query = warp::query::raw().or(warp::any().map(String::new)).unify();
-    let authorization = warp::header::optional::<String>("authorization");
-    let body = warp::header::optional::<u64>("content-length").and(warp::body::stream());
-
-    let healthz = warp::path!("healthz")
-        .and(warp::get())
-        .and(app.clone())
-        .then(handlers::healthz);
-    let post_events = warp::path!("events")
-        .and(warp::post())
-        .and(app.clone())
-        .and(authorization)
-        .and(body)
-        .then(handlers::post_events);
-    let get_e = warp::path!("e")
-        .and(warp::get())
-        .and(app.clone())
-        .and(query)
-        .then(handlers::get_e);
-    let post_clicks = warp::path!("clicks")
-        .and(warp::post())
-        .and(app.clone())
-        .and(authorization)
-        .and(body)
-        .then(handlers::post_clicks);
-    let post_bind = warp::path!("bind")
-        .and(warp::post())
-        .and(app.clone())
-        .and(authorization)
-        .and(body)
-        .then(handlers::post_bind);
-    let get_bind = warp::path!("bind")
-        .and(warp::get())
-        .and(app.clone())
-        .and(query)
-        .then(handlers::get_bind);
-    let get_events = warp::path!("events")
-        .and(warp::get())
-        .and(app.clone())
-        .and(authorization)
-        .and(query)
-        .then(read::get_events);
-    let get_events_wait = warp::path!("events" / "wait")
-        .and(warp::get())
-        .and(app.clone())
-        .and(authorization)
-        .and(query)
-        .then(read::get_events_wait);
-    let get_stats = warp::path!("stats")
-        .and(warp::get())
-        .and(app.clone())
-        .and(authorization)
-        .and(query)
-        .then(read::get_stats);
-    let get_rejections = warp::path!("rejections")
-        .and(warp::get())
-        .and(app.clone())
-        .and(authorization)
-        .and(query)
-        .then(read::get_rejections);
-    let post_links = warp::path!("links")
-        .and(warp::post())
-        .and(app.clone())
-        .and(authorization)
-        .and(body)
-        .then(links::post_links);
-    let get_links = warp::path!("links")
-        .and(warp::get())
-        .and(app.clone())
-        .and(authorization)
-        .and(query)
-        .then(links::get_links);
-    let delete_link = warp::path!("links" / String)
-        .and(warp::delete())
-        .and(app.clone())
-        .and(authorization)
-        .then(|slug, app, authorization| links::delete_link(app, slug, authorization));
-    let openapi = warp::path!("openapi.json")
-        .and(warp::get())
-        .map(handlers::openapi);
-    let pages = Arc::new(web::AdminPages::default());
-    let admin_page = warp::path("admin")
+    let body = warp::body::stream().map(body_stream);
+    warp::method()
         .and(warp::path::full())
-        .and(warp::method())
         .and(query)
-        .and(warp::header::optional::<String>("cookie"))
-        .and(client_ip(app.clone()))
+        .and(warp::header::headers_cloned())
+        .and(warp::ext::optional::<ClientAddr>())
         .and(body)
-        .and(app.clone())
         .then(
-            move |path: warp::path::FullPath,
-                  method,
-                  query,
-                  cookie,
-                  client: Option<IpAddr>,
-                  declared,
-                  body,
-                  app| {
-                let pages = pages.clone();
-                async move {
-                    let started = std::time::Instant::now();
-                    let body = match handlers::read_body(body, declared, web::MAX_FORM_BYTES).await
-                    {
-                        Ok(body) => body,
-                        Err(e) => {
-                            return web::refuse(&method, path.as_str(), &e, started);
-                        }
-                    };
-                    let request = web::Request {
-                        method,
-                        path: path.as_str().to_owned(),
-                        query,
-                        cookie,
-                        client,
-                        body,
-                    };
-                    web::serve(app, pages, request).await
-                }
+            move |method: Method,
+                  path: warp::path::FullPath,
+                  raw_query: String,
+                  headers: HeaderMap,
+                  peer: Option<ClientAddr>,
+                  stream| {
+                let (app, pages) = (app.clone(), pages.clone());
+                let declared = headers
+                    .get(header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok()?.parse().ok());
+                let client = peer.map(|p| {
+                    let forwarded = headers
+                        .get("x-forwarded-for")
+                        .and_then(|v| v.to_str().ok());
+                    app.client_ip(p.0.ip(), forwarded)
+                });
+                let call = Call {
+                    app,
+                    method,
+                    path: path.as_str().to_owned(),
+                    param: None,
+                    query: Query::parse(&raw_query),
+                    raw_query,
+                    headers,
+                    client,
+                    body: Body {
+                        declared,
+                        stream,
+                    },
+                };
+                dispatch(call, pages)
             },
-        );
-    let head = warp::head()
-        .map(|| true)
-        .or(warp::get().map(|| false))
-        .unify();
-    let visit = warp::path!("l" / String)
-        .and(head)
-        .and(client_ip(app.clone()))
-        .and(app)
-        .and(query)
-        .and(warp::header::optional::<String>("user-agent"))
-        .then(|slug, head, client, app, query, user_agent| {
-            links::visit(app, slug, head, client, query, user_agent)
-        });
-
-    // The reads, links, health, this document and the admin page behind one boxed filter: a request there pays one
-    // allocation, and the router's type is a fraction as deep (the release build took minutes
-    // on it and passed the compiler's recursion limit).
-    let rest = get_events
-        .or(get_events_wait)
-        .unify()
-        .or(get_stats)
-        .unify()
-        .or(get_rejections)
-        .unify()
-        .or(post_links)
-        .unify()
-        .or(get_links)
-        .unify()
-        .or(delete_link)
-        .unify()
-        .or(healthz)
-        .unify()
-        .or(openapi)
-        .unify()
-        .or(admin_page)
-        .unify()
-        .boxed();
-    // The busiest path first: every ad click comes through `/l/<slug>`.
-    visit
-        .or(post_events)
-        .unify()
-        .or(get_e)
-        .unify()
-        .or(post_bind)
-        .unify()
-        .or(get_bind)
-        .unify()
-        .or(post_clicks)
-        .unify()
-        .or(rest)
-        .unify()
+        )
+        // Only warp's own failures come here (a body taken twice cannot happen): a JSON error.
         .recover(respond::recover)
         .unify()
 }
 
-/// The request's client address (`App::client_ip`: the peer, or what a trusted proxy says);
-/// `None` where no connection stands behind the request (warp's test requests).
-fn client_ip(
-    app: impl Filter<Extract = (Arc<App>,), Error = Infallible> + Clone + Send + Sync,
-) -> impl Filter<Extract = (Option<IpAddr>,), Error = warp::Rejection> + Clone {
-    warp::ext::optional::<ClientAddr>()
-        .and(warp::header::optional::<String>("x-forwarded-for"))
-        .and(app)
-        .map(
-            |peer: Option<ClientAddr>, forwarded: Option<String>, app: Arc<App>| {
-                peer.map(|p| app.client_ip(p.0.ip(), forwarded.as_deref()))
-            },
-        )
+/// Warp's body stream as the one type every [`Body`] holds.
+fn body_stream(
+    stream: impl Stream<Item = Result<impl Buf + Send, warp::Error>> + Send + 'static,
+) -> BodyStream {
+    Box::pin(stream.map(|chunk| chunk.map(|mut b| b.copy_to_bytes(b.remaining()))))
 }
 
-/// Where a route's paths are: one path, or every path below a prefix.
-enum Paths {
-    Is(&'static str),
-    Under(&'static str),
-    /// The path and every path below it (`/admin`, `/admin/...`).
-    Tree(&'static str),
+type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, warp::Error>> + Send>>;
+
+/// Hands `call` to its endpoint, past the endpoint's credential check.
+async fn dispatch(mut call: Call, pages: Arc<web::AdminPages>) -> Response {
+    let Some((endpoint, param)) = ROUTES
+        .iter()
+        .find_map(|e| Some((e, e.matches(&call.method, &call.path)?)))
+    else {
+        let err = if allowed_methods(&call.path).is_some() {
+            Error::new(
+                Code::MethodNotAllowed,
+                "this endpoint does not take that method",
+            )
+        } else {
+            Error::new(Code::NotFound, "no such endpoint")
+        };
+        return not_routed(&call.path, &err);
+    };
+    call.param = param;
+    let (presented, auth) = match endpoint.guard {
+        Guard::Public(handler) => return handler(call).await,
+        Guard::Page(handler) => return handler(call, pages).await,
+        Guard::Secret(_) => {
+            let header = call.header(header::AUTHORIZATION).map(str::to_owned);
+            (Credential::Bearer(header), Auth::Bearer)
+        }
+        Guard::IngestToken(_) => (
+            Credential::Token(call.query.get("token").map(str::to_owned)),
+            Auth::Token,
+        ),
+    };
+    let (Guard::Secret(handler) | Guard::IngestToken(handler)) = endpoint.guard else {
+        unreachable!("public and page endpoints returned above")
+    };
+    let mut access = Access::new(endpoint.method.as_str(), endpoint.path, auth);
+    if !call.raw_query.is_empty() {
+        access.query(&call.raw_query);
+    }
+    let app = call.app.clone();
+    let result = match access.authenticate(&app, presented.as_presented()) {
+        Ok(space) => handler(call, space).await,
+        Err(e) => Err(e),
+    };
+    finish(&app, &access, result)
 }
 
-impl Paths {
-    fn contain(&self, path: &str) -> bool {
-        match *self {
-            Paths::Is(p) => path == p,
-            Paths::Under(prefix) => path.starts_with(prefix),
-            Paths::Tree(root) => path
-                .strip_prefix(root)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
+/// A credential as the request carried it, owned for the handler's future.
+enum Credential {
+    Bearer(Option<String>),
+    Token(Option<String>),
+}
+
+impl Credential {
+    fn as_presented(&self) -> Presented<'_> {
+        match self {
+            Credential::Bearer(h) => Presented::Bearer(h.as_deref()),
+            Credential::Token(t) => Presented::IngestToken(t.as_deref()),
         }
     }
 }
 
-/// Every method and path the routes in `routes` take, with what `/metrics` counts it under:
-/// the one table `route_of` and `allowed_methods` both read, so the `Allow` of a `405` and the
-/// metrics cannot disagree. A path's methods stand in the order its `Allow` lists them.
-const TABLE: [(Method, Paths, Route); 18] = [
-    (Method::GET, Paths::Is("/healthz"), Route::Healthz),
-    (Method::GET, Paths::Is("/openapi.json"), Route::OpenApi),
-    (Method::GET, Paths::Is("/events"), Route::GetEvents),
-    (Method::POST, Paths::Is("/events"), Route::PostEvents),
-    (Method::GET, Paths::Is("/e"), Route::GetE),
-    (Method::POST, Paths::Is("/clicks"), Route::PostClicks),
-    (Method::GET, Paths::Is("/bind"), Route::GetBind),
-    (Method::POST, Paths::Is("/bind"), Route::PostBind),
-    (Method::GET, Paths::Is("/events/wait"), Route::EventsWait),
-    (Method::GET, Paths::Is("/stats"), Route::Stats),
-    (Method::GET, Paths::Is("/rejections"), Route::Rejections),
-    (Method::GET, Paths::Is("/links"), Route::GetLinks),
-    (Method::POST, Paths::Is("/links"), Route::PostLinks),
-    (Method::DELETE, Paths::Under("/links/"), Route::DeleteLink),
-    (Method::GET, Paths::Under("/l/"), Route::Visit),
-    (Method::HEAD, Paths::Under("/l/"), Route::Visit),
-    (Method::GET, Paths::Tree("/admin"), Route::Admin),
-    (Method::POST, Paths::Tree("/admin"), Route::Admin),
-];
-
-/// The route a request is counted under in `/metrics`: one of a fixed set, never the raw path,
-/// so that no client can grow the number of series; `Other` for a method a path does not take.
-#[must_use]
-pub fn route_of(method: &Method, path: &str) -> Route {
-    TABLE
-        .iter()
-        .find(|(m, paths, _)| m == method && paths.contain(path))
-        .map_or(Route::Other, |&(_, _, route)| route)
+/// The answer to a request no endpoint takes: `404`, or `405` with the `Allow` header.
+fn not_routed(path: &str, err: &Error) -> Response {
+    let mut response = respond::error(err, Auth::None);
+    if err.code == Code::MethodNotAllowed
+        && let Some(allow) = allowed_methods(path)
+        && let Ok(allow) = HeaderValue::try_from(allow)
+    {
+        response.headers_mut().insert(header::ALLOW, allow);
+    }
+    response
 }
 
-/// The methods a path takes: the `Allow` header of a `405` (`connection.rs`). A test tries
-/// every method on every path, so a route added to `routes` without its line in `TABLE` fails it.
+/// The route a request is counted under in `/metrics`: the index of its endpoint in
+/// [`ROUTES`], never the raw path, so no client can grow the number of series;
+/// `ROUTES.len()` (`other`) for anything no endpoint takes.
+#[must_use]
+pub fn route_of(method: &Method, path: &str) -> usize {
+    ROUTES
+        .iter()
+        .position(|e| e.matches(method, path).is_some())
+        .unwrap_or(ROUTES.len())
+}
+
+/// The `route` label of every index [`route_of`] answers, in order, `other` last.
+#[must_use]
+pub fn route_labels() -> Vec<String> {
+    ROUTES
+        .iter()
+        .map(routes::Endpoint::label)
+        .chain(std::iter::once("other".to_owned()))
+        .collect()
+}
+
+/// The methods a path takes, in table order: the `Allow` header of a `405`.
 #[must_use]
 pub fn allowed_methods(path: &str) -> Option<String> {
-    let methods: Vec<&str> = TABLE
-        .iter()
-        .filter(|(_, paths, _)| paths.contain(path))
-        .map(|(m, _, _)| m.as_str())
-        .collect();
+    let mut methods: Vec<&str> = Vec::new();
+    for e in ROUTES.iter().filter(|e| e.path_matches(path).is_some()) {
+        if !methods.contains(&e.method.as_str()) {
+            methods.push(e.method.as_str());
+        }
+    }
     (!methods.is_empty()).then(|| methods.join(", "))
 }

@@ -19,7 +19,7 @@
 //! What else every request gets here, before and after the routes: the client's address as a
 //! [`ClientAddr`] extension; `400` for an HTTP/1.1 request without `Host`; `414` for an
 //! over-long URL; `500 internal` (and the detail in the log) for a handler that panics, while
-//! the server keeps serving; the `Allow` header on a `405`; and, for the answers hyper makes by
+//! the server keeps serving; and, for the answers hyper makes by
 //! itself for a head it cannot parse (`400`, `414`, `431`), the JSON error body in place of
 //! hyper's empty one.
 
@@ -44,7 +44,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, watch};
 use warp::Filter;
-use warp::http::{HeaderValue, Request, StatusCode, Version, header};
+use warp::http::{HeaderValue, Request, Version, header};
 use warp::reply::Response;
 
 use crate::config::ConnectionLimits;
@@ -289,7 +289,7 @@ where
         let answer = hyper::service::Service::call(&self.routes, req);
         let (addr, stats) = (self.addr, self.stats.clone());
         Box::pin(async move {
-            let mut response = match AssertUnwindSafe(answer).catch_unwind().await {
+            let response = match AssertUnwindSafe(answer).catch_unwind().await {
                 Ok(Ok(response)) => response,
                 Ok(Err(never)) => match never {},
                 Err(panic) => {
@@ -303,12 +303,6 @@ where
                     respond::error(&Error::internal(), Auth::None)
                 }
             };
-            if response.status() == StatusCode::METHOD_NOT_ALLOWED
-                && let Some(allow) = crate::http::allowed_methods(uri.path())
-                && let Ok(allow) = HeaderValue::try_from(allow)
-            {
-                response.headers_mut().insert(header::ALLOW, allow);
-            }
             phase.answered();
             count(&response);
             Ok(response)

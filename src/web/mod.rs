@@ -34,6 +34,7 @@ use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
 
 use crate::app::App;
+use crate::http::Call;
 use crate::domain::input::Query;
 use crate::error::{Code, Error};
 use session::{Live, LoginForms, LoginThrottle, Sessions, same_token};
@@ -71,15 +72,15 @@ impl Default for AdminPages {
     }
 }
 
-/// One request to the admin page, as the route gives it.
-pub struct Request {
-    pub method: Method,
+/// One request to the admin page, its form read.
+struct Request {
+    method: Method,
     /// The whole path, `/admin/...`.
-    pub path: String,
-    pub query: String,
-    pub cookie: Option<String>,
-    pub client: Option<IpAddr>,
-    pub body: Bytes,
+    path: String,
+    query: Query,
+    cookie: Option<String>,
+    client: Option<IpAddr>,
+    body: Bytes,
 }
 
 /// What a page handler is given: the app, the logged-in session, the request's form or query.
@@ -87,24 +88,40 @@ struct Ctx<'a> {
     app: &'a App,
     live: Live,
     form: Query,
-    query: Query,
+    query: &'a Query,
 }
 
 /// Serves one request under `/admin`: every answer gets the security headers and an access-log
 /// line (method, path, status; never a form, so never a password or a key).
-pub async fn serve(app: Arc<App>, pages: Arc<AdminPages>, request: Request) -> Response {
+pub async fn serve(call: Call, pages: Arc<AdminPages>) -> Response {
     let started = Instant::now();
+    let cookie = call.header(header::COOKIE).map(str::to_owned);
+    let body = match call.body.read(MAX_FORM_BYTES).await {
+        Ok(body) => body,
+        Err(e) => {
+            return finish(
+                pages::error_page(&e, None, None),
+                &call.method,
+                &call.path,
+                started,
+            );
+        }
+    };
+    let (app, request) = (
+        call.app,
+        Request {
+            method: call.method,
+            path: call.path,
+            query: call.query,
+            cookie,
+            client: call.client,
+            body,
+        },
+    );
     let response = route(&app, &pages, &request)
         .await
         .unwrap_or_else(|e| pages::error_page(&e, None, None));
     finish(response, &request.method, &request.path, started)
-}
-
-/// A request under `/admin` refused before it could be read (a form over [`MAX_FORM_BYTES`]):
-/// an error page with the same headers and log line as every other admin answer.
-#[must_use]
-pub fn refuse(method: &Method, path: &str, e: &Error, started: Instant) -> Response {
-    finish(pages::error_page(e, None, None), method, path, started)
 }
 
 /// Adds the security headers every admin answer carries and writes its access-log line.
@@ -198,7 +215,7 @@ async fn route(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<
         app,
         live,
         form,
-        query: Query::parse(&request.query),
+        query: &request.query,
     };
     let result = match segments.as_slice() {
         [""] if get => pages::spaces(&ctx, None).await,

@@ -1,0 +1,272 @@
+//! Every endpoint of the main listener, one entry each: the single source of the router, the
+//! `route` label of `/metrics`, the `Allow` header of a `405` and the served `/openapi.json`.
+//!
+//! An entry names its method, its path (`{name}` is one segment, given to the handler as
+//! `Call::param` as it came (not percent-decoded); `{name...}` is the rest of the path, possibly empty), who may call it
+//! ([`Guard`], which also carries the handler, so a handler can never be reached past a check it
+//! does not expect), and its `OpenAPI` operation: a file in `openapi/` holding the operation
+//! object and the schemas it introduces (`openapi.rs` assembles them; the operation's
+//! `security` comes from the guard). What each endpoint does is written in `docs/api.md`.
+
+use std::sync::Arc;
+
+use warp::http::Method;
+use warp::reply::Response;
+
+use super::{Answer, Call, handlers, links, read};
+use crate::domain::keyring::SpaceRef;
+use crate::error::Error;
+use crate::web;
+
+/// A handler of a public endpoint, or of one that answers for itself (a tracking link).
+pub type PublicHandler = fn(Call) -> Answer<Response>;
+/// A handler of a space's endpoint: called with the space the request's credential acts for;
+/// its error is answered as the JSON error body and logged in the space's rejection log.
+pub type SpaceHandler = fn(Call, SpaceRef) -> Answer<Result<Response, Error>>;
+/// The admin page's handler: its own sessions, forms and pages.
+pub type PageHandler = fn(Call, Arc<web::AdminPages>) -> Answer<Response>;
+
+/// Who may call an endpoint, with the handler that runs once the check has passed.
+#[derive(Clone, Copy)]
+pub enum Guard {
+    /// Anyone.
+    Public(PublicHandler),
+    /// The space's secret, as `Authorization: Bearer <secret>`.
+    Secret(SpaceHandler),
+    /// The space's ingest token, as `?token=`.
+    IngestToken(SpaceHandler),
+    /// The admin page's session, checked by the page itself (its login form needs none).
+    Page(PageHandler),
+}
+
+/// One endpoint.
+pub struct Endpoint {
+    pub method: Method,
+    /// The path template, as `OpenAPI` writes it: `/links/{slug}`.
+    pub path: &'static str,
+    pub guard: Guard,
+    /// The `OpenAPI` operation (see the module doc); `None` for what is not JSON (the admin page).
+    pub openapi: Option<&'static str>,
+}
+
+/// A handler `fn(Call) -> Answer<_>` (or with more arguments) from an `async fn`.
+macro_rules! boxed {
+    ($f:path) => {
+        |call| Box::pin($f(call))
+    };
+    ($f:path, 2) => {
+        |call, with| Box::pin($f(call, with))
+    };
+}
+
+/// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
+/// tries them in order.
+pub static ROUTES: [Endpoint; 18] = [
+    Endpoint {
+        method: Method::GET,
+        path: "/l/{slug}",
+        guard: Guard::Public(boxed!(links::visit)),
+        openapi: Some(include_str!("openapi/get_visit.json")),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/events",
+        guard: Guard::Secret(boxed!(handlers::post_events, 2)),
+        openapi: Some(include_str!("openapi/post_events.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/e",
+        guard: Guard::IngestToken(boxed!(handlers::get_e, 2)),
+        openapi: Some(include_str!("openapi/get_e.json")),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/bind",
+        guard: Guard::Secret(boxed!(handlers::post_bind, 2)),
+        openapi: Some(include_str!("openapi/post_bind.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/bind",
+        guard: Guard::IngestToken(boxed!(handlers::get_bind, 2)),
+        openapi: Some(include_str!("openapi/get_bind.json")),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/clicks",
+        guard: Guard::Secret(boxed!(handlers::post_clicks, 2)),
+        openapi: Some(include_str!("openapi/post_clicks.json")),
+    },
+    Endpoint {
+        method: Method::HEAD,
+        path: "/l/{slug}",
+        guard: Guard::Public(boxed!(links::visit)),
+        openapi: Some(include_str!("openapi/head_visit.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/events",
+        guard: Guard::Secret(boxed!(read::get_events, 2)),
+        openapi: Some(include_str!("openapi/get_events.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/events/wait",
+        guard: Guard::Secret(boxed!(read::get_events_wait, 2)),
+        openapi: Some(include_str!("openapi/get_events_wait.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/stats",
+        guard: Guard::Secret(boxed!(read::get_stats, 2)),
+        openapi: Some(include_str!("openapi/get_stats.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/rejections",
+        guard: Guard::Secret(boxed!(read::get_rejections, 2)),
+        openapi: Some(include_str!("openapi/get_rejections.json")),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/links",
+        guard: Guard::Secret(boxed!(links::post_links, 2)),
+        openapi: Some(include_str!("openapi/post_links.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/links",
+        guard: Guard::Secret(boxed!(links::get_links, 2)),
+        openapi: Some(include_str!("openapi/get_links.json")),
+    },
+    Endpoint {
+        method: Method::DELETE,
+        path: "/links/{slug}",
+        guard: Guard::Secret(boxed!(links::delete_link, 2)),
+        openapi: Some(include_str!("openapi/delete_link.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/healthz",
+        guard: Guard::Public(boxed!(handlers::healthz)),
+        openapi: Some(include_str!("openapi/get_healthz.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/openapi.json",
+        guard: Guard::Public(boxed!(handlers::openapi)),
+        openapi: Some(include_str!("openapi/get_openapi.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/admin/{page...}",
+        guard: Guard::Page(boxed!(web::serve, 2)),
+        openapi: None,
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/admin/{page...}",
+        guard: Guard::Page(boxed!(web::serve, 2)),
+        openapi: None,
+    },
+];
+
+impl Endpoint {
+    /// The `route` label of `/metrics`: `POST /events`.
+    #[must_use]
+    pub fn label(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+
+    /// Whether the endpoint takes `method` on `path`; if so, its path parameter.
+    #[must_use]
+    pub fn matches(&self, method: &Method, path: &str) -> Option<Option<String>> {
+        if *method != self.method {
+            return None;
+        }
+        self.path_matches(path)
+    }
+
+    /// Whether `path` is this endpoint's path, whatever the method; if so, its parameter.
+    #[must_use]
+    pub fn path_matches(&self, path: &str) -> Option<Option<String>> {
+        let (fixed, param) = match self.path.find('{') {
+            Some(at) => (&self.path[..at], Some(&self.path[at..])),
+            None => (self.path, None),
+        };
+        match param {
+            None => (path == fixed).then_some(None),
+            Some(p) if p.ends_with("...}") => {
+                // `/admin/{page...}`: `/admin` itself, or anything below it.
+                let root = fixed.trim_end_matches('/');
+                let rest = path.strip_prefix(root)?;
+                (rest.is_empty() || rest.starts_with('/'))
+                    .then(|| Some(rest.trim_start_matches('/').to_owned()))
+            }
+            Some(_) => {
+                let segment = path.strip_prefix(fixed)?;
+                if segment.is_empty() || segment.contains('/') {
+                    return None;
+                }
+                Some(Some(segment.to_owned()))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn find(method: &Method, path: &str) -> Option<(String, Option<String>)> {
+        ROUTES
+            .iter()
+            .find_map(|e| Some((e.label(), e.matches(method, path)?)))
+    }
+
+    #[test]
+    fn paths_match_exactly_and_take_their_parameter() {
+        assert_eq!(
+            find(&Method::POST, "/events"),
+            Some(("POST /events".into(), None))
+        );
+        assert_eq!(find(&Method::POST, "/events/"), None);
+        assert_eq!(find(&Method::POST, "/eventsx"), None);
+        assert_eq!(
+            find(&Method::DELETE, "/links/spring"),
+            Some(("DELETE /links/{slug}".into(), Some("spring".into())))
+        );
+        assert_eq!(find(&Method::DELETE, "/links/"), None);
+        assert_eq!(find(&Method::DELETE, "/links/a/b"), None);
+        // As it came: a slug is never percent-encoded, and one that is names no link.
+        assert_eq!(
+            find(&Method::GET, "/l/a%2Db"),
+            Some(("GET /l/{slug}".into(), Some("a%2Db".into())))
+        );
+    }
+
+    #[test]
+    fn the_admin_page_takes_its_root_and_everything_below_it() {
+        for (path, page) in [
+            ("/admin", ""),
+            ("/admin/", ""),
+            ("/admin/spaces/a/links", "spaces/a/links"),
+        ] {
+            assert_eq!(
+                find(&Method::GET, path),
+                Some(("GET /admin/{page...}".into(), Some(page.into()))),
+                "{path}"
+            );
+        }
+        assert_eq!(find(&Method::GET, "/administrator"), None);
+    }
+
+    #[test]
+    fn no_two_entries_take_the_same_method_and_path() {
+        let mut seen = std::collections::HashSet::new();
+        for e in &ROUTES {
+            assert!(seen.insert(e.label()), "{} twice", e.label());
+        }
+    }
+}
