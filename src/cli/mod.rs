@@ -19,8 +19,7 @@ use crate::app::App;
 use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Flags, LogFormat, Settings};
-use crate::control::{self, Answer, Reached, Request};
-use crate::domain::credential::Kind;
+use crate::control::{self, AdminRequest, Answer, Reached, Request};
 use crate::domain::password::{self, Password};
 use crate::server;
 use crate::storage::{Store, StoreError, StoreOptions};
@@ -66,28 +65,8 @@ enum Command {
         #[arg(long)]
         ephemeral: bool,
     },
-    /// Create and list spaces
-    Space {
-        #[command(subcommand)]
-        command: SpaceCommand,
-    },
-    /// Rotate and revoke credentials
-    Keys {
-        #[command(subcommand)]
-        command: KeysCommand,
-    },
-    /// Create, list and delete tracking links (the public /l/<slug> addresses for ads)
-    Link {
-        #[command(subcommand)]
-        command: LinkCommand,
-    },
-    /// The admin page (`/admin/`): set its password
-    Admin {
-        #[command(subcommand)]
-        command: AdminCommand,
-    },
-    /// Write a consistent copy of the data file to DEST (safe while the server runs)
-    Backup { dest: PathBuf },
+    #[command(flatten)]
+    Request(Request),
     /// Check a data file: redb's page checksums, then the tracker's own rules (every record
     /// decodes, every index entry has its row and every row its entries, counters and stats
     /// agree with what they count). Read-only unless --repair. Exits 1 if anything is wrong.
@@ -126,83 +105,12 @@ enum Command {
     Man,
 }
 
-#[derive(Subcommand, Debug)]
-enum AdminCommand {
-    /// Set the password of the admin page's user `admin`: asked twice on a terminal, else read
-    /// from the first line of standard input. Sessions already logged in stay logged in until
-    /// they expire or log out.
-    Password,
-}
-
-#[derive(Subcommand, Debug)]
-enum SpaceCommand {
-    /// Create a space and print its secret and ingest token (shown once)
-    Create { name: String },
-    /// List spaces and their credentials (never the credentials themselves)
-    List,
-}
-
-#[derive(Subcommand, Debug)]
-enum KeysCommand {
-    /// Issue a new credential; the replaced one works for `rotation_grace`
-    Rotate {
-        space: String,
-        #[arg(long, value_parser = kind_arg())]
-        kind: Kind,
-    },
-    /// End every credential of that kind at once (for a leaked key)
-    Revoke {
-        space: String,
-        #[arg(long, value_parser = kind_arg())]
-        kind: Kind,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-enum LinkCommand {
-    /// Create a link that records a click and sends the visitor to a bot (or a target URL)
-    Create {
-        space: String,
-        slug: String,
-        /// The Telegram bot username (the visitor lands on t.me/<bot>?start=<uid>)
-        #[arg(long, value_name = "NAME", required_unless_present = "target")]
-        bot: Option<String>,
-        /// Instead of a bot: an https:// URL with {uid} where the click id goes
-        #[arg(long, value_name = "URL", conflicts_with = "bot")]
-        target: Option<String>,
-        /// The campaign of the link's clicks (a click's `utm_campaign` wins)
-        #[arg(long, value_name = "NAME")]
-        campaign: Option<String>,
-        #[arg(long, value_enum, default_value_t = ModeArg::Redirect)]
-        mode: ModeArg,
-    },
-    /// List a space's links with their public URLs and click counts
-    List { space: String },
-    /// Delete a link: its address answers 410 Gone, and the slug stays taken
-    Delete { space: String, slug: String },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum ModeArg {
-    /// 302 straight to the bot
-    Redirect,
-    /// A small page that opens Telegram (for in-app browsers)
-    Page,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum ExportFormat {
     /// One JSON object per line
     Ndjson,
     /// RFC 4180, with a header row
     Csv,
-}
-
-/// `--kind secret|ingest`, parsed into the one credential kind.
-fn kind_arg() -> impl clap::builder::TypedValueParser<Value = Kind> {
-    use clap::builder::TypedValueParser as _;
-    clap::builder::PossibleValuesParser::new(Kind::ALL.map(Kind::as_str))
-        .try_map(|text| text.parse::<Kind>())
 }
 
 /// The commands that only print something built into the binary: no settings, no data file.
@@ -257,57 +165,9 @@ pub fn main() -> ExitCode {
     let out = Output { json: cli.json };
     let result = match cli.command {
         Command::Serve { ephemeral, .. } => serve(settings, out, ephemeral),
-        Command::Space { command } => match command {
-            SpaceCommand::Create { name } => {
-                run_request(&settings, out, Request::SpaceCreate { name })
-            }
-            SpaceCommand::List => run_request(&settings, out, Request::SpaceList),
-        },
-        Command::Keys { command } => match command {
-            KeysCommand::Rotate { space, kind } => {
-                run_request(&settings, out, Request::KeysRotate { space, kind })
-            }
-            KeysCommand::Revoke { space, kind } => {
-                run_request(&settings, out, Request::KeysRevoke { space, kind })
-            }
-        },
-        Command::Admin { command } => admin_page_command(&settings, out, &command),
-        Command::Backup { dest } => {
-            // Resolved here: a server answering through the socket has its own working directory.
-            std::path::absolute(&dest)
-                .map_err(Into::into)
-                .and_then(|dest| run_request(&settings, out, Request::Backup { dest }))
-        }
+        Command::Request(request) => complete(request).and_then(|r| run_request(&settings, out, r)),
         Command::Check { file, repair } => check(&settings, out, file, repair),
         Command::Compact => compact(&settings, out),
-        Command::Link { command } => {
-            let request = match command {
-                LinkCommand::Create {
-                    space,
-                    slug,
-                    bot,
-                    target,
-                    campaign,
-                    mode,
-                } => Request::LinkCreate {
-                    space,
-                    slug,
-                    bot,
-                    target,
-                    campaign_name: campaign,
-                    mode: Some(
-                        match mode {
-                            ModeArg::Redirect => "redirect",
-                            ModeArg::Page => "page",
-                        }
-                        .to_owned(),
-                    ),
-                },
-                LinkCommand::List { space } => Request::LinkList { space },
-                LinkCommand::Delete { space, slug } => Request::LinkDelete { space, slug },
-            };
-            run_request(&settings, out, request)
-        }
         Command::Export {
             space,
             after,
@@ -445,8 +305,12 @@ impl Drop for Target {
 /// Runs a request through the running server's control socket, or, when no server runs, on
 /// the data file directly. Both paths run [`control::execute`].
 fn run_request(settings: &Settings, out: Output, request: Request) -> CliResult {
+    let dest = match &request {
+        Request::Backup { dest } => Some(dest.clone()),
+        _ => None,
+    };
     let answer = Target::Undecided.run(settings, request)?;
-    out.answer(&answer);
+    out.answer(&answer, dest.as_deref());
     Ok(())
 }
 
@@ -685,13 +549,18 @@ fn dev_credentials(
     }
 }
 
-fn admin_page_command(settings: &Settings, out: Output, command: &AdminCommand) -> CliResult {
-    match command {
-        AdminCommand::Password => {
-            let password = read_new_password()?;
-            run_request(settings, out, Request::AdminPassword { password })
-        }
+/// What a request needs from here before it is sent: the backup's destination made absolute (a
+/// server answering through the socket has its own working directory), the new admin password
+/// read from the terminal or standard input.
+fn complete(mut request: Request) -> Result<Request, Box<dyn std::error::Error>> {
+    match &mut request {
+        Request::Backup { dest } => *dest = std::path::absolute(&*dest)?,
+        Request::Admin {
+            request: AdminRequest::Password { password },
+        } => *password = read_new_password()?,
+        _ => {}
     }
+    Ok(request)
 }
 
 /// The new admin password: typed twice without echo on a terminal, else the first line of
@@ -741,8 +610,9 @@ struct Output {
 }
 
 impl Output {
-    /// Prints a request's answer, as JSON with `--json`, else as text.
-    fn answer(self, answer: &Answer) {
+    /// Prints a request's answer, as JSON with `--json`, else as text (naming `dest`, where a
+    /// backup went).
+    fn answer(self, answer: &Answer, dest: Option<&std::path::Path>) {
         if self.json {
             self.print(&answer.json(), "");
             return;
@@ -763,8 +633,8 @@ impl Output {
                 let value = answer.json();
                 self.print(&value, &value.to_string());
             }
-            Answer::PasswordSet => self.print(
-                &answer.json(),
+            Answer::PasswordSet(set) => self.print(
+                set,
                 "the admin password is set; log in at /admin/ as user admin",
             ),
             Answer::LinkCreated(link) => {
@@ -792,18 +662,19 @@ impl Output {
                 }
                 self.print(links, text.trim_end());
             }
-            Answer::LinkDeleted { space, slug } => {
+            Answer::LinkDeleted(d) => {
                 let text = format!(
-                    "deleted link {slug} of space {space}: its address now answers 410 Gone"
+                    "deleted link {} of space {}: its address now answers 410 Gone",
+                    d.slug, d.space
                 );
-                self.print(&answer.json(), &text);
+                self.print(d, &text);
             }
-            Answer::BackedUp { stats, dest } => {
+            Answer::BackedUp(stats) => {
                 let text = format!(
                     "backed up {} rows ({} bytes) to {}",
                     stats.rows,
                     stats.bytes,
-                    dest.display()
+                    dest.map_or_else(String::new, |d| d.display().to_string())
                 );
                 self.print(stats, &text);
             }

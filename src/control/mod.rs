@@ -10,5 +10,5 @@
 mod request;
 mod socket;
 
-pub use request::{Answer, Request, execute};
+pub use request::{AdminRequest, Answer, KeysRequest, LinkRequest, Request, SpaceRequest, execute};
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

@@ -1,11 +1,13 @@
 //! The one typed request of the command line and the control socket, and its one typed answer.
 //!
-//! A request is serialised once (the command line, onto the socket) and decoded once (the
+//! A request is parsed from the command line's arguments (its variants are the subcommands, their
+//! doc comments the help text), serialised once (onto the socket) and decoded once (by the
 //! server); its answer likewise the other way. The command line prints an [`Answer`] as it is:
 //! [`Answer::json`] for `--json`, and its own text for people (`cli`).
 
 use std::path::PathBuf;
 
+use clap::Subcommand;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -20,50 +22,40 @@ use crate::storage::backup::BackupStats;
 use crate::storage::check::Report;
 use crate::storage::read::SpaceSummary;
 
-/// One command of the command line.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+/// One request of the command line, sent as parsed.
+#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    SpaceCreate {
-        name: String,
+    /// Create and list spaces
+    Space {
+        #[command(subcommand)]
+        request: SpaceRequest,
     },
-    SpaceList,
-    KeysRotate {
-        space: String,
-        kind: Kind,
+    /// Rotate and revoke credentials
+    Keys {
+        #[command(subcommand)]
+        request: KeysRequest,
     },
-    KeysRevoke {
-        space: String,
-        kind: Kind,
+    /// Create, list and delete tracking links (the public /l/<slug> addresses for ads)
+    Link {
+        #[command(subcommand)]
+        request: LinkRequest,
     },
-    /// A consistent copy of the data file at `dest`, an absolute path.
+    /// The admin page (`/admin/`): set its password
+    Admin {
+        #[command(subcommand)]
+        request: AdminRequest,
+    },
+    /// Write a consistent copy of the data file to DEST (safe while the server runs)
     Backup {
+        /// Where the copy goes; it must not exist
         dest: PathBuf,
     },
     /// `tracker check` on the file the server has open: read-only (see [`execute`]).
-    Check {
-        repair: bool,
-    },
-    LinkCreate {
-        space: String,
-        slug: String,
-        bot: Option<String>,
-        target: Option<String>,
-        campaign_name: Option<String>,
-        mode: Option<String>,
-    },
-    LinkList {
-        space: String,
-    },
-    LinkDelete {
-        space: String,
-        slug: String,
-    },
-    /// Sets the admin page's password (the socket is the owner's only: `socket.rs`).
-    AdminPassword {
-        password: Password,
-    },
+    #[command(skip)]
+    Check { repair: bool },
     /// One page of a space's feed, for `tracker export`.
+    #[command(skip)]
     ExportPage {
         space: String,
         after: u64,
@@ -71,24 +63,77 @@ pub enum Request {
     },
 }
 
-impl Request {
-    /// The request's name in the log (never its fields: a password may be one).
-    #[must_use]
-    pub fn name(&self) -> &'static str {
-        match self {
-            Request::SpaceCreate { .. } => "space_create",
-            Request::SpaceList => "space_list",
-            Request::KeysRotate { .. } => "keys_rotate",
-            Request::KeysRevoke { .. } => "keys_revoke",
-            Request::Backup { .. } => "backup",
-            Request::Check { .. } => "check",
-            Request::LinkCreate { .. } => "link_create",
-            Request::LinkList { .. } => "link_list",
-            Request::LinkDelete { .. } => "link_delete",
-            Request::AdminPassword { .. } => "admin_password",
-            Request::ExportPage { .. } => "export_page",
-        }
-    }
+#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum SpaceRequest {
+    /// Create a space and print its secret and ingest token (shown once)
+    Create { name: String },
+    /// List spaces and their credentials (never the credentials themselves)
+    List,
+}
+
+#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum KeysRequest {
+    /// Issue a new credential; the replaced one works for `rotation_grace`
+    Rotate {
+        space: String,
+        #[arg(long, value_parser = kind_arg())]
+        kind: Kind,
+    },
+    /// End every credential of that kind at once (for a leaked key)
+    Revoke {
+        space: String,
+        #[arg(long, value_parser = kind_arg())]
+        kind: Kind,
+    },
+}
+
+/// `--kind secret|ingest`, parsed into the one credential kind.
+fn kind_arg() -> impl clap::builder::TypedValueParser<Value = Kind> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(Kind::ALL.map(Kind::as_str))
+        .try_map(|text| text.parse::<Kind>())
+}
+
+#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum LinkRequest {
+    /// Create a link that records a click and sends the visitor to a bot (or a target URL)
+    Create {
+        space: String,
+        slug: String,
+        /// The Telegram bot username (the visitor lands on t.me/<bot>?start=<uid>)
+        #[arg(long, value_name = "NAME", required_unless_present = "target")]
+        bot: Option<String>,
+        /// Instead of a bot: an https:// URL with {uid} where the click id goes
+        #[arg(long, value_name = "URL", conflicts_with = "bot")]
+        target: Option<String>,
+        /// The campaign of the link's clicks (a click's `utm_campaign` wins)
+        #[arg(long = "campaign", value_name = "NAME")]
+        campaign_name: Option<String>,
+        /// redirect: 302 straight to the bot; page: a small page that opens Telegram (for
+        /// in-app browsers, where a redirect to t.me often fails)
+        #[arg(long, value_parser = ["redirect", "page"], default_value = "redirect")]
+        mode: String,
+    },
+    /// List a space's links with their public URLs and click counts
+    List { space: String },
+    /// Delete a link: its address answers 410 Gone, and the slug stays taken
+    Delete { space: String, slug: String },
+}
+
+#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum AdminRequest {
+    /// Set the password of the admin page's user `admin`: asked twice on a terminal, else read
+    /// from the first line of standard input. Sessions already logged in stay logged in until
+    /// they expire or log out.
+    Password {
+        /// Read by the command line, never a flag (which `ps` would show).
+        #[arg(skip)]
+        password: Password,
+    },
 }
 
 /// What a [`Request`] answers.
@@ -99,49 +144,79 @@ pub enum Answer {
     Spaces(Vec<SpaceSummary>),
     Rotated(Rotated),
     Revoked(Revoked),
-    BackedUp { stats: BackupStats, dest: PathBuf },
+    BackedUp(BackupStats),
     Checked(Report),
     LinkCreated(LinkView),
     Links(Vec<LinkView>),
-    LinkDeleted { space: String, slug: String },
-    PasswordSet,
+    LinkDeleted(LinkDeleted),
+    PasswordSet(PasswordSet),
     Page(FeedPage),
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct LinkDeleted {
+    pub deleted: bool,
+    pub space: String,
+    pub slug: String,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct PasswordSet {
+    pub password_set: bool,
 }
 
 impl Answer {
     /// What `--json` prints: the answer's own fields, as the API would give them.
     #[must_use]
     pub fn json(&self) -> Value {
-        fn value<T: Serialize>(v: &T) -> Value {
-            serde_json::to_value(v).unwrap_or(Value::Null)
-        }
-        match self {
-            Answer::SpaceCreated(v) => value(v),
-            Answer::Spaces(v) => value(v),
-            Answer::Rotated(v) => value(v),
-            Answer::Revoked(v) => value(v),
-            Answer::BackedUp { stats, .. } => value(stats),
-            Answer::Checked(v) => value(v),
-            Answer::LinkCreated(v) => value(v),
-            Answer::Links(v) => value(v),
-            Answer::LinkDeleted { .. } => serde_json::json!({"deleted": true}),
-            Answer::PasswordSet => serde_json::json!({"password_set": true}),
-            Answer::Page(v) => value(v),
-        }
+        serde_json::to_value(self).map_or(Value::Null, |mut v| v["result"].take())
     }
 }
 
 /// Runs `request` against `app`: the one place the socket and the command line dispatch.
 pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
     Ok(match request {
-        Request::SpaceCreate { name } => Answer::SpaceCreated(app.create_space(&name).await?),
-        Request::SpaceList => Answer::Spaces(app.spaces().await?),
-        Request::KeysRotate { space, kind } => Answer::Rotated(app.rotate(&space, kind).await?),
-        Request::KeysRevoke { space, kind } => Answer::Revoked(app.revoke(&space, kind).await?),
-        Request::Backup { dest } => Answer::BackedUp {
-            stats: app.backup(&dest).await?,
-            dest,
+        Request::Space { request } => match request {
+            SpaceRequest::Create { name } => Answer::SpaceCreated(app.create_space(&name).await?),
+            SpaceRequest::List => Answer::Spaces(app.spaces().await?),
         },
+        Request::Keys { request } => match request {
+            KeysRequest::Rotate { space, kind } => Answer::Rotated(app.rotate(&space, kind).await?),
+            KeysRequest::Revoke { space, kind } => Answer::Revoked(app.revoke(&space, kind).await?),
+        },
+        Request::Link { request } => match request {
+            LinkRequest::Create {
+                space,
+                slug,
+                bot,
+                target,
+                campaign_name,
+                mode,
+            } => {
+                let link = NewLink::new(Some(slug), bot, target, campaign_name, Some(mode))?;
+                let space = app.space_named(space).await?;
+                Answer::LinkCreated(app.create_link(&space, link).await?)
+            }
+            LinkRequest::List { space } => {
+                Answer::Links(app.links(&app.space_named(space).await?).await?)
+            }
+            LinkRequest::Delete { space, slug } => {
+                let space_ref = app.space_named(space.clone()).await?;
+                app.delete_link(&space_ref, slug.clone()).await?;
+                Answer::LinkDeleted(LinkDeleted {
+                    deleted: true,
+                    space,
+                    slug,
+                })
+            }
+        },
+        Request::Admin {
+            request: AdminRequest::Password { password },
+        } => {
+            app.set_password(password.0).await?;
+            Answer::PasswordSet(PasswordSet { password_set: true })
+        }
+        Request::Backup { dest } => Answer::BackedUp(app.backup(&dest).await?),
         // Repairing rewrites indexes and the rollup under the writer's feet, and redb's page
         // check needs the file to itself: both wait for the server to stop.
         Request::Check { repair: true } => {
@@ -151,30 +226,6 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             ));
         }
         Request::Check { repair: false } => Answer::Checked(app.check().await?),
-        Request::LinkCreate {
-            space,
-            slug,
-            bot,
-            target,
-            campaign_name,
-            mode,
-        } => {
-            let link = NewLink::new(Some(slug), bot, target, campaign_name, mode)?;
-            let space = app.space_named(space).await?;
-            Answer::LinkCreated(app.create_link(&space, link).await?)
-        }
-        Request::LinkList { space } => {
-            Answer::Links(app.links(&app.space_named(space).await?).await?)
-        }
-        Request::LinkDelete { space, slug } => {
-            let space_ref = app.space_named(space.clone()).await?;
-            app.delete_link(&space_ref, slug.clone()).await?;
-            Answer::LinkDeleted { space, slug }
-        }
-        Request::AdminPassword { password } => {
-            app.set_password(password.0).await?;
-            Answer::PasswordSet
-        }
         Request::ExportPage {
             space,
             after,
@@ -192,28 +243,31 @@ mod tests {
 
     #[test]
     fn requests_round_trip_as_json() {
-        let r = Request::KeysRotate {
-            space: "a".into(),
-            kind: Kind::Ingest,
+        let r = Request::Keys {
+            request: KeysRequest::Rotate {
+                space: "a".into(),
+                kind: Kind::Ingest,
+            },
         };
         let text = serde_json::to_string(&r).unwrap();
-        assert_eq!(text, r#"{"op":"keys_rotate","space":"a","kind":"ingest"}"#);
+        assert_eq!(
+            text,
+            r#"{"op":"keys","request":{"op":"rotate","space":"a","kind":"ingest"}}"#
+        );
     }
 
     #[test]
-    fn answers_round_trip_as_json() {
-        let a = Answer::LinkDeleted {
-            space: "a".into(),
-            slug: "s".into(),
-        };
+    fn an_answer_round_trips_and_prints_its_own_fields() {
+        let a = Answer::PasswordSet(PasswordSet { password_set: true });
         let text = serde_json::to_string(&a).unwrap();
         assert_eq!(
             text,
-            r#"{"answer":"link_deleted","result":{"space":"a","slug":"s"}}"#
+            r#"{"answer":"password_set","result":{"password_set":true}}"#
         );
         assert!(matches!(
             serde_json::from_str::<Answer>(&text).unwrap(),
-            Answer::LinkDeleted { .. }
+            Answer::PasswordSet(_)
         ));
+        assert_eq!(a.json(), serde_json::json!({"password_set": true}));
     }
 }

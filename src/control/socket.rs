@@ -103,9 +103,9 @@ async fn serve_connection(stream: UnixStream, app: Arc<App>, own: u32) -> std::i
             Ok(request) => {
                 if matches!(request, Request::ExportPage { .. }) {
                     // An export asks once per page: not worth a line each.
-                    tracing::debug!(target: "tracker::control", op = request.name(), "control command");
+                    tracing::debug!(target: "tracker::control", ?request, "control command");
                 } else {
-                    tracing::info!(target: "tracker::control", op = request.name(), "control command");
+                    tracing::info!(target: "tracker::control", ?request, "control command");
                 }
                 match execute(&app, request).await {
                     Ok(answer) => Reply::Answer(answer),

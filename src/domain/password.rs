@@ -12,7 +12,7 @@ use argon2::{Algorithm, Argon2, Params, Version};
 use crate::error::{Code, Error};
 
 /// A password in flight (the admin socket's request, a login form): `Debug` never shows it.
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct Password(pub String);
 

@@ -14,13 +14,13 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use crate::app::{App, EventResult, Presented};
-use crate::http::Call;
 use crate::domain::click::BindInput;
 use crate::domain::event::{EventInput, GET_NAMES, POST_NAMES};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::outcome::BindOutcome;
 use crate::domain::rejection::Rejection;
 use crate::error::{Code, Error};
+use crate::http::Call;
 use crate::http::respond::{self, Auth};
 use crate::storage::Health;
 

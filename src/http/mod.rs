@@ -134,9 +134,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
                     .get(header::CONTENT_LENGTH)
                     .and_then(|v| v.to_str().ok()?.parse().ok());
                 let client = peer.map(|p| {
-                    let forwarded = headers
-                        .get("x-forwarded-for")
-                        .and_then(|v| v.to_str().ok());
+                    let forwarded = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
                     app.client_ip(p.0.ip(), forwarded)
                 });
                 let call = Call {
@@ -148,10 +146,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
                     raw_query,
                     headers,
                     client,
-                    body: Body {
-                        declared,
-                        stream,
-                    },
+                    body: Body { declared, stream },
                 };
                 dispatch(call, pages)
             },

@@ -8,12 +8,12 @@ use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use crate::http::Call;
 use crate::domain::feed::{self, FeedEvent, PageRequest};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::rejection::Rejection;
 use crate::domain::stats::{self, Dimension, GroupStats};
 use crate::error::Error;
+use crate::http::Call;
 use crate::http::respond;
 
 #[derive(Serialize)]

@@ -34,9 +34,9 @@ use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
 
 use crate::app::App;
-use crate::http::Call;
 use crate::domain::input::Query;
 use crate::error::{Code, Error};
+use crate::http::Call;
 use session::{Live, LoginForms, LoginThrottle, Sessions, same_token};
 
 /// The session cookie's name.
