@@ -23,6 +23,17 @@ const EVENTS_PER_PAGE: usize = 50;
 /// Rejections shown.
 const REJECTIONS_SHOWN: usize = 100;
 
+/// The menu of a space's pages, in order: (section, label, path below `/admin/spaces/<space>`).
+/// A page of a space names its section in its [`Frame`], and the layout marks it current.
+const SPACE_MENU: [(&str, &str, &str); 6] = [
+    ("keys", "Keys", ""),
+    ("postback", "Postback URL", "/postback"),
+    ("links", "Links", "/links"),
+    ("events", "Events", "/events"),
+    ("stats", "Stats", "/stats"),
+    ("rejections", "Rejections", "/rejections"),
+];
+
 /// What the layout (`base.html`) shows on every page.
 struct Frame<'a> {
     /// The logout form's token; `None` when not logged in.
@@ -32,6 +43,25 @@ struct Frame<'a> {
     /// The menu entry of this page.
     section: &'static str,
     error: Option<String>,
+}
+
+impl Frame<'_> {
+    /// The space's menu: (label, address, whether it is this page).
+    fn menu(&self) -> Vec<(&'static str, String, bool)> {
+        let Some(space) = self.space else {
+            return Vec::new();
+        };
+        SPACE_MENU
+            .iter()
+            .map(|&(section, label, below)| {
+                (
+                    label,
+                    format!("/admin/spaces/{space}{below}"),
+                    section == self.section,
+                )
+            })
+            .collect()
+    }
 }
 
 fn html(status: StatusCode, page: &impl Template) -> Response {
