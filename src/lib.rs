@@ -2,11 +2,25 @@
 //!
 //! # Layout
 //!
-//! - [`http`]: the HTTP surface. Every route (`http/mod.rs`), the handlers, and the one mapping
-//!   from errors to responses (`http/respond.rs`). Never touches redb.
-//! - [`app`]: the operations every way in shares: authenticate, record an event, back-fill a
-//!   click, bind, manage and visit links, read the feed, stats and rejections. [`admin`]: spaces
-//!   and credentials. [`admin_socket`]: the command line's way into a running server.
+//! Each part has one folder; the top of `src/` holds only what every part uses.
+//!
+//! - [`http`]: the HTTP API of the main listener. `http/routes.rs` is the one table of its
+//!   endpoints (method, path, credential, handler, `OpenAPI` operation), from which the router,
+//!   the `/metrics` labels and `/openapi.json` come; the handlers; and the one mapping from
+//!   errors to answers (`http/respond.rs`). Never touches redb.
+//! - [`web`]: the admin page under `/admin/`: sessions, login, and server-rendered pages
+//!   (`templates/admin/`) that call the same [`app::App`] methods as the API.
+//! - [`app`]: the operations every way in shares, as methods of [`app::App`]: authenticate,
+//!   record an event, back-fill a click, bind, links, the feed, stats and rejections
+//!   (`app/mod.rs`); spaces, credentials, the admin password and backups (`app/spaces.rs`).
+//! - [`control`]: how the command line reaches a running server: one typed
+//!   [`control::Request`] (the command line's subcommands themselves) and its
+//!   [`control::Answer`], over a Unix socket beside the data file, or run on the file directly
+//!   when no server has it open.
+//! - [`cli`]: the command line: flags, settings, and each command's printing.
+//! - [`server`]: the serve loop (`server/mod.rs`), each client connection with its timeouts and
+//!   limits (`server/connection.rs`), and what runs in the background while it serves:
+//!   retention of dedup entries and automatic backups.
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, exact decimals, dedup
 //!   keys, credentials and the keyring, clicks and bindings, the rate limit, tracking links,
 //!   the feed, stats and the rejection log, and the outcomes storage answers.
@@ -14,30 +28,29 @@
 //!   operation. Every table in `storage/schema.rs`, record encodings in `records.rs`, opening and
 //!   numbered migrations in `open.rs`; the write operations in `ops.rs`, run by the commit loop
 //!   (`commit.rs`, one thread that group-commits); the read operations in `read.rs`, run by the
-//!   reader threads (`reader.rs`); the file backend that tells a failed write from a failed
-//!   flush in `file.rs`. Never knows about HTTP.
-//! - [`config`], [`cli`], [`server`], [`clock`]: settings, the command line, the serve loop, and
-//!   an injectable clock. [`metrics`]: the counters of `/metrics` (atomics, counted where things
-//!   happen) and their Prometheus text, served on `metrics_listen` by `server`.
-//! - [`retention`] and [`backup_schedule`]: what the server does in the background while it
-//!   serves, started and stopped by `server`: pruning dedup entries that can never match again,
-//!   and automatic backups.
+//!   reader threads (`reader.rs`). Never knows about HTTP.
+//! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
+//!   type with its stable codes, and the counters of `/metrics`.
 //!
-//! A request flows: route → handler → [`app::App`] (authenticate, validate with `domain`) →
-//! a [`storage::Store`] method → commit loop → one write transaction per batch → fsync → answer.
+//! A request flows: router → guard (credential) → handler → [`app::App`] (validate with
+//! `domain`) → a [`storage::Store`] method → commit loop → one write transaction per batch →
+//! fsync → answer. What each endpoint does, field by field, is `docs/api.md`.
 //!
 //! # Adding an operation
 //!
-//! - A write: one method on `Txn` in `storage/ops.rs` (it reads and decodes before it inserts,
-//!   and returns `StoreError::Refused` for a request the caller must change), and one async
-//!   method on `Store` in `storage/mod.rs` that hands it to `write`. Its result type goes in
-//!   `domain/outcome.rs`.
-//! - A read: one function on a `Snapshot` in `storage/read.rs`, and one async method on `Store`
-//!   that hands it to `read`.
-//! - A new table: declared once in `storage/schema.rs`, created by a new numbered migration in
-//!   `storage/open.rs` (a schema version, with a fixture file from the version before).
-//! - Then the ways in call the `Store` method through `app` (requests) or `admin` (spaces and
-//!   credentials): an HTTP handler, the admin socket's `execute`, the command line.
+//! - Storage: a write is one method on `Txn` in `storage/ops.rs` (it reads and decodes before
+//!   it inserts, and returns `StoreError::Refused` for a request the caller must change) and one
+//!   async method on `Store` that hands it to `write`; a read is one function on a `Snapshot`
+//!   in `storage/read.rs` and one `Store` method. A new table is declared once in
+//!   `storage/schema.rs` and created by a new numbered migration in `storage/open.rs` (a schema
+//!   version, with a fixture file from the version before).
+//! - The operation: one method on [`app::App`], which every way in calls.
+//! - An endpoint: one entry in `http/routes.rs`, its operation file in `http/openapi/`, and its
+//!   handler; the router, `/metrics` and `/openapi.json` follow.
+//! - A command: one variant of [`control::Request`] (its doc comment is the help), its arm in
+//!   [`control::execute`], its [`control::Answer`] and the answer's text in `cli`.
+//! - An admin page: its template, its handler in `web/pages.rs`, its arm in `web/mod.rs`, and a
+//!   line in the space's menu (`SPACE_MENU`).
 
 pub mod app;
 pub mod cli;
