@@ -1,7 +1,7 @@
 //! The one error type every request path returns, with its stable machine code.
 //!
 //! Domain rules, authentication and storage all fail with an [`Error`]: a [`Code`] (the stable
-//! `status` string of CONTRACT section 2), a sentence for a person, and the field at fault. The
+//! `status` string, `docs/api.md#errors`), a sentence for a person, and the field at fault. The
 //! mapping from [`Code`] to an HTTP status lives in `http::respond`, and nowhere else.
 
 use std::fmt;

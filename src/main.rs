@@ -1,17 +1,15 @@
 //! The `tracker` binary: everything lives in the library; this only hands over to the CLI.
 
-/// mimalloc instead of glibc's malloc. Measured (BENCHMARKS.md, "Memory: an allocator that gives
-/// pages back"): glibc keeps one arena per allocating thread, and redb's page cache, whose pages
-/// are allocated by whichever thread reads them (the writer, the reader threads), left each arena
-/// at its own high-water mark: the full table peaked at 80 MiB for a live heap of 38. mimalloc
-/// returns freed pages to the OS: the same table peaks at 60–61 MiB, and the write rows ran 8–23%
-/// faster in an A/B (one row 1% slower once).
+/// mimalloc instead of glibc's malloc: glibc keeps one arena per allocating thread, and redb's
+/// page cache, whose pages are allocated by whichever thread reads them (the writer, the reader
+/// threads), leaves each arena at its own high-water mark; mimalloc returns freed pages to the
+/// OS, and is faster on the write path (`docs/benchmarks-history.md`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     // No transparent huge pages for this process, before any thread allocates: with them,
-    // mimalloc's arenas were 2 MiB pages made resident whole (35 MiB at an idle start). The
+    // mimalloc's arenas are 2 MiB pages made resident whole. The
     // `no_thp` feature only stops mimalloc asking for them; a host whose THP setting is
     // `always` gives them anyway, unless the process opts out. A kernel without the flag
     // (before 3.15) refuses it, and the tracker runs as before.

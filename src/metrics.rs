@@ -1,4 +1,4 @@
-//! Operational metrics (CONTRACT section 13): counted with plain atomics where they happen,
+//! Operational metrics (`docs/api.md#metrics`): counted with plain atomics where they happen,
 //! written out in the Prometheus text format by `prometheus-client` only when `/metrics` is
 //! scraped, on a listener of their own (`metrics_listen`, off by default), never the public one.
 //!

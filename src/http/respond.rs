@@ -54,7 +54,7 @@ struct ErrorBody<'a> {
     field: Option<&'static str>,
 }
 
-/// The error body of CONTRACT section 2, with the headers its status calls for.
+/// The error body (`docs/api.md#errors`), with the headers its status calls for.
 #[must_use]
 pub fn error(err: &Error, auth: Auth) -> Response {
     let mut response = json_bytes(status_of(err.code), error_body(err));

@@ -1,5 +1,6 @@
 //! One client connection: HTTP/1.1 served by hyper, watched so that no client can hold it
-//! longer than CONTRACT section 14 allows, and every answer kept to CONTRACT section 2.
+//! longer than its limits allow (`docs/api.md#limits`), and every answer kept to the JSON error
+//! body (`docs/api.md#errors`).
 //!
 //! Why our own watch rather than hyper's `header_read_timeout`: hyper starts that timer whenever
 //! it waits for a request head, between keep-alive requests too, so it cannot tell a slow head

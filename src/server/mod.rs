@@ -4,7 +4,7 @@
 //! address back; `tracker serve` binds the configured address. Beside HTTP, the server listens
 //! on its admin socket (`admin_socket`) for the command line.
 //!
-//! Connections (CONTRACT section 14): at most `max_connections` are open; past that the accept
+//! Connections (`docs/api.md#limits`): at most `max_connections` are open; past that the accept
 //! loop waits for one to close, and new clients wait in the kernel's queue without touching
 //! those in service. Each connection is served by `http::connection`, which cuts off slow heads,
 //! stalled bodies and idle keep-alives. At shutdown, the listener closes, idle connections close

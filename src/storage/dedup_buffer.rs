@@ -2,7 +2,7 @@
 //!
 //! Why: a dedup key is a digest, so each new event's entry lands in a random leaf of the `DEDUP`
 //! table, and a commit of N events rewrote N leaves (copy the page, insert, checksum, write it,
-//! free the old one). That was a third of the writer's time (see BENCHMARKS.md). Instead a new
+//! free the old one), a third of the writer's time. Instead a new
 //! entry waits here, in memory, and each commit writes the entries of the next slice of the key
 //! space, so that a sweep over the whole table takes [`SWEEP_COMMITS`] commits: an entry waits at
 //! most about one sweep, and a leaf takes several entries in one write.

@@ -34,7 +34,7 @@ use crate::storage::schema::{CLICKS, CLICKS_BY_FBCLID, META, META_FBCLID_REDO_FR
 /// A `clicks_by_fbclid` key: `(space, fbclid_key)`.
 pub type IndexKey = (u32, u128);
 
-/// The longest uid an entry holds: CONTRACT section 5's limit (`new_uid` makes 29).
+/// The longest uid an entry holds: the longest a generated uid may be (`new_uid` makes 29).
 const UID_MAX: usize = 32;
 
 /// A waiting entry's value: the click's uid, held inline (the buffer holds tens of thousands of

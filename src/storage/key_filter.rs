@@ -3,8 +3,8 @@
 //!
 //! Why: a click with an fbclid must find the earlier click with the same fbclid, and almost never
 //! has one. The index key is a digest, so that look-up read a random leaf of the table, which on
-//! a file larger than redb's cache is a page read from the OS: 14% of the writer's time in the
-//! `/l/` fbclid row (BENCHMARKS.md). Now the table is read only when the filter says the key may
+//! a file larger than redb's cache is a page read from the OS, a large share of the writer's
+//! time on the `/l/` fbclid path. Now the table is read only when the filter says the key may
 //! be there: about one look-up in a hundred for a new fbclid, every time for a known one.
 //!
 //! A Bloom filter never answers "no" for a key it was given, so no click that has an entry is
@@ -18,8 +18,7 @@
 //! level. A level has exactly the blocks its keys need (the block is picked by a multiply-shift,
 //! not a mask, so the count need not be a power of two): 1.25 bytes per key it was sized for.
 //! Built at open with a quarter more room than the table's keys: about 1.6 bytes per key then,
-//! 1.25 when full, 2.5 right after a growth. Rounding to a power of two, with twice the room at
-//! open, had been up to 3.9 at the start (32 MiB for 8.7 million keys).
+//! 1.25 when full, 2.5 right after a growth.
 
 use redb::{ReadableTable, ReadableTableMetadata};
 

@@ -31,8 +31,8 @@ pub struct Opened {
 
 /// How the server holds its data file open: enough page cache for the hot part of the indexes
 /// (their branch pages and recent leaves) on a small VPS, bounded so memory stays flat however
-/// large the file grows. 16 MiB, not 32: it keeps the whole benchmark table under 64 MiB of RSS
-/// (BENCHMARKS.md, "Memory").
+/// large the file grows. 16 MiB, not 32: the whole benchmark keeps the process under 64 MiB of
+/// RSS.
 pub const SERVER_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A command that opens the file itself because no server has it (`tracker export`, `link
@@ -54,7 +54,7 @@ pub fn open_database(
 /// [`open_database`] but without deriving the dedup entries again, since that process's buffer
 /// (`dedup_buffer.rs`) still holds every entry the table lacks. That derivation writes, and on
 /// a full disk the open would fail with it, leaving the readers without a file: reads and
-/// re-sent events are answered from a file reopened this way (issue 11 item 8).
+/// re-sent events are answered from a file reopened this way.
 pub fn reopen_database(
     path: &Path,
     fault: Option<&FaultSwitch>,
@@ -72,7 +72,7 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
 
 /// A file not closed cleanly is repaired and its dedup entries derived again as it opens, and
 /// both write new pages: on a full disk that open fails with only "No space left on device".
-/// This says which file, how much is free, and how much to free (issue 11 item 8). The need is
+/// This says which file, how much is free, and how much to free. The need is
 /// an upper bound: copy-on-write rewrites at most every page the file has.
 fn explain_no_space(path: &Path, e: StoreError) -> StoreError {
     let no_space = matches!(&e, StoreError::Redb(redb::Error::Io(io))

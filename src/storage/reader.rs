@@ -2,10 +2,10 @@
 //! queue. Each thread takes everything waiting (up to [`MAX_BATCH`]) and runs it against one
 //! read snapshot, and keeps that snapshot for the next batch while no commit came between.
 //!
-//! Why not `spawn_blocking` per read: measured (BENCHMARKS.md), a `dry_run` on the blocking pool
+//! Why not `spawn_blocking` per read: a `dry_run` on the blocking pool
 //! spent most of the server's CPU waking pool threads and switching to them, and at 256
 //! connections the pool grew to hundreds of threads, each with its own stack and allocator arena
-//! (93 MiB RSS). Why not inline on the async worker: a read that waits for the disk would stall
+//! (`docs/benchmarks-history.md`). Why not inline on the async worker: a read that waits for the disk would stall
 //! every connection that worker serves. Here a busy reader thread takes the next reads without a
 //! wake-up, a batch shares one `begin_read` and one opening of each table (and a run of batches
 //! with no commit between them shares one snapshot), and the number of threads is fixed.

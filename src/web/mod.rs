@@ -1,4 +1,4 @@
-//! The API keys page: the admin web page under `/admin/` (CONTRACT section 12).
+//! The admin page: the web page under `/admin/` (`docs/api.md#admin-page`).
 //!
 //! Server-rendered HTML from `askama` templates (`templates/admin/`), which escape every value;
 //! the stylesheet and the one script (copy buttons) are embedded in the binary. Every form works

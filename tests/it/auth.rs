@@ -1,4 +1,4 @@
-//! Credentials and the edges of the HTTP surface (CONTRACT sections 2 and 7): who may call what,
+//! Credentials and the edges of the HTTP surface (`docs/api.md#authentication`, `#errors`): who may call what,
 //! that authentication comes first, and the JSON answers for 404, 405, 413 and 429.
 
 use tracker::domain::credential::{self, Kind};

@@ -1,4 +1,4 @@
-//! Automatic backups (issue 12 item 4): on `backup_every` the server writes a dated, consistent
+//! Automatic backups: on `backup_every` the server writes a dated, consistent
 //! copy into `backup_dir` and keeps the newest `backup_keep` of its own files, touching no
 //! other; each copy passes `check` and holds every event acknowledged before it began; a backup
 //! that fails is logged and counted while ingest goes on, and is tried again.

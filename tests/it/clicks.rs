@@ -1,4 +1,4 @@
-//! Clicks and bindings through the real server (CONTRACT sections 5 and 6): field bounds, the
+//! Clicks and bindings through the real server (`docs/api.md#post-clicks`, `#post-bind`): field bounds, the
 //! generated uid, fbclid back-fill, Telegram id bounds, first-binding-wins, and space isolation.
 
 use std::collections::BTreeSet;
@@ -199,7 +199,7 @@ async fn tg_id_is_a_positive_integer_up_to_2_pow_53_minus_1() {
     s.stop().await;
 }
 
-/// CONTRACT section 2: a field of the wrong JSON type is `invalid_json`, as it is for every
+/// A field of the wrong JSON type is `invalid_json`, as it is for every
 /// other body field (`"value": true` on /events, `"fbclid": 7` on /clicks).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tg_id_of_the_wrong_json_type_is_invalid_json() {

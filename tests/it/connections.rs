@@ -1,4 +1,4 @@
-//! Slow, stalled, idle and numerous clients (CONTRACT section 14): each is cut off within its
+//! Slow, stalled, idle and numerous clients (`docs/api.md#limits`): each is cut off within its
 //! timeout, never before it, while other clients are served; the bound on connections holds;
 //! SIGTERM ends the process within `shutdown_timeout` whatever the clients do; and a handler
 //! that panics answers `500 internal` while the server keeps serving.

@@ -1,4 +1,4 @@
-//! Credential lifecycle (issue 4): rotation with grace and revocation while the server runs,
+//! Credential lifecycle (`docs/api.md#authentication`): rotation with grace and revocation while the server runs,
 //! racing admin commands, the admin socket's protection, and no credential in logs or on disk.
 //!
 //! The server runs in-process with a manual clock; admin commands go through the real `tracker`

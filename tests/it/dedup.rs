@@ -1,4 +1,4 @@
-//! Deduplication, attribution and the commit path (CONTRACT sections 3 and 4): each dedup rule,
+//! Deduplication, attribution and the commit path (`docs/api.md#deduplication`, `#durability`): each dedup rule,
 //! `matched`, concurrent identical requests, inbox order, and a commit the disk refuses.
 
 use std::sync::Arc;
@@ -342,7 +342,7 @@ async fn inbox_ids_increase_in_commit_order() {
     s.stop().await;
 }
 
-/// A failed flush is fatal (issue 15, item 4): after a failed fsync the kernel may have dropped
+/// A failed flush is fatal: after a failed fsync the kernel may have dropped
 /// the pages, so only a new process that reads the file knows what is in it. The batch is
 /// answered 503, `/healthz` says so, every later write is refused, and the serve loop ends with
 /// the failure (so the process exits non-zero). Started again, the file holds the failed commit
@@ -450,7 +450,7 @@ async fn healthz_answers_503_after_a_failed_flush() {
     assert!(s.serve_loop_ends().await.is_err());
 }
 
-/// A bug that kills the writer thread (a panic) is visible (issue 15, item 5): writes are
+/// A bug that kills the writer thread (a panic) is visible: writes are
 /// refused with 503, `/healthz` goes 503, and the serve loop ends with an error instead of a
 /// clean stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -585,7 +585,7 @@ async fn a_full_write_queue_answers_503_and_stores_nothing_for_it() {
     s.stop().await;
 }
 
-/// A failure stays the size of its cause (issue 15, item 3): a request whose stored record does
+/// A failure stays the size of its cause: a request whose stored record does
 /// not decode is answered `500 internal`, and the unrelated requests of its batch commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_does_not_decode_fails_only_its_own_request() {

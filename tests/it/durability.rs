@@ -1,4 +1,4 @@
-//! The real `tracker` binary across restarts (CONTRACT section 3): what was acknowledged is on
+//! The real `tracker` binary across restarts (`docs/api.md#durability`): what was acknowledged is on
 //! disk after a clean SIGTERM stop and after a SIGKILL in the middle of a load, and dedup and
 //! bindings carry on from it.
 
@@ -375,7 +375,7 @@ async fn acknowledged_events_survive_a_sigkill_under_load() {
     stop_cleanly(process);
 }
 
-/// Rounds of load and SIGKILL at a random moment on one data file (issue 11): each round starts
+/// Rounds of load and SIGKILL at a random moment on one data file: each round starts
 /// the tracker on what the crashes before left, loads it with events, clicks and bindings from
 /// [`SENDERS`] connections, and kills it between 0.2 s and 1.5 s in. At the end every
 /// acknowledged event is in the inbox exactly once under its `inbox_id`, the ones that named a

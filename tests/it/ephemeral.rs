@@ -1,4 +1,4 @@
-//! `tracker serve --ephemeral` (CONTRACT section 13): the data in memory only, the `default`
+//! `tracker serve --ephemeral` (`docs/api.md#command-line`): the data in memory only, the `default`
 //! space's credentials from `TRACKER_DEV_SECRET` / `TRACKER_DEV_INGEST_TOKEN`, for test suites.
 
 use std::io::{BufRead, BufReader};

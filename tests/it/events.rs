@@ -1,4 +1,4 @@
-//! Every field rule of `POST /events` and `GET /e` (CONTRACT sections 2 and 4) through the real
+//! Every field rule of `POST /events` and `GET /e` (`docs/api.md#field-rules`, `#errors`) through the real
 //! server: each bound just inside and just outside, with the HTTP status, `status` and `field`.
 
 use serde_json::Value;
@@ -510,7 +510,7 @@ async fn dry_run_validates_and_stores_nothing() {
     s.stop().await;
 }
 
-/// CONTRACT section 4: `value` may be "a JSON number". `1e-7` is one (it is how JavaScript's
+/// `value` may be a JSON number (`docs/api.md#field-rules`). `1e-7` is one (it is how JavaScript's
 /// `JSON.stringify` and Python's `json.dumps` write 0.0000001), finite and exact as a decimal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_json_number_in_exponent_form_is_a_decimal_value() {

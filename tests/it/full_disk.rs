@@ -1,4 +1,4 @@
-//! A full disk, for real (issue 11 item 8): the real binary on a small filesystem this test
+//! A full disk, for real: the real binary on a small filesystem this test
 //! mounts (a tmpfs of a few MiB, or where tmpfs cannot be mounted a loop-mounted ext4 image),
 //! filled with a file until a write fails with `ENOSPC`. Fault injection (`tests/it/dedup.rs`)
 //! proves the writer's logic; this proves that redb and the kernel behave as that logic assumes.

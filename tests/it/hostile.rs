@@ -1,5 +1,5 @@
 //! Hostile input, table-driven: every malformed request with the answer it must get (HTTP
-//! status and error code, CONTRACT section 2) and the proof that nothing was stored (the row
+//! status and error code, `docs/api.md#errors`) and the proof that nothing was stored (the row
 //! count of every table is the same after it). Plus what the HTTP layer owes every answer:
 //! `Allow` on a `405`, JSON bodies on the answers hyper makes itself, pipelining.
 

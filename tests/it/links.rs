@@ -1,4 +1,4 @@
-//! Tracking links (CONTRACT section 11, issue 10): managing them, the redirect and the page,
+//! Tracking links (`docs/api.md#tracking-links`): managing them, the redirect and the page,
 //! previews that record nothing, durability of a visit's click, and the slug rules.
 
 use std::sync::Arc;

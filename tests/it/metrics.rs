@@ -1,4 +1,4 @@
-//! `GET /metrics` (CONTRACT section 13) on the real binary: off by default, on its own listener
+//! `GET /metrics` (`docs/api.md#metrics`) on the real binary: off by default, on its own listener
 //! when `metrics_listen` is set, in a strict Prometheus text format, and every counter moves by
 //! exactly what was sent.
 

@@ -1,4 +1,4 @@
-//! `GET /openapi.json` (CONTRACT section 13), kept true by test: real answers of every endpoint,
+//! `GET /openapi.json` (`docs/api.md#get-openapijson`), kept true by test: real answers of every endpoint,
 //! success and each error class, are checked against the document the server serves. For each
 //! answer the operation must list its status; the content type must be one it lists; its
 //! required headers must be there and match their schemas; a JSON body must validate against

@@ -1,4 +1,4 @@
-//! Properties of the parsers and validators in `src/domain/` (issue 11 item 3), over generated
+//! Properties of the parsers and validators in `src/domain/`, over generated
 //! inputs: no input panics them, every accepted value round-trips exactly, and the decimal
 //! rules agree with a reference written plainly here.
 //!

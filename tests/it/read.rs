@@ -1,4 +1,4 @@
-//! The read side (CONTRACT section 10, issue 9): the feed with attribution and its cursor, the
+//! The read side (`docs/api.md#get-events` and after): the feed with attribution and its cursor, the
 //! follower's wait, stats checked against a count of the feed, the rejection log, and export.
 
 use std::collections::{BTreeMap, HashSet};

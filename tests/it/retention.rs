@@ -1,4 +1,4 @@
-//! Retention (issue 12 item 3): the windowed dedup rule's entries that can no longer match are
+//! Retention: the windowed dedup rule's entries that can no longer match are
 //! pruned, exactly those, in small steps; a redo after a crash does not bring back a wrong
 //! decision; the `dedup` table does not grow from them; and the server does it by itself.
 
