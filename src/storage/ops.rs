@@ -450,7 +450,11 @@ impl<'t> Txn<'t> {
         now_ms: u64,
     ) -> Result<u32, StoreError> {
         if self.spaces.get(name)?.is_some() {
-            return Err(refused(format!("space {name:?} already exists")));
+            return Err(StoreError::Refused(Error::field(
+                Code::Conflict,
+                "space",
+                format!("space {name:?} already exists; choose another name"),
+            )));
         }
         let no = self.meta.get(META_SPACE_SEQ)?.map_or(0, |v| v.value()) + 1;
         let no =

@@ -460,3 +460,29 @@ fn no_credential_reaches_the_log_or_the_data_file() {
         );
     }
 }
+
+/// A space name that is taken is `409 conflict` naming the field, and changes nothing: the
+/// space keeps its credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_space_name_is_a_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(&dir.path().join("t.redb"), &StoreOptions::default()).unwrap();
+    let app = crate::support::app_on(&Arc::new(store), START_MS);
+    let first = app.create_space("shop").await.unwrap();
+    let again = app.create_space("shop").await.unwrap_err();
+    assert_eq!(again.code, tracker::error::Code::Conflict, "{again:?}");
+    assert_eq!(again.field, Some("space"));
+    assert!(again.message.contains("already exists"), "{}", again.message);
+    let spaces = app.spaces().await.unwrap();
+    assert_eq!(spaces.len(), 1);
+    let prefixes: Vec<&str> = spaces[0]
+        .credentials
+        .iter()
+        .map(|c| c.prefix.as_str())
+        .collect();
+    assert!(
+        prefixes.iter().any(|p| first.secret.starts_with(p)),
+        "{prefixes:?}"
+    );
+    app.store.close();
+}
