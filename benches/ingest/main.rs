@@ -25,6 +25,9 @@
 
 mod client;
 mod cpu;
+// The integration tests' HTTP/1.1 response reader: one reader for both clients.
+#[path = "../../tests/it/support/http1.rs"]
+mod http1;
 mod reads;
 mod scenario;
 mod server;
