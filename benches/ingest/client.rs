@@ -18,73 +18,33 @@ use tokio::net::TcpStream;
 
 use crate::http1;
 
-/// Latencies in microseconds, log-linear: exact below 64 us, then 32 buckets per power of two
-/// (within about 3%), up to minutes. Merging is adding counts.
+/// Latencies, recorded in microseconds to three significant digits (within 0.1%), up to an
+/// hour; longer ones count as an hour. Merging is adding counts.
 #[derive(Clone)]
-pub struct Histogram {
-    counts: Vec<u64>,
-    total: u64,
-}
+pub struct Histogram(hdrhistogram::Histogram<u64>);
 
-const SUB_BUCKETS: u64 = 32;
+/// The longest latency told apart from longer ones, in microseconds.
+const LONGEST_US: u64 = 3_600 * 1_000_000;
 
 impl Histogram {
     pub fn new() -> Histogram {
-        Histogram {
-            counts: vec![0; 2048],
-            total: 0,
-        }
-    }
-
-    fn index(us: u64) -> usize {
-        let bits = 64 - u64::from(us.leading_zeros());
-        if bits <= 6 {
-            return us as usize;
-        }
-        let shift = bits - 6;
-        ((shift + 1) * SUB_BUCKETS + ((us >> shift) - SUB_BUCKETS)) as usize
-    }
-
-    /// The middle of bucket `i`, in microseconds.
-    fn value(i: usize) -> u64 {
-        let i = i as u64;
-        if i < 2 * SUB_BUCKETS {
-            return i;
-        }
-        let shift = i / SUB_BUCKETS - 1;
-        let low = (SUB_BUCKETS + i % SUB_BUCKETS) << shift;
-        low + (1 << shift) / 2
+        // All its buckets up front: recording never allocates.
+        let buckets = hdrhistogram::Histogram::new_with_bounds(1, LONGEST_US, 3);
+        Histogram(buckets.expect("valid histogram bounds"))
     }
 
     pub fn record(&mut self, latency: Duration) {
         let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        let i = Histogram::index(us).min(self.counts.len() - 1);
-        self.counts[i] += 1;
-        self.total += 1;
+        self.0.saturating_record(us);
     }
 
     pub fn merge(&mut self, other: &Histogram) {
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
-        }
-        self.total += other.total;
+        self.0.add(&other.0).expect("histograms of the same bounds");
     }
 
     /// The latency at quantile `q` (0.5, 0.99), or zero for an empty histogram.
     pub fn quantile(&self, q: f64) -> Duration {
-        if self.total == 0 {
-            return Duration::ZERO;
-        }
-        #[allow(clippy::cast_precision_loss, clippy::cast_sign_loss)]
-        let rank = ((self.total as f64) * q).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return Duration::from_micros(Histogram::value(i));
-            }
-        }
-        Duration::from_micros(Histogram::value(self.counts.len() - 1))
+        Duration::from_micros(self.0.value_at_quantile(q))
     }
 }
 
