@@ -5,7 +5,7 @@
 //! measures each endpoint at 64 and at 256 connections with `wrk` (or the in-repo client), stops
 //! the server, and checks that every acknowledged event is in the data file.
 //!
-//! Modes:
+//! Modes (`cargo bench --bench ingest -- --help` has every flag, from flags.rs):
 //! - (default) the full table; `--duration SECS` per row (default 10), `--conns 64,256`,
 //!   `--only unique,dry_run`, `--client wrk|builtin`, `--log FILE` for the server's log,
 //!   `--rate-limit N` to serve with the per-space limit on at `N` a second (burst `N`): with an
@@ -25,6 +25,7 @@
 
 mod client;
 mod cpu;
+mod flags;
 // The integration tests' HTTP/1.1 response reader: one reader for both clients.
 #[path = "../../tests/it/support/http1.rs"]
 mod http1;
@@ -40,6 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client::{Load, MakeRequest};
+use flags::Flags;
 use reads::{ReadRow, Spread};
 use scenario::{Case, Fixture, Template};
 use server::Server;
@@ -61,21 +63,29 @@ enum Mode {
 }
 
 /// Whether the server under test counts for `/metrics`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum MetricsChoice {
+    /// A server without /metrics.
     Off,
+    /// A server with /metrics on a port of its own, counting every request.
     On,
-    /// Two servers, one of each, measured in turns.
+    /// Two servers, one of each, measured in turns (--rounds) at each ingest row: the cost of
+    /// counting, in one run.
     Both,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// The load generator.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum ClientChoice {
+    /// wrk if it is installed or can be, else the in-repo client.
     Auto,
+    /// wrk, installed if need be; fails if it cannot be.
     Wrk,
+    /// The in-repo client (2 threads).
     Builtin,
 }
 
+/// What the flags (flags.rs) ask for.
 struct Args {
     mode: Mode,
     duration: Duration,
@@ -99,119 +109,8 @@ struct Args {
     rate_limit: Option<u64>,
 }
 
-const USAGE: &str = "usage: cargo bench --bench ingest -- [--smoke | --soak] [--duration SECS] \
-    [--conns 64,256] [--only CASE,..] [--client auto|wrk|builtin] [--log FILE] \
-    [--feed-events N] [--soak-secs SECS] [--soak-events N] [--keep] [--metrics on|off|both] \
-    [--rounds N] [--rate-limit N] [--prune [--prune-entries N]]
-cases: healthz, dry_run, unique, duplicate, get_e, bind, clicks (at each --conns), then the read \
-rows feed, stats, export (beside unique ingest at 64 connections, on a space of --feed-events)";
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        mode: Mode::Full,
-        duration: Duration::from_secs(10),
-        conns: vec![64, 256],
-        cases: Case::ALL.to_vec(),
-        reads: ReadRow::ALL.to_vec(),
-        feed_events: None,
-        client: ClientChoice::Auto,
-        log: None,
-        soak_secs: 300,
-        soak_events: 1_000_000,
-        prune_entries: 200_000,
-        keep: false,
-        metrics: MetricsChoice::Off,
-        rounds: 3,
-        rate_limit: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = || {
-            it.next()
-                .ok_or_else(|| format!("{arg} needs a value\n{USAGE}"))
-        };
-        match arg.as_str() {
-            // cargo bench passes `--bench` to every bench binary.
-            "--bench" => {}
-            "--smoke" => args.mode = Mode::Smoke,
-            "--soak" => args.mode = Mode::Soak,
-            "--prune" => args.mode = Mode::Prune,
-            "--prune-entries" => args.prune_entries = number(&value()?)?,
-            "--keep" => args.keep = true,
-            "--duration" => args.duration = Duration::from_secs(number(&value()?)?),
-            "--soak-secs" => args.soak_secs = number(&value()?)?,
-            "--soak-events" => args.soak_events = number(&value()?)?,
-            "--feed-events" => args.feed_events = Some(number(&value()?)?),
-            "--rate-limit" => args.rate_limit = Some(number(&value()?)?),
-            "--log" => args.log = Some(PathBuf::from(value()?)),
-            "--conns" => {
-                args.conns = value()?
-                    .split(',')
-                    .map(|c| number(c).map(|n| n as usize))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--only" => {
-                (args.cases, args.reads) = (Vec::new(), Vec::new());
-                for name in value()?.split(',') {
-                    if let Some(c) = Case::ALL.into_iter().find(|c| c.name() == name) {
-                        args.cases.push(c);
-                    } else if let Some(r) = ReadRow::ALL.into_iter().find(|r| r.name() == name) {
-                        args.reads.push(r);
-                    } else {
-                        return Err(format!("no case named {name:?}\n{USAGE}"));
-                    }
-                }
-            }
-            "--client" => {
-                let clients = [
-                    ("auto", ClientChoice::Auto),
-                    ("wrk", ClientChoice::Wrk),
-                    ("builtin", ClientChoice::Builtin),
-                ];
-                args.client = choice(&arg, &value()?, &clients)?;
-            }
-            "--metrics" => {
-                let states = [
-                    ("on", MetricsChoice::On),
-                    ("off", MetricsChoice::Off),
-                    ("both", MetricsChoice::Both),
-                ];
-                args.metrics = choice(&arg, &value()?, &states)?;
-            }
-            "--rounds" => args.rounds = number(&value()?)?.max(1),
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-        }
-    }
-    Ok(args)
-}
-
-/// The choice `word` names among `names`, or an error that lists them.
-fn choice<T: Copy>(flag: &str, word: &str, names: &[(&str, T)]) -> Result<T, String> {
-    names
-        .iter()
-        .find(|(name, _)| *name == word)
-        .map(|&(_, chosen)| chosen)
-        .ok_or_else(|| {
-            let all: Vec<&str> = names.iter().map(|(name, _)| *name).collect();
-            format!("{flag} is one of {}, not {word:?}\n{USAGE}", all.join(", "))
-        })
-}
-
-fn number(text: &str) -> Result<u64, String> {
-    text.trim()
-        .parse()
-        .map_err(|_| format!("expected a whole number, got {text:?}"))
-}
-
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = Flags::args();
     let result = match args.mode {
         Mode::Full if args.metrics == MetricsChoice::Both => metrics_cost(&args),
         Mode::Full => full(&args),
