@@ -173,6 +173,23 @@ pub fn fetch_all(addr: SocketAddr, conns: usize, requests: Vec<Vec<u8>>) -> Vec<
     ordered
 }
 
+/// Makes a click with each of `requests` (`POST /clicks`) over 16 connections and answers their
+/// uids, in order; or, if any was refused, what it was answered.
+pub fn click_uids(addr: SocketAddr, requests: Vec<Vec<u8>>) -> Result<Vec<String>, String> {
+    fetch_all(addr, 16, requests)
+        .into_iter()
+        .map(|(status, body)| {
+            let uid = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("uid")?.as_str().map(str::to_owned));
+            match (status, uid) {
+                (200, Some(uid)) => Ok(uid),
+                _ => Err(format!("{status} {}", String::from_utf8_lossy(&body))),
+            }
+        })
+        .collect()
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -180,20 +180,8 @@ impl Bench {
         let requests = (0..SETUP_CLICKS as u64)
             .map(|i| clicks.render(&fixture, i))
             .collect();
-        for (status, body) in client::fetch_all(server.addr, 16, requests) {
-            let uid = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v.get("uid")?.as_str().map(str::to_owned));
-            match (status, uid) {
-                (200, Some(uid)) => fixture.click_uids.push(uid),
-                _ => {
-                    return Err(format!(
-                        "setting up clicks: {status} {}",
-                        String::from_utf8_lossy(&body)
-                    ));
-                }
-            }
-        }
+        fixture.click_uids = client::click_uids(server.addr, requests)
+            .map_err(|e| format!("setting up clicks: {e}"))?;
         let made = client::fetch_all(server.addr, 1, vec![Template::bench_link(&fixture)]);
         if !made.iter().all(|(status, _)| (200..300).contains(status)) {
             return Err(format!("setting up the tracking link: {made:?}"));

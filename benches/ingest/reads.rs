@@ -133,20 +133,8 @@ pub fn create_space(
     };
     let clicks = Template::spread_click(&fixture, CAMPAIGNS, LINKS);
     let requests = (0..CLICKS).map(|i| clicks.render(&fixture, i)).collect();
-    for (status, body) in client::fetch_all(addr, 16, requests) {
-        let uid = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v.get("uid")?.as_str().map(str::to_owned));
-        match (status, uid) {
-            (200, Some(uid)) => fixture.click_uids.push(uid),
-            _ => {
-                return Err(format!(
-                    "making the {SPACE} space's clicks: {status} {}",
-                    String::from_utf8_lossy(&body)
-                ));
-            }
-        }
-    }
+    fixture.click_uids = client::click_uids(addr, requests)
+        .map_err(|e| format!("making the {SPACE} space's clicks: {e}"))?;
     // Bind the first half: the feed then shows bound and unbound clicks.
     let bind = Template::of(crate::scenario::Case::Bind, &fixture, "spread");
     let requests = (0..CLICKS / 2).map(|i| bind.render(&fixture, i)).collect();
