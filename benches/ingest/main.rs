@@ -469,6 +469,17 @@ fn measure<S: Send>(
     Ok((row, side))
 }
 
+/// [`measure`] with nothing beside the load.
+fn measure_alone(
+    bench: &mut Bench,
+    wrk_path: Option<&str>,
+    case: Case,
+    conns: usize,
+    duration: Duration,
+) -> Result<Row, String> {
+    measure(bench, wrk_path, case, conns, duration, |_| ()).map(|(row, ())| row)
+}
+
 /// A run of the in-repo client.
 fn builtin(
     addr: std::net::SocketAddr,
@@ -560,14 +571,7 @@ fn full(args: &Args) -> Result<(), String> {
     let mut rows = Vec::new();
     for &conns in &args.conns {
         for &case in &args.cases {
-            let (row, ()) = measure(
-                &mut bench,
-                wrk_path.as_deref(),
-                case,
-                conns,
-                args.duration,
-                |_| (),
-            )?;
+            let row = measure_alone(&mut bench, wrk_path.as_deref(), case, conns, args.duration)?;
             print_row(&row);
             rows.push(row);
             // Let the writer drain and the sockets close before the next row.
@@ -654,14 +658,8 @@ fn metrics_cost(args: &Args) -> Result<(), String> {
                 let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
                 for which in order {
                     let bench = &mut benches[which];
-                    let (mut row, ()) = measure(
-                        bench,
-                        wrk_path.as_deref(),
-                        case,
-                        conns,
-                        args.duration,
-                        |_| (),
-                    )?;
+                    let mut row =
+                        measure_alone(bench, wrk_path.as_deref(), case, conns, args.duration)?;
                     // A handful of rows per run: leaking their labels costs nothing.
                     let state = ["metrics off", "metrics on"][which];
                     row.label =
@@ -692,9 +690,9 @@ fn metrics_cost(args: &Args) -> Result<(), String> {
              their median{}",
             case.name(),
             off_median,
-            rates_text(&off),
+            figures(&off, 0),
             on_median,
-            rates_text(&on),
+            figures(&on, 0),
             on_median / off_median.max(1e-9),
             spread_percent(&off),
             spread_percent(&on),
@@ -710,9 +708,9 @@ fn metrics_cost(args: &Args) -> Result<(), String> {
              on {:.1} us (rows {}): on/off {:.3}",
             case.name(),
             median(&cpu_off),
-            rates_text_1(&cpu_off),
+            figures(&cpu_off, 1),
             median(&cpu_on),
-            rates_text_1(&cpu_on),
+            figures(&cpu_on, 1),
             median(&cpu_on) / median(&cpu_off).max(1e-9),
         );
     }
@@ -740,18 +738,11 @@ fn spread_percent(values: &[f64]) -> f64 {
     (max - min) / median(values).max(1e-9) * 100.0
 }
 
-fn rates_text_1(values: &[f64]) -> String {
+/// `values` with `decimals` digits after the point, joined by commas.
+fn figures(values: &[f64], decimals: usize) -> String {
     values
         .iter()
-        .map(|r| format!("{r:.1}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn rates_text(values: &[f64]) -> String {
-    values
-        .iter()
-        .map(|r| format!("{r:.0}"))
+        .map(|r| format!("{r:.decimals$}"))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -1407,13 +1398,12 @@ fn prune(args: &Args) -> Result<(), String> {
     let mut rows = Vec::new();
     let mut row = |bench: &mut Bench, label: &'static str| -> Result<(), String> {
         let before = pruned()?;
-        let (mut row, ()) = measure(
+        let mut row = measure_alone(
             bench,
             wrk_path.as_deref(),
             Case::Unique,
             CONNS,
             args.duration,
-            |_| (),
         )?;
         row.label = label;
         let during = pruned()? - before;
