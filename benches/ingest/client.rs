@@ -13,76 +13,38 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
-/// Latencies in microseconds, log-linear: exact below 64 us, then 32 buckets per power of two
-/// (within about 3%), up to minutes. Merging is adding counts.
-#[derive(Clone)]
-pub struct Histogram {
-    counts: Vec<u64>,
-    total: u64,
-}
+use crate::http1;
 
-const SUB_BUCKETS: u64 = 32;
+/// Latencies, recorded in microseconds to three significant digits (within 0.1%), up to an
+/// hour; longer ones count as an hour. Merging is adding counts.
+#[derive(Clone)]
+pub struct Histogram(hdrhistogram::Histogram<u64>);
+
+/// The longest latency told apart from longer ones, in microseconds.
+const LONGEST_US: u64 = 3_600 * 1_000_000;
 
 impl Histogram {
     pub fn new() -> Histogram {
-        Histogram {
-            counts: vec![0; 2048],
-            total: 0,
-        }
-    }
-
-    fn index(us: u64) -> usize {
-        let bits = 64 - u64::from(us.leading_zeros());
-        if bits <= 6 {
-            return us as usize;
-        }
-        let shift = bits - 6;
-        ((shift + 1) * SUB_BUCKETS + ((us >> shift) - SUB_BUCKETS)) as usize
-    }
-
-    /// The middle of bucket `i`, in microseconds.
-    fn value(i: usize) -> u64 {
-        let i = i as u64;
-        if i < 2 * SUB_BUCKETS {
-            return i;
-        }
-        let shift = i / SUB_BUCKETS - 1;
-        let low = (SUB_BUCKETS + i % SUB_BUCKETS) << shift;
-        low + (1 << shift) / 2
+        // All its buckets up front: recording never allocates.
+        let buckets = hdrhistogram::Histogram::new_with_bounds(1, LONGEST_US, 3);
+        Histogram(buckets.expect("valid histogram bounds"))
     }
 
     pub fn record(&mut self, latency: Duration) {
         let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        let i = Histogram::index(us).min(self.counts.len() - 1);
-        self.counts[i] += 1;
-        self.total += 1;
+        self.0.saturating_record(us);
     }
 
     pub fn merge(&mut self, other: &Histogram) {
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
-        }
-        self.total += other.total;
+        self.0.add(&other.0).expect("histograms of the same bounds");
     }
 
     /// The latency at quantile `q` (0.5, 0.99), or zero for an empty histogram.
     pub fn quantile(&self, q: f64) -> Duration {
-        if self.total == 0 {
-            return Duration::ZERO;
-        }
-        #[allow(clippy::cast_precision_loss, clippy::cast_sign_loss)]
-        let rank = ((self.total as f64) * q).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return Duration::from_micros(Histogram::value(i));
-            }
-        }
-        Duration::from_micros(Histogram::value(self.counts.len() - 1))
+        Duration::from_micros(self.0.value_at_quantile(q))
     }
 }
 
@@ -189,11 +151,8 @@ pub fn fetch_all(addr: SocketAddr, conns: usize, requests: Vec<Vec<u8>>) -> Vec<
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed) as usize;
                     let Some(req) = requests.get(i) else { break };
-                    let answer = match roundtrip(&mut conn, addr, req)
-                        .await
-                        .map(|(s, _, b)| (s, b))
-                    {
-                        Ok((status, body)) => (status, body.to_vec()),
+                    let answer = match roundtrip(&mut conn, addr, req).await {
+                        Ok(answer) => (answer.status, answer.body.to_vec()),
                         Err(_) => (0, Vec::new()),
                     };
                     got.push((i, answer));
@@ -212,6 +171,23 @@ pub fn fetch_all(addr: SocketAddr, conns: usize, requests: Vec<Vec<u8>>) -> Vec<
         ordered[i] = answer;
     }
     ordered
+}
+
+/// Makes a click with each of `requests` (`POST /clicks`) over 16 connections and answers their
+/// uids, in order; or, if any was refused, what it was answered.
+pub fn click_uids(addr: SocketAddr, requests: Vec<Vec<u8>>) -> Result<Vec<String>, String> {
+    fetch_all(addr, 16, requests)
+        .into_iter()
+        .map(|(status, body)| {
+            let uid = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("uid")?.as_str().map(str::to_owned));
+            match (status, uid) {
+                (200, Some(uid)) => Ok(uid),
+                _ => Err(format!("{status} {}", String::from_utf8_lossy(&body))),
+            }
+        })
+        .collect()
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -250,13 +226,16 @@ async fn connection(
         }
         let request = make(seq);
         let sent = Instant::now();
-        if let Ok((status, answer, _)) = roundtrip(&mut conn, addr, &request).await {
+        if let Ok(answer) = roundtrip(&mut conn, addr, &request).await {
             o.latency.record(sent.elapsed());
             o.responses += 1;
             // As `wrk` counts: a redirect (a tracking link's answer) is a success.
-            if (200..400).contains(&status) {
+            if (200..400).contains(&answer.status) {
                 o.ok += 1;
-                if expect.is_some_and(|e| contains(answer, e.as_bytes())) {
+                let found = |e: &str| {
+                    contains(answer.head, e.as_bytes()) || contains(answer.body, e.as_bytes())
+                };
+                if expect.is_some_and(found) {
                     o.expected += 1;
                 }
             } else {
@@ -271,112 +250,42 @@ async fn connection(
     o
 }
 
-/// One connection with its read buffer; reconnected after an error or `connection: close`.
-struct Conn {
+/// One keep-alive connection and the reader of its answers.
+pub struct Conn {
     stream: TcpStream,
-    buf: Vec<u8>,
-    /// Bytes of `buf` that belong to the last answer, dropped before the next read.
-    consumed: usize,
+    answers: http1::Reader,
+    /// The server said `connection: close`, or an exchange failed or was given up: the next
+    /// request opens a new connection.
     close: bool,
 }
 
-async fn roundtrip<'c>(
+/// Sends `request` over `conn` and reads its answer, connecting first when there is no
+/// connection or the last one is done with.
+pub async fn roundtrip<'c>(
     conn: &'c mut Option<Conn>,
     addr: SocketAddr,
     request: &[u8],
-) -> io::Result<(u16, &'c [u8], &'c [u8])> {
+) -> io::Result<http1::Answer<'c>> {
     if conn.as_ref().is_none_or(|c| c.close) {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         *conn = Some(Conn {
             stream,
-            buf: Vec::with_capacity(4096),
-            consumed: 0,
+            answers: http1::Reader::new(4096),
             close: false,
         });
     }
     let c = conn.as_mut().expect("connected above");
-    let result = c.exchange(request).await;
-    if result.is_err() {
-        *conn = None;
-        return result.map(|_| (0, &[][..], &[][..]));
-    }
-    let c = conn.as_ref().expect("kept on success");
-    let (status, start, end) = result.expect("checked above");
-    // The answer from its status line, and its body.
-    Ok((status, &c.buf[..end], &c.buf[start..end]))
-}
-
-impl Conn {
-    /// Writes `request` and reads one answer: its status and where its body lies in `buf`.
-    async fn exchange(&mut self, request: &[u8]) -> io::Result<(u16, usize, usize)> {
-        self.buf.drain(..self.consumed);
-        self.consumed = 0;
-        self.stream.write_all(request).await?;
-        let head_end = loop {
-            if let Some(at) = find(&self.buf, b"\r\n\r\n") {
-                break at + 4;
-            }
-            self.fill().await?;
-        };
-        let head = &self.buf[..head_end];
-        let status = head
-            .get(9..12)
-            .and_then(|s| std::str::from_utf8(s).ok())
-            .and_then(|s| s.parse::<u16>().ok())
-            .ok_or_else(|| bad("no status line"))?;
-        let length = header(head, b"content-length")
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .ok_or_else(|| bad("no content-length"))?;
-        self.close = header(head, b"connection").is_some_and(|v| v.eq_ignore_ascii_case(b"close"));
-        while self.buf.len() < head_end + length {
-            self.fill().await?;
-        }
-        self.consumed = head_end + length;
-        Ok((status, head_end, head_end + length))
-    }
-
-    async fn fill(&mut self) -> io::Result<()> {
-        let len = self.buf.len();
-        self.buf.resize(len + 4096, 0);
-        let n = self.stream.read(&mut self.buf[len..]).await;
-        let n = match n {
-            Ok(n) => n,
-            Err(e) => {
-                self.buf.truncate(len);
-                return Err(e);
-            }
-        };
-        self.buf.truncate(len + n);
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "server closed the connection",
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn bad(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.to_owned())
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    // Until its answer is read whole, the connection is good for nothing else: if this fails
+    // or is cancelled (a timeout), the next request starts afresh.
+    c.close = true;
+    c.stream.write_all(request).await?;
+    let answer = c.answers.read(&mut c.stream, false).await?;
+    c.close =
+        http1::header(answer.head, "connection").is_some_and(|v| v.eq_ignore_ascii_case(b"close"));
+    Ok(answer)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    find(haystack, needle).is_some()
-}
-
-/// The value of header `name` (lower case) in a response head.
-fn header<'h>(head: &'h [u8], name: &[u8]) -> Option<&'h [u8]> {
-    head.split(|&b| b == b'\n').skip(1).find_map(|line| {
-        let colon = line.iter().position(|&b| b == b':')?;
-        let (key, value) = line.split_at(colon);
-        key.eq_ignore_ascii_case(name)
-            .then(|| value[1..].trim_ascii())
-    })
+    haystack.windows(needle.len()).any(|w| w == needle)
 }

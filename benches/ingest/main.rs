@@ -5,7 +5,7 @@
 //! measures each endpoint at 64 and at 256 connections with `wrk` (or the in-repo client), stops
 //! the server, and checks that every acknowledged event is in the data file.
 //!
-//! Modes:
+//! Modes (`cargo bench --bench ingest -- --help` has every flag, from flags.rs):
 //! - (default) the full table; `--duration SECS` per row (default 10), `--conns 64,256`,
 //!   `--only unique,dry_run`, `--client wrk|builtin`, `--log FILE` for the server's log,
 //!   `--rate-limit N` to serve with the per-space limit on at `N` a second (burst `N`): with an
@@ -25,6 +25,10 @@
 
 mod client;
 mod cpu;
+mod flags;
+// The integration tests' HTTP/1.1 response reader: one reader for both clients.
+#[path = "../../tests/it/support/http1.rs"]
+mod http1;
 mod reads;
 mod scenario;
 mod server;
@@ -37,6 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client::{Load, MakeRequest};
+use flags::Flags;
 use reads::{ReadRow, Spread};
 use scenario::{Case, Fixture, Template};
 use server::Server;
@@ -58,21 +63,29 @@ enum Mode {
 }
 
 /// Whether the server under test counts for `/metrics`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum MetricsChoice {
+    /// A server without /metrics.
     Off,
+    /// A server with /metrics on a port of its own, counting every request.
     On,
-    /// Two servers, one of each, measured in turns.
+    /// Two servers, one of each, measured in turns (--rounds) at each ingest row: the cost of
+    /// counting, in one run.
     Both,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// The load generator.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum ClientChoice {
+    /// wrk if it is installed or can be, else the in-repo client.
     Auto,
+    /// wrk, installed if need be; fails if it cannot be.
     Wrk,
+    /// The in-repo client (2 threads).
     Builtin,
 }
 
+/// What the flags (flags.rs) ask for.
 struct Args {
     mode: Mode,
     duration: Duration,
@@ -96,119 +109,8 @@ struct Args {
     rate_limit: Option<u64>,
 }
 
-const USAGE: &str = "usage: cargo bench --bench ingest -- [--smoke | --soak] [--duration SECS] \
-    [--conns 64,256] [--only CASE,..] [--client auto|wrk|builtin] [--log FILE] \
-    [--feed-events N] [--soak-secs SECS] [--soak-events N] [--keep] [--metrics on|off|both] \
-    [--rounds N] [--rate-limit N] [--prune [--prune-entries N]]
-cases: healthz, dry_run, unique, duplicate, get_e, bind, clicks (at each --conns), then the read \
-rows feed, stats, export (beside unique ingest at 64 connections, on a space of --feed-events)";
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        mode: Mode::Full,
-        duration: Duration::from_secs(10),
-        conns: vec![64, 256],
-        cases: Case::ALL.to_vec(),
-        reads: ReadRow::ALL.to_vec(),
-        feed_events: None,
-        client: ClientChoice::Auto,
-        log: None,
-        soak_secs: 300,
-        soak_events: 1_000_000,
-        prune_entries: 200_000,
-        keep: false,
-        metrics: MetricsChoice::Off,
-        rounds: 3,
-        rate_limit: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = || {
-            it.next()
-                .ok_or_else(|| format!("{arg} needs a value\n{USAGE}"))
-        };
-        match arg.as_str() {
-            // cargo bench passes `--bench` to every bench binary.
-            "--bench" => {}
-            "--smoke" => args.mode = Mode::Smoke,
-            "--soak" => args.mode = Mode::Soak,
-            "--prune" => args.mode = Mode::Prune,
-            "--prune-entries" => args.prune_entries = number(&value()?)?,
-            "--keep" => args.keep = true,
-            "--duration" => args.duration = Duration::from_secs(number(&value()?)?),
-            "--soak-secs" => args.soak_secs = number(&value()?)?,
-            "--soak-events" => args.soak_events = number(&value()?)?,
-            "--feed-events" => args.feed_events = Some(number(&value()?)?),
-            "--rate-limit" => args.rate_limit = Some(number(&value()?)?),
-            "--log" => args.log = Some(PathBuf::from(value()?)),
-            "--conns" => {
-                args.conns = value()?
-                    .split(',')
-                    .map(|c| number(c).map(|n| n as usize))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--only" => {
-                (args.cases, args.reads) = (Vec::new(), Vec::new());
-                for name in value()?.split(',') {
-                    if let Some(c) = Case::ALL.into_iter().find(|c| c.name() == name) {
-                        args.cases.push(c);
-                    } else if let Some(r) = ReadRow::ALL.into_iter().find(|r| r.name() == name) {
-                        args.reads.push(r);
-                    } else {
-                        return Err(format!("no case named {name:?}\n{USAGE}"));
-                    }
-                }
-            }
-            "--client" => {
-                let clients = [
-                    ("auto", ClientChoice::Auto),
-                    ("wrk", ClientChoice::Wrk),
-                    ("builtin", ClientChoice::Builtin),
-                ];
-                args.client = choice(&arg, &value()?, &clients)?;
-            }
-            "--metrics" => {
-                let states = [
-                    ("on", MetricsChoice::On),
-                    ("off", MetricsChoice::Off),
-                    ("both", MetricsChoice::Both),
-                ];
-                args.metrics = choice(&arg, &value()?, &states)?;
-            }
-            "--rounds" => args.rounds = number(&value()?)?.max(1),
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-        }
-    }
-    Ok(args)
-}
-
-/// The choice `word` names among `names`, or an error that lists them.
-fn choice<T: Copy>(flag: &str, word: &str, names: &[(&str, T)]) -> Result<T, String> {
-    names
-        .iter()
-        .find(|(name, _)| *name == word)
-        .map(|&(_, chosen)| chosen)
-        .ok_or_else(|| {
-            let all: Vec<&str> = names.iter().map(|(name, _)| *name).collect();
-            format!("{flag} is one of {}, not {word:?}\n{USAGE}", all.join(", "))
-        })
-}
-
-fn number(text: &str) -> Result<u64, String> {
-    text.trim()
-        .parse()
-        .map_err(|_| format!("expected a whole number, got {text:?}"))
-}
-
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = Flags::args();
     let result = match args.mode {
         Mode::Full if args.metrics == MetricsChoice::Both => metrics_cost(&args),
         Mode::Full => full(&args),
@@ -278,20 +180,8 @@ impl Bench {
         let requests = (0..SETUP_CLICKS as u64)
             .map(|i| clicks.render(&fixture, i))
             .collect();
-        for (status, body) in client::fetch_all(server.addr, 16, requests) {
-            let uid = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v.get("uid")?.as_str().map(str::to_owned));
-            match (status, uid) {
-                (200, Some(uid)) => fixture.click_uids.push(uid),
-                _ => {
-                    return Err(format!(
-                        "setting up clicks: {status} {}",
-                        String::from_utf8_lossy(&body)
-                    ));
-                }
-            }
-        }
+        fixture.click_uids = client::click_uids(server.addr, requests)
+            .map_err(|e| format!("setting up clicks: {e}"))?;
         let made = client::fetch_all(server.addr, 1, vec![Template::bench_link(&fixture)]);
         if !made.iter().all(|(status, _)| (200..300).contains(status)) {
             return Err(format!("setting up the tracking link: {made:?}"));
@@ -579,6 +469,17 @@ fn measure<S: Send>(
     Ok((row, side))
 }
 
+/// [`measure`] with nothing beside the load.
+fn measure_alone(
+    bench: &mut Bench,
+    wrk_path: Option<&str>,
+    case: Case,
+    conns: usize,
+    duration: Duration,
+) -> Result<Row, String> {
+    measure(bench, wrk_path, case, conns, duration, |_| ()).map(|(row, ())| row)
+}
+
 /// A run of the in-repo client.
 fn builtin(
     addr: std::net::SocketAddr,
@@ -670,14 +571,7 @@ fn full(args: &Args) -> Result<(), String> {
     let mut rows = Vec::new();
     for &conns in &args.conns {
         for &case in &args.cases {
-            let (row, ()) = measure(
-                &mut bench,
-                wrk_path.as_deref(),
-                case,
-                conns,
-                args.duration,
-                |_| (),
-            )?;
+            let row = measure_alone(&mut bench, wrk_path.as_deref(), case, conns, args.duration)?;
             print_row(&row);
             rows.push(row);
             // Let the writer drain and the sockets close before the next row.
@@ -764,14 +658,8 @@ fn metrics_cost(args: &Args) -> Result<(), String> {
                 let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
                 for which in order {
                     let bench = &mut benches[which];
-                    let (mut row, ()) = measure(
-                        bench,
-                        wrk_path.as_deref(),
-                        case,
-                        conns,
-                        args.duration,
-                        |_| (),
-                    )?;
+                    let mut row =
+                        measure_alone(bench, wrk_path.as_deref(), case, conns, args.duration)?;
                     // A handful of rows per run: leaking their labels costs nothing.
                     let state = ["metrics off", "metrics on"][which];
                     row.label =
@@ -802,9 +690,9 @@ fn metrics_cost(args: &Args) -> Result<(), String> {
              their median{}",
             case.name(),
             off_median,
-            rates_text(&off),
+            figures(&off, 0),
             on_median,
-            rates_text(&on),
+            figures(&on, 0),
             on_median / off_median.max(1e-9),
             spread_percent(&off),
             spread_percent(&on),
@@ -820,9 +708,9 @@ fn metrics_cost(args: &Args) -> Result<(), String> {
              on {:.1} us (rows {}): on/off {:.3}",
             case.name(),
             median(&cpu_off),
-            rates_text_1(&cpu_off),
+            figures(&cpu_off, 1),
             median(&cpu_on),
-            rates_text_1(&cpu_on),
+            figures(&cpu_on, 1),
             median(&cpu_on) / median(&cpu_off).max(1e-9),
         );
     }
@@ -850,18 +738,11 @@ fn spread_percent(values: &[f64]) -> f64 {
     (max - min) / median(values).max(1e-9) * 100.0
 }
 
-fn rates_text_1(values: &[f64]) -> String {
+/// `values` with `decimals` digits after the point, joined by commas.
+fn figures(values: &[f64], decimals: usize) -> String {
     values
         .iter()
-        .map(|r| format!("{r:.1}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn rates_text(values: &[f64]) -> String {
-    values
-        .iter()
-        .map(|r| format!("{r:.0}"))
+        .map(|r| format!("{r:.decimals$}"))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -1517,13 +1398,12 @@ fn prune(args: &Args) -> Result<(), String> {
     let mut rows = Vec::new();
     let mut row = |bench: &mut Bench, label: &'static str| -> Result<(), String> {
         let before = pruned()?;
-        let (mut row, ()) = measure(
+        let mut row = measure_alone(
             bench,
             wrk_path.as_deref(),
             Case::Unique,
             CONNS,
             args.duration,
-            |_| (),
         )?;
         row.label = label;
         let during = pruned()? - before;

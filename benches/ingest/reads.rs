@@ -10,16 +10,18 @@
 //! look free. The events are filled through the server's own ingest path (`POST /events` over 64
 //! connections with the in-repo client, which counts exactly).
 //!
-//! The side client is sequential (one connection, one request at a time) and blocking, on its
-//! own thread; its latencies go into the same histogram as the load's.
+//! The side client is sequential (one connection, one request at a time), on its own thread: the
+//! load client's connection (`client::roundtrip`) driven by a runtime of that thread alone. Its
+//! latencies go into the same histogram as the load's.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Read;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::client::{self, Histogram, Load, MakeRequest};
+use crate::http1;
 use crate::scenario::{Fixture, HOUR_MS, Template};
 use std::sync::Arc;
 
@@ -34,6 +36,9 @@ pub const HOURS: u64 = 60 * 24;
 pub fn hours_used(events: u64) -> u64 {
     events.div_ceil(CAMPAIGNS).min(HOURS)
 }
+
+/// How long the side client waits for an answer before it counts an error.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The page the feed row reads.
 pub const PAGE: usize = 1000;
@@ -128,20 +133,8 @@ pub fn create_space(
     };
     let clicks = Template::spread_click(&fixture, CAMPAIGNS, LINKS);
     let requests = (0..CLICKS).map(|i| clicks.render(&fixture, i)).collect();
-    for (status, body) in client::fetch_all(addr, 16, requests) {
-        let uid = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v.get("uid")?.as_str().map(str::to_owned));
-        match (status, uid) {
-            (200, Some(uid)) => fixture.click_uids.push(uid),
-            _ => {
-                return Err(format!(
-                    "making the {SPACE} space's clicks: {status} {}",
-                    String::from_utf8_lossy(&body)
-                ));
-            }
-        }
-    }
+    fixture.click_uids = client::click_uids(addr, requests)
+        .map_err(|e| format!("making the {SPACE} space's clicks: {e}"))?;
     // Bind the first half: the feed then shows bound and unbound clicks.
     let bind = Template::of(crate::scenario::Case::Bind, &fixture, "spread");
     let requests = (0..CLICKS / 2).map(|i| bind.render(&fixture, i)).collect();
@@ -250,7 +243,12 @@ pub fn side(
         samples: Vec::new(),
         bytes: 0,
     };
-    let mut conn: Option<Http> = None;
+    // One request at a time, on this thread: the runtime only waits for the connection.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("side client runtime");
+    let mut conn: Option<client::Conn> = None;
     let mut after: u64 = 0;
     // Events the pages have shown since the last wrap-around.
     let mut seen: u64 = 0;
@@ -267,11 +265,16 @@ pub fn side(
             ReadRow::Feed => format!("/events?after={after}&limit={PAGE}"),
             _ => "/stats?by=campaign_name".to_owned(),
         };
+        let request = format!(
+            "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
+            spread.fixture.secret
+        );
         let sent = Instant::now();
-        let answer = Http::get(&mut conn, addr, &target, &spread.fixture.secret);
-        let Ok((status, body)) = answer else {
+        let roundtrip = client::roundtrip(&mut conn, addr, request.as_bytes());
+        let answer =
+            runtime.block_on(async { tokio::time::timeout(READ_TIMEOUT, roundtrip).await });
+        let Ok(Ok(http1::Answer { status, body, .. })) = answer else {
             o.errors += 1;
-            conn = None;
             if o.errors > 100 {
                 break;
             }
@@ -293,10 +296,10 @@ pub fn side(
         }
         let checked = match row {
             ReadRow::Feed => {
-                check_page(&body, o.responses == 1, spread.events.saturating_sub(seen)).and_then(
+                check_page(body, o.responses == 1, spread.events.saturating_sub(seen)).and_then(
                     |n| {
                         seen += n;
-                        if let Some(next) = next_cursor(&body) {
+                        if let Some(next) = next_cursor(body) {
                             after = next;
                             return Ok(());
                         }
@@ -314,7 +317,7 @@ pub fn side(
                     },
                 )
             }
-            _ => check_stats(&body, o.responses == 1, spread.events),
+            _ => check_stats(body, o.responses == 1, spread.events),
         };
         if let Err(e) = checked {
             o.wrong += 1;
@@ -401,93 +404,6 @@ fn count(haystack: &[u8], needle: &[u8]) -> u64 {
         .windows(needle.len())
         .filter(|w| w == &needle)
         .count() as u64
-}
-
-/// A blocking keep-alive HTTP/1.1 connection: one GET at a time.
-struct Http {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Http {
-    fn connect(addr: SocketAddr) -> io::Result<Http> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-        Ok(Http {
-            stream,
-            buf: Vec::with_capacity(1 << 20),
-        })
-    }
-
-    /// GETs `target` with the secret; answers the status and the body. The connection is kept
-    /// unless the server closes it.
-    fn get(
-        conn: &mut Option<Http>,
-        addr: SocketAddr,
-        target: &str,
-        secret: &str,
-    ) -> io::Result<(u16, Vec<u8>)> {
-        if conn.is_none() {
-            *conn = Some(Http::connect(addr)?);
-        }
-        let c = conn.as_mut().expect("connected above");
-        let request = format!(
-            "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {secret}\r\n\r\n"
-        );
-        c.stream.write_all(request.as_bytes())?;
-        c.buf.clear();
-        let head_end = loop {
-            if let Some(at) = find(&c.buf, b"\r\n\r\n") {
-                break at + 4;
-            }
-            c.fill()?;
-        };
-        let head = String::from_utf8_lossy(&c.buf[..head_end]).to_ascii_lowercase();
-        let status = head
-            .get(9..12)
-            .and_then(|s| s.parse::<u16>().ok())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no status line"))?;
-        let length = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no content-length"))?;
-        let close = head.lines().any(|l| l.trim() == "connection: close");
-        while c.buf.len() < head_end + length {
-            c.fill()?;
-        }
-        let body = c.buf[head_end..head_end + length].to_vec();
-        if close {
-            *conn = None;
-        }
-        Ok((status, body))
-    }
-
-    fn fill(&mut self) -> io::Result<()> {
-        let len = self.buf.len();
-        self.buf.resize(len + 64 * 1024, 0);
-        let n = self.stream.read(&mut self.buf[len..]);
-        let n = match n {
-            Ok(n) => n,
-            Err(e) => {
-                self.buf.truncate(len);
-                return Err(e);
-            }
-        };
-        self.buf.truncate(len + n);
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "server closed the connection",
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// One run of `tracker export`.

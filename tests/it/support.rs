@@ -3,7 +3,8 @@
 //! [`TrackerProcess`] that runs the real binary for restart and crash tests.
 //!
 //! The client is written here rather than taken from a crate so the tests control every byte
-//! that goes on the wire: chunked bodies, exact `Content-Length`s, keep-alive.
+//! that goes on the wire: chunked bodies, exact `Content-Length`s, keep-alive. It reads answers
+//! with [`http1::Reader`], which the benchmark's load client shares.
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader as StdBufReader};
@@ -15,7 +16,7 @@ use std::sync::atomic::AtomicU8;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -34,6 +35,8 @@ const IO_TIMEOUT: Duration = Duration::from_secs(20);
 // ---------------------------------------------------------------------------------------------
 // HTTP client
 
+mod http1;
+
 /// A parsed HTTP response.
 #[derive(Debug, Clone)]
 pub struct Response {
@@ -50,6 +53,23 @@ impl Response {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The answer `http1` read, with its headers as text.
+    fn owned(answer: &http1::Answer<'_>) -> std::io::Result<Response> {
+        let text = |bytes: &[u8]| {
+            std::str::from_utf8(bytes).map(str::to_owned).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "a header is not UTF-8")
+            })
+        };
+        let headers = http1::headers(answer.head)
+            .map(|(name, value)| Ok((text(name)?, text(value)?)))
+            .collect::<std::io::Result<_>>()?;
+        Ok(Response {
+            status: answer.status,
+            headers,
+            body: answer.body.to_vec(),
+        })
     }
 
     #[must_use]
@@ -149,7 +169,8 @@ pub fn app_on(store: &Arc<Store>, now_ms: u64) -> App {
 /// A connection that can carry several requests (keep-alive).
 pub struct Connection {
     addr: SocketAddr,
-    stream: BufReader<TcpStream>,
+    stream: TcpStream,
+    answers: http1::Reader,
 }
 
 impl Connection {
@@ -160,7 +181,8 @@ impl Connection {
         stream.set_nodelay(true)?;
         Ok(Connection {
             addr,
-            stream: BufReader::new(stream),
+            stream,
+            answers: http1::Reader::new(8 * 1024),
         })
     }
 
@@ -173,7 +195,7 @@ impl Connection {
     /// The TCP stream, for tests that watch the connection itself.
     #[must_use]
     pub fn into_stream(self) -> TcpStream {
-        self.stream.into_inner()
+        self.stream
     }
 
     /// Writes `bytes` as they are and reads one response.
@@ -185,8 +207,8 @@ impl Connection {
     /// its `Content-Length` says.
     async fn exchange(&mut self, bytes: &[u8], head: bool) -> std::io::Result<Response> {
         tokio::time::timeout(IO_TIMEOUT, async {
-            self.stream.get_mut().write_all(bytes).await?;
-            read_response(&mut self.stream, head).await
+            self.stream.write_all(bytes).await?;
+            Response::owned(&self.answers.read(&mut self.stream, head).await?)
         })
         .await
         .map_err(|_| std::io::Error::other("no response in time"))?
@@ -216,77 +238,6 @@ pub async fn send_raw(addr: SocketAddr, bytes: &[u8]) -> Response {
             "request {:?} got no response: {e}",
             String::from_utf8_lossy(&bytes[..bytes.len().min(120)])
         )
-    })
-}
-
-async fn read_line(stream: &mut BufReader<TcpStream>) -> std::io::Result<String> {
-    let mut line = String::new();
-    let n = stream.read_line(&mut line).await?;
-    if n == 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "connection closed before a full response",
-        ));
-    }
-    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
-}
-
-async fn read_response(stream: &mut BufReader<TcpStream>, head: bool) -> std::io::Result<Response> {
-    let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
-    let status_line = read_line(stream).await?;
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad(format!("bad status line {status_line:?}")))?;
-    let mut headers = Vec::new();
-    loop {
-        let line = read_line(stream).await?;
-        if line.is_empty() {
-            break;
-        }
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| bad(format!("bad header line {line:?}")))?;
-        headers.push((name.trim().to_owned(), value.trim().to_owned()));
-    }
-    let find = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
-    };
-    let mut body = Vec::new();
-    if head {
-        // No body follows the head of an answer to HEAD.
-    } else if find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-        loop {
-            let size_line = read_line(stream).await?;
-            let size = usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)
-                .map_err(|_| bad(format!("bad chunk size {size_line:?}")))?;
-            if size == 0 {
-                // Trailers, then the blank line.
-                while !read_line(stream).await?.is_empty() {}
-                break;
-            }
-            let start = body.len();
-            body.resize(start + size, 0);
-            stream.read_exact(&mut body[start..]).await?;
-            read_line(stream).await?;
-        }
-    } else if let Some(length) = find("content-length") {
-        let length: usize = length
-            .parse()
-            .map_err(|_| bad(format!("bad content-length {length:?}")))?;
-        body.resize(length, 0);
-        stream.read_exact(&mut body).await?;
-    } else if status != 204 && status != 304 {
-        stream.read_to_end(&mut body).await?;
-    }
-    Ok(Response {
-        status,
-        headers,
-        body,
     })
 }
 

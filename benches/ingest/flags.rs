@@ -1,0 +1,198 @@
+//! The benchmark's command line: the flags as clap reads them ([`Flags`], whose doc comments
+//! are `--help`), turned into what they ask for ([`Args`], which the rest of the program reads).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{ArgAction, Parser};
+
+use crate::reads::ReadRow;
+use crate::scenario::Case;
+use crate::{Args, ClientChoice, MetricsChoice, Mode};
+
+/// How fast the real tracker takes events, durably, on this machine.
+///
+/// Starts the release binary on a temporary data file, sets up a space's clicks and some known
+/// events, measures each endpoint at each --conns with wrk (or the in-repo client), stops
+/// the server, and checks that every acknowledged event is in the data file. Without a mode
+/// flag: the full table. See BENCHMARKS.md for the results on the project's machine.
+#[derive(Parser, Debug)]
+#[command(
+    bin_name = "cargo bench --bench ingest --",
+    // As the flags always did: given twice, the last one counts (lists too: `ArgAction::Set`).
+    args_override_self = true,
+)]
+pub struct Flags {
+    #[command(flatten)]
+    mode: ModeFlags,
+
+    /// Seconds per row.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    duration: u64,
+
+    /// The numbers of connections each ingest row is measured at.
+    #[arg(
+        long,
+        value_name = "N,..",
+        value_delimiter = ',',
+        default_value = "64,256",
+        action = ArgAction::Set
+    )]
+    conns: Vec<usize>,
+
+    /// Only these rows: ingest cases (each at every --conns), and the read rows feed, stats and
+    /// export (beside unique ingest at 64 connections, on a space of --feed-events). All of
+    /// them when not given.
+    #[arg(
+        long,
+        value_name = "ROW,..",
+        value_delimiter = ',',
+        value_parser = row_names(),
+        action = ArgAction::Set
+    )]
+    only: Option<Vec<Row>>,
+
+    /// The load generator.
+    #[arg(long, value_enum, default_value_t = ClientChoice::Auto)]
+    client: ClientChoice,
+
+    /// Writes the server's log to FILE.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+
+    /// Events in the read rows' space [default: 1000000, and 2000 with --smoke].
+    #[arg(long, value_name = "N")]
+    feed_events: Option<u64>,
+
+    /// With --soak: the fewest seconds it runs.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    soak_secs: u64,
+
+    /// With --soak: the fewest events it stores.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    soak_events: u64,
+
+    /// With --prune: the expired dedup entries (windowed deposits) stored for retention to
+    /// prune.
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    prune_entries: u64,
+
+    /// Keeps the temporary directory (data file, config, log) and prints where it is.
+    #[arg(long)]
+    keep: bool,
+
+    /// Whether the server under test counts every request for /metrics.
+    #[arg(long, value_enum, default_value_t = MetricsChoice::Off)]
+    metrics: MetricsChoice,
+
+    /// With --metrics both: the turns each server takes at each row (0 counts as 1).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    rounds: u64,
+
+    /// Serves with the per-space rate limit on at N a second (burst N): with an N no row
+    /// reaches, what the token bucket costs on the hot path (BENCHMARKS.md).
+    #[arg(long, value_name = "N")]
+    rate_limit: Option<u64>,
+
+    /// Passed by cargo bench to every bench binary; ignored.
+    #[arg(long = "bench", hide = true)]
+    _bench: bool,
+}
+
+/// The mode flags: at most one of them; the full table without any.
+#[derive(clap::Args, Debug)]
+#[group(multiple = false)]
+struct ModeFlags {
+    /// A few hundred requests per row with the in-repo client, every count checked; exits
+    /// non-zero on any failure. Cheap enough for CI.
+    #[arg(long)]
+    smoke: bool,
+
+    /// Unique events at 64 connections until --soak-events are stored and at least --soak-secs
+    /// have passed, printing the server's RSS every 10 s.
+    #[arg(long)]
+    soak: bool,
+
+    /// The unique row at 64 connections with nothing to prune, then while retention prunes
+    /// --prune-entries expired dedup entries, then after; on one server with
+    /// `dedup_window = "2s"`.
+    #[arg(long)]
+    prune: bool,
+}
+
+impl ModeFlags {
+    fn mode(&self) -> Mode {
+        match (self.smoke, self.soak, self.prune) {
+            (true, _, _) => Mode::Smoke,
+            (_, true, _) => Mode::Soak,
+            (_, _, true) => Mode::Prune,
+            _ => Mode::Full,
+        }
+    }
+}
+
+/// A row `--only` names: an ingest case or a read row.
+#[derive(Clone, Copy, Debug)]
+enum Row {
+    Ingest(Case),
+    Read(ReadRow),
+}
+
+/// Reads a row's name: those of the ingest cases, then of the read rows.
+fn row_names() -> impl TypedValueParser<Value = Row> {
+    let cases = Case::ALL.map(Row::Ingest);
+    let reads = ReadRow::ALL.map(Row::Read);
+    let name = |row: &Row| match *row {
+        Row::Ingest(case) => case.name(),
+        Row::Read(read) => read.name(),
+    };
+    let rows: Vec<Row> = cases.into_iter().chain(reads).collect();
+    PossibleValuesParser::new(rows.iter().map(name).collect::<Vec<_>>()).map(move |chosen| {
+        *rows
+            .iter()
+            .find(|row| name(row) == chosen)
+            .expect("clap checked the name")
+    })
+}
+
+impl Flags {
+    /// Reads the command line; prints the help, or what is wrong with the flags, and exits
+    /// when it should.
+    pub fn args() -> Args {
+        Flags::parse().into_args()
+    }
+
+    fn into_args(self) -> Args {
+        let (cases, reads) = match self.only {
+            None => (Case::ALL.to_vec(), ReadRow::ALL.to_vec()),
+            Some(rows) => {
+                let mut chosen = (Vec::new(), Vec::new());
+                for row in rows {
+                    match row {
+                        Row::Ingest(case) => chosen.0.push(case),
+                        Row::Read(read) => chosen.1.push(read),
+                    }
+                }
+                chosen
+            }
+        };
+        Args {
+            mode: self.mode.mode(),
+            duration: Duration::from_secs(self.duration),
+            conns: self.conns,
+            cases,
+            reads,
+            feed_events: self.feed_events,
+            client: self.client,
+            log: self.log,
+            soak_secs: self.soak_secs,
+            soak_events: self.soak_events,
+            prune_entries: self.prune_entries,
+            keep: self.keep,
+            metrics: self.metrics,
+            rounds: self.rounds.max(1),
+            rate_limit: self.rate_limit,
+        }
+    }
+}
