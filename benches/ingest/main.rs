@@ -19,7 +19,7 @@
 //!   each, alternating, `--rounds N` times (default 3): the cost of counting, in one run.
 //! - `--prune`: the unique row at 64 connections with nothing to prune, then while retention
 //!   prunes `--prune-entries` (default 200,000) expired dedup entries, then after; on one
-//!   server with `dedup_window = "2s"` (issue 12).
+//!   server with `dedup_window = "2s"`.
 //!
 //! See BENCHMARKS.md for the results on the project's machine.
 
@@ -91,7 +91,7 @@ struct Args {
     duration: Duration,
     conns: Vec<usize>,
     cases: Vec<Case>,
-    /// The read rows (issue 9), after the ingest rows.
+    /// The read rows, after the ingest rows.
     reads: Vec<ReadRow>,
     /// Events in the read rows' space; default 1,000,000, and 2,000 with `--smoke`.
     feed_events: Option<u64>,
@@ -747,7 +747,7 @@ fn figures(values: &[f64], decimals: usize) -> String {
         .join(", ")
 }
 
-/// The ingest rows' figures against issue 15's: `dry_run` beside durable unique, and the
+/// The ingest rows' figures against their targets: `dry_run` beside durable unique, and the
 /// server CPU each request took; and which rows were measured beside other work.
 fn report_ingest(rows: &[Row], conns: &[usize]) {
     for &conns in conns {
@@ -1021,7 +1021,7 @@ fn export_direct(
     out
 }
 
-/// Prints the read rows' figures against issue 9's targets, checks the exports' line counts,
+/// Prints the read rows' figures against their targets, checks the exports' line counts,
 /// and adds what failed to `r.failures`.
 fn report_reads(r: &mut ReadResults, plan: &ReadPlan, unique_alone: Option<f64>) {
     const TARGET_P99_MS: f64 = 20.0;

@@ -1,4 +1,4 @@
-//! The read rows (issue 9): a feed page of 1000 events with attribution and `GET /stats` over a
+//! The read rows: a feed page of 1000 events with attribution and `GET /stats` over a
 //! space of a million events, each timed while durable ingest runs at full rate beside it, and
 //! `tracker export` of that space: wall time and the export process's peak RSS.
 //!
