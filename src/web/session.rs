@@ -25,6 +25,8 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 
+use hmac::{KeyInit as _, Mac as _};
+
 /// A session ends after this long without a request.
 pub const IDLE_MS: u64 = 12 * 60 * 60 * 1000;
 /// Sessions kept at most; the least recently used goes first.
@@ -60,35 +62,20 @@ fn random_hex128() -> String {
     hex(&bytes)
 }
 
-/// HMAC-SHA256 (RFC 2104) of `message` under a 32-byte key (shorter than SHA-256's 64-byte
-/// block, so it is zero-padded and never hashed first). Written here on `sha2` rather than taken
-/// from a crate for these few lines; the RFC 4231 test vector below pins it.
-fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
-    use sha2::{Digest as _, Sha256};
-    let mut block = [0u8; 64];
-    block[..32].copy_from_slice(key);
-    let pad = |byte: u8| block.map(|k| k ^ byte);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
-}
+/// HMAC-SHA256 (RFC 2104), the login form's signature.
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
-/// The login form's tokens: the key their HMACs are made with, new at each start.
+/// The login form's tokens: HMAC-SHA256 under a random 32-byte key, new at each start. The keyed
+/// state is kept and cloned for each form, so the key's pads are hashed once per process.
 pub struct LoginForms {
-    key: [u8; 32],
+    keyed: HmacSha256,
 }
 
 impl Default for LoginForms {
     fn default() -> LoginForms {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).expect("the OS random number generator failed");
-        LoginForms { key }
+        LoginForms::with_key(&key)
     }
 }
 
@@ -99,11 +86,27 @@ pub struct LoginForm {
 }
 
 impl LoginForms {
+    fn with_key(key: &[u8; 32]) -> LoginForms {
+        LoginForms {
+            keyed: HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length"),
+        }
+    }
+
+    /// The form field that goes with `cookie`: its HMAC, in hex.
+    fn field_for(&self, cookie: &str) -> String {
+        hex(&self
+            .keyed
+            .clone()
+            .chain_update(cookie)
+            .finalize()
+            .into_bytes())
+    }
+
     /// A new pair for a login page served at `now_ms`.
     #[must_use]
     pub fn issue(&self, now_ms: u64) -> LoginForm {
         let cookie = format!("{now_ms}.{}", random_hex128());
-        let field = hex(&hmac_sha256(&self.key, cookie.as_bytes()));
+        let field = self.field_for(&cookie);
         LoginForm { cookie, field }
     }
 
@@ -118,7 +121,7 @@ impl LoginForms {
             .split_once('.')
             .and_then(|(issued, _)| issued.parse::<u64>().ok());
         let fresh = issued_ms.is_some_and(|t| t <= now_ms && now_ms - t < LOGIN_FORM_MS);
-        fresh && same_token(field, &hex(&hmac_sha256(&self.key, cookie.as_bytes())))
+        fresh && same_token(field, &self.field_for(cookie))
     }
 }
 
@@ -345,13 +348,14 @@ mod tests {
         );
     }
 
-    /// RFC 4231 test case 2 has a 4-byte key ("Jefe"), which pads with zeros like ours.
+    /// RFC 4231 test case 2: its 4-byte key ("Jefe") zero-padded to our 32 bytes is the same
+    /// HMAC key, since HMAC pads every key shorter than the hash's block with zeros.
     #[test]
-    fn hmac_sha256_matches_rfc_4231() {
+    fn the_login_field_is_hmac_sha256_of_the_cookie() {
         let mut key = [0u8; 32];
         key[..4].copy_from_slice(b"Jefe");
         assert_eq!(
-            hex(&hmac_sha256(&key, b"what do ya want for nothing?")),
+            LoginForms::with_key(&key).field_for("what do ya want for nothing?"),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
     }
