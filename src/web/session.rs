@@ -26,6 +26,7 @@ use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 
 use hmac::{KeyInit as _, Mac as _};
+use subtle::ConstantTimeEq as _;
 
 /// A session ends after this long without a request.
 pub const IDLE_MS: u64 = 12 * 60 * 60 * 1000;
@@ -125,14 +126,11 @@ impl LoginForms {
     }
 }
 
-/// Compares two tokens in time that does not depend on where they differ.
+/// Compares two tokens in time that does not depend on where they differ (a different length
+/// answers at once: token lengths are no secret).
 #[must_use]
 pub fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    a.as_bytes().ct_eq(b.as_bytes()).into()
 }
 
 struct Session {
@@ -389,5 +387,9 @@ mod tests {
         assert!(!same_token("abc", "abd"));
         assert!(!same_token("abc", "ab"));
         assert!(!same_token("", "a"));
+        assert!(same_token("", ""));
+        // A difference in the last byte only, and in the first only.
+        assert!(!same_token("0123456789abcdef", "0123456789abcdeF"));
+        assert!(!same_token("0123456789abcdef", "1123456789abcdef"));
     }
 }
