@@ -21,7 +21,6 @@
 //! when they fail, so a burst of concurrent attempts is bounded too.
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 
@@ -46,21 +45,11 @@ const MAX_ADDRESSES: usize = 4096;
 /// A login form is accepted for this long after its page was served.
 pub const LOGIN_FORM_MS: u64 = 60 * 60 * 1000;
 
-/// Bytes as lowercase hex digits.
-fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .fold(String::with_capacity(2 * bytes.len()), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
-}
-
 /// 128 random bits as 32 lowercase hex digits.
 fn random_hex128() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the OS random number generator failed");
-    hex(&bytes)
+    hex::encode(bytes)
 }
 
 /// HMAC-SHA256 (RFC 2104), the login form's signature.
@@ -93,14 +82,14 @@ impl LoginForms {
         }
     }
 
+    /// The HMAC of `cookie`, ready to finish or verify.
+    fn mac_of(&self, cookie: &str) -> HmacSha256 {
+        self.keyed.clone().chain_update(cookie)
+    }
+
     /// The form field that goes with `cookie`: its HMAC, in hex.
     fn field_for(&self, cookie: &str) -> String {
-        hex(&self
-            .keyed
-            .clone()
-            .chain_update(cookie)
-            .finalize()
-            .into_bytes())
+        hex::encode(self.mac_of(cookie).finalize().into_bytes())
     }
 
     /// A new pair for a login page served at `now_ms`.
@@ -122,7 +111,7 @@ impl LoginForms {
             .split_once('.')
             .and_then(|(issued, _)| issued.parse::<u64>().ok());
         let fresh = issued_ms.is_some_and(|t| t <= now_ms && now_ms - t < LOGIN_FORM_MS);
-        fresh && same_token(field, &self.field_for(cookie))
+        fresh && hex::decode(field).is_ok_and(|tag| self.mac_of(cookie).verify_slice(&tag).is_ok())
     }
 }
 
@@ -373,6 +362,9 @@ mod tests {
         assert!(!forms.accepts(None, Some(&form.field), 1_000));
         assert!(!forms.accepts(Some(&form.cookie), None, 1_000));
         assert!(!forms.accepts(Some(&form.cookie), Some(&other.field), 1_000));
+        // Its field cut short, or not hex at all.
+        assert!(!forms.accepts(Some(&form.cookie), Some(&form.field[..62]), 1_000));
+        assert!(!forms.accepts(Some(&form.cookie), Some("zz"), 1_000));
         // A cookie whose time was moved forward no longer matches its field.
         let moved = form.cookie.replacen("1000.", "2000.", 1);
         assert!(!forms.accepts(Some(&moved), Some(&form.field), 2_000));
