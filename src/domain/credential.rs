@@ -238,11 +238,17 @@ pub fn redact(text: &str) -> String {
     redact_token_param(&out)
 }
 
+/// The name is compared decoded, as `input::Query` reads it: `%74oken=` is a token too.
 fn redact_token_param(query: &str) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some(("token", v)) if !v.starts_with("trk_") => "token=[redacted]".to_owned(),
+            Some((name, v))
+                if !v.starts_with("trk_")
+                    && crate::domain::input::percent_decode(name).as_deref() == Some("token") =>
+            {
+                format!("{name}=[redacted]")
+            }
             _ => pair.to_owned(),
         })
         .collect::<Vec<_>>()
@@ -295,5 +301,10 @@ mod tests {
         assert!(!red.contains(secret_part), "{red}");
         assert!(red.contains("uid=1"));
         assert_eq!(redact("token=hunter2&x=1"), "token=[redacted]&x=1");
+        // A name or a credential percent-encoded is still found.
+        assert_eq!(
+            redact("%74oken=trk%5Fsk%5FAbCdEfGh&x=1"),
+            "%74oken=[redacted]&x=1"
+        );
     }
 }
