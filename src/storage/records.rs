@@ -1275,6 +1275,68 @@ mod tests {
         );
     }
 
+    /// Pins the rejection log's record (`REJECTIONS`): its number, then the refused request's
+    /// fields in order, as `postcard` writes them.
+    #[test]
+    fn rejection_record_bytes_are_stable() {
+        #[rustfmt::skip]
+        let with_field = [
+            &[1][..], // version
+            &[233, 7], // number: 1001
+            &[128, 206, 217, 230, 206, 51], // at_ms
+            &[3], b"GET", // method
+            &[2], b"/e", // endpoint
+            &[166, 3], // http_status: 422
+            &[13], b"invalid_value", // status
+            &[1, 5], b"value", // field: Some
+            &[30], b"value must be a decimal number", // error
+            &[0], // query: None
+        ]
+        .concat();
+        assert_golden(
+            &RejectionRecord {
+                number: 1001,
+                at_ms: T,
+                method: "GET".into(),
+                endpoint: "/e".into(),
+                http_status: 422,
+                status: "invalid_value".into(),
+                field: Some("value".into()),
+                error: "value must be a decimal number".into(),
+                query: None,
+            },
+            &with_field,
+        );
+        #[rustfmt::skip]
+        let with_query = [
+            &[1][..], // version
+            &[0], // number: 0
+            &[128, 206, 217, 230, 206, 51], // at_ms
+            &[4], b"POST", // method
+            &[7], b"/events", // endpoint
+            &[145, 3], // http_status: 401
+            &[12], b"unauthorized", // status
+            &[0], // field: None
+            &[13], b"no credential", // error
+            &[1, 20], b"token=[redacted]&x=1", // query: Some
+        ]
+        .concat();
+        assert_golden(
+            &RejectionRecord {
+                number: 0,
+                at_ms: T,
+                method: "POST".into(),
+                endpoint: "/events".into(),
+                http_status: 401,
+                status: "unauthorized".into(),
+                field: None,
+                error: "no credential".into(),
+                query: Some("token=[redacted]&x=1".into()),
+            },
+            &with_query,
+        );
+    }
+
     #[test]
     fn click_record_bytes_are_stable() {
         #[rustfmt::skip]
