@@ -50,6 +50,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::rejection::Rejection;
 use crate::storage::StoreError;
 
 /// A record type, the version byte in front of its current encoding, and how its body is written
@@ -253,20 +254,14 @@ impl Record for StatsRecord {
     const NAME: &'static str = "stats";
 }
 
-/// One rejected request (`REJECTIONS`), with its number in the space's log. The fields are
-/// spelled out here, not borrowed from `domain::rejection`, so the stored shape changes only
-/// with a new version.
+/// One rejected request (`REJECTIONS`), with its number in the space's log. `postcard` writes a
+/// nested struct as its fields in order with nothing around them, so this is the number followed
+/// by `Rejection`'s fields: `domain::rejection::Rejection` is part of the stored layout, and the
+/// golden test below fails on any change to it.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct RejectionRecord {
     pub number: u64,
-    pub at_ms: u64,
-    pub method: String,
-    pub endpoint: String,
-    pub http_status: u16,
-    pub status: String,
-    pub field: Option<String>,
-    pub error: String,
-    pub query: Option<String>,
+    pub rejection: Rejection,
 }
 impl Record for RejectionRecord {
     const VERSION: u8 = 1;
@@ -1296,14 +1291,16 @@ mod tests {
         assert_golden(
             &RejectionRecord {
                 number: 1001,
-                at_ms: T,
-                method: "GET".into(),
-                endpoint: "/e".into(),
-                http_status: 422,
-                status: "invalid_value".into(),
-                field: Some("value".into()),
-                error: "value must be a decimal number".into(),
-                query: None,
+                rejection: Rejection {
+                    at_ms: T,
+                    method: "GET".into(),
+                    endpoint: "/e".into(),
+                    http_status: 422,
+                    status: "invalid_value".into(),
+                    field: Some("value".into()),
+                    error: "value must be a decimal number".into(),
+                    query: None,
+                },
             },
             &with_field,
         );
@@ -1324,14 +1321,16 @@ mod tests {
         assert_golden(
             &RejectionRecord {
                 number: 0,
-                at_ms: T,
-                method: "POST".into(),
-                endpoint: "/events".into(),
-                http_status: 401,
-                status: "unauthorized".into(),
-                field: None,
-                error: "no credential".into(),
-                query: Some("token=[redacted]&x=1".into()),
+                rejection: Rejection {
+                    at_ms: T,
+                    method: "POST".into(),
+                    endpoint: "/events".into(),
+                    http_status: 401,
+                    status: "unauthorized".into(),
+                    field: None,
+                    error: "no credential".into(),
+                    query: Some("token=[redacted]&x=1".into()),
+                },
             },
             &with_query,
         );
