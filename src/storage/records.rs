@@ -298,6 +298,8 @@ mod event_v2 {
     pub(super) const VALUE_PACKED: u8 = 1 << 6;
     pub(super) const CURRENCY_PACKED: u8 = 1 << 7;
 
+    /// Frozen with the format: the same digits as `domain::base62::DIGITS`, kept here and not
+    /// borrowed (see above), so packed uids decode to the same text whatever `domain` does.
     const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     /// 62^22 > 2^128, so every `u128` has a 22-digit form and the packing is a bijection between
     /// `u128` and the 22-digit strings whose value fits.
