@@ -1,14 +1,18 @@
 //! Configuration: built-in defaults, then `tracker.toml`, then `TRACKER_*` variables, then flags.
 //!
-//! The layers are merged as TOML values and read once into [`RawSettings`] (every key optional,
-//! unknown keys refused by name), then checked into [`Settings`], whose every field is valid. A
-//! configuration error names the key and exits before the data file is touched.
+//! Each layer is read into [`RawSettings`] (every key optional, an unknown key refused by name),
+//! the layers are merged, and the result is checked into [`Settings`], whose every field is valid.
+//! `RawSettings` is the one list of keys: the file, the environment and the merge all go by it. A
+//! configuration error names the key (and, in the file, its line) and exits before the data file
+//! is touched.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::de::value::{self, MapDeserializer};
+use serde::de::{self, Deserializer, IntoDeserializer, Visitor};
+use serde::{Deserialize, Serialize};
 
 use crate::domain::client::Cidr;
 use crate::domain::rate::Rate;
@@ -81,7 +85,9 @@ pub struct ConnectionLimits {
 }
 
 /// The keys as written, each optional; `deny_unknown_fields` makes a typo an error that names it.
-#[derive(Deserialize, Default, Debug)]
+/// `Serialize` leaves out the keys a layer does not set (`toml` writes no `None`), which is how
+/// one layer is laid over another in [`load`].
+#[derive(Deserialize, Serialize, Default, Debug)]
 #[serde(deny_unknown_fields)]
 struct RawSettings {
     listen: Option<String>,
@@ -112,44 +118,65 @@ struct RawSettings {
     backup_keep: Option<u32>,
 }
 
-/// Keys whose environment value is an integer; every other key's value is a string.
-const INTEGER_KEYS: [&str; 7] = [
-    "max_body_bytes",
-    "rate_limit",
-    "rate_burst",
-    "address_rate_limit",
-    "address_rate_burst",
-    "max_connections",
-    "backup_keep",
-];
-const KEYS: [&str; 26] = [
-    "listen",
-    "data",
-    "default_currency",
-    "max_event_age",
-    "max_clock_skew",
-    "dedup_window",
-    "rotation_grace",
-    "max_body_bytes",
-    "rate_limit",
-    "rate_burst",
-    "address_rate_limit",
-    "address_rate_burst",
-    "trusted_proxies",
-    "log_format",
-    "log_level",
-    "public_url",
-    "link_preview_agents",
-    "header_timeout",
-    "body_timeout",
-    "idle_timeout",
-    "shutdown_timeout",
-    "max_connections",
-    "metrics_listen",
-    "backup_dir",
-    "backup_every",
-    "backup_keep",
-];
+impl RawSettings {
+    /// The keys this layer sets, as TOML values of their own types.
+    fn to_table(&self) -> Result<toml::Table, ConfigError> {
+        toml::Table::try_from(self).map_err(|e| ConfigError(format!("configuration: {e}")))
+    }
+
+    /// One `TRACKER_<KEY>` variable as a layer of its own, read by the same derive as the file,
+    /// so the variable must name a key of this struct and its value must fit the key's type.
+    fn from_env(name: &str, key: &str, value: &str) -> Result<RawSettings, ConfigError> {
+        let one = std::iter::once((key, EnvValue(value)));
+        RawSettings::deserialize(MapDeserializer::new(one))
+            .map_err(|e: value::Error| ConfigError(format!("environment variable {name}: {e}")))
+    }
+}
+
+/// An environment variable's value, given to the key it names as that key asks for it: a number
+/// for a whole-number key, the text for every other.
+struct EnvValue<'a>(&'a str);
+
+impl<'de> Deserializer<'de> for EnvValue<'_> {
+    type Error = value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        visitor.visit_str(self.0)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        self.deserialize_u64(visitor)
+    }
+
+    /// Read as TOML's integer, an `i64`, so the layer can be written as TOML; the key's type
+    /// then refuses a negative or too large one.
+    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        match self.0.trim().parse() {
+            Ok(n) => visitor.visit_i64(n),
+            Err(_) => Err(de::Error::invalid_value(
+                de::Unexpected::Str(self.0),
+                &"a whole number",
+            )),
+        }
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u128 f32 f64 char str string bytes byte_buf unit
+        unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+impl IntoDeserializer<'_, value::Error> for EnvValue<'_> {
+    type Deserializer = Self;
+
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
 
 /// Values given on the command line, the top layer.
 #[derive(Default, Debug, Clone)]
@@ -181,25 +208,27 @@ pub fn load(
         Some(p) => (p.clone(), true),
         None => (PathBuf::from("tracker.toml"), false),
     };
-    let mut table = match std::fs::read_to_string(&path) {
-        Ok(text) => text
-            .parse::<toml::Table>()
-            .map_err(|e| ConfigError(format!("{}: {}", path.display(), e.message())))?,
+    let file = match std::fs::read_to_string(&path) {
+        // toml's message gives the line and column, and shows the line.
+        Ok(text) => toml::from_str::<RawSettings>(&text).map_err(|e| {
+            ConfigError(format!("{}: {}", path.display(), e.to_string().trim_end()))
+        })?,
         Err(e) if explicit || e.kind() != std::io::ErrorKind::NotFound => {
             return Err(ConfigError(format!(
                 "cannot read config file {}: {e}",
                 path.display()
             )));
         }
-        Err(_) => toml::Table::new(),
+        Err(_) => RawSettings::default(),
     };
-    let file_gave_data = table.contains_key("data");
+    let file_gave_data = file.data.is_some();
     // The data file is relative to the config file when the file names it or leaves the default.
     let base = if path.exists() {
         path.parent().map(Path::to_path_buf).unwrap_or_default()
     } else {
         PathBuf::new()
     };
+    let mut table = file.to_table()?;
     let mut cli_data = None;
     let mut env_backup_dir = false;
     for (name, value) in env {
@@ -210,57 +239,18 @@ pub fn load(
         if key.starts_with("DEV_") {
             continue;
         }
-        let key = key.to_ascii_lowercase();
-        if !KEYS.contains(&key.as_str()) {
-            return Err(ConfigError(format!(
-                "environment variable {name} names no setting (known: {})",
-                KEYS.join(", ")
-            )));
-        }
-        let value = if INTEGER_KEYS.contains(&key.as_str()) {
-            toml::Value::Integer(value.trim().parse().map_err(|_| {
-                ConfigError(format!(
-                    "{name}: `{key}` must be a whole number, got {value:?}"
-                ))
-            })?)
-        } else {
-            toml::Value::String(value)
-        };
-        if key == "data" {
-            cli_data = Some(PathBuf::from(value.as_str().unwrap_or_default()));
-        }
-        env_backup_dir |= key == "backup_dir";
-        table.insert(key, value);
+        let layer = RawSettings::from_env(&name, &key.to_ascii_lowercase(), &value)?;
+        cli_data = layer.data.clone().or(cli_data);
+        env_backup_dir |= layer.backup_dir.is_some();
+        table.extend(layer.to_table()?);
     }
-    if let Some(listen) = &flags.listen {
-        table.insert("listen".into(), toml::Value::String(listen.clone()));
-    }
-    if let Some(data) = &flags.data {
-        cli_data = Some(data.clone());
-        table.insert(
-            "data".into(),
-            toml::Value::String(data.display().to_string()),
-        );
-    }
-    for (key, value) in &table {
-        let want_integer = INTEGER_KEYS.contains(&key.as_str());
-        let fits = if want_integer {
-            value.is_integer()
-        } else {
-            value.is_str()
-        };
-        if KEYS.contains(&key.as_str()) && !fits {
-            return Err(ConfigError(format!(
-                "`{key}` must be {}, got {} `{value}`",
-                if want_integer {
-                    "a whole number"
-                } else {
-                    "a string"
-                },
-                value.type_str()
-            )));
-        }
-    }
+    let flags_layer = RawSettings {
+        listen: flags.listen.clone(),
+        data: flags.data.clone(),
+        ..RawSettings::default()
+    };
+    cli_data = flags.data.clone().or(cli_data);
+    table.extend(flags_layer.to_table()?);
     let raw: RawSettings = table
         .try_into()
         .map_err(|e: toml::de::Error| ConfigError(format!("configuration: {}", e.message())))?;
@@ -594,6 +584,35 @@ mod tests {
         })
     }
 
+    /// The keys of [`RawSettings`], read from its derived `Deserialize`: serde hands a struct's
+    /// field names to `deserialize_struct`, and this deserializer keeps them and stops there.
+    fn raw_settings_keys() -> &'static [&'static str] {
+        struct Keys(std::cell::Cell<&'static [&'static str]>);
+        impl<'de> Deserializer<'de> for &Keys {
+            type Error = value::Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, value::Error> {
+                Err(de::Error::custom("RawSettings is a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, value::Error> {
+                self.0.set(fields);
+                Err(de::Error::custom("the field names are all that is wanted"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let keys = Keys(std::cell::Cell::new(&[]));
+        let _ = RawSettings::deserialize(&keys);
+        keys.0.get()
+    }
+
     #[test]
     fn the_example_file_is_every_default() {
         let from_example = load_text(EXAMPLE, &[], Flags::default()).unwrap();
@@ -603,7 +622,8 @@ mod tests {
         assert_eq!(defaults.dedup_window, Duration::from_secs(86_400));
         assert_eq!(defaults.max_body_bytes, 16_384);
         // Every key is in the example, so the example documents them all.
-        for key in KEYS {
+        assert!(raw_settings_keys().contains(&"backup_keep"));
+        for key in raw_settings_keys() {
             assert!(EXAMPLE.contains(&format!("{key} =")), "example lacks {key}");
         }
     }
@@ -635,16 +655,36 @@ mod tests {
 
     #[test]
     fn errors_name_the_key() {
-        let e = load_text("dedup_windw = \"1h\"\n", &[], Flags::default()).unwrap_err();
-        assert!(e.0.contains("dedup_windw"), "{e}");
+        let e = load_text(
+            "listen = \"127.0.0.1:1\"\ndedup_windw = \"1h\"\n",
+            &[],
+            Flags::default(),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("unknown field `dedup_windw`"), "{e}");
+        assert!(e.0.contains("line 2, column 1"), "{e}");
+        assert!(e.0.contains("expected one of `listen`"), "{e}");
         let e = load_text("dedup_window = \"soon\"\n", &[], Flags::default()).unwrap_err();
         assert!(e.0.contains("dedup_window"), "{e}");
         let e = load_text("", &[("TRACKER_LISTN", "x")], Flags::default()).unwrap_err();
         assert!(e.0.contains("TRACKER_LISTN"), "{e}");
+        assert!(e.0.contains("expected one of `listen`"), "{e}");
+        for (name, value) in [
+            ("TRACKER_RATE_LIMIT", "fast"),
+            ("TRACKER_RATE_LIMIT", "-1"),
+            ("TRACKER_MAX_BODY_BYTES", "99999999999999999999"),
+        ] {
+            let e = load_text("", &[(name, value)], Flags::default()).unwrap_err();
+            assert!(
+                e.0.starts_with(&format!("environment variable {name}: ")),
+                "{e}"
+            );
+        }
         let e = load_text("listen = \"nowhere\"\n", &[], Flags::default()).unwrap_err();
         assert!(e.0.contains("listen"), "{e}");
         let e = load_text("max_body_bytes = \"big\"\n", &[], Flags::default()).unwrap_err();
         assert!(e.0.contains("max_body_bytes"), "{e}");
+        assert!(e.0.contains("invalid type: string \"big\""), "{e}");
         let e = load_text("log_format = \"xml\"\n", &[], Flags::default()).unwrap_err();
         assert!(e.0.contains("log_format"), "{e}");
     }

@@ -8,9 +8,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 
-use crate::domain::digest;
 use crate::domain::event::check_visible_ascii;
 use crate::domain::input::{self, Query, json_number_text, quoted};
+use crate::domain::{base62, digest};
 use crate::error::{Code, Error};
 
 /// Characters of a generated `uid` before its random part: the click's time in milliseconds
@@ -44,7 +44,7 @@ pub fn uid_time(uid: &str) -> Option<u64> {
     if uid.len() != UID_TIME_LEN + 22 || !uid.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return None;
     }
-    let time = crate::domain::credential::base62_value(&uid[..UID_TIME_LEN])?;
+    let time = base62::decode(&uid[..UID_TIME_LEN])?;
     u64::try_from(time).ok()
 }
 
@@ -52,7 +52,7 @@ pub fn uid_time(uid: &str) -> Option<u64> {
 /// `clicks` table (older all-random uids may sort after it too).
 #[must_use]
 pub fn uids_from(time_ms: u64) -> String {
-    crate::domain::credential::base62(u128::from(time_ms.min(UID_TIME_MAX)), UID_TIME_LEN)
+    base62::encode(u128::from(time_ms.min(UID_TIME_MAX)), UID_TIME_LEN)
 }
 
 /// The largest Telegram id accepted: 2^53 - 1.

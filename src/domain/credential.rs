@@ -9,7 +9,8 @@ use std::fmt;
 
 use sha2::{Digest as _, Sha256};
 
-const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+use crate::domain::base62;
+
 const BODY_LEN: usize = 22;
 const CHECK_LEN: usize = 6;
 /// How much of a credential may be shown (in `space list`, in logs): the prefix and 4 characters.
@@ -99,7 +100,7 @@ pub fn generate(kind: Kind) -> Issued {
     getrandom::fill(&mut random).expect("the OS random number generator failed");
     let mut text = String::with_capacity(kind.prefix().len() + BODY_LEN + CHECK_LEN);
     text.push_str(kind.prefix());
-    text.push_str(&base62(u128::from_be_bytes(random), BODY_LEN));
+    text.push_str(&base62::encode(u128::from_be_bytes(random), BODY_LEN));
     let check = checksum(&text);
     text.push_str(&check);
     let digest = digest(&text);
@@ -159,29 +160,10 @@ pub fn digest(text: &str) -> CredentialDigest {
 
 fn checksum(body: &str) -> String {
     let d = Sha256::digest(body.as_bytes());
-    base62(
+    base62::encode(
         u128::from(u32::from_be_bytes([d[0], d[1], d[2], d[3]])),
         CHECK_LEN,
     )
-}
-
-/// `n` in base62, left-padded with zeros to `width` characters (the low `width` digits of a
-/// larger `n`). The digits are in ASCII order, so equal-width forms sort as their numbers do.
-pub(crate) fn base62(mut n: u128, width: usize) -> String {
-    let mut out = vec![b'0'; width];
-    for slot in out.iter_mut().rev() {
-        *slot = BASE62[(n % 62) as usize];
-        n /= 62;
-    }
-    String::from_utf8(out).expect("base62 is ASCII")
-}
-
-/// The number `text` spells in base62, if it is all base62 digits and fits.
-pub(crate) fn base62_value(text: &str) -> Option<u128> {
-    text.bytes().try_fold(0u128, |n, b| {
-        let digit = BASE62.iter().position(|&d| d == b)?;
-        n.checked_mul(62)?.checked_add(digit as u128)
-    })
 }
 
 /// A random identifier of 128 bits in 22 characters of `[A-Za-z0-9]`: the random part of a
@@ -211,7 +193,7 @@ pub fn random_id() -> String {
         taken.fill(0);
         random
     });
-    base62(u128::from_be_bytes(random), BODY_LEN)
+    base62::encode(u128::from_be_bytes(random), BODY_LEN)
 }
 
 /// Replaces credential-looking values in `text` (a query string, an error) with their public
@@ -238,11 +220,17 @@ pub fn redact(text: &str) -> String {
     redact_token_param(&out)
 }
 
+/// The name is compared decoded, as `input::Query` reads it: `%74oken=` is a token too.
 fn redact_token_param(query: &str) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some(("token", v)) if !v.starts_with("trk_") => "token=[redacted]".to_owned(),
+            Some((name, v))
+                if !v.starts_with("trk_")
+                    && crate::domain::input::percent_decode(name).as_deref() == Some("token") =>
+            {
+                format!("{name}=[redacted]")
+            }
             _ => pair.to_owned(),
         })
         .collect::<Vec<_>>()
@@ -295,5 +283,10 @@ mod tests {
         assert!(!red.contains(secret_part), "{red}");
         assert!(red.contains("uid=1"));
         assert_eq!(redact("token=hunter2&x=1"), "token=[redacted]&x=1");
+        // A name or a credential percent-encoded is still found.
+        assert_eq!(
+            redact("%74oken=trk%5Fsk%5FAbCdEfGh&x=1"),
+            "%74oken=[redacted]&x=1"
+        );
     }
 }

@@ -6,6 +6,8 @@
 //! postback macro that was never replaced (`{clickid}`, `[uid]`, `%7Bsubid%7D`) is refused with
 //! the field's own code and a sentence that says so.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -100,7 +102,10 @@ pub struct Query {
 }
 
 impl Query {
-    /// Decodes a raw query string (`+` is a space, `%XX` a byte, the bytes UTF-8).
+    /// Decodes a raw query string (`+` is a space, `%XX` a byte, the bytes UTF-8), names as well
+    /// as values: `%74oken` is `token`. Pairs are split here rather than by
+    /// `form_urlencoded::parse`, which splits the same way but hands back only the decoded text,
+    /// and a value whose encoding is broken must be kept as it came, to be refused and quoted.
     #[must_use]
     pub fn parse(raw: &str) -> Query {
         let pairs = raw
@@ -159,31 +164,27 @@ impl Query {
 
 /// Decodes `+` and `%XX` of a query component; `None` if a `%` is not followed by two hex
 /// digits or the bytes are not UTF-8.
+///
+/// The bytes are decoded by `percent-encoding`, the decoder `form_urlencoded` and `url` use.
+/// The strictness is ours: a postback whose encoding is broken is refused, never guessed at, but
+/// the crate keeps a stray `%` as it came, so the escapes are checked here first, and its strict
+/// `decode_utf8` is used, not the lossy decoding of `form_urlencoded::parse`.
 #[must_use]
 pub fn percent_decode(text: &str) -> Option<String> {
-    if !text.contains(['%', '+']) {
-        return Some(text.to_owned());
+    let escapes_whole = text.split('%').skip(1).all(|after| {
+        after
+            .get(..2)
+            .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    });
+    if !escapes_whole {
+        return None;
     }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes.get(i + 1..i + 3)?;
-                let hex = std::str::from_utf8(hex).ok()?;
-                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return None;
-                }
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
+    let spaced = text.replace('+', " ");
+    match percent_encoding::percent_decode_str(&spaced).decode_utf8() {
+        Ok(Cow::Owned(decoded)) => Some(decoded),
+        Ok(Cow::Borrowed(_)) => Some(spaced),
+        Err(_) => None,
     }
-    String::from_utf8(out).ok()
 }
 
 /// The wrappers of postback macros that real networks and trackers use: `{clickid}` (Google
@@ -309,7 +310,21 @@ mod tests {
         assert_eq!(q.value("e", Code::InvalidUid).unwrap(), Some("é"));
         assert_eq!(q.value("f", Code::InvalidUid).unwrap(), Some("100%"));
         assert_eq!(percent_decode("%4"), None);
+        assert_eq!(percent_decode("%").as_deref(), None);
+        assert_eq!(percent_decode("%é1"), None);
         assert_eq!(percent_decode("%41").as_deref(), Some("A"));
+        assert_eq!(percent_decode("a+b%2Bc").as_deref(), Some("a b+c"));
+        assert_eq!(percent_decode("plain").as_deref(), Some("plain"));
+    }
+
+    #[test]
+    fn parameter_names_are_decoded_too() {
+        let q = Query::parse("%74oken=abc&utm%5Fcampaign=spring+sale&%zz=1&a+b=2");
+        assert_eq!(q.get("token"), Some("abc"));
+        assert_eq!(q.get("utm_campaign"), Some("spring sale"));
+        // A name whose encoding is broken is kept as it came, and matches only itself.
+        assert_eq!(q.get("%zz"), Some("1"));
+        assert_eq!(q.get("a b"), Some("2"));
     }
 
     #[test]

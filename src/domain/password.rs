@@ -92,13 +92,13 @@ pub fn verify(password: &str, stored: &str) -> bool {
     }
 }
 
-/// A new password for the first start: 24 characters of a-z, A-Z and 0-9 (143 bits).
+/// A new password for the first start: 24 base62 characters, a-z, A-Z and 0-9 (143 bits).
 ///
 /// # Panics
 /// If the operating system has no random numbers to give.
 #[must_use]
 pub fn generate() -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    use crate::domain::base62::DIGITS;
     let mut out = String::with_capacity(24);
     while out.len() < 24 {
         let mut random = [0u8; 32];
@@ -107,7 +107,7 @@ pub fn generate() -> String {
         // the first letters, so they are skipped.
         for b in random.into_iter().filter(|b| *b < 248) {
             if out.len() < 24 {
-                out.push(char::from(ALPHABET[usize::from(b) % ALPHABET.len()]));
+                out.push(char::from(DIGITS[usize::from(b) % DIGITS.len()]));
             }
         }
     }

@@ -13,6 +13,11 @@ use crate::error::Error;
 pub const KEPT_PER_SPACE: u32 = 1000;
 
 /// One refused request, as stored and as `GET /rejections` shows it.
+///
+/// The stored record (`storage::records::RejectionRecord`) holds this struct as it is, and
+/// `postcard` writes its fields in order, by type: reordering, retyping, adding or removing a
+/// field changes the data file's layout (a new record version), as would a serde attribute that
+/// leaves a field out of one encoding. A golden test there pins the bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejection {
     pub at_ms: u64,

@@ -554,14 +554,7 @@ impl<'t> Txn<'t> {
             let number = self.rejection_counts.get(space)?.map_or(0, |v| v.value());
             let record = RejectionRecord {
                 number,
-                at_ms: r.at_ms,
-                method: r.method,
-                endpoint: r.endpoint,
-                http_status: r.http_status,
-                status: r.status,
-                field: r.field,
-                error: r.error,
-                query: r.query,
+                rejection: r,
             };
             let slot = (number % u64::from(KEPT_PER_SPACE)) as u32;
             self.rejections

@@ -476,20 +476,7 @@ pub fn rejections(s: &Snapshot, space: u32, limit: usize) -> Result<Vec<Rejectio
         kept.push(records::decode::<RejectionRecord>(bytes.value())?);
     }
     kept.sort_by_key(|r| std::cmp::Reverse(r.number));
-    Ok(kept
-        .into_iter()
-        .take(limit)
-        .map(|r| Rejection {
-            at_ms: r.at_ms,
-            method: r.method,
-            endpoint: r.endpoint,
-            http_status: r.http_status,
-            status: r.status,
-            field: r.field,
-            error: r.error,
-            query: r.query,
-        })
-        .collect())
+    Ok(kept.into_iter().take(limit).map(|r| r.rejection).collect())
 }
 
 /// The number of space `name`.

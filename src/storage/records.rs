@@ -50,6 +50,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::rejection::Rejection;
 use crate::storage::StoreError;
 
 /// A record type, the version byte in front of its current encoding, and how its body is written
@@ -253,20 +254,14 @@ impl Record for StatsRecord {
     const NAME: &'static str = "stats";
 }
 
-/// One rejected request (`REJECTIONS`), with its number in the space's log. The fields are
-/// spelled out here, not borrowed from `domain::rejection`, so the stored shape changes only
-/// with a new version.
+/// One rejected request (`REJECTIONS`), with its number in the space's log. `postcard` writes a
+/// nested struct as its fields in order with nothing around them, so this is the number followed
+/// by `Rejection`'s fields: `domain::rejection::Rejection` is part of the stored layout, and the
+/// golden test below fails on any change to it.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct RejectionRecord {
     pub number: u64,
-    pub at_ms: u64,
-    pub method: String,
-    pub endpoint: String,
-    pub http_status: u16,
-    pub status: String,
-    pub field: Option<String>,
-    pub error: String,
-    pub query: Option<String>,
+    pub rejection: Rejection,
 }
 impl Record for RejectionRecord {
     const VERSION: u8 = 1;
@@ -303,6 +298,8 @@ mod event_v2 {
     pub(super) const VALUE_PACKED: u8 = 1 << 6;
     pub(super) const CURRENCY_PACKED: u8 = 1 << 7;
 
+    /// Frozen with the format: the same digits as `domain::base62::DIGITS`, kept here and not
+    /// borrowed (see above), so packed uids decode to the same text whatever `domain` does.
     const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     /// 62^22 > 2^128, so every `u128` has a 22-digit form and the packing is a bijection between
     /// `u128` and the 22-digit strings whose value fits.
@@ -1272,6 +1269,72 @@ mod tests {
                 last_used_ms: T + 5_000,
             },
             &credential,
+        );
+    }
+
+    /// Pins the rejection log's record (`REJECTIONS`): its number, then the refused request's
+    /// fields in order, as `postcard` writes them.
+    #[test]
+    fn rejection_record_bytes_are_stable() {
+        #[rustfmt::skip]
+        let with_field = [
+            &[1][..], // version
+            &[233, 7], // number: 1001
+            &[128, 206, 217, 230, 206, 51], // at_ms
+            &[3], b"GET", // method
+            &[2], b"/e", // endpoint
+            &[166, 3], // http_status: 422
+            &[13], b"invalid_value", // status
+            &[1, 5], b"value", // field: Some
+            &[30], b"value must be a decimal number", // error
+            &[0], // query: None
+        ]
+        .concat();
+        assert_golden(
+            &RejectionRecord {
+                number: 1001,
+                rejection: Rejection {
+                    at_ms: T,
+                    method: "GET".into(),
+                    endpoint: "/e".into(),
+                    http_status: 422,
+                    status: "invalid_value".into(),
+                    field: Some("value".into()),
+                    error: "value must be a decimal number".into(),
+                    query: None,
+                },
+            },
+            &with_field,
+        );
+        #[rustfmt::skip]
+        let with_query = [
+            &[1][..], // version
+            &[0], // number: 0
+            &[128, 206, 217, 230, 206, 51], // at_ms
+            &[4], b"POST", // method
+            &[7], b"/events", // endpoint
+            &[145, 3], // http_status: 401
+            &[12], b"unauthorized", // status
+            &[0], // field: None
+            &[13], b"no credential", // error
+            &[1, 20], b"token=[redacted]&x=1", // query: Some
+        ]
+        .concat();
+        assert_golden(
+            &RejectionRecord {
+                number: 0,
+                rejection: Rejection {
+                    at_ms: T,
+                    method: "POST".into(),
+                    endpoint: "/events".into(),
+                    http_status: 401,
+                    status: "unauthorized".into(),
+                    field: None,
+                    error: "no credential".into(),
+                    query: Some("token=[redacted]&x=1".into()),
+                },
+            },
+            &with_query,
         );
     }
 

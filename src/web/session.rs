@@ -21,9 +21,11 @@
 //! when they fail, so a burst of concurrent attempts is bounded too.
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
+
+use hmac::{KeyInit as _, Mac as _};
+use subtle::ConstantTimeEq as _;
 
 /// A session ends after this long without a request.
 pub const IDLE_MS: u64 = 12 * 60 * 60 * 1000;
@@ -43,52 +45,27 @@ const MAX_ADDRESSES: usize = 4096;
 /// A login form is accepted for this long after its page was served.
 pub const LOGIN_FORM_MS: u64 = 60 * 60 * 1000;
 
-/// Bytes as lowercase hex digits.
-fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .fold(String::with_capacity(2 * bytes.len()), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
-}
-
 /// 128 random bits as 32 lowercase hex digits.
 fn random_hex128() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the OS random number generator failed");
-    hex(&bytes)
+    hex::encode(bytes)
 }
 
-/// HMAC-SHA256 (RFC 2104) of `message` under a 32-byte key (shorter than SHA-256's 64-byte
-/// block, so it is zero-padded and never hashed first). Written here on `sha2` rather than taken
-/// from a crate for these few lines; the RFC 4231 test vector below pins it.
-fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
-    use sha2::{Digest as _, Sha256};
-    let mut block = [0u8; 64];
-    block[..32].copy_from_slice(key);
-    let pad = |byte: u8| block.map(|k| k ^ byte);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
-}
+/// HMAC-SHA256 (RFC 2104), the login form's signature.
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
-/// The login form's tokens: the key their HMACs are made with, new at each start.
+/// The login form's tokens: HMAC-SHA256 under a random 32-byte key, new at each start. The keyed
+/// state is kept and cloned for each form, so the key's pads are hashed once per process.
 pub struct LoginForms {
-    key: [u8; 32],
+    keyed: HmacSha256,
 }
 
 impl Default for LoginForms {
     fn default() -> LoginForms {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).expect("the OS random number generator failed");
-        LoginForms { key }
+        LoginForms::with_key(&key)
     }
 }
 
@@ -99,11 +76,27 @@ pub struct LoginForm {
 }
 
 impl LoginForms {
+    fn with_key(key: &[u8; 32]) -> LoginForms {
+        LoginForms {
+            keyed: HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length"),
+        }
+    }
+
+    /// The HMAC of `cookie`, ready to finish or verify.
+    fn mac_of(&self, cookie: &str) -> HmacSha256 {
+        self.keyed.clone().chain_update(cookie)
+    }
+
+    /// The form field that goes with `cookie`: its HMAC, in hex.
+    fn field_for(&self, cookie: &str) -> String {
+        hex::encode(self.mac_of(cookie).finalize().into_bytes())
+    }
+
     /// A new pair for a login page served at `now_ms`.
     #[must_use]
     pub fn issue(&self, now_ms: u64) -> LoginForm {
         let cookie = format!("{now_ms}.{}", random_hex128());
-        let field = hex(&hmac_sha256(&self.key, cookie.as_bytes()));
+        let field = self.field_for(&cookie);
         LoginForm { cookie, field }
     }
 
@@ -118,18 +111,15 @@ impl LoginForms {
             .split_once('.')
             .and_then(|(issued, _)| issued.parse::<u64>().ok());
         let fresh = issued_ms.is_some_and(|t| t <= now_ms && now_ms - t < LOGIN_FORM_MS);
-        fresh && same_token(field, &hex(&hmac_sha256(&self.key, cookie.as_bytes())))
+        fresh && hex::decode(field).is_ok_and(|tag| self.mac_of(cookie).verify_slice(&tag).is_ok())
     }
 }
 
-/// Compares two tokens in time that does not depend on where they differ.
+/// Compares two tokens in time that does not depend on where they differ (a different length
+/// answers at once: token lengths are no secret).
 #[must_use]
 pub fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    a.as_bytes().ct_eq(b.as_bytes()).into()
 }
 
 struct Session {
@@ -345,13 +335,14 @@ mod tests {
         );
     }
 
-    /// RFC 4231 test case 2 has a 4-byte key ("Jefe"), which pads with zeros like ours.
+    /// RFC 4231 test case 2: its 4-byte key ("Jefe") zero-padded to our 32 bytes is the same
+    /// HMAC key, since HMAC pads every key shorter than the hash's block with zeros.
     #[test]
-    fn hmac_sha256_matches_rfc_4231() {
+    fn the_login_field_is_hmac_sha256_of_the_cookie() {
         let mut key = [0u8; 32];
         key[..4].copy_from_slice(b"Jefe");
         assert_eq!(
-            hex(&hmac_sha256(&key, b"what do ya want for nothing?")),
+            LoginForms::with_key(&key).field_for("what do ya want for nothing?"),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
     }
@@ -371,6 +362,9 @@ mod tests {
         assert!(!forms.accepts(None, Some(&form.field), 1_000));
         assert!(!forms.accepts(Some(&form.cookie), None, 1_000));
         assert!(!forms.accepts(Some(&form.cookie), Some(&other.field), 1_000));
+        // Its field cut short, or not hex at all.
+        assert!(!forms.accepts(Some(&form.cookie), Some(&form.field[..62]), 1_000));
+        assert!(!forms.accepts(Some(&form.cookie), Some("zz"), 1_000));
         // A cookie whose time was moved forward no longer matches its field.
         let moved = form.cookie.replacen("1000.", "2000.", 1);
         assert!(!forms.accepts(Some(&moved), Some(&form.field), 2_000));
@@ -385,5 +379,9 @@ mod tests {
         assert!(!same_token("abc", "abd"));
         assert!(!same_token("abc", "ab"));
         assert!(!same_token("", "a"));
+        assert!(same_token("", ""));
+        // A difference in the last byte only, and in the first only.
+        assert!(!same_token("0123456789abcdef", "0123456789abcdeF"));
+        assert!(!same_token("0123456789abcdef", "1123456789abcdef"));
     }
 }
