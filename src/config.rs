@@ -50,9 +50,9 @@ pub struct Settings {
     pub public_url: String,
     /// User agents (substrings, any case) that get a tracking link's page without a click.
     pub link_preview_agents: Vec<String>,
-    /// Connections (CONTRACT section 14): see `server.rs`.
+    /// Connections (`docs/api.md#limits`): see `server/mod.rs`.
     pub connections: ConnectionLimits,
-    /// Where `GET /metrics` is served (CONTRACT section 13); `None`: nowhere (the default).
+    /// Where `GET /metrics` is served (`docs/api.md#metrics`); `None`: nowhere (the default).
     pub metrics_listen: Option<SocketAddr>,
     /// Automatic backups (`backup_dir`, `backup_every`, `backup_keep`); `None`: off (the
     /// default, an empty `backup_dir`).
@@ -68,7 +68,7 @@ pub struct BackupSchedule {
     pub keep: u32,
 }
 
-/// How long a client may take, and how many may be connected (CONTRACT section 14).
+/// How long a client may take, and how many may be connected (`docs/api.md#limits`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// A request head must be complete this long after its first byte (for a new connection:
@@ -473,7 +473,7 @@ fn rate(
     Ok(Rate { per_second, burst })
 }
 
-/// The connection keys of CONTRACT section 14. A timeout of zero would cut every client off,
+/// The connection keys (`docs/api.md#limits`). A timeout of zero would cut every client off,
 /// and one over an hour is no bound at all: both are refused.
 fn connection_limits(raw: &RawConnections) -> Result<ConnectionLimits, ConfigError> {
     let bounded = |key: &str, value: &Option<String>, default: &str| {

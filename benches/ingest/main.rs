@@ -769,7 +769,7 @@ fn report_ingest(rows: &[Row], conns: &[usize]) {
                 unique.cpu_per_request_us(),
             );
         }
-        // Issue 10's figure: a click is as cheap to take as an event.
+        // The click rows' figure: a click is as cheap to take as an event.
         for case in [Case::Link, Case::LinkFbclid, Case::Clicks] {
             if let (Some(row), Some(unique)) = (find(case), find(Case::Unique)) {
                 let ratio = row.rate / unique.rate.max(1e-9);

@@ -1,4 +1,4 @@
-//! Clicks and bindings: the field rules of CONTRACT sections 5 and 6.
+//! Clicks and bindings: the field rules of `docs/api.md#post-clicks` and `#post-bind`.
 //!
 //! A back-filled click carries up to four strings, each with its bound. A binding names a click
 //! `uid` and a Telegram user id: a positive integer up to 2^53-1 (the largest integer every JSON
@@ -20,7 +20,7 @@ pub const UID_TIME_LEN: usize = 7;
 const UID_TIME_MAX: u64 = 62u64.pow(UID_TIME_LEN as u32) - 1;
 
 /// A new click's `uid`: [`UID_TIME_LEN`] characters of its time, then 22 of 128 random bits
-/// (`credential::random_id`), 29 characters of `[A-Za-z0-9]` in all (CONTRACT section 5: at
+/// (`credential::random_id`), 29 characters of `[A-Za-z0-9]` in all (at
 /// least 128 random bits in at most 32 such characters; Telegram's `start` takes 64).
 ///
 /// Why the time: the `clicks` table is keyed by `(space, uid)`. With a random uid each new click

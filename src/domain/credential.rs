@@ -171,7 +171,7 @@ fn checksum(body: &str) -> String {
 ///
 /// The bits come from the operating system's generator, 4 KiB at a time per thread: the writer
 /// makes every click's uid, and one `getrandom` call per click was a syscall per click on the
-/// busiest thread (BENCHMARKS.md). Each 16 bytes are used once and zeroed once taken.
+/// busiest thread. Each 16 bytes are used once and zeroed once taken.
 ///
 /// # Panics
 /// If the operating system has no randomness to give.

@@ -1,4 +1,4 @@
-//! Which earlier event a new one duplicates: the four rules of CONTRACT section 4.
+//! Which earlier event a new one duplicates: the four rules of `docs/api.md#deduplication`.
 //!
 //! [`dedup_key`] is the only place that decides the rule and the key. The writer looks the key up
 //! inside its write transaction, so the decision and the insert are one atomic step.
@@ -41,7 +41,7 @@ pub struct DedupKey {
     pub window_ms: Option<u64>,
 }
 
-/// The key of `event` under CONTRACT section 4, or `None` when it can never be a duplicate.
+/// The key of `event` under those rules, or `None` when it can never be a duplicate.
 /// The space is not part of the digest: the table key puts the space number in front of it.
 #[must_use]
 pub fn dedup_key(event: &ValidEvent, dedup_window_ms: u64) -> Option<DedupKey> {

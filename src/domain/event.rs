@@ -1,4 +1,4 @@
-//! Conversion events: every field rule of CONTRACT section 4, for `POST /events` and `GET /e`.
+//! Conversion events: every field rule (`docs/api.md#field-rules`), for `POST /events` and `GET /e`.
 //!
 //! Both endpoints turn their request into an [`EventInput`] (the same fields, under the names
 //! that endpoint uses) and call [`validate`]; no other code decides whether an event is valid.
@@ -49,7 +49,7 @@ impl EventKind {
     }
 }
 
-/// The bounds CONTRACT section 4 leaves to configuration.
+/// The bounds of the event rules that come from configuration.
 #[derive(Clone, Debug)]
 pub struct EventRules {
     pub default_currency: String,
@@ -207,7 +207,7 @@ impl EventInput {
     }
 }
 
-/// Checks every field of `input` against CONTRACT section 4, at time `now_ms`.
+/// Checks every field of `input` against its rule, at time `now_ms`.
 pub fn validate(
     input: EventInput,
     names: &FieldNames,
@@ -526,7 +526,7 @@ mod tests {
         assert_eq!((absent.occurred_at_ms, absent.time_supplied), (NOW, false));
     }
 
-    /// CONTRACT section 4: a time below 10^11 looks like seconds. With an age limit that lets
+    /// A time below 10^11 looks like seconds. With an age limit that lets
     /// both through, 10^11 - 1 is refused for that reason and 10^11 is accepted.
     #[test]
     fn seconds_are_told_apart_at_exactly_10_pow_11() {

@@ -1,4 +1,4 @@
-//! The event feed: what one stored event looks like when it is read back (CONTRACT section 10),
+//! The event feed: what one stored event looks like when it is read back (`docs/api.md#get-events`),
 //! with its attribution joined at read time, and the rules of paging through it.
 //!
 //! `GET /events`, `GET /events/wait`, `tracker export` and the admin page all show these values,

@@ -1,4 +1,4 @@
-//! Tracking links (CONTRACT section 11): the tracker's own landing page. The rules of a link's
+//! Tracking links (`docs/api.md#tracking-links`): the tracker's own landing page. The rules of a link's
 //! fields, where a click on it sends the visitor, which requests are link previews rather than
 //! people, and the click a visit records.
 

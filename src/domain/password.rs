@@ -4,7 +4,7 @@
 //! OWASP's minimum parameters for argon2id: 19 MiB of memory, two passes, one lane. A check
 //! costs about 20 ms of one core here on purpose (BENCHMARKS.md, "The admin password check"),
 //! which is why the admin page throttles logins before it ever calls [`verify`]
-//! (`http::admin::session::LoginThrottle`).
+//! (`web::session::LoginThrottle`).
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};

@@ -1,4 +1,4 @@
-//! Request limits (CONTRACT section 14): a token bucket per space (`rate_limit`, `rate_burst`)
+//! Request limits (`docs/api.md#rate-limits`): a token bucket per space (`rate_limit`, `rate_burst`)
 //! and per client address on the public paths (`address_rate_limit`, `address_rate_burst`).
 //!
 //! A bucket holds up to `burst` tokens and gains `per_second` of them every second; a request

@@ -1,4 +1,4 @@
-//! The rejection log (CONTRACT section 10): a space's recent refused requests, so a user can
+//! The rejection log (`docs/api.md#rejection-log`): a space's recent refused requests, so a user can
 //! answer "why wasn't my conversion counted" without the server's logs.
 //!
 //! A request is logged under a space when it carried a credential of that space: a valid one, or

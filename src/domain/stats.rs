@@ -1,4 +1,4 @@
-//! Stats (CONTRACT section 10): per group, clicks, bound clicks, new events of each kind, and
+//! Stats (`docs/api.md#stats`): per group, clicks, bound clicks, new events of each kind, and
 //! deposit sums per currency, exact.
 //!
 //! The writer keeps them as counters per space, group and UTC hour (a rollup), updated in the

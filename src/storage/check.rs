@@ -328,7 +328,7 @@ fn check_credentials(
     for entry in txn.open_table(CREDENTIALS)?.iter()? {
         let (digest, bytes) = entry?;
         c.rows += 1;
-        let key = hex(digest.value());
+        let key = hex::encode(digest.value());
         match records::decode::<CredentialRecord>(bytes.value()) {
             Ok(r) => {
                 if !spaces.contains(&r.space_no) {
@@ -748,12 +748,4 @@ fn show(c: &Counts) -> String {
 
 fn dedup_key_text((space, rule, digest): EntryKey) -> String {
     format!("space {space}, rule {rule}, digest {digest:032x}")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }

@@ -34,7 +34,7 @@
 //! - Packed `uid`: 16 bytes, the big-endian `u128` whose base62 form (digits `0-9A-Za-z`, most
 //!   significant first, zero-padded to 22) is the uid. 62^22 > 2^128, so every `u128` has one.
 //!   A uid made since schema 7 (`click::new_uid`: 7 characters of time, then 22) does not take
-//!   this form and is kept as text (BENCHMARKS.md, "What remains").
+//!   this form and is kept as text.
 //! - Packed `value`: a varint `zigzag(mantissa) << 5 | scale`, where `scale < 32`; the text is
 //!   `mantissa / 10^scale` with exactly `scale` decimals and no leading zeros (`-12.50`, `0.05`,
 //!   `7`).

@@ -36,7 +36,7 @@ const MAX_SESSIONS: usize = 1024;
 pub const ATTEMPTS_PER_ADDRESS: usize = 5;
 pub const ADDRESS_WINDOW_MS: u64 = 15 * 60 * 1000;
 /// Login attempts from all addresses together within [`OVERALL_WINDOW_MS`]: with a check of
-/// about 20 ms of a core (BENCHMARKS.md), at most about 0.6 s of one core a minute.
+/// about 20 ms of a core (BENCHMARKS.md, "The admin password check"), at most about 0.6 s of one core a minute.
 pub const ATTEMPTS_OVERALL: usize = 30;
 pub const OVERALL_WINDOW_MS: u64 = 60 * 1000;
 /// Addresses remembered at most; the map cannot grow without bound under a spread-out flood.

@@ -472,7 +472,11 @@ async fn a_taken_space_name_is_a_conflict() {
     let again = app.create_space("shop").await.unwrap_err();
     assert_eq!(again.code, tracker::error::Code::Conflict, "{again:?}");
     assert_eq!(again.field, Some("space"));
-    assert!(again.message.contains("already exists"), "{}", again.message);
+    assert!(
+        again.message.contains("already exists"),
+        "{}",
+        again.message
+    );
     let spaces = app.spaces().await.unwrap();
     assert_eq!(spaces.len(), 1);
     let prefixes: Vec<&str> = spaces[0]

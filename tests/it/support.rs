@@ -244,7 +244,7 @@ pub async fn send_raw(addr: SocketAddr, bytes: &[u8]) -> Response {
 // ---------------------------------------------------------------------------------------------
 // Assertions on the tracker's answers
 
-/// Asserts a failure answer of CONTRACT section 2: HTTP status, `ok:false`, the `status` code,
+/// Asserts a failure answer (`docs/api.md#errors`): HTTP status, `ok:false`, the `status` code,
 /// the `field` (or its absence), and a non-empty `error` sentence. Returns the body.
 #[track_caller]
 pub fn assert_error(response: &Response, http: u16, code: &str, field: Option<&str>) -> Value {
