@@ -391,14 +391,7 @@ mod tests {
 
     #[test]
     fn redo_writes_the_entries_the_table_lacks_and_keeps_newer_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = crate::storage::open::open_database(
-            &dir.path().join("t.redb"),
-            None,
-            crate::storage::open::SERVER_CACHE_BYTES,
-        )
-        .unwrap()
-        .db;
+        let (_dir, db) = crate::storage::open::test_database();
         let space = 7;
         let events = events();
         let keys: Vec<_> = events.iter().map(|e| dedup::dedup_key(e, 0)).collect();

@@ -297,6 +297,17 @@ fn migrate_to_v5(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A new data file in a temporary directory, for unit tests: the directory (keep it alive) and
+/// the database.
+#[cfg(test)]
+pub(crate) fn test_database() -> (tempfile::TempDir, Database) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = open_database(&dir.path().join("t.redb"), None, SERVER_CACHE_BYTES)
+        .expect("a new data file")
+        .db;
+    (dir, db)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,18 +326,23 @@ mod tests {
         );
     }
 
+    /// Writes `version` as the file's schema version, as a release that wrote it would have.
+    fn stamp_version(path: &std::path::Path, version: u64) {
+        let db = open_database(path, None, SERVER_CACHE_BYTES).unwrap().db;
+        let txn = db.begin_write().unwrap();
+        txn.open_table(META)
+            .unwrap()
+            .insert(META_SCHEMA_VERSION, version)
+            .unwrap();
+        txn.commit().unwrap();
+    }
+
     #[test]
     fn a_newer_schema_is_refused_and_the_file_left_untouched() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
         {
-            let db = open_database(&path, None, SERVER_CACHE_BYTES).unwrap().db;
-            let txn = db.begin_write().unwrap();
-            txn.open_table(META)
-                .unwrap()
-                .insert(META_SCHEMA_VERSION, SCHEMA_VERSION + 1)
-                .unwrap();
-            txn.commit().unwrap();
+            stamp_version(&path, SCHEMA_VERSION + 1);
         }
         let before = std::fs::read(&path).unwrap();
         let err = open_database(&path, None, SERVER_CACHE_BYTES)
@@ -346,13 +362,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.redb");
         {
-            let db = open_database(&path, None, SERVER_CACHE_BYTES).unwrap().db;
-            let txn = db.begin_write().unwrap();
-            txn.open_table(META)
-                .unwrap()
-                .insert(META_SCHEMA_VERSION, 1)
-                .unwrap();
-            txn.commit().unwrap();
+            stamp_version(&path, 1);
         }
         let opened = open_database(&path, None, SERVER_CACHE_BYTES).unwrap();
         assert!(!opened.created);

@@ -167,14 +167,7 @@ mod every_table {
 
     #[test]
     fn the_list_is_every_table_a_new_file_has() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = crate::storage::open::open_database(
-            &dir.path().join("t.redb"),
-            None,
-            crate::storage::open::SERVER_CACHE_BYTES,
-        )
-        .unwrap()
-        .db;
+        let (_dir, db) = crate::storage::open::test_database();
         let in_file: BTreeSet<String> = db
             .begin_read()
             .unwrap()

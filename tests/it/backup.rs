@@ -23,7 +23,8 @@ use tokio::sync::Notify;
 
 use crate::support::{
     Connection, EventAnswer, FirstStart, Request, TrackerProcess, assert_duplicate_of,
-    assert_queued, dedup_entries_derived, event_answer, first_start, run_cli, send, stop_cleanly,
+    assert_queued, dedup_entries_derived, event_answer, first_start, post_json, run_cli, send,
+    stop_cleanly,
 };
 
 /// Concurrent senders of unique events while the backup runs (the suite runs on 2 cores).
@@ -107,13 +108,6 @@ fn now_ms() -> u64 {
 
 // ---------------------------------------------------------------------------------------------
 // Requests
-
-/// `POST <path>` with the secret; the answer's JSON.
-async fn post_json(addr: SocketAddr, secret: &str, path: &str, body: &str) -> Value {
-    let r = send(addr, &Request::post(path, Some(secret), body)).await;
-    assert_eq!(r.status, 200, "POST {path} {body}: {}", r.text());
-    r.json()
-}
 
 /// A click with an fbclid, bound to `tg_id`: returns its uid.
 async fn bound_click(addr: SocketAddr, secret: &str, fbclid: &str, tg_id: u64) -> String {

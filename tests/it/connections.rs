@@ -149,22 +149,12 @@ async fn clients_within_their_timeouts_are_served() {
     tokio::time::sleep(pause).await;
     s.write_all(b2.as_bytes()).await.unwrap();
     let mut answer = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut answer))
-        .await
-        .expect("an answer")
-        .unwrap();
-    let text = String::from_utf8_lossy(&answer[..n]);
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert_answers_200(&mut s, &mut answer).await;
     tokio::time::sleep(pause).await;
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut answer))
-        .await
-        .expect("an answer")
-        .unwrap();
-    let text = String::from_utf8_lossy(&answer[..n]);
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert_answers_200(&mut s, &mut answer).await;
     server.stop().await;
 }
 
@@ -296,4 +286,14 @@ async fn a_panicking_handler_answers_500_and_the_server_keeps_serving() {
     assert_eq!(send(addr, &Request::get("/fine")).await.text(), "fine");
     let _ = stop.send(());
     serving.await.unwrap();
+}
+
+/// Reads one answer from `s` into `buffer` and asserts it is a `200`.
+async fn assert_answers_200(s: &mut tokio::net::TcpStream, buffer: &mut [u8]) {
+    let n = tokio::time::timeout(Duration::from_secs(20), s.read(buffer))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buffer[..n]);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
 }

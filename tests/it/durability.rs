@@ -12,7 +12,8 @@ use tokio::sync::Notify;
 
 use crate::support::{
     Connection, Request, TestServer, TrackerProcess, assert_duplicate_of, assert_queued,
-    dedup_entries_derived, event_answer, fbclid_entries_derived, first_start, send, stop_cleanly,
+    dedup_entries_derived, event_answer, fbclid_entries_derived, first_start, post_json, send,
+    stop_cleanly,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -481,27 +482,16 @@ async fn a_sigkill_right_after_acknowledgements_loses_no_click_or_binding() {
     let secret = creds.secret.clone();
     let mut bound = Vec::new();
     for i in 0..20_u64 {
-        let r = send(
+        let r = post_json(
             addr,
-            &Request::post(
-                "/clicks",
-                Some(&secret),
-                &format!(r#"{{"fbclid":"fb-kill-{i}"}}"#),
-            ),
+            &secret,
+            "/clicks",
+            &format!(r#"{{"fbclid":"fb-kill-{i}"}}"#),
         )
-        .await
-        .json();
+        .await;
         let uid = r["uid"].as_str().expect("uid").to_owned();
-        let r = send(
-            addr,
-            &Request::post(
-                "/bind",
-                Some(&secret),
-                &format!(r#"{{"uid":"{uid}","tg_id":{}}}"#, 500 + i),
-            ),
-        )
-        .await
-        .json();
+        let body = format!(r#"{{"uid":"{uid}","tg_id":{}}}"#, 500 + i);
+        let r = post_json(addr, &secret, "/bind", &body).await;
         assert_eq!(r["tg_id"].as_u64(), Some(500 + i), "{r}");
         bound.push(uid);
     }
@@ -509,27 +499,21 @@ async fn a_sigkill_right_after_acknowledgements_loses_no_click_or_binding() {
     let process = TrackerProcess::start(dir.path());
     let addr = process.addr;
     for (i, uid) in (0_u64..).zip(&bound) {
-        let r = send(
+        let r = post_json(
             addr,
-            &Request::post(
-                "/clicks",
-                Some(&secret),
-                &format!(r#"{{"fbclid":"fb-kill-{i}"}}"#),
-            ),
+            &secret,
+            "/clicks",
+            &format!(r#"{{"fbclid":"fb-kill-{i}"}}"#),
         )
-        .await
-        .json();
+        .await;
         assert_eq!(r["uid"].as_str(), Some(uid.as_str()), "{r}");
-        let r = send(
+        let r = post_json(
             addr,
-            &Request::post(
-                "/bind",
-                Some(&secret),
-                &format!(r#"{{"uid":"{uid}","tg_id":1}}"#),
-            ),
+            &secret,
+            "/bind",
+            &format!(r#"{{"uid":"{uid}","tg_id":1}}"#),
         )
-        .await
-        .json();
+        .await;
         assert_eq!(
             r,
             json!({"ok": true, "matched": true, "tg_id": 500 + i, "conflict": true})

@@ -606,11 +606,7 @@ fn export(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
 async fn export_equals_the_feed_in_both_formats_with_and_without_a_server() {
     let dir = tempfile::tempdir().unwrap();
     let (process, created) = crate::support::first_start(dir.path());
-    let space = Space {
-        name: created.space.clone(),
-        secret: created.secret.clone(),
-        ingest_token: created.ingest_token.clone(),
-    };
+    let space = created.clone();
     let addr = process.addr;
     let post = |body: String| {
         let secret = space.secret.clone();

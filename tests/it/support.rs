@@ -318,9 +318,10 @@ pub fn assert_duplicate_of(response: &Response, inbox_id: u64) {
 // ---------------------------------------------------------------------------------------------
 // The in-process server
 
-/// A space's name and its credentials.
-#[derive(Debug, Clone)]
+/// A space's name and its credentials (as `space create --json` and a first start print them).
+#[derive(Debug, Clone, serde::Deserialize)]
 pub struct Space {
+    #[serde(rename = "space")]
     pub name: String,
     pub secret: String,
     pub ingest_token: String,
@@ -456,19 +457,7 @@ impl TestServer {
     /// If the server does not stop or the file does not open.
     pub async fn restart(mut self) -> TestServer {
         self.stop_serving().await.expect("a clean stop");
-        let (path, fault, capacity) = (
-            self.settings.data.clone(),
-            self.fault.clone(),
-            self.queue_capacity,
-        );
-        let (store, created) =
-            tokio::task::spawn_blocking(move || open_store(&path, &fault, capacity))
-                .await
-                .expect("reopen task");
-        assert!(!created, "the data file was kept");
-        self.store = Arc::new(store);
-        self.serve().await;
-        self
+        self.reopen_and_serve().await
     }
 
     /// Asks the server to stop and answers how its serve loop ended.
@@ -511,19 +500,22 @@ impl TestServer {
     ///
     /// # Panics
     /// If the file does not open.
-    pub async fn start_again(mut self) -> TestServer {
+    pub async fn start_again(self) -> TestServer {
         self.fault.store(
             tracker::storage::fault::WORKS,
             std::sync::atomic::Ordering::SeqCst,
         );
+        self.reopen_and_serve().await
+    }
+
+    /// Opens the data file again in a new store (the old one lets go of the file when its last
+    /// handle is gone) and serves it on a new address.
+    async fn reopen_and_serve(mut self) -> TestServer {
         let (path, fault, capacity) = (
             self.settings.data.clone(),
             self.fault.clone(),
             self.queue_capacity,
         );
-        let store = self.store.clone();
-        // The old store lets go of the file when its last handle is gone.
-        drop(store);
         let (store, created) =
             tokio::task::spawn_blocking(move || open_store(&path, &fault, capacity))
                 .await
@@ -606,12 +598,7 @@ impl Drop for TestServer {
 // The real binary
 
 /// Credentials printed on first start.
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct FirstStart {
-    pub space: String,
-    pub secret: String,
-    pub ingest_token: String,
-}
+pub type FirstStart = Space;
 
 /// A running `tracker serve` child process on a data file in `dir`.
 pub struct TrackerProcess {
@@ -800,7 +787,7 @@ pub fn first_start(dir: &Path) -> (TrackerProcess, FirstStart) {
         .created
         .take()
         .expect("first start prints the default space's credentials");
-    assert_eq!(created.space, "default");
+    assert_eq!(created.name, "default");
     assert!(created.secret.starts_with("trk_sk_"), "{created:?}");
     assert!(created.ingest_token.starts_with("trk_it_"), "{created:?}");
     (process, created)
@@ -878,4 +865,11 @@ where
         .stdin(Stdio::null())
         .output()
         .expect("run tracker")
+}
+
+/// `POST <path>` with the secret; the answer's JSON.
+pub async fn post_json(addr: SocketAddr, secret: &str, path: &str, body: &str) -> Value {
+    let r = send(addr, &Request::post(path, Some(secret), body)).await;
+    assert_eq!(r.status, 200, "POST {path} {body}: {}", r.text());
+    r.json()
 }
