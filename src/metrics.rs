@@ -300,6 +300,14 @@ impl Collector for Scrape {
             )?,
         )?;
         if let Some(path) = &self.data {
+            ConstCounter::new(crate::storage::file_bytes_read()).encode(
+                encoder.encode_descriptor(
+                    "tracker_data_file_read",
+                    "Bytes read from the data file: the pages redb's cache did not hold.",
+                    Some(&Unit::Bytes),
+                    MetricType::Counter,
+                )?,
+            )?;
             let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
             ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX)).encode(
                 encoder.encode_descriptor(

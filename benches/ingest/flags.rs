@@ -69,9 +69,17 @@ pub struct Flags {
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     soak_secs: u64,
 
-    /// With --soak: the fewest events it stores.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    soak_events: u64,
+    /// With --soak: the fewest events it stores [default: 1000000]; given without a mode flag, it
+    /// asks for --soak. The soak reports the rate, the pages read and the file's bytes per
+    /// stored event at each million.
+    #[arg(long, value_name = "N")]
+    soak_events: Option<u64>,
+
+    /// Also measures PostgreSQL's durable `INSERT ... ON CONFLICT` with pgbench at 64
+    /// connections, on a throwaway cluster in the same run (installed from Debian's packages
+    /// when missing and running as root), and prints the tracker's unique row against it.
+    #[arg(long)]
+    anchor: bool,
 
     /// With --prune: the expired dedup entries (windowed deposits) stored for retention to
     /// prune.
@@ -177,8 +185,13 @@ impl Flags {
                 chosen
             }
         };
+        let mode = match self.mode.mode() {
+            Mode::Full if self.soak_events.is_some() => Mode::Soak,
+            mode => mode,
+        };
         Args {
-            mode: self.mode.mode(),
+            mode,
+            anchor: self.anchor,
             duration: Duration::from_secs(self.duration),
             conns: self.conns,
             cases,
@@ -187,7 +200,7 @@ impl Flags {
             client: self.client,
             log: self.log,
             soak_secs: self.soak_secs,
-            soak_events: self.soak_events,
+            soak_events: self.soak_events.unwrap_or(1_000_000),
             prune_entries: self.prune_entries,
             keep: self.keep,
             metrics: self.metrics,

@@ -23,6 +23,7 @@
 //!
 //! See BENCHMARKS.md for the results on the project's machine.
 
+mod anchor;
 mod client;
 mod cpu;
 mod flags;
@@ -86,8 +87,11 @@ enum ClientChoice {
 }
 
 /// What the flags (flags.rs) ask for.
+#[derive(Clone)]
 struct Args {
     mode: Mode,
+    /// PostgreSQL's insert measured beside the ingest rows (`anchor.rs`).
+    anchor: bool,
     duration: Duration,
     conns: Vec<usize>,
     cases: Vec<Case>,
@@ -579,6 +583,12 @@ fn full(args: &Args) -> Result<(), String> {
         }
     }
     let ingest_peak = bench.server.peak_rss().unwrap_or(0);
+    // Beside the ingest rows, on the same quiet machine: the server waits idle meanwhile.
+    let anchor = if args.anchor {
+        Some(anchor::measure(64, args.duration)?)
+    } else {
+        None
+    };
     let plan = ReadPlan {
         events: args.feed_events.unwrap_or(1_000_000),
         duration: args.duration,
@@ -602,6 +612,9 @@ fn full(args: &Args) -> Result<(), String> {
     })?;
     println!();
     report_ingest(&rows, &args.conns);
+    if let Some(anchor) = &anchor {
+        report_anchor(&rows, anchor);
+    }
     println!(
         "server peak RSS after the ingest rows (VmHWM): {:.1} MiB",
         mib(ingest_peak)
@@ -755,6 +768,15 @@ fn report_ingest(rows: &[Row], conns: &[usize]) {
             rows.iter()
                 .find(|r| r.case == Some(case) && r.conns == conns)
         };
+        if let (Some(unique), Some(health)) = (find(Case::Unique), find(Case::Healthz)) {
+            println!(
+                "durable unique / healthz (the HTTP ceiling) at {conns} connections: {:.0} / \
+                 {:.0} = {:.2}x",
+                unique.rate,
+                health.rate,
+                unique.rate / health.rate.max(1e-9),
+            );
+        }
         if let (Some(unique), Some(dry)) = (find(Case::Unique), find(Case::DryRun)) {
             println!(
                 "durable unique / dry_run at {conns} connections: {:.0} / {:.0} = {:.2}x \
@@ -791,6 +813,28 @@ fn report_ingest(rows: &[Row], conns: &[usize]) {
         }
     }
     note_busy(rows);
+}
+
+/// The unique row at 64 connections against PostgreSQL's insert in the same run.
+fn report_anchor(rows: &[Row], anchor: &anchor::Anchor) {
+    let unique = rows
+        .iter()
+        .find(|r| r.case == Some(Case::Unique) && r.conns == 64);
+    match unique {
+        Some(unique) => println!(
+            "durable unique / {} (pgbench, INSERT ... ON CONFLICT, 64 connections): {:.0} / \
+             {:.0} = {:.2}x",
+            anchor.version,
+            unique.rate,
+            anchor.tps,
+            unique.rate / anchor.tps.max(1e-9)
+        ),
+        None => println!(
+            "{}: {:.0} transactions/s (pgbench, INSERT ... ON CONFLICT, 64 connections); \
+             no unique row at 64 connections to compare",
+            anchor.version, anchor.tps
+        ),
+    }
 }
 
 /// Names the rows measured beside other work (`cpu::Shares::busy`): other processes' disk
@@ -1293,7 +1337,16 @@ fn smoke(args: &Args) -> Result<(), String> {
 fn soak(args: &Args) -> Result<(), String> {
     const CONNS: usize = 64;
     const CHUNK: Duration = Duration::from_secs(10);
+    // `/metrics` says how much the server read from its file: its growth per event.
+    let args = &Args {
+        metrics: MetricsChoice::On,
+        ..args.clone()
+    };
     let mut bench = Bench::start(args)?;
+    let metrics = bench
+        .server
+        .metrics
+        .ok_or("the server did not print its metrics address")?;
     println!("machine: {}", machine());
     println!(
         "soak: unique events over {CONNS} connections (in-repo client) until {} are stored and \
@@ -1301,13 +1354,15 @@ fn soak(args: &Args) -> Result<(), String> {
         args.soak_events, args.soak_secs
     );
     println!(
-        "| {:>6} | {:>10} | {:>8} | {:>8} | {:>8} | {:>9} |",
-        "t s", "stored", "req/s", "p99 ms", "RSS MiB", "file MiB"
+        "| {:>6} | {:>10} | {:>8} | {:>8} | {:>8} | {:>9} | {:>11} |",
+        "t s", "stored", "req/s", "p99 ms", "RSS MiB", "file MiB", "pages/event"
     );
     let started = Instant::now();
     let limit = Duration::from_secs(args.soak_secs.max(60) * 4);
     let mut samples: Vec<(u64, u64)> = Vec::new();
+    let mut milestones: Vec<Milestone> = Vec::new();
     let mut seq_base = 0u64;
+    let mut read_before = file_bytes_read(metrics)?;
     loop {
         let elapsed = started.elapsed();
         if elapsed >= Duration::from_secs(args.soak_secs) && bench.acked_events >= args.soak_events
@@ -1321,6 +1376,7 @@ fn soak(args: &Args) -> Result<(), String> {
         // Each chunk numbers its requests afresh: a new tag keeps the eids unique.
         let chunk = Template::of(Case::Unique, &bench.fixture, &format!("soak{seq_base}"));
         seq_base += 1;
+        let acked_before = bench.acked_events;
         let o = bench.builtin(
             chunk,
             Case::Unique,
@@ -1330,17 +1386,33 @@ fn soak(args: &Args) -> Result<(), String> {
                 max_requests: None,
             },
         );
+        let read = file_bytes_read(metrics)?;
+        let events = bench.acked_events.saturating_sub(acked_before).max(1);
+        #[allow(clippy::cast_precision_loss)]
+        let pages = (read.saturating_sub(read_before)) as f64 / 4096.0 / events as f64;
+        read_before = read;
         let rss = bench.server.rss().unwrap_or(0);
         let file = std::fs::metadata(&bench.server.data).map_or(0, |m| m.len());
         samples.push((bench.acked_events, rss));
+        let millions = bench.acked_events / 1_000_000;
+        if milestones.is_empty() || millions > milestones.last().map_or(0, |m| m.millions) {
+            milestones.push(Milestone {
+                millions,
+                stored: bench.acked_events,
+                rate: o.rate(),
+                pages,
+                file,
+            });
+        }
         println!(
-            "| {:>6} | {:>10} | {:>8.0} | {:>8} | {:>8.1} | {:>9.1} |",
+            "| {:>6} | {:>10} | {:>8.0} | {:>8} | {:>8.1} | {:>9.1} | {:>11.3} |",
             started.elapsed().as_secs(),
             bench.acked_events,
             o.rate(),
             ms(o.latency.quantile(0.99)),
             mib(rss),
-            mib(file)
+            mib(file),
+            pages
         );
         if o.non_2xx > 0 || o.errors > 0 {
             println!("  ({} non-2xx, {} errors)", o.non_2xx, o.errors);
@@ -1357,6 +1429,7 @@ fn soak(args: &Args) -> Result<(), String> {
         .map(|&(_, r)| r);
     let stored = bench.finish(args.keep)?;
     println!();
+    report_milestones(&milestones);
     if let Some(rss) = first_million {
         println!(
             "RSS when {} events were stored: {:.1} MiB",
@@ -1374,6 +1447,47 @@ fn soak(args: &Args) -> Result<(), String> {
     }
     report_stored(&stored);
     stored.verdict
+}
+
+/// The first soak chunk after each million stored events (and the very first chunk: a new file).
+struct Milestone {
+    millions: u64,
+    stored: u64,
+    rate: f64,
+    /// Pages (4 KiB) read from the file per event stored in the chunk.
+    pages: f64,
+    /// The data file's size then.
+    file: u64,
+}
+
+/// The soak's rate per million stored events, against the first chunk on a new file.
+fn report_milestones(milestones: &[Milestone]) {
+    let Some(first) = milestones.first() else {
+        return;
+    };
+    println!("per million stored events (the first 10 s chunk past each million):");
+    println!(
+        "| {:>8} | {:>10} | {:>8} | {:>9} | {:>11} | {:>12} |",
+        "millions", "stored", "req/s", "vs new", "pages/event", "file B/event"
+    );
+    for m in milestones {
+        #[allow(clippy::cast_precision_loss)]
+        let per_event = m.file as f64 / m.stored.max(1) as f64;
+        println!(
+            "| {:>8} | {:>10} | {:>8.0} | {:>8.2}x | {:>11.3} | {:>12.0} |",
+            m.millions,
+            m.stored,
+            m.rate,
+            m.rate / first.rate.max(1e-9),
+            m.pages,
+            per_event
+        );
+    }
+}
+
+/// `tracker_data_file_read_bytes_total` from the server's `/metrics`.
+fn file_bytes_read(metrics: std::net::SocketAddr) -> Result<u64, String> {
+    metric(metrics, "tracker_data_file_read_bytes_total")
 }
 
 /// `--prune`: what retention costs ingest. One server, `dedup_window = "2s"`: the unique row at
@@ -1462,13 +1576,18 @@ fn prune(args: &Args) -> Result<(), String> {
 
 /// `tracker_dedup_entries_pruned_total` from the server's `/metrics` at `metrics`.
 fn pruned_count(metrics: std::net::SocketAddr) -> Result<u64, String> {
+    metric(metrics, "tracker_dedup_entries_pruned_total")
+}
+
+/// One counter without labels from the server's `/metrics`.
+fn metric(metrics: std::net::SocketAddr, name: &str) -> Result<u64, String> {
     let scrape = b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".to_vec();
     let (status, body) = client::fetch_all(metrics, 1, vec![scrape]).remove(0);
     String::from_utf8_lossy(&body)
         .lines()
-        .find_map(|l| l.strip_prefix("tracker_dedup_entries_pruned_total "))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|n| n.trim().parse().ok())
-        .ok_or_else(|| format!("no pruned count in /metrics ({status})"))
+        .ok_or_else(|| format!("no {name} in /metrics ({status})"))
 }
 
 /// Stores `n` deposits with a setup click's uid, no eid and no time, each its own amount: `n`

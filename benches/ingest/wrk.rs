@@ -24,35 +24,45 @@ pub fn find_or_install() -> Option<String> {
     if let Some(path) = which("wrk") {
         return Some(path);
     }
-    let is_root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
-    if !is_root {
+    if !is_root() {
         eprintln!("wrk is not installed and this is not root: using the in-repo client");
         return None;
     }
     eprintln!("installing wrk (apt-get install -y wrk) ...");
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "-y", "wrk"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !install() {
-        let _ = Command::new("apt-get")
-            .arg("update")
-            .stdout(Stdio::null())
-            .status();
-        install();
-    }
+    apt_install(&["wrk"]);
     let found = which("wrk");
     if found.is_none() {
         eprintln!("wrk could not be installed: using the in-repo client");
     }
     found
+}
+
+/// Whether the bench runs as root (and so may install Debian's packages).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+/// Installs Debian's `packages`, updating the package lists once if the first try fails.
+pub fn apt_install(packages: &[&str]) -> bool {
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    install() || {
+        let _ = Command::new("apt-get")
+            .arg("update")
+            .stdout(Stdio::null())
+            .status();
+        install()
+    }
 }
 
 fn which(name: &str) -> Option<String> {

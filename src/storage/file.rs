@@ -94,11 +94,17 @@ impl DataFile {
     }
 }
 
+/// Bytes this process has read from its data file: what redb's page cache did not hold. Its
+/// growth per stored event says whether the writer's reads grow with the file (`/metrics`,
+/// `tracker_data_file_read_bytes_total`). One data file per process, so one counter.
+pub static BYTES_READ: AtomicU64 = AtomicU64::new(0);
+
 impl StorageBackend for DataFile {
     fn len(&self) -> Result<u64, std::io::Error> {
         self.inner.len()
     }
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        BYTES_READ.fetch_add(out.len() as u64, Ordering::Relaxed);
         self.inner.read(offset, out)
     }
     fn set_len(&self, len: u64) -> Result<(), std::io::Error> {

@@ -149,6 +149,12 @@ impl From<StoreError> for Error {
     }
 }
 
+/// Bytes read from the data file by this process since it started (`file.rs`).
+#[must_use]
+pub fn file_bytes_read() -> u64 {
+    file::BYTES_READ.load(Ordering::Relaxed)
+}
+
 /// Whether the store can still write. Once `Failed`, it stays so: the process must exit and be
 /// started again, which recovers from the file (`commit.rs`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -227,6 +227,9 @@ async fn metrics_count_exactly_what_was_sent() {
         size <= std::fs::metadata(dir.path().join("t.redb")).unwrap().len() as f64,
         "{size}"
     );
+    // Opening the file read at least its header from it.
+    let read = after["tracker_data_file_read_bytes_total"];
+    assert!(read > 0.0, "{read}");
     crate::support::stop_cleanly(process);
 }
 
