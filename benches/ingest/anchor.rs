@@ -1,7 +1,7 @@
-//! `--anchor`: the same durable insert in PostgreSQL, measured in the same run, so the tracker's
+//! `--anchor`: the same durable insert in `PostgreSQL`, measured in the same run, so the tracker's
 //! figures have a yardstick a reader knows.
 //!
-//! A throwaway cluster (Debian's PostgreSQL, installed from its packages when missing and the
+//! A throwaway cluster (Debian's `PostgreSQL`, installed from its packages when missing and the
 //! bench runs as root) in a temporary directory, on a Unix socket only, with its defaults:
 //! `fsync` and `synchronous_commit` on, so a committed insert is on disk as a tracker answer is.
 //! `pgbench` sends, over as many connections as the tracker's row and two threads, a bare
@@ -54,13 +54,13 @@ pub fn measure(conns: usize, duration: Duration) -> Result<Anchor, String> {
     let result = cluster.pgbench(conns, duration);
     cluster.stop();
     let tps = result?;
-    let version = run_as(&cluster.user, &bin.join("postgres"), &["--version"])
+    let version = run_as(cluster.user.as_ref(), &bin.join("postgres"), &["--version"])
         .map(|v| v.trim().to_owned())
         .unwrap_or_default();
     Ok(Anchor { version, tps })
 }
 
-/// The directory of PostgreSQL's programs, installing Debian's package if it is missing.
+/// The directory of `PostgreSQL`'s programs, installing Debian's package if it is missing.
 fn find_or_install() -> Result<PathBuf, String> {
     let find = || {
         let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
@@ -91,7 +91,7 @@ struct Cluster {
     bin: PathBuf,
     data: PathBuf,
     socket: PathBuf,
-    /// Who runs it: `postgres` when the bench runs as root (PostgreSQL refuses root).
+    /// Who runs it: `postgres` when the bench runs as root (`PostgreSQL` refuses root).
     user: Option<String>,
 }
 
@@ -180,12 +180,12 @@ impl Cluster {
     }
 
     fn run(&self, program: &str, args: &[&str]) -> Result<String, String> {
-        run_as(&self.user, &self.bin.join(program), args)
+        run_as(self.user.as_ref(), &self.bin.join(program), args)
     }
 }
 
 /// Runs `program` (as `user` when given), answering its standard output or why it failed.
-fn run_as(user: &Option<String>, program: &Path, args: &[&str]) -> Result<String, String> {
+fn run_as(user: Option<&String>, program: &Path, args: &[&str]) -> Result<String, String> {
     let mut command = match user {
         Some(user) => {
             let mut c = Command::new("runuser");

@@ -75,7 +75,7 @@ pub struct Flags {
     #[arg(long, value_name = "N")]
     soak_events: Option<u64>,
 
-    /// Also measures PostgreSQL's durable `INSERT ... ON CONFLICT` with pgbench at 64
+    /// Also measures `PostgreSQL`'s durable `INSERT ... ON CONFLICT` with pgbench at 64
     /// connections, on a throwaway cluster in the same run (installed from Debian's packages
     /// when missing and running as root), and prints the tracker's unique row against it.
     #[arg(long)]

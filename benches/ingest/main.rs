@@ -90,7 +90,7 @@ enum ClientChoice {
 #[derive(Clone)]
 struct Args {
     mode: Mode,
-    /// PostgreSQL's insert measured beside the ingest rows (`anchor.rs`).
+    /// `PostgreSQL`'s insert measured beside the ingest rows (`anchor.rs`).
     anchor: bool,
     duration: Duration,
     conns: Vec<usize>,
@@ -815,7 +815,7 @@ fn report_ingest(rows: &[Row], conns: &[usize]) {
     note_busy(rows);
 }
 
-/// The unique row at 64 connections against PostgreSQL's insert in the same run.
+/// The unique row at 64 connections against `PostgreSQL`'s insert in the same run.
 fn report_anchor(rows: &[Row], anchor: &anchor::Anchor) {
     let unique = rows
         .iter()
@@ -1418,22 +1418,30 @@ fn soak(args: &Args) -> Result<(), String> {
             println!("  ({} non-2xx, {} errors)", o.non_2xx, o.errors);
         }
     }
+    let acked = bench.acked_events;
+    let stored = bench.finish(args.keep)?;
+    println!();
+    report_milestones(&milestones);
+    report_soak_rss(&samples, args.soak_events.min(acked), args.soak_events);
+    report_stored(&stored);
+    stored.verdict
+}
+
+/// RSS once `from` events were stored, and its range from then to the end.
+fn report_soak_rss(samples: &[(u64, u64)], from: u64, soak_events: u64) {
     let after: Vec<u64> = samples
         .iter()
-        .filter(|(n, _)| *n >= args.soak_events.min(bench.acked_events))
+        .filter(|(n, _)| *n >= from)
         .map(|&(_, r)| r)
         .collect();
     let first_million = samples
         .iter()
-        .find(|(n, _)| *n >= args.soak_events)
+        .find(|(n, _)| *n >= soak_events)
         .map(|&(_, r)| r);
-    let stored = bench.finish(args.keep)?;
-    println!();
-    report_milestones(&milestones);
     if let Some(rss) = first_million {
         println!(
             "RSS when {} events were stored: {:.1} MiB",
-            args.soak_events,
+            soak_events,
             mib(rss)
         );
     }
@@ -1445,8 +1453,6 @@ fn soak(args: &Args) -> Result<(), String> {
             after.len()
         );
     }
-    report_stored(&stored);
-    stored.verdict
 }
 
 /// The first soak chunk after each million stored events (and the very first chunk: a new file).
