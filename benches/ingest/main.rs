@@ -1358,7 +1358,8 @@ fn soak(args: &Args) -> Result<(), String> {
         "t s", "stored", "req/s", "p99 ms", "RSS MiB", "file MiB", "pages/event"
     );
     let started = Instant::now();
-    let limit = Duration::from_secs(args.soak_secs.max(60) * 4);
+    // Four times the asked time, and room for the asked events at 2,000 a second at worst.
+    let limit = Duration::from_secs((args.soak_secs.max(60) * 4).max(args.soak_events / 2_000));
     let mut samples: Vec<(u64, u64)> = Vec::new();
     let mut milestones: Vec<Milestone> = Vec::new();
     let mut seq_base = 0u64;
