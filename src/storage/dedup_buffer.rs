@@ -27,6 +27,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{Source, ValidEvent};
 use crate::storage::StoreError;
+use crate::storage::key_filter::{self, KeyFilter};
 use crate::storage::records::{self, EventRecord};
 use crate::storage::schema::{DEDUP, INBOX, META, META_DEDUP_REDO_FROM, META_INBOX_SEQ, SPACES};
 
@@ -47,10 +48,14 @@ pub fn entry_key(space: u32, key: &DedupKey) -> EntryKey {
     (space, key.rule, key.digest)
 }
 
-/// The entries not yet in the table, in table order.
+/// The entries not yet in the table, in table order, and the filter of every key the table may
+/// hold.
 #[derive(Debug, Default)]
 pub struct DedupBuffer {
     entries: BTreeMap<EntryKey, Earlier>,
+    /// Every key of the table and of this buffer (`key_filter.rs`): a new event's key that it
+    /// does not hold needs no look-up in the table.
+    in_table: KeyFilter,
     /// The inbox ids of `entries`; the smallest is where a redo must start.
     ids: BTreeSet<u64>,
     /// The last key written by the previous flush: the next one starts after it.
@@ -68,6 +73,25 @@ pub struct Change {
 }
 
 impl DedupBuffer {
+    /// An empty buffer, with the filter of the keys already in the table.
+    ///
+    /// # Errors
+    /// A redb error.
+    pub fn load(txn: &redb::ReadTransaction) -> Result<DedupBuffer, StoreError> {
+        Ok(DedupBuffer {
+            entries: BTreeMap::new(),
+            in_table: KeyFilter::of_dedup(txn)?,
+            ids: BTreeSet::new(),
+            cursor: None,
+        })
+    }
+
+    /// Whether the table may hold `key`: `false` only if it certainly does not.
+    #[must_use]
+    pub fn may_be_in_table(&self, key: &EntryKey) -> bool {
+        self.in_table.may_hold(&key_filter::dedup_key(key))
+    }
+
     #[must_use]
     pub fn get(&self, key: &EntryKey) -> Option<Earlier> {
         self.entries.get(key).copied()
@@ -123,6 +147,7 @@ impl DedupBuffer {
             }
         }
         for (key, earlier) in change.fresh {
+            self.in_table.insert(&key_filter::dedup_key(&key));
             if let Some(old) = self.entries.insert(key, earlier) {
                 self.ids.remove(&old.0);
             }

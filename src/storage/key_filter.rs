@@ -1,16 +1,18 @@
-//! Which `clicks_by_fbclid` keys the table may hold: a Bloom filter in the writer's memory that
-//! answers "certainly not" for almost every fbclid seen for the first time.
+//! Which keys a table of digests may hold: a Bloom filter in the writer's memory that answers
+//! "certainly not" for almost every key seen for the first time. One in front of
+//! `clicks_by_fbclid` (`fbclid_buffer.rs`) and one in front of `DEDUP` (`dedup_buffer.rs`).
 //!
-//! Why: a click with an fbclid must find the earlier click with the same fbclid, and almost never
-//! has one. The index key is a digest, so that look-up read a random leaf of the table, which on
-//! a file larger than redb's cache is a page read from the OS, a large share of the writer's
-//! time on the `/l/` fbclid path. Now the table is read only when the filter says the key may
-//! be there: about one look-up in a hundred for a new fbclid, every time for a known one.
+//! Why: a click with an fbclid must find the earlier click with the same fbclid, and a new event
+//! the earlier event with its dedup key, and almost never has one. Both keys are digests, so the
+//! look-up read a random leaf of the table, which on a file larger than redb's cache is a page
+//! read from the OS: the cost that grew with the file. Now the table is read only when the
+//! filter says the key may be there: about one look-up in a hundred for a new key, every time
+//! for a known one (a retry, which reads its earlier entry anyway).
 //!
-//! A Bloom filter never answers "no" for a key it was given, so no click that has an entry is
-//! missed. Its keys: every key of the table when the store opens, and every new entry from the
-//! commit that makes it on (`FbclidBuffer::apply`). A key given to it whose entry never reached
-//! the table costs only a needless look-up.
+//! A Bloom filter never answers "no" for a key it was given, so no entry is missed. Its keys:
+//! every key of the table when the store opens, and every new entry from the commit that makes
+//! it on (`FbclidBuffer::apply`, `DedupBuffer::apply`). A key given to it whose entry never
+//! reached the table, or was pruned from it since, costs only a needless look-up.
 //!
 //! Blocked: the probes of one key fall in one 64-byte block (one cache miss per level, not one per
 //! probe). It grows without a rebuild: when its newest level holds as many keys as it was sized
@@ -23,10 +25,17 @@
 use redb::{ReadableTable, ReadableTableMetadata};
 
 use crate::storage::StoreError;
-use crate::storage::schema::CLICKS_BY_FBCLID;
+use crate::storage::schema::{CLICKS_BY_FBCLID, DEDUP};
 
-/// A `clicks_by_fbclid` key: `(space, fbclid_key)`.
+/// A key the filter takes: `(space, 128-bit digest)`, as `clicks_by_fbclid` keys are.
 type Key = (u32, u128);
+
+/// The filter's key for a `DEDUP` key `(space, rule, digest)`: the rule folded into the digest
+/// (two rules' keys that fold alike would only cost a needless look-up).
+#[must_use]
+pub fn dedup_key(&(space, rule, digest): &(u32, u8, u128)) -> Key {
+    (space, digest.wrapping_add(u128::from(rule) << 64))
+}
 
 /// Bits per key a level is sized for: 10 gives about one false "maybe" in a hundred when full.
 const BITS_PER_KEY: usize = 10;
@@ -109,16 +118,36 @@ impl KeyFilter {
         }
     }
 
-    /// A filter of every key in the table, with room for a quarter more before it grows.
+    /// A filter of every key of `CLICKS_BY_FBCLID`, with room for a quarter more before it
+    /// grows.
     ///
     /// # Errors
     /// A redb error.
     pub fn of_table(txn: &redb::ReadTransaction) -> Result<KeyFilter, StoreError> {
         let table = txn.open_table(CLICKS_BY_FBCLID)?;
-        let count = usize::try_from(table.len()?).unwrap_or(usize::MAX / 4);
+        KeyFilter::of_keys(table.len()?, table.iter()?.map(|e| Ok(e?.0.value())))
+    }
+
+    /// A filter of every key of `DEDUP` ([`dedup_key`] of each), sized as [`KeyFilter::of_table`].
+    ///
+    /// # Errors
+    /// A redb error.
+    pub fn of_dedup(txn: &redb::ReadTransaction) -> Result<KeyFilter, StoreError> {
+        let table = txn.open_table(DEDUP)?;
+        KeyFilter::of_keys(
+            table.len()?,
+            table.iter()?.map(|e| Ok(dedup_key(&e?.0.value()))),
+        )
+    }
+
+    fn of_keys(
+        count: u64,
+        keys: impl Iterator<Item = Result<Key, StoreError>>,
+    ) -> Result<KeyFilter, StoreError> {
+        let count = usize::try_from(count).unwrap_or(usize::MAX / 4);
         let mut filter = KeyFilter::with_capacity(count.saturating_add(count / 4));
-        for key in table.iter()? {
-            filter.insert(&key?.0.value());
+        for key in keys {
+            filter.insert(&key?);
         }
         Ok(filter)
     }
@@ -170,6 +199,24 @@ mod tests {
         assert!(f.levels.len() >= 3, "grew to {} levels", f.levels.len());
         let missed = (0..n).filter(|&i| !f.may_hold(&key(i))).count();
         assert_eq!(missed, 0);
+    }
+
+    /// A dedup key's rule is part of what the filter knows: the same digest under another rule
+    /// (another rule's fields) is a key of its own.
+    #[test]
+    fn dedup_keys_of_two_rules_with_one_digest_stay_apart() {
+        let mut f = KeyFilter::default();
+        let (space, digest) = (3, key(7).1);
+        f.insert(&dedup_key(&(space, 1, digest)));
+        assert!(f.may_hold(&dedup_key(&(space, 1, digest))));
+        assert_ne!(
+            dedup_key(&(space, 1, digest)),
+            dedup_key(&(space, 2, digest))
+        );
+        let others = (2..=6u8)
+            .filter(|&rule| f.may_hold(&dedup_key(&(space, rule, digest))))
+            .count();
+        assert_eq!(others, 0, "another rule's key taken for the one given");
     }
 
     #[test]

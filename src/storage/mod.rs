@@ -228,14 +228,17 @@ impl Store {
         let db = Arc::new(opened.db);
         let keyring = Arc::new(Keyring::default());
         let links = Arc::new(Directory::default());
-        let fbclid = {
+        let (fbclid, dedup) = {
             let txn = redb::ReadableDatabase::begin_read(&*db)?;
             keyring.replace(read::keyring_entries(&txn)?);
             links.replace(read::all_links(&txn)?);
-            fbclid_buffer::FbclidBuffer::load(&txn)?
+            (
+                fbclid_buffer::FbclidBuffer::load(&txn)?,
+                DedupBuffer::load(&txn)?,
+            )
         };
         let slot = Arc::new(RwLock::new(Some(db)));
-        let pending = Arc::new(RwLock::new(DedupBuffer::default()));
+        let pending = Arc::new(RwLock::new(dedup));
         let health = Arc::new(watch::Sender::new(Health::Serving));
         let rejections = Arc::new(RejectionQueue::default());
         let committed = Arc::new(watch::Sender::new(0));

@@ -156,7 +156,8 @@ impl<'t> Txn<'t> {
                 .or_else(|| self.pending.get(k))
             {
                 Some(e) => Some(e),
-                None => self.dedup.get(k)?.map(|g| g.value()),
+                None if self.pending.may_be_in_table(k) => self.dedup.get(k)?.map(|g| g.value()),
+                None => None,
             };
             if let Some(inbox_id) = dedup::duplicate_of(key, earlier, event.received_at_ms) {
                 return Ok(EventOutcome {
