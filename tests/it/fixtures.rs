@@ -64,6 +64,7 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
         let again = ValidEvent {
             kind: EventKind::Deposit,
             uid: None,
+            tg_id: None,
             value: None,
             currency: "USD".into(),
             eid: Some("order-1".into()),

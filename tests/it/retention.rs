@@ -20,6 +20,7 @@ fn event(kind: EventKind, uid: &str, eid: Option<&str>, value: &str, at_ms: u64)
     ValidEvent {
         kind,
         uid: Some(uid.into()),
+        tg_id: None,
         value: Some(tracker::domain::decimal::Decimal::parse(value).unwrap()),
         currency: "USD".into(),
         eid: eid.map(Into::into),
