@@ -726,4 +726,53 @@ mod tests {
         t.delete_link(1, "a", 2).unwrap();
         assert!(t.link_click("a", visit()).is_err());
     }
+
+    /// A batch reads a space's `attribution` once for its events by Telegram id; a change of
+    /// the settings in the same batch must be in force for the events after it.
+    #[test]
+    fn an_event_after_a_settings_change_in_its_batch_uses_the_new_setting() {
+        use crate::domain::dedup::tests::by_tg;
+        use crate::domain::event::{AttributedBy, EventKind};
+        let db = open_in_memory().unwrap().db;
+        let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
+        let batch = |op: &mut dyn FnMut(&mut Txn<'_>)| {
+            let txn = db.begin_write().unwrap();
+            {
+                let mut t = Txn::open(&txn, &dedup, &fbclid, 0).unwrap();
+                op(&mut t);
+                t.write_clicks().unwrap();
+            }
+            txn.commit().unwrap();
+        };
+        let mut uids = Vec::new();
+        batch(&mut |t| {
+            for _ in 0..2 {
+                uids.push(t.back_fill_click(1, visit()).unwrap().uid);
+            }
+        });
+        batch(&mut |t| {
+            for (at, uid) in [(10, &uids[1]), (20, &uids[0])] {
+                t.bind(1, uid, 7, at).unwrap();
+            }
+        });
+        let stored_uid = |t: &mut Txn<'_>, inbox_id| {
+            let bytes = t.inbox.get((1, inbox_id)).unwrap().unwrap();
+            records::decode::<records::EventRecord>(bytes.value())
+                .unwrap()
+                .uid
+        };
+        batch(&mut |t| {
+            let first = t
+                .record_event(1, by_tg(EventKind::Contact, 7, None), None)
+                .unwrap();
+            assert_eq!(first.attributed_by, Some(AttributedBy::TgId));
+            assert_eq!(stored_uid(t, first.inbox_id).as_ref(), Some(&uids[1]));
+            let patch = SettingsPatch::new([("attribution".into(), "last_touch".into())]).unwrap();
+            t.update_settings(1, &patch).unwrap();
+            let last = t
+                .record_event(1, by_tg(EventKind::Registration, 7, None), None)
+                .unwrap();
+            assert_eq!(stored_uid(t, last.inbox_id).as_ref(), Some(&uids[0]));
+        });
+    }
 }
