@@ -11,7 +11,8 @@ use tokio::sync::Barrier;
 
 use crate::support::{
     DAY_MS, NOW_MS, Request, Response, TestServer, TrackerProcess, assert_duplicate_of,
-    assert_error, assert_queued, event_answer, first_start, post_json, run_cli, send, stop_cleanly,
+    assert_error, assert_queued, dedup_entries_derived, event_answer, first_start, post_json,
+    run_cli, send, stop_cleanly,
 };
 
 const HOUR_MS: u64 = 3_600_000;
@@ -611,14 +612,26 @@ async fn events_by_telegram_id_in_memory_at_a_sigkill_stay_deduplicated() {
         format!(r#"{{"event":"deposit","tg_id":{USER},"value":"5"}}"#),
         r#"{"event":"registration","tg_id":777}"#.to_owned(),
     ];
+    // At once, so that they share a commit and their entries are still waiting at the kill
+    // (a commit writes out a slice of the entries of the commits before it).
+    let sends: Vec<_> = bodies
+        .iter()
+        .map(|body| {
+            let (secret, body) = (secret.clone(), body.clone());
+            tokio::spawn(async move { post_json(addr, &secret, "/events", &body).await })
+        })
+        .collect();
     let mut acked = Vec::new();
-    for body in &bodies {
-        let r = post_json(addr, &secret, "/events", body).await;
+    for s in sends {
+        let r = s.await.unwrap();
         assert_eq!(r["status"], "queued", "{r}");
         acked.push(r["inbox_id"].as_str().unwrap().parse::<u64>().unwrap());
     }
     process.kill_hard();
     let process = TrackerProcess::start(dir.path());
+    let log = process.log_when(|log| dedup_entries_derived(log).is_some());
+    let derived = dedup_entries_derived(&log);
+    assert!(derived.is_some_and(|n| n > 0), "{derived:?}\n{log}");
     for (body, id) in bodies.iter().zip(acked) {
         let r = send(process.addr, &Request::post("/events", Some(&secret), body)).await;
         assert_duplicate_of(&r, id);
