@@ -72,8 +72,8 @@ pub enum SpaceRequest {
     /// List spaces, their settings and their credentials (never the credentials themselves)
     List,
     /// Change a space's settings, in force at once for events written after: `tracker space
-    /// set SPACE attribution=last_touch`. Settings: attribution (first_touch, the default, or
-    /// last_touch: which of a Telegram user's bound clicks an event by tg_id goes to)
+    /// set SPACE attribution=last_touch`. Settings: `attribution` (`first_touch`, the default,
+    /// or `last_touch`: which of a Telegram user's bound clicks an event by `tg_id` goes to)
     Set {
         space: String,
         /// One or more NAME=VALUE

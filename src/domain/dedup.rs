@@ -257,11 +257,11 @@ pub(crate) mod tests {
         assert_ne!(key(&tg).rule, key(&with_uid).rule);
         assert_ne!(key(&tg), key(&by_tg(Contact, 8, None)));
         assert_ne!(key(&tg), key(&by_tg(Registration, 7, None)));
-        let with_eid = ValidEvent {
+        let eid_given = ValidEvent {
             eid: Some("e".into()),
             ..tg
         };
-        assert_eq!(key(&with_eid), key(&ev(Contact, None, Some("e"), None)));
+        assert_eq!(key(&eid_given), key(&ev(Contact, None, Some("e"), None)));
         assert_eq!(
             key(&by_tg(Deposit, 7, Some("7"))),
             key(&by_tg(Deposit, 7, Some("7.00")))
@@ -372,12 +372,12 @@ pub(crate) mod tests {
         timed.time_supplied = true;
         timed.occurred_at_ms = 1_799_999_000_000;
         let windowed = ev(EventKind::Deposit, Some(UID), None, Some("12.50"));
-        const TG: u64 = 123_456_789;
-        let tg_milestone = by_tg(EventKind::Registration, TG, None);
-        let mut tg_timed = by_tg(EventKind::Deposit, TG, Some("12.50"));
+        let tg = 123_456_789;
+        let tg_milestone = by_tg(EventKind::Registration, tg, None);
+        let mut tg_timed = by_tg(EventKind::Deposit, tg, Some("12.50"));
         tg_timed.time_supplied = true;
         tg_timed.occurred_at_ms = 1_799_999_000_000;
-        let tg_windowed = by_tg(EventKind::Deposit, TG, Some("12.50"));
+        let tg_windowed = by_tg(EventKind::Deposit, tg, Some("12.50"));
         // (event, rule byte, digest, window)
         #[rustfmt::skip]
         let cases = [

@@ -153,13 +153,13 @@ impl<'t> Txn<'t> {
         let resolved = attribution::resolve(
             &self.clicks,
             &self.touches,
-            || match attributions.get(&space) {
-                Some(a) => Ok(*a),
-                None => {
-                    let a = attribution::settings(settings, space)?.attribution;
-                    attributions.insert(space, a);
-                    Ok(a)
+            || {
+                if let Some(a) = attributions.get(&space) {
+                    return Ok(*a);
                 }
+                let a = attribution::settings(settings, space)?.attribution;
+                attributions.insert(space, a);
+                Ok(a)
             },
             space,
             &event,
