@@ -26,13 +26,7 @@ async fn three_bound_clicks(s: &TestServer) -> [String; 3] {
     let early = s.click(&s.a, r#"{"campaign_name":"c-early"}"#).await;
     let middle = s.click(&s.a, r#"{"campaign_name":"c-middle"}"#).await;
     for uid in [&early, &middle, &late] {
-        let r = s
-            .post_as(
-                &s.a,
-                "/bind",
-                &format!(r#"{{"uid":"{uid}","tg_id":{USER}}}"#),
-            )
-            .await;
+        let r = s.bind(&s.a, uid, USER).await;
         assert_eq!(r.json()["tg_id"], json!(USER), "{}", r.text());
         s.clock.advance(HOUR_MS);
     }
@@ -118,12 +112,7 @@ async fn first_and_last_touch_are_the_first_and_last_bound_clicks() {
     assert_eq!(feed_event(&s, contact).await["uid"], json!(early));
     // A binding later than all: the new last.
     let newest = s.click(&s.a, r#"{"campaign_name":"c-newest"}"#).await;
-    s.post_as(
-        &s.a,
-        "/bind",
-        &format!(r#"{{"uid":"{newest}","tg_id":{USER}}}"#),
-    )
-    .await;
+    s.bind(&s.a, &newest, USER).await;
     let r = s
         .post_event(&format!(
             r#"{{"event":"deposit","tg_id":"{USER}","value":"9.50"}}"#
@@ -161,12 +150,7 @@ async fn a_user_without_a_bound_click_is_stored_unmatched_with_the_tg_id() {
     let s = TestServer::start().await;
     // Bound in another space only: nothing crosses spaces.
     let other = s.click(&s.b, "{}").await;
-    s.post_as(
-        &s.b,
-        "/bind",
-        &format!(r#"{{"uid":"{other}","tg_id":999}}"#),
-    )
-    .await;
+    s.bind(&s.b, &other, 999).await;
     let r = s
         .post_event(r#"{"event":"deposit","tg_id":999,"value":3}"#)
         .await;
