@@ -11,8 +11,8 @@
 //! - [`web`]: the admin page under `/admin/`: sessions, login, and server-rendered pages
 //!   (`templates/admin/`) that call the same [`app::App`] methods as the API.
 //! - [`app`]: the operations every way in shares, as methods of [`app::App`]: authenticate,
-//!   record an event, back-fill a click, bind, links, the feed, stats and rejections
-//!   (`app/mod.rs`); spaces, credentials, the admin password and backups (`app/spaces.rs`).
+//!   record an event, back-fill a click, bind, links, a space's settings, the feed, stats and
+//!   rejections (`app/mod.rs`); spaces, credentials, the admin password and backups (`app/spaces.rs`).
 //! - [`control`]: how the command line reaches a running server: one typed
 //!   [`control::Request`] (the command line's subcommands themselves) and its
 //!   [`control::Answer`], over a Unix socket beside the data file, or run on the file directly
@@ -21,14 +21,16 @@
 //! - [`server`]: the serve loop (`server/mod.rs`), each client connection with its timeouts and
 //!   limits (`server/connection.rs`), and what runs in the background while it serves:
 //!   retention of dedup entries and automatic backups.
-//! - [`domain`]: the rules, free of HTTP and storage: event validation, exact decimals, dedup
-//!   keys, credentials and the keyring, clicks and bindings, the rate limit, tracking links,
-//!   the feed, stats and the rejection log, and the outcomes storage answers.
+//! - [`domain`]: the rules, free of HTTP and storage: event validation, the uid rule, exact
+//!   decimals, dedup keys, credentials and the keyring, clicks and bindings, the rate limit,
+//!   tracking links, a space's settings, the feed, stats and the rejection log, and the outcomes
+//!   storage answers.
 //! - [`storage`]: the data file, behind one type, [`storage::Store`], with an async method per
 //!   operation. Every table in `storage/schema.rs`, record encodings in `records.rs`, opening and
 //!   numbered migrations in `open.rs`; the write operations in `ops.rs`, run by the commit loop
 //!   (`commit.rs`, one thread that group-commits); the read operations in `read.rs`, run by the
-//!   reader threads (`reader.rs`). Never knows about HTTP.
+//!   reader threads (`reader.rs`); which click an event is attributed to, by uid or Telegram
+//!   id, in `attribution.rs`, for both. Never knows about HTTP.
 //! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
 //!   type with its stable codes, and the counters of `/metrics`.
 //!

@@ -129,6 +129,7 @@ pub fn create_space(
         ingest_token: field("ingest_token")?,
         click_uids: Vec::new(),
         known_events: 0,
+        tg_users: Vec::new(),
         run: run.to_owned(),
     };
     let clicks = Template::spread_click(&fixture, CAMPAIGNS, LINKS);

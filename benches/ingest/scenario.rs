@@ -13,6 +13,9 @@ pub struct Fixture {
     pub click_uids: Vec<String>,
     /// How many events with eids `known-0..` were stored during setup, for the duplicate case.
     pub known_events: usize,
+    /// Telegram users with bound clicks (one to five each), made during setup when the
+    /// `tg_unique` case runs; its events name them.
+    pub tg_users: Vec<u64>,
     /// Makes eids and fbclids unique to this run of the benchmark.
     pub run: String,
 }
@@ -27,6 +30,8 @@ pub enum Piece {
     ClickUid,
     /// The Telegram id that goes with that click: 1000000 + its index, so a repeat is a retry.
     TgId,
+    /// A Telegram user with bound clicks, chosen round-robin.
+    TgUser,
     /// The index of a known event, round-robin.
     Known,
     /// The request's number modulo this: spreads requests over a few names (campaigns, links).
@@ -56,16 +61,20 @@ pub enum Case {
     Link,
     /// The same with a new `fbclid` each visit, as Meta's ads add it.
     LinkFbclid,
+    /// `POST /events` of unique events naming a Telegram user (one to five bound clicks) and no
+    /// uid: attributed by the user's first bound click.
+    TgUnique,
 }
 
 /// The tracking link the link cases visit, made during setup.
 pub const BENCH_LINK: &str = "bench-link";
 
 impl Case {
-    pub const ALL: [Case; 9] = [
+    pub const ALL: [Case; 10] = [
         Case::Healthz,
         Case::DryRun,
         Case::Unique,
+        Case::TgUnique,
         Case::Duplicate,
         Case::GetE,
         Case::Bind,
@@ -80,6 +89,7 @@ impl Case {
             Case::Healthz => "healthz",
             Case::DryRun => "dry_run",
             Case::Unique => "unique",
+            Case::TgUnique => "tg_unique",
             Case::Duplicate => "duplicate",
             Case::GetE => "get_e",
             Case::Bind => "bind",
@@ -95,6 +105,7 @@ impl Case {
             Case::Healthz => "GET /healthz",
             Case::DryRun => "POST /events dry_run",
             Case::Unique => "POST /events unique",
+            Case::TgUnique => "POST /events by tg_id",
             Case::Duplicate => "POST /events duplicate",
             Case::GetE => "GET /e unique",
             Case::Bind => "POST /bind",
@@ -106,7 +117,7 @@ impl Case {
 
     /// Whether each 2xx answer stored one new event.
     pub fn stores_an_event(self) -> bool {
-        matches!(self, Case::Unique | Case::GetE)
+        matches!(self, Case::Unique | Case::GetE | Case::TgUnique)
     }
 
     /// Text every successful answer (head and body) must contain.
@@ -115,6 +126,8 @@ impl Case {
             Case::Healthz | Case::Bind => r#""ok":true"#,
             Case::DryRun => r#""dry_run":true"#,
             Case::Unique | Case::GetE => r#""status":"queued""#,
+            // Every one found its click; the count of stored events shows each was new.
+            Case::TgUnique => r#""matched":true,"attributed_by":"tg_id""#,
             Case::Duplicate => r#""status":"duplicate""#,
             Case::Clicks => r#""created":true"#,
             // hyper writes header names in lower case.
@@ -179,6 +192,13 @@ impl Template {
             },
             Case::DryRun => post("/events", event_body(unique_eid, true)),
             Case::Unique => post("/events", event_body(unique_eid, false)),
+            Case::TgUnique => {
+                let mut body = vec![lit(r#"{"event":"deposit","tg_id":"#), Piece::TgUser];
+                body.push(lit(r#","value":"12.50","currency":"USD","eid":""#));
+                body.extend(unique_eid);
+                body.push(lit(r#""}"#));
+                post("/events", body)
+            }
             Case::Duplicate => post(
                 "/events",
                 event_body(
@@ -302,6 +322,19 @@ impl Template {
         }
     }
 
+    /// The binding of click `uid` to Telegram user `tg_id`, made during setup.
+    pub fn bind(fx: &Fixture, uid: &str, tg_id: u64) -> Vec<u8> {
+        Template {
+            method: "POST",
+            target: vec![lit("/bind")],
+            headers: bearer(fx),
+            body: Some(vec![Piece::Lit(format!(
+                r#"{{"uid":"{uid}","tg_id":{tg_id}}}"#
+            ))]),
+        }
+        .render(fx, 0)
+    }
+
     /// The known events stored during setup, as requests: the duplicate case repeats them.
     pub fn known_event(fx: &Fixture, i: usize) -> Vec<u8> {
         let t = Template::of(Case::Duplicate, fx, "known");
@@ -323,6 +356,11 @@ impl Template {
                     }
                     Piece::TgId => {
                         let _ = write!(out, "{}", 1_000_000 + seq % n);
+                    }
+                    Piece::TgUser => {
+                        let users = &fx.tg_users;
+                        let user = users.get((seq % users.len().max(1) as u64) as usize);
+                        let _ = write!(out, "{}", user.copied().unwrap_or(1));
                     }
                     Piece::Known => {
                         let _ = write!(out, "{}", seq % fx.known_events.max(1) as u64);
@@ -375,6 +413,14 @@ impl Template {
             let _ = write!(s, "\"{u}\", ");
         }
         s.push_str("\n}\nif #uids == 0 then uids = {\"none\"} end\n");
+        s.push_str("local tg_users = {");
+        for (i, u) in fx.tg_users.iter().enumerate() {
+            if i % 8 == 0 {
+                s.push_str("\n  ");
+            }
+            let _ = write!(s, "{u}, ");
+        }
+        s.push_str("\n}\nif #tg_users == 0 then tg_users = {1} end\n");
         let _ = writeln!(s, "local known = {}", fx.known_events.max(1));
         s.push_str("local headers = {");
         for (k, v) in &self.headers {
@@ -389,6 +435,7 @@ impl Template {
                     Piece::Unique => "tid .. \"x\" .. n".to_owned(),
                     Piece::ClickUid => "uids[(n % #uids) + 1]".to_owned(),
                     Piece::TgId => "(1000000 + n % #uids)".to_owned(),
+                    Piece::TgUser => "tg_users[(n % #tg_users) + 1]".to_owned(),
                     Piece::Known => "(n % known)".to_owned(),
                     Piece::Cycle(k) => format!("(n % {})", k.max(&1)),
                     Piece::PastTime {

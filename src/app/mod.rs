@@ -15,13 +15,14 @@ use crate::config::Settings;
 use crate::domain::click::{BindInput, NewClick};
 use crate::domain::client;
 use crate::domain::dedup::{self, Basis};
-use crate::domain::event::{self, EventInput, EventRules, FieldNames};
+use crate::domain::event::{self, AttributedBy, EventInput, EventRules, FieldNames};
 use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::keyring::{self, SpaceRef};
 use crate::domain::link::{self, Link, LinkView, NewLink};
 use crate::domain::outcome::{BindOutcome, ClickOutcome};
 use crate::domain::rate::{Limiter, SpaceLimiter};
 use crate::domain::rejection::Rejection;
+use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::{Dimension, GroupStats};
 use crate::error::{Code, Error};
 use crate::metrics::{EventStatus, Metrics};
@@ -70,6 +71,8 @@ pub struct EventResult {
     pub inbox_id: Option<u64>,
     pub basis: Basis,
     pub matched: bool,
+    /// How it was (or would be) attributed to its click; `None` when no click was found.
+    pub attributed_by: Option<AttributedBy>,
     pub dry_run: bool,
 }
 
@@ -283,12 +286,14 @@ impl App {
         let key = dedup::dedup_key(&event, self.dedup_window_ms);
         let basis = dedup::basis_of(key.as_ref());
         if dry_run {
-            let (duplicate_of, matched) = self.store.judge_event(space.no, event, key).await?;
+            let (duplicate_of, attributed_by) =
+                self.store.judge_event(space.no, event, key).await?;
             return Ok(EventResult {
                 duplicate: duplicate_of.is_some(),
                 inbox_id: duplicate_of,
                 basis,
-                matched,
+                matched: attributed_by.is_some(),
+                attributed_by,
                 dry_run: true,
             });
         }
@@ -298,6 +303,7 @@ impl App {
             inbox_id: Some(outcome.inbox_id),
             basis,
             matched: outcome.matched,
+            attributed_by: outcome.attributed_by,
             dry_run: false,
         })
     }
@@ -326,6 +332,21 @@ impl App {
             self.metrics.click();
         }
         Ok(outcome)
+    }
+
+    /// The space's settings.
+    pub async fn space_settings(&self, space: &SpaceRef) -> Result<SpaceSettings, Error> {
+        self.store.space_settings(space.no).await
+    }
+
+    /// Changes the space's settings (`PATCH /space`, `tracker space set`, the Settings page):
+    /// committed, and in force for every event written after, before this answers.
+    pub async fn update_settings(
+        &self,
+        space: &SpaceRef,
+        patch: SettingsPatch,
+    ) -> Result<SpaceSettings, Error> {
+        self.store.update_settings(space.no, patch).await
     }
 
     /// Binds a click to a Telegram user, first binding wins.

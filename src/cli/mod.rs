@@ -603,6 +603,16 @@ fn prompt_hidden(prompt: &str) -> Result<String, Box<dyn std::error::Error>> {
     Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
+/// A space's settings as the command line takes them: `attribution=first_touch ...`.
+fn settings_text(settings: &crate::domain::settings::SpaceSettings) -> String {
+    settings
+        .pairs()
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Prints command results as text or JSON.
 #[derive(Clone, Copy)]
 struct Output {
@@ -632,6 +642,10 @@ impl Output {
             Answer::Page(_) | Answer::Checked(_) => {
                 let value = answer.json();
                 self.print(&value, &value.to_string());
+            }
+            Answer::SpaceSettings(set) => {
+                let text = format!("space {}: {}", set.space, settings_text(&set.settings));
+                self.print(set, &text);
             }
             Answer::PasswordSet(set) => self.print(
                 set,
@@ -738,9 +752,10 @@ impl Output {
         for s in spaces {
             let _ = writeln!(
                 text,
-                "{}  (created {})",
+                "{}  (created {})\n  settings  {}",
                 s.space,
-                crate::clock::rfc3339_s(s.created_at_ms)
+                crate::clock::rfc3339_s(s.created_at_ms),
+                settings_text(&s.settings)
             );
             for c in &s.credentials {
                 let state = c.state(SystemClock.now_ms());

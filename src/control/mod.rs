@@ -1,6 +1,6 @@
 //! The control socket: how the command line reaches a running server.
 //!
-//! Every command that changes or reads a data file (`tracker space …`, `keys …`, `link …`,
+//! Every command that changes or reads a data file (`tracker space …` (settings too), `keys …`, `link …`,
 //! `admin password`, `backup`, `check`, `export`) is one [`Request`], answered with one
 //! [`Answer`]. [`execute`] runs a request against an [`App`]: the server runs it for a request
 //! that came through its socket (`socket.rs`), and the command line runs it on a data file it
@@ -10,5 +10,8 @@
 mod request;
 mod socket;
 
-pub use request::{AdminRequest, Answer, KeysRequest, LinkRequest, Request, SpaceRequest, execute};
+pub use request::{
+    AdminRequest, Answer, KeysRequest, LinkRequest, Request, SpaceRequest, SpaceSettingsSet,
+    execute,
+};
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

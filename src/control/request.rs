@@ -17,6 +17,7 @@ use crate::domain::credential::Kind;
 use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::link::{LinkView, NewLink};
 use crate::domain::password::Password;
+use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::error::{Code, Error};
 use crate::storage::backup::BackupStats;
 use crate::storage::check::Report;
@@ -26,7 +27,7 @@ use crate::storage::read::SpaceSummary;
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    /// Create and list spaces
+    /// Create and list spaces, and change their settings
     Space {
         #[command(subcommand)]
         request: SpaceRequest,
@@ -68,8 +69,17 @@ pub enum Request {
 pub enum SpaceRequest {
     /// Create a space and print its secret and ingest token (shown once)
     Create { name: String },
-    /// List spaces and their credentials (never the credentials themselves)
+    /// List spaces, their settings and their credentials (never the credentials themselves)
     List,
+    /// Change a space's settings, in force at once for events written after: `tracker space
+    /// set SPACE attribution=last_touch`. Settings: `attribution` (`first_touch`, the default,
+    /// or `last_touch`: which of a Telegram user's bound clicks an event by `tg_id` goes to)
+    Set {
+        space: String,
+        /// One or more NAME=VALUE
+        #[arg(value_name = "NAME=VALUE", required = true)]
+        settings: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
@@ -151,6 +161,14 @@ pub enum Answer {
     LinkDeleted(LinkDeleted),
     PasswordSet(PasswordSet),
     Page(FeedPage),
+    SpaceSettings(SpaceSettingsSet),
+}
+
+/// A space's settings after a change, as `GET /space` shows them.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct SpaceSettingsSet {
+    pub space: String,
+    pub settings: SpaceSettings,
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -179,6 +197,14 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
         Request::Space { request } => match request {
             SpaceRequest::Create { name } => Answer::SpaceCreated(app.create_space(&name).await?),
             SpaceRequest::List => Answer::Spaces(app.spaces().await?),
+            SpaceRequest::Set { space, settings } => {
+                let patch = SettingsPatch::from_assignments(&settings)?;
+                let space = app.space_named(space).await?;
+                Answer::SpaceSettings(SpaceSettingsSet {
+                    settings: app.update_settings(&space, patch).await?,
+                    space: space.name.to_string(),
+                })
+            }
         },
         Request::Keys { request } => match request {
             KeysRequest::Rotate { space, kind } => Answer::Rotated(app.rotate(&space, kind).await?),

@@ -8,9 +8,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 
-use crate::domain::event::check_visible_ascii;
 use crate::domain::input::{self, Query, json_number_text, quoted};
-use crate::domain::{base62, digest};
+use crate::domain::{base62, digest, uid};
 use crate::error::{Code, Error};
 
 /// Characters of a generated `uid` before its random part: the click's time in milliseconds
@@ -150,16 +149,7 @@ impl BindInput {
     pub fn from_json(body: &[u8]) -> Result<BindInput, Error> {
         let b: BindBody = input::parse_body(body)?;
         let uid = b.uid.map(|r| input::json_string(r, "uid")).transpose()?;
-        let tg = match b.tg_id {
-            None => None,
-            Some(raw) => match json_number_text(raw) {
-                Some(n) => Some(n.to_owned()),
-                // Like every field, a wrong JSON type (true, [1], {}) is invalid_json.
-                None => Some(input::json_string(raw, "tg_id").map_err(|_| {
-                    input::wrong_type("tg_id", "a positive integer or a string of digits", raw)
-                })?),
-            },
-        };
+        let tg = b.tg_id.map(|r| tg_id_text(r, "tg_id")).transpose()?;
         BindInput::check(uid, tg, "tg_id")
     }
 
@@ -176,7 +166,7 @@ impl BindInput {
         tg_field: &'static str,
     ) -> Result<BindInput, Error> {
         let uid = match uid {
-            Some(u) if !u.is_empty() => check_visible_ascii(u, "uid", 128, Code::InvalidUid)?,
+            Some(u) if !u.is_empty() => uid::check(u, "uid")?,
             _ => return Err(Error::field(Code::MissingField, "uid", "`uid` is required")),
         };
         let tg = match tg {
@@ -193,6 +183,16 @@ impl BindInput {
             uid,
             tg_id: parse_tg_id(&tg, tg_field)?,
         })
+    }
+}
+
+/// The text of a Telegram id in a JSON body: a JSON integer's text or a string (checked by
+/// [`parse_tg_id`]). Like every field, another JSON type (`true`, `[1]`, `{}`) is `invalid_json`.
+pub fn tg_id_text(raw: &RawValue, field: &'static str) -> Result<String, Error> {
+    match json_number_text(raw) {
+        Some(n) => Ok(n.to_owned()),
+        None => input::json_string(raw, field)
+            .map_err(|_| input::wrong_type(field, "a positive integer or a string of digits", raw)),
     }
 }
 
@@ -241,7 +241,7 @@ mod tests {
         for (uid, t) in uids.iter().zip(times) {
             assert_eq!(uid.len(), UID_TIME_LEN + 22, "{uid}");
             assert!(uid.bytes().all(|b| b.is_ascii_alphanumeric()), "{uid}");
-            assert!(crate::domain::link::fits_start_parameter(uid), "{uid}");
+            assert!(crate::domain::uid::is_start_parameter(uid), "{uid}");
             assert_eq!(
                 &uid[..UID_TIME_LEN],
                 &new_uid(t)[..UID_TIME_LEN],

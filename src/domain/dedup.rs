@@ -1,4 +1,8 @@
-//! Which earlier event a new one duplicates: the four rules of `docs/api.md#deduplication`.
+//! Which earlier event a new one duplicates: the rules of `docs/api.md#deduplication`.
+//!
+//! Without an `eid`, an event is keyed by its `uid`, or, when it names no `uid`, by the
+//! Telegram id it names: the same rules (milestone, deposit fingerprint) under rule bytes of
+//! their own, so a user's key never meets a click's.
 //!
 //! [`dedup_key`] is the only place that decides the rule and the key. The writer looks the key up
 //! inside its write transaction, so the decision and the insert are one atomic step.
@@ -34,51 +38,81 @@ impl Basis {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DedupKey {
     pub basis: Basis,
-    /// Stored as part of the table key, so the four rules never collide with each other.
+    /// Stored as part of the table key, so the rules never collide with each other.
     pub rule: u8,
     pub digest: u128,
-    /// `Some(window)` for rule 3 without a supplied time: a duplicate only within the window.
+    /// `Some(window)` for a deposit fingerprint without a supplied time: a duplicate only within
+    /// the window.
     pub window_ms: Option<u64>,
 }
+
+/// The rule bytes, stored in the `DEDUP` table key: never renumber them.
+mod rule {
+    pub const EID: u8 = 1;
+    pub const UID_MILESTONE: u8 = 2;
+    pub const UID_DEPOSIT_TIMED: u8 = 3;
+    pub const UID_DEPOSIT_WINDOWED: u8 = 4;
+    pub const TG_MILESTONE: u8 = 5;
+    pub const TG_DEPOSIT_TIMED: u8 = 6;
+    pub const TG_DEPOSIT_WINDOWED: u8 = 7;
+}
+
+/// The rule bytes of the windowed deposit fingerprints (by `uid`, by Telegram id): the only
+/// rules whose entries stop counting, so the only ones retention prunes.
+pub const WINDOWED_RULES: [u8; 2] = [rule::UID_DEPOSIT_WINDOWED, rule::TG_DEPOSIT_WINDOWED];
 
 /// The key of `event` under those rules, or `None` when it can never be a duplicate.
 /// The space is not part of the digest: the table key puts the space number in front of it.
 #[must_use]
 pub fn dedup_key(event: &ValidEvent, dedup_window_ms: u64) -> Option<DedupKey> {
     let kind = [event.kind as u8];
-    let (basis, rule, fields, window_ms): (Basis, u8, Vec<&[u8]>, _) =
-        match (&event.eid, &event.uid) {
-            (Some(eid), _) => (Basis::Eid, 1, vec![&kind, eid.as_bytes()], None),
-            (None, Some(uid)) if event.kind != EventKind::Deposit => {
-                (Basis::Milestone, 2, vec![&kind, uid.as_bytes()], None)
-            }
-            (None, Some(uid)) => {
-                // `7` and `7.00` are one deposit: the value is compared in normalised form.
-                let value = event
-                    .value
-                    .map(|v| v.normalized().to_string())
-                    .unwrap_or_default();
-                if event.time_supplied {
-                    let at = event.occurred_at_ms.to_be_bytes();
-                    let fields = vec![
-                        uid.as_bytes(),
-                        value.as_bytes(),
-                        event.currency.as_bytes(),
-                        &at,
-                    ];
-                    return Some(key(Basis::Fingerprint, 3, &fields, None));
-                }
-                let fields = vec![uid.as_bytes(), value.as_bytes(), event.currency.as_bytes()];
-                return Some(key(
-                    Basis::Fingerprint,
-                    WINDOWED_RULE,
-                    &fields,
-                    Some(dedup_window_ms),
-                ));
-            }
-            (None, None) => return None,
-        };
-    Some(key(basis, rule, &fields, window_ms))
+    if let Some(eid) = &event.eid {
+        return Some(key(Basis::Eid, rule::EID, &[&kind, eid.as_bytes()], None));
+    }
+    // Who the event is about: its click, or else the Telegram user it names.
+    let tg_bytes;
+    let (who, [milestone, timed, windowed]): (&[u8], _) = match (&event.uid, event.tg_id) {
+        (Some(uid), _) => (
+            uid.as_bytes(),
+            [
+                rule::UID_MILESTONE,
+                rule::UID_DEPOSIT_TIMED,
+                rule::UID_DEPOSIT_WINDOWED,
+            ],
+        ),
+        (None, Some(tg_id)) => {
+            tg_bytes = tg_id.to_be_bytes();
+            (
+                &tg_bytes,
+                [
+                    rule::TG_MILESTONE,
+                    rule::TG_DEPOSIT_TIMED,
+                    rule::TG_DEPOSIT_WINDOWED,
+                ],
+            )
+        }
+        (None, None) => return None,
+    };
+    if event.kind != EventKind::Deposit {
+        return Some(key(Basis::Milestone, milestone, &[&kind, who], None));
+    }
+    // `7` and `7.00` are one deposit: the value is compared in normalised form.
+    let value = event
+        .value
+        .map(|v| v.normalized().to_string())
+        .unwrap_or_default();
+    let fields = [who, value.as_bytes(), event.currency.as_bytes()];
+    Some(if event.time_supplied {
+        let at = event.occurred_at_ms.to_be_bytes();
+        key(
+            Basis::Fingerprint,
+            timed,
+            &[&fields[..], &[&at]].concat(),
+            None,
+        )
+    } else {
+        key(Basis::Fingerprint, windowed, &fields, Some(dedup_window_ms))
+    })
 }
 
 fn key(basis: Basis, rule: u8, fields: &[&[u8]], window_ms: Option<u64>) -> DedupKey {
@@ -95,10 +129,6 @@ fn key(basis: Basis, rule: u8, fields: &[&[u8]], window_ms: Option<u64>) -> Dedu
         window_ms,
     }
 }
-
-/// The stored rule byte of rule 3 without a supplied time, the windowed fingerprint: the only
-/// rule whose entries stop counting, so the only one retention prunes.
-pub const WINDOWED_RULE: u8 = 4;
 
 /// Whether an earlier event received at `earlier_at_ms` still counts for one received at
 /// `received_at_ms`, under `window_ms` (`None`: forever). The window is half-open: an event
@@ -135,7 +165,8 @@ impl Expiry {
     /// even an event received now is outside its window. Permanent rules never expire.
     #[must_use]
     pub fn expired(&self, rule: u8, received_at_ms: u64) -> bool {
-        rule == WINDOWED_RULE && !in_window(Some(self.window_ms), received_at_ms, self.now_ms)
+        WINDOWED_RULES.contains(&rule)
+            && !in_window(Some(self.window_ms), received_at_ms, self.now_ms)
     }
 }
 
@@ -160,6 +191,7 @@ pub(crate) mod tests {
         ValidEvent {
             kind,
             uid: uid.map(Into::into),
+            tg_id: None,
             value: value.map(|v| Decimal::parse(v).unwrap()),
             currency: "USD".into(),
             eid: eid.map(Into::into),
@@ -167,6 +199,14 @@ pub(crate) mod tests {
             time_supplied: false,
             received_at_ms: 1_800_000_000_000,
             source: crate::domain::event::Source::Post,
+        }
+    }
+
+    /// `ev` naming Telegram user `tg_id` and no uid.
+    pub(crate) fn by_tg(kind: EventKind, tg_id: u64, value: Option<&str>) -> ValidEvent {
+        ValidEvent {
+            tg_id: Some(tg_id),
+            ..ev(kind, None, None, value)
         }
     }
 
@@ -198,6 +238,35 @@ pub(crate) mod tests {
         );
         assert_eq!(k(&ev(Deposit, None, None, Some("5"))), None);
         assert_eq!(k(&ev(Contact, None, None, None)), None);
+        assert_eq!(k(&by_tg(Contact, 7, None)), Some(Basis::Milestone));
+        assert_eq!(k(&by_tg(Deposit, 7, Some("5"))), Some(Basis::Fingerprint));
+    }
+
+    /// Without a uid the Telegram id keys the event, under rules of its own; with a uid the uid
+    /// decides and the Telegram id is no part of the key; with an eid neither is.
+    #[test]
+    fn a_telegram_id_keys_only_events_without_a_uid() {
+        use EventKind::*;
+        let key = |e: &ValidEvent| dedup_key(e, W).unwrap();
+        let tg = by_tg(Contact, 7, None);
+        let with_uid = ValidEvent {
+            uid: Some("u".into()),
+            ..tg.clone()
+        };
+        assert_eq!(key(&with_uid), key(&ev(Contact, Some("u"), None, None)));
+        assert_ne!(key(&tg).rule, key(&with_uid).rule);
+        assert_ne!(key(&tg), key(&by_tg(Contact, 8, None)));
+        assert_ne!(key(&tg), key(&by_tg(Registration, 7, None)));
+        let eid_given = ValidEvent {
+            eid: Some("e".into()),
+            ..tg
+        };
+        assert_eq!(key(&eid_given), key(&ev(Contact, None, Some("e"), None)));
+        assert_eq!(
+            key(&by_tg(Deposit, 7, Some("7"))),
+            key(&by_tg(Deposit, 7, Some("7.00")))
+        );
+        assert_eq!(key(&by_tg(Deposit, 7, Some("7"))).window_ms, Some(W));
     }
 
     #[test]
@@ -237,29 +306,37 @@ pub(crate) mod tests {
     /// a millisecond before; and entries of the permanent rules never do.
     #[test]
     fn an_entry_expires_when_it_stops_counting() {
-        let key = dedup_key(&ev(EventKind::Deposit, Some("u"), None, Some("7")), W).unwrap();
-        assert_eq!(key.rule, WINDOWED_RULE);
         let at = 1_000;
-        for now in [at + W - 1, at + W, at + W + 1] {
-            let expiry = Expiry {
-                now_ms: now,
-                window_ms: W,
-            };
-            let counts = duplicate_of(&key, Some((9, at)), now).is_some();
-            assert_eq!(
-                expiry.expired(key.rule, at),
-                !counts,
-                "now = at + {}",
-                now - at
-            );
+        for event in [
+            ev(EventKind::Deposit, Some("u"), None, Some("7")),
+            by_tg(EventKind::Deposit, 7, Some("7")),
+        ] {
+            let key = dedup_key(&event, W).unwrap();
+            assert!(WINDOWED_RULES.contains(&key.rule), "{key:?}");
+            for now in [at + W - 1, at + W, at + W + 1] {
+                let expiry = Expiry {
+                    now_ms: now,
+                    window_ms: W,
+                };
+                let counts = duplicate_of(&key, Some((9, at)), now).is_some();
+                assert_eq!(
+                    expiry.expired(key.rule, at),
+                    !counts,
+                    "now = at + {}",
+                    now - at
+                );
+            }
         }
         let expiry = Expiry {
             now_ms: u64::MAX,
             window_ms: W,
         };
-        assert!(expiry.expired(WINDOWED_RULE, at));
-        for rule in 1..WINDOWED_RULE {
-            assert!(!expiry.expired(rule, at), "rule {rule}");
+        for rule in 1..=7 {
+            assert_eq!(
+                expiry.expired(rule, at),
+                WINDOWED_RULES.contains(&rule),
+                "rule {rule}"
+            );
         }
     }
 
@@ -278,7 +355,9 @@ pub(crate) mod tests {
     /// Pins every rule's stored key: `rule` and `digest` are part of the `DEDUP` table key, so a
     /// change here (field order, the length prefix, normalising the value, the digest) makes every
     /// stored entry unreachable and old events count as new. Such a change is a schema version.
-    /// The expected digests were computed once and are written out, never derived by this code.
+    /// The expected digests were computed once and are written out, never derived by this code
+    /// (the Telegram rules' by an independent SHA-256 of the length-prefixed fields: the id as 8
+    /// big-endian bytes).
     #[test]
     fn stored_keys_are_stable() {
         const UID: &str = "3xQ9TbL0mZk7VwR2pYc8Nd";
@@ -293,6 +372,12 @@ pub(crate) mod tests {
         timed.time_supplied = true;
         timed.occurred_at_ms = 1_799_999_000_000;
         let windowed = ev(EventKind::Deposit, Some(UID), None, Some("12.50"));
+        let tg = 123_456_789;
+        let tg_milestone = by_tg(EventKind::Registration, tg, None);
+        let mut tg_timed = by_tg(EventKind::Deposit, tg, Some("12.50"));
+        tg_timed.time_supplied = true;
+        tg_timed.occurred_at_ms = 1_799_999_000_000;
+        let tg_windowed = by_tg(EventKind::Deposit, tg, Some("12.50"));
         // (event, rule byte, digest, window)
         #[rustfmt::skip]
         let cases = [
@@ -300,6 +385,9 @@ pub(crate) mod tests {
             (&milestone, 2, 0xfcb6_f90f_ebda_b973_27b3_d834_a8e7_a1b6, None),
             (&timed,     3, 0x5fad_e22f_1ee1_c91b_4d41_0020_88d9_1b3d, None),
             (&windowed,  4, 0xa5e4_e448_d989_a74e_0cc8_b78d_0470_0db8, Some(W)),
+            (&tg_milestone, 5, 0x4387_f785_618b_9332_8e33_a999_61a7_6b38, None),
+            (&tg_timed,     6, 0x746b_4d66_3804_aba2_4fc4_1519_2de4_7036, None),
+            (&tg_windowed,  7, 0x2085_47fe_2c8c_7cd5_0482_bb4e_a1e2_d856, Some(W)),
         ];
         for (event, rule, digest, window_ms) in cases {
             let key = dedup_key(event, W).unwrap();

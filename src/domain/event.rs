@@ -2,12 +2,16 @@
 //!
 //! Both endpoints turn their request into an [`EventInput`] (the same fields, under the names
 //! that endpoint uses) and call [`validate`]; no other code decides whether an event is valid.
+//! A `uid` follows the one uid rule (`domain::uid`), a Telegram id the one rule of bindings
+//! (`click::parse_tg_id`).
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::domain::click;
 use crate::domain::decimal::Decimal;
 use crate::domain::input::{self, Query, json_number_text, quoted};
+use crate::domain::uid;
 use crate::error::{Code, Error};
 
 /// The four canonical events. The discriminants are stored on disk; never renumber them.
@@ -62,6 +66,9 @@ pub struct EventRules {
 pub struct ValidEvent {
     pub kind: EventKind,
     pub uid: Option<String>,
+    /// The Telegram user the sender named; without a `uid`, the event is attributed to one of
+    /// the user's bound clicks when it is stored.
+    pub tg_id: Option<u64>,
     pub value: Option<Decimal>,
     pub currency: String,
     pub eid: Option<String>,
@@ -100,18 +107,50 @@ impl Source {
     }
 }
 
+/// How a stored event was attributed to its click, reported as `attributed_by` in the answer and
+/// the feed. The discriminants are stored on disk; never renumber them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AttributedBy {
+    /// Its `uid` names a click of the space.
+    Uid = 1,
+    /// It named no `uid`, and its Telegram id has a bound click, chosen by the space's
+    /// `attribution` setting.
+    TgId = 2,
+}
+
+impl AttributedBy {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttributedBy::Uid => "uid",
+            AttributedBy::TgId => "tg_id",
+        }
+    }
+
+    #[must_use]
+    pub fn from_u8(n: u8) -> Option<AttributedBy> {
+        [AttributedBy::Uid, AttributedBy::TgId]
+            .into_iter()
+            .find(|a| *a as u8 == n)
+    }
+}
+
 /// The names an endpoint gives the event fields; errors name the field as the caller sent it.
 pub struct FieldNames {
     pub time: &'static str,
+    pub tg_id: &'static str,
     pub source: Source,
 }
 
 pub const POST_NAMES: FieldNames = FieldNames {
     time: "occurred_at_ms",
+    tg_id: "tg_id",
     source: Source::Post,
 };
 pub const GET_NAMES: FieldNames = FieldNames {
     time: "t",
+    tg_id: "tg",
     source: Source::Get,
 };
 
@@ -127,6 +166,8 @@ pub enum Numeric {
 pub struct EventInput {
     pub event: Option<String>,
     pub uid: Option<String>,
+    /// The Telegram id as sent: digits (a JSON integer's text, or a string).
+    pub tg_id: Option<String>,
     pub value: Option<Numeric>,
     pub currency: Option<String>,
     pub eid: Option<String>,
@@ -141,6 +182,8 @@ struct EventBody<'a> {
     event: Option<&'a RawValue>,
     #[serde(borrow)]
     uid: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tg_id: Option<&'a RawValue>,
     #[serde(borrow)]
     value: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -180,6 +223,7 @@ impl EventInput {
         Ok(EventInput {
             event: string(b.event, "event")?,
             uid: string(b.uid, "uid")?,
+            tg_id: b.tg_id.map(|r| click::tg_id_text(r, "tg_id")).transpose()?,
             value,
             currency: string(b.currency, "currency")?,
             eid: string(b.eid, "eid")?,
@@ -198,6 +242,7 @@ impl EventInput {
         Ok(EventInput {
             event: text("event", Code::InvalidEvent)?,
             uid: text("uid", Code::InvalidUid)?,
+            tg_id: text("tg", Code::InvalidTgId)?,
             value: text("value", Code::InvalidValue)?.map(Numeric::Text),
             currency: text("currency", Code::InvalidCurrency)?,
             eid: text("eid", Code::InvalidEid)?,
@@ -241,14 +286,12 @@ pub fn validate(
             ),
         )
     })?;
-    let uid = input
-        .uid
-        .map(|u| check_visible_ascii(u, "uid", 128, Code::InvalidUid))
+    let uid = input.uid.map(|u| uid::check(u, "uid")).transpose()?;
+    let tg_id = input
+        .tg_id
+        .map(|t| click::parse_tg_id(&t, names.tg_id))
         .transpose()?;
-    let eid = input
-        .eid
-        .map(|e| check_visible_ascii(e, "eid", 256, Code::InvalidEid))
-        .transpose()?;
+    let eid = input.eid.map(check_eid).transpose()?;
     let value = input.value.map(|v| parse_value(&v)).transpose()?;
     let currency = match input.currency {
         None => rules.default_currency.clone(),
@@ -261,6 +304,7 @@ pub fn validate(
     Ok(ValidEvent {
         kind,
         uid,
+        tg_id,
         value,
         currency,
         eid,
@@ -271,38 +315,41 @@ pub fn validate(
     })
 }
 
-/// The rule of `uid` and `eid` (and of a binding's `uid`): 1..=`max` visible ASCII characters.
-pub fn check_visible_ascii(
-    text: String,
-    field: &'static str,
-    max: usize,
-    code: Code,
-) -> Result<String, Error> {
-    if text.is_empty() {
-        return Err(Error::field(
-            code,
-            field,
-            format!("`{field}` must not be empty"),
+/// The rule of `eid`: 1 to 256 visible ASCII characters (`!` to `~`), and not an unreplaced
+/// postback macro (`{txid}`, `%%TXID%%`, `##txid##`): every postback whose macro was never
+/// replaced would carry the same text, and all but the first would count as duplicates of it.
+fn check_eid(eid: String) -> Result<String, Error> {
+    const MAX: usize = 256;
+    let bad = |why: String| {
+        Err(Error::field(
+            Code::InvalidEid,
+            "eid",
+            format!("`eid` {why}"),
+        ))
+    };
+    if eid.is_empty() {
+        return bad("must not be empty".into());
+    }
+    if eid.len() > MAX {
+        return bad(format!(
+            "must be at most {MAX} characters, got {}",
+            eid.len()
         ));
     }
-    if text.len() > max {
-        return Err(Error::field(
-            code,
-            field,
-            format!(
-                "`{field}` must be at most {max} characters, got {}",
-                text.len()
-            ),
+    if let Some(c) = eid.chars().find(|c| !c.is_ascii_graphic()) {
+        return bad(format!(
+            "must be visible ASCII with no spaces, but contains {c:?}"
         ));
     }
-    if let Some(bad) = text.chars().find(|c| !c.is_ascii_graphic()) {
-        return Err(Error::field(
-            code,
-            field,
-            format!("`{field}` must be visible ASCII with no spaces, but contains {bad:?}"),
-        ));
+    match input::macro_syntax(&eid) {
+        Some(syntax) => Err(input::unreplaced_macro(
+            Code::InvalidEid,
+            "eid",
+            &eid,
+            &syntax,
+        )),
+        None => Ok(eid),
     }
-    Ok(text)
 }
 
 fn parse_value(v: &Numeric) -> Result<Decimal, Error> {
@@ -409,24 +456,27 @@ mod tests {
         assert_eq!(code(r#"{"event":5}"#), Code::InvalidJson);
     }
 
-    /// `uid` and `eid` follow one rule (`check_visible_ascii`) with their own bound and code:
-    /// 1 to `max` visible ASCII characters.
+    /// `uid` is a Telegram start parameter (1 to 64 of `A-Za-z0-9_-`, `domain::uid`); `eid` 1 to
+    /// 256 visible ASCII characters that are not an unreplaced macro.
     #[test]
     fn uid_and_eid_bounds() {
-        for (field, max, field_code) in [
-            ("uid", 128, Code::InvalidUid),
-            ("eid", 256, Code::InvalidEid),
+        for (field, max, ok, field_code) in [
+            ("uid", 64, "a_-Z9", Code::InvalidUid),
+            ("eid", 256, "!~", Code::InvalidEid),
         ] {
             // The value goes into JSON as written: `\t` is JSON's escape of a tab.
             let with = |value: &str| post(&format!(r#"{{"event":"deposit","{field}":"{value}"}}"#));
             assert!(with(&"a".repeat(max)).is_ok(), "{field} at {max}");
-            assert!(with("!~").is_ok(), "{field}");
+            assert!(with(ok).is_ok(), "{field}");
             for bad in [
                 "a".repeat(max + 1),
                 String::new(),
                 "a b".into(),
                 r"a\tb".into(),
                 "é".into(),
+                "%%TXID%%".into(),
+                "##txid##".into(),
+                "{txid}".into(),
             ] {
                 let err = with(&bad).unwrap_err();
                 assert_eq!(
@@ -436,6 +486,42 @@ mod tests {
                 );
             }
         }
+        assert_eq!(code(r#"{"event":"deposit","uid":"a.b"}"#), Code::InvalidUid);
+        assert!(post(r#"{"event":"deposit","eid":"a.b/c?d"}"#).is_ok());
+    }
+
+    /// `tg_id` / `tg` follow the Telegram id rule of bindings, under the name the caller used.
+    #[test]
+    fn tg_id_takes_a_telegram_id() {
+        let tg = |v: &str| post(&format!(r#"{{"event":"deposit","tg_id":{v}}}"#));
+        assert_eq!(tg("1").unwrap().tg_id, Some(1));
+        assert_eq!(
+            tg(r#""9007199254740991""#).unwrap().tg_id,
+            Some((1 << 53) - 1)
+        );
+        for bad in ["0", "9007199254740992", "-1", "1.5", r#""12a""#] {
+            let e = tg(bad).unwrap_err();
+            assert_eq!(
+                (e.code, e.field),
+                (Code::InvalidTgId, Some("tg_id")),
+                "{bad}"
+            );
+        }
+        assert_eq!(tg("true").unwrap_err().code, Code::InvalidJson);
+        assert_eq!(post(r#"{"event":"deposit"}"#).unwrap().tg_id, None);
+        let get = |q: &str| {
+            validate(
+                EventInput::from_query(&Query::parse(q))?,
+                &GET_NAMES,
+                &rules(),
+                NOW,
+            )
+        };
+        assert_eq!(get("event=contact&tg=42").unwrap().tg_id, Some(42));
+        let e = get("event=contact&tg=4x").unwrap_err();
+        assert_eq!((e.code, e.field), (Code::InvalidTgId, Some("tg")));
+        let e = get("event=contact&tg={user_id}").unwrap_err();
+        assert_eq!((e.code, e.field), (Code::InvalidTgId, Some("tg")));
     }
 
     #[test]

@@ -30,16 +30,21 @@ pub struct FeedEvent {
     pub received_at_ms: u64,
     /// `post` or `get`; `null` for events stored before the tracker kept it (schema 2).
     pub source: Option<String>,
-    /// Whether `uid` names a click of the space.
+    /// Whether `uid` names a click of the space (for an event attributed by its Telegram id, the
+    /// click the id resolved to when it was stored).
     pub matched: bool,
     pub link_slug: Option<String>,
     pub fbclid: Option<String>,
     pub campaign_name: Option<String>,
     pub clicked_at_ms: Option<u64>,
-    /// The Telegram user the click is bound to.
+    /// The Telegram user the event named, where it named one; else the one its click is bound
+    /// to.
     pub tg_id: Option<u64>,
     /// Meta's click id cookie, `fb.1.<clicked_at_ms>.<fbclid>`, where the click has an fbclid.
     pub fbc: Option<String>,
+    /// How the event was attributed when it was stored: `uid`, `tg_id`, or `null` when no click
+    /// was found. Last, so that the columns of an export made before it keep their places.
+    pub attributed_by: Option<String>,
 }
 
 /// The click an event is attributed to, as the feed shows it.

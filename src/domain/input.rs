@@ -138,16 +138,13 @@ impl Query {
     /// Like [`Query::get`], but refuses, with `code` (the field's own `invalid_*`), a value that
     /// is still an unreplaced postback macro or whose percent-encoding is broken (`%zz`).
     pub fn value(&self, name: &'static str, code: Code) -> Result<Option<&str>, Error> {
-        match self.first(name) {
-            Some((_, v, _)) if is_unreplaced_macro(v) => Err(Error::field(
-                code,
-                name,
-                format!(
-                    "`{name}` is {}, a placeholder the sender never replaced; check the postback \
-                     URL's macros",
-                    quoted(v)
-                ),
-            )),
+        let first = self.first(name);
+        if let Some((_, v, _)) = first
+            && let Some(syntax) = macro_syntax(v)
+        {
+            return Err(unreplaced_macro(code, name, v, &syntax));
+        }
+        match first {
             Some((_, v, true)) => Err(Error::field(
                 code,
                 name,
@@ -160,6 +157,26 @@ impl Query {
             other => Ok(other.map(|(_, v, _)| v.as_str())),
         }
     }
+}
+
+/// The refusal of a value that is an unreplaced postback macro of `syntax`, with `code`.
+#[must_use]
+pub fn unreplaced_macro(
+    code: Code,
+    field: &'static str,
+    value: &str,
+    syntax: &MacroSyntax,
+) -> Error {
+    Error::field(
+        code,
+        field,
+        format!(
+            "`{field}` is {}, a placeholder the sender never replaced ({}); check the postback \
+             URL's macros",
+            quoted(value),
+            syntax.describe()
+        ),
+    )
 }
 
 /// Decodes `+` and `%XX` of a query component; `None` if a `%` is not followed by two hex
@@ -187,49 +204,146 @@ pub fn percent_decode(text: &str) -> Option<String> {
     }
 }
 
-/// The wrappers of postback macros that real networks and trackers use: `{clickid}` (Google
-/// Ads, Keitaro, Binom, Voluum), `{{ad.id}}` and `{{ ad.id }}` (Meta), `${uid}`, `[clickid]`
-/// and `[[x]]` (`HasOffers` and others), `#clickid#` (Everflow-style), `$x$`, `%x%`, `<x>`,
-/// `__CLICKID__` (`TikTok`).
-const MACRO_WRAPPERS: [(&str, &str); 11] = [
-    ("{{", "}}"),
-    ("${", "}"),
-    ("{", "}"),
-    ("[[", "]]"),
-    ("[", "]"),
-    ("#", "#"),
-    ("$", "$"),
-    ("%", "%"),
-    ("<", ">"),
-    ("__", "__"),
-    ("{%", "%}"),
+/// A postback macro's wrapper and the syntax it is, in words, for an error sentence.
+struct Wrapper {
+    open: &'static str,
+    close: &'static str,
+    what: &'static str,
+}
+
+const fn wrapper(open: &'static str, close: &'static str, what: &'static str) -> Wrapper {
+    Wrapper { open, close, what }
+}
+
+/// The wrappers of postback macros that real networks and trackers use, the most specific
+/// first (the first that fits names the syntax): `{{ad.id}}` (Meta's URL parameters), `${uid}`,
+/// `{clickid}` (Keitaro, Binom, Voluum), `[clickid]`, `%%CLICK_ID%%`, `##clickid##`,
+/// `#s1#`, `$x$`, `%x%`, `<x>`, `__CLICKID__`.
+const MACRO_WRAPPERS: [Wrapper; 13] = [
+    wrapper(
+        "{{",
+        "}}",
+        "`{{...}}` in double curly braces, as Meta's URL parameters",
+    ),
+    wrapper("${", "}", "`${...}`"),
+    wrapper("{%", "%}", "`{%...%}`"),
+    wrapper(
+        "{",
+        "}",
+        "`{...}` in curly braces, the macro syntax of Keitaro, Binom and Voluum",
+    ),
+    wrapper("[[", "]]", "`[[...]]` in double square brackets"),
+    wrapper("[", "]", "`[...]` in square brackets"),
+    wrapper("%%", "%%", "`%%...%%` between double percent signs"),
+    wrapper("##", "##", "`##...##` between double hashes"),
+    wrapper("#", "#", "`#...#` between hashes"),
+    wrapper("$", "$", "`$...$` between dollar signs"),
+    wrapper("%", "%", "`%...%` between percent signs"),
+    wrapper("<", ">", "`<...>` in angle brackets"),
+    wrapper("__", "__", "`__...__` between double underscores"),
 ];
 
-/// True for a value that is a whole postback macro left as is, in any of the shapes of
-/// [`MACRO_WRAPPERS`], also percent-encoded once or twice more (`%7Bsubid%7D`,
-/// `%257Bsubid%257D`): a name of letters, digits and `_ . : -` with at least one letter.
+/// The syntax of the postback macro a value is (or looks like), for the sentence that refuses
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MacroSyntax {
+    /// The syntax in words: "`{...}` in curly braces, the macro syntax of ...".
+    pub what: &'static str,
+    /// The value was percent-encoded once or twice more around the macro (`%7Bsubid%7D`).
+    pub encoded: bool,
+}
+
+impl MacroSyntax {
+    /// The syntax in words, saying when it came percent-encoded.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        if self.encoded {
+            format!("{}, percent-encoded", self.what)
+        } else {
+            self.what.to_owned()
+        }
+    }
+}
+
+/// True for a value that is a whole postback macro left as is ([`macro_syntax`]).
 #[must_use]
 pub fn is_unreplaced_macro(value: &str) -> bool {
+    macro_syntax(value).is_some()
+}
+
+/// The syntax of a value that is a whole postback macro left as is, in any of the shapes of
+/// [`MACRO_WRAPPERS`], also percent-encoded once or twice more (`%7Bsubid%7D`,
+/// `%257Bsubid%257D`): a name of letters, digits and `_ . : -` with at least one letter. What
+/// `GET` query values and every `eid` are refused for.
+#[must_use]
+pub fn macro_syntax(value: &str) -> Option<MacroSyntax> {
+    decodings(value, whole_macro)
+}
+
+/// Like [`macro_syntax`], and also the shapes of a macro a sender garbled or a value that holds
+/// one: `$subid`, an unclosed `{clickid`, an empty `{}` or `[]`, `https://x/?c={clickid}`. None
+/// of them is a click id the tracker made, but an eid or a value may hold such text, so only the
+/// sentence that refuses a `uid` looks for them.
+#[must_use]
+pub fn macro_like(value: &str) -> Option<MacroSyntax> {
+    decodings(value, |v| whole_macro(v).or_else(|| garbled_macro(v)))
+}
+
+/// `shape` of the trimmed value, or of it percent-decoded once or twice.
+fn decodings(value: &str, shape: impl Fn(&str) -> Option<&'static str>) -> Option<MacroSyntax> {
     let mut v = value.trim().to_owned();
-    for _ in 0..3 {
-        if is_macro_shape(&v) {
-            return true;
+    for encoded in [false, true, true] {
+        if let Some(what) = shape(&v) {
+            return Some(MacroSyntax { what, encoded });
         }
         match percent_decode(&v) {
             Some(decoded) if decoded != v => decoded.trim().clone_into(&mut v),
-            _ => return false,
+            _ => return None,
         }
     }
-    false
+    None
 }
 
-fn is_macro_shape(v: &str) -> bool {
-    MACRO_WRAPPERS.iter().any(|(open, close)| {
-        v.len() > open.len() + close.len()
-            && v.starts_with(open)
-            && v.ends_with(close)
-            && is_macro_name(v[open.len()..v.len() - close.len()].trim())
-    })
+fn whole_macro(v: &str) -> Option<&'static str> {
+    MACRO_WRAPPERS
+        .iter()
+        .find(|w| {
+            v.len() > w.open.len() + w.close.len()
+                && v.starts_with(w.open)
+                && v.ends_with(w.close)
+                && is_macro_name(v[w.open.len()..v.len() - w.close.len()].trim())
+        })
+        .map(|w| w.what)
+}
+
+fn garbled_macro(v: &str) -> Option<&'static str> {
+    if !v.is_empty() && v.bytes().all(|b| b"{}[]<>".contains(&b)) {
+        return Some("an empty `{}` or `[]`: a macro with its name missing");
+    }
+    if v.strip_prefix('$').is_some_and(is_macro_name) {
+        return Some("`$name`, a dollar-sign variable");
+    }
+    for w in &MACRO_WRAPPERS[..8] {
+        if v.strip_prefix(w.open)
+            .is_some_and(|name| is_macro_name(name.trim()))
+        {
+            return Some("the start of a macro whose closing bracket is missing (`{clickid`)");
+        }
+        if v.strip_suffix(w.close)
+            .is_some_and(|name| is_macro_name(name.trim()))
+        {
+            return Some("the end of a macro whose opening bracket is missing (`clickid}`)");
+        }
+    }
+    // A macro inside a longer value: `{name}` or `[name]` anywhere.
+    let inside = ["{", "["].iter().zip(["}", "]"]).any(|(open, close)| {
+        v.match_indices(open).any(|(at, _)| {
+            v[at + 1..]
+                .split_once(close)
+                .is_some_and(|(name, _)| is_macro_name(name.trim()))
+        })
+    });
+    inside.then_some("text with a `{...}` or `[...]` macro inside it")
 }
 
 fn is_macro_name(name: &str) -> bool {
@@ -268,14 +382,49 @@ mod tests {
             "%23clickid%23",
             "{%uid%}",
             " {clickid} ",
+            "%%CLICK_ID%%",
+            "##clickid##",
         ] {
             assert!(is_unreplaced_macro(m), "{m}");
+            assert!(macro_like(m).is_some(), "{m}");
         }
         for v in [
             "abc", "{", "{}", "[]", "a{b}", "12.5", "x}", "%7B", "#123#", "$5$", "%%", "<>", "__",
             "{a b}", "-3.50", "tx_1001", "{x}y", "a#b#",
         ] {
             assert!(!is_unreplaced_macro(v), "{v}");
+        }
+    }
+
+    /// Each shape is named by its syntax, the most specific wrapper first, and a network only
+    /// where the syntax is that network's.
+    #[test]
+    fn a_macro_is_named_by_its_syntax() {
+        let what = |v: &str| macro_like(v).map(|m| m.describe()).unwrap_or_default();
+        assert!(what("{clickid}").contains("Keitaro, Binom and Voluum"));
+        assert!(what("{{ad.id}}").contains("double curly braces"));
+        assert!(what("%7Bsubid%7D").ends_with(", percent-encoded"));
+        assert!(!what("{clickid}").contains("percent-encoded"));
+        assert!(what("%%CLICK_ID%%").contains("double percent signs"));
+        assert!(what("##clickid##").contains("double hashes"));
+        assert!(what("[uid]").contains("square brackets"));
+        for (garbled, says) in [
+            ("$subid", "dollar-sign"),
+            ("{clickid", "closing bracket is missing"),
+            ("%7Bclickid", "closing bracket is missing"),
+            ("clickid}", "opening bracket is missing"),
+            ("{}", "name missing"),
+            ("[]", "name missing"),
+            ("https://x.example/?c={clickid}", "inside"),
+            ("a[sub1]b", "inside"),
+        ] {
+            assert!(what(garbled).contains(says), "{garbled}: {}", what(garbled));
+            assert!(!is_unreplaced_macro(garbled), "{garbled}");
+        }
+        for plain in [
+            "abc", "12.5", "tx_1001", "a-b", "$", "$5", "{1}", "100%", "a{}b{",
+        ] {
+            assert_eq!(macro_like(plain), None, "{plain}");
         }
     }
 

@@ -17,4 +17,6 @@ pub mod outcome;
 pub mod password;
 pub mod rate;
 pub mod rejection;
+pub mod settings;
 pub mod stats;
+pub mod uid;

@@ -6,6 +6,7 @@
 //! storage imports the writer to name a result.
 
 use crate::domain::credential::{self, CredentialDigest, Kind};
+use crate::domain::event::AttributedBy;
 
 /// What storing one event did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,8 +15,10 @@ pub struct EventOutcome {
     pub duplicate: bool,
     /// The new event's id, or the earlier event's for a duplicate.
     pub inbox_id: u64,
-    /// Whether its `uid` names a click of the space.
+    /// Whether it is attributed to a click of the space.
     pub matched: bool,
+    /// How: by its `uid`, or by its Telegram id; `None` when no click was found.
+    pub attributed_by: Option<AttributedBy>,
 }
 
 /// What a back-fill did.
@@ -54,8 +57,8 @@ impl From<&credential::Issued> for NewCredential {
 }
 
 /// Where a sweep of retention stands: the last windowed dedup entry looked at, as
-/// `(space, digest)`; the next step starts after it.
-pub type PruneCursor = (u32, u128);
+/// `(space, rule, digest)`; the next step starts after it.
+pub type PruneCursor = (u32, u8, u128);
 
 /// What one step of retention did (`Store::prune_dedup`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

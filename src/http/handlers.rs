@@ -15,7 +15,7 @@ use warp::reply::Response;
 
 use crate::app::{App, EventResult, Presented};
 use crate::domain::click::BindInput;
-use crate::domain::event::{EventInput, GET_NAMES, POST_NAMES};
+use crate::domain::event::{AttributedBy, EventInput, GET_NAMES, POST_NAMES};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::outcome::BindOutcome;
 use crate::domain::rejection::Rejection;
@@ -111,6 +111,7 @@ struct EventAnswer {
     inbox_id: Option<String>,
     dedup: &'static str,
     matched: bool,
+    attributed_by: Option<&'static str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     dry_run: bool,
 }
@@ -123,6 +124,7 @@ impl From<EventResult> for EventAnswer {
             inbox_id: r.inbox_id.map(|id| id.to_string()),
             dedup: r.basis.as_str(),
             matched: r.matched,
+            attributed_by: r.attributed_by.map(AttributedBy::as_str),
             dry_run: r.dry_run,
         }
     }

@@ -18,6 +18,7 @@ mod openapi;
 pub mod read;
 pub mod respond;
 pub mod routes;
+pub mod space;
 
 use std::convert::Infallible;
 use std::net::IpAddr;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use warp::http::Method;
 use warp::reply::Response;
 
-use super::{Answer, Call, handlers, links, read};
+use super::{Answer, Call, handlers, links, read, space};
 use crate::domain::keyring::SpaceRef;
 use crate::error::Error;
 use crate::web;
@@ -61,7 +61,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 18] = [
+pub static ROUTES: [Endpoint; 20] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -145,6 +145,18 @@ pub static ROUTES: [Endpoint; 18] = [
         path: "/links/{slug}",
         guard: Guard::Secret(boxed!(links::delete_link, 2)),
         openapi: Some(include_str!("openapi/delete_link.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/space",
+        guard: Guard::Secret(boxed!(space::get_space, 2)),
+        openapi: Some(include_str!("openapi/get_space.json")),
+    },
+    Endpoint {
+        method: Method::PATCH,
+        path: "/space",
+        guard: Guard::Secret(boxed!(space::patch_space, 2)),
+        openapi: Some(include_str!("openapi/patch_space.json")),
     },
     Endpoint {
         method: Method::GET,

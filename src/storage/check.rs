@@ -6,8 +6,9 @@
 //! command runs first when it has the file to itself):
 //! - every record decodes;
 //! - every index entry has its row, and every row its index entries: `dedup` → `inbox`,
-//!   `clicks_by_fbclid` and `clicks_by_tg` → `clicks`, `credentials` → `spaces`, `links` ↔
-//!   `links_by_space`;
+//!   `clicks_by_fbclid` and `clicks_by_tg` → `clicks`, `credentials` and `space_settings` →
+//!   `spaces`, `links` ↔ `links_by_space`, and `tg_touches` holds each Telegram user's first and
+//!   last bound click as `clicks_by_tg` and the clicks say;
 //! - counters agree with what they count: `inbox_seq` ≥ the largest `inbox_id`, `space_seq` ≥
 //!   the largest space number, `rejection_counts` past every stored rejection, and `stats` (hour
 //!   and day rows) equal to a count of every click, binding and event made by the writer's rule.
@@ -19,7 +20,7 @@
 //! And an entry of the windowed rule may be missing once it can no longer match (the
 //! [`Expiry`] the caller gives: its clock and `dedup_window`): retention prunes those.
 //!
-//! Derivable means computed from other rows: indexes, the rollup, counters. `repair` rewrites
+//! Derivable means computed from other rows: indexes, the rollup, counters, `tg_touches`. `repair` rewrites
 //! only those; a record that does not decode, or a credential of a space that does not exist, is
 //! reported and left for a person (restore it from a backup).
 //!
@@ -37,15 +38,18 @@ use crate::domain::credential::Kind;
 use crate::domain::dedup::{self, Expiry};
 use crate::domain::rejection::KEPT_PER_SPACE;
 use crate::domain::stats::Counts;
+use crate::storage::attribution;
 use crate::storage::dedup_buffer::{self, EntryKey};
 use crate::storage::records::{
     self, ClickRecord, CredentialRecord, EventRecord, LinkRecord, RejectionRecord, SpaceRecord,
+    TgTouchRecord,
 };
 use crate::storage::rollup::{self, RowKey};
 use crate::storage::schema::{
     CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, META,
     META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ, META_SCHEMA_VERSION,
-    META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SCHEMA_VERSION, SPACES, STATS,
+    META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SCHEMA_VERSION, SPACE_SETTINGS, SPACES, STATS,
+    TG_TOUCHES,
 };
 use crate::storage::{StoreError, open};
 
@@ -87,6 +91,8 @@ enum Fix {
     RemoveFbclid((u32, u128)),
     InsertTg((u32, u64, String)),
     RemoveTg((u32, u64, String)),
+    SetTouch((u32, u64), TgTouchRecord),
+    RemoveTouch((u32, u64)),
     InsertLinkBySpace((u32, String)),
     RemoveLinkBySpace((u32, String)),
     RebuildStats,
@@ -197,6 +203,7 @@ fn apply(txn: &WriteTransaction, fixes: Vec<Fix>) -> Result<(), StoreError> {
     let mut dedup = txn.open_table(DEDUP)?;
     let mut by_fbclid = txn.open_table(CLICKS_BY_FBCLID)?;
     let mut by_tg = txn.open_table(CLICKS_BY_TG)?;
+    let mut touches = txn.open_table(TG_TOUCHES)?;
     let mut links_by_space = txn.open_table(LINKS_BY_SPACE)?;
     let mut meta = txn.open_table(META)?;
     let mut counts = txn.open_table(REJECTION_COUNTS)?;
@@ -220,6 +227,12 @@ fn apply(txn: &WriteTransaction, fixes: Vec<Fix>) -> Result<(), StoreError> {
             }
             Fix::RemoveTg((s, tg, uid)) => {
                 by_tg.remove((s, tg, uid.as_str()))?;
+            }
+            Fix::SetTouch(key, touch) => {
+                touches.insert(key, records::encode(&touch).as_slice())?;
+            }
+            Fix::RemoveTouch(key) => {
+                touches.remove(key)?;
             }
             Fix::InsertLinkBySpace((s, slug)) => {
                 links_by_space.insert((s, slug.as_str()), ())?;
@@ -279,6 +292,8 @@ fn run(txn: &ReadTransaction, expiry: Expiry) -> Result<Checker, StoreError> {
     check_credentials(txn, &mut c, &spaces)?;
     check_inbox(txn, &mut c, &spaces, (inbox_seq, redo_from), expiry)?;
     check_clicks(txn, &mut c, fbclid_redo_from)?;
+    check_touches(txn, &mut c)?;
+    check_settings(txn, &mut c, &spaces)?;
     check_links(txn, &mut c, &spaces)?;
     check_stats(txn, &mut c)?;
     check_rejections(txn, &mut c)?;
@@ -553,6 +568,75 @@ fn check_clicks(
                     }
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// `tg_touches` against what `clicks_by_tg` and the clicks say: every user's entry, and no
+/// entry for a user without a bound click.
+fn check_touches(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreError> {
+    let (clicks, by_tg) = (txn.open_table(CLICKS)?, txn.open_table(CLICKS_BY_TG)?);
+    let touches = txn.open_table(TG_TOUCHES)?;
+    attribution::every_touch(&clicks, &by_tg, |(space, tg), want| {
+        let Some(want) = want else { return Ok(()) };
+        let at = format!("space {space}, tg_id {tg}");
+        let problem = match touches.get((space, tg))? {
+            None => "is missing".to_owned(),
+            Some(bytes) => match records::decode::<TgTouchRecord>(bytes.value()) {
+                Ok(t) if t == want => return Ok(()),
+                Ok(t) => format!("names first {} and last {}", t.first_uid, t.last_uid),
+                Err(e) => e.to_string(),
+            },
+        };
+        c.derivable(
+            "tg_touches",
+            at,
+            format!(
+                "{problem}, but the user's first bound click is {} and the last {}",
+                want.first_uid, want.last_uid
+            ),
+            Fix::SetTouch((space, tg), want),
+        );
+        Ok(())
+    })?;
+    for entry in touches.iter()? {
+        let (key, _) = entry?;
+        c.rows += 1;
+        let (space, tg) = key.value();
+        if attribution::touch_of(&clicks, &by_tg, space, tg)?.is_none() {
+            c.derivable(
+                "tg_touches",
+                format!("space {space}, tg_id {tg}"),
+                "names a user with no bound click",
+                Fix::RemoveTouch((space, tg)),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every space's settings decode, and belong to a space.
+fn check_settings(
+    txn: &ReadTransaction,
+    c: &mut Checker,
+    spaces: &BTreeSet<u32>,
+) -> Result<(), StoreError> {
+    let table = txn.open_table(SPACE_SETTINGS)?;
+    for entry in table.iter()? {
+        let (key, _) = entry?;
+        c.rows += 1;
+        let space = key.value();
+        let at = format!("space {space}");
+        if !spaces.contains(&space) {
+            c.damaged(
+                "space_settings",
+                &at,
+                "settings of a space that does not exist",
+            );
+        }
+        if let Err(e) = attribution::settings(&table, space) {
+            c.damaged("space_settings", &at, e.to_string());
         }
     }
     Ok(())

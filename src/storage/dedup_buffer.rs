@@ -25,7 +25,7 @@ use std::ops::Bound;
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::dedup::{self, DedupKey};
-use crate::domain::event::{Source, ValidEvent};
+use crate::domain::event::{AttributedBy, Source, ValidEvent};
 use crate::storage::StoreError;
 use crate::storage::key_filter::{self, KeyFilter};
 use crate::storage::records::{self, EventRecord};
@@ -200,24 +200,36 @@ pub(super) fn next_slice<K: Ord + Copy, V: Clone>(
     slice
 }
 
-/// The inbox record of `event`. It keeps every field [`dedup::dedup_key`] reads, so that
-/// [`event_of`] gives the same key back: the inbox is the buffer's redo log.
-pub(crate) fn event_record(event: ValidEvent, matched: bool) -> EventRecord {
+/// The inbox record of `event`, attributed as `attributed` says (how, and to which click's uid),
+/// or to no click. It keeps every field [`dedup::dedup_key`] reads, and whether its `uid` is the
+/// sender's or the one its Telegram id resolved to, so that [`event_of`] gives the same key back:
+/// the inbox is the buffer's redo log.
+pub(crate) fn event_record(
+    event: ValidEvent,
+    attributed: Option<(AttributedBy, &str)>,
+) -> EventRecord {
+    let uid = match attributed {
+        Some((AttributedBy::TgId, resolved)) => Some(resolved.to_owned()),
+        _ => event.uid,
+    };
     EventRecord {
         kind: event.kind as u8,
-        uid: event.uid,
+        uid,
         value: event.value.map(|v| v.to_string()),
         currency: event.currency,
         eid: event.eid,
         occurred_at_ms: event.occurred_at_ms,
         time_supplied: event.time_supplied,
         received_at_ms: event.received_at_ms,
-        matched,
+        matched: attributed.is_some(),
         source: event.source as u8,
+        tg_id: event.tg_id,
+        attributed_by: attributed.map_or(0, |(by, _)| by as u8),
     }
 }
 
-/// The event a stored record describes, as far as its dedup key goes.
+/// The event a stored record describes, as its sender sent it, as far as its dedup key goes: an
+/// event attributed by its Telegram id named no `uid` (the stored one is the resolved click's).
 pub(crate) fn event_of(record: EventRecord, inbox_id: u64) -> Result<ValidEvent, StoreError> {
     let corrupt = |what: &str| StoreError::Corrupt(format!("event {inbox_id}: {what}"));
     let kind = crate::domain::event::EventKind::from_u8(record.kind)
@@ -228,9 +240,11 @@ pub(crate) fn event_of(record: EventRecord, inbox_id: u64) -> Result<ValidEvent,
         .map(crate::domain::decimal::Decimal::parse)
         .transpose()
         .map_err(|e| corrupt(&format!("value does not parse: {e}")))?;
+    let by_tg_id = AttributedBy::from_u8(record.attributed_by) == Some(AttributedBy::TgId);
     Ok(ValidEvent {
         kind,
-        uid: record.uid,
+        uid: if by_tg_id { None } else { record.uid },
+        tg_id: record.tg_id,
         value,
         currency: record.currency,
         eid: record.eid,
@@ -288,7 +302,7 @@ pub fn redo(txn: &WriteTransaction) -> Result<Option<u64>, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::dedup::tests::ev;
+    use crate::domain::dedup::tests::{by_tg, ev};
     use crate::domain::event::EventKind;
     use redb::Database;
 
@@ -386,6 +400,9 @@ mod tests {
 
     /// One event of each rule, and a windowed deposit stored twice (the window had passed).
     fn events() -> Vec<ValidEvent> {
+        let mut tg_timed = by_tg(EventKind::Deposit, 42, Some("7"));
+        tg_timed.time_supplied = true;
+        tg_timed.occurred_at_ms = 600;
         let mut timed = ev(EventKind::Deposit, Some("u1"), None, Some("7.00"));
         timed.time_supplied = true;
         timed.occurred_at_ms = 500;
@@ -398,14 +415,34 @@ mod tests {
             ev(EventKind::Deposit, Some("u1"), None, Some("7.00")),
             ev(EventKind::Registration, None, None, None),
             later,
+            by_tg(EventKind::Contact, 42, None),
+            tg_timed,
+            by_tg(EventKind::Deposit, 42, Some("7")),
         ]
+    }
+
+    /// How a writer attributes each of [`events`]: the Telegram ids resolve to click `c-42`.
+    fn attribution_of(e: &ValidEvent) -> Option<(AttributedBy, &'static str)> {
+        match (&e.uid, e.tg_id) {
+            (Some(_), _) => Some((AttributedBy::Uid, "")),
+            (None, Some(_)) => Some((AttributedBy::TgId, "c-42")),
+            (None, None) => None,
+        }
     }
 
     #[test]
     fn a_stored_record_gives_back_its_events_key() {
         for e in events() {
             let want = dedup::dedup_key(&e, 0);
-            let record = records::decode(&records::encode(&event_record(e.clone(), true))).unwrap();
+            let stored = event_record(e.clone(), attribution_of(&e));
+            if e.tg_id.is_some() {
+                assert_eq!(
+                    stored.uid.as_deref(),
+                    Some("c-42"),
+                    "the resolved click is stored"
+                );
+            }
+            let record = records::decode(&records::encode(&stored)).unwrap();
             assert_eq!(
                 dedup::dedup_key(&event_of(record, 1).unwrap(), 0),
                 want,
@@ -432,7 +469,7 @@ mod tests {
                 .unwrap();
             let mut inbox = txn.open_table(INBOX).unwrap();
             for (i, e) in events.iter().enumerate() {
-                let record = records::encode(&event_record(e.clone(), false));
+                let record = records::encode(&event_record(e.clone(), attribution_of(e)));
                 inbox
                     .insert((space, i as u64 + 1), record.as_slice())
                     .unwrap();
@@ -450,12 +487,13 @@ mod tests {
         txn.commit().unwrap();
 
         let txn = db.begin_write().unwrap();
-        // Four writes: the first entry was there, the registration has no key, and the two
-        // windowed deposits share one, written for the earlier and then for the later.
-        assert_eq!(redo(&txn).unwrap(), Some(4));
+        // Seven writes: the first entry was there, the registration has no key, the two
+        // windowed deposits share one, written for the earlier and then for the later, and the
+        // three by Telegram id are keyed by it, not by the click they resolved to.
+        assert_eq!(redo(&txn).unwrap(), Some(7));
         txn.commit().unwrap();
         let table: BTreeMap<_, _> = table_contents(&db).into_iter().collect();
-        let want: BTreeMap<_, _> = [(0, 1), (1, 2), (2, 3), (5, 6)]
+        let want: BTreeMap<_, _> = [(0, 1), (1, 2), (2, 3), (5, 6), (6, 7), (7, 8), (8, 9)]
             .into_iter()
             .map(|(i, id)| {
                 (

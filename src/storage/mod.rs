@@ -6,6 +6,7 @@
 //! `read.rs` against shared snapshots. Nothing outside this module sees a channel, a
 //! transaction or a table, and nothing here knows about HTTP.
 
+mod attribution;
 pub mod backup;
 pub mod check;
 mod commit;
@@ -37,7 +38,7 @@ use tokio::sync::{oneshot, watch};
 use crate::domain::click::NewClick;
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{DedupKey, Expiry};
-use crate::domain::event::ValidEvent;
+use crate::domain::event::{AttributedBy, ValidEvent};
 use crate::domain::feed::{FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::Keyring;
 use crate::domain::link::{Directory, Link, NewLink};
@@ -45,6 +46,7 @@ use crate::domain::outcome::{
     BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
 };
 use crate::domain::rejection::Rejection;
+use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::{Dimension, GroupStats};
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
@@ -369,12 +371,14 @@ impl Store {
         key: Option<DedupKey>,
     ) -> Result<EventOutcome, Error> {
         if key.is_some() && matches!(self.health(), Health::Unwritable(_)) {
-            if let Ok((Some(inbox_id), matched)) = self.judge_event(space, event.clone(), key).await
+            if let Ok((Some(inbox_id), attributed_by)) =
+                self.judge_event(space, event.clone(), key).await
             {
                 return Ok(EventOutcome {
                     duplicate: true,
                     inbox_id,
-                    matched,
+                    matched: attributed_by.is_some(),
+                    attributed_by,
                 });
             }
         }
@@ -388,6 +392,16 @@ impl Store {
         click: NewClick,
     ) -> Result<ClickOutcome, Error> {
         self.write(move |t| t.back_fill_click(space, click)).await
+    }
+
+    /// Changes settings of `space`; answers them all as they now are. Events written after
+    /// this commit use them.
+    pub async fn update_settings(
+        &self,
+        space: u32,
+        patch: SettingsPatch,
+    ) -> Result<SpaceSettings, Error> {
+        self.write(move |t| t.update_settings(space, &patch)).await
     }
 
     /// Binds a click to a Telegram user, first binding wins.
@@ -537,14 +551,19 @@ impl Store {
         self.read(move |s| read::space_no(s.txn(), &name)).await
     }
 
+    /// The settings of `space`.
+    pub async fn space_settings(&self, space: u32) -> Result<SpaceSettings, Error> {
+        self.read(move |s| read::space_settings(s, space)).await
+    }
+
     /// What storing `event` in `space` would do now, without storing it: `(duplicate_of,
-    /// matched)`.
+    /// attributed_by)`.
     pub async fn judge_event(
         &self,
         space: u32,
         event: ValidEvent,
         key: Option<DedupKey>,
-    ) -> Result<(Option<u64>, bool), Error> {
+    ) -> Result<(Option<u64>, Option<AttributedBy>), Error> {
         // The buffer before the snapshot: an entry leaves the buffer only once the table in
         // every later snapshot has it (dedup_buffer.rs), and the reader begins its snapshot
         // after this.

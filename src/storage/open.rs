@@ -10,6 +10,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 
 use crate::domain::stats::Counts;
 use crate::storage::StoreError;
+use crate::storage::attribution;
 use crate::storage::fault::FaultSwitch;
 use crate::storage::file::{DataFile, FlushFailed};
 use crate::storage::records;
@@ -17,7 +18,7 @@ use crate::storage::rollup::{self, DAY_ROWS};
 use crate::storage::schema::{
     ADMIN, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS,
     LINKS_BY_SPACE, META, META_INBOX_SEQ, META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS,
-    REJECTIONS, SCHEMA_VERSION, SPACES, STATS,
+    REJECTIONS, SCHEMA_VERSION, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
 
 /// The data file, open and up to date.
@@ -218,6 +219,7 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
             3 => migrate_to_v4(&txn)?,
             4 => migrate_to_v5(&txn)?,
             5 => migrate_to_v6(&txn)?,
+            7 => migrate_to_v8(&txn)?,
             _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
         }
         version += 1;
@@ -264,6 +266,21 @@ fn migrate_to_v4(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 fn migrate_to_v6(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(ADMIN)?;
     Ok(())
+}
+
+/// Version 8: the space settings' table, empty (every space at the defaults), and each Telegram
+/// user's first and last bound click, derived from `CLICKS_BY_TG` and the clicks' binding times
+/// by the rule every binding from now on keeps (`storage/attribution.rs`).
+fn migrate_to_v8(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    txn.open_table(SPACE_SETTINGS)?;
+    let mut touches = txn.open_table(TG_TOUCHES)?;
+    let (clicks, by_tg) = (txn.open_table(CLICKS)?, txn.open_table(CLICKS_BY_TG)?);
+    attribution::every_touch(&clicks, &by_tg, |key, touch| {
+        if let Some(touch) = touch {
+            touches.insert(key, records::encode(&touch).as_slice())?;
+        }
+        Ok(())
+    })
 }
 
 /// Version 5: the stats rollup's day rows, each the sum of its day's hour rows. Day rows already

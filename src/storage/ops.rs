@@ -22,16 +22,18 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click::{self, NewClick};
 use crate::domain::credential::{self, Kind};
-use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULE};
+use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
 use crate::domain::event::ValidEvent;
 use crate::domain::link::{Destination, Link, Mode, NewLink};
 use crate::domain::outcome::{
     BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
 };
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
+use crate::domain::settings::{Attribution, SettingsPatch, SpaceSettings};
 use crate::domain::stats::Counts;
 use crate::error::{Code, Error};
 use crate::storage::StoreError;
+use crate::storage::attribution;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::read;
@@ -41,7 +43,7 @@ use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
     ADMIN, ADMIN_PASSWORD, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX,
     LINKS, LINKS_BY_SPACE, META, META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS,
-    SPACES, STATS,
+    SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
 
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
@@ -55,6 +57,8 @@ pub(crate) struct Txn<'t> {
     clicks: Table<'t, (u32, &'static str), &'static [u8]>,
     pub(super) by_fbclid: Table<'t, (u32, u128), &'static str>,
     by_tg: Table<'t, (u32, u64, &'static str), ()>,
+    touches: Table<'t, (u32, u64), &'static [u8]>,
+    space_settings: Table<'t, u32, &'static [u8]>,
     pub(super) stats: Table<'t, (u32, u8, &'static str, u32), &'static [u8]>,
     rejections: Table<'t, (u32, u32), &'static [u8]>,
     rejection_counts: Table<'t, u32, u64>,
@@ -90,6 +94,10 @@ pub(crate) struct Txn<'t> {
     /// batch of visits mostly names one link, read and decoded once. Any change to a link
     /// drops its entry.
     link_spaces: HashMap<Box<str>, Option<u32>>,
+    /// Each space's `attribution` setting, read once per batch when an event by Telegram id
+    /// needs it; a change of the settings in the batch replaces it, so every event uses the
+    /// setting in force when it is written.
+    attributions: HashMap<u32, Attribution>,
 }
 
 impl<'t> Txn<'t> {
@@ -110,6 +118,8 @@ impl<'t> Txn<'t> {
             clicks: txn.open_table(CLICKS)?,
             by_fbclid: txn.open_table(CLICKS_BY_FBCLID)?,
             by_tg: txn.open_table(CLICKS_BY_TG)?,
+            touches: txn.open_table(TG_TOUCHES)?,
+            space_settings: txn.open_table(SPACE_SETTINGS)?,
             stats: txn.open_table(STATS)?,
             rejections: txn.open_table(REJECTIONS)?,
             rejection_counts: txn.open_table(REJECTION_COUNTS)?,
@@ -127,24 +137,35 @@ impl<'t> Txn<'t> {
             new_clicks: BTreeMap::new(),
             uid_floor,
             link_spaces: HashMap::new(),
+            attributions: HashMap::new(),
         })
     }
 
-    /// Stores `event` in the inbox of `space` unless its dedup key names an earlier event.
+    /// Stores `event` in the inbox of `space` unless its dedup key names an earlier event,
+    /// attributed to its click (`storage/attribution.rs`) under the settings in force now.
     pub(crate) fn record_event(
         &mut self,
         space: u32,
         event: ValidEvent,
         key: Option<DedupKey>,
     ) -> Result<EventOutcome, StoreError> {
-        let click: Option<ClickRecord> = match &event.uid {
-            Some(uid) => match self.clicks.get((space, uid.as_str()))? {
-                Some(bytes) => Some(records::decode(bytes.value())?),
-                None => None,
+        let (attributions, settings) = (&mut self.attributions, &self.space_settings);
+        let resolved = attribution::resolve(
+            &self.clicks,
+            &self.touches,
+            || {
+                if let Some(a) = attributions.get(&space) {
+                    return Ok(*a);
+                }
+                let a = attribution::settings(settings, space)?.attribution;
+                attributions.insert(space, a);
+                Ok(a)
             },
-            None => None,
-        };
-        let matched = click.is_some();
+            space,
+            &event,
+        )?;
+        let matched = resolved.is_some();
+        let attributed_by = resolved.as_ref().map(|r| r.by);
         let entry_key = key.as_ref().map(|k| dedup_buffer::entry_key(space, k));
         if let (Some(key), Some(k)) = (&key, &entry_key) {
             // Newest first: this transaction's events, then the buffer, then the table.
@@ -164,6 +185,7 @@ impl<'t> Txn<'t> {
                     duplicate: true,
                     inbox_id,
                     matched,
+                    attributed_by,
                 });
             }
         }
@@ -171,9 +193,14 @@ impl<'t> Txn<'t> {
         let inbox_id = self.inbox_seq;
         let received_at_ms = event.received_at_ms;
         let counts = Counts::event(event.kind, event.value, &event.currency);
-        self.rollup
-            .event(space, click.as_ref(), event.occurred_at_ms, &counts);
-        let record = dedup_buffer::event_record(event, matched);
+        self.rollup.event(
+            space,
+            resolved.as_ref().map(|r| &r.click),
+            event.occurred_at_ms,
+            &counts,
+        );
+        let record =
+            dedup_buffer::event_record(event, resolved.as_ref().map(|r| (r.by, r.uid.as_str())));
         self.inbox
             .insert((space, inbox_id), records::encode(&record).as_slice())?;
         if let Some(k) = entry_key {
@@ -183,12 +210,32 @@ impl<'t> Txn<'t> {
             duplicate: false,
             inbox_id,
             matched,
+            attributed_by,
         })
     }
 
-    /// One step of retention: looks at up to `limit` entries of the windowed dedup rule after
-    /// `after` (from the start if `None`), in key order, space by space, and removes those that
-    /// `expiry` says can never match again. Entries of the permanent rules are never looked at.
+    /// Applies `patch` to the settings of `space`; answers them as they now are.
+    pub(crate) fn update_settings(
+        &mut self,
+        space: u32,
+        patch: &SettingsPatch,
+    ) -> Result<SpaceSettings, StoreError> {
+        let mut settings = attribution::settings(&self.space_settings, space)?;
+        patch.apply(&mut settings).map_err(StoreError::Refused)?;
+        if !patch.is_empty() {
+            self.space_settings.insert(
+                space,
+                records::encode(&attribution::settings_record(&settings)).as_slice(),
+            )?;
+            self.attributions.insert(space, settings.attribution);
+        }
+        Ok(settings)
+    }
+
+    /// One step of retention: looks at up to `limit` entries of the windowed dedup rules after
+    /// `after` (from the start if `None`), in key order, space by space and rule by rule, and
+    /// removes those that `expiry` says can never match again. Entries of the permanent rules
+    /// are never looked at.
     ///
     /// Only the table is pruned. An entry still in the dedup buffer is newer than the table's
     /// entry for its key, and is looked at by a later sweep once written; one that the redo of
@@ -202,13 +249,14 @@ impl<'t> Txn<'t> {
     ) -> Result<PruneStep, StoreError> {
         let mut step = PruneStep::default();
         let mut expired = Vec::new();
-        let (mut space, mut after_digest) = after.map_or((0, None), |(s, d)| (s, Some(d)));
+        let (mut space, mut rule, mut after_digest) =
+            after.map_or((0, WINDOWED_RULES[0], None), |(s, r, d)| (s, r, Some(d)));
         loop {
             let start = match after_digest {
-                Some(d) => Bound::Excluded((space, WINDOWED_RULE, d)),
-                None => Bound::Included((space, WINDOWED_RULE, 0)),
+                Some(d) => Bound::Excluded((space, rule, d)),
+                None => Bound::Included((space, rule, 0)),
             };
-            let end = Bound::Included((space, WINDOWED_RULE, u128::MAX));
+            let end = Bound::Included((space, rule, u128::MAX));
             let room = limit.saturating_sub(step.scanned as usize);
             let mut last = None;
             for entry in self
@@ -220,15 +268,20 @@ impl<'t> Txn<'t> {
                 let (_, at_ms) = value.value();
                 step.scanned += 1;
                 last = Some(key.value().2);
-                if expiry.expired(WINDOWED_RULE, at_ms) {
+                if expiry.expired(rule, at_ms) {
                     expired.push(key.value());
                 }
             }
             if step.scanned as usize >= limit {
-                step.next = last.or(after_digest).map(|d| (space, d));
+                step.next = last.or(after_digest).map(|d| (space, rule, d));
                 break;
             }
-            // This space's windowed entries are done: on to the next space that has entries.
+            // This rule's entries of the space are done: on to the next windowed rule, or the
+            // next space that has entries.
+            if let Some(&next_rule) = WINDOWED_RULES.iter().find(|&&r| r > rule) {
+                (rule, after_digest) = (next_rule, None);
+                continue;
+            }
             let next_space = match space.checked_add(1) {
                 Some(s) => self
                     .dedup
@@ -239,7 +292,7 @@ impl<'t> Txn<'t> {
                 None => None,
             };
             match next_space {
-                Some(s) => (space, after_digest) = (s, None),
+                Some(s) => (space, rule, after_digest) = (s, WINDOWED_RULES[0], None),
                 None => break,
             }
         }
@@ -335,11 +388,13 @@ impl<'t> Txn<'t> {
                 conflict: existing != tg_id,
             });
         }
+        let touch = attribution::stored_touch(&self.touches, space, tg_id)?;
         record.tg_id = Some(tg_id);
         record.bound_at_ms = Some(now_ms);
         self.clicks
             .insert((space, uid), records::encode(&record).as_slice())?;
         self.by_tg.insert((space, tg_id, uid), ())?;
+        attribution::bound(&mut self.touches, (space, tg_id), touch, uid, now_ms)?;
         self.rollup.binding(space, &record);
         Ok(BindOutcome::Bound {
             tg_id,
@@ -671,5 +726,54 @@ mod tests {
         assert!(t.link_click("a", visit()).unwrap().created);
         t.delete_link(1, "a", 2).unwrap();
         assert!(t.link_click("a", visit()).is_err());
+    }
+
+    /// A batch reads a space's `attribution` once for its events by Telegram id; a change of
+    /// the settings in the same batch must be in force for the events after it.
+    #[test]
+    fn an_event_after_a_settings_change_in_its_batch_uses_the_new_setting() {
+        use crate::domain::dedup::tests::by_tg;
+        use crate::domain::event::{AttributedBy, EventKind};
+        let db = open_in_memory().unwrap().db;
+        let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
+        let batch = |op: &mut dyn FnMut(&mut Txn<'_>)| {
+            let txn = db.begin_write().unwrap();
+            {
+                let mut t = Txn::open(&txn, &dedup, &fbclid, 0).unwrap();
+                op(&mut t);
+                t.write_clicks().unwrap();
+            }
+            txn.commit().unwrap();
+        };
+        let mut uids = Vec::new();
+        batch(&mut |t| {
+            for _ in 0..2 {
+                uids.push(t.back_fill_click(1, visit()).unwrap().uid);
+            }
+        });
+        batch(&mut |t| {
+            for (at, uid) in [(10, &uids[1]), (20, &uids[0])] {
+                t.bind(1, uid, 7, at).unwrap();
+            }
+        });
+        let stored_uid = |t: &mut Txn<'_>, inbox_id| {
+            let bytes = t.inbox.get((1, inbox_id)).unwrap().unwrap();
+            records::decode::<records::EventRecord>(bytes.value())
+                .unwrap()
+                .uid
+        };
+        batch(&mut |t| {
+            let first = t
+                .record_event(1, by_tg(EventKind::Contact, 7, None), None)
+                .unwrap();
+            assert_eq!(first.attributed_by, Some(AttributedBy::TgId));
+            assert_eq!(stored_uid(t, first.inbox_id).as_ref(), Some(&uids[1]));
+            let patch = SettingsPatch::new([("attribution".into(), "last_touch".into())]).unwrap();
+            t.update_settings(1, &patch).unwrap();
+            let last = t
+                .record_event(1, by_tg(EventKind::Registration, 7, None), None)
+                .unwrap();
+            assert_eq!(stored_uid(t, last.inbox_id).as_ref(), Some(&uids[0]));
+        });
     }
 }

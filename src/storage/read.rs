@@ -19,20 +19,21 @@ use std::ops::Bound;
 
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{self, DedupKey};
-use crate::domain::event::ValidEvent;
-use crate::domain::event::{EventKind, Source};
+use crate::domain::event::{AttributedBy, EventKind, Source, ValidEvent};
 use crate::domain::feed::{self, Attribution, FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::{KeyEntry, SpaceRef};
 use crate::domain::link::{Destination, Link, Mode};
 use crate::domain::rejection::Rejection;
+use crate::domain::settings::SpaceSettings;
 use crate::domain::stats::{self, Counts, Dimension, GroupStats};
 use crate::storage::StoreError;
+use crate::storage::attribution;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
 use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRecord};
 use crate::storage::rollup;
 use crate::storage::schema::{
     ADMIN, ADMIN_PASSWORD, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX,
-    LINKS, LINKS_BY_SPACE, REJECTIONS, SPACES, STATS,
+    LINKS, LINKS_BY_SPACE, REJECTIONS, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
 
 /// One read snapshot, shared by the reads of a batch, with the tables the hot reads use opened
@@ -41,6 +42,7 @@ pub struct Snapshot {
     txn: ReadTransaction,
     clicks: ReadOnlyTable<(u32, &'static str), &'static [u8]>,
     dedup: ReadOnlyTable<(u32, u8, u128), (u64, u64)>,
+    touches: ReadOnlyTable<(u32, u64), &'static [u8]>,
     /// The file stays open while a snapshot of it is read.
     db: Arc<Database>,
 }
@@ -51,6 +53,7 @@ impl Snapshot {
         Ok(Snapshot {
             clicks: txn.open_table(CLICKS)?,
             dedup: txn.open_table(DEDUP)?,
+            touches: txn.open_table(TG_TOUCHES)?,
             txn,
             db: db.clone(),
         })
@@ -110,11 +113,13 @@ pub fn keyring_entries(
     Ok(out)
 }
 
-/// A space and its credentials, for `space list`. Never holds a credential, only its prefix.
+/// A space, its settings and its credentials, for `space list`. Never holds a credential, only
+/// its prefix.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SpaceSummary {
     pub space: String,
     pub created_at_ms: u64,
+    pub settings: SpaceSettings,
     pub credentials: Vec<CredentialSummary>,
 }
 
@@ -158,6 +163,7 @@ pub fn list_spaces(
 ) -> Result<Vec<SpaceSummary>, StoreError> {
     let mut spaces = Vec::new();
     let mut by_no = HashMap::new();
+    let settings = txn.open_table(SPACE_SETTINGS)?;
     for entry in txn.open_table(SPACES)?.iter()? {
         let (name, bytes) = entry?;
         let record: SpaceRecord = records::decode(bytes.value())?;
@@ -165,6 +171,7 @@ pub fn list_spaces(
         spaces.push(SpaceSummary {
             space: name.value().to_owned(),
             created_at_ms: record.created_at_ms,
+            settings: attribution::settings(&settings, record.no)?,
             credentials: Vec::new(),
         });
     }
@@ -196,19 +203,24 @@ pub fn list_spaces(
     Ok(spaces)
 }
 
-/// What storing `event` would do now, without storing it: `(duplicate_of, matched)`.
-/// `buffered` is the key's entry in the writer's dedup buffer, which is newer than the table's.
+/// What storing `event` would do now, without storing it: `(duplicate_of, attributed_by)`,
+/// attributed as the writer would (`storage/attribution.rs`). `buffered` is the key's entry in
+/// the writer's dedup buffer, which is newer than the table's.
 pub fn judge_event(
     snapshot: &Snapshot,
     space: u32,
     event: &ValidEvent,
     key: Option<&DedupKey>,
     buffered: Option<(u64, u64)>,
-) -> Result<(Option<u64>, bool), StoreError> {
-    let matched = match &event.uid {
-        Some(uid) => snapshot.clicks.get((space, uid.as_str()))?.is_some(),
-        None => false,
-    };
+) -> Result<(Option<u64>, Option<AttributedBy>), StoreError> {
+    let attributed_by = attribution::resolve(
+        &snapshot.clicks,
+        &snapshot.touches,
+        || Ok(space_settings(snapshot, space)?.attribution),
+        space,
+        event,
+    )?
+    .map(|r| r.by);
     let duplicate_of = match key {
         None => None,
         Some(key) => {
@@ -222,7 +234,12 @@ pub fn judge_event(
             dedup::duplicate_of(key, earlier, event.received_at_ms)
         }
     };
-    Ok((duplicate_of, matched))
+    Ok((duplicate_of, attributed_by))
+}
+
+/// The settings of `space`.
+pub fn space_settings(s: &Snapshot, space: u32) -> Result<SpaceSettings, StoreError> {
+    attribution::settings(&s.txn.open_table(SPACE_SETTINGS)?, space)
 }
 
 /// How many events the inbox holds, over every space. The benchmark checks acknowledged events
@@ -269,6 +286,7 @@ pub fn table_usage(txn: &ReadTransaction) -> Result<Vec<TableUsage>, StoreError>
         usage("clicks", &txn.open_table(CLICKS)?)?,
         usage("clicks_by_fbclid", &txn.open_table(CLICKS_BY_FBCLID)?)?,
         usage("clicks_by_tg", &txn.open_table(CLICKS_BY_TG)?)?,
+        usage("tg_touches", &txn.open_table(TG_TOUCHES)?)?,
         usage("stats", &txn.open_table(STATS)?)?,
         usage("rejections", &txn.open_table(REJECTIONS)?)?,
     ])
@@ -358,6 +376,7 @@ fn feed_event(
         inbox_id: inbox_id.to_string(),
         event: kind.as_str().to_owned(),
         uid: r.uid,
+        attributed_by: AttributedBy::from_u8(r.attributed_by).map(|a| a.as_str().to_owned()),
         value: r.value,
         currency: r.currency,
         eid: r.eid,
@@ -373,6 +392,8 @@ fn feed_event(
         fbc: None,
     };
     event.attribute(click);
+    // The Telegram id the event named, where it named one; else its click's.
+    event.tg_id = r.tg_id.or(event.tg_id);
     Ok(event)
 }
 

@@ -5,15 +5,19 @@
 //! today reads the same in any later release. A new shape of a record is a new version byte, read
 //! beside the old one, or a numbered migration (`open.rs`).
 //!
-//! # `EventRecord` versions 2 and 3
+//! # `EventRecord` versions 2, 3 and 4
 //!
 //! The inbox holds one `EventRecord` per stored event, so its size is most of the data file's
-//! size. Versions 1 (`postcard`) and 2 are still read; version 3 is written: the version 2
-//! layout below followed by one byte, the event's `source` (1 `POST /events`, 2 `GET /e`).
-//! Records of versions 1 and 2 have no source (0: "written before the tracker kept it"). A typical deposit (a
-//! `random_id` uid, `12.50`, `USD`, an 18-character `eid`, no caller time) takes 71 bytes in
-//! version 1 and 48 in version 2. Version 2 packs the forms an event's fields almost always take
-//! and keeps every other value as its text, so any `EventRecord` round-trips:
+//! size. Versions 1 (`postcard`), 2 and 3 are still read; version 4 is written: the version 2
+//! layout below, one byte of the event's `source` (1 `POST /events`, 2 `GET /e`; version 3 ends
+//! there), then one byte of attribution: bits 0-1 `attributed_by` (0 none, 1 `uid`, 2 `tg_id`),
+//! bit 2 set when a varint of the event's own `tg_id` follows, the other bits 0.
+//! Records of versions 1 and 2 have no source (0: "written before the tracker kept it");
+//! records of versions 1 to 3 have no `tg_id`, and were attributed by `uid` exactly when
+//! `matched`. A typical deposit (a `random_id` uid, `12.50`, `USD`, an 18-character `eid`, no
+//! caller time) takes 71 bytes in version 1 and 48 in version 2. Version 2 packs the forms an
+//! event's fields almost always take and keeps every other value as its text, so any
+//! `EventRecord` round-trips:
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
@@ -45,7 +49,8 @@
 //!
 //! A writer packs a field only when unpacking gives back the identical text. A reader refuses
 //! what no writer produces: a long-form `kind` of 1..=7, a time field of 0, a varint with a
-//! redundant zero byte, bytes after `eid`.
+//! redundant zero byte, bytes after the last field, a source of 0, an `attributed_by` that
+//! disagrees with `matched` or names a `uid` or `tg_id` the record lacks, a `tg_id` of 0.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -153,18 +158,34 @@ pub struct EventRecord {
     pub occurred_at_ms: u64,
     pub time_supplied: bool,
     pub received_at_ms: u64,
-    /// Whether `uid` named a click of the space when the event was stored.
+    /// Whether the event was attributed to a click of the space when it was stored.
     pub matched: bool,
     /// `Source` as its stored discriminant; 0 for records written before version 3.
     pub source: u8,
+    /// The Telegram id the event itself named (`tg_id` / `tg`); `None` before version 4.
+    pub tg_id: Option<u64>,
+    /// `AttributedBy` as its stored discriminant, 0 when no click was found. When 2 (`tg_id`),
+    /// `uid` is the click the Telegram id resolved to, not one the sender named.
+    pub attributed_by: u8,
 }
 impl Record for EventRecord {
-    const VERSION: u8 = 3;
+    const VERSION: u8 = 4;
     const NAME: &'static str = "event";
 
     fn encode_body(&self, out: &mut Vec<u8>) {
         event_v2::encode(self, out);
         out.push(self.source);
+        out.push(
+            self.attributed_by
+                | if self.tg_id.is_some() {
+                    event_v2::TG_ID
+                } else {
+                    0
+                },
+        );
+        if let Some(tg_id) = self.tg_id {
+            event_v2::put_varint(out, u128::from(tg_id));
+        }
     }
 
     fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
@@ -184,6 +205,7 @@ impl Record for EventRecord {
                 }
                 _ => Err(corrupt("no source byte".into())),
             },
+            4 => event_v2::decode_v4(body).map_err(corrupt),
             v => Err(unreadable_version::<Self>(v)),
         }
     }
@@ -220,6 +242,8 @@ impl From<EventRecordV1> for EventRecord {
             received_at_ms: r.received_at_ms,
             matched: r.matched,
             source: 0,
+            tg_id: None,
+            attributed_by: event_v2::attributed_before_v4(r.matched),
         }
     }
 }
@@ -285,6 +309,33 @@ impl Record for LinkRecord {
     const NAME: &'static str = "link";
 }
 
+/// The first and the last click bound to one Telegram user in a space (`TG_TOUCHES`), by
+/// binding time (ties by uid), each with when it was bound: what an event that names the user
+/// by Telegram id is attributed to, in one read (`storage/attribution.rs`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TgTouchRecord {
+    pub first_uid: String,
+    pub first_bound_at_ms: u64,
+    pub last_uid: String,
+    pub last_bound_at_ms: u64,
+}
+impl Record for TgTouchRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "tg touch";
+}
+
+/// A space's settings (`SPACE_SETTINGS`): each setting by name, its value as text, as
+/// `domain::settings` writes and reads them. Stored by name so that a new setting is no new
+/// layout: a record without it reads as its default.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct SpaceSettingsRecord {
+    pub values: Vec<(String, String)>,
+}
+impl Record for SpaceSettingsRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "space settings";
+}
+
 /// The version 2 body of an `EventRecord` (module documentation). The base62 alphabet and the
 /// decimal notation are spelled out here rather than borrowed from `domain`, because stored bytes
 /// must keep decoding to the same text whatever those modules later do.
@@ -297,6 +348,20 @@ mod event_v2 {
     pub(super) const UID_PACKED: u8 = 1 << 5;
     pub(super) const VALUE_PACKED: u8 = 1 << 6;
     pub(super) const CURRENCY_PACKED: u8 = 1 << 7;
+
+    /// In version 4's attribution byte: `attributed_by` in bits 0-1, and whether a `tg_id` follows.
+    const ATTRIBUTED_BY: u8 = 0b0000_0011;
+    pub(super) const TG_ID: u8 = 1 << 2;
+    /// `AttributedBy::Uid`'s stored discriminant: how an event stored before version 4 with a
+    /// click was attributed.
+    const BY_UID: u8 = 1;
+    const BY_TG_ID: u8 = 2;
+
+    /// The `attributed_by` of a record written before version 4, which kept none: by `uid`
+    /// exactly when it was matched.
+    pub(super) fn attributed_before_v4(matched: bool) -> u8 {
+        if matched { BY_UID } else { 0 }
+    }
 
     /// Frozen with the format: the same digits as `domain::base62::DIGITS`, kept here and not
     /// borrowed (see above), so packed uids decode to the same text whatever `domain` does.
@@ -354,9 +419,55 @@ mod event_v2 {
         out[flags_at] = flags;
     }
 
-    /// The error says what is wrong, for `StoreError::Corrupt`.
+    /// A version 2 body, which must fill `body`. The error says what is wrong, for
+    /// `StoreError::Corrupt`.
     pub(super) fn decode(body: &[u8]) -> Result<EventRecord, String> {
         let mut b = Reader { rest: body };
+        let record = decode_fields(&mut b)?;
+        b.end()?;
+        Ok(record)
+    }
+
+    /// A version 4 body: the version 2 fields, the source, the attribution byte and the
+    /// `tg_id` it announces.
+    pub(super) fn decode_v4(body: &[u8]) -> Result<EventRecord, String> {
+        let mut b = Reader { rest: body };
+        let mut record = decode_fields(&mut b)?;
+        record.source = match b.byte("source")? {
+            0 => return Err("no source byte".into()),
+            source => source,
+        };
+        let attribution = b.byte("attribution")?;
+        if attribution & !(ATTRIBUTED_BY | TG_ID) != 0 {
+            return Err(format!(
+                "attribution byte {attribution:#04x} has unknown bits"
+            ));
+        }
+        if attribution & TG_ID != 0 {
+            record.tg_id = match b.varint_u64("tg_id")? {
+                0 => return Err("tg_id is 0".into()),
+                tg_id => Some(tg_id),
+            };
+        }
+        record.attributed_by = attribution & ATTRIBUTED_BY;
+        b.end()?;
+        let consistent = match record.attributed_by {
+            0 => !record.matched,
+            BY_UID => record.matched && record.uid.is_some(),
+            BY_TG_ID => record.matched && record.uid.is_some() && record.tg_id.is_some(),
+            _ => false,
+        };
+        if !consistent {
+            return Err(format!(
+                "attributed_by {} disagrees with matched {}, uid and tg_id",
+                record.attributed_by, record.matched
+            ));
+        }
+        Ok(record)
+    }
+
+    /// The fields of the version 2 layout, from `b`, leaving what follows them.
+    fn decode_fields(b: &mut Reader<'_>) -> Result<EventRecord, String> {
         let flags = b.byte("flags")?;
         let kind = match flags & KIND_BITS {
             0 => match b.byte("kind")? {
@@ -395,9 +506,7 @@ mod event_v2 {
                 .ok_or("packed currency is not three letters A-Z")?
         };
         let eid = b.optional_text("eid")?;
-        if !b.rest.is_empty() {
-            return Err(format!("{} bytes after its end", b.rest.len()));
-        }
+        let matched = flags & MATCHED != 0;
         Ok(EventRecord {
             kind,
             uid,
@@ -407,12 +516,14 @@ mod event_v2 {
             occurred_at_ms,
             time_supplied,
             received_at_ms,
-            matched: flags & MATCHED != 0,
+            matched,
             source: 0,
+            tg_id: None,
+            attributed_by: attributed_before_v4(matched),
         })
     }
 
-    fn put_varint(out: &mut Vec<u8>, mut n: u128) {
+    pub(super) fn put_varint(out: &mut Vec<u8>, mut n: u128) {
         while n >= 0x80 {
             out.push(n as u8 | 0x80);
             n >>= 7;
@@ -603,6 +714,15 @@ mod event_v2 {
                 tag => self.text(tag - 1, field).map(Some),
             }
         }
+
+        /// Nothing may follow the record's last field.
+        fn end(&self) -> Result<(), String> {
+            if self.rest.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} bytes after its end", self.rest.len()))
+            }
+        }
     }
 }
 
@@ -628,6 +748,8 @@ mod tests {
             received_at_ms: T,
             matched: true,
             source: 1,
+            tg_id: None,
+            attributed_by: 1,
         }
     }
 
@@ -657,7 +779,8 @@ mod tests {
         b'8', b'4', b'1', b'2', // eid: tag 18 + 1, then its bytes
     ];
 
-    /// `typical()` in version 3: the bytes this build writes (version 2's, and the source).
+    /// `typical()` in version 3, as the builds of schemas 3 to 7 wrote it (version 2's bytes,
+    /// and the source).
     fn typical_v3() -> Vec<u8> {
         let mut v3 = TYPICAL_V2.to_vec();
         v3[0] = 3;
@@ -665,9 +788,18 @@ mod tests {
         v3
     }
 
+    /// `typical()` in version 4: the bytes this build writes (version 3's, and the attribution
+    /// byte: by `uid`, no Telegram id).
+    fn typical_v4() -> Vec<u8> {
+        let mut v4 = typical_v3();
+        v4[0] = 4;
+        v4.push(0b0000_0001);
+        v4
+    }
+
     fn round_trip(r: &EventRecord) -> Vec<u8> {
         let bytes = encode(r);
-        assert_eq!(bytes[0], 3);
+        assert_eq!(bytes[0], 4);
         assert_eq!(
             &decode::<EventRecord>(&bytes).unwrap(),
             r,
@@ -699,11 +831,18 @@ mod tests {
         assert_eq!(packed(&bytes), (true, true, true));
     }
 
-    /// Pins the version 3 wire format: if this fails, the change needs a new version.
+    /// Pins the version 3 wire format, which inbox entries of schemas 3 to 7 hold: they must
+    /// keep reading as they were written.
     #[test]
     fn typical_event_v3_bytes_are_stable() {
-        assert_eq!(encode(&typical()), typical_v3());
         assert_eq!(decode::<EventRecord>(&typical_v3()).unwrap(), typical());
+    }
+
+    /// Pins the version 4 wire format: if this fails, the change needs a new version.
+    #[test]
+    fn typical_event_v4_bytes_are_stable() {
+        assert_eq!(encode(&typical()), typical_v4());
+        assert_eq!(decode::<EventRecord>(&typical_v4()).unwrap(), typical());
     }
 
     /// Inbox entries written by schema 2 keep reading, without a source.
@@ -743,6 +882,8 @@ mod tests {
             received_at_ms: T,
             matched: false,
             source: 0,
+            tg_id: None,
+            attributed_by: 0,
         };
         assert_eq!(decode::<EventRecord>(&v1).unwrap(), expected);
         let mut longer = TYPICAL_V1.to_vec();
@@ -750,9 +891,10 @@ mod tests {
         assert!(corrupt_message(&longer).contains("after its end"));
     }
 
-    /// Version 1 took 71 bytes for `typical()`, version 2 48, version 3 one more for the source.
+    /// Version 1 took 71 bytes for `typical()`, version 2 48, version 3 one more for the source,
+    /// version 4 one more for the attribution.
     #[test]
-    fn typical_event_shrinks_from_71_to_49_bytes() {
+    fn typical_event_shrinks_from_71_to_50_bytes() {
         let r = typical();
         let v1 = [
             &[1][..],
@@ -771,8 +913,8 @@ mod tests {
         ]
         .concat();
         assert_eq!(v1, TYPICAL_V1);
-        let v3 = encode(&r);
-        assert!(v3.len() <= 49, "{} bytes", v3.len());
+        let v4 = encode(&r);
+        assert!(v4.len() <= 50, "{} bytes", v4.len());
     }
 
     #[test]
@@ -805,8 +947,11 @@ mod tests {
         ];
         assert_eq!(max, "7n42DGM5Tflk9n8mt7Fhc7");
         for (uid, expect_packed) in cases {
+            // Without a uid, no click: a writer stores it unmatched.
             let r = EventRecord {
                 uid: uid.map(str::to_owned),
+                matched: uid.is_some(),
+                attributed_by: u8::from(uid.is_some()),
                 ..typical()
             };
             assert_eq!(packed(&round_trip(&r)).0, expect_packed, "{uid:?}");
@@ -910,6 +1055,7 @@ mod tests {
                 round_trip(&EventRecord {
                     kind,
                     matched,
+                    attributed_by: u8::from(matched),
                     ..typical()
                 });
             }
@@ -925,14 +1071,16 @@ mod tests {
             received_at_ms: 0,
             matched: false,
             source: 2,
+            tg_id: None,
+            attributed_by: 0,
         };
-        assert_eq!(round_trip(&bare), [3, 1, 0, 0, 0, 0, 0, 2]);
+        assert_eq!(round_trip(&bare), [4, 1, 0, 0, 0, 0, 0, 2, 0]);
     }
 
     #[test]
     fn other_versions_are_refused() {
         let mut bytes = encode(&typical());
-        for version in [0, 4, 255] {
+        for version in [0, 5, 255] {
             bytes[0] = version;
             let what = corrupt_message(&bytes);
             assert!(what.contains(&format!("version {version}")), "{what}");
@@ -959,7 +1107,7 @@ mod tests {
             for len in 0..bytes.len() {
                 assert!(decode::<EventRecord>(&bytes[..len]).is_err(), "{len}");
             }
-            // A byte after the source: the source is then read as the body's last byte.
+            // A byte after the last field.
             let mut longer = bytes;
             longer.push(1);
             assert!(corrupt_message(&longer).contains("after its end"));
@@ -1071,21 +1219,35 @@ mod tests {
             } else {
                 self.text()
             };
+            let uid = self.optional_text();
+            let tg_id = match self.below(3) {
+                0 => None,
+                1 => Some(1 + self.below(1 << 53)),
+                _ => Some(self.next().max(1)),
+            };
+            // Only what a writer stores: by uid needs a uid, by tg_id a uid and a tg_id.
+            let attributed_by = match (self.below(3) as u8, &uid, tg_id) {
+                (2, Some(_), Some(_)) => 2,
+                (1 | 2, Some(_), _) => 1,
+                _ => 0,
+            };
             EventRecord {
                 kind: if self.below(2) == 0 {
                     4
                 } else {
                     self.next() as u8
                 },
-                uid: self.optional_text(),
+                uid,
                 value: self.optional_text(),
                 currency,
                 eid: self.optional_text(),
                 occurred_at_ms,
                 time_supplied: self.below(2) == 0,
                 received_at_ms,
-                matched: self.below(2) == 0,
+                matched: attributed_by != 0,
                 source: 1 + self.below(2) as u8,
+                tg_id,
+                attributed_by,
             }
         }
     }
@@ -1202,6 +1364,8 @@ mod tests {
             received_at_ms: T,
             matched: false,
             source: 2,
+            tg_id: None,
+            attributed_by: 0,
         };
         #[rustfmt::skip]
         let bytes = [
@@ -1216,7 +1380,7 @@ mod tests {
             4, b'e', b'-', b'1', // eid: tag 3 + 1
             2, // source: GET /e
         ];
-        assert_golden(&record, &bytes);
+        assert_eq!(decode::<EventRecord>(&bytes).unwrap(), record);
         assert_eq!(packed(&bytes), (false, false, false));
         let mut v2 = bytes.to_vec();
         v2[0] = 2;
@@ -1227,6 +1391,141 @@ mod tests {
                 source: 0,
                 ..record
             }
+        );
+    }
+
+    /// Pins version 4 with the fields in their text forms, and an event that named a Telegram
+    /// user: attributed by its `tg_id` to the click `uid` it resolved to, and one for which no
+    /// bound click was found.
+    #[test]
+    fn text_form_event_v4_bytes_are_stable() {
+        let record = EventRecord {
+            kind: 200,
+            uid: Some("click-42".into()),
+            value: Some("012.5".into()),
+            currency: "usdt".into(),
+            eid: Some("e-1".into()),
+            occurred_at_ms: T - 60_000,
+            time_supplied: true,
+            received_at_ms: T,
+            matched: true,
+            source: 1,
+            tg_id: Some(crate::domain::click::MAX_TG_ID),
+            attributed_by: 2,
+        };
+        #[rustfmt::skip]
+        let bytes = [
+            4, // version
+            0b0001_1000, // flags: T, matched; kind in the long form
+            200, // kind
+            128, 206, 217, 230, 206, 51, // received_at_ms
+            255, 210, 14, // time: zigzag(-60000) << 1 | 1 = 239999
+            9, b'c', b'l', b'i', b'c', b'k', b'-', b'4', b'2', // uid: tag 8 + 1
+            6, b'0', b'1', b'2', b'.', b'5', // value: tag 5 + 1
+            4, b'u', b's', b'd', b't', // currency: length 4
+            4, b'e', b'-', b'1', // eid: tag 3 + 1
+            1, // source: POST /events
+            0b0000_0110, // attribution: by tg_id (2), and a tg_id follows
+            255, 255, 255, 255, 255, 255, 255, 15, // tg_id: 2^53 - 1
+        ];
+        assert_golden(&record, &bytes);
+        #[rustfmt::skip]
+        let unmatched = [
+            4, // version
+            0b0000_0100, // flags: kind 4 (deposit)
+            128, 206, 217, 230, 206, 51, // received_at_ms
+            0, // uid: None
+            0, // value: None
+            3, b'U', b'S', b'D', // currency: length 3 (text, as a writer never stores it)
+            0, // eid: None
+            1, // source: POST /events
+            0b0000_0100, // attribution: none, and a tg_id follows
+            149, 154, 239, 58, // tg_id: 123456789
+        ];
+        let record = EventRecord {
+            kind: 4,
+            uid: None,
+            value: None,
+            currency: "USD".into(),
+            eid: None,
+            occurred_at_ms: T,
+            time_supplied: false,
+            received_at_ms: T,
+            matched: false,
+            source: 1,
+            tg_id: Some(123_456_789),
+            attributed_by: 0,
+        };
+        assert_eq!(decode::<EventRecord>(&unmatched).unwrap(), record);
+        // What a writer stores for it: the currency packed.
+        assert_eq!(encode(&record).len(), unmatched.len() - 2);
+    }
+
+    /// Version 4 refuses an attribution no writer stores.
+    #[test]
+    fn inconsistent_attribution_is_corrupt() {
+        let with = |attribution: &[u8], matched: bool| {
+            let mut bytes = typical_v4();
+            if !matched {
+                bytes[1] &= !super::event_v2::MATCHED;
+            }
+            bytes.pop();
+            bytes.extend_from_slice(attribution);
+            bytes
+        };
+        assert!(decode::<EventRecord>(&with(&[1], true)).is_ok());
+        for (attribution, matched, says) in [
+            (&[0][..], true, "disagrees"),
+            (&[1], false, "disagrees"),
+            (&[2], true, "disagrees"),
+            (&[3], true, "disagrees"),
+            (&[0b1000], true, "unknown bits"),
+            (&[0b0100, 0], true, "tg_id is 0"),
+            (&[0b0100], true, "ends inside tg_id"),
+        ] {
+            let what = corrupt_message(&with(attribution, matched));
+            assert!(what.contains(says), "{attribution:?}: {what}");
+        }
+        let mut zero_source = typical_v4();
+        let source_at = zero_source.len() - 2;
+        zero_source[source_at] = 0;
+        assert!(corrupt_message(&zero_source).contains("no source"));
+    }
+
+    /// Pins the records of the Telegram users' first and last bound clicks and of a space's
+    /// settings.
+    #[test]
+    fn tg_touch_and_settings_record_bytes_are_stable() {
+        #[rustfmt::skip]
+        let touch = [
+            &[1][..], // version
+            &[3], b"u-1", // first_uid
+            &[128, 206, 217, 230, 206, 51], // first_bound_at_ms
+            &[3], b"u-2", // last_uid
+            &[232, 213, 217, 230, 206, 51], // last_bound_at_ms: T + 1000
+        ]
+        .concat();
+        assert_golden(
+            &TgTouchRecord {
+                first_uid: "u-1".into(),
+                first_bound_at_ms: T,
+                last_uid: "u-2".into(),
+                last_bound_at_ms: T + 1_000,
+            },
+            &touch,
+        );
+        #[rustfmt::skip]
+        let settings = [
+            &[1][..], // version
+            &[1], // one value
+            &[11], b"attribution", &[10], b"last_touch",
+        ]
+        .concat();
+        assert_golden(
+            &SpaceSettingsRecord {
+                values: vec![("attribution".into(), "last_touch".into())],
+            },
+            &settings,
         );
     }
 

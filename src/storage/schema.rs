@@ -22,6 +22,11 @@
 //!   `fbclid_redo_from`: entries of `CLICKS_BY_FBCLID` may be only in the writer's memory
 //!   (`fbclid_buffer.rs`) and are derived from `CLICKS` at the next open. Nothing is rewritten;
 //!   the number makes an older release, which would not redo them, refuse the file.
+//! - 8: events may name a Telegram user instead of a click. `TG_TOUCHES`, each user's first and
+//!   last bound click, built by the migration from `CLICKS_BY_TG` and the clicks;
+//!   `SPACE_SETTINGS`, empty (every space at the defaults); inbox records may be `EventRecord`
+//!   version 4 (with the event's `tg_id` and how it was attributed); `DEDUP` may hold the
+//!   Telegram id's rules (`domain::dedup`, rule bytes 5 to 7). Events are not rewritten.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -37,7 +42,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 7;
+pub const SCHEMA_VERSION: u64 = 8;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -84,6 +89,15 @@ pub const CLICKS_BY_FBCLID: TableDefinition<(u32, u128), &str> =
 /// `(space, tg_id)`.
 pub const CLICKS_BY_TG: TableDefinition<(u32, u64, &str), ()> =
     TableDefinition::new("clicks_by_tg");
+
+/// `(space, tg_id) -> TgTouchRecord`: the first and the last click bound to a Telegram user, by
+/// binding time, kept by every binding: an event that names the user resolves in one read
+/// (`storage/attribution.rs`). Derived from `CLICKS_BY_TG` and the clicks.
+pub const TG_TOUCHES: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("tg_touches");
+
+/// `space -> SpaceSettingsRecord`: a space's settings (`domain::settings`); a space without a
+/// row has every setting at its default.
+pub const SPACE_SETTINGS: TableDefinition<u32, &[u8]> = TableDefinition::new("space_settings");
 
 /// `(space, dimension, group, hour) -> StatsRecord`: the counts of one group in one UTC hour
 /// (`domain::stats` says what counts where). `dimension` is `Dimension::code`: 0 campaign, with
@@ -133,6 +147,8 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(CLICKS)?;
     v.visit(CLICKS_BY_FBCLID)?;
     v.visit(CLICKS_BY_TG)?;
+    v.visit(TG_TOUCHES)?;
+    v.visit(SPACE_SETTINGS)?;
     v.visit(STATS)?;
     v.visit(REJECTIONS)?;
     v.visit(REJECTION_COUNTS)?;
@@ -250,6 +266,19 @@ mod tests {
         assert_eq!(
             key_layout(CLICKS_BY_TG, &(7, crate::domain::click::MAX_TG_ID, "uid-1")),
             expect("clicks_by_tg", "(u32,u64,&str)", &by_tg)
+        );
+        #[rustfmt::skip]
+        let touches = [
+            7, 0, 0, 0, // space
+            255, 255, 255, 255, 255, 255, 31, 0, // tg_id: 2^53 - 1
+        ];
+        assert_eq!(
+            key_layout(TG_TOUCHES, &(7, crate::domain::click::MAX_TG_ID)),
+            expect("tg_touches", "(u32,u64)", &touches)
+        );
+        assert_eq!(
+            key_layout(SPACE_SETTINGS, &0x0102_0304),
+            expect("space_settings", "u32", &[4, 3, 2, 1])
         );
         #[rustfmt::skip]
         let inbox = [

@@ -14,6 +14,7 @@
 //! | POST   | `/admin/spaces`                       | create a space                |
 //! | GET    | `/admin/spaces/<space>`               | keys                          |
 //! | POST   | `/admin/spaces/<space>/rotate`, `revoke` | rotate, revoke a kind of key |
+//! | GET, POST | `/admin/spaces/<space>/settings`   | the space's settings          |
 //! | GET, POST | `/admin/spaces/<space>/postback`   | the postback URL builder      |
 //! | GET, POST | `/admin/spaces/<space>/links`      | links, create a link          |
 //! | POST   | `/admin/spaces/<space>/links/<slug>/delete` | delete a link           |
@@ -224,6 +225,7 @@ async fn route(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<
         ["spaces", space, action @ ("rotate" | "revoke")] if post => {
             pages::change_keys(&ctx, space, action).await
         }
+        ["spaces", space, "settings"] if get || post => pages::settings(&ctx, space, post).await,
         ["spaces", space, "postback"] if get || post => pages::postback(&ctx, space, post).await,
         ["spaces", space, "links"] if get => pages::links(&ctx, space, None).await,
         ["spaces", space, "links"] if post => pages::create_link(&ctx, space).await,

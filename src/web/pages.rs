@@ -14,6 +14,7 @@ use crate::domain::credential::Kind;
 use crate::domain::event::EventKind;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::{LinkView, NewLink};
+use crate::domain::settings::{SETTINGS, SettingsPatch};
 use crate::domain::stats::{self, Dimension};
 use crate::error::{Code, Error};
 use crate::http::respond;
@@ -25,8 +26,9 @@ const REJECTIONS_SHOWN: usize = 100;
 
 /// The menu of a space's pages, in order: (section, label, path below `/admin/spaces/<space>`).
 /// A page of a space names its section in its [`Frame`], and the layout marks it current.
-const SPACE_MENU: [(&str, &str, &str); 6] = [
+const SPACE_MENU: [(&str, &str, &str); 7] = [
     ("keys", "Keys", ""),
+    ("settings", "Settings", "/settings"),
     ("postback", "Postback URL", "/postback"),
     ("links", "Links", "/links"),
     ("events", "Events", "/events"),
@@ -313,6 +315,64 @@ pub(super) async fn change_keys(
     }
 }
 
+// --- Settings ---
+
+/// One setting as the form shows it.
+struct SettingRow {
+    name: &'static str,
+    about: &'static str,
+    choices: &'static [&'static str],
+    value: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/settings.html")]
+struct SettingsPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    settings: Vec<SettingRow>,
+    message: Option<&'static str>,
+}
+
+/// `GET` shows the space's settings; `POST` changes them, through the same check and the same
+/// operation as `PATCH /space` and `tracker space set`.
+pub(super) async fn settings(ctx: &Ctx<'_>, name: &str, save: bool) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    let current = if save {
+        let changes = SETTINGS.iter().filter_map(|s| {
+            let value = ctx.form.get(s.name)?;
+            Some((s.name.to_owned(), value.trim().to_owned()))
+        });
+        let patch = SettingsPatch::new(changes)?;
+        ctx.app.update_settings(&space, patch).await?
+    } else {
+        ctx.app.space_settings(&space).await?
+    };
+    let settings = current
+        .pairs()
+        .into_iter()
+        .zip(&SETTINGS)
+        .map(|((_, value), s)| SettingRow {
+            name: s.name,
+            about: s.about,
+            choices: s.choices,
+            value,
+        })
+        .collect();
+    let frame = frame_of(ctx, Some(name), "settings");
+    Ok(html(
+        StatusCode::OK,
+        &SettingsPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name,
+            settings,
+            message: save.then_some("Saved: in force for every event from now on."),
+        },
+    ))
+}
+
 // --- Postback URL builder ---
 
 /// An affiliate network's postback macros: its click id (our `uid`), payout, and transaction id
@@ -513,6 +573,8 @@ struct EventRow {
     value: String,
     uid: String,
     matched: bool,
+    /// Attributed by the Telegram id the event named, not by a uid it carried.
+    by_tg_id: bool,
     campaign: String,
     link: String,
     tg_id: String,
@@ -550,6 +612,7 @@ pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error>
             link: e.link_slug.unwrap_or_default(),
             tg_id: e.tg_id.map(|t| t.to_string()).unwrap_or_default(),
             matched: e.matched,
+            by_tg_id: e.attributed_by.as_deref() == Some("tg_id"),
             event: e.event,
             inbox_id: e.inbox_id,
         })

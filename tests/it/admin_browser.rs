@@ -1,7 +1,8 @@
 //! The admin page in a real browser: Debian's headless Chromium driven through chromedriver
 //! (`WebDriver`, from Rust with `fantoccini`), against the real `tracker` binary. The test logs
 //! in, creates a space, rotates its secret and reads the new one off the page, posts an event
-//! with it, sees the event in the feed, and logs out. Each page is looked at twice, on a phone
+//! with it, sees the event in the feed, changes the space's attribution setting, sees an event by
+//! Telegram id in the feed, and logs out. Each page is looked at twice, on a phone
 //! (375 px wide) and on a desktop (1280 px): at either width no element of it may sit outside
 //! the screen sideways (a table scrolled off to the right counts), and a whole-page screenshot
 //! of each is saved under `target/admin-screenshots/` (`NN-page-375.png`, `NN-page-1280.png`)
@@ -347,6 +348,7 @@ async fn drive(addr: SocketAddr, password: &str, port: u16, profile: &Path) -> [
     look(&browser, "05-events").await;
 
     links_postback_stats(&browser, &base).await;
+    settings_and_telegram(&browser, &base, addr, &secret).await;
     rejections_and_logout(&browser, &base, addr, &secret, &ingest_token).await;
     browser.client.close().await.unwrap();
     [first_secret, ingest_token, secret]
@@ -390,6 +392,60 @@ async fn links_postback_stats(browser: &Browser, base: &str) {
     let stats = text_of(browser, "#stats tbody").await;
     assert!(stats.contains("12.50 EUR"), "{stats}");
     look(browser, "08-stats").await;
+}
+
+/// The Settings page changes the space's attribution, as the API sees it; an event by Telegram
+/// id then shows in the feed as attributed by it.
+async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, secret: &str) {
+    browser
+        .goto(&format!("{base}/admin/spaces/shop/settings"))
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Css("select[name=attribution]"))
+        .await
+        .unwrap()
+        .select_by_value("last_touch")
+        .await
+        .unwrap();
+    click(browser, "form.stack button").await;
+    assert!(text_of(browser, ".notice").await.contains("Saved"));
+    let chosen = text_of(browser, "select[name=attribution] option[selected]").await;
+    assert_eq!(chosen, "last_touch");
+    look(browser, "10-settings").await;
+    let space = send(
+        addr,
+        &Request::get("/space").header("Authorization", format!("Bearer {secret}")),
+    )
+    .await;
+    assert_eq!(space.json()["settings"]["attribution"], "last_touch");
+
+    let post = |path: &'static str, body: String| async move {
+        send(addr, &Request::post(path, Some(secret), &body))
+            .await
+            .json()
+    };
+    let uid = post("/clicks", r#"{"campaign_name":"tg-campaign"}"#.to_owned()).await["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    post("/bind", format!(r#"{{"uid":"{uid}","tg_id":77}}"#)).await;
+    let event = post(
+        "/events",
+        r#"{"event":"registration","tg_id":77}"#.to_owned(),
+    )
+    .await;
+    assert_eq!(event["attributed_by"], "tg_id", "{event}");
+    browser
+        .goto(&format!("{base}/admin/spaces/shop/events"))
+        .await
+        .unwrap();
+    let feed = text_of(browser, "#events tbody").await;
+    assert!(
+        feed.contains("(by Telegram id)") && feed.contains("tg-campaign") && feed.contains("77"),
+        "{feed}"
+    );
+    look(browser, "11-events-by-telegram-id").await;
 }
 
 /// Refused requests in the rejection log, then logging out refuses the pages.

@@ -380,6 +380,78 @@ async fn a_state_changing_form_without_the_sessions_csrf_token_changes_nothing()
     );
 }
 
+/// The Settings page shows a space's settings and changes them through the API's check and
+/// operation: a value it does not take is refused with the API's sentence, a form without the
+/// session's token changes nothing, and a change is what `GET /space` reads.
+#[tokio::test]
+async fn the_settings_page_shows_and_changes_a_spaces_settings() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/settings").await;
+    assert_eq!(page.status, 200);
+    let text = page.text();
+    assert!(
+        text.contains("<option value=\"first_touch\" selected>first_touch</option>"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"href="/admin/spaces/a/settings" aria-current="page""#),
+        "{text}"
+    );
+    let csrf = csrf_of(&page);
+    let attribution = async || {
+        server
+            .send(
+                &Request::get("/space")
+                    .header("Authorization", format!("Bearer {}", server.a.secret)),
+            )
+            .await
+            .json()["settings"]["attribution"]
+            .clone()
+    };
+    let post = |body: String| {
+        post_form(
+            &server,
+            Some(&cookie),
+            form("/admin/spaces/a/settings", &body),
+        )
+    };
+    let refused = post("attribution=last_touch".to_owned()).await;
+    assert_eq!(refused.status, 403);
+    let bad = post(format!("attribution=sometimes&csrf={csrf}")).await;
+    assert_eq!(bad.status, 422);
+    assert!(
+        bad.text().contains("first_touch or last_touch"),
+        "{}",
+        bad.text()
+    );
+    assert_eq!(attribution().await, "first_touch");
+    let saved = post(format!("attribution=last_touch&csrf={csrf}")).await;
+    assert_eq!(saved.status, 200);
+    assert!(
+        saved
+            .text()
+            .contains("<option value=\"last_touch\" selected>last_touch</option>"),
+        "{}",
+        saved.text()
+    );
+    assert!(saved.text().contains("Saved"), "{}", saved.text());
+    assert_eq!(attribution().await, "last_touch");
+    // Another space is its own; a space that is not there is a 422 page, as the API says.
+    assert_eq!(
+        crate::support::app_on(&server.store, crate::support::NOW_MS)
+            .spaces()
+            .await
+            .unwrap()
+            .iter()
+            .find(|s| s.space == "b")
+            .map(|s| s.settings.attribution.as_str()),
+        Some("first_touch")
+    );
+    let missing = get_page(&server, Some(&cookie), "/admin/spaces/nowhere/settings").await;
+    assert_eq!(missing.status, 422);
+}
+
 /// Login CSRF: another site can make a browser POST a password, so a login counts only with the
 /// token of a login form this server served and the cookie that came with it.
 #[tokio::test]

@@ -10,7 +10,8 @@ use std::process::Output;
 use redb::{ReadableDatabase, ReadableTable};
 use serde_json::Value;
 use tracker::storage::schema::{
-    CLICKS_BY_FBCLID, CLICKS_BY_TG, DEDUP, INBOX, META, META_INBOX_SEQ, STATS,
+    CLICKS_BY_FBCLID, CLICKS_BY_TG, DEDUP, INBOX, META, META_INBOX_SEQ, SPACE_SETTINGS, STATS,
+    TG_TOUCHES,
 };
 
 use crate::support::{
@@ -324,4 +325,53 @@ async fn each_kind_of_damage_is_found_named_and_repaired_where_derivable() {
         .unwrap()
         .value();
     assert_eq!(seq, 4);
+}
+
+/// A Telegram user's first and last bound click are derived from the bindings: a missing or a
+/// stray entry is found and rebuilt. Settings of a space that does not exist are not derivable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_touches_are_rebuilt_and_foreign_settings_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = clean_file(dir.path()).await;
+    let (before, repaired, after) = damage_and_check(&clean, dir.path(), "touches", |txn| {
+        let mut touches = txn.open_table(TG_TOUCHES).unwrap();
+        assert!(touches.remove((1, 4242)).unwrap().is_some());
+        touches
+            .insert((1, 99), [1_u8, 0, 0, 0, 0].as_slice())
+            .unwrap();
+    });
+    let f = findings(&before, "findings");
+    assert_eq!(f.len(), 2, "{before}");
+    assert!(
+        f.iter().any(|(t, k, p, r)| t == "tg_touches"
+            && k == "space 1, tg_id 4242"
+            && p.starts_with("is missing")
+            && *r),
+        "{before}"
+    );
+    assert!(
+        f.iter().any(|(t, k, p, r)| t == "tg_touches"
+            && k == "space 1, tg_id 99"
+            && p.contains("no bound click")
+            && *r),
+        "{before}"
+    );
+    assert_eq!(findings(&repaired, "repaired").len(), 2, "{repaired}");
+    assert_eq!(after["findings"], serde_json::json!([]), "{after}");
+
+    let (before, _, after) = damage_and_check(&clean, dir.path(), "settings", |txn| {
+        let settings = tracker::storage::records::SpaceSettingsRecord::default();
+        txn.open_table(SPACE_SETTINGS)
+            .unwrap()
+            .insert(9, tracker::storage::records::encode(&settings).as_slice())
+            .unwrap();
+    });
+    let want = vec![(
+        "space_settings".to_owned(),
+        "space 9".to_owned(),
+        "settings of a space that does not exist".to_owned(),
+        false,
+    )];
+    assert_eq!(findings(&before, "findings"), want, "{before}");
+    assert_eq!(findings(&after, "findings"), want, "{after}");
 }

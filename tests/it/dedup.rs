@@ -470,6 +470,7 @@ fn valid_contact(now_ms: u64) -> tracker::domain::event::ValidEvent {
     tracker::domain::event::ValidEvent {
         kind: tracker::domain::event::EventKind::Contact,
         uid: None,
+        tg_id: None,
         value: None,
         currency: "USD".into(),
         eid: None,

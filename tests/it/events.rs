@@ -45,37 +45,88 @@ async fn event_is_required_and_must_be_one_of_the_four_names() {
     s.stop().await;
 }
 
+/// The shapes an unreplaced macro takes, as a JSON string and as a query value (`#` must be
+/// percent-encoded in a URL, where it would start the fragment).
+const MACROS: [(&str, &str); 10] = [
+    ("%%CLICK_ID%%", "%%CLICK_ID%%"),
+    ("##clickid##", "%23%23clickid%23%23"),
+    ("$subid", "$subid"),
+    ("{clickid", "{clickid"),
+    ("{}", "{}"),
+    ("[]", "[]"),
+    ("{clickid}", "{clickid}"),
+    ("[uid]", "[uid]"),
+    ("{{ad.id}}", "%7B%7Bad.id%7D%7D"),
+    ("%7Bclickid%7D", "%257Bclickid%257D"),
+];
+
+/// A uid is 1 to 64 of `A-Za-z0-9_-` (a Telegram start parameter) wherever one is taken:
+/// `POST /events`, `GET /e`, `POST /bind`, `GET /bind`. Everything else is `invalid_uid`, and
+/// an unreplaced macro is named as one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uid_is_1_to_128_visible_ascii_characters() {
+async fn a_uid_is_a_telegram_start_parameter_wherever_one_is_taken() {
     let s = TestServer::start().await;
-    let at_bound = "u".repeat(128);
-    let over = "u".repeat(129);
-    let ok = s
-        .post_event(&format!(r#"{{"event":"contact","uid":"{at_bound}"}}"#))
-        .await;
-    assert_eq!(event_answer(&ok).dedup, "milestone");
-    let r = s
-        .post_event(&format!(r#"{{"event":"contact","uid":"{over}"}}"#))
-        .await;
-    assert_error(&r, 422, "invalid_uid", Some("uid"));
-    for bad in ["a b", "tab\\there", "caf\u{e9}"] {
-        let r = s
-            .post_event(&format!(r#"{{"event":"contact","uid":"{bad}"}}"#))
-            .await;
-        assert_error(&r, 422, "invalid_uid", Some("uid"));
+    let at_bound = "u".repeat(64);
+    let over = "u".repeat(65);
+    // (the uid as JSON text, as a query value) -> the four answers
+    let answers = async |json: &str, query: &str| {
+        [
+            s.post_event(&format!(r#"{{"event":"contact","uid":"{json}"}}"#))
+                .await,
+            s.get_e(&format!("event=subscribed&uid={query}")).await,
+            s.post_as(&s.a, "/bind", &format!(r#"{{"uid":"{json}","tg_id":7}}"#))
+                .await,
+            s.get_as(&s.a, "/bind", &format!("uid={query}&tg=7")).await,
+        ]
+    };
+    let [post, get, post_bind, get_bind] = answers(&at_bound, &at_bound).await;
+    assert_eq!(event_answer(&post).dedup, "milestone");
+    assert_eq!(event_answer(&get).dedup, "milestone");
+    for bind in [post_bind, get_bind] {
+        assert_eq!(
+            bind.json(),
+            serde_json::json!({"ok": true, "matched": false})
+        );
     }
-    assert_eq!(
-        event_answer(&s.get_e(&format!("event=subscribed&uid={at_bound}")).await).dedup,
-        "milestone"
+    assert_queued(&s.post_event(r#"{"event":"contact","uid":"A-z_0-9"}"#).await);
+    for (json, query) in [
+        (over.as_str(), over.as_str()),
+        ("a b", "a%20b"),
+        ("a.b", "a.b"),
+        ("tab\\there", "tab%09there"),
+        ("caf\u{e9}", "caf%C3%A9"),
+        ("https://t.me/x", "https%3A%2F%2Ft.me%2Fx"),
+    ] {
+        for r in answers(json, query).await {
+            let body = assert_error(&r, 422, "invalid_uid", Some("uid"));
+            let error = body["error"].as_str().unwrap_or_default().to_owned();
+            assert!(!error.contains("never replaced"), "{json}: {error}");
+        }
+    }
+    for (json, query) in MACROS {
+        for r in answers(json, query).await {
+            let body = assert_error(&r, 422, "invalid_uid", Some("uid"));
+            let error = body["error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains("never replaced"),
+                "{json}: the sentence says it is an unreplaced macro: {error}"
+            );
+        }
+    }
+    // The network is named where the syntax is that network's.
+    let r = s
+        .post_event(r#"{"event":"contact","uid":"{clickid}"}"#)
+        .await;
+    let body = assert_error(&r, 422, "invalid_uid", Some("uid"));
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Keitaro")),
+        "{body}"
     );
-    let r = s.get_e(&format!("event=subscribed&uid={over}")).await;
-    assert_error(&r, 422, "invalid_uid", Some("uid"));
-    assert_error(
-        &s.get_e("event=subscribed&uid=a%20b").await,
-        422,
-        "invalid_uid",
-        Some("uid"),
-    );
+    // Nothing refused was stored.
+    let feed = s.read_as(&s.a, "/events").await.json();
+    assert_eq!(feed["events"].as_array().map(Vec::len), Some(3), "{feed}");
     s.stop().await;
 }
 
@@ -99,6 +150,29 @@ async fn eid_is_1_to_256_visible_ascii_characters() {
     assert_duplicate_of(&again, event_answer(&ok).inbox_id);
     let r = s.get_e(&format!("event=deposit&eid={over}")).await;
     assert_error(&r, 422, "invalid_eid", Some("eid"));
+    // Wider than a uid, but an unreplaced macro is refused: all those postbacks would be one.
+    assert_queued(
+        &s.post_event(r#"{"event":"deposit","eid":"a.b/c?d=1&e#2"}"#)
+            .await,
+    );
+    for (json, query) in [
+        ("%%TXID%%", "%%TXID%%"),
+        ("##txid##", "%23%23txid%23%23"),
+        ("{transaction_id}", "{transaction_id}"),
+    ] {
+        let r = s
+            .post_event(&format!(r#"{{"event":"deposit","eid":"{json}"}}"#))
+            .await;
+        let body = assert_error(&r, 422, "invalid_eid", Some("eid"));
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("never replaced")
+        );
+        let r = s.get_e(&format!("event=deposit&eid={query}")).await;
+        assert_error(&r, 422, "invalid_eid", Some("eid"));
+    }
     s.stop().await;
 }
 

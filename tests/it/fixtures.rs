@@ -1,11 +1,12 @@
 //! Data files written by earlier releases (`tests/fixtures/v<N>.redb`, one per schema version,
 //! made by `tests/fixtures/make-fixture.sh`) open with this build, migrate to its schema version,
-//! and still deduplicate against what they hold.
+//! still deduplicate against what they hold, and attribute an event by Telegram id to the click
+//! the fixture bound.
 
 use std::path::PathBuf;
 
 use tracker::domain::dedup::dedup_key;
-use tracker::domain::event::{EventKind, ValidEvent};
+use tracker::domain::event::{AttributedBy, EventKind, ValidEvent};
 use tracker::storage::schema::SCHEMA_VERSION;
 use tracker::storage::{Store, StoreOptions};
 
@@ -50,7 +51,11 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
             .unwrap_or_else(|e| panic!("v{version} fixture does not open: {e}"));
         assert!(!created);
         let (events, _) = store.usage().await.unwrap();
-        assert_eq!(events, 8, "v{version}: events in the fixture");
+        assert_eq!(
+            events,
+            events_in(version),
+            "v{version}: events in the fixture"
+        );
         stats_count_what_the_file_holds(&store, version).await;
         let store = std::sync::Arc::new(store);
         let spaces = crate::support::app_on(&store, 0).spaces().await.unwrap();
@@ -64,6 +69,7 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
         let again = ValidEvent {
             kind: EventKind::Deposit,
             uid: None,
+            tg_id: None,
             value: None,
             currency: "USD".into(),
             eid: Some("order-1".into()),
@@ -73,9 +79,23 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
             source: tracker::domain::event::Source::Post,
         };
         let key = dedup_key(&again, DAY_MS);
-        let outcome = store.record_event(1, again, key).await.unwrap();
+        let outcome = store.record_event(1, again.clone(), key).await.unwrap();
         assert!(outcome.duplicate, "v{version}: {outcome:?}");
         assert_eq!(outcome.inbox_id, 3, "v{version}");
+        // The Telegram user the fixture bound: an event naming only the user is attributed to
+        // the bound click, whose first and last touch the migration derived from the bindings.
+        let by_tg = ValidEvent {
+            eid: Some(format!("by-tg-{version}")),
+            tg_id: Some(123_456_789),
+            ..again
+        };
+        let key = dedup_key(&by_tg, DAY_MS);
+        let outcome = store.record_event(1, by_tg, key).await.unwrap();
+        assert_eq!(
+            (outcome.duplicate, outcome.attributed_by),
+            (false, Some(AttributedBy::TgId)),
+            "v{version}"
+        );
         drop(store);
         let db = tracker::storage::open::open_database(
             &path,
@@ -102,6 +122,11 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
     }
 }
 
+/// The events each fixture holds: two more from version 8, which names Telegram users.
+fn events_in(version: u64) -> u64 {
+    if version >= 8 { 10 } else { 8 }
+}
+
 /// The stats count what each fixture holds (tests/fixtures/make-fixture.sh says what that is):
 /// counted by the schema 3 migration for a v2 file, by the writer as it stored them for a v3
 /// file; both must agree. Events read back through the feed, without a source before v3.
@@ -126,15 +151,19 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
         json!({"group": "links", "clicks": 1, "bound_clicks": 0, "events": zero(&[]),
                "deposits": {}})
     });
+    // From version 8 a deposit by the bound user's Telegram id counts under its click's
+    // campaign, and a contact by an unknown user under none.
+    let v8 = version >= 8;
     let mut expected = vec![json!({"group": null, "clicks": 0, "bound_clicks": 0,
-        "events": zero(&[("contact", 1), ("deposit", 1)]), "deposits": {"USDT": "0.000000001"}})];
+        "events": zero(&[("contact", if v8 { 2 } else { 1 }), ("deposit", 1)]),
+        "deposits": {"USDT": "0.000000001"}})];
     expected.extend(link_click);
     expected.push(json!({"group": "organic", "clicks": 1, "bound_clicks": 0,
         "events": zero(&[("subscribed", 1), ("deposit", 1)]), "deposits": {"USD": "7"}}));
     expected.push(
         json!({"group": "spring-sale", "clicks": 1, "bound_clicks": 1,
-        "events": zero(&[("contact", 1), ("registration", 1), ("deposit", 2)]),
-        "deposits": {"USD": "9.00"}}),
+        "events": zero(&[("contact", 1), ("registration", 1), ("deposit", if v8 { 3 } else { 2 })]),
+        "deposits": {"USD": if v8 { "10.00" } else { "9.00" }}}),
     );
     assert_eq!(got, serde_json::Value::Array(expected), "v{version}");
     let page = store
@@ -147,17 +176,38 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
         )
         .await
         .unwrap();
-    assert_eq!(page.events.len(), 8);
+    assert_eq!(page.events.len() as u64, events_in(version));
     if version < 3 {
         assert!(page.events.iter().all(|e| e.source.is_none()));
     } else {
         let sources: Vec<_> = page.events.iter().map(|e| e.source.as_deref()).collect();
         assert_eq!(sources[7], Some("get"), "{sources:?}");
         assert!(
-            sources[..7].iter().all(|s| *s == Some("post")),
+            sources[..7]
+                .iter()
+                .chain(&sources[8..])
+                .all(|s| *s == Some("post")),
             "{sources:?}"
         );
     }
+    // Events stored before version 8 were attributed by their uid exactly when matched.
+    for e in &page.events[..8] {
+        let by = e.matched.then_some("uid");
+        assert_eq!(e.attributed_by.as_deref(), by, "v{version}: {e:?}");
+    }
+    if v8 {
+        let (bound, unknown) = (&page.events[8], &page.events[9]);
+        assert_eq!(bound.attributed_by.as_deref(), Some("tg_id"), "{bound:?}");
+        assert_eq!(bound.uid, page.events[2].uid, "the bound click: {bound:?}");
+        assert_eq!(bound.tg_id, Some(123_456_789));
+        assert_eq!(
+            (unknown.uid.as_deref(), unknown.tg_id, unknown.matched),
+            (None, Some(5), false)
+        );
+    }
+    let attribution = store.space_settings(1).await.unwrap().attribution;
+    let want = if v8 { "last_touch" } else { "first_touch" };
+    assert_eq!(attribution.as_str(), want, "v{version}");
     let deposit = &page.events[2];
     assert_eq!(deposit.value.as_deref(), Some("12.50"));
     assert_eq!(deposit.tg_id, Some(123_456_789));

@@ -27,3 +27,4 @@ mod properties;
 mod read;
 mod retention;
 mod support;
+mod telegram;

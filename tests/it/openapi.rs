@@ -254,7 +254,11 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         (r#"{"event":"deposit","occurred_at_ms":1800000000}"#, 422),
         (r#"{"event":"deposit","currency":"US"}"#, 422),
         (r#"{"event":"deposit","uid":"a b"}"#, 422),
+        (r#"{"event":"deposit","uid":"%%CLICK_ID%%"}"#, 422),
         (r#"{"event":"deposit","eid":""}"#, 422),
+        (r#"{"event":"deposit","tg_id":0}"#, 422),
+        // A Telegram user with no bound click (the one bound below answers `tg_id`).
+        (r#"{"event":"contact","tg_id":"77"}"#, 200),
         (big.as_str(), 413),
     ];
     let answers = post_all(&s, &mut d, "/events", &post_events).await;
@@ -273,6 +277,9 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         ("event=contact&dry_run=1", 200),
         ("event=", 422),
         ("event=contact&uid={clickid}", 422),
+        ("event=contact&uid=$subid", 422),
+        ("event=contact&tg=x", 422),
+        ("event=subscribed&tg=77", 200),
         ("event=deposit&t=1800000000", 422),
         (long.as_str(), 414),
     ] {
@@ -340,9 +347,51 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         &anonymous(&s, "GET", "/bind?uid=x&tg=1", None).await,
     );
 
-    // An event of the click, so the feed has attribution (link, fbclid, tg_id, fbc).
+    // An event of the click, so the feed has attribution (link, fbclid, tg_id, fbc), and one by
+    // the Telegram id it is bound to, a new one and its retry.
     let attributed = format!(r#"{{"event":"deposit","uid":"{uid}","value":5}}"#);
     assert_queued(&as_a(&s, "POST", "/events", Some(&attributed)).await);
+    for _ in 0..2 {
+        let r = as_a(
+            &s,
+            "POST",
+            "/events",
+            Some(r#"{"event":"registration","tg_id":42}"#),
+        )
+        .await;
+        assert_eq!(r.json()["attributed_by"], "tg_id", "{}", r.text());
+        d.check("POST", "/events", &r);
+    }
+
+    // The space's settings: read, changed (all, none, each error class).
+    let r = as_a(&s, "GET", "/space", None).await;
+    assert_eq!(
+        r.json()["settings"]["attribution"],
+        "first_touch",
+        "{}",
+        r.text()
+    );
+    d.check("GET", "/space", &r);
+    d.check("GET", "/space", &anonymous(&s, "GET", "/space", None).await);
+    for (body, status) in [
+        (r#"{"attribution":"last_touch"}"#, 200),
+        (r#"{"attribution":null}"#, 200),
+        ("{}", 200),
+        (r#"{"atribution":"last_touch"}"#, 400),
+        (r#"{"attribution":true}"#, 400),
+        ("[]", 400),
+        (r#"{"attribution":"sometimes"}"#, 422),
+        (big.as_str(), 413),
+    ] {
+        let r = as_a(&s, "PATCH", "/space", Some(body)).await;
+        assert_eq!(r.status, status, "PATCH /space {body}: {}", r.text());
+        d.check("PATCH", "/space", &r);
+    }
+    d.check(
+        "PATCH",
+        "/space",
+        &anonymous(&s, "PATCH", "/space", Some("{}")).await,
+    );
 
     // The read side.
     let wait_after = format!(

@@ -135,6 +135,7 @@ fn field_value() -> impl Strategy<Value = serde_json::Value> {
     use serde_json::Value;
     prop_oneof![
         "[ -~]{0,40}".prop_map(Value::from),
+        "[A-Za-z0-9_-]{1,70}".prop_map(Value::from),
         decimal_like().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
         any::<f64>()
@@ -152,6 +153,7 @@ fn event_body() -> impl Strategy<Value = Vec<u8>> {
     let names = prop::sample::select(vec![
         "event",
         "uid",
+        "tg_id",
         "value",
         "currency",
         "eid",
@@ -251,6 +253,8 @@ proptest! {
             received_at_ms: event.received_at_ms,
             matched: event.uid.is_some(),
             source: event.source as u8,
+            tg_id: event.tg_id,
+            attributed_by: u8::from(event.uid.is_some()),
         };
         let decoded: EventRecord = records::decode(&records::encode(&record)).expect("decodes");
         prop_assert_eq!(&decoded, &record);
@@ -258,6 +262,17 @@ proptest! {
             let printed = Decimal::parse(v).map(|d| d.to_string());
             prop_assert_eq!(printed.as_ref(), Ok(v));
         }
+    }
+
+    /// A uid is taken exactly when it is 1 to 64 of `A-Za-z0-9_-`, whatever else it holds.
+    #[test]
+    fn a_uid_is_accepted_exactly_when_it_is_a_start_parameter(
+        text in prop_oneof!["[A-Za-z0-9_-]{0,70}", "[ -~]{0,70}", any::<String>()]
+    ) {
+        let taken = tracker::domain::uid::check(text.clone(), "uid").is_ok();
+        let rule = (1..=64).contains(&text.len())
+            && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        prop_assert_eq!(taken, rule, "{:?}", text);
     }
 
     #[test]

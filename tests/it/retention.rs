@@ -20,6 +20,7 @@ fn event(kind: EventKind, uid: &str, eid: Option<&str>, value: &str, at_ms: u64)
     ValidEvent {
         kind,
         uid: Some(uid.into()),
+        tg_id: None,
         value: Some(tracker::domain::decimal::Decimal::parse(value).unwrap()),
         currency: "USD".into(),
         eid: eid.map(Into::into),
@@ -333,4 +334,64 @@ async fn the_server_prunes_in_the_background() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     server.stop().await;
+}
+
+/// A deposit naming Telegram user `tg_id`, no uid, no `eid` and no time: the Telegram id's
+/// windowed rule.
+fn deposit_by_tg(tg_id: u64, at_ms: u64) -> ValidEvent {
+    ValidEvent {
+        uid: None,
+        tg_id: Some(tg_id),
+        ..deposit("unused", at_ms)
+    }
+}
+
+/// Both windowed rules expire: a sweep (in steps of one, so that a step ends between the rules
+/// of a space and between spaces) removes the expired entries of the uid's rule and of the
+/// Telegram id's, and keeps the ones still in their window and a Telegram milestone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_prunes_the_telegram_ids_windowed_deposits_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.redb");
+    let store = open(&path);
+    for name in ["a", "b"] {
+        crate::support::app_on(&store, NOW_MS)
+            .create_space(name)
+            .await
+            .unwrap();
+    }
+    let milestone = ValidEvent {
+        kind: EventKind::Contact,
+        ..deposit_by_tg(7, NOW_MS - 10 * W)
+    };
+    let expired = [deposit("u-old", NOW_MS - 1), deposit_by_tg(7, NOW_MS - 1)];
+    let kept = [deposit("u-new", NOW_MS + 1), deposit_by_tg(8, NOW_MS + 1)];
+    for space in [1, 2] {
+        for e in expired.iter().chain(&kept).chain([&milestone]) {
+            assert!(!record(&store, space, e.clone()).await.duplicate);
+        }
+    }
+    close(store);
+    let before = dedup_table(&path);
+    assert_eq!(before.len(), 10);
+
+    let now = NOW_MS + W;
+    let store = open(&path);
+    let (scanned, removed) = sweep(&store, now, 1).await;
+    assert_eq!((scanned, removed), (8, 4));
+    close(store);
+    let mut want = before;
+    for space in [1, 2] {
+        for e in &expired {
+            assert!(want.remove(&entry_key(space, e)).is_some(), "{e:?}");
+        }
+    }
+    assert_eq!(dedup_table(&path), want);
+    assert!(check(&path, now).clean(), "{:#?}", check(&path, now));
+    // The decisions are the window's: the expired user's deposit is new, the other's is not.
+    let store = open(&path);
+    assert!(!record(&store, 1, deposit_by_tg(7, now)).await.duplicate);
+    assert!(record(&store, 1, deposit_by_tg(8, now)).await.duplicate);
+    assert!(record(&store, 2, milestone).await.duplicate);
+    close(store);
 }

@@ -573,6 +573,12 @@ impl TestServer {
         self.get_as(&self.a, "/e", query).await
     }
 
+    /// `POST /bind` of click `uid` to Telegram user `tg_id` in `space`.
+    pub async fn bind(&self, space: &Space, uid: &str, tg_id: u64) -> Response {
+        let body = format!(r#"{{"uid":"{uid}","tg_id":{tg_id}}}"#);
+        self.post_as(space, "/bind", &body).await
+    }
+
     /// Back-fills a click in `space` and returns its uid.
     ///
     /// # Panics

@@ -1,0 +1,385 @@
+//! A space's settings (`docs/api.md#space-settings`): one typed value, [`SpaceSettings`], and
+//! the one list of its fields, [`SETTINGS`], which every way in reads and writes them through.
+//!
+//! `GET`/`PATCH /space`, `tracker space set SPACE key=value` and the admin page's Settings page
+//! all turn what they were given into a [`SettingsPatch`], validated here, and the writer applies
+//! it to the stored settings inside its transaction. A setting is stored by name, as text
+//! (`records::SpaceSettingsRecord`), so adding one is a field of [`SpaceSettings`], its default,
+//! and one entry of [`SETTINGS`] with its parse and its text; no migration.
+
+use std::collections::BTreeSet;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use crate::domain::input::{self, quoted};
+use crate::error::{Code, Error};
+
+/// Which of a user's bound clicks an event that names the user by Telegram id is attributed to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Attribution {
+    /// The click bound first (by binding time): the campaign that brought the user.
+    #[default]
+    FirstTouch,
+    /// The click bound last: the campaign that brought the user back most recently.
+    LastTouch,
+}
+
+impl Attribution {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Attribution::FirstTouch => "first_touch",
+            Attribution::LastTouch => "last_touch",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Attribution, String> {
+        [Attribution::FirstTouch, Attribution::LastTouch]
+            .into_iter()
+            .find(|a| a.as_str() == text)
+            .ok_or_else(|| format!("is first_touch or last_touch, got {}", quoted(text)))
+    }
+}
+
+/// Every setting of a space, each at its default until set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpaceSettings {
+    pub attribution: Attribution,
+}
+
+/// How a setting's value is written in JSON (the API's answers and `PATCH /space`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonType {
+    String,
+    Boolean,
+}
+
+/// One setting: its name, what it takes, and how its value is read from and written as text (a
+/// boolean as `true` or `false`).
+pub struct Setting {
+    pub name: &'static str,
+    /// What it decides, in a sentence: the admin page shows it.
+    pub about: &'static str,
+    /// The values it takes when they are a fixed few (the admin page offers them to choose
+    /// from); empty when it takes free text.
+    pub choices: &'static [&'static str],
+    pub json: JsonType,
+    get: fn(&SpaceSettings) -> String,
+    /// Sets it from text; the error finishes the sentence "`name` ...".
+    set: fn(&mut SpaceSettings, &str) -> Result<(), String>,
+}
+
+/// Every setting, in the order they are shown.
+pub const SETTINGS: [Setting; 1] = [Setting {
+    name: "attribution",
+    about: "Which of a Telegram user's bound clicks an event that names the user by tg_id (and \
+            no uid) is attributed to: the first bound (first_touch) or the last (last_touch).",
+    choices: &["first_touch", "last_touch"],
+    json: JsonType::String,
+    get: |s| s.attribution.as_str().to_owned(),
+    set: |s, text| {
+        s.attribution = Attribution::parse(text)?;
+        Ok(())
+    },
+}];
+
+fn setting(name: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.name == name)
+}
+
+fn names() -> String {
+    SETTINGS.map(|s| s.name).join(", ")
+}
+
+impl SpaceSettings {
+    /// Every setting's name and value as text, in [`SETTINGS`] order.
+    #[must_use]
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        SETTINGS.iter().map(|s| (s.name, (s.get)(self))).collect()
+    }
+
+    /// The settings that `pairs` holds, the others at their defaults; an error names what does
+    /// not read (a stored record this build cannot hold).
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<SpaceSettings, String> {
+        let mut settings = SpaceSettings::default();
+        for (name, value) in pairs {
+            let s = setting(name).ok_or_else(|| format!("unknown setting {name:?}"))?;
+            (s.set)(&mut settings, value).map_err(|why| format!("`{name}` {why}"))?;
+        }
+        Ok(settings)
+    }
+}
+
+/// In JSON, an object of every setting under its name, with its JSON type.
+impl Serialize for SpaceSettings {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(SETTINGS.len()))?;
+        for s in &SETTINGS {
+            let text = (s.get)(self);
+            match s.json {
+                JsonType::String => map.serialize_entry(s.name, &text)?,
+                JsonType::Boolean => map.serialize_entry(s.name, &(text == "true"))?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for SpaceSettings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let values = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+        let texts: Vec<(String, String)> = values
+            .into_iter()
+            .map(|(name, v)| {
+                let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                (name, text)
+            })
+            .collect();
+        SpaceSettings::from_pairs(texts.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+            .map_err(de::Error::custom)
+    }
+}
+
+/// Settings to change, each checked against its rule: what every way in hands the writer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettingsPatch {
+    /// `(name, value)` as text, in the order given.
+    changes: Vec<(String, String)>,
+}
+
+impl SettingsPatch {
+    /// The one check of a change: each name a setting, named once, each value within its rule.
+    /// A broken rule is `invalid_field` naming the setting.
+    pub fn new(
+        changes: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<SettingsPatch, Error> {
+        let changes: Vec<(String, String)> = changes.into_iter().collect();
+        let mut seen = BTreeSet::new();
+        let mut check = SpaceSettings::default();
+        for (name, value) in &changes {
+            let Some(s) = setting(name) else {
+                return Err(Error::field(
+                    Code::InvalidField,
+                    "settings",
+                    format!(
+                        "there is no setting {}; the settings are {}",
+                        quoted(name),
+                        names()
+                    ),
+                ));
+            };
+            if !seen.insert(s.name) {
+                return Err(Error::field(
+                    Code::InvalidField,
+                    s.name,
+                    format!("`{}` is given twice", s.name),
+                ));
+            }
+            (s.set)(&mut check, value).map_err(|why| {
+                Error::field(Code::InvalidField, s.name, format!("`{}` {why}", s.name))
+            })?;
+        }
+        Ok(SettingsPatch { changes })
+    }
+
+    /// From the command line's `key=value` arguments.
+    pub fn from_assignments(assignments: &[String]) -> Result<SettingsPatch, Error> {
+        let changes = assignments
+            .iter()
+            .map(|a| {
+                a.split_once('=')
+                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                    .ok_or_else(|| {
+                        Error::field(
+                            Code::InvalidField,
+                            "settings",
+                            format!(
+                                "a setting is written name=value (attribution=last_touch), got {}",
+                                quoted(a)
+                            ),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        SettingsPatch::new(changes)
+    }
+
+    /// From a `PATCH /space` body: a JSON object of any of the settings, each of its JSON type;
+    /// `null` counts as absent. A name that is no setting, or given twice, or a value of the wrong
+    /// JSON type is `invalid_json`, as in every body.
+    pub fn from_json(body: &[u8]) -> Result<SettingsPatch, Error> {
+        let Fields(fields) = input::parse_body(body)?;
+        let mut changes = Vec::new();
+        for (name, raw) in fields {
+            let Some(s) = setting(&name) else {
+                return Err(Error::new(
+                    Code::InvalidJson,
+                    format!(
+                        "request body has a field problem: unknown field {}, expected one of {}",
+                        quoted(&name),
+                        names()
+                    ),
+                ));
+            };
+            if raw.get() == "null" {
+                continue;
+            }
+            let text = match s.json {
+                JsonType::String => input::json_string(raw, s.name)?,
+                JsonType::Boolean => input::json_bool(raw, s.name)?.to_string(),
+            };
+            changes.push((name, text));
+        }
+        SettingsPatch::new(changes)
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// Applies the change to `settings`.
+    ///
+    /// # Errors
+    /// Never for a patch made by [`SettingsPatch::new`], which checked every value; the error
+    /// is there for one that came over the control socket unchecked.
+    pub fn apply(&self, settings: &mut SpaceSettings) -> Result<(), Error> {
+        let checked = SettingsPatch::new(self.changes.clone())?;
+        for (name, value) in &checked.changes {
+            if let Some(s) = setting(name) {
+                (s.set)(settings, value).map_err(|why| {
+                    Error::field(Code::InvalidField, s.name, format!("`{}` {why}", s.name))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A JSON object's fields in order, each a raw value; a field given twice is an error.
+struct Fields<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut fields: Vec<(String, &'de RawValue)> = Vec::new();
+                while let Some((name, value)) = map.next_entry::<String, &'de RawValue>()? {
+                    if fields.iter().any(|(n, _)| *n == name) {
+                        return Err(de::Error::custom(format!("duplicate field `{name}`")));
+                    }
+                    fields.push((name, value));
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn patch(body: &str) -> Result<SpaceSettings, Error> {
+        let mut s = SpaceSettings::default();
+        SettingsPatch::from_json(body.as_bytes())?.apply(&mut s)?;
+        Ok(s)
+    }
+
+    #[test]
+    fn attribution_takes_first_and_last_touch() {
+        assert_eq!(
+            SpaceSettings::default().attribution,
+            Attribution::FirstTouch
+        );
+        assert_eq!(
+            patch(r#"{"attribution":"last_touch"}"#)
+                .unwrap()
+                .attribution,
+            Attribution::LastTouch
+        );
+        assert_eq!(
+            patch(r#"{"attribution":"first_touch"}"#)
+                .unwrap()
+                .attribution,
+            Attribution::FirstTouch
+        );
+        for bad in ["Last_touch", "last", "", "last_touch "] {
+            let e = patch(&format!(r#"{{"attribution":"{bad}"}}"#)).unwrap_err();
+            assert_eq!(
+                (e.code, e.field),
+                (Code::InvalidField, Some("attribution")),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_body_is_any_subset_and_nothing_else() {
+        assert_eq!(patch("{}").unwrap(), SpaceSettings::default());
+        assert_eq!(
+            patch(r#"{"attribution":null}"#).unwrap(),
+            SpaceSettings::default()
+        );
+        for (body, code) in [
+            (r#"{"atribution":"last_touch"}"#, Code::InvalidJson),
+            (r#"{"attribution":1}"#, Code::InvalidJson),
+            (
+                r#"{"attribution":"last_touch","attribution":"first_touch"}"#,
+                Code::InvalidJson,
+            ),
+            ("[]", Code::InvalidJson),
+            ("", Code::InvalidJson),
+        ] {
+            assert_eq!(patch(body).unwrap_err().code, code, "{body}");
+        }
+        let unknown = patch(r#"{"atribution":"last_touch"}"#).unwrap_err().message;
+        assert!(
+            unknown.contains("atribution") && unknown.contains("attribution"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn assignments_are_name_equals_value() {
+        let p = SettingsPatch::from_assignments(&["attribution=last_touch".into()]).unwrap();
+        let mut s = SpaceSettings::default();
+        p.apply(&mut s).unwrap();
+        assert_eq!(s.attribution, Attribution::LastTouch);
+        for bad in ["attribution", "colour=red", "attribution=sometimes"] {
+            let e = SettingsPatch::from_assignments(&[bad.into()]).unwrap_err();
+            assert_eq!(e.code, Code::InvalidField, "{bad}");
+        }
+        let twice = SettingsPatch::from_assignments(&[
+            "attribution=last_touch".into(),
+            "attribution=first_touch".into(),
+        ]);
+        assert_eq!(twice.unwrap_err().field, Some("attribution"));
+    }
+
+    #[test]
+    fn settings_round_trip_as_pairs_and_json() {
+        let s = SpaceSettings {
+            attribution: Attribution::LastTouch,
+        };
+        let pairs = s.pairs();
+        assert_eq!(pairs, vec![("attribution", "last_touch".to_owned())]);
+        let back = SpaceSettings::from_pairs(pairs.iter().map(|(n, v)| (*n, v.as_str()))).unwrap();
+        assert_eq!(back, s);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json, serde_json::json!({"attribution": "last_touch"}));
+        assert_eq!(serde_json::from_value::<SpaceSettings>(json).unwrap(), s);
+        assert!(SpaceSettings::from_pairs([("colour", "red")]).is_err());
+    }
+}
