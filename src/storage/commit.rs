@@ -394,7 +394,11 @@ impl Writer {
                 };
                 (changed, buffered, t.inbox_seq)
             };
-            commit(txn)?;
+            // Odd while redb makes the commit visible: see `reader.rs`, "Freshness".
+            self.commits.fetch_add(1, Ordering::Release);
+            let done = commit(txn);
+            self.commits.fetch_add(1, Ordering::Release);
+            done?;
             Ok((changed, buffered, inbox_seq))
         })();
         drop(pending);
@@ -459,7 +463,6 @@ impl Writer {
         inbox_seq: u64,
         flush_last_used: bool,
     ) {
-        self.commits.fetch_add(1, Ordering::Release);
         if let Some(failing) = self.failing.take() {
             tracing::warn!(
                 failed_commits = failing.commits,

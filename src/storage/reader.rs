@@ -15,9 +15,13 @@
 //! took a batch also woke the next one to wait for the lock.
 //!
 //! Freshness: a batch uses a snapshot begun at or after the commit count it reads once the batch
-//! is taken from the queue. The writer counts a commit before it answers the batch or changes
-//! the dedup buffer, so a read sees every commit answered before the read was sent, and every
-//! entry that left the buffer before the read looked there.
+//! is taken from the queue. The writer counts each commit twice, once before redb makes it
+//! visible and once after, and both before it answers the batch or changes the dedup buffer: so
+//! a read sees every commit answered before the read was sent, and every entry that left the
+//! buffer before the read looked there. A snapshot begun while the count is odd may or may not
+//! hold the commit under way, so it serves its batch and is not kept: kept, it would go on
+//! answering without a commit that another thread's newer snapshot had already shown, and a
+//! follower resuming from an event it was shown would be told the event does not exist.
 //!
 //! An idle thread drops its snapshot before it sleeps: an open snapshot keeps the pages that
 //! later commits free from being used again.
@@ -109,8 +113,8 @@ fn run(jobs: &Receiver<ReadJob>, slot: &DbSlot, commits: &AtomicU64) {
         }
         let count = commits.load(Ordering::Acquire);
         let db = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
-        let current =
-            matches!((&kept, &db), (Some((at, s)), Some(db)) if *at == count && s.is_of(db));
+        let current = count % 2 == 0
+            && matches!((&kept, &db), (Some((at, s)), Some(db)) if *at == count && s.is_of(db));
         if !current {
             kept = None;
             let begun = db
@@ -167,6 +171,7 @@ mod tests {
         // Meanwhile a commit, counted as the writer counts it, then a read of what it wrote.
         let txn = db.begin_write().unwrap();
         txn.open_table(META).unwrap().insert(KEY, 7).unwrap();
+        commits.fetch_add(1, Ordering::Release);
         txn.commit().unwrap();
         commits.fetch_add(1, Ordering::Release);
         let second = readers
@@ -175,5 +180,38 @@ mod tests {
         release.send(()).unwrap();
         first.await.unwrap().unwrap();
         assert_eq!(second.await.unwrap().unwrap(), Some(7));
+    }
+
+    /// A snapshot begun while a commit is under way (odd count) is not kept: a read after the
+    /// commit became visible sees it, even before the writer counted its end. Kept, another
+    /// thread's newer snapshot could show an event that this one then says does not exist.
+    #[tokio::test]
+    async fn a_snapshot_begun_during_a_commit_is_not_kept() {
+        let db = Arc::new(open_in_memory().unwrap().db);
+        let slot = Arc::new(RwLock::new(Some(db.clone())));
+        let commits = Arc::new(AtomicU64::new(0));
+        let readers = Readers::start(&slot, &commits, 1, 16).unwrap();
+        // The writer has begun a commit; a read takes its snapshot and holds the only thread.
+        commits.fetch_add(1, Ordering::Release);
+        let (release, wait) = mpsc::channel::<()>();
+        let (started, running) = mpsc::channel::<()>();
+        let first = readers
+            .submit(move |_| {
+                started.send(()).unwrap();
+                wait.recv().unwrap();
+                Ok(())
+            })
+            .unwrap();
+        running.recv().unwrap();
+        // The commit becomes visible; the writer has not yet counted its end.
+        let txn = db.begin_write().unwrap();
+        txn.open_table(META).unwrap().insert(KEY, 9).unwrap();
+        txn.commit().unwrap();
+        let second = readers
+            .submit(|s| Ok(s.txn().open_table(META)?.get(KEY)?.map(|v| v.value())))
+            .unwrap();
+        release.send(()).unwrap();
+        first.await.unwrap().unwrap();
+        assert_eq!(second.await.unwrap().unwrap(), Some(9));
     }
 }
