@@ -400,12 +400,7 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         rotation_grace,
         max_body_bytes,
         rate_limit: rate("rate_limit", raw.rate_limit, "rate_burst", raw.rate_burst)?,
-        address_rate_limit: rate(
-            "address_rate_limit",
-            raw.address_rate_limit,
-            "address_rate_burst",
-            raw.address_rate_burst,
-        )?,
+        address_rate_limit: address_rate(raw.address_rate_limit, raw.address_rate_burst)?,
         trusted_proxies,
         log_format,
         log_level,
@@ -478,6 +473,27 @@ fn rate(
     }
     Ok(Rate { per_second, burst })
 }
+
+/// The per-address limit of the public paths: on by default, at a rate no person clicking an
+/// ad meets (`docs/security.md`); `address_rate_limit = 0` turns it off. Its burst defaults to
+/// [`ADDRESS_BURST`] while the rate is the default, and to the rate when the rate is set.
+fn address_rate(per_second: Option<u32>, burst: Option<u32>) -> Result<Rate, ConfigError> {
+    let default_burst = if per_second.is_none() {
+        Some(ADDRESS_BURST)
+    } else {
+        None
+    };
+    rate(
+        "address_rate_limit",
+        Some(per_second.unwrap_or(ADDRESS_RATE)),
+        "address_rate_burst",
+        burst.or(default_burst),
+    )
+}
+
+/// The default per-address limit of `/l/<slug>`: 2 visits a second with bursts of 20.
+const ADDRESS_RATE: u32 = 2;
+const ADDRESS_BURST: u32 = 20;
 
 /// The connection keys (`docs/api.md#limits`). A timeout of zero would cut every client off,
 /// and one over an hour is no bound at all: both are refused.
