@@ -17,4 +17,5 @@ pub mod outcome;
 pub mod password;
 pub mod rate;
 pub mod rejection;
+pub mod spreadsheet;
 pub mod stats;
