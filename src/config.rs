@@ -74,7 +74,8 @@ pub struct ConnectionLimits {
     /// A request head must be complete this long after its first byte (for a new connection:
     /// after it opened).
     pub header_timeout: Duration,
-    /// A request body that sends no byte for this long is cut off.
+    /// A request body must be complete this long after its head (a deadline for the whole
+    /// body, not a gap between bytes).
     pub body_timeout: Duration,
     /// A keep-alive connection with no request for this long is closed.
     pub idle_timeout: Duration,
@@ -82,6 +83,9 @@ pub struct ConnectionLimits {
     pub shutdown_timeout: Duration,
     /// Open connections at most; past it new ones wait in the kernel's queue.
     pub max_connections: u32,
+    /// Open connections of one client address at most (a peer in `trusted_proxies` is not
+    /// counted); past it a new one is answered `429` and closed.
+    pub max_connections_per_address: u32,
 }
 
 /// The keys as written, each optional; `deny_unknown_fields` makes a typo an error that names it.
@@ -112,6 +116,7 @@ struct RawSettings {
     idle_timeout: Option<String>,
     shutdown_timeout: Option<String>,
     max_connections: Option<u32>,
+    max_connections_per_address: Option<u32>,
     metrics_listen: Option<String>,
     backup_dir: Option<PathBuf>,
     backup_every: Option<String>,
@@ -315,6 +320,7 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         idle_timeout: raw.idle_timeout.take(),
         shutdown_timeout: raw.shutdown_timeout.take(),
         max_connections: raw.max_connections.take(),
+        max_connections_per_address: raw.max_connections_per_address.take(),
     };
     let listen_text = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".into());
     let listen = listen_text.parse().map_err(|_| {
@@ -394,12 +400,7 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         rotation_grace,
         max_body_bytes,
         rate_limit: rate("rate_limit", raw.rate_limit, "rate_burst", raw.rate_burst)?,
-        address_rate_limit: rate(
-            "address_rate_limit",
-            raw.address_rate_limit,
-            "address_rate_burst",
-            raw.address_rate_burst,
-        )?,
+        address_rate_limit: address_rate(raw.address_rate_limit, raw.address_rate_burst)?,
         trusted_proxies,
         log_format,
         log_level,
@@ -473,6 +474,27 @@ fn rate(
     Ok(Rate { per_second, burst })
 }
 
+/// The per-address limit of the public paths: on by default, at a rate no person clicking an
+/// ad meets (`docs/security.md`); `address_rate_limit = 0` turns it off. Its burst defaults to
+/// [`ADDRESS_BURST`] while the rate is the default, and to the rate when the rate is set.
+fn address_rate(per_second: Option<u32>, burst: Option<u32>) -> Result<Rate, ConfigError> {
+    let default_burst = if per_second.is_none() {
+        Some(ADDRESS_BURST)
+    } else {
+        None
+    };
+    rate(
+        "address_rate_limit",
+        Some(per_second.unwrap_or(ADDRESS_RATE)),
+        "address_rate_burst",
+        burst.or(default_burst),
+    )
+}
+
+/// The default per-address limit of `/l/<slug>`: 2 visits a second with bursts of 20.
+const ADDRESS_RATE: u32 = 2;
+const ADDRESS_BURST: u32 = 20;
+
 /// The connection keys (`docs/api.md#limits`). A timeout of zero would cut every client off,
 /// and one over an hour is no bound at all: both are refused.
 fn connection_limits(raw: &RawConnections) -> Result<ConnectionLimits, ConfigError> {
@@ -492,12 +514,20 @@ fn connection_limits(raw: &RawConnections) -> Result<ConnectionLimits, ConfigErr
             "`max_connections` must be between 1 and 1000000, got {max_connections}"
         )));
     }
+    let max_connections_per_address = raw.max_connections_per_address.unwrap_or(64);
+    if !(1..=1_000_000).contains(&max_connections_per_address) {
+        return Err(ConfigError(format!(
+            "`max_connections_per_address` must be between 1 and 1000000, got \
+             {max_connections_per_address}"
+        )));
+    }
     Ok(ConnectionLimits {
         header_timeout: bounded("header_timeout", &raw.header_timeout, "10s")?,
-        body_timeout: bounded("body_timeout", &raw.body_timeout, "10s")?,
+        body_timeout: bounded("body_timeout", &raw.body_timeout, "20s")?,
         idle_timeout: bounded("idle_timeout", &raw.idle_timeout, "60s")?,
         shutdown_timeout: bounded("shutdown_timeout", &raw.shutdown_timeout, "10s")?,
         max_connections,
+        max_connections_per_address,
     })
 }
 
@@ -508,6 +538,7 @@ struct RawConnections {
     idle_timeout: Option<String>,
     shutdown_timeout: Option<String>,
     max_connections: Option<u32>,
+    max_connections_per_address: Option<u32>,
 }
 
 impl Settings {

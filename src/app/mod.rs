@@ -6,8 +6,10 @@
 
 pub mod spaces;
 
+use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::clock::Clock;
@@ -16,7 +18,7 @@ use crate::domain::click::{BindInput, NewClick};
 use crate::domain::client;
 use crate::domain::dedup::{self, Basis};
 use crate::domain::event::{self, AttributedBy, EventInput, EventRules, FieldNames};
-use crate::domain::feed::{FeedPage, PageRequest};
+use crate::domain::feed::{FeedPage, MAX_WAITERS_PER_SPACE, PageRequest};
 use crate::domain::keyring::{self, SpaceRef};
 use crate::domain::link::{self, Link, LinkView, NewLink};
 use crate::domain::outcome::{BindOutcome, ClickOutcome};
@@ -39,6 +41,28 @@ pub struct App {
     limiter: SpaceLimiter,
     /// The per-address limit of the public paths.
     address_limiter: Limiter<IpAddr>,
+    /// Whether the log has said that an `X-Forwarded-For` came from an untrusted peer.
+    warned_untrusted_forwarded: AtomicBool,
+    /// Requests of each space waiting on `GET /events/wait` now.
+    waiting: Arc<Mutex<HashMap<u32, usize>>>,
+}
+
+/// A place among a space's waiting followers, given back when dropped.
+struct Waiting {
+    counts: Arc<Mutex<HashMap<u32, usize>>>,
+    space: u32,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = counts.get_mut(&self.space) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.space);
+            }
+        }
+    }
 }
 
 /// A credential as a request presents it.
@@ -84,6 +108,8 @@ impl App {
             dedup_window_ms: settings.dedup_window_ms(),
             limiter: SpaceLimiter::new(settings.rate_limit),
             address_limiter: Limiter::new(settings.address_rate_limit),
+            warned_untrusted_forwarded: AtomicBool::new(false),
+            waiting: Arc::default(),
             metrics: Arc::new(Metrics::default()),
             store,
             settings,
@@ -109,17 +135,34 @@ impl App {
         Ok(space)
     }
 
-    /// The address a request comes from: the peer, or what a trusted proxy says it is.
+    /// The address a request comes from: the peer, or what a trusted proxy says it is. The
+    /// first `X-Forwarded-For` from a peer that is not a trusted proxy is warned about, once:
+    /// behind a proxy left out of `trusted_proxies`, every visitor would share its address.
     #[must_use]
     pub fn client_ip(&self, peer: IpAddr, forwarded_for: Option<&str>) -> IpAddr {
-        client::client_ip(peer, forwarded_for, &self.settings.trusted_proxies)
+        let trusted = &self.settings.trusted_proxies;
+        if forwarded_for.is_some()
+            && !self.warned_untrusted_forwarded.load(Ordering::Relaxed)
+            && !trusted.iter().any(|c| c.contains(peer))
+            && !self
+                .warned_untrusted_forwarded
+                .swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                %peer,
+                "a request carried X-Forwarded-For from a peer that is not in trusted_proxies: \
+                 the header is ignored (said once). Behind a reverse proxy, set trusted_proxies \
+                 to its address, or every visitor counts as the proxy for the per-address limits"
+            );
+        }
+        client::client_ip(peer, forwarded_for, trusted)
     }
 
     /// Counts one request of a public path (no credential) from `client` against
     /// `address_rate_limit`.
     pub fn admit_address(&self, client: IpAddr) -> Result<(), Error> {
         self.address_limiter
-            .take(client, self.now_ms())
+            .take(client::address_key(client), self.now_ms())
             .map_err(|wait_s| {
                 Error::new(
                     Code::RateLimited,
@@ -172,13 +215,34 @@ impl App {
     }
 
     /// A page of the space's feed as soon as it holds an event after `page.after`, or an empty
-    /// page after `timeout`. Woken by the writer's commits, never by polling the file.
+    /// page after `timeout`. Woken by the writer's commits, never by polling the file. At most
+    /// [`MAX_WAITERS_PER_SPACE`] requests of a space wait at once; past it, `rate_limited`.
     pub async fn wait_for_events(
         &self,
         space: &SpaceRef,
         page: PageRequest,
         timeout: Duration,
     ) -> Result<FeedPage, Error> {
+        let _place = {
+            let mut counts = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            let n = counts.entry(space.no).or_insert(0);
+            if *n >= MAX_WAITERS_PER_SPACE {
+                return Err(Error::new(
+                    Code::RateLimited,
+                    format!(
+                        "space {:?} has {MAX_WAITERS_PER_SPACE} requests waiting for events \
+                         already, the most at once; retry in 1 s",
+                        &*space.name
+                    ),
+                )
+                .retry_after(1));
+            }
+            *n += 1;
+            Waiting {
+                counts: self.waiting.clone(),
+                space: space.no,
+            }
+        };
         let deadline = tokio::time::Instant::now() + timeout;
         let mut commits = self.store.commits();
         loop {

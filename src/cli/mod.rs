@@ -21,6 +21,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Flags, LogFormat, Settings};
 use crate::control::{self, AdminRequest, Answer, Reached, Request};
 use crate::domain::password::{self, Password};
+use crate::domain::spreadsheet::CsvRows;
 use crate::server;
 use crate::storage::{Store, StoreError, StoreOptions};
 
@@ -417,7 +418,8 @@ fn export(
         None => Box::new(std::io::stdout().lock()),
     };
     let mut sink = std::io::BufWriter::new(file);
-    let mut csv = (format == ExportFormat::Csv).then(|| csv::Writer::from_writer(Vec::new()));
+    // CSV through the one writer that neutralises formulas (`domain::spreadsheet`).
+    let mut csv = (format == ExportFormat::Csv).then(|| CsvRows::new(Vec::new()));
     // Progress on a terminal only: indicatif draws nothing when stderr is not one.
     let progress = indicatif::ProgressBar::new_spinner().with_style(
         indicatif::ProgressStyle::with_template("{spinner} {pos} events exported ({per_sec})")
@@ -434,24 +436,17 @@ fn export(
             other => return Err(format!("the server answered a page with {other:?}").into()),
         };
         for event in &page.events {
-            // The csv writer fills a buffer per page, emptied into the sink: memory stays one
-            // page whatever the size of the export.
             if let Some(w) = &mut csv {
-                w.serialize(event)?;
+                w.row(event)?;
             } else {
                 serde_json::to_writer(&mut sink, event)?;
                 sink.write_all(b"\n")?;
             }
         }
-        if let Some(w) = csv.take() {
-            let bytes = w.into_inner().map_err(|e| e.to_string())?;
-            sink.write_all(&bytes)?;
-            // Only the first page writes the header row.
-            csv = Some(
-                csv::WriterBuilder::new()
-                    .has_headers(false)
-                    .from_writer(Vec::new()),
-            );
+        // The CSV rows of a page, emptied into the sink: memory stays one page whatever the
+        // size of the export.
+        if let Some(w) = &mut csv {
+            sink.write_all(&w.take_written()?)?;
         }
         progress.inc(page.events.len() as u64);
         match page.next {

@@ -4,8 +4,10 @@
 //!
 //! What protects it: it is a filesystem socket, never a network port; it is created mode 0600,
 //! so only its owner (and root) may connect; and every connection's peer credentials
-//! (`SO_PEERCRED`) are checked against the server's own user id, so a connection from any other
-//! user is refused even if the mode were loosened.
+//! (`SO_PEERCRED`) are checked: the server's own user id, or root's, so a connection from any
+//! other user is refused even if the mode were loosened. Root is let in because refusing it
+//! protects nothing (root can read the data file and the server's memory), while `sudo tracker
+//! ...` on the server is how an operator runs a command.
 //!
 //! The protocol is one JSON [`Request`] line and one JSON reply line per connection.
 
@@ -54,10 +56,11 @@ fn own_uid() -> std::io::Result<u32> {
     Ok(std::fs::metadata("/proc/self")?.uid())
 }
 
-/// Whether a connection from `peer_uid` may use the socket of a server running as `own_uid`.
+/// Whether a connection from `peer_uid` may use the socket of a server running as `own_uid`:
+/// the same user, or root.
 #[must_use]
 pub fn peer_allowed(peer_uid: u32, own_uid: u32) -> bool {
-    peer_uid == own_uid
+    peer_uid == own_uid || peer_uid == 0
 }
 
 /// Starts listening on `path` for commands against `app`.
@@ -171,11 +174,15 @@ pub fn send(path: &Path, request: &Request) -> std::io::Result<Reached> {
 mod tests {
     use super::*;
 
+    /// The server's own user, and root (who can read the data file and the server's memory
+    /// anyway); nobody else.
     #[test]
-    fn only_the_owner_may_connect() {
+    fn only_the_owner_and_root_may_connect() {
         assert!(peer_allowed(1000, 1000));
-        assert!(!peer_allowed(0, 1000));
+        assert!(peer_allowed(0, 1000));
         assert!(!peer_allowed(1001, 1000));
+        assert!(!peer_allowed(999, 1000));
+        assert!(peer_allowed(0, 0));
     }
 
     #[test]

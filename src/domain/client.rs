@@ -64,6 +64,20 @@ fn same_prefix(a: u128, b: u128, bits: u8, prefix: u8) -> bool {
     shift == bits || (a >> shift) == (b >> shift)
 }
 
+/// The key an address is counted under by the per-client limits (connections, clicks, logins):
+/// an IPv4 address (also one written IPv4-mapped), or an IPv6 address's /64, since one client
+/// (a home, a server) is given a whole /64 and can pick any address in it.
+#[must_use]
+pub fn address_key(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((v6.to_bits() & !u128::from(u64::MAX)).into()),
+        },
+        v4 @ IpAddr::V4(_) => v4,
+    }
+}
+
 /// The client's address: see the module notes.
 #[must_use]
 pub fn client_ip(peer: IpAddr, forwarded_for: Option<&str>, trusted: &[Cidr]) -> IpAddr {
@@ -118,6 +132,18 @@ mod tests {
         assert!(Cidr::parse("::/128").is_ok());
         assert!(Cidr::parse("::/129").is_err());
         assert!(Cidr::parse("localhost").is_err());
+    }
+
+    #[test]
+    fn an_ipv6_address_counts_as_its_64() {
+        assert_eq!(
+            address_key(ip("2001:db8:1:2:ffff::7")),
+            ip("2001:db8:1:2::")
+        );
+        assert_eq!(address_key(ip("2001:db8:1:2::")), ip("2001:db8:1:2::"));
+        assert_ne!(address_key(ip("2001:db8:1:3::1")), ip("2001:db8:1:2::"));
+        assert_eq!(address_key(ip("::ffff:192.0.2.1")), ip("192.0.2.1"));
+        assert_eq!(address_key(ip("192.0.2.1")), ip("192.0.2.1"));
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub const DEFAULT_PAGE: usize = 100;
 /// The longest `GET /events/wait` waits, and how long unless asked.
 pub const MAX_WAIT_S: u64 = 60;
 pub const DEFAULT_WAIT_S: u64 = 30;
+/// Requests of one space waiting on `GET /events/wait` at once, at most.
+pub const MAX_WAITERS_PER_SPACE: usize = 32;
 
 /// One stored event and its attribution.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,6 +15,9 @@ use crate::error::{Code, Error};
 /// The longest target URL template.
 pub const MAX_TARGET_LEN: usize = 2048;
 
+/// The most links a space holds, deleted ones included (a deleted link keeps its slug).
+pub const MAX_LINKS_PER_SPACE: usize = 10_000;
+
 /// Where a link sends the visitor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Destination {
@@ -119,20 +122,37 @@ impl LinkView {
 }
 
 /// The running server's view of every link, by slug, so that a visit finds its link without a
-/// read of the file. Replaced whole by the writer after a commit that changed links, before
-/// that commit is answered.
+/// read of the file, and of how many links each space holds. Read whole at start; then the
+/// writer applies each committed batch's changed links, before that commit is answered (never
+/// a read of every link per change).
 #[derive(Default)]
 pub struct Directory {
-    links: RwLock<HashMap<String, Arc<Link>>>,
+    links: RwLock<Links>,
+}
+
+#[derive(Default)]
+struct Links {
+    by_slug: HashMap<String, Arc<Link>>,
+    /// Links of each space, deleted ones included ([`MAX_LINKS_PER_SPACE`]).
+    per_space: HashMap<u32, usize>,
 }
 
 impl Directory {
+    /// Sets every link, as read from the file.
     pub fn replace(&self, links: Vec<Link>) {
-        let map = links
-            .into_iter()
-            .map(|l| (l.slug.clone(), Arc::new(l)))
-            .collect();
-        *self.links.write().unwrap_or_else(PoisonError::into_inner) = map;
+        let mut all = Links::default();
+        for link in links {
+            all.add(link);
+        }
+        *self.links.write().unwrap_or_else(PoisonError::into_inner) = all;
+    }
+
+    /// Puts in links a commit created or changed (a deletion is a change).
+    pub fn apply(&self, changed: Vec<Link>) {
+        let mut all = self.links.write().unwrap_or_else(PoisonError::into_inner);
+        for link in changed {
+            all.add(link);
+        }
     }
 
     #[must_use]
@@ -140,8 +160,34 @@ impl Directory {
         self.links
             .read()
             .unwrap_or_else(PoisonError::into_inner)
+            .by_slug
             .get(slug)
             .cloned()
+    }
+
+    /// How many links `space` holds, deleted ones included.
+    #[must_use]
+    pub fn count(&self, space: u32) -> usize {
+        self.links
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .per_space
+            .get(&space)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+impl Links {
+    fn add(&mut self, link: Link) {
+        let space = link.space;
+        if self
+            .by_slug
+            .insert(link.slug.clone(), Arc::new(link))
+            .is_none()
+        {
+            *self.per_space.entry(space).or_default() += 1;
+        }
     }
 }
 
@@ -313,6 +359,12 @@ pub fn location(destination: &Destination, uid: &str) -> String {
     }
 }
 
+/// The longest query a visit stores with its click (`raw_query`), after what went to the
+/// click's own fields is left out: an ad's URL parameters (`utm_source`, `utm_content`, a few
+/// of the network's own) are a few hundred characters; a visitor's query of kilobytes is a
+/// flood, not an ad.
+pub const VISIT_QUERY_BOUND: usize = 1024;
+
 /// The user agents answered without recording a click by default: link previews and crawlers.
 pub const DEFAULT_PREVIEW_AGENTS: &str = "TelegramBot,facebookexternalhit,Facebot,WhatsApp,\
 Twitterbot,Slackbot,Discordbot,LinkedInBot,Googlebot,bingbot";
@@ -328,25 +380,36 @@ pub fn is_preview(user_agent: Option<&str>, agents: &[String]) -> bool {
 }
 
 /// The click a visit records: `fbclid` from the query, the campaign from `utm_campaign` or else
-/// the link's, the raw query. A field over its bound is cut to it (a visitor is never refused
-/// for the URL an ad network built), except `fbclid`, which is dropped, since a cut one would
-/// be wrong in `fbc`.
+/// the link's, and the rest of the query (without the parameters those fields took) cut to
+/// [`VISIT_QUERY_BOUND`]. A field over its bound is cut to it (a visitor is never refused for
+/// the URL an ad network built), except `fbclid`, which is dropped, since a cut one would be
+/// wrong in `fbc`.
 #[must_use]
 pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
     let q = Query::parse(raw_query);
-    let [_, fbclid_bound, campaign_bound, query_bound] = CLICK_FIELD_BOUNDS.map(|(_, n)| n);
+    let [_, fbclid_bound, campaign_bound, _] = CLICK_FIELD_BOUNDS.map(|(_, n)| n);
     let cut = |s: &str, n: usize| s.chars().take(n).collect::<String>();
+    let fbclid = q
+        .get("fbclid")
+        .filter(|f| f.chars().count() <= fbclid_bound)
+        .map(str::to_owned);
+    let utm_campaign = q.get("utm_campaign").map(|c| cut(c, campaign_bound));
+    let taken = |pair: &&str| {
+        let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
+        let name = input::percent_decode(name);
+        match name.as_deref() {
+            Some("fbclid") => fbclid.is_some(),
+            Some("utm_campaign") => utm_campaign.is_some(),
+            _ => pair.is_empty(),
+        }
+    };
+    let rest: Vec<&str> = raw_query.split('&').filter(|p| !taken(p)).collect();
+    let rest = cut(&rest.join("&"), VISIT_QUERY_BOUND);
     NewClick {
         link_slug: Some(link.slug.clone()),
-        fbclid: q
-            .get("fbclid")
-            .filter(|f| f.chars().count() <= fbclid_bound)
-            .map(str::to_owned),
-        campaign_name: q
-            .get("utm_campaign")
-            .map(|c| cut(c, campaign_bound))
-            .or_else(|| link.campaign_name.clone()),
-        raw_query: (!raw_query.is_empty()).then(|| cut(raw_query, query_bound)),
+        fbclid,
+        campaign_name: utm_campaign.or_else(|| link.campaign_name.clone()),
+        raw_query: (!rest.is_empty()).then_some(rest),
         clicked_at_ms: now_ms,
     }
 }
@@ -465,17 +528,52 @@ mod tests {
         let c = visit_click(&link, "fbclid=IwAR1&utm_campaign=ads%201", 5);
         assert_eq!(c.fbclid.as_deref(), Some("IwAR1"));
         assert_eq!(c.campaign_name.as_deref(), Some("ads 1"));
-        assert_eq!(
-            c.raw_query.as_deref(),
-            Some("fbclid=IwAR1&utm_campaign=ads%201")
-        );
+        assert_eq!(c.raw_query, None, "both went to their fields");
         assert_eq!(c.link_slug.as_deref(), Some("spring"));
         let c = visit_click(&link, "", 5);
         assert_eq!(c.campaign_name.as_deref(), Some("link-campaign"));
         assert_eq!(c.raw_query, None);
         let c = visit_click(&link, &format!("fbclid={}", "x".repeat(513)), 5);
         assert_eq!(c.fbclid, None, "an over-long fbclid is dropped, not cut");
-        assert_eq!(c.raw_query.unwrap().len(), 520);
+        assert_eq!(c.raw_query.unwrap().len(), VISIT_QUERY_BOUND.min(520));
+    }
+
+    /// A visit's stored query leaves out what went to the click's own fields (`fbclid`,
+    /// `utm_campaign`), and is cut to `VISIT_QUERY_BOUND`; other parameters stay, in order.
+    #[test]
+    fn a_visit_stores_the_rest_of_the_query_bounded() {
+        let link = Link {
+            space: 1,
+            slug: "spring".into(),
+            destination: Destination::Bot("shop_bot".into()),
+            campaign_name: None,
+            mode: Mode::Redirect,
+            created_at_ms: 0,
+            deleted: false,
+        };
+        let c = visit_click(
+            &link,
+            "utm_source=fb&fbclid=IwAR1&utm_campaign=ads%201&utm_content=ad-7&x=1",
+            5,
+        );
+        assert_eq!(
+            c.raw_query.as_deref(),
+            Some("utm_source=fb&utm_content=ad-7&x=1")
+        );
+        assert_eq!(
+            (c.fbclid.as_deref(), c.campaign_name.as_deref()),
+            (Some("IwAR1"), Some("ads 1"))
+        );
+        let c = visit_click(&link, "fbclid=IwAR1&utm_campaign=x", 5);
+        assert_eq!(c.raw_query, None, "nothing left");
+        // Just inside the bound, and just outside it.
+        let inside = format!("q={}", "x".repeat(VISIT_QUERY_BOUND - 2));
+        assert_eq!(
+            visit_click(&link, &inside, 5).raw_query.unwrap().len(),
+            VISIT_QUERY_BOUND
+        );
+        let outside = format!("{inside}y");
+        assert_eq!(visit_click(&link, &outside, 5).raw_query.unwrap(), inside);
     }
 
     #[test]

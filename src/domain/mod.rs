@@ -18,5 +18,6 @@ pub mod password;
 pub mod rate;
 pub mod rejection;
 pub mod settings;
+pub mod spreadsheet;
 pub mod stats;
 pub mod uid;

@@ -5,8 +5,14 @@
 //! takes one, and a request that finds less than one is refused with the whole seconds until
 //! one is there (the `Retry-After` header). Tokens are kept in thousandths, so a bucket is two
 //! integers and a refill is a multiplication: one short lock per request, nothing allocated
-//! for a key already seen. A full bucket is the same as no bucket, so when the map of keys
-//! reaches its bound the full ones are dropped first.
+//! for a key already seen.
+//!
+//! The keys (client addresses can be many) are kept in two generations: new keys go into the
+//! current one, and when it holds half of [`MAX_KEYS`] it becomes the previous one and the
+//! previous one is dropped whole; a key found in the previous one moves back. So a key seen
+//! within the last `MAX_KEYS / 2` new keys keeps its bucket, the table never holds more than
+//! `MAX_KEYS`, and a new key costs the same as any other, however full the table: no pass over
+//! it under the lock (a forgotten key starts full, as a new one does).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -16,7 +22,7 @@ use crate::error::{Code, Error};
 
 /// One token, in the thousandths the buckets count in.
 const TOKEN: u64 = 1000;
-/// Keys remembered at most (client addresses can be many); past it, full buckets go first.
+/// Keys remembered at most, in two generations of half as many each (module docs).
 const MAX_KEYS: usize = 65_536;
 
 /// A rate and a burst; a rate of 0 turns the limit off.
@@ -48,6 +54,8 @@ impl Bucket {
     /// The level at `now_ms`: refilled at `per_second` tokens a second (that is, `per_second`
     /// thousandths a millisecond), at most the capacity.
     fn refill(&mut self, rate: Rate, now_ms: u64) {
+        #[cfg(test)]
+        tests::REFILLS.with(|n| n.set(n.get() + 1));
         let elapsed = now_ms.saturating_sub(self.at_ms);
         self.level = self
             .level
@@ -60,7 +68,13 @@ impl Bucket {
 /// Token buckets keyed by `K` (a space's number, a client address).
 pub struct Limiter<K> {
     rate: Rate,
-    buckets: Mutex<HashMap<K, Bucket>>,
+    buckets: Mutex<Generations<K>>,
+}
+
+/// The buckets of the keys seen lately, and of those seen before them (module docs).
+struct Generations<K> {
+    current: HashMap<K, Bucket>,
+    previous: HashMap<K, Bucket>,
 }
 
 impl<K: Hash + Eq + Copy> Limiter<K> {
@@ -68,7 +82,10 @@ impl<K: Hash + Eq + Copy> Limiter<K> {
     pub fn new(rate: Rate) -> Self {
         Limiter {
             rate,
-            buckets: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(Generations {
+                current: HashMap::new(),
+                previous: HashMap::new(),
+            }),
         }
     }
 
@@ -80,23 +97,24 @@ impl<K: Hash + Eq + Copy> Limiter<K> {
         if rate.per_second == 0 {
             return Ok(());
         }
-        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        if buckets.len() >= MAX_KEYS && !buckets.contains_key(&key) {
-            buckets.retain(|_, b| {
-                b.refill(rate, now_ms);
-                b.level < rate.capacity()
-            });
-            if buckets.len() >= MAX_KEYS {
-                // Every remembered key is spending: give up the oldest-refilled one.
-                if let Some(oldest) = buckets.iter().min_by_key(|(_, b)| b.at_ms).map(|(k, _)| *k) {
-                    buckets.remove(&oldest);
-                }
+        let mut g = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        if !g.current.contains_key(&key) {
+            let known = g.previous.remove(&key);
+            if g.current.len() >= MAX_KEYS / 2 {
+                // Dropping a map of plain integers frees its memory in one piece.
+                g.previous = std::mem::take(&mut g.current);
             }
+            g.current.insert(
+                key,
+                known.unwrap_or(Bucket {
+                    level: rate.capacity(),
+                    at_ms: now_ms,
+                }),
+            );
         }
-        let bucket = buckets.entry(key).or_insert(Bucket {
-            level: rate.capacity(),
-            at_ms: now_ms,
-        });
+        let Some(bucket) = g.current.get_mut(&key) else {
+            unreachable!("inserted above")
+        };
         bucket.refill(rate, now_ms);
         if bucket.level >= TOKEN {
             bucket.level -= TOKEN;
@@ -105,6 +123,14 @@ impl<K: Hash + Eq + Copy> Limiter<K> {
         let missing = TOKEN - bucket.level;
         let wait_ms = missing.div_ceil(u64::from(rate.per_second));
         Err(u32::try_from(wait_ms.div_ceil(1000).max(1)).unwrap_or(u32::MAX))
+    }
+}
+
+#[cfg(test)]
+impl<K> Limiter<K> {
+    fn len(&self) -> usize {
+        let g = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        g.current.len() + g.previous.len()
     }
 }
 
@@ -137,6 +163,36 @@ impl SpaceLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Buckets refilled by this thread: the work a `take` did.
+        pub(super) static REFILLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// With the table full of addresses that are all spending, a new address costs the same
+    /// as any other: no pass over the whole table under the lock for each one.
+    #[test]
+    fn a_new_key_past_the_bound_costs_no_scan() {
+        let l = Limiter::new(rate(1, 5));
+        for k in 0..u32::try_from(MAX_KEYS).unwrap() {
+            l.take(k, 0).unwrap();
+        }
+        REFILLS.with(|n| n.set(0));
+        for k in 0..1000 {
+            l.take(u32::MAX - k, 0).unwrap();
+        }
+        let work = REFILLS.with(std::cell::Cell::get);
+        assert!(
+            work <= 2 * 1000,
+            "{work} buckets refilled for 1000 new keys"
+        );
+        // Still bounded, and a key seen lately keeps its bucket.
+        assert!(l.len() <= MAX_KEYS);
+        for _ in 0..4 {
+            l.take(u32::MAX, 0).unwrap();
+        }
+        assert!(l.take(u32::MAX, 0).is_err());
+    }
 
     fn rate(per_second: u32, burst: u32) -> Rate {
         Rate { per_second, burst }
@@ -194,16 +250,25 @@ mod tests {
     }
 
     #[test]
-    fn the_key_bound_drops_full_buckets_first() {
+    fn the_key_bound_keeps_the_keys_seen_lately() {
         let l = Limiter::new(rate(1, 1));
         for k in 0..u32::try_from(MAX_KEYS).unwrap() {
             l.take(k, 0).unwrap();
         }
-        // All spending: a new key evicts one, and the map stays bounded.
-        l.take(u32::MAX, 0).unwrap();
-        assert_eq!(l.buckets.lock().unwrap().len(), MAX_KEYS);
-        // A second later every old bucket is full again: they go, the new ones stay.
-        l.take(u32::MAX - 1, 1000).unwrap();
-        assert!(l.buckets.lock().unwrap().len() <= 2);
+        assert!(l.len() <= MAX_KEYS);
+        // Both generations are remembered, spending ...
+        let last = u32::try_from(MAX_KEYS).unwrap() - 1;
+        assert!(l.take(last, 0).is_err());
+        assert!(l.take(0, 0).is_err());
+        // ... until a turn forgets the previous one, whose keys start full again.
+        l.take(1, 0).unwrap();
+        // A key seen again moves back into the current generation and survives the next turn.
+        for k in 0..u32::try_from(MAX_KEYS / 2).unwrap() {
+            let _ = l.take(u32::MAX - k, 0);
+            if k % 1000 == 0 {
+                assert!(l.take(last, 0).is_err(), "{k}");
+            }
+        }
+        assert!(l.len() <= MAX_KEYS);
     }
 }

@@ -228,7 +228,10 @@ struct BindAnswer {
     conflict: bool,
 }
 
-fn bind_answer(outcome: BindOutcome) -> Response {
+/// The answer of a binding. `with_other_id`: whether a conflict names the Telegram id that
+/// holds the click; only for the secret (`POST /bind`): the ingest token of `GET /bind` is held
+/// by affiliate networks, which are sent uids, and must not learn who is behind one.
+fn bind_answer(outcome: BindOutcome, with_other_id: bool) -> Response {
     let answer = match outcome {
         BindOutcome::Unmatched => BindAnswer {
             ok: true,
@@ -239,7 +242,7 @@ fn bind_answer(outcome: BindOutcome) -> Response {
         BindOutcome::Bound { tg_id, conflict } => BindAnswer {
             ok: true,
             matched: true,
-            tg_id: Some(tg_id),
+            tg_id: (with_other_id || !conflict).then_some(tg_id),
             conflict,
         },
     };
@@ -250,11 +253,11 @@ fn bind_answer(outcome: BindOutcome) -> Response {
 pub async fn post_bind(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let body = call.body.read(call.app.settings.max_body_bytes).await?;
     let input = BindInput::from_json(&body)?;
-    Ok(bind_answer(call.app.bind(&space, input).await?))
+    Ok(bind_answer(call.app.bind(&space, input).await?, true))
 }
 
-/// `GET /bind`: ingest token, `uid` and `tg` in the query.
+/// `GET /bind`: ingest token, `uid` and `tg` in the query; a conflict without the other id.
 pub async fn get_bind(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let input = BindInput::from_query(&call.query)?;
-    Ok(bind_answer(call.app.bind(&space, input).await?))
+    Ok(bind_answer(call.app.bind(&space, input).await?, false))
 }

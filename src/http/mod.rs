@@ -20,6 +20,7 @@ pub mod respond;
 pub mod routes;
 pub mod space;
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -134,10 +135,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
                 let declared = headers
                     .get(header::CONTENT_LENGTH)
                     .and_then(|v| v.to_str().ok()?.parse().ok());
-                let client = peer.map(|p| {
-                    let forwarded = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
-                    app.client_ip(p.0.ip(), forwarded)
-                });
+                let client =
+                    peer.map(|p| app.client_ip(p.0.ip(), forwarded_for(&headers).as_deref()));
                 let call = Call {
                     app,
                     method,
@@ -155,6 +154,27 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         // Only warp's own failures come here (a body taken twice cannot happen): a JSON error.
         .recover(respond::recover)
         .unify()
+}
+
+/// Every `X-Forwarded-For` line, in order, as one list: a proxy (`HAProxy`) may add a line of its
+/// own after the client's, and the right-most entries are the ones a proxy vouches for. A line
+/// that is not text stands as one unreadable entry, which stops the walk there. Allocates only
+/// for a request with more than one line.
+fn forwarded_for(headers: &HeaderMap) -> Option<Cow<'_, str>> {
+    let mut lines = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .map(|v| v.to_str().unwrap_or("?"));
+    let first = lines.next()?;
+    let Some(second) = lines.next() else {
+        return Some(Cow::Borrowed(first));
+    };
+    let mut all = format!("{first}, {second}");
+    for line in lines {
+        all.push_str(", ");
+        all.push_str(line);
+    }
+    Some(Cow::Owned(all))
 }
 
 /// Warp's body stream as the one type every [`Body`] holds.

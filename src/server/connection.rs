@@ -11,14 +11,17 @@
 //! - **head**: from the connection's start, or from the first byte after an answer, until the
 //!   request reaches the handler: `header_timeout`;
 //! - **serving**: a handler runs; while it still waits for body bytes, `body_timeout` since the
-//!   last byte read; while it waits for the disk, no deadline (the store bounds that);
+//!   head was complete: a deadline for the whole body, not a gap between bytes, so a byte sent
+//!   now and then cannot hold the connection; while it waits for the disk, no deadline (the
+//!   store bounds that);
 //! - **idle**: the answer is out and no byte of the next request came: `idle_timeout`.
 //!
 //! The reads (`Watched`), the handler calls (`Handler`) and the body (`WatchedBody`) move the
 //! phase; [`serve`] sleeps until the deadline and drops the connection when it has passed.
 //!
 //! What else every request gets here, before and after the routes: the client's address as a
-//! [`ClientAddr`] extension; `400` for an HTTP/1.1 request without `Host`; `414` for an
+//! [`ClientAddr`] extension; `X-Content-Type-Options: nosniff` on every answer (`GET /e?return=`
+//! echoes text a browser must not take for HTML); `400` for an HTTP/1.1 request without `Host`; `414` for an
 //! over-long URL; `500 internal` (and the detail in the log) for a handler that panics, while
 //! the server keeps serving; and, for the answers hyper makes by
 //! itself for a head it cannot parse (`400`, `414`, `431`), the JSON error body in place of
@@ -75,6 +78,8 @@ pub struct ConnectionStats {
     pub body_timeouts: AtomicU64,
     pub idle_closed: AtomicU64,
     pub protocol_errors: AtomicU64,
+    /// Connections refused because their address held its share.
+    pub address_refused: AtomicU64,
     pub panics: AtomicU64,
 }
 
@@ -97,9 +102,8 @@ fn now_ms() -> u64 {
 /// Where a connection is, shared by its reads, its handler calls and its watch.
 struct Phase {
     current: AtomicU8,
-    /// When the phase began (head, idle).
+    /// When the phase began (head, serving, idle).
     since_ms: AtomicU64,
-    last_read_ms: AtomicU64,
     /// A handler may still wait for body bytes.
     body_open: AtomicBool,
     /// Woken when a deadline may have moved earlier.
@@ -112,17 +116,14 @@ impl Phase {
         Phase {
             current: AtomicU8::new(HEAD),
             since_ms: AtomicU64::new(now),
-            last_read_ms: AtomicU64::new(now),
             body_open: AtomicBool::new(false),
             moved: Notify::new(),
         }
     }
 
     fn read_some(&self) {
-        let now = now_ms();
-        self.last_read_ms.store(now, Ordering::Relaxed);
         if self.current.load(Ordering::Relaxed) == IDLE {
-            self.since_ms.store(now, Ordering::Relaxed);
+            self.since_ms.store(now_ms(), Ordering::Relaxed);
             self.current.store(HEAD, Ordering::Relaxed);
             self.moved.notify_one();
         }
@@ -130,6 +131,9 @@ impl Phase {
 
     fn serving(&self, body_open: bool) {
         self.body_open.store(body_open, Ordering::Relaxed);
+        if body_open {
+            self.since_ms.store(now_ms(), Ordering::Relaxed);
+        }
         self.current.store(SERVING, Ordering::Relaxed);
         self.moved.notify_one();
     }
@@ -158,7 +162,7 @@ impl Phase {
                 "idle",
             )),
             _ if self.body_open.load(Ordering::Relaxed) => Some((
-                self.last_read_ms.load(Ordering::Relaxed) + ms(limits.body_timeout),
+                self.since_ms.load(Ordering::Relaxed) + ms(limits.body_timeout),
                 "body",
             )),
             _ => None,
@@ -275,7 +279,8 @@ where
                 metrics.request(*route, response.status().as_u16(), started.elapsed());
             }
         };
-        if let Some(refused) = refuse_before_routing(&req) {
+        if let Some(mut refused) = refuse_before_routing(&req) {
+            nosniff(&mut refused);
             phase.answered();
             count(&refused);
             return Box::pin(std::future::ready(Ok(refused)));
@@ -290,7 +295,7 @@ where
         let answer = hyper::service::Service::call(&self.routes, req);
         let (addr, stats) = (self.addr, self.stats.clone());
         Box::pin(async move {
-            let response = match AssertUnwindSafe(answer).catch_unwind().await {
+            let mut response = match AssertUnwindSafe(answer).catch_unwind().await {
                 Ok(Ok(response)) => response,
                 Ok(Err(never)) => match never {},
                 Err(panic) => {
@@ -304,11 +309,20 @@ where
                     respond::error(&Error::internal(), Auth::None)
                 }
             };
+            nosniff(&mut response);
             phase.answered();
             count(&response);
             Ok(response)
         })
     }
+}
+
+/// Every answer of the listener: no browser may guess another type than the one it says.
+fn nosniff(response: &mut Response) {
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
 }
 
 /// What is refused before the routes see it: the request line and head hyper parsed but HTTP
@@ -473,7 +487,7 @@ fn replacement_answer(code: Code) -> Vec<u8> {
     let status = respond::status_of(code);
     let mut out = format!(
         "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-         connection: close\r\n\r\n",
+         x-content-type-options: nosniff\r\nconnection: close\r\n\r\n",
         status.as_u16(),
         status.canonical_reason().unwrap_or(""),
         body.len()
@@ -495,6 +509,7 @@ mod tests {
             idle_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(10),
             max_connections: 1,
+            max_connections_per_address: 1,
         };
         let p = Phase::new();
         let at = |p: &Phase, what: &str| {
@@ -509,8 +524,14 @@ mod tests {
             "a new connection owes a head"
         );
         p.serving(true);
-        p.last_read_ms.store(1_000, Ordering::Relaxed);
+        p.since_ms.store(1_000, Ordering::Relaxed);
         assert_eq!(at(&p, "body"), 8_000);
+        p.read_some();
+        assert_eq!(
+            at(&p, "body"),
+            8_000,
+            "a byte of the body moves no deadline"
+        );
         p.body_done();
         assert_eq!(
             p.deadline(&limits),

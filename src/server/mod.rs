@@ -6,7 +6,11 @@
 //!
 //! Connections (`docs/api.md#limits`): at most `max_connections` are open; past that the accept
 //! loop waits for one to close, and new clients wait in the kernel's queue without touching
-//! those in service. Each connection is served by `http::connection`, which cuts off slow heads,
+//! those in service. One client address holds at most `max_connections_per_address` of them
+//! (an IPv6 client: its /64); past that a new connection is answered `429` at once and closed,
+//! so no single address can take the service from the rest. The count is by the TCP peer, the
+//! only address known when a connection is accepted: a peer in `trusted_proxies` is not counted,
+//! since a reverse proxy carries every visitor's connections (the proxy limits per visitor). Each connection is served by `http::connection`, which cuts off slow heads,
 //! stalled bodies and idle keep-alives. At shutdown, the listener closes, idle connections close
 //! at once, requests in flight get `shutdown_timeout` to finish, and whatever is left is cut off,
 //! so a stalled client cannot hold the process.
@@ -15,10 +19,12 @@ pub mod backups;
 pub mod connection;
 pub mod retention;
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -29,6 +35,8 @@ use warp::reply::Response;
 
 use crate::app::App;
 use crate::config::ConnectionLimits;
+use crate::domain::client::{Cidr, address_key};
+use crate::error::{Code, Error};
 use crate::metrics::{self, Metrics};
 use crate::storage::{Health, StoreError};
 use crate::{control, http};
@@ -105,7 +113,19 @@ pub async fn serve_with_metrics(
             },
         ))
     });
-    serve_counted(routes, listener, limits, stop, Some(app.metrics.clone())).await;
+    let per_address = PerAddress::new(
+        limits.max_connections_per_address,
+        app.settings.trusted_proxies.clone(),
+    );
+    serve_counted(
+        routes,
+        listener,
+        limits,
+        per_address,
+        stop,
+        Some(app.metrics.clone()),
+    )
+    .await;
     stopped.send_replace(true);
     if let Some(scrapes) = scrapes {
         let _ = scrapes.await;
@@ -160,7 +180,8 @@ pub async fn serve_connections<F>(
 ) where
     F: Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static,
 {
-    serve_counted(routes, listener, limits, stop, None).await;
+    let per_address = PerAddress::new(limits.max_connections_per_address, Vec::new());
+    serve_counted(routes, listener, limits, per_address, stop, None).await;
 }
 
 /// The listener of `/metrics`: that one path, and the JSON error body for any other.
@@ -192,6 +213,7 @@ async fn serve_counted<F>(
     routes: F,
     listener: TcpListener,
     limits: ConnectionLimits,
+    per_address: Arc<PerAddress>,
     stop: impl Future<Output = ()>,
     metrics: Option<Arc<Metrics>>,
 ) where
@@ -221,11 +243,20 @@ async fn serve_counted<F>(
         };
         accept_errors.succeeded();
         stats.accepted.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = per_address.open(addr.ip()) else {
+            stats.address_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%addr, "refused a connection: its address holds its share");
+            // Written only if the socket takes it at once (a new socket's buffer is empty):
+            // nothing waits on a client that is already over its share.
+            let _ = stream.try_write(&per_address.refusal);
+            continue;
+        };
         while connections.try_join_next().is_some() {}
         let (routes, closing, stats) = (routes.clone(), closing_rx.clone(), stats.clone());
         let metrics = metrics.clone();
         connections.spawn(async move {
             connection::serve(stream, addr, routes, limits, closing, stats, metrics).await;
+            drop(slot);
             drop(permit);
         });
     }
@@ -249,9 +280,90 @@ async fn serve_counted<F>(
         body_timeouts = count(&stats.body_timeouts),
         idle_closed = count(&stats.idle_closed),
         protocol_errors = count(&stats.protocol_errors),
+        refused_per_address = count(&stats.address_refused),
         handler_panics = count(&stats.panics),
         "connections served"
     );
+}
+
+/// The open connections of each client address (`max_connections_per_address`).
+struct PerAddress {
+    max: u32,
+    /// Peers not counted: the trusted proxies.
+    exempt: Vec<Cidr>,
+    open: Mutex<HashMap<IpAddr, u32>>,
+    /// The answer to a connection over the share, made once.
+    refusal: Vec<u8>,
+}
+
+/// A connection's place in its address's share, given back when dropped.
+struct AddressSlot {
+    counts: Arc<PerAddress>,
+    key: Option<IpAddr>,
+}
+
+impl PerAddress {
+    fn new(max: u32, exempt: Vec<Cidr>) -> Arc<PerAddress> {
+        let err = Error::new(
+            Code::RateLimited,
+            format!(
+                "too many connections from your address (at most {max} at once); close one, or \
+                 retry in 1 s"
+            ),
+        );
+        let body = crate::http::respond::error_body(&err);
+        let mut refusal = format!(
+            "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nretry-after: 1\r\nx-content-type-options: nosniff\r\n\
+             connection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        refusal.extend_from_slice(&body);
+        Arc::new(PerAddress {
+            max,
+            exempt,
+            open: Mutex::new(HashMap::new()),
+            refusal,
+        })
+    }
+
+    /// A place for a connection from `peer`, or `None` if its address holds its share.
+    fn open(self: &Arc<Self>, peer: IpAddr) -> Option<AddressSlot> {
+        let key = if self.exempt.iter().any(|c| c.contains(peer)) {
+            None
+        } else {
+            let key = address_key(peer);
+            let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+            let n = open.entry(key).or_insert(0);
+            if *n >= self.max {
+                return None;
+            }
+            *n += 1;
+            Some(key)
+        };
+        Some(AddressSlot {
+            counts: self.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let Some(key) = self.key else { return };
+        let mut open = self
+            .counts
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = open.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&key);
+            }
+        }
+    }
 }
 
 /// Failed accepts (out of file descriptors, mostly): one warning when they start and one line

@@ -23,12 +23,17 @@ pub struct BackupStats {
 /// Copies the snapshot `src` into a new data file at `dest`, which must not exist. The copy is
 /// written beside it under a temporary name and linked into place only when complete, so a
 /// failed backup (a full disk) leaves no half-written `dest`, and an existing `dest` is never
-/// replaced, even one created meanwhile.
+/// replaced, even one created meanwhile. The copy is its owner's alone (mode `0600`), like the
+/// data file, and its temporary file is created new (`O_EXCL`, `O_NOFOLLOW`): a file or link
+/// someone else put at that name is never written through.
 pub fn backup(src: &ReadTransaction, dest: &Path) -> Result<BackupStats, StoreError> {
     let name = dest
         .file_name()
         .map_or_else(|| "backup".into(), |n| n.to_string_lossy().into_owned());
     let partial = dest.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+    // Left over from a backup of an earlier process with the same id, or planted: unlinking a
+    // link removes the link, never its target.
+    let _ = std::fs::remove_file(&partial);
     let result = write_copy(src, &partial).and_then(|rows| {
         std::fs::hard_link(&partial, dest).map_err(|e| StoreError::Redb(redb::Error::Io(e)))?;
         Ok(rows)
@@ -40,7 +45,18 @@ pub fn backup(src: &ReadTransaction, dest: &Path) -> Result<BackupStats, StoreEr
 }
 
 fn write_copy(src: &ReadTransaction, dest: &Path) -> Result<u64, StoreError> {
-    let db = Database::create(dest)?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0))
+        .open(dest)
+        .map_err(|e| StoreError::Redb(redb::Error::Io(e)))?;
+    let backend = redb::backends::FileBackend::new(file)
+        .map_err(|e| StoreError::Redb(redb::Error::from(e)))?;
+    let db = Database::builder().create_with_backend(backend)?;
     let txn = db.begin_write()?;
     let mut copy = Copy {
         src,

@@ -32,7 +32,7 @@ use redb::{Database, ReadableDatabase, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
 use crate::domain::keyring::Keyring;
-use crate::domain::link::Directory;
+use crate::domain::link::{Directory, Link};
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
@@ -202,10 +202,10 @@ pub(super) struct Writer {
 }
 
 /// What a committed batch changed that the server keeps in memory.
-#[derive(Clone, Copy)]
 struct Changed {
     credentials: bool,
-    links: bool,
+    /// The links the batch created or changed.
+    links: Vec<Link>,
 }
 
 /// What a committed batch takes out of the index buffers and puts in, and the latest uid time it
@@ -376,7 +376,7 @@ impl Writer {
         let result = (|| -> Result<(Changed, Buffered, u64), StoreError> {
             let txn = db.begin_write()?;
             let (changed, buffered, inbox_seq) = {
-                let mut t = Txn::open(&txn, &pending, &self.fbclid, self.uid_floor)?;
+                let mut t = Txn::open(&txn, &pending, &self.fbclid, &self.links, self.uid_floor)?;
                 for job in batch.iter_mut() {
                     job.apply(&mut t)?;
                 }
@@ -390,7 +390,7 @@ impl Writer {
                 t.meta.insert(META_INBOX_SEQ, t.inbox_seq)?;
                 let changed = Changed {
                     credentials: t.credentials_changed,
-                    links: t.links_changed,
+                    links: std::mem::take(&mut t.changed_links),
                 };
                 (changed, buffered, t.inbox_seq)
             };
@@ -485,7 +485,7 @@ impl Writer {
         }
         // A rotation is in force when its command returns, and a new link answers when its
         // creation does.
-        if changed.credentials || changed.links {
+        if changed.credentials || !changed.links.is_empty() {
             if let Err(e) = self.reload(db, changed) {
                 tracing::error!(error = %e, "reading credentials and links after a commit");
             }
@@ -536,12 +536,12 @@ impl Writer {
     }
 
     fn reload(&self, db: &Database, changed: Changed) -> Result<(), StoreError> {
-        let txn = db.begin_read()?;
         if changed.credentials {
+            let txn = db.begin_read()?;
             self.keyring.replace(read::keyring_entries(&txn)?);
         }
-        if changed.links {
-            self.links.replace(read::all_links(&txn)?);
+        if !changed.links.is_empty() {
+            self.links.apply(changed.links);
         }
         Ok(())
     }

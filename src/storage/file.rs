@@ -59,16 +59,20 @@ pub struct DataFile {
 }
 
 impl DataFile {
-    /// Opens (or creates) `path`. The error names the path: a user reads it.
+    /// Opens (or creates) `path`. A new file is its owner's alone (mode `0600`): it holds the
+    /// admin password's hash, the links and the Telegram ids. The error names the path: a user
+    /// reads it.
     pub fn open(
         path: &Path,
         fault: Option<FaultSwitch>,
     ) -> std::io::Result<(DataFile, FlushFailed)> {
+        use std::os::unix::fs::OpenOptionsExt as _;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(path)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         let flush_failed = FlushFailed::default();

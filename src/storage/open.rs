@@ -119,6 +119,7 @@ fn open_up_to_date(
             path: path.to_owned(),
             error,
         })?;
+    warn_if_others_can_read(path);
     let db = builder.create_with_backend(file).map_err(|e| match e {
         redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse(path.display().to_string()),
         other => StoreError::from(other),
@@ -143,6 +144,22 @@ fn open_up_to_date(
         flush_failed,
         created: !existed,
     })
+}
+
+/// Says so when users other than the owner may read the data file. An existing file's mode is
+/// left as it is (its owner may have chosen it, for a backup tool's group, say), but the file
+/// holds the admin password's hash, the links and the Telegram ids.
+fn warn_if_others_can_read(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Ok(meta) = path.metadata()
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(
+            path = %path.display(),
+            mode = format!("{:o}", meta.permissions().mode() & 0o777),
+            "the data file can be read by other users; `chmod 600` it unless that is meant"
+        );
+    }
 }
 
 /// A data file that lives in memory only (`tracker serve --ephemeral`, for test suites): the

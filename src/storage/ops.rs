@@ -24,7 +24,7 @@ use crate::domain::click::{self, NewClick};
 use crate::domain::credential::{self, Kind};
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
 use crate::domain::event::ValidEvent;
-use crate::domain::link::{Destination, Link, Mode, NewLink};
+use crate::domain::link::{Destination, Directory, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
 use crate::domain::outcome::{
     BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
 };
@@ -71,8 +71,10 @@ pub(crate) struct Txn<'t> {
     pub(super) inbox_seq: u64,
     /// Whether the keyring must be read again once the batch commits.
     pub(super) credentials_changed: bool,
-    /// Whether the links must be read again once the batch commits.
-    pub(super) links_changed: bool,
+    /// The links this batch created or changed, for the directory once the batch commits.
+    pub(super) changed_links: Vec<Link>,
+    /// The running server's links, as of the batch before: what the bound per space counts.
+    directory: &'t Directory,
     /// Dedup entries older than this transaction, not yet in `DEDUP`.
     pending: &'t DedupBuffer,
     /// The dedup entries this transaction adds and writes out.
@@ -105,6 +107,7 @@ impl<'t> Txn<'t> {
         txn: &'t WriteTransaction,
         pending: &'t DedupBuffer,
         fbclid_pending: &'t FbclidBuffer,
+        directory: &'t Directory,
         uid_floor: u64,
     ) -> Result<Txn<'t>, StoreError> {
         let meta = txn.open_table(META)?;
@@ -129,7 +132,8 @@ impl<'t> Txn<'t> {
             rollup: Rollup::default(),
             inbox_seq,
             credentials_changed: false,
-            links_changed: false,
+            changed_links: Vec::new(),
+            directory,
             pending,
             change: dedup_buffer::Change::default(),
             fbclid_pending,
@@ -422,6 +426,20 @@ impl<'t> Txn<'t> {
                 format!("the slug {:?} is taken; choose another", link.slug),
             )));
         }
+        let created_now = self
+            .changed_links
+            .iter()
+            .filter(|l| l.space == space && !l.deleted)
+            .count();
+        if self.directory.count(space) + created_now >= MAX_LINKS_PER_SPACE {
+            return Err(StoreError::Refused(Error::new(
+                Code::Conflict,
+                format!(
+                    "this space holds {MAX_LINKS_PER_SPACE} links, the most a space may hold \
+                     (deleted links count: each keeps its slug); use another space"
+                ),
+            )));
+        }
         let (bot, target) = match &link.destination {
             Destination::Bot(b) => (Some(b.clone()), None),
             Destination::Target(t) => (None, Some(t.clone())),
@@ -442,9 +460,10 @@ impl<'t> Txn<'t> {
             .insert(link.slug.as_str(), records::encode(&record).as_slice())?;
         self.links_by_space
             .insert((space, link.slug.as_str()), ())?;
-        self.links_changed = true;
         self.link_spaces.remove(link.slug.as_str());
-        read::link_of(&link.slug, record)
+        let created = read::link_of(&link.slug, record)?;
+        self.changed_links.push(created.clone());
+        Ok(created)
     }
 
     /// Deletes a link of `space`: its public address answers `410` from now on, and its slug
@@ -466,8 +485,8 @@ impl<'t> Txn<'t> {
             record.deleted_at_ms = Some(now_ms);
             self.links
                 .insert(slug, records::encode(&record).as_slice())?;
-            self.links_changed = true;
             self.link_spaces.remove(slug);
+            self.changed_links.push(read::link_of(slug, record)?);
         }
         Ok(())
     }
@@ -719,7 +738,8 @@ mod tests {
         let db = open_in_memory().unwrap().db;
         let txn = db.begin_write().unwrap();
         let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
-        let mut t = Txn::open(&txn, &dedup, &fbclid, 0).unwrap();
+        let directory = Directory::default();
+        let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0).unwrap();
         assert!(t.link_click("a", visit()).is_err());
         t.create_link(1, &link("a"), 1).unwrap();
         assert!(t.link_click("a", visit()).unwrap().created);
@@ -736,10 +756,11 @@ mod tests {
         use crate::domain::event::{AttributedBy, EventKind};
         let db = open_in_memory().unwrap().db;
         let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
+        let directory = Directory::default();
         let batch = |op: &mut dyn FnMut(&mut Txn<'_>)| {
             let txn = db.begin_write().unwrap();
             {
-                let mut t = Txn::open(&txn, &dedup, &fbclid, 0).unwrap();
+                let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0).unwrap();
                 op(&mut t);
                 t.write_clicks().unwrap();
             }

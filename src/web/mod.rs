@@ -30,7 +30,6 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
 
@@ -38,7 +37,7 @@ use crate::app::App;
 use crate::domain::input::Query;
 use crate::error::{Code, Error};
 use crate::http::Call;
-use session::{Live, LoginForms, LoginThrottle, Sessions, same_token};
+use session::{Live, LoginForms, LoginThrottle, QuietWarnings, Sessions, same_token};
 
 /// The session cookie's name.
 const COOKIE: &str = "tracker_admin";
@@ -53,13 +52,15 @@ const FAILED_LOGIN_PAUSE: Duration = Duration::from_secs(1);
 const STYLE: &str = include_str!("style.css");
 const COPY_JS: &str = include_str!("copy.js");
 
-/// The admin page's state: sessions, the login form's key, the login throttle, and the one
-/// permit to run a password check (so that concurrent logins queue instead of taking every core).
+/// The admin page's state: sessions, the login form's key, the login throttle, the one permit
+/// to run a password check (so that concurrent logins queue instead of taking every core), and
+/// the warnings any client can cause, written once a minute per address.
 pub struct AdminPages {
     sessions: Sessions,
     login_forms: LoginForms,
     throttle: LoginThrottle,
     checking: Arc<tokio::sync::Semaphore>,
+    warnings: QuietWarnings,
 }
 
 impl Default for AdminPages {
@@ -69,11 +70,13 @@ impl Default for AdminPages {
             login_forms: LoginForms::default(),
             throttle: LoginThrottle::default(),
             checking: Arc::new(tokio::sync::Semaphore::new(1)),
+            warnings: QuietWarnings::default(),
         }
     }
 }
 
-/// One request to the admin page, its form read.
+/// One request to the admin page, as its head has it: the body is read only once the head
+/// shows a session (or, for a login, the login form's cookie).
 struct Request {
     method: Method,
     /// The whole path, `/admin/...`.
@@ -81,7 +84,6 @@ struct Request {
     query: Query,
     cookie: Option<String>,
     client: Option<IpAddr>,
-    body: Bytes,
 }
 
 /// What a page handler is given: the app, the logged-in session, the request's form or query.
@@ -97,32 +99,42 @@ struct Ctx<'a> {
 pub async fn serve(call: Call, pages: Arc<AdminPages>) -> Response {
     let started = Instant::now();
     let cookie = call.header(header::COOKIE).map(str::to_owned);
-    let body = match call.body.read(MAX_FORM_BYTES).await {
-        Ok(body) => body,
-        Err(e) => {
-            return finish(
-                pages::error_page(&e, None, None),
-                &call.method,
-                &call.path,
-                started,
-            );
-        }
+    let (app, body) = (call.app, call.body);
+    let request = Request {
+        method: call.method,
+        path: call.path,
+        query: call.query,
+        cookie,
+        client: call.client,
     };
-    let (app, request) = (
-        call.app,
-        Request {
-            method: call.method,
-            path: call.path,
-            query: call.query,
-            cookie,
-            client: call.client,
-            body,
-        },
-    );
-    let response = route(&app, &pages, &request)
+    let response = route(&app, &pages, &request, body)
         .await
         .unwrap_or_else(|e| pages::error_page(&e, None, None));
     finish(response, &request.method, &request.path, started)
+}
+
+/// A form's fields, read from the body within [`MAX_FORM_BYTES`].
+async fn read_form(body: crate::http::Body) -> Result<Query, Error> {
+    let body = body.read(MAX_FORM_BYTES).await?;
+    Ok(Query::parse(std::str::from_utf8(&body).unwrap_or("")))
+}
+
+/// An answer given without reading the request's body: the connection closes after it, so the
+/// unread body is never waited for.
+fn unread(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+impl AdminPages {
+    /// Writes warning `what` about `address`, at most once a minute per address and kind.
+    fn warn(&self, app: &App, address: IpAddr, what: &'static str, path: &str) {
+        if let Some(left_out) = self.warnings.admit(address, what, app.now_ms()) {
+            tracing::warn!(%address, path, left_out_since_last = left_out, "{what}");
+        }
+    }
 }
 
 /// Adds the security headers every admin answer carries and writes its access-log line.
@@ -135,7 +147,6 @@ fn finish(mut response: Response, method: &Method, path: &str, started: Instant)
         ),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::CACHE_CONTROL, "no-store"),
-        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::REFERRER_POLICY, "no-referrer"),
     ] {
         headers.insert(name, HeaderValue::from_static(value));
@@ -151,7 +162,12 @@ fn finish(mut response: Response, method: &Method, path: &str, started: Instant)
     response
 }
 
-async fn route(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<Response, Error> {
+async fn route(
+    app: &Arc<App>,
+    pages: &AdminPages,
+    request: &Request,
+    body: crate::http::Body,
+) -> Result<Response, Error> {
     if request.path == "/admin" {
         return Ok(redirect("/admin/"));
     }
@@ -165,7 +181,7 @@ async fn route(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<
         ["style.css"] if get => return Ok(asset(STYLE, "text/css; charset=utf-8")),
         ["copy.js"] if get => return Ok(asset(COPY_JS, "text/javascript; charset=utf-8")),
         ["login"] if get => return Ok(login_page(app, pages, None, StatusCode::OK)),
-        ["login"] if post => return login(app, pages, request).await,
+        ["login"] if post => return login(app, pages, request, body).await,
         _ => {}
     }
     let now = app.now_ms();
@@ -181,7 +197,7 @@ async fn route(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<
         _ => None,
     };
     let Some(live) = live else {
-        return Ok(if get {
+        return Ok(unread(if get {
             redirect(LOGIN_PATH)
         } else {
             login_page(
@@ -190,11 +206,23 @@ async fn route(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<
                 Some("Your session has ended; log in again."),
                 StatusCode::FORBIDDEN,
             )
-        });
+        }));
     };
-    let form = Query::parse(std::str::from_utf8(&request.body).unwrap_or(""));
+    let form = if post {
+        match read_form(body).await {
+            Ok(form) => form,
+            Err(e) => return Ok(pages::error_page(&e, space, Some(&live.csrf))),
+        }
+    } else {
+        Query::parse("")
+    };
     if post && !form.get("csrf").is_some_and(|t| same_token(t, &live.csrf)) {
-        tracing::warn!(path = %request.path, "admin form refused: its CSRF token does not match");
+        pages.warn(
+            app,
+            client_address(request),
+            "admin form refused: its CSRF token does not match",
+            &request.path,
+        );
         return Ok(pages::message_page(
             StatusCode::FORBIDDEN,
             "This form is out of date (its CSRF token does not match your session), so nothing \
@@ -252,41 +280,74 @@ fn login_page(app: &App, pages: &AdminPages, error: Option<&str>, status: Status
     response
 }
 
-/// `POST /admin/login`: the form's token, the throttle, then the password check (one at a
-/// time), then a session.
-async fn login(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<Response, Error> {
-    let form = Query::parse(std::str::from_utf8(&request.body).unwrap_or(""));
-    let address = request.client.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+/// The client's address, or the unspecified one where no connection stands behind the request.
+fn client_address(request: &Request) -> IpAddr {
+    request.client.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+}
+
+/// `POST /admin/login`: the form's cookie (from the head, before the body is read), the form's
+/// token, the throttle, then the password check (one at a time), then a session.
+async fn login(
+    app: &Arc<App>,
+    pages: &AdminPages,
+    request: &Request,
+    body: crate::http::Body,
+) -> Result<Response, Error> {
+    let address = client_address(request);
     let login_cookie = request
         .cookie
         .as_deref()
         .and_then(|c| cookie_value(c, LOGIN_COOKIE));
-    if !pages
-        .login_forms
-        .accepts(login_cookie, form.get("csrf"), app.now_ms())
-    {
-        tracing::warn!(%address, "admin login refused: the form's token is missing, wrong or old");
-        return Ok(login_page(
+    let expired = || {
+        pages.warn(
+            app,
+            address,
+            "admin login refused: the form's token is missing, wrong or old",
+            &request.path,
+        );
+        login_page(
             app,
             pages,
             Some("This login form has expired or did not come from this page; log in again."),
             StatusCode::FORBIDDEN,
-        ));
+        )
+    };
+    if !pages.login_forms.accepts_cookie(login_cookie, app.now_ms()) {
+        return Ok(unread(expired()));
     }
-    if let Err(wait_s) = pages.throttle.admit(address, app.now_ms()) {
-        tracing::warn!(%address, "admin login refused: too many attempts");
-        let mut response = login_page(
-            app,
-            pages,
-            Some(&format!(
-                "Too many login attempts; try again in {wait_s} seconds."
-            )),
-            StatusCode::TOO_MANY_REQUESTS,
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(wait_s));
-        return Ok(response);
+    let form = read_form(body).await?;
+    if !pages
+        .login_forms
+        .accepts(login_cookie, form.get("csrf"), app.now_ms())
+    {
+        return Ok(expired());
+    }
+    let pause_ms = match pages.throttle.admit(address, app.now_ms()) {
+        Ok(pause_ms) => pause_ms,
+        Err(wait_s) => {
+            pages.warn(
+                app,
+                address,
+                "admin login refused: too many attempts",
+                &request.path,
+            );
+            let mut response = login_page(
+                app,
+                pages,
+                Some(&format!(
+                    "Too many login attempts; try again in {wait_s} seconds."
+                )),
+                StatusCode::TOO_MANY_REQUESTS,
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(wait_s));
+            return Ok(response);
+        }
+    };
+    if pause_ms > 0 {
+        // Past the overall bound, from an address that has not failed: checked, but slowly.
+        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
     }
     // The hash the session will be tied to, read before the check: a password changed during it
     // ends the session at its first request rather than leaving it tied to the new one.
@@ -310,7 +371,7 @@ async fn login(app: &Arc<App>, pages: &AdminPages, request: &Request) -> Result<
         .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))??
     };
     if !matches {
-        tracing::warn!(%address, "admin login failed");
+        pages.warn(app, address, "admin login failed", &request.path);
         tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
         return Ok(login_page(
             app,

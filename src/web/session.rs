@@ -2,23 +2,35 @@
 //! check.
 //!
 //! Sessions live in memory only: a session id is a credential, and keeping none on disk means
-//! none is at rest; a restart logs everyone out, which for one admin user costs one login. Each
+//! none is at rest; a restart logs everyone out, which for one admin user costs one login. A
+//! session ends after [`IDLE_MS`] without a request, and [`LIFETIME_MS`] after its login however
+//! busy it is, so a stolen cookie cannot be kept alive for ever. Each
 //! session has its own CSRF token, which every state-changing form carries, and remembers which
 //! password hash it logged in under: a new password (`tracker admin password`, say because the
 //! old one leaked) ends every session made with the old one.
 //!
 //! The login form comes before any session, so its token is a signed double submit: the form's
-//! page sets a short-lived cookie (when it was issued, and 128 random bits) and puts the cookie's
-//! HMAC under a key that never leaves the process in the form. A login is checked only when the
-//! two match and the cookie is younger than [`LOGIN_FORM_MS`]. Another site can make a browser
+//! page sets a short-lived cookie (when it was issued, 128 random bits, and a tag: their HMAC
+//! under a key that never leaves the process) and puts the whole cookie's HMAC under the same
+//! key in the form. The cookie alone is checked from the request's head, before its body is
+//! read (a post without one is answered without waiting for a body); a login is checked only
+//! when cookie and form match and the cookie is younger than [`LOGIN_FORM_MS`]. Another site can make a browser
 //! POST a password but can neither read nor set that cookie (`SameSite=Strict`, `HttpOnly`), and a
 //! cookie it planted some other way has no HMAC it could compute. Nothing is kept per form, so
 //! fetching login pages costs the server no memory.
 //!
 //! The throttle bounds how often the argon2id check runs, since each costs tens of milliseconds
-//! of a core: per client address, and overall, so that a flood of wrong passwords from many
-//! addresses still cannot take the CPU from ingest. Attempts are counted when they start, not
-//! when they fail, so a burst of concurrent attempts is bounded too.
+//! of a core. Per client address (an IPv6 client by its /64): [`ATTEMPTS_PER_ADDRESS`] in
+//! [`ADDRESS_WINDOW_MS`], then `429`. Overall, past [`ATTEMPTS_OVERALL`] a minute from all
+//! addresses together, an address that has failed is refused and one that has not is only
+//! slowed (by up to [`MAX_OVERALL_PAUSE_MS`]): so a flood of wrong passwords from many addresses
+//! can neither take the CPU from ingest (the checks also run one at a time) nor lock the admin
+//! out, whose right password from an address that has not failed is always checked. Attempts
+//! are counted when they start, not when they fail, so a burst of concurrent attempts is
+//! bounded too.
+//!
+//! What anyone can cause is logged at most once a minute per address ([`QuietWarnings`]), with
+//! the count of lines left out, so refused forms cannot fill the log.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -27,18 +39,25 @@ use std::sync::{Mutex, PoisonError};
 use hmac::{KeyInit as _, Mac as _};
 use subtle::ConstantTimeEq as _;
 
-/// A session ends after this long without a request.
+use crate::domain::client::address_key;
+
+/// A session ends after this long without a request ...
 pub const IDLE_MS: u64 = 12 * 60 * 60 * 1000;
+/// ... and this long after its login, however busy.
+pub const LIFETIME_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 /// Sessions kept at most; the least recently used goes first.
 const MAX_SESSIONS: usize = 1024;
 
 /// Login attempts per client address within [`ADDRESS_WINDOW_MS`] (a success clears them).
 pub const ATTEMPTS_PER_ADDRESS: usize = 5;
 pub const ADDRESS_WINDOW_MS: u64 = 15 * 60 * 1000;
-/// Login attempts from all addresses together within [`OVERALL_WINDOW_MS`]: with a check of
-/// about 20 ms of a core (BENCHMARKS.md, "The admin password check"), at most about 0.6 s of one core a minute.
+/// Login attempts from all addresses together within [`OVERALL_WINDOW_MS`] that are checked at
+/// once: with a check of about 20 ms of a core (BENCHMARKS.md, "The admin password check"),
+/// about 0.6 s of one core a minute. Past it, attempts are slowed or refused (module docs).
 pub const ATTEMPTS_OVERALL: usize = 30;
 pub const OVERALL_WINDOW_MS: u64 = 60 * 1000;
+/// The longest an attempt from an address that has not failed waits past the overall bound.
+pub const MAX_OVERALL_PAUSE_MS: u64 = 5 * 1000;
 /// Addresses remembered at most; the map cannot grow without bound under a spread-out flood.
 const MAX_ADDRESSES: usize = 4096;
 
@@ -92,12 +111,40 @@ impl LoginForms {
         hex::encode(self.mac_of(cookie).finalize().into_bytes())
     }
 
+    /// The tag of a cookie's `<issued>.<random>`: the first 128 bits of their HMAC, told apart
+    /// from a form field (the HMAC of a whole cookie) by its prefix.
+    fn cookie_tag(&self, issued_and_random: &str) -> HmacSha256 {
+        self.keyed
+            .clone()
+            .chain_update("cookie ")
+            .chain_update(issued_and_random)
+    }
+
     /// A new pair for a login page served at `now_ms`.
     #[must_use]
     pub fn issue(&self, now_ms: u64) -> LoginForm {
-        let cookie = format!("{now_ms}.{}", random_hex128());
+        let body = format!("{now_ms}.{}", random_hex128());
+        let tag = self.cookie_tag(&body).finalize().into_bytes();
+        let cookie = format!("{body}.{}", hex::encode(&tag[..16]));
         let field = self.field_for(&cookie);
         LoginForm { cookie, field }
+    }
+
+    /// Whether a login's cookie alone is one this process issued less than [`LOGIN_FORM_MS`]
+    /// before `now_ms`: what the request's head can show before its body is read.
+    #[must_use]
+    pub fn accepts_cookie(&self, cookie: Option<&str>, now_ms: u64) -> bool {
+        let Some((body, tag)) = cookie.and_then(|c| c.rsplit_once('.')) else {
+            return false;
+        };
+        let issued_ms = body
+            .split_once('.')
+            .and_then(|(issued, _)| issued.parse::<u64>().ok());
+        let fresh = issued_ms.is_some_and(|t| t <= now_ms && now_ms - t < LOGIN_FORM_MS);
+        fresh
+            && tag.len() == 32
+            && hex::decode(tag)
+                .is_ok_and(|t| self.cookie_tag(body).verify_truncated_left(&t).is_ok())
     }
 
     /// Whether a login's cookie and form field are a pair this process issued less than
@@ -107,11 +154,8 @@ impl LoginForms {
         let (Some(cookie), Some(field)) = (cookie, field) else {
             return false;
         };
-        let issued_ms = cookie
-            .split_once('.')
-            .and_then(|(issued, _)| issued.parse::<u64>().ok());
-        let fresh = issued_ms.is_some_and(|t| t <= now_ms && now_ms - t < LOGIN_FORM_MS);
-        fresh && hex::decode(field).is_ok_and(|tag| self.mac_of(cookie).verify_slice(&tag).is_ok())
+        self.accepts_cookie(Some(cookie), now_ms)
+            && hex::decode(field).is_ok_and(|tag| self.mac_of(cookie).verify_slice(&tag).is_ok())
     }
 }
 
@@ -124,6 +168,7 @@ pub fn same_token(a: &str, b: &str) -> bool {
 
 struct Session {
     csrf: String,
+    started_ms: u64,
     last_used_ms: u64,
     /// [`password_tag`] of the hash the login was checked against.
     password_tag: u128,
@@ -170,6 +215,7 @@ impl Sessions {
             live.id.clone(),
             Session {
                 csrf: live.csrf.clone(),
+                started_ms: now_ms,
                 last_used_ms: now_ms,
                 password_tag,
             },
@@ -177,12 +223,14 @@ impl Sessions {
         live
     }
 
-    /// The session of cookie value `id`, if it is live and the password is still the one it
-    /// logged in with (`password_tag`); using it keeps it alive.
+    /// The session of cookie value `id`, if it is live (used within [`IDLE_MS`], started within
+    /// [`LIFETIME_MS`]) and the password is still the one it logged in with (`password_tag`);
+    /// using it keeps it alive.
     pub fn resume(&self, id: &str, now_ms: u64, password_tag: u128) -> Option<Live> {
         let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
         let session = map.get_mut(id)?;
         if now_ms.saturating_sub(session.last_used_ms) >= IDLE_MS
+            || now_ms.saturating_sub(session.started_ms) >= LIFETIME_MS
             || session.password_tag != password_tag
         {
             map.remove(id);
@@ -224,15 +272,13 @@ fn forget_old(times: &mut VecDeque<u64>, now_ms: u64, window_ms: u64) {
 }
 
 impl LoginThrottle {
-    /// Counts an attempt from `address`, or refuses it with the seconds to wait.
-    pub fn admit(&self, address: IpAddr, now_ms: u64) -> Result<(), u64> {
+    /// Counts an attempt from `address`: the milliseconds it waits before its check (0 unless
+    /// the overall bound is reached), or a refusal with the seconds to wait.
+    pub fn admit(&self, address: IpAddr, now_ms: u64) -> Result<u64, u64> {
+        let key = address_key(address);
         let mut a = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
         forget_old(&mut a.overall, now_ms, OVERALL_WINDOW_MS);
-        if a.overall.len() >= ATTEMPTS_OVERALL {
-            let first = a.overall.front().copied().unwrap_or(now_ms);
-            return Err(wait_s(first + OVERALL_WINDOW_MS, now_ms));
-        }
-        if a.by_address.len() >= MAX_ADDRESSES && !a.by_address.contains_key(&address) {
+        if a.by_address.len() >= MAX_ADDRESSES && !a.by_address.contains_key(&key) {
             a.by_address
                 .retain(|_, times| times.back().is_some_and(|t| t + ADDRESS_WINDOW_MS > now_ms));
             if a.by_address.len() >= MAX_ADDRESSES {
@@ -243,15 +289,26 @@ impl LoginThrottle {
                 }
             }
         }
-        let times = a.by_address.entry(address).or_default();
+        let overall_first = a.overall.front().copied();
+        let overall_full = a.overall.len() >= ATTEMPTS_OVERALL;
+        let times = a.by_address.entry(key).or_default();
         forget_old(times, now_ms, ADDRESS_WINDOW_MS);
         if times.len() >= ATTEMPTS_PER_ADDRESS {
             let first = times.front().copied().unwrap_or(now_ms);
             return Err(wait_s(first + ADDRESS_WINDOW_MS, now_ms));
         }
+        let overall_until = overall_first.unwrap_or(now_ms) + OVERALL_WINDOW_MS;
+        let pause_ms = match (overall_full, times.is_empty()) {
+            (false, _) => 0,
+            // Past the overall bound, an address with attempts of its own is the flood's.
+            (true, false) => return Err(wait_s(overall_until, now_ms)),
+            (true, true) => overall_until
+                .saturating_sub(now_ms)
+                .min(MAX_OVERALL_PAUSE_MS),
+        };
         times.push_back(now_ms);
         a.overall.push_back(now_ms);
-        Ok(())
+        Ok(pause_ms)
     }
 
     /// A successful login clears its address's attempts.
@@ -260,7 +317,45 @@ impl LoginThrottle {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .by_address
-            .remove(&address);
+            .remove(&address_key(address));
+    }
+}
+
+/// Warnings about what any client can cause (a refused login form, a wrong password): one line
+/// per client address and kind a minute, which says how many were left out since the last.
+#[derive(Default)]
+pub struct QuietWarnings {
+    /// By address and kind: when its last line was written, and the lines left out since.
+    last: Mutex<HashMap<(IpAddr, &'static str), Written>>,
+}
+
+type Written = (u64, u64);
+
+/// How often one address's warning of one kind is written.
+pub const WARNING_INTERVAL_MS: u64 = 60 * 1000;
+
+impl QuietWarnings {
+    /// Whether to write the warning `what` about `address` now: `Some(n)`, with `n` the lines
+    /// of it left out since the last one; `None` within [`WARNING_INTERVAL_MS`] of that.
+    pub fn admit(&self, address: IpAddr, what: &'static str, now_ms: u64) -> Option<u64> {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (address_key(address), what);
+        if let Some((at, left_out)) = last.get_mut(&key) {
+            if now_ms < *at + WARNING_INTERVAL_MS {
+                *left_out += 1;
+                return None;
+            }
+            let n = *left_out;
+            *at = now_ms;
+            *left_out = 0;
+            return Some(n);
+        }
+        if last.len() >= MAX_ADDRESSES {
+            // A flood from many addresses: start over, which at worst writes a line again.
+            last.clear();
+        }
+        last.insert(key, (now_ms, 0));
+        Some(0)
     }
 }
 
@@ -307,8 +402,56 @@ mod tests {
             let address = IpAddr::V4(std::net::Ipv4Addr::from(u32::try_from(i).unwrap()));
             t.admit(address, 0).unwrap();
         }
-        assert_eq!(t.admit(B, 0), Err(OVERALL_WINDOW_MS / 1000));
-        t.admit(B, OVERALL_WINDOW_MS).unwrap();
+        // Past the bound: an address that has not failed waits (at most the longest pause) ...
+        assert_eq!(t.admit(B, 0), Ok(MAX_OVERALL_PAUSE_MS));
+        assert_eq!(t.admit(A, OVERALL_WINDOW_MS - 1_000), Ok(1_000));
+        // ... and one that has is refused until the window has room.
+        assert_eq!(t.admit(B, 1), Err(OVERALL_WINDOW_MS / 1000));
+        let failed = IpAddr::V4(std::net::Ipv4Addr::from(3));
+        assert_eq!(t.admit(failed, 0), Err(OVERALL_WINDOW_MS / 1000));
+        assert_eq!(t.admit(B, OVERALL_WINDOW_MS), Ok(0));
+    }
+
+    #[test]
+    fn warnings_are_written_once_a_minute_per_address_and_kind() {
+        let w = QuietWarnings::default();
+        assert_eq!(w.admit(A, "form", 0), Some(0));
+        assert_eq!(w.admit(A, "form", 1), None);
+        assert_eq!(w.admit(A, "form", WARNING_INTERVAL_MS - 1), None);
+        assert_eq!(w.admit(B, "form", 1), Some(0), "another address");
+        assert_eq!(w.admit(A, "password", 1), Some(0), "another kind");
+        assert_eq!(w.admit(A, "form", WARNING_INTERVAL_MS), Some(2));
+        assert_eq!(w.admit(A, "form", 2 * WARNING_INTERVAL_MS), Some(0));
+    }
+
+    #[test]
+    fn a_session_ends_at_its_lifetime_however_busy() {
+        let s = Sessions::default();
+        let live = s.start(0, 7);
+        let mut now = 0;
+        while now + IDLE_MS / 2 < LIFETIME_MS {
+            now += IDLE_MS / 2;
+            assert!(s.resume(&live.id, now, 7).is_some(), "{now}");
+        }
+        assert!(s.resume(&live.id, LIFETIME_MS - 1, 7).is_some());
+        assert!(s.resume(&live.id, LIFETIME_MS, 7).is_none());
+    }
+
+    #[test]
+    fn the_login_cookie_alone_is_checked_from_the_head() {
+        let forms = LoginForms::default();
+        let form = forms.issue(1_000);
+        assert!(forms.accepts_cookie(Some(&form.cookie), 1_000));
+        assert!(forms.accepts_cookie(Some(&form.cookie), 1_000 + LOGIN_FORM_MS - 1));
+        assert!(!forms.accepts_cookie(Some(&form.cookie), 1_000 + LOGIN_FORM_MS));
+        // Made up by hand, or with its tag changed: not one of ours.
+        assert!(!forms.accepts_cookie(Some("1000.00ff"), 1_000));
+        let (body, tag) = form.cookie.rsplit_once('.').unwrap();
+        let other = if tag.starts_with('0') { "1" } else { "0" };
+        let changed = format!("{body}.{other}{}", &tag[1..]);
+        assert!(!forms.accepts_cookie(Some(&changed), 1_000));
+        assert!(!forms.accepts_cookie(None, 1_000));
+        assert!(!LoginForms::default().accepts_cookie(Some(&form.cookie), 1_000));
     }
 
     #[test]

@@ -205,12 +205,24 @@ async fn pages_need_a_session_and_every_page_has_the_security_headers() {
 #[tokio::test]
 async fn a_form_over_16_kib_is_refused_413_as_an_admin_page() {
     let server = TestServer::start().await;
-    // `user=` and padding: exactly the limit is read (and refused for its missing token), one
-    // byte more is not read at all.
+    // `user=` and padding, with the login form's cookie (without it no body is read): exactly
+    // the limit is read (and refused for its missing token), one byte more is not read at all.
+    let login = login_form(server.addr).await;
     let body = |len: usize| format!("user={}", "a".repeat(len - "user=".len()));
-    let inside = post_form(&server, None, form("/admin/login", &body(16 * 1024))).await;
+    let inside = post_form(
+        &server,
+        Some(&login.cookie),
+        form("/admin/login", &body(16 * 1024)),
+    )
+    .await;
     assert_eq!(inside.status, 403, "{}", inside.text());
-    let over = post_form(&server, None, form("/admin/login", &body(16 * 1024 + 1))).await;
+    assert!(inside.text().contains("expired"), "{}", inside.text());
+    let over = post_form(
+        &server,
+        Some(&login.cookie),
+        form("/admin/login", &body(16 * 1024 + 1)),
+    )
+    .await;
     assert_eq!(over.status, 413, "{}", over.text());
     assert_security_headers(&over, "a form over the limit");
     assert_eq!(
@@ -541,36 +553,178 @@ async fn a_login_needs_the_login_forms_token_and_its_cookie() {
     assert_eq!(attempt(Some(login.cookie.clone()), right).await.status, 403);
 }
 
-/// The overall bound: attempts from many addresses together (here through a trusted proxy) are
-/// limited too, so a flood of guesses cannot keep the argon2id check busy.
-#[tokio::test]
-async fn logins_from_many_addresses_meet_the_overall_bound() {
+/// A login attempt through a trusted proxy that says it comes from `address`.
+async fn log_in_from(addr: SocketAddr, address: &str, user: &str, password: &str) -> Response {
+    let login = login_form(addr).await;
+    let body = login_body(user, password, &login.token);
+    let forwarded = [("X-Forwarded-For", address.to_owned())];
+    post_form_at(
+        addr,
+        Some(&login.cookie),
+        &forwarded,
+        form("/admin/login", &body),
+    )
+    .await
+}
+
+async fn behind_a_trusted_proxy() -> TestServer {
     let server = TestServer::start_with(|settings| {
         settings.trusted_proxies = vec![Cidr::parse("127.0.0.1").unwrap()];
     })
     .await;
     set_password(&server).await;
-    let login = login_form(server.addr).await;
-    let from = |n: u32, user: &str, password: &str| {
-        let (addr, cookie) = (server.addr, login.cookie.clone());
-        let body = login_body(user, password, &login.token);
-        async move {
-            let address = std::net::Ipv4Addr::from(0xC000_0200 + n);
-            let forwarded = [("X-Forwarded-For", address.to_string())];
-            post_form_at(addr, Some(&cookie), &forwarded, form("/admin/login", &body)).await
-        }
+    server
+}
+
+/// The overall bound: past 30 attempts a minute from all addresses together, an address that
+/// has failed is refused `429`, and one that has not is checked after a pause; so a flood of
+/// guesses from many addresses cannot keep the argon2id check busy, nor lock the admin out.
+#[tokio::test]
+async fn logins_from_many_addresses_meet_the_overall_bound() {
+    let server = behind_a_trusted_proxy().await;
+    let addr = server.addr;
+    let from = |n: u32, user: &'static str, password: &'static str| async move {
+        let address = std::net::Ipv4Addr::from(0xC000_0200 + n).to_string();
+        log_in_from(addr, &address, user, password).await
     };
     // 30 attempts from 30 addresses, at once. They count when they start, before any check, so
     // a wrong user name (whose password is not checked, which keeps this test quick in a debug
     // build) counts like a wrong password.
     let answers = futures_util::future::join_all((0..30).map(|n| from(n, "root", PASSWORD))).await;
     assert!(answers.iter().all(|a| a.status == 401));
-    // The 31st attempt in the minute, from an address never seen, is not checked.
-    let refused = from(100, "admin", PASSWORD).await;
+    // The 31st attempt in the minute, from an address that has failed, is not checked.
+    let refused = from(0, "admin", PASSWORD).await;
     assert_eq!(refused.status, 429, "{}", refused.text());
     assert!(refused.header("retry-after").is_some());
+    // From an address that has not, it is checked (after a pause).
+    assert_eq!(from(100, "root", PASSWORD).await.status, 401);
     server.clock.advance(60_000);
-    assert_eq!(from(100, "admin", PASSWORD).await.status, 303);
+    assert_eq!(from(0, "admin", PASSWORD).await.status, 303);
+}
+
+/// The lock-out as it was reproduced: 30 wrong logins from six addresses must not keep the
+/// admin, at a new address, from logging in with the right password.
+#[tokio::test]
+async fn failed_logins_elsewhere_never_lock_out_the_right_password() {
+    let server = behind_a_trusted_proxy().await;
+    for n in 0..30 {
+        let address = format!("198.51.100.{}", n % 6);
+        let r = log_in_from(server.addr, &address, "nobody", "guess-guess-guess").await;
+        assert_eq!(r.status, 401, "attempt {n}: {}", r.text());
+    }
+    let admin = log_in_from(server.addr, "203.0.113.9", "admin", PASSWORD).await;
+    assert_eq!(admin.status, 303, "{}", admin.text());
+    // Those six are each at their own bound of 5.
+    let r = log_in_from(server.addr, "198.51.100.1", "admin", PASSWORD).await;
+    assert_eq!(r.status, 429);
+}
+
+/// IPv6: a client holds a whole /64, so its attempts are counted per /64, not per address.
+#[tokio::test]
+async fn ipv6_logins_are_counted_per_64_prefix() {
+    let server = behind_a_trusted_proxy().await;
+    for n in 1..=5 {
+        let address = format!("2001:db8:1:2::{n}");
+        let r = log_in_from(server.addr, &address, "nobody", "guess-guess-guess").await;
+        assert_eq!(r.status, 401);
+    }
+    let same_64 = log_in_from(server.addr, "2001:db8:1:2:ffff::77", "admin", PASSWORD).await;
+    assert_eq!(same_64.status, 429, "{}", same_64.text());
+    let next_64 = log_in_from(server.addr, "2001:db8:1:3::1", "admin", PASSWORD).await;
+    assert_eq!(next_64.status, 303, "{}", next_64.text());
+}
+
+/// A session also ends 7 days after its login, however busy it has been.
+#[tokio::test]
+async fn a_session_ends_seven_days_after_its_login_even_when_used() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let hour = 3_600_000;
+    // Used every 11 hours: never idle for 12.
+    for _ in 0..15 {
+        server.clock.advance(11 * hour);
+        assert_eq!(
+            get_page(&server, Some(&cookie), "/admin/").await.status,
+            200
+        );
+    }
+    // 165 hours so far; 3 more is one millisecond short of 7 days.
+    server.clock.advance(3 * hour - 1);
+    assert_eq!(
+        get_page(&server, Some(&cookie), "/admin/").await.status,
+        200
+    );
+    server.clock.advance(1);
+    let ended = get_page(&server, Some(&cookie), "/admin/").await;
+    assert_eq!(
+        (ended.status, ended.header("location")),
+        (303, Some("/admin/login"))
+    );
+}
+
+/// A credential whose parameter name is percent-encoded (`%74oken=`) authenticates like
+/// `token=`, so it is redacted like it: in `GET /rejections` and on the Rejections page.
+#[tokio::test]
+async fn a_percent_encoded_token_name_is_redacted_in_the_rejection_log_and_its_page() {
+    let server = TestServer::start().await;
+    let token = server.a.ingest_token.clone();
+    let encoded = token.replace('_', "%5F");
+    let r = server
+        .send(&Request::get(&format!("/e?%74oken={encoded}&event=nope")))
+        .await;
+    assert_eq!(r.status, 422, "{}", r.text());
+    let secret_part = &token["trk_it_".len()..];
+    // A commit (of another space) writes the log's pending entries.
+    assert_queued(
+        &server
+            .post_as(&server.b, "/events", r#"{"event":"contact"}"#)
+            .await,
+    );
+    let log = server.read_as(&server.a, "/rejections").await;
+    assert_eq!(log.json()["rejections"].as_array().unwrap().len(), 1);
+    let cookie = logged_in(&server).await;
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/rejections").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("invalid_event"), "{}", page.text());
+    for (what, text) in [("GET /rejections", log.text()), ("the page", page.text())] {
+        for shown in [secret_part.to_owned(), secret_part.replace('_', "%5F")] {
+            assert!(!text.contains(&shown), "{what} shows the token: {text}");
+        }
+    }
+}
+
+/// Refused login forms are logged at most once a minute per address, with a count of the
+/// lines left out: anyone can send them, and the log must not fill with them.
+#[test]
+fn refused_login_forms_are_logged_once_per_address_and_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let process = TrackerProcess::start(dir.path());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        for _ in 0..5 {
+            let r = post_form_at(
+                process.addr,
+                Some("tracker_login=1.ff"),
+                &[],
+                form("/admin/login", "user=admin&password=x&csrf=00"),
+            )
+            .await;
+            assert_eq!(r.status, 403);
+        }
+    });
+    // Each answer's access-log line is written after its warning, if any.
+    let answered = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("admin page") && l.contains("403"))
+            .count()
+    };
+    let log = process.log_when(|log| answered(log) >= 5);
+    assert_eq!(answered(&log), 5, "{log}");
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("admin login refused"))
+        .count();
+    assert_eq!(lines, 1, "{log}");
 }
 
 #[tokio::test]

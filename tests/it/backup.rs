@@ -152,10 +152,15 @@ async fn assert_click_bound(
         (Some(uid), Some(false)),
         "the click is in the copy: {again}"
     );
-    let target = format!("/bind?token={}&uid={uid}&tg=7", creds.ingest_token);
-    let rebind = send(addr, &Request::get(&target)).await;
+    let rebind = post_json(
+        addr,
+        &creds.secret,
+        "/bind",
+        &format!(r#"{{"uid":"{uid}","tg_id":7}}"#),
+    )
+    .await;
     assert_eq!(
-        rebind.json(),
+        rebind,
         json!({"ok": true, "matched": true, "tg_id": tg_id, "conflict": true}),
         "the binding is in the copy"
     );

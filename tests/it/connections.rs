@@ -297,3 +297,170 @@ async fn assert_answers_200(s: &mut tokio::net::TcpStream, buffer: &mut [u8]) {
     let text = String::from_utf8_lossy(&buffer[..n]);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
 }
+
+/// Opens a connection that sends a request head declaring a body of 16000 bytes, then one byte
+/// of it every half second (the attack: each byte came before `body_timeout` of the last).
+async fn trickling(addr: SocketAddr, head: String) -> tokio::task::JoinHandle<()> {
+    let mut s = connect(addr).await;
+    tokio::spawn(async move {
+        if s.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        for _ in 0..120 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if s.write_all(b"a").await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// `GET /healthz` on a new connection, answered within `bound` (it waits for a free
+/// connection first).
+async fn healthz_within(addr: SocketAddr, bound: Duration) -> u16 {
+    tokio::time::timeout(bound, send(addr, &Request::get("/healthz")))
+        .await
+        .unwrap_or_else(|_| panic!("/healthz got no answer within {bound:?}"))
+        .status
+}
+
+/// The attack as it was reproduced: every connection taken by `POST /admin/login` bodies sent a
+/// byte at a time, each byte within `body_timeout` of the last. `body_timeout` is a deadline for
+/// the whole body, so each is cut off at it; and a form without the login form's cookie is
+/// answered from its head, without waiting for its body at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_cannot_take_every_connection() {
+    let server = TestServer::start_with(|s| {
+        s.connections.max_connections = 3;
+        s.connections.body_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let addr = server.addr;
+    let head = |cookie: &str| {
+        format!(
+            "POST /admin/login HTTP/1.1\r\nHost: x\r\n{cookie}Content-Type: \
+             application/x-www-form-urlencoded\r\nContent-Length: 16000\r\n\r\n"
+        )
+    };
+    // With the login form's cookie (as an attacker gets it from the login page): the head
+    // passes, and only the body's deadline ends them.
+    let page = send(addr, &Request::get("/admin/login")).await;
+    let cookie = page
+        .headers
+        .iter()
+        .find(|(k, v)| k.eq_ignore_ascii_case("set-cookie") && v.starts_with("tracker_login="))
+        .map(|(_, v)| v.split(';').next().unwrap().to_owned())
+        .expect("the login form's cookie");
+    for with in [format!("Cookie: {cookie}\r\n"), String::new()] {
+        let mut attackers = Vec::new();
+        for _ in 0..3 {
+            attackers.push(trickling(addr, head(&with)).await);
+        }
+        // Let the server take all three in before the health check queues behind them.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(healthz_within(addr, Duration::from_secs(15)).await, 200);
+        for a in attackers {
+            a.abort();
+        }
+    }
+    server.stop().await;
+}
+
+/// A form to the admin page without a session (or, to the login, without the login form's
+/// cookie) is answered from its head: the server does not wait for a body it will not read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_form_without_its_cookie_is_answered_before_its_body() {
+    let long = Duration::from_secs(60);
+    let server = TestServer::start_with(limits(long, long, long)).await;
+    for (path, cookie) in [
+        ("/admin/login", ""),
+        (
+            "/admin/login",
+            "Cookie: tracker_login=1800000000000.00ff\r\n",
+        ),
+        ("/admin/spaces", ""),
+        (
+            "/admin/spaces",
+            "Cookie: tracker_admin=0123456789abcdef0123456789abcdef\r\n",
+        ),
+    ] {
+        let mut c = Connection::open(server.addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\n{cookie}Content-Type: \
+             application/x-www-form-urlencoded\r\nContent-Length: 16000\r\n\r\n"
+        );
+        let r = c
+            .send_raw(head.as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("{path} {cookie:?}: no answer before the body: {e}"));
+        assert_eq!(r.status, 403, "{path} {cookie:?}: {}", r.text());
+    }
+    server.stop().await;
+}
+
+/// `max_connections_per_address`: one address holds at most that many connections; the next is
+/// answered `429` and closed, others are not affected, and a closed one frees its place. A
+/// trusted proxy, which carries every visitor's connections, is not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_at_most_its_share_of_connections() {
+    let long = Duration::from_secs(60);
+    let server = TestServer::start_with(|s| {
+        limits(long, long, long)(s);
+        s.connections.max_connections_per_address = 3;
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut c = Connection::open(server.addr).await.unwrap();
+        assert_eq!(c.send(&Request::get("/healthz")).await.unwrap().status, 200);
+        held.push(c);
+    }
+    // The fourth is answered at once, before it sends anything, and closed.
+    let mut fourth = connect(server.addr).await;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), fourth.read_to_end(&mut answer))
+        .await
+        .expect("the fourth connection is answered and closed")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+    assert!(answer.contains("\r\nretry-after: 1\r\n"), "{answer}");
+    assert!(answer.contains(r#""status":"rate_limited""#), "{answer}");
+    // Those held still work; closing one makes room.
+    assert_eq!(
+        held[0]
+            .send(&Request::get("/healthz"))
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    drop(held.pop());
+    let again = async {
+        loop {
+            let r = send(server.addr, &Request::get("/healthz")).await;
+            if r.status == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), again)
+        .await
+        .expect("a place freed by a closed connection");
+    server.stop().await;
+
+    let server = TestServer::start_with(|s| {
+        limits(long, long, long)(s);
+        s.connections.max_connections_per_address = 3;
+        s.trusted_proxies = vec![tracker::domain::client::Cidr::parse("127.0.0.1").unwrap()];
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        let mut c = Connection::open(server.addr).await.unwrap();
+        assert_eq!(c.send(&Request::get("/healthz")).await.unwrap().status, 200);
+        held.push(c);
+    }
+    server.stop().await;
+}

@@ -84,3 +84,24 @@ fn the_caddyfile_is_valid_where_caddy_is_installed() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The VPS guide sets the admin password before it starts the service: a first start without
+/// one prints a generated password, which under systemd goes to the journal.
+#[test]
+fn the_vps_guide_sets_the_admin_password_before_the_service_starts() {
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let guide = &readme[readme.find("## Run it on a VPS").expect("the VPS guide")..];
+    let guide = &guide[..guide[3..].find("\n## ").map_or(guide.len(), |end| end + 3)];
+    let password = guide
+        .find(" admin password")
+        .expect("the guide sets the admin password");
+    let start = guide
+        .find("systemctl enable --now tracker")
+        .expect("the guide starts the service");
+    assert!(
+        password < start,
+        "the guide starts the service before it sets the admin password"
+    );
+}

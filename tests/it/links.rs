@@ -12,7 +12,7 @@ use tracker::domain::rate::Rate;
 
 use crate::support::{
     Connection, NOW_MS, Request, Response, Space, TestServer, TrackerProcess, assert_error,
-    assert_queued, first_start, send, stop_cleanly,
+    assert_queued, send, stop_cleanly,
 };
 
 async fn create(s: &TestServer, space: &Space, body: &str) -> Response {
@@ -391,7 +391,10 @@ async fn a_hundred_concurrent_creations_of_one_slug_create_one_link() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_redirected_click_survives_a_sigkill_under_load() {
     let dir = tempfile::tempdir().unwrap();
-    let (process, creds) = first_start(dir.path());
+    // Every visitor here is 127.0.0.1: no per-address limit of clicks.
+    let mut process =
+        TrackerProcess::start_with_env(dir.path(), &[("TRACKER_ADDRESS_RATE_LIMIT", "0")]);
+    let creds = process.created.take().expect("a first start");
     let addr = process.addr;
     let r = send(
         addr,

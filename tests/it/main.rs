@@ -17,6 +17,7 @@ mod dedup;
 mod durability;
 mod ephemeral;
 mod events;
+mod exposure;
 mod fixtures;
 mod full_disk;
 mod hostile;

@@ -408,6 +408,9 @@ impl TestServer {
         }
         let [a, b]: [Space; 2] = spaces.try_into().expect("two spaces");
         let mut settings = Settings::with_data(path);
+        // Every client of these tests is 127.0.0.1, and some open a hundred connections at once;
+        // the share per address has its own tests (`connections.rs`).
+        settings.connections.max_connections_per_address = 1_000_000;
         configure(&mut settings);
         let mut server = TestServer {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
