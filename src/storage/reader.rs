@@ -149,15 +149,20 @@ mod tests {
 
     const KEY: &str = "reader-test";
 
-    /// A reader thread that stays busy keeps its snapshot for the next batch, but not past a
-    /// commit: a read queued after a commit sees it.
-    #[tokio::test]
-    async fn a_kept_snapshot_is_not_used_past_a_commit() {
+    /// One reader thread on an in-memory file, with the writer's commit count.
+    fn one_reader() -> (Arc<redb::Database>, Arc<AtomicU64>, Readers) {
         let db = Arc::new(open_in_memory().unwrap().db);
         let slot = Arc::new(RwLock::new(Some(db.clone())));
         let commits = Arc::new(AtomicU64::new(0));
         let readers = Readers::start(&slot, &commits, 1, 16).unwrap();
-        // The first read holds the only thread until it is let go, with its snapshot begun.
+        (db, commits, readers)
+    }
+
+    /// Queues a read that holds the only thread, with its snapshot begun, until the returned
+    /// sender is sent to; its answer is the receiver.
+    fn hold_the_thread(
+        readers: &Readers,
+    ) -> (mpsc::Sender<()>, oneshot::Receiver<Result<(), Error>>) {
         let (release, wait) = mpsc::channel::<()>();
         let (started, running) = mpsc::channel::<()>();
         let first = readers
@@ -168,18 +173,38 @@ mod tests {
             })
             .unwrap();
         running.recv().unwrap();
-        // Meanwhile a commit, counted as the writer counts it, then a read of what it wrote.
+        (release, first)
+    }
+
+    /// Commits `value` under [`KEY`], as the writer would without counting it.
+    fn write(db: &redb::Database, value: u64) {
         let txn = db.begin_write().unwrap();
-        txn.open_table(META).unwrap().insert(KEY, 7).unwrap();
-        commits.fetch_add(1, Ordering::Release);
+        txn.open_table(META).unwrap().insert(KEY, value).unwrap();
         txn.commit().unwrap();
-        commits.fetch_add(1, Ordering::Release);
-        let second = readers
+    }
+
+    /// Queues a read of [`KEY`] now; its answer comes when awaited.
+    fn read_key(readers: &Readers) -> impl Future<Output = Option<u64>> + use<> {
+        let answer = readers
             .submit(|s| Ok(s.txn().open_table(META)?.get(KEY)?.map(|v| v.value())))
             .unwrap();
+        async { answer.await.unwrap().unwrap() }
+    }
+
+    /// A reader thread that stays busy keeps its snapshot for the next batch, but not past a
+    /// commit: a read queued after a commit sees it.
+    #[tokio::test]
+    async fn a_kept_snapshot_is_not_used_past_a_commit() {
+        let (db, commits, readers) = one_reader();
+        let (release, first) = hold_the_thread(&readers);
+        // Meanwhile a commit, counted as the writer counts it, then a read of what it wrote.
+        commits.fetch_add(1, Ordering::Release);
+        write(&db, 7);
+        commits.fetch_add(1, Ordering::Release);
+        let second = read_key(&readers);
         release.send(()).unwrap();
         first.await.unwrap().unwrap();
-        assert_eq!(second.await.unwrap().unwrap(), Some(7));
+        assert_eq!(second.await, Some(7));
     }
 
     /// A snapshot begun while a commit is under way (odd count) is not kept: a read after the
@@ -187,31 +212,15 @@ mod tests {
     /// thread's newer snapshot could show an event that this one then says does not exist.
     #[tokio::test]
     async fn a_snapshot_begun_during_a_commit_is_not_kept() {
-        let db = Arc::new(open_in_memory().unwrap().db);
-        let slot = Arc::new(RwLock::new(Some(db.clone())));
-        let commits = Arc::new(AtomicU64::new(0));
-        let readers = Readers::start(&slot, &commits, 1, 16).unwrap();
+        let (db, commits, readers) = one_reader();
         // The writer has begun a commit; a read takes its snapshot and holds the only thread.
         commits.fetch_add(1, Ordering::Release);
-        let (release, wait) = mpsc::channel::<()>();
-        let (started, running) = mpsc::channel::<()>();
-        let first = readers
-            .submit(move |_| {
-                started.send(()).unwrap();
-                wait.recv().unwrap();
-                Ok(())
-            })
-            .unwrap();
-        running.recv().unwrap();
+        let (release, first) = hold_the_thread(&readers);
         // The commit becomes visible; the writer has not yet counted its end.
-        let txn = db.begin_write().unwrap();
-        txn.open_table(META).unwrap().insert(KEY, 9).unwrap();
-        txn.commit().unwrap();
-        let second = readers
-            .submit(|s| Ok(s.txn().open_table(META)?.get(KEY)?.map(|v| v.value())))
-            .unwrap();
+        write(&db, 9);
+        let second = read_key(&readers);
         release.send(()).unwrap();
         first.await.unwrap().unwrap();
-        assert_eq!(second.await.unwrap().unwrap(), Some(9));
+        assert_eq!(second.await, Some(9));
     }
 }
