@@ -48,6 +48,17 @@ async fn closed_after(stream: &mut TcpStream, started: Instant, bound: Duration)
         .unwrap_or_else(|_| panic!("the server did not close the connection within {bound:?}"))
 }
 
+/// `n` connections, each served once and then left open and idle.
+async fn served_and_idle(addr: SocketAddr, n: usize) -> Vec<Connection> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let mut c = Connection::open(addr).await.unwrap();
+        assert_eq!(c.send(&Request::get("/healthz")).await.unwrap().status, 200);
+        held.push(c);
+    }
+    held
+}
+
 async fn connect(addr: SocketAddr) -> TcpStream {
     TcpStream::connect(addr).await.expect("connect")
 }
@@ -167,12 +178,7 @@ async fn the_connection_bound_holds_and_frees_up() {
     })
     .await;
     // Eight connections, each served once and then idle: the bound is reached.
-    let mut held = Vec::new();
-    for _ in 0..8 {
-        let mut c = Connection::open(server.addr).await.unwrap();
-        assert_eq!(c.send(&Request::get("/healthz")).await.unwrap().status, 200);
-        held.push(c);
-    }
+    let mut held = served_and_idle(server.addr, 8).await;
     // The ninth connects (the kernel queues it) but is not served while eight are open.
     let mut ninth = connect(server.addr).await;
     ninth
@@ -409,12 +415,7 @@ async fn one_address_holds_at_most_its_share_of_connections() {
         s.connections.max_connections_per_address = 3;
     })
     .await;
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        let mut c = Connection::open(server.addr).await.unwrap();
-        assert_eq!(c.send(&Request::get("/healthz")).await.unwrap().status, 200);
-        held.push(c);
-    }
+    let mut held = served_and_idle(server.addr, 3).await;
     // The fourth is answered at once, before it sends anything, and closed.
     let mut fourth = connect(server.addr).await;
     let mut answer = Vec::new();
@@ -456,11 +457,6 @@ async fn one_address_holds_at_most_its_share_of_connections() {
         s.trusted_proxies = vec![tracker::domain::client::Cidr::parse("127.0.0.1").unwrap()];
     })
     .await;
-    let mut held = Vec::new();
-    for _ in 0..5 {
-        let mut c = Connection::open(server.addr).await.unwrap();
-        assert_eq!(c.send(&Request::get("/healthz")).await.unwrap().status, 200);
-        held.push(c);
-    }
+    let _held = served_and_idle(server.addr, 5).await;
     server.stop().await;
 }
