@@ -343,13 +343,7 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
             )));
         }
     };
-    let log_level = raw.log_level.unwrap_or_else(|| "info".into());
-    if tracing_subscriber::EnvFilter::try_new(&log_level).is_err() {
-        return Err(ConfigError(format!(
-            "`log_level` must be a level (error, warn, info, debug, trace) or a filter such as \
-             \"tracker=debug\", got {log_level:?}"
-        )));
-    }
+    let log_level = log_level(raw.log_level.unwrap_or_else(|| "info".into()))?;
     let max_body_bytes = raw.max_body_bytes.unwrap_or(16 * 1024);
     if !(256..=16 * 1024 * 1024).contains(&max_body_bytes) {
         return Err(ConfigError(format!(
@@ -410,6 +404,36 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         metrics_listen,
         backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep)?,
     })
+}
+
+/// `log_level`: a comma-separated list of directives, each a level or `target=level`, as
+/// tracing's `EnvFilter` reads them. `EnvFilter` alone would take any word:
+/// a bare `verbose` is to it a target name with every level on, so a mistyped level would turn
+/// on trace logging for nothing. Here every directive must name its level.
+fn log_level(text: String) -> Result<String, ConfigError> {
+    use tracing_subscriber::filter::LevelFilter;
+    let is_level = |word: &str| word.trim().parse::<LevelFilter>().is_ok();
+    let directives: Vec<&str> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .collect();
+    let each_names_a_level = directives.iter().all(|directive| {
+        is_level(directive)
+            || directive
+                .rsplit_once('=')
+                .is_some_and(|(target, level)| !target.trim().is_empty() && is_level(level))
+    });
+    if directives.is_empty()
+        || !each_names_a_level
+        || tracing_subscriber::EnvFilter::try_new(&text).is_err()
+    {
+        return Err(ConfigError(format!(
+            "`log_level` must be one of off, error, warn, info, debug, trace, or a list of \
+             directives each ending in one, such as \"info,tracker::access=warn\"; got {text:?}"
+        )));
+    }
+    Ok(text)
 }
 
 /// The least `backup_every`: a full copy of the data file more often than this is load, not
@@ -718,6 +742,77 @@ mod tests {
         assert!(e.0.contains("invalid type: string \"big\""), "{e}");
         let e = load_text("log_format = \"xml\"\n", &[], Flags::default()).unwrap_err();
         assert!(e.0.contains("log_format"), "{e}");
+    }
+
+    /// A syntax error in the file names the file, the line and the column, and shows the line.
+    #[test]
+    fn a_syntax_error_names_the_file_line_and_column() {
+        let e = load_text(
+            "listen = \"127.0.0.1:8080\"\nrate_limit = 5\npublic_url = \"https://x\n",
+            &[],
+            Flags::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.0.contains("tracker.toml: TOML parse error at line 3, column"),
+            "{e}"
+        );
+        assert!(e.0.contains("public_url = \"https://x"), "{e}");
+        // Just inside: the same file with the quote closed loads.
+        load_text(
+            "listen = \"127.0.0.1:8080\"\nrate_limit = 5\npublic_url = \"https://x\"\n",
+            &[],
+            Flags::default(),
+        )
+        .unwrap();
+    }
+
+    /// `log_level`: levels and `target=level` directives pass; a word that is neither (a
+    /// mistyped level, which tracing would read as a target with every level on) is refused,
+    /// with the accepted values in the message, from the file and the environment alike.
+    #[test]
+    fn log_level_takes_levels_and_directives_only() {
+        let one = |value: &str| {
+            load_text(
+                &format!("log_level = {}\n", toml::Value::from(value)),
+                &[],
+                Flags::default(),
+            )
+        };
+        for good in [
+            "info",
+            "off",
+            "TRACE",
+            "warn,tracker::access=info",
+            "info,tracker::access=warn",
+            "tracker=debug",
+            "info,",
+            "tracker[request{path=/e}]=debug",
+        ] {
+            assert_eq!(
+                one(good).map(|s| s.log_level),
+                Ok(good.to_owned()),
+                "{good}"
+            );
+        }
+        for bad in [
+            "verbose",
+            "",
+            "info,verbose",
+            "tracker",
+            "tracker=verbose",
+            "=info",
+            "info,tracker=loud",
+        ] {
+            let e = one(bad).unwrap_err();
+            assert!(
+                e.0.starts_with("`log_level` must be one of off, error, warn, info, debug, trace"),
+                "{bad}: {e}"
+            );
+            assert!(e.0.contains(&format!("got {bad:?}")), "{e}");
+        }
+        let e = load_text("", &[("TRACKER_LOG_LEVEL", "verbose")], Flags::default()).unwrap_err();
+        assert!(e.0.contains("`log_level`"), "{e}");
     }
 
     /// Every duration key, just inside and just outside its bounds; an error names the key.

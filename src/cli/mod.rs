@@ -5,7 +5,8 @@
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal as _, Write as _};
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -66,6 +67,10 @@ enum Command {
         #[arg(long)]
         ephemeral: bool,
     },
+    /// Create the data file with a `default` space and an admin password, print them once,
+    /// and exit, without serving: for a server that a service manager will start, whose log
+    /// should never see them
+    Init,
     #[command(flatten)]
     Request(Request),
     /// Check a data file: redb's page checksums, then the tracker's own rules (every record
@@ -166,7 +171,10 @@ pub fn main() -> ExitCode {
     let out = Output { json: cli.json };
     let result = match cli.command {
         Command::Serve { ephemeral, .. } => serve(settings, out, ephemeral),
-        Command::Request(request) => complete(request).and_then(|r| run_request(&settings, out, r)),
+        Command::Init => init(&settings, out),
+        Command::Request(request) => data_file_required(&settings)
+            .and_then(|()| complete(request))
+            .and_then(|r| run_request(&settings, out, r)),
         Command::Check { file, repair } => check(&settings, out, file, repair),
         Command::Compact => compact(&settings, out),
         Command::Export {
@@ -174,7 +182,8 @@ pub fn main() -> ExitCode {
             after,
             format,
             out,
-        } => export(&settings, &space, after, format, out.as_deref()),
+        } => data_file_required(&settings)
+            .and_then(|()| export(&settings, &space, after, format, out.as_deref())),
         Command::DefaultConfig | Command::Completions { .. } | Command::Man => {
             unreachable!("handled above")
         }
@@ -229,6 +238,18 @@ fn colour_on_stderr() -> bool {
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;
 
+/// Every command but `serve` and `init` works on a data file that exists: a missing one is
+/// refused, naming the path (`open::require_existing`), before the command asks for a password
+/// or creates its output, and instead of a new, empty data file being made where a wrong
+/// `--data` or config file points. A server that answers on the control socket takes the
+/// command as before. `check` and `compact` refuse a missing file the same way, in storage.
+fn data_file_required(settings: &Settings) -> CliResult {
+    if control::reachable(&control::socket_path(&settings.data)) {
+        return Ok(());
+    }
+    Ok(crate::storage::open::require_existing(&settings.data)?)
+}
+
 /// How long an admin command waits for the data file while another command holds it.
 const FILE_WAIT: Duration = Duration::from_secs(10);
 
@@ -271,6 +292,8 @@ impl Target {
                         *self = Target::Server(socket);
                         return Ok(answer?);
                     }
+                    // No server: the file must be there (the server may have just stopped).
+                    crate::storage::open::require_existing(&settings.data)?;
                     // A command's own open: it reads what it needs once, so a small cache.
                     let options = StoreOptions {
                         cache_bytes: crate::storage::open::COMMAND_CACHE_BYTES,
@@ -311,7 +334,7 @@ fn run_request(settings: &Settings, out: Output, request: Request) -> CliResult 
         _ => None,
     };
     let answer = Target::Undecided.run(settings, request)?;
-    out.answer(&answer, dest.as_deref());
+    out.answer(&answer, &settings.public_url(), dest.as_deref());
     Ok(())
 }
 
@@ -467,66 +490,150 @@ fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResult {
     runtime.block_on(async move {
         // First, so a SIGTERM at any moment after start is a clean stop.
         let shutdown = server::shutdown_signal();
-        let options = StoreOptions {
-            ephemeral,
-            ..StoreOptions::default()
-        };
-        let (store, _) = Store::open(&settings.data, &options)?;
-        let store = Arc::new(store);
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let starting = App::new(settings.clone(), store.clone(), clock.clone());
-        if starting.spaces().await?.is_empty() {
-            if let Some((secret, ingest)) = dev {
-                // The caller knows them: only the address is printed.
-                starting
-                    .create_space_with("default", secret, ingest)
-                    .await?;
-            } else {
-                let created = starting.create_space("default").await?;
-                out.created_space(&created, Some(settings.listen));
-            }
-        }
-        let admin_password = starting.ensure_password().await?;
-        drop(starting);
-        let listener = tokio::net::TcpListener::bind(settings.listen)
-            .await
-            .map_err(|e| format!("cannot listen on {}: {e}", settings.listen))?;
-        let addr = listener.local_addr()?;
+        // The listeners before the data file: an address that is taken fails the start with
+        // nothing created, so the next start still makes the credentials and shows them.
+        let listener = bind(settings.listen, Listener::Api).await?;
         let metrics = match settings.metrics_listen {
-            Some(at) => Some(
-                tokio::net::TcpListener::bind(at)
-                    .await
-                    .map_err(|e| format!("cannot listen for metrics on {at}: {e}"))?,
-            ),
+            Some(at) => Some(bind(at, Listener::Metrics).await?),
             None => None,
         };
+        let addr = listener.local_addr()?;
         let metrics_addr = metrics
             .as_ref()
             .map(tokio::net::TcpListener::local_addr)
             .transpose()?;
-        out.listening(addr, metrics_addr, admin_password.as_deref());
-        // The bound address (a port of 0 is chosen now): what `public_url` defaults to.
+        // The bound address (a port of 0 is chosen now): in every line printed, and what
+        // `public_url` defaults to.
         let settings = Settings {
             listen: addr,
             ..settings
         };
-        let app = Arc::new(App::new(settings, store, clock));
+        let options = StoreOptions {
+            ephemeral,
+            ..StoreOptions::default()
+        };
+        let (store, created) = Store::open(&settings.data, &options)?;
+        let app = Arc::new(App::new(settings, Arc::new(store), Arc::new(SystemClock)));
+        let made = first_start(&app, dev).await?;
+        let base = app.settings.public_url();
+        if let Some(space) = &made.space {
+            let data = (created && !ephemeral).then(|| std::path::absolute(&app.settings.data));
+            out.first_start(space, data.transpose()?.as_deref(), &base);
+        }
+        out.listening(addr, metrics_addr, &base, made.admin_password.as_deref());
         server::serve_with_metrics(app, listener, metrics, shutdown).await?;
         Ok(())
     })
 }
 
+/// What a first start made: each is shown once, so each is `Some` only when made now.
+struct Made {
+    /// The `default` space, on a data file without spaces (`None` with known credentials,
+    /// which the caller already has).
+    space: Option<CreatedSpace>,
+    /// The admin page's password, when none was set.
+    admin_password: Option<String>,
+}
+
+/// Makes what a data file needs before it is served: the `default` space if it has no space
+/// (with `dev`'s credentials when given), and the admin page's password if none is set.
+async fn first_start(app: &App, dev: Option<DevCredentials>) -> Result<Made, crate::error::Error> {
+    let mut space = None;
+    if app.spaces().await?.is_empty() {
+        match dev {
+            Some((secret, ingest)) => {
+                app.create_space_with("default", secret, ingest).await?;
+            }
+            None => space = Some(app.create_space("default").await?),
+        }
+    }
+    let admin_password = app.ensure_password().await?;
+    Ok(Made {
+        space,
+        admin_password,
+    })
+}
+
+/// `tracker init`: a new data file with what a first start makes, shown on this terminal and
+/// never in a service's log; the server started later finds it ready.
+fn init(settings: &Settings, out: Output) -> CliResult {
+    let path = &settings.data;
+    if crate::storage::open::holds_data(path) {
+        return Err(format!(
+            "there is already a data file at {}; `tracker init` only makes a new one (add a \
+             space to it with `tracker space create NAME`)",
+            path.display()
+        )
+        .into());
+    }
+    let options = StoreOptions {
+        cache_bytes: crate::storage::open::COMMAND_CACHE_BYTES,
+        ..StoreOptions::default()
+    };
+    let (store, _) = Store::open(path, &options)?;
+    let app = App::new(settings.clone(), Arc::new(store), Arc::new(SystemClock));
+    let made = tokio::runtime::Builder::new_current_thread()
+        .build()?
+        .block_on(first_start(&app, None));
+    app.store.close();
+    let made = made?;
+    let (Some(space), Some(password)) = (made.space, made.admin_password) else {
+        return Err("the new data file already had a space or a password".into());
+    };
+    out.initialised(
+        &space,
+        &std::path::absolute(path)?,
+        &settings.public_url(),
+        &password,
+    );
+    Ok(())
+}
+
+/// The server's two listeners, for what their errors say.
+#[derive(Clone, Copy)]
+enum Listener {
+    /// `listen`: the API, the tracking links and the admin page.
+    Api,
+    /// `metrics_listen`.
+    Metrics,
+}
+
+/// Binds `addr`; a failure names the address and how to choose another.
+async fn bind(addr: SocketAddr, listener: Listener) -> Result<tokio::net::TcpListener, String> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| cannot_listen(addr, listener, &e))
+}
+
+/// The error of a listener that cannot bind: the address, the system's reason, and a flag or
+/// key with another address to try (the next port, when this one is taken).
+fn cannot_listen(addr: SocketAddr, listener: Listener, e: &std::io::Error) -> String {
+    let other = match (e.kind(), addr.port()) {
+        (std::io::ErrorKind::AddrInUse, port @ 1..=65534) => SocketAddr::new(addr.ip(), port + 1),
+        _ if addr.port() == 8080 => SocketAddr::from(([127, 0, 0, 1], 8081)),
+        _ => SocketAddr::from(([127, 0, 0, 1], 8080)),
+    };
+    match listener {
+        Listener::Api => format!(
+            "cannot listen on {addr}: {e}; choose another address with --listen {other} (or \
+             `listen` in the config file)"
+        ),
+        Listener::Metrics => format!(
+            "cannot listen for metrics on {addr}: {e}; choose another address with \
+             `metrics_listen = \"{other}\"` in the config file (or TRACKER_METRICS_LISTEN)"
+        ),
+    }
+}
+
+/// The `default` space's secret and ingest token, given by the caller of `serve --ephemeral`.
+type DevCredentials = (
+    crate::domain::credential::Issued,
+    crate::domain::credential::Issued,
+);
+
 /// The `default` space's credentials of an ephemeral server, from `TRACKER_DEV_SECRET` and
 /// `TRACKER_DEV_INGEST_TOKEN`: both or neither, each a credential the tracker could have made.
-fn dev_credentials(
-    ephemeral: bool,
-) -> Result<
-    Option<(
-        crate::domain::credential::Issued,
-        crate::domain::credential::Issued,
-    )>,
-    Box<dyn std::error::Error>,
-> {
+fn dev_credentials(ephemeral: bool) -> Result<Option<DevCredentials>, Box<dyn std::error::Error>> {
     use crate::domain::credential::{self, Kind};
     let secret = std::env::var("TRACKER_DEV_SECRET").ok();
     let ingest = std::env::var("TRACKER_DEV_INGEST_TOKEN").ok();
@@ -615,15 +722,15 @@ struct Output {
 }
 
 impl Output {
-    /// Prints a request's answer, as JSON with `--json`, else as text (naming `dest`, where a
-    /// backup went).
-    fn answer(self, answer: &Answer, dest: Option<&std::path::Path>) {
+    /// Prints a request's answer, as JSON with `--json`, else as text (with `base`, the public
+    /// address, where a new space's lines use it; naming `dest`, where a backup went).
+    fn answer(self, answer: &Answer, base: &str, dest: Option<&Path>) {
         if self.json {
             self.print(&answer.json(), "");
             return;
         }
         match answer {
-            Answer::SpaceCreated(created) => self.created_space(created, None),
+            Answer::SpaceCreated(created) => self.created_space(created, base),
             Answer::Spaces(spaces) => self.space_list(spaces),
             Answer::Rotated(rotated) => self.rotated(rotated),
             Answer::Revoked(r) => {
@@ -704,23 +811,69 @@ impl Output {
         let _ = stdout.flush();
     }
 
-    /// `listen`: the server's address for the ready-to-paste `curl` line.
-    fn created_space(self, c: &CreatedSpace, listen: Option<std::net::SocketAddr>) {
-        let base = listen.map_or_else(
-            || "http://127.0.0.1:8080".to_owned(),
-            |a| format!("http://{a}"),
-        );
+    /// A new space's credentials, shown once, as lines to paste into a shell (`base`: the
+    /// tracker's public address, for `TRACKER`).
+    fn created_space(self, c: &CreatedSpace, base: &str) {
         let text = format!(
-            "Created space {space}. These are shown once; keep them somewhere safe.\n\
-             \n  secret        {secret}\n                (server-side only: Authorization: Bearer <secret>)\
-             \n  ingest token  {token}\n                (postback URLs: ?token=<ingest token>)\n\
-             \nTry it:\n  curl -s -X POST {base}/events -H 'Authorization: Bearer {secret}' \
-             -H 'Content-Type: application/json' -d '{{\"event\":\"contact\",\"uid\":\"test-click\"}}'\n",
-            space = c.space,
-            secret = c.secret,
-            token = c.ingest_token,
+            "Created space {}. {}",
+            c.space,
+            credentials_text(c, base, "Its secret and ingest token are")
         );
-        self.print(c, &text);
+        self.print(c, text.trim_end());
+    }
+
+    /// The first start's space, with the data file it made (`None`: an existing file without
+    /// spaces, or `--ephemeral`).
+    fn first_start(self, c: &CreatedSpace, data: Option<&Path>, base: &str) {
+        let made = data.map_or_else(
+            || format!("Created space {}.", c.space),
+            |path| {
+                format!(
+                    "Created the data file {} with a space named {}.",
+                    path.display(),
+                    c.space
+                )
+            },
+        );
+        let shown = credentials_text(
+            c,
+            base,
+            "Its secret and ingest token, and the admin password below, are",
+        );
+        self.print(c, &format!("{made} {shown}"));
+    }
+
+    /// `tracker init`'s report: the first start's, and the admin page with its password.
+    fn initialised(self, c: &CreatedSpace, data: &Path, base: &str, password: &str) {
+        #[derive(Serialize)]
+        struct Initialised<'a> {
+            data: &'a Path,
+            #[serde(flatten)]
+            space: &'a CreatedSpace,
+            admin_url: String,
+            admin_password: &'a str,
+        }
+        let text = format!(
+            "Created the data file {} with a space named {}. {}\n{}\n\nStart the server with \
+             `tracker serve` (with the same --config and --data), or the service that runs it.",
+            data.display(),
+            c.space,
+            credentials_text(
+                c,
+                base,
+                "Its secret and ingest token, and the admin password below, are"
+            ),
+            admin_page_text(base, Some(password)),
+        );
+        self.print(
+            &Initialised {
+                data,
+                space: c,
+                admin_url: admin_url(base),
+                admin_password: password,
+            },
+            &text,
+        );
     }
 
     fn rotated(self, r: &Rotated) {
@@ -771,12 +924,13 @@ impl Output {
         self.print(&spaces, text.trim_end());
     }
 
-    /// The ready line; with the admin page's password when this start generated it (a new data
-    /// file, or one from before the admin page), the only time it is shown.
+    /// The ready lines, at every start: the address, the metrics address, and the admin
+    /// page's, with its password when this start made it (the only time it is shown).
     fn listening(
         self,
-        addr: std::net::SocketAddr,
-        metrics: Option<std::net::SocketAddr>,
+        addr: SocketAddr,
+        metrics: Option<SocketAddr>,
+        base: &str,
         admin_password: Option<&str>,
     ) {
         #[derive(Serialize)]
@@ -784,6 +938,7 @@ impl Output {
             listening: String,
             #[serde(skip_serializing_if = "Option::is_none")]
             metrics: Option<String>,
+            admin_url: String,
             #[serde(skip_serializing_if = "Option::is_none")]
             admin_password: Option<&'a str>,
         }
@@ -791,20 +946,66 @@ impl Output {
         if let Some(metrics) = metrics {
             let _ = write!(text, "\nmetrics on http://{metrics}/metrics");
         }
-        if let Some(password) = admin_password {
-            let _ = write!(
-                text,
-                "\n\nAdmin page: http://{addr}/admin/  user admin  password {password}\n\
-                 (shown once; change it with `tracker admin password`)"
-            );
-        }
+        let _ = write!(text, "\n{}", admin_page_text(base, admin_password));
         self.print(
             &ReadyLine {
                 listening: addr.to_string(),
                 metrics: metrics.map(|m| m.to_string()),
+                admin_url: admin_url(base),
                 admin_password,
             },
             &text,
         );
+    }
+}
+
+/// The admin page's address under the public base address.
+fn admin_url(base: &str) -> String {
+    format!("{base}/admin/")
+}
+
+/// The admin page's line: its address and user, with the password when it was made now.
+fn admin_page_text(base: &str, password: Option<&str>) -> String {
+    let url = admin_url(base);
+    match password {
+        Some(password) => format!(
+            "Admin page: {url}  user admin  password {password}\n  (shown only this once; \
+             `tracker admin password` sets another)"
+        ),
+        None => format!(
+            "Admin page: {url}  user admin  (forgot the password? `tracker admin password` \
+             sets a new one)"
+        ),
+    }
+}
+
+/// A new space's credentials as `export` lines to paste into a shell, under the names the
+/// README's examples use, with a request to try them; `shown` says what is shown only once.
+fn credentials_text(c: &CreatedSpace, base: &str, shown: &str) -> String {
+    format!(
+        "{shown} shown only this once: keep them somewhere safe.\n\
+         Paste these lines into your shell; the README's examples use them:\n\
+         \n  export TRACKER={base}\
+         \n  export SECRET={secret}\
+         \n  export INGEST_TOKEN={token}\n\
+         \nSECRET is for your servers only (Authorization: Bearer $SECRET); INGEST_TOKEN goes in \
+         postback URLs (?token=$INGEST_TOKEN).\n\
+         \nTry it (with the server running):\
+         \n  curl -s \"$TRACKER/events\" -H \"Authorization: Bearer $SECRET\" \
+         -d '{{\"event\":\"contact\",\"uid\":\"test-click\"}}'\n",
+        base = shell_word(base),
+        secret = c.secret,
+        token = c.ingest_token,
+    )
+}
+
+/// `text` as one shell word: as it is when it holds only characters no shell treats specially
+/// (every credential, and a plain address), else in single quotes.
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-.:/@%+=,[]".contains(c);
+    if text.chars().all(plain) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
     }
 }

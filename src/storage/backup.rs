@@ -13,7 +13,8 @@ use redb::{
 use crate::storage::StoreError;
 use crate::storage::schema::{self, TableVisitor};
 
-/// Rows copied per table, for the caller to report.
+/// What a backup copied: the rows of every table (`schema::count_rows`, as `tracker check`
+/// counts them) and the copy's size.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct BackupStats {
     pub rows: u64,
@@ -58,24 +59,19 @@ fn write_copy(src: &ReadTransaction, dest: &Path) -> Result<u64, StoreError> {
         .map_err(|e| StoreError::Redb(redb::Error::from(e)))?;
     let db = Database::builder().create_with_backend(backend)?;
     let txn = db.begin_write()?;
-    let mut copy = Copy {
-        src,
-        dest: &txn,
-        rows: 0,
-    };
+    let mut copy = Copy { src, dest: &txn };
     // Every table the schema declares: one added later cannot be left out of backups.
     schema::visit_every_table(&mut copy)?;
-    let rows = copy.rows;
+    let rows = schema::count_rows(src)?;
     txn.commit()?;
     db.close()?;
     Ok(rows)
 }
 
-/// Copies each table it visits from `src` to `dest`, counting rows.
+/// Copies each table it visits from `src` to `dest`.
 struct Copy<'a> {
     src: &'a ReadTransaction,
     dest: &'a WriteTransaction,
-    rows: u64,
 }
 
 impl TableVisitor for Copy<'_> {
@@ -88,7 +84,6 @@ impl TableVisitor for Copy<'_> {
         for entry in from.iter()? {
             let (k, v) = entry?;
             to.insert(k.value(), v.value())?;
-            self.rows += 1;
         }
         Ok(())
     }

@@ -46,8 +46,8 @@ use crate::storage::records::{
 };
 use crate::storage::rollup::{self, RowKey};
 use crate::storage::schema::{
-    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE, META,
-    META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ, META_SCHEMA_VERSION,
+    self, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS, LINKS_BY_SPACE,
+    META, META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ, META_SCHEMA_VERSION,
     META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SCHEMA_VERSION, SPACE_SETTINGS, SPACES, STATS,
     TG_TOUCHES,
 };
@@ -69,7 +69,8 @@ pub struct Report {
     /// redb's page check: `Some(true)` passed, `Some(false)` failed and redb repaired it, `None`
     /// not run (through a running server, which shares the file; see the README).
     pub redb_integrity: Option<bool>,
-    /// Rows read.
+    /// The rows of every table, counted as `tracker backup` counts what it copies
+    /// (`schema::count_rows`), so the two agree about the same file.
     pub rows: u64,
     pub findings: Vec<Finding>,
     /// Findings fixed by `--repair` (then `findings` is what a second check found).
@@ -169,15 +170,10 @@ pub fn repair(db: &redb::Database, expiry: Expiry) -> Result<Report, StoreError>
 /// backup): redb's page check, which needs the file to itself, then [`check`], or with `repair`
 /// the schema brought up to date (as a server's open does) and [`repair`].
 pub fn check_file(path: &Path, repair_it: bool, expiry: Expiry) -> Result<Report, StoreError> {
+    open::require_existing(path)?;
     let mut db = if repair_it {
         open::open_database(path, None, open::COMMAND_CACHE_BYTES)?.db
     } else {
-        if !path.exists() {
-            return Err(StoreError::File {
-                path: path.to_owned(),
-                error: std::io::Error::from(std::io::ErrorKind::NotFound),
-            });
-        }
         // Before redb's open and page check, which this release may not read right.
         open::refuse_newer_schema(path)?;
         let mut builder = redb::Database::builder();
@@ -288,6 +284,7 @@ fn run(txn: &ReadTransaction, expiry: Expiry) -> Result<Checker, StoreError> {
         .get(META_FBCLID_REDO_FROM)?
         .map_or(u64::MAX, |v| v.value());
 
+    c.rows = schema::count_rows(txn)?;
     let spaces = check_spaces(txn, &mut c, space_seq)?;
     check_credentials(txn, &mut c, &spaces)?;
     check_inbox(txn, &mut c, &spaces, (inbox_seq, redo_from), expiry)?;
@@ -308,7 +305,6 @@ fn check_spaces(
     let mut nos = BTreeSet::new();
     for entry in txn.open_table(SPACES)?.iter()? {
         let (name, bytes) = entry?;
-        c.rows += 1;
         match records::decode::<SpaceRecord>(bytes.value()) {
             Ok(r) => {
                 if !nos.insert(r.no) {
@@ -342,7 +338,6 @@ fn check_credentials(
 ) -> Result<(), StoreError> {
     for entry in txn.open_table(CREDENTIALS)?.iter()? {
         let (digest, bytes) = entry?;
-        c.rows += 1;
         let key = hex::encode(digest.value());
         match records::decode::<CredentialRecord>(bytes.value()) {
             Ok(r) => {
@@ -382,7 +377,6 @@ fn check_inbox(
     let mut largest = 0;
     for entry in inbox.iter()? {
         let (key, bytes) = entry?;
-        c.rows += 1;
         let (space, inbox_id) = key.value();
         let at = format!("space {space}, inbox_id {inbox_id}");
         largest = largest.max(inbox_id);
@@ -431,7 +425,6 @@ fn check_inbox(
     }
     for entry in dedup_table.iter()? {
         let (key, value) = entry?;
-        c.rows += 1;
         let k = key.value();
         let (inbox_id, received_at_ms) = value.value();
         let row = inbox.get((k.0, inbox_id))?;
@@ -486,7 +479,6 @@ fn check_clicks(
     let by_tg = txn.open_table(CLICKS_BY_TG)?;
     for entry in clicks.iter()? {
         let (key, bytes) = entry?;
-        c.rows += 1;
         let (space, uid) = key.value();
         let at = format!("space {space}, uid {uid}");
         let click = match records::decode::<ClickRecord>(bytes.value()) {
@@ -523,7 +515,6 @@ fn check_clicks(
     }
     for entry in by_fbclid.iter()? {
         let (key, uid) = entry?;
-        c.rows += 1;
         let (space, digest) = key.value();
         let uid = uid.value();
         let at = format!("space {space}, fbclid digest {digest:032x}");
@@ -550,7 +541,6 @@ fn check_clicks(
     }
     for entry in by_tg.iter()? {
         let (key, _) = entry?;
-        c.rows += 1;
         let (space, tg, uid) = key.value();
         let at = format!("space {space}, tg_id {tg}, uid {uid}");
         let fix = Fix::RemoveTg((space, tg, uid.to_owned()));
@@ -602,7 +592,6 @@ fn check_touches(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreErro
     })?;
     for entry in touches.iter()? {
         let (key, _) = entry?;
-        c.rows += 1;
         let (space, tg) = key.value();
         if attribution::touch_of(&clicks, &by_tg, space, tg)?.is_none() {
             c.derivable(
@@ -625,7 +614,6 @@ fn check_settings(
     let table = txn.open_table(SPACE_SETTINGS)?;
     for entry in table.iter()? {
         let (key, _) = entry?;
-        c.rows += 1;
         let space = key.value();
         let at = format!("space {space}");
         if !spaces.contains(&space) {
@@ -651,7 +639,6 @@ fn check_links(
     let by_space = txn.open_table(LINKS_BY_SPACE)?;
     for entry in links.iter()? {
         let (slug, bytes) = entry?;
-        c.rows += 1;
         let slug = slug.value();
         match records::decode::<LinkRecord>(bytes.value()) {
             Ok(r) => {
@@ -676,7 +663,6 @@ fn check_links(
     }
     for entry in by_space.iter()? {
         let (key, _) = entry?;
-        c.rows += 1;
         let (space, slug) = key.value();
         let owner = match links.get(slug)? {
             None => None,
@@ -711,7 +697,6 @@ fn check_stats(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreError>
     let mut wrong = Vec::new();
     for entry in txn.open_table(STATS)?.iter()? {
         let (key, bytes) = entry?;
-        c.rows += 1;
         let (space, dimension, group, at) = key.value();
         let row: RowKey = (space, dimension, group.to_owned(), at);
         let counted = want.remove(&row).unwrap_or_default();
@@ -772,7 +757,6 @@ fn check_rejections(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreE
     let mut needed: BTreeMap<u32, u64> = BTreeMap::new();
     for entry in txn.open_table(REJECTIONS)?.iter()? {
         let (key, bytes) = entry?;
-        c.rows += 1;
         let (space, slot) = key.value();
         let at = format!("space {space}, slot {slot}");
         match records::decode::<RejectionRecord>(bytes.value()) {
@@ -792,7 +776,6 @@ fn check_rejections(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreE
     }
     for (space, n) in needed {
         let stored = counts.get(space)?.map_or(0, |v| v.value());
-        c.rows += 1;
         if stored < n {
             c.derivable(
                 "rejection_counts",

@@ -33,6 +33,7 @@ pub fn compact_file(path: &Path) -> Result<Compacted, StoreError> {
                 error,
             })
     };
+    open::require_existing(path)?;
     let bytes_before = size(path)?;
     let mut db = open::open_database(path, None, open::COMMAND_CACHE_BYTES)?.db;
     for _ in 0..MAX_PASSES {

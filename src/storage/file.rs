@@ -60,8 +60,7 @@ pub struct DataFile {
 
 impl DataFile {
     /// Opens (or creates) `path`. A new file is its owner's alone (mode `0600`): it holds the
-    /// admin password's hash, the links and the Telegram ids. The error names the path: a user
-    /// reads it.
+    /// admin password's hash, the links and the Telegram ids. The caller's error names the path.
     pub fn open(
         path: &Path,
         fault: Option<FaultSwitch>,
@@ -73,8 +72,7 @@ impl DataFile {
             .create(true)
             .truncate(false)
             .mode(0o600)
-            .open(path)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            .open(path)?;
         let flush_failed = FlushFailed::default();
         let inner = FileBackend::new(file).map_err(|e| std::io::Error::other(e.to_string()))?;
         Ok((

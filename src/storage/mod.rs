@@ -67,6 +67,10 @@ pub enum StoreError {
         path: PathBuf,
         error: std::io::Error,
     },
+    /// No data file where one must be: every command but `serve` opens an existing one.
+    NoDataFile(PathBuf),
+    /// The data file cannot be created because its directory does not exist.
+    NoDirectory(PathBuf),
     /// A stored record does not decode.
     Corrupt(String),
     /// The request is refused as it stands (a name taken or unknown); nothing was changed.
@@ -89,6 +93,23 @@ impl fmt::Display for StoreError {
             StoreError::Redb(e) => write!(f, "storage error: {e}"),
             StoreError::File { path, error } => {
                 write!(f, "cannot open the data file {}: {error}", path.display())
+            }
+            StoreError::NoDataFile(path) => write!(
+                f,
+                "there is no data file at {}: `tracker serve` creates a new one there (or \
+                 `tracker init`, which does not serve); if yours is elsewhere, name it with \
+                 --data or with `data` in the config file",
+                path.display()
+            ),
+            StoreError::NoDirectory(path) => {
+                let dir = path.parent().unwrap_or(path).display();
+                write!(
+                    f,
+                    "cannot create the data file {}: the directory {dir} does not exist; create \
+                     it with `mkdir -p {dir}`, or name another place with --data or with `data` \
+                     in the config file",
+                    path.display()
+                )
             }
             StoreError::Corrupt(what) => write!(f, "data file is damaged: {what}"),
             StoreError::Refused(e) => write!(f, "{}", e.message),

@@ -96,13 +96,55 @@ fn explain_no_space(path: &Path, e: StoreError) -> StoreError {
     }
 }
 
+/// Whether `path` holds a data file. An empty file counts as none: redb writes a new file's
+/// header before anything else, so an empty one is a creation that never got that far.
+#[must_use]
+pub fn holds_data(path: &Path) -> bool {
+    path.metadata().is_ok_and(|m| m.len() > 0)
+}
+
+/// Refuses a missing data file, naming the path and how to make one. Every command but
+/// `serve` opens the file through this, so a wrong `--data` or config file is found out
+/// instead of a new, empty data file being made where it points.
+pub fn require_existing(path: &Path) -> Result<(), StoreError> {
+    if holds_data(path) {
+        Ok(())
+    } else {
+        Err(StoreError::NoDataFile(absolute(path)))
+    }
+}
+
+/// `path` from the root, as messages name it: a relative one depends on where the command ran
+/// and, from a config file, where that file is.
+fn absolute(path: &Path) -> std::path::PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// The error of a data file that cannot be opened or created; a missing directory is said as
+/// such, with the command that makes it.
+fn cannot_open(path: &Path, error: std::io::Error) -> StoreError {
+    match path.parent() {
+        Some(dir)
+            if error.kind() == std::io::ErrorKind::NotFound
+                && !dir.as_os_str().is_empty()
+                && !dir.exists() =>
+        {
+            StoreError::NoDirectory(absolute(path))
+        }
+        _ => StoreError::File {
+            path: path.to_owned(),
+            error,
+        },
+    }
+}
+
 fn open_up_to_date(
     path: &Path,
     fault: Option<&FaultSwitch>,
     cache_bytes: usize,
     redo: bool,
 ) -> Result<Opened, StoreError> {
-    let existed = path.metadata().is_ok_and(|m| m.len() > 0);
+    let existed = holds_data(path);
     if existed {
         refuse_newer_schema(path)?;
     }
@@ -115,16 +157,20 @@ fn open_up_to_date(
     });
     builder.set_cache_size(cache_bytes);
     let (file, flush_failed) =
-        DataFile::open(path, fault.cloned()).map_err(|error| StoreError::File {
-            path: path.to_owned(),
-            error,
-        })?;
+        DataFile::open(path, fault.cloned()).map_err(|error| cannot_open(path, error))?;
     warn_if_others_can_read(path);
     let db = builder.create_with_backend(file).map_err(|e| match e {
         redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse(path.display().to_string()),
         other => StoreError::from(other),
     })?;
     migrate(&db)?;
+    if !existed {
+        tracing::info!(
+            path = %absolute(path).display(),
+            schema_version = SCHEMA_VERSION,
+            "created a new data file"
+        );
+    }
     // The writer's own reopen after a failed write passes `redo: false`: the redo writes, which
     // a full disk refuses, and the writer's buffers still hold every entry the file lacks.
     if redo {
@@ -220,31 +266,48 @@ fn stored_version(txn: &redb::ReadTransaction) -> Result<Option<u64>, StoreError
     Ok(meta.get(META_SCHEMA_VERSION)?.map(|v| v.value()))
 }
 
+/// Brings the file to `SCHEMA_VERSION`: a file of an older version one numbered step at a time,
+/// each logged; a new file (no version yet) with every step in one transaction, so it is made
+/// at the current version at once, or not at all.
 fn migrate(db: &Database) -> Result<(), StoreError> {
-    let mut version = stored_version(&db.begin_read()?)?.unwrap_or(0);
+    let Some(mut version) = stored_version(&db.begin_read()?)? else {
+        let txn = db.begin_write()?;
+        for from in 0..SCHEMA_VERSION {
+            migrate_from(&txn, from)?;
+        }
+        txn.open_table(META)?
+            .insert(META_SCHEMA_VERSION, SCHEMA_VERSION)?;
+        txn.commit()?;
+        return Ok(());
+    };
     if version > SCHEMA_VERSION {
         return Err(StoreError::NewerSchema { found: version });
     }
     while version < SCHEMA_VERSION {
         let txn = db.begin_write()?;
-        match version {
-            0 => migrate_to_v1(&txn)?,
-            // Nothing to convert: see schema.rs (2: event records version 2; 7: the fbclid
-            // buffer's redo mark and uids that begin with their time).
-            1 | 6 => {}
-            2 => migrate_to_v3(&txn)?,
-            3 => migrate_to_v4(&txn)?,
-            4 => migrate_to_v5(&txn)?,
-            5 => migrate_to_v6(&txn)?,
-            7 => migrate_to_v8(&txn)?,
-            _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
-        }
+        migrate_from(&txn, version)?;
         version += 1;
         txn.open_table(META)?.insert(META_SCHEMA_VERSION, version)?;
         txn.commit()?;
         tracing::info!(version, "data file schema migrated");
     }
     Ok(())
+}
+
+/// The step from `version` to the next, in `txn`; the caller stores the new version.
+fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreError> {
+    match version {
+        0 => migrate_to_v1(txn),
+        // Nothing to convert: see schema.rs (2: event records version 2; 7: the fbclid
+        // buffer's redo mark and uids that begin with their time).
+        1 | 6 => Ok(()),
+        2 => migrate_to_v3(txn),
+        3 => migrate_to_v4(txn),
+        4 => migrate_to_v5(txn),
+        5 => migrate_to_v6(txn),
+        7 => migrate_to_v8(txn),
+        _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
+    }
 }
 
 /// Version 1: every table, empty, and the counters at zero.
@@ -407,17 +470,85 @@ mod tests {
         );
     }
 
-    /// A user who points `data` into a directory that does not exist reads which path failed.
+    /// A user who points `data` into a directory that does not exist reads which path failed,
+    /// once, and how to make the directory.
     #[test]
-    fn a_data_file_in_a_missing_directory_is_named_in_the_error() {
+    fn a_data_file_in_a_missing_directory_is_named_once_with_mkdir() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("missing").join("t.redb");
+        let missing = dir.path().join("missing");
+        let path = missing.join("t.redb");
         let err = open_database(&path, None, SERVER_CACHE_BYTES)
             .err()
             .expect("must fail")
             .to_string();
+        assert_eq!(err.matches(&path.display().to_string()).count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("create it with `mkdir -p {}`", missing.display())),
+            "{err}"
+        );
+        // Just inside: with the directory there, the file is made.
+        std::fs::create_dir(&missing).unwrap();
+        assert!(
+            open_database(&path, None, SERVER_CACHE_BYTES)
+                .unwrap()
+                .created
+        );
+    }
+
+    /// A file that is there but cannot be opened (here: a directory in its place) keeps the
+    /// system's reason, with the path once.
+    #[test]
+    fn a_data_file_that_cannot_be_opened_keeps_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        std::fs::create_dir(&path).unwrap();
+        let err = open_database(&path, None, SERVER_CACHE_BYTES)
+            .err()
+            .expect("must fail")
+            .to_string();
+        assert_eq!(err.matches(&path.display().to_string()).count(), 1, "{err}");
+        assert!(err.contains("Is a directory"), "{err}");
+    }
+
+    /// Commands other than `serve` refuse a missing or empty file, naming it and `tracker
+    /// serve`; a file with data passes.
+    #[test]
+    fn require_existing_refuses_a_missing_or_empty_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        let err = require_existing(&path).unwrap_err().to_string();
         assert!(err.contains(&path.display().to_string()), "{err}");
-        assert!(err.contains("No such file or directory"), "{err}");
+        assert!(err.contains("`tracker serve` creates"), "{err}");
+        std::fs::write(&path, b"").unwrap();
+        assert!(require_existing(&path).is_err());
+        std::fs::remove_file(&path).unwrap();
+        drop(open_database(&path, None, SERVER_CACHE_BYTES).unwrap());
+        require_existing(&path).unwrap();
+    }
+
+    /// A new file is made at the current version in one step, with the tables a file of
+    /// version 2 (the oldest fixture) has once migrated version by version.
+    #[test]
+    fn a_new_file_is_made_at_the_current_version_with_every_table() {
+        use redb::TableHandle as _;
+        let tables = |path: &Path| {
+            let db = open_database(path, None, SERVER_CACHE_BYTES).unwrap().db;
+            let txn = db.begin_read().unwrap();
+            assert_eq!(stored_version(&txn).unwrap(), Some(SCHEMA_VERSION));
+            let mut names: Vec<String> = txn
+                .list_tables()
+                .unwrap()
+                .map(|t| t.name().to_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new.redb");
+        let stepped = dir.path().join("stepped.redb");
+        let v2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v2.redb");
+        std::fs::copy(v2, &stepped).unwrap();
+        assert_eq!(tables(&new), tables(&stepped));
     }
 
     #[test]

@@ -158,6 +158,27 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The rows of every table in the snapshot `txn`: what `tracker backup` copies and `tracker
+/// check` reports, counted in one place so the two say the same number for the same file.
+pub fn count_rows(txn: &redb::ReadTransaction) -> Result<u64, StoreError> {
+    struct Count<'a> {
+        txn: &'a redb::ReadTransaction,
+        rows: u64,
+    }
+    impl TableVisitor for Count<'_> {
+        fn visit<K: Key + 'static, V: Value + 'static>(
+            &mut self,
+            table: TableDefinition<K, V>,
+        ) -> Result<(), StoreError> {
+            self.rows += redb::ReadableTableMetadata::len(&self.txn.open_table(table)?)?;
+            Ok(())
+        }
+    }
+    let mut count = Count { txn, rows: 0 };
+    visit_every_table(&mut count)?;
+    Ok(count.rows)
+}
+
 #[cfg(test)]
 mod every_table {
     use std::collections::BTreeSet;

@@ -23,8 +23,8 @@ use tokio::sync::Notify;
 
 use crate::support::{
     Connection, EventAnswer, FirstStart, Request, TrackerProcess, assert_duplicate_of,
-    assert_queued, dedup_entries_derived, event_answer, first_start, post_json, run_cli, send,
-    stop_cleanly,
+    assert_queued, dedup_entries_derived, event_answer, first_start, post_json, rows_in, run_cli,
+    send, stop_cleanly,
 };
 
 /// Concurrent senders of unique events while the backup runs (the suite runs on 2 cores).
@@ -652,15 +652,4 @@ fn a_relative_dest_is_relative_to_the_commands_directory_while_a_server_runs() {
         "the copy was written relative to the server's directory ({in_server_cwd}), not the \
          command's"
     );
-}
-
-/// Every row of every table of the data file at `path` (no server may have it open).
-fn rows_in(path: &std::path::Path) -> u64 {
-    use redb::{ReadableDatabase as _, ReadableTableMetadata as _};
-    let db = redb::Database::open(path).expect("open the data file");
-    let txn = db.begin_read().unwrap();
-    txn.list_tables()
-        .unwrap()
-        .map(|t| txn.open_untyped_table(t).unwrap().len().unwrap())
-        .sum()
 }

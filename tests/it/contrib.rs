@@ -85,8 +85,9 @@ fn the_caddyfile_is_valid_where_caddy_is_installed() {
     );
 }
 
-/// The VPS guide sets the admin password before it starts the service: a first start without
-/// one prints a generated password, which under systemd goes to the journal.
+/// The VPS guide sets the admin password (`tracker init` makes one, on the terminal) before it
+/// starts the service: a first start without one prints a generated password, which under
+/// systemd goes to the journal.
 #[test]
 fn the_vps_guide_sets_the_admin_password_before_the_service_starts() {
     let readme =
@@ -94,8 +95,10 @@ fn the_vps_guide_sets_the_admin_password_before_the_service_starts() {
             .unwrap();
     let guide = &readme[readme.find("## Run it on a VPS").expect("the VPS guide")..];
     let guide = &guide[..guide[3..].find("\n## ").map_or(guide.len(), |end| end + 3)];
-    let password = guide
-        .find(" admin password")
+    let password = [" admin password", "tracker.toml init"]
+        .iter()
+        .filter_map(|made| guide.find(made))
+        .min()
         .expect("the guide sets the admin password");
     let start = guide
         .find("systemctl enable --now tracker")
@@ -104,4 +107,74 @@ fn the_vps_guide_sets_the_admin_password_before_the_service_starts() {
         password < start,
         "the guide starts the service before it sets the admin password"
     );
+}
+
+/// The set-up lines in `tracker.service`'s comment, run as written (with /etc/tracker and
+/// /var/lib/tracker moved into a temporary directory, and without the steps that need root):
+/// the config file names the data file `ExecStart` names, `init` makes it, and the comment's
+/// command with only `--config` then reads that file.
+#[test]
+fn the_service_files_setup_lines_work_as_written() {
+    let unit = std::fs::read_to_string(contrib().join("tracker.service")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    std::fs::create_dir_all(dir.path().join("etc/tracker")).unwrap();
+    std::fs::create_dir_all(dir.path().join("var/lib/tracker")).unwrap();
+    let moved = |line: &str| {
+        line.replace("/etc/tracker", &format!("{root}/etc/tracker"))
+            .replace("/var/lib/tracker", &format!("{root}/var/lib/tracker"))
+    };
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("ExecStart");
+    let data = exec
+        .split_whitespace()
+        .skip_while(|w| *w != "--data")
+        .nth(1)
+        .expect("ExecStart names --data");
+    // Without root, as the caller: `runuser -u tracker --` is what the server needs.
+    let commands: Vec<String> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("#   "))
+        .map(|l| l.trim_start_matches("runuser -u tracker -- "))
+        .filter(|l| l.starts_with("tracker "))
+        .map(moved)
+        .collect();
+    assert_eq!(commands.len(), 3, "{commands:?}");
+    let mut printed = Vec::new();
+    for command in &commands {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .env("PATH", path_with_tracker())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        printed.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    assert!(
+        Path::new(&moved(data)).is_file(),
+        "init made ExecStart's data file"
+    );
+    assert!(
+        printed[1].contains("export SECRET=trk_sk_"),
+        "{}",
+        printed[1]
+    );
+    assert!(printed[2].contains("default"), "{}", printed[2]);
+}
+
+/// `PATH` with this build's `tracker` first.
+fn path_with_tracker() -> std::ffi::OsString {
+    let bin = Path::new(env!("CARGO_BIN_EXE_tracker")).parent().unwrap();
+    let mut dirs = vec![bin.to_owned()];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap()
 }

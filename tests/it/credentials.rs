@@ -300,7 +300,7 @@ fn racing_rotations_through_the_server_leave_one_active_credential_per_kind() {
 fn racing_rotations_without_a_server_leave_one_active_credential_per_kind() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("t.redb");
-    let out = cli(&data, &["space", "create", "default"]);
+    let out = cli(&data, &["init"]);
     assert!(
         out.status.success(),
         "{}",

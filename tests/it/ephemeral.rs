@@ -15,7 +15,7 @@ fn known_credentials() -> (String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tracker"))
         .args(["--config", "/dev/null", "--json", "--data"])
         .arg(scratch.path().join("s.redb"))
-        .args(["space", "create", "scratch"])
+        .arg("init")
         .output()
         .unwrap();
     assert!(

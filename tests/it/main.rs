@@ -18,6 +18,7 @@ mod durability;
 mod ephemeral;
 mod events;
 mod exposure;
+mod first_hour;
 mod fixtures;
 mod full_disk;
 mod hostile;

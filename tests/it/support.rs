@@ -30,7 +30,7 @@ use tracker::storage::{Store, StoreError, StoreOptions};
 pub const NOW_MS: u64 = 1_800_000_000_000;
 pub const DAY_MS: u64 = 86_400_000;
 /// How long any single network step may take before a test fails instead of hanging.
-const IO_TIMEOUT: Duration = Duration::from_secs(20);
+pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------------------------------------
 // HTTP client
@@ -619,6 +619,8 @@ pub struct TrackerProcess {
     pub created: Option<FirstStart>,
     /// The admin page's password, printed with the address when this start generated it.
     pub admin_password: Option<String>,
+    /// The admin page's address, printed at every start.
+    pub admin_url: String,
     stderr_path: PathBuf,
 }
 
@@ -683,7 +685,7 @@ impl TrackerProcess {
         });
         let deadline = Instant::now() + IO_TIMEOUT;
         let mut created = None;
-        let (addr, metrics, admin_password) = loop {
+        let (addr, metrics, admin_password, admin_url) = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let Ok(line) = lines.recv_timeout(left) else {
                 let _ = child.kill();
@@ -700,10 +702,12 @@ impl TrackerProcess {
                 let metrics = value["metrics"]
                     .as_str()
                     .map(|m| m.parse().expect("metrics address"));
+                let admin_url = value["admin_url"].as_str().expect("admin_url").to_owned();
                 break (
                     listening.parse().expect("listening address"),
                     metrics,
                     password,
+                    admin_url,
                 );
             }
             created = Some(serde_json::from_value(value).expect("first-start credentials"));
@@ -714,6 +718,7 @@ impl TrackerProcess {
             metrics,
             created,
             admin_password,
+            admin_url,
             stderr_path,
         })
     }
@@ -881,4 +886,20 @@ pub async fn post_json(addr: SocketAddr, secret: &str, path: &str, body: &str) -
     let r = send(addr, &Request::post(path, Some(secret), body)).await;
     assert_eq!(r.status, 200, "POST {path} {body}: {}", r.text());
     r.json()
+}
+
+/// Every row of every table of the data file at `path`, read with redb itself (no server may
+/// have it open): what `tracker backup` and `tracker check` must both report.
+///
+/// # Panics
+/// If the file does not open.
+#[must_use]
+pub fn rows_in(path: &Path) -> u64 {
+    use redb::{ReadableDatabase as _, ReadableTableMetadata as _};
+    let db = redb::Database::open(path).expect("open the data file");
+    let txn = db.begin_read().unwrap();
+    txn.list_tables()
+        .unwrap()
+        .map(|t| txn.open_untyped_table(t).unwrap().len().unwrap())
+        .sum()
 }
