@@ -91,10 +91,9 @@ fn the_caddyfile_is_valid_where_caddy_is_installed() {
 /// what to clone instead of leaving a placeholder; and its data file is an absolute path.
 #[test]
 fn the_vps_guide_makes_the_password_before_the_service_starts() {
-    let guide = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/vps.md"),
-    )
-    .unwrap();
+    let guide =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/vps.md"))
+            .unwrap();
     let init = guide
         .find("tracker-admin init")
         .expect("the guide makes the data file with `init`");
@@ -102,8 +101,14 @@ fn the_vps_guide_makes_the_password_before_the_service_starts() {
         .find("systemctl enable --now tracker")
         .expect("the guide starts the service");
     assert!(init < start, "the guide starts the service before `init`");
-    assert!(!guide.contains("sudo "), "minimal Debian images have no sudo");
-    assert!(!guide.contains("<this repository>"), "a placeholder to guess");
+    assert!(
+        !guide.contains("sudo "),
+        "minimal Debian images have no sudo"
+    );
+    assert!(
+        !guide.contains("<this repository>"),
+        "a placeholder to guess"
+    );
     assert!(
         guide.contains(r#"s|^data = .*|data = "/var/lib/tracker/tracker.redb"|"#),
         "the configuration names the data file by an absolute path"

@@ -60,13 +60,11 @@ fn blocks(markdown: &str) -> Vec<Block> {
             }
             None => {}
             Some((block, _)) if trimmed.starts_with("```") => found.push(block),
-            Some((mut block, indent)) => {
-                let cut = raw
-                    .char_indices()
-                    .nth(indent)
-                    .map_or("", |(at, _)| &raw[at..]);
-                block.lines.push(if raw.len() > indent { cut } else { "" }.to_owned());
-                open = Some((block, indent));
+            Some((mut block, fence)) => {
+                // Without the fence's indentation (a block in a list item), as far as the line
+                // has it.
+                block.lines.push(raw[indent.min(fence)..].to_owned());
+                open = Some((block, fence));
             }
         }
         previous = raw;
@@ -344,7 +342,10 @@ fn the_readme_sets_up_with_two_commands() {
     let blocks = blocks(&readme);
     let sh: Vec<&Block> = blocks.iter().filter(|b| b.lang == "sh").collect();
     let setup = sh.first().expect("the README has sh blocks");
-    assert!(setup.not_run, "the first sh block is the set-up, which the test cannot run");
+    assert!(
+        setup.not_run,
+        "the first sh block is the set-up, which the test cannot run"
+    );
     let commands: Vec<String> = steps("README.md", setup)
         .into_iter()
         .map(|s| words(&s.text).join(" "))
@@ -430,11 +431,11 @@ fn the_readme_and_the_docs_curl_examples_run_against_a_fresh_server() {
     let dir = tempfile::tempdir().unwrap();
     // The repository's tracker.toml, as a new user has it, on the test's data file; the
     // `tracker` commands read it from the directory they run in, as the README's do.
-    let config = read("tracker.toml").replace(
-        "\ndata = \"tracker.redb\"",
-        "\ndata = \"t.redb\"",
+    let config = read("tracker.toml").replace("\ndata = \"tracker.redb\"", "\ndata = \"t.redb\"");
+    assert!(
+        config.contains("data = \"t.redb\""),
+        "tracker.toml names its data file"
     );
-    assert!(config.contains("data = \"t.redb\""), "tracker.toml names its data file");
     let (server, space) = first_start(dir.path());
     std::fs::write(dir.path().join("tracker.toml"), config).unwrap();
     // Where `cargo run --release` leaves the binary, which the README's alias names.
@@ -445,7 +446,11 @@ fn the_readme_and_the_docs_curl_examples_run_against_a_fresh_server() {
     let mut all = Vec::new();
     for block in blocks(&read("README.md")) {
         if block.lang == "sh" && !block.not_run {
-            all.extend(steps("README.md", &block).into_iter().map(|s| (Check::All, s)));
+            all.extend(
+                steps("README.md", &block)
+                    .into_iter()
+                    .map(|s| (Check::All, s)),
+            );
         }
     }
     assert!(all.len() >= 10, "the README's funnel: {all:?}");
