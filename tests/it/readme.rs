@@ -9,6 +9,7 @@
 //! lines are run. `README_TEST_SHOW=1` prints each command with what it printed.
 
 use std::collections::BTreeSet;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -207,12 +208,8 @@ fn globbed_urls(line: &str) -> Vec<String> {
         match word.as_str() {
             "-g" | "--globoff" => globoff = true,
             w if WITH_VALUE.contains(&w) => skip = true,
-            w if w.starts_with('-') => {
-                // Short options together (`-sg`, `-gs`).
-                if !w.starts_with("--") && w.contains('g') {
-                    globoff = true;
-                }
-            }
+            // Short options together (`-sg`, `-gs`).
+            w if w.starts_with('-') && !w.starts_with("--") && w.contains('g') => globoff = true,
             "|" => in_curl = false,
             w if w.contains(['{', '}', '[', ']']) => urls.push(w.to_owned()),
             _ => {}
@@ -283,7 +280,7 @@ fn run(dir: &Path, env: &[(&str, String)], steps: &[(Check, Step)]) -> Vec<Strin
     let mut script = String::from("shopt -s expand_aliases\n");
     for (i, (_, step)) in steps.iter().enumerate() {
         script.push_str(&step.text);
-        script.push_str(&format!("\nprintf '\\n@@step {i} %d\\n' $?\n"));
+        let _ = write!(script, "\nprintf '\\n@@step {i} %d\\n' $?\n");
     }
     std::fs::write(dir.join("steps.sh"), &script).unwrap();
     let out = Command::new("bash")
