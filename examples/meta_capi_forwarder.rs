@@ -7,7 +7,7 @@
 //!     cargo run --example meta_capi_forwarder -- --cursor-file capi.cursor [--once]
 //! ```
 //!
-//! The mapping (README, "Consuming the feed"):
+//! The mapping (docs/integration.md, "Consuming the feed"):
 //! - `event_name`: contact -> `Contact`, subscribed -> `Subscribe`, registration ->
 //!   `CompleteRegistration`, deposit -> `Purchase` (Meta's standard events).
 //! - `event_id` (Meta's dedup key with the pixel): the event's `eid` if it has one, else

@@ -27,6 +27,7 @@ mod metrics;
 mod openapi;
 mod properties;
 mod read;
+mod readme;
 mod retention;
 mod support;
 mod telegram;
