@@ -67,7 +67,7 @@ pub struct Finding {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {
     /// redb's page check: `Some(true)` passed, `Some(false)` failed and redb repaired it, `None`
-    /// not run (through a running server, which shares the file; see the README).
+    /// not run (through a running server, which shares the file; see docs/backups.md).
     pub redb_integrity: Option<bool>,
     /// The rows of every table, counted as `tracker backup` counts what it copies
     /// (`schema::count_rows`), so the two agree about the same file.
