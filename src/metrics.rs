@@ -129,6 +129,9 @@ pub struct WriterMetrics {
     pub queued: AtomicI64,
     pub batch_size: Histogram,
     pub commit_seconds: Histogram,
+    /// Deliveries in each state (`destination::State as usize`), over every destination, as of
+    /// the last commit.
+    delivery_states: [AtomicI64; 5],
 }
 
 impl Default for WriterMetrics {
@@ -137,7 +140,32 @@ impl Default for WriterMetrics {
             queued: AtomicI64::new(0),
             batch_size: Histogram::batch_sizes(),
             commit_seconds: Histogram::seconds(),
+            delivery_states: std::array::from_fn(|_| AtomicI64::new(0)),
         }
+    }
+}
+
+impl WriterMetrics {
+    /// The totals as the data file holds them, when it is opened.
+    pub fn set_delivery_states(&self, totals: [u64; 5]) {
+        for (slot, n) in self.delivery_states.iter().zip(totals) {
+            slot.store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::Relaxed);
+        }
+    }
+
+    /// A committed batch moved deliveries between states.
+    pub fn moved_deliveries(&self, moved: &[i64; 5]) {
+        for (slot, n) in self.delivery_states.iter().zip(moved) {
+            if *n != 0 {
+                slot.fetch_add(*n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Deliveries in each state, as of the last commit.
+    #[must_use]
+    pub fn delivery_states(&self) -> [i64; 5] {
+        std::array::from_fn(|i| self.delivery_states[i].load(Ordering::Relaxed))
     }
 }
 
