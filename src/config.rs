@@ -57,6 +57,27 @@ pub struct Settings {
     /// Automatic backups (`backup_dir`, `backup_every`, `backup_keep`); `None`: off (the
     /// default, an empty `backup_dir`).
     pub backups: Option<BackupSchedule>,
+    /// Conversions out (`docs/api.md#destinations`): see [`Delivery`].
+    pub delivery: Delivery,
+}
+
+/// How destinations are sent to (`docs/api.md#destinations`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// Whether a destination may be on a loopback, private or link-local address, and `http://`.
+    pub allow_private_destinations: bool,
+    /// A delivery still failing this long after its event was received is `dead`; visitors'
+    /// hints of link clicks are deleted this long after the click.
+    pub max_age: Duration,
+    /// The longest one request to a destination may take, connecting included.
+    pub timeout: Duration,
+}
+
+impl Delivery {
+    #[must_use]
+    pub fn max_age_ms(&self) -> u64 {
+        millis(self.max_age)
+    }
 }
 
 /// Where and how often the server writes its own backups, and how many it keeps
@@ -121,6 +142,9 @@ struct RawSettings {
     backup_dir: Option<PathBuf>,
     backup_every: Option<String>,
     backup_keep: Option<u32>,
+    allow_private_destinations: Option<bool>,
+    delivery_max_age: Option<String>,
+    delivery_timeout: Option<String>,
 }
 
 impl RawSettings {
@@ -409,6 +433,30 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         connections: connection_limits(&raw_connections)?,
         metrics_listen,
         backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep)?,
+        delivery: Delivery {
+            allow_private_destinations: raw.allow_private_destinations.unwrap_or(false),
+            max_age: duration(
+                "delivery_max_age",
+                raw.delivery_max_age,
+                "72h",
+                Duration::from_secs(60),
+            )?,
+            timeout: {
+                let d = duration(
+                    "delivery_timeout",
+                    raw.delivery_timeout,
+                    "10s",
+                    Duration::from_millis(100),
+                )?;
+                if d > Duration::from_secs(300) {
+                    return Err(ConfigError(format!(
+                        "`delivery_timeout` must be between 100ms and 5m, got {:?}",
+                        humantime::format_duration(d).to_string()
+                    )));
+                }
+                d
+            },
+        },
     })
 }
 
