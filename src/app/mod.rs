@@ -4,6 +4,7 @@
 //! An [`App`] holds what they need: the store, the settings, the clock and the rate limiter.
 //! Nothing here knows about HTTP; handlers turn requests into these calls and answers into JSON.
 
+pub mod destinations;
 pub mod spaces;
 
 use std::collections::HashMap;

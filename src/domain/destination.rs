@@ -164,7 +164,7 @@ impl EventSet {
     pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<EventSet, Error> {
         let mut bits = 0;
         for name in names {
-            let name = name.as_ref().trim();
+            let name = name.as_ref();
             let kind = EventKind::from_name(name).ok_or_else(|| {
                 Error::field(
                     Code::InvalidField,
@@ -1041,7 +1041,10 @@ impl DeliveryQuery {
         limit: Option<&str>,
     ) -> Result<DeliveryQuery, Error> {
         if let Some(d) = destination {
-            check_name(d)?;
+            check_name(d).map_err(|mut e| {
+                e.field = Some("destination");
+                e
+            })?;
         }
         let limit = match limit {
             None => DEFAULT_DELIVERIES_PAGE,
@@ -1065,6 +1068,48 @@ impl DeliveryQuery {
             state: state.map(|s| State::parse(s, "state")).transpose()?,
             limit,
         })
+    }
+}
+
+/// What `POST /deliveries/retry` asks: the dead deliveries of one destination.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryRequest {
+    pub destination: String,
+    pub state: State,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryBody<'a> {
+    #[serde(borrow)]
+    destination: Option<&'a RawValue>,
+    #[serde(borrow)]
+    state: Option<&'a RawValue>,
+}
+
+impl RetryRequest {
+    /// Reads a `POST /deliveries/retry` body: `destination` required, `state` `"dead"` (the
+    /// default).
+    pub fn from_json(body: &[u8]) -> Result<RetryRequest, Error> {
+        let b: RetryBody = input::parse_body(body)?;
+        let destination = match b.destination {
+            Some(raw) if raw.get() != "null" => input::json_string(raw, "destination")?,
+            _ => String::new(),
+        };
+        if destination.is_empty() {
+            return Err(missing("destination", "(the name of the destination)"));
+        }
+        check_name(&destination).map_err(|mut e| {
+            e.field = Some("destination");
+            e
+        })?;
+        let state = match b.state {
+            Some(raw) if raw.get() != "null" => {
+                State::parse(&input::json_string(raw, "state")?, "state")?
+            }
+            _ => State::Dead,
+        };
+        Ok(RetryRequest { destination, state })
     }
 }
 
