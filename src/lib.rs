@@ -59,6 +59,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod delivery;
 pub mod domain;
 pub mod error;
 pub mod http;

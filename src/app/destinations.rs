@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
+pub use crate::delivery::Tested;
 use crate::domain::destination::{
     DeliveryQuery, DeliveryView, DestinationFields, DestinationView, State, StateCounts, Target,
     check_name,
@@ -98,9 +99,27 @@ impl App {
                 break;
             }
         }
+        self.delivery_wake.notify_waiters();
         Ok(Retried {
             destination: name,
             retried,
         })
+    }
+
+    /// Sends a destination of the space one synthetic event and answers what the remote
+    /// answered; nothing is recorded.
+    pub async fn test_destination(&self, space: &SpaceRef, name: String) -> Result<Tested, Error> {
+        let d = self
+            .store
+            .destination_directory()
+            .of_space(space.no)
+            .and_then(|list| list.iter().find(|d| d.name == name).cloned())
+            .ok_or_else(|| {
+                Error::new(
+                    Code::NotFound,
+                    format!("no destination {name:?} in this space"),
+                )
+            })?;
+        Ok(crate::delivery::test(self, &d).await)
     }
 }

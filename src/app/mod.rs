@@ -46,6 +46,9 @@ pub struct App {
     warned_untrusted_forwarded: AtomicBool,
     /// Requests of each space waiting on `GET /events/wait` now.
     waiting: Arc<Mutex<HashMap<u32, usize>>>,
+    /// Wakes the senders (`delivery/`) to look for due deliveries now: after a retry by hand,
+    /// or a step of a test's clock.
+    pub delivery_wake: tokio::sync::Notify,
 }
 
 /// A place among a space's waiting followers, given back when dropped.
@@ -111,6 +114,7 @@ impl App {
             address_limiter: Limiter::new(settings.address_rate_limit),
             warned_untrusted_forwarded: AtomicBool::new(false),
             waiting: Arc::default(),
+            delivery_wake: tokio::sync::Notify::new(),
             metrics: Arc::new(Metrics::default()),
             store,
             settings,

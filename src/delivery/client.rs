@@ -31,9 +31,8 @@ impl Resolve for PublicOnly {
         let allow_private = self.allow_private;
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let public: Vec<SocketAddr> = found
                 .iter()
                 .copied()
@@ -52,7 +51,8 @@ impl Resolve for PublicOnly {
                             shown.join(", ")
                         }
                     ),
-                )) as Box<dyn std::error::Error + Send + Sync>);
+                ))
+                    as Box<dyn std::error::Error + Send + Sync>);
             }
             Ok(Box::new(public.into_iter()) as Addrs)
         })
@@ -94,6 +94,8 @@ pub struct Answered {
     pub answer: String,
     pub retry_after_ms: Option<u64>,
     pub took: Duration,
+    /// Not sent: refused here (a private address written in the URL).
+    pub refused_here: bool,
 }
 
 /// Sends `request` and reads the first bytes of its answer.
@@ -107,6 +109,7 @@ pub async fn exchange(request: reqwest::RequestBuilder, now_ms: u64) -> Answered
                 answer: answer_head(&error_text(&e)),
                 retry_after_ms: None,
                 took: started.elapsed(),
+                refused_here: false,
             };
         }
     };
@@ -141,6 +144,7 @@ pub async fn exchange(request: reqwest::RequestBuilder, now_ms: u64) -> Answered
         answer: answer_head(&String::from_utf8_lossy(&body)),
         retry_after_ms,
         took: started.elapsed(),
+        refused_here: false,
     }
 }
 
@@ -171,10 +175,7 @@ fn retry_after(value: &str, now_ms: u64) -> Option<u64> {
         return Some(seconds.saturating_mul(1000));
     }
     let at = httpdate::parse_http_date(value).ok()?;
-    let at_ms = at
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_millis();
+    let at_ms = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
     Some(u64::try_from(at_ms).ok()?.saturating_sub(now_ms))
 }
 
@@ -190,7 +191,10 @@ mod tests {
             retry_after("Thu, 01 Jan 1970 00:01:00 GMT", 30_000),
             Some(30_000)
         );
-        assert_eq!(retry_after("Thu, 01 Jan 1970 00:01:00 GMT", 90_000), Some(0));
+        assert_eq!(
+            retry_after("Thu, 01 Jan 1970 00:01:00 GMT", 90_000),
+            Some(0)
+        );
         assert_eq!(retry_after("soon", 0), None);
         assert_eq!(retry_after("-1", 0), None);
     }

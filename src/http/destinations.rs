@@ -5,7 +5,7 @@ use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use crate::app::destinations::Retried;
+use crate::app::destinations::{Retried, Tested};
 use crate::domain::destination::{
     DeliveryQuery, DeliveryView, DestinationFields, DestinationView, RetryRequest,
 };
@@ -65,6 +65,24 @@ pub async fn delete_destination(call: Call, space: SpaceRef) -> Result<Response,
     let name = call.param.unwrap_or_default();
     call.app.remove_destination(&space, name).await?;
     Ok(respond::json(StatusCode::OK, &Ok { ok: true }))
+}
+
+#[derive(Serialize)]
+struct TestAnswer {
+    ok: bool,
+    #[serde(flatten)]
+    test: Tested,
+}
+
+/// `POST /destinations/<name>/test`: sends one synthetic event and answers what the remote
+/// answered (`delivered` says whether it took it).
+pub async fn post_destination_test(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let name = call.param.unwrap_or_default();
+    let test = call.app.test_destination(&space, name).await?;
+    Ok(respond::json(
+        StatusCode::OK,
+        &TestAnswer { ok: true, test },
+    ))
 }
 
 #[derive(Serialize)]

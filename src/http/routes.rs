@@ -61,7 +61,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 25] = [
+pub static ROUTES: [Endpoint; 26] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -163,6 +163,12 @@ pub static ROUTES: [Endpoint; 25] = [
         path: "/destinations/{name}",
         guard: Guard::Secret(boxed!(destinations::delete_destination, 2)),
         openapi: Some(include_str!("openapi/delete_destination.json")),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/destinations/{name}/test",
+        guard: Guard::Secret(boxed!(destinations::post_destination_test, 2)),
+        openapi: Some(include_str!("openapi/post_destination_test.json")),
     },
     Endpoint {
         method: Method::GET,
@@ -282,6 +288,13 @@ mod tests {
             Some(("DELETE /links/{slug}".into(), Some("spring".into())))
         );
         assert_eq!(find(&Method::DELETE, "/links/"), None);
+        assert_eq!(
+            find(&Method::POST, "/destinations/meta/test"),
+            Some(("POST /destinations/{name}/test".into(), Some("meta".into())))
+        );
+        assert_eq!(find(&Method::POST, "/destinations//test"), None);
+        assert_eq!(find(&Method::POST, "/destinations/a/b/test"), None);
+        assert_eq!(find(&Method::POST, "/destinations/meta/tests"), None);
         assert_eq!(find(&Method::DELETE, "/links/a/b"), None);
         // As it came: a slug is never percent-encoded, and one that is names no link.
         assert_eq!(

@@ -14,6 +14,7 @@ mod connections;
 mod contrib;
 mod credentials;
 mod dedup;
+mod deliveries;
 mod destinations;
 mod durability;
 mod ephemeral;

@@ -36,6 +36,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(20);
 // HTTP client
 
 mod http1;
+pub mod receiver;
 
 /// A parsed HTTP response.
 #[derive(Debug, Clone)]
