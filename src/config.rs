@@ -163,7 +163,7 @@ impl RawSettings {
 }
 
 /// An environment variable's value, given to the key it names as that key asks for it: a number
-/// for a whole-number key, the text for every other.
+/// for a whole-number key, a boolean for a yes-or-no key, the text for every other.
 struct EnvValue<'a>(&'a str);
 
 impl<'de> Deserializer<'de> for EnvValue<'_> {
@@ -193,8 +193,20 @@ impl<'de> Deserializer<'de> for EnvValue<'_> {
         }
     }
 
+    /// `true` or `false` for a yes-or-no key (`allow_private_destinations`).
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        match self.0.trim() {
+            "true" => visitor.visit_bool(true),
+            "false" => visitor.visit_bool(false),
+            _ => Err(de::Error::invalid_value(
+                de::Unexpected::Str(self.0),
+                &"true or false",
+            )),
+        }
+    }
+
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u128 f32 f64 char str string bytes byte_buf unit
+        i8 i16 i32 i64 i128 u8 u16 u128 f32 f64 char str string bytes byte_buf unit
         unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
     }
 }
@@ -809,6 +821,36 @@ mod tests {
         // Through the environment the same bound holds, and it is the key that is named.
         let e = load_text("", &[("TRACKER_DEDUP_WINDOW", "0s")], Flags::default()).unwrap_err();
         assert!(e.0.contains("`dedup_window`"), "{e}");
+    }
+
+    #[test]
+    fn delivery_settings_have_bounds() {
+        let s = load_text("", &[], Flags::default()).unwrap();
+        assert_eq!(
+            s.delivery,
+            Delivery {
+                allow_private_destinations: false,
+                max_age: Duration::from_secs(72 * 3600),
+                timeout: Duration::from_secs(10),
+            }
+        );
+        let with = |text: &str| load_text(text, &[], Flags::default());
+        assert!(with("delivery_timeout = \"100ms\"").is_ok());
+        assert!(with("delivery_timeout = \"5m\"").is_ok());
+        assert!(with("delivery_timeout = \"99ms\"").is_err());
+        assert!(with("delivery_timeout = \"5m 1ms\"").is_err());
+        assert!(with("delivery_max_age = \"1m\"").is_ok());
+        assert!(with("delivery_max_age = \"59s\"").is_err());
+        let env = |v: &str| {
+            load_text(
+                "",
+                &[("TRACKER_ALLOW_PRIVATE_DESTINATIONS", v)],
+                Flags::default(),
+            )
+        };
+        assert!(env("true").unwrap().delivery.allow_private_destinations);
+        assert!(!env("false").unwrap().delivery.allow_private_destinations);
+        assert!(env("yes").unwrap_err().0.contains("true or false"));
     }
 
     #[test]

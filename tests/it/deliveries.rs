@@ -481,3 +481,139 @@ async fn the_test_button_answers_what_the_remote_answered() {
     assert!(deliveries(&s, &s.a, "").await.is_empty());
     s.stop().await;
 }
+
+/// Sends new events (`contact`, unique eids) from one connection until the process is gone;
+/// answers each acknowledged event's eid and inbox_id.
+async fn send_until_killed(
+    addr: std::net::SocketAddr,
+    secret: String,
+    sender: usize,
+    acked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> Vec<(String, u64)> {
+    use crate::support::{Connection, Request};
+    let mut acks = Vec::new();
+    let Ok(mut conn) = Connection::open(addr).await else {
+        return acks;
+    };
+    for n in 0.. {
+        let eid = format!("k-{sender}-{n}");
+        let body = format!(r#"{{"event":"contact","uid":"u-{sender}-{n}","eid":"{eid}"}}"#);
+        let Ok(r) = conn
+            .send(&Request::post("/events", Some(&secret), &body))
+            .await
+        else {
+            break;
+        };
+        if r.status != 200 {
+            break;
+        }
+        acks.push((eid, assert_queued(&r)));
+        acked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    acks
+}
+
+/// SIGKILL while deliveries wait and while a batch is in flight, then a restart: every
+/// acknowledged event reaches the receiver at least once, and sending an acknowledged event
+/// again adds no delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_event_is_delivered_across_sigkill() {
+    use crate::support::{TrackerProcess, first_start};
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true")];
+    let (first, space) = first_start(dir.path());
+    first.kill_hard();
+    let process = TrackerProcess::start_with_env(dir.path(), &env);
+    let r = Receiver::start().await;
+    // Nothing is answered before the kill: the first batch is in flight when it comes.
+    r.always(Reply::Held);
+    let created = crate::support::post_json_status(
+        process.addr,
+        &space.secret,
+        "/destinations",
+        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}).to_string(),
+        201,
+    )
+    .await;
+    assert!(created["destination"]["signing_secret"].is_string());
+
+    let acked = Arc::new(AtomicUsize::new(0));
+    let senders: Vec<_> = (0..4)
+        .map(|n| {
+            tokio::spawn(send_until_killed(
+                process.addr,
+                space.secret.clone(),
+                n,
+                acked.clone(),
+            ))
+        })
+        .collect();
+    r.wait_for(1, WAIT).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while acked.load(Ordering::SeqCst) < 300 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    process.kill_hard();
+    let mut acks = Vec::new();
+    for s in senders {
+        acks.extend(s.await.unwrap());
+    }
+    assert!(acks.len() >= 300, "{} acknowledged", acks.len());
+    let in_flight = r.received().len();
+    assert!(in_flight >= 1);
+
+    r.always(Reply::ok());
+    let process = TrackerProcess::start_with_env(dir.path(), &env);
+    let want: BTreeSet<String> = acks.iter().map(|(_, id)| id.to_string()).collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got: BTreeSet<String> = r.received()[in_flight..]
+            .iter()
+            .filter_map(|req| req.json()["inbox_id"].as_str().map(str::to_owned))
+            .collect();
+        let missing: Vec<&String> = want.difference(&got).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} acknowledged events never delivered after the restart, e.g. {:?}",
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Sent again, each is a duplicate and adds no delivery.
+    let count = async || {
+        let r = crate::support::send(
+            process.addr,
+            &crate::support::Request::get("/destinations")
+                .header("Authorization", format!("Bearer {}", space.secret)),
+        )
+        .await;
+        let c = r.json()["destinations"][0]["deliveries"].clone();
+        ["pending", "delivered", "retrying", "dead", "cancelled"]
+            .iter()
+            .map(|s| c[s].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let before = count().await;
+    assert!(before >= acks.len() as u64, "{before} deliveries");
+    for (eid, id) in acks.iter().take(50) {
+        let n = eid.trim_start_matches("k-");
+        let body = format!(r#"{{"event":"contact","uid":"u-{n}","eid":"{eid}"}}"#);
+        let r = crate::support::send(
+            process.addr,
+            &crate::support::Request::post("/events", Some(&space.secret), &body),
+        )
+        .await;
+        assert_duplicate_of(&r, *id);
+    }
+    assert_eq!(count().await, before);
+    crate::support::stop_cleanly(process);
+}

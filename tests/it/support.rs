@@ -883,3 +883,16 @@ pub async fn post_json(addr: SocketAddr, secret: &str, path: &str, body: &str) -
     assert_eq!(r.status, 200, "POST {path} {body}: {}", r.text());
     r.json()
 }
+
+/// `POST <path>` with the secret, expecting `status`; the answer's JSON.
+pub async fn post_json_status(
+    addr: SocketAddr,
+    secret: &str,
+    path: &str,
+    body: &str,
+    status: u16,
+) -> Value {
+    let r = send(addr, &Request::post(path, Some(secret), body)).await;
+    assert_eq!(r.status, status, "POST {path} {body}: {}", r.text());
+    r.json()
+}
