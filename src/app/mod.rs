@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::config::Settings;
-use crate::domain::click::{BindInput, NewClick};
+use crate::domain::click::{BindInput, ClientHints, MAX_USER_AGENT, NewClick};
 use crate::domain::client;
 use crate::domain::dedup::{self, Basis};
 use crate::domain::event::{self, AttributedBy, EventInput, EventRules, FieldNames};
@@ -317,6 +317,7 @@ impl App {
         slug: &str,
         raw_query: &str,
         user_agent: Option<&str>,
+        client: Option<IpAddr>,
         head: bool,
     ) -> Result<Visit, Error> {
         let Some(link) = self.store.link(slug) else {
@@ -328,7 +329,12 @@ impl App {
         if head || link::is_preview(user_agent, &self.settings.link_preview_agents) {
             return Ok(Visit::Preview(link));
         }
-        let click = link::visit_click(&link, raw_query, self.now_ms());
+        let mut click = link::visit_click(&link, raw_query, self.now_ms());
+        // Kept only where the space opted in (`meta_client_hints`): the writer decides.
+        click.hints = client.map(|ip| ClientHints {
+            ip,
+            user_agent: user_agent.map(|a| a.chars().take(MAX_USER_AGENT).collect()),
+        });
         match self.store.link_click(slug.to_owned(), click).await {
             Ok(outcome) => {
                 self.metrics.click();

@@ -617,3 +617,85 @@ async fn every_acknowledged_event_is_delivered_across_sigkill() {
     assert_eq!(count().await, before);
     crate::support::stop_cleanly(process);
 }
+
+/// A visit of `/l/<slug>` with an fbclid; answers the click's uid.
+async fn visit(s: &TestServer, slug: &str, fbclid: &str) -> String {
+    let target = format!("/l/{slug}?fbclid={fbclid}");
+    let r = s
+        .send(&crate::support::Request::get(&target).header("User-Agent", "Mozilla/5.0 (Test)"))
+        .await;
+    assert_eq!(r.status, 302, "{}", r.text());
+    let location = r.header("location").unwrap();
+    location.rsplit_once("start=").unwrap().1.to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_hints_are_kept_only_where_asked_and_only_until_delivery_max_age() {
+    let s = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.max_age = Duration::from_secs(3600);
+    })
+    .await;
+    let meta = Receiver::meta(NOW_MS).await;
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "t-1234",
+                "graph_url": meta.url("")}),
+    )
+    .await;
+    let link = s
+        .post_as(&s.a, "/links", r#"{"slug":"ad","bot":"shop_bot"}"#)
+        .await;
+    assert_eq!(link.status, 201);
+    // Off by default: nothing but the fbc.
+    let off = visit(&s, "ad", "fb-off").await;
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{off}"}}"#))
+            .await,
+    );
+    delivery_in(&s, id, "delivered").await;
+    let user = meta.received()[0].json()["data"][0]["user_data"].clone();
+    assert!(user.get("client_ip_address").is_none(), "{user}");
+
+    let patch = crate::support::Request {
+        method: "PATCH",
+        ..crate::support::Request::post(
+            "/space",
+            Some(&s.a.secret),
+            r#"{"meta_client_hints":true}"#,
+        )
+    };
+    assert_eq!(s.send(&patch).await.status, 200);
+    let on = visit(&s, "ad", "fb-on").await;
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"registration","uid":"{on}"}}"#))
+            .await,
+    );
+    delivery_in(&s, id, "delivered").await;
+    let user = meta.received()[1].json()["data"][0]["user_data"].clone();
+    assert_eq!(user["client_ip_address"], "127.0.0.1", "{user}");
+    assert_eq!(user["client_user_agent"], "Mozilla/5.0 (Test)");
+
+    // Retention deletes them once they are delivery_max_age old, not before.
+    let app = s.app.clone().unwrap();
+    s.clock.set(NOW_MS + 3_600_000);
+    assert_eq!(
+        tracker::server::retention::sweep_hints(&app).await.unwrap(),
+        0
+    );
+    s.clock.set(NOW_MS + 3_600_001);
+    assert_eq!(
+        tracker::server::retention::sweep_hints(&app).await.unwrap(),
+        1
+    );
+    s.clock.set(NOW_MS);
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"subscribed","uid":"{on}"}}"#))
+            .await,
+    );
+    delivery_in(&s, id, "delivered").await;
+    let user = meta.received()[2].json()["data"][0]["user_data"].clone();
+    assert!(user.get("client_ip_address").is_none(), "{user}");
+    s.stop().await;
+}
