@@ -80,6 +80,33 @@ impl Delivery {
     }
 }
 
+/// `allow_private_destinations`, `delivery_max_age` (at least a minute) and `delivery_timeout`
+/// (100 ms to 5 minutes).
+fn delivery_settings(
+    allow_private: Option<bool>,
+    max_age: Option<String>,
+    timeout: Option<String>,
+) -> Result<Delivery, ConfigError> {
+    let max_age = duration("delivery_max_age", max_age, "72h", Duration::from_secs(60))?;
+    let timeout = duration(
+        "delivery_timeout",
+        timeout,
+        "10s",
+        Duration::from_millis(100),
+    )?;
+    if timeout > Duration::from_secs(300) {
+        return Err(ConfigError(format!(
+            "`delivery_timeout` must be between 100ms and 5m, got {:?}",
+            humantime::format_duration(timeout).to_string()
+        )));
+    }
+    Ok(Delivery {
+        allow_private_destinations: allow_private.unwrap_or(false),
+        max_age,
+        timeout,
+    })
+}
+
 /// Where and how often the server writes its own backups, and how many it keeps
 /// (`backup_schedule.rs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -445,30 +472,11 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         connections: connection_limits(&raw_connections)?,
         metrics_listen,
         backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep)?,
-        delivery: Delivery {
-            allow_private_destinations: raw.allow_private_destinations.unwrap_or(false),
-            max_age: duration(
-                "delivery_max_age",
-                raw.delivery_max_age,
-                "72h",
-                Duration::from_secs(60),
-            )?,
-            timeout: {
-                let d = duration(
-                    "delivery_timeout",
-                    raw.delivery_timeout,
-                    "10s",
-                    Duration::from_millis(100),
-                )?;
-                if d > Duration::from_secs(300) {
-                    return Err(ConfigError(format!(
-                        "`delivery_timeout` must be between 100ms and 5m, got {:?}",
-                        humantime::format_duration(d).to_string()
-                    )));
-                }
-                d
-            },
-        },
+        delivery: delivery_settings(
+            raw.allow_private_destinations,
+            raw.delivery_max_age,
+            raw.delivery_timeout,
+        )?,
     })
 }
 

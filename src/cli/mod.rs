@@ -697,6 +697,26 @@ impl Output {
                 );
                 self.print(d, &text);
             }
+            Answer::DestinationCreated(_)
+            | Answer::Destinations(_)
+            | Answer::DestinationDeleted(_)
+            | Answer::Deliveries(_)
+            | Answer::Retried(_) => self.destination_answer(answer),
+            Answer::BackedUp(stats) => {
+                let text = format!(
+                    "backed up {} rows ({} bytes) to {}",
+                    stats.rows,
+                    stats.bytes,
+                    dest.map_or_else(String::new, |d| d.display().to_string())
+                );
+                self.print(stats, &text);
+            }
+        }
+    }
+
+    /// The answers of `tracker destination ...`, as text.
+    fn destination_answer(self, answer: &Answer) {
+        match answer {
             Answer::DestinationCreated(d) => {
                 let mut text = format!(
                     "created destination {} ({}): the space's new events it takes are sent there",
@@ -782,15 +802,7 @@ impl Output {
                 );
                 self.print(r, &text);
             }
-            Answer::BackedUp(stats) => {
-                let text = format!(
-                    "backed up {} rows ({} bytes) to {}",
-                    stats.rows,
-                    stats.bytes,
-                    dest.map_or_else(String::new, |d| d.display().to_string())
-                );
-                self.print(stats, &text);
-            }
+            _ => {}
         }
     }
 

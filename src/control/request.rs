@@ -146,7 +146,7 @@ pub enum LinkRequest {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum DestinationRequest {
     /// Create a destination: each new event of the space that it takes is sent there, at least
-    /// once. A meta_capi destination's access token is asked on a terminal, else read from the
+    /// once. A `meta_capi` destination's access token is asked on a terminal, else read from the
     /// first line of standard input (never a flag, which `ps` would show); a webhook's signing
     /// secret is printed once
     Create {
@@ -157,23 +157,23 @@ pub enum DestinationRequest {
         /// Only these event kinds, comma-separated [default: all four]
         #[arg(long, value_name = "KINDS", value_delimiter = ',')]
         events: Option<Vec<String>>,
-        /// Send only events whose click is known (for meta_capi: with an fbclid) [default:
+        /// Send only events whose click is known (for `meta_capi`: with an `fbclid`) [default:
         /// true, false for a webhook]
         #[arg(long, value_name = "BOOL")]
         only_attributed: Option<bool>,
         /// postback: the URL template with {uid}, {event}, {value}... macros; webhook: the URL
         #[arg(long, value_name = "URL")]
         url: Option<String>,
-        /// meta_capi: the pixel (dataset) id
+        /// `meta_capi`: the pixel (dataset) id
         #[arg(long, value_name = "DIGITS")]
         pixel_id: Option<String>,
-        /// meta_capi: events show only in Events Manager's test tab
+        /// `meta_capi`: events show only in Events Manager's test tab
         #[arg(long, value_name = "CODE")]
         test_event_code: Option<String>,
-        /// meta_capi: the Graph API version
+        /// `meta_capi`: the Graph API version
         #[arg(long, value_name = "VERSION")]
         api_version: Option<String>,
-        /// meta_capi: the Graph API's address
+        /// `meta_capi`: the Graph API's address
         #[arg(long, value_name = "URL")]
         graph_url: Option<String>,
         /// Read by the command line, never a flag.
@@ -229,7 +229,7 @@ pub enum Answer {
     LinkDeleted(LinkDeleted),
     PasswordSet(PasswordSet),
     Page(FeedPage),
-    DestinationCreated(DestinationView),
+    DestinationCreated(Box<DestinationView>),
     Destinations(Vec<DestinationView>),
     DestinationDeleted(DestinationDeleted),
     Deliveries(Vec<DeliveryView>),
@@ -372,7 +372,7 @@ async fn destination(app: &App, request: DestinationRequest) -> Result<Answer, E
                 url,
             };
             let space = app.space_named(space).await?;
-            Answer::DestinationCreated(app.create_destination(&space, fields).await?)
+            Answer::DestinationCreated(Box::new(app.create_destination(&space, fields).await?))
         }
         DestinationRequest::List { space } => {
             Answer::Destinations(app.destinations(&app.space_named(space).await?).await?)

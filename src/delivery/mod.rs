@@ -68,7 +68,7 @@ pub async fn run(app: Arc<App>) {
                 .or_insert_with(|| tasks.spawn(send_loop(app.clone(), d)));
         }
         tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return },
+            change = changes.changed() => if change.is_err() { return },
             // Reap finished (aborted) tasks so the set does not grow.
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
@@ -213,15 +213,14 @@ async fn send(
             }
             if !data.is_empty() {
                 let url = format::meta_url(meta);
-                let answered = match client::check_before_send(&url, allow_private) {
-                    Err(why) => refused_answer(&why),
-                    Ok(()) => {
-                        let request = client
-                            .post(&url)
-                            .header(reqwest::header::CONTENT_TYPE, "application/json")
-                            .body(format::meta_body(meta, data));
-                        timed(app, d.target.kind(), request).await
-                    }
+                let answered = if let Err(why) = client::check_before_send(&url, allow_private) {
+                    refused_answer(&why)
+                } else {
+                    let request = client
+                        .post(&url)
+                        .header(reqwest::header::CONTENT_TYPE, "application/json")
+                        .body(format::meta_body(meta, &data));
+                    timed(app, d.target.kind(), request).await
                 };
                 let at = app.now_ms();
                 attempts.extend(in_request.iter().map(|due| {
@@ -238,9 +237,11 @@ async fn send(
             futures_util::stream::iter(items)
                 .map(|due| async move {
                     let url = format::postback_url(url, &due.event);
-                    let answered = match client::check_before_send(&url, allow_private) {
-                        Err(why) => refused_answer(&why),
-                        Ok(()) => timed(app, Kind::Postback, client.get(&url)).await,
+                    let answered = if let Err(why) = client::check_before_send(&url, allow_private)
+                    {
+                        refused_answer(&why)
+                    } else {
+                        timed(app, Kind::Postback, client.get(&url)).await
                     };
                     finish(app, &due, &answered)
                 })
@@ -254,19 +255,18 @@ async fn send(
         } => {
             futures_util::stream::iter(items)
                 .map(|due| async move {
-                    let answered = match client::check_before_send(url, allow_private) {
-                        Err(why) => refused_answer(&why),
-                        Ok(()) => {
-                            let request = webhook_request(
-                                client,
-                                url,
-                                signing_secret.expose(),
-                                d.no,
-                                &due.event,
-                                app.now_ms(),
-                            );
-                            timed(app, Kind::Webhook, request).await
-                        }
+                    let answered = if let Err(why) = client::check_before_send(url, allow_private) {
+                        refused_answer(&why)
+                    } else {
+                        let request = webhook_request(
+                            client,
+                            url,
+                            signing_secret.expose(),
+                            d.no,
+                            &due.event,
+                            app.now_ms(),
+                        );
+                        timed(app, Kind::Webhook, request).await
                     };
                     finish(app, &due, &answered)
                 })
@@ -351,11 +351,11 @@ pub async fn test(app: &App, d: &Destination) -> Tested {
             let (url, request) = match &d.target {
                 Target::MetaCapi(meta) => {
                     let url = format::meta_url(meta);
-                    let data = format::meta_event(&event, None).into_iter().collect();
+                    let data: Vec<_> = format::meta_event(&event, None).into_iter().collect();
                     let request = client
                         .post(&url)
                         .header(reqwest::header::CONTENT_TYPE, "application/json")
-                        .body(format::meta_body(meta, data));
+                        .body(format::meta_body(meta, &data));
                     (url, request)
                 }
                 Target::Postback { url } => {

@@ -516,9 +516,9 @@ fn is_private_v6(ip: Ipv6Addr) -> bool {
         return is_private_v4(v4);
     }
     let embedded_v4 = |hi: u16, lo: u16| {
-        let [a, b] = hi.to_be_bytes();
-        let [c, d] = lo.to_be_bytes();
-        Ipv4Addr::new(a, b, c, d)
+        let [first, second] = hi.to_be_bytes();
+        let [third, fourth] = lo.to_be_bytes();
+        Ipv4Addr::new(first, second, third, fourth)
     };
     // IPv4-compatible (`::a.b.c.d`, deprecated) and NAT64 (`64:ff9b::a.b.c.d`).
     if s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1) {

@@ -214,6 +214,17 @@ struct Changed {
     delivery_states: [i64; 5],
 }
 
+impl Changed {
+    fn of(t: &mut Txn<'_>) -> Changed {
+        Changed {
+            credentials: t.credentials_changed,
+            links: std::mem::take(&mut t.changed_links),
+            destinations: t.outbox.changed,
+            delivery_states: t.outbox.moved,
+        }
+    }
+}
+
 /// What a committed batch takes out of the index buffers and puts in, and the latest uid time it
 /// made.
 struct Buffered {
@@ -386,14 +397,8 @@ impl Writer {
         let result = (|| -> Result<(Changed, Buffered, u64), StoreError> {
             let txn = db.begin_write()?;
             let (changed, buffered, inbox_seq) = {
-                let mut t = Txn::open(
-                    &txn,
-                    &pending,
-                    &self.fbclid,
-                    &self.links,
-                    self.uid_floor,
-                    &self.destinations,
-                )?;
+                let (links, dests) = (&self.links, &self.destinations);
+                let mut t = Txn::open(&txn, &pending, &self.fbclid, links, self.uid_floor, dests)?;
                 for job in batch.iter_mut() {
                     job.apply(&mut t)?;
                 }
@@ -406,12 +411,7 @@ impl Writer {
                 t.write_delivery_states()?;
                 let buffered = flush_buffers(&mut t, &pending, &self.fbclid, drain, newest_uid)?;
                 t.meta.insert(META_INBOX_SEQ, t.inbox_seq)?;
-                let changed = Changed {
-                    credentials: t.credentials_changed,
-                    links: std::mem::take(&mut t.changed_links),
-                    destinations: t.outbox.changed,
-                    delivery_states: t.outbox.moved,
-                };
+                let changed = Changed::of(&mut t);
                 (changed, buffered, t.inbox_seq)
             };
             // Odd while redb makes the commit visible: see `reader.rs`, "Freshness".

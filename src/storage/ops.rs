@@ -746,10 +746,12 @@ fn cached_settings<'c>(
     table: &Table<'_, u32, &'static [u8]>,
     space: u32,
 ) -> Result<&'c SpaceSettings, StoreError> {
-    if !cache.contains_key(&space) {
-        cache.insert(space, attribution::settings(table, space)?);
-    }
-    Ok(&cache[&space])
+    Ok(match cache.entry(space) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(attribution::settings(table, space)?)
+        }
+    })
 }
 
 fn no_link(slug: &str) -> StoreError {

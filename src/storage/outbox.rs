@@ -70,14 +70,13 @@ fn state_of<'b>(
     table: &Table<'_, u32, &'static [u8]>,
     no: u32,
 ) -> Result<&'b mut DeliveryStateRecord, StoreError> {
-    if !states.contains_key(&no) {
-        let stored = match table.get(no)? {
+    Ok(match states.entry(no) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => e.insert(match table.get(no)? {
             Some(bytes) => records::decode(bytes.value())?,
             None => DeliveryStateRecord::default(),
-        };
-        states.insert(no, stored);
-    }
-    Ok(states.get_mut(&no).expect("inserted above"))
+        }),
+    })
 }
 
 fn counts_mut(state: &mut DeliveryStateRecord) -> StateCountsMut<'_> {

@@ -41,7 +41,7 @@ async fn delivery_in(s: &TestServer, inbox_id: u64, state: &str) -> Value {
         let all = deliveries(s, &s.a, "?limit=1000").await;
         if let Some(d) = all
             .iter()
-            .find(|d| d["inbox_id"] == inbox_id.to_string() && d["state"] == state)
+            .find(|d| d["inbox_id"].as_str() == Some(&*inbox_id.to_string()) && d["state"] == state)
         {
             return d.clone();
         }
@@ -483,7 +483,7 @@ async fn the_test_button_answers_what_the_remote_answered() {
 }
 
 /// Sends new events (`contact`, unique eids) from one connection until the process is gone;
-/// answers each acknowledged event's eid and inbox_id.
+/// answers each acknowledged event's eid and `inbox_id`.
 async fn send_until_killed(
     addr: std::net::SocketAddr,
     secret: String,

@@ -105,6 +105,8 @@ async fn destinations_are_created_listed_and_removed_per_space() {
     s.stop().await;
 }
 
+// Every field's bounds, both sides, in one walk; long by nature.
+#[allow(clippy::too_many_lines)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_field_is_checked_at_its_bounds() {
     let s = TestServer::start().await;

@@ -535,14 +535,14 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     for path in ["/destinations", "/deliveries"] {
         d.check("GET", path, &anonymous(&s, "GET", path, None).await);
     }
-    let retries = [
+    let retry_bodies = [
         (r#"{"destination":"hook","state":"dead"}"#, 200),
         (r#"{"destination":"never"}"#, 404),
         (r#"{"destination":"hook","state":"pending"}"#, 422),
         (r#"{"destination":"hook","colour":1}"#, 400),
         (big.as_str(), 413),
     ];
-    post_all(&s, &mut d, "/deliveries/retry", &retries).await;
+    post_all(&s, &mut d, "/deliveries/retry", &retry_bodies).await;
     for (name, status) in [("pb", 200), ("pb", 404)] {
         let r = as_a(&s, "DELETE", &format!("/destinations/{name}"), None).await;
         assert_eq!(r.status, status, "{name}: {}", r.text());

@@ -4,6 +4,7 @@
 //! Meta's documented one), an affiliate network's postback URL and a webhook.
 
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,13 +57,16 @@ impl Reply {
     }
 }
 
+/// A check of each request, with the time it counts from.
+type Check = fn(&Received, u64) -> Result<(), String>;
+
 struct Shared {
     received: Mutex<Vec<Received>>,
     /// Replies for the next requests, in order; then `default`.
     next: Mutex<VecDeque<Reply>>,
     default: Mutex<Option<Reply>>,
     /// Checks each request; a failure is answered 400 with Meta's error body.
-    check: Mutex<Option<(u64, fn(&Received, u64) -> Result<(), String>)>>,
+    check: Mutex<Option<(u64, Check)>>,
     arrived: Notify,
     released: tokio::sync::Semaphore,
 }
@@ -187,7 +191,7 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             .and_then(|(_, v)| v.parse().ok())
             .unwrap_or(0);
         while buf.len() < head_end + length {
-            let mut chunk = [0; 65536];
+            let mut chunk = [0; 16384];
             match stream.read(&mut chunk).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
@@ -244,7 +248,7 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
                     body.len()
                 );
                 for (name, value) in extra {
-                    answer.push_str(&format!("{name}: {value}\r\n"));
+                    let _ = write!(answer, "{name}: {value}\r\n");
                 }
                 answer.push_str("\r\n");
                 answer.push_str(&body);
@@ -296,7 +300,7 @@ pub fn meta_shape(r: &Received, now: u64) -> Result<(), String> {
             return Err(format!("unknown top-level field {f}"));
         }
     }
-    if !body["access_token"].as_str().is_some_and(|t| !t.is_empty()) {
+    if body["access_token"].as_str().is_none_or(str::is_empty) {
         return Err("no access_token".into());
     }
     let data = body["data"].as_array().ok_or("no data array")?;
@@ -314,7 +318,7 @@ pub fn meta_shape(r: &Received, now: u64) -> Result<(), String> {
                 "event_time {t} is more than 7 days old or in the future"
             ));
         }
-        if !e["event_id"].as_str().is_some_and(|id| !id.is_empty()) {
+        if e["event_id"].as_str().is_none_or(str::is_empty) {
             return Err("no event_id".into());
         }
         if e["action_source"] != "chat" {
@@ -338,7 +342,7 @@ pub fn meta_shape(r: &Received, now: u64) -> Result<(), String> {
             if !c["value"].is_number() {
                 return Err("Purchase without a numeric custom_data.value".into());
             }
-            if !c["currency"].as_str().is_some_and(|c| c.len() >= 3) {
+            if c["currency"].as_str().is_none_or(|c| c.len() < 3) {
                 return Err("Purchase without custom_data.currency".into());
             }
         }
