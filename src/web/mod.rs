@@ -18,6 +18,8 @@
 //! | GET, POST | `/admin/spaces/<space>/postback`   | the postback URL builder      |
 //! | GET, POST | `/admin/spaces/<space>/links`      | links, create a link          |
 //! | POST   | `/admin/spaces/<space>/links/<slug>/delete` | delete a link           |
+//! | GET, POST | `/admin/spaces/<space>/destinations` | destinations, create one, the delivery log |
+//! | POST   | `/admin/spaces/<space>/destinations/<name>/test`, `retry`, `delete` | test one, retry its dead deliveries, remove it |
 //! | GET    | `/admin/spaces/<space>/events`        | the feed, newest first        |
 //! | GET    | `/admin/spaces/<space>/stats`         | stats by campaign, link, day  |
 //! | GET    | `/admin/spaces/<space>/rejections`    | the rejection log             |
@@ -260,6 +262,17 @@ async fn route(
         ["spaces", space, "links", slug, "delete"] if post => {
             pages::delete_link(&ctx, space, slug).await
         }
+        ["spaces", space, "destinations"] if get => {
+            pages::destinations(&ctx, space, pages::DestinationsShown::default()).await
+        }
+        ["spaces", space, "destinations"] if post => pages::create_destination(&ctx, space).await,
+        [
+            "spaces",
+            space,
+            "destinations",
+            d,
+            action @ ("test" | "retry" | "delete"),
+        ] if post => pages::destination_action(&ctx, space, d, action).await,
         ["spaces", space, "events"] if get => pages::events(&ctx, space).await,
         ["spaces", space, "stats"] if get => pages::stats(&ctx, space).await,
         ["spaces", space, "rejections"] if get => pages::rejections(&ctx, space).await,
