@@ -164,6 +164,8 @@ fn finish(mut response: Response, method: &Method, path: &str, started: Instant)
     response
 }
 
+// The session and form checks, then one match arm per page: the admin page's routing table.
+#[allow(clippy::too_many_lines)]
 async fn route(
     app: &Arc<App>,
     pages: &AdminPages,
@@ -262,17 +264,9 @@ async fn route(
         ["spaces", space, "links", slug, "delete"] if post => {
             pages::delete_link(&ctx, space, slug).await
         }
-        ["spaces", space, "destinations"] if get => {
-            pages::destinations(&ctx, space, pages::DestinationsShown::default()).await
+        ["spaces", space, "destinations", rest @ ..] => {
+            pages::destinations_route(&ctx, space, rest, post).await
         }
-        ["spaces", space, "destinations"] if post => pages::create_destination(&ctx, space).await,
-        [
-            "spaces",
-            space,
-            "destinations",
-            d,
-            action @ ("test" | "retry" | "delete"),
-        ] if post => pages::destination_action(&ctx, space, d, action).await,
         ["spaces", space, "events"] if get => pages::events(&ctx, space).await,
         ["spaces", space, "stats"] if get => pages::stats(&ctx, space).await,
         ["spaces", space, "rejections"] if get => pages::rejections(&ctx, space).await,

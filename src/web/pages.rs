@@ -539,14 +539,17 @@ pub(super) async fn links(
     ))
 }
 
+/// A form field's text, trimmed; an empty one counts as absent.
+fn form_text(ctx: &Ctx<'_>, name: &str) -> Option<String> {
+    ctx.form
+        .get(name)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
 pub(super) async fn create_link(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
-    let field = |n| {
-        ctx.form
-            .get(n)
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
+    let field = |n| form_text(ctx, n);
     let link = NewLink::new(
         field("slug"),
         field("bot"),
@@ -606,7 +609,7 @@ struct DestinationsPage<'a> {
 
 /// What a Destinations page shows beside its tables.
 #[derive(Default)]
-pub(super) struct DestinationsShown {
+struct DestinationsShown {
     secret: Option<(String, String)>,
     tested: Option<crate::app::destinations::Tested>,
     note: Option<String>,
@@ -615,7 +618,7 @@ pub(super) struct DestinationsShown {
 /// Deliveries the page's log shows.
 const DELIVERY_LOG_ROWS: usize = 50;
 
-pub(super) async fn destinations(
+async fn destinations(
     ctx: &Ctx<'_>,
     name: &str,
     shown: DestinationsShown,
@@ -685,15 +688,26 @@ pub(super) async fn destinations(
     ))
 }
 
-pub(super) async fn create_destination(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+/// `destinations` (GET: the page; POST: create one) and `destinations/<name>/<action>`.
+pub(super) async fn destinations_route(
+    ctx: &Ctx<'_>,
+    name: &str,
+    rest: &[&str],
+    post: bool,
+) -> Result<Response, Error> {
+    match (rest, post) {
+        ([], false) => destinations(ctx, name, DestinationsShown::default()).await,
+        ([], true) => create_destination(ctx, name).await,
+        ([d, action @ ("test" | "retry" | "delete")], true) => {
+            destination_action(ctx, name, d, action).await
+        }
+        _ => Err(Error::new(Code::NotFound, "there is no such admin page")),
+    }
+}
+
+async fn create_destination(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
     use crate::domain::destination::DestinationFields;
-    let field = |n| {
-        ctx.form
-            .get(n)
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
+    let field = |n| form_text(ctx, n);
     let only_attributed = match field("only_attributed").as_deref() {
         Some("true") => Some(true),
         Some("false") => Some(false),
@@ -722,7 +736,7 @@ pub(super) async fn create_destination(ctx: &Ctx<'_>, name: &str) -> Result<Resp
 }
 
 /// The buttons of one destination: `test`, `retry` (its dead deliveries) and `delete`.
-pub(super) async fn destination_action(
+async fn destination_action(
     ctx: &Ctx<'_>,
     name: &str,
     destination: &str,

@@ -543,6 +543,17 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         (big.as_str(), 413),
     ];
     post_all(&s, &mut d, "/deliveries/retry", &retry_bodies).await;
+    // The test button: a destination that cannot be reached still answers 200, saying so.
+    for (name, status) in [("hook", 200), ("never", 404)] {
+        let r = as_a(&s, "POST", &format!("/destinations/{name}/test"), Some("")).await;
+        assert_eq!(r.status, status, "{name}: {}", r.text());
+        d.check("POST", "/destinations/{name}/test", &r);
+    }
+    d.check(
+        "POST",
+        "/destinations/{name}/test",
+        &anonymous(&s, "POST", "/destinations/hook/test", Some("")).await,
+    );
     for (name, status) in [("pb", 200), ("pb", 404)] {
         let r = as_a(&s, "DELETE", &format!("/destinations/{name}"), None).await;
         assert_eq!(r.status, status, "{name}: {}", r.text());
