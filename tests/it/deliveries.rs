@@ -699,3 +699,30 @@ async fn client_hints_are_kept_only_where_asked_and_only_until_delivery_max_age(
     assert!(user.get("client_ip_address").is_none(), "{user}");
     s.stop().await;
 }
+
+/// A redirect is never followed (it could lead to any address): it is a refusal, and the
+/// address it names is never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_not_followed() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    let elsewhere = Receiver::start().await;
+    r.then([Reply::Status(
+        307,
+        vec![("Location", elsewhere.url("/metadata"))],
+        String::new(),
+    )]);
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "pb", "kind": "postback", "url": r.url("/pb?u={uid}"),
+                "only_attributed": false}),
+    )
+    .await;
+    let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u"}"#).await);
+    let d = delivery_in(&s, id, "dead").await;
+    assert_eq!(d["last_status"], 307, "{d}");
+    assert_eq!(r.received().len(), 1);
+    assert!(elsewhere.received().is_empty());
+    s.stop().await;
+}
