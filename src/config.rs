@@ -57,6 +57,54 @@ pub struct Settings {
     /// Automatic backups (`backup_dir`, `backup_every`, `backup_keep`); `None`: off (the
     /// default, an empty `backup_dir`).
     pub backups: Option<BackupSchedule>,
+    /// Conversions out (`docs/api.md#destinations`): see [`Delivery`].
+    pub delivery: Delivery,
+}
+
+/// How destinations are sent to (`docs/api.md#destinations`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// Whether a destination may be on a loopback, private or link-local address, and `http://`.
+    pub allow_private_destinations: bool,
+    /// A delivery still failing this long after its event was received is `dead`; visitors'
+    /// hints of link clicks are deleted this long after the click.
+    pub max_age: Duration,
+    /// The longest one request to a destination may take, connecting included.
+    pub timeout: Duration,
+}
+
+impl Delivery {
+    #[must_use]
+    pub fn max_age_ms(&self) -> u64 {
+        millis(self.max_age)
+    }
+}
+
+/// `allow_private_destinations`, `delivery_max_age` (at least a minute) and `delivery_timeout`
+/// (100 ms to 5 minutes).
+fn delivery_settings(
+    allow_private: Option<bool>,
+    max_age: Option<String>,
+    timeout: Option<String>,
+) -> Result<Delivery, ConfigError> {
+    let max_age = duration("delivery_max_age", max_age, "72h", Duration::from_secs(60))?;
+    let timeout = duration(
+        "delivery_timeout",
+        timeout,
+        "10s",
+        Duration::from_millis(100),
+    )?;
+    if timeout > Duration::from_secs(300) {
+        return Err(ConfigError(format!(
+            "`delivery_timeout` must be between 100ms and 5m, got {:?}",
+            humantime::format_duration(timeout).to_string()
+        )));
+    }
+    Ok(Delivery {
+        allow_private_destinations: allow_private.unwrap_or(false),
+        max_age,
+        timeout,
+    })
 }
 
 /// Where and how often the server writes its own backups, and how many it keeps
@@ -121,6 +169,9 @@ struct RawSettings {
     backup_dir: Option<PathBuf>,
     backup_every: Option<String>,
     backup_keep: Option<u32>,
+    allow_private_destinations: Option<bool>,
+    delivery_max_age: Option<String>,
+    delivery_timeout: Option<String>,
 }
 
 impl RawSettings {
@@ -139,7 +190,7 @@ impl RawSettings {
 }
 
 /// An environment variable's value, given to the key it names as that key asks for it: a number
-/// for a whole-number key, the text for every other.
+/// for a whole-number key, a boolean for a yes-or-no key, the text for every other.
 struct EnvValue<'a>(&'a str);
 
 impl<'de> Deserializer<'de> for EnvValue<'_> {
@@ -169,8 +220,20 @@ impl<'de> Deserializer<'de> for EnvValue<'_> {
         }
     }
 
+    /// `true` or `false` for a yes-or-no key (`allow_private_destinations`).
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        match self.0.trim() {
+            "true" => visitor.visit_bool(true),
+            "false" => visitor.visit_bool(false),
+            _ => Err(de::Error::invalid_value(
+                de::Unexpected::Str(self.0),
+                &"true or false",
+            )),
+        }
+    }
+
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u128 f32 f64 char str string bytes byte_buf unit
+        i8 i16 i32 i64 i128 u8 u16 u128 f32 f64 char str string bytes byte_buf unit
         unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
     }
 }
@@ -403,6 +466,11 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         connections: connection_limits(&raw_connections)?,
         metrics_listen,
         backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep)?,
+        delivery: delivery_settings(
+            raw.allow_private_destinations,
+            raw.delivery_max_age,
+            raw.delivery_timeout,
+        )?,
     })
 }
 
@@ -856,6 +924,36 @@ mod tests {
         // Through the environment the same bound holds, and it is the key that is named.
         let e = load_text("", &[("TRACKER_DEDUP_WINDOW", "0s")], Flags::default()).unwrap_err();
         assert!(e.0.contains("`dedup_window`"), "{e}");
+    }
+
+    #[test]
+    fn delivery_settings_have_bounds() {
+        let s = load_text("", &[], Flags::default()).unwrap();
+        assert_eq!(
+            s.delivery,
+            Delivery {
+                allow_private_destinations: false,
+                max_age: Duration::from_secs(72 * 3600),
+                timeout: Duration::from_secs(10),
+            }
+        );
+        let with = |text: &str| load_text(text, &[], Flags::default());
+        assert!(with("delivery_timeout = \"100ms\"").is_ok());
+        assert!(with("delivery_timeout = \"5m\"").is_ok());
+        assert!(with("delivery_timeout = \"99ms\"").is_err());
+        assert!(with("delivery_timeout = \"5m 1ms\"").is_err());
+        assert!(with("delivery_max_age = \"1m\"").is_ok());
+        assert!(with("delivery_max_age = \"59s\"").is_err());
+        let env = |v: &str| {
+            load_text(
+                "",
+                &[("TRACKER_ALLOW_PRIVATE_DESTINATIONS", v)],
+                Flags::default(),
+            )
+        };
+        assert!(env("true").unwrap().delivery.allow_private_destinations);
+        assert!(!env("false").unwrap().delivery.allow_private_destinations);
+        assert!(env("yes").unwrap_err().0.contains("true or false"));
     }
 
     #[test]

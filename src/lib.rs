@@ -21,6 +21,11 @@
 //! - [`server`]: the serve loop (`server/mod.rs`), each client connection with its timeouts and
 //!   limits (`server/connection.rs`), and what runs in the background while it serves:
 //!   retention of dedup entries and automatic backups.
+//! - [`delivery`]: conversions out, run in the background too: a sender task per destination
+//!   (`delivery/mod.rs`) that reads due deliveries through the reader path and records outcomes
+//!   through the writer, its HTTP client with the address checks (`client.rs`), and what each
+//!   kind of destination is sent (`format.rs`). The deliveries themselves are written with their
+//!   event (`storage/outbox.rs`).
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, the uid rule, exact
 //!   decimals, dedup keys, credentials and the keyring, clicks and bindings, the rate limit,
 //!   tracking links, a space's settings, the feed, stats and the rejection log, and the outcomes
@@ -59,6 +64,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod delivery;
 pub mod domain;
 pub mod error;
 pub mod http;

@@ -129,6 +129,9 @@ pub struct WriterMetrics {
     pub queued: AtomicI64,
     pub batch_size: Histogram,
     pub commit_seconds: Histogram,
+    /// Deliveries in each state (`destination::State as usize`), over every destination, as of
+    /// the last commit.
+    delivery_states: [AtomicI64; 5],
 }
 
 impl Default for WriterMetrics {
@@ -137,7 +140,32 @@ impl Default for WriterMetrics {
             queued: AtomicI64::new(0),
             batch_size: Histogram::batch_sizes(),
             commit_seconds: Histogram::seconds(),
+            delivery_states: std::array::from_fn(|_| AtomicI64::new(0)),
         }
+    }
+}
+
+impl WriterMetrics {
+    /// The totals as the data file holds them, when it is opened.
+    pub fn set_delivery_states(&self, totals: [u64; 5]) {
+        for (slot, n) in self.delivery_states.iter().zip(totals) {
+            slot.store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::Relaxed);
+        }
+    }
+
+    /// A committed batch moved deliveries between states.
+    pub fn moved_deliveries(&self, moved: &[i64; 5]) {
+        for (slot, n) in self.delivery_states.iter().zip(moved) {
+            if *n != 0 {
+                slot.fetch_add(*n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Deliveries in each state, as of the last commit.
+    #[must_use]
+    pub fn delivery_states(&self) -> [i64; 5] {
+        std::array::from_fn(|i| self.delivery_states[i].load(Ordering::Relaxed))
     }
 }
 
@@ -163,6 +191,11 @@ pub struct Metrics {
     dedup_pruned: AtomicU64,
     /// Scheduled backups: written, failed.
     backups: [AtomicU64; 2],
+    /// Delivery attempts by destination kind (`destination::Kind as usize - 1`) and outcome
+    /// (delivered, failed, refused).
+    deliveries: [[AtomicU64; 3]; 3],
+    /// Send latency of deliveries, by destination kind.
+    delivery_seconds: [Histogram; 3],
 }
 
 impl Default for Metrics {
@@ -179,6 +212,8 @@ impl Default for Metrics {
             clicks: AtomicU64::new(0),
             dedup_pruned: AtomicU64::new(0),
             backups: std::array::from_fn(|_| AtomicU64::new(0)),
+            deliveries: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+            delivery_seconds: std::array::from_fn(|_| Histogram::seconds()),
         }
     }
 }
@@ -207,6 +242,27 @@ impl Metrics {
     /// A scheduled backup was written (`true`) or failed.
     pub fn backup(&self, written: bool) {
         self.backups[usize::from(!written)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One delivery attempt to a destination of `kind` ended with `outcome`.
+    pub fn delivery_outcome(
+        &self,
+        kind: crate::domain::destination::Kind,
+        outcome: crate::domain::destination::Outcome,
+    ) {
+        use crate::domain::destination::Outcome;
+        let slot = match outcome {
+            Outcome::Delivered => 0,
+            Outcome::Failed => 1,
+            Outcome::Refused => 2,
+        };
+        self.deliveries[kind as usize - 1][slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One request to a destination of `kind` took `took` (a Meta request carries many
+    /// deliveries).
+    pub fn delivery_latency(&self, kind: crate::domain::destination::Kind, took: Duration) {
+        self.delivery_seconds[kind as usize - 1].observe_duration(took);
     }
 }
 
@@ -278,6 +334,7 @@ impl Collector for Scrape {
             MetricType::Counter,
         )?)?;
         encode_background(m, &mut encoder)?;
+        encode_deliveries(m, &self.writer, &mut encoder)?;
         let w = &self.writer;
         w.batch_size.encode(encoder.encode_descriptor(
             "tracker_writer_batch_size",
@@ -341,6 +398,60 @@ fn encode_background(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::
     for (name, count) in ["written", "failed"].iter().zip(&m.backups) {
         let set = labels([("status", Cow::Borrowed(*name))]);
         ConstCounter::new(count.load(Ordering::Relaxed)).encode(backups.encode_family(&set)?)?;
+    }
+    Ok(())
+}
+
+/// Conversions out: attempts by kind and outcome, the queue by state, send latency.
+fn encode_deliveries(
+    m: &Metrics,
+    w: &WriterMetrics,
+    encoder: &mut DescriptorEncoder,
+) -> std::fmt::Result {
+    use crate::domain::destination::{Kind, State};
+    let mut attempts = encoder.encode_descriptor(
+        "tracker_deliveries",
+        "Delivery attempts by destination kind and outcome: delivered (2xx), failed (tried \
+         again later) or refused (dead: a permanent refusal, or not sendable).",
+        None,
+        MetricType::Counter,
+    )?;
+    for kind in Kind::ALL {
+        for (outcome, count) in ["delivered", "failed", "refused"]
+            .iter()
+            .zip(&m.deliveries[kind as usize - 1])
+        {
+            let set = labels([
+                ("kind", Cow::Borrowed(kind.as_str())),
+                ("outcome", Cow::Borrowed(*outcome)),
+            ]);
+            ConstCounter::new(count.load(Ordering::Relaxed))
+                .encode(attempts.encode_family(&set)?)?;
+        }
+    }
+    let mut queue = encoder.encode_descriptor(
+        "tracker_deliveries_by_state",
+        "Deliveries of every destination in each state, as of the last commit.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (state, n) in State::ALL.iter().zip(w.delivery_states()) {
+        let set = labels([("state", Cow::Borrowed(state.as_str()))]);
+        ConstGauge::new(n.max(0)).encode(queue.encode_family(&set)?)?;
+    }
+    let mut latency = encoder.encode_descriptor(
+        "tracker_delivery_duration",
+        "Time of one request to a destination, by kind.",
+        Some(&Unit::Seconds),
+        MetricType::Histogram,
+    )?;
+    for kind in Kind::ALL {
+        let histogram = &m.delivery_seconds[kind as usize - 1];
+        if histogram.count() == 0 {
+            continue;
+        }
+        let set = labels([("kind", Cow::Borrowed(kind.as_str()))]);
+        histogram.encode(latency.encode_family(&set)?)?;
     }
     Ok(())
 }

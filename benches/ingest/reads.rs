@@ -97,26 +97,31 @@ pub struct Spread {
 
 /// Makes the space through the running server's admin socket (`tracker space create`), and its
 /// clicks and bindings over HTTP.
+/// `tracker space create NAME` on the running server; what it printed.
+pub fn space_create(cli: Command, name: &str) -> Result<serde_json::Value, String> {
+    let mut cli = cli;
+    let out = cli
+        .args(["space", "create", name])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running tracker space create: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "tracker space create {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("reading what tracker space create printed: {e}"))
+}
+
 pub fn create_space(
     cli: Command,
     addr: SocketAddr,
     run: &str,
     now_ms: u64,
 ) -> Result<Spread, String> {
-    let mut cli = cli;
-    let out = cli
-        .args(["space", "create", SPACE])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("running tracker space create: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "tracker space create {SPACE}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let created: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("reading what tracker space create printed: {e}"))?;
+    let created = space_create(cli, SPACE)?;
     let field = |name: &str| {
         created
             .get(name)
@@ -131,6 +136,7 @@ pub fn create_space(
         known_events: 0,
         tg_users: Vec::new(),
         run: run.to_owned(),
+        dest_secret: String::new(),
     };
     let clicks = Template::spread_click(&fixture, CAMPAIGNS, LINKS);
     let requests = (0..CLICKS).map(|i| clicks.render(&fixture, i)).collect();

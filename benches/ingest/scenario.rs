@@ -18,6 +18,8 @@ pub struct Fixture {
     pub tg_users: Vec<u64>,
     /// Makes eids and fbclids unique to this run of the benchmark.
     pub run: String,
+    /// The secret of the `unique_dest` case's space (`deliveries.rs`); empty unless it runs.
+    pub dest_secret: String,
 }
 
 /// A part of a request.
@@ -64,16 +66,20 @@ pub enum Case {
     /// `POST /events` of unique events naming a Telegram user (one to five bound clicks) and no
     /// uid: attributed by the user's first bound click.
     TgUnique,
+    /// `unique` in a space with one `meta_capi` and one `webhook` destination (answered at once
+    /// by a receiver on loopback): each event also writes its two deliveries.
+    UniqueDest,
 }
 
 /// The tracking link the link cases visit, made during setup.
 pub const BENCH_LINK: &str = "bench-link";
 
 impl Case {
-    pub const ALL: [Case; 10] = [
+    pub const ALL: [Case; 11] = [
         Case::Healthz,
         Case::DryRun,
         Case::Unique,
+        Case::UniqueDest,
         Case::TgUnique,
         Case::Duplicate,
         Case::GetE,
@@ -90,6 +96,7 @@ impl Case {
             Case::DryRun => "dry_run",
             Case::Unique => "unique",
             Case::TgUnique => "tg_unique",
+            Case::UniqueDest => "unique_dest",
             Case::Duplicate => "duplicate",
             Case::GetE => "get_e",
             Case::Bind => "bind",
@@ -106,6 +113,7 @@ impl Case {
             Case::DryRun => "POST /events dry_run",
             Case::Unique => "POST /events unique",
             Case::TgUnique => "POST /events by tg_id",
+            Case::UniqueDest => "POST /events unique, 2 destinations",
             Case::Duplicate => "POST /events duplicate",
             Case::GetE => "GET /e unique",
             Case::Bind => "POST /bind",
@@ -117,7 +125,10 @@ impl Case {
 
     /// Whether each 2xx answer stored one new event.
     pub fn stores_an_event(self) -> bool {
-        matches!(self, Case::Unique | Case::GetE | Case::TgUnique)
+        matches!(
+            self,
+            Case::Unique | Case::GetE | Case::TgUnique | Case::UniqueDest
+        )
     }
 
     /// Text every successful answer (head and body) must contain.
@@ -125,7 +136,7 @@ impl Case {
         match self {
             Case::Healthz | Case::Bind => r#""ok":true"#,
             Case::DryRun => r#""dry_run":true"#,
-            Case::Unique | Case::GetE => r#""status":"queued""#,
+            Case::Unique | Case::GetE | Case::UniqueDest => r#""status":"queued""#,
             // Every one found its click; the count of stored events shows each was new.
             Case::TgUnique => r#""matched":true,"attributed_by":"tg_id""#,
             Case::Duplicate => r#""status":"duplicate""#,
@@ -192,6 +203,15 @@ impl Template {
             },
             Case::DryRun => post("/events", event_body(unique_eid, true)),
             Case::Unique => post("/events", event_body(unique_eid, false)),
+            Case::UniqueDest => Template {
+                method: "POST",
+                target: vec![lit("/events")],
+                headers: vec![
+                    ("Authorization", format!("Bearer {}", fx.dest_secret)),
+                    ("Content-Type", "application/json".to_owned()),
+                ],
+                body: Some(event_body(unique_eid, false)),
+            },
             Case::TgUnique => {
                 let mut body = vec![lit(r#"{"event":"deposit","tg_id":"#), Piece::TgUser];
                 body.push(lit(r#","value":"12.50","currency":"USD","eid":""#));

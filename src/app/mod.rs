@@ -4,6 +4,7 @@
 //! An [`App`] holds what they need: the store, the settings, the clock and the rate limiter.
 //! Nothing here knows about HTTP; handlers turn requests into these calls and answers into JSON.
 
+pub mod destinations;
 pub mod spaces;
 
 use std::collections::HashMap;
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::config::Settings;
-use crate::domain::click::{BindInput, NewClick};
+use crate::domain::click::{BindInput, ClientHints, MAX_USER_AGENT, NewClick};
 use crate::domain::client;
 use crate::domain::dedup::{self, Basis};
 use crate::domain::event::{self, AttributedBy, EventInput, EventRules, FieldNames};
@@ -45,6 +46,9 @@ pub struct App {
     warned_untrusted_forwarded: AtomicBool,
     /// Requests of each space waiting on `GET /events/wait` now.
     waiting: Arc<Mutex<HashMap<u32, usize>>>,
+    /// Wakes the senders (`delivery/`) to look for due deliveries now: after a retry by hand,
+    /// or a step of a test's clock.
+    pub delivery_wake: tokio::sync::Notify,
 }
 
 /// A place among a space's waiting followers, given back when dropped.
@@ -110,6 +114,7 @@ impl App {
             address_limiter: Limiter::new(settings.address_rate_limit),
             warned_untrusted_forwarded: AtomicBool::new(false),
             waiting: Arc::default(),
+            delivery_wake: tokio::sync::Notify::new(),
             metrics: Arc::new(Metrics::default()),
             store,
             settings,
@@ -312,6 +317,7 @@ impl App {
         slug: &str,
         raw_query: &str,
         user_agent: Option<&str>,
+        client: Option<IpAddr>,
         head: bool,
     ) -> Result<Visit, Error> {
         let Some(link) = self.store.link(slug) else {
@@ -323,7 +329,12 @@ impl App {
         if head || link::is_preview(user_agent, &self.settings.link_preview_agents) {
             return Ok(Visit::Preview(link));
         }
-        let click = link::visit_click(&link, raw_query, self.now_ms());
+        let mut click = link::visit_click(&link, raw_query, self.now_ms());
+        // Kept only where the space opted in (`meta_client_hints`): the writer decides.
+        click.hints = client.map(|ip| ClientHints {
+            ip,
+            user_agent: user_agent.map(|a| a.chars().take(MAX_USER_AGENT).collect()),
+        });
         match self.store.link_click(slug.to_owned(), click).await {
             Ok(outcome) => {
                 self.metrics.click();

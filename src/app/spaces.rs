@@ -16,12 +16,7 @@ use crate::storage::read::SpaceSummary;
 
 /// The rule of a space id: `[a-z0-9][a-z0-9-]{0,31}`.
 pub fn check_space_name(name: &str) -> Result<(), Error> {
-    let b = name.as_bytes();
-    let ok = (1..=32).contains(&b.len())
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
-    if ok {
+    if crate::domain::input::is_lowercase_name(name) {
         Ok(())
     } else {
         Err(Error::field(

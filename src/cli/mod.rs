@@ -20,7 +20,7 @@ use crate::app::App;
 use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Flags, LogFormat, Settings};
-use crate::control::{self, AdminRequest, Answer, Reached, Request};
+use crate::control::{self, AdminRequest, Answer, DestinationRequest, Reached, Request};
 use crate::domain::password::{self, Password};
 use crate::domain::spreadsheet::CsvRows;
 use crate::server;
@@ -660,6 +660,12 @@ fn complete(mut request: Request) -> Result<Request, Box<dyn std::error::Error>>
         Request::Admin {
             request: AdminRequest::Password { password },
         } => *password = read_new_password()?,
+        Request::Destination {
+            request:
+                DestinationRequest::Create {
+                    kind, access_token, ..
+                },
+        } if kind == "meta_capi" => *access_token = Some(read_access_token()?),
         _ => {}
     }
     Ok(request)
@@ -685,6 +691,19 @@ fn read_new_password() -> Result<Password, Box<dyn std::error::Error>> {
     };
     password::check_rule(&password)?;
     Ok(Password(password))
+}
+
+/// A Meta access token: asked without echo on a terminal, else the first line of standard
+/// input (`tracker destination create ... < token.txt`).
+fn read_access_token() -> Result<String, Box<dyn std::error::Error>> {
+    use std::io::BufRead;
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return prompt_hidden("Meta access token: ");
+    }
+    let mut line = String::new();
+    stdin.lock().read_line(&mut line)?;
+    Ok(line.trim().to_owned())
 }
 
 /// Reads a line from the terminal with echo off, restoring the terminal after.
@@ -785,6 +804,11 @@ impl Output {
                 );
                 self.print(d, &text);
             }
+            Answer::DestinationCreated(_)
+            | Answer::Destinations(_)
+            | Answer::DestinationDeleted(_)
+            | Answer::Deliveries(_)
+            | Answer::Retried(_) => self.destination_answer(answer),
             Answer::BackedUp(stats) => {
                 let text = format!(
                     "backed up {} rows ({} bytes) to {}",
@@ -794,6 +818,98 @@ impl Output {
                 );
                 self.print(stats, &text);
             }
+        }
+    }
+
+    /// The answers of `tracker destination ...`, as text.
+    fn destination_answer(self, answer: &Answer) {
+        match answer {
+            Answer::DestinationCreated(d) => {
+                let mut text = format!(
+                    "created destination {} ({}): the space's new events it takes are sent there",
+                    d.name,
+                    d.kind.as_str()
+                );
+                if let Some(secret) = &d.signing_secret {
+                    let _ = write!(
+                        text,
+                        "\n  signing secret  {secret}\n  (shown once: the receiver checks \
+                         Tracker-Signature with it)"
+                    );
+                }
+                self.print(d, &text);
+            }
+            Answer::Destinations(list) => {
+                let mut text = String::new();
+                for d in list {
+                    let c = &d.deliveries;
+                    let _ = writeln!(
+                        text,
+                        "{:<20} {:<9} pending {} delivered {} retrying {} dead {} cancelled {}  {}",
+                        d.name,
+                        d.kind.as_str(),
+                        c.0[0],
+                        c.0[1],
+                        c.0[2],
+                        c.0[3],
+                        c.0[4],
+                        d.url
+                            .as_deref()
+                            .or(d.pixel_id.as_deref())
+                            .unwrap_or_default()
+                    );
+                    if let Some(e) = &d.last_error {
+                        let _ = writeln!(
+                            text,
+                            "{:<20} last error: {} {}",
+                            "",
+                            e.status.map_or_else(|| "-".to_owned(), |s| s.to_string()),
+                            e.answer
+                        );
+                    }
+                }
+                if list.is_empty() {
+                    text.push_str(
+                        "no destinations yet: tracker destination create SPACE NAME --kind webhook --url URL",
+                    );
+                }
+                self.print(list, text.trim_end());
+            }
+            Answer::DestinationDeleted(d) => {
+                let text = format!(
+                    "removed destination {} of space {}: its open deliveries are cancelled",
+                    d.name, d.space
+                );
+                self.print(d, &text);
+            }
+            Answer::Deliveries(list) => {
+                let mut text = String::new();
+                for d in list {
+                    let _ = writeln!(
+                        text,
+                        "{:>10} {:<20} {:<9} {} attempt(s) {} {}",
+                        d.inbox_id,
+                        d.destination,
+                        d.state.as_str(),
+                        d.attempts,
+                        d.last_status
+                            .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+                        d.last_answer.as_deref().unwrap_or_default()
+                    );
+                }
+                if list.is_empty() {
+                    text.push_str("no deliveries");
+                }
+                self.print(list, text.trim_end());
+            }
+            Answer::Retried(r) => {
+                let text = format!(
+                    "{} dead deliveries of {} are due again now",
+                    r.retried, r.destination
+                );
+                self.print(r, &text);
+            }
+            _ => {}
         }
     }
 

@@ -12,8 +12,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::app::App;
+use crate::app::destinations::Retried;
 use crate::app::spaces::{CreatedSpace, Revoked, Rotated};
 use crate::domain::credential::Kind;
+use crate::domain::destination::{
+    DeliveryQuery, DeliveryView, DestinationFields, DestinationView, State,
+};
 use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::link::{LinkView, NewLink};
 use crate::domain::password::Password;
@@ -41,6 +45,11 @@ pub enum Request {
     Link {
         #[command(subcommand)]
         request: LinkRequest,
+    },
+    /// Send a space's events on to Meta's Conversions API, postbacks and signed webhooks
+    Destination {
+        #[command(subcommand)]
+        request: DestinationRequest,
     },
     /// The admin page (`/admin/`): set its password
     Admin {
@@ -135,6 +144,65 @@ pub enum LinkRequest {
 
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
+pub enum DestinationRequest {
+    /// Create a destination: each new event of the space that it takes is sent there, at least
+    /// once. A `meta_capi` destination's access token is asked on a terminal, else read from the
+    /// first line of standard input (never a flag, which `ps` would show); a webhook's signing
+    /// secret is printed once
+    Create {
+        space: String,
+        name: String,
+        #[arg(long, value_parser = ["meta_capi", "postback", "webhook"])]
+        kind: String,
+        /// Only these event kinds, comma-separated [default: all four]
+        #[arg(long, value_name = "KINDS", value_delimiter = ',')]
+        events: Option<Vec<String>>,
+        /// Send only events whose click is known (for `meta_capi`: with an `fbclid`) [default:
+        /// true, false for a webhook]
+        #[arg(long, value_name = "BOOL")]
+        only_attributed: Option<bool>,
+        /// postback: the URL template with {uid}, {event}, {value}... macros; webhook: the URL
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// `meta_capi`: the pixel (dataset) id
+        #[arg(long, value_name = "DIGITS")]
+        pixel_id: Option<String>,
+        /// `meta_capi`: events show only in Events Manager's test tab
+        #[arg(long, value_name = "CODE")]
+        test_event_code: Option<String>,
+        /// `meta_capi`: the Graph API version
+        #[arg(long, value_name = "VERSION")]
+        api_version: Option<String>,
+        /// `meta_capi`: the Graph API's address
+        #[arg(long, value_name = "URL")]
+        graph_url: Option<String>,
+        /// Read by the command line, never a flag.
+        #[arg(skip)]
+        access_token: Option<String>,
+    },
+    /// List a space's destinations with their deliveries counted by state and the last error
+    List { space: String },
+    /// Remove a destination: it sends nothing more, and its open deliveries are cancelled
+    Delete { space: String, name: String },
+    /// The delivery log of a space, newest first
+    Deliveries {
+        space: String,
+        /// Only this destination's
+        #[arg(long, value_name = "NAME")]
+        destination: Option<String>,
+        /// Only deliveries in this state: pending, delivered, retrying, dead or cancelled
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many, 1 to 1000
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Send a destination's dead deliveries again, now
+    Retry { space: String, name: String },
+}
+
+#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "op", rename_all = "snake_case")]
 pub enum AdminRequest {
     /// Set the password of the admin page's user `admin`: asked twice on a terminal, else read
     /// from the first line of standard input. Sessions already logged in stay logged in until
@@ -161,6 +229,11 @@ pub enum Answer {
     LinkDeleted(LinkDeleted),
     PasswordSet(PasswordSet),
     Page(FeedPage),
+    DestinationCreated(Box<DestinationView>),
+    Destinations(Vec<DestinationView>),
+    DestinationDeleted(DestinationDeleted),
+    Deliveries(Vec<DeliveryView>),
+    Retried(Retried),
     SpaceSettings(SpaceSettingsSet),
 }
 
@@ -176,6 +249,13 @@ pub struct LinkDeleted {
     pub deleted: bool,
     pub space: String,
     pub slug: String,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct DestinationDeleted {
+    pub deleted: bool,
+    pub space: String,
+    pub name: String,
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -236,6 +316,7 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
                 })
             }
         },
+        Request::Destination { request } => destination(app, request).await?,
         Request::Admin {
             request: AdminRequest::Password { password },
         } => {
@@ -259,6 +340,69 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
         } => {
             let space = app.space_named(space).await?;
             Answer::Page(app.feed(&space, PageRequest { after, limit }).await?)
+        }
+    })
+}
+
+async fn destination(app: &App, request: DestinationRequest) -> Result<Answer, Error> {
+    Ok(match request {
+        DestinationRequest::Create {
+            space,
+            name,
+            kind,
+            events,
+            only_attributed,
+            url,
+            pixel_id,
+            test_event_code,
+            api_version,
+            graph_url,
+            access_token,
+        } => {
+            let fields = DestinationFields {
+                name: Some(name),
+                kind: Some(kind),
+                events,
+                only_attributed,
+                pixel_id,
+                access_token,
+                test_event_code,
+                api_version,
+                graph_url,
+                url,
+            };
+            let space = app.space_named(space).await?;
+            Answer::DestinationCreated(Box::new(app.create_destination(&space, fields).await?))
+        }
+        DestinationRequest::List { space } => {
+            Answer::Destinations(app.destinations(&app.space_named(space).await?).await?)
+        }
+        DestinationRequest::Delete { space, name } => {
+            let space_ref = app.space_named(space.clone()).await?;
+            app.remove_destination(&space_ref, name.clone()).await?;
+            Answer::DestinationDeleted(DestinationDeleted {
+                deleted: true,
+                space,
+                name,
+            })
+        }
+        DestinationRequest::Deliveries {
+            space,
+            destination,
+            state,
+            limit,
+        } => {
+            let query = DeliveryQuery::parse(
+                destination.as_deref(),
+                state.as_deref(),
+                Some(&limit.to_string()),
+            )?;
+            let space = app.space_named(space).await?;
+            Answer::Deliveries(app.deliveries(&space, query).await?)
+        }
+        DestinationRequest::Retry { space, name } => {
+            let space = app.space_named(space).await?;
+            Answer::Retried(app.retry_deliveries(&space, name, State::Dead).await?)
         }
     })
 }

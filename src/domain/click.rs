@@ -65,7 +65,21 @@ pub struct NewClick {
     pub campaign_name: Option<String>,
     pub raw_query: Option<String>,
     pub clicked_at_ms: u64,
+    /// The visitor's address and user agent, from a link visit: kept only in a space with
+    /// `meta_client_hints` on (the writer decides), else dropped.
+    pub hints: Option<ClientHints>,
 }
+
+/// What a link visit's request says about the visitor, for Meta's matching.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientHints {
+    pub ip: std::net::IpAddr,
+    /// Cut to [`MAX_USER_AGENT`] characters.
+    pub user_agent: Option<String>,
+}
+
+/// The longest user agent kept; real ones are a few hundred characters.
+pub const MAX_USER_AGENT: usize = 512;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,6 +113,7 @@ impl NewClick {
             campaign_name: bounded(b.campaign_name, campaign)?,
             raw_query: bounded(b.raw_query, raw_query)?,
             clicked_at_ms: now_ms,
+            hints: None,
         })
     }
 }
@@ -292,7 +307,8 @@ mod tests {
                 fbclid: None,
                 campaign_name: None,
                 raw_query: None,
-                clicked_at_ms: 1
+                clicked_at_ms: 1,
+                hints: None,
             }
         );
         assert_eq!(click(r#"{"fbclid":""}"#).unwrap().fbclid, None);

@@ -94,6 +94,16 @@ pub fn quoted(text: &str) -> String {
     }
 }
 
+/// The rule of a space's or a destination's name: `[a-z0-9][a-z0-9-]{0,31}`.
+#[must_use]
+pub fn is_lowercase_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    (1..=32).contains(&b.len())
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
 /// The parameters of a GET query, decoded once, looked up by name.
 pub struct Query {
     /// Name, value, and whether the value's percent-encoding was broken (then the value is

@@ -411,6 +411,7 @@ pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
         campaign_name: utm_campaign.or_else(|| link.campaign_name.clone()),
         raw_query: (!rest.is_empty()).then_some(rest),
         clicked_at_ms: now_ms,
+        hints: None,
     }
 }
 

@@ -7,6 +7,7 @@ pub mod client;
 pub mod credential;
 pub mod decimal;
 pub mod dedup;
+pub mod destination;
 pub mod digest;
 pub mod event;
 pub mod feed;

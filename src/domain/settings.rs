@@ -48,6 +48,9 @@ impl Attribution {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpaceSettings {
     pub attribution: Attribution,
+    /// Whether a link click keeps the visitor's IP address and user agent (until
+    /// `delivery_max_age`) for Meta's Conversions API to match with.
+    pub meta_client_hints: bool,
 }
 
 /// How a setting's value is written in JSON (the API's answers and `PATCH /space`).
@@ -73,18 +76,39 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 1] = [Setting {
-    name: "attribution",
-    about: "Which of a Telegram user's bound clicks an event that names the user by tg_id (and \
-            no uid) is attributed to: the first bound (first_touch) or the last (last_touch).",
-    choices: &["first_touch", "last_touch"],
-    json: JsonType::String,
-    get: |s| s.attribution.as_str().to_owned(),
-    set: |s, text| {
-        s.attribution = Attribution::parse(text)?;
-        Ok(())
+pub const SETTINGS: [Setting; 2] = [
+    Setting {
+        name: "attribution",
+        about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
+                (and no uid) is attributed to: the first bound (first_touch) or the last \
+                (last_touch).",
+        choices: &["first_touch", "last_touch"],
+        json: JsonType::String,
+        get: |s| s.attribution.as_str().to_owned(),
+        set: |s, text| {
+            s.attribution = Attribution::parse(text)?;
+            Ok(())
+        },
     },
-}];
+    Setting {
+        name: "meta_client_hints",
+        about: "Whether a tracking link's click keeps the visitor's IP address and user agent, \
+                deleted after delivery_max_age, to send to Meta's Conversions API as \
+                client_ip_address and client_user_agent (better matching). Off: no IP address \
+                is stored.",
+        choices: &["false", "true"],
+        json: JsonType::Boolean,
+        get: |s| s.meta_client_hints.to_string(),
+        set: |s, text| {
+            s.meta_client_hints = match text {
+                "true" => true,
+                "false" => false,
+                _ => return Err(format!("is true or false, got {}", quoted(text))),
+            };
+            Ok(())
+        },
+    },
+];
 
 fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.name == name)
@@ -372,13 +396,23 @@ mod tests {
     fn settings_round_trip_as_pairs_and_json() {
         let s = SpaceSettings {
             attribution: Attribution::LastTouch,
+            meta_client_hints: true,
         };
         let pairs = s.pairs();
-        assert_eq!(pairs, vec![("attribution", "last_touch".to_owned())]);
+        assert_eq!(
+            pairs,
+            vec![
+                ("attribution", "last_touch".to_owned()),
+                ("meta_client_hints", "true".to_owned())
+            ]
+        );
         let back = SpaceSettings::from_pairs(pairs.iter().map(|(n, v)| (*n, v.as_str()))).unwrap();
         assert_eq!(back, s);
         let json = serde_json::to_value(&s).unwrap();
-        assert_eq!(json, serde_json::json!({"attribution": "last_touch"}));
+        assert_eq!(
+            json,
+            serde_json::json!({"attribution": "last_touch", "meta_client_hints": true})
+        );
         assert_eq!(serde_json::from_value::<SpaceSettings>(json).unwrap(), s);
         assert!(SpaceSettings::from_pairs([("colour", "red")]).is_err());
     }

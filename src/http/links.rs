@@ -81,7 +81,10 @@ pub async fn visit(call: Call) -> Response {
     let access = Access::new(if head { "HEAD" } else { "GET" }, "/l/{slug}", Auth::None);
     let user_agent = call.header(header::USER_AGENT);
     let visited = match call.client.map_or(Ok(()), |c| app.admit_address(c)) {
-        Ok(()) => app.visit(slug, &call.raw_query, user_agent, head).await,
+        Ok(()) => {
+            app.visit(slug, &call.raw_query, user_agent, call.client, head)
+                .await
+        }
         Err(limited) => Err(limited),
     };
     let result = visited.map(|visit| match visit {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use warp::http::Method;
 use warp::reply::Response;
 
-use super::{Answer, Call, handlers, links, read, space};
+use super::{Answer, Call, destinations, handlers, links, read, space};
 use crate::domain::keyring::SpaceRef;
 use crate::error::Error;
 use crate::web;
@@ -61,7 +61,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 20] = [
+pub static ROUTES: [Endpoint; 26] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -147,6 +147,42 @@ pub static ROUTES: [Endpoint; 20] = [
         openapi: Some(include_str!("openapi/delete_link.json")),
     },
     Endpoint {
+        method: Method::POST,
+        path: "/destinations",
+        guard: Guard::Secret(boxed!(destinations::post_destinations, 2)),
+        openapi: Some(include_str!("openapi/post_destinations.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/destinations",
+        guard: Guard::Secret(boxed!(destinations::get_destinations, 2)),
+        openapi: Some(include_str!("openapi/get_destinations.json")),
+    },
+    Endpoint {
+        method: Method::DELETE,
+        path: "/destinations/{name}",
+        guard: Guard::Secret(boxed!(destinations::delete_destination, 2)),
+        openapi: Some(include_str!("openapi/delete_destination.json")),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/destinations/{name}/test",
+        guard: Guard::Secret(boxed!(destinations::post_destination_test, 2)),
+        openapi: Some(include_str!("openapi/post_destination_test.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/deliveries",
+        guard: Guard::Secret(boxed!(destinations::get_deliveries, 2)),
+        openapi: Some(include_str!("openapi/get_deliveries.json")),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/deliveries/retry",
+        guard: Guard::Secret(boxed!(destinations::post_deliveries_retry, 2)),
+        openapi: Some(include_str!("openapi/post_deliveries_retry.json")),
+    },
+    Endpoint {
         method: Method::GET,
         path: "/space",
         guard: Guard::Secret(boxed!(space::get_space, 2)),
@@ -216,8 +252,10 @@ impl Endpoint {
                 (rest.is_empty() || rest.starts_with('/'))
                     .then(|| Some(rest.trim_start_matches('/').to_owned()))
             }
-            Some(_) => {
-                let segment = path.strip_prefix(fixed)?;
+            Some(p) => {
+                // `/destinations/{name}/test`: one segment, then what follows the parameter.
+                let after = &p[p.find('}').map_or(p.len(), |close| close + 1)..];
+                let segment = path.strip_prefix(fixed)?.strip_suffix(after)?;
                 if segment.is_empty() || segment.contains('/') {
                     return None;
                 }
@@ -250,6 +288,13 @@ mod tests {
             Some(("DELETE /links/{slug}".into(), Some("spring".into())))
         );
         assert_eq!(find(&Method::DELETE, "/links/"), None);
+        assert_eq!(
+            find(&Method::POST, "/destinations/meta/test"),
+            Some(("POST /destinations/{name}/test".into(), Some("meta".into())))
+        );
+        assert_eq!(find(&Method::POST, "/destinations//test"), None);
+        assert_eq!(find(&Method::POST, "/destinations/a/b/test"), None);
+        assert_eq!(find(&Method::POST, "/destinations/meta/tests"), None);
         assert_eq!(find(&Method::DELETE, "/links/a/b"), None);
         // As it came: a slug is never percent-encoded, and one that is names no link.
         assert_eq!(

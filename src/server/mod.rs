@@ -144,11 +144,13 @@ pub async fn serve_with_metrics(
     }
 }
 
-/// The server's background work: retention, and the backup schedule when `backup_dir` is set
-/// (not for an ephemeral store, which writes no file).
+/// The server's background work: retention, the senders of conversions out (`delivery/`), and
+/// the backup schedule when `backup_dir` is set (not for an ephemeral store, which writes no
+/// file). Stopping them aborts a send in flight: it is sent again after the next start.
 fn start_background(app: &Arc<App>) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
     tasks.spawn(retention::run(app.clone()));
+    tasks.spawn(crate::delivery::run(app.clone()));
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
             "backup_dir is set, but an ephemeral server writes no file: no automatic backups"

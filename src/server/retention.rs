@@ -1,5 +1,6 @@
 //! Retention: the dedup entries that can never match again are removed in the background, so
-//! the `dedup` table does not grow without bound from them.
+//! the `dedup` table does not grow without bound from them; so are the visitors' hints of link
+//! clicks (`meta_client_hints`) older than `delivery_max_age`.
 //!
 //! Only the windowed rule's entries expire (a deposit with `uid`, no `eid` and no time: a
 //! duplicate only within `dedup_window`); every other rule is permanent and its entries stay.
@@ -52,6 +53,9 @@ pub async fn run(app: Arc<App>) {
     loop {
         clock::sleep_until(&*app.clock, due).await;
         due = app.now_ms().saturating_add(every);
+        if let Err(e) = sweep_hints(&app).await {
+            tracing::warn!(error = %e.message, "deleting old visitors' hints failed");
+        }
         match sweep(&app, window_ms).await {
             Ok(removed) => {
                 if failing {
@@ -72,6 +76,27 @@ pub async fn run(app: Arc<App>) {
                 }
             }
         }
+    }
+}
+
+/// Deletes the visitors' hints (IP address, user agent) of link clicks older than
+/// `delivery_max_age`, step by step; answers how many.
+pub async fn sweep_hints(app: &App) -> Result<u64, Error> {
+    let before = app
+        .now_ms()
+        .saturating_sub(app.settings.delivery.max_age_ms());
+    let (mut from, mut removed) = (0, 0);
+    loop {
+        let (n, next) = app
+            .store
+            .prune_click_hints(from, before, STEP_ENTRIES)
+            .await?;
+        removed += n;
+        match next {
+            Some(space) => from = space,
+            None => return Ok(removed),
+        }
+        tokio::time::sleep(STEP_PAUSE).await;
     }
 }
 

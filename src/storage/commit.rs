@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use redb::{Database, ReadableDatabase, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
+use crate::domain::destination;
 use crate::domain::keyring::Keyring;
 use crate::domain::link::{Directory, Link};
 use crate::domain::rejection::Rejection;
@@ -184,6 +185,8 @@ pub(super) struct Writer {
     flush_failed: FlushFailed,
     keyring: Arc<Keyring>,
     links: Arc<Directory>,
+    destinations: Arc<destination::Directory>,
+    destinations_changed: Arc<watch::Sender<u64>>,
     /// Dedup entries not yet in the table; readers share it (`Store::judge_event`).
     pending: Arc<RwLock<DedupBuffer>>,
     /// `clicks_by_fbclid` entries not yet in the table; only the writer reads that index.
@@ -206,6 +209,20 @@ struct Changed {
     credentials: bool,
     /// The links the batch created or changed.
     links: Vec<Link>,
+    destinations: bool,
+    /// Deliveries moved into (+) and out of (-) each state.
+    delivery_states: [i64; 5],
+}
+
+impl Changed {
+    fn of(t: &mut Txn<'_>) -> Changed {
+        Changed {
+            credentials: t.credentials_changed,
+            links: std::mem::take(&mut t.changed_links),
+            destinations: t.outbox.changed,
+            delivery_states: t.outbox.moved,
+        }
+    }
 }
 
 /// What a committed batch takes out of the index buffers and puts in, and the latest uid time it
@@ -232,6 +249,8 @@ pub(super) struct Shared {
     pub(super) slot: Arc<DbSlot>,
     pub(super) keyring: Arc<Keyring>,
     pub(super) links: Arc<Directory>,
+    pub(super) destinations: Arc<destination::Directory>,
+    pub(super) destinations_changed: Arc<watch::Sender<u64>>,
     pub(super) pending: Arc<RwLock<DedupBuffer>>,
     pub(super) health: Arc<watch::Sender<Health>>,
     pub(super) rejections: Arc<RejectionQueue>,
@@ -266,6 +285,8 @@ impl Writer {
             flush_failed,
             keyring: shared.keyring,
             links: shared.links,
+            destinations: shared.destinations,
+            destinations_changed: shared.destinations_changed,
             pending: shared.pending,
             fbclid,
             uid_floor: 0,
@@ -376,7 +397,8 @@ impl Writer {
         let result = (|| -> Result<(Changed, Buffered, u64), StoreError> {
             let txn = db.begin_write()?;
             let (changed, buffered, inbox_seq) = {
-                let mut t = Txn::open(&txn, &pending, &self.fbclid, &self.links, self.uid_floor)?;
+                let (links, dests) = (&self.links, &self.destinations);
+                let mut t = Txn::open(&txn, &pending, &self.fbclid, links, self.uid_floor, dests)?;
                 for job in batch.iter_mut() {
                     job.apply(&mut t)?;
                 }
@@ -386,12 +408,10 @@ impl Writer {
                 }
                 t.record_rejections(rejections)?;
                 t.rollup.write(&mut t.stats)?;
+                t.write_delivery_states()?;
                 let buffered = flush_buffers(&mut t, &pending, &self.fbclid, drain, newest_uid)?;
                 t.meta.insert(META_INBOX_SEQ, t.inbox_seq)?;
-                let changed = Changed {
-                    credentials: t.credentials_changed,
-                    links: std::mem::take(&mut t.changed_links),
-                };
+                let changed = Changed::of(&mut t);
                 (changed, buffered, t.inbox_seq)
             };
             // Odd while redb makes the commit visible: see `reader.rs`, "Freshness".
@@ -485,11 +505,16 @@ impl Writer {
         }
         // A rotation is in force when its command returns, and a new link answers when its
         // creation does.
-        if changed.credentials || !changed.links.is_empty() {
+        let (destinations, delivery_states) = (changed.destinations, changed.delivery_states);
+        if changed.credentials || !changed.links.is_empty() || destinations {
             if let Err(e) = self.reload(db, changed) {
                 tracing::error!(error = %e, "reading credentials and links after a commit");
             }
         }
+        if destinations {
+            self.destinations_changed.send_modify(|n| *n += 1);
+        }
+        self.metrics.moved_deliveries(&delivery_states);
         // Followers wake after the commit and find the events in their next snapshot.
         self.committed.send_if_modified(|last| {
             let newer = inbox_seq > *last;
@@ -542,6 +567,11 @@ impl Writer {
         }
         if !changed.links.is_empty() {
             self.links.apply(changed.links);
+        }
+        if changed.destinations {
+            let txn = db.begin_read()?;
+            self.destinations
+                .replace(crate::storage::outbox::all_destinations(&txn)?);
         }
         Ok(())
     }

@@ -18,6 +18,7 @@ mod file;
 pub mod key_filter;
 pub mod open;
 mod ops;
+pub mod outbox;
 pub mod read;
 mod reader;
 pub mod records;
@@ -38,6 +39,10 @@ use tokio::sync::{oneshot, watch};
 use crate::domain::click::NewClick;
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{DedupKey, Expiry};
+use crate::domain::destination;
+use crate::domain::destination::{
+    Attempt, DeliveryQuery, DeliveryView, Destination, DestinationView, NewDestination, State,
+};
 use crate::domain::event::{AttributedBy, ValidEvent};
 use crate::domain::feed::{FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::Keyring;
@@ -227,6 +232,10 @@ pub struct Store {
     readers: Readers,
     keyring: Arc<Keyring>,
     links: Arc<Directory>,
+    destinations: Arc<destination::Directory>,
+    /// Bumped after each commit that changed a destination: the sender starts and stops its
+    /// tasks by it.
+    destinations_changed: Arc<watch::Sender<u64>>,
     pending: Arc<RwLock<DedupBuffer>>,
     health: Arc<watch::Sender<Health>>,
     rejections: Arc<RejectionQueue>,
@@ -251,10 +260,14 @@ impl Store {
         let db = Arc::new(opened.db);
         let keyring = Arc::new(Keyring::default());
         let links = Arc::new(Directory::default());
+        let destinations = Arc::new(destination::Directory::default());
+        let writer_metrics = Arc::new(WriterMetrics::default());
         let (fbclid, dedup) = {
             let txn = redb::ReadableDatabase::begin_read(&*db)?;
             keyring.replace(read::keyring_entries(&txn)?);
             links.replace(read::all_links(&txn)?);
+            destinations.replace(outbox::all_destinations(&txn)?);
+            writer_metrics.set_delivery_states(outbox::state_totals(&txn)?);
             (
                 fbclid_buffer::FbclidBuffer::load(&txn)?,
                 DedupBuffer::load(&txn)?,
@@ -265,7 +278,7 @@ impl Store {
         let health = Arc::new(watch::Sender::new(Health::Serving));
         let rejections = Arc::new(RejectionQueue::default());
         let committed = Arc::new(watch::Sender::new(0));
-        let writer_metrics = Arc::new(WriterMetrics::default());
+        let destinations_changed = Arc::new(watch::Sender::new(0));
         let commits = Arc::new(AtomicU64::new(0));
         let (writes, queue) = mpsc::sync_channel(options.queue_capacity);
         let commit_loop = commit::Writer::new(
@@ -279,6 +292,8 @@ impl Store {
                 slot: slot.clone(),
                 keyring: keyring.clone(),
                 links: links.clone(),
+                destinations: destinations.clone(),
+                destinations_changed: destinations_changed.clone(),
                 pending: pending.clone(),
                 health: health.clone(),
                 rejections: rejections.clone(),
@@ -311,6 +326,8 @@ impl Store {
                 readers,
                 keyring,
                 links,
+                destinations,
+                destinations_changed,
                 pending,
                 health,
                 rejections,
@@ -333,6 +350,18 @@ impl Store {
     #[must_use]
     pub fn link(&self, slug: &str) -> Option<Arc<Link>> {
         self.links.get(slug)
+    }
+
+    /// The live destinations, as of the last commit.
+    #[must_use]
+    pub fn destination_directory(&self) -> &Arc<destination::Directory> {
+        &self.destinations
+    }
+
+    /// Changes after each commit that created or removed a destination.
+    #[must_use]
+    pub fn destination_changes(&self) -> watch::Receiver<u64> {
+        self.destinations_changed.subscribe()
     }
 
     #[must_use]
@@ -454,6 +483,64 @@ impl Store {
         self.write(move |t| t.link_click(&slug, click)).await
     }
 
+    /// Stores a new destination of `space`; a name its live destinations use is refused with
+    /// `conflict`.
+    pub async fn create_destination(
+        &self,
+        space: u32,
+        new: NewDestination,
+        now_ms: u64,
+    ) -> Result<Destination, Error> {
+        self.write(move |t| t.create_destination(space, &new, now_ms))
+            .await
+    }
+
+    /// Removes a destination of `space`; its open deliveries are cancelled.
+    pub async fn remove_destination(
+        &self,
+        space: u32,
+        name: String,
+        now_ms: u64,
+    ) -> Result<(), Error> {
+        self.write(move |t| t.remove_destination(space, &name, now_ms))
+            .await
+    }
+
+    /// Records what attempts at deliveries of destination `no` came to (`outbox.rs`).
+    pub async fn record_attempts(
+        &self,
+        no: u32,
+        attempts: Vec<Attempt>,
+        sent_through: Option<u64>,
+        max_age_ms: u64,
+    ) -> Result<Vec<Option<State>>, Error> {
+        self.write(move |t| t.record_attempts(no, &attempts, sent_through, max_age_ms))
+            .await
+    }
+
+    /// Puts up to `limit` dead deliveries of a destination of `space` back in the queue.
+    pub async fn retry_dead(
+        &self,
+        space: u32,
+        name: String,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<(u64, bool), Error> {
+        self.write(move |t| t.retry_dead(space, &name, now_ms, limit))
+            .await
+    }
+
+    /// One step of removing visitors' hints older than `before_ms` (retention).
+    pub async fn prune_click_hints(
+        &self,
+        from: u32,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<(u64, Option<u32>), Error> {
+        self.write(move |t| t.prune_click_hints(from, before_ms, limit))
+            .await
+    }
+
     /// Replaces the admin password's hash.
     pub async fn set_admin_password(&self, hash: String) -> Result<(), Error> {
         self.write(move |t| t.set_admin_password(&hash)).await
@@ -565,6 +652,32 @@ impl Store {
     /// `space`'s links with their clicks and bound clicks.
     pub async fn links(&self, space: u32) -> Result<Vec<(Link, u64, u64)>, Error> {
         self.read(move |s| read::links(s, space)).await
+    }
+
+    /// The live destinations of `space` with their counts and last failures.
+    pub async fn destinations(&self, space: u32) -> Result<Vec<DestinationView>, Error> {
+        self.read(move |s| outbox::destinations(s, space)).await
+    }
+
+    /// The deliveries of `space` that `query` asks for, newest first.
+    pub async fn deliveries(
+        &self,
+        space: u32,
+        query: DeliveryQuery,
+    ) -> Result<Vec<DeliveryView>, Error> {
+        self.read(move |s| outbox::deliveries(s, space, &query))
+            .await
+    }
+
+    /// What the sender of `destination` may try at `now_ms`, at most `limit`.
+    pub async fn due_deliveries(
+        &self,
+        destination: Arc<Destination>,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<outbox::DueBatch, Error> {
+        self.read(move |s| outbox::due(s, &destination, now_ms, limit))
+            .await
     }
 
     /// The number of space `name`, or the refusal that says there is none.

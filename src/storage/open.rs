@@ -16,9 +16,10 @@ use crate::storage::file::{DataFile, FlushFailed};
 use crate::storage::records;
 use crate::storage::rollup::{self, DAY_ROWS};
 use crate::storage::schema::{
-    ADMIN, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX, LINKS,
-    LINKS_BY_SPACE, META, META_INBOX_SEQ, META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS,
-    REJECTIONS, SCHEMA_VERSION, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
+    ADMIN, CLICK_HINTS, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, DELIVERIES,
+    DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX, LINKS, LINKS_BY_SPACE, META,
+    META_INBOX_SEQ, META_SCHEMA_VERSION, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS,
+    SCHEMA_VERSION, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
 
 /// The data file, open and up to date.
@@ -306,6 +307,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         4 => migrate_to_v5(txn),
         5 => migrate_to_v6(txn),
         7 => migrate_to_v8(txn),
+        8 => migrate_to_v9(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -361,6 +363,17 @@ fn migrate_to_v8(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
         }
         Ok(())
     })
+}
+
+/// Version 9: conversions out, empty: destinations, their delivery states, deliveries and
+/// queue, and the visitors' hints of link clicks.
+fn migrate_to_v9(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    txn.open_table(DESTINATIONS)?;
+    txn.open_table(DELIVERY_STATES)?;
+    txn.open_table(DELIVERIES)?;
+    txn.open_table(DELIVERY_QUEUE)?;
+    txn.open_table(CLICK_HINTS)?;
+    Ok(())
 }
 
 /// Version 5: the stats rollup's day rows, each the sum of its day's hour rows. Day rows already

@@ -23,27 +23,30 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use crate::domain::click::{self, NewClick};
 use crate::domain::credential::{self, Kind};
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
+use crate::domain::destination::{self, ClickFacts};
 use crate::domain::event::ValidEvent;
 use crate::domain::link::{Destination, Directory, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
 use crate::domain::outcome::{
     BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
 };
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
-use crate::domain::settings::{Attribution, SettingsPatch, SpaceSettings};
+use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::Counts;
 use crate::error::{Code, Error};
 use crate::storage::StoreError;
 use crate::storage::attribution;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
+use crate::storage::outbox::OutboxBatch;
 use crate::storage::read;
 use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
-use crate::storage::records::{LinkRecord, RejectionRecord};
+use crate::storage::records::{ClickHintsRecord, LinkRecord, RejectionRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
-    ADMIN, ADMIN_PASSWORD, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX,
-    LINKS, LINKS_BY_SPACE, META, META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS,
-    SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
+    ADMIN, ADMIN_PASSWORD, CLICK_HINTS, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP,
+    DELIVERIES, DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX, LINKS, LINKS_BY_SPACE, META,
+    META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SPACE_SETTINGS, SPACES, STATS,
+    TG_TOUCHES,
 };
 
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
@@ -74,7 +77,7 @@ pub(crate) struct Txn<'t> {
     /// The links this batch created or changed, for the directory once the batch commits.
     pub(super) changed_links: Vec<Link>,
     /// The running server's links, as of the batch before: what the bound per space counts.
-    directory: &'t Directory,
+    links_directory: &'t Directory,
     /// Dedup entries older than this transaction, not yet in `DEDUP`.
     pending: &'t DedupBuffer,
     /// The dedup entries this transaction adds and writes out.
@@ -96,10 +99,21 @@ pub(crate) struct Txn<'t> {
     /// batch of visits mostly names one link, read and decoded once. Any change to a link
     /// drops its entry.
     link_spaces: HashMap<Box<str>, Option<u32>>,
-    /// Each space's `attribution` setting, read once per batch when an event by Telegram id
-    /// needs it; a change of the settings in the batch replaces it, so every event uses the
-    /// setting in force when it is written.
-    attributions: HashMap<u32, Attribution>,
+    /// Each space's settings, read once per batch when an event by Telegram id or a link click
+    /// needs them; a change of the settings in the batch replaces them, so every event and click
+    /// uses the settings in force when it is written.
+    settings_cache: HashMap<u32, SpaceSettings>,
+    /// This batch's visitors' hints of new clicks, written in key order with the clicks.
+    new_hints: BTreeMap<(u32, String), Vec<u8>>,
+    /// The live destinations as of the last commit (`Store`'s directory).
+    pub(super) directory: &'t destination::Directory,
+    /// What this batch changes of the destinations and their deliveries (`outbox.rs`).
+    pub(super) outbox: OutboxBatch,
+    pub(super) destinations: Table<'t, u32, &'static [u8]>,
+    pub(super) delivery_states: Table<'t, u32, &'static [u8]>,
+    pub(super) deliveries: Table<'t, (u32, u64), &'static [u8]>,
+    pub(super) delivery_queue: Table<'t, (u32, u64, u64), ()>,
+    pub(super) click_hints: Table<'t, (u32, &'static str), &'static [u8]>,
 }
 
 impl<'t> Txn<'t> {
@@ -107,8 +121,9 @@ impl<'t> Txn<'t> {
         txn: &'t WriteTransaction,
         pending: &'t DedupBuffer,
         fbclid_pending: &'t FbclidBuffer,
-        directory: &'t Directory,
+        links_directory: &'t Directory,
         uid_floor: u64,
+        directory: &'t destination::Directory,
     ) -> Result<Txn<'t>, StoreError> {
         let meta = txn.open_table(META)?;
         let inbox_seq = meta.get(META_INBOX_SEQ)?.map_or(0, |v| v.value());
@@ -133,7 +148,7 @@ impl<'t> Txn<'t> {
             inbox_seq,
             credentials_changed: false,
             changed_links: Vec::new(),
-            directory,
+            links_directory,
             pending,
             change: dedup_buffer::Change::default(),
             fbclid_pending,
@@ -141,7 +156,15 @@ impl<'t> Txn<'t> {
             new_clicks: BTreeMap::new(),
             uid_floor,
             link_spaces: HashMap::new(),
-            attributions: HashMap::new(),
+            settings_cache: HashMap::new(),
+            new_hints: BTreeMap::new(),
+            directory,
+            outbox: OutboxBatch::default(),
+            destinations: txn.open_table(DESTINATIONS)?,
+            delivery_states: txn.open_table(DELIVERY_STATES)?,
+            deliveries: txn.open_table(DELIVERIES)?,
+            delivery_queue: txn.open_table(DELIVERY_QUEUE)?,
+            click_hints: txn.open_table(CLICK_HINTS)?,
         })
     }
 
@@ -153,18 +176,11 @@ impl<'t> Txn<'t> {
         event: ValidEvent,
         key: Option<DedupKey>,
     ) -> Result<EventOutcome, StoreError> {
-        let (attributions, settings) = (&mut self.attributions, &self.space_settings);
+        let (cache, settings) = (&mut self.settings_cache, &self.space_settings);
         let resolved = attribution::resolve(
             &self.clicks,
             &self.touches,
-            || {
-                if let Some(a) = attributions.get(&space) {
-                    return Ok(*a);
-                }
-                let a = attribution::settings(settings, space)?.attribution;
-                attributions.insert(space, a);
-                Ok(a)
-            },
+            || Ok(cached_settings(cache, settings, space)?.attribution),
             space,
             &event,
         )?;
@@ -196,6 +212,7 @@ impl<'t> Txn<'t> {
         self.inbox_seq += 1;
         let inbox_id = self.inbox_seq;
         let received_at_ms = event.received_at_ms;
+        let kind = event.kind;
         let counts = Counts::event(event.kind, event.value, &event.currency);
         self.rollup.event(
             space,
@@ -210,6 +227,10 @@ impl<'t> Txn<'t> {
         if let Some(k) = entry_key {
             self.change.fresh.insert(k, (inbox_id, received_at_ms));
         }
+        let click = resolved.as_ref().map(|r| ClickFacts {
+            has_fbclid: r.click.fbclid.is_some(),
+        });
+        self.enqueue_deliveries(space, inbox_id, kind, click)?;
         Ok(EventOutcome {
             duplicate: false,
             inbox_id,
@@ -231,7 +252,7 @@ impl<'t> Txn<'t> {
                 space,
                 records::encode(&attribution::settings_record(&settings)).as_slice(),
             )?;
-            self.attributions.insert(space, settings.attribution);
+            self.settings_cache.insert(space, settings.clone());
         }
         Ok(settings)
     }
@@ -344,6 +365,17 @@ impl<'t> Txn<'t> {
                 break uid;
             }
         };
+        let hints = match click.hints {
+            Some(h) if self.settings_of(space)?.meta_client_hints => Some(ClickHintsRecord {
+                clicked_at_ms: click.clicked_at_ms,
+                ip: match h.ip {
+                    std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
+                    std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+                },
+                user_agent: h.user_agent,
+            }),
+            _ => None,
+        };
         let record = ClickRecord {
             link_slug: click.link_slug,
             fbclid: click.fbclid,
@@ -356,6 +388,10 @@ impl<'t> Txn<'t> {
         // First the step that can refuse, so that a refusal leaves nothing behind.
         if let Some(k) = fbclid_key {
             self.fbclid_change.add((space, k), &uid)?;
+        }
+        if let Some(hints) = hints {
+            self.new_hints
+                .insert((space, uid.clone()), records::encode(&hints));
         }
         self.new_clicks
             .insert((space, uid.clone()), records::encode(&record));
@@ -371,7 +407,16 @@ impl<'t> Txn<'t> {
                 .insert((space, uid.as_str()), record.as_slice())?;
             newest = newest.max(click::uid_time(&uid));
         }
+        for ((space, uid), record) in std::mem::take(&mut self.new_hints) {
+            self.click_hints
+                .insert((space, uid.as_str()), record.as_slice())?;
+        }
         Ok(newest)
+    }
+
+    /// The settings of `space` in force now in this batch.
+    fn settings_of(&mut self, space: u32) -> Result<&SpaceSettings, StoreError> {
+        cached_settings(&mut self.settings_cache, &self.space_settings, space)
     }
 
     /// Binds click `uid` to `tg_id` by compare-and-set: the first binding wins.
@@ -431,7 +476,7 @@ impl<'t> Txn<'t> {
             .iter()
             .filter(|l| l.space == space && !l.deleted)
             .count();
-        if self.directory.count(space) + created_now >= MAX_LINKS_PER_SPACE {
+        if self.links_directory.count(space) + created_now >= MAX_LINKS_PER_SPACE {
             return Err(StoreError::Refused(Error::new(
                 Code::Conflict,
                 format!(
@@ -695,6 +740,20 @@ impl<'t> Txn<'t> {
     }
 }
 
+/// The settings of `space` from `cache`, read from `table` once per batch.
+fn cached_settings<'c>(
+    cache: &'c mut HashMap<u32, SpaceSettings>,
+    table: &Table<'_, u32, &'static [u8]>,
+    space: u32,
+) -> Result<&'c SpaceSettings, StoreError> {
+    Ok(match cache.entry(space) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(attribution::settings(table, space)?)
+        }
+    })
+}
+
 fn no_link(slug: &str) -> StoreError {
     StoreError::Refused(Error::new(
         Code::NotFound,
@@ -719,6 +778,7 @@ mod tests {
             campaign_name: None,
             raw_query: None,
             clicked_at_ms: 1_700_000_000_000,
+            hints: None,
         }
     }
 
@@ -739,7 +799,8 @@ mod tests {
         let txn = db.begin_write().unwrap();
         let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
         let directory = Directory::default();
-        let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0).unwrap();
+        let destinations = destination::Directory::default();
+        let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0, &destinations).unwrap();
         assert!(t.link_click("a", visit()).is_err());
         t.create_link(1, &link("a"), 1).unwrap();
         assert!(t.link_click("a", visit()).unwrap().created);
@@ -757,10 +818,11 @@ mod tests {
         let db = open_in_memory().unwrap().db;
         let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
         let directory = Directory::default();
+        let destinations = destination::Directory::default();
         let batch = |op: &mut dyn FnMut(&mut Txn<'_>)| {
             let txn = db.begin_write().unwrap();
             {
-                let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0).unwrap();
+                let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0, &destinations).unwrap();
                 op(&mut t);
                 t.write_clicks().unwrap();
             }

@@ -347,7 +347,8 @@ pub fn feed_newest(
     Ok((events, older))
 }
 
-fn feed_event(
+/// One stored event as the feed shows it, with its click joined now.
+pub(crate) fn feed_event(
     s: &Snapshot,
     space: u32,
     inbox_id: u64,

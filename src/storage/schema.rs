@@ -27,6 +27,8 @@
 //!   `SPACE_SETTINGS`, empty (every space at the defaults); inbox records may be `EventRecord`
 //!   version 4 (with the event's `tg_id` and how it was attributed); `DEDUP` may hold the
 //!   Telegram id's rules (`domain::dedup`, rule bytes 5 to 7). Events are not rewritten.
+//! - 9: conversions out. `DESTINATIONS`, `DELIVERY_STATES`, `DELIVERIES`, `DELIVERY_QUEUE` and
+//!   `CLICK_HINTS`, all empty; `META` may hold `destination_seq`.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -42,7 +44,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 8;
+pub const SCHEMA_VERSION: u64 = 9;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -128,6 +130,36 @@ pub const LINKS_BY_SPACE: TableDefinition<(u32, &str), ()> = TableDefinition::ne
 pub const ADMIN: TableDefinition<&str, &[u8]> = TableDefinition::new("admin");
 pub const ADMIN_PASSWORD: &str = "password";
 
+// --- Conversions out (schema 9): destinations, their deliveries, and the visitors' hints. ---
+
+/// The last destination number handed out (`META`), global to the file.
+pub const META_DESTINATION_SEQ: &str = "destination_seq";
+
+/// `destination number -> DestinationRecord`: every destination, removed ones included (their
+/// deliveries still name them). A space's live destinations are few; they are read by a scan
+/// and kept in memory (`domain::destination::Directory`).
+pub const DESTINATIONS: TableDefinition<u32, &[u8]> = TableDefinition::new("destinations");
+
+/// `destination number -> DeliveryStateRecord`: its counts per state, how far its pending
+/// deliveries have been sent, its last failure. Updated once per batch, as the stats rollup is.
+pub const DELIVERY_STATES: TableDefinition<u32, &[u8]> = TableDefinition::new("delivery_states");
+
+/// `(destination, inbox_id) -> DeliveryRecord`: one delivery of one event. Written in the
+/// event's own transaction, as an empty value (pending, not tried); keyed destination first so
+/// each event's delivery is appended at the end of its destination's range, and the pending ones
+/// are the range after `DeliveryStateRecord::sent_through`.
+pub const DELIVERIES: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("deliveries");
+
+/// `(destination, due_ms, inbox_id) -> ()`: the deliveries that wait for a time: `retrying` ones
+/// by their next attempt, `dead` ones at `u64::MAX` (due never, until a retry is asked for).
+pub const DELIVERY_QUEUE: TableDefinition<(u32, u64, u64), ()> =
+    TableDefinition::new("delivery_queue");
+
+/// `(space, uid) -> ClickHintsRecord`: the visitor's address and user agent of a link click in a
+/// space with `meta_client_hints` on, removed by retention after `delivery_max_age`. Keyed as
+/// `CLICKS` is, so new ones are appended and the old ones are each space's first.
+pub const CLICK_HINTS: TableDefinition<(u32, &str), &[u8]> = TableDefinition::new("click_hints");
+
 /// Something done to every table of the file alike (a backup copies each, a check reads each).
 pub trait TableVisitor {
     fn visit<K: Key + 'static, V: Value + 'static>(
@@ -155,6 +187,11 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(LINKS)?;
     v.visit(LINKS_BY_SPACE)?;
     v.visit(ADMIN)?;
+    v.visit(DESTINATIONS)?;
+    v.visit(DELIVERY_STATES)?;
+    v.visit(DELIVERIES)?;
+    v.visit(DELIVERY_QUEUE)?;
+    v.visit(CLICK_HINTS)?;
     Ok(())
 }
 
@@ -300,6 +337,34 @@ mod tests {
         assert_eq!(
             key_layout(SPACE_SETTINGS, &0x0102_0304),
             expect("space_settings", "u32", &[4, 3, 2, 1])
+        );
+        #[rustfmt::skip]
+        let delivery = [
+            7, 0, 0, 0, // destination
+            8, 7, 6, 5, 4, 3, 2, 1, // inbox_id
+        ];
+        assert_eq!(
+            key_layout(DELIVERIES, &(7, 0x0102_0304_0506_0708)),
+            expect("deliveries", "(u32,u64)", &delivery)
+        );
+        #[rustfmt::skip]
+        let queued = [
+            7, 0, 0, 0, // destination
+            255, 255, 255, 255, 255, 255, 255, 255, // due_ms: never (dead)
+            8, 7, 6, 5, 4, 3, 2, 1, // inbox_id
+        ];
+        assert_eq!(
+            key_layout(DELIVERY_QUEUE, &(7, u64::MAX, 0x0102_0304_0506_0708)),
+            expect("delivery_queue", "(u32,u64,u64)", &queued)
+        );
+        #[rustfmt::skip]
+        let hints = [
+            7, 0, 0, 0, // space
+            b'u', b'i', b'd', b'-', b'1', // uid, no length
+        ];
+        assert_eq!(
+            key_layout(CLICK_HINTS, &(7, "uid-1")),
+            expect("click_hints", "(u32,&str)", &hints)
         );
         #[rustfmt::skip]
         let inbox = [

@@ -18,6 +18,8 @@
 //! | GET, POST | `/admin/spaces/<space>/postback`   | the postback URL builder      |
 //! | GET, POST | `/admin/spaces/<space>/links`      | links, create a link          |
 //! | POST   | `/admin/spaces/<space>/links/<slug>/delete` | delete a link           |
+//! | GET, POST | `/admin/spaces/<space>/destinations` | destinations, create one, the delivery log |
+//! | POST   | `/admin/spaces/<space>/destinations/<name>/test`, `retry`, `delete` | test one, retry its dead deliveries, remove it |
 //! | GET    | `/admin/spaces/<space>/events`        | the feed, newest first        |
 //! | GET    | `/admin/spaces/<space>/stats`         | stats by campaign, link, day  |
 //! | GET    | `/admin/spaces/<space>/rejections`    | the rejection log             |
@@ -162,6 +164,8 @@ fn finish(mut response: Response, method: &Method, path: &str, started: Instant)
     response
 }
 
+// The session and form checks, then one match arm per page: the admin page's routing table.
+#[allow(clippy::too_many_lines)]
 async fn route(
     app: &Arc<App>,
     pages: &AdminPages,
@@ -259,6 +263,9 @@ async fn route(
         ["spaces", space, "links"] if post => pages::create_link(&ctx, space).await,
         ["spaces", space, "links", slug, "delete"] if post => {
             pages::delete_link(&ctx, space, slug).await
+        }
+        ["spaces", space, "destinations", rest @ ..] => {
+            pages::destinations_route(&ctx, space, rest, post).await
         }
         ["spaces", space, "events"] if get => pages::events(&ctx, space).await,
         ["spaces", space, "stats"] if get => pages::stats(&ctx, space).await,

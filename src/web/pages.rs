@@ -26,11 +26,12 @@ const REJECTIONS_SHOWN: usize = 100;
 
 /// The menu of a space's pages, in order: (section, label, path below `/admin/spaces/<space>`).
 /// A page of a space names its section in its [`Frame`], and the layout marks it current.
-const SPACE_MENU: [(&str, &str, &str); 7] = [
+const SPACE_MENU: [(&str, &str, &str); 8] = [
     ("keys", "Keys", ""),
     ("settings", "Settings", "/settings"),
     ("postback", "Postback URL", "/postback"),
     ("links", "Links", "/links"),
+    ("destinations", "Destinations", "/destinations"),
     ("events", "Events", "/events"),
     ("stats", "Stats", "/stats"),
     ("rejections", "Rejections", "/rejections"),
@@ -538,14 +539,17 @@ pub(super) async fn links(
     ))
 }
 
+/// A form field's text, trimmed; an empty one counts as absent.
+fn form_text(ctx: &Ctx<'_>, name: &str) -> Option<String> {
+    ctx.form
+        .get(name)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
 pub(super) async fn create_link(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
-    let field = |n| {
-        ctx.form
-            .get(n)
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
+    let field = |n| form_text(ctx, n);
     let link = NewLink::new(
         field("slug"),
         field("bot"),
@@ -562,6 +566,213 @@ pub(super) async fn delete_link(ctx: &Ctx<'_>, name: &str, slug: &str) -> Result
     let space = space(ctx, name).await?;
     ctx.app.delete_link(&space, slug.to_owned()).await?;
     links(ctx, name, None).await
+}
+
+// --- Destinations ---
+
+struct DestinationRow {
+    name: String,
+    kind: &'static str,
+    /// The URL, or Meta's pixel with the token's last 4 characters.
+    address: String,
+    events: String,
+    pending: u64,
+    delivered: u64,
+    retrying: u64,
+    dead: u64,
+    last_error: String,
+}
+
+struct DeliveryRow {
+    inbox_id: String,
+    destination: String,
+    state: &'static str,
+    attempts: u32,
+    last_attempt: String,
+    status: String,
+    answer: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/destinations.html")]
+struct DestinationsPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    destinations: Vec<DestinationRow>,
+    log: Vec<DeliveryRow>,
+    /// A new webhook's name and signing secret, shown once.
+    secret: Option<(String, String)>,
+    tested: Option<crate::app::destinations::Tested>,
+    note: Option<String>,
+}
+
+/// What a Destinations page shows beside its tables.
+#[derive(Default)]
+struct DestinationsShown {
+    secret: Option<(String, String)>,
+    tested: Option<crate::app::destinations::Tested>,
+    note: Option<String>,
+}
+
+/// Deliveries the page's log shows.
+const DELIVERY_LOG_ROWS: usize = 50;
+
+async fn destinations(
+    ctx: &Ctx<'_>,
+    name: &str,
+    shown: DestinationsShown,
+) -> Result<Response, Error> {
+    use crate::domain::destination::{DeliveryQuery, State};
+    let space = space(ctx, name).await?;
+    let rows = ctx
+        .app
+        .destinations(&space)
+        .await?
+        .into_iter()
+        .map(|d| DestinationRow {
+            kind: d.kind.as_str(),
+            address: d.url.clone().unwrap_or_else(|| {
+                format!(
+                    "pixel {} (token {})",
+                    d.pixel_id.clone().unwrap_or_default(),
+                    d.access_token.clone().unwrap_or_default()
+                )
+            }),
+            events: d.events.join(", "),
+            pending: d.deliveries.get(State::Pending),
+            delivered: d.deliveries.get(State::Delivered),
+            retrying: d.deliveries.get(State::Retrying),
+            dead: d.deliveries.get(State::Dead),
+            last_error: d.last_error.map_or_else(String::new, |e| {
+                let status = e
+                    .status
+                    .map_or_else(|| "no answer".to_owned(), |s| s.to_string());
+                format!("{} {status}: {}", rfc3339_s(e.at_ms), e.answer)
+            }),
+            name: d.name,
+        })
+        .collect();
+    let query = DeliveryQuery {
+        limit: DELIVERY_LOG_ROWS,
+        ..DeliveryQuery::default()
+    };
+    let log = ctx
+        .app
+        .deliveries(&space, query)
+        .await?
+        .into_iter()
+        .map(|l| DeliveryRow {
+            state: l.state.as_str(),
+            attempts: l.attempts,
+            last_attempt: l.last_attempt_at_ms.map_or_else(String::new, rfc3339_s),
+            status: l.last_status.map_or_else(String::new, |s| s.to_string()),
+            answer: l.last_answer.unwrap_or_default(),
+            inbox_id: l.inbox_id,
+            destination: l.destination,
+        })
+        .collect();
+    let frame = frame_of(ctx, Some(name), "destinations");
+    Ok(html(
+        StatusCode::OK,
+        &DestinationsPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name,
+            destinations: rows,
+            log,
+            secret: shown.secret,
+            tested: shown.tested,
+            note: shown.note,
+        },
+    ))
+}
+
+/// `destinations` (GET: the page; POST: create one) and `destinations/<name>/<action>`.
+pub(super) async fn destinations_route(
+    ctx: &Ctx<'_>,
+    name: &str,
+    rest: &[&str],
+    post: bool,
+) -> Result<Response, Error> {
+    match (rest, post) {
+        ([], false) => destinations(ctx, name, DestinationsShown::default()).await,
+        ([], true) => create_destination(ctx, name).await,
+        ([d, action @ ("test" | "retry" | "delete")], true) => {
+            destination_action(ctx, name, d, action).await
+        }
+        _ => Err(Error::new(Code::NotFound, "there is no such admin page")),
+    }
+}
+
+async fn create_destination(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    use crate::domain::destination::DestinationFields;
+    let field = |n| form_text(ctx, n);
+    let only_attributed = match field("only_attributed").as_deref() {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        _ => None,
+    };
+    let fields = DestinationFields {
+        name: field("name"),
+        kind: field("kind"),
+        events: field("events").map(|e| e.split(',').map(|k| k.trim().to_owned()).collect()),
+        only_attributed,
+        pixel_id: field("pixel_id"),
+        access_token: field("access_token"),
+        test_event_code: field("test_event_code"),
+        api_version: None,
+        graph_url: None,
+        url: field("url"),
+    };
+    let space = space(ctx, name).await?;
+    let created = ctx.app.create_destination(&space, fields).await?;
+    let shown = DestinationsShown {
+        secret: created.signing_secret.map(|s| (created.name.clone(), s)),
+        note: Some(format!("Destination {} created.", created.name)),
+        ..DestinationsShown::default()
+    };
+    destinations(ctx, name, shown).await
+}
+
+/// The buttons of one destination: `test`, `retry` (its dead deliveries) and `delete`.
+async fn destination_action(
+    ctx: &Ctx<'_>,
+    name: &str,
+    destination: &str,
+    action: &str,
+) -> Result<Response, Error> {
+    use crate::domain::destination::State;
+    let space = space(ctx, name).await?;
+    let mut shown = DestinationsShown::default();
+    match action {
+        "test" => {
+            shown.tested = Some(
+                ctx.app
+                    .test_destination(&space, destination.to_owned())
+                    .await?,
+            );
+        }
+        "retry" => {
+            let r = ctx
+                .app
+                .retry_deliveries(&space, destination.to_owned(), State::Dead)
+                .await?;
+            shown.note = Some(format!(
+                "{} dead deliveries of {} are due again now.",
+                r.retried, r.destination
+            ));
+        }
+        _ => {
+            ctx.app
+                .remove_destination(&space, destination.to_owned())
+                .await?;
+            shown.note = Some(format!(
+                "Destination {destination} removed; its open deliveries are cancelled."
+            ));
+        }
+    }
+    destinations(ctx, name, shown).await
 }
 
 // --- Events ---

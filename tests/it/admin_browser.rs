@@ -259,7 +259,11 @@ fn the_admin_page_works_in_a_real_browser() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let tracker = TrackerProcess::start(dir.path());
+    // The Destinations page sends to a receiver on loopback.
+    let tracker = TrackerProcess::start_with_env(
+        dir.path(),
+        &[("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true")],
+    );
     let password = tracker
         .admin_password
         .clone()
@@ -348,6 +352,7 @@ async fn drive(addr: SocketAddr, password: &str, port: u16, profile: &Path) -> [
     look(&browser, "05-events").await;
 
     links_postback_stats(&browser, &base).await;
+    destinations(&browser, &base).await;
     settings_and_telegram(&browser, &base, addr, &secret).await;
     rejections_and_logout(&browser, &base, addr, &secret, &ingest_token).await;
     browser.client.close().await.unwrap();
@@ -392,6 +397,44 @@ async fn links_postback_stats(browser: &Browser, base: &str) {
     let stats = text_of(browser, "#stats tbody").await;
     assert!(stats.contains("12.50 EUR"), "{stats}");
     look(browser, "08-stats").await;
+}
+
+/// The Destinations page: a webhook created (its signing secret shown once), tested with the
+/// remote's answer shown, and the deposit's delivery in the log.
+async fn destinations(browser: &Browser, base: &str) {
+    let receiver = crate::support::receiver::Receiver::start().await;
+    browser
+        .goto(&format!("{base}/admin/spaces/shop/destinations"))
+        .await
+        .unwrap();
+    fill(browser, "input[name=name]", "crm").await;
+    browser
+        .find(Locator::Css("select[name=kind] option[value=webhook]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    fill(browser, "input[name=url]", &receiver.url("/hook")).await;
+    click(browser, "form.stack button").await;
+    let secret = text_of(browser, "#signing-secret").await;
+    assert!(secret.starts_with("trk_ws_"), "{secret}");
+    look(browser, "12-destination-created").await;
+    click(browser, "td.act form[action$='/test'] button").await;
+    let result = text_of(browser, "#test-result").await;
+    assert!(
+        result.contains("delivered") && result.contains("HTTP 200"),
+        "{result}"
+    );
+    assert!(!browser.source().await.unwrap().contains(&secret));
+    look(browser, "13-destination-tested").await;
+    assert!(
+        receiver
+            .received()
+            .iter()
+            .any(|r| r.header("tracker-signature").is_some()),
+        "the test reached the receiver"
+    );
 }
 
 /// The Settings page changes the space's attribution, as the API sees it; an event by Telegram

@@ -14,6 +14,8 @@ mod connections;
 mod contrib;
 mod credentials;
 mod dedup;
+mod deliveries;
+mod destinations;
 mod durability;
 mod ephemeral;
 mod events;

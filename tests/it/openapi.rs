@@ -492,6 +492,79 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     assert_eq!(r.status, 410);
     d.check("HEAD", "/l/{slug}", &r);
 
+    // Destinations: each kind, conflict, each error class, list, the log, retry, delete.
+    let destinations = [
+        (
+            r#"{"name":"meta","kind":"meta_capi","pixel_id":"123","access_token":"EAAB-abcd","test_event_code":""}"#,
+            201,
+        ),
+        (
+            r#"{"name":"hook","kind":"webhook","url":"https://hooks.example.com/t","events":["deposit"]}"#,
+            201,
+        ),
+        (
+            r#"{"name":"pb","kind":"postback","url":"https://n.example.com/?c={uid}","only_attributed":null}"#,
+            201,
+        ),
+        (
+            r#"{"name":"hook","kind":"webhook","url":"https://x.example.com"}"#,
+            409,
+        ),
+        (r#"{"name":"x","kind":"webhook","colour":"red"}"#, 400),
+        (r#"{"name":"x","kind":"webhook"}"#, 422),
+        (
+            r#"{"name":"x","kind":"webhook","url":"https://127.0.0.1/"}"#,
+            422,
+        ),
+        (big.as_str(), 413),
+    ];
+    post_all(&s, &mut d, "/destinations", &destinations).await;
+    let r = as_a(&s, "GET", "/destinations", None).await;
+    assert_eq!(r.json()["destinations"].as_array().map(Vec::len), Some(3));
+    d.check("GET", "/destinations", &r);
+    for (target, status) in [
+        ("/deliveries", 200),
+        ("/deliveries?destination=hook&state=dead&limit=5", 200),
+        ("/deliveries?limit=0", 422),
+        ("/deliveries?destination=never", 404),
+    ] {
+        let r = as_a(&s, "GET", target, None).await;
+        assert_eq!(r.status, status, "{target}: {}", r.text());
+        d.check("GET", "/deliveries", &r);
+    }
+    for path in ["/destinations", "/deliveries"] {
+        d.check("GET", path, &anonymous(&s, "GET", path, None).await);
+    }
+    let retry_bodies = [
+        (r#"{"destination":"hook","state":"dead"}"#, 200),
+        (r#"{"destination":"never"}"#, 404),
+        (r#"{"destination":"hook","state":"pending"}"#, 422),
+        (r#"{"destination":"hook","colour":1}"#, 400),
+        (big.as_str(), 413),
+    ];
+    post_all(&s, &mut d, "/deliveries/retry", &retry_bodies).await;
+    // The test button: a destination that cannot be reached still answers 200, saying so.
+    for (name, status) in [("hook", 200), ("never", 404)] {
+        let r = as_a(&s, "POST", &format!("/destinations/{name}/test"), Some("")).await;
+        assert_eq!(r.status, status, "{name}: {}", r.text());
+        d.check("POST", "/destinations/{name}/test", &r);
+    }
+    d.check(
+        "POST",
+        "/destinations/{name}/test",
+        &anonymous(&s, "POST", "/destinations/hook/test", Some("")).await,
+    );
+    for (name, status) in [("pb", 200), ("pb", 404)] {
+        let r = as_a(&s, "DELETE", &format!("/destinations/{name}"), None).await;
+        assert_eq!(r.status, status, "{name}: {}", r.text());
+        d.check("DELETE", "/destinations/{name}", &r);
+    }
+    d.check(
+        "DELETE",
+        "/destinations/{name}",
+        &anonymous(&s, "DELETE", "/destinations/x", None).await,
+    );
+
     // What no operation lists: an unknown path, a method a path does not take.
     d.check_component("NotFound", &s.send(&Request::get("/nowhere")).await);
     let r = anonymous(&s, "PUT", "/events", Some("{}")).await;

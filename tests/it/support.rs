@@ -36,6 +36,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 // HTTP client
 
 mod http1;
+pub mod receiver;
 
 /// A parsed HTTP response.
 #[derive(Debug, Clone)]
@@ -902,4 +903,17 @@ pub fn rows_in(path: &Path) -> u64 {
         .unwrap()
         .map(|t| txn.open_untyped_table(t).unwrap().len().unwrap())
         .sum()
+}
+
+/// `POST <path>` with the secret, expecting `status`; the answer's JSON.
+pub async fn post_json_status(
+    addr: SocketAddr,
+    secret: &str,
+    path: &str,
+    body: &str,
+    status: u16,
+) -> Value {
+    let r = send(addr, &Request::post(path, Some(secret), body)).await;
+    assert_eq!(r.status, status, "POST {path} {body}: {}", r.text());
+    r.json()
 }

@@ -1,0 +1,201 @@
+//! The HTTP client of the senders: `reqwest` on rustls, one per destination (its own pool of
+//! connections), with a connect timeout and a total one, no redirects and no proxy, and a
+//! resolver that drops every loopback, private and link-local address a name resolves to, so
+//! that no DNS answer can point a destination at the server's own services.
+//!
+//! An IP address written in a URL never reaches a resolver: [`check_before_send`] refuses a
+//! private one before each request, as the destination's creation did.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use crate::config::Delivery;
+use crate::domain::destination::{self, ANSWER_BYTES, answer_head};
+
+/// The longest wait for a connection, within the total `delivery_timeout`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Idle connections kept per host: enough for the sender's requests in flight.
+const IDLE_PER_HOST: usize = 32;
+
+/// Resolves with the system's resolver and keeps only the public addresses (all of them when
+/// private ones are allowed).
+struct PublicOnly {
+    allow_private: bool,
+}
+
+impl Resolve for PublicOnly {
+    fn resolve(&self, name: Name) -> Resolving {
+        let allow_private = self.allow_private;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let public: Vec<SocketAddr> = found
+                .iter()
+                .copied()
+                .filter(|a| allow_private || !destination::is_private(a.ip()))
+                .collect();
+            if public.is_empty() {
+                let shown: Vec<String> = found.iter().map(|a| a.ip().to_string()).collect();
+                return Err(Box::new(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{host} resolves to {}, not a public address (set \
+                         allow_private_destinations = true for private networks)",
+                        if shown.is_empty() {
+                            "nothing".to_owned()
+                        } else {
+                            shown.join(", ")
+                        }
+                    ),
+                ))
+                    as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(public.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// A client for one destination.
+///
+/// # Errors
+/// If the TLS backend cannot be set up.
+pub fn client(settings: &Delivery) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(PublicOnly {
+            allow_private: settings.allow_private_destinations,
+        }))
+        // A redirect could lead to any address, a private one too.
+        .redirect(reqwest::redirect::Policy::none())
+        // A proxy would dial the destination itself, past the resolver's check.
+        .no_proxy()
+        .connect_timeout(CONNECT_TIMEOUT.min(settings.timeout))
+        .timeout(settings.timeout)
+        .pool_max_idle_per_host(IDLE_PER_HOST)
+        .user_agent(concat!("tracker/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// Refuses a URL whose host is a private IP address (unless allowed), before it is requested.
+pub fn check_before_send(url: &str, allow_private: bool) -> Result<(), String> {
+    destination::check_url("url", url, allow_private)
+        .map(|_| ())
+        .map_err(|e| e.message)
+}
+
+/// What a request came to: the answer's status and first bytes, or what went wrong.
+#[derive(Clone, Debug)]
+pub struct Answered {
+    pub status: Option<u16>,
+    /// The first [`ANSWER_BYTES`] of the body, or the error.
+    pub answer: String,
+    pub retry_after_ms: Option<u64>,
+    pub took: Duration,
+    /// Not sent: refused here (a private address written in the URL).
+    pub refused_here: bool,
+}
+
+/// Sends `request` and reads the first bytes of its answer.
+pub async fn exchange(request: reqwest::RequestBuilder, now_ms: u64) -> Answered {
+    let started = Instant::now();
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            return Answered {
+                status: None,
+                answer: answer_head(&error_text(&e)),
+                retry_after_ms: None,
+                took: started.elapsed(),
+                refused_here: false,
+            };
+        }
+    };
+    let status = response.status().as_u16();
+    let retry_after_ms = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| retry_after(v, now_ms));
+    let mut body = Vec::new();
+    let mut response = response;
+    // Only the first bytes are kept: an answer of any size costs no more than that.
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                body.extend_from_slice(&chunk);
+                if body.len() >= ANSWER_BYTES {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                if body.is_empty() {
+                    body.extend_from_slice(error_text(&e).as_bytes());
+                }
+                break;
+            }
+        }
+    }
+    Answered {
+        status: Some(status),
+        answer: answer_head(&String::from_utf8_lossy(&body)),
+        retry_after_ms,
+        took: started.elapsed(),
+        refused_here: false,
+    }
+}
+
+/// An error in a sentence, with its causes (reqwest's own says only "error sending request").
+fn error_text(e: &reqwest::Error) -> String {
+    let mut text = if e.is_timeout() {
+        "timed out".to_owned()
+    } else {
+        e.to_string()
+    };
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let line = s.to_string();
+        if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        source = s.source();
+    }
+    // A URL in reqwest's message may carry a postback's query: keep the words, not the URL.
+    crate::domain::credential::redact(&text)
+}
+
+/// `Retry-After` in milliseconds from `now_ms`: delta seconds, or an HTTP date.
+fn retry_after(value: &str, now_ms: u64) -> Option<u64> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(seconds.saturating_mul(1000));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let at_ms = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+    Some(u64::try_from(at_ms).ok()?.saturating_sub(now_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        assert_eq!(retry_after("120", 0), Some(120_000));
+        assert_eq!(retry_after(" 0 ", 0), Some(0));
+        assert_eq!(
+            retry_after("Thu, 01 Jan 1970 00:01:00 GMT", 30_000),
+            Some(30_000)
+        );
+        assert_eq!(
+            retry_after("Thu, 01 Jan 1970 00:01:00 GMT", 90_000),
+            Some(0)
+        );
+        assert_eq!(retry_after("soon", 0), None);
+        assert_eq!(retry_after("-1", 0), None);
+    }
+}

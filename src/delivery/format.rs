@@ -1,0 +1,223 @@
+//! What each kind of destination is sent (`docs/api.md#conversions-out`): Meta's Conversions
+//! API request, a postback's URL, a webhook's signed body. Pure functions of the event, so the
+//! tests can check each one byte by byte.
+
+use hmac::{KeyInit as _, Mac as _};
+use serde_json::{Map, Value, json};
+use sha2::{Digest as _, Sha256};
+
+use crate::domain::click::ClientHints;
+use crate::domain::destination::{Meta, fill_macros};
+use crate::domain::feed::FeedEvent;
+
+/// Meta refuses a whole request when one of its events happened more than 7 days before.
+pub const META_MAX_EVENT_AGE_MS: u64 = 7 * 24 * 3_600_000;
+/// The most events one request to Meta carries, as Meta allows.
+pub const META_BATCH: usize = 1000;
+/// Where the conversions happen: in a Telegram chat with the bot. Meta's `chat` is "a
+/// conversion made via a messaging app, SMS, or online messaging feature".
+pub const ACTION_SOURCE: &str = "chat";
+
+/// Meta's standard event for each of the tracker's event kinds.
+#[must_use]
+pub fn meta_event_name(event: &str) -> &'static str {
+    match event {
+        "contact" => "Contact",
+        "subscribed" => "Subscribe",
+        "registration" => "CompleteRegistration",
+        _ => "Purchase",
+    }
+}
+
+/// SHA-256 of `text`, in lowercase hex.
+#[must_use]
+pub fn sha256_hex(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// The stable `event_id` of an event: its `inbox_id`, unique in the data file, so Meta drops
+/// a retry of an event it has.
+#[must_use]
+pub fn event_id(event: &FeedEvent) -> &str {
+    &event.inbox_id
+}
+
+/// One entry of a request's `data`: `None` when the event carries nothing Meta could match it
+/// to (no click id, no Telegram id, no hints), which Meta refuses.
+#[must_use]
+pub fn meta_event(event: &FeedEvent, hints: Option<&ClientHints>) -> Option<Value> {
+    let mut user = Map::new();
+    if let Some(fbc) = &event.fbc {
+        user.insert("fbc".into(), json!(fbc));
+    }
+    if let Some(tg) = event.tg_id {
+        user.insert("external_id".into(), json!([sha256_hex(&tg.to_string())]));
+    }
+    if let Some(h) = hints {
+        user.insert("client_ip_address".into(), json!(h.ip.to_string()));
+        if let Some(agent) = &h.user_agent {
+            user.insert("client_user_agent".into(), json!(agent));
+        }
+    }
+    if user.is_empty() {
+        return None;
+    }
+    let mut e = json!({
+        "event_name": meta_event_name(&event.event),
+        "event_time": event.occurred_at_ms / 1000,
+        "event_id": event_id(event),
+        "action_source": ACTION_SOURCE,
+        "user_data": user,
+    });
+    if event.event == "deposit" {
+        let value = event
+            .value
+            .as_deref()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        e["custom_data"] = json!({
+            "value": value,
+            "currency": event.currency.to_ascii_uppercase(),
+        });
+    }
+    Some(e)
+}
+
+/// The address of a Meta destination's requests.
+#[must_use]
+pub fn meta_url(meta: &Meta) -> String {
+    format!(
+        "{}/{}/{}/events",
+        meta.graph_url, meta.api_version, meta.pixel_id
+    )
+}
+
+/// The body of one request to Meta: the events, the access token (in the body, never in the
+/// URL, which proxies and logs keep), and the test code when set.
+#[must_use]
+pub fn meta_body(meta: &Meta, data: &[Value]) -> Vec<u8> {
+    let mut body = json!({
+        "data": data,
+        "access_token": meta.access_token.expose(),
+    });
+    if let Some(code) = &meta.test_event_code {
+        body["test_event_code"] = json!(code);
+    }
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// A postback's address for `event`: each macro replaced percent-encoded, or by nothing.
+#[must_use]
+pub fn postback_url(template: &str, event: &FeedEvent) -> String {
+    fill_macros(template, |name| match name {
+        "uid" => event.uid.clone(),
+        "event" => Some(event.event.clone()),
+        "value" => event.value.clone(),
+        "currency" => event.value.as_ref().map(|_| event.currency.clone()),
+        "eid" => event.eid.clone(),
+        "inbox_id" => Some(event.inbox_id.clone()),
+        "tg_id" => event.tg_id.map(|t| t.to_string()),
+        "fbclid" => event.fbclid.clone(),
+        "campaign_name" => event.campaign_name.clone(),
+        "link_slug" => event.link_slug.clone(),
+        "occurred_at_ms" => Some(event.occurred_at_ms.to_string()),
+        _ => None,
+    })
+}
+
+/// A webhook's body: the event exactly as `GET /events` shows it.
+#[must_use]
+pub fn webhook_body(event: &FeedEvent) -> Vec<u8> {
+    serde_json::to_vec(event).unwrap_or_default()
+}
+
+/// `Tracker-Signature`: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">` under the
+/// destination's signing secret.
+///
+/// # Panics
+/// Never: HMAC takes a key of any length.
+#[must_use]
+pub fn signature(secret: &str, t_s: u64, body: &[u8]) -> String {
+    let mut mac =
+        hmac::Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(t_s.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("t={t_s},v1={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// `Tracker-Delivery`: the same for every attempt at one event's delivery to one destination,
+/// so a receiver drops a second copy.
+#[must_use]
+pub fn delivery_id(destination_no: u32, inbox_id: &str) -> String {
+    format!("{inbox_id}-{destination_no}")
+}
+
+/// The synthetic event a test of a destination sends: a deposit of 1.00 USD by a click with
+/// an `fbclid` and a Telegram user, received now.
+#[must_use]
+pub fn test_event(now_ms: u64) -> FeedEvent {
+    FeedEvent {
+        inbox_id: "0".into(),
+        event: "deposit".into(),
+        uid: Some("test".into()),
+        value: Some("1.00".into()),
+        currency: "USD".into(),
+        eid: Some("test".into()),
+        occurred_at_ms: now_ms,
+        received_at_ms: now_ms,
+        source: Some("post".into()),
+        matched: true,
+        link_slug: Some("test".into()),
+        fbclid: Some("test".into()),
+        campaign_name: Some("test".into()),
+        clicked_at_ms: Some(now_ms),
+        tg_id: Some(1),
+        fbc: Some(crate::domain::feed::fbc(now_ms, "test")),
+        attributed_by: Some("uid".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event() -> FeedEvent {
+        let mut e = test_event(1_700_000_000_123);
+        e.inbox_id = "42".into();
+        e.value = Some("12.50".into());
+        e.currency = "usdt".into();
+        e.tg_id = Some(777);
+        e
+    }
+
+    #[test]
+    fn meta_gets_its_documented_fields() {
+        let e = meta_event(&event(), None).unwrap();
+        assert_eq!(e["event_name"], "Purchase");
+        assert_eq!(e["event_time"], 1_700_000_000);
+        assert_eq!(e["event_id"], "42");
+        assert_eq!(e["action_source"], "chat");
+        assert_eq!(e["user_data"]["fbc"], "fb.1.1700000000123.test");
+        assert_eq!(e["user_data"]["external_id"], json!([sha256_hex("777")]));
+        assert_eq!(e["custom_data"], json!({"value": 12.5, "currency": "USDT"}));
+        let mut contact = event();
+        contact.event = "contact".into();
+        let c = meta_event(&contact, None).unwrap();
+        assert_eq!(c["event_name"], "Contact");
+        assert!(c.get("custom_data").is_none());
+        let mut unmatched = event();
+        unmatched.fbc = None;
+        unmatched.tg_id = None;
+        assert!(meta_event(&unmatched, None).is_none());
+    }
+
+    #[test]
+    fn a_signature_is_an_hmac_of_the_time_and_body() {
+        let s = signature("k", 1, b"{}");
+        assert!(s.starts_with("t=1,v1="), "{s}");
+        assert_eq!(s.len(), "t=1,v1=".len() + 64);
+        assert_ne!(s, signature("k", 1, b"{ }"));
+        assert_ne!(s, signature("k", 2, b"{}"));
+    }
+}

@@ -1,0 +1,395 @@
+//! The sender of conversions out (`docs/api.md#conversions-out`): one task per live
+//! destination, started and stopped as destinations come and go, each with its own HTTP client
+//! (`client.rs`) and formats (`format.rs`).
+//!
+//! A task reads what is due through the reader path (`storage/outbox.rs`, `due`), sends it, and
+//! records what each attempt came to through the writer, one write per batch. A delivery leaves
+//! `pending` or `retrying` only in that write: a crash before it sends the delivery again after
+//! the restart (at least once; receivers deduplicate). A destination that is slow, failing or
+//! unreachable holds only its own task, never ingest (which only appends a row per delivery)
+//! nor another destination. What a task holds in memory is one batch; the rest waits in the
+//! file.
+
+pub mod client;
+pub mod format;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+
+use crate::app::App;
+use crate::domain::destination::{
+    Attempt, Destination, Kind, Outcome, Target, answer_head, outcome_of,
+};
+use crate::domain::feed::FeedEvent;
+use crate::storage::outbox::Due;
+
+/// The longest a task waits before it looks at the clock again: retries come due with the
+/// clock, which commits do not signal.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+/// After a commit wakes a task, it waits this long, so that the events of the next few commits
+/// go out in one batch instead of a read per commit.
+const GATHER: Duration = Duration::from_millis(5);
+/// After a failure to read or record, a task waits this long before trying again.
+const STORE_RETRY: Duration = Duration::from_secs(1);
+/// Deliveries per batch of a postback or webhook destination, and requests in flight at once.
+const BATCH_EACH: usize = 256;
+const IN_FLIGHT: usize = 32;
+
+/// Runs the senders until the task is dropped (the server stops): every destination task is
+/// aborted with it, and what they were sending is sent again after the next start.
+pub async fn run(app: Arc<App>) {
+    let mut changes = app.store.destination_changes();
+    let mut tasks = JoinSet::new();
+    let mut running: HashMap<u32, tokio::task::AbortHandle> = HashMap::new();
+    loop {
+        changes.borrow_and_update();
+        let live: HashMap<u32, Arc<Destination>> = app
+            .store
+            .destination_directory()
+            .all()
+            .into_iter()
+            .map(|d| (d.no, d))
+            .collect();
+        running.retain(|no, handle| {
+            let keep = live.contains_key(no);
+            if !keep {
+                handle.abort();
+            }
+            keep
+        });
+        for (no, d) in live {
+            running
+                .entry(no)
+                .or_insert_with(|| tasks.spawn(send_loop(app.clone(), d)));
+        }
+        tokio::select! {
+            change = changes.changed() => if change.is_err() { return },
+            // Reap finished (aborted) tasks so the set does not grow.
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+}
+
+/// One destination's loop: take what is due, send it, record it.
+async fn send_loop(app: Arc<App>, d: Arc<Destination>) {
+    let client = match client::client(&app.settings.delivery) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(destination = %d.name, error = %e, "no HTTP client for a destination");
+            return;
+        }
+    };
+    let mut commits = app.store.commits();
+    let limit = match d.target.kind() {
+        Kind::MetaCapi => format::META_BATCH,
+        Kind::Postback | Kind::Webhook => BATCH_EACH,
+    };
+    let max_age_ms = app.settings.delivery.max_age_ms();
+    loop {
+        commits.borrow_and_update();
+        let now = app.now_ms();
+        let batch = match app.store.due_deliveries(d.clone(), now, limit).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(destination = %d.name, error = %e, "reading due deliveries");
+                tokio::time::sleep(STORE_RETRY).await;
+                continue;
+            }
+        };
+        if batch.items.is_empty() {
+            let wait = batch
+                .next_due_ms
+                .map_or(IDLE_POLL, |due| {
+                    Duration::from_millis(due.saturating_sub(now).max(1))
+                })
+                .min(IDLE_POLL);
+            tokio::select! {
+                changed = commits.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(GATHER).await;
+                }
+                () = app.delivery_wake.notified() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+            continue;
+        }
+        let attempts = send(&app, &client, &d, batch.items).await;
+        let mut recorded = false;
+        while !recorded {
+            match app
+                .store
+                .record_attempts(d.no, attempts.clone(), batch.sent_through, max_age_ms)
+                .await
+            {
+                Ok(_) => recorded = true,
+                Err(e) => {
+                    tracing::warn!(destination = %d.name, error = %e, "recording deliveries");
+                    tokio::time::sleep(STORE_RETRY).await;
+                }
+            }
+        }
+        for a in &attempts {
+            app.metrics.delivery_outcome(d.target.kind(), a.outcome);
+        }
+    }
+}
+
+/// A random number in 0..1, for the retries' jitter.
+fn jitter() -> f64 {
+    #[allow(clippy::cast_precision_loss)]
+    getrandom::u64().map_or(0.5, |n| (n >> 11) as f64 / (1u64 << 53) as f64)
+}
+
+fn attempt(due: &Due, at_ms: u64, answered: &client::Answered) -> Attempt {
+    Attempt {
+        inbox_id: due.inbox_id,
+        received_at_ms: due.event.received_at_ms,
+        at_ms,
+        status: answered.status,
+        answer: answered.answer.clone(),
+        outcome: answered.status.map_or(Outcome::Failed, outcome_of),
+        retry_after_ms: answered.retry_after_ms,
+        jitter: jitter(),
+    }
+}
+
+/// An attempt that never left: refused here for good.
+fn refused(due: &Due, at_ms: u64, why: &str) -> Attempt {
+    Attempt {
+        inbox_id: due.inbox_id,
+        received_at_ms: due.event.received_at_ms,
+        at_ms,
+        status: None,
+        answer: answer_head(why),
+        outcome: Outcome::Refused,
+        retry_after_ms: None,
+        jitter: 0.5,
+    }
+}
+
+/// Sends one batch of a destination; answers an attempt for each delivery.
+async fn send(
+    app: &App,
+    client: &reqwest::Client,
+    d: &Destination,
+    items: Vec<Due>,
+) -> Vec<Attempt> {
+    let allow_private = app.settings.delivery.allow_private_destinations;
+    match &d.target {
+        Target::MetaCapi(meta) => {
+            let now = app.now_ms();
+            let mut attempts = Vec::with_capacity(items.len());
+            let mut data = Vec::new();
+            let mut in_request = Vec::new();
+            for due in &items {
+                if now.saturating_sub(due.event.occurred_at_ms) > format::META_MAX_EVENT_AGE_MS {
+                    attempts.push(refused(
+                        due,
+                        now,
+                        "not sent: the event happened more than 7 days ago, and Meta refuses a \
+                         whole request that holds one",
+                    ));
+                    continue;
+                }
+                match format::meta_event(&due.event, due.hints.as_ref()) {
+                    Some(e) => {
+                        data.push(e);
+                        in_request.push(due);
+                    }
+                    None => attempts.push(refused(
+                        due,
+                        now,
+                        "not sent: the event has no fbc, Telegram id or visitor hints for Meta \
+                         to match",
+                    )),
+                }
+            }
+            if !data.is_empty() {
+                let url = format::meta_url(meta);
+                let answered = if let Err(why) = client::check_before_send(&url, allow_private) {
+                    refused_answer(&why)
+                } else {
+                    let request = client
+                        .post(&url)
+                        .header(reqwest::header::CONTENT_TYPE, "application/json")
+                        .body(format::meta_body(meta, &data));
+                    timed(app, d.target.kind(), request).await
+                };
+                let at = app.now_ms();
+                attempts.extend(in_request.iter().map(|due| {
+                    let mut a = attempt(due, at, &answered);
+                    if answered.status.is_none() && answered.refused_here {
+                        a.outcome = Outcome::Refused;
+                    }
+                    a
+                }));
+            }
+            attempts
+        }
+        Target::Postback { url } => {
+            futures_util::stream::iter(items)
+                .map(|due| async move {
+                    let url = format::postback_url(url, &due.event);
+                    let answered = if let Err(why) = client::check_before_send(&url, allow_private)
+                    {
+                        refused_answer(&why)
+                    } else {
+                        timed(app, Kind::Postback, client.get(&url)).await
+                    };
+                    finish(app, &due, &answered)
+                })
+                .buffer_unordered(IN_FLIGHT)
+                .collect()
+                .await
+        }
+        Target::Webhook {
+            url,
+            signing_secret,
+        } => {
+            futures_util::stream::iter(items)
+                .map(|due| async move {
+                    let answered = if let Err(why) = client::check_before_send(url, allow_private) {
+                        refused_answer(&why)
+                    } else {
+                        let request = webhook_request(
+                            client,
+                            url,
+                            signing_secret.expose(),
+                            d.no,
+                            &due.event,
+                            app.now_ms(),
+                        );
+                        timed(app, Kind::Webhook, request).await
+                    };
+                    finish(app, &due, &answered)
+                })
+                .buffer_unordered(IN_FLIGHT)
+                .collect()
+                .await
+        }
+    }
+}
+
+fn finish(app: &App, due: &Due, answered: &client::Answered) -> Attempt {
+    let mut a = attempt(due, app.now_ms(), answered);
+    if answered.refused_here {
+        a.outcome = Outcome::Refused;
+    }
+    a
+}
+
+fn refused_answer(why: &str) -> client::Answered {
+    client::Answered {
+        status: None,
+        answer: answer_head(&format!("not sent: {why}")),
+        retry_after_ms: None,
+        took: Duration::ZERO,
+        refused_here: true,
+    }
+}
+
+/// The signed `POST` of one event to a webhook.
+fn webhook_request(
+    client: &reqwest::Client,
+    url: &str,
+    secret: &str,
+    destination_no: u32,
+    event: &FeedEvent,
+    now_ms: u64,
+) -> reqwest::RequestBuilder {
+    let body = format::webhook_body(event);
+    client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(
+            "Tracker-Signature",
+            format::signature(secret, now_ms / 1000, &body),
+        )
+        .header(
+            "Tracker-Delivery",
+            format::delivery_id(destination_no, &event.inbox_id),
+        )
+        .body(body)
+}
+
+/// Sends `request`, counting its latency.
+async fn timed(app: &App, kind: Kind, request: reqwest::RequestBuilder) -> client::Answered {
+    let started = Instant::now();
+    let answered = client::exchange(request, app.now_ms()).await;
+    app.metrics.delivery_latency(kind, started.elapsed());
+    answered
+}
+
+/// What `POST /destinations/<name>/test` answers: what the remote answered to one synthetic
+/// event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tested {
+    pub destination: String,
+    /// Whether the remote took it (a `2xx`).
+    pub delivered: bool,
+    /// The answer's HTTP status; `null` when none came.
+    pub status: Option<u16>,
+    /// The first 300 bytes of the answer, or what went wrong.
+    pub answer: String,
+}
+
+/// Sends a destination one synthetic event (`format::test_event`), with its test code for
+/// Meta, and answers what came back. Nothing is recorded.
+pub async fn test(app: &App, d: &Destination) -> Tested {
+    let allow_private = app.settings.delivery.allow_private_destinations;
+    let event = format::test_event(app.now_ms());
+    let answered = match client::client(&app.settings.delivery) {
+        Err(e) => refused_answer(&e.to_string()),
+        Ok(client) => {
+            let (url, request) = match &d.target {
+                Target::MetaCapi(meta) => {
+                    let url = format::meta_url(meta);
+                    let data: Vec<_> = format::meta_event(&event, None).into_iter().collect();
+                    let request = client
+                        .post(&url)
+                        .header(reqwest::header::CONTENT_TYPE, "application/json")
+                        .body(format::meta_body(meta, &data));
+                    (url, request)
+                }
+                Target::Postback { url } => {
+                    let url = format::postback_url(url, &event);
+                    let request = client.get(&url);
+                    (url, request)
+                }
+                Target::Webhook {
+                    url,
+                    signing_secret,
+                } => (
+                    url.clone(),
+                    webhook_request(
+                        &client,
+                        url,
+                        signing_secret.expose(),
+                        d.no,
+                        &event,
+                        app.now_ms(),
+                    ),
+                ),
+            };
+            match client::check_before_send(&url, allow_private) {
+                Err(why) => refused_answer(&why),
+                Ok(()) => client::exchange(request, app.now_ms()).await,
+            }
+        }
+    };
+    Tested {
+        destination: d.name.clone(),
+        delivered: answered
+            .status
+            .is_some_and(|s| outcome_of(s) == Outcome::Delivered),
+        status: answered.status,
+        answer: answered.answer,
+    }
+}

@@ -1,0 +1,728 @@
+//! Conversions out (`docs/api.md#conversions-out`), sent for real to a receiver on loopback:
+//! Meta's request as Meta documents it, batched; postback macros; signed webhooks; retries with
+//! backoff and `Retry-After`, dead deliveries and their retry; addresses refused when they
+//! resolve to private ones.
+
+use std::time::Duration;
+
+use hmac::{KeyInit as _, Mac as _};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+
+use crate::support::receiver::{Receiver, Reply};
+use crate::support::{DAY_MS, NOW_MS, Space, TestServer, assert_duplicate_of, assert_queued};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn private_server() -> TestServer {
+    TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.timeout = Duration::from_millis(500);
+    })
+    .await
+}
+
+async fn destination(s: &TestServer, space: &Space, body: &Value) -> Value {
+    let r = s.post_as(space, "/destinations", &body.to_string()).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    r.json()["destination"].clone()
+}
+
+async fn deliveries(s: &TestServer, space: &Space, query: &str) -> Vec<Value> {
+    let r = s.read_as(space, &format!("/deliveries{query}")).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["deliveries"].as_array().unwrap().clone()
+}
+
+/// Waits until the delivery of `inbox_id` is in `state`, and answers it.
+async fn delivery_in(s: &TestServer, inbox_id: u64, state: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let all = deliveries(s, &s.a, "?limit=1000").await;
+        if let Some(d) = all
+            .iter()
+            .find(|d| d["inbox_id"].as_str() == Some(&*inbox_id.to_string()) && d["state"] == state)
+        {
+            return d.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "delivery of {inbox_id} never became {state}: {all:#?}"
+        );
+        // Wakes the senders, as a step of the clock does not.
+        s.app.as_ref().unwrap().delivery_wake.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn verify(secret: &str, header: &str, body: &[u8]) -> bool {
+    let Some((t, v1)) = header
+        .strip_prefix("t=")
+        .and_then(|rest| rest.split_once(",v1="))
+    else {
+        return false;
+    };
+    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{t}.").as_bytes());
+    mac.update(body);
+    hex::decode(v1).is_ok_and(|tag| mac.verify_slice(&tag).is_ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_gets_each_new_event_once_signed_as_the_feed_shows_it() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    let hook = destination(
+        &s,
+        &s.a,
+        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
+    )
+    .await;
+    let secret = hook["signing_secret"].as_str().unwrap().to_owned();
+    let first = assert_queued(
+        &s.post_event(r#"{"event":"deposit","eid":"o-1","value":"12.50","currency":"USD"}"#)
+            .await,
+    );
+    assert_duplicate_of(
+        &s.post_event(r#"{"event":"deposit","eid":"o-1","value":"12.50","currency":"USD"}"#)
+            .await,
+        first,
+    );
+    let dry = s
+        .post_event(r#"{"event":"contact","uid":"x","dry_run":true}"#)
+        .await;
+    assert_eq!(dry.status, 200, "{}", dry.text());
+    let second = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u-2"}"#).await);
+    // Another space's events are not this destination's.
+    assert_queued(
+        &s.post_as(&s.b, "/events", r#"{"event":"contact","uid":"b-1"}"#)
+            .await,
+    );
+    delivery_in(&s, second, "delivered").await;
+    delivery_in(&s, first, "delivered").await;
+    let got = r.received();
+    assert_eq!(got.len(), 2, "one request per new event: {got:#?}");
+
+    let feed = s.read_as(&s.a, "/events").await.json();
+    for req in &got {
+        let event = feed["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["inbox_id"] == req.json()["inbox_id"])
+            .unwrap();
+        assert_eq!(
+            (req.method.as_str(), req.target.as_str()),
+            ("POST", "/hook")
+        );
+        assert_eq!(&req.json(), event, "the event as GET /events shows it");
+        let signature = req.header("tracker-signature").unwrap();
+        assert!(verify(&secret, signature, &req.body), "{signature}");
+        let mut changed = req.body.clone();
+        changed[10] ^= 1;
+        assert!(!verify(&secret, signature, &changed), "one byte changed");
+        assert!(!verify("trk_ws_other", signature, &req.body));
+        assert_eq!(
+            signature.split(',').next(),
+            Some(format!("t={}", NOW_MS / 1000).as_str())
+        );
+        let id = event["inbox_id"].as_str().unwrap();
+        assert!(
+            req.header("tracker-delivery")
+                .is_some_and(|d| d.starts_with(&format!("{id}-"))),
+            "{:?}",
+            req.headers
+        );
+    }
+    let listed = s.read_as(&s.a, "/destinations").await.json();
+    assert_eq!(listed["destinations"][0]["deliveries"]["delivered"], 2);
+    s.stop().await;
+}
+
+/// A click with an fbclid, bound to Telegram user `tg`; answers its uid.
+async fn click(s: &TestServer, fbclid: &str, tg: u64) -> String {
+    let uid = s
+        .click(
+            &s.a,
+            &format!(r#"{{"link_slug":"ad","fbclid":"{fbclid}","campaign_name":"c"}}"#),
+        )
+        .await;
+    assert_eq!(s.bind(&s.a, &uid, tg).await.status, 200);
+    uid
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_gets_the_documented_request_batched_with_only_clicks_it_can_match() {
+    let s = private_server().await;
+    let meta = Receiver::meta(NOW_MS).await;
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz", "test_event_code": "TEST123",
+                "graph_url": meta.url("")}),
+    )
+    .await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    // Held: the events after this one wait for it, then go in one request.
+    meta.then([Reply::Held]);
+    let held = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"registration","uid":"{uid}"}}"#))
+            .await,
+    );
+    meta.wait_for(1, WAIT).await;
+    let mut batched = Vec::new();
+    for i in 0..20 {
+        batched.push(assert_queued(
+            &s.post_event(&format!(
+                r#"{{"event":"deposit","uid":"{uid}","eid":"d-{i}","value":"12.50","currency":"usdt"}}"#
+            ))
+            .await,
+        ));
+    }
+    // Without an fbclid, Meta cannot match it: no delivery.
+    let plain = s.click(&s.a, r#"{"link_slug":"ad"}"#).await;
+    assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{plain}"}}"#))
+            .await,
+    );
+    // Older than 7 days: never put in a request.
+    let old = assert_queued(
+        &s.post_event(&format!(
+            r#"{{"event":"contact","uid":"{uid}","occurred_at_ms":{}}}"#,
+            NOW_MS - 8 * DAY_MS
+        ))
+        .await,
+    );
+    meta.release();
+    for id in &batched {
+        delivery_in(&s, *id, "delivered").await;
+    }
+    delivery_in(&s, held, "delivered").await;
+    let dead = delivery_in(&s, old, "dead").await;
+    assert!(
+        dead["last_answer"].as_str().unwrap().contains("7 days"),
+        "{dead}"
+    );
+    let got = meta.received();
+    assert_eq!(got.len(), 2, "the held request, then one batch: {got:#?}");
+    let body = got[1].json();
+    assert_eq!(body["data"].as_array().unwrap().len(), 20, "{body}");
+    assert_eq!(body["access_token"], "EAAB-token-wxyz");
+    assert_eq!(body["test_event_code"], "TEST123");
+    assert_eq!(got[1].target, "/v25.0/1234567890/events");
+    let e = &body["data"][0];
+    assert_eq!(e["event_name"], "Purchase");
+    assert_eq!(e["event_id"], batched[0].to_string());
+    assert_eq!(e["event_time"], NOW_MS / 1000);
+    assert_eq!(e["action_source"], "chat");
+    let fbc = format!("fb.1.{NOW_MS}.IwAR-1");
+    let clicked = s.read_as(&s.a, "/events?limit=1").await.json();
+    assert_eq!(
+        e["user_data"]["fbc"], clicked["events"][0]["fbc"],
+        "the feed's fbc ({fbc} or the click's own time)"
+    );
+    assert_eq!(
+        e["user_data"]["external_id"],
+        json!([hex::encode(Sha256::digest(b"777000111"))])
+    );
+    assert_eq!(e["custom_data"], json!({"value": 12.5, "currency": "USDT"}));
+    assert_eq!(
+        got[0].json()["data"][0]["event_name"],
+        "CompleteRegistration"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postback_macros_are_filled_percent_encoded() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    let template = r.url(
+        "/pb?e={event}&x={eid}&v={value}&c={currency}&u={uid}&t={tg_id}&i={inbox_id}\
+         &f={fbclid}&n={campaign_name}&s={link_slug}&o={occurred_at_ms}",
+    );
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "pb", "kind": "postback", "url": template}),
+    )
+    .await;
+    let uid = s
+        .click(
+            &s.a,
+            r#"{"link_slug":"ad","fbclid":"fb 1","campaign_name":"Осень & co=50%"}"#,
+        )
+        .await;
+    assert_eq!(s.bind(&s.a, &uid, 42).await.status, 200);
+    let id = assert_queued(
+        &s.post_event(&format!(
+            r#"{{"event":"deposit","uid":"{uid}","eid":"a&b=c","value":"1.5","currency":"EUR"}}"#
+        ))
+        .await,
+    );
+    // Unattributed: not sent (a postback takes only attributed events by default).
+    assert_queued(&s.post_event(r#"{"event":"contact","uid":"nobody"}"#).await);
+    delivery_in(&s, id, "delivered").await;
+    let got = r.received();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert_eq!(got[0].method, "GET");
+    assert_eq!(
+        got[0].target,
+        format!(
+            "/pb?e=deposit&x=a%26b%3Dc&v=1.5&c=EUR&u={uid}&t=42&i={id}\
+             &f=fb%201&n=%D0%9E%D1%81%D0%B5%D0%BD%D1%8C%20%26%20co%3D50%25&s=ad&o={NOW_MS}"
+        )
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_back_off_honour_retry_after_and_end_dead_until_retried() {
+    let s = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.timeout = Duration::from_millis(300);
+        c.delivery.max_age = Duration::from_secs(3600);
+    })
+    .await;
+    let r = Receiver::start().await;
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
+    )
+    .await;
+    r.then([
+        Reply::Status(500, vec![], "down".into()),
+        Reply::Status(429, vec![("Retry-After", "120".into())], "slow down".into()),
+        Reply::Hang,
+        Reply::Status(404, vec![], "no such hook".into()),
+    ]);
+    let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u"}"#).await);
+
+    // 500: tried again after about 10 s (8 to 12 with the jitter).
+    let d = delivery_in(&s, id, "retrying").await;
+    assert_eq!(
+        (d["attempts"].clone(), d["last_status"].clone()),
+        (json!(1), json!(500))
+    );
+    assert_eq!(d["last_answer"], "down");
+    let next = d["next_attempt_at_ms"].as_u64().unwrap();
+    assert!((NOW_MS + 8_000..=NOW_MS + 12_000).contains(&next), "{d}");
+    // Not before its time.
+    s.clock.set(next - 1);
+    s.app.as_ref().unwrap().delivery_wake.notify_waiters();
+    assert_eq!(r.received().len(), 1);
+
+    // 429 with Retry-After: 120 s, more than the backoff's 20 s.
+    s.clock.set(next);
+    r.wait_for(2, WAIT).await;
+    let d = delivery_in(&s, id, "retrying").await;
+    let d = if d["attempts"] == 1 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        delivery_in(&s, id, "retrying").await
+    } else {
+        d
+    };
+    assert_eq!(d["last_status"], 429, "{d}");
+    assert_eq!(d["next_attempt_at_ms"], next + 120_000);
+
+    // A hang, cut by delivery_timeout.
+    s.clock.set(next + 120_000);
+    r.wait_for(3, WAIT).await;
+    let d = loop {
+        let d = delivery_in(&s, id, "retrying").await;
+        if d["attempts"] == 3 {
+            break d;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(d["last_status"], Value::Null);
+    assert!(
+        d["last_answer"].as_str().unwrap().contains("timed out"),
+        "{d}"
+    );
+
+    // 404: refused for good.
+    s.clock.set(d["next_attempt_at_ms"].as_u64().unwrap());
+    let d = delivery_in(&s, id, "dead").await;
+    assert_eq!(
+        (d["attempts"].clone(), d["last_status"].clone()),
+        (json!(4), json!(404))
+    );
+    let listed = s.read_as(&s.a, "/destinations").await.json();
+    let hook = &listed["destinations"][0];
+    assert_eq!(hook["deliveries"]["dead"], 1, "{hook}");
+    assert_eq!(hook["last_error"]["status"], 404, "{hook}");
+    assert_eq!(hook["last_error"]["answer"], "no such hook");
+
+    // Retried by hand: due now, delivered.
+    let retried = s
+        .post_as(&s.a, "/deliveries/retry", r#"{"destination":"hook"}"#)
+        .await;
+    assert_eq!(retried.json()["retried"], 1, "{}", retried.text());
+    let d = delivery_in(&s, id, "delivered").await;
+    assert_eq!(d["attempts"], 5);
+    assert_eq!(r.received().len(), 5);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_still_failing_after_delivery_max_age_is_dead() {
+    let s = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.max_age = Duration::from_secs(60);
+    })
+    .await;
+    let r = Receiver::start().await;
+    r.always(Reply::Status(503, vec![], "down".into()));
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
+    )
+    .await;
+    let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u"}"#).await);
+    let d = delivery_in(&s, id, "retrying").await;
+    // Retried while its next attempt is within the 60 s ...
+    s.clock.set(d["next_attempt_at_ms"].as_u64().unwrap());
+    r.wait_for(2, WAIT).await;
+    // ... and dead once the next would come after them.
+    let mut last = d;
+    while last["state"] == "retrying" {
+        s.clock.set(last["next_attempt_at_ms"].as_u64().unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        s.app.as_ref().unwrap().delivery_wake.notify_waiters();
+        last = deliveries(&s, &s.a, "").await[0].clone();
+    }
+    assert_eq!(last["state"], "dead", "{last}");
+    assert!(
+        last["last_attempt_at_ms"].as_u64().unwrap() <= NOW_MS + 60_000,
+        "{last}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_that_resolves_to_a_private_address_is_never_dialled() {
+    let s = TestServer::start_with(|c| c.delivery.timeout = Duration::from_secs(5)).await;
+    let r = Receiver::start().await;
+    // A name passes at creation: it is checked when it resolves, before each connection.
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "hook", "kind": "webhook",
+                "url": format!("https://localhost:{}/hook", r.addr.port())}),
+    )
+    .await;
+    let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u"}"#).await);
+    let d = delivery_in(&s, id, "retrying").await;
+    let answer = d["last_answer"].as_str().unwrap();
+    assert!(
+        answer.contains("not a public address") && answer.contains("127.0.0.1"),
+        "{d}"
+    );
+    assert!(r.received().is_empty());
+    // The test button says the same.
+    let t = s.post_as(&s.a, "/destinations/hook/test", "").await;
+    assert_eq!(t.status, 200, "{}", t.text());
+    let t = t.json();
+    assert_eq!(
+        (t["delivered"].clone(), t["status"].clone()),
+        (json!(false), Value::Null)
+    );
+    assert!(
+        t["answer"]
+            .as_str()
+            .unwrap()
+            .contains("not a public address"),
+        "{t}"
+    );
+    assert!(r.received().is_empty());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_test_button_answers_what_the_remote_answered() {
+    let s = private_server().await;
+    let meta = Receiver::meta(NOW_MS).await;
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "tok-1234",
+                "test_event_code": "TEST9", "graph_url": meta.url("")}),
+    )
+    .await;
+    let t = s.post_as(&s.a, "/destinations/meta/test", "").await.json();
+    assert_eq!(
+        (t["ok"].clone(), t["delivered"].clone(), t["status"].clone()),
+        (json!(true), json!(true), json!(200)),
+        "{t}"
+    );
+    let got = meta.received();
+    assert_eq!(got[0].json()["test_event_code"], "TEST9");
+    meta.then([Reply::Status(
+        400,
+        vec![],
+        r#"{"error":{"message":"Invalid parameter","code":100}}"#.into(),
+    )]);
+    let t = s.post_as(&s.a, "/destinations/meta/test", "").await.json();
+    assert_eq!(
+        (t["delivered"].clone(), t["status"].clone()),
+        (json!(false), json!(400))
+    );
+    assert!(
+        t["answer"].as_str().unwrap().contains("Invalid parameter"),
+        "{t}"
+    );
+    let r = s.post_as(&s.a, "/destinations/nothing/test", "").await;
+    assert_eq!(r.status, 404);
+    // Nothing was recorded.
+    assert!(deliveries(&s, &s.a, "").await.is_empty());
+    s.stop().await;
+}
+
+/// Sends new events (`contact`, unique eids) from one connection until the process is gone;
+/// answers each acknowledged event's eid and `inbox_id`.
+async fn send_until_killed(
+    addr: std::net::SocketAddr,
+    secret: String,
+    sender: usize,
+    acked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> Vec<(String, u64)> {
+    use crate::support::{Connection, Request};
+    let mut acks = Vec::new();
+    let Ok(mut conn) = Connection::open(addr).await else {
+        return acks;
+    };
+    for n in 0.. {
+        let eid = format!("k-{sender}-{n}");
+        let body = format!(r#"{{"event":"contact","uid":"u-{sender}-{n}","eid":"{eid}"}}"#);
+        let Ok(r) = conn
+            .send(&Request::post("/events", Some(&secret), &body))
+            .await
+        else {
+            break;
+        };
+        if r.status != 200 {
+            break;
+        }
+        acks.push((eid, assert_queued(&r)));
+        acked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    acks
+}
+
+/// SIGKILL while deliveries wait and while a batch is in flight, then a restart: every
+/// acknowledged event reaches the receiver at least once, and sending an acknowledged event
+/// again adds no delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_event_is_delivered_across_sigkill() {
+    use crate::support::{TrackerProcess, first_start};
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true")];
+    let (first, space) = first_start(dir.path());
+    first.kill_hard();
+    let process = TrackerProcess::start_with_env(dir.path(), &env);
+    let r = Receiver::start().await;
+    // Nothing is answered before the kill: the first batch is in flight when it comes.
+    r.always(Reply::Held);
+    let created = crate::support::post_json_status(
+        process.addr,
+        &space.secret,
+        "/destinations",
+        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}).to_string(),
+        201,
+    )
+    .await;
+    assert!(created["destination"]["signing_secret"].is_string());
+
+    let acked = Arc::new(AtomicUsize::new(0));
+    let senders: Vec<_> = (0..4)
+        .map(|n| {
+            tokio::spawn(send_until_killed(
+                process.addr,
+                space.secret.clone(),
+                n,
+                acked.clone(),
+            ))
+        })
+        .collect();
+    r.wait_for(1, WAIT).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while acked.load(Ordering::SeqCst) < 300 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    process.kill_hard();
+    let mut acks = Vec::new();
+    for s in senders {
+        acks.extend(s.await.unwrap());
+    }
+    assert!(acks.len() >= 300, "{} acknowledged", acks.len());
+    let in_flight = r.received().len();
+    assert!(in_flight >= 1);
+
+    r.always(Reply::ok());
+    let process = TrackerProcess::start_with_env(dir.path(), &env);
+    let want: BTreeSet<String> = acks.iter().map(|(_, id)| id.to_string()).collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got: BTreeSet<String> = r.received()[in_flight..]
+            .iter()
+            .filter_map(|req| req.json()["inbox_id"].as_str().map(str::to_owned))
+            .collect();
+        let missing: Vec<&String> = want.difference(&got).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} acknowledged events never delivered after the restart, e.g. {:?}",
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Sent again, each is a duplicate and adds no delivery.
+    let count = async || {
+        let r = crate::support::send(
+            process.addr,
+            &crate::support::Request::get("/destinations")
+                .header("Authorization", format!("Bearer {}", space.secret)),
+        )
+        .await;
+        let c = r.json()["destinations"][0]["deliveries"].clone();
+        ["pending", "delivered", "retrying", "dead", "cancelled"]
+            .iter()
+            .map(|s| c[s].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let before = count().await;
+    assert!(before >= acks.len() as u64, "{before} deliveries");
+    for (eid, id) in acks.iter().take(50) {
+        let n = eid.trim_start_matches("k-");
+        let body = format!(r#"{{"event":"contact","uid":"u-{n}","eid":"{eid}"}}"#);
+        let r = crate::support::send(
+            process.addr,
+            &crate::support::Request::post("/events", Some(&space.secret), &body),
+        )
+        .await;
+        assert_duplicate_of(&r, *id);
+    }
+    assert_eq!(count().await, before);
+    crate::support::stop_cleanly(process);
+}
+
+/// A visit of `/l/<slug>` with an fbclid; answers the click's uid.
+async fn visit(s: &TestServer, slug: &str, fbclid: &str) -> String {
+    let target = format!("/l/{slug}?fbclid={fbclid}");
+    let r = s
+        .send(&crate::support::Request::get(&target).header("User-Agent", "Mozilla/5.0 (Test)"))
+        .await;
+    assert_eq!(r.status, 302, "{}", r.text());
+    let location = r.header("location").unwrap();
+    location.rsplit_once("start=").unwrap().1.to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_hints_are_kept_only_where_asked_and_only_until_delivery_max_age() {
+    let s = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.max_age = Duration::from_secs(3600);
+    })
+    .await;
+    let meta = Receiver::meta(NOW_MS).await;
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "t-1234",
+                "graph_url": meta.url("")}),
+    )
+    .await;
+    let link = s
+        .post_as(&s.a, "/links", r#"{"slug":"ad","bot":"shop_bot"}"#)
+        .await;
+    assert_eq!(link.status, 201);
+    // Off by default: nothing but the fbc.
+    let off = visit(&s, "ad", "fb-off").await;
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{off}"}}"#))
+            .await,
+    );
+    delivery_in(&s, id, "delivered").await;
+    let user = meta.received()[0].json()["data"][0]["user_data"].clone();
+    assert!(user.get("client_ip_address").is_none(), "{user}");
+
+    let patch = crate::support::Request {
+        method: "PATCH",
+        ..crate::support::Request::post(
+            "/space",
+            Some(&s.a.secret),
+            r#"{"meta_client_hints":true}"#,
+        )
+    };
+    assert_eq!(s.send(&patch).await.status, 200);
+    let on = visit(&s, "ad", "fb-on").await;
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"registration","uid":"{on}"}}"#))
+            .await,
+    );
+    delivery_in(&s, id, "delivered").await;
+    let user = meta.received()[1].json()["data"][0]["user_data"].clone();
+    assert_eq!(user["client_ip_address"], "127.0.0.1", "{user}");
+    assert_eq!(user["client_user_agent"], "Mozilla/5.0 (Test)");
+
+    // Retention deletes them once they are delivery_max_age old, not before.
+    let app = s.app.clone().unwrap();
+    s.clock.set(NOW_MS + 3_600_000);
+    assert_eq!(
+        tracker::server::retention::sweep_hints(&app).await.unwrap(),
+        0
+    );
+    s.clock.set(NOW_MS + 3_600_001);
+    assert_eq!(
+        tracker::server::retention::sweep_hints(&app).await.unwrap(),
+        1
+    );
+    s.clock.set(NOW_MS);
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"subscribed","uid":"{on}"}}"#))
+            .await,
+    );
+    delivery_in(&s, id, "delivered").await;
+    let user = meta.received()[2].json()["data"][0]["user_data"].clone();
+    assert!(user.get("client_ip_address").is_none(), "{user}");
+    s.stop().await;
+}
+
+/// A redirect is never followed (it could lead to any address): it is a refusal, and the
+/// address it names is never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_not_followed() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    let elsewhere = Receiver::start().await;
+    r.then([Reply::Status(
+        307,
+        vec![("Location", elsewhere.url("/metadata"))],
+        String::new(),
+    )]);
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "pb", "kind": "postback", "url": r.url("/pb?u={uid}"),
+                "only_attributed": false}),
+    )
+    .await;
+    let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u"}"#).await);
+    let d = delivery_in(&s, id, "dead").await;
+    assert_eq!(d["last_status"], 307, "{d}");
+    assert_eq!(r.received().len(), 1);
+    assert!(elsewhere.received().is_empty());
+    s.stop().await;
+}

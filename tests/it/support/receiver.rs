@@ -1,0 +1,351 @@
+//! A receiver of conversions out on 127.0.0.1: a small HTTP/1.1 server that keeps every request
+//! it is sent and answers as the test tells it (a status with a body and headers, or never).
+//! Stands in for Meta's Conversions API (with [`meta_shape`], which checks a request against
+//! Meta's documented one), an affiliate network's postback URL and a webhook.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+/// One request as it arrived.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub method: String,
+    pub target: String,
+    /// Names in lowercase.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[must_use]
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// How to answer a request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// This status, with these extra headers and this body.
+    Status(u16, Vec<(&'static str, String)>, String),
+    /// Never answer (the connection stays open until the client gives up).
+    Hang,
+    /// Answer `200` once the test calls [`Receiver::release`].
+    Held,
+}
+
+impl Reply {
+    #[must_use]
+    pub fn ok() -> Reply {
+        Reply::Status(200, Vec::new(), r#"{"events_received":1}"#.into())
+    }
+}
+
+/// A check of each request, with the time it counts from.
+type Check = fn(&Received, u64) -> Result<(), String>;
+
+struct Shared {
+    received: Mutex<Vec<Received>>,
+    /// Replies for the next requests, in order; then `default`.
+    next: Mutex<VecDeque<Reply>>,
+    default: Mutex<Option<Reply>>,
+    /// Checks each request; a failure is answered 400 with Meta's error body.
+    check: Mutex<Option<(u64, Check)>>,
+    arrived: Notify,
+    released: tokio::sync::Semaphore,
+}
+
+pub struct Receiver {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Receiver {
+    /// Starts a receiver that answers `200` to everything.
+    pub async fn start() -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shared = Arc::new(Shared {
+            received: Mutex::default(),
+            next: Mutex::default(),
+            default: Mutex::default(),
+            check: Mutex::default(),
+            arrived: Notify::new(),
+            released: tokio::sync::Semaphore::new(0),
+        });
+        let s = shared.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(serve(stream, s.clone()));
+            }
+        });
+        Receiver { addr, shared, task }
+    }
+
+    /// Starts Meta's stand-in: every request is checked by [`meta_shape`], with `now_ms` the
+    /// time its 7-day rule counts from.
+    pub async fn meta(now_ms: u64) -> Receiver {
+        let r = Receiver::start().await;
+        *r.shared.check.lock().unwrap() = Some((now_ms / 1000, meta_shape));
+        r
+    }
+
+    #[must_use]
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Answers the next requests with `replies`, in order.
+    pub fn then(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.shared.next.lock().unwrap().extend(replies);
+    }
+
+    /// Lets one [`Reply::Held`] answer go.
+    pub fn release(&self) {
+        self.shared.released.add_permits(1);
+    }
+
+    /// Answers every request with `reply` once the queued ones are used.
+    pub fn always(&self, reply: Reply) {
+        *self.shared.default.lock().unwrap() = Some(reply);
+    }
+
+    #[must_use]
+    pub fn received(&self) -> Vec<Received> {
+        self.shared.received.lock().unwrap().clone()
+    }
+
+    /// Waits until at least `n` requests have arrived (at most `within`), and answers them all.
+    pub async fn wait_for(&self, n: usize, within: Duration) -> Vec<Received> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let arrived = self.shared.arrived.notified();
+            let got = self.received();
+            if got.len() >= n {
+                return got;
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                let got = self.received();
+                assert!(
+                    got.len() >= n,
+                    "expected {n} requests, got {}: {got:#?}",
+                    got.len()
+                );
+                return got;
+            }
+        }
+    }
+}
+
+async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
+    let mut buf = Vec::new();
+    loop {
+        let head_end = loop {
+            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            let mut chunk = [0; 8192];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let mut first = lines.next().unwrap_or_default().split(' ');
+        let method = first.next().unwrap_or_default().to_owned();
+        let target = first.next().unwrap_or_default().to_owned();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let length: usize = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            let mut chunk = [0; 16384];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let body = buf[head_end..head_end + length].to_vec();
+        buf.drain(..head_end + length);
+        let received = Received {
+            method,
+            target,
+            headers,
+            body,
+        };
+        let checked = shared
+            .check
+            .lock()
+            .unwrap()
+            .map_or(Ok(()), |(now_s, check)| check(&received, now_s));
+        let mut reply = match checked {
+            Err(why) => Reply::Status(
+                400,
+                Vec::new(),
+                serde_json::json!({"error": {"message": why, "type": "OAuthException",
+                    "code": 100, "fbtrace_id": "stand-in"}})
+                .to_string(),
+            ),
+            Ok(()) => shared
+                .next
+                .lock()
+                .unwrap()
+                .pop_front()
+                .or_else(|| shared.default.lock().unwrap().clone())
+                .unwrap_or_else(Reply::ok),
+        };
+        shared.received.lock().unwrap().push(received);
+        shared.arrived.notify_waiters();
+        if matches!(reply, Reply::Held) {
+            if let Ok(permit) = shared.released.acquire().await {
+                permit.forget();
+            }
+            reply = Reply::ok();
+        }
+        match reply {
+            Reply::Held => return,
+            Reply::Hang => {
+                // Hold the connection until the client closes it.
+                let mut sink = [0; 1024];
+                while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+                return;
+            }
+            Reply::Status(status, extra, body) => {
+                let mut answer = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+                    body.len()
+                );
+                for (name, value) in extra {
+                    let _ = write!(answer, "{name}: {value}\r\n");
+                }
+                answer.push_str("\r\n");
+                answer.push_str(&body);
+                if stream.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Checks a request against Meta's documented Conversions API request for server events:
+/// `POST /<version>/<pixel id>/events` with a JSON body of `data` (1 to 1000 events) and
+/// `access_token`, each event with its `event_name`, `event_time` (unix seconds, not more than
+/// 7 days old), `event_id`, `action_source`, `user_data` with at least one customer parameter
+/// (`external_id` hashed as SHA-256 hex), and for `Purchase` `custom_data.value` (a number)
+/// and `currency` (3 letters).
+pub fn meta_shape(r: &Received, now: u64) -> Result<(), String> {
+    let path: Vec<&str> = r
+        .target
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .split('/')
+        .collect();
+    let ok_path = r.method == "POST"
+        && path.len() == 4
+        && path[1].starts_with('v')
+        && !path[2].is_empty()
+        && path[2].bytes().all(|b| b.is_ascii_digit())
+        && path[3] == "events";
+    if !ok_path {
+        return Err(format!(
+            "not POST /<version>/<pixel>/events: {} {}",
+            r.method, r.target
+        ));
+    }
+    if r.target.contains("access_token") {
+        return Err("the access token belongs in the body".into());
+    }
+    let body = r.json();
+    let fields: Vec<&String> = body
+        .as_object()
+        .ok_or("body is no JSON object")?
+        .keys()
+        .collect();
+    for f in &fields {
+        if !["data", "access_token", "test_event_code"].contains(&f.as_str()) {
+            return Err(format!("unknown top-level field {f}"));
+        }
+    }
+    if body["access_token"].as_str().is_none_or(str::is_empty) {
+        return Err("no access_token".into());
+    }
+    let data = body["data"].as_array().ok_or("no data array")?;
+    if data.is_empty() || data.len() > 1000 {
+        return Err(format!("{} events in data; 1 to 1000", data.len()));
+    }
+    for e in data {
+        let name = e["event_name"].as_str().ok_or("no event_name")?;
+        if !["Contact", "Subscribe", "CompleteRegistration", "Purchase"].contains(&name) {
+            return Err(format!("event_name {name} is none of the tracker's"));
+        }
+        let t = e["event_time"].as_u64().ok_or("event_time is no integer")?;
+        if t > now + 60 || now.saturating_sub(t) > 7 * 86_400 {
+            return Err(format!(
+                "event_time {t} is more than 7 days old or in the future"
+            ));
+        }
+        if e["event_id"].as_str().is_none_or(str::is_empty) {
+            return Err("no event_id".into());
+        }
+        if e["action_source"] != "chat" {
+            return Err(format!("action_source {}", e["action_source"]));
+        }
+        let user = e["user_data"].as_object().ok_or("no user_data")?;
+        if user.is_empty() {
+            return Err("user_data has no customer information".into());
+        }
+        if let Some(ids) = user.get("external_id") {
+            let ids = ids.as_array().ok_or("external_id is no array")?;
+            if !ids.iter().all(|id| {
+                id.as_str()
+                    .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            }) {
+                return Err(format!("external_id is not SHA-256 hex: {ids:?}"));
+            }
+        }
+        if name == "Purchase" {
+            let c = &e["custom_data"];
+            if !c["value"].is_number() {
+                return Err("Purchase without a numeric custom_data.value".into());
+            }
+            if c["currency"].as_str().is_none_or(|c| c.len() < 3) {
+                return Err("Purchase without custom_data.currency".into());
+            }
+        }
+    }
+    Ok(())
+}
