@@ -47,6 +47,10 @@ pub struct FeedEvent {
     /// How the event was attributed when it was stored: `uid`, `tg_id`, or `null` when no click
     /// was found. Last, so that the columns of an export made before it keep their places.
     pub attributed_by: Option<String>,
+    /// For a deposit, whether it was its user's first (`docs/api.md#first-deposits`), decided
+    /// when it was stored; `null` for every other kind. After `attributed_by`, for the same
+    /// reason.
+    pub first_deposit: Option<bool>,
 }
 
 /// The click an event is attributed to, as the feed shows it.

@@ -84,6 +84,8 @@ pub struct Counts {
     pub events: [u64; 4],
     /// Deposit sums by currency, exact.
     pub deposits: BTreeMap<String, Decimal>,
+    /// New deposits that were their user's first (`storage/first_deposit.rs`).
+    pub first_deposits: u64,
 }
 
 impl Counts {
@@ -103,11 +105,18 @@ impl Counts {
         }
     }
 
-    /// One new event; a deposit with a value adds it to its currency's sum.
+    /// One new event; a deposit with a value adds it to its currency's sum, and counts as a
+    /// first deposit when `first_deposit`.
     #[must_use]
-    pub fn event(kind: EventKind, value: Option<Decimal>, currency: &str) -> Counts {
+    pub fn event(
+        kind: EventKind,
+        value: Option<Decimal>,
+        currency: &str,
+        first_deposit: bool,
+    ) -> Counts {
         let mut c = Counts::default();
         c.events[kind as usize - 1] = 1;
+        c.first_deposits = u64::from(first_deposit && kind == EventKind::Deposit);
         if let (EventKind::Deposit, Some(v)) = (kind, value) {
             c.deposits.insert(currency.to_owned(), v);
         }
@@ -119,6 +128,7 @@ impl Counts {
     pub fn add(&mut self, other: &Counts) -> Result<(), String> {
         self.clicks += other.clicks;
         self.bound_clicks += other.bound_clicks;
+        self.first_deposits += other.first_deposits;
         for (mine, theirs) in self.events.iter_mut().zip(other.events) {
             *mine += theirs;
         }
@@ -147,6 +157,8 @@ pub struct GroupStats {
     pub bound_clicks: u64,
     /// New events by kind (duplicates are not counted).
     pub events: BTreeMap<&'static str, u64>,
+    /// New deposits that were their user's first.
+    pub first_deposits: u64,
     /// Deposit sums by currency, as exact decimal strings.
     pub deposits: BTreeMap<String, String>,
 }
@@ -162,6 +174,7 @@ impl GroupStats {
                 .iter()
                 .map(|k| (k.as_str(), counts.events[*k as usize - 1]))
                 .collect(),
+            first_deposits: counts.first_deposits,
             deposits: counts
                 .deposits
                 .iter()
@@ -224,18 +237,37 @@ mod tests {
         let d = |t| Decimal::parse(t).unwrap();
         let mut total = Counts::default();
         total
-            .add(&Counts::event(EventKind::Deposit, Some(d("0.10")), "USD"))
+            .add(&Counts::event(
+                EventKind::Deposit,
+                Some(d("0.10")),
+                "USD",
+                true,
+            ))
             .unwrap();
         total
-            .add(&Counts::event(EventKind::Deposit, Some(d("0.2")), "USD"))
+            .add(&Counts::event(
+                EventKind::Deposit,
+                Some(d("0.2")),
+                "USD",
+                false,
+            ))
             .unwrap();
         total
-            .add(&Counts::event(EventKind::Deposit, Some(d("-3")), "EUR"))
+            .add(&Counts::event(
+                EventKind::Deposit,
+                Some(d("-3")),
+                "EUR",
+                true,
+            ))
             .unwrap();
         total
-            .add(&Counts::event(EventKind::Contact, None, "USD"))
+            .add(&Counts::event(EventKind::Contact, None, "USD", true))
             .unwrap();
         assert_eq!(total.events, [1, 0, 0, 3]);
+        assert_eq!(
+            total.first_deposits, 2,
+            "a contact is never a first deposit"
+        );
         assert_eq!(total.deposits["USD"].to_string(), "0.30");
         assert_eq!(total.deposits["EUR"].to_string(), "-3");
     }

@@ -15,6 +15,7 @@ pub mod dedup_buffer;
 pub mod fault;
 pub mod fbclid_buffer;
 mod file;
+mod first_deposit;
 pub mod key_filter;
 pub mod open;
 mod ops;

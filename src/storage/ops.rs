@@ -23,7 +23,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use crate::domain::click::{self, NewClick};
 use crate::domain::credential::{self, Kind};
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
-use crate::domain::event::ValidEvent;
+use crate::domain::event::{EventKind, ValidEvent};
 use crate::domain::link::{Destination, Directory, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
 use crate::domain::outcome::{
     BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
@@ -36,6 +36,7 @@ use crate::storage::StoreError;
 use crate::storage::attribution;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
+use crate::storage::first_deposit::Depositors;
 use crate::storage::read;
 use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
 use crate::storage::records::{LinkRecord, RejectionRecord};
@@ -45,6 +46,7 @@ use crate::storage::schema::{
     LINKS, LINKS_BY_SPACE, META, META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS,
     SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
+use crate::storage::schema::{FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
 
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
 /// share.
@@ -65,6 +67,7 @@ pub(crate) struct Txn<'t> {
     links: Table<'t, &'static str, &'static [u8]>,
     links_by_space: Table<'t, (u32, &'static str), ()>,
     admin: Table<'t, &'static str, &'static [u8]>,
+    depositors: Depositors<'t>,
     /// The stats counts of this batch, written once at its end.
     pub(super) rollup: Rollup,
     /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
@@ -129,6 +132,10 @@ impl<'t> Txn<'t> {
             links: txn.open_table(LINKS)?,
             links_by_space: txn.open_table(LINKS_BY_SPACE)?,
             admin: txn.open_table(ADMIN)?,
+            depositors: Depositors {
+                by_tg: txn.open_table(FIRST_DEPOSITS_BY_TG)?,
+                by_click: txn.open_table(FIRST_DEPOSITS_BY_CLICK)?,
+            },
             rollup: Rollup::default(),
             inbox_seq,
             credentials_changed: false,
@@ -196,15 +203,17 @@ impl<'t> Txn<'t> {
         self.inbox_seq += 1;
         let inbox_id = self.inbox_seq;
         let received_at_ms = event.received_at_ms;
-        let counts = Counts::event(event.kind, event.value, &event.currency);
+        let first_deposit = self.first_deposit(space, &event, resolved.as_ref(), inbox_id)?;
+        let counts = Counts::event(event.kind, event.value, &event.currency, first_deposit);
         self.rollup.event(
             space,
             resolved.as_ref().map(|r| &r.click),
             event.occurred_at_ms,
             &counts,
         );
-        let record =
+        let mut record =
             dedup_buffer::event_record(event, resolved.as_ref().map(|r| (r.by, r.uid.as_str())));
+        record.first_deposit = first_deposit;
         self.inbox
             .insert((space, inbox_id), records::encode(&record).as_slice())?;
         if let Some(k) = entry_key {
@@ -216,6 +225,23 @@ impl<'t> Txn<'t> {
             matched,
             attributed_by,
         })
+    }
+
+    /// Whether new event `inbox_id` is a first deposit (`storage/first_deposit.rs`): its user is
+    /// the Telegram id it names, else the one its click is bound to.
+    fn first_deposit(
+        &mut self,
+        space: u32,
+        event: &ValidEvent,
+        resolved: Option<&attribution::Resolved>,
+        inbox_id: u64,
+    ) -> Result<bool, StoreError> {
+        if event.kind != EventKind::Deposit {
+            return Ok(false);
+        }
+        let user = event.tg_id.or(resolved.and_then(|r| r.click.tg_id));
+        self.depositors
+            .decide(space, user, resolved.map(|r| r.uid.as_str()), inbox_id)
     }
 
     /// Applies `patch` to the settings of `space`; answers them as they now are.
@@ -399,6 +425,7 @@ impl<'t> Txn<'t> {
             .insert((space, uid), records::encode(&record).as_slice())?;
         self.by_tg.insert((space, tg_id, uid), ())?;
         attribution::bound(&mut self.touches, (space, tg_id), touch, uid, now_ms)?;
+        self.depositors.bound(space, uid, tg_id)?;
         self.rollup.binding(space, &record);
         Ok(BindOutcome::Bound {
             tg_id,

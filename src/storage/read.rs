@@ -390,6 +390,7 @@ fn feed_event(
         clicked_at_ms: None,
         tg_id: None,
         fbc: None,
+        first_deposit: (kind == EventKind::Deposit).then_some(r.first_deposit),
     };
     event.attribute(click);
     // The Telegram id the event named, where it named one; else its click's.

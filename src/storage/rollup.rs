@@ -132,6 +132,7 @@ pub fn counts_of(r: &StatsRecord) -> Result<Counts, StoreError> {
         bound_clicks: r.bound_clicks,
         events: r.events,
         deposits,
+        first_deposits: r.first_deposits,
     })
 }
 
@@ -146,6 +147,7 @@ pub fn record_of(c: &Counts) -> StatsRecord {
             .iter()
             .map(|(currency, sum)| (currency.clone(), sum.to_string()))
             .collect(),
+        first_deposits: c.first_deposits,
     }
 }
 
@@ -210,6 +212,6 @@ fn event_counts(bytes: &[u8], inbox_id: u64) -> Result<(EventRecord, Counts), St
         .map(Decimal::parse)
         .transpose()
         .map_err(|e| StoreError::Corrupt(format!("event {inbox_id}: {e}")))?;
-    let counts = Counts::event(kind, value, &event.currency);
+    let counts = Counts::event(kind, value, &event.currency, event.first_deposit);
     Ok((event, counts))
 }

@@ -27,6 +27,11 @@
 //!   `SPACE_SETTINGS`, empty (every space at the defaults); inbox records may be `EventRecord`
 //!   version 4 (with the event's `tg_id` and how it was attributed); `DEDUP` may hold the
 //!   Telegram id's rules (`domain::dedup`, rule bytes 5 to 7). Events are not rewritten.
+//! - 9: the marketer's numbers. `FIRST_DEPOSITS_BY_TG` and `FIRST_DEPOSITS_BY_CLICK`, built by
+//!   the migration from the inbox in commit order (each deposit's user as its click is bound
+//!   now), which rewrites each first deposit as `EventRecord` version 5 (marked first); inbox
+//!   records may be version 5. `STATS` rows are `StatsRecord` version 2 (with first deposits),
+//!   rebuilt from the inbox and the clicks. `COSTS`, empty.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -42,7 +47,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 8;
+pub const SCHEMA_VERSION: u64 = 9;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -98,6 +103,17 @@ pub const TG_TOUCHES: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new(
 /// `space -> SpaceSettingsRecord`: a space's settings (`domain::settings`); a space without a
 /// row has every setting at its default.
 pub const SPACE_SETTINGS: TableDefinition<u32, &[u8]> = TableDefinition::new("space_settings");
+
+// The marketer's numbers (schema 9): first deposits and costs.
+
+/// `(space, tg_id) -> inbox_id`: each Telegram user's first deposit in the space
+/// (`storage/first_deposit.rs`), or the first deposit through a click later bound to the user.
+pub const FIRST_DEPOSITS_BY_TG: TableDefinition<(u32, u64), u64> =
+    TableDefinition::new("first_deposits_by_tg");
+
+/// `(space, uid) -> inbox_id`: each click's first deposit in the space.
+pub const FIRST_DEPOSITS_BY_CLICK: TableDefinition<(u32, &str), u64> =
+    TableDefinition::new("first_deposits_by_click");
 
 /// `(space, dimension, group, hour) -> StatsRecord`: the counts of one group in one UTC hour
 /// (`domain::stats` says what counts where). `dimension` is `Dimension::code`: 0 campaign, with
@@ -155,6 +171,8 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(LINKS)?;
     v.visit(LINKS_BY_SPACE)?;
     v.visit(ADMIN)?;
+    v.visit(FIRST_DEPOSITS_BY_TG)?;
+    v.visit(FIRST_DEPOSITS_BY_CLICK)?;
     Ok(())
 }
 

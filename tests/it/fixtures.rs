@@ -149,21 +149,22 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
     // From version 4 the fixture also holds a tracking link and one click made through it.
     let link_click = (version >= 4).then(|| {
         json!({"group": "links", "clicks": 1, "bound_clicks": 0, "events": zero(&[]),
-               "deposits": {}})
+               "first_deposits": 0, "deposits": {}})
     });
     // From version 8 a deposit by the bound user's Telegram id counts under its click's
     // campaign, and a contact by an unknown user under none.
     let v8 = version >= 8;
     let mut expected = vec![json!({"group": null, "clicks": 0, "bound_clicks": 0,
         "events": zero(&[("contact", if v8 { 2 } else { 1 }), ("deposit", 1)]),
-        "deposits": {"USDT": "0.000000001"}})];
+        "first_deposits": 0, "deposits": {"USDT": "0.000000001"}})];
     expected.extend(link_click);
     expected.push(json!({"group": "organic", "clicks": 1, "bound_clicks": 0,
-        "events": zero(&[("subscribed", 1), ("deposit", 1)]), "deposits": {"USD": "7"}}));
+        "events": zero(&[("subscribed", 1), ("deposit", 1)]), "first_deposits": 1,
+        "deposits": {"USD": "7"}}));
     expected.push(
         json!({"group": "spring-sale", "clicks": 1, "bound_clicks": 1,
         "events": zero(&[("contact", 1), ("registration", 1), ("deposit", if v8 { 3 } else { 2 })]),
-        "deposits": {"USD": if v8 { "10.00" } else { "9.00" }}}),
+        "first_deposits": 1, "deposits": {"USD": if v8 { "10.00" } else { "9.00" }}}),
     );
     assert_eq!(got, serde_json::Value::Array(expected), "v{version}");
     let page = store
@@ -205,6 +206,24 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
             (None, Some(5), false)
         );
     }
+    // First deposits, decided by the schema 9 migration for the older files: the bound user's
+    // first (12.50), the unbound click's (7); not the user's second, nor its deposit by Telegram
+    // id, nor one through no click.
+    let firsts: Vec<_> = page.events.iter().map(|e| e.first_deposit).collect();
+    let mut want = vec![
+        None,
+        None,
+        Some(true),
+        Some(false),
+        None,
+        Some(false),
+        None,
+        Some(true),
+    ];
+    if v8 {
+        want.extend([Some(false), None]);
+    }
+    assert_eq!(firsts, want, "v{version}");
     let attribution = store.space_settings(1).await.unwrap().attribution;
     let want = if v8 { "last_touch" } else { "first_touch" };
     assert_eq!(attribution.as_str(), want, "v{version}");

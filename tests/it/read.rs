@@ -345,6 +345,21 @@ async fn stats_equal_a_count_made_from_the_feed() {
             let _ = event_answer(&r);
         }
         let (events, _) = whole_feed(&s, &s.a, 1000).await;
+        // First deposits, counted from the feed: a deposit is first when no deposit before it
+        // had its user (every click here was bound, if at all, before the events) or, without
+        // one, its click; one with neither is never first.
+        let mut depositors = std::collections::BTreeSet::new();
+        for e in &events {
+            let first = (e["event"] == "deposit").then(|| {
+                let depositor = match (&e["tg_id"], e["matched"].as_bool().unwrap()) {
+                    (Value::Number(tg), _) => Some(format!("tg {tg}")),
+                    (_, true) => Some(format!("uid {}", e["uid"])),
+                    _ => None,
+                };
+                depositor.is_some_and(|d| depositors.insert(d))
+            });
+            assert_eq!(e["first_deposit"], json!(first), "seed {seed}: {e}");
+        }
         for by in ["campaign_name", "link_slug", "day"] {
             let (expected, mut sums) = count_from_feed(by, &clicks, &events);
             let r = s.read_as(&s.a, &format!("/stats?by={by}")).await;
@@ -397,7 +412,8 @@ fn count_from_feed(
         m.entry(g)
             .or_insert_with(|| {
                 json!({"clicks": 0, "bound_clicks": 0, "events": {"contact": 0,
-                "subscribed": 0, "registration": 0, "deposit": 0}, "deposits": {}})
+                "subscribed": 0, "registration": 0, "deposit": 0}, "first_deposits": 0,
+                "deposits": {}})
             })
             .clone()
     };
@@ -431,6 +447,9 @@ fn count_from_feed(
         let mut v = entry(&mut expected, g.clone());
         let kind = e["event"].as_str().unwrap();
         v["events"][kind] = json!(v["events"][kind].as_u64().unwrap() + 1);
+        if e["first_deposit"] == json!(true) {
+            v["first_deposits"] = json!(v["first_deposits"].as_u64().unwrap() + 1);
+        }
         if kind == "deposit" {
             let value: f64 = e["value"].as_str().unwrap().parse().unwrap();
             *sums
