@@ -87,6 +87,13 @@ pub enum Visit {
     Clicked { link: Arc<Link>, uid: String },
 }
 
+/// What setting costs did: how many were set, and how many (of amount 0) removed one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CostsSet {
+    pub set: usize,
+    pub removed: usize,
+}
+
 /// What recording an event did (or, for a dry run, would do).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventResult {
@@ -268,6 +275,26 @@ impl App {
         hours: (u32, u32),
     ) -> Result<Vec<GroupStats>, Error> {
         self.store.stats(space.no, dimension, hours).await
+    }
+
+    /// The space's costs on the days `[from, to]` (`GET /costs`, the dashboard).
+    pub async fn costs(
+        &self,
+        space: &SpaceRef,
+        days: (crate::domain::cost::Day, crate::domain::cost::Day),
+    ) -> Result<Vec<crate::domain::cost::Cost>, Error> {
+        self.store.costs(space.no, days).await
+    }
+
+    /// Sets costs (`POST /costs`, `tracker costs import`): each replaces what its campaign's day
+    /// had, an amount of 0 removes it; one transaction, so an import is all or nothing.
+    pub async fn set_costs(
+        &self,
+        space: &SpaceRef,
+        costs: Vec<crate::domain::cost::Cost>,
+    ) -> Result<CostsSet, Error> {
+        let (set, removed) = self.store.set_costs(space.no, costs).await?;
+        Ok(CostsSet { set, removed })
     }
 
     /// The space's last `limit` rejections, newest first.

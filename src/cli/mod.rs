@@ -19,7 +19,7 @@ use crate::app::App;
 use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Flags, LogFormat, Settings};
-use crate::control::{self, AdminRequest, Answer, Reached, Request};
+use crate::control::{self, AdminRequest, Answer, CostsRequest, Reached, Request};
 use crate::domain::password::{self, Password};
 use crate::domain::spreadsheet::CsvRows;
 use crate::server;
@@ -550,6 +550,16 @@ fn dev_credentials(
 fn complete(mut request: Request) -> Result<Request, Box<dyn std::error::Error>> {
     match &mut request {
         Request::Backup { dest } => *dest = std::path::absolute(&*dest)?,
+        Request::Costs {
+            request: CostsRequest::Import { file, csv, .. },
+        } => {
+            *csv = if file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())?
+            } else {
+                std::fs::read_to_string(&*file)
+                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+            };
+        }
         Request::Admin {
             request: AdminRequest::Password { password },
         } => *password = read_new_password()?,
@@ -677,6 +687,13 @@ impl Output {
                     d.slug, d.space
                 );
                 self.print(d, &text);
+            }
+            Answer::CostsImported(done) => {
+                let text = format!(
+                    "space {}: {} cost(s) set, {} removed",
+                    done.space, done.set, done.removed
+                );
+                self.print(done, &text);
             }
             Answer::BackedUp(stats) => {
                 let text = format!(

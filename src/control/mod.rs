@@ -11,7 +11,7 @@ mod request;
 mod socket;
 
 pub use request::{
-    AdminRequest, Answer, KeysRequest, LinkRequest, Request, SpaceRequest, SpaceSettingsSet,
-    execute,
+    AdminRequest, Answer, CostsImported, CostsRequest, KeysRequest, LinkRequest, Request,
+    SpaceRequest, SpaceSettingsSet, execute,
 };
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

@@ -47,6 +47,11 @@ pub enum Request {
         #[command(subcommand)]
         request: AdminRequest,
     },
+    /// What campaigns spent: import a CSV of costs
+    Costs {
+        #[command(subcommand)]
+        request: CostsRequest,
+    },
     /// Write a consistent copy of the data file to DEST (safe while the server runs)
     Backup {
         /// Where the copy goes; it must not exist
@@ -135,6 +140,23 @@ pub enum LinkRequest {
 
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
+pub enum CostsRequest {
+    /// Set costs from a CSV file: a header row `day,campaign_name,amount,currency`, or Meta Ads
+    /// Manager's daily export (`Day`, `Campaign name`, `Amount spent (USD)`); each row replaces
+    /// what its campaign's day had, an amount of 0 removes it. All rows or none: a bad row is
+    /// named by its line and nothing is changed
+    Import {
+        space: String,
+        /// The CSV file (`-`: standard input)
+        file: PathBuf,
+        /// The file's text, read by the command line (a server has its own working directory).
+        #[arg(skip)]
+        csv: String,
+    },
+}
+
+#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "op", rename_all = "snake_case")]
 pub enum AdminRequest {
     /// Set the password of the admin page's user `admin`: asked twice on a terminal, else read
     /// from the first line of standard input. Sessions already logged in stay logged in until
@@ -162,6 +184,17 @@ pub enum Answer {
     PasswordSet(PasswordSet),
     Page(FeedPage),
     SpaceSettings(SpaceSettingsSet),
+    CostsImported(CostsImported),
+}
+
+/// What `tracker costs import` did.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct CostsImported {
+    pub space: String,
+    /// Costs set (rows of the same campaign and day add up to one).
+    pub set: usize,
+    /// Costs removed by an amount of 0.
+    pub removed: usize,
 }
 
 /// A space's settings after a change, as `GET /space` shows them.
@@ -241,6 +274,18 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
         } => {
             app.set_password(password.0).await?;
             Answer::PasswordSet(PasswordSet { password_set: true })
+        }
+        Request::Costs {
+            request: CostsRequest::Import { space, csv, .. },
+        } => {
+            let costs = crate::domain::cost::parse_csv(&csv)?;
+            let space = app.space_named(space).await?;
+            let done = app.set_costs(&space, costs).await?;
+            Answer::CostsImported(CostsImported {
+                space: space.name.to_string(),
+                set: done.set,
+                removed: done.removed,
+            })
         }
         Request::Backup { dest } => Answer::BackedUp(app.backup(&dest).await?),
         // Repairing rewrites indexes and the rollup under the writer's feet, and redb's page

@@ -537,6 +537,25 @@ impl Store {
             .await
     }
 
+    /// The space's costs on the days `[from, to]`, by day, then campaign.
+    pub async fn costs(
+        &self,
+        space: u32,
+        days: (crate::domain::cost::Day, crate::domain::cost::Day),
+    ) -> Result<Vec<crate::domain::cost::Cost>, Error> {
+        self.read(move |s| read::costs(s, space, days)).await
+    }
+
+    /// Sets costs of `space` (an amount of 0 removes one); answers how many were set and
+    /// removed.
+    pub async fn set_costs(
+        &self,
+        space: u32,
+        costs: Vec<crate::domain::cost::Cost>,
+    ) -> Result<(usize, usize), Error> {
+        self.write(move |t| t.set_costs(space, &costs)).await
+    }
+
     /// The space's most recent rejections, newest first.
     pub async fn rejections(&self, space: u32, limit: usize) -> Result<Vec<Rejection>, Error> {
         self.read(move |s| read::rejections(s, space, limit)).await

@@ -342,6 +342,7 @@ fn migrate_to_v9(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
         inbox.insert(key, bytes.as_slice())?;
     }
     let mut stats = txn.open_table(STATS)?;
+    txn.open_table(crate::storage::schema::COSTS)?;
     stats.retain(|_, _| false)?;
     let mut rollup = rollup::count_all(&clicks, &inbox, Err)?;
     rollup.write(&mut stats)?;

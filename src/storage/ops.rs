@@ -21,6 +21,7 @@ use std::ops::Bound;
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click::{self, NewClick};
+use crate::domain::cost::Cost;
 use crate::domain::credential::{self, Kind};
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
 use crate::domain::event::{EventKind, ValidEvent};
@@ -46,7 +47,7 @@ use crate::storage::schema::{
     LINKS, LINKS_BY_SPACE, META, META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS,
     SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
-use crate::storage::schema::{FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
+use crate::storage::schema::{COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
 
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
 /// share.
@@ -68,6 +69,7 @@ pub(crate) struct Txn<'t> {
     links_by_space: Table<'t, (u32, &'static str), ()>,
     admin: Table<'t, &'static str, &'static [u8]>,
     depositors: Depositors<'t>,
+    costs: Table<'t, (u32, u32, &'static str), &'static [u8]>,
     /// The stats counts of this batch, written once at its end.
     pub(super) rollup: Rollup,
     /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
@@ -136,6 +138,7 @@ impl<'t> Txn<'t> {
                 by_tg: txn.open_table(FIRST_DEPOSITS_BY_TG)?,
                 by_click: txn.open_table(FIRST_DEPOSITS_BY_CLICK)?,
             },
+            costs: txn.open_table(COSTS)?,
             rollup: Rollup::default(),
             inbox_seq,
             credentials_changed: false,
@@ -242,6 +245,31 @@ impl<'t> Txn<'t> {
         let user = event.tg_id.or(resolved.and_then(|r| r.click.tg_id));
         self.depositors
             .decide(space, user, resolved.map(|r| r.uid.as_str()), inbox_id)
+    }
+
+    /// Sets what each campaign of `costs` spent on its day in `space`, replacing what was set
+    /// before; an amount of 0 removes it. Answers how many were set and removed.
+    pub(crate) fn set_costs(
+        &mut self,
+        space: u32,
+        costs: &[Cost],
+    ) -> Result<(usize, usize), StoreError> {
+        let (mut set, mut removed) = (0, 0);
+        for c in costs {
+            let key = (space, c.day, c.campaign_name.as_str());
+            if c.amount.is_zero() {
+                removed += usize::from(self.costs.remove(key)?.is_some());
+            } else {
+                let record = records::CostRecord {
+                    amount: c.amount.to_string(),
+                    currency: c.currency.clone(),
+                };
+                self.costs
+                    .insert(key, records::encode(&record).as_slice())?;
+                set += 1;
+            }
+        }
+        Ok((set, removed))
     }
 
     /// Applies `patch` to the settings of `space`; answers them as they now are.

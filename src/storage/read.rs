@@ -17,7 +17,9 @@ use redb::{
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use crate::domain::cost::{self, Cost};
 use crate::domain::credential::{CredentialDigest, Kind};
+use crate::domain::decimal::Decimal;
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{AttributedBy, EventKind, Source, ValidEvent};
 use crate::domain::feed::{self, Attribution, FeedEvent, FeedPage, PageRequest};
@@ -31,6 +33,7 @@ use crate::storage::attribution;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
 use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRecord};
 use crate::storage::rollup;
+use crate::storage::schema::COSTS;
 use crate::storage::schema::{
     ADMIN, ADMIN_PASSWORD, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX,
     LINKS, LINKS_BY_SPACE, REJECTIONS, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
@@ -487,6 +490,33 @@ fn pieces(from: u32, to: u32) -> Vec<(u8, u32, u32)> {
         (rollup::DAY_ROWS, first_day, end_day),
         (0, end_day * 24, to),
     ]
+}
+
+/// `space`'s costs on the days `[from, to]` (both included), by day, then campaign.
+pub fn costs(
+    s: &Snapshot,
+    space: u32,
+    (from, to): (cost::Day, cost::Day),
+) -> Result<Vec<Cost>, StoreError> {
+    let table = s.txn.open_table(COSTS)?;
+    let mut costs = Vec::new();
+    if from > to {
+        return Ok(costs);
+    }
+    for entry in table.range((space, from, "")..(space, to.saturating_add(1), ""))? {
+        let (key, bytes) = entry?;
+        let (_, day, campaign) = key.value();
+        let r: records::CostRecord = records::decode(bytes.value())?;
+        let amount = Decimal::parse(&r.amount)
+            .map_err(|e| StoreError::Corrupt(format!("cost of {campaign:?} on day {day}: {e}")))?;
+        costs.push(Cost {
+            day,
+            campaign_name: campaign.to_owned(),
+            amount,
+            currency: r.currency,
+        });
+    }
+    Ok(costs)
 }
 
 /// `space`'s most recent rejections, newest first.

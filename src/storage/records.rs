@@ -379,6 +379,17 @@ impl Record for SpaceSettingsRecord {
     const NAME: &'static str = "space settings";
 }
 
+/// What a campaign spent on a day (`COSTS`): the exact decimal text and its currency.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct CostRecord {
+    pub amount: String,
+    pub currency: String,
+}
+impl Record for CostRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "cost";
+}
+
 /// The version 2 body of an `EventRecord` (module documentation). The base62 alphabet and the
 /// decimal notation are spelled out here rather than borrowed from `domain`, because stored bytes
 /// must keep decoding to the same text whatever those modules later do.
@@ -1577,6 +1588,16 @@ mod tests {
         let source_at = zero_source.len() - 2;
         zero_source[source_at] = 0;
         assert!(corrupt_message(&zero_source).contains("no source"));
+    }
+
+    #[test]
+    fn cost_record_bytes_are_stable() {
+        let cost = CostRecord {
+            amount: "120.50".into(),
+            currency: "USD".into(),
+        };
+        let bytes = [&[1, 6][..], b"120.50", &[3], b"USD"].concat();
+        assert_golden(&cost, &bytes);
     }
 
     /// Pins a stats row: version 2 (with first deposits last) as written, version 1 as schemas

@@ -115,6 +115,11 @@ pub const FIRST_DEPOSITS_BY_TG: TableDefinition<(u32, u64), u64> =
 pub const FIRST_DEPOSITS_BY_CLICK: TableDefinition<(u32, &str), u64> =
     TableDefinition::new("first_deposits_by_click");
 
+/// `(space, day, campaign_name) -> CostRecord`: what a campaign spent on a calendar day of the
+/// space (`domain::cost`; days since 1970-01-01). Day before campaign, so a range of days is one
+/// range of keys, whatever the grouping.
+pub const COSTS: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition::new("costs");
+
 /// `(space, dimension, group, hour) -> StatsRecord`: the counts of one group in one UTC hour
 /// (`domain::stats` says what counts where). `dimension` is `Dimension::code`: 0 campaign, with
 /// the campaign name (or "" for none) as group; 1 link, with the link slug; 2 the whole space,
@@ -173,6 +178,7 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(ADMIN)?;
     v.visit(FIRST_DEPOSITS_BY_TG)?;
     v.visit(FIRST_DEPOSITS_BY_CLICK)?;
+    v.visit(COSTS)?;
     Ok(())
 }
 

@@ -57,6 +57,7 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
             "v{version}: events in the fixture"
         );
         stats_count_what_the_file_holds(&store, version).await;
+        costs_are_what_the_file_holds(&store, version).await;
         let store = std::sync::Arc::new(store);
         let spaces = crate::support::app_on(&store, 0).spaces().await.unwrap();
         let names: Vec<_> = spaces.iter().map(|s| s.space.as_str()).collect();
@@ -125,6 +126,30 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
 /// The events each fixture holds: two more from version 8, which names Telegram users.
 fn events_in(version: u64) -> u64 {
     if version >= 8 { 10 } else { 8 }
+}
+
+/// From version 9 the fixture also holds costs, one set by the API and two imported.
+async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
+    let costs: Vec<String> = store
+        .costs(1, (0, u32::MAX))
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let c = tracker::domain::cost::CostView::from(c);
+            format!("{} {} {} {}", c.day, c.campaign_name, c.amount, c.currency)
+        })
+        .collect();
+    let want: &[&str] = if version >= 9 {
+        &[
+            "2026-11-24 organic 0.99 EUR",
+            "2026-11-24 spring-sale 120.50 USD",
+            "2026-11-25 spring-sale 3 USD",
+        ]
+    } else {
+        &[]
+    };
+    assert_eq!(costs, want, "v{version}");
 }
 
 /// The stats count what each fixture holds (tests/fixtures/make-fixture.sh says what that is):
