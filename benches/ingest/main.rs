@@ -977,7 +977,8 @@ fn read_rows(
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let mut spread = reads::create_space(bench.server.command(), addr, &bench.fixture.run, now_ms)?;
+    let mut spread =
+        reads::create_space(|| bench.server.command(), addr, &bench.fixture.run, now_ms)?;
     let mut results = ReadResults {
         events: 0,
         filled: (0, Duration::ZERO),

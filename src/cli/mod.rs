@@ -688,6 +688,7 @@ impl Output {
                 );
                 self.print(d, &text);
             }
+            Answer::Stats(shown) => self.print(shown, &stats_text(shown)),
             Answer::CostsImported(done) => {
                 let text = format!(
                     "space {}: {} cost(s) set, {} removed",
@@ -824,4 +825,45 @@ impl Output {
             &text,
         );
     }
+}
+
+/// `tracker stats` as a table: a line per group, each currency's figures after the counts.
+fn stats_text(shown: &control::StatsShown) -> String {
+    let mut text = format!(
+        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  revenue / cost / roi\n",
+        shown.by, "clicks", "bound", "regs", "deps", "first", "bound%"
+    );
+    for g in &shown.groups {
+        let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+        let money = |name: &str| {
+            g[name]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(c, v)| format!("{} {c}", v.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "-".into())
+        };
+        let _ = writeln!(
+            text,
+            "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {} / {} / {}",
+            g["group"].as_str().unwrap_or("(none)"),
+            n(&g["clicks"]),
+            n(&g["bound_clicks"]),
+            n(&g["events"]["registration"]),
+            n(&g["events"]["deposit"]),
+            n(&g["first_deposits"]),
+            g["rates"]["bound"].as_str().unwrap_or("-"),
+            money("deposits"),
+            money("cost"),
+            money("roi"),
+        );
+    }
+    if shown.groups.is_empty() {
+        text.push_str("no clicks, events or costs in this range");
+    }
+    text.trim_end().to_owned()
 }

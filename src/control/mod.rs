@@ -12,6 +12,6 @@ mod socket;
 
 pub use request::{
     AdminRequest, Answer, CostsImported, CostsRequest, KeysRequest, LinkRequest, Request,
-    SpaceRequest, SpaceSettingsSet, execute,
+    SpaceRequest, SpaceSettingsSet, StatsShown, execute,
 };
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

@@ -18,6 +18,7 @@ use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::link::{LinkView, NewLink};
 use crate::domain::password::Password;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
+use crate::domain::stats::Dimension;
 use crate::error::{Code, Error};
 use crate::storage::backup::BackupStats;
 use crate::storage::check::Report;
@@ -46,6 +47,23 @@ pub enum Request {
     Admin {
         #[command(subcommand)]
         request: AdminRequest,
+    },
+    /// Stats of a space: per campaign, link or day, clicks, the funnel with its rates, first
+    /// deposits, revenue, cost and return (as `GET /stats`)
+    Stats {
+        space: String,
+        #[arg(
+            long,
+            default_value = "campaign_name",
+            help = "campaign_name, link_slug or day (a day of the space's time zone)"
+        )]
+        by: String,
+        /// The first day counted, YYYY-MM-DD (default: from the first)
+        #[arg(long, value_name = "DAY")]
+        from: Option<String>,
+        /// The last day counted, included (default: to the last)
+        #[arg(long, value_name = "DAY")]
+        to: Option<String>,
     },
     /// What campaigns spent: import a CSV of costs
     Costs {
@@ -185,6 +203,15 @@ pub enum Answer {
     Page(FeedPage),
     SpaceSettings(SpaceSettingsSet),
     CostsImported(CostsImported),
+    Stats(StatsShown),
+}
+
+/// What `tracker stats` shows: `GET /stats`'s groups.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct StatsShown {
+    pub space: String,
+    pub by: String,
+    pub groups: Vec<Value>,
 }
 
 /// What `tracker costs import` did.
@@ -274,6 +301,26 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
         } => {
             app.set_password(password.0).await?;
             Answer::PasswordSet(PasswordSet { password_set: true })
+        }
+        Request::Stats {
+            space,
+            by,
+            from,
+            to,
+        } => {
+            let dimension = Dimension::parse(Some(&by))?;
+            let (first, last) = crate::domain::cost::day_range(from.as_deref(), to.as_deref())?;
+            let space = app.space_named(space).await?;
+            let range = crate::domain::stats::Range::Days(first, last);
+            let (_, groups) = app.stats(&space, dimension, range).await?;
+            Answer::Stats(StatsShown {
+                space: space.name.to_string(),
+                by: dimension.as_str().to_owned(),
+                groups: groups
+                    .iter()
+                    .map(|g| serde_json::to_value(g).unwrap_or(Value::Null))
+                    .collect(),
+            })
         }
         Request::Costs {
             request: CostsRequest::Import { space, csv, .. },

@@ -526,14 +526,15 @@ impl Store {
         self.read(|s| read::admin_password(s.txn())).await
     }
 
-    /// The space's stats by `dimension` over the hours `[from, to)`.
+    /// The space's stats by `dimension` over the quarters `[from, to)`, days in `zone`.
     pub async fn stats(
         &self,
         space: u32,
         dimension: Dimension,
-        hours: (u32, u32),
+        quarters: (u32, u32),
+        zone: jiff::tz::TimeZone,
     ) -> Result<Vec<GroupStats>, Error> {
-        self.read(move |s| read::stats(s, space, dimension, hours))
+        self.read(move |s| read::stats(s, space, dimension, quarters, &zone))
             .await
     }
 

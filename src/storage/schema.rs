@@ -31,7 +31,10 @@
 //!   the migration from the inbox in commit order (each deposit's user as its click is bound
 //!   now), which rewrites each first deposit as `EventRecord` version 5 (marked first); inbox
 //!   records may be version 5. `STATS` rows are `StatsRecord` version 2 (with first deposits),
-//!   rebuilt from the inbox and the clicks. `COSTS`, empty.
+//!   rebuilt from the inbox and the clicks, now per quarter of an hour instead of per hour (so
+//!   that a day of any time zone is a whole number of rows) and with two more groupings, the
+//!   ad (`utm_content`) and the ad set (`utm_term`) of the click's query. `COSTS`, empty. `SPACE_SETTINGS`
+//!   may hold `time_zone`.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -120,12 +123,15 @@ pub const FIRST_DEPOSITS_BY_CLICK: TableDefinition<(u32, &str), u64> =
 /// range of keys, whatever the grouping.
 pub const COSTS: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition::new("costs");
 
-/// `(space, dimension, group, hour) -> StatsRecord`: the counts of one group in one UTC hour
-/// (`domain::stats` says what counts where). `dimension` is `Dimension::code`: 0 campaign, with
+/// `(space, dimension, group, quarter) -> StatsRecord`: the counts of one group in one quarter of
+/// an hour (quarters since the epoch; hours before schema 9; `domain::stats` says what counts
+/// where). `dimension` is `Dimension::code`: 0 campaign, with
 /// the campaign name (or "" for none) as group; 1 link, with the link slug; 2 the whole space,
-/// with "" as group. Keyed group first, so one group's hours are one range. The same with
+/// with "" as group; 3 the ad (`utm_content` of the click's query) and 4 the ad set
+/// (`utm_term`), "" for none (schema 9). Keyed group first, so one group's quarters are one
+/// range. The same with
 /// `rollup::DAY_ROWS` (0x80) added to the dimension: the group's counts per UTC day (days since
-/// the epoch), each the sum of the day's hour rows.
+/// the epoch), each the sum of the day's quarter rows.
 pub const STATS: TableDefinition<(u32, u8, &str, u32), &[u8]> = TableDefinition::new("stats");
 
 /// `(space, slot) -> RejectionRecord`: a ring of the space's last `KEPT_PER_SPACE` rejections;

@@ -653,18 +653,19 @@ struct StatsPage<'a> {
     groups: Vec<StatsRow>,
 }
 
-/// `GET .../stats?by=&days=`: the same read as `GET /stats`, over the last `days` UTC days
-/// (today included) or everything.
+/// `GET .../stats?by=&days=`: the same read as `GET /stats`, over the last `days` days of the
+/// space's time zone (today included) or everything.
 pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
     let space = space(ctx, name).await?;
     let by = Dimension::parse(ctx.query.get("by"))?;
     let days = ctx.query.get("days").unwrap_or("30");
-    let from_hour = match days {
-        "all" => 0,
+    let zone = ctx.app.space_settings(&space).await?.time_zone.zone();
+    let range = match days {
+        "all" => stats::Range::Hours(0, u32::MAX),
         "1" | "7" | "30" => {
-            let today = ctx.app.now_ms() / stats::DAY_MS;
-            let first = today + 1 - days.parse::<u64>().unwrap_or(30);
-            u32::try_from(first * stats::DAY_MS / stats::HOUR_MS).unwrap_or(u32::MAX)
+            let today = stats::local_day(&zone, stats::quarter_of(ctx.app.now_ms()));
+            let back = days.parse::<u32>().unwrap_or(30) - 1;
+            stats::Range::Days(today.saturating_sub(back), u32::MAX)
         }
         _ => {
             return Err(Error::field(
@@ -677,8 +678,9 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
     let kinds: Vec<&'static str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
     let groups = ctx
         .app
-        .stats(&space, by, (from_hour, u32::MAX))
+        .stats(&space, by, range)
         .await?
+        .1
         .into_iter()
         .map(|g| StatsRow {
             group: g.group.unwrap_or_else(|| "(none)".to_owned()),
@@ -722,7 +724,9 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
             group_label: match by {
                 Dimension::Campaign => "Campaign",
                 Dimension::Link => "Link",
-                Dimension::Day => "Day (UTC)",
+                Dimension::Day => "Day",
+                Dimension::Ad => "Ad (utm_content)",
+                Dimension::AdSet => "Ad set (utm_term)",
             },
             kinds,
             groups,

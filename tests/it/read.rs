@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Value, json};
 
 use crate::support::{
-    DAY_MS, NOW_MS, Request, Space, TestServer, assert_error, assert_queued, event_answer,
+    DAY_MS, Mix, NOW_MS, Request, Space, TestServer, assert_error, assert_queued, event_answer,
 };
 
 /// Every event of `space`'s feed, page by page from the start, and the number of pages.
@@ -277,17 +277,6 @@ async fn a_waiting_follower_is_woken_by_the_commit() {
     assert_error(&r, 422, "invalid_field", Some("timeout_s"));
 }
 
-/// A tiny seeded generator, so a failing mix can be replayed from its seed.
-struct Mix(u64);
-impl Mix {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// The counts `GET /stats` answers equal a count made independently from the feed and the
 /// clicks the test made, over random mixes of clicks, bindings, events and duplicates, for
 /// every grouping (a property test: several seeds, each a different mix).
@@ -378,6 +367,10 @@ async fn stats_equal_a_count_made_from_the_feed() {
                 }
                 let mut g = g.clone();
                 g.as_object_mut().unwrap().remove("group");
+                // Tested with costs: `numbers::stats_with_costs_equal_a_count_made_from_the_feed`.
+                for derived in ["cost", "roi", "cpa", "epc", "rates"] {
+                    g.as_object_mut().unwrap().remove(derived);
+                }
                 g["deposits"] = json!({});
                 got.insert(key, g);
             }
