@@ -637,7 +637,18 @@ struct StatsRow {
     bound: u64,
     /// `(kind, count)` of each kind of event.
     events: Vec<(&'static str, u64)>,
+    first_deposits: u64,
     deposits: String,
+    cost: String,
+    roi: String,
+}
+
+/// `12.50 USD, 3 EUR` for sums or quotients by currency.
+fn by_currency(m: &std::collections::BTreeMap<String, String>) -> String {
+    m.iter()
+        .map(|(currency, v)| format!("{v} {currency}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[derive(Template)]
@@ -690,12 +701,10 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
                 .iter()
                 .map(|k| (*k, g.events.get(k).copied().unwrap_or(0)))
                 .collect(),
-            deposits: g
-                .deposits
-                .iter()
-                .map(|(currency, sum)| format!("{sum} {currency}"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            first_deposits: g.first_deposits,
+            deposits: by_currency(&g.deposits),
+            cost: by_currency(&g.cost),
+            roi: by_currency(&g.roi),
         })
         .collect();
     let frame = frame_of(ctx, Some(name), "stats");
@@ -708,6 +717,8 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
                 ("campaign_name", "campaign"),
                 ("link_slug", "link"),
                 ("day", "day"),
+                ("utm_content", "ad"),
+                ("utm_term", "ad set"),
             ]
             .into_iter()
             .map(|(value, label)| (value, label, value == by.as_str()))
