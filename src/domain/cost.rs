@@ -122,19 +122,24 @@ impl Cost {
         currency: &str,
     ) -> Result<Cost, Error> {
         let day = parse_day(day.trim(), "day")?;
-        let campaign_name = campaign_name.trim();
+        // The bound holds for the name as sent; the spaces around it are then dropped.
         let chars = campaign_name.chars().count();
-        if chars == 0 || chars > MAX_CAMPAIGN_CHARS {
+        let campaign_name = campaign_name.trim();
+        if campaign_name.is_empty() || chars > MAX_CAMPAIGN_CHARS {
             return Err(Error::field(
                 Code::InvalidField,
                 "campaign_name",
-                format!("campaign_name must be 1 to {MAX_CAMPAIGN_CHARS} characters, got {chars}"),
+                format!(
+                    "campaign_name must be 1 to {MAX_CAMPAIGN_CHARS} characters, not only \
+                     spaces, got {chars}"
+                ),
             ));
         }
         let amount = amount.trim();
+        // Digits first: no sign (not even `-0`), no bare `.5`.
         let amount = Decimal::parse(amount)
             .ok()
-            .filter(|a| !a.is_negative())
+            .filter(|_| amount.starts_with(|c: char| c.is_ascii_digit()))
             .ok_or_else(|| {
                 Error::field(
                     Code::InvalidValue,
@@ -366,11 +371,16 @@ mod tests {
             ("120.10".into(), "USD")
         );
         assert!(Cost::new("2026-11-24", "autumn", "0", "USD").is_ok());
+        for bad in ["-0.01", "-0", ".5", "x", ""] {
+            let e = Cost::new("2026-11-24", "autumn", bad, "USD").unwrap_err();
+            assert_eq!(e.field, Some("amount"), "{bad:?}");
+        }
         assert_eq!(
-            Cost::new("2026-11-24", "autumn", "-0.01", "USD")
-                .unwrap_err()
-                .field,
-            Some("amount")
+            Cost::new("2026-11-24", "autumn", "1e3", "USD")
+                .unwrap()
+                .amount
+                .to_string(),
+            "1000"
         );
         assert_eq!(
             Cost::new("2026-11-24", " ", "1", "USD").unwrap_err().field,
@@ -379,6 +389,8 @@ mod tests {
         let long = "x".repeat(MAX_CAMPAIGN_CHARS);
         assert!(Cost::new("2026-11-24", &long, "1", "USD").is_ok());
         assert!(Cost::new("2026-11-24", &format!("{long}x"), "1", "USD").is_err());
+        // The bound is on the name as sent, spaces around it included.
+        assert!(Cost::new("2026-11-24", &format!(" {long}"), "1", "USD").is_err());
     }
 
     #[test]
