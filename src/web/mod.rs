@@ -19,6 +19,7 @@
 //! | GET, POST | `/admin/spaces/<space>/links`      | links, create a link          |
 //! | POST   | `/admin/spaces/<space>/links/<slug>/delete` | delete a link           |
 //! | GET    | `/admin/spaces/<space>/events`        | the feed, newest first        |
+//! | GET    | `/admin/spaces/<space>/dashboard`     | totals, funnel, chart, table  |
 //! | GET    | `/admin/spaces/<space>/stats`         | stats by campaign, link, day  |
 //! | GET    | `/admin/spaces/<space>/rejections`    | the rejection log             |
 
@@ -261,6 +262,7 @@ async fn route(
             pages::delete_link(&ctx, space, slug).await
         }
         ["spaces", space, "events"] if get => pages::events(&ctx, space).await,
+        ["spaces", space, "dashboard"] if get => pages::dashboard(&ctx, space).await,
         ["spaces", space, "stats"] if get => pages::stats(&ctx, space).await,
         ["spaces", space, "rejections"] if get => pages::rejections(&ctx, space).await,
         _ => Err(Error::new(Code::NotFound, "there is no such admin page")),
