@@ -13,6 +13,7 @@ use crate::clock::rfc3339_s;
 use crate::domain::credential::Kind;
 use crate::domain::decimal::Decimal;
 use crate::domain::event::EventKind;
+use crate::domain::feed::FeedFilter;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::{LinkView, NewLink};
 use crate::domain::settings::{SETTINGS, SettingsPatch};
@@ -22,6 +23,8 @@ use crate::http::respond;
 
 /// Events on one page of the feed.
 const EVENTS_PER_PAGE: usize = 50;
+/// The most events one view of a filtered feed looks at.
+const FILTER_SCAN: usize = 5000;
 /// Rejections shown.
 const REJECTIONS_SHOWN: usize = 100;
 
@@ -589,9 +592,17 @@ struct EventsPage<'a> {
     name: &'a str,
     events: Vec<EventRow>,
     older: Option<u64>,
+    kinds: Vec<&'static str>,
+    /// The filter as given, for the form and the link to older events.
+    kind: String,
+    campaign: String,
+    uid: String,
+    tg: String,
+    filter_query: String,
 }
 
-/// `GET .../events?before=`: the feed newest first, from the same read as `GET /events`.
+/// `GET .../events?before=&kind=&campaign=&uid=&tg=`: the feed newest first, from the same
+/// read as `GET /events`, filtered by kind, campaign, `uid` and Telegram id.
 pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
     let space = space(ctx, name).await?;
     let before = match ctx.query.get("before") {
@@ -600,7 +611,44 @@ pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error>
             Error::field(Code::InvalidField, "before", "before is an event number")
         })?),
     };
-    let (events, older) = ctx.app.feed_newest(&space, before, EVENTS_PER_PAGE).await?;
+    let q = &ctx.query;
+    let filter = FeedFilter::parse(q.get("kind"), q.get("campaign"), q.get("uid"), q.get("tg"))?;
+    // Filtered: newest first until a page is full, looking at most at FILTER_SCAN events per
+    // view (the link to older events goes on from the last one looked at).
+    let mut events = Vec::new();
+    let (mut cursor, mut scanned) = (before, 0);
+    let older = loop {
+        let (page, older) = ctx.app.feed_newest(&space, cursor, EVENTS_PER_PAGE).await?;
+        scanned += page.len();
+        let last = page.last().and_then(|e| e.inbox_id.parse::<u64>().ok());
+        for e in page {
+            if events.len() < EVENTS_PER_PAGE && filter.matches(&e) {
+                events.push(e);
+            }
+        }
+        if events.len() == EVENTS_PER_PAGE || older.is_none() || filter.is_empty() {
+            break older;
+        }
+        if scanned >= FILTER_SCAN {
+            break last;
+        }
+        cursor = older;
+    };
+    let filter_query = [
+        ("kind", q.get("kind")),
+        ("campaign", q.get("campaign")),
+        ("uid", q.get("uid")),
+        ("tg", q.get("tg")),
+    ]
+    .into_iter()
+    .filter_map(|(name, v)| {
+        let v = v?;
+        Some(format!(
+            "&{name}={}",
+            percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)
+        ))
+    })
+    .collect::<String>();
     let events = events
         .into_iter()
         .map(|e| EventRow {
@@ -627,6 +675,12 @@ pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error>
             name,
             events,
             older,
+            kinds: EventKind::ALL.iter().map(|k| k.as_str()).collect(),
+            kind: q.get("kind").unwrap_or("").to_owned(),
+            campaign: q.get("campaign").unwrap_or("").to_owned(),
+            uid: q.get("uid").unwrap_or("").to_owned(),
+            tg: q.get("tg").unwrap_or("").to_owned(),
+            filter_query,
         },
     ))
 }

@@ -910,3 +910,59 @@ async fn the_dashboard_compares_periods_sorts_and_downloads_safe_csv() {
     assert_eq!(bad.status, 422);
     server.stop().await;
 }
+
+/// The feed page filters by kind, campaign, uid and Telegram id (each by its field's rule), and
+/// its link to older events keeps the filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_page_filters_by_kind_campaign_uid_and_telegram_id() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let spring = server
+        .click(&server.a, r#"{"campaign_name":"spring"}"#)
+        .await;
+    let autumn = server
+        .click(&server.a, r#"{"campaign_name":"autumn"}"#)
+        .await;
+    server.bind(&server.a, &autumn, 77).await;
+    for (kind, uid) in [
+        ("contact", &spring),
+        ("deposit", &spring),
+        ("deposit", &autumn),
+    ] {
+        let body = format!(r#"{{"event":"{kind}","uid":"{uid}","value":"1"}}"#);
+        assert_eq!(server.post_event(&body).await.status, 200);
+    }
+    let rows = |query: &'static str| {
+        let server = &server;
+        let cookie = &cookie;
+        async move {
+            let page = get_page(
+                server,
+                Some(cookie),
+                &format!("/admin/spaces/a/events?{query}"),
+            )
+            .await;
+            assert_eq!(page.status, 200, "{query}: {}", page.text());
+            page.text().matches("<td data-label=\"Event\">").count()
+        }
+    };
+    assert_eq!(rows("").await, 3);
+    assert_eq!(rows("kind=deposit").await, 2);
+    assert_eq!(rows("campaign=spring").await, 2);
+    assert_eq!(rows("kind=deposit&campaign=spring").await, 1);
+    assert_eq!(rows("tg=77").await, 1);
+    assert_eq!(rows("campaign=winter").await, 0);
+    let uid_query = format!("/admin/spaces/a/events?uid={autumn}");
+    let page = get_page(&server, Some(&cookie), &uid_query).await;
+    assert_eq!(page.text().matches("<td data-label=\"Event\">").count(), 1);
+    for bad in ["kind=refund", "uid=a%20b", "tg=0"] {
+        let page = get_page(
+            &server,
+            Some(&cookie),
+            &format!("/admin/spaces/a/events?{bad}"),
+        )
+        .await;
+        assert_eq!(page.status, 422, "{bad}");
+    }
+    server.stop().await;
+}
