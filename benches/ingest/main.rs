@@ -990,7 +990,8 @@ fn read_rows(
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let mut spread = reads::create_space(bench.server.command(), addr, &bench.fixture.run, now_ms)?;
+    let mut spread =
+        reads::create_space(|| bench.server.command(), addr, &bench.fixture.run, now_ms)?;
     let mut results = ReadResults {
         events: 0,
         filled: (0, Duration::ZERO),
@@ -1142,15 +1143,15 @@ fn report_reads(r: &mut ReadResults, plan: &ReadPlan, unique_alone: Option<f64>)
     let fill_rate = added as f64 / took.as_secs_f64().max(1e-9);
     println!(
         "read rows: space {:?} of {} events ({} clicks over {} campaigns and {} links, half \
-         bound; each campaign's events spread over {} hours, so {} rollup rows by campaign), \
-         filled through POST /events at {fill_rate:.0} events/s",
+         bound; each campaign's events spread over {} hours; a cost for each campaign on each \
+         of the last {} days), filled through POST /events at {fill_rate:.0} events/s",
         reads::SPACE,
         r.events,
         reads::CLICKS,
         reads::CAMPAIGNS,
         reads::LINKS,
         reads::hours_used(r.events),
-        reads::hours_used(r.events) * reads::CAMPAIGNS,
+        reads::COST_DAYS,
     );
     note_busy(r.rows.iter().map(|(_, _, side, _)| side));
     for (row, pace, side, ingest) in &r.rows {

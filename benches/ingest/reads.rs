@@ -4,10 +4,12 @@
 //!
 //! The reads go to a space of their own (`spread`), made through the admin socket, so that it
 //! holds exactly `--feed-events` events whatever other rows ran, spread the way a real space's
-//! are: 1000 clicks over 20 campaigns and 5 links (half of them bound), and events in every hour
-//! of the last 60 days for every campaign. The stats rollup is hourly, so `GET /stats` over all
-//! time reads 20 × 1440 rows: a space whose million events all fell in one hour would make it
-//! look free. The events are filled through the server's own ingest path (`POST /events` over 64
+//! are: 1000 clicks over 200 campaigns and 5 links (half of them bound), events in every hour
+//! of the last 89 days for every campaign (as far as the events reach: a million events are
+//! 5000 a campaign), and a cost for every campaign on each of the last 90 days (18,000, imported
+//! as a CSV through `tracker costs import`). `GET /stats` by campaign over all time then reads
+//! each campaign's day rows, its quarter rows of the partial days, and every cost: a space
+//! whose million events all fell in one hour would make it look free. The events are filled through the server's own ingest path (`POST /events` over 64
 //! connections with the in-repo client, which counts exactly).
 //!
 //! The side client is sequential (one connection, one request at a time), on its own thread: the
@@ -26,12 +28,14 @@ use crate::scenario::{Fixture, HOUR_MS, Template};
 use std::sync::Arc;
 
 /// Groups of the read rows' space.
-pub const CAMPAIGNS: u64 = 20;
+pub const CAMPAIGNS: u64 = 200;
 pub const LINKS: u64 = 5;
 /// Clicks of the read rows' space (a multiple of `CAMPAIGNS`), half of them bound.
 pub const CLICKS: u64 = 1000;
-/// Hours over which its events are spread: 60 days, inside the default `max_event_age` of 90.
-pub const HOURS: u64 = 60 * 24;
+/// Hours over which its events are spread: 89 days, inside the default `max_event_age` of 90.
+pub const HOURS: u64 = 89 * 24;
+/// Days back from now with a cost for every campaign.
+pub const COST_DAYS: u64 = 90;
 /// The hours in which each campaign has events, once `events` are stored.
 pub fn hours_used(events: u64) -> u64 {
     events.div_ceil(CAMPAIGNS).min(HOURS)
@@ -116,12 +120,12 @@ pub fn space_create(cli: Command, name: &str) -> Result<serde_json::Value, Strin
 }
 
 pub fn create_space(
-    cli: Command,
+    cli: impl Fn() -> Command,
     addr: SocketAddr,
     run: &str,
     now_ms: u64,
 ) -> Result<Spread, String> {
-    let created = space_create(cli, SPACE)?;
+    let created = space_create(cli(), SPACE)?;
     let field = |name: &str| {
         created
             .get(name)
@@ -153,12 +157,48 @@ pub fn create_space(
             ));
         }
     }
+    import_costs(cli(), run, now_ms)?;
     Ok(Spread {
         fixture: Arc::new(fixture),
         events: 0,
         base_ms: now_ms - HOUR_MS,
         sent: 0,
     })
+}
+
+/// A cost for every campaign on each of the last [`COST_DAYS`] UTC days, through `tracker costs
+/// import` (the admin socket of the running server).
+fn import_costs(mut cli: Command, run: &str, now_ms: u64) -> Result<(), String> {
+    use std::fmt::Write as _;
+    let today = now_ms / (24 * HOUR_MS);
+    let mut csv = String::from("day,campaign_name,amount,currency\n");
+    for back in 0..COST_DAYS {
+        let ms = i64::try_from((today - back) * 24 * HOUR_MS).unwrap_or(0);
+        let day = jiff::Timestamp::from_millisecond(ms)
+            .map_err(|e| e.to_string())?
+            .to_zoned_datetime(jiff::tz::TimeZone::UTC)
+            .date();
+        for c in 0..CAMPAIGNS {
+            let _ = writeln!(csv, "{day},campaign-{c},{}.{:02},USD", 10 + c, back % 100);
+        }
+    }
+    let path = std::env::temp_dir().join(format!("tracker-bench-costs-{run}.csv"));
+    std::fs::write(&path, csv).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let out = cli
+        .args(["costs", "import", SPACE])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running tracker costs import: {e}"));
+    let _ = std::fs::remove_file(&path);
+    let out = out?;
+    if !out.status.success() {
+        return Err(format!(
+            "tracker costs import {SPACE}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
 }
 
 /// What filling did.
@@ -381,6 +421,10 @@ fn check_stats(body: &[u8], in_full: bool, events: u64) -> Result<(), String> {
     let groups = count(body, br#""group":"#);
     if groups != CAMPAIGNS {
         return Err(format!("{groups} groups, expected {CAMPAIGNS}"));
+    }
+    let costed = count(body, br#""cost":{"USD":"#);
+    if costed != CAMPAIGNS {
+        return Err(format!("{costed} groups with a cost, expected {CAMPAIGNS}"));
     }
     if in_full {
         let v: serde_json::Value =

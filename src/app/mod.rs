@@ -26,7 +26,7 @@ use crate::domain::outcome::{BindOutcome, ClickOutcome};
 use crate::domain::rate::{Limiter, SpaceLimiter};
 use crate::domain::rejection::Rejection;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
-use crate::domain::stats::{Dimension, GroupStats};
+use crate::domain::stats::{Dimension, GroupStats, Range};
 use crate::error::{Code, Error};
 use crate::metrics::{EventStatus, Metrics};
 use crate::storage::Store;
@@ -89,6 +89,13 @@ pub enum Visit {
     Preview(Arc<Link>),
     /// A person: the click was recorded with `uid`.
     Clicked { link: Arc<Link>, uid: String },
+}
+
+/// What setting costs did: how many were set, and how many (of amount 0) removed one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CostsSet {
+    pub set: usize,
+    pub removed: usize,
 }
 
 /// What recording an event did (or, for a dry run, would do).
@@ -265,14 +272,41 @@ impl App {
         }
     }
 
-    /// The space's stats by `dimension` over `hours`.
+    /// The space's stats by `dimension` over `range`, days in the space's time zone; answers
+    /// the quarters `[from, to)` counted, with the groups.
     pub async fn stats(
         &self,
         space: &SpaceRef,
         dimension: Dimension,
-        hours: (u32, u32),
-    ) -> Result<Vec<GroupStats>, Error> {
-        self.store.stats(space.no, dimension, hours).await
+        range: Range,
+    ) -> Result<((u32, u32), Vec<GroupStats>), Error> {
+        let zone = self.space_settings(space).await?.time_zone.zone();
+        let quarters = range.quarters(&zone);
+        let groups = self
+            .store
+            .stats(space.no, dimension, quarters, zone)
+            .await?;
+        Ok((quarters, groups))
+    }
+
+    /// The space's costs on the days `[from, to]` (`GET /costs`, the dashboard).
+    pub async fn costs(
+        &self,
+        space: &SpaceRef,
+        days: (crate::domain::cost::Day, crate::domain::cost::Day),
+    ) -> Result<Vec<crate::domain::cost::Cost>, Error> {
+        self.store.costs(space.no, days).await
+    }
+
+    /// Sets costs (`POST /costs`, `tracker costs import`): each replaces what its campaign's day
+    /// had, an amount of 0 removes it; one transaction, so an import is all or nothing.
+    pub async fn set_costs(
+        &self,
+        space: &SpaceRef,
+        costs: Vec<crate::domain::cost::Cost>,
+    ) -> Result<CostsSet, Error> {
+        let (set, removed) = self.store.set_costs(space.no, costs).await?;
+        Ok(CostsSet { set, removed })
     }
 
     /// The space's last `limit` rejections, newest first.

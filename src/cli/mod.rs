@@ -20,7 +20,9 @@ use crate::app::App;
 use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Flags, LogFormat, Settings};
-use crate::control::{self, AdminRequest, Answer, DestinationRequest, Reached, Request};
+use crate::control::{
+    self, AdminRequest, Answer, CostsRequest, DestinationRequest, Reached, Request,
+};
 use crate::domain::password::{self, Password};
 use crate::domain::spreadsheet::CsvRows;
 use crate::server;
@@ -657,6 +659,16 @@ fn dev_credentials(ephemeral: bool) -> Result<Option<DevCredentials>, Box<dyn st
 fn complete(mut request: Request) -> Result<Request, Box<dyn std::error::Error>> {
     match &mut request {
         Request::Backup { dest } => *dest = std::path::absolute(&*dest)?,
+        Request::Costs {
+            request: CostsRequest::Import { file, csv, .. },
+        } => {
+            *csv = if file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())?
+            } else {
+                std::fs::read_to_string(&*file)
+                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+            };
+        }
         Request::Admin {
             request: AdminRequest::Password { password },
         } => *password = read_new_password()?,
@@ -809,6 +821,14 @@ impl Output {
             | Answer::DestinationDeleted(_)
             | Answer::Deliveries(_)
             | Answer::Retried(_) => self.destination_answer(answer),
+            Answer::Stats(shown) => self.print(shown, &stats_text(shown)),
+            Answer::CostsImported(done) => {
+                let text = format!(
+                    "space {}: {} cost(s) set, {} removed",
+                    done.space, done.set, done.removed
+                );
+                self.print(done, &text);
+            }
             Answer::BackedUp(stats) => {
                 let text = format!(
                     "backed up {} rows ({} bytes) to {}",
@@ -1124,4 +1144,45 @@ fn shell_word(text: &str) -> String {
     } else {
         format!("'{}'", text.replace('\'', r"'\''"))
     }
+}
+
+/// `tracker stats` as a table: a line per group, each currency's figures after the counts.
+fn stats_text(shown: &control::StatsShown) -> String {
+    let mut text = format!(
+        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  revenue / cost / roi\n",
+        shown.by, "clicks", "bound", "regs", "deps", "first", "bound%"
+    );
+    for g in &shown.groups {
+        let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+        let money = |name: &str| {
+            g[name]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(c, v)| format!("{} {c}", v.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "-".into())
+        };
+        let _ = writeln!(
+            text,
+            "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {} / {} / {}",
+            g["group"].as_str().unwrap_or("(none)"),
+            n(&g["clicks"]),
+            n(&g["bound_clicks"]),
+            n(&g["events"]["registration"]),
+            n(&g["events"]["deposit"]),
+            n(&g["first_deposits"]),
+            g["rates"]["bound"].as_str().unwrap_or("-"),
+            money("deposits"),
+            money("cost"),
+            money("roi"),
+        );
+    }
+    if shown.groups.is_empty() {
+        text.push_str("no clicks, events or costs in this range");
+    }
+    text.trim_end().to_owned()
 }

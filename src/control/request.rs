@@ -22,6 +22,7 @@ use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::link::{LinkView, NewLink};
 use crate::domain::password::Password;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
+use crate::domain::stats::Dimension;
 use crate::error::{Code, Error};
 use crate::storage::backup::BackupStats;
 use crate::storage::check::Report;
@@ -55,6 +56,28 @@ pub enum Request {
     Admin {
         #[command(subcommand)]
         request: AdminRequest,
+    },
+    /// Stats of a space: per campaign, link or day, clicks, the funnel with its rates, first
+    /// deposits, revenue, cost and return (as `GET /stats`)
+    Stats {
+        space: String,
+        #[arg(
+            long,
+            default_value = "campaign_name",
+            help = "campaign_name, link_slug or day (a day of the space's time zone)"
+        )]
+        by: String,
+        /// The first day counted, YYYY-MM-DD (default: from the first)
+        #[arg(long, value_name = "DAY")]
+        from: Option<String>,
+        /// The last day counted, included (default: to the last)
+        #[arg(long, value_name = "DAY")]
+        to: Option<String>,
+    },
+    /// What campaigns spent: import a CSV of costs
+    Costs {
+        #[command(subcommand)]
+        request: CostsRequest,
     },
     /// Write a consistent copy of the data file to DEST (safe while the server runs)
     Backup {
@@ -203,6 +226,23 @@ pub enum DestinationRequest {
 
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
+pub enum CostsRequest {
+    /// Set costs from a CSV file: a header row `day,campaign_name,amount,currency`, or Meta Ads
+    /// Manager's daily export (`Day`, `Campaign name`, `Amount spent (USD)`); each row replaces
+    /// what its campaign's day had, an amount of 0 removes it. All rows or none: a bad row is
+    /// named by its line and nothing is changed
+    Import {
+        space: String,
+        /// The CSV file (`-`: standard input)
+        file: PathBuf,
+        /// The file's text, read by the command line (a server has its own working directory).
+        #[arg(skip)]
+        csv: String,
+    },
+}
+
+#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "op", rename_all = "snake_case")]
 pub enum AdminRequest {
     /// Set the password of the admin page's user `admin`: asked twice on a terminal, else read
     /// from the first line of standard input. Sessions already logged in stay logged in until
@@ -235,6 +275,26 @@ pub enum Answer {
     Deliveries(Vec<DeliveryView>),
     Retried(Retried),
     SpaceSettings(SpaceSettingsSet),
+    CostsImported(CostsImported),
+    Stats(StatsShown),
+}
+
+/// What `tracker stats` shows: `GET /stats`'s groups.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct StatsShown {
+    pub space: String,
+    pub by: String,
+    pub groups: Vec<Value>,
+}
+
+/// What `tracker costs import` did.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct CostsImported {
+    pub space: String,
+    /// Costs set (rows of the same campaign and day add up to one).
+    pub set: usize,
+    /// Costs removed by an amount of 0.
+    pub removed: usize,
 }
 
 /// A space's settings after a change, as `GET /space` shows them.
@@ -322,6 +382,38 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
         } => {
             app.set_password(password.0).await?;
             Answer::PasswordSet(PasswordSet { password_set: true })
+        }
+        Request::Stats {
+            space,
+            by,
+            from,
+            to,
+        } => {
+            let dimension = Dimension::parse(Some(&by))?;
+            let (first, last) = crate::domain::cost::day_range(from.as_deref(), to.as_deref())?;
+            let space = app.space_named(space).await?;
+            let range = crate::domain::stats::Range::Days(first, last);
+            let (_, groups) = app.stats(&space, dimension, range).await?;
+            Answer::Stats(StatsShown {
+                space: space.name.to_string(),
+                by: dimension.as_str().to_owned(),
+                groups: groups
+                    .iter()
+                    .map(|g| serde_json::to_value(g).unwrap_or(Value::Null))
+                    .collect(),
+            })
+        }
+        Request::Costs {
+            request: CostsRequest::Import { space, csv, .. },
+        } => {
+            let costs = crate::domain::cost::parse_csv(&csv)?;
+            let space = app.space_named(space).await?;
+            let done = app.set_costs(&space, costs).await?;
+            Answer::CostsImported(CostsImported {
+                space: space.name.to_string(),
+                set: done.set,
+                removed: done.removed,
+            })
         }
         Request::Backup { dest } => Answer::BackedUp(app.backup(&dest).await?),
         // Repairing rewrites indexes and the rollup under the writer's feet, and redb's page

@@ -92,13 +92,17 @@ pub fn listen(path: &Path, app: Arc<App>) -> std::io::Result<ControlSocket> {
     })
 }
 
+/// The longest request line: a cost import carries its CSV file (90 days of 1000 campaigns is
+/// about 4 MiB), everything else is small.
+const MAX_REQUEST_BYTES: u64 = 8 * 1024 * 1024;
+
 async fn serve_connection(stream: UnixStream, app: Arc<App>, own: u32) -> std::io::Result<()> {
     let peer = stream.peer_cred()?.uid();
     let (read, mut write) = stream.into_split();
     let reply = if peer_allowed(peer, own) {
         let mut line = String::new();
         BufReader::new(read)
-            .take(64 * 1024)
+            .take(MAX_REQUEST_BYTES)
             .read_line(&mut line)
             .await?;
         match serde_json::from_str::<Request>(&line) {
@@ -107,6 +111,10 @@ async fn serve_connection(stream: UnixStream, app: Arc<App>, own: u32) -> std::i
                 if matches!(request, Request::ExportPage { .. }) {
                     // An export asks once per page: not worth a line each.
                     tracing::debug!(target: "tracker::control", ?request, "control command");
+                } else if let Request::Costs { request } = &request {
+                    // Without the file's text: a log line, not a copy of the spend.
+                    let crate::control::CostsRequest::Import { space, file, .. } = request;
+                    tracing::info!(target: "tracker::control", space, ?file, "control command: costs import");
                 } else {
                     tracing::info!(target: "tracker::control", ?request, "control command");
                 }

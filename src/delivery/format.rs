@@ -175,6 +175,7 @@ pub fn test_event(now_ms: u64) -> FeedEvent {
         tg_id: Some(1),
         fbc: Some(crate::domain::feed::fbc(now_ms, "test")),
         attributed_by: Some("uid".into()),
+        first_deposit: Some(true),
     }
 }
 

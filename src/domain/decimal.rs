@@ -119,6 +119,53 @@ impl Decimal {
         })
     }
 
+    /// Exact difference; `None` on overflow.
+    #[must_use]
+    pub fn checked_sub(self, other: Decimal) -> Option<Decimal> {
+        self.checked_add(Decimal {
+            mantissa: other.mantissa.checked_neg()?,
+            scale: other.scale,
+        })
+    }
+
+    #[must_use]
+    pub fn is_zero(self) -> bool {
+        self.mantissa == 0
+    }
+
+    #[must_use]
+    pub fn is_negative(self) -> bool {
+        self.mantissa < 0
+    }
+
+    /// `self / by`, rounded half away from zero to `places` decimals (a rate or a price per
+    /// unit, where exact is impossible); `None` when `by` is zero or on overflow.
+    #[must_use]
+    pub fn ratio(self, by: Decimal, places: u8) -> Option<Decimal> {
+        if by.mantissa == 0 {
+            return None;
+        }
+        let pow = |n: u8| 10_i128.checked_pow(u32::from(n));
+        // self / by = (m1 / 10^s1) / (m2 / 10^s2) = m1 * 10^(s2 + places) / (m2 * 10^s1), in
+        // units of 10^-places.
+        let numerator = self
+            .mantissa
+            .checked_mul(pow(by.scale.checked_add(places)?)?)?;
+        let denominator = by.mantissa.checked_mul(pow(self.scale)?)?;
+        let (q, r) = (numerator / denominator, numerator % denominator);
+        let round_away = r.unsigned_abs().checked_mul(2)? >= denominator.unsigned_abs();
+        let negative = (numerator < 0) != (denominator < 0);
+        let mantissa = match (round_away, negative) {
+            (false, _) => q,
+            (true, false) => q.checked_add(1)?,
+            (true, true) => q.checked_sub(1)?,
+        };
+        Some(Decimal {
+            mantissa,
+            scale: places,
+        })
+    }
+
     #[must_use]
     pub fn zero() -> Decimal {
         Decimal {
@@ -145,6 +192,24 @@ impl fmt::Display for Decimal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ratios_round_half_away_from_zero() {
+        let d = |t| Decimal::parse(t).unwrap();
+        let r = |a, b| d(a).ratio(d(b), 4).map(|x| x.to_string());
+        assert_eq!(r("1", "3").as_deref(), Some("0.3333"));
+        assert_eq!(r("2", "3").as_deref(), Some("0.6667"));
+        assert_eq!(r("-2", "3").as_deref(), Some("-0.6667"));
+        assert_eq!(r("0.00005", "1").as_deref(), Some("0.0001"), "half: away");
+        assert_eq!(
+            r("0.000049", "1").as_deref(),
+            Some("0.0000"),
+            "just below half"
+        );
+        assert_eq!(r("120.00", "40").as_deref(), Some("3.0000"));
+        assert_eq!(r("1", "0"), None);
+        assert_eq!(d("1.5").checked_sub(d("0.25")).unwrap().to_string(), "1.25");
+    }
 
     #[test]
     fn keeps_the_written_scale() {

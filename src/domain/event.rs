@@ -359,7 +359,7 @@ fn parse_value(v: &Numeric) -> Result<Decimal, Error> {
     Decimal::parse(text).map_err(|msg| Error::field(Code::InvalidValue, "value", msg))
 }
 
-fn check_currency(c: &str) -> Result<String, Error> {
+pub(crate) fn check_currency(c: &str) -> Result<String, Error> {
     if (3..=10).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_alphanumeric()) {
         Ok(c.to_ascii_uppercase())
     } else {

@@ -47,6 +47,10 @@ pub struct FeedEvent {
     /// How the event was attributed when it was stored: `uid`, `tg_id`, or `null` when no click
     /// was found. Last, so that the columns of an export made before it keep their places.
     pub attributed_by: Option<String>,
+    /// For a deposit, whether it was its user's first (`docs/api.md#first-deposits`), decided
+    /// when it was stored; `null` for every other kind. After `attributed_by`, for the same
+    /// reason.
+    pub first_deposit: Option<bool>,
 }
 
 /// The click an event is attributed to, as the feed shows it.
@@ -214,5 +218,66 @@ mod tests {
         assert_eq!(parse_wait(None), Ok(DEFAULT_WAIT_S));
         assert_eq!(parse_wait(Some("61")).unwrap_err().field, Some("timeout_s"));
         assert!(parse_wait(Some("1.5")).is_err());
+    }
+}
+
+/// Which events the admin page's feed shows: of one kind, of one campaign, of one `uid`, of one
+/// Telegram user; every one given must hold. Each is checked by the rule of its field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeedFilter {
+    pub kind: Option<crate::domain::event::EventKind>,
+    pub campaign: Option<String>,
+    pub uid: Option<String>,
+    pub tg_id: Option<u64>,
+}
+
+impl FeedFilter {
+    /// From the page's query: `kind`, `campaign`, `uid`, `tg` (absent or empty: any).
+    pub fn parse(
+        kind: Option<&str>,
+        campaign: Option<&str>,
+        uid: Option<&str>,
+        tg: Option<&str>,
+    ) -> Result<FeedFilter, Error> {
+        let kind = kind
+            .map(|k| {
+                crate::domain::event::EventKind::from_name(k).ok_or_else(|| {
+                    Error::field(
+                        Code::InvalidField,
+                        "kind",
+                        format!(
+                            "kind is contact, subscribed, registration or deposit, got {}",
+                            crate::domain::input::quoted(k)
+                        ),
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(FeedFilter {
+            kind,
+            campaign: campaign.map(str::to_owned),
+            uid: uid
+                .map(|u| crate::domain::uid::check(u.to_owned(), "uid"))
+                .transpose()?,
+            tg_id: tg
+                .map(|t| crate::domain::click::parse_tg_id(t, "tg"))
+                .transpose()?,
+        })
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        *self == FeedFilter::default()
+    }
+
+    #[must_use]
+    pub fn matches(&self, e: &FeedEvent) -> bool {
+        self.kind.is_none_or(|k| e.event == k.as_str())
+            && self
+                .campaign
+                .as_ref()
+                .is_none_or(|c| e.campaign_name.as_ref() == Some(c))
+            && self.uid.as_ref().is_none_or(|u| e.uid.as_ref() == Some(u))
+            && self.tg_id.is_none_or(|t| e.tg_id == Some(t))
     }
 }

@@ -4,6 +4,7 @@
 pub mod base62;
 pub mod click;
 pub mod client;
+pub mod cost;
 pub mod credential;
 pub mod decimal;
 pub mod dedup;

@@ -51,6 +51,44 @@ pub struct SpaceSettings {
     /// Whether a link click keeps the visitor's IP address and user agent (until
     /// `delivery_max_age`) for Meta's Conversions API to match with.
     pub meta_client_hints: bool,
+    /// The space's days: stats by day, date ranges and costs (`docs/api.md#time-zones`).
+    pub time_zone: TimeZoneName,
+}
+
+/// An IANA time zone name known to the bundled time-zone database (`Europe/Berlin`); `UTC` by
+/// default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimeZoneName(String);
+
+impl Default for TimeZoneName {
+    fn default() -> Self {
+        TimeZoneName("UTC".to_owned())
+    }
+}
+
+impl TimeZoneName {
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The zone, with its rules.
+    #[must_use]
+    pub fn zone(&self) -> jiff::tz::TimeZone {
+        jiff::tz::db()
+            .get(&self.0)
+            .unwrap_or(jiff::tz::TimeZone::UTC)
+    }
+
+    fn parse(text: &str) -> Result<TimeZoneName, String> {
+        match jiff::tz::db().get(text) {
+            Ok(_) => Ok(TimeZoneName(text.to_owned())),
+            Err(_) => Err(format!(
+                "is an IANA time zone name such as Europe/Berlin or UTC, got {}",
+                quoted(text)
+            )),
+        }
+    }
 }
 
 /// How a setting's value is written in JSON (the API's answers and `PATCH /space`).
@@ -76,7 +114,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 2] = [
+pub const SETTINGS: [Setting; 3] = [
     Setting {
         name: "attribution",
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
@@ -105,6 +143,19 @@ pub const SETTINGS: [Setting; 2] = [
                 "false" => false,
                 _ => return Err(format!("is true or false, got {}", quoted(text))),
             };
+            Ok(())
+        },
+    },
+    Setting {
+        name: "time_zone",
+        about: "The space's days, for stats by day, date ranges and costs: an IANA time zone \
+                name such as Europe/Berlin, Asia/Kolkata or UTC. Changing it changes no count: \
+                days are read in the new zone from then on.",
+        choices: &[],
+        json: JsonType::String,
+        get: |s| s.time_zone.as_str().to_owned(),
+        set: |s, text| {
+            s.time_zone = TimeZoneName::parse(text)?;
             Ok(())
         },
     },
@@ -376,6 +427,21 @@ mod tests {
     }
 
     #[test]
+    fn a_time_zone_is_an_iana_name() {
+        for good in ["UTC", "Europe/Berlin", "Asia/Kolkata", "America/St_Johns"] {
+            let p = SettingsPatch::from_assignments(&[format!("time_zone={good}")]).unwrap();
+            let mut s = SpaceSettings::default();
+            p.apply(&mut s).unwrap();
+            assert_eq!(s.time_zone.as_str(), good);
+        }
+        assert_eq!(SpaceSettings::default().time_zone.as_str(), "UTC");
+        for bad in ["Mars/Olympus", "", "+05:30", "Europe/Berlin "] {
+            let e = SettingsPatch::new([("time_zone".to_owned(), bad.to_owned())]).unwrap_err();
+            assert_eq!(e.field, Some("time_zone"), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn assignments_are_name_equals_value() {
         let p = SettingsPatch::from_assignments(&["attribution=last_touch".into()]).unwrap();
         let mut s = SpaceSettings::default();
@@ -397,13 +463,15 @@ mod tests {
         let s = SpaceSettings {
             attribution: Attribution::LastTouch,
             meta_client_hints: true,
+            time_zone: TimeZoneName::parse("Asia/Kathmandu").unwrap(),
         };
         let pairs = s.pairs();
         assert_eq!(
             pairs,
             vec![
                 ("attribution", "last_touch".to_owned()),
-                ("meta_client_hints", "true".to_owned())
+                ("meta_client_hints", "true".to_owned()),
+                ("time_zone", "Asia/Kathmandu".to_owned())
             ]
         );
         let back = SpaceSettings::from_pairs(pairs.iter().map(|(n, v)| (*n, v.as_str()))).unwrap();
@@ -411,7 +479,7 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"attribution": "last_touch", "meta_client_hints": true})
+            serde_json::json!({"attribution": "last_touch", "meta_client_hints": true, "time_zone": "Asia/Kathmandu"})
         );
         assert_eq!(serde_json::from_value::<SpaceSettings>(json).unwrap(), s);
         assert!(SpaceSettings::from_pairs([("colour", "red")]).is_err());

@@ -1,13 +1,16 @@
-//! Stats (`docs/api.md#stats`): per group, clicks, bound clicks, new events of each kind, and
-//! deposit sums per currency, exact.
+//! Stats (`docs/api.md#stats`): per group, clicks, bound clicks, new events of each kind, first
+//! deposits and deposit sums per currency, exact; with the costs, the return, the prices and the
+//! funnel's rates that follow from them.
 //!
-//! The writer keeps them as counters per space, group and UTC hour (a rollup), updated in the
-//! same transaction as what they count, so `GET /stats` reads a few rows instead of the inbox.
-//! What is counted where (one rule, here, for the writer, the migration that builds the rollup
-//! from an older file, and `tracker check`):
-//! - a click counts in the hour it was made, under its `campaign_name` and `link_slug`;
-//! - a binding counts as a bound click under the click's hour and groups;
-//! - a new event (never a duplicate) counts in the hour of its `occurred_at_ms`, under its
+//! The writer keeps the counts per space, group and quarter of an hour (a rollup), updated in
+//! the same transaction as what they count, so `GET /stats` reads a few rows instead of the
+//! inbox. A quarter, not an hour, because every time zone in use is a whole number of quarters
+//! off UTC: a day of the space's zone is a whole number of rows, whatever the zone, and changing
+//! the zone changes no row. What is counted where (one rule, here, for the writer, the migration
+//! that builds the rollup from an older file, and `tracker check`):
+//! - a click counts in the quarter it was made, under its `campaign_name` and `link_slug`;
+//! - a binding counts as a bound click under the click's quarter and groups;
+//! - a new event (never a duplicate) counts in the quarter of its `occurred_at_ms`, under its
 //!   click's groups, or under no group when its `uid` names no click. A click's uid is random, so
 //!   a click made later never takes an earlier event's uid: the feed, which joins clicks at read
 //!   time, and the stats always agree.
@@ -28,8 +31,12 @@ pub const DAY_MS: u64 = 24 * HOUR_MS;
 pub enum Dimension {
     Campaign,
     Link,
-    /// Every count of the space, grouped by UTC day at read time.
+    /// Every count of the space, grouped by the space's calendar day at read time.
     Day,
+    /// The ad a click came from: `utm_content` of its query.
+    Ad,
+    /// The ad set a click came from: `utm_term` of its query.
+    AdSet,
 }
 
 impl Dimension {
@@ -40,7 +47,15 @@ impl Dimension {
             Dimension::Campaign => 0,
             Dimension::Link => 1,
             Dimension::Day => 2,
+            Dimension::Ad => 3,
+            Dimension::AdSet => 4,
         }
+    }
+
+    /// Whether a cost (a campaign's, per day) belongs to this grouping's groups.
+    #[must_use]
+    pub fn has_costs(self) -> bool {
+        matches!(self, Dimension::Campaign | Dimension::Day)
     }
 
     pub fn parse(by: Option<&str>) -> Result<Dimension, Error> {
@@ -48,11 +63,13 @@ impl Dimension {
             None | Some("campaign_name") => Ok(Dimension::Campaign),
             Some("link_slug") => Ok(Dimension::Link),
             Some("day") => Ok(Dimension::Day),
+            Some("utm_content") => Ok(Dimension::Ad),
+            Some("utm_term") => Ok(Dimension::AdSet),
             Some(other) => Err(Error::field(
                 Code::InvalidField,
                 "by",
                 format!(
-                    "by must be campaign_name, link_slug or day, got {}",
+                    "by must be campaign_name, link_slug, day, utm_content or utm_term, got {}",
                     crate::domain::input::quoted(other)
                 ),
             )),
@@ -65,8 +82,74 @@ impl Dimension {
             Dimension::Campaign => "campaign_name",
             Dimension::Link => "link_slug",
             Dimension::Day => "day",
+            Dimension::Ad => "utm_content",
+            Dimension::AdSet => "utm_term",
         }
     }
+}
+
+/// The rollup's finest grain: a quarter of an hour. Every time zone in use today is a whole
+/// number of quarters off UTC, so every local midnight is a quarter's start and a local day is a
+/// whole number of quarter rows (`docs/api.md#time-zones`).
+pub const QUARTER_MS: u64 = 900_000;
+/// Quarters in a UTC day (the rollup's day rows).
+pub const QUARTERS_PER_DAY: u32 = 96;
+
+/// The quarter (quarters of an hour since the epoch) of a time in epoch milliseconds.
+#[must_use]
+pub fn quarter_of(ms: u64) -> u32 {
+    u32::try_from(ms / QUARTER_MS).unwrap_or(u32::MAX)
+}
+
+/// What `GET /stats`, the command line and the pages ask for: UTC hours (`from_ms`/`to_ms`,
+/// widened to whole hours) or calendar days of the space's time zone, both included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Range {
+    /// `[from, to)` in hours since the epoch.
+    Hours(u32, u32),
+    /// `[first, last]` calendar days of the space (days since 1970-01-01).
+    Days(u32, u32),
+}
+
+impl Range {
+    /// `[from, to)` in quarters, in `zone` for days.
+    #[must_use]
+    pub fn quarters(self, zone: &jiff::tz::TimeZone) -> (u32, u32) {
+        match self {
+            Range::Hours(from, to) => (from.saturating_mul(4), to.saturating_mul(4)),
+            Range::Days(first, last) => (
+                day_start(zone, first),
+                if last == u32::MAX {
+                    u32::MAX
+                } else {
+                    day_start(zone, last + 1)
+                },
+            ),
+        }
+    }
+}
+
+/// The quarter at which calendar day `day` (days since 1970-01-01) begins in `zone`: its first
+/// instant (after a gap, as at a DST change at midnight, the first that exists), rounded down to
+/// a quarter, which it is already in every zone in use today.
+#[must_use]
+pub fn day_start(zone: &jiff::tz::TimeZone, day: u32) -> u32 {
+    let date = crate::domain::cost::date_of(day);
+    date.to_zoned_datetime(zone.clone()).map_or(u32::MAX, |z| {
+        let ms = z.timestamp().as_millisecond();
+        quarter_of(u64::try_from(ms).unwrap_or(0))
+    })
+}
+
+/// The calendar day, in `zone`, of the instant quarter `q` begins.
+#[must_use]
+pub fn local_day(zone: &jiff::tz::TimeZone, q: u32) -> u32 {
+    let ms = i64::from(q) * 900_000;
+    // Past the calendar's end (year 9999): the last day there is.
+    jiff::Timestamp::from_millisecond(ms).map_or(u32::MAX, |t| {
+        let date = t.to_zoned_datetime(zone.clone()).date();
+        u32::try_from((date - jiff::civil::date(1970, 1, 1)).get_days()).unwrap_or(0)
+    })
 }
 
 /// The UTC hour (hours since the epoch) of a time in epoch milliseconds.
@@ -84,6 +167,8 @@ pub struct Counts {
     pub events: [u64; 4],
     /// Deposit sums by currency, exact.
     pub deposits: BTreeMap<String, Decimal>,
+    /// New deposits that were their user's first (`storage/first_deposit.rs`).
+    pub first_deposits: u64,
 }
 
 impl Counts {
@@ -103,11 +188,18 @@ impl Counts {
         }
     }
 
-    /// One new event; a deposit with a value adds it to its currency's sum.
+    /// One new event; a deposit with a value adds it to its currency's sum, and counts as a
+    /// first deposit when `first_deposit`.
     #[must_use]
-    pub fn event(kind: EventKind, value: Option<Decimal>, currency: &str) -> Counts {
+    pub fn event(
+        kind: EventKind,
+        value: Option<Decimal>,
+        currency: &str,
+        first_deposit: bool,
+    ) -> Counts {
         let mut c = Counts::default();
         c.events[kind as usize - 1] = 1;
+        c.first_deposits = u64::from(first_deposit && kind == EventKind::Deposit);
         if let (EventKind::Deposit, Some(v)) = (kind, value) {
             c.deposits.insert(currency.to_owned(), v);
         }
@@ -119,6 +211,7 @@ impl Counts {
     pub fn add(&mut self, other: &Counts) -> Result<(), String> {
         self.clicks += other.clicks;
         self.bound_clicks += other.bound_clicks;
+        self.first_deposits += other.first_deposits;
         for (mine, theirs) in self.events.iter_mut().zip(other.events) {
             *mine += theirs;
         }
@@ -147,14 +240,92 @@ pub struct GroupStats {
     pub bound_clicks: u64,
     /// New events by kind (duplicates are not counted).
     pub events: BTreeMap<&'static str, u64>,
+    /// New deposits that were their user's first.
+    pub first_deposits: u64,
     /// Deposit sums by currency, as exact decimal strings.
     pub deposits: BTreeMap<String, String>,
+    /// What the group's campaigns spent, by currency, exact (`docs/api.md#costs`): by campaign
+    /// and by day only (a cost belongs to a campaign's day, not to a link).
+    pub cost: BTreeMap<String, String>,
+    /// `(revenue - cost) / cost` per currency of the cost, where the revenue has no other
+    /// currency.
+    pub roi: BTreeMap<String, String>,
+    /// Cost per first deposit, per currency of the cost, where there was a first deposit.
+    pub cpa: BTreeMap<String, String>,
+    /// Revenue per click, per currency of the revenue, where there was a click.
+    pub epc: BTreeMap<String, String>,
+    /// The funnel's stage rates: `bound` (bound clicks / clicks), `registration`
+    /// (registrations / bound clicks), `first_deposit` (first deposits / registrations); `null`
+    /// where the stage before had none.
+    pub rates: Rates,
+}
+
+/// The decimals of a rate, a return or a price per unit (never exact: a quotient).
+pub const RATIO_PLACES: u8 = 4;
+
+/// The funnel's stage rates of a group (see [`GroupStats::rates`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rates {
+    pub bound: Option<String>,
+    pub registration: Option<String>,
+    pub first_deposit: Option<String>,
+}
+
+/// `n / d` as a rate, `None` when `d` is 0.
+fn rate(n: u64, d: u64) -> Option<String> {
+    let dec = |x: u64| Decimal::parse(&x.to_string()).ok();
+    dec(n)?.ratio(dec(d)?, RATIO_PLACES).map(|r| r.to_string())
 }
 
 impl GroupStats {
+    /// A group's stats from its counts and what it spent (`cost`, by currency).
     #[must_use]
-    pub fn new(group: Option<String>, counts: &Counts) -> GroupStats {
+    pub fn new(
+        group: Option<String>,
+        counts: &Counts,
+        cost: &BTreeMap<String, Decimal>,
+    ) -> GroupStats {
+        let revenue = &counts.deposits;
+        let mut roi = BTreeMap::new();
+        let mut cpa = BTreeMap::new();
+        for (currency, spent) in cost {
+            let other_revenue = revenue.keys().any(|c| c != currency);
+            if !other_revenue {
+                let earned = revenue.get(currency).copied().unwrap_or_else(Decimal::zero);
+                if let Some(r) = earned
+                    .checked_sub(*spent)
+                    .and_then(|gain| gain.ratio(*spent, RATIO_PLACES))
+                {
+                    roi.insert(currency.clone(), r.to_string());
+                }
+            }
+            let firsts = Decimal::parse(&counts.first_deposits.to_string()).ok();
+            if let Some(per) = firsts.and_then(|n| spent.ratio(n, RATIO_PLACES)) {
+                cpa.insert(currency.clone(), per.to_string());
+            }
+        }
+        let clicks = Decimal::parse(&counts.clicks.to_string()).ok();
+        let epc = revenue
+            .iter()
+            .filter_map(|(c, sum)| {
+                let per = sum.ratio(clicks?, RATIO_PLACES)?;
+                Some((c.clone(), per.to_string()))
+            })
+            .collect();
+        let registrations = counts.events[EventKind::Registration as usize - 1];
         GroupStats {
+            cost: cost
+                .iter()
+                .map(|(c, v)| (c.clone(), v.to_string()))
+                .collect(),
+            roi,
+            cpa,
+            epc,
+            rates: Rates {
+                bound: rate(counts.bound_clicks, counts.clicks),
+                registration: rate(registrations, counts.bound_clicks),
+                first_deposit: rate(counts.first_deposits, registrations),
+            },
             group,
             clicks: counts.clicks,
             bound_clicks: counts.bound_clicks,
@@ -162,6 +333,7 @@ impl GroupStats {
                 .iter()
                 .map(|k| (k.as_str(), counts.events[*k as usize - 1]))
                 .collect(),
+            first_deposits: counts.first_deposits,
             deposits: counts
                 .deposits
                 .iter()
@@ -208,6 +380,27 @@ pub fn hours(from_ms: Option<&str>, to_ms: Option<&str>) -> Result<(u32, u32), E
     Ok((from, to))
 }
 
+/// The range of `GET /stats`: `from_ms`/`to_ms` (UTC hours), or `from`/`to` (calendar days of
+/// the space, both included), not both.
+pub fn range(
+    (from_ms, to_ms): (Option<&str>, Option<&str>),
+    (from, to): (Option<&str>, Option<&str>),
+) -> Result<Range, Error> {
+    if from.is_some() || to.is_some() {
+        if let Some(field) = from_ms.map(|_| "from_ms").or(to_ms.map(|_| "to_ms")) {
+            return Err(Error::field(
+                Code::InvalidField,
+                field,
+                format!("{field} and from/to (days) are two ways to give a range: use one"),
+            ));
+        }
+        let (first, last) = crate::domain::cost::day_range(from, to)?;
+        return Ok(Range::Days(first, last));
+    }
+    let (from, to) = hours(from_ms, to_ms)?;
+    Ok(Range::Hours(from, to))
+}
+
 /// `2026-11-22` for an hour since the epoch.
 #[must_use]
 pub fn day_label(hour: u32) -> String {
@@ -224,18 +417,37 @@ mod tests {
         let d = |t| Decimal::parse(t).unwrap();
         let mut total = Counts::default();
         total
-            .add(&Counts::event(EventKind::Deposit, Some(d("0.10")), "USD"))
+            .add(&Counts::event(
+                EventKind::Deposit,
+                Some(d("0.10")),
+                "USD",
+                true,
+            ))
             .unwrap();
         total
-            .add(&Counts::event(EventKind::Deposit, Some(d("0.2")), "USD"))
+            .add(&Counts::event(
+                EventKind::Deposit,
+                Some(d("0.2")),
+                "USD",
+                false,
+            ))
             .unwrap();
         total
-            .add(&Counts::event(EventKind::Deposit, Some(d("-3")), "EUR"))
+            .add(&Counts::event(
+                EventKind::Deposit,
+                Some(d("-3")),
+                "EUR",
+                true,
+            ))
             .unwrap();
         total
-            .add(&Counts::event(EventKind::Contact, None, "USD"))
+            .add(&Counts::event(EventKind::Contact, None, "USD", true))
             .unwrap();
         assert_eq!(total.events, [1, 0, 0, 3]);
+        assert_eq!(
+            total.first_deposits, 2,
+            "a contact is never a first deposit"
+        );
         assert_eq!(total.deposits["USD"].to_string(), "0.30");
         assert_eq!(total.deposits["EUR"].to_string(), "-3");
     }
@@ -256,6 +468,87 @@ mod tests {
         assert_eq!(
             hours(Some("7200000"), Some("3600000")).unwrap_err().field,
             Some("to_ms")
+        );
+    }
+
+    fn day(text: &str) -> u32 {
+        crate::domain::cost::parse_day(text, "day").unwrap()
+    }
+
+    fn zone(name: &str) -> jiff::tz::TimeZone {
+        jiff::tz::db().get(name).unwrap()
+    }
+
+    /// A day of a zone at :30 or :45 begins on a quarter; a DST day is 23 or 25 hours long; and
+    /// every quarter of a day is in that day, none of the next.
+    #[test]
+    fn days_begin_on_quarters_in_every_zone() {
+        let utc_day = |d: &str| day(d) * QUARTERS_PER_DAY;
+        let cases = [
+            ("UTC", "2026-11-24", utc_day("2026-11-24"), 96),
+            // 00:00 +05:30 is 18:30 UTC the day before.
+            ("Asia/Kolkata", "2026-11-24", utc_day("2026-11-23") + 74, 96),
+            // 00:00 +05:45 is 18:15 UTC the day before.
+            (
+                "Asia/Kathmandu",
+                "2026-11-24",
+                utc_day("2026-11-23") + 73,
+                96,
+            ),
+            // Spring forward: 23 hours; fall back: 25.
+            (
+                "Europe/Berlin",
+                "2026-03-29",
+                utc_day("2026-03-28") + 92,
+                92,
+            ),
+            (
+                "Europe/Berlin",
+                "2026-10-25",
+                utc_day("2026-10-24") + 88,
+                100,
+            ),
+        ];
+        for (name, date, start, quarters) in cases {
+            let z = zone(name);
+            let d = day(date);
+            assert_eq!(day_start(&z, d), start, "{name} {date}");
+            assert_eq!(day_start(&z, d + 1) - start, quarters, "{name} {date}");
+            assert_eq!(local_day(&z, start), d, "{name} {date}: its first quarter");
+            assert_eq!(
+                local_day(&z, start + quarters - 1),
+                d,
+                "{name} {date}: its last"
+            );
+            assert_eq!(
+                local_day(&z, start - 1),
+                d - 1,
+                "{name} {date}: the one before"
+            );
+        }
+        let days = Range::Days(day("2026-11-24"), day("2026-11-24"));
+        assert_eq!(
+            days.quarters(&zone("Asia/Kolkata")),
+            (utc_day("2026-11-23") + 74, utc_day("2026-11-24") + 74)
+        );
+        assert_eq!(Range::Hours(1, 2).quarters(&zone("Asia/Kolkata")), (4, 8));
+    }
+
+    #[test]
+    fn a_range_is_hours_or_days_not_both() {
+        assert_eq!(
+            range((Some("3600000"), None), (None, None)),
+            Ok(Range::Hours(1, u32::MAX))
+        );
+        assert_eq!(
+            range((None, None), (Some("2026-11-24"), None)),
+            Ok(Range::Days(day("2026-11-24"), u32::MAX))
+        );
+        assert_eq!(
+            range((Some("0"), None), (None, Some("2026-11-24")))
+                .unwrap_err()
+                .field,
+            Some("from_ms")
         );
     }
 

@@ -12,6 +12,7 @@
 //! success or failure, leaves through [`handlers::finish`], which writes the access-log line and
 //! the rejection log.
 
+pub mod costs;
 pub mod destinations;
 pub mod handlers;
 pub mod links;

@@ -65,15 +65,18 @@ struct StatsAnswer {
 pub async fn get_stats(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let q = &call.query;
     let by = Dimension::parse(q.get("by"))?;
-    let (from, to) = stats::hours(q.get("from_ms"), q.get("to_ms"))?;
-    let groups = call.app.stats(&space, by, (from, to)).await?;
+    let range = stats::range(
+        (q.get("from_ms"), q.get("to_ms")),
+        (q.get("from"), q.get("to")),
+    )?;
+    let ((from, to), groups) = call.app.stats(&space, by, range).await?;
     Ok(respond::json(
         StatusCode::OK,
         &StatsAnswer {
             ok: true,
             by: by.as_str(),
-            from_ms: u64::from(from) * stats::HOUR_MS,
-            to_ms: (to != u32::MAX).then(|| u64::from(to) * stats::HOUR_MS),
+            from_ms: u64::from(from) * stats::QUARTER_MS,
+            to_ms: (to != u32::MAX).then(|| u64::from(to) * stats::QUARTER_MS),
             groups,
         },
     ))

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use warp::http::Method;
 use warp::reply::Response;
 
-use super::{Answer, Call, destinations, handlers, links, read, space};
+use super::{Answer, Call, costs, destinations, handlers, links, read, space};
 use crate::domain::keyring::SpaceRef;
 use crate::error::Error;
 use crate::web;
@@ -61,7 +61,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 26] = [
+pub static ROUTES: [Endpoint; 28] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -193,6 +193,18 @@ pub static ROUTES: [Endpoint; 26] = [
         path: "/space",
         guard: Guard::Secret(boxed!(space::patch_space, 2)),
         openapi: Some(include_str!("openapi/patch_space.json")),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/costs",
+        guard: Guard::Secret(boxed!(costs::post_costs, 2)),
+        openapi: Some(include_str!("openapi/post_costs.json")),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/costs",
+        guard: Guard::Secret(boxed!(costs::get_costs, 2)),
+        openapi: Some(include_str!("openapi/get_costs.json")),
     },
     Endpoint {
         method: Method::GET,

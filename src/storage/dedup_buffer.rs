@@ -225,6 +225,8 @@ pub(crate) fn event_record(
         source: event.source as u8,
         tg_id: event.tg_id,
         attributed_by: attributed.map_or(0, |(by, _)| by as u8),
+        // Decided by the writer (`storage/first_deposit.rs`) after this record is made.
+        first_deposit: false,
     }
 }
 

@@ -15,6 +15,7 @@ pub mod dedup_buffer;
 pub mod fault;
 pub mod fbclid_buffer;
 mod file;
+mod first_deposit;
 pub mod key_filter;
 pub mod open;
 mod ops;
@@ -633,15 +634,35 @@ impl Store {
         self.read(|s| read::admin_password(s.txn())).await
     }
 
-    /// The space's stats by `dimension` over the hours `[from, to)`.
+    /// The space's stats by `dimension` over the quarters `[from, to)`, days in `zone`.
     pub async fn stats(
         &self,
         space: u32,
         dimension: Dimension,
-        hours: (u32, u32),
+        quarters: (u32, u32),
+        zone: jiff::tz::TimeZone,
     ) -> Result<Vec<GroupStats>, Error> {
-        self.read(move |s| read::stats(s, space, dimension, hours))
+        self.read(move |s| read::stats(s, space, dimension, quarters, &zone))
             .await
+    }
+
+    /// The space's costs on the days `[from, to]`, by day, then campaign.
+    pub async fn costs(
+        &self,
+        space: u32,
+        days: (crate::domain::cost::Day, crate::domain::cost::Day),
+    ) -> Result<Vec<crate::domain::cost::Cost>, Error> {
+        self.read(move |s| read::costs(s, space, days)).await
+    }
+
+    /// Sets costs of `space` (an amount of 0 removes one); answers how many were set and
+    /// removed.
+    pub async fn set_costs(
+        &self,
+        space: u32,
+        costs: Vec<crate::domain::cost::Cost>,
+    ) -> Result<(usize, usize), Error> {
+        self.write(move |t| t.set_costs(space, &costs)).await
     }
 
     /// The space's most recent rejections, newest first.

@@ -308,6 +308,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         5 => migrate_to_v6(txn),
         7 => migrate_to_v8(txn),
         8 => migrate_to_v9(txn),
+        9 => migrate_to_v10(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -373,6 +374,54 @@ fn migrate_to_v9(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(DELIVERIES)?;
     txn.open_table(DELIVERY_QUEUE)?;
     txn.open_table(CLICK_HINTS)?;
+    Ok(())
+}
+
+/// Version 10: the marketer's numbers. Every deposit of the inbox, in commit order, is decided a
+/// first deposit or not by the rule the writer decides new ones with (`storage/first_deposit.rs`;
+/// its user as its click is bound now, since when the click was bound is not what decides), and
+/// each first one is rewritten marked. Then `STATS` is counted again from the inbox and the
+/// clicks, which also counts the first deposits. `COSTS` is created empty.
+fn migrate_to_v10(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::domain::event::EventKind;
+    use crate::storage::first_deposit::Depositors;
+    use crate::storage::schema::{FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
+    let mut depositors = Depositors {
+        by_tg: txn.open_table(FIRST_DEPOSITS_BY_TG)?,
+        by_click: txn.open_table(FIRST_DEPOSITS_BY_CLICK)?,
+    };
+    let mut inbox = txn.open_table(INBOX)?;
+    let clicks = txn.open_table(CLICKS)?;
+    let mut firsts = Vec::new();
+    for entry in inbox.iter()? {
+        let (key, bytes) = entry?;
+        let (space, inbox_id) = key.value();
+        let mut event: records::EventRecord = records::decode(bytes.value())?;
+        if event.kind != EventKind::Deposit as u8 {
+            continue;
+        }
+        let click = match (&event.uid, event.matched) {
+            (Some(uid), true) => match clicks.get((space, uid.as_str()))? {
+                Some(c) => Some(records::decode::<records::ClickRecord>(c.value())?),
+                None => None,
+            },
+            _ => None,
+        };
+        let user = event.tg_id.or(click.as_ref().and_then(|c| c.tg_id));
+        let uid = click.as_ref().and(event.uid.as_deref());
+        if depositors.decide(space, user, uid, inbox_id)? {
+            event.first_deposit = true;
+            firsts.push(((space, inbox_id), records::encode(&event)));
+        }
+    }
+    for (key, bytes) in firsts {
+        inbox.insert(key, bytes.as_slice())?;
+    }
+    let mut stats = txn.open_table(STATS)?;
+    txn.open_table(crate::storage::schema::COSTS)?;
+    stats.retain(|_, _| false)?;
+    let mut rollup = rollup::count_all(&clicks, &inbox, Err)?;
+    rollup.write(&mut stats)?;
     Ok(())
 }
 

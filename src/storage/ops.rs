@@ -21,10 +21,11 @@ use std::ops::Bound;
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click::{self, NewClick};
+use crate::domain::cost::Cost;
 use crate::domain::credential::{self, Kind};
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
 use crate::domain::destination::{self, ClickFacts};
-use crate::domain::event::ValidEvent;
+use crate::domain::event::{EventKind, ValidEvent};
 use crate::domain::link::{Destination, Directory, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
 use crate::domain::outcome::{
     BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
@@ -37,6 +38,7 @@ use crate::storage::StoreError;
 use crate::storage::attribution;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
+use crate::storage::first_deposit::Depositors;
 use crate::storage::outbox::OutboxBatch;
 use crate::storage::read;
 use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
@@ -48,6 +50,7 @@ use crate::storage::schema::{
     META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SPACE_SETTINGS, SPACES, STATS,
     TG_TOUCHES,
 };
+use crate::storage::schema::{COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
 
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
 /// share.
@@ -68,6 +71,8 @@ pub(crate) struct Txn<'t> {
     links: Table<'t, &'static str, &'static [u8]>,
     links_by_space: Table<'t, (u32, &'static str), ()>,
     admin: Table<'t, &'static str, &'static [u8]>,
+    depositors: Depositors<'t>,
+    costs: Table<'t, (u32, u32, &'static str), &'static [u8]>,
     /// The stats counts of this batch, written once at its end.
     pub(super) rollup: Rollup,
     /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
@@ -144,6 +149,11 @@ impl<'t> Txn<'t> {
             links: txn.open_table(LINKS)?,
             links_by_space: txn.open_table(LINKS_BY_SPACE)?,
             admin: txn.open_table(ADMIN)?,
+            depositors: Depositors {
+                by_tg: txn.open_table(FIRST_DEPOSITS_BY_TG)?,
+                by_click: txn.open_table(FIRST_DEPOSITS_BY_CLICK)?,
+            },
+            costs: txn.open_table(COSTS)?,
             rollup: Rollup::default(),
             inbox_seq,
             credentials_changed: false,
@@ -213,15 +223,17 @@ impl<'t> Txn<'t> {
         let inbox_id = self.inbox_seq;
         let received_at_ms = event.received_at_ms;
         let kind = event.kind;
-        let counts = Counts::event(event.kind, event.value, &event.currency);
+        let first_deposit = self.first_deposit(space, &event, resolved.as_ref(), inbox_id)?;
+        let counts = Counts::event(event.kind, event.value, &event.currency, first_deposit);
         self.rollup.event(
             space,
             resolved.as_ref().map(|r| &r.click),
             event.occurred_at_ms,
             &counts,
         );
-        let record =
+        let mut record =
             dedup_buffer::event_record(event, resolved.as_ref().map(|r| (r.by, r.uid.as_str())));
+        record.first_deposit = first_deposit;
         self.inbox
             .insert((space, inbox_id), records::encode(&record).as_slice())?;
         if let Some(k) = entry_key {
@@ -237,6 +249,48 @@ impl<'t> Txn<'t> {
             matched,
             attributed_by,
         })
+    }
+
+    /// Whether new event `inbox_id` is a first deposit (`storage/first_deposit.rs`): its user is
+    /// the Telegram id it names, else the one its click is bound to.
+    fn first_deposit(
+        &mut self,
+        space: u32,
+        event: &ValidEvent,
+        resolved: Option<&attribution::Resolved>,
+        inbox_id: u64,
+    ) -> Result<bool, StoreError> {
+        if event.kind != EventKind::Deposit {
+            return Ok(false);
+        }
+        let user = event.tg_id.or(resolved.and_then(|r| r.click.tg_id));
+        self.depositors
+            .decide(space, user, resolved.map(|r| r.uid.as_str()), inbox_id)
+    }
+
+    /// Sets what each campaign of `costs` spent on its day in `space`, replacing what was set
+    /// before; an amount of 0 removes it. Answers how many were set and removed.
+    pub(crate) fn set_costs(
+        &mut self,
+        space: u32,
+        costs: &[Cost],
+    ) -> Result<(usize, usize), StoreError> {
+        let (mut set, mut removed) = (0, 0);
+        for c in costs {
+            let key = (space, c.day, c.campaign_name.as_str());
+            if c.amount.is_zero() {
+                removed += usize::from(self.costs.remove(key)?.is_some());
+            } else {
+                let record = records::CostRecord {
+                    amount: c.amount.to_string(),
+                    currency: c.currency.clone(),
+                };
+                self.costs
+                    .insert(key, records::encode(&record).as_slice())?;
+                set += 1;
+            }
+        }
+        Ok((set, removed))
     }
 
     /// Applies `patch` to the settings of `space`; answers them as they now are.
@@ -444,6 +498,7 @@ impl<'t> Txn<'t> {
             .insert((space, uid), records::encode(&record).as_slice())?;
         self.by_tg.insert((space, tg_id, uid), ())?;
         attribution::bound(&mut self.touches, (space, tg_id), touch, uid, now_ms)?;
+        self.depositors.bound(space, uid, tg_id)?;
         self.rollup.binding(space, &record);
         Ok(BindOutcome::Bound {
             tg_id,

@@ -17,7 +17,9 @@ use redb::{
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use crate::domain::cost::{self, Cost};
 use crate::domain::credential::{CredentialDigest, Kind};
+use crate::domain::decimal::Decimal;
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{AttributedBy, EventKind, Source, ValidEvent};
 use crate::domain::feed::{self, Attribution, FeedEvent, FeedPage, PageRequest};
@@ -31,6 +33,7 @@ use crate::storage::attribution;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
 use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRecord};
 use crate::storage::rollup;
+use crate::storage::schema::COSTS;
 use crate::storage::schema::{
     ADMIN, ADMIN_PASSWORD, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX,
     LINKS, LINKS_BY_SPACE, REJECTIONS, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
@@ -391,6 +394,7 @@ pub(crate) fn feed_event(
         clicked_at_ms: None,
         tg_id: None,
         fbc: None,
+        first_deposit: (kind == EventKind::Deposit).then_some(r.first_deposit),
     };
     event.attribute(click);
     // The Telegram id the event named, where it named one; else its click's.
@@ -398,25 +402,50 @@ pub(crate) fn feed_event(
     Ok(event)
 }
 
-/// `space`'s counts by `dimension` over the hours `[from, to)`, one entry per group, the groups
-/// in order (days ascending; the group without a name first). Whole days are read from the day
-/// rows, the partial first and last days from the hour rows (`rollup::DAY_ROWS`).
+/// `space`'s counts by `dimension` over the quarters `[from, to)`, one entry per group, the
+/// groups in order (days ascending; the group without a name first), with days and costs in
+/// `zone`. Whole UTC days are read from the day rows, the rest from the quarter rows
+/// (`rollup::DAY_ROWS`); a day of `zone` is read as its own range, so it is exact in any zone.
 pub fn stats(
     s: &Snapshot,
     space: u32,
     dimension: Dimension,
     (from, to): (u32, u32),
+    zone: &jiff::tz::TimeZone,
 ) -> Result<Vec<GroupStats>, StoreError> {
     let table = s.txn.open_table(STATS)?;
     let code = dimension.code();
-    let pieces = pieces(from, to);
     let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
     if dimension == Dimension::Day {
-        for_each_row(&table, (space, code, ""), &pieces, |hour, counts| {
-            add(groups.entry(stats::day_label(hour)).or_default(), &counts)
-        })?;
+        // The days that have counts: from the first quarter row in the range to the last.
+        let rows = |r: std::ops::Range<u32>| {
+            table.range((space, code, "", r.start)..(space, code, "", r.end))
+        };
+        let first = rows(from..to)?
+            .next()
+            .transpose()?
+            .map(|(k, _)| k.value().3);
+        let last = rows(from..to)?
+            .next_back()
+            .transpose()?
+            .map(|(k, _)| k.value().3);
+        if let (Some(first), Some(last)) = (first, last) {
+            for day in stats::local_day(zone, first)..=stats::local_day(zone, last) {
+                let start = stats::day_start(zone, day).max(from);
+                let end = stats::day_start(zone, day + 1).min(to);
+                let mut total = None;
+                for_each_row(&table, (space, code, ""), &pieces(start, end), |counts| {
+                    add(total.get_or_insert_with(Counts::default), &counts)
+                })?;
+                if let Some(total) = total {
+                    groups.insert(cost::day_text(day), total);
+                }
+            }
+        }
     } else {
-        // One seek per group (over the hour rows, which every group has), then its rows in range.
+        let pieces = pieces(from, to);
+        // One seek per group (over the quarter rows, which every group has), then its rows in
+        // range.
         let end = Bound::Excluded((space, code + 1, "", 0));
         // The group after which the next one starts; `None` for the first.
         let mut previous: Option<String> = None;
@@ -430,7 +459,7 @@ pub fn stats(
             };
             let group = first?.0.value().2.to_owned();
             let mut total = None;
-            for_each_row(&table, (space, code, &group), &pieces, |_, counts| {
+            for_each_row(&table, (space, code, &group), &pieces, |counts| {
                 add(total.get_or_insert_with(Counts::default), &counts)
             })?;
             if let Some(total) = total {
@@ -439,32 +468,68 @@ pub fn stats(
             previous = Some(group);
         }
     }
+    let spent = group_costs(s, space, dimension, (from, to), zone)?;
+    for group in spent.keys() {
+        groups.entry(group.clone()).or_default();
+    }
+    let none = BTreeMap::new();
     Ok(groups
         .into_iter()
-        .map(|(group, counts)| GroupStats::new((!group.is_empty()).then_some(group), &counts))
+        .map(|(group, counts)| {
+            let cost = spent.get(&group).unwrap_or(&none);
+            GroupStats::new((!group.is_empty()).then_some(group), &counts, cost)
+        })
         .collect())
 }
 
-/// Calls `each` with the hour each row of one group starts at and its counts, for the rows of
-/// `pieces`.
+/// What each group of `dimension` spent over the quarters `[from, to)`, by currency: the costs
+/// of the days of `zone` that begin in the range, by campaign or by day (a link has none).
+fn group_costs(
+    s: &Snapshot,
+    space: u32,
+    dimension: Dimension,
+    (from, to): (u32, u32),
+    zone: &jiff::tz::TimeZone,
+) -> Result<BTreeMap<String, BTreeMap<String, Decimal>>, StoreError> {
+    let mut spent: BTreeMap<String, BTreeMap<String, Decimal>> = BTreeMap::new();
+    if !dimension.has_costs() || from >= to {
+        return Ok(spent);
+    }
+    let mut first = stats::local_day(zone, from);
+    if stats::day_start(zone, first) < from {
+        first += 1;
+    }
+    let last = stats::local_day(zone, to - 1);
+    for c in costs(s, space, (first, last))? {
+        let group = match dimension {
+            Dimension::Day => cost::day_text(c.day),
+            _ => c.campaign_name,
+        };
+        let sum = spent
+            .entry(group)
+            .or_default()
+            .entry(c.currency)
+            .or_insert_with(Decimal::zero);
+        *sum = sum
+            .checked_add(c.amount)
+            .ok_or_else(|| StoreError::Corrupt("a cost sum overflowed".into()))?;
+    }
+    Ok(spent)
+}
+
+/// Calls `each` with the counts of each row of one group in `pieces`.
 fn for_each_row(
     table: &ReadOnlyTable<(u32, u8, &'static str, u32), &'static [u8]>,
     (space, code, group): (u32, u8, &str),
     pieces: &[(u8, u32, u32)],
-    mut each: impl FnMut(u32, Counts) -> Result<(), StoreError>,
+    mut each: impl FnMut(Counts) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     for &(flag, lo, hi) in pieces {
         for entry in
             table.range((space, code | flag, group, lo)..(space, code | flag, group, hi))?
         {
-            let (key, bytes) = entry?;
-            let at = key.value().3;
-            let hour = if flag == rollup::DAY_ROWS {
-                at.saturating_mul(24)
-            } else {
-                at
-            };
-            each(hour, rollup::counts_of(&records::decode(bytes.value())?)?)?;
+            let (_, bytes) = entry?;
+            each(rollup::counts_of(&records::decode(bytes.value())?)?)?;
         }
     }
     Ok(())
@@ -474,19 +539,51 @@ fn add(total: &mut Counts, counts: &Counts) -> Result<(), StoreError> {
     total.add(counts).map_err(StoreError::Corrupt)
 }
 
-/// The `STATS` key ranges that cover the hours `[from, to)` once each: `(0, hours)` before the
-/// first whole day, `(DAY_ROWS, days)` for the whole days, `(0, hours)` after the last.
+/// The `STATS` key ranges that cover the quarters `[from, to)` once each: `(0, quarters)` before
+/// the first whole UTC day, `(DAY_ROWS, days)` for the whole days, `(0, quarters)` after the
+/// last.
 fn pieces(from: u32, to: u32) -> Vec<(u8, u32, u32)> {
-    let first_day = from.div_ceil(24);
-    let end_day = to / 24;
+    const PER_DAY: u32 = stats::QUARTERS_PER_DAY;
+    if from >= to {
+        return Vec::new();
+    }
+    let first_day = from.div_ceil(PER_DAY);
+    let end_day = to / PER_DAY;
     if first_day >= end_day {
         return vec![(0, from, to)];
     }
     vec![
-        (0, from, first_day * 24),
+        (0, from, first_day * PER_DAY),
         (rollup::DAY_ROWS, first_day, end_day),
-        (0, end_day * 24, to),
+        (0, end_day * PER_DAY, to),
     ]
+}
+
+/// `space`'s costs on the days `[from, to]` (both included), by day, then campaign.
+pub fn costs(
+    s: &Snapshot,
+    space: u32,
+    (from, to): (cost::Day, cost::Day),
+) -> Result<Vec<Cost>, StoreError> {
+    let table = s.txn.open_table(COSTS)?;
+    let mut costs = Vec::new();
+    if from > to {
+        return Ok(costs);
+    }
+    for entry in table.range((space, from, "")..(space, to.saturating_add(1), ""))? {
+        let (key, bytes) = entry?;
+        let (_, day, campaign) = key.value();
+        let r: records::CostRecord = records::decode(bytes.value())?;
+        let amount = Decimal::parse(&r.amount)
+            .map_err(|e| StoreError::Corrupt(format!("cost of {campaign:?} on day {day}: {e}")))?;
+        costs.push(Cost {
+            day,
+            campaign_name: campaign.to_owned(),
+            amount,
+            currency: r.currency,
+        });
+    }
+    Ok(costs)
 }
 
 /// `space`'s most recent rejections, newest first.

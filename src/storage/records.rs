@@ -5,13 +5,17 @@
 //! today reads the same in any later release. A new shape of a record is a new version byte, read
 //! beside the old one, or a numbered migration (`open.rs`).
 //!
-//! # `EventRecord` versions 2, 3 and 4
+//! # `EventRecord` versions 2 to 5
 //!
 //! The inbox holds one `EventRecord` per stored event, so its size is most of the data file's
-//! size. Versions 1 (`postcard`), 2 and 3 are still read; version 4 is written: the version 2
+//! size. Versions 1 (`postcard`) to 4 are still read; version 5 is written: the version 2
 //! layout below, one byte of the event's `source` (1 `POST /events`, 2 `GET /e`; version 3 ends
 //! there), then one byte of attribution: bits 0-1 `attributed_by` (0 none, 1 `uid`, 2 `tg_id`),
-//! bit 2 set when a varint of the event's own `tg_id` follows, the other bits 0.
+//! bit 2 set when a varint of the event's own `tg_id` follows, bit 3 set when the event is a
+//! first deposit (version 5; version 4 is the same layout with bit 3 always 0), the other bits 0.
+//! Records before version 5 are no first deposits (the migration to schema 10 rewrote every
+//! deposit it found one in as version 5; one from schema 2 keeps its source of 0, which only
+//! version 5 allows after version 3).
 //! Records of versions 1 and 2 have no source (0: "written before the tracker kept it");
 //! records of versions 1 to 3 have no `tg_id`, and were attributed by `uid` exactly when
 //! `matched`. A typical deposit (a `random_id` uid, `12.50`, `USD`, an 18-character `eid`, no
@@ -49,7 +53,7 @@
 //!
 //! A writer packs a field only when unpacking gives back the identical text. A reader refuses
 //! what no writer produces: a long-form `kind` of 1..=7, a time field of 0, a varint with a
-//! redundant zero byte, bytes after the last field, a source of 0, an `attributed_by` that
+//! redundant zero byte, bytes after the last field, a source of 0 (before version 5), an `attributed_by` that
 //! disagrees with `matched` or names a `uid` or `tg_id` the record lacks, a `tg_id` of 0.
 
 use serde::de::DeserializeOwned;
@@ -167,9 +171,12 @@ pub struct EventRecord {
     /// `AttributedBy` as its stored discriminant, 0 when no click was found. When 2 (`tg_id`),
     /// `uid` is the click the Telegram id resolved to, not one the sender named.
     pub attributed_by: u8,
+    /// Whether this deposit was its user's (or its click's) first, decided when it was written
+    /// (`storage/first_deposit.rs`); false for every other kind, and before version 5.
+    pub first_deposit: bool,
 }
 impl Record for EventRecord {
-    const VERSION: u8 = 4;
+    const VERSION: u8 = 5;
     const NAME: &'static str = "event";
 
     fn encode_body(&self, out: &mut Vec<u8>) {
@@ -179,6 +186,11 @@ impl Record for EventRecord {
             self.attributed_by
                 | if self.tg_id.is_some() {
                     event_v2::TG_ID
+                } else {
+                    0
+                }
+                | if self.first_deposit {
+                    event_v2::FIRST_DEPOSIT
                 } else {
                     0
                 },
@@ -205,7 +217,8 @@ impl Record for EventRecord {
                 }
                 _ => Err(corrupt("no source byte".into())),
             },
-            4 => event_v2::decode_v4(body).map_err(corrupt),
+            4 => event_v2::decode_v4(body, false).map_err(corrupt),
+            5 => event_v2::decode_v4(body, true).map_err(corrupt),
             v => Err(unreadable_version::<Self>(v)),
         }
     }
@@ -244,6 +257,7 @@ impl From<EventRecordV1> for EventRecord {
             source: 0,
             tg_id: None,
             attributed_by: event_v2::attributed_before_v4(r.matched),
+            first_deposit: false,
         }
     }
 }
@@ -264,7 +278,8 @@ impl Record for ClickRecord {
     const NAME: &'static str = "click";
 }
 
-/// The counts of one rollup row (`STATS`). Deposit sums are exact decimal text.
+/// The counts of one rollup row (`STATS`). Deposit sums are exact decimal text. Version 2
+/// (schema 10) adds `first_deposits` at the end; version 1 rows read with none.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct StatsRecord {
     pub clicks: u64,
@@ -272,8 +287,36 @@ pub struct StatsRecord {
     /// New events by kind: contact, subscribed, registration, deposit.
     pub events: [u64; 4],
     pub deposits: Vec<(String, String)>,
+    pub first_deposits: u64,
 }
 impl Record for StatsRecord {
+    const VERSION: u8 = 2;
+    const NAME: &'static str = "stats";
+
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
+        match version {
+            1 => from_postcard::<StatsRecordV1>(body).map(|r| StatsRecord {
+                clicks: r.clicks,
+                bound_clicks: r.bound_clicks,
+                events: r.events,
+                deposits: r.deposits,
+                first_deposits: 0,
+            }),
+            2 => from_postcard(body),
+            v => Err(unreadable_version::<Self>(v)),
+        }
+    }
+}
+
+/// The shape of a `StatsRecord` of version 1 (schemas 3 to 8).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct StatsRecordV1 {
+    pub clicks: u64,
+    pub bound_clicks: u64,
+    pub events: [u64; 4],
+    pub deposits: Vec<(String, String)>,
+}
+impl Record for StatsRecordV1 {
     const VERSION: u8 = 1;
     const NAME: &'static str = "stats";
 }
@@ -427,6 +470,17 @@ impl Record for ClickHintsRecord {
     const NAME: &'static str = "click hints";
 }
 
+/// What a campaign spent on a day (`COSTS`): the exact decimal text and its currency.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct CostRecord {
+    pub amount: String,
+    pub currency: String,
+}
+impl Record for CostRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "cost";
+}
+
 /// The version 2 body of an `EventRecord` (module documentation). The base62 alphabet and the
 /// decimal notation are spelled out here rather than borrowed from `domain`, because stored bytes
 /// must keep decoding to the same text whatever those modules later do.
@@ -443,6 +497,8 @@ mod event_v2 {
     /// In version 4's attribution byte: `attributed_by` in bits 0-1, and whether a `tg_id` follows.
     const ATTRIBUTED_BY: u8 = 0b0000_0011;
     pub(super) const TG_ID: u8 = 1 << 2;
+    /// In version 5's attribution byte: the event is a first deposit.
+    pub(super) const FIRST_DEPOSIT: u8 = 1 << 3;
     /// `AttributedBy::Uid`'s stored discriminant: how an event stored before version 4 with a
     /// click was attributed.
     const BY_UID: u8 = 1;
@@ -519,17 +575,21 @@ mod event_v2 {
         Ok(record)
     }
 
-    /// A version 4 body: the version 2 fields, the source, the attribution byte and the
-    /// `tg_id` it announces.
-    pub(super) fn decode_v4(body: &[u8]) -> Result<EventRecord, String> {
+    /// A version 4 body, or with `v5` a version 5 body (whose attribution byte may mark a first
+    /// deposit): the version 2 fields, the source, the attribution byte and the `tg_id` it
+    /// announces.
+    pub(super) fn decode_v4(body: &[u8], v5: bool) -> Result<EventRecord, String> {
         let mut b = Reader { rest: body };
         let mut record = decode_fields(&mut b)?;
+        // Version 5 may say 0: the schema 10 migration marks first deposits of schema 2, which
+        // kept no source, and rewrites them as version 5.
         record.source = match b.byte("source")? {
-            0 => return Err("no source byte".into()),
+            0 if !v5 => return Err("no source byte".into()),
             source => source,
         };
         let attribution = b.byte("attribution")?;
-        if attribution & !(ATTRIBUTED_BY | TG_ID) != 0 {
+        let known = ATTRIBUTED_BY | TG_ID | if v5 { FIRST_DEPOSIT } else { 0 };
+        if attribution & !known != 0 {
             return Err(format!(
                 "attribution byte {attribution:#04x} has unknown bits"
             ));
@@ -541,6 +601,7 @@ mod event_v2 {
             };
         }
         record.attributed_by = attribution & ATTRIBUTED_BY;
+        record.first_deposit = attribution & FIRST_DEPOSIT != 0;
         b.end()?;
         let consistent = match record.attributed_by {
             0 => !record.matched,
@@ -611,6 +672,7 @@ mod event_v2 {
             source: 0,
             tg_id: None,
             attributed_by: attributed_before_v4(matched),
+            first_deposit: false,
         })
     }
 
@@ -841,6 +903,7 @@ mod tests {
             source: 1,
             tg_id: None,
             attributed_by: 1,
+            first_deposit: false,
         }
     }
 
@@ -890,7 +953,7 @@ mod tests {
 
     fn round_trip(r: &EventRecord) -> Vec<u8> {
         let bytes = encode(r);
-        assert_eq!(bytes[0], 4);
+        assert_eq!(bytes[0], 5);
         assert_eq!(
             &decode::<EventRecord>(&bytes).unwrap(),
             r,
@@ -929,11 +992,40 @@ mod tests {
         assert_eq!(decode::<EventRecord>(&typical_v3()).unwrap(), typical());
     }
 
-    /// Pins the version 4 wire format: if this fails, the change needs a new version.
+    /// `typical()` in version 5, a first deposit: the bytes this build writes (version 4's, with
+    /// bit 3 of the attribution byte set).
+    fn typical_v5() -> Vec<u8> {
+        let mut v5 = typical_v4();
+        v5[0] = 5;
+        *v5.last_mut().unwrap() = 0b0000_1001;
+        v5
+    }
+
+    /// Pins the version 4 wire format, which inbox entries of schema 8 hold.
     #[test]
     fn typical_event_v4_bytes_are_stable() {
-        assert_eq!(encode(&typical()), typical_v4());
         assert_eq!(decode::<EventRecord>(&typical_v4()).unwrap(), typical());
+    }
+
+    /// Pins the version 5 wire format: if this fails, the change needs a new version.
+    #[test]
+    fn typical_event_v5_bytes_are_stable() {
+        let first = EventRecord {
+            first_deposit: true,
+            ..typical()
+        };
+        assert_eq!(encode(&first), typical_v5());
+        assert_eq!(decode::<EventRecord>(&typical_v5()).unwrap(), first);
+        let mut not_first = typical_v4();
+        not_first[0] = 5;
+        assert_eq!(encode(&typical()), not_first);
+        // Version 4 never marks a first deposit; version 5 knows no bit above it.
+        let mut v4_marked = typical_v5();
+        v4_marked[0] = 4;
+        assert!(corrupt_message(&v4_marked).contains("unknown bits"));
+        let mut unknown = typical_v5();
+        *unknown.last_mut().unwrap() |= 0b0001_0000;
+        assert!(corrupt_message(&unknown).contains("unknown bits"));
     }
 
     /// Inbox entries written by schema 2 keep reading, without a source.
@@ -975,6 +1067,7 @@ mod tests {
             source: 0,
             tg_id: None,
             attributed_by: 0,
+            first_deposit: false,
         };
         assert_eq!(decode::<EventRecord>(&v1).unwrap(), expected);
         let mut longer = TYPICAL_V1.to_vec();
@@ -1164,14 +1257,15 @@ mod tests {
             source: 2,
             tg_id: None,
             attributed_by: 0,
+            first_deposit: false,
         };
-        assert_eq!(round_trip(&bare), [4, 1, 0, 0, 0, 0, 0, 2, 0]);
+        assert_eq!(round_trip(&bare), [5, 1, 0, 0, 0, 0, 0, 2, 0]);
     }
 
     #[test]
     fn other_versions_are_refused() {
         let mut bytes = encode(&typical());
-        for version in [0, 5, 255] {
+        for version in [0, 6, 255] {
             bytes[0] = version;
             let what = corrupt_message(&bytes);
             assert!(what.contains(&format!("version {version}")), "{what}");
@@ -1339,6 +1433,7 @@ mod tests {
                 source: 1 + self.below(2) as u8,
                 tg_id,
                 attributed_by,
+                first_deposit: self.below(2) == 0,
             }
         }
     }
@@ -1457,6 +1552,7 @@ mod tests {
             source: 2,
             tg_id: None,
             attributed_by: 0,
+            first_deposit: false,
         };
         #[rustfmt::skip]
         let bytes = [
@@ -1503,6 +1599,7 @@ mod tests {
             source: 1,
             tg_id: Some(crate::domain::click::MAX_TG_ID),
             attributed_by: 2,
+            first_deposit: false,
         };
         #[rustfmt::skip]
         let bytes = [
@@ -1519,7 +1616,7 @@ mod tests {
             0b0000_0110, // attribution: by tg_id (2), and a tg_id follows
             255, 255, 255, 255, 255, 255, 255, 15, // tg_id: 2^53 - 1
         ];
-        assert_golden(&record, &bytes);
+        assert_eq!(decode::<EventRecord>(&bytes).unwrap(), record);
         #[rustfmt::skip]
         let unmatched = [
             4, // version
@@ -1546,6 +1643,7 @@ mod tests {
             source: 1,
             tg_id: Some(123_456_789),
             attributed_by: 0,
+            first_deposit: false,
         };
         assert_eq!(decode::<EventRecord>(&unmatched).unwrap(), record);
         // What a writer stores for it: the currency packed.
@@ -1581,6 +1679,48 @@ mod tests {
         let source_at = zero_source.len() - 2;
         zero_source[source_at] = 0;
         assert!(corrupt_message(&zero_source).contains("no source"));
+    }
+
+    #[test]
+    fn cost_record_bytes_are_stable() {
+        let cost = CostRecord {
+            amount: "120.50".into(),
+            currency: "USD".into(),
+        };
+        let bytes = [&[1, 6][..], b"120.50", &[3], b"USD"].concat();
+        assert_golden(&cost, &bytes);
+    }
+
+    /// Pins a stats row: version 2 (with first deposits last) as written, version 1 as schemas
+    /// 3 to 8 wrote it, read with none.
+    #[test]
+    fn stats_record_bytes_are_stable() {
+        let row = StatsRecord {
+            clicks: 300,
+            bound_clicks: 2,
+            events: [1, 0, 3, 4],
+            deposits: vec![("USD".into(), "1.5".into())],
+            first_deposits: 3,
+        };
+        #[rustfmt::skip]
+        let v2 = [
+            &[2][..], // version
+            &[172, 2, 2], // clicks: 300, bound_clicks: 2
+            &[1, 0, 3, 4], // events
+            &[1, 3], b"USD", &[3], b"1.5", // deposits: one pair
+            &[3], // first_deposits
+        ].concat();
+        assert_golden(&row, &v2);
+        let mut v1 = v2.clone();
+        v1[0] = 1;
+        v1.pop();
+        assert_eq!(
+            decode::<StatsRecord>(&v1).unwrap(),
+            StatsRecord {
+                first_deposits: 0,
+                ..row
+            }
+        );
     }
 
     /// Pins the records of the Telegram users' first and last bound clicks and of a space's

@@ -11,25 +11,26 @@ use std::collections::BTreeMap;
 use redb::{ReadableTable, Table};
 
 use crate::domain::event::EventKind;
+use crate::domain::input::Query;
 
 use crate::domain::decimal::Decimal;
-use crate::domain::stats::{Counts, Dimension, hour_of};
+use crate::domain::stats::{Counts, Dimension, QUARTERS_PER_DAY, quarter_of};
 use crate::storage::StoreError;
 use crate::storage::records::{self, ClickRecord, EventRecord, StatsRecord};
 
-/// A `STATS` key: `(space, dimension, group, hour)`, or with [`DAY_ROWS`] set in the
+/// A `STATS` key: `(space, dimension, group, quarter)`, or with [`DAY_ROWS`] set in the
 /// dimension, `(space, dimension | DAY_ROWS, group, day)`.
 pub type RowKey = (u32, u8, String, u32);
 
 /// Set in a `STATS` key's dimension byte: the row counts a whole UTC day (days since the
-/// epoch), the sum of that day's 24 hour rows. A range of whole days reads one row per group
-/// and day instead of 24, and only its partial first and last days read hours.
+/// epoch), the sum of that day's 96 quarter rows. A range of whole UTC days reads one row per
+/// group and day instead of 96, and only its partial first and last days read quarters.
 pub const DAY_ROWS: u8 = 0x80;
 
-/// The UTC day (days since the epoch) of an hour since the epoch.
+/// The UTC day (days since the epoch) of a quarter since the epoch.
 #[must_use]
-pub fn day_of(hour: u32) -> u32 {
-    hour / 24
+pub fn day_of(quarter: u32) -> u32 {
+    quarter / QUARTERS_PER_DAY
 }
 
 /// Counts added since the last write, by row.
@@ -39,12 +40,12 @@ pub struct Rollup {
 }
 
 impl Rollup {
-    /// A new click, in the hour it was made.
+    /// A new click, in the quarter it was made.
     pub fn click(&mut self, space: u32, click: &ClickRecord) {
         self.add(space, Some(click), click.clicked_at_ms, &Counts::click());
     }
 
-    /// A click that was just bound, under the click's hour.
+    /// A click that was just bound, under the click's quarter.
     pub fn binding(&mut self, space: u32, click: &ClickRecord) {
         self.add(
             space,
@@ -54,7 +55,7 @@ impl Rollup {
         );
     }
 
-    /// A new event, in the hour it occurred, under its click (if its uid names one).
+    /// A new event, in the quarter it occurred, under its click (if its uid names one).
     pub fn event(
         &mut self,
         space: u32,
@@ -66,19 +67,34 @@ impl Rollup {
     }
 
     fn add(&mut self, space: u32, click: Option<&ClickRecord>, at_ms: u64, counts: &Counts) {
-        let hour = hour_of(at_ms);
+        let quarter = quarter_of(at_ms);
         let group =
             |g: Option<&Option<String>>| g.and_then(Option::as_deref).unwrap_or("").to_owned();
+        // The ad and the ad set, from the click's query (which keeps `utm_content` and
+        // `utm_term`; only `fbclid` and `utm_campaign` go to fields of their own).
+        let query = click
+            .and_then(|c| c.raw_query.as_deref())
+            .filter(|q| q.contains("utm_"))
+            .map(Query::parse);
+        let utm = |name: &str| {
+            query
+                .as_ref()
+                .and_then(|q| q.get(name))
+                .unwrap_or("")
+                .to_owned()
+        };
         let rows = [
             (Dimension::Campaign, group(click.map(|c| &c.campaign_name))),
             (Dimension::Link, group(click.map(|c| &c.link_slug))),
             (Dimension::Day, String::new()),
+            (Dimension::Ad, utm("utm_content")),
+            (Dimension::AdSet, utm("utm_term")),
         ];
         for (dimension, group) in rows {
             let code = dimension.code();
             for key in [
-                (space, code | DAY_ROWS, group.clone(), day_of(hour)),
-                (space, code, group, hour),
+                (space, code | DAY_ROWS, group.clone(), day_of(quarter)),
+                (space, code, group, quarter),
             ] {
                 if let Err(e) = self.rows.entry(key).or_default().add(counts) {
                     tracing::error!(error = %e, space, "stats rollup");
@@ -132,6 +148,7 @@ pub fn counts_of(r: &StatsRecord) -> Result<Counts, StoreError> {
         bound_clicks: r.bound_clicks,
         events: r.events,
         deposits,
+        first_deposits: r.first_deposits,
     })
 }
 
@@ -146,6 +163,7 @@ pub fn record_of(c: &Counts) -> StatsRecord {
             .iter()
             .map(|(currency, sum)| (currency.clone(), sum.to_string()))
             .collect(),
+        first_deposits: c.first_deposits,
     }
 }
 
@@ -210,6 +228,6 @@ fn event_counts(bytes: &[u8], inbox_id: u64) -> Result<(EventRecord, Counts), St
         .map(Decimal::parse)
         .transpose()
         .map_err(|e| StoreError::Corrupt(format!("event {inbox_id}: {e}")))?;
-    let counts = Counts::event(kind, value, &event.currency);
+    let counts = Counts::event(kind, value, &event.currency, event.first_deposit);
     Ok((event, counts))
 }

@@ -29,6 +29,14 @@
 //!   Telegram id's rules (`domain::dedup`, rule bytes 5 to 7). Events are not rewritten.
 //! - 9: conversions out. `DESTINATIONS`, `DELIVERY_STATES`, `DELIVERIES`, `DELIVERY_QUEUE` and
 //!   `CLICK_HINTS`, all empty; `META` may hold `destination_seq`.
+//! - 10: the marketer's numbers. `FIRST_DEPOSITS_BY_TG` and `FIRST_DEPOSITS_BY_CLICK`, built by
+//!   the migration from the inbox in commit order (each deposit's user as its click is bound
+//!   now), which rewrites each first deposit as `EventRecord` version 5 (marked first); inbox
+//!   records may be version 5. `STATS` rows are `StatsRecord` version 2 (with first deposits),
+//!   rebuilt from the inbox and the clicks, now per quarter of an hour instead of per hour (so
+//!   that a day of any time zone is a whole number of rows) and with two more groupings, the
+//!   ad (`utm_content`) and the ad set (`utm_term`) of the click's query. `COSTS`, empty. `SPACE_SETTINGS`
+//!   may hold `time_zone`.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -44,7 +52,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 9;
+pub const SCHEMA_VERSION: u64 = 10;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -101,12 +109,31 @@ pub const TG_TOUCHES: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new(
 /// row has every setting at its default.
 pub const SPACE_SETTINGS: TableDefinition<u32, &[u8]> = TableDefinition::new("space_settings");
 
-/// `(space, dimension, group, hour) -> StatsRecord`: the counts of one group in one UTC hour
-/// (`domain::stats` says what counts where). `dimension` is `Dimension::code`: 0 campaign, with
+// The marketer's numbers (schema 10): first deposits and costs.
+
+/// `(space, tg_id) -> inbox_id`: each Telegram user's first deposit in the space
+/// (`storage/first_deposit.rs`), or the first deposit through a click later bound to the user.
+pub const FIRST_DEPOSITS_BY_TG: TableDefinition<(u32, u64), u64> =
+    TableDefinition::new("first_deposits_by_tg");
+
+/// `(space, uid) -> inbox_id`: each click's first deposit in the space.
+pub const FIRST_DEPOSITS_BY_CLICK: TableDefinition<(u32, &str), u64> =
+    TableDefinition::new("first_deposits_by_click");
+
+/// `(space, day, campaign_name) -> CostRecord`: what a campaign spent on a calendar day of the
+/// space (`domain::cost`; days since 1970-01-01). Day before campaign, so a range of days is one
+/// range of keys, whatever the grouping.
+pub const COSTS: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition::new("costs");
+
+/// `(space, dimension, group, quarter) -> StatsRecord`: the counts of one group in one quarter of
+/// an hour (quarters since the epoch; hours before schema 10; `domain::stats` says what counts
+/// where). `dimension` is `Dimension::code`: 0 campaign, with
 /// the campaign name (or "" for none) as group; 1 link, with the link slug; 2 the whole space,
-/// with "" as group. Keyed group first, so one group's hours are one range. The same with
+/// with "" as group; 3 the ad (`utm_content` of the click's query) and 4 the ad set
+/// (`utm_term`), "" for none (schema 10). Keyed group first, so one group's quarters are one
+/// range. The same with
 /// `rollup::DAY_ROWS` (0x80) added to the dimension: the group's counts per UTC day (days since
-/// the epoch), each the sum of the day's hour rows.
+/// the epoch), each the sum of the day's quarter rows.
 pub const STATS: TableDefinition<(u32, u8, &str, u32), &[u8]> = TableDefinition::new("stats");
 
 /// `(space, slot) -> RejectionRecord`: a ring of the space's last `KEPT_PER_SPACE` rejections;
@@ -192,6 +219,9 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(DELIVERIES)?;
     v.visit(DELIVERY_QUEUE)?;
     v.visit(CLICK_HINTS)?;
+    v.visit(FIRST_DEPOSITS_BY_TG)?;
+    v.visit(FIRST_DEPOSITS_BY_CLICK)?;
+    v.visit(COSTS)?;
     Ok(())
 }
 

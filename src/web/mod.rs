@@ -21,6 +21,7 @@
 //! | GET, POST | `/admin/spaces/<space>/destinations` | destinations, create one, the delivery log |
 //! | POST   | `/admin/spaces/<space>/destinations/<name>/test`, `retry`, `delete` | test one, retry its dead deliveries, remove it |
 //! | GET    | `/admin/spaces/<space>/events`        | the feed, newest first        |
+//! | GET    | `/admin/spaces/<space>/dashboard`     | totals, funnel, chart, table  |
 //! | GET    | `/admin/spaces/<space>/stats`         | stats by campaign, link, day  |
 //! | GET    | `/admin/spaces/<space>/rejections`    | the rejection log             |
 
@@ -268,6 +269,7 @@ async fn route(
             pages::destinations_route(&ctx, space, rest, post).await
         }
         ["spaces", space, "events"] if get => pages::events(&ctx, space).await,
+        ["spaces", space, "dashboard"] if get => pages::dashboard(&ctx, space).await,
         ["spaces", space, "stats"] if get => pages::stats(&ctx, space).await,
         ["spaces", space, "rejections"] if get => pages::rejections(&ctx, space).await,
         _ => Err(Error::new(Code::NotFound, "there is no such admin page")),

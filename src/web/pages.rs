@@ -11,7 +11,9 @@ use super::Ctx;
 use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::rfc3339_s;
 use crate::domain::credential::Kind;
+use crate::domain::decimal::Decimal;
 use crate::domain::event::EventKind;
+use crate::domain::feed::FeedFilter;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::{LinkView, NewLink};
 use crate::domain::settings::{SETTINGS, SettingsPatch};
@@ -21,12 +23,15 @@ use crate::http::respond;
 
 /// Events on one page of the feed.
 const EVENTS_PER_PAGE: usize = 50;
+/// The most events one view of a filtered feed looks at.
+const FILTER_SCAN: usize = 5000;
 /// Rejections shown.
 const REJECTIONS_SHOWN: usize = 100;
 
 /// The menu of a space's pages, in order: (section, label, path below `/admin/spaces/<space>`).
 /// A page of a space names its section in its [`Frame`], and the layout marks it current.
-const SPACE_MENU: [(&str, &str, &str); 8] = [
+const SPACE_MENU: [(&str, &str, &str); 9] = [
+    ("dashboard", "Dashboard", "/dashboard"),
     ("keys", "Keys", ""),
     ("settings", "Settings", "/settings"),
     ("postback", "Postback URL", "/postback"),
@@ -798,9 +803,17 @@ struct EventsPage<'a> {
     name: &'a str,
     events: Vec<EventRow>,
     older: Option<u64>,
+    kinds: Vec<&'static str>,
+    /// The filter as given, for the form and the link to older events.
+    kind: String,
+    campaign: String,
+    uid: String,
+    tg: String,
+    filter_query: String,
 }
 
-/// `GET .../events?before=`: the feed newest first, from the same read as `GET /events`.
+/// `GET .../events?before=&kind=&campaign=&uid=&tg=`: the feed newest first, from the same
+/// read as `GET /events`, filtered by kind, campaign, `uid` and Telegram id.
 pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
     let space = space(ctx, name).await?;
     let before = match ctx.query.get("before") {
@@ -809,7 +822,44 @@ pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error>
             Error::field(Code::InvalidField, "before", "before is an event number")
         })?),
     };
-    let (events, older) = ctx.app.feed_newest(&space, before, EVENTS_PER_PAGE).await?;
+    let q = &ctx.query;
+    let filter = FeedFilter::parse(q.get("kind"), q.get("campaign"), q.get("uid"), q.get("tg"))?;
+    // Filtered: newest first until a page is full, looking at most at FILTER_SCAN events per
+    // view (the link to older events goes on from the last one looked at).
+    let mut events = Vec::new();
+    let (mut cursor, mut scanned) = (before, 0);
+    let older = loop {
+        let (page, older) = ctx.app.feed_newest(&space, cursor, EVENTS_PER_PAGE).await?;
+        scanned += page.len();
+        let last = page.last().and_then(|e| e.inbox_id.parse::<u64>().ok());
+        for e in page {
+            if events.len() < EVENTS_PER_PAGE && filter.matches(&e) {
+                events.push(e);
+            }
+        }
+        if events.len() == EVENTS_PER_PAGE || older.is_none() || filter.is_empty() {
+            break older;
+        }
+        if scanned >= FILTER_SCAN {
+            break last;
+        }
+        cursor = older;
+    };
+    let filter_query = [
+        ("kind", q.get("kind")),
+        ("campaign", q.get("campaign")),
+        ("uid", q.get("uid")),
+        ("tg", q.get("tg")),
+    ]
+    .into_iter()
+    .filter_map(|(name, v)| {
+        let v = v?;
+        Some(format!(
+            "&{name}={}",
+            percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)
+        ))
+    })
+    .collect::<String>();
     let events = events
         .into_iter()
         .map(|e| EventRow {
@@ -836,6 +886,12 @@ pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error>
             name,
             events,
             older,
+            kinds: EventKind::ALL.iter().map(|k| k.as_str()).collect(),
+            kind: q.get("kind").unwrap_or("").to_owned(),
+            campaign: q.get("campaign").unwrap_or("").to_owned(),
+            uid: q.get("uid").unwrap_or("").to_owned(),
+            tg: q.get("tg").unwrap_or("").to_owned(),
+            filter_query,
         },
     ))
 }
@@ -848,7 +904,18 @@ struct StatsRow {
     bound: u64,
     /// `(kind, count)` of each kind of event.
     events: Vec<(&'static str, u64)>,
+    first_deposits: u64,
     deposits: String,
+    cost: String,
+    roi: String,
+}
+
+/// `12.50 USD, 3 EUR` for sums or quotients by currency.
+fn by_currency(m: &std::collections::BTreeMap<String, String>) -> String {
+    m.iter()
+        .map(|(currency, v)| format!("{v} {currency}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[derive(Template)]
@@ -864,18 +931,19 @@ struct StatsPage<'a> {
     groups: Vec<StatsRow>,
 }
 
-/// `GET .../stats?by=&days=`: the same read as `GET /stats`, over the last `days` UTC days
-/// (today included) or everything.
+/// `GET .../stats?by=&days=`: the same read as `GET /stats`, over the last `days` days of the
+/// space's time zone (today included) or everything.
 pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
     let space = space(ctx, name).await?;
     let by = Dimension::parse(ctx.query.get("by"))?;
     let days = ctx.query.get("days").unwrap_or("30");
-    let from_hour = match days {
-        "all" => 0,
+    let zone = ctx.app.space_settings(&space).await?.time_zone.zone();
+    let range = match days {
+        "all" => stats::Range::Hours(0, u32::MAX),
         "1" | "7" | "30" => {
-            let today = ctx.app.now_ms() / stats::DAY_MS;
-            let first = today + 1 - days.parse::<u64>().unwrap_or(30);
-            u32::try_from(first * stats::DAY_MS / stats::HOUR_MS).unwrap_or(u32::MAX)
+            let today = stats::local_day(&zone, stats::quarter_of(ctx.app.now_ms()));
+            let back = days.parse::<u32>().unwrap_or(30) - 1;
+            stats::Range::Days(today.saturating_sub(back), u32::MAX)
         }
         _ => {
             return Err(Error::field(
@@ -888,8 +956,9 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
     let kinds: Vec<&'static str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
     let groups = ctx
         .app
-        .stats(&space, by, (from_hour, u32::MAX))
+        .stats(&space, by, range)
         .await?
+        .1
         .into_iter()
         .map(|g| StatsRow {
             group: g.group.unwrap_or_else(|| "(none)".to_owned()),
@@ -899,12 +968,10 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
                 .iter()
                 .map(|k| (*k, g.events.get(k).copied().unwrap_or(0)))
                 .collect(),
-            deposits: g
-                .deposits
-                .iter()
-                .map(|(currency, sum)| format!("{sum} {currency}"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            first_deposits: g.first_deposits,
+            deposits: by_currency(&g.deposits),
+            cost: by_currency(&g.cost),
+            roi: by_currency(&g.roi),
         })
         .collect();
     let frame = frame_of(ctx, Some(name), "stats");
@@ -917,6 +984,8 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
                 ("campaign_name", "campaign"),
                 ("link_slug", "link"),
                 ("day", "day"),
+                ("utm_content", "ad"),
+                ("utm_term", "ad set"),
             ]
             .into_iter()
             .map(|(value, label)| (value, label, value == by.as_str()))
@@ -933,7 +1002,9 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
             group_label: match by {
                 Dimension::Campaign => "Campaign",
                 Dimension::Link => "Link",
-                Dimension::Day => "Day (UTC)",
+                Dimension::Day => "Day",
+                Dimension::Ad => "Ad (utm_content)",
+                Dimension::AdSet => "Ad set (utm_term)",
             },
             kinds,
             groups,
@@ -983,4 +1054,356 @@ pub(super) async fn rejections(ctx: &Ctx<'_>, name: &str) -> Result<Response, Er
             rejections,
         },
     ))
+}
+
+// --- Dashboard ---
+
+struct Bar {
+    day: String,
+    clicks: u64,
+    x: u64,
+    y: u64,
+    width: u64,
+    height: u64,
+}
+
+/// One campaign of the dashboard's table, as shown and as downloaded.
+#[derive(serde::Serialize)]
+struct CampaignRow {
+    campaign: String,
+    clicks: u64,
+    registrations: u64,
+    first_deposits: u64,
+    revenue: String,
+    cost: String,
+    roi: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/dashboard.html")]
+struct DashboardPage<'a> {
+    frame: Frame<'a>,
+    name: &'a str,
+    zone: String,
+    presets: Vec<(String, &'static str, bool)>,
+    from: String,
+    to: String,
+    days: u32,
+    range_query: String,
+    /// `(what, this period, the period before, change)`.
+    totals: Vec<(&'static str, String, String, String)>,
+    /// Clicks, bound, its rate, registrations, its rate, first deposits, its rate.
+    funnel: (u64, u64, String, u64, String, u64, String),
+    chart_width: u64,
+    bars: Vec<Bar>,
+    columns: Vec<(&'static str, &'static str)>,
+    sort: String,
+    rows: Vec<CampaignRow>,
+}
+
+/// The columns of the campaign table: `sort` key and heading.
+const CAMPAIGN_COLUMNS: [(&str, &str); 7] = [
+    ("group", "Campaign"),
+    ("clicks", "Clicks"),
+    ("registrations", "Registrations"),
+    ("first_deposits", "First deposits"),
+    ("revenue", "Revenue"),
+    ("cost", "Cost"),
+    ("roi", "ROI"),
+];
+
+/// The totals of a period: its day groups added up, with what follows from them.
+fn period_totals(groups: &[stats::GroupStats]) -> stats::GroupStats {
+    use std::collections::BTreeMap;
+    let mut counts = stats::Counts::default();
+    let mut cost: BTreeMap<String, Decimal> = BTreeMap::new();
+    let add = |into: &mut BTreeMap<String, Decimal>, from: &BTreeMap<String, String>| {
+        for (currency, v) in from {
+            let v = Decimal::parse(v).unwrap_or_else(|_| Decimal::zero());
+            let sum = into.entry(currency.clone()).or_insert_with(Decimal::zero);
+            *sum = sum.checked_add(v).unwrap_or(*sum);
+        }
+    };
+    for g in groups {
+        counts.clicks += g.clicks;
+        counts.bound_clicks += g.bound_clicks;
+        counts.first_deposits += g.first_deposits;
+        for (i, kind) in EventKind::ALL.iter().enumerate() {
+            counts.events[i] += g.events.get(kind.as_str()).copied().unwrap_or(0);
+        }
+        add(&mut counts.deposits, &g.deposits);
+        add(&mut cost, &g.cost);
+    }
+    stats::GroupStats::new(None, &counts, &cost)
+}
+
+/// `+12%`, `-3%`, or `—` with nothing before.
+fn change(now: u64, before: u64) -> String {
+    if before == 0 {
+        return "—".to_owned();
+    }
+    let pct = (i128::from(now) - i128::from(before)) * 100 / i128::from(before);
+    format!("{pct:+}%")
+}
+
+fn money(m: &std::collections::BTreeMap<String, String>) -> String {
+    if m.is_empty() {
+        "—".to_owned()
+    } else {
+        by_currency(m)
+    }
+}
+
+/// `GET .../dashboard?days=|from=&to=&sort=&format=csv`: a period's totals against the period
+/// before, the funnel, clicks by day, and the campaigns (sortable, downloadable as CSV); days
+/// of the space's time zone, all from the same reads as `GET /stats`.
+pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    let zone_name = ctx.app.space_settings(&space).await?.time_zone;
+    let zone = zone_name.zone();
+    let today = stats::local_day(&zone, stats::quarter_of(ctx.app.now_ms()));
+    let q = &ctx.query;
+    let preset = q.get("days").unwrap_or("7");
+    let (first, last) = dashboard_days(q, preset, today)?;
+    let days = last - first + 1;
+    let before = (first.saturating_sub(days), first.saturating_sub(1));
+    let (_, now_days) = ctx
+        .app
+        .stats(&space, Dimension::Day, stats::Range::Days(first, last))
+        .await?;
+    let (_, before_days) = ctx
+        .app
+        .stats(
+            &space,
+            Dimension::Day,
+            stats::Range::Days(before.0, before.1),
+        )
+        .await?;
+    let (_, campaigns) = ctx
+        .app
+        .stats(&space, Dimension::Campaign, stats::Range::Days(first, last))
+        .await?;
+    let (now, then) = (period_totals(&now_days), period_totals(&before_days));
+    let (totals, funnel) = totals_and_funnel(&now, &then);
+    let bars = chart_bars((first, last), &now_days);
+    let sort = q
+        .get("sort")
+        .filter(|s| CAMPAIGN_COLUMNS.iter().any(|(k, _)| k == s))
+        .unwrap_or("clicks");
+    let rows = campaign_rows(campaigns, sort);
+    let (from, to) = (
+        crate::domain::cost::day_text(first),
+        crate::domain::cost::day_text(last),
+    );
+    if q.get("format") == Some("csv") {
+        return campaigns_csv(&rows, name, &from, &to);
+    }
+    let range_query = format!("from={from}&to={to}");
+    let presets = [
+        ("1", "Today"),
+        ("y", "Yesterday"),
+        ("7", "7 days"),
+        ("30", "30 days"),
+    ]
+    .into_iter()
+    .map(|(v, label)| {
+        (
+            format!("days={v}"),
+            label,
+            q.get("from").is_none() && v == preset,
+        )
+    })
+    .collect();
+    let frame = frame_of(ctx, Some(name), "dashboard");
+    Ok(html(
+        StatusCode::OK,
+        &DashboardPage {
+            frame,
+            name,
+            zone: zone_name.as_str().to_owned(),
+            presets,
+            from,
+            to,
+            days,
+            range_query,
+            totals,
+            funnel,
+            chart_width: u64::from(days) * BAR_WIDTH,
+            bars,
+            columns: CAMPAIGN_COLUMNS.to_vec(),
+            sort: sort.to_owned(),
+            rows,
+        },
+    ))
+}
+
+/// The days the dashboard shows: `from`/`to` (up to today), or a preset (`1` today, `y`
+/// yesterday, `7` or `30` days to today); at most 366.
+fn dashboard_days(q: &crate::web::Query, preset: &str, today: u32) -> Result<(u32, u32), Error> {
+    let (first, last) = if q.get("from").is_some() || q.get("to").is_some() {
+        let (first, last) = crate::domain::cost::day_range(q.get("from"), q.get("to"))?;
+        (first, last.min(today))
+    } else {
+        match preset {
+            "1" => (today, today),
+            "y" => (today.saturating_sub(1), today.saturating_sub(1)),
+            "7" | "30" => (
+                today.saturating_sub(preset.parse::<u32>().unwrap_or(7) - 1),
+                today,
+            ),
+            _ => {
+                return Err(Error::field(
+                    Code::InvalidField,
+                    "days",
+                    "days is 1, y, 7 or 30",
+                ));
+            }
+        }
+    };
+    let days = last.saturating_sub(first) + 1;
+    if days > 366 {
+        return Err(Error::field(
+            Code::InvalidField,
+            "from",
+            "a range is at most 366 days",
+        ));
+    }
+    Ok((first, last))
+}
+
+/// The totals' rows (what, this period, the one before, the change) and the funnel.
+#[allow(clippy::type_complexity)]
+fn totals_and_funnel(
+    now: &stats::GroupStats,
+    then: &stats::GroupStats,
+) -> (
+    Vec<(&'static str, String, String, String)>,
+    (u64, u64, String, u64, String, u64, String),
+) {
+    let registrations = |g: &stats::GroupStats| g.events.get("registration").copied().unwrap_or(0);
+    let count_row = |what, a: u64, b: u64| (what, a.to_string(), b.to_string(), change(a, b));
+    let totals = vec![
+        count_row("Clicks", now.clicks, then.clicks),
+        count_row("Bound clicks", now.bound_clicks, then.bound_clicks),
+        count_row("Registrations", registrations(now), registrations(then)),
+        count_row("First deposits", now.first_deposits, then.first_deposits),
+        (
+            "Revenue",
+            money(&now.deposits),
+            money(&then.deposits),
+            String::new(),
+        ),
+        ("Cost", money(&now.cost), money(&then.cost), String::new()),
+        (
+            "Return (ROI)",
+            money(&now.roi),
+            money(&then.roi),
+            String::new(),
+        ),
+    ];
+    let rate = |r: &Option<String>| r.clone().unwrap_or_else(|| "—".to_owned());
+    let funnel = (
+        now.clicks,
+        now.bound_clicks,
+        rate(&now.rates.bound),
+        registrations(now),
+        rate(&now.rates.registration),
+        now.first_deposits,
+        rate(&now.rates.first_deposit),
+    );
+    (totals, funnel)
+}
+
+/// The chart's width of a day.
+const BAR_WIDTH: u64 = 20;
+
+/// One bar a day, every day of `[first, last]`, an empty day at 0, scaled to the busiest.
+fn chart_bars((first, last): (u32, u32), now_days: &[stats::GroupStats]) -> Vec<Bar> {
+    let by_day: std::collections::BTreeMap<&str, u64> = now_days
+        .iter()
+        .filter_map(|g| Some((g.group.as_deref()?, g.clicks)))
+        .collect();
+    let max = by_day.values().copied().max().unwrap_or(0).max(1);
+    (first..=last)
+        .enumerate()
+        .map(|(i, d)| {
+            let day = crate::domain::cost::day_text(d);
+            let clicks = by_day.get(day.as_str()).copied().unwrap_or(0);
+            let height = clicks * 100 / max;
+            Bar {
+                x: i as u64 * BAR_WIDTH + 2,
+                y: 110 - height,
+                width: BAR_WIDTH - 4,
+                height,
+                clicks,
+                day,
+            }
+        })
+        .collect()
+}
+
+/// The campaign table, sorted by `sort` (numbers and amounts largest first, names A to Z;
+/// amounts by their first currency).
+fn campaign_rows(campaigns: Vec<stats::GroupStats>, sort: &str) -> Vec<CampaignRow> {
+    let registrations = |g: &stats::GroupStats| g.events.get("registration").copied().unwrap_or(0);
+    let mut rows: Vec<(stats::GroupStats, CampaignRow)> = campaigns
+        .into_iter()
+        .map(|g| {
+            let row = CampaignRow {
+                campaign: g.group.clone().unwrap_or_else(|| "(none)".to_owned()),
+                clicks: g.clicks,
+                registrations: registrations(&g),
+                first_deposits: g.first_deposits,
+                revenue: by_currency(&g.deposits),
+                cost: by_currency(&g.cost),
+                roi: by_currency(&g.roi),
+            };
+            (g, row)
+        })
+        .collect();
+    let first_amount = |m: &std::collections::BTreeMap<String, String>| {
+        m.values()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::MIN)
+    };
+    rows.sort_by(|(a, ra), (b, rb)| match sort {
+        "group" => ra.campaign.cmp(&rb.campaign),
+        "registrations" => rb.registrations.cmp(&ra.registrations),
+        "first_deposits" => rb.first_deposits.cmp(&ra.first_deposits),
+        "revenue" => first_amount(&b.deposits).total_cmp(&first_amount(&a.deposits)),
+        "cost" => first_amount(&b.cost).total_cmp(&first_amount(&a.cost)),
+        "roi" => first_amount(&b.roi).total_cmp(&first_amount(&a.roi)),
+        _ => rb.clicks.cmp(&ra.clicks),
+    });
+    rows.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The campaign table as a CSV download (every cell formula-safe: `domain::spreadsheet`).
+fn campaigns_csv(
+    rows: &[CampaignRow],
+    name: &str,
+    from: &str,
+    to: &str,
+) -> Result<Response, Error> {
+    let mut csv = crate::domain::spreadsheet::CsvRows::new(Vec::new());
+    for r in rows {
+        csv.row(r)
+            .map_err(|e| Error::new(Code::Internal, e.to_string()))?;
+    }
+    let body = csv
+        .take_written()
+        .map_err(|e| Error::new(Code::Internal, e.to_string()))?;
+    let mut response = Response::new(body.into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    let file = format!("attachment; filename=\"{name}-campaigns-{from}-{to}.csv\"");
+    if let Ok(v) = HeaderValue::from_str(&file) {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(response)
 }

@@ -397,6 +397,34 @@ async fn links_postback_stats(browser: &Browser, base: &str) {
     let stats = text_of(browser, "#stats tbody").await;
     assert!(stats.contains("12.50 EUR"), "{stats}");
     look(browser, "08-stats").await;
+
+    // The dashboard: totals against the week before, the funnel, the chart with its table for
+    // screen readers, the campaigns sorted by a column's link.
+    browser
+        .goto(&format!("{base}/admin/spaces/shop/dashboard?days=7"))
+        .await
+        .unwrap();
+    let totals = text_of(browser, "#totals tbody").await;
+    assert!(totals.contains("12.50 EUR"), "{totals}");
+    assert_eq!(
+        browser
+            .find_all(fantoccini::Locator::Css("#chart rect"))
+            .await
+            .unwrap()
+            .len(),
+        7,
+        "a bar a day"
+    );
+    click(browser, "#sort a:nth-child(4)").await;
+    assert!(
+        browser
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("sort=first_deposits")
+    );
+    look(browser, "12-dashboard").await;
 }
 
 /// The Destinations page: a webhook created (its signing secret shown once), tested with the

@@ -838,3 +838,131 @@ fn the_admin_password_command_sets_the_password_a_login_checks() {
     assert_eq!(again.admin_password, None);
     crate::support::stop_cleanly(again);
 }
+
+/// Whether the dashboard's campaign table sorted by `by` lists `loud` before `quiet`.
+async fn loud_first(server: &TestServer, cookie: &str, by: &str) -> bool {
+    let target = format!("/admin/spaces/a/dashboard?days=7&sort={by}");
+    let text = get_page(server, Some(cookie), &target).await.text();
+    text.find(">loud<").unwrap() < text.find(">quiet<").unwrap()
+}
+
+/// The dashboard: a period's totals against the one before, a bar a day, campaigns sorted by the
+/// column asked for, and the table as a CSV whose cells are never formulas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_compares_periods_sorts_and_downloads_safe_csv() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    // A click of `=HYPERLINK(...)` and one of `quiet` a week ago, three of `loud` today.
+    let now = tracker::clock::Clock::now_ms(&server.clock);
+    server.clock.set(now - 7 * 86_400_000);
+    server
+        .click(&server.a, r#"{"campaign_name":"=HYPERLINK(\"x\")"}"#)
+        .await;
+    server
+        .click(&server.a, r#"{"campaign_name":"quiet"}"#)
+        .await;
+    server.clock.set(now);
+    for _ in 0..3 {
+        server.click(&server.a, r#"{"campaign_name":"loud"}"#).await;
+    }
+    let quiet = server
+        .click(&server.a, r#"{"campaign_name":"quiet"}"#)
+        .await;
+    let r = server
+        .post_event(&format!(
+            r#"{{"event":"deposit","uid":"{quiet}","value":"5"}}"#
+        ))
+        .await;
+    assert_eq!(r.status, 200);
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/dashboard?days=7").await;
+    assert_eq!(page.status, 200);
+    let text = page.text();
+    // 4 clicks this week, 2 the week before: +100%.
+    assert!(text.contains(">4</td>") && text.contains("+100%"), "{text}");
+    assert_eq!(text.matches("<rect ").count(), 7, "a bar a day");
+    assert!(
+        loud_first(&server, &cookie, "clicks").await,
+        "3 clicks before 1"
+    );
+    assert!(
+        !loud_first(&server, &cookie, "first_deposits").await,
+        "1 first deposit before none"
+    );
+    // Yesterday had nothing.
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/dashboard?days=y").await;
+    assert!(page.text().contains("Nothing counted in this range."));
+    // The CSV of 30 days: a header, every campaign, the formula made text.
+    let csv = get_page(
+        &server,
+        Some(&cookie),
+        "/admin/spaces/a/dashboard?days=30&format=csv",
+    )
+    .await;
+    assert_eq!(csv.status, 200);
+    assert!(csv.header("content-type").unwrap().starts_with("text/csv"));
+    let text = csv.text();
+    assert!(
+        text.starts_with("campaign,clicks,registrations,first_deposits,revenue,cost,roi\n"),
+        "{text}"
+    );
+    assert!(text.contains("\"'=HYPERLINK(\"\"x\"\")\",1,"), "{text}");
+    let bad = get_page(&server, Some(&cookie), "/admin/spaces/a/dashboard?days=9").await;
+    assert_eq!(bad.status, 422);
+    server.stop().await;
+}
+
+/// The feed page filters by kind, campaign, uid and Telegram id (each by its field's rule), and
+/// its link to older events keeps the filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_page_filters_by_kind_campaign_uid_and_telegram_id() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let spring = server
+        .click(&server.a, r#"{"campaign_name":"spring"}"#)
+        .await;
+    let autumn = server
+        .click(&server.a, r#"{"campaign_name":"autumn"}"#)
+        .await;
+    server.bind(&server.a, &autumn, 77).await;
+    for (kind, uid) in [
+        ("contact", &spring),
+        ("deposit", &spring),
+        ("deposit", &autumn),
+    ] {
+        let body = format!(r#"{{"event":"{kind}","uid":"{uid}","value":"1"}}"#);
+        assert_eq!(server.post_event(&body).await.status, 200);
+    }
+    let rows = |query: &'static str| {
+        let server = &server;
+        let cookie = &cookie;
+        async move {
+            let page = get_page(
+                server,
+                Some(cookie),
+                &format!("/admin/spaces/a/events?{query}"),
+            )
+            .await;
+            assert_eq!(page.status, 200, "{query}: {}", page.text());
+            page.text().matches("<td data-label=\"Event\">").count()
+        }
+    };
+    assert_eq!(rows("").await, 3);
+    assert_eq!(rows("kind=deposit").await, 2);
+    assert_eq!(rows("campaign=spring").await, 2);
+    assert_eq!(rows("kind=deposit&campaign=spring").await, 1);
+    assert_eq!(rows("tg=77").await, 1);
+    assert_eq!(rows("campaign=winter").await, 0);
+    let uid_query = format!("/admin/spaces/a/events?uid={autumn}");
+    let page = get_page(&server, Some(&cookie), &uid_query).await;
+    assert_eq!(page.text().matches("<td data-label=\"Event\">").count(), 1);
+    for bad in ["kind=refund", "uid=a%20b", "tg=0"] {
+        let page = get_page(
+            &server,
+            Some(&cookie),
+            &format!("/admin/spaces/a/events?{bad}"),
+        )
+        .await;
+        assert_eq!(page.status, 422, "{bad}");
+    }
+    server.stop().await;
+}

@@ -57,6 +57,7 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
             "v{version}: events in the fixture"
         );
         stats_count_what_the_file_holds(&store, version).await;
+        costs_are_what_the_file_holds(&store, version).await;
         let store = std::sync::Arc::new(store);
         let spaces = crate::support::app_on(&store, 0).spaces().await.unwrap();
         let names: Vec<_> = spaces.iter().map(|s| s.space.as_str()).collect();
@@ -127,6 +128,51 @@ fn events_in(version: u64) -> u64 {
     if version >= 8 { 10 } else { 8 }
 }
 
+/// First deposits, decided by the schema 10 migration for the older files: the bound user's
+/// first (12.50), the unbound click's (7); not the user's second, nor its deposit by Telegram
+/// id, nor one through no click.
+fn first_deposits_are_decided(events: &[tracker::domain::feed::FeedEvent], version: u64) {
+    let firsts: Vec<_> = events.iter().map(|e| e.first_deposit).collect();
+    let mut want = vec![
+        None,
+        None,
+        Some(true),
+        Some(false),
+        None,
+        Some(false),
+        None,
+        Some(true),
+    ];
+    if version >= 8 {
+        want.extend([Some(false), None]);
+    }
+    assert_eq!(firsts, want, "v{version}");
+}
+
+/// From version 10 the fixture also holds costs, one set by the API and two imported.
+async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
+    let costs: Vec<String> = store
+        .costs(1, (0, u32::MAX))
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let c = tracker::domain::cost::CostView::from(c);
+            format!("{} {} {} {}", c.day, c.campaign_name, c.amount, c.currency)
+        })
+        .collect();
+    let want: &[&str] = if version >= 10 {
+        &[
+            "2026-11-24 organic 0.99 EUR",
+            "2026-11-24 spring-sale 120.50 USD",
+            "2026-11-25 spring-sale 3 USD",
+        ]
+    } else {
+        &[]
+    };
+    assert_eq!(costs, want, "v{version}");
+}
+
 /// The stats count what each fixture holds (tests/fixtures/make-fixture.sh says what that is):
 /// counted by the schema 3 migration for a v2 file, by the writer as it stored them for a v3
 /// file; both must agree. Events read back through the feed, without a source before v3.
@@ -135,10 +181,22 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
     use tracker::domain::feed::PageRequest;
     use tracker::domain::stats::Dimension;
     let groups = store
-        .stats(1, Dimension::Campaign, (0, u32::MAX))
+        .stats(
+            1,
+            Dimension::Campaign,
+            (0, u32::MAX),
+            jiff::tz::TimeZone::UTC,
+        )
         .await
         .unwrap();
-    let got = serde_json::to_value(&groups).unwrap();
+    let mut got = serde_json::to_value(&groups).unwrap();
+    // What follows from the counts and the costs is tested with the costs
+    // (`numbers::stats_with_costs_equal_a_count_made_from_the_feed`).
+    for g in got.as_array_mut().unwrap() {
+        for derived in ["cost", "roi", "cpa", "epc", "rates"] {
+            g.as_object_mut().unwrap().remove(derived);
+        }
+    }
     let zero = |kinds: &[(&str, u64)]| {
         let mut events = json!({"contact": 0, "subscribed": 0, "registration": 0, "deposit": 0});
         for (k, n) in kinds {
@@ -149,21 +207,22 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
     // From version 4 the fixture also holds a tracking link and one click made through it.
     let link_click = (version >= 4).then(|| {
         json!({"group": "links", "clicks": 1, "bound_clicks": 0, "events": zero(&[]),
-               "deposits": {}})
+               "first_deposits": 0, "deposits": {}})
     });
     // From version 8 a deposit by the bound user's Telegram id counts under its click's
     // campaign, and a contact by an unknown user under none.
     let v8 = version >= 8;
     let mut expected = vec![json!({"group": null, "clicks": 0, "bound_clicks": 0,
         "events": zero(&[("contact", if v8 { 2 } else { 1 }), ("deposit", 1)]),
-        "deposits": {"USDT": "0.000000001"}})];
+        "first_deposits": 0, "deposits": {"USDT": "0.000000001"}})];
     expected.extend(link_click);
     expected.push(json!({"group": "organic", "clicks": 1, "bound_clicks": 0,
-        "events": zero(&[("subscribed", 1), ("deposit", 1)]), "deposits": {"USD": "7"}}));
+        "events": zero(&[("subscribed", 1), ("deposit", 1)]), "first_deposits": 1,
+        "deposits": {"USD": "7"}}));
     expected.push(
         json!({"group": "spring-sale", "clicks": 1, "bound_clicks": 1,
         "events": zero(&[("contact", 1), ("registration", 1), ("deposit", if v8 { 3 } else { 2 })]),
-        "deposits": {"USD": if v8 { "10.00" } else { "9.00" }}}),
+        "first_deposits": 1, "deposits": {"USD": if v8 { "10.00" } else { "9.00" }}}),
     );
     assert_eq!(got, serde_json::Value::Array(expected), "v{version}");
     let page = store
@@ -205,7 +264,11 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
             (None, Some(5), false)
         );
     }
-    let attribution = store.space_settings(1).await.unwrap().attribution;
+    first_deposits_are_decided(&page.events, version);
+    let settings = store.space_settings(1).await.unwrap();
+    let zone = if version >= 10 { "Asia/Kolkata" } else { "UTC" };
+    assert_eq!(settings.time_zone.as_str(), zone, "v{version}");
+    let attribution = settings.attribution;
     let want = if v8 { "last_touch" } else { "first_touch" };
     assert_eq!(attribution.as_str(), want, "v{version}");
     // Schema 9: the fixture's webhook took every event of its space, each a delivery still

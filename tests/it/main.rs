@@ -26,6 +26,7 @@ mod full_disk;
 mod hostile;
 mod links;
 mod metrics;
+mod numbers;
 mod openapi;
 mod properties;
 mod read;

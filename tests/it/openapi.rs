@@ -393,6 +393,26 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         &anonymous(&s, "PATCH", "/space", Some("{}")).await,
     );
 
+    // Costs: set, removed, each error class, then listed.
+    let costs = [
+        (
+            r#"{"day":"2026-11-24","campaign_name":"spring","amount":"120.00","currency":"USD"}"#,
+            200,
+        ),
+        (
+            r#"{"day":"2026-11-25","campaign_name":"spring","amount":0,"currency":"USD"}"#,
+            200,
+        ),
+        (r#"{"day":"2026-11-24","campaign_name":"spring"}"#, 422),
+        (
+            r#"{"day":"2026-11-24","campaign_name":"a","amount":"-1","currency":"USD"}"#,
+            422,
+        ),
+        (r#"{"day":"2026-11-24","colour":"red"}"#, 400),
+        (big.as_str(), 413),
+    ];
+    post_all(&s, &mut d, "/costs", &costs).await;
+
     // The read side.
     let wait_after = format!(
         "/events/wait?after={}&timeout_s=0",
@@ -415,6 +435,9 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         ("/stats?from_ms=2&to_ms=1", 422),
         ("/rejections", 200),
         ("/rejections?limit=1001", 422),
+        ("/costs", 200),
+        ("/costs?from=2026-11-01&to=2026-11-30", 200),
+        ("/costs?from=2026-11-30&to=2026-11-01", 422),
     ] {
         let r = as_a(&s, "GET", target, None).await;
         assert_eq!(r.status, status, "{target}: {}", r.text());
@@ -425,7 +448,14 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
             assert!(n > 10, "the refusals above are logged: {}", r.text());
         }
     }
-    for path in ["/events", "/events/wait", "/stats", "/rejections", "/links"] {
+    for path in [
+        "/events",
+        "/events/wait",
+        "/stats",
+        "/rejections",
+        "/links",
+        "/costs",
+    ] {
         d.check("GET", path, &anonymous(&s, "GET", path, None).await);
     }
 

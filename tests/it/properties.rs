@@ -255,6 +255,7 @@ proptest! {
             source: event.source as u8,
             tg_id: event.tg_id,
             attributed_by: u8::from(event.uid.is_some()),
+            first_deposit: event.kind == tracker::domain::event::EventKind::Deposit,
         };
         let decoded: EventRecord = records::decode(&records::encode(&record)).expect("decodes");
         prop_assert_eq!(&decoded, &record);

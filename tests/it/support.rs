@@ -917,3 +917,14 @@ pub async fn post_json_status(
     assert_eq!(r.status, status, "POST {path} {body}: {}", r.text());
     r.json()
 }
+
+/// A tiny seeded generator, so a failing mix can be replayed from its seed.
+pub struct Mix(pub u64);
+impl Mix {
+    pub fn next(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}

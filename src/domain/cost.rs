@@ -1,0 +1,441 @@
+//! Costs (`docs/api.md#costs`): what a campaign spent on a day, as the ad network reports it, so
+//! that stats can put revenue against it. One rule for every way in: `POST /costs`, `tracker
+//! costs import` and the CSV import (our columns, or the header of Meta Ads Manager's daily
+//! export).
+//!
+//! A cost is keyed by the space's calendar day (in its time zone) and the campaign name; setting
+//! it again replaces it, an amount of 0 removes it. Amounts are exact decimals; nothing is
+//! converted between currencies.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::domain::decimal::Decimal;
+use crate::domain::input::{self, quoted};
+use crate::error::{Code, Error};
+
+/// The longest campaign name, as a click's `campaign_name`.
+pub const MAX_CAMPAIGN_CHARS: usize = 256;
+/// The most rows one import takes: 90 days of 1000 campaigns, and some.
+pub const MAX_IMPORT_ROWS: usize = 100_000;
+
+/// A calendar day as days since 1970-01-01, as the cost table keys it.
+pub type Day = u32;
+
+/// What one campaign spent on one day.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cost {
+    pub day: Day,
+    pub campaign_name: String,
+    pub amount: Decimal,
+    pub currency: String,
+}
+
+/// A cost as every way out shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CostView {
+    pub day: String,
+    pub campaign_name: String,
+    pub amount: String,
+    pub currency: String,
+}
+
+impl From<&Cost> for CostView {
+    fn from(c: &Cost) -> CostView {
+        CostView {
+            day: day_text(c.day),
+            campaign_name: c.campaign_name.clone(),
+            amount: c.amount.to_string(),
+            currency: c.currency.clone(),
+        }
+    }
+}
+
+fn epoch() -> jiff::civil::Date {
+    jiff::civil::date(1970, 1, 1)
+}
+
+/// `2026-11-24` as a [`Day`]; `field` names the field in the error.
+pub fn parse_day(text: &str, field: &'static str) -> Result<Day, Error> {
+    let bad = || {
+        Error::field(
+            Code::InvalidField,
+            field,
+            format!(
+                "{field} must be a calendar day YYYY-MM-DD from 1970-01-01, got {}",
+                quoted(text)
+            ),
+        )
+    };
+    if text.len() != 10 {
+        return Err(bad());
+    }
+    let date: jiff::civil::Date = text.parse().map_err(|_| bad())?;
+    let days = (date - epoch()).get_days();
+    Day::try_from(days).map_err(|_| bad())
+}
+
+/// The text of a [`Day`]: `2026-11-24`.
+#[must_use]
+pub fn day_text(day: Day) -> String {
+    date_of(day).to_string()
+}
+
+/// The calendar date of a [`Day`].
+#[must_use]
+pub fn date_of(day: Day) -> jiff::civil::Date {
+    epoch()
+        .checked_add(jiff::Span::new().days(i64::from(day)))
+        .unwrap_or(jiff::civil::Date::MAX)
+}
+
+/// A required field of a JSON body.
+fn required<'a>(raw: Option<&'a RawValue>, field: &'static str) -> Result<&'a RawValue, Error> {
+    raw.ok_or_else(|| Error::field(Code::MissingField, field, format!("{field} is required")))
+}
+
+/// The days `[from, to]` of `GET /costs?from=&to=` (both included; absent: no bound).
+pub fn day_range(from: Option<&str>, to: Option<&str>) -> Result<(Day, Day), Error> {
+    let from = from.map(|t| parse_day(t, "from")).transpose()?.unwrap_or(0);
+    let to = to
+        .map(|t| parse_day(t, "to"))
+        .transpose()?
+        .unwrap_or(Day::MAX);
+    if to < from {
+        return Err(Error::field(
+            Code::InvalidField,
+            "to",
+            "to must not be before from",
+        ));
+    }
+    Ok((from, to))
+}
+
+impl Cost {
+    /// One cost from its four fields as text, checked.
+    pub fn new(
+        day: &str,
+        campaign_name: &str,
+        amount: &str,
+        currency: &str,
+    ) -> Result<Cost, Error> {
+        let day = parse_day(day.trim(), "day")?;
+        // The bound holds for the name as sent; the spaces around it are then dropped.
+        let chars = campaign_name.chars().count();
+        let campaign_name = campaign_name.trim();
+        if campaign_name.is_empty() || chars > MAX_CAMPAIGN_CHARS {
+            return Err(Error::field(
+                Code::InvalidField,
+                "campaign_name",
+                format!(
+                    "campaign_name must be 1 to {MAX_CAMPAIGN_CHARS} characters, not only \
+                     spaces, got {chars}"
+                ),
+            ));
+        }
+        let amount = amount.trim();
+        // Digits first: no sign (not even `-0`), no bare `.5`.
+        let amount = Decimal::parse(amount)
+            .ok()
+            .filter(|_| amount.starts_with(|c: char| c.is_ascii_digit()))
+            .ok_or_else(|| {
+                Error::field(
+                    Code::InvalidValue,
+                    "amount",
+                    format!(
+                        "amount must be a decimal number of at least 0 such as 120.50, got {}",
+                        quoted(amount)
+                    ),
+                )
+            })?;
+        let currency = crate::domain::event::check_currency(currency.trim())?;
+        Ok(Cost {
+            day,
+            campaign_name: campaign_name.to_owned(),
+            amount,
+            currency,
+        })
+    }
+
+    /// A `POST /costs` body: `{"day", "campaign_name", "amount", "currency"}`, all required;
+    /// `amount` a string or a JSON number.
+    pub fn from_json(body: &[u8]) -> Result<Cost, Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Body<'a> {
+            #[serde(borrow)]
+            day: Option<&'a RawValue>,
+            #[serde(borrow)]
+            campaign_name: Option<&'a RawValue>,
+            #[serde(borrow)]
+            amount: Option<&'a RawValue>,
+            #[serde(borrow)]
+            currency: Option<&'a RawValue>,
+        }
+        let b: Body = input::parse_body(body)?;
+        let day = input::json_string(required(b.day, "day")?, "day")?;
+        let campaign =
+            input::json_string(required(b.campaign_name, "campaign_name")?, "campaign_name")?;
+        let amount_raw = required(b.amount, "amount")?;
+        let amount = match input::json_number_text(amount_raw) {
+            Some(n) => n.to_owned(),
+            None => input::json_string(amount_raw, "amount")?,
+        };
+        let currency = input::json_string(required(b.currency, "currency")?, "currency")?;
+        Cost::new(&day, &campaign, &amount, &currency)
+    }
+}
+
+/// Which column holds what, from a CSV's header row.
+struct Columns {
+    day: usize,
+    campaign: usize,
+    amount: usize,
+    /// The currency column, or for Meta's export the currency its amount column names.
+    currency: Result<usize, String>,
+}
+
+impl Columns {
+    fn of(header: &csv::StringRecord) -> Result<Columns, Error> {
+        let names: Vec<String> = header
+            .iter()
+            .map(|h| h.trim_start_matches('\u{feff}').trim().to_ascii_lowercase())
+            .collect();
+        let find = |name: &str| names.iter().position(|n| n == name);
+        if let (Some(day), Some(campaign), Some(amount), Some(currency)) = (
+            find("day"),
+            find("campaign_name"),
+            find("amount"),
+            find("currency"),
+        ) {
+            return Ok(Columns {
+                day,
+                campaign,
+                amount,
+                currency: Ok(currency),
+            });
+        }
+        let spent = names.iter().enumerate().find_map(|(i, n)| {
+            let currency = n.strip_prefix("amount spent (")?.strip_suffix(')')?;
+            Some((i, currency.to_ascii_uppercase()))
+        });
+        if let (Some(day), Some(campaign), Some((amount, currency))) =
+            (find("day"), find("campaign name"), spent)
+        {
+            return Ok(Columns {
+                day,
+                campaign,
+                amount,
+                currency: Err(currency),
+            });
+        }
+        Err(Error::field(
+            Code::InvalidField,
+            "csv",
+            "line 1: the header must have the columns day,campaign_name,amount,currency, or \
+             Meta Ads Manager's Day, Campaign name and Amount spent (USD) (the currency in \
+             brackets)",
+        ))
+    }
+}
+
+/// Every cost of a CSV file: a header row (ours or Meta's, [`Columns`]) and one cost per row. A
+/// row with an empty amount spent (Meta's export writes none for a day without spend) is a
+/// cost of 0. Rows of the same day and campaign add up (an export by ad set has one row per ad
+/// set); in two currencies they are refused. The error names the line at fault.
+pub fn parse_csv(text: &str) -> Result<Vec<Cost>, Error> {
+    // The line a record starts on, counted in the text: the reader's own count leaves blank
+    // lines out, and its position is before the blank lines it skipped.
+    let line_at = |p: &csv::Position| {
+        let mut start = usize::try_from(p.byte())
+            .unwrap_or(usize::MAX)
+            .min(text.len());
+        while matches!(text.as_bytes().get(start), Some(b'\n' | b'\r')) {
+            start += 1;
+        }
+        text[..start].matches('\n').count() as u64 + 1
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let at_line =
+        |line: u64, e: &Error| Error::field(e.code, "csv", format!("line {line}: {}", e.message));
+    let header = reader
+        .headers()
+        .map_err(|e| Error::field(Code::InvalidField, "csv", format!("line 1: {e}")))?
+        .clone();
+    let columns = Columns::of(&header)?;
+    let mut costs: BTreeMap<(Day, String), (Cost, u64)> = BTreeMap::new();
+    for (row, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(row as u64 + 2, line_at);
+            Error::field(Code::InvalidField, "csv", format!("line {line}: {e}"))
+        })?;
+        let line = record.position().map_or(row as u64 + 2, line_at);
+        if record.iter().all(|f| f.trim().is_empty()) {
+            continue;
+        }
+        if row >= MAX_IMPORT_ROWS {
+            return Err(Error::field(
+                Code::InvalidField,
+                "csv",
+                format!(
+                    "line {line}: an import takes at most {MAX_IMPORT_ROWS} rows; split the file"
+                ),
+            ));
+        }
+        let field = |i: usize| record.get(i).unwrap_or("");
+        let amount = match field(columns.amount).trim() {
+            "" => "0",
+            a => a,
+        };
+        let currency = match &columns.currency {
+            Ok(i) => field(*i),
+            Err(named) => named.as_str(),
+        };
+        let cost = Cost::new(
+            field(columns.day),
+            field(columns.campaign),
+            amount,
+            currency,
+        )
+        .map_err(|e| at_line(line, &e))?;
+        match costs.entry((cost.day, cost.campaign_name.clone())) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert((cost, line));
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                let (sum, first_line) = o.get_mut();
+                if sum.currency != cost.currency {
+                    return Err(Error::field(
+                        Code::InvalidCurrency,
+                        "csv",
+                        format!(
+                            "line {line}: {} on {} is in {} here and in {} on line {first_line}; \
+                             a campaign's day has one currency",
+                            quoted(&cost.campaign_name),
+                            day_text(cost.day),
+                            cost.currency,
+                            sum.currency
+                        ),
+                    ));
+                }
+                sum.amount = sum.amount.checked_add(cost.amount).ok_or_else(|| {
+                    Error::field(
+                        Code::InvalidValue,
+                        "csv",
+                        format!("line {line}: the sum overflows"),
+                    )
+                })?;
+            }
+        }
+    }
+    Ok(costs.into_values().map(|(c, _)| c).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_are_calendar_days_from_1970() {
+        assert_eq!(parse_day("1970-01-01", "day"), Ok(0));
+        assert_eq!(
+            parse_day("2026-11-24", "day").map(day_text),
+            Ok("2026-11-24".into())
+        );
+        for bad in [
+            "1969-12-31",
+            "2026-02-30",
+            "2026-1-1",
+            "24.11.2026",
+            "",
+            "2026-11-24T00",
+        ] {
+            assert_eq!(
+                parse_day(bad, "day").unwrap_err().field,
+                Some("day"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn amounts_are_exact_and_never_negative() {
+        let c = Cost::new("2026-11-24", "autumn", "120.10", "usd").unwrap();
+        assert_eq!(
+            (c.amount.to_string(), c.currency.as_str()),
+            ("120.10".into(), "USD")
+        );
+        assert!(Cost::new("2026-11-24", "autumn", "0", "USD").is_ok());
+        for bad in ["-0.01", "-0", ".5", "x", ""] {
+            let e = Cost::new("2026-11-24", "autumn", bad, "USD").unwrap_err();
+            assert_eq!(e.field, Some("amount"), "{bad:?}");
+        }
+        assert_eq!(
+            Cost::new("2026-11-24", "autumn", "1e3", "USD")
+                .unwrap()
+                .amount
+                .to_string(),
+            "1000"
+        );
+        assert_eq!(
+            Cost::new("2026-11-24", " ", "1", "USD").unwrap_err().field,
+            Some("campaign_name")
+        );
+        let long = "x".repeat(MAX_CAMPAIGN_CHARS);
+        assert!(Cost::new("2026-11-24", &long, "1", "USD").is_ok());
+        assert!(Cost::new("2026-11-24", &format!("{long}x"), "1", "USD").is_err());
+        // The bound is on the name as sent, spaces around it included.
+        assert!(Cost::new("2026-11-24", &format!(" {long}"), "1", "USD").is_err());
+    }
+
+    #[test]
+    fn our_columns_and_metas_header_both_import() {
+        let ours =
+            parse_csv("day,campaign_name,amount,currency\n2026-11-24,autumn,120.00,USD\n").unwrap();
+        assert_eq!(ours[0].amount.to_string(), "120.00");
+        let meta = "\u{feff}Reporting starts,Reporting ends,Campaign name,Day,Amount spent (EUR)\n\
+                    2026-11-01,2026-11-30,autumn,2026-11-24,10.5\n\
+                    2026-11-01,2026-11-30,autumn,2026-11-24,0.25\n\
+                    2026-11-01,2026-11-30,winter,2026-11-25,\n";
+        let costs = parse_csv(meta).unwrap();
+        let seen: Vec<_> = costs
+            .iter()
+            .map(|c| {
+                (
+                    day_text(c.day),
+                    c.campaign_name.as_str(),
+                    c.amount.to_string(),
+                    c.currency.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("2026-11-24".into(), "autumn", "10.75".into(), "EUR"),
+                ("2026-11-25".into(), "winter", "0".into(), "EUR")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_row_names_its_line() {
+        let text = "day,campaign_name,amount,currency\n2026-11-24,a,1,USD\n\n2026-11-25,b,x,USD\n";
+        let e = parse_csv(text).unwrap_err();
+        assert!(e.message.starts_with("line 4: amount"), "{}", e.message);
+        let e = parse_csv("date,campaign,spend\n").unwrap_err();
+        assert!(e.message.starts_with("line 1:"), "{}", e.message);
+        let two = "day,campaign_name,amount,currency\n2026-11-24,a,1,USD\n2026-11-24,a,1,EUR\n";
+        let e = parse_csv(two).unwrap_err();
+        assert!(
+            e.message.starts_with("line 3:") && e.message.contains("line 2"),
+            "{}",
+            e.message
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! What campaigns spent (`docs/api.md#costs`): set one day's cost of a campaign, and list them.
+
+use serde::Serialize;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use crate::domain::cost::{self, Cost, CostView};
+use crate::domain::keyring::SpaceRef;
+use crate::error::Error;
+use crate::http::Call;
+use crate::http::respond;
+
+#[derive(Serialize)]
+struct CostAnswer {
+    ok: bool,
+    /// Whether the cost was removed (an amount of 0) rather than set.
+    removed: bool,
+    cost: CostView,
+}
+
+/// `POST /costs`: sets what one campaign spent on one day, replacing what was set; an amount of
+/// 0 removes it.
+pub async fn post_costs(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let body = call.body.read(call.app.settings.max_body_bytes).await?;
+    let cost = Cost::from_json(&body)?;
+    let view = CostView::from(&cost);
+    let removed = cost.amount.is_zero();
+    call.app.set_costs(&space, vec![cost]).await?;
+    Ok(respond::json(
+        StatusCode::OK,
+        &CostAnswer {
+            ok: true,
+            removed,
+            cost: view,
+        },
+    ))
+}
+
+#[derive(Serialize)]
+struct CostsAnswer {
+    ok: bool,
+    costs: Vec<CostView>,
+}
+
+/// `GET /costs?from=&to=`: the costs on the days from `from` to `to`, both included (either
+/// absent: no bound), by day, then campaign.
+pub async fn get_costs(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let q = &call.query;
+    let days = cost::day_range(q.get("from"), q.get("to"))?;
+    let costs = call.app.costs(&space, days).await?;
+    Ok(respond::json(
+        StatusCode::OK,
+        &CostsAnswer {
+            ok: true,
+            costs: costs.iter().map(CostView::from).collect(),
+        },
+    ))
+}
