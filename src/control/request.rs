@@ -388,33 +388,10 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             by,
             from,
             to,
-        } => {
-            let dimension = Dimension::parse(Some(&by))?;
-            let (first, last) = crate::domain::cost::day_range(from.as_deref(), to.as_deref())?;
-            let space = app.space_named(space).await?;
-            let range = crate::domain::stats::Range::Days(first, last);
-            let (_, groups) = app.stats(&space, dimension, range).await?;
-            Answer::Stats(StatsShown {
-                space: space.name.to_string(),
-                by: dimension.as_str().to_owned(),
-                groups: groups
-                    .iter()
-                    .map(|g| serde_json::to_value(g).unwrap_or(Value::Null))
-                    .collect(),
-            })
-        }
+        } => stats(app, space, &by, from.as_deref(), to.as_deref()).await?,
         Request::Costs {
             request: CostsRequest::Import { space, csv, .. },
-        } => {
-            let costs = crate::domain::cost::parse_csv(&csv)?;
-            let space = app.space_named(space).await?;
-            let done = app.set_costs(&space, costs).await?;
-            Answer::CostsImported(CostsImported {
-                space: space.name.to_string(),
-                set: done.set,
-                removed: done.removed,
-            })
-        }
+        } => costs_import(app, space, &csv).await?,
         Request::Backup { dest } => Answer::BackedUp(app.backup(&dest).await?),
         // Repairing rewrites indexes and the rollup under the writer's feet, and redb's page
         // check needs the file to itself: both wait for the server to stop.
@@ -434,6 +411,39 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             Answer::Page(app.feed(&space, PageRequest { after, limit }).await?)
         }
     })
+}
+
+async fn stats(
+    app: &App,
+    space: String,
+    by: &str,
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<Answer, Error> {
+    let dimension = Dimension::parse(Some(by))?;
+    let (first, last) = crate::domain::cost::day_range(from, to)?;
+    let space = app.space_named(space).await?;
+    let range = crate::domain::stats::Range::Days(first, last);
+    let (_, groups) = app.stats(&space, dimension, range).await?;
+    Ok(Answer::Stats(StatsShown {
+        space: space.name.to_string(),
+        by: dimension.as_str().to_owned(),
+        groups: groups
+            .iter()
+            .map(|g| serde_json::to_value(g).unwrap_or(Value::Null))
+            .collect(),
+    }))
+}
+
+async fn costs_import(app: &App, space: String, csv: &str) -> Result<Answer, Error> {
+    let costs = crate::domain::cost::parse_csv(csv)?;
+    let space = app.space_named(space).await?;
+    let done = app.set_costs(&space, costs).await?;
+    Ok(Answer::CostsImported(CostsImported {
+        space: space.name.to_string(),
+        set: done.set,
+        removed: done.removed,
+    }))
 }
 
 async fn destination(app: &App, request: DestinationRequest) -> Result<Answer, Error> {
