@@ -1096,6 +1096,8 @@ struct DashboardPage<'a> {
     funnel: (u64, u64, String, u64, String, u64, String),
     chart_width: u64,
     bars: Vec<Bar>,
+    /// No clicks on any day of the range: the chart says so in words.
+    no_clicks: bool,
     columns: Vec<(&'static str, &'static str)>,
     sort: String,
     rows: Vec<CampaignRow>,
@@ -1229,6 +1231,7 @@ pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Err
             totals,
             funnel,
             chart_width: u64::from(days) * BAR_WIDTH,
+            no_clicks: bars.iter().all(|b| b.clicks == 0),
             bars,
             columns: CAMPAIGN_COLUMNS.to_vec(),
             sort: sort.to_owned(),

@@ -880,6 +880,7 @@ async fn the_dashboard_compares_periods_sorts_and_downloads_safe_csv() {
     // 4 clicks this week, 2 the week before: +100%.
     assert!(text.contains(">4</td>") && text.contains("+100%"), "{text}");
     assert_eq!(text.matches("<rect ").count(), 7, "a bar a day");
+    assert!(!text.contains("No clicks in this range."), "{text}");
     assert!(
         loud_first(&server, &cookie, "clicks").await,
         "3 clicks before 1"
@@ -891,6 +892,7 @@ async fn the_dashboard_compares_periods_sorts_and_downloads_safe_csv() {
     // Yesterday had nothing.
     let page = get_page(&server, Some(&cookie), "/admin/spaces/a/dashboard?days=y").await;
     assert!(page.text().contains("Nothing counted in this range."));
+    assert!(page.text().contains("No clicks in this range."));
     // The CSV of 30 days: a header, every campaign, the formula made text.
     let csv = get_page(
         &server,
