@@ -677,7 +677,9 @@ fn complete(mut request: Request) -> Result<Request, Box<dyn std::error::Error>>
                 DestinationRequest::Create {
                     kind, access_token, ..
                 },
-        } if kind == "meta_capi" => *access_token = Some(read_access_token()?),
+        } if kind == "meta_capi" => {
+            *access_token = Some(crate::domain::password::SecretText(read_access_token()?));
+        }
         _ => {}
     }
     Ok(request)

@@ -20,7 +20,7 @@ use crate::domain::destination::{
 };
 use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::link::{LinkView, NewLink};
-use crate::domain::password::Password;
+use crate::domain::password::{Password, SecretText};
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::Dimension;
 use crate::error::{Code, Error};
@@ -201,7 +201,7 @@ pub enum DestinationRequest {
         graph_url: Option<String>,
         /// Read by the command line, never a flag.
         #[arg(skip)]
-        access_token: Option<String>,
+        access_token: Option<SecretText>,
     },
     /// List a space's destinations with their deliveries counted by state and the last error
     List { space: String },
@@ -467,7 +467,7 @@ async fn destination(app: &App, request: DestinationRequest) -> Result<Answer, E
                 events,
                 only_attributed,
                 pixel_id,
-                access_token,
+                access_token: access_token.map(|t| t.0),
                 test_event_code,
                 api_version,
                 graph_url,

@@ -22,6 +22,18 @@ impl std::fmt::Debug for Password {
     }
 }
 
+/// Any other secret in flight through a typed request (a destination's access token): `Debug`
+/// never shows it, so a log line of the request does not carry it.
+#[derive(Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct SecretText(pub String);
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretText([redacted])")
+    }
+}
+
 /// The shortest password accepted: long enough that throttled guessing cannot find it.
 pub const MIN_CHARS: usize = 12;
 /// The longest: a bound on the work a login asks of the hash.

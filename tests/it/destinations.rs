@@ -415,3 +415,48 @@ fn the_command_line_manages_destinations() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Meta's access token, given to `tracker destination create` on stdin while a server runs, goes
+/// through the control socket, whose log line names the command: the line never holds the token.
+#[test]
+fn the_control_log_never_holds_an_access_token() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let process = crate::support::TrackerProcess::start(dir.path());
+    let token = "EAABsecretTOKEN0123456789";
+    let config = dir.path().join("empty-cli.toml");
+    std::fs::write(&config, "").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tracker"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--data")
+        .arg(dir.path().join("t.redb"))
+        .args([
+            "destination",
+            "create",
+            "default",
+            "meta",
+            "--kind",
+            "meta_capi",
+        ])
+        .args(["--pixel-id", "1234567890"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{token}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = process.log_when(|log| log.contains("control command"));
+    assert!(
+        log.contains("control command"),
+        "through the socket:\n{log}"
+    );
+    assert!(log.contains("meta_capi"), "the command is named:\n{log}");
+    assert!(!log.contains(token), "the token is in the log:\n{log}");
+}
