@@ -219,10 +219,14 @@ impl<'t> Txn<'t> {
                 });
             }
         }
+        // Every read that can fail before the first write (the module's rule).
+        let click = resolved.as_ref().map(|r| ClickFacts {
+            has_fbclid: r.click.fbclid.is_some(),
+        });
+        let deliveries = self.deliveries_for(space, event.kind, click)?;
         self.inbox_seq += 1;
         let inbox_id = self.inbox_seq;
         let received_at_ms = event.received_at_ms;
-        let kind = event.kind;
         let first_deposit = self.first_deposit(space, &event, resolved.as_ref(), inbox_id)?;
         let counts = Counts::event(event.kind, event.value, &event.currency, first_deposit);
         self.rollup.event(
@@ -239,10 +243,7 @@ impl<'t> Txn<'t> {
         if let Some(k) = entry_key {
             self.change.fresh.insert(k, (inbox_id, received_at_ms));
         }
-        let click = resolved.as_ref().map(|r| ClickFacts {
-            has_fbclid: r.click.fbclid.is_some(),
-        });
-        self.enqueue_deliveries(space, inbox_id, kind, click)?;
+        self.enqueue_deliveries(inbox_id, &deliveries)?;
         Ok(EventOutcome {
             duplicate: false,
             inbox_id,
@@ -913,5 +914,48 @@ mod tests {
                 .unwrap();
             assert_eq!(stored_uid(t, last.inbox_id).as_ref(), Some(&uids[0]));
         });
+    }
+
+    /// An event whose delivery cannot be enqueued (a damaged state row of its destination) is
+    /// refused before anything of it is written: no inbox entry, no dedup entry, no first
+    /// deposit used up, its `inbox_id` not taken.
+    #[test]
+    fn an_event_whose_deliveries_cannot_be_enqueued_writes_nothing() {
+        use crate::domain::dedup::tests::by_tg;
+        use crate::domain::destination::DestinationFields;
+        use crate::domain::event::EventKind;
+        use redb::ReadableTableMetadata as _;
+        let db = open_in_memory().unwrap().db;
+        let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
+        let directory = Directory::default();
+        let destinations = destination::Directory::default();
+        let txn = db.begin_write().unwrap();
+        let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0, &destinations).unwrap();
+        let fields = DestinationFields {
+            name: Some("hook".into()),
+            kind: Some("webhook".into()),
+            url: Some("http://127.0.0.1:9/hook".into()),
+            ..DestinationFields::default()
+        };
+        let hook = t
+            .create_destination(1, &fields.check(true).unwrap(), 1)
+            .unwrap();
+        t.delivery_states
+            .insert(hook.no, &[0xff, 0xff][..])
+            .unwrap();
+        let seq = t.inbox_seq;
+        let refused = t.record_event(1, by_tg(EventKind::Deposit, 7, None), None);
+        assert!(
+            matches!(refused, Err(StoreError::Corrupt(_))),
+            "{refused:?}"
+        );
+        assert_eq!(t.inbox_seq, seq, "no inbox_id taken");
+        assert_eq!(t.inbox.len().unwrap(), 0, "nothing in the inbox");
+        assert!(t.change.fresh.is_empty(), "no dedup entry");
+        assert_eq!(
+            t.depositors.by_tg.len().unwrap(),
+            0,
+            "no first deposit used up"
+        );
     }
 }

@@ -99,14 +99,15 @@ impl StateCountsMut<'_> {
 }
 
 impl Txn<'_> {
-    /// Writes a delivery of event `inbox_id` for each destination of `space` that wants it.
-    pub(crate) fn enqueue_deliveries(
+    /// The destinations of `space` that take an event of `kind` (with `click`, its resolved
+    /// click's facts), each one's state row read and decoded now: everything enqueuing reads, so
+    /// that the event's writes, which come after, cannot stop halfway on a damaged row.
+    pub(crate) fn deliveries_for(
         &mut self,
         space: u32,
-        inbox_id: u64,
         kind: EventKind,
         click: Option<ClickFacts>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<u32>, StoreError> {
         let list: Arc<[Arc<Destination>]> = if self.outbox.changed {
             if !self.outbox.read_since_change.contains_key(&space) {
                 let live = live_destinations(&self.destinations, Some(space))?;
@@ -118,12 +119,27 @@ impl Txn<'_> {
         } else {
             match self.directory.of_space(space) {
                 Some(list) => list,
-                None => return Ok(()),
+                None => return Ok(Vec::new()),
             }
         };
+        let mut wanted = Vec::new();
         for d in list.iter().filter(|d| d.wants(kind, click)) {
-            self.deliveries.insert((d.no, inbox_id), &[][..])?;
-            let state = state_of(&mut self.outbox.states, &self.delivery_states, d.no)?;
+            state_of(&mut self.outbox.states, &self.delivery_states, d.no)?;
+            wanted.push(d.no);
+        }
+        Ok(wanted)
+    }
+
+    /// New event `inbox_id`'s deliveries to `wanted` ([`Txn::deliveries_for`]), pending, each
+    /// counted in its destination's state row.
+    pub(crate) fn enqueue_deliveries(
+        &mut self,
+        inbox_id: u64,
+        wanted: &[u32],
+    ) -> Result<(), StoreError> {
+        for &no in wanted {
+            self.deliveries.insert((no, inbox_id), &[][..])?;
+            let state = state_of(&mut self.outbox.states, &self.delivery_states, no)?;
             counts_mut(state).moved(None, State::Pending, &mut self.outbox.moved);
         }
         Ok(())
