@@ -61,6 +61,9 @@ pub(super) const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
 /// commit: a few commits' worth of new pages.
 pub(super) const ROOM_TO_RECOVER: u64 = 1 << 20;
 
+/// How long closing waits for readers to let go of the file.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 /// A run of failed commits: when it began, how many, and when to try again.
 struct Failing {
     since: Instant,
@@ -607,15 +610,29 @@ impl Writer {
 
     fn close(mut self) {
         *self.slot.write().unwrap_or_else(PoisonError::into_inner) = None;
-        if let Some(db) = self.db.take() {
-            // Readers hold their own Arc for the length of one read; the file closes when the
-            // last one is done.
-            if let Ok(db) = Arc::try_unwrap(db) {
-                if let Err(e) = db.close() {
-                    tracing::error!(error = %e, "closing the data file");
+        if let Some(mut db) = self.db.take() {
+            // Readers hold their own Arc for the length of a batch of reads (and a reader that
+            // has just answered may not have let go yet): wait a moment for them, so that the
+            // file is closed when `Store::close` returns and can be opened again at once. A read
+            // that outlasts the wait closes the file when it is done.
+            let deadline = Instant::now() + CLOSE_WAIT;
+            loop {
+                match Arc::try_unwrap(db) {
+                    Ok(db) => {
+                        if let Err(e) = db.close() {
+                            tracing::error!(error = %e, "closing the data file");
+                        }
+                        break;
+                    }
+                    Err(shared) if Instant::now() < deadline => {
+                        db = shared;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(_) => {
+                        tracing::debug!("data file closes after its last reader");
+                        break;
+                    }
                 }
-            } else {
-                tracing::debug!("data file closes after its last reader");
             }
         }
     }
