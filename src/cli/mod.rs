@@ -955,7 +955,7 @@ impl Output {
         let text = format!(
             "Created space {}. {}",
             c.space,
-            credentials_text(c, base, "Its secret and ingest token are")
+            credentials_text(c, base, "Its secret and ingest token are", PASTE_OTHER)
         );
         self.print(c, text.trim_end());
     }
@@ -977,6 +977,7 @@ impl Output {
             c,
             base,
             "Its secret and ingest token, and the admin password below, are",
+            PASTE_FIRST,
         );
         self.print(c, &format!("{made} {shown}"));
     }
@@ -999,7 +1000,8 @@ impl Output {
             credentials_text(
                 c,
                 base,
-                "Its secret and ingest token, and the admin password below, are"
+                "Its secret and ingest token, and the admin password below, are",
+                PASTE_FIRST,
             ),
             admin_page_text(base, Some(password)),
         );
@@ -1117,12 +1119,18 @@ fn admin_page_text(base: &str, password: Option<&str>) -> String {
     }
 }
 
+/// What the `export` lines are for: the first space's are the README's examples' own; a later
+/// space's replace them.
+const PASTE_FIRST: &str = "Paste these lines into your shell; the README's examples use them:";
+const PASTE_OTHER: &str = "To work with this space, paste these lines into your shell (they \
+                           replace the SECRET and INGEST_TOKEN of the space you used before):";
+
 /// A new space's credentials as `export` lines to paste into a shell, under the names the
 /// README's examples use, with a request to try them; `shown` says what is shown only once.
-fn credentials_text(c: &CreatedSpace, base: &str, shown: &str) -> String {
+fn credentials_text(c: &CreatedSpace, base: &str, shown: &str, paste: &str) -> String {
     format!(
         "{shown} shown only this once: keep them somewhere safe.\n\
-         Paste these lines into your shell; the README's examples use them:\n\
+         {paste}\n\
          \n  export TRACKER={base}\
          \n  export SECRET={secret}\
          \n  export INGEST_TOKEN={token}\n\

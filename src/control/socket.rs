@@ -105,6 +105,11 @@ async fn serve_connection(stream: UnixStream, app: Arc<App>, own: u32) -> std::i
             .take(MAX_REQUEST_BYTES)
             .read_line(&mut line)
             .await?;
+        if line.is_empty() {
+            // Closed without a word: the command line asking whether a server listens
+            // (`reachable`). Nothing to answer, nothing to warn about.
+            return Ok(());
+        }
         match serde_json::from_str::<Request>(&line) {
             Err(e) => Reply::Error(format!("not a request of this tracker: {e}")),
             Ok(request) => {

@@ -459,4 +459,9 @@ fn the_control_log_never_holds_an_access_token() {
     );
     assert!(log.contains("meta_capi"), "the command is named:\n{log}");
     assert!(!log.contains(token), "the token is in the log:\n{log}");
+    // The command line's look for a server (a connection closed unsaid) is no warning.
+    assert!(
+        !log.contains("WARN"),
+        "a warning for a command that worked:\n{log}"
+    );
 }

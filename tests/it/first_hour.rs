@@ -404,4 +404,14 @@ fn init_makes_the_file_once_and_prints_what_a_first_start_prints() {
         !printed.contains("trk_sk_") && !printed.contains("password "),
         "{printed}"
     );
+    // A later space's lines say they replace the first's, not that the README uses them.
+    let out = run(dir.path(), &[], &["space", "create", "shop2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("export SECRET=trk_sk_")
+            && printed.contains("To work with this space")
+            && !printed.contains("the README's examples use them"),
+        "{printed}"
+    );
 }
