@@ -394,6 +394,9 @@ async fn login(
     tracing::info!(%address, "admin logged in");
     let mut response = redirect("/admin/");
     let headers = response.headers_mut();
+    if let Ok(location) = HeaderValue::from_str(&first_page(app).await) {
+        headers.insert(header::LOCATION, location);
+    }
     headers.insert(
         header::SET_COOKIE,
         cookie_header(app, COOKIE, &live.id, "/admin", None),
@@ -435,6 +438,15 @@ fn cookie_header(
     }
     HeaderValue::from_str(&text).expect("a cookie of digits, dots and hex is a valid header")
 }
+/// Where a login lands: the space's dashboard when there is one space, else the spaces to
+/// choose from. (Space names are a-z, 0-9 and '-': a path segment as they are.)
+async fn first_page(app: &App) -> String {
+    match app.spaces().await {
+        Ok(spaces) if spaces.len() == 1 => format!("/admin/spaces/{}/dashboard", spaces[0].space),
+        _ => "/admin/".to_owned(),
+    }
+}
+
 fn redirect(location: &'static str) -> Response {
     let mut response = Response::new(Vec::new().into());
     *response.status_mut() = StatusCode::SEE_OTHER;

@@ -968,3 +968,28 @@ async fn the_feed_page_filters_by_kind_campaign_uid_and_telegram_id() {
     }
     server.stop().await;
 }
+
+/// The first page after logging in: the dashboard of the only space (the real binary's first
+/// start makes one, `default`); with several spaces, the list to choose from (`logged_in`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_with_one_space_lands_on_its_dashboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let process = crate::support::TrackerProcess::start(dir.path());
+    let password = process
+        .admin_password
+        .clone()
+        .expect("printed at first start");
+    let response = log_in_at(process.addr, "admin", &password).await;
+    assert_eq!(response.status, 303, "{}", response.text());
+    assert_eq!(
+        response.header("location"),
+        Some("/admin/spaces/default/dashboard")
+    );
+    let cookie = cookie_of(&response);
+    let page = send(
+        process.addr,
+        &Request::get("/admin/spaces/default/dashboard").header("Cookie", &cookie),
+    )
+    .await;
+    assert_eq!(page.status, 200, "{}", page.text());
+}
