@@ -662,12 +662,12 @@ fn complete(mut request: Request) -> Result<Request, Box<dyn std::error::Error>>
         Request::Costs {
             request: CostsRequest::Import { file, csv, .. },
         } => {
-            *csv = if file.as_os_str() == "-" {
+            *csv = control::FileText(if file.as_os_str() == "-" {
                 std::io::read_to_string(std::io::stdin())?
             } else {
                 std::fs::read_to_string(&*file)
                     .map_err(|e| format!("cannot read {}: {e}", file.display()))?
-            };
+            });
         }
         Request::Admin {
             request: AdminRequest::Password { password },

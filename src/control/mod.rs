@@ -11,7 +11,7 @@ mod request;
 mod socket;
 
 pub use request::{
-    AdminRequest, Answer, CostsImported, CostsRequest, DestinationRequest, KeysRequest,
+    AdminRequest, Answer, CostsImported, CostsRequest, DestinationRequest, FileText, KeysRequest,
     LinkRequest, Request, SpaceRequest, SpaceSettingsSet, StatsShown, execute,
 };
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

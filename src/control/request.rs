@@ -237,8 +237,20 @@ pub enum CostsRequest {
         file: PathBuf,
         /// The file's text, read by the command line (a server has its own working directory).
         #[arg(skip)]
-        csv: String,
+        csv: FileText,
     },
+}
+
+/// A file's text carried in a request (a cost CSV): `Debug` shows its size only, so the control
+/// socket's log line of the request is a line, not a copy of the spend.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct FileText(pub String);
+
+impl std::fmt::Debug for FileText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FileText({} bytes)", self.0.len())
+    }
 }
 
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
@@ -391,7 +403,7 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
         } => stats(app, space, &by, from.as_deref(), to.as_deref()).await?,
         Request::Costs {
             request: CostsRequest::Import { space, csv, .. },
-        } => costs_import(app, space, &csv).await?,
+        } => costs_import(app, space, &csv.0).await?,
         Request::Backup { dest } => Answer::BackedUp(app.backup(&dest).await?),
         // Repairing rewrites indexes and the rollup under the writer's feet, and redb's page
         // check needs the file to itself: both wait for the server to stop.

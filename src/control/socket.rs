@@ -116,10 +116,6 @@ async fn serve_connection(stream: UnixStream, app: Arc<App>, own: u32) -> std::i
                 if matches!(request, Request::ExportPage { .. }) {
                     // An export asks once per page: not worth a line each.
                     tracing::debug!(target: "tracker::control", ?request, "control command");
-                } else if let Request::Costs { request } = &request {
-                    // Without the file's text: a log line, not a copy of the spend.
-                    let crate::control::CostsRequest::Import { space, file, .. } = request;
-                    tracing::info!(target: "tracker::control", space, ?file, "control command: costs import");
                 } else {
                     tracing::info!(target: "tracker::control", ?request, "control command");
                 }
