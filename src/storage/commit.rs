@@ -205,6 +205,20 @@ pub(super) struct Writer {
     failing: Option<Failing>,
     metrics: Arc<WriterMetrics>,
     commits: Arc<AtomicU64>,
+    /// What a commit changed that could not be read back into memory since: read again after
+    /// every commit until it can be.
+    stale: Stale,
+}
+
+/// The in-memory copies a failed read left behind the file.
+#[derive(Default)]
+struct Stale {
+    keyring: bool,
+    /// While set, each batch reads its spaces' destinations from the table rather than the
+    /// directory (`OutboxBatch::changed`), so no event misses a delivery it owes.
+    destinations: bool,
+    /// Whether this run of failed reads has been logged: once, not once a batch.
+    logged: bool,
 }
 
 /// What a committed batch changed that the server keeps in memory.
@@ -300,6 +314,7 @@ impl Writer {
             failing: None,
             metrics: shared.metrics,
             commits: shared.commits,
+            stale: Stale::default(),
         }
     }
 
@@ -402,6 +417,7 @@ impl Writer {
             let (changed, buffered, inbox_seq) = {
                 let (links, dests) = (&self.links, &self.destinations);
                 let mut t = Txn::open(&txn, &pending, &self.fbclid, links, self.uid_floor, dests)?;
+                t.outbox.changed = self.stale.destinations;
                 for job in batch.iter_mut() {
                     job.apply(&mut t)?;
                 }
@@ -508,15 +524,13 @@ impl Writer {
         }
         // A rotation is in force when its command returns, and a new link answers when its
         // creation does.
-        let (destinations, delivery_states) = (changed.destinations, changed.delivery_states);
-        if changed.credentials || !changed.links.is_empty() || destinations {
-            if let Err(e) = self.reload(db, changed) {
-                tracing::error!(error = %e, "reading credentials and links after a commit");
-            }
+        if !changed.links.is_empty() {
+            self.links.apply(changed.links);
         }
-        if destinations {
-            self.destinations_changed.send_modify(|n| *n += 1);
-        }
+        self.stale.keyring |= changed.credentials;
+        self.stale.destinations |= changed.destinations;
+        let delivery_states = changed.delivery_states;
+        self.reload(db);
         self.metrics.moved_deliveries(&delivery_states);
         // Followers wake after the commit and find the events in their next snapshot.
         self.committed.send_if_modified(|last| {
@@ -563,20 +577,48 @@ impl Writer {
         open::free_bytes(&self.path).is_none_or(|free| free >= ROOM_TO_RECOVER)
     }
 
-    fn reload(&self, db: &Database, changed: Changed) -> Result<(), StoreError> {
-        if changed.credentials {
-            let txn = db.begin_read()?;
-            self.keyring.replace(read::keyring_entries(&txn)?);
+    /// Reads what [`Stale`] names back into memory; what fails stays stale and is read again
+    /// after the next commit (each batch meanwhile reads destinations from the table).
+    fn reload(&mut self, db: &Database) {
+        let mut failed = None;
+        if self.stale.keyring {
+            match db
+                .begin_read()
+                .map_err(StoreError::from)
+                .and_then(|txn| read::keyring_entries(&txn))
+            {
+                Ok(entries) => {
+                    self.keyring.replace(entries);
+                    self.stale.keyring = false;
+                }
+                Err(e) => failed = Some(("credentials", e)),
+            }
         }
-        if !changed.links.is_empty() {
-            self.links.apply(changed.links);
+        if self.stale.destinations {
+            match db
+                .begin_read()
+                .map_err(StoreError::from)
+                .and_then(|txn| crate::storage::outbox::all_destinations(&txn))
+            {
+                Ok(all) => {
+                    self.destinations.replace(all);
+                    self.stale.destinations = false;
+                    self.destinations_changed.send_modify(|n| *n += 1);
+                }
+                Err(e) => failed = Some(("destinations", e)),
+            }
         }
-        if changed.destinations {
-            let txn = db.begin_read()?;
-            self.destinations
-                .replace(crate::storage::outbox::all_destinations(&txn)?);
+        match failed {
+            Some((what, e)) if !self.stale.logged => {
+                self.stale.logged = true;
+                tracing::error!(error = %e, "reading {what} after a commit failed; read again after each commit until it works");
+            }
+            None if self.stale.logged => {
+                self.stale.logged = false;
+                tracing::warn!("credentials and destinations read again after failing");
+            }
+            _ => {}
         }
-        Ok(())
     }
 
     /// The database, reopened first if an earlier commit failed.
