@@ -1,6 +1,7 @@
 //! The sender of conversions out (`docs/api.md#conversions-out`): one task per live
 //! destination, started and stopped as destinations come and go, each with its own HTTP client
-//! (`client.rs`) and formats (`format.rs`).
+//! (`client.rs`) and formats (`format.rs`), all on one thread of their own that runs at a lower
+//! CPU priority than the server: ingest first, deliveries with the time that is left.
 //!
 //! A task reads what is due through the reader path (`storage/outbox.rs`, `due`), sends it, and
 //! records what each attempt came to through the writer, one write per batch. A delivery leaves
@@ -40,9 +41,77 @@ const STORE_RETRY: Duration = Duration::from_secs(1);
 const BATCH_EACH: usize = 256;
 const IN_FLIGHT: usize = 32;
 
+/// How much lower than ingest the senders' thread runs (a `nice` value): when the CPU is short,
+/// requests and their commits go first and deliveries wait in the file, to be sent when it has
+/// time again. A nice of 10 still leaves the senders about a tenth of a busy core's weight.
+const NICE: i32 = 10;
+
+/// Runs the senders ([`run`]) on a thread of their own, at a lower CPU priority than the
+/// server's ([`NICE`]), until this task is dropped (the server stops), which stops the thread
+/// and waits for it.
+pub async fn run_beside(app: Arc<App>) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (done, finished) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("sender".into())
+        .spawn(move || {
+            if let Err(e) =
+                rustix::process::setpriority_process(Some(rustix::thread::gettid()), NICE)
+            {
+                tracing::warn!(error = %e, "the senders' thread runs at the server's priority");
+            }
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "no runtime for the senders of conversions out");
+                    return;
+                }
+            };
+            runtime.block_on(async {
+                tokio::select! {
+                    () = run(app) => {}
+                    _ = stopped => {}
+                }
+            });
+            // Cuts off a DNS lookup still under way rather than waiting for it.
+            runtime.shutdown_timeout(Duration::from_secs(1));
+            let _ = done.send(());
+        });
+    let thread = match spawned {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, "no thread for the senders of conversions out");
+            return;
+        }
+    };
+    let _stop_on_drop = Joined {
+        stop: Some(stop),
+        thread: Some(thread),
+    };
+    let _ = finished.await;
+}
+
+/// Stops the senders' thread and waits for it, when the task that started it is dropped.
+struct Joined {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Runs the senders until the task is dropped (the server stops): every destination task is
 /// aborted with it, and what they were sending is sent again after the next start.
-pub async fn run(app: Arc<App>) {
+async fn run(app: Arc<App>) {
     let mut changes = app.store.destination_changes();
     let mut tasks = JoinSet::new();
     let mut running: HashMap<u32, tokio::task::AbortHandle> = HashMap::new();

@@ -150,7 +150,7 @@ pub async fn serve_with_metrics(
 fn start_background(app: &Arc<App>) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
     tasks.spawn(retention::run(app.clone()));
-    tasks.spawn(crate::delivery::run(app.clone()));
+    tasks.spawn(crate::delivery::run_beside(app.clone()));
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
             "backup_dir is set, but an ephemeral server writes no file: no automatic backups"

@@ -726,3 +726,43 @@ async fn a_redirect_is_not_followed() {
     assert!(elsewhere.received().is_empty());
     s.stop().await;
 }
+
+/// The senders run on a thread of their own at a lower CPU priority than the threads that
+/// answer requests and commit them: a nice of 10 where the server's threads have 0.
+#[test]
+fn the_senders_yield_the_cpu_to_ingest() {
+    use crate::support::TrackerProcess;
+    let dir = tempfile::tempdir().unwrap();
+    let process = TrackerProcess::start(dir.path());
+    let pid = process.child.id();
+    // Field 19 of /proc/<pid>/task/<tid>/stat is the thread's nice value; the name in field 2
+    // (in parentheses) may hold spaces, so fields are counted after its closing parenthesis.
+    let nice_of = |name: &str| -> Vec<i64> {
+        let mut found = Vec::new();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+            let path = task.unwrap().path();
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            if comm.trim() != name {
+                continue;
+            }
+            let stat = std::fs::read_to_string(path.join("stat")).unwrap();
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            found.push(after.split(' ').nth(16).unwrap().parse().unwrap());
+        }
+        found
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    while nice_of("sender").is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(nice_of("sender"), vec![10], "the senders' thread");
+    let main = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let main_nice: i64 = main[main.rfind(')').unwrap() + 2..]
+        .split(' ')
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(main_nice, 0, "the server's main thread");
+    crate::support::stop_cleanly(process);
+}
