@@ -370,6 +370,30 @@ struct Row {
 }
 
 impl Row {
+    /// The row of a short run of the in-repo client, too short for CPU shares to mean anything;
+    /// the server's RSS after it.
+    fn of_count(
+        label: &'static str,
+        case: Option<Case>,
+        conns: usize,
+        o: &client::Outcome,
+        server: &Server,
+    ) -> Row {
+        Row {
+            label,
+            case,
+            conns,
+            responses: o.responses,
+            rate: o.rate(),
+            p50: o.latency.quantile(0.5),
+            p99: o.latency.quantile(0.99),
+            non_2xx: o.non_2xx,
+            errors: o.errors,
+            cpu: cpu::Shares::default(),
+            rss: server.rss().unwrap_or(0),
+        }
+    }
+
     /// Server CPU per answered request, in microseconds.
     fn cpu_per_request_us(&self) -> f64 {
         self.cpu.server / 100.0 / self.rate.max(1e-9) * 1e6
@@ -1361,20 +1385,13 @@ fn smoke(args: &Args) -> Result<(), String> {
             max_requests: Some(REQUESTS),
         };
         let o = bench.builtin(template, case, load);
-        print_row(&Row {
-            label: case.label(),
-            case: Some(case),
-            conns: CONNS,
-            responses: o.responses,
-            rate: o.rate(),
-            p50: o.latency.quantile(0.5),
-            p99: o.latency.quantile(0.99),
-            non_2xx: o.non_2xx,
-            errors: o.errors,
-            // Rows of a few hundred requests are too short for CPU shares to mean anything.
-            cpu: cpu::Shares::default(),
-            rss: bench.server.rss().unwrap_or(0),
-        });
+        print_row(&Row::of_count(
+            case.label(),
+            Some(case),
+            CONNS,
+            &o,
+            &bench.server,
+        ));
         if o.responses != REQUESTS || o.non_2xx > 0 || o.errors > 0 {
             failures.push(format!(
                 "{}: {} answers of {REQUESTS}, {} non-2xx, {} errors",

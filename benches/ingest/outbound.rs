@@ -18,7 +18,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -128,22 +127,8 @@ pub fn run(
 /// Makes space `name` (`tracker space create`) with 1000 clicks of its own, each with an
 /// `fbclid` (so Meta has an `fbc` to match); answers its fixture.
 fn space(bench: &Bench, name: &str) -> Result<Arc<Fixture>, String> {
-    let created = crate::reads::space_create(bench.server.command(), name)?;
-    let field = |key: &str| {
-        created[key]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("tracker space create printed no {key}: {created}"))
-    };
-    let mut fixture = Fixture {
-        secret: field("secret")?,
-        ingest_token: field("ingest_token")?,
-        click_uids: Vec::new(),
-        known_events: 0,
-        tg_users: Vec::new(),
-        run: bench.fixture.run.clone(),
-        dest_secret: String::new(),
-    };
+    let mut fixture =
+        crate::reads::space_fixture(bench.server.command(), name, &bench.fixture.run)?;
     let clicks = Template::of(Case::Clicks, &fixture, name);
     let requests = (0..crate::SETUP_CLICKS as u64)
         .map(|i| clicks.render(&fixture, i))
@@ -434,24 +419,12 @@ fn client_hints(bench: &mut Bench, plan: &OutPlan, results: &mut OutResults) -> 
             },
         );
         let file = file_len(&bench.server.data);
-        let row = Row {
-            label: if on {
-                "GET /l/<slug>, hints on"
-            } else {
-                "GET /l/<slug>, hints off"
-            },
-            case: None,
-            conns,
-            responses: o.responses,
-            rate: o.rate(),
-            p50: o.latency.quantile(0.5),
-            p99: o.latency.quantile(0.99),
-            non_2xx: o.non_2xx,
-            errors: o.errors,
-            cpu: crate::cpu::Shares::default(),
-            rss: bench.server.rss().unwrap_or(0),
+        let label = if on {
+            "GET /l/<slug>, hints on"
+        } else {
+            "GET /l/<slug>, hints off"
         };
-        print_row(&row);
+        print_row(&Row::of_count(label, None, conns, &o, &bench.server));
         if o.expected != o.responses || o.errors > 0 {
             results.failures.push(format!(
                 "client_hints ({name}): {} of {} visits redirected, {} errors",
@@ -477,31 +450,12 @@ fn client_hints(bench: &mut Bench, plan: &OutPlan, results: &mut OutResults) -> 
 /// Makes space `name` with `meta_client_hints` on or off, and a tracking link of the same slug;
 /// answers the space's fixture and a visit of the link by a phone's browser.
 fn link_space(bench: &Bench, name: &str, on: bool) -> Result<(Arc<Fixture>, Template), String> {
-    let created = crate::reads::space_create(bench.server.command(), name)?;
+    let fixture = crate::reads::space_fixture(bench.server.command(), name, &bench.fixture.run)?;
+    let fixture = Arc::new(fixture);
     if on {
-        let out = bench
-            .server
-            .command()
-            .args(["space", "set", name, "meta_client_hints=true"])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("running tracker space set: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "tracker space set {name} meta_client_hints=true: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
+        let set = ["space", "set", name, "meta_client_hints=true"];
+        crate::reads::tracker(bench.server.command(), &set)?;
     }
-    let fixture = Arc::new(Fixture {
-        secret: created["secret"].as_str().unwrap_or_default().to_owned(),
-        ingest_token: String::new(),
-        click_uids: Vec::new(),
-        known_events: 0,
-        tg_users: Vec::new(),
-        run: bench.fixture.run.clone(),
-        dest_secret: String::new(),
-    });
     let link = format!(r#"{{"slug":"{name}","bot":"bench_bot","campaign_name":"hints"}}"#);
     let create = Template {
         method: "POST",

@@ -120,41 +120,41 @@ pub struct Spread {
     pub admin_cookie: String,
 }
 
-/// Makes the space through the running server's admin socket (`tracker space create`), and its
-/// clicks and bindings over HTTP.
 /// `tracker space create NAME` on the running server; what it printed.
 pub fn space_create(cli: Command, name: &str) -> Result<serde_json::Value, String> {
-    let mut cli = cli;
-    let out = cli
-        .args(["space", "create", name])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("running tracker space create: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "tracker space create {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    serde_json::from_slice(&out.stdout)
+    let out = tracker(cli, &["space", "create", name])?;
+    serde_json::from_slice(&out)
         .map_err(|e| format!("reading what tracker space create printed: {e}"))
 }
 
-pub fn create_space(
-    cli: impl Fn() -> Command,
-    addr: SocketAddr,
-    run: &str,
-    now_ms: u64,
-) -> Result<Spread, String> {
-    let created = space_create(cli(), SPACE)?;
-    let field = |name: &str| {
+/// Runs `cli` with `args` (a command on the running server, through its admin socket);
+/// answers what it printed, or what it said when it failed.
+pub fn tracker(mut cli: Command, args: &[&str]) -> Result<Vec<u8>, String> {
+    let what = format!("tracker {}", args.join(" "));
+    let out = cli
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running {what}: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(format!("{what}: {}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// `tracker space create NAME` on the running server; the new space's credentials as a
+/// fixture without clicks, its eids tagged with `run`.
+pub fn space_fixture(cli: Command, name: &str, run: &str) -> Result<Fixture, String> {
+    let created = space_create(cli, name)?;
+    let field = |key: &str| {
         created
-            .get(name)
+            .get(key)
             .and_then(|v| v.as_str())
             .map(str::to_owned)
-            .ok_or_else(|| format!("tracker space create printed no {name}: {created}"))
+            .ok_or_else(|| format!("tracker space create printed no {key}: {created}"))
     };
-    let mut fixture = Fixture {
+    Ok(Fixture {
         secret: field("secret")?,
         ingest_token: field("ingest_token")?,
         click_uids: Vec::new(),
@@ -162,7 +162,18 @@ pub fn create_space(
         tg_users: Vec::new(),
         run: run.to_owned(),
         dest_secret: String::new(),
-    };
+    })
+}
+
+/// Makes the space through the running server's admin socket (`tracker space create`), and its
+/// clicks and bindings over HTTP.
+pub fn create_space(
+    cli: impl Fn() -> Command,
+    addr: SocketAddr,
+    run: &str,
+    now_ms: u64,
+) -> Result<Spread, String> {
+    let mut fixture = space_fixture(cli(), SPACE, run)?;
     let clicks = Template::spread_click(&fixture, CAMPAIGNS, LINKS);
     let requests = (0..CLICKS).map(|i| clicks.render(&fixture, i)).collect();
     fixture.click_uids = client::click_uids(addr, requests)
