@@ -21,7 +21,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redb::{ReadableDatabase as _, ReadableTableMetadata as _, TableDefinition, TableHandle as _};
+use redb::{
+    ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition,
+    TableHandle as _,
+};
 use tracker::storage::schema::{CLICK_HINTS, DELIVERIES};
 
 use crate::client::{self, Load};
@@ -528,10 +531,11 @@ pub fn after_stop(data: &Path, results: &mut OutResults) {
         }
     }
     if let Some(pending) = results.pending {
-        match usage(&db, DELIVERIES) {
-            Ok(u) => println!(
-                "pending_1m: {} rows in deliveries ({pending} of them the row's): {:.0} B/delivery \
-                 stored, {:.0} metadata, {:.0} unused in pages, {:.0} B/delivery in its pages",
+        match usage(&db, DELIVERIES).and_then(|u| Ok((u, untried(&db)?))) {
+            Ok((u, (untried, tried))) => println!(
+                "pending_1m: {} rows in deliveries ({pending} of them the row's; {untried} never \
+                 tried, as a pending one is, and {tried} tried): {:.0} B/delivery stored, {:.0} \
+                 metadata, {:.0} unused in pages, {:.0} B/delivery in its pages",
                 u.entries,
                 per(u.stored, u.entries),
                 per(u.metadata, u.entries),
@@ -541,6 +545,23 @@ pub fn after_stop(data: &Path, results: &mut OutResults) {
             Err(e) => results.failures.push(e),
         }
     }
+}
+
+/// The deliveries never tried (an empty value: the pending ones) and those tried.
+fn untried(db: &redb::ReadOnlyDatabase) -> Result<(u64, u64), String> {
+    let read = |e: &dyn std::fmt::Display| format!("reading table deliveries: {e}");
+    let txn = db.begin_read().map_err(|e| read(&e))?;
+    let t = txn.open_table(DELIVERIES).map_err(|e| read(&e))?;
+    let (mut untried, mut tried) = (0, 0);
+    for entry in t.iter().map_err(|e| read(&e))? {
+        let (_, value) = entry.map_err(|e| read(&e))?;
+        if value.value().is_empty() {
+            untried += 1;
+        } else {
+            tried += 1;
+        }
+    }
+    Ok((untried, tried))
 }
 
 /// A table's entries and bytes.
