@@ -2,94 +2,188 @@
 //! one `webhook` destination pointing at a receiver this process runs on loopback, which
 //! answers every request `200` at once. Its row beside the plain `unique` row (same server,
 //! same run) is the cost of writing each event's deliveries in its transaction.
+//!
+//! The receivers the rows of `outbound.rs` use too: one that counts the events it gets, and one
+//! that never answers; and the destination requests they make.
 
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::client;
-use crate::scenario::{Fixture, Piece, Template};
 
 /// The space the `unique_dest` case sends to.
 pub const SPACE: &str = "bench-dest";
 
-/// Starts the receiver: a thread per connection, keep-alive, `200 {}` to every request.
+/// How a receiver answers.
+pub enum Answering {
+    /// `200 {}` at once to every request; counted in the tally when one is given.
+    Ok(Option<Arc<Tally>>),
+    /// Never: it reads what comes and sends nothing back, until the sender gives up.
+    Never,
+}
+
+/// What a counting receiver got: events (a Meta request's `data` entries, one per webhook
+/// request), and the distinct ones (Meta's `event_id`, a webhook's `Tracker-Delivery`).
+#[derive(Default)]
+pub struct Tally {
+    events: AtomicU64,
+    ids: Mutex<HashSet<String>>,
+}
+
+impl Tally {
+    pub fn events(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
+    }
+
+    pub fn distinct(&self) -> u64 {
+        self.ids.lock().map_or(0, |ids| ids.len() as u64)
+    }
+
+    /// Counts a request's events: the `data` array's `event_id`s of a Meta request, or the
+    /// request itself by its `Tracker-Delivery`.
+    fn count(&self, delivery: Option<String>, body: &[u8]) {
+        let ids: Vec<String> = match delivery {
+            Some(id) => vec![id],
+            None => serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| {
+                    let data = v.get("data")?.as_array()?;
+                    Some(
+                        data.iter()
+                            .map(|e| e["event_id"].as_str().unwrap_or("?").to_owned())
+                            .collect(),
+                    )
+                })
+                .unwrap_or_default(),
+        };
+        self.events.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        if let Ok(mut seen) = self.ids.lock() {
+            seen.extend(ids);
+        }
+    }
+}
+
+/// The `unique_dest` case's receiver: `200 {}` at once, nothing counted.
 pub fn receiver() -> Result<SocketAddr, String> {
+    receiver_answering(Answering::Ok(None))
+}
+
+/// Starts a receiver on loopback: a thread per connection, keep-alive.
+pub fn receiver_answering(answering: Answering) -> Result<SocketAddr, String> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| format!("binding the receiver: {e}"))?;
     let addr = listener
         .local_addr()
         .map_err(|e| format!("the receiver's address: {e}"))?;
+    let tally = match answering {
+        Answering::Ok(tally) => Some(tally),
+        Answering::Never => None,
+    };
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let Ok(mut write) = stream.try_clone() else {
-                    return;
-                };
-                let mut read = BufReader::new(stream);
-                loop {
-                    let mut length = 0;
-                    loop {
-                        let mut line = String::new();
-                        match read.read_line(&mut line) {
-                            Ok(0) | Err(_) => return,
-                            Ok(_) if line == "\r\n" => break,
-                            Ok(_) => {
-                                if let Some((name, value)) = line.split_once(':') {
-                                    if name.eq_ignore_ascii_case("content-length") {
-                                        length = value.trim().parse().unwrap_or(0);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if read.read_exact(&mut body).is_err()
-                        || write
-                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-                            .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
+            let Some(tally) = tally.clone() else {
+                // Reads until the sender hangs up, answering nothing.
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut &stream, &mut std::io::sink());
+                });
+                continue;
+            };
+            std::thread::spawn(move || answer_each(stream, tally.as_deref()));
         }
     });
     Ok(addr)
 }
 
+/// Reads requests off one connection and answers each `200 {}`, counting them in `tally`.
+fn answer_each(stream: TcpStream, tally: Option<&Tally>) {
+    let Ok(mut write) = stream.try_clone() else {
+        return;
+    };
+    let mut read = BufReader::new(stream);
+    loop {
+        let (mut length, mut delivery) = (0, None);
+        loop {
+            let mut line = String::new();
+            match read.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line == "\r\n" => break,
+                Ok(_) => {
+                    if let Some((name, value)) = line.split_once(':') {
+                        if name.eq_ignore_ascii_case("content-length") {
+                            length = value.trim().parse().unwrap_or(0);
+                        } else if name.eq_ignore_ascii_case("tracker-delivery") {
+                            delivery = Some(value.trim().to_owned());
+                        }
+                    }
+                }
+            }
+        }
+        let mut body = vec![0; length];
+        if read.read_exact(&mut body).is_err() {
+            return;
+        }
+        if let Some(tally) = tally {
+            tally.count(delivery, &body);
+        }
+        if write
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
 /// Makes the case's space and its two destinations; answers its secret.
-pub fn setup(
-    cli: Command,
-    addr: SocketAddr,
-    receiver: SocketAddr,
-    fx: &Fixture,
-) -> Result<String, String> {
+pub fn setup(cli: Command, addr: SocketAddr, receiver: SocketAddr) -> Result<String, String> {
     let created = crate::reads::space_create(cli, SPACE)?;
     let secret = created["secret"]
         .as_str()
         .ok_or_else(|| format!("tracker space create printed no secret: {created}"))?
         .to_owned();
-    let bodies = [
+    add_destinations(addr, &secret, &both_kinds(receiver))?;
+    Ok(secret)
+}
+
+/// The case's two destinations at `receiver`: a `meta_capi` one taking every event, and a
+/// webhook.
+pub fn both_kinds(receiver: SocketAddr) -> [String; 2] {
+    [
         format!(
             r#"{{"name":"meta","kind":"meta_capi","pixel_id":"1","access_token":"bench-token","only_attributed":false,"graph_url":"http://{receiver}"}}"#
         ),
         format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#),
-    ];
+    ]
+}
+
+/// A request to the space of `secret`, with a JSON body when given.
+fn request(method: &str, target: &str, secret: &str, body: Option<&str>) -> Vec<u8> {
+    let mut out = format!(
+        "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {secret}\r\n"
+    );
+    match body {
+        Some(body) => {
+            let _ = write!(
+                out,
+                "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+        None => out.push_str("\r\n"),
+    }
+    out.into_bytes()
+}
+
+/// Creates the destinations `bodies` (`POST /destinations`) in the space of `secret`.
+pub fn add_destinations(addr: SocketAddr, secret: &str, bodies: &[String]) -> Result<(), String> {
     let requests = bodies
-        .into_iter()
-        .map(|body| {
-            Template {
-                method: "POST",
-                target: vec![Piece::Lit("/destinations".into())],
-                headers: vec![
-                    ("Authorization", format!("Bearer {secret}")),
-                    ("Content-Type", "application/json".to_owned()),
-                ],
-                body: Some(vec![Piece::Lit(body)]),
-            }
-            .render(fx, 0)
-        })
+        .iter()
+        .map(|body| request("POST", "/destinations", secret, Some(body)))
         .collect();
     for (status, body) in client::fetch_all(addr, 1, requests) {
         if status != 201 {
@@ -99,31 +193,60 @@ pub fn setup(
             ));
         }
     }
-    Ok(secret)
+    Ok(())
 }
 
-/// How many deliveries each destination of the case's space has, in any state.
-pub fn deliveries(addr: SocketAddr, secret: &str, fx: &Fixture) -> Result<Vec<u64>, String> {
-    let request = Template {
-        method: "GET",
-        target: vec![Piece::Lit("/destinations".into())],
-        headers: vec![("Authorization", format!("Bearer {secret}"))],
-        body: None,
-    }
-    .render(fx, 0);
-    let (status, body) = client::fetch_all(addr, 1, vec![request])
+/// Removes the destination `name` of the space of `secret`: it sends nothing more.
+pub fn remove_destination(addr: SocketAddr, secret: &str, name: &str) -> Result<(), String> {
+    let target = format!("/destinations/{name}");
+    let (status, body) = client::fetch_all(addr, 1, vec![request("DELETE", &target, secret, None)])
         .pop()
-        .ok_or("no answer to GET /destinations")?;
+        .ok_or("no answer to DELETE /destinations")?;
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        Err(format!(
+            "removing destination {name}: {status} {}",
+            String::from_utf8_lossy(&body)
+        ))
+    }
+}
+
+/// `GET /destinations` of the space of `secret`: each destination's `deliveries` by state.
+fn destination_counts(
+    addr: SocketAddr,
+    secret: &str,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, String> {
+    let (status, body) =
+        client::fetch_all(addr, 1, vec![request("GET", "/destinations", secret, None)])
+            .pop()
+            .ok_or("no answer to GET /destinations")?;
     let json: serde_json::Value =
         serde_json::from_slice(&body).map_err(|e| format!("GET /destinations {status}: {e}"))?;
     Ok(json["destinations"]
         .as_array()
         .ok_or_else(|| format!("GET /destinations {status}: {json}"))?
         .iter()
-        .map(|d| {
-            d["deliveries"].as_object().map_or(0, |c| {
-                c.values().filter_map(serde_json::Value::as_u64).sum()
-            })
-        })
+        .map(|d| d["deliveries"].as_object().cloned().unwrap_or_default())
+        .collect())
+}
+
+/// The deliveries of every destination of the space of `secret`, by state (`pending`,
+/// `retrying`, `delivered`, `dead`, `cancelled`).
+pub fn states(addr: SocketAddr, secret: &str) -> Result<BTreeMap<String, u64>, String> {
+    let mut sums = BTreeMap::new();
+    for counts in destination_counts(addr, secret)? {
+        for (state, n) in counts {
+            *sums.entry(state).or_insert(0) += n.as_u64().unwrap_or(0);
+        }
+    }
+    Ok(sums)
+}
+
+/// How many deliveries each destination of the case's space has, in any state.
+pub fn deliveries(addr: SocketAddr, secret: &str) -> Result<Vec<u64>, String> {
+    Ok(destination_counts(addr, secret)?
+        .iter()
+        .map(|c| c.values().filter_map(serde_json::Value::as_u64).sum())
         .collect())
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Parser};
 
+use crate::outbound::OutRow;
 use crate::reads::ReadRow;
 use crate::scenario::Case;
 use crate::{Args, ClientChoice, MetricsChoice, Mode};
@@ -41,9 +42,11 @@ pub struct Flags {
     )]
     conns: Vec<usize>,
 
-    /// Only these rows: ingest cases (each at every --conns), and the read rows feed, stats and
-    /// export (beside unique ingest at 64 connections, on a space of --feed-events). All of
-    /// them when not given.
+    /// Only these rows: ingest cases (each at every --conns), the rows of conversions out
+    /// (`send_meta`, `send_webhook` and `dest_blackhole` at every --conns, `pending_1m` and
+    /// `client_hints` at the first), and the read rows feed, stats, dashboard and export (beside
+    /// unique ingest at 64 connections, on a space of --feed-events). All of them when not
+    /// given.
     #[arg(
         long,
         value_name = "ROW,..",
@@ -61,9 +64,13 @@ pub struct Flags {
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
 
-    /// Events in the read rows' space [default: 1000000, and 2000 with --smoke].
+    /// Events in the read rows' space [default: 1000000, and 20000 with --smoke].
     #[arg(long, value_name = "N")]
     feed_events: Option<u64>,
+
+    /// Deliveries the `pending_1m` row queues [default: 1000000, and 20000 with --smoke].
+    #[arg(long, value_name = "N")]
+    pending: Option<u64>,
 
     /// With --soak: the fewest seconds it runs.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
@@ -140,22 +147,26 @@ impl ModeFlags {
     }
 }
 
-/// A row `--only` names: an ingest case or a read row.
+/// A row `--only` names: an ingest case, a row of conversions out or a read row.
 #[derive(Clone, Copy, Debug)]
 enum Row {
     Ingest(Case),
+    Out(OutRow),
     Read(ReadRow),
 }
 
-/// Reads a row's name: those of the ingest cases, then of the read rows.
+/// Reads a row's name: those of the ingest cases, then of conversions out, then of the read
+/// rows.
 fn row_names() -> impl TypedValueParser<Value = Row> {
     let cases = Case::ALL.map(Row::Ingest);
+    let outs = OutRow::ALL.map(Row::Out);
     let reads = ReadRow::ALL.map(Row::Read);
     let name = |row: &Row| match *row {
         Row::Ingest(case) => case.name(),
+        Row::Out(out) => out.name(),
         Row::Read(read) => read.name(),
     };
-    let rows: Vec<Row> = cases.into_iter().chain(reads).collect();
+    let rows: Vec<Row> = cases.into_iter().chain(outs).chain(reads).collect();
     PossibleValuesParser::new(rows.iter().map(name).collect::<Vec<_>>()).map(move |chosen| {
         *rows
             .iter()
@@ -172,14 +183,19 @@ impl Flags {
     }
 
     fn into_args(self) -> Args {
-        let (cases, reads) = match self.only {
-            None => (Case::ALL.to_vec(), ReadRow::ALL.to_vec()),
+        let (cases, outs, reads) = match self.only {
+            None => (
+                Case::ALL.to_vec(),
+                OutRow::ALL.to_vec(),
+                ReadRow::ALL.to_vec(),
+            ),
             Some(rows) => {
-                let mut chosen = (Vec::new(), Vec::new());
+                let mut chosen = (Vec::new(), Vec::new(), Vec::new());
                 for row in rows {
                     match row {
                         Row::Ingest(case) => chosen.0.push(case),
-                        Row::Read(read) => chosen.1.push(read),
+                        Row::Out(out) => chosen.1.push(out),
+                        Row::Read(read) => chosen.2.push(read),
                     }
                 }
                 chosen
@@ -195,6 +211,8 @@ impl Flags {
             duration: Duration::from_secs(self.duration),
             conns: self.conns,
             cases,
+            outs,
+            pending: self.pending,
             reads,
             feed_events: self.feed_events,
             client: self.client,

@@ -54,16 +54,24 @@ pub const SPACE: &str = "spread";
 pub enum ReadRow {
     Feed,
     Stats,
+    /// The admin page's dashboard over 30 days, logged in (`dashboard.rs`).
+    Dashboard,
     Export,
 }
 
 impl ReadRow {
-    pub const ALL: [ReadRow; 3] = [ReadRow::Feed, ReadRow::Stats, ReadRow::Export];
+    pub const ALL: [ReadRow; 4] = [
+        ReadRow::Feed,
+        ReadRow::Stats,
+        ReadRow::Dashboard,
+        ReadRow::Export,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             ReadRow::Feed => "feed",
             ReadRow::Stats => "stats",
+            ReadRow::Dashboard => "dashboard",
             ReadRow::Export => "export",
         }
     }
@@ -75,6 +83,8 @@ impl ReadRow {
             (ReadRow::Feed, Some(_)) => "GET /events 1000 paced",
             (ReadRow::Stats, None) => "GET /stats nonstop",
             (ReadRow::Stats, Some(_)) => "GET /stats paced",
+            (ReadRow::Dashboard, None) => "dashboard 30d nonstop",
+            (ReadRow::Dashboard, Some(_)) => "dashboard 30d paced",
             (ReadRow::Export, _) => "tracker export",
         }
     }
@@ -84,7 +94,16 @@ impl ReadRow {
         match self {
             ReadRow::Feed => "GET /events?limit=1000 (a page with attribution)",
             ReadRow::Stats => "GET /stats?by=campaign_name (all time)",
+            ReadRow::Dashboard => "the admin page's dashboard, 30 days (logged in)",
             ReadRow::Export => "tracker export",
+        }
+    }
+
+    /// The p99 each side row must stay under, in milliseconds.
+    pub fn target_p99_ms(self) -> f64 {
+        match self {
+            ReadRow::Dashboard => 50.0,
+            _ => 20.0,
         }
     }
 }
@@ -97,43 +116,45 @@ pub struct Spread {
     base_ms: u64,
     /// Requests sent to fill it so far (numbers the next ones, so eids stay unique).
     sent: u64,
+    /// The admin page's session cookie (`tracker_admin=...`) when the dashboard row runs.
+    pub admin_cookie: String,
 }
 
-/// Makes the space through the running server's admin socket (`tracker space create`), and its
-/// clicks and bindings over HTTP.
 /// `tracker space create NAME` on the running server; what it printed.
 pub fn space_create(cli: Command, name: &str) -> Result<serde_json::Value, String> {
-    let mut cli = cli;
-    let out = cli
-        .args(["space", "create", name])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("running tracker space create: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "tracker space create {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    serde_json::from_slice(&out.stdout)
+    let out = tracker(cli, &["space", "create", name])?;
+    serde_json::from_slice(&out)
         .map_err(|e| format!("reading what tracker space create printed: {e}"))
 }
 
-pub fn create_space(
-    cli: impl Fn() -> Command,
-    addr: SocketAddr,
-    run: &str,
-    now_ms: u64,
-) -> Result<Spread, String> {
-    let created = space_create(cli(), SPACE)?;
-    let field = |name: &str| {
+/// Runs `cli` with `args` (a command on the running server, through its admin socket);
+/// answers what it printed, or what it said when it failed.
+pub fn tracker(mut cli: Command, args: &[&str]) -> Result<Vec<u8>, String> {
+    let what = format!("tracker {}", args.join(" "));
+    let out = cli
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running {what}: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(format!("{what}: {}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// `tracker space create NAME` on the running server; the new space's credentials as a
+/// fixture without clicks, its eids tagged with `run`.
+pub fn space_fixture(cli: Command, name: &str, run: &str) -> Result<Fixture, String> {
+    let created = space_create(cli, name)?;
+    let field = |key: &str| {
         created
-            .get(name)
+            .get(key)
             .and_then(|v| v.as_str())
             .map(str::to_owned)
-            .ok_or_else(|| format!("tracker space create printed no {name}: {created}"))
+            .ok_or_else(|| format!("tracker space create printed no {key}: {created}"))
     };
-    let mut fixture = Fixture {
+    Ok(Fixture {
         secret: field("secret")?,
         ingest_token: field("ingest_token")?,
         click_uids: Vec::new(),
@@ -141,7 +162,18 @@ pub fn create_space(
         tg_users: Vec::new(),
         run: run.to_owned(),
         dest_secret: String::new(),
-    };
+    })
+}
+
+/// Makes the space through the running server's admin socket (`tracker space create`), and its
+/// clicks and bindings over HTTP.
+pub fn create_space(
+    cli: impl Fn() -> Command,
+    addr: SocketAddr,
+    run: &str,
+    now_ms: u64,
+) -> Result<Spread, String> {
+    let mut fixture = space_fixture(cli(), SPACE, run)?;
     let clicks = Template::spread_click(&fixture, CAMPAIGNS, LINKS);
     let requests = (0..CLICKS).map(|i| clicks.render(&fixture, i)).collect();
     fixture.click_uids = client::click_uids(addr, requests)
@@ -163,6 +195,7 @@ pub fn create_space(
         events: 0,
         base_ms: now_ms - HOUR_MS,
         sent: 0,
+        admin_cookie: String::new(),
     })
 }
 
@@ -310,12 +343,14 @@ pub fn side(
         }
         let target = match row {
             ReadRow::Feed => format!("/events?after={after}&limit={PAGE}"),
+            ReadRow::Dashboard => crate::dashboard::target(),
             _ => "/stats?by=campaign_name".to_owned(),
         };
-        let request = format!(
-            "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
-            spread.fixture.secret
-        );
+        let credential = match row {
+            ReadRow::Dashboard => format!("Cookie: {}", spread.admin_cookie),
+            _ => format!("Authorization: Bearer {}", spread.fixture.secret),
+        };
+        let request = format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n{credential}\r\n\r\n");
         let sent = Instant::now();
         let roundtrip = client::roundtrip(&mut conn, addr, request.as_bytes());
         let answer =
@@ -364,6 +399,7 @@ pub fn side(
                     },
                 )
             }
+            ReadRow::Dashboard => crate::dashboard::check(body),
             _ => check_stats(body, o.responses == 1, spread.events),
         };
         if let Err(e) = checked {
@@ -450,7 +486,7 @@ fn check_stats(body: &[u8], in_full: bool, events: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn count(haystack: &[u8], needle: &[u8]) -> u64 {
+pub fn count(haystack: &[u8], needle: &[u8]) -> u64 {
     haystack
         .windows(needle.len())
         .filter(|w| w == &needle)

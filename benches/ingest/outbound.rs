@@ -1,0 +1,604 @@
+//! The rows of conversions out, each in a space of its own on the same server, after the ingest
+//! rows (BENCHMARKS.md explains each):
+//!
+//! - `send_meta`, `send_webhook`: one destination of that kind at a receiver on loopback that
+//!   answers `200` at once and counts the events it gets; unique ingest into the space beside it.
+//!   Events delivered a second during the ingest and after it (the drain, until `GET
+//!   /destinations` shows nothing pending or retrying), and every acknowledged event delivered.
+//! - `dest_blackhole`: the `unique_dest` case's two destinations at a receiver that reads and
+//!   never answers: unique ingest into that space between two plain unique rows.
+//! - `pending_1m`: `--pending` deliveries waiting for a receiver that never answers; the
+//!   server's memory, the queue by state, the file's bytes per delivery, ingest at that depth.
+//! - `client_hints`: tracking-link clicks with `meta_client_hints` on and off; the hints' bytes
+//!   per click.
+//!
+//! What can only be read from the data file (a table's bytes) is read once the server has
+//! stopped ([`after_stop`]).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redb::{
+    ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition,
+    TableHandle as _,
+};
+use tracker::storage::schema::{CLICK_HINTS, DELIVERIES};
+
+use crate::client::{self, Load};
+use crate::deliveries::{self, Answering, Tally};
+use crate::scenario::{Case, Fixture, Piece, Template};
+use crate::{Bench, Row, mib, per, print_row};
+
+/// The rows, as `--only` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutRow {
+    SendMeta,
+    SendWebhook,
+    DestBlackhole,
+    Pending,
+    ClientHints,
+}
+
+impl OutRow {
+    pub const ALL: [OutRow; 5] = [
+        OutRow::SendMeta,
+        OutRow::SendWebhook,
+        OutRow::DestBlackhole,
+        OutRow::Pending,
+        OutRow::ClientHints,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OutRow::SendMeta => "send_meta",
+            OutRow::SendWebhook => "send_webhook",
+            OutRow::DestBlackhole => "dest_blackhole",
+            OutRow::Pending => "pending_1m",
+            OutRow::ClientHints => "client_hints",
+        }
+    }
+}
+
+/// How big and how long the rows are.
+pub struct OutPlan<'a> {
+    /// The connections of the ingest beside the senders; `pending_1m` and `client_hints` use the
+    /// first.
+    pub conns: &'a [usize],
+    pub duration: Duration,
+    /// Deliveries `pending_1m` fills.
+    pub pending: u64,
+    /// The longest the senders' drain is waited for.
+    pub drain_limit: Duration,
+    /// Clicks per setting in `client_hints`: `None` for as many as `duration` makes.
+    pub hint_clicks: Option<u64>,
+}
+
+impl OutPlan<'_> {
+    /// `--smoke`'s: a second of ingest per row at `conns`, `clicks` visits per setting, and
+    /// `pending` deliveries (20,000 when not given).
+    pub fn smoke(conns: &[usize], pending: Option<u64>, clicks: u64) -> OutPlan<'_> {
+        OutPlan {
+            conns,
+            duration: Duration::from_secs(1),
+            pending: pending.unwrap_or(20_000),
+            drain_limit: Duration::from_secs(30),
+            hint_clicks: Some(clicks),
+        }
+    }
+}
+
+/// What the rows leave for after the server has stopped, and what failed.
+#[derive(Default)]
+pub struct OutResults {
+    pub failures: Vec<String>,
+    /// `client_hints`: the clicks made with hints on and off, and the file's growth in each.
+    hints: Option<HintClicks>,
+    /// `pending_1m`: the deliveries filled.
+    pending: Option<u64>,
+}
+
+struct HintClicks {
+    on: u64,
+    off: u64,
+}
+
+/// Runs the chosen rows, printing each as it ends.
+pub fn run(
+    bench: &mut Bench,
+    wrk_path: Option<&str>,
+    rows: &[OutRow],
+    plan: &OutPlan,
+) -> Result<OutResults, String> {
+    let mut results = OutResults::default();
+    for &row in rows {
+        match row {
+            OutRow::SendMeta | OutRow::SendWebhook => {
+                send(bench, wrk_path, row, plan, &mut results)?;
+            }
+            OutRow::DestBlackhole => blackhole(bench, wrk_path, plan, &mut results)?,
+            OutRow::Pending => pending(bench, plan, &mut results)?,
+            OutRow::ClientHints => client_hints(bench, plan, &mut results)?,
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Ok(results)
+}
+
+/// Makes space `name` (`tracker space create`) with 1000 clicks of its own, each with an
+/// `fbclid` (so Meta has an `fbc` to match); answers its fixture.
+fn space(bench: &Bench, name: &str) -> Result<Arc<Fixture>, String> {
+    let mut fixture =
+        crate::reads::space_fixture(bench.server.command(), name, &bench.fixture.run)?;
+    let clicks = Template::of(Case::Clicks, &fixture, name);
+    let requests = (0..crate::SETUP_CLICKS as u64)
+        .map(|i| clicks.render(&fixture, i))
+        .collect();
+    fixture.click_uids = client::click_uids(bench.server.addr, requests)
+        .map_err(|e| format!("making the clicks of space {name}: {e}"))?;
+    Ok(Arc::new(fixture))
+}
+
+/// Unique ingest into `fixture`'s space at `conns`; answers the row, the events it acknowledged
+/// and how many more it may have stored (requests in flight when the load stopped).
+fn ingest(
+    bench: &mut Bench,
+    wrk_path: Option<&str>,
+    fixture: &Arc<Fixture>,
+    conns: usize,
+    duration: Duration,
+) -> Result<(Row, u64, u64), String> {
+    let (acked, slack) = (bench.acked_events, bench.unacked_slack);
+    let (row, ()) = crate::measure_with(
+        bench,
+        wrk_path,
+        fixture,
+        Case::Unique,
+        conns,
+        duration,
+        |_| (),
+    )?;
+    Ok((row, bench.acked_events - acked, bench.unacked_slack - slack))
+}
+
+/// Waits until no delivery of the space is pending or retrying, at most `limit`; answers how
+/// long it took and what was left.
+fn drain(addr: SocketAddr, secret: &str, limit: Duration) -> Result<(Duration, u64), String> {
+    let started = Instant::now();
+    loop {
+        let s = deliveries::states(addr, secret)?;
+        let open = state(&s, "pending") + state(&s, "retrying");
+        if open == 0 || started.elapsed() >= limit {
+            return Ok((started.elapsed(), open));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn state(states: &BTreeMap<String, u64>, name: &str) -> u64 {
+    states.get(name).copied().unwrap_or(0)
+}
+
+/// `send_meta` or `send_webhook`: at each of the plan's connections, unique ingest beside the
+/// destination, then the drain; then every acknowledged event must have reached the receiver.
+fn send(
+    bench: &mut Bench,
+    wrk_path: Option<&str>,
+    row: OutRow,
+    plan: &OutPlan,
+    results: &mut OutResults,
+) -> Result<(), String> {
+    let tally = Arc::new(Tally::default());
+    let receiver = deliveries::receiver_answering(Answering::Ok(Some(tally.clone())))?;
+    let (name, body, label, target) = match row {
+        OutRow::SendMeta => (
+            "bench-send-meta",
+            format!(
+                r#"{{"name":"meta","kind":"meta_capi","pixel_id":"1","access_token":"bench-token","graph_url":"http://{receiver}"}}"#
+            ),
+            "unique, to meta_capi",
+            10_000.0,
+        ),
+        _ => (
+            "bench-send-webhook",
+            format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#),
+            "unique, to webhook",
+            3_000.0,
+        ),
+    };
+    let fixture = space(bench, name)?;
+    let addr = bench.server.addr;
+    deliveries::add_destinations(addr, &fixture.secret, &[body])?;
+    let (mut acked, mut slack) = (0, 0);
+    for &conns in plan.conns {
+        let before = tally.events();
+        let started = Instant::now();
+        let (mut ingest_row, a, s) = ingest(bench, wrk_path, &fixture, conns, plan.duration)?;
+        let took = started.elapsed();
+        let during = tally.events() - before;
+        (acked, slack) = (acked + a, slack + s);
+        let (drained_in, left) = drain(addr, &fixture.secret, plan.drain_limit)?;
+        let after = tally.events() - before - during;
+        ingest_row.label = label;
+        print_row(&ingest_row);
+        let rate = per_second(during, took);
+        println!(
+            "  {} at {conns} connections: {rate:.0} events/s delivered during the ingest (target \
+             >= {target:.0}: {}), ingest {:.0} req/s; then {after} more in {:.2} s ({:.0}/s) \
+             until nothing was pending or retrying{}",
+            row.name(),
+            verdict(rate >= target),
+            ingest_row.rate,
+            drained_in.as_secs_f64(),
+            per_second(after, drained_in),
+            if left > 0 {
+                format!(" (gave up with {left} still open)")
+            } else {
+                String::new()
+            },
+        );
+        if left > 0 {
+            results.failures.push(format!(
+                "{}: {left} deliveries still pending or retrying after {} s",
+                row.name(),
+                plan.drain_limit.as_secs()
+            ));
+        }
+    }
+    let (events, distinct) = (tally.events(), tally.distinct());
+    let states = deliveries::states(addr, &fixture.secret)?;
+    println!(
+        "  {}: the receiver got {events} events, {distinct} distinct ({} duplicates), for {acked} \
+         acknowledged{}; deliveries by state: {states:?}",
+        row.name(),
+        events - distinct,
+        if slack > 0 {
+            format!(" (and up to {slack} unanswered)")
+        } else {
+            String::new()
+        },
+    );
+    if distinct < acked || distinct > acked + slack {
+        results.failures.push(format!(
+            "{}: the receiver got {distinct} distinct events, {acked} were acknowledged (up to \
+             {slack} more may have been stored)",
+            row.name()
+        ));
+    }
+    deliveries::remove_destination(
+        addr,
+        &fixture.secret,
+        if row == OutRow::SendMeta {
+            "meta"
+        } else {
+            "hook"
+        },
+    )
+}
+
+/// `dest_blackhole`: plain unique (A), unique into the `unique_dest` case's two destinations at
+/// a receiver that never answers (B), plain unique again (A'), at each of the plan's
+/// connections.
+fn blackhole(
+    bench: &mut Bench,
+    wrk_path: Option<&str>,
+    plan: &OutPlan,
+    results: &mut OutResults,
+) -> Result<(), String> {
+    let receiver = deliveries::receiver_answering(Answering::Never)?;
+    let fixture = space(bench, "bench-blackhole")?;
+    let addr = bench.server.addr;
+    deliveries::add_destinations(addr, &fixture.secret, &deliveries::both_kinds(receiver))?;
+    let unique_space = bench.fixture.clone();
+    for &conns in plan.conns {
+        let mut rates = Vec::new();
+        for (label, fixture) in [
+            ("A: unique", &unique_space),
+            ("B: unique, 2 blackholes", &fixture),
+            ("A': unique", &unique_space),
+        ] {
+            let (mut row, _, _) = ingest(bench, wrk_path, fixture, conns, plan.duration)?;
+            row.label = label;
+            print_row(&row);
+            rates.push(row.rate);
+            if row.non_2xx + row.errors > 0 {
+                results.failures.push(format!(
+                    "dest_blackhole, {label} at {conns}: {} non-2xx, {} errors",
+                    row.non_2xx, row.errors
+                ));
+            }
+        }
+        let [a, b, a2] = rates[..] else {
+            unreachable!("three rows")
+        };
+        let (low, high) = (a.min(a2), a.max(a2));
+        let s = deliveries::states(addr, &fixture.secret)?;
+        println!(
+            "  dest_blackhole at {conns} connections: unique into the space whose 2 destinations \
+             never answer / plain unique before and after: {b:.0} / {a:.0} and {a2:.0} = \
+             {:.2}x and {:.2}x (plain unique's own rows {:.1}% apart; target within that noise: \
+             {}); deliveries pending {}, retrying {}; server RSS {:.1} MiB",
+            b / a.max(1e-9),
+            b / a2.max(1e-9),
+            (high - low) / low.max(1e-9) * 100.0,
+            verdict(b >= low - (high - low)),
+            state(&s, "pending"),
+            state(&s, "retrying"),
+            mib(bench.server.rss().unwrap_or(0)),
+        );
+    }
+    for name in ["meta", "hook"] {
+        deliveries::remove_destination(addr, &fixture.secret, name)?;
+    }
+    Ok(())
+}
+
+/// `pending_1m`: unique ingest into a space with a webhook that never answers, with its queue
+/// empty (A), then filled to `plan.pending` deliveries, then again at that depth (B).
+fn pending(bench: &mut Bench, plan: &OutPlan, results: &mut OutResults) -> Result<(), String> {
+    let conns = plan.conns.first().copied().unwrap_or(64);
+    let receiver = deliveries::receiver_answering(Answering::Never)?;
+    let fixture = space(bench, "bench-pending")?;
+    let addr = bench.server.addr;
+    let hook = format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#);
+    deliveries::add_destinations(addr, &fixture.secret, &[hook])?;
+    let rss_before = bench.server.rss().unwrap_or(0);
+    // The in-repo client: it counts each acknowledged event, so the depth is known exactly.
+    let (mut empty, made, _) = ingest(bench, None, &fixture, conns, plan.duration)?;
+    empty.label = "unique, queue empty";
+    print_row(&empty);
+    let file_before = file_len(&bench.server.data);
+    let started = Instant::now();
+    let want = plan.pending.saturating_sub(made);
+    let template = Template::of(Case::Unique, &fixture, "pending-fill");
+    let o = crate::builtin(
+        addr,
+        &fixture,
+        template,
+        Case::Unique,
+        Load {
+            conns,
+            duration: None,
+            max_requests: Some(want),
+        },
+    );
+    bench.account(Case::Unique, &o);
+    if o.expected != want {
+        results.failures.push(format!(
+            "pending_1m: filling acknowledged {} of {want} events ({} non-2xx, {} errors)",
+            o.expected, o.non_2xx, o.errors
+        ));
+    }
+    let filled = made + o.expected;
+    let fill_took = started.elapsed();
+    let file_after = file_len(&bench.server.data);
+    let (mut deep, _, _) = ingest(bench, None, &fixture, conns, plan.duration)?;
+    deep.label = "unique, queue full";
+    print_row(&deep);
+    let s = deliveries::states(addr, &fixture.secret)?;
+    let rss = bench.server.rss().unwrap_or(0);
+    println!(
+        "  pending_1m: {filled} deliveries queued before the second row ({} filled in {:.1} s, \
+         {:.0}/s), {} after it: by state {s:?}; server RSS {:.1} MiB (before the space {:.1}); \
+         the data file {:.1} MiB before the fill, {:.1} after (redb grows it in steps: the \
+         deliveries' bytes are below, once the server stops); ingest at that depth / \
+         with the queue empty: {:.0} / {:.0} = {:.2}x (p99 {} vs {} ms)",
+        o.expected,
+        fill_took.as_secs_f64(),
+        per_second(o.expected, fill_took),
+        s.values().sum::<u64>(),
+        mib(rss),
+        mib(rss_before),
+        mib(file_before),
+        mib(file_after),
+        deep.rate,
+        empty.rate,
+        deep.rate / empty.rate.max(1e-9),
+        crate::ms(deep.p99),
+        crate::ms(empty.p99),
+    );
+    results.pending = Some(s.values().sum());
+    deliveries::remove_destination(addr, &fixture.secret, "hook")
+}
+
+/// `client_hints`: tracking-link visits into a space with `meta_client_hints` off, then one with
+/// it on; the file's growth in each.
+fn client_hints(bench: &mut Bench, plan: &OutPlan, results: &mut OutResults) -> Result<(), String> {
+    let conns = plan.conns.first().copied().unwrap_or(64);
+    let mut clicks = Vec::new();
+    for (name, on) in [("bench-hints-off", false), ("bench-hints-on", true)] {
+        let (fixture, visit) = link_space(bench, name, on)?;
+        let o = crate::builtin(
+            bench.server.addr,
+            &fixture,
+            visit,
+            Case::Link,
+            Load {
+                conns,
+                duration: plan.hint_clicks.is_none().then_some(plan.duration),
+                max_requests: plan.hint_clicks,
+            },
+        );
+        let file = file_len(&bench.server.data);
+        let label = if on {
+            "GET /l/<slug>, hints on"
+        } else {
+            "GET /l/<slug>, hints off"
+        };
+        print_row(&Row::of_count(label, None, conns, &o, &bench.server));
+        if o.expected != o.responses || o.errors > 0 {
+            results.failures.push(format!(
+                "client_hints ({name}): {} of {} visits redirected, {} errors",
+                o.expected, o.responses, o.errors
+            ));
+        }
+        clicks.push((o.expected, file));
+    }
+    let [(off, file_off), (on, file_on)] = clicks[..] else {
+        unreachable!("two runs")
+    };
+    println!(
+        "  client_hints: {off} clicks with hints off, then {on} with them on; the data file \
+         {:.1} MiB after the first, {:.1} after the second (redb grows it in steps: the hints' \
+         bytes per click are below, once the server stops)",
+        mib(file_off),
+        mib(file_on),
+    );
+    results.hints = Some(HintClicks { on, off });
+    Ok(())
+}
+
+/// Makes space `name` with `meta_client_hints` on or off, and a tracking link of the same slug;
+/// answers the space's fixture and a visit of the link by a phone's browser.
+fn link_space(bench: &Bench, name: &str, on: bool) -> Result<(Arc<Fixture>, Template), String> {
+    let fixture = crate::reads::space_fixture(bench.server.command(), name, &bench.fixture.run)?;
+    let fixture = Arc::new(fixture);
+    if on {
+        let set = ["space", "set", name, "meta_client_hints=true"];
+        crate::reads::tracker(bench.server.command(), &set)?;
+    }
+    let link = format!(r#"{{"slug":"{name}","bot":"bench_bot","campaign_name":"hints"}}"#);
+    let create = Template {
+        method: "POST",
+        target: vec![Piece::Lit("/links".into())],
+        headers: vec![
+            ("Authorization", format!("Bearer {}", fixture.secret)),
+            ("Content-Type", "application/json".to_owned()),
+        ],
+        body: Some(vec![Piece::Lit(link)]),
+    };
+    let made = client::fetch_all(bench.server.addr, 1, vec![create.render(&fixture, 0)]);
+    if !made.iter().all(|(status, _)| (200..300).contains(status)) {
+        return Err(format!("making the link of {name}: {made:?}"));
+    }
+    let visit = Template {
+        method: "GET",
+        target: vec![Piece::Lit(format!(
+            "/l/{name}?utm_source=fb&utm_campaign=hints"
+        ))],
+        // A phone's whole user agent, as Safari on iOS sends it (139 bytes).
+        headers: vec![(
+            "User-Agent",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 \
+             (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1"
+                .to_owned(),
+        )],
+        body: None,
+    };
+    Ok((fixture, visit))
+}
+
+/// Once the server has stopped: the click hints table's and the deliveries table's bytes, per
+/// click with hints and per delivery.
+pub fn after_stop(data: &Path, results: &mut OutResults) {
+    if results.hints.is_none() && results.pending.is_none() {
+        return;
+    }
+    let db = match redb::ReadOnlyDatabase::open(data) {
+        Ok(db) => db,
+        Err(e) => {
+            results
+                .failures
+                .push(format!("opening {} for its tables: {e}", data.display()));
+            return;
+        }
+    };
+    if let Some(h) = &results.hints {
+        match usage(&db, CLICK_HINTS) {
+            Ok(u) => {
+                println!(
+                    "client_hints: {} rows in click_hints for {} clicks with hints on (and {} \
+                     off): {:.0} B/click stored (key and value), {:.0} metadata, {:.0} unused in \
+                     pages: {:.0} B/click in its pages",
+                    u.entries,
+                    h.on,
+                    h.off,
+                    per(u.stored, u.entries),
+                    per(u.metadata, u.entries),
+                    per(u.fragmented, u.entries),
+                    per(u.pages * 4096, u.entries),
+                );
+                if u.entries != h.on {
+                    results.failures.push(format!(
+                        "client_hints: {} rows of hints for {} clicks with hints on",
+                        u.entries, h.on
+                    ));
+                }
+            }
+            Err(e) => results.failures.push(e),
+        }
+    }
+    if let Some(pending) = results.pending {
+        match usage(&db, DELIVERIES).and_then(|u| Ok((u, untried(&db)?))) {
+            Ok((u, (untried, tried))) => println!(
+                "pending_1m: {} rows in deliveries ({pending} of them the row's; {untried} never \
+                 tried, as a pending one is, and {tried} tried): {:.0} B/delivery stored, {:.0} \
+                 metadata, {:.0} unused in pages, {:.0} B/delivery in its pages",
+                u.entries,
+                per(u.stored, u.entries),
+                per(u.metadata, u.entries),
+                per(u.fragmented, u.entries),
+                per(u.pages * 4096, u.entries),
+            ),
+            Err(e) => results.failures.push(e),
+        }
+    }
+}
+
+/// The deliveries never tried (an empty value: the pending ones) and those tried.
+fn untried(db: &redb::ReadOnlyDatabase) -> Result<(u64, u64), String> {
+    let read = |e: &dyn std::fmt::Display| format!("reading table deliveries: {e}");
+    let txn = db.begin_read().map_err(|e| read(&e))?;
+    let t = txn.open_table(DELIVERIES).map_err(|e| read(&e))?;
+    let (mut untried, mut tried) = (0, 0);
+    for entry in t.iter().map_err(|e| read(&e))? {
+        let (_, value) = entry.map_err(|e| read(&e))?;
+        if value.value().is_empty() {
+            untried += 1;
+        } else {
+            tried += 1;
+        }
+    }
+    Ok((untried, tried))
+}
+
+/// A table's entries and bytes.
+struct Usage {
+    entries: u64,
+    stored: u64,
+    metadata: u64,
+    fragmented: u64,
+    pages: u64,
+}
+
+fn usage<K: redb::Key + 'static, V: redb::Value + 'static>(
+    db: &redb::ReadOnlyDatabase,
+    table: TableDefinition<K, V>,
+) -> Result<Usage, String> {
+    let read = |e: &dyn std::fmt::Display| format!("reading table {}: {e}", table.name());
+    let txn = db.begin_read().map_err(|e| read(&e))?;
+    let t = txn.open_table(table).map_err(|e| read(&e))?;
+    let s = t.stats().map_err(|e| read(&e))?;
+    Ok(Usage {
+        entries: t.len().map_err(|e| read(&e))?,
+        stored: s.stored_bytes(),
+        metadata: s.metadata_bytes(),
+        fragmented: s.fragmented_bytes(),
+        pages: s.leaf_pages() + s.branch_pages(),
+    })
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn per_second(n: u64, took: Duration) -> f64 {
+    n as f64 / took.as_secs_f64().max(1e-9)
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "NOT met" }
+}
