@@ -98,6 +98,18 @@ pub struct CostsSet {
     pub removed: usize,
 }
 
+/// What importing a CSV of costs did: the rows the file had, the days (the first, the last,
+/// how many) and campaigns they name, and how many costs were set and removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostsImport {
+    pub rows: usize,
+    pub days: usize,
+    pub first_day: Option<String>,
+    pub last_day: Option<String>,
+    pub campaigns: usize,
+    pub done: CostsSet,
+}
+
 /// What recording an event did (or, for a dry run, would do).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventResult {
@@ -307,6 +319,24 @@ impl App {
     ) -> Result<CostsSet, Error> {
         let (set, removed) = self.store.set_costs(space.no, costs).await?;
         Ok(CostsSet { set, removed })
+    }
+
+    /// Imports a CSV file of costs (`tracker costs import`, the admin page's upload): parsed and
+    /// checked whole ([`crate::domain::cost::parse_csv`]), then set in one transaction, so a
+    /// bad row names its line and changes nothing.
+    pub async fn import_costs(&self, space: &SpaceRef, csv: &str) -> Result<CostsImport, Error> {
+        let read = crate::domain::cost::parse_csv(csv)?;
+        let span = read.days_span();
+        let (rows, days, campaigns) = (read.rows, read.days(), read.campaigns());
+        let done = self.set_costs(space, read.costs).await?;
+        Ok(CostsImport {
+            rows,
+            days,
+            first_day: span.map(|(first, _)| crate::domain::cost::day_text(first)),
+            last_day: span.map(|(_, last)| crate::domain::cost::day_text(last)),
+            campaigns,
+            done,
+        })
     }
 
     /// The space's last `limit` rejections, newest first.

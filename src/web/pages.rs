@@ -8,6 +8,7 @@ use warp::http::{HeaderValue, StatusCode, header};
 use warp::reply::Response;
 
 use super::Ctx;
+use crate::app::CostsImport;
 use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::rfc3339_s;
 use crate::domain::credential::Kind;
@@ -30,7 +31,7 @@ const REJECTIONS_SHOWN: usize = 100;
 
 /// The menu of a space's pages, in order: (section, label, path below `/admin/spaces/<space>`).
 /// A page of a space names its section in its [`Frame`], and the layout marks it current.
-const SPACE_MENU: [(&str, &str, &str); 9] = [
+const SPACE_MENU: [(&str, &str, &str); 10] = [
     ("dashboard", "Dashboard", "/dashboard"),
     ("keys", "Keys", ""),
     ("settings", "Settings", "/settings"),
@@ -39,6 +40,7 @@ const SPACE_MENU: [(&str, &str, &str); 9] = [
     ("destinations", "Destinations", "/destinations"),
     ("events", "Events", "/events"),
     ("stats", "Stats", "/stats"),
+    ("costs", "Costs", "/costs"),
     ("rejections", "Rejections", "/rejections"),
 ];
 
@@ -571,6 +573,67 @@ pub(super) async fn delete_link(ctx: &Ctx<'_>, name: &str, slug: &str) -> Result
     let space = space(ctx, name).await?;
     ctx.app.delete_link(&space, slug.to_owned()).await?;
     links(ctx, name, None).await
+}
+
+// --- Costs ---
+
+#[derive(Template)]
+#[template(path = "admin/costs.html")]
+struct CostsPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    imported: Option<CostsImport>,
+    max_mib: u64,
+}
+
+/// The costs page: the upload form, and what the last upload imported.
+pub(super) async fn costs(
+    ctx: &Ctx<'_>,
+    name: &str,
+    imported: Option<CostsImport>,
+) -> Result<Response, Error> {
+    space(ctx, name).await?;
+    Ok(costs_page(ctx, name, imported, None))
+}
+
+fn costs_page(
+    ctx: &Ctx<'_>,
+    name: &str,
+    imported: Option<CostsImport>,
+    refused: Option<&Error>,
+) -> Response {
+    let mut frame = frame_of(ctx, Some(name), "costs");
+    frame.error = refused.map(|e| e.message.clone());
+    html(
+        refused.map_or(StatusCode::OK, |e| respond::status_of(e.code)),
+        &CostsPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name,
+            imported,
+            max_mib: super::MAX_UPLOAD_BYTES / 1024 / 1024,
+        },
+    )
+}
+
+/// The upload: the file's text through the same import as `tracker costs import`. A refused
+/// file is shown on the costs page itself, with the sentence and status the command line and
+/// the API give it, so the form is there to try again.
+pub(super) async fn import_costs(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    let imported = match ctx.form.get("file").filter(|t| !t.is_empty()) {
+        None => Err(Error::field(
+            Code::MissingField,
+            "file",
+            "file is required: choose a CSV file to import",
+        )),
+        Some(csv) => ctx.app.import_costs(&space, csv).await,
+    };
+    Ok(match imported {
+        Ok(done) => costs_page(ctx, name, Some(done), None),
+        Err(e) => costs_page(ctx, name, None, Some(&e)),
+    })
 }
 
 // --- Destinations ---

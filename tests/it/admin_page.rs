@@ -993,3 +993,201 @@ async fn a_login_with_one_space_lands_on_its_dashboard() {
     .await;
     assert_eq!(page.status, 200, "{}", page.text());
 }
+
+/// A `multipart/form-data` body as a browser sends the costs page's form: its `csrf` field (when
+/// given) and the file under `file`.
+fn upload_body(csrf: Option<&str>, file: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    if let Some(csrf) = csrf {
+        body.extend_from_slice(
+            format!(
+                "--{UPLOAD_BOUNDARY}\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\n\
+                 {csrf}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!(
+            "--{UPLOAD_BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; \
+             filename=\"costs.csv\"\r\nContent-Type: text/csv\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(file);
+    body.extend_from_slice(format!("\r\n--{UPLOAD_BOUNDARY}--\r\n").as_bytes());
+    body
+}
+
+const UPLOAD_BOUNDARY: &str = "----trackerTestBoundary7MA4YWxk";
+
+async fn upload(server: &TestServer, cookie: &str, body: &[u8]) -> Response {
+    let request = Request {
+        method: "POST",
+        target: "/admin/spaces/a/costs",
+        headers: vec![
+            (
+                "Content-Type",
+                format!("multipart/form-data; boundary={UPLOAD_BOUNDARY}"),
+            ),
+            ("Cookie", cookie.to_owned()),
+        ],
+        body: Some(body),
+    };
+    server.send(&request).await
+}
+
+/// Space `a`'s costs as `GET /costs` lists them: `day campaign amount currency`.
+async fn costs_of_a(server: &TestServer) -> Vec<String> {
+    let r = server.read_as(&server.a, "/costs").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {} {}",
+                c["day"].as_str().unwrap(),
+                c["campaign_name"].as_str().unwrap(),
+                c["amount"].as_str().unwrap(),
+                c["currency"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// The costs page's upload goes through `tracker costs import`'s operation: both headers, a
+/// report of the rows, days and campaigns read, a re-import replacing, and every refusal (a bad
+/// line, no CSRF token, a file over the bound) changing nothing.
+#[tokio::test]
+async fn the_costs_page_imports_an_uploaded_csv_file() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.text().contains(r#"enctype="multipart/form-data""#),
+        "{}",
+        page.text()
+    );
+    assert!(
+        page.text()
+            .contains(r#"href="/admin/spaces/a/costs" aria-current="page""#)
+    );
+    let csrf = csrf_of(&page);
+
+    let ours = "day,campaign_name,amount,currency\n2026-11-24,autumn,120.00,USD\n\
+                2026-11-24,spring,5,USD\n2026-11-25,autumn,80,USD\n";
+    let done = upload(&server, &cookie, &upload_body(Some(&csrf), ours.as_bytes())).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert!(
+        done.text().contains(
+            "3 rows: 3 costs set, 0 removed, over 2 days (2026-11-24 to 2026-11-25) and 2 \
+             campaigns."
+        ),
+        "{}",
+        done.text()
+    );
+    let imported = [
+        "2026-11-24 autumn 120.00 USD",
+        "2026-11-24 spring 5 USD",
+        "2026-11-25 autumn 80 USD",
+    ];
+    assert_eq!(costs_of_a(&server).await, imported);
+    // The other space is untouched.
+    assert_eq!(
+        server.read_as(&server.b, "/costs").await.json()["costs"],
+        serde_json::json!([])
+    );
+
+    // A bad row: its line named, on the costs page, and nothing of the file imported.
+    let bad =
+        "day,campaign_name,amount,currency\n2026-11-26,autumn,1,USD\n2026-11-27,autumn,one,USD\n";
+    let refused = upload(&server, &cookie, &upload_body(Some(&csrf), bad.as_bytes())).await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(
+        refused
+            .text()
+            .contains("line 3: amount must be a decimal number"),
+        "{}",
+        refused.text()
+    );
+    assert!(
+        refused.text().contains(r#"name="file""#),
+        "the form is there to try again"
+    );
+    assert_eq!(costs_of_a(&server).await, imported);
+
+    // Without the session's CSRF token, or with another, nothing is imported.
+    let new = "day,campaign_name,amount,currency\n2026-11-28,autumn,1,USD\n";
+    for token in [None, Some("0".repeat(csrf.len()))] {
+        let r = upload(
+            &server,
+            &cookie,
+            &upload_body(token.as_deref(), new.as_bytes()),
+        )
+        .await;
+        assert_eq!(r.status, 403, "{}", r.text());
+        assert!(r.text().contains("CSRF"), "{}", r.text());
+    }
+    assert_eq!(costs_of_a(&server).await, imported);
+
+    // No file chosen.
+    let none = upload(&server, &cookie, &upload_body(Some(&csrf), b"")).await;
+    assert_eq!(none.status, 422, "{}", none.text());
+    assert!(none.text().contains("choose a CSV file"), "{}", none.text());
+
+    // Meta Ads Manager's export, re-importing: its days and campaigns replaced (a day without
+    // spend removes the cost), the others kept.
+    let meta = "\u{feff}Reporting starts,Reporting ends,Campaign name,Day,Amount spent (EUR)\n\
+                2026-11-01,2026-11-30,autumn,2026-11-24,10.50\n\
+                2026-11-01,2026-11-30,spring,2026-11-24,\n";
+    let done = upload(&server, &cookie, &upload_body(Some(&csrf), meta.as_bytes())).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert!(
+        done.text().contains("2 rows: 1 cost set, 1 removed,"),
+        "{}",
+        done.text()
+    );
+    assert_eq!(
+        costs_of_a(&server).await,
+        ["2026-11-24 autumn 10.50 EUR", "2026-11-25 autumn 80 USD"]
+    );
+}
+
+/// The upload's bound is on the whole form: exactly 2 MiB is read and imported, a byte more is
+/// refused `413` with a sentence that says the bound and what to do, and nothing is imported.
+#[tokio::test]
+async fn an_upload_over_two_mib_is_refused_413() {
+    const LIMIT: usize = 2 * 1024 * 1024;
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
+    let csrf = csrf_of(&page);
+    // Blank lines pad the file to the size wanted; they are no rows.
+    let padded = |len: usize| {
+        let csv = "day,campaign_name,amount,currency\n2026-11-24,autumn,1,USD\n";
+        let frame = upload_body(Some(&csrf), csv.as_bytes()).len();
+        let mut file = csv.as_bytes().to_vec();
+        file.resize(csv.len() + len - frame, b'\n');
+        upload_body(Some(&csrf), &file)
+    };
+    let over = upload(&server, &cookie, &padded(LIMIT + 1)).await;
+    assert_eq!(over.status, 413, "{}", over.text());
+    assert!(
+        over.text()
+            .contains("larger than the upload limit of 2 MiB (2097152 bytes)"),
+        "{}",
+        over.text()
+    );
+    assert_eq!(costs_of_a(&server).await, Vec::<String>::new());
+    let inside = upload(&server, &cookie, &padded(LIMIT)).await;
+    assert_eq!(inside.status, 200, "{}", inside.text());
+    assert!(
+        inside.text().contains("1 row: 1 cost set"),
+        "{}",
+        inside.text()
+    );
+    assert_eq!(costs_of_a(&server).await, ["2026-11-24 autumn 1 USD"]);
+}
