@@ -104,10 +104,23 @@ pub struct CostsSet {
 pub struct CostsImport {
     pub rows: usize,
     pub days: usize,
-    pub first_day: Option<String>,
-    pub last_day: Option<String>,
+    /// The first and the last day the file names.
+    pub span: Option<(crate::domain::cost::Day, crate::domain::cost::Day)>,
     pub campaigns: usize,
     pub done: CostsSet,
+}
+
+impl CostsImport {
+    /// The days the file names as text: `2026-11-24 to 2026-11-25`.
+    #[must_use]
+    pub fn span_text(&self) -> Option<String> {
+        let (first, last) = self.span?;
+        Some(format!(
+            "{} to {}",
+            crate::domain::cost::day_text(first),
+            crate::domain::cost::day_text(last)
+        ))
+    }
 }
 
 /// What recording an event did (or, for a dry run, would do).
@@ -326,14 +339,13 @@ impl App {
     /// bad row names its line and changes nothing.
     pub async fn import_costs(&self, space: &SpaceRef, csv: &str) -> Result<CostsImport, Error> {
         let read = crate::domain::cost::parse_csv(csv)?;
-        let span = read.days_span();
         let (rows, days, campaigns) = (read.rows, read.days(), read.campaigns());
+        let span = read.days_span();
         let done = self.set_costs(space, read.costs).await?;
         Ok(CostsImport {
             rows,
             days,
-            first_day: span.map(|(first, _)| crate::domain::cost::day_text(first)),
-            last_day: span.map(|(_, last)| crate::domain::cost::day_text(last)),
+            span,
             campaigns,
             done,
         })

@@ -21,6 +21,10 @@ pub const MAX_CAMPAIGN_CHARS: usize = 256;
 /// The most rows one import takes: 90 days of 1000 campaigns, and some.
 pub const MAX_IMPORT_ROWS: usize = 100_000;
 
+/// Our CSV's columns, in the order of the template the admin page offers; an import finds them
+/// by name, in any order.
+pub const CSV_COLUMNS: [&str; 4] = ["day", "campaign_name", "amount", "currency"];
+
 /// A calendar day as days since 1970-01-01, as the cost table keys it.
 pub type Day = u32;
 
@@ -204,12 +208,10 @@ impl Columns {
             .map(|h| h.trim_start_matches('\u{feff}').trim().to_ascii_lowercase())
             .collect();
         let find = |name: &str| names.iter().position(|n| n == name);
-        if let (Some(day), Some(campaign), Some(amount), Some(currency)) = (
-            find("day"),
-            find("campaign_name"),
-            find("amount"),
-            find("currency"),
-        ) {
+        let [day, campaign, amount, currency] = CSV_COLUMNS.map(find);
+        if let (Some(day), Some(campaign), Some(amount), Some(currency)) =
+            (day, campaign, amount, currency)
+        {
             return Ok(Columns {
                 day,
                 campaign,

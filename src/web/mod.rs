@@ -23,7 +23,8 @@
 //! | GET    | `/admin/spaces/<space>/events`        | the feed, newest first        |
 //! | GET    | `/admin/spaces/<space>/dashboard`     | totals, funnel, chart, table  |
 //! | GET    | `/admin/spaces/<space>/stats`         | stats by campaign, link, day  |
-//! | GET, POST | `/admin/spaces/<space>/costs`      | costs, import a CSV file      |
+//! | GET, POST | `/admin/spaces/<space>/costs`      | costs of a range, import a CSV file |
+//! | GET    | `/admin/spaces/<space>/costs/template.csv` | the CSV's header row, to fill in |
 //! | GET    | `/admin/spaces/<space>/rejections`    | the rejection log             |
 
 mod pages;
@@ -334,7 +335,10 @@ async fn route(
         ["spaces", space, "events"] if get => pages::events(&ctx, space).await,
         ["spaces", space, "dashboard"] if get => pages::dashboard(&ctx, space).await,
         ["spaces", space, "stats"] if get => pages::stats(&ctx, space).await,
-        ["spaces", space, "costs"] if get => pages::costs(&ctx, space, None).await,
+        ["spaces", space, "costs"] if get => pages::costs(&ctx, space).await,
+        ["spaces", space, "costs", "template.csv"] if get => {
+            pages::costs_template(&ctx, space).await
+        }
         ["spaces", space, "costs"] if post => pages::import_costs(&ctx, space).await,
         ["spaces", space, "rejections"] if get => pages::rejections(&ctx, space).await,
         _ => Err(Error::new(Code::NotFound, "there is no such admin page")),

@@ -570,6 +570,12 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
         "{report}"
     );
     assert_eq!(listed().await, 3);
+    // The page lists the days the file named.
+    let table = text_of(browser, "#costs tbody").await;
+    assert!(
+        table.contains("spring-sale") && table.contains("35.50") && table.contains("tg-campaign"),
+        "{table}"
+    );
     look(browser, "14-costs-imported").await;
     upload(
         "bad.csv",

@@ -2,6 +2,7 @@
 //! and the session's), the security headers, the login throttle, and `tracker admin password`.
 //! `admin_browser.rs` drives the same pages in a real browser.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -1190,4 +1191,111 @@ async fn an_upload_over_two_mib_is_refused_413() {
         inside.text()
     );
     assert_eq!(costs_of_a(&server).await, ["2026-11-24 autumn 1 USD"]);
+}
+
+/// The campaigns the costs page lists, in order (`<td ... data-label="Campaign">NAME</td>`).
+fn listed_campaigns(page: &Response) -> Vec<String> {
+    let text = page.text();
+    text.split(r#"data-label="Campaign">"#)
+        .skip(1)
+        .map(|rest| rest[..rest.find('<').unwrap()].to_owned())
+        .collect()
+}
+
+/// The costs page lists a range of days (by default the 31 days to today of the space's time
+/// zone; after an upload, the days it named), at most 1000 costs, and offers our header row
+/// as a template that imports as it is.
+#[tokio::test]
+async fn the_costs_page_lists_a_range_and_offers_the_template() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
+    let csrf = csrf_of(&page);
+    // Today is 2027-01-15 (UTC): the 31 days to it start on 2026-12-16.
+    let csv = "day,campaign_name,amount,currency\n2026-12-15,before,1,USD\n\
+               2026-12-16,first,2,USD\n2027-01-15,today,3,USD\n2027-01-16,tomorrow,4,USD\n";
+    let done = upload(&server, &cookie, &upload_body(Some(&csrf), csv.as_bytes())).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert_eq!(
+        listed_campaigns(&done),
+        ["before", "first", "today", "tomorrow"],
+        "the upload's days"
+    );
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
+    assert_eq!(listed_campaigns(&page), ["first", "today"]);
+    let range = |query: &'static str| get_page(&server, Some(&cookie), query);
+    let page = range("/admin/spaces/a/costs?from=2026-12-16&to=2026-12-16").await;
+    assert_eq!(listed_campaigns(&page), ["first"]);
+    assert!(page.text().contains(r#"name="from" value="2026-12-16""#));
+    let page = range("/admin/spaces/a/costs?from=2027-01-15").await;
+    assert_eq!(listed_campaigns(&page), ["today", "tomorrow"]);
+    assert!(page.text().contains(r#"name="to" value="""#));
+    let bad = range("/admin/spaces/a/costs?from=2027-01-16&to=2027-01-15").await;
+    assert_eq!(bad.status, 422);
+    assert!(
+        bad.text().contains("to must not be before from"),
+        "{}",
+        bad.text()
+    );
+
+    // 1000 costs are listed; of 1001, the first 1000 and a word that there are more.
+    let many = |n: usize| {
+        let mut csv = String::from("day,campaign_name,amount,currency\n");
+        for i in 0..n {
+            let _ = writeln!(csv, "2026-10-01,c{i:04},1,USD");
+        }
+        csv
+    };
+    let thousand = upload(
+        &server,
+        &cookie,
+        &upload_body(Some(&csrf), many(1000).as_bytes()),
+    )
+    .await;
+    assert_eq!(listed_campaigns(&thousand).len(), 1000);
+    assert!(!thousand.text().contains("Only the first"));
+    let more = upload(
+        &server,
+        &cookie,
+        &upload_body(Some(&csrf), many(1001).as_bytes()),
+    )
+    .await;
+    assert_eq!(listed_campaigns(&more).len(), 1000);
+    assert!(
+        more.text()
+            .contains("Only the first 1000 costs of these days are listed"),
+        "{}",
+        more.text()
+    );
+
+    // The template: our header row, as an attachment, which imports as it is (no rows).
+    let template = range("/admin/spaces/a/costs/template.csv").await;
+    assert_eq!(template.status, 200);
+    assert_eq!(
+        template.header("content-type"),
+        Some("text/csv; charset=utf-8")
+    );
+    assert_eq!(
+        template.header("content-disposition"),
+        Some("attachment; filename=\"costs-template.csv\"")
+    );
+    assert_eq!(template.text(), "day,campaign_name,amount,currency\n");
+    let empty = upload(
+        &server,
+        &cookie,
+        &upload_body(Some(&csrf), template.text().as_bytes()),
+    )
+    .await;
+    assert_eq!(empty.status, 200, "{}", empty.text());
+    assert!(
+        empty.text().contains("0 rows: 0 costs set"),
+        "{}",
+        empty.text()
+    );
+    assert_eq!(
+        range("/admin/spaces/nowhere/costs/template.csv")
+            .await
+            .status,
+        422
+    );
 }
