@@ -1022,6 +1022,14 @@ fn upload_body(csrf: Option<&str>, file: &[u8]) -> Vec<u8> {
 
 const UPLOAD_BOUNDARY: &str = "----trackerTestBoundary7MA4YWxk";
 
+/// Logged in, on space `a`'s costs page: the session's cookie, and the page with its token.
+async fn on_costs_page(server: &TestServer) -> (String, Response) {
+    let cookie = logged_in(server).await;
+    let page = get_page(server, Some(&cookie), "/admin/spaces/a/costs").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    (cookie, page)
+}
+
 async fn upload(server: &TestServer, cookie: &str, body: &[u8]) -> Response {
     let request = Request {
         method: "POST",
@@ -1036,6 +1044,21 @@ async fn upload(server: &TestServer, cookie: &str, body: &[u8]) -> Response {
         body: Some(body),
     };
     server.send(&request).await
+}
+
+/// Uploads `file` to space `a`'s costs page with token `csrf`; the answer must have `status`
+/// and say `says`.
+async fn upload_answers(
+    server: &TestServer,
+    cookie: &str,
+    (csrf, file): (Option<&str>, &[u8]),
+    status: u16,
+    says: &str,
+) -> Response {
+    let r = upload(server, cookie, &upload_body(csrf, file)).await;
+    assert_eq!(r.status, status, "{}", r.text());
+    assert!(r.text().contains(says), "{says}: {}", r.text());
+    r
 }
 
 /// Space `a`'s costs as `GET /costs` lists them: `day campaign amount currency`.
@@ -1064,9 +1087,7 @@ async fn costs_of_a(server: &TestServer) -> Vec<String> {
 #[tokio::test]
 async fn the_costs_page_imports_an_uploaded_csv_file() {
     let server = TestServer::start().await;
-    let cookie = logged_in(&server).await;
-    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
-    assert_eq!(page.status, 200);
+    let (cookie, page) = on_costs_page(&server).await;
     assert!(
         page.text().contains(r#"enctype="multipart/form-data""#),
         "{}",
@@ -1080,16 +1101,15 @@ async fn the_costs_page_imports_an_uploaded_csv_file() {
 
     let ours = "day,campaign_name,amount,currency\n2026-11-24,autumn,120.00,USD\n\
                 2026-11-24,spring,5,USD\n2026-11-25,autumn,80,USD\n";
-    let done = upload(&server, &cookie, &upload_body(Some(&csrf), ours.as_bytes())).await;
-    assert_eq!(done.status, 200, "{}", done.text());
-    assert!(
-        done.text().contains(
-            "3 rows: 3 costs set, 0 removed, over 2 days (2026-11-24 to 2026-11-25) and 2 \
-             campaigns."
-        ),
-        "{}",
-        done.text()
-    );
+    let ours = (Some(csrf.as_str()), ours.as_bytes());
+    upload_answers(
+        &server,
+        &cookie,
+        ours,
+        200,
+        "3 rows: 3 costs set, 0 removed, over 2 days (2026-11-24 to 2026-11-25) and 2 campaigns.",
+    )
+    .await;
     let imported = [
         "2026-11-24 autumn 120.00 USD",
         "2026-11-24 spring 5 USD",
@@ -1105,15 +1125,15 @@ async fn the_costs_page_imports_an_uploaded_csv_file() {
     // A bad row: its line named, on the costs page, and nothing of the file imported.
     let bad =
         "day,campaign_name,amount,currency\n2026-11-26,autumn,1,USD\n2026-11-27,autumn,one,USD\n";
-    let refused = upload(&server, &cookie, &upload_body(Some(&csrf), bad.as_bytes())).await;
-    assert_eq!(refused.status, 422, "{}", refused.text());
-    assert!(
-        refused
-            .text()
-            .contains("line 3: amount must be a decimal number"),
-        "{}",
-        refused.text()
-    );
+    let bad = (Some(csrf.as_str()), bad.as_bytes());
+    let refused = upload_answers(
+        &server,
+        &cookie,
+        bad,
+        422,
+        "line 3: amount must be a decimal number",
+    )
+    .await;
     assert!(
         refused.text().contains(r#"name="file""#),
         "the form is there to try again"
@@ -1123,34 +1143,34 @@ async fn the_costs_page_imports_an_uploaded_csv_file() {
     // Without the session's CSRF token, or with another, nothing is imported.
     let new = "day,campaign_name,amount,currency\n2026-11-28,autumn,1,USD\n";
     for token in [None, Some("0".repeat(csrf.len()))] {
-        let r = upload(
-            &server,
-            &cookie,
-            &upload_body(token.as_deref(), new.as_bytes()),
-        )
-        .await;
-        assert_eq!(r.status, 403, "{}", r.text());
-        assert!(r.text().contains("CSRF"), "{}", r.text());
+        let form = (token.as_deref(), new.as_bytes());
+        upload_answers(&server, &cookie, form, 403, "CSRF").await;
     }
     assert_eq!(costs_of_a(&server).await, imported);
 
     // No file chosen.
-    let none = upload(&server, &cookie, &upload_body(Some(&csrf), b"")).await;
-    assert_eq!(none.status, 422, "{}", none.text());
-    assert!(none.text().contains("choose a CSV file"), "{}", none.text());
+    let none = (Some(csrf.as_str()), b"".as_slice());
+    upload_answers(&server, &cookie, none, 422, "choose a CSV file").await;
+    // A file that is not UTF-8 (a spreadsheet's "CSV" in a legacy code page): refused, saying so.
+    let latin1 = b"day,campaign_name,amount,currency\n2026-11-28,caf\xe9,1,USD\n";
+    let latin1 = (Some(csrf.as_str()), latin1.as_slice());
+    upload_answers(&server, &cookie, latin1, 422, "file is not UTF-8 text").await;
+    assert_eq!(costs_of_a(&server).await, imported);
 
     // Meta Ads Manager's export, re-importing: its days and campaigns replaced (a day without
     // spend removes the cost), the others kept.
     let meta = "\u{feff}Reporting starts,Reporting ends,Campaign name,Day,Amount spent (EUR)\n\
                 2026-11-01,2026-11-30,autumn,2026-11-24,10.50\n\
                 2026-11-01,2026-11-30,spring,2026-11-24,\n";
-    let done = upload(&server, &cookie, &upload_body(Some(&csrf), meta.as_bytes())).await;
-    assert_eq!(done.status, 200, "{}", done.text());
-    assert!(
-        done.text().contains("2 rows: 1 cost set, 1 removed,"),
-        "{}",
-        done.text()
-    );
+    let meta = (Some(csrf.as_str()), meta.as_bytes());
+    upload_answers(
+        &server,
+        &cookie,
+        meta,
+        200,
+        "2 rows: 1 cost set, 1 removed,",
+    )
+    .await;
     assert_eq!(
         costs_of_a(&server).await,
         ["2026-11-24 autumn 10.50 EUR", "2026-11-25 autumn 80 USD"]
@@ -1163,8 +1183,7 @@ async fn the_costs_page_imports_an_uploaded_csv_file() {
 async fn an_upload_over_two_mib_is_refused_413() {
     const LIMIT: usize = 2 * 1024 * 1024;
     let server = TestServer::start().await;
-    let cookie = logged_in(&server).await;
-    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
+    let (cookie, page) = on_costs_page(&server).await;
     let csrf = csrf_of(&page);
     // Blank lines pad the file to the size wanted; they are no rows.
     let padded = |len: usize| {
@@ -1208,8 +1227,7 @@ fn listed_campaigns(page: &Response) -> Vec<String> {
 #[tokio::test]
 async fn the_costs_page_lists_a_range_and_offers_the_template() {
     let server = TestServer::start().await;
-    let cookie = logged_in(&server).await;
-    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
+    let (cookie, page) = on_costs_page(&server).await;
     let csrf = csrf_of(&page);
     // Today is 2027-01-15 (UTC): the 31 days to it start on 2026-12-16.
     let csv = "day,campaign_name,amount,currency\n2026-12-15,before,1,USD\n\
@@ -1246,27 +1264,13 @@ async fn the_costs_page_lists_a_range_and_offers_the_template() {
         }
         csv
     };
-    let thousand = upload(
-        &server,
-        &cookie,
-        &upload_body(Some(&csrf), many(1000).as_bytes()),
-    )
-    .await;
-    assert_eq!(listed_campaigns(&thousand).len(), 1000);
-    assert!(!thousand.text().contains("Only the first"));
-    let more = upload(
-        &server,
-        &cookie,
-        &upload_body(Some(&csrf), many(1001).as_bytes()),
-    )
-    .await;
-    assert_eq!(listed_campaigns(&more).len(), 1000);
-    assert!(
-        more.text()
-            .contains("Only the first 1000 costs of these days are listed"),
-        "{}",
-        more.text()
-    );
+    for (n, cut) in [(1000, false), (1001, true)] {
+        let csv = many(n);
+        let page = upload_answers(&server, &cookie, (Some(&csrf), csv.as_bytes()), 200, "").await;
+        assert_eq!(listed_campaigns(&page).len(), 1000, "{n}");
+        let note = "Only the first 1000 costs of these days are listed";
+        assert_eq!(page.text().contains(note), cut, "{n}");
+    }
 
     // The template: our header row, as an attachment, which imports as it is (no rows).
     let template = range("/admin/spaces/a/costs/template.csv").await;
@@ -1280,18 +1284,9 @@ async fn the_costs_page_lists_a_range_and_offers_the_template() {
         Some("attachment; filename=\"costs-template.csv\"")
     );
     assert_eq!(template.text(), "day,campaign_name,amount,currency\n");
-    let empty = upload(
-        &server,
-        &cookie,
-        &upload_body(Some(&csrf), template.text().as_bytes()),
-    )
-    .await;
-    assert_eq!(empty.status, 200, "{}", empty.text());
-    assert!(
-        empty.text().contains("0 rows: 0 costs set"),
-        "{}",
-        empty.text()
-    );
+    let text = template.text();
+    let empty = (Some(csrf.as_str()), text.as_bytes());
+    upload_answers(&server, &cookie, empty, 200, "0 rows: 0 costs set").await;
     assert_eq!(
         range("/admin/spaces/nowhere/costs/template.csv")
             .await

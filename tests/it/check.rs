@@ -459,6 +459,12 @@ async fn first_deposit_entries_are_checked_against_the_deposits() {
             .iter()
             .any(|(t, k, p, r)| t == table && k == key && p.contains(problem) && !r)
     };
+    let found = |report: &Value, table: &str, key: &str, problem: &str| {
+        assert!(
+            has(report, table, key, problem),
+            "{table}, {key}: {problem}: {report}"
+        );
+    };
     let uid_cell = std::cell::RefCell::new(String::new());
 
     // Missing: deposit 1's click entry and its user's.
@@ -478,23 +484,17 @@ async fn first_deposit_entries_are_checked_against_the_deposits() {
     });
     let uid = uid_cell.borrow().clone();
     let key = format!("space 1, uid {uid}");
-    assert!(
-        has(
-            &before,
-            "first_deposits_by_click",
-            &key,
-            &format!("is missing, but deposit 1 went through click {uid}")
-        ),
-        "{before}"
+    found(
+        &before,
+        "first_deposits_by_click",
+        &key,
+        &format!("is missing, but deposit 1 went through click {uid}"),
     );
-    assert!(
-        has(
-            &before,
-            "first_deposits_by_tg",
-            "space 1, tg_id 4242",
-            "is missing, but deposit 1 went through a click bound to the user"
-        ),
-        "{before}"
+    found(
+        &before,
+        "first_deposits_by_tg",
+        "space 1, tg_id 4242",
+        "is missing, but deposit 1 went through a click bound to the user",
     );
     assert!(
         has(&after, "first_deposits_by_click", &key, "is missing"),
@@ -510,32 +510,23 @@ async fn first_deposit_entries_are_checked_against_the_deposits() {
         by_tg.insert((1, 4242), 3).unwrap();
         by_tg.insert((1, 777), 1).unwrap();
     });
-    assert!(
-        has(
-            &before,
-            "first_deposits_by_click",
-            &key,
-            "names inbox_id 3, but deposit 1 through the click is earlier"
-        ),
-        "{before}"
+    found(
+        &before,
+        "first_deposits_by_click",
+        &key,
+        "names inbox_id 3, but deposit 1 through the click is earlier",
     );
-    assert!(
-        has(
-            &before,
-            "first_deposits_by_tg",
-            "space 1, tg_id 4242",
-            "names inbox_id 3, a deposit not marked first"
-        ),
-        "{before}"
+    found(
+        &before,
+        "first_deposits_by_tg",
+        "space 1, tg_id 4242",
+        "names inbox_id 3, a deposit not marked first",
     );
-    assert!(
-        has(
-            &before,
-            "first_deposits_by_tg",
-            "space 1, tg_id 777",
-            "names inbox_id 1, but deposit 6 of the user is marked first"
-        ),
-        "{before}"
+    found(
+        &before,
+        "first_deposits_by_tg",
+        "space 1, tg_id 777",
+        "names inbox_id 1, but deposit 6 of the user is marked first",
     );
 
     // Extra: entries for a user and a click that made no such deposit.
@@ -549,23 +540,17 @@ async fn first_deposit_entries_are_checked_against_the_deposits() {
             .insert((1, "no-such-click"), 2)
             .unwrap();
     });
-    assert!(
-        has(
-            &before,
-            "first_deposits_by_tg",
-            "space 1, tg_id 99",
-            "names inbox_id 1, a deposit neither naming this user nor through a click bound"
-        ),
-        "{before}"
+    found(
+        &before,
+        "first_deposits_by_tg",
+        "space 1, tg_id 99",
+        "names inbox_id 1, a deposit neither naming this user nor through a click bound",
     );
-    assert!(
-        has(
-            &before,
-            "first_deposits_by_click",
-            "space 1, uid no-such-click",
-            "names inbox_id 2, which is not a deposit through this click"
-        ),
-        "{before}"
+    found(
+        &before,
+        "first_deposits_by_click",
+        "space 1, uid no-such-click",
+        "names inbox_id 2, which is not a deposit through this click",
     );
 
     // A deposit marked first that its click's entry says is not.
@@ -579,13 +564,10 @@ async fn first_deposit_entries_are_checked_against_the_deposits() {
             .insert((1, 3), tracker::storage::records::encode(&event).as_slice())
             .unwrap();
     });
-    assert!(
-        has(
-            &before,
-            "first_deposits_by_click",
-            &key,
-            "names inbox_id 1, but deposit 3 is marked first and names no Telegram id"
-        ),
-        "{before}"
+    found(
+        &before,
+        "first_deposits_by_click",
+        &key,
+        "names inbox_id 1, but deposit 3 is marked first and names no Telegram id",
     );
 }
