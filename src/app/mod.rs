@@ -98,6 +98,31 @@ pub struct CostsSet {
     pub removed: usize,
 }
 
+/// What importing a CSV of costs did: the rows the file had, the days (the first, the last,
+/// how many) and campaigns they name, and how many costs were set and removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostsImport {
+    pub rows: usize,
+    pub days: usize,
+    /// The first and the last day the file names.
+    pub span: Option<(crate::domain::cost::Day, crate::domain::cost::Day)>,
+    pub campaigns: usize,
+    pub done: CostsSet,
+}
+
+impl CostsImport {
+    /// The days the file names as text: `2026-11-24 to 2026-11-25`.
+    #[must_use]
+    pub fn span_text(&self) -> Option<String> {
+        let (first, last) = self.span?;
+        Some(format!(
+            "{} to {}",
+            crate::domain::cost::day_text(first),
+            crate::domain::cost::day_text(last)
+        ))
+    }
+}
+
 /// What recording an event did (or, for a dry run, would do).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventResult {
@@ -307,6 +332,23 @@ impl App {
     ) -> Result<CostsSet, Error> {
         let (set, removed) = self.store.set_costs(space.no, costs).await?;
         Ok(CostsSet { set, removed })
+    }
+
+    /// Imports a CSV file of costs (`tracker costs import`, the admin page's upload): parsed and
+    /// checked whole ([`crate::domain::cost::parse_csv`]), then set in one transaction, so a
+    /// bad row names its line and changes nothing.
+    pub async fn import_costs(&self, space: &SpaceRef, csv: &str) -> Result<CostsImport, Error> {
+        let read = crate::domain::cost::parse_csv(csv)?;
+        let (rows, days, campaigns) = (read.rows, read.days(), read.campaigns());
+        let span = read.days_span();
+        let done = self.set_costs(space, read.costs).await?;
+        Ok(CostsImport {
+            rows,
+            days,
+            span,
+            campaigns,
+            done,
+        })
     }
 
     /// The space's last `limit` rejections, newest first.

@@ -448,9 +448,8 @@ async fn stats(
 }
 
 async fn costs_import(app: &App, space: String, csv: &str) -> Result<Answer, Error> {
-    let costs = crate::domain::cost::parse_csv(csv)?;
     let space = app.space_named(space).await?;
-    let done = app.set_costs(&space, costs).await?;
+    let done = app.import_costs(&space, csv).await?.done;
     Ok(Answer::CostsImported(CostsImported {
         space: space.name.to_string(),
         set: done.set,

@@ -21,6 +21,10 @@ pub const MAX_CAMPAIGN_CHARS: usize = 256;
 /// The most rows one import takes: 90 days of 1000 campaigns, and some.
 pub const MAX_IMPORT_ROWS: usize = 100_000;
 
+/// Our CSV's columns, in the order of the template the admin page offers; an import finds them
+/// by name, in any order.
+pub const CSV_COLUMNS: [&str; 4] = ["day", "campaign_name", "amount", "currency"];
+
 /// A calendar day as days since 1970-01-01, as the cost table keys it.
 pub type Day = u32;
 
@@ -204,12 +208,10 @@ impl Columns {
             .map(|h| h.trim_start_matches('\u{feff}').trim().to_ascii_lowercase())
             .collect();
         let find = |name: &str| names.iter().position(|n| n == name);
-        if let (Some(day), Some(campaign), Some(amount), Some(currency)) = (
-            find("day"),
-            find("campaign_name"),
-            find("amount"),
-            find("currency"),
-        ) {
+        let [day, campaign, amount, currency] = CSV_COLUMNS.map(find);
+        if let (Some(day), Some(campaign), Some(amount), Some(currency)) =
+            (day, campaign, amount, currency)
+        {
             return Ok(Columns {
                 day,
                 campaign,
@@ -241,11 +243,46 @@ impl Columns {
     }
 }
 
+/// The costs of a CSV file, and how many rows it had (blank lines left out): an import reports
+/// the rows, days and campaigns it read, so the marketer sees that the whole file went in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CsvCosts {
+    /// One per day and campaign, by day, then campaign.
+    pub costs: Vec<Cost>,
+    pub rows: usize,
+}
+
+impl CsvCosts {
+    /// The first and the last day the file names; `None` for a file of no rows.
+    #[must_use]
+    pub fn days_span(&self) -> Option<(Day, Day)> {
+        Some((self.costs.first()?.day, self.costs.last()?.day))
+    }
+
+    /// How many different days the file names.
+    #[must_use]
+    pub fn days(&self) -> usize {
+        let mut days: Vec<Day> = self.costs.iter().map(|c| c.day).collect();
+        days.dedup();
+        days.len()
+    }
+
+    /// How many different campaigns the file names.
+    #[must_use]
+    pub fn campaigns(&self) -> usize {
+        self.costs
+            .iter()
+            .map(|c| c.campaign_name.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    }
+}
+
 /// Every cost of a CSV file: a header row (ours or Meta's, [`Columns`]) and one cost per row. A
 /// row with an empty amount spent (Meta's export writes none for a day without spend) is a
 /// cost of 0. Rows of the same day and campaign add up (an export by ad set has one row per ad
 /// set); in two currencies they are refused. The error names the line at fault.
-pub fn parse_csv(text: &str) -> Result<Vec<Cost>, Error> {
+pub fn parse_csv(text: &str) -> Result<CsvCosts, Error> {
     // The line a record starts on, counted in the text: the reader's own count leaves blank
     // lines out, and its position is before the blank lines it skipped.
     let line_at = |p: &csv::Position| {
@@ -269,6 +306,7 @@ pub fn parse_csv(text: &str) -> Result<Vec<Cost>, Error> {
         .clone();
     let columns = Columns::of(&header)?;
     let mut costs: BTreeMap<(Day, String), (Cost, u64)> = BTreeMap::new();
+    let mut rows = 0;
     for (row, record) in reader.records().enumerate() {
         let record = record.map_err(|e| {
             let line = e.position().map_or(row as u64 + 2, line_at);
@@ -303,6 +341,7 @@ pub fn parse_csv(text: &str) -> Result<Vec<Cost>, Error> {
             currency,
         )
         .map_err(|e| at_line(line, &e))?;
+        rows += 1;
         match costs.entry((cost.day, cost.campaign_name.clone())) {
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert((cost, line));
@@ -333,7 +372,10 @@ pub fn parse_csv(text: &str) -> Result<Vec<Cost>, Error> {
             }
         }
     }
-    Ok(costs.into_values().map(|(c, _)| c).collect())
+    Ok(CsvCosts {
+        costs: costs.into_values().map(|(c, _)| c).collect(),
+        rows,
+    })
 }
 
 #[cfg(test)]
@@ -397,13 +439,18 @@ mod tests {
     fn our_columns_and_metas_header_both_import() {
         let ours =
             parse_csv("day,campaign_name,amount,currency\n2026-11-24,autumn,120.00,USD\n").unwrap();
-        assert_eq!(ours[0].amount.to_string(), "120.00");
+        assert_eq!(ours.costs[0].amount.to_string(), "120.00");
         let meta = "\u{feff}Reporting starts,Reporting ends,Campaign name,Day,Amount spent (EUR)\n\
                     2026-11-01,2026-11-30,autumn,2026-11-24,10.5\n\
                     2026-11-01,2026-11-30,autumn,2026-11-24,0.25\n\
                     2026-11-01,2026-11-30,winter,2026-11-25,\n";
-        let costs = parse_csv(meta).unwrap();
-        let seen: Vec<_> = costs
+        let read = parse_csv(meta).unwrap();
+        assert_eq!(
+            (read.rows, read.days(), read.campaigns(), read.days_span()),
+            (3, 2, 2, Some((20781, 20782)))
+        );
+        let seen: Vec<_> = read
+            .costs
             .iter()
             .map(|c| {
                 (

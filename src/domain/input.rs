@@ -133,6 +133,14 @@ impl Query {
         Query { pairs }
     }
 
+    /// Fields already decoded (a `multipart/form-data` form's), as a query holds them.
+    #[must_use]
+    pub fn from_fields(fields: Vec<(String, String)>) -> Query {
+        Query {
+            pairs: fields.into_iter().map(|(n, v)| (n, v, false)).collect(),
+        }
+    }
+
     fn first(&self, name: &str) -> Option<&(String, String, bool)> {
         self.pairs
             .iter()

@@ -23,6 +23,8 @@
 //! | GET    | `/admin/spaces/<space>/events`        | the feed, newest first        |
 //! | GET    | `/admin/spaces/<space>/dashboard`     | totals, funnel, chart, table  |
 //! | GET    | `/admin/spaces/<space>/stats`         | stats by campaign, link, day  |
+//! | GET, POST | `/admin/spaces/<space>/costs`      | costs of a range, import a CSV file |
+//! | GET    | `/admin/spaces/<space>/costs/template.csv` | the CSV's header row, to fill in |
 //! | GET    | `/admin/spaces/<space>/rejections`    | the rejection log             |
 
 mod pages;
@@ -49,6 +51,10 @@ const LOGIN_COOKIE: &str = "tracker_login";
 const LOGIN_PATH: &str = "/admin/login";
 /// The largest form accepted.
 pub const MAX_FORM_BYTES: u64 = 16 * 1024;
+/// The largest upload (the costs page's CSV file, with the rest of its form): some 20,000 rows
+/// of Meta's export, sent well within `body_timeout` from a phone; a larger file goes in with
+/// `tracker costs import`, or split.
+pub const MAX_UPLOAD_BYTES: u64 = 2 * 1024 * 1024;
 /// How long a failed login waits before it is answered.
 const FAILED_LOGIN_PAUSE: Duration = Duration::from_secs(1);
 
@@ -86,6 +92,7 @@ struct Request {
     path: String,
     query: Query,
     cookie: Option<String>,
+    content_type: Option<String>,
     client: Option<IpAddr>,
 }
 
@@ -102,12 +109,14 @@ struct Ctx<'a> {
 pub async fn serve(call: Call, pages: Arc<AdminPages>) -> Response {
     let started = Instant::now();
     let cookie = call.header(header::COOKIE).map(str::to_owned);
+    let content_type = call.header(header::CONTENT_TYPE).map(str::to_owned);
     let (app, body) = (call.app, call.body);
     let request = Request {
         method: call.method,
         path: call.path,
         query: call.query,
         cookie,
+        content_type,
         client: call.client,
     };
     let response = route(&app, &pages, &request, body)
@@ -120,6 +129,56 @@ pub async fn serve(call: Call, pages: Arc<AdminPages>) -> Response {
 async fn read_form(body: crate::http::Body) -> Result<Query, Error> {
     let body = body.read(MAX_FORM_BYTES).await?;
     Ok(Query::parse(std::str::from_utf8(&body).unwrap_or("")))
+}
+
+/// An upload's fields: a `multipart/form-data` form read whole within [`MAX_UPLOAD_BYTES`],
+/// each field's text under its name (a file's too, which must be UTF-8). Another form is read
+/// as [`read_form`] reads it.
+///
+/// The parser is `multer`, the one warp's `multipart` feature wraps: warp's filter takes the
+/// body itself, but here the body is read only after the head has shown a session.
+async fn read_upload(body: crate::http::Body, content_type: Option<&str>) -> Result<Query, Error> {
+    let Some(boundary) = content_type.and_then(|t| multer::parse_boundary(t).ok()) else {
+        return read_form(body).await;
+    };
+    let body = body.read(MAX_UPLOAD_BYTES).await.map_err(|e| {
+        if e.code == Code::PayloadTooLarge {
+            Error::field(
+                Code::PayloadTooLarge,
+                "file",
+                format!(
+                    "the file is larger than the upload limit of {} MiB ({MAX_UPLOAD_BYTES} \
+                     bytes): split it, or import it with tracker costs import",
+                    MAX_UPLOAD_BYTES / 1024 / 1024
+                ),
+            )
+        } else {
+            e
+        }
+    })?;
+    let unreadable = |e: multer::Error| {
+        Error::field(
+            Code::InvalidField,
+            "file",
+            format!("the upload could not be read as a form: {e}"),
+        )
+    };
+    let whole = futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(body) });
+    let mut parts = multer::Multipart::new(whole, boundary);
+    let mut fields = Vec::new();
+    while let Some(field) = parts.next_field().await.map_err(unreadable)? {
+        let name = field.name().unwrap_or_default().to_owned();
+        let bytes = field.bytes().await.map_err(unreadable)?;
+        let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
+            Error::field(
+                Code::InvalidField,
+                "file",
+                format!("{name} is not UTF-8 text: save the file as CSV UTF-8 and upload it again"),
+            )
+        })?;
+        fields.push((name, text));
+    }
+    Ok(Query::from_fields(fields))
 }
 
 /// An answer given without reading the request's body: the connection closes after it, so the
@@ -214,7 +273,12 @@ async fn route(
         }));
     };
     let form = if post {
-        match read_form(body).await {
+        let read = if matches!(segments.as_slice(), ["spaces", _, "costs"]) {
+            read_upload(body, request.content_type.as_deref()).await
+        } else {
+            read_form(body).await
+        };
+        match read {
             Ok(form) => form,
             Err(e) => return Ok(pages::error_page(&e, space, Some(&live.csrf))),
         }
@@ -271,6 +335,11 @@ async fn route(
         ["spaces", space, "events"] if get => pages::events(&ctx, space).await,
         ["spaces", space, "dashboard"] if get => pages::dashboard(&ctx, space).await,
         ["spaces", space, "stats"] if get => pages::stats(&ctx, space).await,
+        ["spaces", space, "costs"] if get => pages::costs(&ctx, space).await,
+        ["spaces", space, "costs", "template.csv"] if get => {
+            pages::costs_template(&ctx, space).await
+        }
+        ["spaces", space, "costs"] if post => pages::import_costs(&ctx, space).await,
         ["spaces", space, "rejections"] if get => pages::rejections(&ctx, space).await,
         _ => Err(Error::new(Code::NotFound, "there is no such admin page")),
     };

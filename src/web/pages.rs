@@ -8,6 +8,7 @@ use warp::http::{HeaderValue, StatusCode, header};
 use warp::reply::Response;
 
 use super::Ctx;
+use crate::app::CostsImport;
 use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::rfc3339_s;
 use crate::domain::credential::Kind;
@@ -30,7 +31,7 @@ const REJECTIONS_SHOWN: usize = 100;
 
 /// The menu of a space's pages, in order: (section, label, path below `/admin/spaces/<space>`).
 /// A page of a space names its section in its [`Frame`], and the layout marks it current.
-const SPACE_MENU: [(&str, &str, &str); 9] = [
+const SPACE_MENU: [(&str, &str, &str); 10] = [
     ("dashboard", "Dashboard", "/dashboard"),
     ("keys", "Keys", ""),
     ("settings", "Settings", "/settings"),
@@ -39,6 +40,7 @@ const SPACE_MENU: [(&str, &str, &str); 9] = [
     ("destinations", "Destinations", "/destinations"),
     ("events", "Events", "/events"),
     ("stats", "Stats", "/stats"),
+    ("costs", "Costs", "/costs"),
     ("rejections", "Rejections", "/rejections"),
 ];
 
@@ -571,6 +573,122 @@ pub(super) async fn delete_link(ctx: &Ctx<'_>, name: &str, slug: &str) -> Result
     let space = space(ctx, name).await?;
     ctx.app.delete_link(&space, slug.to_owned()).await?;
     links(ctx, name, None).await
+}
+
+// --- Costs ---
+
+/// Costs listed on the page at most; a wider range is for `GET /costs`.
+const COSTS_SHOWN: usize = 1000;
+
+#[derive(Template)]
+#[template(path = "admin/costs.html")]
+struct CostsPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    imported: Option<CostsImport>,
+    max_mib: u64,
+    /// The range's days as the form shows them (empty: no bound).
+    from: String,
+    to: String,
+    costs: Vec<crate::domain::cost::CostView>,
+    /// More costs are in the range than are listed.
+    cut: bool,
+}
+
+/// `GET .../costs?from=&to=`: the upload form, the costs of a range of days (as `GET /costs`
+/// reads them), and what an upload just imported.
+pub(super) async fn costs(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    costs_page(ctx, &space, name, Err(None)).await
+}
+
+/// The upload: the file's text through the same import as `tracker costs import`. A refused
+/// file is shown on the costs page itself, with the sentence and status the command line and
+/// the API give it, so the form is there to try again.
+pub(super) async fn import_costs(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    let space = space(ctx, name).await?;
+    let imported = match ctx.form.get("file").filter(|t| !t.is_empty()) {
+        None => Err(Error::field(
+            Code::MissingField,
+            "file",
+            "file is required: choose a CSV file to import",
+        )),
+        Some(csv) => ctx.app.import_costs(&space, csv).await,
+    };
+    costs_page(ctx, &space, name, imported.map_err(Some)).await
+}
+
+/// The costs page after `upload`: what it imported (its days are the range listed), or why it
+/// was refused (`Err(None)`: no upload).
+async fn costs_page(
+    ctx: &Ctx<'_>,
+    space: &SpaceRef,
+    name: &str,
+    upload: Result<CostsImport, Option<Error>>,
+) -> Result<Response, Error> {
+    use crate::domain::cost::{Day, day_range, day_text};
+    let q = ctx.query;
+    let (first, last) = match &upload {
+        _ if q.get("from").is_some() || q.get("to").is_some() => {
+            day_range(q.get("from"), q.get("to"))?
+        }
+        Ok(CostsImport {
+            span: Some(span), ..
+        }) => *span,
+        _ => {
+            let zone = ctx.app.space_settings(space).await?.time_zone.zone();
+            let today = stats::local_day(&zone, stats::quarter_of(ctx.app.now_ms()));
+            (today.saturating_sub(30), today)
+        }
+    };
+    let mut costs = ctx.app.costs(space, (first, last)).await?;
+    let cut = costs.len() > COSTS_SHOWN;
+    costs.truncate(COSTS_SHOWN);
+    let (imported, refused) = match upload {
+        Ok(done) => (Some(done), None),
+        Err(refused) => (None, refused),
+    };
+    let mut frame = frame_of(ctx, Some(name), "costs");
+    frame.error = refused.as_ref().map(|e| e.message.clone());
+    let bound = |day: Day, none: Day| {
+        if day == none {
+            String::new()
+        } else {
+            day_text(day)
+        }
+    };
+    Ok(html(
+        refused.map_or(StatusCode::OK, |e| respond::status_of(e.code)),
+        &CostsPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name,
+            imported,
+            max_mib: super::MAX_UPLOAD_BYTES / 1024 / 1024,
+            from: bound(first, 0),
+            to: bound(last, Day::MAX),
+            costs: costs.iter().map(Into::into).collect(),
+            cut,
+        },
+    ))
+}
+
+/// `GET .../costs/template.csv`: the header row of our columns, to fill in a spreadsheet.
+pub(super) async fn costs_template(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
+    space(ctx, name).await?;
+    let mut response =
+        Response::new(format!("{}\n", crate::domain::cost::CSV_COLUMNS.join(",")).into());
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    headers.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_static("attachment; filename=\"costs-template.csv\""),
+    );
+    Ok(response)
 }
 
 // --- Destinations ---

@@ -360,6 +360,7 @@ async fn drive(addr: SocketAddr, password: &str, port: u16, profile: &Path) -> [
     links_postback_stats(&browser, &base).await;
     destinations(&browser, &base).await;
     settings_and_telegram(&browser, &base, addr, &secret).await;
+    costs(&browser, &base, addr, &secret, profile.parent().unwrap()).await;
     rejections_and_logout(&browser, &base, addr, &secret, &ingest_token).await;
     browser.client.close().await.unwrap();
     [first_secret, ingest_token, secret]
@@ -523,6 +524,68 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
         "{feed}"
     );
     look(browser, "11-events-by-telegram-id").await;
+}
+
+/// The Costs page: a CSV file chosen in the file input and uploaded, the import's report shown
+/// and the costs in `GET /costs`; a file with a bad row named by its line, and nothing imported.
+async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, dir: &Path) {
+    let listed = async || {
+        send(
+            addr,
+            &Request::get("/costs").header("Authorization", format!("Bearer {secret}")),
+        )
+        .await
+        .json()["costs"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let upload = async |name: &str, text: &str| {
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        browser
+            .goto(&format!("{base}/admin/spaces/shop/costs"))
+            .await
+            .unwrap();
+        browser
+            .find(Locator::Css("input[type=file]"))
+            .await
+            .unwrap()
+            .send_keys(file.to_str().unwrap())
+            .await
+            .unwrap();
+        click(browser, "form.stack button").await;
+    };
+    upload(
+        "meta.csv",
+        "Campaign name,Day,Amount spent (USD)\nspring-sale,2026-11-24,40.00\n\
+         spring-sale,2026-11-25,35.50\ntg-campaign,2026-11-25,12\n",
+    )
+    .await;
+    let report = text_of(browser, "#imported").await;
+    assert!(
+        report.contains(
+            "3 rows: 3 costs set, 0 removed, over 2 days (2026-11-24 to 2026-11-25) and 2 campaigns"
+        ),
+        "{report}"
+    );
+    assert_eq!(listed().await, 3);
+    // The page lists the days the file named.
+    let table = text_of(browser, "#costs tbody").await;
+    assert!(
+        table.contains("spring-sale") && table.contains("35.50") && table.contains("tg-campaign"),
+        "{table}"
+    );
+    look(browser, "14-costs-imported").await;
+    upload(
+        "bad.csv",
+        "day,campaign_name,amount,currency\n2026-11-26,spring-sale,5,USD\n2026-11-27,spring-sale,-1,USD\n",
+    )
+    .await;
+    let error = text_of(browser, ".error").await;
+    assert!(error.starts_with("line 3: amount"), "{error}");
+    assert_eq!(listed().await, 3);
+    look(browser, "15-costs-refused").await;
 }
 
 /// Refused requests in the rejection log, then logging out refuses the pages.

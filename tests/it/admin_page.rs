@@ -2,6 +2,7 @@
 //! and the session's), the security headers, the login throttle, and `tracker admin password`.
 //! `admin_browser.rs` drives the same pages in a real browser.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -992,4 +993,304 @@ async fn a_login_with_one_space_lands_on_its_dashboard() {
     )
     .await;
     assert_eq!(page.status, 200, "{}", page.text());
+}
+
+/// A `multipart/form-data` body as a browser sends the costs page's form: its `csrf` field (when
+/// given) and the file under `file`.
+fn upload_body(csrf: Option<&str>, file: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    if let Some(csrf) = csrf {
+        body.extend_from_slice(
+            format!(
+                "--{UPLOAD_BOUNDARY}\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\n\
+                 {csrf}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!(
+            "--{UPLOAD_BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; \
+             filename=\"costs.csv\"\r\nContent-Type: text/csv\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(file);
+    body.extend_from_slice(format!("\r\n--{UPLOAD_BOUNDARY}--\r\n").as_bytes());
+    body
+}
+
+const UPLOAD_BOUNDARY: &str = "----trackerTestBoundary7MA4YWxk";
+
+/// Logged in, on space `a`'s costs page: the session's cookie, and the page with its token.
+async fn on_costs_page(server: &TestServer) -> (String, Response) {
+    let cookie = logged_in(server).await;
+    let page = get_page(server, Some(&cookie), "/admin/spaces/a/costs").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    (cookie, page)
+}
+
+async fn upload(server: &TestServer, cookie: &str, body: &[u8]) -> Response {
+    let request = Request {
+        method: "POST",
+        target: "/admin/spaces/a/costs",
+        headers: vec![
+            (
+                "Content-Type",
+                format!("multipart/form-data; boundary={UPLOAD_BOUNDARY}"),
+            ),
+            ("Cookie", cookie.to_owned()),
+        ],
+        body: Some(body),
+    };
+    server.send(&request).await
+}
+
+/// Uploads `file` to space `a`'s costs page with token `csrf`; the answer must have `status`
+/// and say `says`.
+async fn upload_answers(
+    server: &TestServer,
+    cookie: &str,
+    (csrf, file): (Option<&str>, &[u8]),
+    status: u16,
+    says: &str,
+) -> Response {
+    let r = upload(server, cookie, &upload_body(csrf, file)).await;
+    assert_eq!(r.status, status, "{}", r.text());
+    assert!(r.text().contains(says), "{says}: {}", r.text());
+    r
+}
+
+/// Space `a`'s costs as `GET /costs` lists them: `day campaign amount currency`.
+async fn costs_of_a(server: &TestServer) -> Vec<String> {
+    let r = server.read_as(&server.a, "/costs").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {} {}",
+                c["day"].as_str().unwrap(),
+                c["campaign_name"].as_str().unwrap(),
+                c["amount"].as_str().unwrap(),
+                c["currency"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// The costs page's upload goes through `tracker costs import`'s operation: both headers, a
+/// report of the rows, days and campaigns read, a re-import replacing, and every refusal (a bad
+/// line, no CSRF token, a file over the bound) changing nothing.
+#[tokio::test]
+async fn the_costs_page_imports_an_uploaded_csv_file() {
+    let server = TestServer::start().await;
+    let (cookie, page) = on_costs_page(&server).await;
+    assert!(
+        page.text().contains(r#"enctype="multipart/form-data""#),
+        "{}",
+        page.text()
+    );
+    assert!(
+        page.text()
+            .contains(r#"href="/admin/spaces/a/costs" aria-current="page""#)
+    );
+    let csrf = csrf_of(&page);
+
+    let ours = "day,campaign_name,amount,currency\n2026-11-24,autumn,120.00,USD\n\
+                2026-11-24,spring,5,USD\n2026-11-25,autumn,80,USD\n";
+    let ours = (Some(csrf.as_str()), ours.as_bytes());
+    upload_answers(
+        &server,
+        &cookie,
+        ours,
+        200,
+        "3 rows: 3 costs set, 0 removed, over 2 days (2026-11-24 to 2026-11-25) and 2 campaigns.",
+    )
+    .await;
+    let imported = [
+        "2026-11-24 autumn 120.00 USD",
+        "2026-11-24 spring 5 USD",
+        "2026-11-25 autumn 80 USD",
+    ];
+    assert_eq!(costs_of_a(&server).await, imported);
+    // The other space is untouched.
+    assert_eq!(
+        server.read_as(&server.b, "/costs").await.json()["costs"],
+        serde_json::json!([])
+    );
+
+    // A bad row: its line named, on the costs page, and nothing of the file imported.
+    let bad =
+        "day,campaign_name,amount,currency\n2026-11-26,autumn,1,USD\n2026-11-27,autumn,one,USD\n";
+    let bad = (Some(csrf.as_str()), bad.as_bytes());
+    let refused = upload_answers(
+        &server,
+        &cookie,
+        bad,
+        422,
+        "line 3: amount must be a decimal number",
+    )
+    .await;
+    assert!(
+        refused.text().contains(r#"name="file""#),
+        "the form is there to try again"
+    );
+    assert_eq!(costs_of_a(&server).await, imported);
+
+    // Without the session's CSRF token, or with another, nothing is imported.
+    let new = "day,campaign_name,amount,currency\n2026-11-28,autumn,1,USD\n";
+    for token in [None, Some("0".repeat(csrf.len()))] {
+        let form = (token.as_deref(), new.as_bytes());
+        upload_answers(&server, &cookie, form, 403, "CSRF").await;
+    }
+    assert_eq!(costs_of_a(&server).await, imported);
+
+    // No file chosen.
+    let none = (Some(csrf.as_str()), b"".as_slice());
+    upload_answers(&server, &cookie, none, 422, "choose a CSV file").await;
+    // A file that is not UTF-8 (a spreadsheet's "CSV" in a legacy code page): refused, saying so.
+    let latin1 = b"day,campaign_name,amount,currency\n2026-11-28,caf\xe9,1,USD\n";
+    let latin1 = (Some(csrf.as_str()), latin1.as_slice());
+    upload_answers(&server, &cookie, latin1, 422, "file is not UTF-8 text").await;
+    assert_eq!(costs_of_a(&server).await, imported);
+
+    // Meta Ads Manager's export, re-importing: its days and campaigns replaced (a day without
+    // spend removes the cost), the others kept.
+    let meta = "\u{feff}Reporting starts,Reporting ends,Campaign name,Day,Amount spent (EUR)\n\
+                2026-11-01,2026-11-30,autumn,2026-11-24,10.50\n\
+                2026-11-01,2026-11-30,spring,2026-11-24,\n";
+    let meta = (Some(csrf.as_str()), meta.as_bytes());
+    upload_answers(
+        &server,
+        &cookie,
+        meta,
+        200,
+        "2 rows: 1 cost set, 1 removed,",
+    )
+    .await;
+    assert_eq!(
+        costs_of_a(&server).await,
+        ["2026-11-24 autumn 10.50 EUR", "2026-11-25 autumn 80 USD"]
+    );
+}
+
+/// The upload's bound is on the whole form: exactly 2 MiB is read and imported, a byte more is
+/// refused `413` with a sentence that says the bound and what to do, and nothing is imported.
+#[tokio::test]
+async fn an_upload_over_two_mib_is_refused_413() {
+    const LIMIT: usize = 2 * 1024 * 1024;
+    let server = TestServer::start().await;
+    let (cookie, page) = on_costs_page(&server).await;
+    let csrf = csrf_of(&page);
+    // Blank lines pad the file to the size wanted; they are no rows.
+    let padded = |len: usize| {
+        let csv = "day,campaign_name,amount,currency\n2026-11-24,autumn,1,USD\n";
+        let frame = upload_body(Some(&csrf), csv.as_bytes()).len();
+        let mut file = csv.as_bytes().to_vec();
+        file.resize(csv.len() + len - frame, b'\n');
+        upload_body(Some(&csrf), &file)
+    };
+    let over = upload(&server, &cookie, &padded(LIMIT + 1)).await;
+    assert_eq!(over.status, 413, "{}", over.text());
+    assert!(
+        over.text()
+            .contains("larger than the upload limit of 2 MiB (2097152 bytes)"),
+        "{}",
+        over.text()
+    );
+    assert_eq!(costs_of_a(&server).await, Vec::<String>::new());
+    let inside = upload(&server, &cookie, &padded(LIMIT)).await;
+    assert_eq!(inside.status, 200, "{}", inside.text());
+    assert!(
+        inside.text().contains("1 row: 1 cost set"),
+        "{}",
+        inside.text()
+    );
+    assert_eq!(costs_of_a(&server).await, ["2026-11-24 autumn 1 USD"]);
+}
+
+/// The campaigns the costs page lists, in order (`<td ... data-label="Campaign">NAME</td>`).
+fn listed_campaigns(page: &Response) -> Vec<String> {
+    let text = page.text();
+    text.split(r#"data-label="Campaign">"#)
+        .skip(1)
+        .map(|rest| rest[..rest.find('<').unwrap()].to_owned())
+        .collect()
+}
+
+/// The costs page lists a range of days (by default the 31 days to today of the space's time
+/// zone; after an upload, the days it named), at most 1000 costs, and offers our header row
+/// as a template that imports as it is.
+#[tokio::test]
+async fn the_costs_page_lists_a_range_and_offers_the_template() {
+    let server = TestServer::start().await;
+    let (cookie, page) = on_costs_page(&server).await;
+    let csrf = csrf_of(&page);
+    // Today is 2027-01-15 (UTC): the 31 days to it start on 2026-12-16.
+    let csv = "day,campaign_name,amount,currency\n2026-12-15,before,1,USD\n\
+               2026-12-16,first,2,USD\n2027-01-15,today,3,USD\n2027-01-16,tomorrow,4,USD\n";
+    let done = upload(&server, &cookie, &upload_body(Some(&csrf), csv.as_bytes())).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert_eq!(
+        listed_campaigns(&done),
+        ["before", "first", "today", "tomorrow"],
+        "the upload's days"
+    );
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
+    assert_eq!(listed_campaigns(&page), ["first", "today"]);
+    let range = |query: &'static str| get_page(&server, Some(&cookie), query);
+    let page = range("/admin/spaces/a/costs?from=2026-12-16&to=2026-12-16").await;
+    assert_eq!(listed_campaigns(&page), ["first"]);
+    assert!(page.text().contains(r#"name="from" value="2026-12-16""#));
+    let page = range("/admin/spaces/a/costs?from=2027-01-15").await;
+    assert_eq!(listed_campaigns(&page), ["today", "tomorrow"]);
+    assert!(page.text().contains(r#"name="to" value="""#));
+    let bad = range("/admin/spaces/a/costs?from=2027-01-16&to=2027-01-15").await;
+    assert_eq!(bad.status, 422);
+    assert!(
+        bad.text().contains("to must not be before from"),
+        "{}",
+        bad.text()
+    );
+
+    // 1000 costs are listed; of 1001, the first 1000 and a word that there are more.
+    let many = |n: usize| {
+        let mut csv = String::from("day,campaign_name,amount,currency\n");
+        for i in 0..n {
+            let _ = writeln!(csv, "2026-10-01,c{i:04},1,USD");
+        }
+        csv
+    };
+    for (n, cut) in [(1000, false), (1001, true)] {
+        let csv = many(n);
+        let page = upload_answers(&server, &cookie, (Some(&csrf), csv.as_bytes()), 200, "").await;
+        assert_eq!(listed_campaigns(&page).len(), 1000, "{n}");
+        let note = "Only the first 1000 costs of these days are listed";
+        assert_eq!(page.text().contains(note), cut, "{n}");
+    }
+
+    // The template: our header row, as an attachment, which imports as it is (no rows).
+    let template = range("/admin/spaces/a/costs/template.csv").await;
+    assert_eq!(template.status, 200);
+    assert_eq!(
+        template.header("content-type"),
+        Some("text/csv; charset=utf-8")
+    );
+    assert_eq!(
+        template.header("content-disposition"),
+        Some("attachment; filename=\"costs-template.csv\"")
+    );
+    assert_eq!(template.text(), "day,campaign_name,amount,currency\n");
+    let text = template.text();
+    let empty = (Some(csrf.as_str()), text.as_bytes());
+    upload_answers(&server, &cookie, empty, 200, "0 rows: 0 costs set").await;
+    assert_eq!(
+        range("/admin/spaces/nowhere/costs/template.csv")
+            .await
+            .status,
+        422
+    );
 }

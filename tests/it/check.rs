@@ -10,8 +10,8 @@ use std::process::Output;
 use redb::{ReadableDatabase, ReadableTable};
 use serde_json::Value;
 use tracker::storage::schema::{
-    CLICKS_BY_FBCLID, CLICKS_BY_TG, DEDUP, INBOX, META, META_INBOX_SEQ, SPACE_SETTINGS, STATS,
-    TG_TOUCHES,
+    CLICKS_BY_FBCLID, CLICKS_BY_TG, DEDUP, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG, INBOX,
+    META, META_INBOX_SEQ, SPACE_SETTINGS, STATS, TG_TOUCHES,
 };
 
 use crate::support::{
@@ -374,4 +374,200 @@ async fn telegram_touches_are_rebuilt_and_foreign_settings_reported() {
     )];
     assert_eq!(findings(&before, "findings"), want, "{before}");
     assert_eq!(findings(&after, "findings"), want, "{after}");
+}
+
+/// A file whose deposits take every way the first-deposit rule knows, then stopped: a click's
+/// deposit before its binding, a user's deposit by Telegram id alone, a deposit naming one
+/// user through a click later bound to another, an unmatched deposit. Answers its path.
+async fn deposits_file(dir: &Path) -> PathBuf {
+    let (process, creds) = first_start(dir);
+    let (addr, s) = (process.addr, creds.secret.as_str());
+    fill(addr, &creds).await;
+    let click = async |campaign: &str| {
+        post(
+            addr,
+            s,
+            "/clicks",
+            &format!(r#"{{"campaign_name":"{campaign}"}}"#),
+        )
+        .await["uid"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let deposit = async |body: String| {
+        let v = post(addr, s, "/events", &body).await;
+        assert_eq!(v["status"], "queued", "{v}");
+    };
+    let bind = async |uid: &str, tg: u64| {
+        post(
+            addr,
+            s,
+            "/bind",
+            &format!(r#"{{"uid":"{uid}","tg_id":{tg}}}"#),
+        )
+        .await;
+    };
+    let (c2, c3) = (click("c2").await, click("c3").await);
+    deposit(format!(r#"{{"event":"deposit","uid":"{c2}","value":"5"}}"#)).await;
+    deposit(r#"{"event":"deposit","tg_id":777,"value":"6"}"#.to_owned()).await;
+    bind(&c2, 777).await;
+    deposit(format!(r#"{{"event":"deposit","uid":"{c2}","value":"7"}}"#)).await;
+    deposit(r#"{"event":"deposit","uid":"no-such-click","value":"8"}"#.to_owned()).await;
+    deposit(format!(
+        r#"{{"event":"deposit","uid":"{c3}","tg_id":888,"value":"9"}}"#
+    ))
+    .await;
+    bind(&c3, 999).await;
+    deposit(format!(
+        r#"{{"event":"deposit","uid":"{c3}","value":"10"}}"#
+    ))
+    .await;
+    let (ok, through) = report(&run_check(&dir.join("t.redb"), None, false, dir));
+    assert!(ok, "{through}");
+    stop_cleanly(process);
+    let data = dir.join("t.redb");
+    let (ok, offline) = report(&run_check(&data, None, false, dir));
+    assert!(ok, "{offline}");
+    assert_eq!(offline["findings"], serde_json::json!([]), "{offline}");
+    data
+}
+
+/// The uid of the click whose first deposit is `inbox_id`.
+fn click_of_first_deposit(txn: &redb::WriteTransaction, inbox_id: u64) -> String {
+    txn.open_table(FIRST_DEPOSITS_BY_CLICK)
+        .unwrap()
+        .iter()
+        .unwrap()
+        .map(Result::unwrap)
+        .find(|(_, v)| v.value() == inbox_id)
+        .map(|(k, _)| k.value().1.to_owned())
+        .expect("a click's first deposit")
+}
+
+/// The first-deposit tables against the deposits: an intact file passes (above), and a
+/// missing, a wrong and an extra entry, and a deposit marked first that is not, are each
+/// reported by table and key with a sentence, and the check fails. Nothing is repaired.
+// One file, damaged four ways in turn: each a copy, each checked.
+#[allow(clippy::too_many_lines, clippy::many_single_char_names)] // (t, k, p, r): a finding's table, key, problem, repairable
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_deposit_entries_are_checked_against_the_deposits() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = deposits_file(dir.path()).await;
+    let has = |report: &Value, table: &str, key: &str, problem: &str| {
+        findings(report, "findings")
+            .iter()
+            .any(|(t, k, p, r)| t == table && k == key && p.contains(problem) && !r)
+    };
+    let found = |report: &Value, table: &str, key: &str, problem: &str| {
+        assert!(
+            has(report, table, key, problem),
+            "{table}, {key}: {problem}: {report}"
+        );
+    };
+    let uid_cell = std::cell::RefCell::new(String::new());
+
+    // Missing: deposit 1's click entry and its user's.
+    let (before, _, after) = damage_and_check(&clean, dir.path(), "fd-missing", |txn| {
+        let uid = click_of_first_deposit(txn, 1);
+        txn.open_table(FIRST_DEPOSITS_BY_CLICK)
+            .unwrap()
+            .remove((1, uid.as_str()))
+            .unwrap()
+            .unwrap();
+        txn.open_table(FIRST_DEPOSITS_BY_TG)
+            .unwrap()
+            .remove((1, 4242))
+            .unwrap()
+            .unwrap();
+        *uid_cell.borrow_mut() = uid;
+    });
+    let uid = uid_cell.borrow().clone();
+    let key = format!("space 1, uid {uid}");
+    found(
+        &before,
+        "first_deposits_by_click",
+        &key,
+        &format!("is missing, but deposit 1 went through click {uid}"),
+    );
+    found(
+        &before,
+        "first_deposits_by_tg",
+        "space 1, tg_id 4242",
+        "is missing, but deposit 1 went through a click bound to the user",
+    );
+    assert!(
+        has(&after, "first_deposits_by_click", &key, "is missing"),
+        "not repaired: {after}"
+    );
+
+    // Wrong: the click's entry a later deposit, the user's entry one not marked first, and user
+    // 777's entry (deposit 6, which named the user) an earlier deposit of another user.
+    let (before, _, _) = damage_and_check(&clean, dir.path(), "fd-wrong", |txn| {
+        let mut by_click = txn.open_table(FIRST_DEPOSITS_BY_CLICK).unwrap();
+        by_click.insert((1, uid.as_str()), 3).unwrap();
+        let mut by_tg = txn.open_table(FIRST_DEPOSITS_BY_TG).unwrap();
+        by_tg.insert((1, 4242), 3).unwrap();
+        by_tg.insert((1, 777), 1).unwrap();
+    });
+    found(
+        &before,
+        "first_deposits_by_click",
+        &key,
+        "names inbox_id 3, but deposit 1 through the click is earlier",
+    );
+    found(
+        &before,
+        "first_deposits_by_tg",
+        "space 1, tg_id 4242",
+        "names inbox_id 3, a deposit not marked first",
+    );
+    found(
+        &before,
+        "first_deposits_by_tg",
+        "space 1, tg_id 777",
+        "names inbox_id 1, but deposit 6 of the user is marked first",
+    );
+
+    // Extra: entries for a user and a click that made no such deposit.
+    let (before, _, _) = damage_and_check(&clean, dir.path(), "fd-extra", |txn| {
+        txn.open_table(FIRST_DEPOSITS_BY_TG)
+            .unwrap()
+            .insert((1, 99), 1)
+            .unwrap();
+        txn.open_table(FIRST_DEPOSITS_BY_CLICK)
+            .unwrap()
+            .insert((1, "no-such-click"), 2)
+            .unwrap();
+    });
+    found(
+        &before,
+        "first_deposits_by_tg",
+        "space 1, tg_id 99",
+        "names inbox_id 1, a deposit neither naming this user nor through a click bound",
+    );
+    found(
+        &before,
+        "first_deposits_by_click",
+        "space 1, uid no-such-click",
+        "names inbox_id 2, which is not a deposit through this click",
+    );
+
+    // A deposit marked first that its click's entry says is not.
+    let (before, _, _) = damage_and_check(&clean, dir.path(), "fd-mark", |txn| {
+        let mut inbox = txn.open_table(INBOX).unwrap();
+        let mut event: tracker::storage::records::EventRecord =
+            tracker::storage::records::decode(inbox.get((1, 3)).unwrap().unwrap().value()).unwrap();
+        assert!(!event.first_deposit);
+        event.first_deposit = true;
+        inbox
+            .insert((1, 3), tracker::storage::records::encode(&event).as_slice())
+            .unwrap();
+    });
+    found(
+        &before,
+        "first_deposits_by_click",
+        &key,
+        "names inbox_id 1, but deposit 3 is marked first and names no Telegram id",
+    );
 }
