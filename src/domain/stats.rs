@@ -52,6 +52,20 @@ impl Dimension {
         }
     }
 
+    /// The stored discriminant of a campaign's drill-down rows by this grouping: its links (5),
+    /// ads (6) and ad sets (7), each group one campaign's link, ad or ad set
+    /// (`rollup::in_campaign`). `None` for the campaign and the day, which a campaign's own rows
+    /// answer. Part of the rollup's key: changing it is a schema version.
+    #[must_use]
+    pub fn in_campaign_code(self) -> Option<u8> {
+        match self {
+            Dimension::Link => Some(5),
+            Dimension::Ad => Some(6),
+            Dimension::AdSet => Some(7),
+            Dimension::Campaign | Dimension::Day => None,
+        }
+    }
+
     /// Whether a cost (a campaign's, per day) belongs to this grouping's groups.
     #[must_use]
     pub fn has_costs(self) -> bool {

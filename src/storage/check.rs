@@ -246,14 +246,13 @@ fn apply(txn: &WriteTransaction, fixes: Vec<Fix>) -> Result<(), StoreError> {
         }
     }
     if rebuild_stats {
-        let mut rollup = rollup::count_all(
+        rollup::rebuild(
             &txn.open_table(CLICKS)?,
             &txn.open_table(INBOX)?,
+            &mut txn.open_table(STATS)?,
             |_| Ok(()),
+            rollup::REBUILD_ROWS,
         )?;
-        let mut stats = txn.open_table(STATS)?;
-        stats.retain(|_, _| false)?;
-        rollup.write(&mut stats)?;
     }
     Ok(())
 }
