@@ -102,6 +102,38 @@ impl Dimension {
     }
 }
 
+/// What `GET /stats` groups by: a dimension, over every campaign or within one
+/// (`docs/api.md#one-campaign`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grouping {
+    pub by: Dimension,
+    /// The one campaign whose groups are asked for, by its exact name.
+    pub campaign: Option<String>,
+}
+
+impl Grouping {
+    /// Every campaign's groups by `by`.
+    #[must_use]
+    pub fn all(by: Dimension) -> Grouping {
+        Grouping { by, campaign: None }
+    }
+
+    /// From `by` and `campaign` as given (`campaign` absent or empty: every campaign); the
+    /// campaign's name is taken as a click's `campaign_name` is, exactly, up to its bound.
+    pub fn parse(by: Option<&str>, campaign: Option<&str>) -> Result<Grouping, Error> {
+        let by = Dimension::parse(by)?;
+        let campaign = campaign.filter(|c| !c.is_empty());
+        if let Some(c) = campaign {
+            let [_, _, (_, max), _] = crate::domain::click::CLICK_FIELD_BOUNDS;
+            crate::domain::click::within_bound(c, ("campaign", max))?;
+        }
+        Ok(Grouping {
+            by,
+            campaign: campaign.map(str::to_owned),
+        })
+    }
+}
+
 /// The rollup's finest grain: a quarter of an hour. Every time zone in use today is a whole
 /// number of quarters off UTC, so every local midnight is a quarter's start and a local day is a
 /// whole number of quarter rows (`docs/api.md#time-zones`).
@@ -571,6 +603,35 @@ mod tests {
         assert_eq!(day_label(0), "1970-01-01");
         assert_eq!(day_label(23), "1970-01-01");
         assert_eq!(day_label(24), "1970-01-02");
+    }
+
+    /// One campaign by its exact name, at most as long as a click's `campaign_name` may be.
+    #[test]
+    fn one_campaign_is_named_as_a_click_names_it() {
+        let name = |n: usize| "é".repeat(n);
+        let one = Grouping::parse(Some("link_slug"), Some(&name(256))).unwrap();
+        assert_eq!(
+            (one.by, one.campaign.as_deref()),
+            (Dimension::Link, Some(name(256).as_str()))
+        );
+        let err = Grouping::parse(None, Some(&name(257))).unwrap_err();
+        assert_eq!(err.field, Some("campaign"));
+        assert!(err.message.contains("256"), "{}", err.message);
+        assert_eq!(
+            Grouping::parse(None, Some(" spaced "))
+                .unwrap()
+                .campaign
+                .as_deref(),
+            Some(" spaced ")
+        );
+        assert_eq!(
+            Grouping::parse(None, Some("")).unwrap(),
+            Grouping::all(Dimension::Campaign)
+        );
+        assert_eq!(
+            Grouping::parse(Some("week"), Some("a")).unwrap_err().field,
+            Some("by")
+        );
     }
 
     #[test]

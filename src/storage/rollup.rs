@@ -42,6 +42,16 @@ pub fn in_campaign_prefix(campaign: &str) -> String {
     format!("{}:{campaign}\0", campaign.len())
 }
 
+/// The groups of `campaign`'s drill-down rows: from its prefix (included) to the first group
+/// past them (excluded).
+#[must_use]
+pub fn in_campaign_range(campaign: &str) -> (String, String) {
+    let start = in_campaign_prefix(campaign);
+    // The prefix ends with NUL: every group that begins with it is below the same with 1.
+    let end = format!("{}\u{1}", &start[..start.len() - 1]);
+    (start, end)
+}
+
 /// The UTC day (days since the epoch) of a quarter since the epoch.
 #[must_use]
 pub fn day_of(quarter: u32) -> u32 {

@@ -956,7 +956,7 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
     let kinds: Vec<&'static str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
     let groups = ctx
         .app
-        .stats(&space, by, range)
+        .stats(&space, stats::Grouping::all(by), range)
         .await?
         .1
         .into_iter()
@@ -1171,19 +1171,27 @@ pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Err
     let before = (first.saturating_sub(days), first.saturating_sub(1));
     let (_, now_days) = ctx
         .app
-        .stats(&space, Dimension::Day, stats::Range::Days(first, last))
+        .stats(
+            &space,
+            stats::Grouping::all(Dimension::Day),
+            stats::Range::Days(first, last),
+        )
         .await?;
     let (_, before_days) = ctx
         .app
         .stats(
             &space,
-            Dimension::Day,
+            stats::Grouping::all(Dimension::Day),
             stats::Range::Days(before.0, before.1),
         )
         .await?;
     let (_, campaigns) = ctx
         .app
-        .stats(&space, Dimension::Campaign, stats::Range::Days(first, last))
+        .stats(
+            &space,
+            stats::Grouping::all(Dimension::Campaign),
+            stats::Range::Days(first, last),
+        )
         .await?;
     let (now, then) = (period_totals(&now_days), period_totals(&before_days));
     let (totals, funnel) = totals_and_funnel(&now, &then);
