@@ -73,8 +73,8 @@ pub enum Request {
         /// The last day counted, included (default: to the last)
         #[arg(long, value_name = "DAY")]
         to: Option<String>,
-        /// Only this campaign: its links, ads, ad sets or days by --by (its own totals by
-        /// campaign_name)
+        /// Only this campaign: its links, ads, ad sets or days as --by says (by campaign, its
+        /// own totals)
         #[arg(long, value_name = "NAME")]
         campaign: Option<String>,
     },

@@ -523,6 +523,49 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
         "{feed}"
     );
     look(browser, "11-events-by-telegram-id").await;
+
+    // The dashboard's campaign opens its drill-down: two more clicks of the campaign through a
+    // link, from two ads of one ad set.
+    for ad in ["video-1", "carousel-summer-2026"] {
+        let body = format!(
+            r#"{{"campaign_name":"tg-campaign","link_slug":"spring-fb","raw_query":"utm_content={ad}&utm_term=women-25-34"}}"#
+        );
+        post("/clicks", body).await;
+    }
+    browser
+        .goto(&format!("{base}/admin/spaces/shop/dashboard?days=7"))
+        .await
+        .unwrap();
+    click(browser, "#campaigns a[href*='campaign=tg%2Dcampaign']").await;
+    assert_eq!(text_of(browser, "#campaign").await, "tg-campaign");
+    assert!(
+        browser
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("from="),
+        "the range is kept"
+    );
+    let links = text_of(browser, "#links tbody").await;
+    assert!(
+        links.contains("spring-fb") && links.contains("(none)"),
+        "{links}"
+    );
+    let ads = text_of(browser, "#ads tbody").await;
+    assert!(ads.contains("carousel-summer-2026"), "{ads}");
+    click(browser, "#ads-sort a:nth-child(1)").await;
+    assert!(
+        browser
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("sort=ads.group")
+    );
+    let days = text_of(browser, "#days tbody").await;
+    assert!(days.contains('1'), "{days}");
+    look(browser, "14-campaign-drill-down").await;
 }
 
 /// Refused requests in the rejection log, then logging out refuses the pages.

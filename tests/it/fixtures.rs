@@ -150,10 +150,45 @@ fn first_deposits_are_decided(events: &[tracker::domain::feed::FeedEvent], versi
     assert_eq!(firsts, want, "v{version}");
 }
 
+/// Clicks, bound clicks, events by kind, first deposits and deposit sums.
+type Counted = (
+    u64,
+    u64,
+    std::collections::BTreeMap<&'static str, u64>,
+    u64,
+    std::collections::BTreeMap<String, String>,
+);
+
+/// The counts of `groups` added up.
+fn added_up(groups: &[tracker::domain::stats::GroupStats]) -> Counted {
+    use tracker::domain::decimal::Decimal;
+    let (mut clicks, mut bound, mut events, mut firsts) =
+        (0, 0, std::collections::BTreeMap::new(), 0);
+    let mut deposits = std::collections::BTreeMap::new();
+    for g in groups {
+        clicks += g.clicks;
+        bound += g.bound_clicks;
+        for (kind, n) in &g.events {
+            *events.entry(*kind).or_insert(0) += n;
+        }
+        firsts += g.first_deposits;
+        for (currency, value) in &g.deposits {
+            let total = deposits
+                .entry(currency.clone())
+                .or_insert_with(Decimal::zero);
+            *total = total.checked_add(Decimal::parse(value).unwrap()).unwrap();
+        }
+    }
+    let deposits = deposits
+        .iter()
+        .map(|(c, d)| (c.clone(), d.to_string()))
+        .collect();
+    (clicks, bound, events, firsts, deposits)
+}
+
 /// Each campaign's drill-down (by link, ad, ad set and day; built by the schema 11 migration
 /// for the older files) adds up to the campaign's own row, and one campaign alone is its row.
 async fn drill_downs_add_up_to_their_campaigns(store: &Store, version: u64) {
-    use tracker::domain::decimal::Decimal;
     use tracker::domain::stats::{Dimension, GroupStats, Grouping};
     let read = |grouping| store.stats(1, grouping, (0, u32::MAX), jiff::tz::TimeZone::UTC);
     let campaigns = read(Grouping::all(Dimension::Campaign)).await.unwrap();
@@ -190,32 +225,8 @@ async fn drill_downs_add_up_to_their_campaigns(store: &Store, version: u64) {
             })
             .await
             .unwrap();
-            let mut sum = (
-                0,
-                0,
-                std::collections::BTreeMap::new(),
-                0,
-                std::collections::BTreeMap::new(),
-            );
-            for g in &groups {
-                sum.0 += g.clicks;
-                sum.1 += g.bound_clicks;
-                for (kind, n) in &g.events {
-                    *sum.2.entry(*kind).or_insert(0) += n;
-                }
-                sum.3 += g.first_deposits;
-                for (currency, value) in &g.deposits {
-                    let total = sum.4.entry(currency.clone()).or_insert_with(Decimal::zero);
-                    *total = total.checked_add(Decimal::parse(value).unwrap()).unwrap();
-                }
-            }
-            let deposits = sum
-                .4
-                .iter()
-                .map(|(c, d)| (c.clone(), d.to_string()))
-                .collect();
             assert_eq!(
-                (sum.0, sum.1, sum.2, sum.3, deposits),
+                added_up(&groups),
                 counts(campaign),
                 "v{version}: {name:?} by {by:?}: {groups:#?}"
             );
