@@ -246,13 +246,7 @@ fn apply(txn: &WriteTransaction, fixes: Vec<Fix>) -> Result<(), StoreError> {
         }
     }
     if rebuild_stats {
-        rollup::rebuild(
-            &txn.open_table(CLICKS)?,
-            &txn.open_table(INBOX)?,
-            &mut txn.open_table(STATS)?,
-            |_| Ok(()),
-            rollup::REBUILD_ROWS,
-        )?;
+        rollup::rebuild_in(txn, |_| Ok(()))?;
     }
     Ok(())
 }

@@ -334,13 +334,7 @@ fn migrate_to_v1(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 fn migrate_to_v3(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(REJECTIONS)?;
     txn.open_table(REJECTION_COUNTS)?;
-    rollup::rebuild(
-        &txn.open_table(CLICKS)?,
-        &txn.open_table(INBOX)?,
-        &mut txn.open_table(STATS)?,
-        Err,
-        rollup::REBUILD_ROWS,
-    )
+    rollup::rebuild_in(txn, Err)
 }
 
 /// Version 4: the tracking links' tables, empty.
@@ -423,21 +417,15 @@ fn migrate_to_v10(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
         inbox.insert(key, bytes.as_slice())?;
     }
     txn.open_table(crate::storage::schema::COSTS)?;
-    let mut stats = txn.open_table(STATS)?;
-    rollup::rebuild(&clicks, &inbox, &mut stats, Err, rollup::REBUILD_ROWS)
+    drop((inbox, clicks, depositors));
+    rollup::rebuild_in(txn, Err)
 }
 
 /// Version 11: each campaign's drill-down rows, its links, ads and ad sets (`STATS`, dimensions
 /// 5 to 7). `STATS` is counted again from the inbox and the clicks by the rule the writer counts
 /// with, which counts the rows already there the same and adds the new ones.
 fn migrate_to_v11(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
-    rollup::rebuild(
-        &txn.open_table(CLICKS)?,
-        &txn.open_table(INBOX)?,
-        &mut txn.open_table(STATS)?,
-        Err,
-        rollup::REBUILD_ROWS,
-    )
+    rollup::rebuild_in(txn, Err)
 }
 
 /// Version 5: the stats rollup's day rows, each the sum of its day's hour rows. Day rows already

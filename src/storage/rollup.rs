@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use redb::{ReadableTable, Table};
+use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::event::EventKind;
 use crate::domain::input::Query;
@@ -17,6 +17,7 @@ use crate::domain::decimal::Decimal;
 use crate::domain::stats::{Counts, Dimension, QUARTERS_PER_DAY, quarter_of};
 use crate::storage::StoreError;
 use crate::storage::records::{self, ClickRecord, EventRecord, StatsRecord};
+use crate::storage::schema::{CLICKS, INBOX, STATS};
 
 /// A `STATS` key: `(space, dimension, group, quarter)`, or with [`DAY_ROWS`] set in the
 /// dimension, `(space, dimension | DAY_ROWS, group, day)`.
@@ -238,6 +239,20 @@ pub fn rebuild(
     rest.write(stats)
 }
 
+/// [`rebuild`] of `txn`'s `STATS` from its clicks and inbox, [`REBUILD_ROWS`] at a time.
+pub fn rebuild_in(
+    txn: &WriteTransaction,
+    damaged: impl FnMut(StoreError) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    rebuild(
+        &txn.open_table(CLICKS)?,
+        &txn.open_table(INBOX)?,
+        &mut txn.open_table(STATS)?,
+        damaged,
+        REBUILD_ROWS,
+    )
+}
+
 /// [`count_all`], calling `after_each` after each click and each event with the rows so far.
 fn count(
     clicks: &impl ReadableTable<(u32, &'static str), &'static [u8]>,
@@ -306,7 +321,6 @@ fn event_counts(bytes: &[u8], inbox_id: u64) -> Result<(EventRecord, Counts), St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::schema::{CLICKS, INBOX, STATS};
 
     /// The drill-down's groups are part of the file: fixed bytes, and one campaign's never
     /// begin with another's prefix, whatever the names hold.

@@ -1099,21 +1099,31 @@ impl serde::Serialize for GroupRow {
     }
 }
 
-#[derive(Template)]
-#[template(path = "admin/dashboard.html")]
-struct DashboardPage<'a> {
-    frame: Frame<'a>,
-    name: &'a str,
+/// The top of the dashboard and of a campaign's drill-down (`admin/dashboard_period.html`): the
+/// range and its controls, the totals against the period before, and the funnel.
+#[derive(Default)]
+struct Period {
     zone: String,
     presets: Vec<(String, &'static str, bool)>,
     from: String,
     to: String,
     days: u32,
+    /// The range, as the dashboard's query.
     range_query: String,
+    /// The drill-down's campaign, which the range's controls keep ("" on the dashboard).
+    campaign: String,
     /// `(what, this period, the period before, change)`.
     totals: Vec<(&'static str, String, String, String)>,
     /// Clicks, bound, its rate, registrations, its rate, first deposits, its rate.
     funnel: (u64, u64, String, u64, String, u64, String),
+}
+
+#[derive(Template)]
+#[template(path = "admin/dashboard.html")]
+struct DashboardPage<'a> {
+    frame: Frame<'a>,
+    name: &'a str,
+    period: Period,
     chart_width: u64,
     bars: Vec<Bar>,
     /// No clicks on any day of the range: the chart says so in words.
@@ -1143,18 +1153,9 @@ struct DrillTable {
 struct CampaignPage<'a> {
     frame: Frame<'a>,
     name: &'a str,
-    campaign: &'a str,
-    zone: String,
-    presets: Vec<(String, &'static str, bool)>,
-    from: String,
-    to: String,
-    days: u32,
-    /// The range, as the dashboard's query (its way back).
-    range_query: String,
+    period: Period,
     /// The range and the campaign: every link of the page keeps both.
     page_query: String,
-    totals: Vec<(&'static str, String, String, String)>,
-    funnel: (u64, u64, String, u64, String, u64, String),
     tables: Vec<DrillTable>,
 }
 
@@ -1245,26 +1246,30 @@ pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Err
         crate::domain::cost::day_text(last),
     );
     let range_query = format!("from={from}&to={to}");
-    if let Some(campaign) = stats::Grouping::parse(None, q.get("campaign"))?.campaign {
+    let campaign = stats::Grouping::parse(None, q.get("campaign"))?.campaign;
+    let mut period = Period {
+        zone: zone_name.as_str().to_owned(),
+        presets: range_presets(q, preset, campaign.as_deref().unwrap_or("")),
+        from,
+        to,
+        days,
+        range_query,
+        campaign: campaign.unwrap_or_default(),
+        ..Period::default()
+    };
+    if !period.campaign.is_empty() {
         let page = CampaignPage {
             frame: frame_of(ctx, Some(name), "dashboard"),
             name,
-            campaign: &campaign,
-            zone: zone_name.as_str().to_owned(),
-            presets: range_presets(q, preset, &campaign),
-            from,
-            to,
-            days,
             page_query: format!(
-                "{range_query}&campaign={}",
+                "{}&campaign={}",
+                period.range_query,
                 percent_encoding::utf8_percent_encode(
-                    &campaign,
+                    &period.campaign,
                     percent_encoding::NON_ALPHANUMERIC
                 )
             ),
-            range_query,
-            totals: Vec::new(),
-            funnel: Default::default(),
+            period,
             tables: Vec::new(),
         };
         return campaign_drill(ctx, &space, page, (first, last), before).await;
@@ -1294,7 +1299,7 @@ pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Err
         )
         .await?;
     let (now, then) = (period_totals(&now_days), period_totals(&before_days));
-    let (totals, funnel) = totals_and_funnel(&now, &then);
+    (period.totals, period.funnel) = totals_and_funnel(&now, &then);
     let bars = chart_bars((first, last), &now_days);
     let sort = q
         .get("sort")
@@ -1302,23 +1307,16 @@ pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Err
         .unwrap_or("clicks");
     let rows = group_rows(campaigns, "campaign", sort);
     if q.get("format") == Some("csv") {
+        let (from, to) = (&period.from, &period.to);
         return table_csv(&rows, &format!("{name}-campaigns-{from}-{to}"));
     }
-    let presets = range_presets(q, preset, "");
     let frame = frame_of(ctx, Some(name), "dashboard");
     Ok(html(
         StatusCode::OK,
         &DashboardPage {
             frame,
             name,
-            zone: zone_name.as_str().to_owned(),
-            presets,
-            from,
-            to,
-            days,
-            range_query,
-            totals,
-            funnel,
+            period,
             chart_width: u64::from(days) * BAR_WIDTH,
             no_clicks: bars.iter().all(|b| b.clicks == 0),
             bars,
@@ -1374,7 +1372,7 @@ async fn campaign_drill(
     let q = &ctx.query;
     let one = |by| stats::Grouping {
         by,
-        campaign: Some(page.campaign.to_owned()),
+        campaign: Some(page.period.campaign.clone()),
     };
     let (_, now) = ctx
         .app
@@ -1392,7 +1390,8 @@ async fn campaign_drill(
             stats::Range::Days(before.0, before.1),
         )
         .await?;
-    (page.totals, page.funnel) = totals_and_funnel(&period_totals(&now), &period_totals(&then));
+    (page.period.totals, page.period.funnel) =
+        totals_and_funnel(&period_totals(&now), &period_totals(&then));
     let asked = q.get("sort").and_then(|s| s.split_once('.'));
     let wanted = q.get("format") == Some("csv");
     let csv_table = q.get("table").filter(|_| wanted);
@@ -1423,6 +1422,7 @@ async fn campaign_drill(
         let rows = group_rows(groups, label, sort);
         if csv_table.is_some() {
             let safe: String = page
+                .period
                 .campaign
                 .chars()
                 .map(|c| {
@@ -1433,7 +1433,8 @@ async fn campaign_drill(
                     }
                 })
                 .collect();
-            let file = format!("{}-{safe}-{key}-{}-{}", page.name, page.from, page.to);
+            let (from, to) = (&page.period.from, &page.period.to);
+            let file = format!("{}-{safe}-{key}-{from}-{to}", page.name);
             return table_csv(&rows, &file);
         }
         page.tables.push(DrillTable {

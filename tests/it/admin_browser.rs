@@ -223,6 +223,11 @@ async fn text_of(client: &Client, css: &str) -> String {
         .unwrap()
 }
 
+/// The address of the page the browser shows.
+async fn url_of(client: &Client) -> String {
+    client.current_url().await.unwrap().to_string()
+}
+
 /// The path of the page once an element of it (`css`) is there.
 async fn path_once(client: &Client, css: &str) -> String {
     text_of(client, css).await;
@@ -422,14 +427,7 @@ async fn links_postback_stats(browser: &Browser, base: &str) {
         "a bar a day"
     );
     click(browser, "#sort a:nth-child(4)").await;
-    assert!(
-        browser
-            .current_url()
-            .await
-            .unwrap()
-            .as_str()
-            .contains("sort=first_deposits")
-    );
+    assert!(url_of(browser).await.contains("sort=first_deposits"));
     look(browser, "12-dashboard").await;
 }
 
@@ -538,15 +536,7 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
         .unwrap();
     click(browser, "#campaigns a[href*='campaign=tg%2Dcampaign']").await;
     assert_eq!(text_of(browser, "#campaign").await, "tg-campaign");
-    assert!(
-        browser
-            .current_url()
-            .await
-            .unwrap()
-            .as_str()
-            .contains("from="),
-        "the range is kept"
-    );
+    assert!(url_of(browser).await.contains("from="), "the range is kept");
     let links = text_of(browser, "#links tbody").await;
     assert!(
         links.contains("spring-fb") && links.contains("(none)"),
@@ -555,14 +545,7 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
     let ads = text_of(browser, "#ads tbody").await;
     assert!(ads.contains("carousel-summer-2026"), "{ads}");
     click(browser, "#ads-sort a:nth-child(1)").await;
-    assert!(
-        browser
-            .current_url()
-            .await
-            .unwrap()
-            .as_str()
-            .contains("sort=ads.group")
-    );
+    assert!(url_of(browser).await.contains("sort=ads.group"));
     let days = text_of(browser, "#days tbody").await;
     assert!(days.contains('1'), "{days}");
     look(browser, "14-campaign-drill-down").await;
