@@ -195,6 +195,11 @@ pub(super) async fn create_space(ctx: &Ctx<'_>) -> Result<Response, Error> {
     spaces(ctx, Some(created)).await
 }
 
+/// `value` as a value of a page's query: every byte but letters and digits percent-encoded.
+fn in_query(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
 fn frame_of<'a>(ctx: &'a Ctx<'_>, space: Option<&'a str>, section: &'static str) -> Frame<'a> {
     Frame {
         csrf: Some(&ctx.live.csrf),
@@ -854,10 +859,7 @@ pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error>
     .into_iter()
     .filter_map(|(name, v)| {
         let v = v?;
-        Some(format!(
-            "&{name}={}",
-            percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)
-        ))
+        Some(format!("&{name}={}", in_query(v)))
     })
     .collect::<String>();
     let events = events
@@ -1264,10 +1266,7 @@ pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Err
             page_query: format!(
                 "{}&campaign={}",
                 period.range_query,
-                percent_encoding::utf8_percent_encode(
-                    &period.campaign,
-                    percent_encoding::NON_ALPHANUMERIC
-                )
+                in_query(&period.campaign)
             ),
             period,
             tables: Vec::new(),
@@ -1337,9 +1336,7 @@ fn range_presets(
     let campaign = if campaign.is_empty() {
         String::new()
     } else {
-        let encoded =
-            percent_encoding::utf8_percent_encode(campaign, percent_encoding::NON_ALPHANUMERIC);
-        format!("&campaign={encoded}")
+        format!("&campaign={}", in_query(campaign))
     };
     [
         ("1", "Today"),
@@ -1562,10 +1559,11 @@ fn group_rows(groups: Vec<stats::GroupStats>, label: &'static str, sort: &str) -
     let mut rows: Vec<(stats::GroupStats, GroupRow)> = groups
         .into_iter()
         .map(|g| {
-            let drill = g.group.as_deref().filter(|_| label == "campaign").map(|c| {
-                percent_encoding::utf8_percent_encode(c, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string()
-            });
+            let drill = g
+                .group
+                .as_deref()
+                .filter(|_| label == "campaign")
+                .map(in_query);
             let row = GroupRow {
                 label,
                 group: g.group.clone().unwrap_or_else(|| "(none)".to_owned()),
