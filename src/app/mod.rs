@@ -26,7 +26,7 @@ use crate::domain::outcome::{BindOutcome, ClickOutcome};
 use crate::domain::rate::{Limiter, SpaceLimiter};
 use crate::domain::rejection::Rejection;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
-use crate::domain::stats::{Dimension, GroupStats, Range};
+use crate::domain::stats::{GroupStats, Grouping, Range};
 use crate::error::{Code, Error};
 use crate::metrics::{EventStatus, Metrics};
 use crate::storage::Store;
@@ -297,20 +297,17 @@ impl App {
         }
     }
 
-    /// The space's stats by `dimension` over `range`, days in the space's time zone; answers
+    /// The space's stats by `grouping` over `range`, days in the space's time zone; answers
     /// the quarters `[from, to)` counted, with the groups.
     pub async fn stats(
         &self,
         space: &SpaceRef,
-        dimension: Dimension,
+        grouping: Grouping,
         range: Range,
     ) -> Result<((u32, u32), Vec<GroupStats>), Error> {
         let zone = self.space_settings(space).await?.time_zone.zone();
         let quarters = range.quarters(&zone);
-        let groups = self
-            .store
-            .stats(space.no, dimension, quarters, zone)
-            .await?;
+        let groups = self.store.stats(space.no, grouping, quarters, zone).await?;
         Ok((quarters, groups))
     }
 

@@ -22,7 +22,7 @@ use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::link::{LinkView, NewLink};
 use crate::domain::password::{Password, SecretText};
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
-use crate::domain::stats::Dimension;
+use crate::domain::stats::Grouping;
 use crate::error::{Code, Error};
 use crate::storage::backup::BackupStats;
 use crate::storage::check::Report;
@@ -64,7 +64,7 @@ pub enum Request {
         #[arg(
             long,
             default_value = "campaign_name",
-            help = "campaign_name, link_slug or day (a day of the space's time zone)"
+            help = "campaign_name, link_slug, utm_content (the ad), utm_term (the ad set) or day (a day of the space's time zone)"
         )]
         by: String,
         /// The first day counted, YYYY-MM-DD (default: from the first)
@@ -73,6 +73,10 @@ pub enum Request {
         /// The last day counted, included (default: to the last)
         #[arg(long, value_name = "DAY")]
         to: Option<String>,
+        /// Only this campaign: its links, ads, ad sets or days as --by says (by campaign, its
+        /// own totals)
+        #[arg(long, value_name = "NAME")]
+        campaign: Option<String>,
     },
     /// What campaigns spent: import a CSV of costs
     Costs {
@@ -400,7 +404,16 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             by,
             from,
             to,
-        } => stats(app, space, &by, from.as_deref(), to.as_deref()).await?,
+            campaign,
+        } => {
+            stats(
+                app,
+                space,
+                (&by, campaign.as_deref()),
+                (from.as_deref(), to.as_deref()),
+            )
+            .await?
+        }
         Request::Costs {
             request: CostsRequest::Import { space, csv, .. },
         } => costs_import(app, space, &csv.0).await?,
@@ -428,18 +441,18 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
 async fn stats(
     app: &App,
     space: String,
-    by: &str,
-    from: Option<&str>,
-    to: Option<&str>,
+    (by, campaign): (&str, Option<&str>),
+    (from, to): (Option<&str>, Option<&str>),
 ) -> Result<Answer, Error> {
-    let dimension = Dimension::parse(Some(by))?;
+    let grouping = Grouping::parse(Some(by), campaign)?;
+    let by = grouping.by;
     let (first, last) = crate::domain::cost::day_range(from, to)?;
     let space = app.space_named(space).await?;
     let range = crate::domain::stats::Range::Days(first, last);
-    let (_, groups) = app.stats(&space, dimension, range).await?;
+    let (_, groups) = app.stats(&space, grouping, range).await?;
     Ok(Answer::Stats(StatsShown {
         space: space.name.to_string(),
-        by: dimension.as_str().to_owned(),
+        by: by.as_str().to_owned(),
         groups: groups
             .iter()
             .map(|g| serde_json::to_value(g).unwrap_or(Value::Null))

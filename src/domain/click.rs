@@ -124,6 +124,13 @@ fn bounded(
 ) -> Result<Option<String>, Error> {
     let Some(raw) = raw else { return Ok(None) };
     let text = input::json_string(raw, field)?;
+    within_bound(&text, (field, max))?;
+    Ok((!text.is_empty()).then_some(text))
+}
+
+/// Refuses `text` in `field` longer than `max` characters: the bound of a click's field, also
+/// where a campaign's name is asked for (`GET /stats?campaign=`).
+pub fn within_bound(text: &str, (field, max): (&'static str, usize)) -> Result<(), Error> {
     let len = text.chars().count();
     if len > max {
         return Err(Error::field(
@@ -132,7 +139,7 @@ fn bounded(
             format!("`{field}` must be at most {max} characters, got {len}"),
         ));
     }
-    Ok((!text.is_empty()).then_some(text))
+    Ok(())
 }
 
 /// The key of `fbclid` in the click index (`CLICKS_BY_FBCLID`): the 128-bit digest of its

@@ -52,6 +52,20 @@ impl Dimension {
         }
     }
 
+    /// The stored discriminant of a campaign's drill-down rows by this grouping: its links (5),
+    /// ads (6) and ad sets (7), each group one campaign's link, ad or ad set
+    /// (`rollup::in_campaign`). `None` for the campaign and the day, which a campaign's own rows
+    /// answer. Part of the rollup's key: changing it is a schema version.
+    #[must_use]
+    pub fn in_campaign_code(self) -> Option<u8> {
+        match self {
+            Dimension::Link => Some(5),
+            Dimension::Ad => Some(6),
+            Dimension::AdSet => Some(7),
+            Dimension::Campaign | Dimension::Day => None,
+        }
+    }
+
     /// Whether a cost (a campaign's, per day) belongs to this grouping's groups.
     #[must_use]
     pub fn has_costs(self) -> bool {
@@ -85,6 +99,38 @@ impl Dimension {
             Dimension::Ad => "utm_content",
             Dimension::AdSet => "utm_term",
         }
+    }
+}
+
+/// What `GET /stats` groups by: a dimension, over every campaign or within one
+/// (`docs/api.md#one-campaign`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grouping {
+    pub by: Dimension,
+    /// The one campaign whose groups are asked for, by its exact name.
+    pub campaign: Option<String>,
+}
+
+impl Grouping {
+    /// Every campaign's groups by `by`.
+    #[must_use]
+    pub fn all(by: Dimension) -> Grouping {
+        Grouping { by, campaign: None }
+    }
+
+    /// From `by` and `campaign` as given (`campaign` absent or empty: every campaign); the
+    /// campaign's name is taken as a click's `campaign_name` is, exactly, up to its bound.
+    pub fn parse(by: Option<&str>, campaign: Option<&str>) -> Result<Grouping, Error> {
+        let by = Dimension::parse(by)?;
+        let campaign = campaign.filter(|c| !c.is_empty());
+        if let Some(c) = campaign {
+            let [_, _, (_, max), _] = crate::domain::click::CLICK_FIELD_BOUNDS;
+            crate::domain::click::within_bound(c, ("campaign", max))?;
+        }
+        Ok(Grouping {
+            by,
+            campaign: campaign.map(str::to_owned),
+        })
     }
 }
 
@@ -557,6 +603,35 @@ mod tests {
         assert_eq!(day_label(0), "1970-01-01");
         assert_eq!(day_label(23), "1970-01-01");
         assert_eq!(day_label(24), "1970-01-02");
+    }
+
+    /// One campaign by its exact name, at most as long as a click's `campaign_name` may be.
+    #[test]
+    fn one_campaign_is_named_as_a_click_names_it() {
+        let name = |n: usize| "é".repeat(n);
+        let one = Grouping::parse(Some("link_slug"), Some(&name(256))).unwrap();
+        assert_eq!(
+            (one.by, one.campaign.as_deref()),
+            (Dimension::Link, Some(name(256).as_str()))
+        );
+        let err = Grouping::parse(None, Some(&name(257))).unwrap_err();
+        assert_eq!(err.field, Some("campaign"));
+        assert!(err.message.contains("256"), "{}", err.message);
+        assert_eq!(
+            Grouping::parse(None, Some(" spaced "))
+                .unwrap()
+                .campaign
+                .as_deref(),
+            Some(" spaced ")
+        );
+        assert_eq!(
+            Grouping::parse(None, Some("")).unwrap(),
+            Grouping::all(Dimension::Campaign)
+        );
+        assert_eq!(
+            Grouping::parse(Some("week"), Some("a")).unwrap_err().field,
+            Some("by")
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use warp::reply::Response;
 use crate::domain::feed::{self, FeedEvent, PageRequest};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::rejection::Rejection;
-use crate::domain::stats::{self, Dimension, GroupStats};
+use crate::domain::stats::{self, GroupStats, Grouping};
 use crate::error::Error;
 use crate::http::Call;
 use crate::http::respond;
@@ -61,15 +61,16 @@ struct StatsAnswer {
     groups: Vec<GroupStats>,
 }
 
-/// `GET /stats?from_ms=&to_ms=&by=campaign_name|link_slug|day`.
+/// `GET /stats?from_ms=&to_ms=|from=&to=&by=&campaign=`.
 pub async fn get_stats(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let q = &call.query;
-    let by = Dimension::parse(q.get("by"))?;
+    let grouping = Grouping::parse(q.get("by"), q.get("campaign"))?;
+    let by = grouping.by;
     let range = stats::range(
         (q.get("from_ms"), q.get("to_ms")),
         (q.get("from"), q.get("to")),
     )?;
-    let ((from, to), groups) = call.app.stats(&space, by, range).await?;
+    let ((from, to), groups) = call.app.stats(&space, grouping, range).await?;
     Ok(respond::json(
         StatusCode::OK,
         &StatsAnswer {

@@ -248,14 +248,7 @@ fn apply(txn: &WriteTransaction, fixes: Vec<Fix>) -> Result<(), StoreError> {
         }
     }
     if rebuild_stats {
-        let mut rollup = rollup::count_all(
-            &txn.open_table(CLICKS)?,
-            &txn.open_table(INBOX)?,
-            |_| Ok(()),
-        )?;
-        let mut stats = txn.open_table(STATS)?;
-        stats.retain(|_, _| false)?;
-        rollup.write(&mut stats)?;
+        rollup::rebuild_in(txn, |_| Ok(()))?;
     }
     Ok(())
 }

@@ -53,7 +53,7 @@ use crate::domain::outcome::{
 };
 use crate::domain::rejection::Rejection;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
-use crate::domain::stats::{Dimension, GroupStats};
+use crate::domain::stats::{GroupStats, Grouping};
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
 use commit::{Message, RejectionQueue, Write};
@@ -638,11 +638,11 @@ impl Store {
     pub async fn stats(
         &self,
         space: u32,
-        dimension: Dimension,
+        grouping: Grouping,
         quarters: (u32, u32),
         zone: jiff::tz::TimeZone,
     ) -> Result<Vec<GroupStats>, Error> {
-        self.read(move |s| read::stats(s, space, dimension, quarters, &zone))
+        self.read(move |s| read::stats(s, space, &grouping, quarters, &zone))
             .await
     }
 

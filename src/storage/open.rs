@@ -309,6 +309,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         7 => migrate_to_v8(txn),
         8 => migrate_to_v9(txn),
         9 => migrate_to_v10(txn),
+        10 => migrate_to_v11(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -333,9 +334,7 @@ fn migrate_to_v1(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 fn migrate_to_v3(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(REJECTIONS)?;
     txn.open_table(REJECTION_COUNTS)?;
-    let mut rollup = rollup::count_all(&txn.open_table(CLICKS)?, &txn.open_table(INBOX)?, Err)?;
-    rollup.write(&mut txn.open_table(STATS)?)?;
-    Ok(())
+    rollup::rebuild_in(txn, Err)
 }
 
 /// Version 4: the tracking links' tables, empty.
@@ -417,12 +416,16 @@ fn migrate_to_v10(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     for (key, bytes) in firsts {
         inbox.insert(key, bytes.as_slice())?;
     }
-    let mut stats = txn.open_table(STATS)?;
     txn.open_table(crate::storage::schema::COSTS)?;
-    stats.retain(|_, _| false)?;
-    let mut rollup = rollup::count_all(&clicks, &inbox, Err)?;
-    rollup.write(&mut stats)?;
-    Ok(())
+    drop((inbox, clicks, depositors));
+    rollup::rebuild_in(txn, Err)
+}
+
+/// Version 11: each campaign's drill-down rows, its links, ads and ad sets (`STATS`, dimensions
+/// 5 to 7). `STATS` is counted again from the inbox and the clicks by the rule the writer counts
+/// with, which counts the rows already there the same and adds the new ones.
+fn migrate_to_v11(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    rollup::rebuild_in(txn, Err)
 }
 
 /// Version 5: the stats rollup's day rows, each the sum of its day's hour rows. Day rows already

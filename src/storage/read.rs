@@ -27,7 +27,7 @@ use crate::domain::keyring::{KeyEntry, SpaceRef};
 use crate::domain::link::{Destination, Link, Mode};
 use crate::domain::rejection::Rejection;
 use crate::domain::settings::SpaceSettings;
-use crate::domain::stats::{self, Counts, Dimension, GroupStats};
+use crate::domain::stats::{self, Counts, Dimension, GroupStats, Grouping};
 use crate::storage::StoreError;
 use crate::storage::attribution;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
@@ -402,73 +402,51 @@ pub(crate) fn feed_event(
     Ok(event)
 }
 
-/// `space`'s counts by `dimension` over the quarters `[from, to)`, one entry per group, the
+/// `space`'s counts by `grouping` over the quarters `[from, to)`, one entry per group, the
 /// groups in order (days ascending; the group without a name first), with days and costs in
 /// `zone`. Whole UTC days are read from the day rows, the rest from the quarter rows
 /// (`rollup::DAY_ROWS`); a day of `zone` is read as its own range, so it is exact in any zone.
+/// One campaign's groups are its drill-down rows (`rollup::in_campaign`), its days its own rows.
 pub fn stats(
     s: &Snapshot,
     space: u32,
-    dimension: Dimension,
+    grouping: &Grouping,
     (from, to): (u32, u32),
     zone: &jiff::tz::TimeZone,
 ) -> Result<Vec<GroupStats>, StoreError> {
     let table = s.txn.open_table(STATS)?;
-    let code = dimension.code();
+    let rows = Rows {
+        table: &table,
+        space,
+        pieces: pieces(from, to),
+    };
     let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
-    if dimension == Dimension::Day {
-        // The days that have counts: from the first quarter row in the range to the last.
-        let rows = |r: std::ops::Range<u32>| {
-            table.range((space, code, "", r.start)..(space, code, "", r.end))
-        };
-        let first = rows(from..to)?
-            .next()
-            .transpose()?
-            .map(|(k, _)| k.value().3);
-        let last = rows(from..to)?
-            .next_back()
-            .transpose()?
-            .map(|(k, _)| k.value().3);
-        if let (Some(first), Some(last)) = (first, last) {
-            for day in stats::local_day(zone, first)..=stats::local_day(zone, last) {
-                let start = stats::day_start(zone, day).max(from);
-                let end = stats::day_start(zone, day + 1).min(to);
-                let mut total = None;
-                for_each_row(&table, (space, code, ""), &pieces(start, end), |counts| {
-                    add(total.get_or_insert_with(Counts::default), &counts)
-                })?;
-                if let Some(total) = total {
-                    groups.insert(cost::day_text(day), total);
-                }
+    let campaign = grouping.campaign.as_deref();
+    match (grouping.by, campaign) {
+        (Dimension::Day, _) => {
+            let (code, group) = match campaign {
+                Some(c) => (Dimension::Campaign.code(), c),
+                None => (Dimension::Day.code(), ""),
+            };
+            rows.by_day(code, group, (from, to), zone, &mut groups)?;
+        }
+        (Dimension::Campaign, Some(c)) => {
+            if let Some(total) = rows.total(Dimension::Campaign.code(), c)? {
+                groups.insert(c.to_owned(), total);
             }
         }
-    } else {
-        let pieces = pieces(from, to);
-        // One seek per group (over the quarter rows, which every group has), then its rows in
-        // range.
-        let end = Bound::Excluded((space, code + 1, "", 0));
-        // The group after which the next one starts; `None` for the first.
-        let mut previous: Option<String> = None;
-        loop {
-            let start = match &previous {
-                None => Bound::Included((space, code, "", 0)),
-                Some(group) => Bound::Excluded((space, code, group.as_str(), u32::MAX)),
-            };
-            let Some(first) = table.range::<(u32, u8, &str, u32)>((start, end))?.next() else {
-                break;
-            };
-            let group = first?.0.value().2.to_owned();
-            let mut total = None;
-            for_each_row(&table, (space, code, &group), &pieces, |counts| {
-                add(total.get_or_insert_with(Counts::default), &counts)
-            })?;
-            if let Some(total) = total {
-                groups.insert(group.clone(), total);
-            }
-            previous = Some(group);
+        (by, Some(c)) => {
+            let code = by.in_campaign_code().unwrap_or(by.code());
+            let (start, end) = rollup::in_campaign_range(c);
+            let end = Bound::Excluded((space, code, end.as_str(), 0));
+            rows.each_group(code, &start, end, &mut groups)?;
+        }
+        (by, None) => {
+            let end = Bound::Excluded((space, by.code() + 1, "", 0));
+            rows.each_group(by.code(), "", end, &mut groups)?;
         }
     }
-    let spent = group_costs(s, space, dimension, (from, to), zone)?;
+    let spent = group_costs(s, space, grouping, (from, to), zone)?;
     for group in spent.keys() {
         groups.entry(group.clone()).or_default();
     }
@@ -482,17 +460,111 @@ pub fn stats(
         .collect())
 }
 
-/// What each group of `dimension` spent over the quarters `[from, to)`, by currency: the costs
-/// of the days of `zone` that begin in the range, by campaign or by day (a link has none).
+/// The rollup rows of one space over some quarters (`pieces`).
+struct Rows<'a> {
+    table: &'a ReadOnlyTable<(u32, u8, &'static str, u32), &'static [u8]>,
+    space: u32,
+    pieces: Vec<(u8, u32, u32)>,
+}
+
+impl Rows<'_> {
+    /// The counts of one group over the quarters; `None` when it has no row there.
+    fn total(&self, code: u8, group: &str) -> Result<Option<Counts>, StoreError> {
+        let mut total = None;
+        for_each_row(
+            self.table,
+            (self.space, code, group),
+            &self.pieces,
+            |counts| add(total.get_or_insert_with(Counts::default), &counts),
+        )?;
+        Ok(total)
+    }
+
+    /// Each group of dimension `code` from `start` (a group, or the prefix of the groups) to
+    /// `end`, with its counts, named without `start`.
+    fn each_group(
+        &self,
+        code: u8,
+        start: &str,
+        end: Bound<(u32, u8, &str, u32)>,
+        groups: &mut BTreeMap<String, Counts>,
+    ) -> Result<(), StoreError> {
+        // One seek per group (over the quarter rows, which every group has), then its rows in
+        // range.
+        let space = self.space;
+        // The group after which the next one starts; `None` for the first.
+        let mut previous: Option<String> = None;
+        loop {
+            let from = match &previous {
+                None => Bound::Included((space, code, start, 0)),
+                Some(group) => Bound::Excluded((space, code, group.as_str(), u32::MAX)),
+            };
+            let Some(first) = self
+                .table
+                .range::<(u32, u8, &str, u32)>((from, end))?
+                .next()
+            else {
+                break;
+            };
+            let group = first?.0.value().2.to_owned();
+            if let Some(total) = self.total(code, &group)? {
+                let name = group.strip_prefix(start).unwrap_or(&group);
+                groups.insert(name.to_owned(), total);
+            }
+            previous = Some(group);
+        }
+        Ok(())
+    }
+
+    /// The counts of `group` of dimension `code` by day of `zone`, the days from the first
+    /// quarter row in `[from, to)` to the last.
+    fn by_day(
+        &self,
+        code: u8,
+        group: &str,
+        (from, to): (u32, u32),
+        zone: &jiff::tz::TimeZone,
+        groups: &mut BTreeMap<String, Counts>,
+    ) -> Result<(), StoreError> {
+        let space = self.space;
+        let rows = || {
+            self.table
+                .range((space, code, group, from)..(space, code, group, to))
+        };
+        let first = rows()?.next().transpose()?.map(|(k, _)| k.value().3);
+        let last = rows()?.next_back().transpose()?.map(|(k, _)| k.value().3);
+        if let (Some(first), Some(last)) = (first, last) {
+            for day in stats::local_day(zone, first)..=stats::local_day(zone, last) {
+                let start = stats::day_start(zone, day).max(from);
+                let end = stats::day_start(zone, day + 1).min(to);
+                let mut total = None;
+                for_each_row(
+                    self.table,
+                    (space, code, group),
+                    &pieces(start, end),
+                    |counts| add(total.get_or_insert_with(Counts::default), &counts),
+                )?;
+                if let Some(total) = total {
+                    groups.insert(cost::day_text(day), total);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What each group of `grouping` spent over the quarters `[from, to)`, by currency: the costs
+/// of the days of `zone` that begin in the range, by campaign or by day (a link has none), of
+/// its one campaign where it has one.
 fn group_costs(
     s: &Snapshot,
     space: u32,
-    dimension: Dimension,
+    grouping: &Grouping,
     (from, to): (u32, u32),
     zone: &jiff::tz::TimeZone,
 ) -> Result<BTreeMap<String, BTreeMap<String, Decimal>>, StoreError> {
     let mut spent: BTreeMap<String, BTreeMap<String, Decimal>> = BTreeMap::new();
-    if !dimension.has_costs() || from >= to {
+    if !grouping.by.has_costs() || from >= to {
         return Ok(spent);
     }
     let mut first = stats::local_day(zone, from);
@@ -501,7 +573,14 @@ fn group_costs(
     }
     let last = stats::local_day(zone, to - 1);
     for c in costs(s, space, (first, last))? {
-        let group = match dimension {
+        if grouping
+            .campaign
+            .as_ref()
+            .is_some_and(|one| *one != c.campaign_name)
+        {
+            continue;
+        }
+        let group = match grouping.by {
             Dimension::Day => cost::day_text(c.day),
             _ => c.campaign_name,
         };

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use redb::{ReadableTable, Table};
+use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::event::EventKind;
 use crate::domain::input::Query;
@@ -17,6 +17,7 @@ use crate::domain::decimal::Decimal;
 use crate::domain::stats::{Counts, Dimension, QUARTERS_PER_DAY, quarter_of};
 use crate::storage::StoreError;
 use crate::storage::records::{self, ClickRecord, EventRecord, StatsRecord};
+use crate::storage::schema::{CLICKS, INBOX, STATS};
 
 /// A `STATS` key: `(space, dimension, group, quarter)`, or with [`DAY_ROWS`] set in the
 /// dimension, `(space, dimension | DAY_ROWS, group, day)`.
@@ -26,6 +27,31 @@ pub type RowKey = (u32, u8, String, u32);
 /// epoch), the sum of that day's 96 quarter rows. A range of whole UTC days reads one row per
 /// group and day instead of 96, and only its partial first and last days read quarters.
 pub const DAY_ROWS: u8 = 0x80;
+
+/// The group of a campaign's drill-down row (`Dimension::in_campaign_code`): the campaign's
+/// byte length, `:`, the campaign, NUL, then the link, ad or ad set ("" for none). The length
+/// makes it unambiguous whatever either name holds (a NUL included), and every row of one
+/// campaign begins with [`in_campaign_prefix`]: one range of keys per dimension.
+#[must_use]
+pub fn in_campaign(campaign: &str, sub: &str) -> String {
+    format!("{}{sub}", in_campaign_prefix(campaign))
+}
+
+/// What every drill-down group of `campaign` begins with, and no other campaign's does.
+#[must_use]
+pub fn in_campaign_prefix(campaign: &str) -> String {
+    format!("{}:{campaign}\0", campaign.len())
+}
+
+/// The groups of `campaign`'s drill-down rows: from its prefix (included) to the first group
+/// past them (excluded).
+#[must_use]
+pub fn in_campaign_range(campaign: &str) -> (String, String) {
+    let start = in_campaign_prefix(campaign);
+    // The prefix ends with NUL: every group that begins with it is below the same with 1.
+    let end = format!("{}\u{1}", &start[..start.len() - 1]);
+    (start, end)
+}
 
 /// The UTC day (days since the epoch) of a quarter since the epoch.
 #[must_use]
@@ -83,15 +109,24 @@ impl Rollup {
                 .unwrap_or("")
                 .to_owned()
         };
-        let rows = [
-            (Dimension::Campaign, group(click.map(|c| &c.campaign_name))),
+        let campaign = group(click.map(|c| &c.campaign_name));
+        let mut rows = vec![
+            (Dimension::Campaign.code(), campaign.clone()),
+            (Dimension::Day.code(), String::new()),
+        ];
+        for (dimension, sub) in [
             (Dimension::Link, group(click.map(|c| &c.link_slug))),
-            (Dimension::Day, String::new()),
             (Dimension::Ad, utm("utm_content")),
             (Dimension::AdSet, utm("utm_term")),
-        ];
-        for (dimension, group) in rows {
-            let code = dimension.code();
+        ] {
+            // A campaign's drill-down row; its days are its own campaign rows, read by day, and
+            // the group without a campaign has none.
+            if let (Some(code), false) = (dimension.in_campaign_code(), campaign.is_empty()) {
+                rows.push((code, in_campaign(&campaign, &sub)));
+            }
+            rows.push((dimension.code(), sub));
+        }
+        for (code, group) in rows {
             for key in [
                 (space, code | DAY_ROWS, group.clone(), day_of(quarter)),
                 (space, code, group, quarter),
@@ -168,13 +203,62 @@ pub fn record_of(c: &Counts) -> StatsRecord {
 }
 
 /// Counts every click, binding and event the tables hold, by the rule the writer counts new ones
-/// with: what the rollup should hold. The schema 3 migration builds `STATS` with it and `tracker
-/// check` compares `STATS` with it. A record that does not decode goes to `damaged`, which
-/// decides whether counting stops (`Err`) or goes on without it (`Ok`).
+/// with: what the rollup should hold. `tracker check` compares `STATS` with it. A record that
+/// does not decode goes to `damaged`, which decides whether counting stops (`Err`) or goes on
+/// without it (`Ok`).
 pub fn count_all(
     clicks: &impl ReadableTable<(u32, &'static str), &'static [u8]>,
     inbox: &impl ReadableTable<(u32, u64), &'static [u8]>,
+    damaged: impl FnMut(StoreError) -> Result<(), StoreError>,
+) -> Result<Rollup, StoreError> {
+    count(clicks, inbox, damaged, |_| Ok(()))
+}
+
+/// The rows a rebuild holds in memory before it adds them to the table: a few tens of
+/// megabytes, whatever the size of the file.
+pub const REBUILD_ROWS: usize = 100_000;
+
+/// Empties `stats` and counts into it what [`count_all`] counts, adding the rows counted to the
+/// table whenever `max_rows` of them are in memory ([`REBUILD_ROWS`]), so memory stays bounded
+/// however many clicks and events the file holds. The migrations that build the rollup and
+/// `tracker check --repair` use it.
+pub fn rebuild(
+    clicks: &impl ReadableTable<(u32, &'static str), &'static [u8]>,
+    inbox: &impl ReadableTable<(u32, u64), &'static [u8]>,
+    stats: &mut Table<'_, (u32, u8, &'static str, u32), &'static [u8]>,
+    damaged: impl FnMut(StoreError) -> Result<(), StoreError>,
+    max_rows: usize,
+) -> Result<(), StoreError> {
+    stats.retain(|_, _| false)?;
+    let mut rest = count(clicks, inbox, damaged, |rollup| {
+        if rollup.rows.len() >= max_rows {
+            rollup.write(stats)?;
+        }
+        Ok(())
+    })?;
+    rest.write(stats)
+}
+
+/// [`rebuild`] of `txn`'s `STATS` from its clicks and inbox, [`REBUILD_ROWS`] at a time.
+pub fn rebuild_in(
+    txn: &WriteTransaction,
+    damaged: impl FnMut(StoreError) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    rebuild(
+        &txn.open_table(CLICKS)?,
+        &txn.open_table(INBOX)?,
+        &mut txn.open_table(STATS)?,
+        damaged,
+        REBUILD_ROWS,
+    )
+}
+
+/// [`count_all`], calling `after_each` after each click and each event with the rows so far.
+fn count(
+    clicks: &impl ReadableTable<(u32, &'static str), &'static [u8]>,
+    inbox: &impl ReadableTable<(u32, u64), &'static [u8]>,
     mut damaged: impl FnMut(StoreError) -> Result<(), StoreError>,
+    mut after_each: impl FnMut(&mut Rollup) -> Result<(), StoreError>,
 ) -> Result<Rollup, StoreError> {
     let mut rollup = Rollup::default();
     for entry in clicks.iter()? {
@@ -191,6 +275,7 @@ pub fn count_all(
         if click.tg_id.is_some() {
             rollup.binding(space, &click);
         }
+        after_each(&mut rollup)?;
     }
     for entry in inbox.iter()? {
         let (key, bytes) = entry?;
@@ -212,6 +297,7 @@ pub fn count_all(
             }
             Err(e) => damaged(e)?,
         }
+        after_each(&mut rollup)?;
     }
     Ok(rollup)
 }
@@ -230,4 +316,77 @@ fn event_counts(bytes: &[u8], inbox_id: u64) -> Result<(EventRecord, Counts), St
         .map_err(|e| StoreError::Corrupt(format!("event {inbox_id}: {e}")))?;
     let counts = Counts::event(kind, value, &event.currency, event.first_deposit);
     Ok((event, counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The drill-down's groups are part of the file: fixed bytes, and one campaign's never
+    /// begin with another's prefix, whatever the names hold.
+    #[test]
+    fn drill_groups_are_fixed_and_unambiguous() {
+        assert_eq!(in_campaign("spring-sale", "ad-1"), "11:spring-sale\0ad-1");
+        assert_eq!(in_campaign("", ""), "0:\0");
+        assert_eq!(in_campaign_prefix("Осень"), "10:Осень\0");
+        assert_ne!(in_campaign("a\0b", "c"), in_campaign("a", "b\0c"));
+        assert!(in_campaign("ab", "").starts_with(&in_campaign_prefix("ab")));
+        assert!(!in_campaign("abc", "").starts_with(&in_campaign_prefix("ab")));
+        assert!(!in_campaign("a", "\0x").starts_with(&in_campaign_prefix("a\0")));
+    }
+
+    /// A rebuild that writes out every row as soon as it is counted holds what one that keeps
+    /// every row in memory holds, which is what `count_all` counts.
+    #[test]
+    fn a_bounded_rebuild_counts_what_one_in_memory_does() {
+        let (_dir, db) = crate::storage::open::test_database();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut clicks = txn.open_table(CLICKS).unwrap();
+            for i in 0..40_u64 {
+                let click = ClickRecord {
+                    campaign_name: (i % 4 != 0).then(|| format!("c{}", i % 3)),
+                    link_slug: (i % 5 != 0).then(|| format!("l{}", i % 2)),
+                    raw_query: Some(format!("utm_content=ad{}&utm_term=s{}", i % 3, i % 2)),
+                    clicked_at_ms: i * 40 * 60_000,
+                    tg_id: (i % 2 == 0).then_some(i),
+                    ..ClickRecord::default()
+                };
+                let uid = format!("u{i}");
+                let space = u32::try_from(1 + i % 2).unwrap();
+                clicks
+                    .insert((space, uid.as_str()), records::encode(&click).as_slice())
+                    .unwrap();
+            }
+        }
+        let table = |max_rows| {
+            let mut stats = txn.open_table(STATS).unwrap();
+            let (clicks, inbox) = (
+                txn.open_table(CLICKS).unwrap(),
+                txn.open_table(INBOX).unwrap(),
+            );
+            rebuild(&clicks, &inbox, &mut stats, Err, max_rows).unwrap();
+            let mut rows = BTreeMap::new();
+            for entry in stats.iter().unwrap() {
+                let (key, bytes) = entry.unwrap();
+                let (space, code, group, at) = key.value();
+                let counts = counts_of(&records::decode(bytes.value()).unwrap()).unwrap();
+                rows.insert((space, code, group.to_owned(), at), counts);
+            }
+            rows
+        };
+        let bounded = table(1);
+        let in_memory = table(usize::MAX);
+        let (clicks, inbox) = (
+            txn.open_table(CLICKS).unwrap(),
+            txn.open_table(INBOX).unwrap(),
+        );
+        let counted = count_all(&clicks, &inbox, Err).unwrap();
+        assert_eq!(&bounded, counted.rows());
+        assert_eq!(bounded, in_memory);
+        assert!(
+            bounded.keys().any(|(_, code, _, _)| *code == 5 | DAY_ROWS),
+            "drill rows are counted"
+        );
+    }
 }

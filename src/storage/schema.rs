@@ -37,6 +37,12 @@
 //!   that a day of any time zone is a whole number of rows) and with two more groupings, the
 //!   ad (`utm_content`) and the ad set (`utm_term`) of the click's query. `COSTS`, empty. `SPACE_SETTINGS`
 //!   may hold `time_zone`.
+//! - 11: a campaign's drill-down. `STATS` also holds, per campaign, rows by its links (dimension
+//!   5), ads (6) and ad sets (7), quarter and day rows like the others, each group the campaign
+//!   and the link, ad or ad set together (`rollup::in_campaign`: the campaign's byte length,
+//!   `:`, the campaign, NUL, the other name), so that one campaign's rows of a dimension are one
+//!   range of keys. A campaign by day reads the campaign's own rows. The migration counts
+//!   `STATS` again from the inbox and the clicks, writing it out in bounded batches.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -52,7 +58,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 10;
+pub const SCHEMA_VERSION: u64 = 11;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -130,7 +136,9 @@ pub const COSTS: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition::new
 /// where). `dimension` is `Dimension::code`: 0 campaign, with
 /// the campaign name (or "" for none) as group; 1 link, with the link slug; 2 the whole space,
 /// with "" as group; 3 the ad (`utm_content` of the click's query) and 4 the ad set
-/// (`utm_term`), "" for none (schema 10). Keyed group first, so one group's quarters are one
+/// (`utm_term`), "" for none (schema 10); 5, 6 and 7 a campaign's links, ads and ad sets, with
+/// `rollup::in_campaign` of the two names as group, and no rows for events without a campaign
+/// (schema 11). Keyed group first, so one group's quarters are one
 /// range. The same with
 /// `rollup::DAY_ROWS` (0x80) added to the dimension: the group's counts per UTC day (days since
 /// the epoch), each the sum of the day's quarter rows.

@@ -21,7 +21,7 @@
 //! | GET, POST | `/admin/spaces/<space>/destinations` | destinations, create one, the delivery log |
 //! | POST   | `/admin/spaces/<space>/destinations/<name>/test`, `retry`, `delete` | test one, retry its dead deliveries, remove it |
 //! | GET    | `/admin/spaces/<space>/events`        | the feed, newest first        |
-//! | GET    | `/admin/spaces/<space>/dashboard`     | totals, funnel, chart, table  |
+//! | GET    | `/admin/spaces/<space>/dashboard`     | totals, funnel, chart, table; with `campaign=`, that campaign's drill-down |
 //! | GET    | `/admin/spaces/<space>/stats`         | stats by campaign, link, day  |
 //! | GET, POST | `/admin/spaces/<space>/costs`      | costs of a range, import a CSV file |
 //! | GET    | `/admin/spaces/<space>/costs/template.csv` | the CSV's header row, to fill in |

@@ -197,6 +197,11 @@ pub(super) async fn create_space(ctx: &Ctx<'_>) -> Result<Response, Error> {
     spaces(ctx, Some(created)).await
 }
 
+/// `value` as a value of a page's query: every byte but letters and digits percent-encoded.
+fn in_query(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
 fn frame_of<'a>(ctx: &'a Ctx<'_>, space: Option<&'a str>, section: &'static str) -> Frame<'a> {
     Frame {
         csrf: Some(&ctx.live.csrf),
@@ -972,10 +977,7 @@ pub(super) async fn events(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error>
     .into_iter()
     .filter_map(|(name, v)| {
         let v = v?;
-        Some(format!(
-            "&{name}={}",
-            percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)
-        ))
+        Some(format!("&{name}={}", in_query(v)))
     })
     .collect::<String>();
     let events = events
@@ -1074,7 +1076,7 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
     let kinds: Vec<&'static str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
     let groups = ctx
         .app
-        .stats(&space, by, range)
+        .stats(&space, stats::Grouping::all(by), range)
         .await?
         .1
         .into_iter()
@@ -1185,10 +1187,14 @@ struct Bar {
     height: u64,
 }
 
-/// One campaign of the dashboard's table, as shown and as downloaded.
-#[derive(serde::Serialize)]
-struct CampaignRow {
-    campaign: String,
+/// One group of a dashboard table (a campaign, or a campaign's link, ad, ad set or day), as
+/// shown and as downloaded.
+struct GroupRow {
+    /// What the group is, the CSV's first heading: `campaign`, `link`, `ad`, `ad_set` or `day`.
+    label: &'static str,
+    group: String,
+    /// The query of the campaign's drill-down (campaign rows with a name only).
+    drill: Option<String>,
     clicks: u64,
     registrations: u64,
     first_deposits: u64,
@@ -1197,29 +1203,97 @@ struct CampaignRow {
     roi: String,
 }
 
-#[derive(Template)]
-#[template(path = "admin/dashboard.html")]
-struct DashboardPage<'a> {
-    frame: Frame<'a>,
-    name: &'a str,
+/// A row of the CSV download: the group under its own label, then the figures.
+impl serde::Serialize for GroupRow {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut row = serializer.serialize_struct("GroupRow", 7)?;
+        row.serialize_field(self.label, &self.group)?;
+        row.serialize_field("clicks", &self.clicks)?;
+        row.serialize_field("registrations", &self.registrations)?;
+        row.serialize_field("first_deposits", &self.first_deposits)?;
+        row.serialize_field("revenue", &self.revenue)?;
+        row.serialize_field("cost", &self.cost)?;
+        row.serialize_field("roi", &self.roi)?;
+        row.end()
+    }
+}
+
+/// The top of the dashboard and of a campaign's drill-down (`admin/dashboard_period.html`): the
+/// range and its controls, the totals against the period before, and the funnel.
+#[derive(Default)]
+struct Period {
     zone: String,
     presets: Vec<(String, &'static str, bool)>,
     from: String,
     to: String,
     days: u32,
+    /// The range, as the dashboard's query.
     range_query: String,
+    /// The drill-down's campaign, which the range's controls keep ("" on the dashboard).
+    campaign: String,
     /// `(what, this period, the period before, change)`.
     totals: Vec<(&'static str, String, String, String)>,
     /// Clicks, bound, its rate, registrations, its rate, first deposits, its rate.
     funnel: (u64, u64, String, u64, String, u64, String),
+}
+
+#[derive(Template)]
+#[template(path = "admin/dashboard.html")]
+struct DashboardPage<'a> {
+    frame: Frame<'a>,
+    name: &'a str,
+    period: Period,
     chart_width: u64,
     bars: Vec<Bar>,
     /// No clicks on any day of the range: the chart says so in words.
     no_clicks: bool,
     columns: Vec<(&'static str, &'static str)>,
     sort: String,
-    rows: Vec<CampaignRow>,
+    rows: Vec<GroupRow>,
 }
+
+/// One table of a campaign's drill-down.
+struct DrillTable {
+    /// Its key in `sort` (`links.clicks`) and `table` (of the CSV download).
+    key: &'static str,
+    heading: &'static str,
+    /// `(sort key, heading)`, the first the group's.
+    columns: Vec<(&'static str, &'static str)>,
+    sort: &'static str,
+    rows: Vec<GroupRow>,
+    /// Whether its groups have costs (days); links, ads and ad sets have none, and no Cost and
+    /// ROI columns on the page (the CSV keeps them, empty, so every table has one shape).
+    costs: bool,
+}
+
+/// A campaign's drill-down: its totals against the period before, its funnel, and its tables.
+#[derive(Template)]
+#[template(path = "admin/dashboard_campaign.html")]
+struct CampaignPage<'a> {
+    frame: Frame<'a>,
+    name: &'a str,
+    period: Period,
+    /// The range and the campaign: every link of the page keeps both.
+    page_query: String,
+    tables: Vec<DrillTable>,
+}
+
+/// The tables of a campaign's drill-down: key, heading, grouping, the group's CSV label and
+/// heading, and the column it is sorted by unless asked otherwise.
+const DRILL_TABLES: [(&str, &str, Dimension, &str, &str, &str); 4] = [
+    ("links", "Links", Dimension::Link, "link", "Link", "clicks"),
+    ("ads", "Ads", Dimension::Ad, "ad", "Ad", "clicks"),
+    (
+        "ad_sets",
+        "Ad sets",
+        Dimension::AdSet,
+        "ad_set",
+        "Ad set",
+        "clicks",
+    ),
+    ("days", "Days", Dimension::Day, "day", "Day", "group"),
+];
 
 /// The columns of the campaign table: `sort` key and heading.
 const CAMPAIGN_COLUMNS: [(&str, &str); 7] = [
@@ -1287,67 +1361,79 @@ pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Err
     let (first, last) = dashboard_days(q, preset, today)?;
     let days = last - first + 1;
     let before = (first.saturating_sub(days), first.saturating_sub(1));
+    let (from, to) = (
+        crate::domain::cost::day_text(first),
+        crate::domain::cost::day_text(last),
+    );
+    let range_query = format!("from={from}&to={to}");
+    let campaign = stats::Grouping::parse(None, q.get("campaign"))?.campaign;
+    let mut period = Period {
+        zone: zone_name.as_str().to_owned(),
+        presets: range_presets(q, preset, campaign.as_deref().unwrap_or("")),
+        from,
+        to,
+        days,
+        range_query,
+        campaign: campaign.unwrap_or_default(),
+        ..Period::default()
+    };
+    if !period.campaign.is_empty() {
+        let page = CampaignPage {
+            frame: frame_of(ctx, Some(name), "dashboard"),
+            name,
+            page_query: format!(
+                "{}&campaign={}",
+                period.range_query,
+                in_query(&period.campaign)
+            ),
+            period,
+            tables: Vec::new(),
+        };
+        return campaign_drill(ctx, &space, page, (first, last), before).await;
+    }
     let (_, now_days) = ctx
         .app
-        .stats(&space, Dimension::Day, stats::Range::Days(first, last))
+        .stats(
+            &space,
+            stats::Grouping::all(Dimension::Day),
+            stats::Range::Days(first, last),
+        )
         .await?;
     let (_, before_days) = ctx
         .app
         .stats(
             &space,
-            Dimension::Day,
+            stats::Grouping::all(Dimension::Day),
             stats::Range::Days(before.0, before.1),
         )
         .await?;
     let (_, campaigns) = ctx
         .app
-        .stats(&space, Dimension::Campaign, stats::Range::Days(first, last))
+        .stats(
+            &space,
+            stats::Grouping::all(Dimension::Campaign),
+            stats::Range::Days(first, last),
+        )
         .await?;
     let (now, then) = (period_totals(&now_days), period_totals(&before_days));
-    let (totals, funnel) = totals_and_funnel(&now, &then);
+    (period.totals, period.funnel) = totals_and_funnel(&now, &then);
     let bars = chart_bars((first, last), &now_days);
     let sort = q
         .get("sort")
         .filter(|s| CAMPAIGN_COLUMNS.iter().any(|(k, _)| k == s))
         .unwrap_or("clicks");
-    let rows = campaign_rows(campaigns, sort);
-    let (from, to) = (
-        crate::domain::cost::day_text(first),
-        crate::domain::cost::day_text(last),
-    );
+    let rows = group_rows(campaigns, "campaign", sort);
     if q.get("format") == Some("csv") {
-        return campaigns_csv(&rows, name, &from, &to);
+        let (from, to) = (&period.from, &period.to);
+        return table_csv(&rows, &format!("{name}-campaigns-{from}-{to}"));
     }
-    let range_query = format!("from={from}&to={to}");
-    let presets = [
-        ("1", "Today"),
-        ("y", "Yesterday"),
-        ("7", "7 days"),
-        ("30", "30 days"),
-    ]
-    .into_iter()
-    .map(|(v, label)| {
-        (
-            format!("days={v}"),
-            label,
-            q.get("from").is_none() && v == preset,
-        )
-    })
-    .collect();
     let frame = frame_of(ctx, Some(name), "dashboard");
     Ok(html(
         StatusCode::OK,
         &DashboardPage {
             frame,
             name,
-            zone: zone_name.as_str().to_owned(),
-            presets,
-            from,
-            to,
-            days,
-            range_query,
-            totals,
-            funnel,
+            period,
             chart_width: u64::from(days) * BAR_WIDTH,
             no_clicks: bars.iter().all(|b| b.clicks == 0),
             bars,
@@ -1356,6 +1442,126 @@ pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Err
             rows,
         },
     ))
+}
+
+/// The range's presets as `(query, label, selected)`, each keeping the drill-down's `campaign`
+/// (none: "").
+fn range_presets(
+    q: &crate::web::Query,
+    preset: &str,
+    campaign: &str,
+) -> Vec<(String, &'static str, bool)> {
+    let campaign = if campaign.is_empty() {
+        String::new()
+    } else {
+        format!("&campaign={}", in_query(campaign))
+    };
+    [
+        ("1", "Today"),
+        ("y", "Yesterday"),
+        ("7", "7 days"),
+        ("30", "30 days"),
+    ]
+    .into_iter()
+    .map(|(v, label)| {
+        (
+            format!("days={v}{campaign}"),
+            label,
+            q.get("from").is_none() && v == preset,
+        )
+    })
+    .collect()
+}
+
+/// `GET .../dashboard?campaign=&days=|from=&to=&sort=<table>.<column>&format=csv&table=`: one
+/// campaign's drill-down over the dashboard's range: its totals against the period before, its
+/// funnel, and its tables by link, ad, ad set and day (`GET /stats?campaign=`), each sortable
+/// and downloadable as CSV.
+async fn campaign_drill(
+    ctx: &Ctx<'_>,
+    space: &SpaceRef,
+    mut page: CampaignPage<'_>,
+    (first, last): (u32, u32),
+    before: (u32, u32),
+) -> Result<Response, Error> {
+    let q = &ctx.query;
+    let one = |by| stats::Grouping {
+        by,
+        campaign: Some(page.period.campaign.clone()),
+    };
+    let (_, now) = ctx
+        .app
+        .stats(
+            space,
+            one(Dimension::Campaign),
+            stats::Range::Days(first, last),
+        )
+        .await?;
+    let (_, then) = ctx
+        .app
+        .stats(
+            space,
+            one(Dimension::Campaign),
+            stats::Range::Days(before.0, before.1),
+        )
+        .await?;
+    (page.period.totals, page.period.funnel) =
+        totals_and_funnel(&period_totals(&now), &period_totals(&then));
+    let asked = q.get("sort").and_then(|s| s.split_once('.'));
+    let wanted = q.get("format") == Some("csv");
+    let csv_table = q.get("table").filter(|_| wanted);
+    if wanted && !DRILL_TABLES.iter().any(|t| Some(t.0) == csv_table) {
+        return Err(Error::field(
+            Code::InvalidField,
+            "table",
+            "table is links, ads, ad_sets or days",
+        ));
+    }
+    for (key, heading, by, label, group_heading, default_sort) in DRILL_TABLES {
+        if csv_table.is_some_and(|t| t != key) {
+            continue;
+        }
+        let mut columns = CAMPAIGN_COLUMNS.to_vec();
+        columns[0] = ("group", group_heading);
+        if !by.has_costs() {
+            columns.retain(|(k, _)| !matches!(*k, "cost" | "roi"));
+        }
+        let sort = asked
+            .filter(|(table, _)| *table == key)
+            .and_then(|(_, column)| columns.iter().find(|(k, _)| *k == column))
+            .map_or(default_sort, |(k, _)| *k);
+        let (_, groups) = ctx
+            .app
+            .stats(space, one(by), stats::Range::Days(first, last))
+            .await?;
+        let rows = group_rows(groups, label, sort);
+        if csv_table.is_some() {
+            let safe: String = page
+                .period
+                .campaign
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let (from, to) = (&page.period.from, &page.period.to);
+            let file = format!("{}-{safe}-{key}-{from}-{to}", page.name);
+            return table_csv(&rows, &file);
+        }
+        page.tables.push(DrillTable {
+            key,
+            heading,
+            columns,
+            sort,
+            rows,
+            costs: by.has_costs(),
+        });
+    }
+    Ok(html(StatusCode::OK, &page))
 }
 
 /// The days the dashboard shows: `from`/`to` (up to today), or a preset (`1` today, `y`
@@ -1463,15 +1669,23 @@ fn chart_bars((first, last): (u32, u32), now_days: &[stats::GroupStats]) -> Vec<
         .collect()
 }
 
-/// The campaign table, sorted by `sort` (numbers and amounts largest first, names A to Z;
-/// amounts by their first currency).
-fn campaign_rows(campaigns: Vec<stats::GroupStats>, sort: &str) -> Vec<CampaignRow> {
+/// A table's rows, sorted by `sort` (numbers and amounts largest first, names A to Z and days
+/// oldest first; amounts by their first currency), each group under `label`; the campaigns'
+/// rows (`label` `campaign`) link to their drill-down.
+fn group_rows(groups: Vec<stats::GroupStats>, label: &'static str, sort: &str) -> Vec<GroupRow> {
     let registrations = |g: &stats::GroupStats| g.events.get("registration").copied().unwrap_or(0);
-    let mut rows: Vec<(stats::GroupStats, CampaignRow)> = campaigns
+    let mut rows: Vec<(stats::GroupStats, GroupRow)> = groups
         .into_iter()
         .map(|g| {
-            let row = CampaignRow {
-                campaign: g.group.clone().unwrap_or_else(|| "(none)".to_owned()),
+            let drill = g
+                .group
+                .as_deref()
+                .filter(|_| label == "campaign")
+                .map(in_query);
+            let row = GroupRow {
+                label,
+                group: g.group.clone().unwrap_or_else(|| "(none)".to_owned()),
+                drill,
                 clicks: g.clicks,
                 registrations: registrations(&g),
                 first_deposits: g.first_deposits,
@@ -1489,7 +1703,7 @@ fn campaign_rows(campaigns: Vec<stats::GroupStats>, sort: &str) -> Vec<CampaignR
             .unwrap_or(f64::MIN)
     };
     rows.sort_by(|(a, ra), (b, rb)| match sort {
-        "group" => ra.campaign.cmp(&rb.campaign),
+        "group" => ra.group.cmp(&rb.group),
         "registrations" => rb.registrations.cmp(&ra.registrations),
         "first_deposits" => rb.first_deposits.cmp(&ra.first_deposits),
         "revenue" => first_amount(&b.deposits).total_cmp(&first_amount(&a.deposits)),
@@ -1500,13 +1714,8 @@ fn campaign_rows(campaigns: Vec<stats::GroupStats>, sort: &str) -> Vec<CampaignR
     rows.into_iter().map(|(_, r)| r).collect()
 }
 
-/// The campaign table as a CSV download (every cell formula-safe: `domain::spreadsheet`).
-fn campaigns_csv(
-    rows: &[CampaignRow],
-    name: &str,
-    from: &str,
-    to: &str,
-) -> Result<Response, Error> {
+/// A table as a CSV download named `file` (every cell formula-safe: `domain::spreadsheet`).
+fn table_csv(rows: &[GroupRow], file: &str) -> Result<Response, Error> {
     let mut csv = crate::domain::spreadsheet::CsvRows::new(Vec::new());
     for r in rows {
         csv.row(r)
@@ -1520,7 +1729,7 @@ fn campaigns_csv(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/csv; charset=utf-8"),
     );
-    let file = format!("attachment; filename=\"{name}-campaigns-{from}-{to}.csv\"");
+    let file = format!("attachment; filename=\"{file}.csv\"");
     if let Ok(v) = HeaderValue::from_str(&file) {
         response
             .headers_mut()

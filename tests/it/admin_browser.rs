@@ -223,6 +223,11 @@ async fn text_of(client: &Client, css: &str) -> String {
         .unwrap()
 }
 
+/// The address of the page the browser shows.
+async fn url_of(client: &Client) -> String {
+    client.current_url().await.unwrap().to_string()
+}
+
 /// The path of the page once an element of it (`css`) is there.
 async fn path_once(client: &Client, css: &str) -> String {
     text_of(client, css).await;
@@ -423,14 +428,7 @@ async fn links_postback_stats(browser: &Browser, base: &str) {
         "a bar a day"
     );
     click(browser, "#sort a:nth-child(4)").await;
-    assert!(
-        browser
-            .current_url()
-            .await
-            .unwrap()
-            .as_str()
-            .contains("sort=first_deposits")
-    );
+    assert!(url_of(browser).await.contains("sort=first_deposits"));
     look(browser, "12-dashboard").await;
 }
 
@@ -524,6 +522,34 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
         "{feed}"
     );
     look(browser, "11-events-by-telegram-id").await;
+
+    // The dashboard's campaign opens its drill-down: two more clicks of the campaign through a
+    // link, from two ads of one ad set.
+    for ad in ["video-1", "carousel-summer-2026"] {
+        let body = format!(
+            r#"{{"campaign_name":"tg-campaign","link_slug":"spring-fb","raw_query":"utm_content={ad}&utm_term=women-25-34"}}"#
+        );
+        post("/clicks", body).await;
+    }
+    browser
+        .goto(&format!("{base}/admin/spaces/shop/dashboard?days=7"))
+        .await
+        .unwrap();
+    click(browser, "#campaigns a[href*='campaign=tg%2Dcampaign']").await;
+    assert_eq!(text_of(browser, "#campaign").await, "tg-campaign");
+    assert!(url_of(browser).await.contains("from="), "the range is kept");
+    let links = text_of(browser, "#links tbody").await;
+    assert!(
+        links.contains("spring-fb") && links.contains("(none)"),
+        "{links}"
+    );
+    let ads = text_of(browser, "#ads tbody").await;
+    assert!(ads.contains("carousel-summer-2026"), "{ads}");
+    click(browser, "#ads-sort a:nth-child(1)").await;
+    assert!(url_of(browser).await.contains("sort=ads.group"));
+    let days = text_of(browser, "#days tbody").await;
+    assert!(days.contains('1'), "{days}");
+    look(browser, "14-campaign-drill-down").await;
 }
 
 /// The Costs page: a CSV file chosen in the file input and uploaded, the import's report shown

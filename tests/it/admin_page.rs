@@ -914,6 +914,144 @@ async fn the_dashboard_compares_periods_sorts_and_downloads_safe_csv() {
     server.stop().await;
 }
 
+/// The part of a page from `from` to the next `to` (one table of a drill-down).
+fn between<'t>(text: &'t str, from: &str, to: &str) -> &'t str {
+    let start = text
+        .find(from)
+        .unwrap_or_else(|| panic!("{from} in {text}"));
+    let rest = &text[start..];
+    &rest[..rest.find(to).unwrap_or(rest.len())]
+}
+
+/// A campaign of the dashboard opens its drill-down (the range kept): its totals, and its links,
+/// ads, ad sets and days, each sorted by the column asked for and downloadable as a CSV whose
+/// cells are never formulas; only that campaign's clicks count, and its days carry its costs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_drills_down_into_links_ads_ad_sets_and_days() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let click = |body: &'static str| server.click(&server.a, body);
+    click(r#"{"campaign_name":"spring sale","link_slug":"l1","raw_query":"utm_content=%3Dcmd"}"#)
+        .await;
+    for _ in 0..2 {
+        click(r#"{"campaign_name":"spring sale","link_slug":"l2","raw_query":"utm_content=video&utm_term=women"}"#)
+            .await;
+    }
+    click(r#"{"campaign_name":"quiet","link_slug":"l3"}"#).await;
+    let today = server.read_as(&server.a, "/stats?by=day").await.json()["groups"][0]["group"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cost = format!(
+        r#"{{"day":"{today}","campaign_name":"spring sale","amount":"9.50","currency":"USD"}}"#
+    );
+    assert_eq!(server.post_as(&server.a, "/costs", &cost).await.status, 200);
+    let page = |query: String| {
+        let (server, cookie) = (&server, &cookie);
+        async move {
+            get_page(
+                server,
+                Some(cookie),
+                &format!("/admin/spaces/a/dashboard?{query}"),
+            )
+            .await
+        }
+    };
+    let dashboard = page("days=7".into()).await.text();
+    let range = between(&dashboard, "from=", "&");
+    assert!(
+        dashboard.contains("&amp;campaign=spring%20sale\">spring sale</a>"),
+        "{dashboard}"
+    );
+    let drill = page("days=7&campaign=spring%20sale".into()).await;
+    assert_eq!(drill.status, 200);
+    let text = drill.text();
+    assert!(
+        text.contains(&format!("href=\"/admin/spaces/a/dashboard?{range}")),
+        "{text}"
+    );
+    // 3 clicks this week, none the week before.
+    assert!(
+        text.contains("<td class=\"n\" data-label=\"This period\">3</td>"),
+        "{text}"
+    );
+    let links = between(&text, "id=\"links\"", "</table>");
+    assert!(
+        links.find(">l2<").unwrap() < links.find(">l1<").unwrap(),
+        "{links}"
+    );
+    assert!(!text.contains(">l3<"), "another campaign's link: {text}");
+    assert!(
+        !links.contains("data-label=\"Cost\""),
+        "a link has no cost: {links}"
+    );
+    let ads = between(&text, "id=\"ads\"", "</table>");
+    assert!(ads.contains(">=cmd<") && ads.contains(">video<"), "{ads}");
+    let sets = between(&text, "id=\"ad_sets\"", "</table>");
+    assert!(
+        sets.contains(">(none)<") && sets.contains(">women<"),
+        "{sets}"
+    );
+    let days = between(&text, "id=\"days\"", "</table>");
+    assert!(
+        days.contains(&format!(">{today}<")) && days.contains("9.50 USD"),
+        "{days}"
+    );
+    // Sorted by name, l1 comes first; the other tables keep their order.
+    let sorted = page("days=7&campaign=spring%20sale&sort=links.group".into())
+        .await
+        .text();
+    let links = between(&sorted, "id=\"links\"", "</table>");
+    assert!(
+        links.find(">l1<").unwrap() < links.find(">l2<").unwrap(),
+        "{links}"
+    );
+    drill_csv_and_refusals(&server, &cookie).await;
+    server.stop().await;
+}
+
+/// The drill-down's ads as CSV, and what its page refuses.
+async fn drill_csv_and_refusals(server: &TestServer, cookie: &str) {
+    let page = |query: String| async move {
+        get_page(
+            server,
+            Some(cookie),
+            &format!("/admin/spaces/a/dashboard?{query}"),
+        )
+        .await
+    };
+    // The ads as CSV: a header named for ads, the formula made text.
+    let csv = page("days=7&campaign=spring%20sale&format=csv&table=ads".into()).await;
+    assert_eq!(csv.status, 200);
+    assert!(csv.header("content-type").unwrap().starts_with("text/csv"));
+    let text = csv.text();
+    assert!(
+        text.starts_with("ad,clicks,registrations,first_deposits,revenue,cost,roi\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("'=cmd,1,") && text.contains("video,2,"),
+        "{text}"
+    );
+    assert!(!text.contains("l1"), "one table: {text}");
+    // A campaign with nothing: its tables are empty; a bad table or name is refused.
+    let nobody = page("days=7&campaign=nobody".into()).await;
+    assert_eq!(nobody.status, 200);
+    assert_eq!(
+        nobody
+            .text()
+            .matches("Nothing counted in this range.")
+            .count(),
+        4
+    );
+    let bad = page("days=7&campaign=a&format=csv&table=week".into()).await;
+    assert_eq!(bad.status, 422);
+    let long = format!("days=7&campaign={}", "c".repeat(257));
+    assert_eq!(page(long).await.status, 422);
+    let fits = format!("days=7&campaign={}", "c".repeat(256));
+    assert_eq!(page(fits).await.status, 200);
+}
+
 /// The feed page filters by kind, campaign, uid and Telegram id (each by its field's rule), and
 /// its link to older events keeps the filter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

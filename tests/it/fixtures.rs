@@ -57,6 +57,7 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
             "v{version}: events in the fixture"
         );
         stats_count_what_the_file_holds(&store, version).await;
+        drill_downs_add_up_to_their_campaigns(&store, version).await;
         costs_are_what_the_file_holds(&store, version).await;
         let store = std::sync::Arc::new(store);
         let spaces = crate::support::app_on(&store, 0).spaces().await.unwrap();
@@ -149,6 +150,125 @@ fn first_deposits_are_decided(events: &[tracker::domain::feed::FeedEvent], versi
     assert_eq!(firsts, want, "v{version}");
 }
 
+/// Clicks, bound clicks, events by kind, first deposits and deposit sums.
+type Counted = (
+    u64,
+    u64,
+    std::collections::BTreeMap<&'static str, u64>,
+    u64,
+    std::collections::BTreeMap<String, String>,
+);
+
+/// The counts of `groups` added up.
+fn added_up(groups: &[tracker::domain::stats::GroupStats]) -> Counted {
+    use tracker::domain::decimal::Decimal;
+    let (mut clicks, mut bound, mut events, mut firsts) =
+        (0, 0, std::collections::BTreeMap::new(), 0);
+    let mut deposits = std::collections::BTreeMap::new();
+    for g in groups {
+        clicks += g.clicks;
+        bound += g.bound_clicks;
+        for (kind, n) in &g.events {
+            *events.entry(*kind).or_insert(0) += n;
+        }
+        firsts += g.first_deposits;
+        for (currency, value) in &g.deposits {
+            let total = deposits
+                .entry(currency.clone())
+                .or_insert_with(Decimal::zero);
+            *total = total.checked_add(Decimal::parse(value).unwrap()).unwrap();
+        }
+    }
+    let deposits = deposits
+        .iter()
+        .map(|(c, d)| (c.clone(), d.to_string()))
+        .collect();
+    (clicks, bound, events, firsts, deposits)
+}
+
+/// Each campaign's drill-down (by link, ad, ad set and day; built by the schema 11 migration
+/// for the older files) adds up to the campaign's own row, and one campaign alone is its row.
+async fn drill_downs_add_up_to_their_campaigns(store: &Store, version: u64) {
+    use tracker::domain::stats::{Dimension, GroupStats, Grouping};
+    let read = |grouping| store.stats(1, grouping, (0, u32::MAX), jiff::tz::TimeZone::UTC);
+    let campaigns = read(Grouping::all(Dimension::Campaign)).await.unwrap();
+    // The counts of a group, without what follows from them.
+    let counts = |g: &GroupStats| {
+        (
+            g.clicks,
+            g.bound_clicks,
+            g.events.clone(),
+            g.first_deposits,
+            g.deposits.clone(),
+        )
+    };
+    let mut named = 0;
+    for campaign in campaigns.iter().filter(|g| g.group.is_some()) {
+        named += 1;
+        let name = campaign.group.clone();
+        let alone = read(Grouping {
+            by: Dimension::Campaign,
+            campaign: name.clone(),
+        })
+        .await
+        .unwrap();
+        assert_eq!(alone, vec![campaign.clone()], "v{version}");
+        for by in [
+            Dimension::Link,
+            Dimension::Ad,
+            Dimension::AdSet,
+            Dimension::Day,
+        ] {
+            let groups = read(Grouping {
+                by,
+                campaign: name.clone(),
+            })
+            .await
+            .unwrap();
+            assert_eq!(
+                added_up(&groups),
+                counts(campaign),
+                "v{version}: {name:?} by {by:?}: {groups:#?}"
+            );
+        }
+    }
+    assert_eq!(named, if version >= 4 { 3 } else { 2 }, "v{version}");
+    // The fixture's campaign with a link: every click through it; from version 11 one from an
+    // ad too.
+    let of_spring = |by| {
+        read(Grouping {
+            by,
+            campaign: Some("spring-sale".to_owned()),
+        })
+    };
+    let groups = |g: Vec<GroupStats>| {
+        g.into_iter()
+            .map(|g| (g.group, g.clicks))
+            .collect::<Vec<_>>()
+    };
+    let spring = Some("spring".to_owned());
+    let clicks = if version >= 11 { 2 } else { 1 };
+    assert_eq!(
+        groups(of_spring(Dimension::Link).await.unwrap()),
+        [(spring, clicks)]
+    );
+    let ads = groups(of_spring(Dimension::Ad).await.unwrap());
+    if version >= 11 {
+        assert_eq!(ads, [(None, 1), (Some("ad-1".to_owned()), 1)], "v{version}");
+    } else {
+        assert_eq!(ads, [(None, 1)], "v{version}");
+    }
+    assert!(
+        read(Grouping {
+            by: Dimension::Link,
+            campaign: Some("nobody".into())
+        })
+        .await
+        .unwrap()
+        .is_empty()
+    );
+}
+
 /// From version 10 the fixture also holds costs, one set by the API and two imported.
 async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
     let costs: Vec<String> = store
@@ -183,7 +303,7 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
     let groups = store
         .stats(
             1,
-            Dimension::Campaign,
+            tracker::domain::stats::Grouping::all(Dimension::Campaign),
             (0, u32::MAX),
             jiff::tz::TimeZone::UTC,
         )
@@ -219,8 +339,10 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
     expected.push(json!({"group": "organic", "clicks": 1, "bound_clicks": 0,
         "events": zero(&[("subscribed", 1), ("deposit", 1)]), "first_deposits": 1,
         "deposits": {"USD": "7"}}));
+    // From version 11 a second click of the campaign, from an ad and an ad set.
+    let spring_clicks = if version >= 11 { 2 } else { 1 };
     expected.push(
-        json!({"group": "spring-sale", "clicks": 1, "bound_clicks": 1,
+        json!({"group": "spring-sale", "clicks": spring_clicks, "bound_clicks": 1,
         "events": zero(&[("contact", 1), ("registration", 1), ("deposit", if v8 { 3 } else { 2 })]),
         "first_deposits": 1, "deposits": {"USD": if v8 { "10.00" } else { "9.00" }}}),
     );

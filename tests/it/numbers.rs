@@ -402,6 +402,33 @@ fn the_command_line_imports_costs_from_both_headers() {
     let v: Value = serde_json::from_str(&json_out).unwrap();
     assert_eq!(v["groups"][0]["group"], "2026-11-25", "{v}");
     assert_eq!(v["groups"][0]["cost"], json!({"EUR": "18"}), "{v}");
+    // One campaign: its own days, with its own cost only; a name past the bound is refused.
+    let one = |campaign: &str| {
+        let out = stats(&[
+            "--json",
+            "stats",
+            "default",
+            "--by",
+            "day",
+            "--campaign",
+            campaign,
+        ]);
+        serde_json::from_str::<Value>(&out).unwrap()["groups"].clone()
+    };
+    let autumn = one("autumn");
+    assert_eq!(autumn[0]["group"], "2026-11-25", "{autumn}");
+    assert_eq!(autumn[0]["cost"], json!({"EUR": "7"}), "{autumn}");
+    assert_eq!(autumn.as_array().unwrap().len(), 1, "{autumn}");
+    assert_eq!(one("nobody"), json!([]));
+    let long = "c".repeat(257);
+    let out = run_cli(
+        dir.path(),
+        &data,
+        ["stats", "default", "--campaign", long.as_str()],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`campaign` must be at most 256"), "{err}");
     let none = stats(&[
         "--json",
         "stats",
@@ -525,10 +552,11 @@ fn answered(g: &Value) -> Value {
     })
 }
 
-/// Stats by campaign and by day, with costs, equal what the test counts from the feed and the
-/// costs it set, over random mixes of clicks, bindings (before and after deposits), events,
-/// duplicates and costs across a day boundary of the space's time zone: UTC, zones at :30 and
-/// :45, and Berlin's DST changes in March (a 23-hour day) and October (25 hours).
+/// Stats by campaign, day, link, ad and ad set, of every campaign and of each one (its
+/// drill-down), with costs, equal what the test counts from the feed and the costs it set, over
+/// random mixes of clicks, bindings (before and after deposits), events, duplicates and costs
+/// across a day boundary of the space's time zone: UTC, zones at :30 and :45, and Berlin's DST
+/// changes in March (a 23-hour day) and October (25 hours).
 // The mix, then the count: long by nature.
 #[allow(clippy::too_many_lines)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -553,20 +581,27 @@ async fn stats_with_costs_equal_a_count_made_from_the_feed() {
         let seed = seed + 1;
         let mut rng = Mix(seed * 2_654_435_761 + 1);
         let campaigns = ["c1", "c2", ""];
-        // Each click: its uid, campaign, time, and whether a binding took it.
-        let mut clicks: Vec<(String, &str, u64, bool)> = Vec::new();
+        // Each click: its uid, campaign, time, whether a binding took it, and its link, ad and
+        // ad set ("" for none).
+        let mut clicks: Vec<(String, &str, u64, bool, [&str; 3])> = Vec::new();
         for step in 0..60 {
             s.clock.advance(QUARTER);
             match rng.next(6) {
                 0 | 1 => {
                     let c = campaigns[rng.next(3) as usize];
-                    let body = if c.is_empty() {
-                        "{}".to_owned()
-                    } else {
-                        format!(r#"{{"campaign_name":"{c}"}}"#)
-                    };
-                    let uid = s.click(&s.a, &body).await;
-                    clicks.push((uid, c, s.clock.now_ms(), false));
+                    let link = ["l1", "l2", ""][rng.next(3) as usize];
+                    let ad = ["ad1", "ad2", ""][rng.next(3) as usize];
+                    let ad_set = ["s1", ""][rng.next(2) as usize];
+                    let mut fields = vec![format!(
+                        r#""raw_query":"x=1&utm_content={ad}&utm_term={ad_set}""#
+                    )];
+                    for (name, value) in [("campaign_name", c), ("link_slug", link)] {
+                        if !value.is_empty() {
+                            fields.push(format!(r#""{name}":"{value}""#));
+                        }
+                    }
+                    let uid = s.click(&s.a, &format!("{{{}}}", fields.join(","))).await;
+                    clicks.push((uid, c, s.clock.now_ms(), false, [link, ad, ad_set]));
                 }
                 2 if !clicks.is_empty() => {
                     let i = rng.next(clicks.len() as u64) as usize;
@@ -618,63 +653,94 @@ async fn stats_with_costs_equal_a_count_made_from_the_feed() {
         }
         let page = s.read_as(&s.a, "/events?limit=1000").await.json();
         let events = page["events"].as_array().unwrap().clone();
-        for by in ["campaign_name", "day"] {
-            let mut expected: std::collections::BTreeMap<Option<String>, Expected> =
-                std::collections::BTreeMap::new();
-            let campaign = |c: &str| (!c.is_empty()).then(|| c.to_owned());
-            for (_, c, at, bound) in &clicks {
-                let g = if by == "day" {
-                    Some(day_in(zone, *at))
-                } else {
-                    campaign(c)
+        let of_uid: std::collections::BTreeMap<&str, [&str; 3]> = clicks
+            .iter()
+            .map(|(uid, _, _, _, groups)| (uid.as_str(), *groups))
+            .collect();
+        let dimensions = [
+            "campaign_name",
+            "day",
+            "link_slug",
+            "utm_content",
+            "utm_term",
+        ];
+        // Every campaign, then each one alone: with clicks, with costs only (c3), with nothing.
+        for one in [None, Some("c1"), Some("c2"), Some("c3"), Some("nobody")] {
+            for by in dimensions {
+                let mut expected: std::collections::BTreeMap<Option<String>, Expected> =
+                    std::collections::BTreeMap::new();
+                let name = |c: &str| (!c.is_empty()).then(|| c.to_owned());
+                let group = |campaign: &str, at: u64, groups: [&str; 3]| match by {
+                    "day" => Some(day_in(zone, at)),
+                    "campaign_name" => name(campaign),
+                    "link_slug" => name(groups[0]),
+                    "utm_content" => name(groups[1]),
+                    _ => name(groups[2]),
                 };
-                let e = expected.entry(g).or_default();
-                e.clicks += 1;
-                e.bound += i128::from(*bound);
-            }
-            for ev in &events {
-                let g = if by == "day" {
-                    Some(day_in(zone, ev["occurred_at_ms"].as_u64().unwrap()))
-                } else {
-                    ev["campaign_name"].as_str().map(str::to_owned)
-                };
-                let e = expected.entry(g).or_default();
-                match ev["event"].as_str().unwrap() {
-                    "registration" => e.registrations += 1,
-                    "deposit" => {
-                        let currency = ev["currency"].as_str().unwrap().to_owned();
-                        *e.revenue.entry(currency).or_default() +=
-                            cents(ev["value"].as_str().unwrap());
-                        e.first_deposits += i128::from(ev["first_deposit"] == json!(true));
+                let counted = |campaign: &str| one.is_none_or(|o| o == campaign);
+                for (_, c, at, bound, groups) in &clicks {
+                    if counted(c) {
+                        let e = expected.entry(group(c, *at, *groups)).or_default();
+                        e.clicks += 1;
+                        e.bound += i128::from(*bound);
                     }
-                    _ => {}
                 }
+                for ev in &events {
+                    let c = ev["campaign_name"].as_str().unwrap_or("");
+                    if !counted(c) {
+                        continue;
+                    }
+                    let at = ev["occurred_at_ms"].as_u64().unwrap();
+                    let groups = ev["uid"]
+                        .as_str()
+                        .and_then(|u| of_uid.get(u))
+                        .copied()
+                        .unwrap_or_default();
+                    let e = expected.entry(group(c, at, groups)).or_default();
+                    match ev["event"].as_str().unwrap() {
+                        "registration" => e.registrations += 1,
+                        "deposit" => {
+                            let currency = ev["currency"].as_str().unwrap().to_owned();
+                            *e.revenue.entry(currency).or_default() +=
+                                cents(ev["value"].as_str().unwrap());
+                            e.first_deposits += i128::from(ev["first_deposit"] == json!(true));
+                        }
+                        _ => {}
+                    }
+                }
+                // A cost belongs to a campaign's day: by campaign and by day only.
+                for ((day, c), (amount, currency)) in &costs {
+                    let g = match by {
+                        "day" => day.clone(),
+                        "campaign_name" => (*c).to_owned(),
+                        _ => continue,
+                    };
+                    if counted(c) {
+                        *expected
+                            .entry(Some(g))
+                            .or_default()
+                            .cost
+                            .entry((*currency).to_owned())
+                            .or_default() += amount;
+                    }
+                }
+                let filter = one.map(|o| format!("&campaign={o}")).unwrap_or_default();
+                let answer = s
+                    .read_as(&s.a, &format!("/stats?by={by}{filter}"))
+                    .await
+                    .json();
+                let got: std::collections::BTreeMap<Option<String>, Value> = answer["groups"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{answer}"))
+                    .iter()
+                    .map(|g| (g["group"].as_str().map(str::to_owned), answered(g)))
+                    .collect();
+                let want: std::collections::BTreeMap<Option<String>, Value> = expected
+                    .iter()
+                    .map(|(g, e)| (g.clone(), e.figures()))
+                    .collect();
+                assert_eq!(got, want, "seed {seed} {zone} by {by} of {one:?}");
             }
-            for ((day, c), (amount, currency)) in &costs {
-                let g = Some(if by == "day" {
-                    day.clone()
-                } else {
-                    (*c).to_owned()
-                });
-                *expected
-                    .entry(g)
-                    .or_default()
-                    .cost
-                    .entry((*currency).to_owned())
-                    .or_default() += amount;
-            }
-            let answer = s.read_as(&s.a, &format!("/stats?by={by}")).await.json();
-            let got: std::collections::BTreeMap<Option<String>, Value> = answer["groups"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|g| (g["group"].as_str().map(str::to_owned), answered(g)))
-                .collect();
-            let want: std::collections::BTreeMap<Option<String>, Value> = expected
-                .iter()
-                .map(|(g, e)| (g.clone(), e.figures()))
-                .collect();
-            assert_eq!(got, want, "seed {seed} {zone} by {by}");
         }
         s.stop().await;
     }

@@ -414,6 +414,7 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     post_all(&s, &mut d, "/costs", &costs).await;
 
     // The read side.
+    let long_campaign = format!("/stats?campaign={}", "c".repeat(257));
     let wait_after = format!(
         "/events/wait?after={}&timeout_s=0",
         first.expect("an event")
@@ -432,6 +433,11 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         // Regression: answered 500 (an overflow) before; found by schemathesis.
         ("/stats?to_ms=18446744073709551615", 200),
         ("/stats?by=week", 422),
+        ("/stats?campaign=spring&by=link_slug", 200),
+        ("/stats?campaign=spring&by=day&from=2026-11-01", 200),
+        ("/stats?campaign=spring", 200),
+        ("/stats?campaign=nobody&by=utm_term", 200),
+        (long_campaign.as_str(), 422),
         ("/stats?from_ms=2&to_ms=1", 422),
         ("/rejections", 200),
         ("/rejections?limit=1001", 422),
