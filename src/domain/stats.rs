@@ -263,16 +263,29 @@ impl Counts {
         }
         let mut overflow = Ok(());
         for (currency, amount) in &other.deposits {
-            let sum = self
-                .deposits
-                .entry(currency.clone())
-                .or_insert_with(Decimal::zero);
-            match sum.checked_add(*amount) {
-                Some(s) => *sum = s,
-                None => overflow = Err(format!("the {currency} deposit sum overflowed")),
+            if let Err(e) = self.add_deposit(currency, *amount) {
+                overflow = Err(e);
             }
         }
         overflow
+    }
+
+    /// Adds `amount` to the deposit sum in `currency`, found by reference (the name is copied
+    /// only the first time). A sum that would overflow stays at its last value and the overflow
+    /// is reported.
+    pub fn add_deposit(&mut self, currency: &str, amount: Decimal) -> Result<(), String> {
+        let sum = match self.deposits.get_mut(currency) {
+            Some(sum) => sum,
+            None => self
+                .deposits
+                .entry(currency.to_owned())
+                .or_insert_with(Decimal::zero),
+        };
+        match sum.checked_add(amount) {
+            Some(s) => *sum = s,
+            None => return Err(format!("the {currency} deposit sum overflowed")),
+        }
+        Ok(())
     }
 }
 

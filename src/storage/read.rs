@@ -471,11 +471,11 @@ impl Rows<'_> {
     /// The counts of one group over the quarters; `None` when it has no row there.
     fn total(&self, code: u8, group: &str) -> Result<Option<Counts>, StoreError> {
         let mut total = None;
-        for_each_row(
+        add_rows(
             self.table,
             (self.space, code, group),
             &self.pieces,
-            |counts| add(total.get_or_insert_with(Counts::default), &counts),
+            &mut total,
         )?;
         Ok(total)
     }
@@ -538,11 +538,11 @@ impl Rows<'_> {
                 let start = stats::day_start(zone, day).max(from);
                 let end = stats::day_start(zone, day + 1).min(to);
                 let mut total = None;
-                for_each_row(
+                add_rows(
                     self.table,
                     (space, code, group),
                     &pieces(start, end),
-                    |counts| add(total.get_or_insert_with(Counts::default), &counts),
+                    &mut total,
                 )?;
                 if let Some(total) = total {
                     groups.insert(cost::day_text(day), total);
@@ -563,59 +563,76 @@ fn group_costs(
     (from, to): (u32, u32),
     zone: &jiff::tz::TimeZone,
 ) -> Result<BTreeMap<String, BTreeMap<String, Decimal>>, StoreError> {
-    let mut spent: BTreeMap<String, BTreeMap<String, Decimal>> = BTreeMap::new();
+    // Summed in a hash map, found by one hash of the name per row rather than a walk of string
+    // comparisons; ordered once at the end.
+    let mut spent: HashMap<String, BTreeMap<String, Decimal>> = HashMap::new();
     if !grouping.by.has_costs() || from >= to {
-        return Ok(spent);
+        return Ok(BTreeMap::new());
     }
     let mut first = stats::local_day(zone, from);
     if stats::day_start(zone, first) < from {
         first += 1;
     }
     let last = stats::local_day(zone, to - 1);
-    for c in costs(s, space, (first, last))? {
-        if grouping
-            .campaign
-            .as_ref()
-            .is_some_and(|one| *one != c.campaign_name)
-        {
-            continue;
-        }
-        let group = match grouping.by {
-            Dimension::Day => cost::day_text(c.day),
-            _ => c.campaign_name,
-        };
-        let sum = spent
-            .entry(group)
-            .or_default()
-            .entry(c.currency)
-            .or_insert_with(Decimal::zero);
-        *sum = sum
-            .checked_add(c.amount)
-            .ok_or_else(|| StoreError::Corrupt("a cost sum overflowed".into()))?;
-    }
-    Ok(spent)
+    // Looked up by reference: a row allocates only a group or currency not seen before.
+    each_cost(
+        s,
+        space,
+        (first, last),
+        |day, campaign, amount, currency| {
+            if grouping
+                .campaign
+                .as_ref()
+                .is_some_and(|one| one != campaign)
+            {
+                return Ok(());
+            }
+            let day_text;
+            let group = match grouping.by {
+                Dimension::Day => {
+                    day_text = cost::day_text(day);
+                    day_text.as_str()
+                }
+                _ => campaign,
+            };
+            let by_currency = match spent.get_mut(group) {
+                Some(c) => c,
+                None => spent.entry(group.to_owned()).or_default(),
+            };
+            let sum = match by_currency.get_mut(currency) {
+                Some(sum) => sum,
+                None => by_currency
+                    .entry(currency.to_owned())
+                    .or_insert_with(Decimal::zero),
+            };
+            *sum = sum
+                .checked_add(amount)
+                .ok_or_else(|| StoreError::Corrupt("a cost sum overflowed".into()))?;
+            Ok(())
+        },
+    )?;
+    Ok(spent.into_iter().collect())
 }
 
-/// Calls `each` with the counts of each row of one group in `pieces`.
-fn for_each_row(
+/// Adds the counts of each row of one group in `pieces` to `total`, made at the first row (so
+/// `None` is left where the group has no row there).
+fn add_rows(
     table: &ReadOnlyTable<(u32, u8, &'static str, u32), &'static [u8]>,
     (space, code, group): (u32, u8, &str),
     pieces: &[(u8, u32, u32)],
-    mut each: impl FnMut(Counts) -> Result<(), StoreError>,
+    total: &mut Option<Counts>,
 ) -> Result<(), StoreError> {
     for &(flag, lo, hi) in pieces {
         for entry in
             table.range((space, code | flag, group, lo)..(space, code | flag, group, hi))?
         {
             let (_, bytes) = entry?;
-            each(rollup::counts_of(&records::decode(bytes.value())?)?)?;
+            records::with_stats_row(bytes.value(), |row| {
+                rollup::add_stored(total.get_or_insert_with(Counts::default), row)
+            })??;
         }
     }
     Ok(())
-}
-
-fn add(total: &mut Counts, counts: &Counts) -> Result<(), StoreError> {
-    total.add(counts).map_err(StoreError::Corrupt)
 }
 
 /// The `STATS` key ranges that cover the quarters `[from, to)` once each: `(0, quarters)` before
@@ -642,27 +659,44 @@ fn pieces(from: u32, to: u32) -> Vec<(u8, u32, u32)> {
 pub fn costs(
     s: &Snapshot,
     space: u32,
-    (from, to): (cost::Day, cost::Day),
+    days: (cost::Day, cost::Day),
 ) -> Result<Vec<Cost>, StoreError> {
-    let table = s.txn.open_table(COSTS)?;
     let mut costs = Vec::new();
-    if from > to {
-        return Ok(costs);
-    }
-    for entry in table.range((space, from, "")..(space, to.saturating_add(1), ""))? {
-        let (key, bytes) = entry?;
-        let (_, day, campaign) = key.value();
-        let r: records::CostRecord = records::decode(bytes.value())?;
-        let amount = Decimal::parse(&r.amount)
-            .map_err(|e| StoreError::Corrupt(format!("cost of {campaign:?} on day {day}: {e}")))?;
+    each_cost(s, space, days, |day, campaign, amount, currency| {
         costs.push(Cost {
             day,
             campaign_name: campaign.to_owned(),
             amount,
-            currency: r.currency,
+            currency: currency.to_owned(),
         });
-    }
+        Ok(())
+    })?;
     Ok(costs)
+}
+
+/// Calls `each` with the day, campaign, amount and currency of each of `space`'s costs on the
+/// days `[from, to]` (both included), by day, then campaign.
+fn each_cost(
+    s: &Snapshot,
+    space: u32,
+    (from, to): (cost::Day, cost::Day),
+    mut each: impl FnMut(cost::Day, &str, Decimal, &str) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    if from > to {
+        return Ok(());
+    }
+    let table = s.txn.open_table(COSTS)?;
+    for entry in table.range((space, from, "")..(space, to.saturating_add(1), ""))? {
+        let (key, bytes) = entry?;
+        let (_, day, campaign) = key.value();
+        records::with_cost_row(bytes.value(), |r| {
+            let amount = Decimal::parse(r.amount).map_err(|e| {
+                StoreError::Corrupt(format!("cost of {campaign:?} on day {day}: {e}"))
+            })?;
+            each(day, campaign, amount, r.currency)
+        })??;
+    }
+    Ok(())
 }
 
 /// `space`'s most recent rejections, newest first.

@@ -16,7 +16,7 @@ use crate::domain::input::Query;
 use crate::domain::decimal::Decimal;
 use crate::domain::stats::{Counts, Dimension, QUARTERS_PER_DAY, quarter_of};
 use crate::storage::StoreError;
-use crate::storage::records::{self, ClickRecord, EventRecord, StatsRecord};
+use crate::storage::records::{self, ClickRecord, EventRecord, StatsRecord, StatsRow};
 use crate::storage::schema::{CLICKS, INBOX, STATS};
 
 /// A `STATS` key: `(space, dimension, group, quarter)`, or with [`DAY_ROWS`] set in the
@@ -172,19 +172,30 @@ impl Rollup {
 
 /// The counts a stored row holds.
 pub fn counts_of(r: &StatsRecord) -> Result<Counts, StoreError> {
-    let mut deposits = BTreeMap::new();
-    for (currency, sum) in &r.deposits {
+    let mut counts = Counts::default();
+    add_stored(&mut counts, &r.row())?;
+    Ok(counts)
+}
+
+/// Adds the counts a stored row holds to `total`, without a copy of the row's counts.
+pub fn add_stored(total: &mut Counts, r: &StatsRow<'_>) -> Result<(), StoreError> {
+    total
+        .add(&Counts {
+            clicks: r.clicks,
+            bound_clicks: r.bound_clicks,
+            events: r.events,
+            deposits: BTreeMap::new(),
+            first_deposits: r.first_deposits,
+        })
+        .map_err(StoreError::Corrupt)?;
+    for &(currency, sum) in &r.deposits {
         let sum = Decimal::parse(sum)
             .map_err(|e| StoreError::Corrupt(format!("stats deposit sum {sum:?}: {e}")))?;
-        deposits.insert(currency.clone(), sum);
+        total
+            .add_deposit(currency, sum)
+            .map_err(StoreError::Corrupt)?;
     }
-    Ok(Counts {
-        clicks: r.clicks,
-        bound_clicks: r.bound_clicks,
-        events: r.events,
-        deposits,
-        first_deposits: r.first_deposits,
-    })
+    Ok(())
 }
 
 /// The stored form of `c`.
