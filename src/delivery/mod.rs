@@ -43,8 +43,10 @@ const IN_FLIGHT: usize = 32;
 
 /// How much lower than ingest the senders' thread runs (a `nice` value): when the CPU is short,
 /// requests and their commits go first and deliveries wait in the file, to be sent when it has
-/// time again. A nice of 10 still leaves the senders about a tenth of a busy core's weight.
-const NICE: i32 = 10;
+/// time again. The lowest priority a nice value gives (19): ingest on two cores is bound by its commits'
+/// flushes, not the CPU, and the senders still send thousands of events a second in the time
+/// the flushes leave (`BENCHMARKS.md`); at nice 10 they took a quarter of ingest's rate.
+const NICE: i32 = 19;
 
 /// Runs the senders ([`run`]) on a thread of their own, at a lower CPU priority than the
 /// server's ([`NICE`]), until this task is dropped (the server stops), which stops the thread
