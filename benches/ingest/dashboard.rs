@@ -109,9 +109,10 @@ fn csrf(body: &[u8]) -> Option<String> {
     Some(text[at..at + len].to_owned())
 }
 
-/// Checks a dashboard page: a row for each of the space's campaigns.
+/// Checks a dashboard page: a row for each of the space's campaigns, each name a link to its
+/// drill-down.
 pub fn check(body: &[u8]) -> Result<(), String> {
-    let rows = crate::reads::count(body, br#"data-label="Campaign">campaign-"#);
+    let rows = crate::reads::count(body, br#"data-label="Campaign"><a href="?"#);
     if rows == crate::reads::CAMPAIGNS {
         Ok(())
     } else {
