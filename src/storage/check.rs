@@ -912,10 +912,12 @@ fn check_stats(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreError>
     }
     let any = !wrong.is_empty();
     for ((space, dimension, group, at), problem) in wrong {
-        let (unit, dimension) = if dimension & rollup::DAY_ROWS == 0 {
-            ("hour", dimension)
-        } else {
+        let (unit, dimension) = if dimension & rollup::DAY_ROWS != 0 {
             ("day", dimension & !rollup::DAY_ROWS)
+        } else if dimension & rollup::BLOCK_ROWS != 0 {
+            ("block", dimension & !rollup::BLOCK_ROWS)
+        } else {
+            ("quarter", dimension)
         };
         c.findings.push(Finding {
             table: "stats".into(),

@@ -310,6 +310,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         8 => migrate_to_v9(txn),
         9 => migrate_to_v10(txn),
         10 => migrate_to_v11(txn),
+        11 => migrate_to_v12(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -425,6 +426,12 @@ fn migrate_to_v10(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 /// 5 to 7). `STATS` is counted again from the inbox and the clicks by the rule the writer counts
 /// with, which counts the rows already there the same and adds the new ones.
 fn migrate_to_v11(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    rollup::rebuild_in(txn, Err)
+}
+
+/// Version 12: the stats rollup's block rows (`rollup::BLOCK_ROWS`), each the sum of
+/// `BLOCK_DAYS` day rows, counted again with everything else by the rule the writer counts with.
+fn migrate_to_v12(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     rollup::rebuild_in(txn, Err)
 }
 

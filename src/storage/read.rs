@@ -636,10 +636,12 @@ fn add_rows(
 }
 
 /// The `STATS` key ranges that cover the quarters `[from, to)` once each: `(0, quarters)` before
-/// the first whole UTC day, `(DAY_ROWS, days)` for the whole days, `(0, quarters)` after the
-/// last.
+/// the first whole UTC day, `(DAY_ROWS, days)` for the whole days before the first whole block,
+/// `(BLOCK_ROWS, blocks)` for the whole blocks, `(DAY_ROWS, days)` after the last, `(0,
+/// quarters)` after the last whole day. Empty ranges are left out.
 fn pieces(from: u32, to: u32) -> Vec<(u8, u32, u32)> {
     const PER_DAY: u32 = stats::QUARTERS_PER_DAY;
+    const PER_BLOCK: u32 = rollup::BLOCK_DAYS;
     if from >= to {
         return Vec::new();
     }
@@ -648,11 +650,22 @@ fn pieces(from: u32, to: u32) -> Vec<(u8, u32, u32)> {
     if first_day >= end_day {
         return vec![(0, from, to)];
     }
-    vec![
-        (0, from, first_day * PER_DAY),
-        (rollup::DAY_ROWS, first_day, end_day),
-        (0, end_day * PER_DAY, to),
-    ]
+    let first_block = first_day.div_ceil(PER_BLOCK);
+    let end_block = end_day / PER_BLOCK;
+    let days = if first_block >= end_block {
+        vec![(rollup::DAY_ROWS, first_day, end_day)]
+    } else {
+        vec![
+            (rollup::DAY_ROWS, first_day, first_block * PER_BLOCK),
+            (rollup::BLOCK_ROWS, first_block, end_block),
+            (rollup::DAY_ROWS, end_block * PER_BLOCK, end_day),
+        ]
+    };
+    let mut all = vec![(0, from, first_day * PER_DAY)];
+    all.extend(days);
+    all.push((0, end_day * PER_DAY, to));
+    all.retain(|&(_, lo, hi)| lo < hi);
+    all
 }
 
 /// `space`'s costs on the days `[from, to]` (both included), by day, then campaign.
@@ -803,4 +816,54 @@ pub fn links(s: &Snapshot, space: u32) -> Result<Vec<(Link, u64, u64)>, StoreErr
     }
     out.sort_by_key(|(l, _, _)| l.created_at_ms);
     Ok(out)
+}
+
+#[cfg(test)]
+mod pieces_tests {
+    use super::pieces;
+    use crate::domain::stats::QUARTERS_PER_DAY;
+    use crate::storage::rollup::{BLOCK_DAYS, BLOCK_ROWS, DAY_ROWS};
+
+    /// The quarters a piece's rows count.
+    fn quarters((flag, lo, hi): (u8, u32, u32)) -> std::ops::Range<u32> {
+        let per = match flag {
+            0 => 1,
+            DAY_ROWS => QUARTERS_PER_DAY,
+            BLOCK_ROWS => QUARTERS_PER_DAY * BLOCK_DAYS,
+            _ => panic!("flag {flag:#x}"),
+        };
+        lo * per..hi * per
+    }
+
+    #[test]
+    fn pieces_cover_each_quarter_of_a_range_once() {
+        let block = QUARTERS_PER_DAY * BLOCK_DAYS;
+        let edges = [
+            0,
+            1,
+            QUARTERS_PER_DAY - 1,
+            QUARTERS_PER_DAY,
+            block - 1,
+            block,
+            block + 5,
+            3 * block - QUARTERS_PER_DAY,
+            3 * block,
+            3 * block + 7,
+            20_000 * QUARTERS_PER_DAY + 13,
+        ];
+        let mut blocks_used = 0;
+        for &from in &edges {
+            for &to in &edges {
+                let got = pieces(from, to);
+                let mut covered: Vec<u32> = got.iter().flat_map(|&p| quarters(p)).collect();
+                covered.sort_unstable();
+                let want: Vec<u32> = (from..to.max(from)).collect();
+                assert_eq!(covered, want, "pieces({from}, {to}) = {got:?}");
+                blocks_used += got.iter().filter(|p| p.0 == BLOCK_ROWS).count();
+            }
+        }
+        assert!(blocks_used > 0, "no range was read by blocks");
+        // A range of whole blocks reads blocks only.
+        assert_eq!(pieces(block, 3 * block), vec![(BLOCK_ROWS, 1, 3)]);
+    }
 }

@@ -20,13 +20,23 @@ use crate::storage::records::{self, ClickRecord, EventRecord, StatsRecord, Stats
 use crate::storage::schema::{CLICKS, INBOX, STATS};
 
 /// A `STATS` key: `(space, dimension, group, quarter)`, or with [`DAY_ROWS`] set in the
-/// dimension, `(space, dimension | DAY_ROWS, group, day)`.
+/// dimension, `(space, dimension | DAY_ROWS, group, day)`, or with [`BLOCK_ROWS`],
+/// `(space, dimension | BLOCK_ROWS, group, block)`.
 pub type RowKey = (u32, u8, String, u32);
 
 /// Set in a `STATS` key's dimension byte: the row counts a whole UTC day (days since the
 /// epoch), the sum of that day's 96 quarter rows. A range of whole UTC days reads one row per
 /// group and day instead of 96, and only its partial first and last days read quarters.
 pub const DAY_ROWS: u8 = 0x80;
+
+/// Set in a `STATS` key's dimension byte (schema 12): the row counts a block of [`BLOCK_DAYS`]
+/// whole UTC days (block `n` holds days `n * BLOCK_DAYS` to `(n + 1) * BLOCK_DAYS - 1`), the
+/// sum of its day rows. A range of months reads one row per group and block instead of one per
+/// day; only the partial blocks at its ends read days.
+pub const BLOCK_ROWS: u8 = 0x40;
+
+/// The UTC days a [`BLOCK_ROWS`] row counts.
+pub const BLOCK_DAYS: u32 = 32;
 
 /// The group of a campaign's drill-down row (`Dimension::in_campaign_code`): the campaign's
 /// byte length, `:`, the campaign, NUL, then the link, ad or ad set ("" for none). The length
@@ -128,6 +138,12 @@ impl Rollup {
         }
         for (code, group) in rows {
             for key in [
+                (
+                    space,
+                    code | BLOCK_ROWS,
+                    group.clone(),
+                    day_of(quarter) / BLOCK_DAYS,
+                ),
                 (space, code | DAY_ROWS, group.clone(), day_of(quarter)),
                 (space, code, group, quarter),
             ] {

@@ -43,6 +43,9 @@
 //!   `:`, the campaign, NUL, the other name), so that one campaign's rows of a dimension are one
 //!   range of keys. A campaign by day reads the campaign's own rows. The migration counts
 //!   `STATS` again from the inbox and the clicks, writing it out in bounded batches.
+//! - 12: `STATS` also holds block rows (`rollup::BLOCK_ROWS`, 0x40, in the dimension byte), each
+//!   the sum of 32 whole UTC days of a group (block `n`: days `32n` to `32n + 31`), so a range of
+//!   months reads a row per block rather than per day. The migration counts `STATS` again.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -58,7 +61,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 11;
+pub const SCHEMA_VERSION: u64 = 12;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -141,7 +144,8 @@ pub const COSTS: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition::new
 /// (schema 11). Keyed group first, so one group's quarters are one
 /// range. The same with
 /// `rollup::DAY_ROWS` (0x80) added to the dimension: the group's counts per UTC day (days since
-/// the epoch), each the sum of the day's quarter rows.
+/// the epoch), each the sum of the day's quarter rows; with `rollup::BLOCK_ROWS` (0x40), per
+/// block of 32 UTC days (schema 12).
 pub const STATS: TableDefinition<(u32, u8, &str, u32), &[u8]> = TableDefinition::new("stats");
 
 /// `(space, slot) -> RejectionRecord`: a ring of the space's last `KEPT_PER_SPACE` rejections;

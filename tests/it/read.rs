@@ -454,18 +454,21 @@ fn count_from_feed(
     (expected, sums)
 }
 
-/// Stats over a range read whole days from the day rows and the partial first and last days
-/// from the hour rows: for random ranges (and ones on day and hour boundaries), every grouping
-/// counts exactly the events whose hour lies in the widened range, each once.
+/// Stats over a range read whole blocks of 32 UTC days from the block rows, whole days from the
+/// day rows and the partial first and last days from the quarter rows: for random ranges (and
+/// ones on day and hour boundaries, and over months), every grouping counts exactly the events
+/// whose hour lies in the widened range, each once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_over_any_range_count_each_event_in_it_once() {
     const HOUR: u64 = 3_600_000;
     let s = TestServer::start().await;
     let mut rng = Mix(20_261_122);
     let mut hours = Vec::new();
-    for i in 0..80 {
-        // Up to four days back, anywhere in the hour.
-        let at = NOW_MS - rng.next(4 * DAY_MS);
+    for i in 0..120 {
+        // Up to four days back, anywhere in the hour; every third up to 85 days back (90 is
+        // as far as an event may be).
+        let back = if i % 3 == 0 { 85 } else { 4 };
+        let at = NOW_MS - rng.next(back * DAY_MS);
         let body = format!(r#"{{"event":"contact","eid":"r{i}","occurred_at_ms":{at}}}"#);
         assert_queued(&s.post_event(&body).await);
         hours.push(at / HOUR);
@@ -478,11 +481,17 @@ async fn stats_over_any_range_count_each_event_in_it_once() {
         (midnight - HOUR, midnight + HOUR),
         (0, NOW_MS + HOUR),
     ];
-    for _ in 0..40 {
-        let a = NOW_MS - rng.next(5 * DAY_MS);
-        let b = NOW_MS - rng.next(5 * DAY_MS);
+    for i in 0..60 {
+        let back = if i % 3 == 0 { 95 } else { 5 };
+        let a = NOW_MS - rng.next(back * DAY_MS);
+        let b = NOW_MS - rng.next(back * DAY_MS);
         ranges.push((a.min(b), a.max(b)));
     }
+    // Whole blocks of 32 UTC days, and one more day on each side.
+    let block = 32 * DAY_MS;
+    let last_block = NOW_MS / block * block;
+    ranges.push((last_block - 2 * block, last_block));
+    ranges.push((last_block - 2 * block - DAY_MS, last_block + DAY_MS));
     for (from, to) in ranges {
         let (first, end) = (from / HOUR, to.div_ceil(HOUR));
         let expected = hours.iter().filter(|h| (first..end).contains(h)).count() as u64;
