@@ -445,7 +445,7 @@ fn migrate_to_v5(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     for entry in table.iter()? {
         let (key, bytes) = entry?;
         let (space, dimension, group, hour) = key.value();
-        let counts = rollup::counts_of(&records::decode(bytes.value())?)?;
+        let counts = rollup::counts_in(bytes.value())?;
         let day = (
             space,
             dimension | DAY_ROWS,

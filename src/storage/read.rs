@@ -809,7 +809,7 @@ pub fn links(s: &Snapshot, space: u32) -> Result<Vec<(Link, u64, u64)>, StoreErr
         for row in stats.range((space, code, slug, 0)..=(space, code, slug, u32::MAX))? {
             let (_, bytes) = row?;
             total
-                .add(&rollup::counts_of(&records::decode(bytes.value())?)?)
+                .add(&rollup::counts_in(bytes.value())?)
                 .map_err(StoreError::Corrupt)?;
         }
         out.push((link, total.clicks, total.bound_clicks));

@@ -168,7 +168,7 @@ impl Rollup {
         for ((space, dimension, group, hour), counts) in std::mem::take(&mut self.rows) {
             let key = (space, dimension, group.as_str(), hour);
             let stored = match table.get(key)? {
-                Some(bytes) => records::decode(bytes.value()).and_then(|r| counts_of(&r)),
+                Some(bytes) => counts_in(bytes.value()),
                 None => Ok(Counts::default()),
             };
             // A damaged row must not fail every batch after it: it starts again from this
@@ -186,10 +186,10 @@ impl Rollup {
     }
 }
 
-/// The counts a stored row holds.
-pub fn counts_of(r: &StatsRecord) -> Result<Counts, StoreError> {
+/// The counts a stored row's bytes hold.
+pub fn counts_in(bytes: &[u8]) -> Result<Counts, StoreError> {
     let mut counts = Counts::default();
-    add_stored(&mut counts, &r.row())?;
+    records::with_stats_row(bytes, |row| add_stored(&mut counts, row))??;
     Ok(counts)
 }
 
@@ -397,7 +397,7 @@ mod tests {
             for entry in stats.iter().unwrap() {
                 let (key, bytes) = entry.unwrap();
                 let (space, code, group, at) = key.value();
-                let counts = counts_of(&records::decode(bytes.value()).unwrap()).unwrap();
+                let counts = counts_in(bytes.value()).unwrap();
                 rows.insert((space, code, group.to_owned(), at), counts);
             }
             rows

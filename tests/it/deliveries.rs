@@ -735,19 +735,26 @@ fn the_senders_yield_the_cpu_to_ingest() {
     let dir = tempfile::tempdir().unwrap();
     let process = TrackerProcess::start(dir.path());
     let pid = process.child.id();
-    // Field 19 of /proc/<pid>/task/<tid>/stat is the thread's nice value; the name in field 2
-    // (in parentheses) may hold spaces, so fields are counted after its closing parenthesis.
+    // Field 19 of a `stat` file is the thread's nice value; the name in field 2 (in
+    // parentheses) may hold spaces, so fields are counted after its closing parenthesis.
+    let nice_in = |stat: &str| -> i64 {
+        stat[stat.rfind(')').unwrap() + 2..]
+            .split(' ')
+            .nth(16)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
     let nice_of = |name: &str| -> Vec<i64> {
         let mut found = Vec::new();
         for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
             let path = task.unwrap().path();
             let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-            if comm.trim() != name {
-                continue;
+            if comm.trim() == name {
+                found.push(nice_in(
+                    &std::fs::read_to_string(path.join("stat")).unwrap(),
+                ));
             }
-            let stat = std::fs::read_to_string(path.join("stat")).unwrap();
-            let after = &stat[stat.rfind(')').unwrap() + 2..];
-            found.push(after.split(' ').nth(16).unwrap().parse().unwrap());
         }
         found
     };
@@ -756,13 +763,7 @@ fn the_senders_yield_the_cpu_to_ingest() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(nice_of("sender"), vec![19], "the senders' thread");
-    let main = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let main_nice: i64 = main[main.rfind(')').unwrap() + 2..]
-        .split(' ')
-        .nth(16)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let main_nice = nice_in(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap());
     assert_eq!(main_nice, 0, "the server's main thread");
     crate::support::stop_cleanly(process);
 }
