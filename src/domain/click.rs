@@ -94,11 +94,15 @@ struct ClickBody<'a> {
     raw_query: Option<&'a RawValue>,
 }
 
+/// The most characters a campaign's name has, wherever one is given: a click, a link, a cost,
+/// a stats filter.
+pub const CAMPAIGN_NAME_MAX_CHARS: usize = 256;
+
 /// The bound on each click field, in characters.
 pub const CLICK_FIELD_BOUNDS: [(&str, usize); 4] = [
     ("link_slug", 128),
     ("fbclid", 512),
-    ("campaign_name", 256),
+    ("campaign_name", CAMPAIGN_NAME_MAX_CHARS),
     ("raw_query", 4096),
 ];
 

@@ -17,7 +17,7 @@ use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
 /// The longest campaign name, as a click's `campaign_name`.
-pub const MAX_CAMPAIGN_CHARS: usize = 256;
+pub const MAX_CAMPAIGN_CHARS: usize = crate::domain::click::CAMPAIGN_NAME_MAX_CHARS;
 /// The most rows one import takes: 90 days of 1000 campaigns, and some.
 pub const MAX_IMPORT_ROWS: usize = 100_000;
 

@@ -327,7 +327,7 @@ impl NewLink {
                 ));
             }
         };
-        let campaign_limit = CLICK_FIELD_BOUNDS[2].1;
+        let campaign_limit = crate::domain::click::CAMPAIGN_NAME_MAX_CHARS;
         if let Some(c) = &campaign_name {
             if c.chars().count() > campaign_limit {
                 return Err(Error::field(

@@ -124,8 +124,8 @@ impl Grouping {
         let by = Dimension::parse(by)?;
         let campaign = campaign.filter(|c| !c.is_empty());
         if let Some(c) = campaign {
-            let [_, _, (_, max), _] = crate::domain::click::CLICK_FIELD_BOUNDS;
-            crate::domain::click::within_bound(c, ("campaign", max))?;
+            use crate::domain::click::{CAMPAIGN_NAME_MAX_CHARS, within_bound};
+            within_bound(c, ("campaign", CAMPAIGN_NAME_MAX_CHARS))?;
         }
         Ok(Grouping {
             by,

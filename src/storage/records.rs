@@ -330,7 +330,7 @@ pub struct StatsRow<'a> {
 impl StatsRecord {
     /// The row as [`StatsRow`] shows it.
     #[must_use]
-    pub fn row(&self) -> StatsRow<'_> {
+    fn row(&self) -> StatsRow<'_> {
         StatsRow {
             clicks: self.clicks,
             bound_clicks: self.bound_clicks,
@@ -364,16 +364,15 @@ pub struct CostRow<'a> {
     pub currency: &'a str,
 }
 
-/// Calls `f` with the cost `bytes` holds, read in place.
+/// Calls `f` with the cost `bytes` holds, read in place (a cost has one version; any other is
+/// `decode`'s error).
 pub fn with_cost_row<T>(bytes: &[u8], f: impl FnOnce(&CostRow<'_>) -> T) -> Result<T, StoreError> {
-    if let Some((&CostRecord::VERSION, body)) = bytes.split_first() {
-        return Ok(f(&postcard_in_place(CostRecord::NAME, body)?));
+    match bytes.split_first() {
+        Some((&CostRecord::VERSION, body)) => Ok(f(&postcard_in_place(CostRecord::NAME, body)?)),
+        _ => Err(decode::<CostRecord>(bytes)
+            .err()
+            .unwrap_or_else(|| StoreError::Corrupt("cost record has no known version".into()))),
     }
-    let r = decode::<CostRecord>(bytes)?;
-    Ok(f(&CostRow {
-        amount: &r.amount,
-        currency: &r.currency,
-    }))
 }
 
 /// The shape of a `StatsRecord` of version 1 (schemas 3 to 8).

@@ -120,10 +120,9 @@ impl Rollup {
                 .to_owned()
         };
         let campaign = group(click.map(|c| &c.campaign_name));
-        let mut rows = vec![
-            (Dimension::Campaign.code(), campaign.clone()),
-            (Dimension::Day.code(), String::new()),
-        ];
+        // At most 8 groups: one allocation.
+        let mut rows = Vec::with_capacity(8);
+        rows.push((Dimension::Day.code(), String::new()));
         for (dimension, sub) in [
             (Dimension::Link, group(click.map(|c| &c.link_slug))),
             (Dimension::Ad, utm("utm_content")),
@@ -136,6 +135,7 @@ impl Rollup {
             }
             rows.push((dimension.code(), sub));
         }
+        rows.push((Dimension::Campaign.code(), campaign));
         for (code, group) in rows {
             for key in [
                 (

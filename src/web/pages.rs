@@ -682,18 +682,8 @@ async fn costs_page(
 /// `GET .../costs/template.csv`: the header row of our columns, to fill in a spreadsheet.
 pub(super) async fn costs_template(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> {
     space(ctx, name).await?;
-    let mut response =
-        Response::new(format!("{}\n", crate::domain::cost::CSV_COLUMNS.join(",")).into());
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/csv; charset=utf-8"),
-    );
-    headers.insert(
-        header::CONTENT_DISPOSITION,
-        HeaderValue::from_static("attachment; filename=\"costs-template.csv\""),
-    );
-    Ok(response)
+    let header_row = format!("{}\n", crate::domain::cost::CSV_COLUMNS.join(","));
+    Ok(csv_response(header_row.into_bytes(), "costs-template"))
 }
 
 // --- Destinations ---
@@ -1724,6 +1714,11 @@ fn table_csv(rows: &[GroupRow], file: &str) -> Result<Response, Error> {
     let body = csv
         .take_written()
         .map_err(|e| Error::new(Code::Internal, e.to_string()))?;
+    Ok(csv_response(body, file))
+}
+
+/// A CSV download: `body` as `<file>.csv`.
+fn csv_response(body: Vec<u8>, file: &str) -> Response {
     let mut response = Response::new(body.into());
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -1735,5 +1730,5 @@ fn table_csv(rows: &[GroupRow], file: &str) -> Result<Response, Error> {
             .headers_mut()
             .insert(header::CONTENT_DISPOSITION, v);
     }
-    Ok(response)
+    response
 }
