@@ -618,10 +618,20 @@ fn deposit_at(
     space: u32,
     inbox_id: u64,
 ) -> Result<Option<Deposit>, StoreError> {
-    let Some(bytes) = inbox.get((space, inbox_id))? else {
-        return Ok(None);
-    };
-    let Ok(event) = records::decode::<EventRecord>(bytes.value()) else {
+    match inbox.get((space, inbox_id))? {
+        Some(bytes) => deposit_of(bytes.value(), clicks, space),
+        None => Ok(None),
+    }
+}
+
+/// The deposit an inbox record of `space` holds; `None` for an event of another kind or a record
+/// that does not decode.
+fn deposit_of(
+    bytes: &[u8],
+    clicks: &impl ReadableTable<(u32, &'static str), &'static [u8]>,
+    space: u32,
+) -> Result<Option<Deposit>, StoreError> {
+    let Ok(event) = records::decode::<EventRecord>(bytes) else {
         return Ok(None);
     };
     if event.kind != crate::domain::event::EventKind::Deposit as u8 {
@@ -669,9 +679,9 @@ fn check_first_deposits(txn: &ReadTransaction, c: &mut Checker) -> Result<(), St
     let by_tg = txn.open_table(FIRST_DEPOSITS_BY_TG)?;
     let by_click = txn.open_table(FIRST_DEPOSITS_BY_CLICK)?;
     for entry in inbox.iter()? {
-        let (key, _) = entry?;
+        let (key, bytes) = entry?;
         let (space, inbox_id) = key.value();
-        let Some(d) = deposit_at(&inbox, &clicks, space, inbox_id)? else {
+        let Some(d) = deposit_of(bytes.value(), &clicks, space)? else {
             continue;
         };
         let at = |what: String| format!("space {space}, {what}");
