@@ -23,6 +23,9 @@ pub const SPACE: &str = "bench-dest";
 pub enum Answering {
     /// `200 {}` at once to every request; counted in the tally when one is given.
     Ok(Option<Arc<Tally>>),
+    /// As `Ok`, counted, with its threads at the lowest CPU priority (nice 19): the stand-in for
+    /// a receiver on another machine, whose work is not the tracker's to share two cores with.
+    Aside(Arc<Tally>),
     /// Never: it reads what comes and sends nothing back, until the sender gives up.
     Never,
 }
@@ -80,9 +83,10 @@ pub fn receiver_answering(answering: Answering) -> Result<SocketAddr, String> {
     let addr = listener
         .local_addr()
         .map_err(|e| format!("the receiver's address: {e}"))?;
-    let tally = match answering {
-        Answering::Ok(tally) => Some(tally),
-        Answering::Never => None,
+    let (tally, aside) = match answering {
+        Answering::Ok(tally) => (Some(tally), false),
+        Answering::Aside(tally) => (Some(Some(tally)), true),
+        Answering::Never => (None, false),
     };
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
@@ -93,7 +97,13 @@ pub fn receiver_answering(answering: Answering) -> Result<SocketAddr, String> {
                 });
                 continue;
             };
-            std::thread::spawn(move || answer_each(stream, tally.as_deref()));
+            std::thread::spawn(move || {
+                if aside {
+                    let _ =
+                        rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
+                }
+                answer_each(stream, tally.as_deref());
+            });
         }
     });
     Ok(addr)

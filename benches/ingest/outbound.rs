@@ -7,6 +7,10 @@
 //!   /destinations` shows nothing pending or retrying), and every acknowledged event delivered.
 //! - `dest_blackhole`: the `unique_dest` case's two destinations at a receiver that reads and
 //!   never answers: unique ingest into that space between two plain unique rows.
+//! - `dest_answering`: a `meta_capi` and a `webhook` destination at a receiver that answers at
+//!   once, beside it at the lowest CPU priority (a receiver elsewhere): unique ingest into their
+//!   space between two plain unique rows, the senders' backlog drained before the second; every
+//!   acknowledged event delivered to both.
 //! - `pending_1m`: `--pending` deliveries waiting for a receiver that never answers; the
 //!   server's memory, the queue by state, the file's bytes per delivery, ingest at that depth.
 //! - `client_hints`: tracking-link clicks with `meta_client_hints` on and off; the hints' bytes
@@ -38,15 +42,17 @@ pub enum OutRow {
     SendMeta,
     SendWebhook,
     DestBlackhole,
+    DestAnswering,
     Pending,
     ClientHints,
 }
 
 impl OutRow {
-    pub const ALL: [OutRow; 5] = [
+    pub const ALL: [OutRow; 6] = [
         OutRow::SendMeta,
         OutRow::SendWebhook,
         OutRow::DestBlackhole,
+        OutRow::DestAnswering,
         OutRow::Pending,
         OutRow::ClientHints,
     ];
@@ -56,6 +62,7 @@ impl OutRow {
             OutRow::SendMeta => "send_meta",
             OutRow::SendWebhook => "send_webhook",
             OutRow::DestBlackhole => "dest_blackhole",
+            OutRow::DestAnswering => "dest_answering",
             OutRow::Pending => "pending_1m",
             OutRow::ClientHints => "client_hints",
         }
@@ -118,7 +125,9 @@ pub fn run(
             OutRow::SendMeta | OutRow::SendWebhook => {
                 send(bench, wrk_path, row, plan, &mut results)?;
             }
-            OutRow::DestBlackhole => blackhole(bench, wrk_path, plan, &mut results)?,
+            OutRow::DestBlackhole | OutRow::DestAnswering => {
+                between(bench, wrk_path, row, plan, &mut results)?;
+            }
             OutRow::Pending => pending(bench, plan, &mut results)?,
             OutRow::ClientHints => client_hints(bench, plan, &mut results)?,
         }
@@ -278,36 +287,71 @@ fn send(
     )
 }
 
-/// `dest_blackhole`: plain unique (A), unique into the `unique_dest` case's two destinations at
-/// a receiver that never answers (B), plain unique again (A'), at each of the plan's
-/// connections.
-fn blackhole(
+/// `dest_blackhole` and `dest_answering`: plain unique (A), unique into a space with a
+/// `meta_capi` and a `webhook` destination (B), plain unique again (A'), at each of the plan's
+/// connections. `dest_blackhole`'s receiver never answers (the outbox's write cost alone) and
+/// its space is the `unique_dest` case's; `dest_answering`'s answers at once at the lowest CPU
+/// priority (a receiver elsewhere), its space's clicks have an `fbclid` and its Meta
+/// destination has the default `only_attributed`, so every event goes to both; before A' the
+/// senders drain what B left, so that A' is plain unique again.
+fn between(
     bench: &mut Bench,
     wrk_path: Option<&str>,
+    row: OutRow,
     plan: &OutPlan,
     results: &mut OutResults,
 ) -> Result<(), String> {
-    let receiver = deliveries::receiver_answering(Answering::Never)?;
-    let fixture = space(bench, "bench-blackhole")?;
+    let tally = Arc::new(Tally::default());
+    let BetweenSpace {
+        fixture,
+        bodies,
+        label,
+        what,
+    } = between_space(bench, row, &tally)?;
     let addr = bench.server.addr;
-    deliveries::add_destinations(addr, &fixture.secret, &deliveries::both_kinds(receiver))?;
+    deliveries::add_destinations(addr, &fixture.secret, &bodies)?;
     let unique_space = bench.fixture.clone();
+    let (mut acked, mut slack) = (0, 0);
     for &conns in plan.conns {
         let mut rates = Vec::new();
+        let mut sent = String::new();
         for (label, fixture) in [
             ("A: unique", &unique_space),
-            ("B: unique, 2 blackholes", &fixture),
+            (label, &fixture),
             ("A': unique", &unique_space),
         ] {
-            let (mut row, _, _) = ingest(bench, wrk_path, fixture, conns, plan.duration)?;
-            row.label = label;
-            print_row(&row);
-            rates.push(row.rate);
-            if row.non_2xx + row.errors > 0 {
+            let before = tally.events();
+            let started = Instant::now();
+            let (mut r, a, s) = ingest(bench, wrk_path, fixture, conns, plan.duration)?;
+            let took = started.elapsed();
+            r.label = label;
+            print_row(&r);
+            rates.push(r.rate);
+            if r.non_2xx + r.errors > 0 {
                 results.failures.push(format!(
-                    "dest_blackhole, {label} at {conns}: {} non-2xx, {} errors",
-                    row.non_2xx, row.errors
+                    "{}, {label} at {conns}: {} non-2xx, {} errors",
+                    row.name(),
+                    r.non_2xx,
+                    r.errors
                 ));
+            }
+            if row == OutRow::DestAnswering && rates.len() == 2 {
+                (acked, slack) = (acked + a, slack + s);
+                let during = tally.events() - before;
+                let (drained_in, left) = drain(addr, &fixture.secret, plan.drain_limit)?;
+                let after = tally.events() - before - during;
+                sent = format!(
+                    "; {:.0} events/s delivered during B, then {after} more in {:.2} s",
+                    per_second(during, took),
+                    drained_in.as_secs_f64()
+                );
+                if left > 0 {
+                    results.failures.push(format!(
+                        "{}: {left} deliveries still open after {} s",
+                        row.name(),
+                        plan.drain_limit.as_secs()
+                    ));
+                }
             }
         }
         let [a, b, a2] = rates[..] else {
@@ -315,24 +359,95 @@ fn blackhole(
         };
         let (low, high) = (a.min(a2), a.max(a2));
         let s = deliveries::states(addr, &fixture.secret)?;
+        let met = if row == OutRow::DestAnswering {
+            format!(
+                "target >= 0.9x of their mean: {}",
+                verdict(b >= 0.9 * f64::midpoint(a, a2))
+            )
+        } else {
+            format!(
+                "target within that noise: {}",
+                verdict(b >= low - (high - low))
+            )
+        };
         println!(
-            "  dest_blackhole at {conns} connections: unique into the space whose 2 destinations \
-             never answer / plain unique before and after: {b:.0} / {a:.0} and {a2:.0} = \
-             {:.2}x and {:.2}x (plain unique's own rows {:.1}% apart; target within that noise: \
-             {}); deliveries pending {}, retrying {}; server RSS {:.1} MiB",
+            "  {} at {conns} connections: unique into the space with {what} / plain unique \
+             before and after: {b:.0} / {a:.0} and {a2:.0} = {:.2}x and {:.2}x, {:.2}x of their \
+             mean (plain unique's own rows {:.1}% apart; {met}){sent}; deliveries by state \
+             {s:?}; server RSS {:.1} MiB",
+            row.name(),
             b / a.max(1e-9),
             b / a2.max(1e-9),
+            b / f64::midpoint(a, a2).max(1e-9),
             (high - low) / low.max(1e-9) * 100.0,
-            verdict(b >= low - (high - low)),
-            state(&s, "pending"),
-            state(&s, "retrying"),
             mib(bench.server.rss().unwrap_or(0)),
         );
+    }
+    if row == OutRow::DestAnswering {
+        check_owed(&tally, acked, slack, results);
     }
     for name in ["meta", "hook"] {
         deliveries::remove_destination(addr, &fixture.secret, name)?;
     }
     Ok(())
+}
+
+/// The space of `dest_blackhole` or `dest_answering`, and its destinations.
+struct BetweenSpace {
+    fixture: Arc<Fixture>,
+    /// The destinations' `POST /destinations` bodies.
+    bodies: [String; 2],
+    /// The label of the row into this space.
+    label: &'static str,
+    /// What the destinations are, in words.
+    what: &'static str,
+}
+
+/// The space of `row`; `dest_answering`'s receiver counts in `tally`.
+fn between_space(bench: &Bench, row: OutRow, tally: &Arc<Tally>) -> Result<BetweenSpace, String> {
+    if row == OutRow::DestAnswering {
+        let receiver = deliveries::receiver_answering(Answering::Aside(tally.clone()))?;
+        let bodies = [
+            format!(
+                r#"{{"name":"meta","kind":"meta_capi","pixel_id":"1","access_token":"bench-token","graph_url":"http://{receiver}"}}"#
+            ),
+            format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#),
+        ];
+        let what = "a meta_capi and a webhook destination answering at once";
+        Ok(BetweenSpace {
+            fixture: space(bench, "bench-answering")?,
+            bodies,
+            label: "B: unique, 2 destinations answering",
+            what,
+        })
+    } else {
+        let receiver = deliveries::receiver_answering(Answering::Never)?;
+        let bodies = deliveries::both_kinds(receiver);
+        let what = "2 destinations that never answer";
+        Ok(BetweenSpace {
+            fixture: space(bench, "bench-blackhole")?,
+            bodies,
+            label: "B: unique, 2 blackholes",
+            what,
+        })
+    }
+}
+
+/// `dest_answering`'s at-least-once check: each of `acked` events owes two deliveries (Meta's
+/// `event_id` and the webhook's `Tracker-Delivery` differ, so they count apart).
+fn check_owed(tally: &Tally, acked: u64, slack: u64, results: &mut OutResults) {
+    let distinct = tally.distinct();
+    println!(
+        "  dest_answering: the receiver got {} events, {distinct} distinct, for {acked} \
+         acknowledged events owing 2 each (and up to {slack} unanswered)",
+        tally.events()
+    );
+    if distinct < 2 * acked || distinct > 2 * (acked + slack) {
+        results.failures.push(format!(
+            "dest_answering: {distinct} distinct deliveries received for {acked} acknowledged \
+             events owing 2 each (up to {slack} more may have been stored)"
+        ));
+    }
 }
 
 /// `pending_1m`: unique ingest into a space with a webhook that never answers, with its queue
