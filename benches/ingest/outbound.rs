@@ -25,10 +25,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redb::{
-    ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition,
-    TableHandle as _,
-};
+use redb::{ReadableDatabase as _, ReadableTable as _, TableDefinition, TableHandle as _};
+use tracker::storage::read::TableUsage;
 use tracker::storage::schema::{CLICK_HINTS, DELIVERIES};
 
 use crate::client::{self, Load};
@@ -621,7 +619,7 @@ pub fn after_stop(data: &Path, results: &mut OutResults) {
         }
     };
     if let Some(h) = &results.hints {
-        match usage(&db, CLICK_HINTS) {
+        match usage(&db, &CLICK_HINTS) {
             Ok(u) => {
                 println!(
                     "client_hints: {} rows in click_hints for {} clicks with hints on (and {} \
@@ -630,10 +628,10 @@ pub fn after_stop(data: &Path, results: &mut OutResults) {
                     u.entries,
                     h.on,
                     h.off,
-                    per(u.stored, u.entries),
-                    per(u.metadata, u.entries),
-                    per(u.fragmented, u.entries),
-                    per(u.pages * 4096, u.entries),
+                    per(u.stored_bytes, u.entries),
+                    per(u.metadata_bytes, u.entries),
+                    per(u.fragmented_bytes, u.entries),
+                    per((u.leaf_pages + u.branch_pages) * 4096, u.entries),
                 );
                 if u.entries != h.on {
                     results.failures.push(format!(
@@ -646,16 +644,16 @@ pub fn after_stop(data: &Path, results: &mut OutResults) {
         }
     }
     if let Some(pending) = results.pending {
-        match usage(&db, DELIVERIES).and_then(|u| Ok((u, untried(&db)?))) {
+        match usage(&db, &DELIVERIES).and_then(|u| Ok((u, untried(&db)?))) {
             Ok((u, (untried, tried))) => println!(
                 "pending_1m: {} rows in deliveries ({pending} of them the row's; {untried} never \
                  tried, as a pending one is, and {tried} tried): {:.0} B/delivery stored, {:.0} \
                  metadata, {:.0} unused in pages, {:.0} B/delivery in its pages",
                 u.entries,
-                per(u.stored, u.entries),
-                per(u.metadata, u.entries),
-                per(u.fragmented, u.entries),
-                per(u.pages * 4096, u.entries),
+                per(u.stored_bytes, u.entries),
+                per(u.metadata_bytes, u.entries),
+                per(u.fragmented_bytes, u.entries),
+                per((u.leaf_pages + u.branch_pages) * 4096, u.entries),
             ),
             Err(e) => results.failures.push(e),
         }
@@ -679,30 +677,15 @@ fn untried(db: &redb::ReadOnlyDatabase) -> Result<(u64, u64), String> {
     Ok((untried, tried))
 }
 
-/// A table's entries and bytes.
-struct Usage {
-    entries: u64,
-    stored: u64,
-    metadata: u64,
-    fragmented: u64,
-    pages: u64,
-}
-
+/// The entries and bytes of `table` in `db` (`read::usage`, as `tracker stats` has them).
 fn usage<K: redb::Key + 'static, V: redb::Value + 'static>(
     db: &redb::ReadOnlyDatabase,
-    table: TableDefinition<K, V>,
-) -> Result<Usage, String> {
+    table: &'static TableDefinition<'static, K, V>,
+) -> Result<TableUsage, String> {
     let read = |e: &dyn std::fmt::Display| format!("reading table {}: {e}", table.name());
     let txn = db.begin_read().map_err(|e| read(&e))?;
-    let t = txn.open_table(table).map_err(|e| read(&e))?;
-    let s = t.stats().map_err(|e| read(&e))?;
-    Ok(Usage {
-        entries: t.len().map_err(|e| read(&e))?,
-        stored: s.stored_bytes(),
-        metadata: s.metadata_bytes(),
-        fragmented: s.fragmented_bytes(),
-        pages: s.leaf_pages() + s.branch_pages(),
-    })
+    let t = txn.open_table(*table).map_err(|e| read(&e))?;
+    tracker::storage::read::usage(table.name(), &t).map_err(|e| read(&e))
 }
 
 fn file_len(path: &Path) -> u64 {

@@ -268,21 +268,6 @@ pub struct TableUsage {
 
 /// [`TableUsage`] of the tables that grow with traffic.
 pub fn table_usage(txn: &ReadTransaction) -> Result<Vec<TableUsage>, StoreError> {
-    fn usage<T: ReadableTableMetadata>(
-        table: &'static str,
-        t: &T,
-    ) -> Result<TableUsage, StoreError> {
-        let s = t.stats()?;
-        Ok(TableUsage {
-            table,
-            entries: t.len()?,
-            leaf_pages: s.leaf_pages(),
-            branch_pages: s.branch_pages(),
-            stored_bytes: s.stored_bytes(),
-            metadata_bytes: s.metadata_bytes(),
-            fragmented_bytes: s.fragmented_bytes(),
-        })
-    }
     Ok(vec![
         usage("inbox", &txn.open_table(INBOX)?)?,
         usage("dedup", &txn.open_table(DEDUP)?)?,
@@ -293,6 +278,23 @@ pub fn table_usage(txn: &ReadTransaction) -> Result<Vec<TableUsage>, StoreError>
         usage("stats", &txn.open_table(STATS)?)?,
         usage("rejections", &txn.open_table(REJECTIONS)?)?,
     ])
+}
+
+/// The entries and bytes of `t`, an open table named `table`.
+pub fn usage<T: ReadableTableMetadata>(
+    table: &'static str,
+    t: &T,
+) -> Result<TableUsage, StoreError> {
+    let s = t.stats()?;
+    Ok(TableUsage {
+        table,
+        entries: t.len()?,
+        leaf_pages: s.leaf_pages(),
+        branch_pages: s.branch_pages(),
+        stored_bytes: s.stored_bytes(),
+        metadata_bytes: s.metadata_bytes(),
+        fragmented_bytes: s.fragmented_bytes(),
+    })
 }
 
 /// A page of `space`'s inbox after `page.after`, with each event's click joined now.
