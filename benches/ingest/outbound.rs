@@ -403,7 +403,7 @@ struct BetweenSpace {
 
 /// The space of `row`; `dest_answering`'s receiver counts in `tally`.
 fn between_space(bench: &Bench, row: OutRow, tally: &Arc<Tally>) -> Result<BetweenSpace, String> {
-    if row == OutRow::DestAnswering {
+    let (bodies, name, label, what) = if row == OutRow::DestAnswering {
         let receiver = deliveries::receiver_answering(Answering::Aside(tally.clone()))?;
         let bodies = [
             format!(
@@ -411,24 +411,27 @@ fn between_space(bench: &Bench, row: OutRow, tally: &Arc<Tally>) -> Result<Betwe
             ),
             format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#),
         ];
-        let what = "a meta_capi and a webhook destination answering at once";
-        Ok(BetweenSpace {
-            fixture: space(bench, "bench-answering")?,
+        (
             bodies,
-            label: "B: unique, 2 destinations answering",
-            what,
-        })
+            "bench-answering",
+            "B: unique, 2 destinations answering",
+            "a meta_capi and a webhook destination answering at once",
+        )
     } else {
         let receiver = deliveries::receiver_answering(Answering::Never)?;
-        let bodies = deliveries::both_kinds(receiver);
-        let what = "2 destinations that never answer";
-        Ok(BetweenSpace {
-            fixture: space(bench, "bench-blackhole")?,
-            bodies,
-            label: "B: unique, 2 blackholes",
-            what,
-        })
-    }
+        (
+            deliveries::both_kinds(receiver),
+            "bench-blackhole",
+            "B: unique, 2 blackholes",
+            "2 destinations that never answer",
+        )
+    };
+    Ok(BetweenSpace {
+        fixture: space(bench, name)?,
+        bodies,
+        label,
+        what,
+    })
 }
 
 /// `dest_answering`'s at-least-once check: each of `acked` events owes two deliveries (Meta's
