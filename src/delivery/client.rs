@@ -79,11 +79,10 @@ pub fn client(settings: &Delivery) -> Result<reqwest::Client, reqwest::Error> {
         .build()
 }
 
-/// Refuses a URL whose host is a private IP address (unless allowed), before it is requested.
-pub fn check_before_send(url: &str, allow_private: bool) -> Result<(), String> {
-    destination::check_url("url", url, allow_private)
-        .map(|_| ())
-        .map_err(|e| e.message)
+/// Refuses a URL whose host is a private IP address (unless allowed), before it is requested;
+/// answers it parsed, for the request (so it is parsed once).
+pub fn check_before_send(url: &str, allow_private: bool) -> Result<reqwest::Url, String> {
+    destination::check_url("url", url, allow_private).map_err(|e| e.message)
 }
 
 /// What a request came to: the answer's status and first bytes, or what went wrong.

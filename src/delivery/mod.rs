@@ -283,16 +283,17 @@ async fn send(
                 }
             }
             if !data.is_empty() {
-                let url = format::meta_url(meta);
-                let answered = if let Err(why) = client::check_before_send(&url, allow_private) {
-                    refused_answer(&why)
-                } else {
-                    let request = client
-                        .post(&url)
-                        .header(reqwest::header::CONTENT_TYPE, "application/json")
-                        .body(format::meta_body(meta, &data));
-                    timed(app, d.target.kind(), request).await
-                };
+                let answered =
+                    match client::check_before_send(&format::meta_url(meta), allow_private) {
+                        Err(why) => refused_answer(&why),
+                        Ok(url) => {
+                            let request = client
+                                .post(url)
+                                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                                .body(format::meta_body(meta, &data));
+                            timed(app, d.target.kind(), request).await
+                        }
+                    };
                 let at = app.now_ms();
                 attempts.extend(in_request.iter().map(|due| {
                     let mut a = attempt(due, at, &answered);
@@ -307,12 +308,10 @@ async fn send(
         Target::Postback { url } => {
             futures_util::stream::iter(items)
                 .map(|due| async move {
-                    let url = format::postback_url(url, &due.event);
-                    let answered = if let Err(why) = client::check_before_send(&url, allow_private)
-                    {
-                        refused_answer(&why)
-                    } else {
-                        timed(app, Kind::Postback, client.get(&url)).await
+                    let filled = format::postback_url(url, &due.event);
+                    let answered = match client::check_before_send(&filled, allow_private) {
+                        Err(why) => refused_answer(&why),
+                        Ok(url) => timed(app, Kind::Postback, client.get(url)).await,
                     };
                     finish(app, &due, &answered)
                 })
@@ -324,20 +323,23 @@ async fn send(
             url,
             signing_secret,
         } => {
+            // A webhook's URL is the same for every delivery: checked and parsed once a batch.
+            let checked = &client::check_before_send(url, allow_private);
             futures_util::stream::iter(items)
                 .map(|due| async move {
-                    let answered = if let Err(why) = client::check_before_send(url, allow_private) {
-                        refused_answer(&why)
-                    } else {
-                        let request = webhook_request(
-                            client,
-                            url,
-                            signing_secret.expose(),
-                            d.no,
-                            &due.event,
-                            app.now_ms(),
-                        );
-                        timed(app, Kind::Webhook, request).await
+                    let answered = match checked {
+                        Err(why) => refused_answer(why),
+                        Ok(url) => {
+                            let request = webhook_request(
+                                client,
+                                url.clone(),
+                                signing_secret.expose(),
+                                d.no,
+                                &due.event,
+                                app.now_ms(),
+                            );
+                            timed(app, Kind::Webhook, request).await
+                        }
                     };
                     finish(app, &due, &answered)
                 })
@@ -369,7 +371,7 @@ fn refused_answer(why: &str) -> client::Answered {
 /// The signed `POST` of one event to a webhook.
 fn webhook_request(
     client: &reqwest::Client,
-    url: &str,
+    url: reqwest::Url,
     secret: &str,
     destination_no: u32,
     event: &FeedEvent,
@@ -419,39 +421,35 @@ pub async fn test(app: &App, d: &Destination) -> Tested {
     let answered = match client::client(&app.settings.delivery) {
         Err(e) => refused_answer(&e.to_string()),
         Ok(client) => {
-            let (url, request) = match &d.target {
-                Target::MetaCapi(meta) => {
-                    let url = format::meta_url(meta);
-                    let data: Vec<_> = format::meta_event(&event, None).into_iter().collect();
-                    let request = client
-                        .post(&url)
-                        .header(reqwest::header::CONTENT_TYPE, "application/json")
-                        .body(format::meta_body(meta, &data));
-                    (url, request)
-                }
-                Target::Postback { url } => {
-                    let url = format::postback_url(url, &event);
-                    let request = client.get(&url);
-                    (url, request)
-                }
-                Target::Webhook {
-                    url,
-                    signing_secret,
-                } => (
-                    url.clone(),
-                    webhook_request(
-                        &client,
-                        url,
-                        signing_secret.expose(),
-                        d.no,
-                        &event,
-                        app.now_ms(),
-                    ),
-                ),
+            let url = match &d.target {
+                Target::MetaCapi(meta) => format::meta_url(meta),
+                Target::Postback { url } => format::postback_url(url, &event),
+                Target::Webhook { url, .. } => url.clone(),
             };
             match client::check_before_send(&url, allow_private) {
                 Err(why) => refused_answer(&why),
-                Ok(()) => client::exchange(request, app.now_ms()).await,
+                Ok(url) => {
+                    let request = match &d.target {
+                        Target::MetaCapi(meta) => {
+                            let data: Vec<_> =
+                                format::meta_event(&event, None).into_iter().collect();
+                            client
+                                .post(url)
+                                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                                .body(format::meta_body(meta, &data))
+                        }
+                        Target::Postback { .. } => client.get(url),
+                        Target::Webhook { signing_secret, .. } => webhook_request(
+                            &client,
+                            url,
+                            signing_secret.expose(),
+                            d.no,
+                            &event,
+                            app.now_ms(),
+                        ),
+                    };
+                    client::exchange(request, app.now_ms()).await
+                }
             }
         }
     };

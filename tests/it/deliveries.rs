@@ -767,3 +767,45 @@ fn the_senders_yield_the_cpu_to_ingest() {
     assert_eq!(main_nice, 0, "the server's main thread");
     crate::support::stop_cleanly(process);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_address_allowed_once_is_not_sent_to_once_it_is_not() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    let hook = r.url("/hook");
+    for body in [
+        json!({"name": "hook", "kind": "webhook", "url": hook}),
+        json!({"name": "back", "kind": "postback", "url": format!("{hook}?uid={{uid}}"), "only_attributed": false}),
+    ] {
+        destination(&s, &s.a, &body).await;
+    }
+    // Allowed: both are sent to.
+    let before = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u-1"}"#).await);
+    let sent = r.wait_for(2, WAIT).await;
+    assert_eq!(sent.len(), 2, "{sent:#?}");
+    delivery_in(&s, before, "delivered").await;
+
+    let s = s
+        .restart_with(|c| c.delivery.allow_private_destinations = false)
+        .await;
+    let after = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u-2"}"#).await);
+    let id = after.to_string();
+    for name in ["hook", "back"] {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let d = loop {
+            let all = deliveries(&s, &s.a, &format!("?destination={name}&state=dead")).await;
+            if let Some(d) = all.iter().find(|d| d["inbox_id"].as_str() == Some(&*id)) {
+                break d.clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{name}: {all:#?}");
+            s.app.as_ref().unwrap().delivery_wake.notify_waiters();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let answer = d["last_answer"].as_str().unwrap();
+        assert!(answer.starts_with("not sent: "), "{name}: {answer}");
+        assert!(answer.contains("127.0.0.1"), "{name}: {answer}");
+        assert_eq!(d["last_status"], Value::Null, "{name}: {d}");
+    }
+    assert_eq!(r.received().len(), 2, "nothing more reached the receiver");
+    s.stop().await;
+}

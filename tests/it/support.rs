@@ -459,8 +459,17 @@ impl TestServer {
     ///
     /// # Panics
     /// If the server does not stop or the file does not open.
-    pub async fn restart(mut self) -> TestServer {
+    pub async fn restart(self) -> TestServer {
+        self.restart_with(|_| {}).await
+    }
+
+    /// [`TestServer::restart`], with the settings changed by `configure` first.
+    ///
+    /// # Panics
+    /// If the server does not stop or the file does not open.
+    pub async fn restart_with(mut self, configure: impl FnOnce(&mut Settings)) -> TestServer {
         self.stop_serving().await.expect("a clean stop");
+        configure(&mut self.settings);
         self.reopen_and_serve().await
     }
 
