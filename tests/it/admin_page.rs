@@ -997,6 +997,15 @@ async fn a_campaign_drills_down_into_links_ads_ad_sets_and_days() {
         days.contains(&format!(">{today}<")) && days.contains("9.50 USD"),
         "{days}"
     );
+    // Spent with nothing earned: a return of -100%, in the day and in the totals; the funnel's
+    // rates are percentages too.
+    assert!(days.contains(">-100.00%<"), "{days}");
+    let totals = between(&text, "Return (ROI)", "</tr>");
+    assert!(totals.contains(">-100.00%<"), "{totals}");
+    assert!(
+        text.contains("Clicks 3 → bound 0 (0.00%) → registrations 0 (—)"),
+        "{text}"
+    );
     // Sorted by name, l1 comes first; the other tables keep their order.
     let sorted = page("days=7&campaign=spring%20sale&sort=links.group".into())
         .await
