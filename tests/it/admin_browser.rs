@@ -452,7 +452,7 @@ async fn destinations(browser: &Browser, base: &str) {
     click(browser, "form.stack button").await;
     let secret = text_of(browser, "#signing-secret").await;
     assert!(secret.starts_with("trk_ws_"), "{secret}");
-    look(browser, "12-destination-created").await;
+    look(browser, "14-destination-created").await;
     click(browser, "td.act form[action$='/test'] button").await;
     let result = text_of(browser, "#test-result").await;
     assert!(
@@ -460,7 +460,7 @@ async fn destinations(browser: &Browser, base: &str) {
         "{result}"
     );
     assert!(!browser.source().await.unwrap().contains(&secret));
-    look(browser, "13-destination-tested").await;
+    look(browser, "15-destination-tested").await;
     assert!(
         receiver
             .received()
@@ -549,7 +549,7 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
     assert!(url_of(browser).await.contains("sort=ads.group"));
     let days = text_of(browser, "#days tbody").await;
     assert!(days.contains('1'), "{days}");
-    look(browser, "14-campaign-drill-down").await;
+    look(browser, "13-campaign-drill-down").await;
 }
 
 /// The Costs page: a CSV file chosen in the file input and uploaded, the import's report shown
@@ -602,7 +602,7 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
         table.contains("spring-sale") && table.contains("35.50") && table.contains("tg-campaign"),
         "{table}"
     );
-    look(browser, "14-costs-imported").await;
+    look(browser, "16-costs-imported").await;
     upload(
         "bad.csv",
         "day,campaign_name,amount,currency\n2026-11-26,spring-sale,5,USD\n2026-11-27,spring-sale,-1,USD\n",
@@ -611,7 +611,7 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
     let error = text_of(browser, ".error").await;
     assert!(error.starts_with("line 3: amount"), "{error}");
     assert_eq!(listed().await, 3);
-    look(browser, "15-costs-refused").await;
+    look(browser, "17-costs-refused").await;
 }
 
 /// Refused requests in the rejection log, then logging out refuses the pages.
