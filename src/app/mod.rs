@@ -111,15 +111,38 @@ pub struct CostsImport {
 }
 
 impl CostsImport {
-    /// The days the file names as text: `2026-11-24 to 2026-11-25`.
+    /// What the import did, in the one sentence the Costs page and `tracker costs import`
+    /// print: `3 rows: 3 costs set, 0 removed, over 2 days (2026-11-24 to 2026-11-25) and 2
+    /// campaigns.`
     #[must_use]
-    pub fn span_text(&self) -> Option<String> {
+    pub fn summary(&self) -> String {
+        let s = |n: usize| if n == 1 { "" } else { "s" };
+        let span = self
+            .span_text()
+            .map_or_else(String::new, |t| format!(" ({t})"));
+        format!(
+            "{} row{}: {} cost{} set, {} removed, over {} day{}{span} and {} campaign{}.",
+            self.rows,
+            s(self.rows),
+            self.done.set,
+            s(self.done.set),
+            self.done.removed,
+            self.days,
+            s(self.days),
+            self.campaigns,
+            s(self.campaigns),
+        )
+    }
+
+    /// The days the file names as text: `2026-11-24 to 2026-11-25`, or the one day.
+    fn span_text(&self) -> Option<String> {
         let (first, last) = self.span?;
-        Some(format!(
-            "{} to {}",
-            crate::domain::cost::day_text(first),
-            crate::domain::cost::day_text(last)
-        ))
+        let day = crate::domain::cost::day_text;
+        Some(if first == last {
+            day(first)
+        } else {
+            format!("{} to {}", day(first), day(last))
+        })
     }
 }
 

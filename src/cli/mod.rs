@@ -825,10 +825,7 @@ impl Output {
             | Answer::Retried(_) => self.destination_answer(answer),
             Answer::Stats(shown) => self.print(shown, &stats_text(shown)),
             Answer::CostsImported(done) => {
-                let text = format!(
-                    "space {}: {} cost(s) set, {} removed",
-                    done.space, done.set, done.removed
-                );
+                let text = format!("space {}: {}", done.space, done.summary);
                 self.print(done, &text);
             }
             Answer::BackedUp(stats) => {

@@ -307,10 +307,17 @@ pub struct StatsShown {
 #[derive(Serialize, Deserialize, Debug)]
 pub struct CostsImported {
     pub space: String,
+    /// The file's rows.
+    pub rows: usize,
     /// Costs set (rows of the same campaign and day add up to one).
     pub set: usize,
     /// Costs removed by an amount of 0.
     pub removed: usize,
+    /// The days and the campaigns the file names.
+    pub days: usize,
+    pub campaigns: usize,
+    /// What the import did, in a sentence (`CostsImport::summary`).
+    pub summary: String,
 }
 
 /// A space's settings after a change, as `GET /space` shows them.
@@ -462,11 +469,15 @@ async fn stats(
 
 async fn costs_import(app: &App, space: String, csv: &str) -> Result<Answer, Error> {
     let space = app.space_named(space).await?;
-    let done = app.import_costs(&space, csv).await?.done;
+    let imported = app.import_costs(&space, csv).await?;
     Ok(Answer::CostsImported(CostsImported {
         space: space.name.to_string(),
-        set: done.set,
-        removed: done.removed,
+        rows: imported.rows,
+        set: imported.done.set,
+        removed: imported.done.removed,
+        days: imported.days,
+        campaigns: imported.campaigns,
+        summary: imported.summary(),
     }))
 }
 
