@@ -1156,7 +1156,7 @@ fn shell_word(text: &str) -> String {
 /// `tracker stats` as a table: a line per group, each currency's figures after the counts.
 fn stats_text(shown: &control::StatsShown) -> String {
     let mut text = format!(
-        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  revenue / cost / roi\n",
+        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  revenue / cost / roi\n",
         shown.by, "clicks", "bound", "regs", "deps", "first", "bound%"
     );
     for g in &shown.groups {
@@ -1173,19 +1173,27 @@ fn stats_text(shown: &control::StatsShown) -> String {
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "-".into())
         };
+        let roi = g["roi"].as_object().map_or_else(String::new, |m| {
+            crate::domain::stats::returns_text(
+                m.iter()
+                    .map(|(c, v)| (c.as_str(), v.as_str().unwrap_or(""))),
+            )
+        });
         let _ = writeln!(
             text,
-            "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {} / {} / {}",
+            "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  {} / {} / {}",
             g["group"].as_str().unwrap_or("(none)"),
             n(&g["clicks"]),
             n(&g["bound_clicks"]),
             n(&g["events"]["registration"]),
             n(&g["events"]["deposit"]),
             n(&g["first_deposits"]),
-            g["rates"]["bound"].as_str().unwrap_or("-"),
+            g["rates"]["bound"]
+                .as_str()
+                .map_or_else(|| "-".to_owned(), crate::domain::stats::percent),
             money("deposits"),
             money("cost"),
-            money("roi"),
+            if roi.is_empty() { "-".to_owned() } else { roi },
         );
     }
     if shown.groups.is_empty() {

@@ -322,6 +322,40 @@ pub struct GroupStats {
 /// The decimals of a rate, a return or a price per unit (never exact: a quotient).
 pub const RATIO_PLACES: u8 = 4;
 
+/// A quotient of the stats (`0.3333`) as the percentage the pages and the command line show,
+/// exactly: the point moved two places (`33.33%`; `-1.5000` is `-150.00%`).
+#[must_use]
+pub fn percent(quotient: &str) -> String {
+    let (sign, digits) = quotient
+        .strip_prefix('-')
+        .map_or(("", quotient), |d| ("-", d));
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let fraction = format!("{fraction:0<2}");
+    let (moved, rest) = fraction.split_at(2);
+    let whole = format!("{whole}{moved}");
+    let whole = match whole.trim_start_matches('0') {
+        "" => "0",
+        w => w,
+    };
+    if rest.is_empty() {
+        format!("{sign}{whole}%")
+    } else {
+        format!("{sign}{whole}.{rest}%")
+    }
+}
+
+/// A group's return (`roi`: currency and quotient, per currency of its cost) as percentages:
+/// `66.67%` when its costs are in one currency, `-10.00% (EUR), 66.67% (USD)` when in more;
+/// empty when there is none.
+pub fn returns_text<'a>(roi: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> String {
+    if roi.len() == 1 {
+        return roi.map(|(_, v)| percent(v)).collect();
+    }
+    roi.map(|(currency, v)| format!("{} ({currency})", percent(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The funnel's stage rates of a group (see [`GroupStats::rates`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Rates {
@@ -469,6 +503,33 @@ pub fn day_label(hour: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_quotient_is_shown_as_its_exact_percentage() {
+        for (quotient, shown) in [
+            ("0.3333", "33.33%"),
+            ("1.0000", "100.00%"),
+            ("0.0000", "0.00%"),
+            ("0.0500", "5.00%"),
+            ("-1.5000", "-150.00%"),
+            ("12.3456", "1234.56%"),
+            ("0.5", "50%"),
+            ("2", "200%"),
+        ] {
+            assert_eq!(super::percent(quotient), shown, "{quotient}");
+        }
+    }
+
+    #[test]
+    fn a_return_names_its_currency_only_beside_another() {
+        let shown = |pairs: &[(&str, &str)]| super::returns_text(pairs.iter().copied());
+        assert_eq!(shown(&[("USD", "0.6667")]), "66.67%");
+        assert_eq!(
+            shown(&[("EUR", "-0.1000"), ("USD", "0.6667")]),
+            "-10.00% (EUR), 66.67% (USD)"
+        );
+        assert_eq!(shown(&[]), "");
+    }
+
     use super::*;
 
     #[test]

@@ -1028,38 +1028,9 @@ fn by_currency(m: &std::collections::BTreeMap<String, String>) -> String {
         .join(", ")
 }
 
-/// A quotient of the stats (a decimal string, `0.3333`) as the percentage a page shows,
-/// exactly: the point moved two places (`33.33%`; `-1.5000` is `-150.00%`).
-fn percent(quotient: &str) -> String {
-    let (sign, digits) = quotient
-        .strip_prefix('-')
-        .map_or(("", quotient), |d| ("-", d));
-    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
-    let fraction = format!("{fraction:0<2}");
-    let (moved, rest) = fraction.split_at(2);
-    let whole = format!("{whole}{moved}");
-    let whole = match whole.trim_start_matches('0') {
-        "" => "0",
-        w => w,
-    };
-    if rest.is_empty() {
-        format!("{sign}{whole}%")
-    } else {
-        format!("{sign}{whole}.{rest}%")
-    }
-}
-
-/// A group's return (`roi`, per currency of its cost) as percentages: `66.67%` when its costs
-/// are in one currency, `66.67% (USD), -10.00% (EUR)` when in more; empty when there is none.
+/// A group's return as the pages show it ([`stats::returns_text`]).
 fn returns(roi: &std::collections::BTreeMap<String, String>) -> String {
-    match roi.len() {
-        1 => roi.values().map(|v| percent(v)).collect(),
-        _ => roi
-            .iter()
-            .map(|(currency, v)| format!("{} ({currency})", percent(v)))
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
+    stats::returns_text(roi.iter().map(|(c, v)| (c.as_str(), v.as_str())))
 }
 
 #[derive(Template)]
@@ -1657,7 +1628,7 @@ fn totals_and_funnel(
             String::new(),
         ),
     ];
-    let rate = |r: &Option<String>| r.as_deref().map_or_else(|| "—".to_owned(), percent);
+    let rate = |r: &Option<String>| r.as_deref().map_or_else(|| "—".to_owned(), stats::percent);
     let funnel = (
         now.clicks,
         now.bound_clicks,
@@ -1770,39 +1741,4 @@ fn csv_response(body: Vec<u8>, file: &str) -> Response {
             .insert(header::CONTENT_DISPOSITION, v);
     }
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use super::{percent, returns};
-
-    #[test]
-    fn a_quotient_is_shown_as_its_exact_percentage() {
-        for (quotient, shown) in [
-            ("0.3333", "33.33%"),
-            ("1.0000", "100.00%"),
-            ("0.0000", "0.00%"),
-            ("0.0500", "5.00%"),
-            ("-1.5000", "-150.00%"),
-            ("12.3456", "1234.56%"),
-            ("0.5", "50%"),
-            ("2", "200%"),
-        ] {
-            assert_eq!(percent(quotient), shown, "{quotient}");
-        }
-    }
-
-    #[test]
-    fn a_return_names_its_currency_only_beside_another() {
-        let one = BTreeMap::from([("USD".to_owned(), "0.6667".to_owned())]);
-        assert_eq!(returns(&one), "66.67%");
-        let two = BTreeMap::from([
-            ("USD".to_owned(), "0.6667".to_owned()),
-            ("EUR".to_owned(), "-0.1000".to_owned()),
-        ]);
-        assert_eq!(returns(&two), "-10.00% (EUR), 66.67% (USD)");
-        assert_eq!(returns(&BTreeMap::new()), "");
-    }
 }
