@@ -634,14 +634,29 @@ struct RawConnections {
 }
 
 impl Settings {
-    /// The public base address: `public_url`, or `http://<listen>` when it is not set.
+    /// The public base address: `public_url`, or `http://<listen>` when it is not set, with
+    /// loopback in place of an address of every interface (`0.0.0.0`, `[::]`), which no
+    /// browser or HTTP client can be pointed at elsewhere.
     #[must_use]
     pub fn public_url(&self) -> String {
-        if self.public_url.is_empty() {
-            format!("http://{}", self.listen)
-        } else {
-            self.public_url.clone()
+        if !self.public_url.is_empty() {
+            return self.public_url.clone();
         }
+        let mut at = self.listen;
+        if at.ip().is_unspecified() {
+            at.set_ip(match at.ip() {
+                std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        format!("http://{at}")
+    }
+
+    /// Whether the addresses printed and answered are only this machine's own: `public_url`
+    /// is not set and the server listens beyond loopback, so visitors need `public_url`.
+    #[must_use]
+    pub fn public_url_missing(&self) -> bool {
+        self.public_url.is_empty() && !self.listen.ip().is_loopback()
     }
 
     /// The built-in defaults, with the data file at `data`: what tests start from.
@@ -1105,5 +1120,25 @@ mod tests {
             ..Flags::default()
         };
         assert!(load(&flags, std::iter::empty()).is_err());
+    }
+
+    #[test]
+    fn an_address_of_every_interface_is_shown_as_loopback() {
+        let mut settings = Settings::with_data("t.redb".into());
+        for (listen, shown, missing) in [
+            ("0.0.0.0:8080", "http://127.0.0.1:8080", true),
+            ("[::]:8080", "http://[::1]:8080", true),
+            ("127.0.0.1:8080", "http://127.0.0.1:8080", false),
+            ("[::1]:9000", "http://[::1]:9000", false),
+            ("192.0.2.7:8080", "http://192.0.2.7:8080", true),
+        ] {
+            settings.listen = listen.parse().unwrap();
+            assert_eq!(settings.public_url(), shown, "{listen}");
+            assert_eq!(settings.public_url_missing(), missing, "{listen}");
+        }
+        settings.public_url = "https://t.example.com".into();
+        settings.listen = "0.0.0.0:8080".parse().unwrap();
+        assert_eq!(settings.public_url(), "https://t.example.com");
+        assert!(!settings.public_url_missing());
     }
 }

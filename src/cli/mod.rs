@@ -522,7 +522,19 @@ fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResult {
             let data = (created && !ephemeral).then(|| std::path::absolute(&app.settings.data));
             out.first_start(space, data.transpose()?.as_deref(), &base);
         }
-        out.listening(addr, metrics_addr, &base, made.admin_password.as_deref());
+        let note = app.settings.public_url_missing().then(|| {
+            format!(
+                "public_url is not set: tracking links and the addresses shown use {base}, which \
+                 only this machine reaches; set public_url in the configuration to the address \
+                 visitors use, such as \"https://t.example.com\""
+            )
+        });
+        out.listening(
+            (addr, metrics_addr),
+            &base,
+            made.admin_password.as_deref(),
+            note.as_deref(),
+        );
         server::serve_with_metrics(app, listener, metrics, shutdown).await?;
         Ok(())
     })
@@ -1063,12 +1075,14 @@ impl Output {
 
     /// The ready lines, at every start: the address, the metrics address, and the admin
     /// page's, with its password when this start made it (the only time it is shown).
+    /// The lines of a started server: where it listens (and serves metrics), the admin page,
+    /// and `note`, when there is something to do (`public_url` to set).
     fn listening(
         self,
-        addr: SocketAddr,
-        metrics: Option<SocketAddr>,
+        (addr, metrics): (SocketAddr, Option<SocketAddr>),
         base: &str,
         admin_password: Option<&str>,
+        note: Option<&str>,
     ) {
         #[derive(Serialize)]
         struct ReadyLine<'a> {
@@ -1078,10 +1092,15 @@ impl Output {
             admin_url: String,
             #[serde(skip_serializing_if = "Option::is_none")]
             admin_password: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            note: Option<&'a str>,
         }
         let mut text = format!("listening on http://{addr}");
         if let Some(metrics) = metrics {
             let _ = write!(text, "\nmetrics on http://{metrics}/metrics");
+        }
+        if let Some(note) = note {
+            let _ = write!(text, "\n{note}");
         }
         let _ = write!(text, "\n{}", admin_page_text(base, admin_password));
         self.print(
@@ -1090,6 +1109,7 @@ impl Output {
                 metrics: metrics.map(|m| m.to_string()),
                 admin_url: admin_url(base),
                 admin_password,
+                note,
             },
             &text,
         );

@@ -158,6 +158,59 @@ fn the_first_start_prints_lines_to_paste_and_every_start_the_admin_page() {
     );
 }
 
+/// Listening on every interface without `public_url`, the addresses printed are loopback's (one
+/// a person can paste and use), and a line says to set `public_url` for visitors; with it set,
+/// no such line.
+#[test]
+fn an_address_of_every_interface_prints_loopback_and_asks_for_public_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, child) = start(dir.path(), &[], "0.0.0.0:0");
+    let child = child.unwrap_or_else(|| panic!("did not start: {first}"));
+    let port = first
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on http://0.0.0.0:"))
+        .unwrap_or_else(|| panic!("the listening line in {first}"))
+        .to_owned();
+    for line in [
+        format!("export TRACKER=http://127.0.0.1:{port}"),
+        format!("Admin page: http://127.0.0.1:{port}/admin/"),
+        format!(
+            "public_url is not set: tracking links and the addresses shown use \
+             http://127.0.0.1:{port}, which only this machine reaches"
+        ),
+    ] {
+        assert!(first.contains(&line), "{line:?} in:\n{first}");
+    }
+    assert!(
+        first
+            .lines()
+            .filter(|l| !l.starts_with("listening on "))
+            .all(|l| !l.contains("0.0.0.0")),
+        "only the listening line names the address bound: {first}"
+    );
+    let answer = Command::new("sh")
+        .arg("-c")
+        .arg(pasted(&first))
+        .output()
+        .unwrap();
+    let body = String::from_utf8_lossy(&answer.stdout);
+    assert!(body.contains("\"status\":\"queued\""), "{body}");
+    stop(child);
+
+    std::fs::write(
+        dir.path().join("tracker.toml"),
+        "public_url = \"https://t.example.com\"\n",
+    )
+    .unwrap();
+    let (second, child) = start(dir.path(), &[], "0.0.0.0:0");
+    stop(child.unwrap_or_else(|| panic!("did not restart: {second}")));
+    assert!(
+        second.contains("Admin page: https://t.example.com/admin/"),
+        "{second}"
+    );
+    assert!(!second.contains("public_url is not set"), "{second}");
+}
+
 /// A taken address fails the start before the data file, a credential or the password is
 /// made, and says how to choose another; the next start, on a free one, makes and prints them.
 #[test]
