@@ -450,6 +450,7 @@ fn export(
         indicatif::ProgressStyle::with_template("{spinner} {pos} events exported ({per_sec})")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
+    let (mut written, mut last) = (0_u64, None);
     loop {
         let request = Request::ExportPage {
             space: space.to_owned(),
@@ -474,6 +475,10 @@ fn export(
             sink.write_all(&w.take_written()?)?;
         }
         progress.inc(page.events.len() as u64);
+        written += page.events.len() as u64;
+        if let Some(event) = page.events.last() {
+            last = Some(event.inbox_id.clone());
+        }
         match page.next {
             Some(next) => after = next.parse()?,
             None => break,
@@ -481,6 +486,25 @@ fn export(
     }
     sink.flush()?;
     progress.finish_and_clear();
+    // With the events in a file, standard output says what was written and how to go on.
+    if let Some(path) = out {
+        let s = if written == 1 { "" } else { "s" };
+        match last {
+            Some(id) => println!(
+                "wrote {written} event{s} of space {space} to {}; the last is inbox_id {id}, \
+                 and --after {id} exports what comes after it",
+                path.display()
+            ),
+            None if after == 0 => println!(
+                "wrote 0 events of space {space} to {}: it has none",
+                path.display()
+            ),
+            None => println!(
+                "wrote 0 events of space {space} to {}: none after inbox_id {after}",
+                path.display()
+            ),
+        }
+    }
     Ok(())
 }
 

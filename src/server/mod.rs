@@ -139,7 +139,10 @@ pub async fn serve_with_metrics(
     // `close` joins the writer thread: blocking work, kept off the async workers.
     let _ = tokio::task::spawn_blocking(move || store.close()).await;
     match app.store.health() {
-        Health::Serving | Health::Unwritable(_) => Ok(()),
+        Health::Serving | Health::Unwritable(_) => {
+            tracing::info!("the data file is closed; stopped");
+            Ok(())
+        }
         Health::Failed(reason) => Err(StoreError::Failed(reason)),
     }
 }

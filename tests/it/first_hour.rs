@@ -141,6 +141,15 @@ fn the_first_start_prints_lines_to_paste_and_every_start_the_admin_page() {
     let body = String::from_utf8_lossy(&answer.stdout);
     assert!(body.contains("\"status\":\"queued\""), "{body}");
     stop(child);
+    // The log's last line says the stop is done, not only that it began.
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    assert!(
+        log.trim_end()
+            .lines()
+            .last()
+            .is_some_and(|l| l.contains("the data file is closed; stopped")),
+        "{log}"
+    );
 
     let (second, child) = start(dir.path(), &[], "127.0.0.1:0");
     stop(child.unwrap_or_else(|| panic!("did not restart: {second}")));

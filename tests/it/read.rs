@@ -703,20 +703,49 @@ async fn export_equals_the_feed_in_both_formats_with_and_without_a_server() {
     crate::support::stop_cleanly(process);
     // On the file, no server.
     check(export(dir.path(), &["default", "--format", "csv"]), "csv");
-    let out_file = dir.path().join("out.ndjson");
-    let out = export(
-        dir.path(),
-        &["default", "--out", out_file.to_str().unwrap()],
-    );
-    assert!(out.status.success());
-    assert!(out.stdout.is_empty(), "with --out nothing goes to stdout");
-    assert_eq!(
-        std::fs::read_to_string(&out_file).unwrap().lines().count(),
-        2100
-    );
+    export_to_a_file(dir.path(), 2100);
     let out = export(dir.path(), &["nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no space named"));
+}
+
+/// `tracker export --out FILE` of a space of `events` events: the file holds them, and standard
+/// output says how many, and the cursor to go on from; from that cursor, none.
+fn export_to_a_file(dir: &std::path::Path, events: usize) {
+    let out_file = dir.join("out.ndjson");
+    let out = export(dir, &["default", "--out", out_file.to_str().unwrap()]);
+    assert!(out.status.success());
+    let written = std::fs::read_to_string(&out_file).unwrap();
+    assert_eq!(written.lines().count(), events);
+    // Standard output says what was written and the cursor to go on from.
+    let last: Value = serde_json::from_str(written.lines().last().unwrap()).unwrap();
+    let id = last["inbox_id"].as_str().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        format!(
+            "wrote {events} events of space default to {}; the last is inbox_id {id}, and \
+             --after {id} exports what comes after it",
+            out_file.display()
+        )
+    );
+    let out = export(
+        dir,
+        &[
+            "default",
+            "--after",
+            id,
+            "--out",
+            out_file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        format!(
+            "wrote 0 events of space default to {}: none after inbox_id {id}",
+            out_file.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "");
 }
 
 /// Space a's rejection log. Rejections are written with the writer's next commit; a write
