@@ -652,11 +652,12 @@ impl Settings {
         format!("http://{at}")
     }
 
-    /// Whether the addresses printed and answered are only this machine's own: `public_url`
-    /// is not set and the server listens beyond loopback, so visitors need `public_url`.
+    /// Whether the addresses printed and answered are only this machine's own although the
+    /// server listens on every interface: `public_url` is not set, so loopback stands in for
+    /// `0.0.0.0` or `[::]` ([`Settings::public_url`]) and visitors need `public_url`.
     #[must_use]
     pub fn public_url_missing(&self) -> bool {
-        self.public_url.is_empty() && !self.listen.ip().is_loopback()
+        self.public_url.is_empty() && self.listen.ip().is_unspecified()
     }
 
     /// The built-in defaults, with the data file at `data`: what tests start from.
@@ -1130,7 +1131,7 @@ mod tests {
             ("[::]:8080", "http://[::1]:8080", true),
             ("127.0.0.1:8080", "http://127.0.0.1:8080", false),
             ("[::1]:9000", "http://[::1]:9000", false),
-            ("192.0.2.7:8080", "http://192.0.2.7:8080", true),
+            ("192.0.2.7:8080", "http://192.0.2.7:8080", false),
         ] {
             settings.listen = listen.parse().unwrap();
             assert_eq!(settings.public_url(), shown, "{listen}");

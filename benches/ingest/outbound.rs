@@ -288,7 +288,7 @@ fn send(
 /// `dest_blackhole` and `dest_answering`: plain unique (A), unique into a space with a
 /// `meta_capi` and a `webhook` destination (B), plain unique again (A'), at each of the plan's
 /// connections. `dest_blackhole`'s receiver never answers (the outbox's write cost alone) and
-/// its space is the `unique_dest` case's; `dest_answering`'s answers at once at the lowest CPU
+/// its destinations are the `unique_dest` case's; `dest_answering`'s answers at once at the lowest CPU
 /// priority (a receiver elsewhere), its space's clicks have an `fbclid` and its Meta
 /// destination has the default `only_attributed`, so every event goes to both; before A' the
 /// senders drain what B left, so that A' is plain unique again.

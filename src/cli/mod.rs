@@ -183,9 +183,9 @@ pub fn main() -> ExitCode {
             space,
             after,
             format,
-            out,
+            out: file,
         } => data_file_required(&settings)
-            .and_then(|()| export(&settings, &space, after, format, out.as_deref())),
+            .and_then(|()| export(&settings, out, (&space, after, format), file.as_deref())),
         Command::DefaultConfig | Command::Completions { .. } | Command::Man => {
             unreachable!("handled above")
         }
@@ -429,9 +429,8 @@ fn compact(settings: &Settings, out: Output) -> CliResult {
 /// one runs. Stops at the end of what is committed when it reaches it.
 fn export(
     settings: &Settings,
-    space: &str,
-    mut after: u64,
-    format: ExportFormat,
+    output: Output,
+    (space, mut after, format): (&str, u64, ExportFormat),
     out: Option<&std::path::Path>,
 ) -> CliResult {
     let mut target = Target::Undecided;
@@ -488,22 +487,35 @@ fn export(
     progress.finish_and_clear();
     // With the events in a file, standard output says what was written and how to go on.
     if let Some(path) = out {
-        let s = if written == 1 { "" } else { "s" };
-        match last {
-            Some(id) => println!(
-                "wrote {written} event{s} of space {space} to {}; the last is inbox_id {id}, \
-                 and --after {id} exports what comes after it",
-                path.display()
-            ),
-            None if after == 0 => println!(
-                "wrote 0 events of space {space} to {}: it has none",
-                path.display()
-            ),
-            None => println!(
-                "wrote 0 events of space {space} to {}: none after inbox_id {after}",
-                path.display()
-            ),
+        #[derive(Serialize)]
+        struct Exported<'a> {
+            space: &'a str,
+            file: String,
+            events: u64,
+            /// The last event's `inbox_id`: the `--after` of the next export.
+            last_inbox_id: Option<&'a str>,
         }
+        let file = path.display().to_string();
+        let s = if written == 1 { "" } else { "s" };
+        let text = match &last {
+            Some(id) => format!(
+                "wrote {written} event{s} of space {space} to {file}; the last is inbox_id {id}, \
+                 and --after {id} exports what comes after it"
+            ),
+            None if after == 0 => format!("wrote 0 events of space {space} to {file}: it has none"),
+            None => {
+                format!("wrote 0 events of space {space} to {file}: none after inbox_id {after}")
+            }
+        };
+        output.print(
+            &Exported {
+                space,
+                file,
+                events: written,
+                last_inbox_id: last.as_deref(),
+            },
+            &text,
+        );
     }
     Ok(())
 }
@@ -861,7 +873,12 @@ impl Output {
             | Answer::Retried(_) => self.destination_answer(answer),
             Answer::Stats(shown) => self.print(shown, &stats_text(shown)),
             Answer::CostsImported(done) => {
-                let text = format!("space {}: {}", done.space, done.summary);
+                let text = if done.summary.is_empty() {
+                    // A server from before the summary answered only these two.
+                    format!("{} cost(s) set, {} removed", done.set, done.removed)
+                } else {
+                    done.summary.clone()
+                };
                 self.print(done, &text);
             }
             Answer::BackedUp(stats) => {
@@ -1097,10 +1114,9 @@ impl Output {
         self.print(&spaces, text.trim_end());
     }
 
-    /// The ready lines, at every start: the address, the metrics address, and the admin
-    /// page's, with its password when this start made it (the only time it is shown).
-    /// The lines of a started server: where it listens (and serves metrics), the admin page,
-    /// and `note`, when there is something to do (`public_url` to set).
+    /// The ready lines, at every start: the address, the metrics address, `note` when there is
+    /// something to do (`public_url` to set), and the admin page's, with its password when this
+    /// start made it (the only time it is shown).
     fn listening(
         self,
         (addr, metrics): (SocketAddr, Option<SocketAddr>),
@@ -1217,10 +1233,12 @@ fn stats_text(shown: &control::StatsShown) -> String {
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "-".into())
         };
+        let cost_currencies = g["cost"].as_object().map_or(0, serde_json::Map::len);
         let roi = g["roi"].as_object().map_or_else(String::new, |m| {
             crate::domain::stats::returns_text(
                 m.iter()
-                    .map(|(c, v)| (c.as_str(), v.as_str().unwrap_or(""))),
+                    .filter_map(|(c, v)| Some((c.as_str(), v.as_str()?))),
+                cost_currencies,
             )
         });
         let _ = writeln!(

@@ -307,16 +307,21 @@ pub struct StatsShown {
 #[derive(Serialize, Deserialize, Debug)]
 pub struct CostsImported {
     pub space: String,
-    /// The file's rows.
+    /// The file's rows. (This and the fields below `removed` default for an answer of a server
+    /// from before them.)
+    #[serde(default)]
     pub rows: usize,
     /// Costs set (rows of the same campaign and day add up to one).
     pub set: usize,
     /// Costs removed by an amount of 0.
     pub removed: usize,
     /// The days and the campaigns the file names.
+    #[serde(default)]
     pub days: usize,
+    #[serde(default)]
     pub campaigns: usize,
     /// What the import did, in a sentence (`CostsImport::summary`).
+    #[serde(default)]
     pub summary: String,
 }
 

@@ -4,7 +4,8 @@
 //! that no DNS answer can point a destination at the server's own services.
 //!
 //! An IP address written in a URL never reaches a resolver: [`check_before_send`] refuses a
-//! private one before each request, as the destination's creation did.
+//! private one before it is requested (a postback's filled URL each request, a webhook's or
+//! Meta's fixed one each batch), as the destination's creation did.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

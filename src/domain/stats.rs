@@ -344,11 +344,15 @@ pub fn percent(quotient: &str) -> String {
     }
 }
 
-/// A group's return (`roi`: currency and quotient, per currency of its cost) as percentages:
-/// `66.67%` when its costs are in one currency, `-10.00% (EUR), 66.67% (USD)` when in more;
-/// empty when there is none.
-pub fn returns_text<'a>(roi: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> String {
-    if roi.len() == 1 {
+/// A group's return (`roi`: currency and quotient) as percentages, given in how many
+/// currencies its costs are: `66.67%` when in one, each return with its currency when in more
+/// (`300.00% (USD)` for costs in EUR and USD and revenue in USD only: the EUR cost has no
+/// return); empty when there is none.
+pub fn returns_text<'a>(
+    roi: impl Iterator<Item = (&'a str, &'a str)>,
+    cost_currencies: usize,
+) -> String {
+    if cost_currencies == 1 {
         return roi.map(|(_, v)| percent(v)).collect();
     }
     roi.map(|(currency, v)| format!("{} ({currency})", percent(v)))
@@ -520,14 +524,35 @@ mod tests {
     }
 
     #[test]
-    fn a_return_names_its_currency_only_beside_another() {
-        let shown = |pairs: &[(&str, &str)]| super::returns_text(pairs.iter().copied());
-        assert_eq!(shown(&[("USD", "0.6667")]), "66.67%");
+    fn a_return_names_its_currency_where_costs_are_in_more_than_one() {
+        let money = |pairs: &[(&str, &str)]| -> BTreeMap<String, Decimal> {
+            pairs
+                .iter()
+                .map(|(c, v)| ((*c).to_owned(), Decimal::parse(v).unwrap()))
+                .collect()
+        };
+        let shown = |cost: &[(&str, &str)], revenue: &[(&str, &str)]| {
+            let counts = Counts {
+                deposits: money(revenue),
+                ..Counts::default()
+            };
+            let g = GroupStats::new(None, &counts, &money(cost));
+            super::returns_text(
+                g.roi.iter().map(|(c, v)| (c.as_str(), v.as_str())),
+                g.cost.len(),
+            )
+        };
+        assert_eq!(shown(&[("USD", "30")], &[("USD", "50")]), "66.67%");
+        // Costs in two currencies, revenue in one: only that one has a return, and it is named.
         assert_eq!(
-            shown(&[("EUR", "-0.1000"), ("USD", "0.6667")]),
-            "-10.00% (EUR), 66.67% (USD)"
+            shown(&[("EUR", "10"), ("USD", "5")], &[("USD", "20")]),
+            "300.00% (USD)"
         );
-        assert_eq!(shown(&[]), "");
+        assert_eq!(
+            shown(&[("EUR", "10"), ("USD", "5")], &[]),
+            "-100.00% (EUR), -100.00% (USD)"
+        );
+        assert_eq!(shown(&[], &[("USD", "20")]), "");
     }
 
     use super::*;

@@ -1029,8 +1029,11 @@ fn by_currency(m: &std::collections::BTreeMap<String, String>) -> String {
 }
 
 /// A group's return as the pages show it ([`stats::returns_text`]).
-fn returns(roi: &std::collections::BTreeMap<String, String>) -> String {
-    stats::returns_text(roi.iter().map(|(c, v)| (c.as_str(), v.as_str())))
+fn returns(g: &stats::GroupStats) -> String {
+    stats::returns_text(
+        g.roi.iter().map(|(c, v)| (c.as_str(), v.as_str())),
+        g.cost.len(),
+    )
 }
 
 #[derive(Template)]
@@ -1076,6 +1079,7 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
         .1
         .into_iter()
         .map(|g| StatsRow {
+            roi: returns(&g),
             group: g.group.unwrap_or_else(|| "(none)".to_owned()),
             clicks: g.clicks,
             bound: g.bound_clicks,
@@ -1086,7 +1090,6 @@ pub(super) async fn stats(ctx: &Ctx<'_>, name: &str) -> Result<Response, Error> 
             first_deposits: g.first_deposits,
             deposits: by_currency(&g.deposits),
             cost: by_currency(&g.cost),
-            roi: returns(&g.roi),
         })
         .collect();
     let frame = frame_of(ctx, Some(name), "stats");
@@ -1623,8 +1626,8 @@ fn totals_and_funnel(
         ("Cost", money(&now.cost), money(&then.cost), String::new()),
         (
             "Return (ROI)",
-            or_dash(returns(&now.roi)),
-            or_dash(returns(&then.roi)),
+            or_dash(returns(now)),
+            or_dash(returns(then)),
             String::new(),
         ),
     ];
@@ -1691,7 +1694,7 @@ fn group_rows(groups: Vec<stats::GroupStats>, label: &'static str, sort: &str) -
                 first_deposits: g.first_deposits,
                 revenue: by_currency(&g.deposits),
                 cost: by_currency(&g.cost),
-                roi: returns(&g.roi),
+                roi: returns(&g),
             };
             (g, row)
         })

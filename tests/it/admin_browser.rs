@@ -429,7 +429,7 @@ async fn links_postback_stats(browser: &Browser, base: &str) {
     );
     click(browser, "#sort a:nth-child(4)").await;
     assert!(url_of(browser).await.contains("sort=first_deposits"));
-    look(browser, "12-dashboard").await;
+    look(browser, "09-dashboard").await;
 }
 
 /// The Destinations page: a webhook created (its signing secret shown once), tested with the
@@ -452,7 +452,7 @@ async fn destinations(browser: &Browser, base: &str) {
     click(browser, "form.stack button").await;
     let secret = text_of(browser, "#signing-secret").await;
     assert!(secret.starts_with("trk_ws_"), "{secret}");
-    look(browser, "14-destination-created").await;
+    look(browser, "10-destination-created").await;
     click(browser, "td.act form[action$='/test'] button").await;
     let result = text_of(browser, "#test-result").await;
     assert!(
@@ -460,7 +460,7 @@ async fn destinations(browser: &Browser, base: &str) {
         "{result}"
     );
     assert!(!browser.source().await.unwrap().contains(&secret));
-    look(browser, "15-destination-tested").await;
+    look(browser, "11-destination-tested").await;
     assert!(
         receiver
             .received()
@@ -488,7 +488,7 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
     assert!(text_of(browser, ".notice").await.contains("Saved"));
     let chosen = text_of(browser, "select[name=attribution] option[selected]").await;
     assert_eq!(chosen, "last_touch");
-    look(browser, "10-settings").await;
+    look(browser, "12-settings").await;
     let space = send(
         addr,
         &Request::get("/space").header("Authorization", format!("Bearer {secret}")),
@@ -521,7 +521,7 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
         feed.contains("(by Telegram id)") && feed.contains("tg-campaign") && feed.contains("77"),
         "{feed}"
     );
-    look(browser, "11-events-by-telegram-id").await;
+    look(browser, "13-events-by-telegram-id").await;
 
     // The dashboard's campaign opens its drill-down: two more clicks of the campaign through a
     // link, from two ads of one ad set.
@@ -549,7 +549,7 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
     assert!(url_of(browser).await.contains("sort=ads.group"));
     let days = text_of(browser, "#days tbody").await;
     assert!(days.contains('1'), "{days}");
-    look(browser, "13-campaign-drill-down").await;
+    look(browser, "14-campaign-drill-down").await;
 }
 
 /// The Costs page: a CSV file chosen in the file input and uploaded, the import's report shown
@@ -602,7 +602,7 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
         table.contains("spring-sale") && table.contains("35.50") && table.contains("tg-campaign"),
         "{table}"
     );
-    look(browser, "16-costs-imported").await;
+    look(browser, "15-costs-imported").await;
     upload(
         "bad.csv",
         "day,campaign_name,amount,currency\n2026-11-26,spring-sale,5,USD\n2026-11-27,spring-sale,-1,USD\n",
@@ -611,7 +611,7 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
     let error = text_of(browser, ".error").await;
     assert!(error.starts_with("line 3: amount"), "{error}");
     assert_eq!(listed().await, 3);
-    look(browser, "17-costs-refused").await;
+    look(browser, "16-costs-refused").await;
 }
 
 /// Refused requests in the rejection log, then logging out refuses the pages.
@@ -654,7 +654,7 @@ async fn rejections_and_logout(
         log.contains("value={payout}") && !log.contains(ingest_token),
         "{log}"
     );
-    look(browser, "09-rejections").await;
+    look(browser, "17-rejections").await;
 
     // Logged out, the pages are refused.
     click(browser, "form.logout button").await;

@@ -345,14 +345,12 @@ fn the_command_line_imports_costs_from_both_headers() {
     let ours = "day,campaign_name,amount,currency\n2026-11-24,autumn,120.00,USD\n2026-11-25,autumn,80,USD\n";
     assert_eq!(
         ok(import("ours.csv", ours)),
-        "space default: 2 rows: 2 costs set, 0 removed, over 2 days (2026-11-24 to 2026-11-25) \
-         and 1 campaign."
+        "2 rows: 2 costs set, 0 removed, over 2 days (2026-11-24 to 2026-11-25) and 1 campaign."
     );
     let meta = "\u{feff}Campaign name,Day,Amount spent (EUR),Reporting starts\nwinter,2026-11-25,10.50,2026-11-01\nautumn,2026-11-25,7,2026-11-01\n";
     assert_eq!(
         ok(import("meta.csv", meta)),
-        "space default: 2 rows: 2 costs set, 0 removed, over 1 day (2026-11-25) and 2 \
-         campaigns."
+        "2 rows: 2 costs set, 0 removed, over 1 day (2026-11-25) and 2 campaigns."
     );
     assert_eq!(
         listed(),
@@ -375,8 +373,7 @@ fn the_command_line_imports_costs_from_both_headers() {
         "day,campaign_name,amount,currency\n2026-11-24,autumn,0,USD\n2026-11-25,winter,11,EUR\n";
     assert_eq!(
         ok(import("again.csv", again)),
-        "space default: 2 rows: 1 cost set, 1 removed, over 2 days (2026-11-24 to 2026-11-25) \
-         and 2 campaigns."
+        "2 rows: 1 cost set, 1 removed, over 2 days (2026-11-24 to 2026-11-25) and 2 campaigns."
     );
     assert_eq!(
         listed(),
