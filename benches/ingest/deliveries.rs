@@ -163,12 +163,20 @@ pub fn setup(cli: Command, addr: SocketAddr, receiver: SocketAddr) -> Result<Str
 /// The case's two destinations at `receiver`: a `meta_capi` one taking every event, and a
 /// webhook.
 pub fn both_kinds(receiver: SocketAddr) -> [String; 2] {
-    [
-        format!(
-            r#"{{"name":"meta","kind":"meta_capi","pixel_id":"1","access_token":"bench-token","only_attributed":false,"graph_url":"http://{receiver}"}}"#
-        ),
-        format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#),
-    ]
+    [meta(receiver, false), hook(receiver)]
+}
+
+/// The `POST /destinations` body of a `meta_capi` destination named `meta` at `receiver`;
+/// `only_attributed` as given (its default is true).
+pub fn meta(receiver: SocketAddr, only_attributed: bool) -> String {
+    format!(
+        r#"{{"name":"meta","kind":"meta_capi","pixel_id":"1","access_token":"bench-token","only_attributed":{only_attributed},"graph_url":"http://{receiver}"}}"#
+    )
+}
+
+/// The `POST /destinations` body of a webhook named `hook` at `receiver`.
+pub fn hook(receiver: SocketAddr) -> String {
+    format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#)
 }
 
 /// A request to the space of `secret`, with a JSON body when given.

@@ -202,15 +202,13 @@ fn send(
     let (name, body, label, target) = match row {
         OutRow::SendMeta => (
             "bench-send-meta",
-            format!(
-                r#"{{"name":"meta","kind":"meta_capi","pixel_id":"1","access_token":"bench-token","graph_url":"http://{receiver}"}}"#
-            ),
+            deliveries::meta(receiver, true),
             "unique, to meta_capi",
             10_000.0,
         ),
         _ => (
             "bench-send-webhook",
-            format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#),
+            deliveries::hook(receiver),
             "unique, to webhook",
             3_000.0,
         ),
@@ -405,14 +403,8 @@ struct BetweenSpace {
 fn between_space(bench: &Bench, row: OutRow, tally: &Arc<Tally>) -> Result<BetweenSpace, String> {
     let (bodies, name, label, what) = if row == OutRow::DestAnswering {
         let receiver = deliveries::receiver_answering(Answering::Aside(tally.clone()))?;
-        let bodies = [
-            format!(
-                r#"{{"name":"meta","kind":"meta_capi","pixel_id":"1","access_token":"bench-token","graph_url":"http://{receiver}"}}"#
-            ),
-            format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#),
-        ];
         (
-            bodies,
+            [deliveries::meta(receiver, true), deliveries::hook(receiver)],
             "bench-answering",
             "B: unique, 2 destinations answering",
             "a meta_capi and a webhook destination answering at once",
@@ -458,8 +450,7 @@ fn pending(bench: &mut Bench, plan: &OutPlan, results: &mut OutResults) -> Resul
     let receiver = deliveries::receiver_answering(Answering::Never)?;
     let fixture = space(bench, "bench-pending")?;
     let addr = bench.server.addr;
-    let hook = format!(r#"{{"name":"hook","kind":"webhook","url":"http://{receiver}/hook"}}"#);
-    deliveries::add_destinations(addr, &fixture.secret, &[hook])?;
+    deliveries::add_destinations(addr, &fixture.secret, &[deliveries::hook(receiver)])?;
     let rss_before = bench.server.rss().unwrap_or(0);
     // The in-repo client: it counts each acknowledged event, so the depth is known exactly.
     let (mut empty, made, _) = ingest(bench, None, &fixture, conns, plan.duration)?;

@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 
 use crate::app::App;
 use crate::domain::destination::{
-    Attempt, Destination, Kind, Outcome, Target, answer_head, outcome_of,
+    Attempt, Destination, Kind, Meta, Outcome, Target, answer_head, outcome_of,
 };
 use crate::domain::feed::FeedEvent;
 use crate::storage::outbox::Due;
@@ -287,10 +287,7 @@ async fn send(
                     match client::check_before_send(&format::meta_url(meta), allow_private) {
                         Err(why) => refused_answer(&why),
                         Ok(url) => {
-                            let request = client
-                                .post(url)
-                                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                                .body(format::meta_body(meta, &data));
+                            let request = meta_request(client, url, meta, &data);
                             timed(app, d.target.kind(), request).await
                         }
                     };
@@ -368,6 +365,19 @@ fn refused_answer(why: &str) -> client::Answered {
     }
 }
 
+/// The `POST` of a batch of events (`data`, as `format::meta_event` makes them) to Meta.
+fn meta_request(
+    client: &reqwest::Client,
+    url: reqwest::Url,
+    meta: &Meta,
+    data: &[serde_json::Value],
+) -> reqwest::RequestBuilder {
+    client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(format::meta_body(meta, data))
+}
+
 /// The signed `POST` of one event to a webhook.
 fn webhook_request(
     client: &reqwest::Client,
@@ -433,10 +443,7 @@ pub async fn test(app: &App, d: &Destination) -> Tested {
                         Target::MetaCapi(meta) => {
                             let data: Vec<_> =
                                 format::meta_event(&event, None).into_iter().collect();
-                            client
-                                .post(url)
-                                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                                .body(format::meta_body(meta, &data))
+                            meta_request(&client, url, meta, &data)
                         }
                         Target::Postback { .. } => client.get(url),
                         Target::Webhook { signing_secret, .. } => webhook_request(

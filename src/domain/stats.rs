@@ -507,6 +507,8 @@ pub fn day_label(hour: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_quotient_is_shown_as_its_exact_percentage() {
         for (quotient, shown) in [
@@ -519,7 +521,7 @@ mod tests {
             ("0.5", "50%"),
             ("2", "200%"),
         ] {
-            assert_eq!(super::percent(quotient), shown, "{quotient}");
+            assert_eq!(percent(quotient), shown, "{quotient}");
         }
     }
 
@@ -537,7 +539,7 @@ mod tests {
                 ..Counts::default()
             };
             let g = GroupStats::new(None, &counts, &money(cost));
-            super::returns_text(
+            returns_text(
                 g.roi.iter().map(|(c, v)| (c.as_str(), v.as_str())),
                 g.cost.len(),
             )
@@ -554,8 +556,6 @@ mod tests {
         );
         assert_eq!(shown(&[], &[("USD", "20")]), "");
     }
-
-    use super::*;
 
     #[test]
     fn counts_add_exactly() {

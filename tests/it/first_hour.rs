@@ -90,6 +90,14 @@ fn stop(mut child: Child) {
     assert!(child.wait().unwrap().success(), "SIGTERM exits 0");
 }
 
+/// The address of a start's `listening on http://ADDR` line.
+fn listening_on(printed: &str) -> &str {
+    printed
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on http://"))
+        .unwrap_or_else(|| panic!("the listening line in {printed}"))
+}
+
 /// The lines a person pastes: every `export` line and the "Try it" request under it.
 fn pasted(printed: &str) -> String {
     let mut lines = printed.lines().map(str::trim);
@@ -107,11 +115,7 @@ fn the_first_start_prints_lines_to_paste_and_every_start_the_admin_page() {
     let dir = tempfile::tempdir().unwrap();
     let (first, child) = start(dir.path(), &[], "127.0.0.1:0");
     let child = child.unwrap_or_else(|| panic!("did not start: {first}"));
-    let addr = first
-        .lines()
-        .find_map(|l| l.strip_prefix("listening on http://"))
-        .expect("the listening line")
-        .to_owned();
+    let addr = listening_on(&first).to_owned();
     assert!(!addr.ends_with(":0"), "{first}");
     assert!(!first.contains(":0/") && !first.contains(":0 "), "{first}");
     for line in [
@@ -157,10 +161,7 @@ fn the_first_start_prints_lines_to_paste_and_every_start_the_admin_page() {
         !second.contains("trk_sk_") && !second.contains("password "),
         "credentials and password are shown once: {second}"
     );
-    let addr = second
-        .lines()
-        .find_map(|l| l.strip_prefix("listening on http://"))
-        .expect("the listening line");
+    let addr = listening_on(&second);
     assert!(
         second.contains(&format!("Admin page: http://{addr}/admin/  user admin")),
         "{second}"
@@ -175,10 +176,9 @@ fn an_address_of_every_interface_prints_loopback_and_asks_for_public_url() {
     let dir = tempfile::tempdir().unwrap();
     let (first, child) = start(dir.path(), &[], "0.0.0.0:0");
     let child = child.unwrap_or_else(|| panic!("did not start: {first}"));
-    let port = first
-        .lines()
-        .find_map(|l| l.strip_prefix("listening on http://0.0.0.0:"))
-        .unwrap_or_else(|| panic!("the listening line in {first}"))
+    let port = listening_on(&first)
+        .strip_prefix("0.0.0.0:")
+        .unwrap_or_else(|| panic!("every interface in {first}"))
         .to_owned();
     for line in [
         format!("export TRACKER=http://127.0.0.1:{port}"),
