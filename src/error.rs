@@ -2,7 +2,7 @@
 //!
 //! Domain rules, authentication and storage all fail with an [`Error`]: a [`Code`] (the stable
 //! `status` string, `docs/api.md#errors`), a sentence for a person, and the field at fault. The
-//! mapping from [`Code`] to an HTTP status lives in `http::respond`, and nowhere else.
+//! mapping from [`Code`] to an HTTP status lives in `surface::respond`, and nowhere else.
 
 use std::fmt;
 

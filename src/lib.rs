@@ -4,12 +4,19 @@
 //!
 //! Each part has one folder; the top of `src/` holds only what every part uses.
 //!
-//! - [`http`]: the HTTP API of the main listener. `http/routes.rs` is the one table of its
-//!   endpoints (method, path, credential, handler, `OpenAPI` operation), from which the router,
-//!   the `/metrics` labels and `/openapi.json` come; the handlers; and the one mapping from
-//!   errors to answers (`http/respond.rs`). Never touches redb.
+//! - [`router`]: the main listener's router. `router/table.rs` is the one table of its
+//!   endpoints (method, path, credential, handler, `OpenAPI` operation), from which the
+//!   dispatch, the `/metrics` labels (handed to [`metrics::Metrics`] at start) and
+//!   `/openapi.json` come. It names both the API's handlers and the admin page, so it sits
+//!   above both.
+//! - [`http`]: the API's handlers, a file per resource (`ingest.rs`: events, clicks,
+//!   bindings; `health.rs`; `links.rs`; ...), and the access and rejection log every answer
+//!   leaves through (`access.rs`). Never touches redb.
 //! - [`web`]: the admin page under `/admin/`: sessions, login, and server-rendered pages
 //!   (`templates/admin/`) that call the same [`app::App`] methods as the API.
+//! - [`surface`]: what both of them share, below them: a request taken apart ([`surface::Call`]),
+//!   the client's address the connection layer puts on it, and the one mapping from errors to
+//!   answers (`surface/respond.rs`).
 //! - [`app`]: the operations every way in shares, as methods of [`app::App`]: authenticate,
 //!   record an event, back-fill a click, bind, links, a space's settings, the feed, stats and
 //!   rejections (`app/mod.rs`); spaces, credentials, the admin password and backups (`app/spaces.rs`).
@@ -23,7 +30,9 @@
 //!   retention of dedup entries and automatic backups.
 //! - [`delivery`]: conversions out, run in the background too: a sender task per destination
 //!   (`delivery/mod.rs`) that reads due deliveries through the reader path and records outcomes
-//!   through the writer, its HTTP client with the address checks (`client.rs`), and what each
+//!   through the writer, handed a narrow [`delivery::Senders`] (store, counters, clock,
+//!   settings) rather than the application; its HTTP client with the address checks
+//!   (`outgoing.rs`), and what each
 //!   kind of destination is sent (`format.rs`). The deliveries themselves are written with their
 //!   event (`storage/outbox.rs`).
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, the uid rule, exact
@@ -39,6 +48,9 @@
 //! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
 //!   type with its stable codes, and the counters of `/metrics`.
 //!
+//! Imports point one way, down the layers of [`LAYERS`]: a lower layer is handed what it needs
+//! from above, never imports it (`tests/it/layers.rs` reads the sources and fails otherwise).
+//!
 //! A request flows: router → guard (credential) → handler → [`app::App`] (validate with
 //! `domain`) → a [`storage::Store`] method → commit loop → one write transaction per batch →
 //! fsync → answer. What each endpoint does, field by field, is `docs/api.md`.
@@ -52,12 +64,30 @@
 //!   `storage/schema.rs` and created by a new numbered migration in `storage/open.rs` (a schema
 //!   version, with a fixture file from the version before).
 //! - The operation: one method on [`app::App`], which every way in calls.
-//! - An endpoint: one entry in `http/routes.rs`, its operation file in `http/openapi/`, and its
-//!   handler; the router, `/metrics` and `/openapi.json` follow.
+//! - An endpoint: one entry in `router/table.rs`, its operation file in `router/openapi/`, and
+//!   its handler in `http/`; the dispatch, `/metrics` and `/openapi.json` follow.
 //! - A command: one variant of [`control::Request`] (its doc comment is the help), its arm in
 //!   [`control::execute`], its [`control::Answer`] and the answer's text in `cli`.
 //! - An admin page: its template, its handler in `web/pages.rs`, its arm in `web/mod.rs`, and a
 //!   line in the space's menu (`SPACE_MENU`).
+
+/// The layers, the highest first. A module imports only modules of lower layers, never its
+/// own layer's others or a higher one's: what a lower layer needs from above is handed to it
+/// (the route labels into [`metrics::Metrics`] at start, a narrow handle into the senders).
+/// `tests/it/layers.rs` reads the sources and holds every file to this order.
+pub const LAYERS: &[&[&str]] = &[
+    &["cli"],
+    &["server"],
+    &["router", "control"],
+    &["http", "web"],
+    &["surface"],
+    &["app"],
+    &["delivery"],
+    &["storage"],
+    &["config", "metrics"],
+    &["domain"],
+    &["clock", "error"],
+];
 
 pub mod app;
 pub mod cli;
@@ -69,6 +99,8 @@ pub mod domain;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod router;
 pub mod server;
 pub mod storage;
+pub mod surface;
 pub mod web;

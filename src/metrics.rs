@@ -10,8 +10,8 @@
 
 use std::borrow::Cow;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -181,10 +181,8 @@ pub enum EventStatus {
 /// Every series the tracker counts, but the writer's.
 #[derive(Debug)]
 pub struct Metrics {
-    /// The `route` label of each route index (`http::route_of`), `other` last.
-    routes: Vec<String>,
-    requests: Box<[[AtomicU64; STATUS_SLOTS]]>,
-    latency: Box<[Histogram]>,
+    /// The requests of each route, named when the server starts ([`Metrics::name_routes`]).
+    routes: OnceLock<Routes>,
     events: [AtomicU64; 3],
     clicks: AtomicU64,
     /// Dedup entries removed by retention.
@@ -198,16 +196,19 @@ pub struct Metrics {
     delivery_seconds: [Histogram; 3],
 }
 
+/// The counters of every route, by the route's index in the router's table.
+#[derive(Debug)]
+struct Routes {
+    /// The `route` label of each index, `other` last.
+    labels: Vec<String>,
+    requests: Box<[[AtomicU64; STATUS_SLOTS]]>,
+    latency: Box<[Histogram]>,
+}
+
 impl Default for Metrics {
     fn default() -> Self {
-        let routes = crate::http::route_labels();
         Metrics {
-            requests: routes
-                .iter()
-                .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
-                .collect(),
-            latency: routes.iter().map(|_| Histogram::seconds()).collect(),
-            routes,
+            routes: OnceLock::new(),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             clicks: AtomicU64::new(0),
             dedup_pruned: AtomicU64::new(0),
@@ -219,10 +220,30 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// One answered request of route `r` (`http::route_of`).
+    /// Names the routes requests are counted under, by index: the router hands its table's
+    /// labels over when the server starts (the router sits above this layer). The first call
+    /// names them; a later one changes nothing.
+    pub fn name_routes(&self, labels: Vec<String>) {
+        self.routes.get_or_init(|| Routes {
+            requests: labels
+                .iter()
+                .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+                .collect(),
+            latency: labels.iter().map(|_| Histogram::seconds()).collect(),
+            labels,
+        });
+    }
+
+    /// One answered request of route `r` (the router's index); not counted before the routes
+    /// are named, or for an index they do not have.
     pub fn request(&self, r: usize, status: u16, took: Duration) {
-        self.requests[r][status_slot(status)].fetch_add(1, Ordering::Relaxed);
-        self.latency[r].observe_duration(took);
+        let Some(routes) = self.routes.get() else {
+            return;
+        };
+        if let (Some(counts), Some(latency)) = (routes.requests.get(r), routes.latency.get(r)) {
+            counts[status_slot(status)].fetch_add(1, Ordering::Relaxed);
+            latency.observe_duration(took);
+        }
     }
 
     pub fn event(&self, status: EventStatus) {
@@ -272,7 +293,15 @@ struct Scrape {
     metrics: Arc<Metrics>,
     writer: Arc<WriterMetrics>,
     /// `None` for an ephemeral store: there is no file.
-    data: Option<PathBuf>,
+    data: Option<DataFile>,
+}
+
+/// The data file, as a scrape reads it.
+#[derive(Debug)]
+pub struct DataFile {
+    pub path: PathBuf,
+    /// Bytes read from the file since the process started (storage counts them).
+    pub bytes_read: fn() -> u64,
 }
 
 fn labels<const N: usize>(
@@ -284,13 +313,17 @@ fn labels<const N: usize>(
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
         let m = &self.metrics;
+        let (labels_of, requests_of, latency_of) =
+            m.routes.get().map_or((&[][..], &[][..], &[][..]), |r| {
+                (&r.labels[..], &r.requests[..], &r.latency[..])
+            });
         let mut requests = encoder.encode_descriptor(
             "tracker_http_requests",
             "HTTP requests answered, by route and status code.",
             None,
             MetricType::Counter,
         )?;
-        for (route, counts) in m.routes.iter().zip(m.requests.iter()) {
+        for (route, counts) in labels_of.iter().zip(requests_of) {
             for (slot, count) in counts.iter().enumerate() {
                 let n = count.load(Ordering::Relaxed);
                 if n == 0 {
@@ -309,7 +342,7 @@ impl Collector for Scrape {
             Some(&Unit::Seconds),
             MetricType::Histogram,
         )?;
-        for (route, histogram) in m.routes.iter().zip(m.latency.iter()) {
+        for (route, histogram) in labels_of.iter().zip(latency_of) {
             if histogram.count() == 0 {
                 continue;
             }
@@ -356,16 +389,14 @@ impl Collector for Scrape {
                 MetricType::Gauge,
             )?,
         )?;
-        if let Some(path) = &self.data {
-            ConstCounter::new(crate::storage::file_bytes_read()).encode(
-                encoder.encode_descriptor(
-                    "tracker_data_file_read",
-                    "Bytes read from the data file: the pages redb's cache did not hold.",
-                    Some(&Unit::Bytes),
-                    MetricType::Counter,
-                )?,
-            )?;
-            let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+        if let Some(data) = &self.data {
+            ConstCounter::new((data.bytes_read)()).encode(encoder.encode_descriptor(
+                "tracker_data_file_read",
+                "Bytes read from the data file: the pages redb's cache did not hold.",
+                Some(&Unit::Bytes),
+                MetricType::Counter,
+            )?)?;
+            let bytes = std::fs::metadata(&data.path).map_or(0, |m| m.len());
             ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX)).encode(
                 encoder.encode_descriptor(
                     "tracker_data_file_size",
@@ -461,7 +492,7 @@ fn encode_deliveries(
 pub fn registry(
     metrics: Arc<Metrics>,
     writer: Arc<WriterMetrics>,
-    data: Option<PathBuf>,
+    data: Option<DataFile>,
 ) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Scrape {

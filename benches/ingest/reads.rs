@@ -343,7 +343,7 @@ pub fn side(
         }
         let target = match row {
             ReadRow::Feed => format!("/events?after={after}&limit={PAGE}"),
-            ReadRow::Dashboard => crate::dashboard::target(),
+            ReadRow::Dashboard => crate::dashboard::target(SPACE),
             _ => "/stats?by=campaign_name".to_owned(),
         };
         let credential = match row {
@@ -399,7 +399,7 @@ pub fn side(
                     },
                 )
             }
-            ReadRow::Dashboard => crate::dashboard::check(body),
+            ReadRow::Dashboard => crate::dashboard::check(body, CAMPAIGNS),
             _ => check_stats(body, o.responses == 1, spread.events),
         };
         if let Err(e) = checked {
@@ -486,7 +486,7 @@ fn check_stats(body: &[u8], in_full: bool, events: u64) -> Result<(), String> {
     Ok(())
 }
 
-pub fn count(haystack: &[u8], needle: &[u8]) -> u64 {
+fn count(haystack: &[u8], needle: &[u8]) -> u64 {
     haystack
         .windows(needle.len())
         .filter(|w| w == &needle)

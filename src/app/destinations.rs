@@ -120,6 +120,6 @@ impl App {
                     format!("no destination {name:?} in this space"),
                 )
             })?;
-        Ok(crate::delivery::test(self, &d).await)
+        Ok(crate::delivery::test(&self.senders(), &d).await)
     }
 }

@@ -48,7 +48,7 @@ pub struct App {
     waiting: Arc<Mutex<HashMap<u32, usize>>>,
     /// Wakes the senders (`delivery/`) to look for due deliveries now: after a retry by hand,
     /// or a step of a test's clock.
-    pub delivery_wake: tokio::sync::Notify,
+    pub delivery_wake: Arc<tokio::sync::Notify>,
 }
 
 /// A place among a space's waiting followers, given back when dropped.
@@ -169,11 +169,23 @@ impl App {
             address_limiter: Limiter::new(settings.address_rate_limit),
             warned_untrusted_forwarded: AtomicBool::new(false),
             waiting: Arc::default(),
-            delivery_wake: tokio::sync::Notify::new(),
+            delivery_wake: Arc::default(),
             metrics: Arc::new(Metrics::default()),
             store,
             settings,
             clock,
+        }
+    }
+
+    /// What the senders of conversions out are handed: the parts of the application they use.
+    #[must_use]
+    pub fn senders(&self) -> crate::delivery::Senders {
+        crate::delivery::Senders {
+            store: self.store.clone(),
+            metrics: self.metrics.clone(),
+            clock: self.clock.clone(),
+            settings: self.settings.delivery,
+            wake: self.delivery_wake.clone(),
         }
     }
 

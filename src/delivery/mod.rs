@@ -1,6 +1,6 @@
 //! The sender of conversions out (`docs/api.md#conversions-out`): one task per live
 //! destination, started and stopped as destinations come and go, each with its own HTTP client
-//! (`client.rs`) and formats (`format.rs`), all on one thread of their own that runs at a lower
+//! (`outgoing.rs`) and formats (`format.rs`), all on one thread of their own that runs at a lower
 //! CPU priority than the server: ingest first, deliveries with the time that is left.
 //!
 //! A task reads what is due through the reader path (`storage/outbox.rs`, `due`), sends it, and
@@ -11,8 +11,8 @@
 //! nor another destination. What a task holds in memory is one batch; the rest waits in the
 //! file.
 
-pub mod client;
 pub mod format;
+pub mod outgoing;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,12 +22,32 @@ use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use crate::app::App;
+use crate::clock::Clock;
+use crate::config::Delivery;
 use crate::domain::destination::{
     Attempt, Destination, Kind, Meta, Outcome, Target, answer_head, outcome_of,
 };
 use crate::domain::feed::FeedEvent;
+use crate::metrics::Metrics;
+use crate::storage::Store;
 use crate::storage::outbox::Due;
+
+/// What the senders need of the application, handed to them by the layer above: the store,
+/// the counters, the clock, the delivery settings and the wake-up a retry by hand rings.
+#[derive(Clone)]
+pub struct Senders {
+    pub store: Arc<Store>,
+    pub metrics: Arc<Metrics>,
+    pub clock: Arc<dyn Clock>,
+    pub settings: Delivery,
+    pub wake: Arc<tokio::sync::Notify>,
+}
+
+impl Senders {
+    fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+}
 
 /// The longest a task waits before it looks at the clock again: retries come due with the
 /// clock, which commits do not signal.
@@ -51,7 +71,7 @@ const NICE: i32 = 19;
 /// Runs the senders ([`run`]) on a thread of their own, at a lower CPU priority than the
 /// server's ([`NICE`]), until this task is dropped (the server stops), which stops the thread
 /// and waits for it.
-pub async fn run_beside(app: Arc<App>) {
+pub async fn run_beside(senders: Senders) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
     let spawned = std::thread::Builder::new()
@@ -74,7 +94,7 @@ pub async fn run_beside(app: Arc<App>) {
             };
             runtime.block_on(async {
                 tokio::select! {
-                    () = run(app) => {}
+                    () = run(senders) => {}
                     _ = stopped => {}
                 }
             });
@@ -113,13 +133,13 @@ impl Drop for Joined {
 
 /// Runs the senders until the task is dropped (the server stops): every destination task is
 /// aborted with it, and what they were sending is sent again after the next start.
-async fn run(app: Arc<App>) {
-    let mut changes = app.store.destination_changes();
+async fn run(senders: Senders) {
+    let mut changes = senders.store.destination_changes();
     let mut tasks = JoinSet::new();
     let mut running: HashMap<u32, tokio::task::AbortHandle> = HashMap::new();
     loop {
         changes.borrow_and_update();
-        let live: HashMap<u32, Arc<Destination>> = app
+        let live: HashMap<u32, Arc<Destination>> = senders
             .store
             .destination_directory()
             .all()
@@ -136,7 +156,7 @@ async fn run(app: Arc<App>) {
         for (no, d) in live {
             running
                 .entry(no)
-                .or_insert_with(|| tasks.spawn(send_loop(app.clone(), d)));
+                .or_insert_with(|| tasks.spawn(send_loop(senders.clone(), d)));
         }
         tokio::select! {
             change = changes.changed() => if change.is_err() { return },
@@ -147,24 +167,24 @@ async fn run(app: Arc<App>) {
 }
 
 /// One destination's loop: take what is due, send it, record it.
-async fn send_loop(app: Arc<App>, d: Arc<Destination>) {
-    let client = match client::client(&app.settings.delivery) {
+async fn send_loop(senders: Senders, d: Arc<Destination>) {
+    let client = match outgoing::client(&senders.settings) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(destination = %d.name, error = %e, "no HTTP client for a destination");
             return;
         }
     };
-    let mut commits = app.store.commits();
+    let mut commits = senders.store.commits();
     let limit = match d.target.kind() {
         Kind::MetaCapi => format::META_BATCH,
         Kind::Postback | Kind::Webhook => BATCH_EACH,
     };
-    let max_age_ms = app.settings.delivery.max_age_ms();
+    let max_age_ms = senders.settings.max_age_ms();
     loop {
         commits.borrow_and_update();
-        let now = app.now_ms();
-        let batch = match app.store.due_deliveries(d.clone(), now, limit).await {
+        let now = senders.now_ms();
+        let batch = match senders.store.due_deliveries(d.clone(), now, limit).await {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(destination = %d.name, error = %e, "reading due deliveries");
@@ -186,15 +206,15 @@ async fn send_loop(app: Arc<App>, d: Arc<Destination>) {
                     }
                     tokio::time::sleep(GATHER).await;
                 }
-                () = app.delivery_wake.notified() => {}
+                () = senders.wake.notified() => {}
                 () = tokio::time::sleep(wait) => {}
             }
             continue;
         }
-        let attempts = send(&app, &client, &d, batch.items).await;
+        let attempts = send(&senders, &client, &d, batch.items).await;
         let mut recorded = false;
         while !recorded {
-            match app
+            match senders
                 .store
                 .record_attempts(d.no, attempts.clone(), batch.sent_through, max_age_ms)
                 .await
@@ -207,7 +227,7 @@ async fn send_loop(app: Arc<App>, d: Arc<Destination>) {
             }
         }
         for a in &attempts {
-            app.metrics.delivery_outcome(d.target.kind(), a.outcome);
+            senders.metrics.delivery_outcome(d.target.kind(), a.outcome);
         }
     }
 }
@@ -218,7 +238,7 @@ fn jitter() -> f64 {
     getrandom::u64().map_or(0.5, |n| (n >> 11) as f64 / (1u64 << 53) as f64)
 }
 
-fn attempt(due: &Due, at_ms: u64, answered: &client::Answered) -> Attempt {
+fn attempt(due: &Due, at_ms: u64, answered: &outgoing::Answered) -> Attempt {
     Attempt {
         inbox_id: due.inbox_id,
         received_at_ms: due.event.received_at_ms,
@@ -247,15 +267,15 @@ fn refused(due: &Due, at_ms: u64, why: &str) -> Attempt {
 
 /// Sends one batch of a destination; answers an attempt for each delivery.
 async fn send(
-    app: &App,
+    senders: &Senders,
     client: &reqwest::Client,
     d: &Destination,
     items: Vec<Due>,
 ) -> Vec<Attempt> {
-    let allow_private = app.settings.delivery.allow_private_destinations;
+    let allow_private = senders.settings.allow_private_destinations;
     match &d.target {
         Target::MetaCapi(meta) => {
-            let now = app.now_ms();
+            let now = senders.now_ms();
             let mut attempts = Vec::with_capacity(items.len());
             let mut data = Vec::new();
             let mut in_request = Vec::new();
@@ -284,14 +304,14 @@ async fn send(
             }
             if !data.is_empty() {
                 let answered =
-                    match client::check_before_send(&format::meta_url(meta), allow_private) {
+                    match outgoing::check_before_send(&format::meta_url(meta), allow_private) {
                         Err(why) => refused_answer(&why),
                         Ok(url) => {
                             let request = meta_request(client, url, meta, &data);
-                            timed(app, d.target.kind(), request).await
+                            timed(senders, d.target.kind(), request).await
                         }
                     };
-                let at = app.now_ms();
+                let at = senders.now_ms();
                 attempts.extend(in_request.iter().map(|due| {
                     let mut a = attempt(due, at, &answered);
                     if answered.status.is_none() && answered.refused_here {
@@ -306,11 +326,11 @@ async fn send(
             futures_util::stream::iter(items)
                 .map(|due| async move {
                     let filled = format::postback_url(url, &due.event);
-                    let answered = match client::check_before_send(&filled, allow_private) {
+                    let answered = match outgoing::check_before_send(&filled, allow_private) {
                         Err(why) => refused_answer(&why),
-                        Ok(url) => timed(app, Kind::Postback, client.get(url)).await,
+                        Ok(url) => timed(senders, Kind::Postback, client.get(url)).await,
                     };
-                    finish(app, &due, &answered)
+                    finish(senders, &due, &answered)
                 })
                 .buffer_unordered(IN_FLIGHT)
                 .collect()
@@ -321,7 +341,7 @@ async fn send(
             signing_secret,
         } => {
             // A webhook's URL is the same for every delivery: checked and parsed once a batch.
-            let checked = &client::check_before_send(url, allow_private);
+            let checked = &outgoing::check_before_send(url, allow_private);
             futures_util::stream::iter(items)
                 .map(|due| async move {
                     let answered = match checked {
@@ -333,12 +353,12 @@ async fn send(
                                 signing_secret.expose(),
                                 d.no,
                                 &due.event,
-                                app.now_ms(),
+                                senders.now_ms(),
                             );
-                            timed(app, Kind::Webhook, request).await
+                            timed(senders, Kind::Webhook, request).await
                         }
                     };
-                    finish(app, &due, &answered)
+                    finish(senders, &due, &answered)
                 })
                 .buffer_unordered(IN_FLIGHT)
                 .collect()
@@ -347,16 +367,16 @@ async fn send(
     }
 }
 
-fn finish(app: &App, due: &Due, answered: &client::Answered) -> Attempt {
-    let mut a = attempt(due, app.now_ms(), answered);
+fn finish(senders: &Senders, due: &Due, answered: &outgoing::Answered) -> Attempt {
+    let mut a = attempt(due, senders.now_ms(), answered);
     if answered.refused_here {
         a.outcome = Outcome::Refused;
     }
     a
 }
 
-fn refused_answer(why: &str) -> client::Answered {
-    client::Answered {
+fn refused_answer(why: &str) -> outgoing::Answered {
+    outgoing::Answered {
         status: None,
         answer: answer_head(&format!("not sent: {why}")),
         retry_after_ms: None,
@@ -403,10 +423,14 @@ fn webhook_request(
 }
 
 /// Sends `request`, counting its latency.
-async fn timed(app: &App, kind: Kind, request: reqwest::RequestBuilder) -> client::Answered {
+async fn timed(
+    senders: &Senders,
+    kind: Kind,
+    request: reqwest::RequestBuilder,
+) -> outgoing::Answered {
     let started = Instant::now();
-    let answered = client::exchange(request, app.now_ms()).await;
-    app.metrics.delivery_latency(kind, started.elapsed());
+    let answered = outgoing::exchange(request, senders.now_ms()).await;
+    senders.metrics.delivery_latency(kind, started.elapsed());
     answered
 }
 
@@ -425,10 +449,10 @@ pub struct Tested {
 
 /// Sends a destination one synthetic event (`format::test_event`), with its test code for
 /// Meta, and answers what came back. Nothing is recorded.
-pub async fn test(app: &App, d: &Destination) -> Tested {
-    let allow_private = app.settings.delivery.allow_private_destinations;
-    let event = format::test_event(app.now_ms());
-    let answered = match client::client(&app.settings.delivery) {
+pub async fn test(senders: &Senders, d: &Destination) -> Tested {
+    let allow_private = senders.settings.allow_private_destinations;
+    let event = format::test_event(senders.now_ms());
+    let answered = match outgoing::client(&senders.settings) {
         Err(e) => refused_answer(&e.to_string()),
         Ok(client) => {
             let url = match &d.target {
@@ -436,7 +460,7 @@ pub async fn test(app: &App, d: &Destination) -> Tested {
                 Target::Postback { url } => format::postback_url(url, &event),
                 Target::Webhook { url, .. } => url.clone(),
             };
-            match client::check_before_send(&url, allow_private) {
+            match outgoing::check_before_send(&url, allow_private) {
                 Err(why) => refused_answer(&why),
                 Ok(url) => {
                     let request = match &d.target {
@@ -452,10 +476,10 @@ pub async fn test(app: &App, d: &Destination) -> Tested {
                             signing_secret.expose(),
                             d.no,
                             &event,
-                            app.now_ms(),
+                            senders.now_ms(),
                         ),
                     };
-                    client::exchange(request, app.now_ms()).await
+                    outgoing::exchange(request, senders.now_ms()).await
                 }
             }
         }

@@ -227,7 +227,7 @@ fn redact_token_param(query: &str) -> String {
         .map(|pair| match pair.split_once('=') {
             Some((name, v))
                 if !v.starts_with("trk_")
-                    && crate::domain::input::percent_decode(name).as_deref() == Some("token") =>
+                    && crate::domain::percent::decode(name).as_deref() == Some("token") =>
             {
                 format!("{name}=[redacted]")
             }

@@ -6,11 +6,10 @@
 //! postback macro that was never replaced (`{clickid}`, `[uid]`, `%7Bsubid%7D`) is refused with
 //! the field's own code and a sentence that says so.
 
-use std::borrow::Cow;
-
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::domain::percent;
 use crate::error::{Code, Error};
 
 /// Parses a JSON body into `T`, whose fields are `Option<&RawValue>` with
@@ -123,8 +122,8 @@ impl Query {
             .filter(|p| !p.is_empty())
             .map(|pair| {
                 let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-                let name = percent_decode(name).unwrap_or_else(|| name.to_owned());
-                match percent_decode(value) {
+                let name = percent::decode(name).unwrap_or_else(|| name.to_owned());
+                match percent::decode(value) {
                     Some(v) => (name, v, false),
                     None => (name, value.to_owned(), true),
                 }
@@ -195,31 +194,6 @@ pub fn unreplaced_macro(
             syntax.describe()
         ),
     )
-}
-
-/// Decodes `+` and `%XX` of a query component; `None` if a `%` is not followed by two hex
-/// digits or the bytes are not UTF-8.
-///
-/// The bytes are decoded by `percent-encoding`, the decoder `form_urlencoded` and `url` use.
-/// The strictness is ours: a postback whose encoding is broken is refused, never guessed at, but
-/// the crate keeps a stray `%` as it came, so the escapes are checked here first, and its strict
-/// `decode_utf8` is used, not the lossy decoding of `form_urlencoded::parse`.
-#[must_use]
-pub fn percent_decode(text: &str) -> Option<String> {
-    let escapes_whole = text.split('%').skip(1).all(|after| {
-        after
-            .get(..2)
-            .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
-    });
-    if !escapes_whole {
-        return None;
-    }
-    let spaced = text.replace('+', " ");
-    match percent_encoding::percent_decode_str(&spaced).decode_utf8() {
-        Ok(Cow::Owned(decoded)) => Some(decoded),
-        Ok(Cow::Borrowed(_)) => Some(spaced),
-        Err(_) => None,
-    }
 }
 
 /// A postback macro's wrapper and the syntax it is, in words, for an error sentence.
@@ -314,7 +288,7 @@ fn decodings(value: &str, shape: impl Fn(&str) -> Option<&'static str>) -> Optio
         if let Some(what) = shape(&v) {
             return Some(MacroSyntax { what, encoded });
         }
-        match percent_decode(&v) {
+        match percent::decode(&v) {
             Some(decoded) if decoded != v => decoded.trim().clone_into(&mut v),
             _ => return None,
         }
@@ -476,12 +450,12 @@ mod tests {
         }
         assert_eq!(q.value("e", Code::InvalidUid).unwrap(), Some("é"));
         assert_eq!(q.value("f", Code::InvalidUid).unwrap(), Some("100%"));
-        assert_eq!(percent_decode("%4"), None);
-        assert_eq!(percent_decode("%").as_deref(), None);
-        assert_eq!(percent_decode("%é1"), None);
-        assert_eq!(percent_decode("%41").as_deref(), Some("A"));
-        assert_eq!(percent_decode("a+b%2Bc").as_deref(), Some("a b+c"));
-        assert_eq!(percent_decode("plain").as_deref(), Some("plain"));
+        assert_eq!(percent::decode("%4"), None);
+        assert_eq!(percent::decode("%").as_deref(), None);
+        assert_eq!(percent::decode("%é1"), None);
+        assert_eq!(percent::decode("%41").as_deref(), Some("A"));
+        assert_eq!(percent::decode("a+b%2Bc").as_deref(), Some("a b+c"));
+        assert_eq!(percent::decode("plain").as_deref(), Some("plain"));
     }
 
     #[test]

@@ -396,7 +396,7 @@ pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
     let utm_campaign = q.get("utm_campaign").map(|c| cut(c, campaign_bound));
     let taken = |pair: &&str| {
         let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
-        let name = input::percent_decode(name);
+        let name = crate::domain::percent::decode(name);
         match name.as_deref() {
             Some("fbclid") => fbclid.is_some(),
             Some("utm_campaign") => utm_campaign.is_some(),

@@ -17,6 +17,7 @@ pub mod keyring;
 pub mod link;
 pub mod outcome;
 pub mod password;
+pub mod percent;
 pub mod rate;
 pub mod rejection;
 pub mod settings;

@@ -1,8 +1,8 @@
 //! What the storage operations answer, in the domain's words: the result of recording an event,
 //! back-filling a click, binding one, and changing credentials.
 //!
-//! These are the values the writer decides inside its transaction; `app`, `admin` and the HTTP
-//! handlers turn them into answers. They live here, not in `storage`, so that nothing above
+//! These are the values the writer decides inside its transaction; the operations (`app`) and
+//! every way in above them turn them into answers. They live here, not in `storage`, so that nothing above
 //! storage imports the writer to name a result.
 
 use crate::domain::credential::{self, CredentialDigest, Kind};

@@ -7,8 +7,8 @@ use warp::reply::Response;
 use crate::domain::cost::{self, Cost, CostView};
 use crate::domain::keyring::SpaceRef;
 use crate::error::Error;
-use crate::http::Call;
-use crate::http::respond;
+use crate::surface::Call;
+use crate::surface::respond;
 
 #[derive(Serialize)]
 struct CostAnswer {

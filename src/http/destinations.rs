@@ -11,8 +11,8 @@ use crate::domain::destination::{
 };
 use crate::domain::keyring::SpaceRef;
 use crate::error::Error;
-use crate::http::Call;
-use crate::http::respond;
+use crate::surface::Call;
+use crate::surface::respond;
 
 #[derive(Serialize)]
 struct DestinationAnswer {
@@ -55,16 +55,11 @@ pub async fn get_destinations(call: Call, space: SpaceRef) -> Result<Response, E
     ))
 }
 
-#[derive(Serialize)]
-struct Ok {
-    ok: bool,
-}
-
 /// `DELETE /destinations/<name>`: sends nothing more; its open deliveries are cancelled.
 pub async fn delete_destination(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let name = call.param.unwrap_or_default();
     call.app.remove_destination(&space, name).await?;
-    Ok(respond::json(StatusCode::OK, &Ok { ok: true }))
+    Ok(respond::ok())
 }
 
 #[derive(Serialize)]

@@ -10,9 +10,9 @@ use crate::app::Visit;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::{Destination, Link, LinkView, Mode, NewLink, location};
 use crate::error::Error;
-use crate::http::Call;
-use crate::http::handlers::{Access, finish};
-use crate::http::respond::{self, Auth};
+use crate::http::access::{Access, finish};
+use crate::surface::Call;
+use crate::surface::respond::{self, Auth};
 
 #[derive(Serialize)]
 struct LinkAnswer {
@@ -48,16 +48,11 @@ pub async fn get_links(call: Call, space: SpaceRef) -> Result<Response, Error> {
     ))
 }
 
-#[derive(Serialize)]
-struct Ok {
-    ok: bool,
-}
-
 /// `DELETE /links/<slug>`: the link's address answers `410` from now on.
 pub async fn delete_link(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let slug = call.param.unwrap_or_default();
     call.app.delete_link(&space, slug).await?;
-    Ok(respond::json(StatusCode::OK, &Ok { ok: true }))
+    Ok(respond::ok())
 }
 
 /// The page of a `page` link, and what link previews get: every value is escaped by the

@@ -13,8 +13,8 @@ use crate::domain::keyring::SpaceRef;
 use crate::domain::rejection::Rejection;
 use crate::domain::stats::{self, GroupStats, Grouping};
 use crate::error::Error;
-use crate::http::Call;
-use crate::http::respond;
+use crate::surface::Call;
+use crate::surface::respond;
 
 #[derive(Serialize)]
 struct FeedAnswer {

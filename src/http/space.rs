@@ -7,8 +7,8 @@ use warp::reply::Response;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::error::Error;
-use crate::http::Call;
-use crate::http::respond;
+use crate::surface::Call;
+use crate::surface::respond;
 
 #[derive(Serialize)]
 struct SpaceAnswer<'a> {

@@ -53,13 +53,9 @@ use warp::reply::Response;
 
 use crate::config::ConnectionLimits;
 use crate::error::{Code, Error};
-use crate::http::respond::{self, Auth};
 use crate::metrics::Metrics;
-
-/// The address of the client at the other end of the TCP connection (before any proxy header),
-/// put into every request's extensions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientAddr(pub SocketAddr);
+use crate::surface::ClientAddr;
+use crate::surface::respond::{self, Auth};
 
 /// The longest request target served; a longer one is answered `414`. Postback URLs with a
 /// dozen macros are well under 2 KiB; browsers stop near 8 KiB.
@@ -273,7 +269,7 @@ where
         let counted = self
             .metrics
             .clone()
-            .map(|m| (m, crate::http::route_of(req.method(), req.uri().path())));
+            .map(|m| (m, crate::router::route_of(req.method(), req.uri().path())));
         let count = move |response: &Response| {
             if let Some((metrics, route)) = &counted {
                 metrics.request(*route, response.status().as_u16(), started.elapsed());

@@ -2,7 +2,7 @@
 //!
 //! The listener is bound by the caller, so tests start the real server on port 0 and read the
 //! address back; `tracker serve` binds the configured address. Beside HTTP, the server listens
-//! on its admin socket (`admin_socket`) for the command line.
+//! on its control socket (`control/socket.rs`) for the command line.
 //!
 //! Connections (`docs/api.md#limits`): at most `max_connections` are open; past that the accept
 //! loop waits for one to close, and new clients wait in the kernel's queue without touching
@@ -10,7 +10,7 @@
 //! (an IPv6 client: its /64); past that a new connection is answered `429` at once and closed,
 //! so no single address can take the service from the rest. The count is by the TCP peer, the
 //! only address known when a connection is accepted: a peer in `trusted_proxies` is not counted,
-//! since a reverse proxy carries every visitor's connections (the proxy limits per visitor). Each connection is served by `http::connection`, which cuts off slow heads,
+//! since a reverse proxy carries every visitor's connections (the proxy limits per visitor). Each connection is served by `connection.rs`, which cuts off slow heads,
 //! stalled bodies and idle keep-alives. At shutdown, the listener closes, idle connections close
 //! at once, requests in flight get `shutdown_timeout` to finish, and whatever is left is cut off,
 //! so a stalled client cannot hold the process.
@@ -39,7 +39,8 @@ use crate::domain::client::{Cidr, address_key};
 use crate::error::{Code, Error};
 use crate::metrics::{self, Metrics};
 use crate::storage::{Health, StoreError};
-use crate::{control, http};
+use crate::surface::respond;
+use crate::{control, router};
 use connection::ConnectionStats;
 
 /// File descriptors kept free of connections: the data file, the admin socket and its clients,
@@ -86,7 +87,7 @@ pub async fn serve_with_metrics(
         }
     };
     let mut background = start_background(&app);
-    let routes = http::routes(app.clone());
+    let routes = router::routes(app.clone());
     let failed = app.store.failed();
     let stop = async move {
         tokio::select! {
@@ -153,7 +154,7 @@ pub async fn serve_with_metrics(
 fn start_background(app: &Arc<App>) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
     tasks.spawn(retention::run(app.clone()));
-    tasks.spawn(crate::delivery::run_beside(app.clone()));
+    tasks.spawn(crate::delivery::run_beside(app.senders()));
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
             "backup_dir is set, but an ephemeral server writes no file: no automatic backups"
@@ -193,7 +194,10 @@ pub async fn serve_connections<F>(
 fn metrics_routes(
     app: &Arc<App>,
 ) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
-    let data = (!app.store.is_ephemeral()).then(|| app.settings.data.clone());
+    let data = (!app.store.is_ephemeral()).then(|| metrics::DataFile {
+        path: app.settings.data.clone(),
+        bytes_read: crate::storage::file_bytes_read,
+    });
     let registry = Arc::new(metrics::registry(
         app.metrics.clone(),
         app.store.writer_metrics().clone(),
@@ -209,7 +213,7 @@ fn metrics_routes(
             );
             response
         })
-        .recover(http::respond::recover)
+        .recover(respond::recover)
         .unify()
 }
 
@@ -316,7 +320,7 @@ impl PerAddress {
                  retry in 1 s"
             ),
         );
-        let body = crate::http::respond::error_body(&err);
+        let body = crate::surface::respond::error_body(&err);
         let mut refusal = format!(
             "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
              content-length: {}\r\nretry-after: 1\r\nx-content-type-options: nosniff\r\n\

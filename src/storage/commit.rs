@@ -42,8 +42,20 @@ use crate::storage::fault::FaultSwitch;
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::file::FlushFailed;
 use crate::storage::ops::Txn;
+use crate::storage::reader::DbSlot;
 use crate::storage::schema::{META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ};
-use crate::storage::{DbSlot, Health, StoreError, open, read};
+use crate::storage::{StoreError, open, read};
+
+/// Whether the store can still write. Once `Failed`, it stays so: the process must exit and be
+/// started again, which recovers from the file (`commit.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    Serving,
+    /// Writes fail (a full disk) and are answered `503`; the writer tries again by itself and
+    /// is `Serving` once a commit works (`commit.rs`).
+    Unwritable(String),
+    Failed(String),
+}
 
 /// Where a request's answer goes, once its batch has committed.
 pub(super) type Reply<T> = oneshot::Sender<Result<T, Error>>;

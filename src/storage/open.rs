@@ -253,7 +253,10 @@ pub(crate) fn refuse_newer_schema(path: &Path) -> Result<(), StoreError> {
     };
     let found = stored_version(&ro.begin_read()?)?;
     match found {
-        Some(v) if v > SCHEMA_VERSION => Err(StoreError::NewerSchema { found: v }),
+        Some(v) if v > SCHEMA_VERSION => Err(StoreError::NewerSchema {
+            found: v,
+            known: SCHEMA_VERSION,
+        }),
         _ => Ok(()),
     }
 }
@@ -282,7 +285,10 @@ fn migrate(db: &Database) -> Result<(), StoreError> {
         return Ok(());
     };
     if version > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema { found: version });
+        return Err(StoreError::NewerSchema {
+            found: version,
+            known: SCHEMA_VERSION,
+        });
     }
     while version < SCHEMA_VERSION {
         let txn = db.begin_write()?;
@@ -517,7 +523,9 @@ mod tests {
         let err = open_database(&path, None, SERVER_CACHE_BYTES)
             .err()
             .expect("refused");
-        assert!(matches!(err, StoreError::NewerSchema { found } if found == SCHEMA_VERSION + 1));
+        assert!(
+            matches!(err, StoreError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1)
+        );
         assert!(err.to_string().contains("newer"), "{err}");
         assert_eq!(
             std::fs::read(&path).unwrap(),

@@ -39,7 +39,6 @@ use crate::storage::attribution;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::first_deposit::Depositors;
-use crate::storage::outbox::OutboxBatch;
 use crate::storage::read;
 use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
 use crate::storage::records::{ClickHintsRecord, LinkRecord, RejectionRecord};
@@ -51,6 +50,21 @@ use crate::storage::schema::{
     TG_TOUCHES,
 };
 use crate::storage::schema::{COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
+
+/// What one batch changes of the destinations and their deliveries.
+#[derive(Default)]
+pub(super) struct OutboxBatch {
+    /// The delivery state rows this batch changed, by destination, written at its end.
+    pub(super) states: HashMap<u32, records::DeliveryStateRecord>,
+    /// How many deliveries this batch moved into (+) and out of (-) each state, over every
+    /// destination: what the writer adds to the in-memory totals once the batch commits.
+    pub(super) moved: [i64; 5],
+    /// Whether a destination was created or removed in this batch: the directory no longer
+    /// says, and each space's destinations are read from the table for the rest of the batch.
+    pub(super) changed: bool,
+    /// Those reads, once per space.
+    pub(super) read_since_change: HashMap<u32, Vec<std::sync::Arc<destination::Destination>>>,
+}
 
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
 /// share.

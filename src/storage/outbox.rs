@@ -49,21 +49,6 @@ use crate::storage::schema::{
 /// `DELIVERY_QUEUE`'s due time of a dead delivery: never, until a retry is asked for.
 const DEAD: u64 = u64::MAX;
 
-/// What one batch changes of the destinations and their deliveries.
-#[derive(Default)]
-pub(crate) struct OutboxBatch {
-    /// The delivery state rows this batch changed, by destination, written at its end.
-    states: HashMap<u32, DeliveryStateRecord>,
-    /// How many deliveries this batch moved into (+) and out of (-) each state, over every
-    /// destination: what the writer adds to the in-memory totals once the batch commits.
-    pub(super) moved: [i64; 5],
-    /// Whether a destination was created or removed in this batch: the directory no longer
-    /// says, and each space's destinations are read from the table for the rest of the batch.
-    pub(super) changed: bool,
-    /// Those reads, once per space.
-    read_since_change: HashMap<u32, Vec<Arc<Destination>>>,
-}
-
 /// The state row of destination `no`: this batch's, or the stored one, or a new one.
 fn state_of<'b>(
     states: &'b mut HashMap<u32, DeliveryStateRecord>,

@@ -27,14 +27,20 @@
 //! later commits free from being used again.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use redb::Database;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use tokio::sync::oneshot;
 
 use crate::error::Error;
+use crate::storage::StoreError;
 use crate::storage::read::Snapshot;
-use crate::storage::{DbSlot, StoreError};
+
+/// The database handle that readers share with the writer. The writer replaces it when it
+/// reopens the file after an I/O failure, and empties it when it stops.
+pub(super) type DbSlot = RwLock<Option<Arc<Database>>>;
 
 /// The most reads one batch takes from the queue before it looks at the commit count again.
 const MAX_BATCH: usize = 256;
@@ -140,7 +146,6 @@ fn run(jobs: &Receiver<ReadJob>, slot: &DbSlot, commits: &AtomicU64) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::RwLock;
     use std::sync::mpsc;
 
     use super::*;

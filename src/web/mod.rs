@@ -41,7 +41,7 @@ use warp::reply::Response;
 use crate::app::App;
 use crate::domain::input::Query;
 use crate::error::{Code, Error};
-use crate::http::Call;
+use crate::surface::Call;
 use session::{Live, LoginForms, LoginThrottle, QuietWarnings, Sessions, same_token};
 
 /// The session cookie's name.
@@ -126,7 +126,7 @@ pub async fn serve(call: Call, pages: Arc<AdminPages>) -> Response {
 }
 
 /// A form's fields, read from the body within [`MAX_FORM_BYTES`].
-async fn read_form(body: crate::http::Body) -> Result<Query, Error> {
+async fn read_form(body: crate::surface::Body) -> Result<Query, Error> {
     let body = body.read(MAX_FORM_BYTES).await?;
     Ok(Query::parse(std::str::from_utf8(&body).unwrap_or("")))
 }
@@ -137,7 +137,10 @@ async fn read_form(body: crate::http::Body) -> Result<Query, Error> {
 ///
 /// The parser is `multer`, the one warp's `multipart` feature wraps: warp's filter takes the
 /// body itself, but here the body is read only after the head has shown a session.
-async fn read_upload(body: crate::http::Body, content_type: Option<&str>) -> Result<Query, Error> {
+async fn read_upload(
+    body: crate::surface::Body,
+    content_type: Option<&str>,
+) -> Result<Query, Error> {
     let Some(boundary) = content_type.and_then(|t| multer::parse_boundary(t).ok()) else {
         return read_form(body).await;
     };
@@ -230,7 +233,7 @@ async fn route(
     app: &Arc<App>,
     pages: &AdminPages,
     request: &Request,
-    body: crate::http::Body,
+    body: crate::surface::Body,
 ) -> Result<Response, Error> {
     if request.path == "/admin" {
         return Ok(redirect("/admin/"));
@@ -369,7 +372,7 @@ async fn login(
     app: &Arc<App>,
     pages: &AdminPages,
     request: &Request,
-    body: crate::http::Body,
+    body: crate::surface::Body,
 ) -> Result<Response, Error> {
     let address = client_address(request);
     let login_cookie = request

@@ -20,7 +20,7 @@ use crate::domain::link::{LinkView, NewLink};
 use crate::domain::settings::{SETTINGS, SettingsPatch};
 use crate::domain::stats::{self, Dimension};
 use crate::error::{Code, Error};
-use crate::http::respond;
+use crate::surface::respond;
 
 /// Events on one page of the feed.
 const EVENTS_PER_PAGE: usize = 50;

@@ -264,11 +264,11 @@ async fn a_panicking_handler_answers_500_and_the_server_keeps_serving() {
     let boom = warp::path!("boom").map(|| -> warp::reply::Response {
         panic!("secret detail that must not reach the client")
     });
-    let fine = warp::path!("fine").map(|| tracker::http::respond::text("fine".into()));
+    let fine = warp::path!("fine").map(|| tracker::surface::respond::text("fine".into()));
     let routes = boom
         .or(fine)
         .unify()
-        .recover(tracker::http::respond::recover)
+        .recover(tracker::surface::respond::recover)
         .unify();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -501,7 +501,7 @@ async fn a_405_carries_allow_with_the_methods_the_path_takes() {
         "/links/some-slug",
         "/l/some-slug",
     ] {
-        let allow = tracker::http::allowed_methods(path).expect("listed");
+        let allow = tracker::router::allowed_methods(path).expect("listed");
         // (HEAD is left out: its answer has a Content-Length but no body to read.)
         for method in ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"] {
             let bytes = format!(

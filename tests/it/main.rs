@@ -24,6 +24,7 @@ mod first_hour;
 mod fixtures;
 mod full_disk;
 mod hostile;
+mod layers;
 mod links;
 mod metrics;
 mod numbers;

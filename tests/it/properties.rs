@@ -14,8 +14,9 @@ use tracker::domain::click::{BindInput, MAX_TG_ID, NewClick, parse_tg_id};
 use tracker::domain::credential::{self, Kind};
 use tracker::domain::decimal::{Decimal, MAX_SIGNIFICANT_DIGITS};
 use tracker::domain::event::{EventInput, EventRules, POST_NAMES, validate};
-use tracker::domain::input::{Query, is_unreplaced_macro, percent_decode};
+use tracker::domain::input::{Query, is_unreplaced_macro};
 use tracker::domain::link::{check_bot, check_slug, check_target};
+use tracker::domain::percent::decode as percent_decode;
 use tracker::storage::records::{self, EventRecord};
 
 use crate::support::NOW_MS;

@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value, json};
 
-use super::routes::{Guard, ROUTES};
+use super::table::{Guard, ROUTES};
 
 const BASE: &str = include_str!("openapi/base.json");
 

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use warp::http::Method;
 use warp::reply::Response;
 
-use super::{Answer, Call, costs, destinations, handlers, links, read, space};
 use crate::domain::keyring::SpaceRef;
 use crate::error::Error;
+use crate::http::{costs, destinations, document, health, ingest, links, read, space};
+use crate::surface::{Answer, Call};
 use crate::web;
 
 /// A handler of a public endpoint, or of one that answers for itself (a tracking link).
@@ -71,31 +72,31 @@ pub static ROUTES: [Endpoint; 28] = [
     Endpoint {
         method: Method::POST,
         path: "/events",
-        guard: Guard::Secret(boxed!(handlers::post_events, 2)),
+        guard: Guard::Secret(boxed!(ingest::post_events, 2)),
         openapi: Some(include_str!("openapi/post_events.json")),
     },
     Endpoint {
         method: Method::GET,
         path: "/e",
-        guard: Guard::IngestToken(boxed!(handlers::get_e, 2)),
+        guard: Guard::IngestToken(boxed!(ingest::get_e, 2)),
         openapi: Some(include_str!("openapi/get_e.json")),
     },
     Endpoint {
         method: Method::POST,
         path: "/bind",
-        guard: Guard::Secret(boxed!(handlers::post_bind, 2)),
+        guard: Guard::Secret(boxed!(ingest::post_bind, 2)),
         openapi: Some(include_str!("openapi/post_bind.json")),
     },
     Endpoint {
         method: Method::GET,
         path: "/bind",
-        guard: Guard::IngestToken(boxed!(handlers::get_bind, 2)),
+        guard: Guard::IngestToken(boxed!(ingest::get_bind, 2)),
         openapi: Some(include_str!("openapi/get_bind.json")),
     },
     Endpoint {
         method: Method::POST,
         path: "/clicks",
-        guard: Guard::Secret(boxed!(handlers::post_clicks, 2)),
+        guard: Guard::Secret(boxed!(ingest::post_clicks, 2)),
         openapi: Some(include_str!("openapi/post_clicks.json")),
     },
     Endpoint {
@@ -209,13 +210,13 @@ pub static ROUTES: [Endpoint; 28] = [
     Endpoint {
         method: Method::GET,
         path: "/healthz",
-        guard: Guard::Public(boxed!(handlers::healthz)),
+        guard: Guard::Public(boxed!(health::healthz)),
         openapi: Some(include_str!("openapi/get_healthz.json")),
     },
     Endpoint {
         method: Method::GET,
         path: "/openapi.json",
-        guard: Guard::Public(boxed!(handlers::openapi)),
+        guard: Guard::Public(boxed!(document::serve)),
         openapi: Some(include_str!("openapi/get_openapi.json")),
     },
     Endpoint {

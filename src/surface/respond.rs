@@ -54,6 +54,17 @@ struct ErrorBody<'a> {
     field: Option<&'static str>,
 }
 
+#[derive(Serialize)]
+struct Done {
+    ok: bool,
+}
+
+/// `200 {"ok": true}`: the answer of an operation that has nothing else to say.
+#[must_use]
+pub fn ok() -> Response {
+    json(StatusCode::OK, &Done { ok: true })
+}
+
 /// The error body (`docs/api.md#errors`), with the headers its status calls for.
 #[must_use]
 pub fn error(err: &Error, auth: Auth) -> Response {
