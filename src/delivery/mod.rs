@@ -63,9 +63,10 @@ const IN_FLIGHT: usize = 32;
 
 /// How much lower than ingest the senders' thread runs (a `nice` value): when the CPU is short,
 /// requests and their commits go first and deliveries wait in the file, to be sent when it has
-/// time again. The lowest priority a nice value gives (19): ingest on two cores is bound by its commits'
-/// flushes, not the CPU, and the senders still send thousands of events a second in the time
-/// the flushes leave (`BENCHMARKS.md`); at nice 10 they took a quarter of ingest's rate.
+/// time again. The lowest priority a nice value gives (19): ingest on two cores is bound by
+/// its commits' flushes, not the CPU, and the senders still send thousands of events a second
+/// in the time the flushes leave, while a higher priority took a share of ingest's rate
+/// (`BENCHMARKS.md`).
 const NICE: i32 = 19;
 
 /// Runs the senders ([`run`]) on a thread of their own, at a lower CPU priority than the

@@ -77,7 +77,7 @@ async fn hundreds_of_stalled_clients_are_cut_off_while_others_are_served() {
     let mut bodies = Vec::new();
     let mut idles = Vec::new();
     for _ in 0..100 {
-        // The exact shape from the issue: half a header line, then nothing.
+        // A client that stalls mid-header: half a header line, then nothing.
         let mut s = connect(addr).await;
         s.write_all(b"POST /events HTTP/1.1\r\nHost: x\r\nContent-Le")
             .await
@@ -209,7 +209,7 @@ async fn the_connection_bound_holds_and_frees_up() {
     server.stop().await;
 }
 
-/// The binary, with clients that stalled in every way, one of them (the issue's case) after
+/// The binary, with clients that stalled in every way, one of them after
 /// complete header lines but before the blank line: SIGTERM still ends it within its bound.
 #[test]
 fn sigterm_with_stalled_clients_exits_within_shutdown_timeout() {

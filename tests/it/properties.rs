@@ -3,7 +3,7 @@
 //! rules agree with a reference written plainly here.
 //!
 //! The reference is ours, not a crate's (`rust_decimal`, `bigdecimal`): the rule under test is
-//! the contract's own (at most 28 significant digits and 28 decimal places, exponents of at
+//! the tracker's own (`docs/api.md`: at most 28 significant digits and 28 decimal places, exponents of at
 //! most four digits, the scale as written), which no crate implements as such; a crate would
 //! only replace the arithmetic, and the reference below needs none: it moves the decimal point
 //! in the text and counts digits.
@@ -21,7 +21,7 @@ use tracker::storage::records::{self, EventRecord};
 
 use crate::support::NOW_MS;
 
-/// The reference: `Some(canonical text)` for a decimal the contract accepts, `None` otherwise.
+/// The reference: `Some(canonical text)` for a decimal the tracker accepts, `None` otherwise.
 /// Canonical: no leading zeros, no trailing fractional zeros, no `-0`.
 fn reference_decimal(text: &str) -> Option<String> {
     let (negative, rest) = match text.strip_prefix('-') {
@@ -311,7 +311,7 @@ proptest! {
     }
 }
 
-/// The reference itself, on the cases the contract names: it must be right before it judges.
+/// The reference itself, on the cases `docs/api.md` names: it must be right before it judges.
 #[test]
 fn the_reference_decimal_knows_the_contracts_examples() {
     let cases = [
