@@ -11,7 +11,8 @@ mod request;
 mod socket;
 
 pub use request::{
-    AdminRequest, Answer, CostsImported, CostsRequest, DestinationRequest, FileText, KeysRequest,
-    LinkRequest, Request, SpaceRequest, SpaceSettingsSet, StatsShown, execute,
+    AdminRequest, Answer, CostsImported, CostsRequest, DestinationDeleted, DestinationRequest,
+    FileText, KeysRequest, LinkDeleted, LinkRequest, PasswordSet, Request, SpaceRequest,
+    SpaceSettingsSet, StatsGroup, StatsRates, StatsShown, execute,
 };
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

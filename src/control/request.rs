@@ -5,6 +5,7 @@
 //! server); its answer likewise the other way. The command line prints an [`Answer`] as it is:
 //! [`Answer::json`] for `--json`, and its own text for people (`cli`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Subcommand;
@@ -22,7 +23,7 @@ use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::link::{LinkView, NewLink};
 use crate::domain::password::{Password, SecretText};
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
-use crate::domain::stats::Grouping;
+use crate::domain::stats::{GroupStats, Grouping};
 use crate::error::{Code, Error};
 use crate::storage::backup::BackupStats;
 use crate::storage::check::Report;
@@ -300,7 +301,60 @@ pub enum Answer {
 pub struct StatsShown {
     pub space: String,
     pub by: String,
-    pub groups: Vec<Value>,
+    pub groups: Vec<StatsGroup>,
+}
+
+/// One group of [`StatsShown`]: a [`GroupStats`] as it crosses the control socket, field for
+/// field and in the same order, so `--json` prints what `GET /stats` gives. Its own type because
+/// a decoded answer owns its strings (the event kinds); a field added to one and not the other
+/// fails `a_stats_group_prints_as_the_api_gives_it`, or does not compile.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct StatsGroup {
+    pub group: Option<String>,
+    pub clicks: u64,
+    pub bound_clicks: u64,
+    pub events: BTreeMap<String, u64>,
+    pub first_deposits: u64,
+    pub deposits: BTreeMap<String, String>,
+    pub cost: BTreeMap<String, String>,
+    pub roi: BTreeMap<String, String>,
+    pub cpa: BTreeMap<String, String>,
+    pub epc: BTreeMap<String, String>,
+    pub rates: StatsRates,
+}
+
+/// A group's funnel rates ([`crate::domain::stats::Rates`]), decoded.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct StatsRates {
+    pub bound: Option<String>,
+    pub registration: Option<String>,
+    pub first_deposit: Option<String>,
+}
+
+impl From<GroupStats> for StatsGroup {
+    fn from(g: GroupStats) -> StatsGroup {
+        StatsGroup {
+            group: g.group,
+            clicks: g.clicks,
+            bound_clicks: g.bound_clicks,
+            events: g
+                .events
+                .into_iter()
+                .map(|(kind, n)| (kind.to_owned(), n))
+                .collect(),
+            first_deposits: g.first_deposits,
+            deposits: g.deposits,
+            cost: g.cost,
+            roi: g.roi,
+            cpa: g.cpa,
+            epc: g.epc,
+            rates: StatsRates {
+                bound: g.rates.bound,
+                registration: g.rates.registration,
+                first_deposit: g.rates.first_deposit,
+            },
+        }
+    }
 }
 
 /// What `tracker costs import` did.
@@ -465,10 +519,7 @@ async fn stats(
     Ok(Answer::Stats(StatsShown {
         space: space.name.to_string(),
         by: by.as_str().to_owned(),
-        groups: groups
-            .iter()
-            .map(|g| serde_json::to_value(g).unwrap_or(Value::Null))
-            .collect(),
+        groups: groups.into_iter().map(StatsGroup::from).collect(),
     }))
 }
 
@@ -566,6 +617,27 @@ mod tests {
             text,
             r#"{"op":"keys","request":{"op":"rotate","space":"a","kind":"ingest"}}"#
         );
+    }
+
+    /// `tracker stats --json` prints the groups exactly as `GET /stats` gives them, and a
+    /// group survives the trip over the socket.
+    #[test]
+    fn a_stats_group_prints_as_the_api_gives_it() {
+        use crate::domain::decimal::Decimal;
+        use crate::domain::stats::Counts;
+        let counts = Counts {
+            clicks: 3,
+            bound_clicks: 2,
+            events: [2, 1, 1, 1],
+            deposits: [("USD".to_owned(), Decimal::parse("12.50").unwrap())].into(),
+            first_deposits: 1,
+        };
+        let cost = [("USD".to_owned(), Decimal::parse("5").unwrap())].into();
+        let api = GroupStats::new(Some("spring".into()), &counts, &cost);
+        let shown = StatsGroup::from(api.clone());
+        let text = serde_json::to_string(&shown).unwrap();
+        assert_eq!(text, serde_json::to_string(&api).unwrap());
+        assert_eq!(serde_json::from_str::<StatsGroup>(&text).unwrap(), shown);
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod decimal;
 pub mod dedup;
 pub mod destination;
 pub mod digest;
+pub mod display;
 pub mod event;
 pub mod feed;
 pub mod input;

@@ -1,0 +1,95 @@
+//! The answers of `tracker destination ...` as text: a new destination (with a webhook's signing
+//! secret, shown once), the list with deliveries counted by state and the last error, a
+//! removal, the delivery log, and a retry.
+
+use std::fmt::Write as _;
+
+use super::output;
+use crate::app::destinations::Retried;
+use crate::control::DestinationDeleted;
+use crate::domain::destination::{DeliveryView, DestinationView};
+
+pub(super) fn created_text(d: &DestinationView) -> String {
+    let mut text = format!(
+        "created destination {} ({}): the space's new events it takes are sent there",
+        d.name,
+        d.kind.as_str()
+    );
+    if let Some(secret) = &d.signing_secret {
+        let _ = write!(
+            text,
+            "\n  signing secret  {secret}\n  (shown once: the receiver checks \
+             Tracker-Signature with it)"
+        );
+    }
+    text
+}
+
+/// A line per destination: its deliveries by state and where it sends, and under it the last
+/// error when there is one.
+pub(super) fn list_text(list: &[DestinationView]) -> String {
+    let none =
+        "no destinations yet: tracker destination create SPACE NAME --kind webhook --url URL";
+    output::list_text(list, none, |text, d| {
+        let c = &d.deliveries;
+        let _ = writeln!(
+            text,
+            "{:<20} {:<9} pending {} delivered {} retrying {} dead {} cancelled {}  {}",
+            d.name,
+            d.kind.as_str(),
+            c.0[0],
+            c.0[1],
+            c.0[2],
+            c.0[3],
+            c.0[4],
+            d.url
+                .as_deref()
+                .or(d.pixel_id.as_deref())
+                .unwrap_or_default()
+        );
+        if let Some(e) = &d.last_error {
+            let _ = writeln!(
+                text,
+                "{:<20} last error: {} {}",
+                "",
+                status_text(e.status),
+                e.answer
+            );
+        }
+    })
+}
+
+pub(super) fn deleted_text(d: &DestinationDeleted) -> String {
+    format!(
+        "removed destination {} of space {}: its open deliveries are cancelled",
+        d.name, d.space
+    )
+}
+
+/// The delivery log, a line per delivery, newest first as given.
+pub(super) fn deliveries_text(list: &[DeliveryView]) -> String {
+    output::list_text(list, "no deliveries", |text, d| {
+        let _ = writeln!(
+            text,
+            "{:>10} {:<20} {:<9} {} attempt(s) {} {}",
+            d.inbox_id,
+            d.destination,
+            d.state.as_str(),
+            d.attempts,
+            status_text(d.last_status),
+            d.last_answer.as_deref().unwrap_or_default()
+        );
+    })
+}
+
+pub(super) fn retried_text(r: &Retried) -> String {
+    format!(
+        "{} dead deliveries of {} are due again now",
+        r.retried, r.destination
+    )
+}
+
+/// An HTTP status a receiver answered, or `-` when it answered none (a connection that failed).
+fn status_text(status: Option<u16>) -> String {
+    status.map_or_else(|| "-".to_owned(), |s| s.to_string())
+}

@@ -1,0 +1,103 @@
+//! The answer of `tracker stats` as a table: a line per group, its counts, the share of its
+//! clicks that were bound, then each currency's revenue, cost and return, worded as the admin
+//! pages word them (`domain::display`).
+
+use std::fmt::Write as _;
+
+use crate::control::{StatsGroup, StatsShown};
+use crate::domain::display;
+use crate::domain::event::EventKind;
+
+pub(super) fn table_text(shown: &StatsShown) -> String {
+    let mut text = format!(
+        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  revenue / cost / roi\n",
+        shown.by, "clicks", "bound", "regs", "deps", "first", "bound%"
+    );
+    for g in &shown.groups {
+        let _ = writeln!(text, "{}", group_line(g));
+    }
+    if shown.groups.is_empty() {
+        text.push_str("no clicks, events or costs in this range");
+    }
+    text.trim_end().to_owned()
+}
+
+fn group_line(g: &StatsGroup) -> String {
+    let events = |kind: EventKind| g.events.get(kind.as_str()).copied().unwrap_or(0);
+    format!(
+        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  {} / {} / {}",
+        g.group.as_deref().unwrap_or("(none)"),
+        g.clicks,
+        g.bound_clicks,
+        events(EventKind::Registration),
+        events(EventKind::Deposit),
+        g.first_deposits,
+        display::rate(g.rates.bound.as_deref()),
+        display::money(&g.deposits),
+        display::money(&g.cost),
+        display::or_nothing(display::returns(&g.roi, &g.cost)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::StatsRates;
+
+    fn group(name: Option<&str>) -> StatsGroup {
+        let money = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(c, v)| ((*c).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        StatsGroup {
+            group: name.map(Into::into),
+            clicks: 40,
+            bound_clicks: 30,
+            events: [("registration".to_owned(), 12), ("deposit".to_owned(), 5)].into(),
+            first_deposits: 4,
+            deposits: money(&[("USD", "120.50")]),
+            cost: money(&[("USD", "100")]),
+            roi: money(&[("USD", "0.2050")]),
+            cpa: money(&[("USD", "25")]),
+            epc: money(&[("USD", "3.0125")]),
+            rates: StatsRates {
+                bound: Some("0.7500".into()),
+                registration: Some("0.4000".into()),
+                first_deposit: Some("0.3333".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn a_group_reads_as_its_counts_then_money_by_currency() {
+        let shown = StatsShown {
+            space: "default".into(),
+            by: "campaign_name".into(),
+            groups: vec![group(Some("spring"))],
+        };
+        let text = table_text(&shown);
+        let line = text.lines().nth(1).unwrap();
+        assert!(line.starts_with("spring "), "{line}");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            words[1..7],
+            ["40", "30", "12", "5", "4", "75.00%"],
+            "{line}"
+        );
+        assert!(line.ends_with("  120.50 USD / 100 USD / 20.50%"), "{line}");
+    }
+
+    /// Nothing to show is the pages' dash, never a blank or a zero.
+    #[test]
+    fn a_group_without_money_or_clicks_shows_dashes() {
+        let mut g = group(None);
+        g.deposits.clear();
+        g.roi.clear();
+        g.rates.bound = None;
+        let line = group_line(&g);
+        assert!(line.starts_with("(none) "), "{line}");
+        assert!(line.ends_with("—  — / 100 USD / —"), "{line}");
+    }
+}
