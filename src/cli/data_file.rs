@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::CliResult;
+use super::output::CliResult;
 use super::output::Output;
 use crate::clock::{Clock as _, SystemClock};
 use crate::config::Settings;

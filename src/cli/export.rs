@@ -8,7 +8,7 @@ use std::path::Path;
 use clap::ValueEnum;
 use serde::Serialize;
 
-use super::CliResult;
+use super::output::CliResult;
 use super::output::Output;
 use super::request::Target;
 use crate::config::Settings;

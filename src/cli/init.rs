@@ -8,10 +8,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::CliResult;
+use super::output::CliResult;
 use super::admin::{admin_page_text, admin_url};
 use super::output::Output;
-use super::serve::DevCredentials;
 use crate::app::App;
 use crate::app::spaces::CreatedSpace;
 use crate::clock::SystemClock;
@@ -26,6 +25,12 @@ pub(super) struct Made {
     /// The admin page's password, when none was set.
     pub(super) admin_password: Option<String>,
 }
+
+/// The `default` space's secret and ingest token, given by the caller of `serve --ephemeral`.
+pub(super) type DevCredentials = (
+    crate::domain::credential::Issued,
+    crate::domain::credential::Issued,
+);
 
 /// Makes what a data file needs before it is served: the `default` space if it has no space
 /// (with `dev`'s credentials when given), and the admin page's password if none is set.

@@ -12,6 +12,7 @@
 //! worded by `domain::display`, as the admin pages word them.
 
 mod admin;
+mod answer;
 mod costs;
 mod data_file;
 mod destination;
@@ -35,7 +36,7 @@ use tracing_appender::non_blocking::WorkerGuard;
 use crate::config::{self, Flags, LogFormat, Settings};
 use crate::control::{self, Request};
 use export::ExportFormat;
-use output::Output;
+use output::{CliResult, Output};
 
 /// `tracker --version`: the release and the commit it was built from (`build.rs`).
 const VERSION: &str = concat!(
@@ -238,7 +239,6 @@ fn colour_on_stderr() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-type CliResult = Result<(), Box<dyn std::error::Error>>;
 
 /// Every command but `serve` and `init` works on a data file that exists: a missing one is
 /// refused, naming the path (`open::require_existing`), before the command asks for a password

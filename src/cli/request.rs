@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::output::Output;
-use super::{CliResult, prompt};
+use super::output::CliResult;
+use super::prompt;
 use crate::app::App;
 use crate::clock::SystemClock;
 use crate::config::Settings;
@@ -101,7 +102,7 @@ pub(super) fn run_request(settings: &Settings, out: Output, request: Request) ->
         _ => None,
     };
     let answer = Target::Undecided.run(settings, request)?;
-    out.answer(&answer, &settings.public_url(), dest.as_deref());
+    super::answer::print(out, &answer, &settings.public_url(), dest.as_deref());
     Ok(())
 }
 

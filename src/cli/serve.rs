@@ -2,13 +2,14 @@
 //! start with nothing made, and names another to try), the data file opened, what a first start
 //! makes, the ready lines a person reads, and then the server until a shutdown signal.
 
+use super::init::DevCredentials;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::CliResult;
+use super::output::CliResult;
 use super::admin::{admin_page_text, admin_url};
 use super::init::{first_start, first_start_text};
 use super::output::Output;
@@ -113,12 +114,6 @@ fn cannot_listen(addr: SocketAddr, listener: Listener, e: &std::io::Error) -> St
         ),
     }
 }
-
-/// The `default` space's secret and ingest token, given by the caller of `serve --ephemeral`.
-pub(super) type DevCredentials = (
-    crate::domain::credential::Issued,
-    crate::domain::credential::Issued,
-);
 
 /// The `default` space's credentials of an ephemeral server, from `TRACKER_DEV_SECRET` and
 /// `TRACKER_DEV_INGEST_TOKEN`: both or neither, each a credential the tracker could have made.
