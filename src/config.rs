@@ -17,8 +17,10 @@ use serde::{Deserialize, Serialize};
 use crate::domain::client::Cidr;
 use crate::domain::rate::Rate;
 
-/// The repository's commented example, also printed by `tracker default-config`.
-pub const EXAMPLE: &str = include_str!("../tracker.toml");
+/// Every setting with its default and a comment: what `tracker default-config` prints for a
+/// user to start a `tracker.toml` from. Compiled in, and checked against the defaults by a test;
+/// the `tracker.toml` beside the sources is the user's own and may differ.
+pub const EXAMPLE: &str = include_str!("default-config.toml");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {
@@ -753,7 +755,7 @@ mod tests {
     }
 
     #[test]
-    fn the_example_file_is_every_default() {
+    fn the_compiled_in_example_is_every_default() {
         let from_example = load_text(EXAMPLE, &[], Flags::default()).unwrap();
         let defaults = load_text("", &[], Flags::default()).unwrap();
         assert_eq!(from_example, defaults);

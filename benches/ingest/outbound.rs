@@ -1,5 +1,5 @@
 //! The rows of conversions out, each in a space of its own on the same server, after the ingest
-//! rows (BENCHMARKS.md explains each):
+//! rows (docs/internals.md explains each):
 //!
 //! - `send_meta`, `send_webhook`: one destination of that kind at a receiver on loopback that
 //!   answers `200` at once and counts the events it gets; unique ingest into the space beside it.

@@ -23,12 +23,13 @@ const UID_TIME_MAX: u64 = 62u64.pow(UID_TIME_LEN as u32) - 1;
 /// least 128 random bits in at most 32 such characters; Telegram's `start` takes 64).
 ///
 /// Why the time: the `clicks` table is keyed by `(space, uid)`. With a random uid each new click
-/// landed in a random leaf, and a commit of N clicks rewrote N leaves; with the time first, new
-/// clicks go to the end of their space's range and a commit writes one or two leaves. The time
+/// would land in a random leaf, and a commit of N clicks rewrite N leaves; with the time first,
+/// new clicks go to the end of their space's range and a commit writes one or two leaves. The time
 /// is the click's own (which its record holds anyway), or a millisecond or two later when the
 /// writer keeps one batch's uids after the last one's (`Txn::uid_floor`); nothing else can be
 /// read from the uid.
-/// Uids made before (22 random characters) are found as before: a look-up is by the whole uid.
+/// An all-random uid (22 characters, as older files hold) is found the same way: a look-up is by
+/// the whole uid.
 #[must_use]
 pub fn new_uid(clicked_at_ms: u64) -> String {
     let mut uid = uids_from(clicked_at_ms);

@@ -8,12 +8,11 @@
 
 use std::net::IpAddr;
 
+use ipnet::IpNet;
+
 /// An address range such as `10.0.0.0/8`, `::1` or `127.0.0.1` (a single address).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    network: IpAddr,
-    prefix: u8,
-}
+pub struct Cidr(IpNet);
 
 impl Cidr {
     /// Parses `address` or `address/prefix`; the message says what is wrong.
@@ -22,19 +21,18 @@ impl Cidr {
             Some((a, p)) => (a, Some(p)),
             None => (text, None),
         };
-        let network: IpAddr = address
+        let address: IpAddr = address
             .parse()
             .map_err(|_| format!("{text:?} is not an IP address or a range such as 10.0.0.0/8"))?;
-        let bits = if network.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            None => bits,
-            Some(p) => p
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= bits)
-                .ok_or_else(|| format!("{text:?} has a prefix length over {bits}"))?,
+        let Some(prefix) = prefix else {
+            return Ok(Cidr(IpNet::from(address)));
         };
-        Ok(Cidr { network, prefix })
+        let over = || {
+            let bits = if address.is_ipv4() { 32 } else { 128 };
+            format!("{text:?} has a prefix length over {bits}")
+        };
+        let prefix = prefix.parse::<u8>().map_err(|_| over())?;
+        IpNet::new(address, prefix).map(Cidr).map_err(|_| over())
     }
 
     /// Whether `address` is in the range (an IPv4-mapped IPv6 address counts as its IPv4).
@@ -44,24 +42,8 @@ impl Cidr {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(address, IpAddr::V4),
             v4 @ IpAddr::V4(_) => v4,
         };
-        match (self.network, address) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => same_prefix(
-                u128::from(n.to_bits()),
-                u128::from(a.to_bits()),
-                32,
-                self.prefix,
-            ),
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                same_prefix(n.to_bits(), a.to_bits(), 128, self.prefix)
-            }
-            _ => false,
-        }
+        self.0.contains(&address)
     }
-}
-
-fn same_prefix(a: u128, b: u128, bits: u8, prefix: u8) -> bool {
-    let shift = bits - prefix;
-    shift == bits || (a >> shift) == (b >> shift)
 }
 
 /// The key an address is counted under by the per-client limits (connections, clicks, logins):
@@ -117,6 +99,10 @@ mod tests {
         assert!(lan.contains(ip("10.1.0.0")) && lan.contains(ip("10.1.255.255")));
         assert!(!lan.contains(ip("10.0.255.255")) && !lan.contains(ip("10.2.0.0")));
         assert!(lan.contains(ip("::ffff:10.1.2.3")));
+        // Bits past the prefix are ignored, as a range is often written from one of its hosts.
+        let written_from_a_host = Cidr::parse("10.1.2.3/16").unwrap();
+        assert!(written_from_a_host.contains(ip("10.1.0.0")));
+        assert!(!written_from_a_host.contains(ip("10.2.0.0")));
         let one = Cidr::parse("127.0.0.1").unwrap();
         assert!(one.contains(ip("127.0.0.1")) && !one.contains(ip("127.0.0.2")));
         assert!(

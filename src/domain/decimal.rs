@@ -8,8 +8,8 @@ use std::fmt;
 
 use crate::domain::input::quoted;
 
-/// The contract's bound: at most 28 significant digits, which also keeps every mantissa (and sums
-/// of many of them) inside an `i128`.
+/// The bound of an amount (`docs/api.md`): at most 28 significant digits, which also keeps every
+/// mantissa (and sums of many of them) inside an `i128`.
 pub const MAX_SIGNIFICANT_DIGITS: usize = 28;
 
 /// `mantissa / 10^scale`, with the scale the caller wrote (`12.10` has scale 2).

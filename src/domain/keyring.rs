@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::domain::credential::{self, CredentialDigest, Kind};
 use crate::error::Error;
@@ -33,6 +33,8 @@ pub struct KeyEntry {
     pub last_used_ms: AtomicU64,
 }
 
+/// A lock poisoned by a panic is recovered, not passed on to every later request: the map is
+/// only ever replaced whole, so a panic while holding it leaves the old map, never half of one.
 #[derive(Default)]
 pub struct Keyring {
     entries: RwLock<HashMap<CredentialDigest, Arc<KeyEntry>>>,
@@ -40,11 +42,8 @@ pub struct Keyring {
 
 impl Keyring {
     /// Replaces the whole map; last-used times already seen in memory are kept.
-    ///
-    /// # Panics
-    /// If a thread panicked while holding the map's lock.
     pub fn replace(&self, entries: Vec<(CredentialDigest, KeyEntry)>) {
-        let mut map = self.entries.write().expect("keyring lock poisoned");
+        let mut map = self.entries.write().unwrap_or_else(PoisonError::into_inner);
         let fresh = entries
             .into_iter()
             .map(|(digest, entry)| {
@@ -99,7 +98,7 @@ impl Keyring {
 
     fn lookup(&self, text: &str, kind: Kind, now_ms: u64) -> Result<SpaceRef, Error> {
         let digest = credential::digest(text);
-        let map = self.entries.read().expect("keyring lock poisoned");
+        let map = self.entries.read().unwrap_or_else(PoisonError::into_inner);
         let entry = map.get(&digest).ok_or_else(Error::bad_credential)?;
         let expired = entry.valid_until_ms.is_some_and(|until| now_ms >= until);
         if entry.kind != kind || entry.revoked || expired {
@@ -112,24 +111,18 @@ impl Keyring {
     /// The space of a credential the tracker issued, whatever its state (expired, revoked, of
     /// the wrong kind for the endpoint): a refused request is logged under it. `None` for
     /// anything else.
-    ///
-    /// # Panics
-    /// If a thread panicked while holding the map's lock.
     #[must_use]
     pub fn issuer_space(&self, credential_text: &str) -> Option<SpaceRef> {
         credential::recognise(credential_text)?;
         let digest = credential::digest(credential_text);
-        let map = self.entries.read().expect("keyring lock poisoned");
+        let map = self.entries.read().unwrap_or_else(PoisonError::into_inner);
         map.get(&digest).map(|entry| entry.space.clone())
     }
 
     /// Last-used times seen since start, for the writer to persist and `space list` to show.
-    ///
-    /// # Panics
-    /// If a thread panicked while holding the map's lock.
     #[must_use]
     pub fn last_used(&self) -> Vec<(CredentialDigest, u64)> {
-        let map = self.entries.read().expect("keyring lock poisoned");
+        let map = self.entries.read().unwrap_or_else(PoisonError::into_inner);
         map.iter()
             .map(|(d, e)| (*d, e.last_used_ms.load(Ordering::Relaxed)))
             .filter(|(_, t)| *t > 0)
@@ -222,5 +215,24 @@ mod tests {
             .bearer(Some(&format!("Bearer {secret}")), 1)
             .unwrap_err();
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_panic_while_the_lock_is_held_does_not_refuse_every_later_request() {
+        let (k, secret, token) = ring(None, false);
+        std::thread::scope(|s| {
+            let holder = s.spawn(|| {
+                let _map = k.entries.write().unwrap();
+                panic!("a bug while the keyring is locked");
+            });
+            assert!(holder.join().is_err());
+        });
+        assert!(k.entries.is_poisoned());
+        let header = format!("Bearer {secret}");
+        assert_eq!(k.bearer(Some(&header), 1).unwrap().no, 1);
+        assert_eq!(k.issuer_space(&token).unwrap().no, 1);
+        assert_eq!(k.last_used().len(), 1);
+        k.replace(Vec::new());
+        assert!(k.bearer(Some(&header), 1).is_err());
     }
 }

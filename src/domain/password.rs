@@ -1,10 +1,9 @@
 //! The admin password: its rule, its argon2id hash, and the check of a login against the hash.
 //!
 //! Only the hash is stored (a PHC string, `$argon2id$v=19$m=19456,t=2,p=1$<salt>$<hash>`), with
-//! OWASP's minimum parameters for argon2id: 19 MiB of memory, two passes, one lane. A check
-//! costs about 20 ms of one core here on purpose (BENCHMARKS.md, "The admin password check"),
-//! which is why the admin page throttles logins before it ever calls [`verify`]
-//! (`web::session::LoginThrottle`).
+//! OWASP's minimum parameters for argon2id: 19 MiB of memory, two passes, one lane. A check is
+//! slow on purpose (its cost: BENCHMARKS.md, "The admin password check"), which is why the
+//! admin page throttles logins before it ever calls [`verify`] (`web::session::LoginThrottle`).
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};

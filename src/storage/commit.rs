@@ -728,8 +728,8 @@ fn answer_unavailable(queue: &Receiver<Message>) {
 /// Commits with fsync, in one phase: redb writes the pages, flushes, then writes the header that
 /// names them (with a checksum that tells a torn header from a whole one), and flushes once more
 /// only for a shrink. Without quick repair, a crash costs a full check of the file at the next
-/// open (about 0.1 s per 100 MB here) instead of a second flush and the allocator state on every
-/// commit (docs/internals.md, "Durability and the storage").
+/// open instead of a second flush and the allocator state on every commit (docs/internals.md,
+/// "Durability and the storage").
 fn commit(txn: WriteTransaction) -> Result<(), StoreError> {
     txn.commit()?;
     Ok(())

@@ -1,11 +1,11 @@
 //! Dedup entries on their way to the `DEDUP` table, written one slice of the key space per commit.
 //!
 //! Why: a dedup key is a digest, so each new event's entry lands in a random leaf of the `DEDUP`
-//! table, and a commit of N events rewrote N leaves (copy the page, insert, checksum, write it,
-//! free the old one), a third of the writer's time. Instead a new
-//! entry waits here, in memory, and each commit writes the entries of the next slice of the key
-//! space, so that a sweep over the whole table takes [`SWEEP_COMMITS`] commits: an entry waits at
-//! most about one sweep, and a leaf takes several entries in one write.
+//! table, and writing each at once would rewrite a leaf per event (copy the page, insert,
+//! checksum, write it, free the old one), much of the writer's time. Instead a new entry waits
+//! here, in memory, and each commit writes the entries of the next slice of the key space, so
+//! that a sweep over the whole table takes [`SWEEP_COMMITS`] commits: an entry waits at most
+//! about one sweep, and a leaf takes several entries in one write.
 //!
 //! Nothing is lost in a crash, because the inbox is the redo log: an entry is only ever here
 //! once its event is committed in the inbox, and an event record holds every field its key is
@@ -36,9 +36,8 @@ pub type EntryKey = (u32, u8, u128);
 /// A `DEDUP` table value: the earlier event's `(inbox_id, received_at_ms)`.
 pub type Earlier = (u64, u64);
 
-/// Commits per sweep of the key space. With ~30 new events per commit (64 busy connections) the
-/// buffer holds ~60,000 entries and a slice is 1/2048 of the table: at a million events, ~5
-/// leaves take the ~30 entries of one commit.
+/// Commits per sweep of the key space: a slice is 1/2048 of the table, so on a busy server the
+/// entries of one commit fall in a few leaves, and an entry waits at most this many commits.
 const SWEEP_COMMITS: usize = 2048;
 /// The most entries the buffer holds after a commit (~5 MiB); past it, commits write more.
 const CAPACITY: usize = 64 * 1024;

@@ -2,10 +2,10 @@
 //! key space per commit: the treatment `dedup_buffer.rs` gives the dedup index, for the other
 //! index whose keys are digests.
 //!
-//! Why: an index key is a digest of the `fbclid`, so each new click's entry landed in a random
-//! leaf, and a commit of N clicks rewrote N leaves of this table (besides the click's own). Now a
-//! new entry waits here, in memory, and each commit writes the entries of the next slice of the
-//! key space ([`dedup_buffer::next_slice`]).
+//! Why: an index key is a digest of the `fbclid`, so each new click's entry lands in a random
+//! leaf, and writing each at once would rewrite a leaf of this table per click (besides the
+//! click's own). So a new entry waits here, in memory, and each commit writes the entries of the
+//! next slice of the key space ([`dedup_buffer::next_slice`]).
 //!
 //! Only the writer looks entries up (a back-fill or a visit with a known `fbclid` answers the
 //! existing click), in this transaction's new entries first, then here, then in the table, so an

@@ -3,10 +3,10 @@
 //! `clicks_by_fbclid` (`fbclid_buffer.rs`) and one in front of `DEDUP` (`dedup_buffer.rs`).
 //!
 //! Why: a click with an fbclid must find the earlier click with the same fbclid, and a new event
-//! the earlier event with its dedup key, and almost never has one. Both keys are digests, so the
-//! look-up read a random leaf of the table, which on a file larger than redb's cache is a page
-//! read from the OS: the cost that grew with the file. Now the table is read only when the
-//! filter says the key may be there: about one look-up in a hundred for a new key, every time
+//! the earlier event with its dedup key, and almost never has one. Both keys are digests, so a
+//! look-up reads a random leaf of the table, which on a file larger than redb's cache is a page
+//! read from the OS: a cost that grows with the file. So the table is read only when the filter
+//! says the key may be there: about one look-up in a hundred for a new key, every time
 //! for a known one (a retry, which reads its earlier entry anyway).
 //!
 //! A Bloom filter never answers "no" for a key it was given, so no entry is missed. Its keys:

@@ -2,17 +2,17 @@
 //! queue. Each thread takes everything waiting (up to [`MAX_BATCH`]) and runs it against one
 //! read snapshot, and keeps that snapshot for the next batch while no commit came between.
 //!
-//! Why not `spawn_blocking` per read: a `dry_run` on the blocking pool
-//! spent most of the server's CPU waking pool threads and switching to them, and at 256
-//! connections the pool grew to hundreds of threads, each with its own stack and allocator arena
-//! (`docs/benchmarks-history.md`). Why not inline on the async worker: a read that waits for the disk would stall
-//! every connection that worker serves. Here a busy reader thread takes the next reads without a
+//! Why not `spawn_blocking` per read: waking a pool thread and switching to it for every read
+//! takes much of the server's CPU under load, and under many connections the pool grows to
+//! hundreds of threads, each with its own stack and allocator arena (BENCHMARKS.md, "Targets").
+//! Why not inline on the async worker: a read that waits for the disk would stall every
+//! connection that worker serves. Here a busy reader thread takes the next reads without a
 //! wake-up, a batch shares one `begin_read` and one opening of each table (and a run of batches
 //! with no commit between them shares one snapshot), and the number of threads is fixed.
 //!
 //! The threads wait on the queue itself (a multi-consumer channel), so a read wakes at most one
-//! sleeping thread; with a mutex around a single-consumer receiver, as before, the thread that
-//! took a batch also woke the next one to wait for the lock.
+//! sleeping thread; with a mutex around a single-consumer receiver, the thread that took a batch
+//! would also wake the next one to wait for the lock.
 //!
 //! Freshness: a batch uses a snapshot begun at or after the commit count it reads once the batch
 //! is taken from the queue. The writer counts each commit twice, once before redb makes it

@@ -426,12 +426,14 @@ fn variables(line: &str) -> Vec<String> {
 #[test]
 fn the_readme_and_the_docs_curl_examples_run_against_a_fresh_server() {
     let dir = tempfile::tempdir().unwrap();
-    // The repository's tracker.toml, as a new user has it, on the test's data file; the
-    // `tracker` commands read it from the directory they run in, as the README's do.
-    let config = read("tracker.toml").replace("\ndata = \"tracker.redb\"", "\ndata = \"t.redb\"");
+    // A new user's tracker.toml, from `tracker default-config` (the repository's own is the
+    // user's to edit), on the test's data file; the `tracker` commands read it from the
+    // directory they run in, as the README's do.
+    let config =
+        tracker::config::EXAMPLE.replace("\ndata = \"tracker.redb\"", "\ndata = \"t.redb\"");
     assert!(
         config.contains("data = \"t.redb\""),
-        "tracker.toml names its data file"
+        "the example names its data file"
     );
     let (server, space) = first_start(dir.path());
     std::fs::write(dir.path().join("tracker.toml"), config).unwrap();

@@ -1,0 +1,301 @@
+//! A destination's fields as every way in gives them, and the rules of each kind's fields: what
+//! turns them into a [`NewDestination`] the writer stores.
+
+use serde::{Deserialize, Serialize};
+
+use super::macros::check_postback;
+use super::{EventSet, Kind, Meta, Secret, Target, check_url};
+use crate::domain::input::{self, quoted};
+use crate::error::{Code, Error};
+
+/// The Graph API version used unless a destination names one.
+pub const DEFAULT_API_VERSION: &str = "v25.0";
+pub const DEFAULT_GRAPH_URL: &str = "https://graph.facebook.com";
+
+/// A destination as given, checked; what the writer stores.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewDestination {
+    pub name: String,
+    pub events: EventSet,
+    pub only_attributed: bool,
+    pub target: Target,
+}
+
+/// A destination's fields as every way in gives them, before they are checked.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DestinationFields {
+    pub name: Option<String>,
+    pub kind: Option<String>,
+    /// Event names; `None`: all four.
+    pub events: Option<Vec<String>>,
+    pub only_attributed: Option<bool>,
+    pub pixel_id: Option<String>,
+    pub access_token: Option<String>,
+    pub test_event_code: Option<String>,
+    pub api_version: Option<String>,
+    pub graph_url: Option<String>,
+    pub url: Option<String>,
+}
+
+pub(super) fn missing(field: &'static str, why: &str) -> Error {
+    Error::field(
+        Code::MissingField,
+        field,
+        format!("{field} is required {why}"),
+    )
+}
+
+fn not_for(field: &'static str, kind: Kind) -> Error {
+    Error::field(
+        Code::InvalidField,
+        field,
+        format!("{field} is not a field of a {} destination", kind.as_str()),
+    )
+}
+
+impl DestinationFields {
+    /// Checks every field by its kind's rules. A webhook gets its signing secret here.
+    pub fn check(mut self, allow_private: bool) -> Result<NewDestination, Error> {
+        let name = self
+            .name
+            .take()
+            .ok_or_else(|| missing("name", "(a-z, 0-9 and '-')"))?;
+        check_name(&name)?;
+        let kind = Kind::parse(
+            &self
+                .kind
+                .take()
+                .ok_or_else(|| missing("kind", "(meta_capi, postback or webhook)"))?,
+        )?;
+        let events = match &self.events {
+            None => EventSet::ALL,
+            Some(names) => EventSet::parse(names)?,
+        };
+        let meta_fields = [
+            ("pixel_id", self.pixel_id.is_some()),
+            ("access_token", self.access_token.is_some()),
+            ("test_event_code", self.test_event_code.is_some()),
+            ("api_version", self.api_version.is_some()),
+            ("graph_url", self.graph_url.is_some()),
+        ];
+        let only_attributed = self.only_attributed;
+        let target = if kind == Kind::MetaCapi {
+            if self.url.is_some() {
+                return Err(not_for("url", kind));
+            }
+            Target::MetaCapi(meta(self, allow_private)?)
+        } else {
+            if let Some((field, _)) = meta_fields.iter().find(|(_, given)| *given) {
+                return Err(not_for(field, kind));
+            }
+            let url = self
+                .url
+                .ok_or_else(|| missing("url", "(where the events are sent)"))?;
+            if kind == Kind::Postback {
+                check_postback(&url, allow_private)?;
+                Target::Postback { url }
+            } else {
+                check_url("url", &url, allow_private)?;
+                Target::Webhook {
+                    url,
+                    signing_secret: Secret::new(format!(
+                        "trk_ws_{}",
+                        crate::domain::credential::random_id()
+                    )),
+                }
+            }
+        };
+        Ok(NewDestination {
+            name,
+            events,
+            // A webhook feeds the team's own systems, which want every event; Meta and an
+            // affiliate network can use only those they can match to a click of theirs.
+            only_attributed: only_attributed.unwrap_or(kind != Kind::Webhook),
+            target,
+        })
+    }
+}
+
+/// The rule of a destination's name: that of a space, `[a-z0-9][a-z0-9-]{0,31}`.
+pub fn check_name(name: &str) -> Result<(), Error> {
+    if input::is_lowercase_name(name) {
+        Ok(())
+    } else {
+        Err(Error::field(
+            Code::InvalidField,
+            "name",
+            format!(
+                "a destination's name is 1 to 32 of a-z, 0-9 and '-', not starting with '-'; got {}",
+                quoted(name)
+            ),
+        ))
+    }
+}
+
+fn meta(f: DestinationFields, allow_private: bool) -> Result<Meta, Error> {
+    let invalid = |field: &'static str, why: String| Error::field(Code::InvalidField, field, why);
+    let pixel_id = f
+        .pixel_id
+        .ok_or_else(|| missing("pixel_id", "(the Meta pixel or dataset id, digits)"))?;
+    if !(1..=32).contains(&pixel_id.len()) || !pixel_id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid(
+            "pixel_id",
+            format!("pixel_id is 1 to 32 digits, got {}", quoted(&pixel_id)),
+        ));
+    }
+    let access_token = f.access_token.ok_or_else(|| {
+        missing(
+            "access_token",
+            "(a Conversions API access token from Events Manager)",
+        )
+    })?;
+    if access_token.len() > 1024 || !access_token.bytes().all(|b| b.is_ascii_graphic()) {
+        // Never quoted: it is a credential.
+        return Err(invalid(
+            "access_token",
+            "access_token is at most 1024 visible ASCII characters".into(),
+        ));
+    }
+    if let Some(code) = &f.test_event_code {
+        if code.len() > 64 || !code.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(invalid(
+                "test_event_code",
+                format!(
+                    "test_event_code is 1 to 64 letters and digits (TEST12345), got {}",
+                    quoted(code)
+                ),
+            ));
+        }
+    }
+    let api_version = f
+        .api_version
+        .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned());
+    let version_ok = api_version
+        .strip_prefix('v')
+        .and_then(|v| v.split_once('.'))
+        .is_some_and(|(major, minor)| {
+            [major, minor]
+                .iter()
+                .all(|n| (1..=3).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit()))
+        });
+    if !version_ok {
+        return Err(invalid(
+            "api_version",
+            format!(
+                "api_version is a Graph API version such as {DEFAULT_API_VERSION}, got {}",
+                quoted(&api_version)
+            ),
+        ));
+    }
+    let graph_url = f.graph_url.unwrap_or_else(|| DEFAULT_GRAPH_URL.to_owned());
+    let parsed = check_url("graph_url", &graph_url, allow_private)?;
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(invalid(
+            "graph_url",
+            format!(
+                "graph_url is a base address without a query, got {}",
+                quoted(&graph_url)
+            ),
+        ));
+    }
+    Ok(Meta {
+        pixel_id,
+        access_token: Secret::new(access_token),
+        test_event_code: f.test_event_code,
+        api_version,
+        graph_url: graph_url.trim_end_matches('/').to_owned(),
+    })
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// The fields of a valid destination of `kind`, for a test to change one of.
+    pub(in crate::domain::destination) fn fields(kind: &str) -> DestinationFields {
+        DestinationFields {
+            name: Some("meta".into()),
+            kind: Some(kind.into()),
+            pixel_id: (kind == "meta_capi").then(|| "1234567890".into()),
+            access_token: (kind == "meta_capi").then(|| "EAAB-token-abcd".into()),
+            url: (kind != "meta_capi").then(|| "https://example.com/pb?c={uid}".into()),
+            ..DestinationFields::default()
+        }
+    }
+
+    #[test]
+    fn each_kind_takes_its_own_fields() {
+        let m = fields("meta_capi").check(false).unwrap();
+        assert!(m.only_attributed);
+        let Target::MetaCapi(meta) = &m.target else {
+            panic!("{m:?}")
+        };
+        assert_eq!(meta.api_version, DEFAULT_API_VERSION);
+        assert_eq!(meta.graph_url, DEFAULT_GRAPH_URL);
+        assert_eq!(meta.access_token.last4(), "…abcd");
+        assert!(!format!("{m:?}").contains("EAAB"), "{m:?}");
+        let w = fields("webhook").check(false).unwrap();
+        assert!(!w.only_attributed);
+        let Target::Webhook { signing_secret, .. } = &w.target else {
+            panic!("{w:?}")
+        };
+        assert!(signing_secret.expose().starts_with("trk_ws_"));
+        let mut postback_with_pixel = fields("postback");
+        postback_with_pixel.pixel_id = Some("1".into());
+        assert_eq!(
+            postback_with_pixel.check(false).unwrap_err().field,
+            Some("pixel_id")
+        );
+        let mut meta_with_url = fields("meta_capi");
+        meta_with_url.url = Some("https://x.example".into());
+        assert_eq!(meta_with_url.check(false).unwrap_err().field, Some("url"));
+        for (field, value) in [
+            ("pixel_id", "12a"),
+            ("pixel_id", &"1".repeat(33)),
+            ("test_event_code", "TEST 1"),
+            ("api_version", "25.0"),
+            ("api_version", "v25"),
+            ("graph_url", "http://graph.example"),
+        ] {
+            let mut f = fields("meta_capi");
+            let v = Some(value.to_owned());
+            match field {
+                "pixel_id" => f.pixel_id = v,
+                "test_event_code" => f.test_event_code = v,
+                "api_version" => f.api_version = v,
+                _ => f.graph_url = v,
+            }
+            assert_eq!(f.check(false).unwrap_err().field, Some(field), "{value}");
+        }
+        let mut ok = fields("meta_capi");
+        ok.pixel_id = Some("1".repeat(32));
+        ok.api_version = Some("v9.0".into());
+        ok.test_event_code = Some("TEST12345".into());
+        assert!(ok.check(false).is_ok());
+    }
+
+    #[test]
+    fn names_and_events_have_rules() {
+        let mut f = fields("webhook");
+        f.name = Some("Bad Name".into());
+        assert_eq!(f.check(false).unwrap_err().field, Some("name"));
+        let mut f = fields("webhook");
+        f.name = Some("a".repeat(33));
+        assert_eq!(f.check(false).unwrap_err().field, Some("name"));
+        let mut f = fields("webhook");
+        f.name = Some("a".repeat(32));
+        assert!(f.check(false).is_ok());
+        assert_eq!(
+            EventSet::parse(&["deposit", "contact"]).unwrap().names(),
+            ["contact", "deposit"]
+        );
+        assert_eq!(
+            EventSet::parse::<&str>(&[]).unwrap_err().field,
+            Some("events")
+        );
+        assert_eq!(
+            EventSet::parse(&["purchase"]).unwrap_err().field,
+            Some("events")
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! What requests about destinations and deliveries carry: the body of `POST /destinations`
+//! (read into [`DestinationFields`]), the query of `GET /deliveries` and the body of
+//! `POST /deliveries/retry`, each field of its JSON type and named in its error.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::fields::missing;
+use super::{DestinationFields, State, check_name};
+use crate::domain::input::{self, quoted};
+use crate::error::{Code, Error};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DestinationBody<'a> {
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow)]
+    events: Option<&'a RawValue>,
+    #[serde(borrow)]
+    only_attributed: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pixel_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    access_token: Option<&'a RawValue>,
+    #[serde(borrow)]
+    test_event_code: Option<&'a RawValue>,
+    #[serde(borrow)]
+    api_version: Option<&'a RawValue>,
+    #[serde(borrow)]
+    graph_url: Option<&'a RawValue>,
+    #[serde(borrow)]
+    url: Option<&'a RawValue>,
+}
+
+impl DestinationFields {
+    /// Reads a `POST /destinations` body: each field of its JSON type, `null` as absent.
+    pub fn from_json(body: &[u8]) -> Result<DestinationFields, Error> {
+        let b: DestinationBody = input::parse_body(body)?;
+        let text = |name: &'static str, v: Option<&RawValue>| -> Result<Option<String>, Error> {
+            match v {
+                Some(raw) if raw.get() != "null" => {
+                    input::json_string(raw, name).map(|s| Some(s).filter(|t| !t.is_empty()))
+                }
+                _ => Ok(None),
+            }
+        };
+        let events = match b.events {
+            Some(raw) if raw.get() != "null" => Some(
+                serde_json::from_str::<Vec<String>>(raw.get())
+                    .map_err(|_| input::wrong_type("events", "an array of event names", raw))?,
+            ),
+            _ => None,
+        };
+        let only_attributed = match b.only_attributed {
+            Some(raw) if raw.get() != "null" => Some(input::json_bool(raw, "only_attributed")?),
+            _ => None,
+        };
+        Ok(DestinationFields {
+            name: text("name", b.name)?,
+            kind: text("kind", b.kind)?,
+            events,
+            only_attributed,
+            pixel_id: text("pixel_id", b.pixel_id)?,
+            access_token: text("access_token", b.access_token)?,
+            test_event_code: text("test_event_code", b.test_event_code)?,
+            api_version: text("api_version", b.api_version)?,
+            graph_url: text("graph_url", b.graph_url)?,
+            url: text("url", b.url)?,
+        })
+    }
+}
+
+/// The most deliveries one `GET /deliveries` answers, and how many unless asked.
+pub const MAX_DELIVERIES_PAGE: usize = 1000;
+pub const DEFAULT_DELIVERIES_PAGE: usize = 100;
+
+/// What `GET /deliveries` asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryQuery {
+    pub destination: Option<String>,
+    pub state: Option<State>,
+    pub limit: usize,
+}
+
+impl DeliveryQuery {
+    /// From the query's `destination`, `state` and `limit` (absent: `None`).
+    pub fn parse(
+        destination: Option<&str>,
+        state: Option<&str>,
+        limit: Option<&str>,
+    ) -> Result<DeliveryQuery, Error> {
+        if let Some(d) = destination {
+            check_name(d).map_err(|mut e| {
+                e.field = Some("destination");
+                e
+            })?;
+        }
+        let limit = match limit {
+            None => DEFAULT_DELIVERIES_PAGE,
+            Some(text) => text
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_DELIVERIES_PAGE).contains(n))
+                .ok_or_else(|| {
+                    Error::field(
+                        Code::InvalidField,
+                        "limit",
+                        format!(
+                            "limit must be a whole number from 1 to {MAX_DELIVERIES_PAGE}, got {}",
+                            quoted(text)
+                        ),
+                    )
+                })?,
+        };
+        Ok(DeliveryQuery {
+            destination: destination.map(str::to_owned),
+            state: state.map(|s| State::parse(s, "state")).transpose()?,
+            limit,
+        })
+    }
+}
+
+/// What `POST /deliveries/retry` asks: the dead deliveries of one destination.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryRequest {
+    pub destination: String,
+    pub state: State,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryBody<'a> {
+    #[serde(borrow)]
+    destination: Option<&'a RawValue>,
+    #[serde(borrow)]
+    state: Option<&'a RawValue>,
+}
+
+impl RetryRequest {
+    /// Reads a `POST /deliveries/retry` body: `destination` required, `state` `"dead"` (the
+    /// default).
+    pub fn from_json(body: &[u8]) -> Result<RetryRequest, Error> {
+        let b: RetryBody = input::parse_body(body)?;
+        let destination = match b.destination {
+            Some(raw) if raw.get() != "null" => input::json_string(raw, "destination")?,
+            _ => String::new(),
+        };
+        if destination.is_empty() {
+            return Err(missing("destination", "(the name of the destination)"));
+        }
+        check_name(&destination).map_err(|mut e| {
+            e.field = Some("destination");
+            e
+        })?;
+        let state = match b.state {
+            Some(raw) if raw.get() != "null" => {
+                State::parse(&input::json_string(raw, "state")?, "state")?
+            }
+            _ => State::Dead,
+        };
+        Ok(RetryRequest { destination, state })
+    }
+}
