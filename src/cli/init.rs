@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::output::CliResult;
 use super::admin::{admin_page_text, admin_url};
+use super::output::CliResult;
 use super::output::Output;
 use crate::app::App;
 use crate::app::spaces::CreatedSpace;

@@ -239,7 +239,6 @@ fn colour_on_stderr() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-
 /// Every command but `serve` and `init` works on a data file that exists: a missing one is
 /// refused, naming the path (`open::require_existing`), before the command asks for a password
 /// or creates its output, and instead of a new, empty data file being made where a wrong

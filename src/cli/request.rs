@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::output::Output;
 use super::output::CliResult;
+use super::output::Output;
 use super::prompt;
 use crate::app::App;
 use crate::clock::SystemClock;

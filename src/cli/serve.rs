@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::output::CliResult;
 use super::admin::{admin_page_text, admin_url};
 use super::init::{first_start, first_start_text};
+use super::output::CliResult;
 use super::output::Output;
 use crate::app::App;
 use crate::clock::SystemClock;
