@@ -12,7 +12,6 @@ use crate::app::CostsImport;
 use crate::app::spaces::{CreatedSpace, Rotated};
 use crate::clock::rfc3339_s;
 use crate::domain::credential::Kind;
-use crate::domain::decimal::Decimal;
 use crate::domain::event::EventKind;
 use crate::domain::feed::FeedFilter;
 use crate::domain::keyring::SpaceRef;
@@ -1232,8 +1231,9 @@ struct Period {
     campaign: String,
     /// `(what, this period, the period before, change)`.
     totals: Vec<(&'static str, String, String, String)>,
-    /// Clicks, bound, its rate, registrations, its rate, first deposits, its rate.
-    funnel: (u64, u64, String, u64, String, u64, String),
+    /// Each stage of the funnel: `(what, count, its rate from the stage before)`; the first
+    /// stage's rate is not shown.
+    funnel: Vec<(&'static str, u64, String)>,
 }
 
 #[derive(Template)]
@@ -1304,38 +1304,9 @@ const CAMPAIGN_COLUMNS: [(&str, &str); 7] = [
     ("roi", "ROI"),
 ];
 
-/// The totals of a period: its day groups added up, with what follows from them.
-fn period_totals(groups: &[stats::GroupStats]) -> stats::GroupStats {
-    use std::collections::BTreeMap;
-    let mut counts = stats::Counts::default();
-    let mut cost: BTreeMap<String, Decimal> = BTreeMap::new();
-    let add = |into: &mut BTreeMap<String, Decimal>, from: &BTreeMap<String, String>| {
-        for (currency, v) in from {
-            let v = Decimal::parse(v).unwrap_or_else(|_| Decimal::zero());
-            let sum = into.entry(currency.clone()).or_insert_with(Decimal::zero);
-            *sum = sum.checked_add(v).unwrap_or(*sum);
-        }
-    };
-    for g in groups {
-        counts.clicks += g.clicks;
-        counts.bound_clicks += g.bound_clicks;
-        counts.first_deposits += g.first_deposits;
-        for (i, kind) in EventKind::ALL.iter().enumerate() {
-            counts.events[i] += g.events.get(kind.as_str()).copied().unwrap_or(0);
-        }
-        add(&mut counts.deposits, &g.deposits);
-        add(&mut cost, &g.cost);
-    }
-    stats::GroupStats::new(None, &counts, &cost)
-}
-
 /// `+12%`, `-3%`, or `—` with nothing before.
 fn change(now: u64, before: u64) -> String {
-    if before == 0 {
-        return "—".to_owned();
-    }
-    let pct = (i128::from(now) - i128::from(before)) * 100 / i128::from(before);
-    format!("{pct:+}%")
+    stats::change_percent(now, before).map_or_else(|| "—".to_owned(), |pct| format!("{pct:+}%"))
 }
 
 fn money(m: &std::collections::BTreeMap<String, String>) -> String {
@@ -1418,7 +1389,10 @@ pub(super) async fn dashboard(ctx: &Ctx<'_>, name: &str) -> Result<Response, Err
             stats::Range::Days(first, last),
         )
         .await?;
-    let (now, then) = (period_totals(&now_days), period_totals(&before_days));
+    let (now, then) = (
+        stats::period_totals(&now_days)?,
+        stats::period_totals(&before_days)?,
+    );
     (period.totals, period.funnel) = totals_and_funnel(&now, &then);
     let bars = chart_bars((first, last), &now_days);
     let sort = q
@@ -1509,7 +1483,7 @@ async fn campaign_drill(
         )
         .await?;
     (page.period.totals, page.period.funnel) =
-        totals_and_funnel(&period_totals(&now), &period_totals(&then));
+        totals_and_funnel(&stats::period_totals(&now)?, &stats::period_totals(&then)?);
     let asked = q.get("sort").and_then(|s| s.split_once('.'));
     let wanted = q.get("format") == Some("csv");
     let csv_table = q.get("table").filter(|_| wanted);
@@ -1601,6 +1575,22 @@ fn dashboard_days(q: &crate::web::Query, preset: &str, today: u32) -> Result<(u3
     Ok((first, last))
 }
 
+/// The funnel's stages as the totals' rows and the funnel name them.
+const STAGES: [(stats::Stage, &str, &str); 4] = [
+    (stats::Stage::Clicks, "Clicks", "Clicks"),
+    (stats::Stage::BoundClicks, "Bound clicks", "bound"),
+    (
+        stats::Stage::Registrations,
+        "Registrations",
+        "registrations",
+    ),
+    (
+        stats::Stage::FirstDeposits,
+        "First deposits",
+        "first deposits",
+    ),
+];
+
 /// The totals' rows (what, this period, the one before, the change) and the funnel.
 #[allow(clippy::type_complexity)]
 fn totals_and_funnel(
@@ -1608,15 +1598,16 @@ fn totals_and_funnel(
     then: &stats::GroupStats,
 ) -> (
     Vec<(&'static str, String, String, String)>,
-    (u64, u64, String, u64, String, u64, String),
+    Vec<(&'static str, u64, String)>,
 ) {
-    let registrations = |g: &stats::GroupStats| g.events.get("registration").copied().unwrap_or(0);
-    let count_row = |what, a: u64, b: u64| (what, a.to_string(), b.to_string(), change(a, b));
-    let totals = vec![
-        count_row("Clicks", now.clicks, then.clicks),
-        count_row("Bound clicks", now.bound_clicks, then.bound_clicks),
-        count_row("Registrations", registrations(now), registrations(then)),
-        count_row("First deposits", now.first_deposits, then.first_deposits),
+    let mut totals: Vec<_> = STAGES
+        .iter()
+        .map(|&(stage, what, _)| {
+            let (a, b) = (stage.count(now), stage.count(then));
+            (what, a.to_string(), b.to_string(), change(a, b))
+        })
+        .collect();
+    totals.extend([
         (
             "Revenue",
             money(&now.deposits),
@@ -1630,17 +1621,16 @@ fn totals_and_funnel(
             or_dash(returns(then)),
             String::new(),
         ),
-    ];
-    let rate = |r: &Option<String>| r.as_deref().map_or_else(|| "—".to_owned(), stats::percent);
-    let funnel = (
-        now.clicks,
-        now.bound_clicks,
-        rate(&now.rates.bound),
-        registrations(now),
-        rate(&now.rates.registration),
-        now.first_deposits,
-        rate(&now.rates.first_deposit),
-    );
+    ]);
+    let funnel = STAGES
+        .iter()
+        .map(|&(stage, _, what)| {
+            let rate = stage
+                .rate(now)
+                .map_or_else(|| "—".to_owned(), stats::percent);
+            (what, stage.count(now), rate)
+        })
+        .collect();
     (totals, funnel)
 }
 
@@ -1676,7 +1666,6 @@ fn chart_bars((first, last): (u32, u32), now_days: &[stats::GroupStats]) -> Vec<
 /// oldest first; amounts by their first currency), each group under `label`; the campaigns'
 /// rows (`label` `campaign`) link to their drill-down.
 fn group_rows(groups: Vec<stats::GroupStats>, label: &'static str, sort: &str) -> Vec<GroupRow> {
-    let registrations = |g: &stats::GroupStats| g.events.get("registration").copied().unwrap_or(0);
     let mut rows: Vec<(stats::GroupStats, GroupRow)> = groups
         .into_iter()
         .map(|g| {
@@ -1690,7 +1679,7 @@ fn group_rows(groups: Vec<stats::GroupStats>, label: &'static str, sort: &str) -
                 group: g.group.clone().unwrap_or_else(|| "(none)".to_owned()),
                 drill,
                 clicks: g.clicks,
-                registrations: registrations(&g),
+                registrations: g.registrations(),
                 first_deposits: g.first_deposits,
                 revenue: by_currency(&g.deposits),
                 cost: by_currency(&g.cost),
