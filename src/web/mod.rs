@@ -6,34 +6,19 @@
 //! (`admin`, `App`); nothing here decides a rule of its own, and an error is shown with the
 //! sentence and the status the API would give it (`respond::status_of`).
 //!
-//! | method | path                                  | page                          |
-//! |--------|---------------------------------------|-------------------------------|
-//! | GET, POST | `/admin/login`                     | log in                        |
-//! | POST   | `/admin/logout`                       | log out                       |
-//! | GET    | `/admin/`                             | spaces                        |
-//! | POST   | `/admin/spaces`                       | create a space                |
-//! | GET    | `/admin/spaces/<space>`               | keys                          |
-//! | POST   | `/admin/spaces/<space>/rotate`, `revoke` | rotate, revoke a kind of key |
-//! | GET, POST | `/admin/spaces/<space>/settings`   | the space's settings          |
-//! | GET, POST | `/admin/spaces/<space>/postback`   | the postback URL builder      |
-//! | GET, POST | `/admin/spaces/<space>/links`      | links, create a link          |
-//! | POST   | `/admin/spaces/<space>/links/<slug>/delete` | delete a link           |
-//! | GET, POST | `/admin/spaces/<space>/destinations` | destinations, create one, the delivery log |
-//! | POST   | `/admin/spaces/<space>/destinations/<name>/test`, `retry`, `delete` | test one, retry its dead deliveries, remove it |
-//! | GET    | `/admin/spaces/<space>/events`        | the feed, newest first        |
-//! | GET    | `/admin/spaces/<space>/dashboard`     | totals, funnel, chart, table; with `campaign=`, that campaign's drill-down |
-//! | GET    | `/admin/spaces/<space>/stats`         | stats by campaign, link, day  |
-//! | GET, POST | `/admin/spaces/<space>/costs`      | costs of a range, import a CSV file |
-//! | GET    | `/admin/spaces/<space>/costs/template.csv` | the CSV's header row, to fill in |
-//! | GET    | `/admin/spaces/<space>/rejections`    | the rejection log             |
+//! Every path under `/admin/` is one entry of [`routes::PAGES`]: its method, path, body, label
+//! and handler, from which the router below, the space's menu and the list of pages in
+//! `docs/admin.md` come. Each page is a file of its own in `pages/`, its template struct and
+//! handlers together.
 
 mod pages;
+mod routes;
 pub mod session;
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
@@ -42,6 +27,7 @@ use crate::app::App;
 use crate::domain::input::Query;
 use crate::error::{Code, Error};
 use crate::http::Call;
+use routes::Takes;
 use session::{Live, LoginForms, LoginThrottle, QuietWarnings, Sessions, same_token};
 
 /// The session cookie's name.
@@ -55,8 +41,6 @@ pub const MAX_FORM_BYTES: u64 = 16 * 1024;
 /// of Meta's export, sent well within `body_timeout` from a phone; a larger file goes in with
 /// `tracker costs import`, or split.
 pub const MAX_UPLOAD_BYTES: u64 = 2 * 1024 * 1024;
-/// How long a failed login waits before it is answered.
-const FAILED_LOGIN_PAUSE: Duration = Duration::from_secs(1);
 
 const STYLE: &str = include_str!("style.css");
 const COPY_JS: &str = include_str!("copy.js");
@@ -96,12 +80,26 @@ struct Request {
     client: Option<IpAddr>,
 }
 
-/// What a page handler is given: the app, the logged-in session, the request's form or query.
+/// What a page handler is given: the app, the admin page's state, the logged-in session, the
+/// request's form or query, and the page with its path's values.
 struct Ctx<'a> {
     app: &'a App,
+    pages: &'a AdminPages,
     live: Live,
     form: Query,
     query: &'a Query,
+    page: &'static routes::Page,
+    params: routes::Params<'a>,
+}
+
+impl Ctx<'_> {
+    /// The value of the page path's `{name}` segment, as it came (not percent-decoded).
+    fn param(&self, name: &str) -> &str {
+        self.params
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("", |(_, value)| value)
+    }
 }
 
 /// Serves one request under `/admin`: every answer gets the security headers and an access-log
@@ -224,8 +222,8 @@ fn finish(mut response: Response, method: &Method, path: &str, started: Instant)
     response
 }
 
-// The session and form checks, then one match arm per page: the admin page's routing table.
-#[allow(clippy::too_many_lines)]
+/// The page [`routes::PAGES`] names for the request; within a session unless it is an open one,
+/// its body read as the page takes it, a form's CSRF token checked.
 async fn route(
     app: &Arc<App>,
     pages: &AdminPages,
@@ -235,19 +233,24 @@ async fn route(
     if request.path == "/admin" {
         return Ok(redirect("/admin/"));
     }
-    let rest = request.path.strip_prefix("/admin/").unwrap_or_default();
-    let segments: Vec<&str> = rest.split('/').collect();
+    let found = routes::find(&request.method, &request.path);
+    if let Some((page, _)) = &found {
+        if let routes::Handler::Open(handler) = page.handler {
+            return handler(
+                &routes::Anonymous {
+                    app,
+                    pages,
+                    request,
+                },
+                body,
+            )
+            .await;
+        }
+    }
     let (get, post) = (
         request.method == Method::GET,
         request.method == Method::POST,
     );
-    match segments.as_slice() {
-        ["style.css"] if get => return Ok(asset(STYLE, "text/css; charset=utf-8")),
-        ["copy.js"] if get => return Ok(asset(COPY_JS, "text/javascript; charset=utf-8")),
-        ["login"] if get => return Ok(login_page(app, pages, None, StatusCode::OK)),
-        ["login"] if post => return login(app, pages, request, body).await,
-        _ => {}
-    }
     let now = app.now_ms();
     let tag = session::password_tag(app.admin_password().await?.as_deref());
     let live = request
@@ -256,15 +259,15 @@ async fn route(
         .and_then(|c| cookie_value(c, COOKIE))
         .and_then(|id| pages.sessions.resume(id, now, tag));
     // A page of a space keeps the space's menu, also when it shows an error.
-    let space = match segments.as_slice() {
-        ["spaces", space, ..] => Some(*space),
-        _ => None,
-    };
+    let space = request
+        .path
+        .strip_prefix("/admin/spaces/")
+        .and_then(|rest| rest.split('/').next());
     let Some(live) = live else {
         return Ok(unread(if get {
             redirect(LOGIN_PATH)
         } else {
-            login_page(
+            pages::login::page(
                 app,
                 pages,
                 Some("Your session has ended; log in again."),
@@ -272,18 +275,17 @@ async fn route(
             )
         }));
     };
-    let form = if post {
-        let read = if matches!(segments.as_slice(), ["spaces", _, "costs"]) {
-            read_upload(body, request.content_type.as_deref()).await
-        } else {
-            read_form(body).await
-        };
-        match read {
-            Ok(form) => form,
-            Err(e) => return Ok(pages::error_page(&e, space, Some(&live.csrf))),
-        }
-    } else {
-        Query::parse("")
+    // A POST no page takes is read as a form, so that its CSRF token is checked before it is
+    // told there is no such page.
+    let unknown = if post { Takes::Form } else { Takes::Nothing };
+    let form = match found.as_ref().map_or(unknown, |(page, _)| page.takes) {
+        Takes::Nothing => Ok(Query::parse("")),
+        Takes::Form => read_form(body).await,
+        Takes::Upload => read_upload(body, request.content_type.as_deref()).await,
+    };
+    let form = match form {
+        Ok(form) => form,
+        Err(e) => return Ok(pages::error_page(&e, space, Some(&live.csrf))),
     };
     if post && !form.get("csrf").is_some_and(|t| same_token(t, &live.csrf)) {
         pages.warn(
@@ -300,182 +302,30 @@ async fn route(
             Some(&live.csrf),
         ));
     }
-    if matches!(segments.as_slice(), ["logout"]) && post {
-        pages.sessions.end(&live.id);
-        let mut response = redirect(LOGIN_PATH);
-        response.headers_mut().insert(
-            header::SET_COOKIE,
-            cookie_header(app, COOKIE, "", "/admin", Some(0)),
-        );
-        return Ok(response);
-    }
+    let Some((page, params)) = found else {
+        let e = Error::new(Code::NotFound, "there is no such admin page");
+        return Ok(pages::error_page(&e, space, Some(&live.csrf)));
+    };
+    let routes::Handler::Session(handler) = page.handler else {
+        unreachable!("an open page is served before the session is looked for")
+    };
     let ctx = Ctx {
         app,
+        pages,
         live,
         form,
         query: &request.query,
+        page,
+        params,
     };
-    let result = match segments.as_slice() {
-        [""] if get => pages::spaces(&ctx, None).await,
-        ["spaces"] if post => pages::create_space(&ctx).await,
-        ["spaces", space] if get => pages::keys(&ctx, space, None, None).await,
-        ["spaces", space, action @ ("rotate" | "revoke")] if post => {
-            pages::change_keys(&ctx, space, action).await
-        }
-        ["spaces", space, "settings"] if get || post => pages::settings(&ctx, space, post).await,
-        ["spaces", space, "postback"] if get || post => pages::postback(&ctx, space, post).await,
-        ["spaces", space, "links"] if get => pages::links(&ctx, space, None).await,
-        ["spaces", space, "links"] if post => pages::create_link(&ctx, space).await,
-        ["spaces", space, "links", slug, "delete"] if post => {
-            pages::delete_link(&ctx, space, slug).await
-        }
-        ["spaces", space, "destinations", rest @ ..] => {
-            pages::destinations_route(&ctx, space, rest, post).await
-        }
-        ["spaces", space, "events"] if get => pages::events(&ctx, space).await,
-        ["spaces", space, "dashboard"] if get => pages::dashboard(&ctx, space).await,
-        ["spaces", space, "stats"] if get => pages::stats(&ctx, space).await,
-        ["spaces", space, "costs"] if get => pages::costs(&ctx, space).await,
-        ["spaces", space, "costs", "template.csv"] if get => {
-            pages::costs_template(&ctx, space).await
-        }
-        ["spaces", space, "costs"] if post => pages::import_costs(&ctx, space).await,
-        ["spaces", space, "rejections"] if get => pages::rejections(&ctx, space).await,
-        _ => Err(Error::new(Code::NotFound, "there is no such admin page")),
-    };
-    Ok(result.unwrap_or_else(|e| pages::error_page(&e, space, Some(&ctx.live.csrf))))
-}
-
-/// The login page, with a new login form pair: its token in the form, its cookie set.
-fn login_page(app: &App, pages: &AdminPages, error: Option<&str>, status: StatusCode) -> Response {
-    let form = pages.login_forms.issue(app.now_ms());
-    let mut response = pages::login(&form.field, error, status);
-    let max_age = u32::try_from(session::LOGIN_FORM_MS / 1000).unwrap_or(u32::MAX);
-    response.headers_mut().append(
-        header::SET_COOKIE,
-        cookie_header(app, LOGIN_COOKIE, &form.cookie, LOGIN_PATH, Some(max_age)),
-    );
-    response
+    Ok(handler(&ctx)
+        .await
+        .unwrap_or_else(|e| pages::error_page(&e, space, Some(&ctx.live.csrf))))
 }
 
 /// The client's address, or the unspecified one where no connection stands behind the request.
 fn client_address(request: &Request) -> IpAddr {
     request.client.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
-}
-
-/// `POST /admin/login`: the form's cookie (from the head, before the body is read), the form's
-/// token, the throttle, then the password check (one at a time), then a session.
-async fn login(
-    app: &Arc<App>,
-    pages: &AdminPages,
-    request: &Request,
-    body: crate::http::Body,
-) -> Result<Response, Error> {
-    let address = client_address(request);
-    let login_cookie = request
-        .cookie
-        .as_deref()
-        .and_then(|c| cookie_value(c, LOGIN_COOKIE));
-    let expired = || {
-        pages.warn(
-            app,
-            address,
-            "admin login refused: the form's token is missing, wrong or old",
-            &request.path,
-        );
-        login_page(
-            app,
-            pages,
-            Some("This login form has expired or did not come from this page; log in again."),
-            StatusCode::FORBIDDEN,
-        )
-    };
-    if !pages.login_forms.accepts_cookie(login_cookie, app.now_ms()) {
-        return Ok(unread(expired()));
-    }
-    let form = read_form(body).await?;
-    if !pages
-        .login_forms
-        .accepts(login_cookie, form.get("csrf"), app.now_ms())
-    {
-        return Ok(expired());
-    }
-    let pause_ms = match pages.throttle.admit(address, app.now_ms()) {
-        Ok(pause_ms) => pause_ms,
-        Err(wait_s) => {
-            pages.warn(
-                app,
-                address,
-                "admin login refused: too many attempts",
-                &request.path,
-            );
-            let mut response = login_page(
-                app,
-                pages,
-                Some(&format!(
-                    "Too many login attempts; try again in {wait_s} seconds."
-                )),
-                StatusCode::TOO_MANY_REQUESTS,
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(wait_s));
-            return Ok(response);
-        }
-    };
-    if pause_ms > 0 {
-        // Past the overall bound, from an address that has not failed: checked, but slowly.
-        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
-    }
-    // The hash the session will be tied to, read before the check: a password changed during it
-    // ends the session at its first request rather than leaving it tied to the new one.
-    let tag = session::password_tag(app.admin_password().await?.as_deref());
-    let matches = form.get("user") == Some("admin") && {
-        // The permit goes with the check into its own task: a client that hangs up mid-check
-        // drops this future, but the check still holds the permit until it is done, so no more
-        // than one argon2id check ever runs, however many requests come and go.
-        let permit = pages
-            .checking
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::new(Code::Unavailable, "the server is stopping"))?;
-        let (app, password) = (app.clone(), form.get("password").unwrap_or("").to_owned());
-        tokio::spawn(async move {
-            let _permit = permit;
-            app.check_password(password).await
-        })
-        .await
-        .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))??
-    };
-    if !matches {
-        pages.warn(app, address, "admin login failed", &request.path);
-        tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
-        return Ok(login_page(
-            app,
-            pages,
-            Some("Wrong user or password."),
-            StatusCode::UNAUTHORIZED,
-        ));
-    }
-    pages.throttle.succeeded(address);
-    let live = pages.sessions.start(app.now_ms(), tag);
-    tracing::info!(%address, "admin logged in");
-    let mut response = redirect("/admin/");
-    let headers = response.headers_mut();
-    if let Ok(location) = HeaderValue::from_str(&first_page(app).await) {
-        headers.insert(header::LOCATION, location);
-    }
-    headers.insert(
-        header::SET_COOKIE,
-        cookie_header(app, COOKIE, &live.id, "/admin", None),
-    );
-    // The login form's cookie has done its work.
-    headers.append(
-        header::SET_COOKIE,
-        cookie_header(app, LOGIN_COOKIE, "", LOGIN_PATH, Some(0)),
-    );
-    Ok(response)
 }
 
 /// The value of cookie `name` in a `Cookie` header; an empty one counts as none.
@@ -507,15 +357,6 @@ fn cookie_header(
     }
     HeaderValue::from_str(&text).expect("a cookie of digits, dots and hex is a valid header")
 }
-/// Where a login lands: the space's dashboard when there is one space, else the spaces to
-/// choose from. (Space names are a-z, 0-9 and '-': a path segment as they are.)
-async fn first_page(app: &App) -> String {
-    match app.spaces().await {
-        Ok(spaces) if spaces.len() == 1 => format!("/admin/spaces/{}/dashboard", spaces[0].space),
-        _ => "/admin/".to_owned(),
-    }
-}
-
 fn redirect(location: &'static str) -> Response {
     let mut response = Response::new(Vec::new().into());
     *response.status_mut() = StatusCode::SEE_OTHER;
@@ -531,6 +372,16 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
+}
+
+/// `GET /admin/style.css`, built into the binary.
+async fn style(_: &routes::Anonymous<'_>, _: crate::http::Body) -> Result<Response, Error> {
+    Ok(asset(STYLE, "text/css; charset=utf-8"))
+}
+
+/// `GET /admin/copy.js`, the copy buttons' script, built into the binary.
+async fn script(_: &routes::Anonymous<'_>, _: crate::http::Body) -> Result<Response, Error> {
+    Ok(asset(COPY_JS, "text/javascript; charset=utf-8"))
 }
 
 #[cfg(test)]
