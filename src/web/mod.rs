@@ -15,7 +15,6 @@ mod pages;
 mod routes;
 pub mod session;
 
-use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Instant;
@@ -328,19 +327,18 @@ fn client_address(request: &Request) -> IpAddr {
     request.client.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
 }
 
-/// The value of cookie `name` in a `Cookie` header; an empty one counts as none.
-fn cookie_value<'a>(cookie: &'a str, name: &str) -> Option<&'a str> {
-    cookie
-        .split(';')
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
-        .map(|(_, value)| value)
+/// The value of cookie `name` in a `Cookie` header, the first if it is there twice; an empty
+/// one counts as none, and a pair that does not parse is passed over.
+fn cookie_value<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+    cookie::Cookie::split_parse(header)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == name)
+        .and_then(|c| c.value_raw())
         .filter(|v| !v.is_empty())
 }
 
-/// A cookie of the admin page: `HttpOnly; SameSite=Strict` on `path`, and `Secure` when the
-/// public address is `https://`. `max_age` 0 deletes it; none makes it last as long as the
-/// browser runs (the session's own expiry is the server's).
+/// A cookie of the admin page as [`set_cookie`] writes it, `Secure` when the public address is
+/// `https://`.
 fn cookie_header(
     app: &App,
     name: &str,
@@ -348,15 +346,26 @@ fn cookie_header(
     path: &str,
     max_age: Option<u32>,
 ) -> HeaderValue {
-    let mut text = format!("{name}={value}; HttpOnly; SameSite=Strict; Path={path}");
-    if app.settings.public_url().starts_with("https://") {
-        text.push_str("; Secure");
-    }
-    if let Some(age) = max_age {
-        let _ = write!(text, "; Max-Age={age}");
-    }
-    HeaderValue::from_str(&text).expect("a cookie of digits, dots and hex is a valid header")
+    let secure = app.settings.public_url().starts_with("https://");
+    HeaderValue::from_str(&set_cookie(name, value, path, max_age, secure))
+        .expect("a cookie of digits, dots and hex is a valid header")
 }
+
+/// A `Set-Cookie` value of the admin page: `HttpOnly; SameSite=Strict` on `path`, `Secure` when
+/// asked. `max_age` 0 deletes it; none makes it last as long as the browser runs (the session's
+/// own expiry is the server's).
+fn set_cookie(name: &str, value: &str, path: &str, max_age: Option<u32>, secure: bool) -> String {
+    let mut built = cookie::Cookie::build((name, value))
+        .http_only(true)
+        .same_site(cookie::SameSite::Strict)
+        .path(path)
+        .secure(secure);
+    if let Some(age) = max_age {
+        built = built.max_age(cookie::time::Duration::seconds(i64::from(age)));
+    }
+    built.to_string()
+}
+
 fn redirect(location: &'static str) -> Response {
     let mut response = Response::new(Vec::new().into());
     *response.status_mut() = StatusCode::SEE_OTHER;
@@ -391,6 +400,12 @@ mod tests {
     #[test]
     fn the_session_cookie_is_found_among_others() {
         assert_eq!(
+            cookie_value("tracker_admin=abc; tracker_admin=def", COOKIE),
+            Some("abc"),
+            "the first of two"
+        );
+        assert_eq!(cookie_value("junk; tracker_admin=abc", COOKIE), Some("abc"));
+        assert_eq!(
             cookie_value("a=1; tracker_admin=abc; b=2", COOKIE),
             Some("abc")
         );
@@ -400,6 +415,22 @@ mod tests {
         assert_eq!(
             cookie_value("tracker_admin=abc; tracker_login=1.ff", LOGIN_COOKIE),
             Some("1.ff")
+        );
+    }
+
+    #[test]
+    fn a_cookie_is_http_only_strict_on_its_path_and_secure_over_https() {
+        assert_eq!(
+            set_cookie(COOKIE, "abc", "/admin", None, false),
+            "tracker_admin=abc; HttpOnly; SameSite=Strict; Path=/admin"
+        );
+        assert_eq!(
+            set_cookie(LOGIN_COOKIE, "", LOGIN_PATH, Some(0), true),
+            "tracker_login=; HttpOnly; SameSite=Strict; Secure; Path=/admin/login; Max-Age=0"
+        );
+        assert!(
+            set_cookie(LOGIN_COOKIE, "1.ff", LOGIN_PATH, Some(3600), false)
+                .ends_with("; Max-Age=3600")
         );
     }
 }
