@@ -151,30 +151,13 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     if !period.campaign.is_empty() {
         return campaign::drill(ctx, &space, period, (first, last), before).await;
     }
-    let (_, now_days) = ctx
-        .app
-        .stats(
-            &space,
-            stats::Grouping::all(Dimension::Day),
-            stats::Range::Days(first, last),
-        )
-        .await?;
-    let (_, before_days) = ctx
-        .app
-        .stats(
-            &space,
-            stats::Grouping::all(Dimension::Day),
-            stats::Range::Days(before.0, before.1),
-        )
-        .await?;
-    let (_, campaigns) = ctx
-        .app
-        .stats(
-            &space,
-            stats::Grouping::all(Dimension::Campaign),
-            stats::Range::Days(first, last),
-        )
-        .await?;
+    let read = |by, (from, to)| {
+        let range = stats::Range::Days(from, to);
+        ctx.app.stats(&space, stats::Grouping::all(by), range)
+    };
+    let (_, now_days) = read(Dimension::Day, (first, last)).await?;
+    let (_, before_days) = read(Dimension::Day, before).await?;
+    let (_, campaigns) = read(Dimension::Campaign, (first, last)).await?;
     let (now, then) = (
         stats::period_totals(&now_days)?,
         stats::period_totals(&before_days)?,

@@ -57,6 +57,16 @@ struct DestinationsShown {
     note: Option<String>,
 }
 
+impl DestinationsShown {
+    /// A sentence of what an action did, and nothing else.
+    fn note(note: String) -> DestinationsShown {
+        DestinationsShown {
+            note: Some(note),
+            ..DestinationsShown::default()
+        }
+    }
+}
+
 /// Deliveries the page's log shows.
 const DELIVERY_LOG_ROWS: usize = 50;
 
@@ -185,14 +195,11 @@ pub(in crate::web) async fn retry(ctx: &Ctx<'_>) -> Result<Response, Error> {
         .app
         .retry_deliveries(&space, ctx.param("name").to_owned(), State::Dead)
         .await?;
-    let shown = DestinationsShown {
-        note: Some(format!(
-            "{} dead deliveries of {} are due again now.",
-            r.retried, r.destination
-        )),
-        ..DestinationsShown::default()
-    };
-    destinations(ctx, shown).await
+    let note = format!(
+        "{} dead deliveries of {} are due again now.",
+        r.retried, r.destination
+    );
+    destinations(ctx, DestinationsShown::note(note)).await
 }
 
 /// `POST .../destinations/<name>/delete`: it is removed, its open deliveries cancelled.
@@ -202,11 +209,6 @@ pub(in crate::web) async fn remove(ctx: &Ctx<'_>) -> Result<Response, Error> {
     ctx.app
         .remove_destination(&space, destination.to_owned())
         .await?;
-    let shown = DestinationsShown {
-        note: Some(format!(
-            "Destination {destination} removed; its open deliveries are cancelled."
-        )),
-        ..DestinationsShown::default()
-    };
-    destinations(ctx, shown).await
+    let note = format!("Destination {destination} removed; its open deliveries are cancelled.");
+    destinations(ctx, DestinationsShown::note(note)).await
 }
