@@ -440,6 +440,107 @@ impl GroupStats {
     }
 }
 
+impl GroupStats {
+    /// New registrations (a stage of the funnel).
+    #[must_use]
+    pub fn registrations(&self) -> u64 {
+        self.events
+            .get(EventKind::Registration.as_str())
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// The totals of a period (the dashboard's top, a campaign's drill-down): its groups (days, or
+/// one campaign) added up, exactly, with the return, prices and rates that follow from the sums.
+/// A stored sum that is not a decimal, or a total past 28 significant digits, is an error: a
+/// total that silently left it out would look right and be wrong.
+pub fn period_totals(groups: &[GroupStats]) -> Result<GroupStats, Error> {
+    fn add(
+        into: &mut BTreeMap<String, Decimal>,
+        from: &BTreeMap<String, String>,
+        what: &str,
+    ) -> Result<(), Error> {
+        for (currency, text) in from {
+            let amount = Decimal::parse(text).map_err(|e| {
+                Error::new(
+                    Code::Internal,
+                    format!("a stored {what} sum in {currency} is not a decimal ({e})"),
+                )
+            })?;
+            let sum = into.entry(currency.clone()).or_insert_with(Decimal::zero);
+            *sum = sum.checked_add(amount).ok_or_else(|| {
+                Error::new(
+                    Code::Internal,
+                    format!("the {what} total in {currency} is past 28 significant digits"),
+                )
+            })?;
+        }
+        Ok(())
+    }
+    let mut counts = Counts::default();
+    let mut cost = BTreeMap::new();
+    for g in groups {
+        counts.clicks += g.clicks;
+        counts.bound_clicks += g.bound_clicks;
+        counts.first_deposits += g.first_deposits;
+        for (total, kind) in counts.events.iter_mut().zip(EventKind::ALL) {
+            *total += g.events.get(kind.as_str()).copied().unwrap_or(0);
+        }
+        add(&mut counts.deposits, &g.deposits, "deposit")?;
+        add(&mut cost, &g.cost, "cost")?;
+    }
+    Ok(GroupStats::new(None, &counts, &cost))
+}
+
+/// The change from `before` to `now` in whole percent, rounded toward zero (`+12`, `-3`);
+/// `None` when there was nothing before to compare with.
+#[must_use]
+pub fn change_percent(now: u64, before: u64) -> Option<i128> {
+    (before != 0).then(|| (i128::from(now) - i128::from(before)) * 100 / i128::from(before))
+}
+
+/// A stage of the funnel, in order: a click, bound to a user, who registers, then deposits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Clicks,
+    BoundClicks,
+    Registrations,
+    FirstDeposits,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [
+        Stage::Clicks,
+        Stage::BoundClicks,
+        Stage::Registrations,
+        Stage::FirstDeposits,
+    ];
+
+    /// The stage's count in group `g`.
+    #[must_use]
+    pub fn count(self, g: &GroupStats) -> u64 {
+        match self {
+            Stage::Clicks => g.clicks,
+            Stage::BoundClicks => g.bound_clicks,
+            Stage::Registrations => g.registrations(),
+            Stage::FirstDeposits => g.first_deposits,
+        }
+    }
+
+    /// The share of the stage before that reached this one, in group `g` ([`GroupStats::rates`]);
+    /// `None` for the first stage, and where the stage before had none.
+    #[must_use]
+    pub fn rate(self, g: &GroupStats) -> Option<&str> {
+        match self {
+            Stage::Clicks => None,
+            Stage::BoundClicks => g.rates.bound.as_deref(),
+            Stage::Registrations => g.rates.registration.as_deref(),
+            Stage::FirstDeposits => g.rates.first_deposit.as_deref(),
+        }
+    }
+}
+
 /// The hours `[from, to)` that `from_ms` (inclusive) and `to_ms` (exclusive) cover, widened to
 /// whole UTC hours: the rollup keeps hours, so the answer says which range it counted.
 pub fn hours(from_ms: Option<&str>, to_ms: Option<&str>) -> Result<(u32, u32), Error> {
@@ -595,6 +696,103 @@ mod tests {
         );
         assert_eq!(total.deposits["USD"].to_string(), "0.30");
         assert_eq!(total.deposits["EUR"].to_string(), "-3");
+    }
+
+    /// A day's group of the stats as the reads give it: counts, and sums as decimal text.
+    fn day_group(clicks: u64, deposits: &[(&str, &str)], cost: &[(&str, &str)]) -> GroupStats {
+        let text = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(c, v)| ((*c).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let counts = Counts {
+            clicks,
+            bound_clicks: clicks / 2,
+            events: [0, 0, clicks / 8, 0],
+            first_deposits: 1,
+            ..Counts::default()
+        };
+        let mut g = GroupStats::new(None, &counts, &BTreeMap::new());
+        g.deposits = text(deposits);
+        g.cost = text(cost);
+        g
+    }
+
+    #[test]
+    fn a_periods_totals_add_its_days_exactly_and_derive_from_the_sums() {
+        let days = [
+            day_group(8, &[("USD", "0.10")], &[("USD", "0.05")]),
+            day_group(4, &[("USD", "0.2"), ("EUR", "-3")], &[]),
+        ];
+        let total = period_totals(&days).unwrap();
+        assert_eq!(
+            (total.clicks, total.bound_clicks, total.registrations()),
+            (12, 6, 1)
+        );
+        assert_eq!(total.first_deposits, 2);
+        assert_eq!(total.deposits["USD"], "0.30");
+        assert_eq!(total.deposits["EUR"], "-3");
+        assert_eq!(total.cost["USD"], "0.05");
+        assert_eq!(total.rates.bound.as_deref(), Some("0.5000"));
+        assert_eq!(period_totals(&[]).unwrap().clicks, 0);
+    }
+
+    /// A stored sum that is not a decimal stops the total: counted as zero, the period's
+    /// revenue or cost would be shown smaller than it is, with nothing to say so.
+    #[test]
+    fn a_stored_sum_that_is_not_a_decimal_is_an_error_not_zero() {
+        for (deposits, cost) in [
+            (&[("USD", "12,50")][..], &[][..]),
+            (&[][..], &[("EUR", "ten")][..]),
+        ] {
+            let days = [
+                day_group(1, &[("USD", "1")], &[]),
+                day_group(1, deposits, cost),
+            ];
+            let err = period_totals(&days).unwrap_err();
+            assert_eq!(err.code, Code::Internal, "{}", err.message);
+            assert!(err.message.contains("not a decimal"), "{}", err.message);
+        }
+        // 28 places and 28 whole digits: the sum's mantissa is past an i128.
+        let (small, large) = (format!("0.{}", "9".repeat(28)), "9".repeat(28));
+        let days = [
+            day_group(1, &[("USD", &small)], &[]),
+            day_group(1, &[("USD", &large)], &[]),
+        ];
+        assert!(period_totals(&days).is_err(), "an overflow is not a total");
+    }
+
+    #[test]
+    fn a_change_is_whole_percent_toward_zero_and_none_from_nothing() {
+        assert_eq!(change_percent(112, 100), Some(12));
+        assert_eq!(change_percent(97, 100), Some(-3));
+        assert_eq!(change_percent(1, 3), Some(-66));
+        assert_eq!(change_percent(0, 5), Some(-100));
+        assert_eq!(change_percent(5, 0), None);
+        assert_eq!(change_percent(0, 0), None);
+        assert_eq!(
+            change_percent(u64::MAX, 1),
+            Some(i128::from(u64::MAX - 1) * 100)
+        );
+    }
+
+    #[test]
+    fn each_stage_of_the_funnel_has_its_count_and_its_rate_from_the_one_before() {
+        let g = day_group(8, &[], &[]);
+        let stages: Vec<(u64, Option<&str>)> = Stage::ALL
+            .iter()
+            .map(|s| (s.count(&g), s.rate(&g)))
+            .collect();
+        assert_eq!(
+            stages,
+            [
+                (8, None),
+                (4, Some("0.5000")),
+                (1, Some("0.2500")),
+                (1, Some("1.0000")),
+            ]
+        );
     }
 
     #[test]

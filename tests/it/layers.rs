@@ -152,7 +152,8 @@ fn code_of(text: &str) -> String {
         if trimmed.starts_with("//") {
             continue;
         }
-        let mut code = without_strings(trimmed.split(" //").next().unwrap_or(""));
+        let mut code =
+            without_visibility(&without_strings(trimmed.split(" //").next().unwrap_or("")));
         if !inline_at.is_empty() {
             code = code.replace("super::", "self::");
         }
@@ -167,6 +168,17 @@ fn code_of(text: &str) -> String {
         }
         out.push_str(&code);
         out.push('\n');
+    }
+    out
+}
+
+/// A line without its `pub(in path)` visibilities: a path there says who may see an item, not
+/// what the item uses.
+fn without_visibility(line: &str) -> String {
+    let mut out = line.to_owned();
+    while let Some(at) = out.find("pub(in ") {
+        let close = out[at..].find(')').map_or(out.len(), |c| at + c + 1);
+        out.replace_range(at..close, "pub");
     }
     out
 }

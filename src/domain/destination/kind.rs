@@ -267,7 +267,7 @@ impl Directory {
 
 #[cfg(test)]
 mod tests {
-    use super::fields::tests::fields;
+    use super::super::fields::tests::fields;
     use super::*;
 
     #[test]

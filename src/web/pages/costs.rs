@@ -1,0 +1,118 @@
+//! A space's costs page: the costs of a range of days, the upload of a CSV file (ours or Meta's
+//! export) through the same import as `tracker costs import`, and the CSV's header row to fill
+//! in.
+
+use askama::Template;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use super::{Frame, csv_response, frame_of, html, space};
+use crate::app::CostsImport;
+use crate::domain::keyring::SpaceRef;
+use crate::domain::stats;
+use crate::error::{Code, Error};
+use crate::surface::respond;
+use crate::web::context::Ctx;
+
+/// Costs listed on the page at most; a wider range is for `GET /costs`.
+const COSTS_SHOWN: usize = 1000;
+
+#[derive(Template)]
+#[template(path = "admin/costs.html")]
+struct CostsPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    imported: Option<CostsImport>,
+    max_mib: u64,
+    /// The range's days as the form shows them (empty: no bound).
+    from: String,
+    to: String,
+    costs: Vec<crate::domain::cost::CostView>,
+    /// More costs are in the range than are listed.
+    cut: bool,
+}
+
+/// `GET .../costs?from=&to=`: the upload form, the costs of a range of days (as `GET /costs`
+/// reads them), and what an upload just imported.
+pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let space = space(ctx).await?;
+    costs_page(ctx, &space, Err(None)).await
+}
+
+/// The upload: the file's text through the same import as `tracker costs import`. A refused
+/// file is shown on the costs page itself, with the sentence and status the command line and
+/// the API give it, so the form is there to try again.
+pub(in crate::web) async fn import(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let space = space(ctx).await?;
+    let imported = match ctx.form.get("file").filter(|t| !t.is_empty()) {
+        None => Err(Error::field(
+            Code::MissingField,
+            "file",
+            "file is required: choose a CSV file to import",
+        )),
+        Some(csv) => ctx.app.import_costs(&space, csv).await,
+    };
+    costs_page(ctx, &space, imported.map_err(Some)).await
+}
+
+/// The costs page after `upload`: what it imported (its days are the range listed), or why it
+/// was refused (`Err(None)`: no upload).
+async fn costs_page(
+    ctx: &Ctx<'_>,
+    space: &SpaceRef,
+    upload: Result<CostsImport, Option<Error>>,
+) -> Result<Response, Error> {
+    use crate::domain::cost::{Day, day_range, day_text};
+    let q = ctx.query;
+    let (first, last) = match &upload {
+        _ if q.get("from").is_some() || q.get("to").is_some() => {
+            day_range(q.get("from"), q.get("to"))?
+        }
+        Ok(CostsImport {
+            span: Some(span), ..
+        }) => *span,
+        _ => {
+            let zone = ctx.app.space_settings(space).await?.time_zone.zone();
+            let today = stats::local_day(&zone, stats::quarter_of(ctx.app.now_ms()));
+            (today.saturating_sub(30), today)
+        }
+    };
+    let mut costs = ctx.app.costs(space, (first, last)).await?;
+    let cut = costs.len() > COSTS_SHOWN;
+    costs.truncate(COSTS_SHOWN);
+    let (imported, refused) = match upload {
+        Ok(done) => (Some(done), None),
+        Err(refused) => (None, refused),
+    };
+    let mut frame = frame_of(ctx);
+    frame.error = refused.as_ref().map(|e| e.message.clone());
+    let bound = |day: Day, none: Day| {
+        if day == none {
+            String::new()
+        } else {
+            day_text(day)
+        }
+    };
+    Ok(html(
+        refused.map_or(StatusCode::OK, |e| respond::status_of(e.code)),
+        &CostsPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name: ctx.param("space"),
+            imported,
+            max_mib: crate::web::context::MAX_UPLOAD_BYTES / 1024 / 1024,
+            from: bound(first, 0),
+            to: bound(last, Day::MAX),
+            costs: costs.iter().map(Into::into).collect(),
+            cut,
+        },
+    ))
+}
+
+/// `GET .../costs/template.csv`: the header row of our columns, to fill in a spreadsheet.
+pub(in crate::web) async fn template(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    space(ctx).await?;
+    let header_row = format!("{}\n", crate::domain::cost::CSV_COLUMNS.join(","));
+    Ok(csv_response(header_row.into_bytes(), "costs-template"))
+}

@@ -1,0 +1,206 @@
+//! A space's dashboard: a range of days of the space's time zone, its totals against the
+//! period before, the funnel, clicks by day, and the campaigns (sortable, downloadable as CSV),
+//! all from the same reads as `GET /stats`; with `campaign=`, that campaign's drill-down
+//! (`campaign.rs`). What the table rows share with the drill-down is here.
+
+use std::collections::BTreeMap;
+
+use askama::Template;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use super::tables::{CAMPAIGN_COLUMNS, GroupRow, Period, group_rows, table_csv, totals_and_funnel};
+use super::{Frame, campaign, frame_of, html, in_query, space};
+use crate::domain::stats::{self, Dimension};
+use crate::error::{Code, Error};
+use crate::web::context::Ctx;
+
+struct Bar {
+    day: String,
+    clicks: u64,
+    x: u64,
+    y: u64,
+    width: u64,
+    height: u64,
+}
+
+#[derive(Template)]
+#[template(path = "admin/dashboard.html")]
+struct DashboardPage<'a> {
+    frame: Frame<'a>,
+    name: &'a str,
+    period: Period,
+    chart_width: u64,
+    bars: Vec<Bar>,
+    /// No clicks on any day of the range: the chart says so in words.
+    no_clicks: bool,
+    columns: Vec<(&'static str, &'static str)>,
+    sort: String,
+    rows: Vec<GroupRow>,
+}
+/// `GET .../dashboard?days=|from=&to=&sort=&format=csv`: a period's totals against the period
+/// before, the funnel, clicks by day, and the campaigns (sortable, downloadable as CSV); days
+/// of the space's time zone, all from the same reads as `GET /stats`.
+pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let name = ctx.param("space");
+    let space = space(ctx).await?;
+    let zone_name = ctx.app.space_settings(&space).await?.time_zone;
+    let zone = zone_name.zone();
+    let today = stats::local_day(&zone, stats::quarter_of(ctx.app.now_ms()));
+    let q = &ctx.query;
+    let preset = q.get("days").unwrap_or("7");
+    let (first, last) = dashboard_days(q, preset, today)?;
+    let days = last - first + 1;
+    let before = (first.saturating_sub(days), first.saturating_sub(1));
+    let (from, to) = (
+        crate::domain::cost::day_text(first),
+        crate::domain::cost::day_text(last),
+    );
+    let range_query = format!("from={from}&to={to}");
+    let campaign = stats::Grouping::parse(None, q.get("campaign"))?.campaign;
+    let mut period = Period {
+        zone: zone_name.as_str().to_owned(),
+        presets: range_presets(q, preset, campaign.as_deref().unwrap_or("")),
+        from,
+        to,
+        days,
+        range_query,
+        campaign: campaign.unwrap_or_default(),
+        ..Period::default()
+    };
+    if !period.campaign.is_empty() {
+        return campaign::drill(ctx, &space, period, (first, last), before).await;
+    }
+    let read = |by, (from, to)| {
+        let range = stats::Range::Days(from, to);
+        ctx.app.stats(&space, stats::Grouping::all(by), range)
+    };
+    let (_, now_days) = read(Dimension::Day, (first, last)).await?;
+    let (_, before_days) = read(Dimension::Day, before).await?;
+    let (_, campaigns) = read(Dimension::Campaign, (first, last)).await?;
+    let (now, then) = (
+        stats::period_totals(&now_days)?,
+        stats::period_totals(&before_days)?,
+    );
+    (period.totals, period.funnel) = totals_and_funnel(&now, &then);
+    let bars = chart_bars((first, last), &now_days);
+    let sort = q
+        .get("sort")
+        .filter(|s| CAMPAIGN_COLUMNS.iter().any(|(k, _)| k == s))
+        .unwrap_or("clicks");
+    let rows = group_rows(campaigns, "campaign", sort);
+    if q.get("format") == Some("csv") {
+        let (from, to) = (&period.from, &period.to);
+        return table_csv(&rows, &format!("{name}-campaigns-{from}-{to}"));
+    }
+    let frame = frame_of(ctx);
+    Ok(html(
+        StatusCode::OK,
+        &DashboardPage {
+            frame,
+            name,
+            period,
+            chart_width: u64::from(days) * BAR_WIDTH,
+            no_clicks: bars.iter().all(|b| b.clicks == 0),
+            bars,
+            columns: CAMPAIGN_COLUMNS.to_vec(),
+            sort: sort.to_owned(),
+            rows,
+        },
+    ))
+}
+
+/// The range's presets as `(query, label, selected)`, each keeping the drill-down's `campaign`
+/// (none: "").
+fn range_presets(
+    q: &crate::domain::input::Query,
+    preset: &str,
+    campaign: &str,
+) -> Vec<(String, &'static str, bool)> {
+    let campaign = if campaign.is_empty() {
+        String::new()
+    } else {
+        format!("&campaign={}", in_query(campaign))
+    };
+    [
+        ("1", "Today"),
+        ("y", "Yesterday"),
+        ("7", "7 days"),
+        ("30", "30 days"),
+    ]
+    .into_iter()
+    .map(|(v, label)| {
+        (
+            format!("days={v}{campaign}"),
+            label,
+            q.get("from").is_none() && v == preset,
+        )
+    })
+    .collect()
+}
+
+/// The days the dashboard shows: `from`/`to` (up to today), or a preset (`1` today, `y`
+/// yesterday, `7` or `30` days to today); at most 366.
+fn dashboard_days(
+    q: &crate::domain::input::Query,
+    preset: &str,
+    today: u32,
+) -> Result<(u32, u32), Error> {
+    let (first, last) = if q.get("from").is_some() || q.get("to").is_some() {
+        let (first, last) = crate::domain::cost::day_range(q.get("from"), q.get("to"))?;
+        (first, last.min(today))
+    } else {
+        match preset {
+            "1" => (today, today),
+            "y" => (today.saturating_sub(1), today.saturating_sub(1)),
+            "7" | "30" => (
+                today.saturating_sub(preset.parse::<u32>().unwrap_or(7) - 1),
+                today,
+            ),
+            _ => {
+                return Err(Error::field(
+                    Code::InvalidField,
+                    "days",
+                    "days is 1, y, 7 or 30",
+                ));
+            }
+        }
+    };
+    let days = last.saturating_sub(first) + 1;
+    if days > 366 {
+        return Err(Error::field(
+            Code::InvalidField,
+            "from",
+            "a range is at most 366 days",
+        ));
+    }
+    Ok((first, last))
+}
+
+/// The chart's width of a day.
+const BAR_WIDTH: u64 = 20;
+
+/// One bar a day, every day of `[first, last]`, an empty day at 0, scaled to the busiest.
+fn chart_bars((first, last): (u32, u32), now_days: &[stats::GroupStats]) -> Vec<Bar> {
+    let by_day: BTreeMap<&str, u64> = now_days
+        .iter()
+        .filter_map(|g| Some((g.group.as_deref()?, g.clicks)))
+        .collect();
+    let max = by_day.values().copied().max().unwrap_or(0).max(1);
+    (first..=last)
+        .enumerate()
+        .map(|(i, d)| {
+            let day = crate::domain::cost::day_text(d);
+            let clicks = by_day.get(day.as_str()).copied().unwrap_or(0);
+            let height = clicks * 100 / max;
+            Bar {
+                x: i as u64 * BAR_WIDTH + 2,
+                y: 110 - height,
+                width: BAR_WIDTH - 4,
+                height,
+                clicks,
+                day,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,214 @@
+//! A space's destinations page: where conversions are sent, with counts per state and the last
+//! error, the delivery log, and the buttons that create, test, retry and remove one, through the
+//! same operations as `/destinations` and `/deliveries`.
+
+use askama::Template;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use super::{Frame, form_text, frame_of, html, space};
+use crate::clock::rfc3339_s;
+use crate::domain::destination::State;
+use crate::error::Error;
+use crate::web::context::Ctx;
+
+struct DestinationRow {
+    name: String,
+    kind: &'static str,
+    /// The URL, or Meta's pixel with the token's last 4 characters.
+    address: String,
+    events: String,
+    pending: u64,
+    delivered: u64,
+    retrying: u64,
+    dead: u64,
+    last_error: String,
+}
+
+struct DeliveryRow {
+    inbox_id: String,
+    destination: String,
+    state: &'static str,
+    attempts: u32,
+    last_attempt: String,
+    status: String,
+    answer: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/destinations.html")]
+struct DestinationsPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    destinations: Vec<DestinationRow>,
+    log: Vec<DeliveryRow>,
+    /// A new webhook's name and signing secret, shown once.
+    secret: Option<(String, String)>,
+    tested: Option<crate::app::destinations::Tested>,
+    note: Option<String>,
+}
+
+/// What a Destinations page shows beside its tables.
+#[derive(Default)]
+struct DestinationsShown {
+    secret: Option<(String, String)>,
+    tested: Option<crate::app::destinations::Tested>,
+    note: Option<String>,
+}
+
+impl DestinationsShown {
+    /// A sentence of what an action did, and nothing else.
+    fn note(note: String) -> DestinationsShown {
+        DestinationsShown {
+            note: Some(note),
+            ..DestinationsShown::default()
+        }
+    }
+}
+
+/// Deliveries the page's log shows.
+const DELIVERY_LOG_ROWS: usize = 50;
+
+/// `GET .../destinations`.
+pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    destinations(ctx, DestinationsShown::default()).await
+}
+
+/// The destinations page, with what an action just did.
+async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Response, Error> {
+    use crate::domain::destination::DeliveryQuery;
+    let space = space(ctx).await?;
+    let rows = ctx
+        .app
+        .destinations(&space)
+        .await?
+        .into_iter()
+        .map(|d| DestinationRow {
+            kind: d.kind.as_str(),
+            address: d.url.clone().unwrap_or_else(|| {
+                format!(
+                    "pixel {} (token {})",
+                    d.pixel_id.clone().unwrap_or_default(),
+                    d.access_token.clone().unwrap_or_default()
+                )
+            }),
+            events: d.events.join(", "),
+            pending: d.deliveries.get(State::Pending),
+            delivered: d.deliveries.get(State::Delivered),
+            retrying: d.deliveries.get(State::Retrying),
+            dead: d.deliveries.get(State::Dead),
+            last_error: d.last_error.map_or_else(String::new, |e| {
+                let status = e
+                    .status
+                    .map_or_else(|| "no answer".to_owned(), |s| s.to_string());
+                format!("{} {status}: {}", rfc3339_s(e.at_ms), e.answer)
+            }),
+            name: d.name,
+        })
+        .collect();
+    let query = DeliveryQuery {
+        limit: DELIVERY_LOG_ROWS,
+        ..DeliveryQuery::default()
+    };
+    let log = ctx
+        .app
+        .deliveries(&space, query)
+        .await?
+        .into_iter()
+        .map(|l| DeliveryRow {
+            state: l.state.as_str(),
+            attempts: l.attempts,
+            last_attempt: l.last_attempt_at_ms.map_or_else(String::new, rfc3339_s),
+            status: l.last_status.map_or_else(String::new, |s| s.to_string()),
+            answer: l.last_answer.unwrap_or_default(),
+            inbox_id: l.inbox_id,
+            destination: l.destination,
+        })
+        .collect();
+    let frame = frame_of(ctx);
+    Ok(html(
+        StatusCode::OK,
+        &DestinationsPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name: ctx.param("space"),
+            destinations: rows,
+            log,
+            secret: shown.secret,
+            tested: shown.tested,
+            note: shown.note,
+        },
+    ))
+}
+
+/// `POST .../destinations`: one from the form, judged as `POST /destinations` judges it; a
+/// webhook's signing secret is shown once.
+pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    use crate::domain::destination::DestinationFields;
+    let field = |n| form_text(ctx, n);
+    let only_attributed = match field("only_attributed").as_deref() {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        _ => None,
+    };
+    let fields = DestinationFields {
+        name: field("name"),
+        kind: field("kind"),
+        events: field("events").map(|e| e.split(',').map(|k| k.trim().to_owned()).collect()),
+        only_attributed,
+        pixel_id: field("pixel_id"),
+        access_token: field("access_token"),
+        test_event_code: field("test_event_code"),
+        api_version: None,
+        graph_url: None,
+        url: field("url"),
+    };
+    let space = space(ctx).await?;
+    let created = ctx.app.create_destination(&space, fields).await?;
+    let shown = DestinationsShown {
+        secret: created.signing_secret.map(|s| (created.name.clone(), s)),
+        note: Some(format!("Destination {} created.", created.name)),
+        ..DestinationsShown::default()
+    };
+    destinations(ctx, shown).await
+}
+
+/// `POST .../destinations/<name>/test`: a test conversion sent, the remote's answer shown.
+pub(in crate::web) async fn test(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let space = space(ctx).await?;
+    let tested = ctx
+        .app
+        .test_destination(&space, ctx.param("name").to_owned())
+        .await?;
+    let shown = DestinationsShown {
+        tested: Some(tested),
+        ..DestinationsShown::default()
+    };
+    destinations(ctx, shown).await
+}
+
+/// `POST .../destinations/<name>/retry`: its dead deliveries due again now.
+pub(in crate::web) async fn retry(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let space = space(ctx).await?;
+    let r = ctx
+        .app
+        .retry_deliveries(&space, ctx.param("name").to_owned(), State::Dead)
+        .await?;
+    let note = format!(
+        "{} dead deliveries of {} are due again now.",
+        r.retried, r.destination
+    );
+    destinations(ctx, DestinationsShown::note(note)).await
+}
+
+/// `POST .../destinations/<name>/delete`: it is removed, its open deliveries cancelled.
+pub(in crate::web) async fn remove(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let space = space(ctx).await?;
+    let destination = ctx.param("name");
+    ctx.app
+        .remove_destination(&space, destination.to_owned())
+        .await?;
+    let note = format!("Destination {destination} removed; its open deliveries are cancelled.");
+    destinations(ctx, DestinationsShown::note(note)).await
+}

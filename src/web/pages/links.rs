@@ -1,0 +1,90 @@
+//! A space's links page: its tracking links with their clicks and bound clicks; create one
+//! (its public address shown), delete one, through the same operations as `/links`.
+
+use askama::Template;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use super::{Frame, form_text, frame_of, html, space};
+use crate::domain::link::{LinkView, NewLink};
+use crate::error::Error;
+use crate::web::context::Ctx;
+
+struct LinkRow {
+    slug: String,
+    goes_to: String,
+    campaign: String,
+    clicks: u64,
+    bound_clicks: u64,
+    url: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/links.html")]
+struct LinksPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    name: &'a str,
+    links: Vec<LinkRow>,
+    created: Option<LinkView>,
+}
+
+/// `GET .../links`.
+pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    links(ctx, None).await
+}
+
+/// The links page, with a link just created.
+async fn links(ctx: &Ctx<'_>, created: Option<LinkView>) -> Result<Response, Error> {
+    let name = ctx.param("space");
+    let space = space(ctx).await?;
+    let links = ctx
+        .app
+        .links(&space)
+        .await?
+        .into_iter()
+        .map(|l| LinkRow {
+            goes_to: crate::domain::display::goes_to(&l),
+            campaign: l.campaign_name.unwrap_or_default(),
+            slug: l.slug,
+            clicks: l.clicks,
+            bound_clicks: l.bound_clicks,
+            url: l.url,
+        })
+        .collect();
+    let frame = frame_of(ctx);
+    Ok(html(
+        StatusCode::OK,
+        &LinksPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            name,
+            links,
+            created,
+        },
+    ))
+}
+
+/// `POST .../links`: a link from the form, judged as `POST /links` judges it.
+pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let field = |n| form_text(ctx, n);
+    let link = NewLink::new(
+        field("slug"),
+        field("bot"),
+        field("target"),
+        field("campaign_name"),
+        field("mode"),
+    )?;
+    let space = space(ctx).await?;
+    let created = ctx.app.create_link(&space, link).await?;
+    links(ctx, Some(created)).await
+}
+
+/// `POST .../links/<slug>/delete`.
+pub(in crate::web) async fn delete(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let space = space(ctx).await?;
+    ctx.app
+        .delete_link(&space, ctx.param("slug").to_owned())
+        .await?;
+    links(ctx, None).await
+}

@@ -1,0 +1,218 @@
+//! The admin pages, a file each (its template structs and handlers together), and what they
+//! share: the layout's [`Frame`] with the space's menu, rendering, error pages, and the CSV
+//! download. Every handler calls the operation the API or the command line calls; which path
+//! reaches which handler is `web/routes.rs`.
+
+pub(super) mod assets;
+pub(super) mod campaign;
+pub(super) mod costs;
+pub(super) mod dashboard;
+pub(super) mod destinations;
+pub(super) mod events;
+pub(super) mod keys;
+pub(super) mod links;
+pub(super) mod login;
+pub(super) mod postback;
+pub(super) mod rejections;
+pub(super) mod settings;
+pub(super) mod spaces;
+pub(super) mod stats;
+pub(super) mod tables;
+
+use askama::Template;
+use warp::http::{HeaderValue, StatusCode, header};
+use warp::reply::Response;
+
+use super::context::{self, Ctx};
+use crate::domain::keyring::SpaceRef;
+use crate::domain::stats::GroupStats;
+use crate::error::Error;
+use crate::surface::respond;
+
+/// What the layout (`base.html`) shows on every page.
+struct Frame<'a> {
+    /// The logout form's token; `None` when not logged in.
+    csrf: Option<&'a str>,
+    /// The space whose menu is shown.
+    space: Option<&'a str>,
+    /// The path (as `routes::PAGES` writes it) of the page shown; `None` for an error page.
+    page: Option<&'static str>,
+    error: Option<String>,
+}
+
+impl Frame<'_> {
+    /// The space's menu: (label, address, whether it is this page). This page is the entry it
+    /// is, or is below the nearest of (a link's delete, under Links; a rotation, under Keys).
+    fn menu(&self) -> Vec<(&'static str, String, bool)> {
+        let Some(space) = self.space else {
+            return Vec::new();
+        };
+        let under = |menu: &str, page: &str| {
+            page.strip_prefix(menu)
+                .is_some_and(|below| below.is_empty() || below.starts_with('/'))
+        };
+        let current = self.page.and_then(|page| {
+            context::menu()
+                .iter()
+                .map(|&(_, path)| path)
+                .filter(|path| under(path, page))
+                .max_by_key(|path| path.len())
+        });
+        context::menu()
+            .iter()
+            .map(|&(label, path)| (label, path.replace("{space}", space), Some(path) == current))
+            .collect()
+    }
+}
+
+fn html(status: StatusCode, page: &impl Template) -> Response {
+    let body = page.render().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "an admin page failed to render");
+        "The page failed to render; the server log says why.".to_owned()
+    });
+    let mut response = Response::new(body.into());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    response
+}
+
+#[derive(Template)]
+#[template(
+    source = "{% extends \"admin/base.html\" %}{% block title %}Error{% endblock %}\
+              {% block content %}<p><a href=\"/admin/\">Back to the spaces</a></p>{% endblock %}",
+    ext = "html"
+)]
+struct ErrorPage<'a> {
+    frame: Frame<'a>,
+}
+
+/// An error as a page, with the status the API would answer it with.
+pub(super) fn error_page(e: &Error, space: Option<&str>, csrf: Option<&str>) -> Response {
+    message_page(respond::status_of(e.code), &e.message, space, csrf)
+}
+
+/// A refusal of the page's own (no API answers it) as a page: `message` and `status`.
+pub(super) fn message_page(
+    status: StatusCode,
+    message: &str,
+    space: Option<&str>,
+    csrf: Option<&str>,
+) -> Response {
+    html(
+        status,
+        &ErrorPage {
+            frame: Frame {
+                csrf,
+                space,
+                page: None,
+                error: Some(message.to_owned()),
+            },
+        },
+    )
+}
+
+/// `value` as a value of a page's query: every byte but letters and digits percent-encoded.
+fn in_query(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// The frame of the page `ctx` serves: its space's menu, this page marked in it.
+fn frame_of<'a>(ctx: &'a Ctx<'_>) -> Frame<'a> {
+    Frame {
+        csrf: Some(&ctx.live.csrf),
+        space: ctx
+            .params
+            .iter()
+            .find(|(n, _)| *n == "space")
+            .map(|(_, v)| *v),
+        page: Some(ctx.page),
+        error: None,
+    }
+}
+
+/// The space the page's path names.
+async fn space(ctx: &Ctx<'_>) -> Result<SpaceRef, Error> {
+    ctx.app.space_named(ctx.param("space").to_owned()).await
+}
+
+/// A form field's text, trimmed; an empty one counts as absent.
+fn form_text(ctx: &Ctx<'_>, name: &str) -> Option<String> {
+    ctx.form
+        .get(name)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// `12.50 USD, 3 EUR` for sums or quotients by currency.
+fn by_currency(m: &std::collections::BTreeMap<String, String>) -> String {
+    crate::domain::display::by_currency(m)
+}
+
+/// A group's return as the pages show it ([`crate::domain::stats::returns_text`]).
+fn returns(g: &GroupStats) -> String {
+    crate::domain::display::returns(&g.roi, &g.cost)
+}
+
+/// A CSV download: `body` as `<file>.csv`.
+fn csv_response(body: Vec<u8>, file: &str) -> Response {
+    let mut response = Response::new(body.into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    let file = format!("attachment; filename=\"{file}.csv\"");
+    if let Ok(v) = HeaderValue::from_str(&file) {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_DISPOSITION, v);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_menu_marks_the_page_shown_or_the_one_it_is_below() {
+        let menu = |space, page| {
+            Frame {
+                csrf: None,
+                space,
+                page,
+                error: None,
+            }
+            .menu()
+        };
+        let current = |page| -> Vec<&str> {
+            menu(Some("shop"), page)
+                .into_iter()
+                .filter_map(|(label, _, current)| current.then_some(label))
+                .collect()
+        };
+        assert_eq!(current(Some("/admin/spaces/{space}")), ["Keys"]);
+        assert_eq!(current(Some("/admin/spaces/{space}/rotate")), ["Keys"]);
+        assert_eq!(
+            current(Some("/admin/spaces/{space}/links/{slug}/delete")),
+            ["Links"]
+        );
+        assert_eq!(
+            current(Some("/admin/spaces/{space}/dashboard")),
+            ["Dashboard"]
+        );
+        assert!(
+            current(None).is_empty(),
+            "an error page is no page of the menu"
+        );
+        let items = menu(Some("shop"), None);
+        assert_eq!(
+            (items[0].0, items[0].1.as_str()),
+            ("Dashboard", "/admin/spaces/shop/dashboard")
+        );
+        assert!(menu(None, Some("/admin/")).is_empty(), "no space, no menu");
+    }
+}

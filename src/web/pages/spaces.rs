@@ -1,0 +1,65 @@
+//! The spaces page (`/admin/`): every space with its number of working keys, and the form
+//! that creates one, whose new keys are shown once.
+
+use askama::Template;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use super::{Frame, frame_of, html};
+use crate::app::spaces::CreatedSpace;
+use crate::clock::rfc3339_s;
+use crate::error::Error;
+use crate::web::context::Ctx;
+
+struct SpaceRow {
+    name: String,
+    created: String,
+    active: usize,
+}
+
+#[derive(Template)]
+#[template(path = "admin/spaces.html")]
+struct SpacesPage<'a> {
+    frame: Frame<'a>,
+    csrf_token: &'a str,
+    spaces: Vec<SpaceRow>,
+    created: Option<CreatedSpace>,
+}
+
+/// `GET /admin/`.
+pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    spaces(ctx, None).await
+}
+
+/// `POST /admin/spaces`: the same operation as `tracker space create`.
+pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let name = ctx.form.get("name").unwrap_or("");
+    let created = ctx.app.create_space(name).await?;
+    spaces(ctx, Some(created)).await
+}
+
+/// The spaces page, with the keys of a space just created.
+async fn spaces(ctx: &Ctx<'_>, created: Option<CreatedSpace>) -> Result<Response, Error> {
+    let now = ctx.app.now_ms();
+    let spaces = ctx
+        .app
+        .spaces()
+        .await?
+        .into_iter()
+        .map(|s| SpaceRow {
+            active: s.credentials.iter().filter(|c| c.works(now)).count(),
+            created: rfc3339_s(s.created_at_ms),
+            name: s.space,
+        })
+        .collect();
+    let frame = frame_of(ctx);
+    Ok(html(
+        StatusCode::OK,
+        &SpacesPage {
+            frame,
+            csrf_token: &ctx.live.csrf,
+            spaces,
+            created,
+        },
+    ))
+}
