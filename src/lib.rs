@@ -12,8 +12,11 @@
 //! - [`http`]: the API's handlers, a file per resource (`ingest.rs`: events, clicks,
 //!   bindings; `health.rs`; `links.rs`; ...), and the access and rejection log every answer
 //!   leaves through (`access.rs`). Never touches redb.
-//! - [`web`]: the admin page under `/admin/`: sessions, login, and server-rendered pages
-//!   (`templates/admin/`) that call the same [`app::App`] methods as the API.
+//! - [`web`]: the admin page under `/admin/`: `web/routes.rs` is the one table of its paths
+//!   (method, path, body, menu label, handler), from which its router, the space's menu and
+//!   `docs/admin.md`'s list of pages come; a file per page in `web/pages/` (its template struct
+//!   and handler together) that calls the same [`app::App`] methods as the API; what the router
+//!   and the pages share (the session, forms, cookies) in `web/context.rs`.
 //! - [`surface`]: what both of them share, below them: a request taken apart ([`surface::Call`]),
 //!   the client's address the connection layer puts on it, and the one mapping from errors to
 //!   answers (`surface/respond.rs`).
@@ -24,7 +27,9 @@
 //!   [`control::Request`] (the command line's subcommands themselves) and its
 //!   [`control::Answer`], over a Unix socket beside the data file, or run on the file directly
 //!   when no server has it open.
-//! - [`cli`]: the command line: flags, settings, and each command's printing.
+//! - [`cli`]: the command line: the flags and dispatch (`cli/mod.rs`), a file per command,
+//!   printing in `output.rs` (and each answer's text matched in `answer.rs`), prompts in
+//!   `prompt.rs`.
 //! - [`server`]: the serve loop (`server/mod.rs`), each client connection with its timeouts and
 //!   limits (`server/connection.rs`), and what runs in the background while it serves:
 //!   retention of dedup entries and automatic backups.
@@ -37,8 +42,9 @@
 //!   event (`storage/outbox.rs`).
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, the uid rule, exact
 //!   decimals, dedup keys, credentials and the keyring, clicks and bindings, the rate limit,
-//!   tracking links, a space's settings, the feed, stats and the rejection log, and the outcomes
-//!   storage answers.
+//!   tracking links, a space's settings, the feed, stats and the rejection log, the outcomes
+//!   storage answers, and how money, rates and returns are shown (`domain/display.rs`, for the
+//!   pages and the command line alike).
 //! - [`storage`]: the data file, behind one type, [`storage::Store`], with an async method per
 //!   operation. Every table in `storage/schema.rs`, record encodings in `records.rs`, opening and
 //!   numbered migrations in `open.rs`; the write operations in `ops.rs`, run by the commit loop
@@ -68,8 +74,9 @@
 //!   its handler in `http/`; the dispatch, `/metrics` and `/openapi.json` follow.
 //! - A command: one variant of [`control::Request`] (its doc comment is the help), its arm in
 //!   [`control::execute`], its [`control::Answer`] and the answer's text in `cli`.
-//! - An admin page: its template, its handler in `web/pages.rs`, its arm in `web/mod.rs`, and a
-//!   line in the space's menu (`SPACE_MENU`).
+//! - An admin page: one entry in `web/routes.rs`'s `PAGES` (its label puts it in the menu and
+//!   in `docs/admin.md`'s list, which a test holds to the table), its file in `web/pages/`, and
+//!   its template.
 
 /// The layers, the highest first. A module imports only modules of lower layers, never its
 /// own layer's others or a higher one's: what a lower layer needs from above is handed to it

@@ -1,4 +1,4 @@
-//! The tracker's operations, shared by every way in (HTTP endpoints, the admin socket, the
+//! The tracker's operations, shared by every way in (HTTP endpoints, the control socket, the
 //! command line): authenticate, record an event, back-fill a click, bind a click.
 //!
 //! An [`App`] holds what they need: the store, the settings, the clock and the rate limiter.

@@ -10,7 +10,7 @@ use argon2::{Algorithm, Argon2, Params, Version};
 
 use crate::error::{Code, Error};
 
-/// A password in flight (the admin socket's request, a login form): `Debug` never shows it.
+/// A password in flight (the control socket's request, a login form): `Debug` never shows it.
 #[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct Password(pub String);

@@ -43,7 +43,7 @@ use crate::surface::respond;
 use crate::{control, router};
 use connection::ConnectionStats;
 
-/// File descriptors kept free of connections: the data file, the admin socket and its clients,
+/// File descriptors kept free of connections: the data file, the control socket and its clients,
 /// the log, the listener, and the tracker's own threads.
 const RESERVED_FDS: u64 = 64;
 
@@ -80,7 +80,7 @@ pub async fn serve_with_metrics(
                 tracing::error!(
                     path = %socket_path.display(),
                     error = %e,
-                    "cannot create the admin socket; space and keys commands will not reach this server"
+                    "cannot create the control socket; space and keys commands will not reach this server"
                 );
                 None
             }

@@ -1,5 +1,5 @@
 //! `tracker backup DEST` through the real binary: a copy made while the server is under load
-//! (through the admin socket) and one made with no server (opening the file directly) are each
+//! (through the control socket) and one made with no server (opening the file directly) are each
 //! a normal data file holding exactly the commits before one snapshot, with every dedup entry,
 //! click, binding and credential; an existing path is never overwritten; no credential is in the
 //! copy in clear.
@@ -355,7 +355,7 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
     let log = process.log_when(|log| log.contains("control command"));
     assert!(
         log.contains("control command"),
-        "the backup went through the server's admin socket:\n{log}"
+        "the backup went through the server's control socket:\n{log}"
     );
     stop_cleanly(process);
     // The copy made under load keeps every rule of `tracker check`, before anything opens it.
@@ -451,7 +451,7 @@ async fn a_backup_with_no_server_running_opens_the_data_file_itself() {
     }
     stop_cleanly(process);
     let socket = tracker::control::socket_path(&data);
-    assert!(!socket.exists(), "a clean stop removes the admin socket");
+    assert!(!socket.exists(), "a clean stop removes the control socket");
 
     // The text form: one line for a person.
     let out = tokio::task::spawn_blocking({
@@ -620,7 +620,7 @@ impl ServeIn {
             .spawn()
             .expect("spawn tracker");
         let stdout = child.stdout.take().expect("stdout");
-        // The credentials line, then the address. A command sent before the admin socket
+        // The credentials line, then the address. A command sent before the control socket
         // listens finds the file in use and tries the socket again (cli.rs `admin_command`).
         let listening = BufReader::new(stdout)
             .lines()

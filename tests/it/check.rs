@@ -1,5 +1,5 @@
 //! `tracker check` through the real binary: a clean file passes, through the running server's
-//! admin socket and on the file itself; each kind of damage made with redb directly is found
+//! control socket and on the file itself; each kind of damage made with redb directly is found
 //! and named by table and key; `--repair` rebuilds what is derivable and leaves the rest.
 //! (Backups under load and every fixture are checked in `backup.rs` and `fixtures.rs`.)
 

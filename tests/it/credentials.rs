@@ -1,8 +1,8 @@
 //! Credential lifecycle (`docs/api.md#authentication`): rotation with grace and revocation while the server runs,
-//! racing admin commands, the admin socket's protection, and no credential in logs or on disk.
+//! racing admin commands, the control socket's protection, and no credential in logs or on disk.
 //!
 //! The server runs in-process with a manual clock; admin commands go through the real `tracker`
-//! binary, which reaches the server over its admin socket, so rotation times come from the
+//! binary, which reaches the server over its control socket, so rotation times come from the
 //! server's clock and grace expiry is tested by moving it, not by sleeping.
 
 use std::io::{Read, Write};
@@ -78,7 +78,7 @@ impl Server {
             thread: Some(thread),
             _dir: dir,
         };
-        // The admin socket is created when serving starts.
+        // The control socket is created when serving starts.
         for _ in 0..200 {
             if tracker::control::socket_path(&server.data).exists() {
                 break;
@@ -335,7 +335,7 @@ fn space_list_shows_prefixes_and_last_use_but_never_a_credential() {
 }
 
 #[test]
-fn the_admin_socket_is_private_to_the_owner() {
+fn the_control_socket_is_private_to_the_owner() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let server = Server::start();
     let socket = tracker::control::socket_path(&server.data);
@@ -364,7 +364,7 @@ fn the_admin_socket_is_private_to_the_owner() {
         .unwrap();
     assert!(
         !out.status.success(),
-        "another user reached the admin socket"
+        "another user reached the control socket"
     );
     let list = server.cli(&["space", "list"]);
     assert_eq!(

@@ -693,7 +693,7 @@ async fn export_equals_the_feed_in_both_formats_with_and_without_a_server() {
             }
         }
     };
-    // While the server runs: through its admin socket.
+    // While the server runs: through its control socket.
     check(export(dir.path(), &["default"]), "ndjson");
     check(export(dir.path(), &["default", "--format", "csv"]), "csv");
     // From a cursor.
