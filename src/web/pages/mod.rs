@@ -179,6 +179,7 @@ mod tests {
 
     #[test]
     fn the_menu_marks_the_page_shown_or_the_one_it_is_below() {
+        context::publish_menu(crate::web::routes::space_menu());
         let menu = |space, page| {
             Frame {
                 csrf: None,
