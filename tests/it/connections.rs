@@ -49,6 +49,22 @@ async fn closed_after(stream: &mut TcpStream, started: Instant, bound: Duration)
 }
 
 /// `n` connections, each served once and then left open and idle.
+/// A server with long timeouts and a connection bound of `n` (set by `bound`), and `n`
+/// connections to it, each served once and then idle.
+async fn idle_at_the_bound(
+    n: u32,
+    bound: fn(&mut tracker::config::ConnectionLimits, u32),
+) -> (TestServer, Vec<Connection>) {
+    let long = Duration::from_secs(60);
+    let server = TestServer::start_with(|s| {
+        limits(long, long, long)(s);
+        bound(&mut s.connections, n);
+    })
+    .await;
+    let held = served_and_idle(server.addr, n as usize).await;
+    (server, held)
+}
+
 async fn served_and_idle(addr: SocketAddr, n: usize) -> Vec<Connection> {
     let mut held = Vec::new();
     for _ in 0..n {
@@ -171,14 +187,8 @@ async fn clients_within_their_timeouts_are_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_bound_holds_and_frees_up() {
-    let long = Duration::from_secs(60);
-    let server = TestServer::start_with(|s| {
-        limits(long, long, long)(s);
-        s.connections.max_connections = 8;
-    })
-    .await;
     // Eight connections, each served once and then idle: the bound is reached.
-    let mut held = served_and_idle(server.addr, 8).await;
+    let (server, mut held) = idle_at_the_bound(8, |c, n| c.max_connections = n).await;
     // The ninth connects (the kernel queues it) but is not served while eight are open.
     let mut ninth = connect(server.addr).await;
     ninth
@@ -409,13 +419,7 @@ async fn an_admin_form_without_its_cookie_is_answered_before_its_body() {
 /// trusted proxy, which carries every visitor's connections, is not counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_address_holds_at_most_its_share_of_connections() {
-    let long = Duration::from_secs(60);
-    let server = TestServer::start_with(|s| {
-        limits(long, long, long)(s);
-        s.connections.max_connections_per_address = 3;
-    })
-    .await;
-    let mut held = served_and_idle(server.addr, 3).await;
+    let (server, mut held) = idle_at_the_bound(3, |c, n| c.max_connections_per_address = n).await;
     // The fourth is answered at once, before it sends anything, and closed.
     let mut fourth = connect(server.addr).await;
     let mut answer = Vec::new();
@@ -451,6 +455,7 @@ async fn one_address_holds_at_most_its_share_of_connections() {
         .expect("a place freed by a closed connection");
     server.stop().await;
 
+    let long = Duration::from_secs(60);
     let server = TestServer::start_with(|s| {
         limits(long, long, long)(s);
         s.connections.max_connections_per_address = 3;

@@ -74,20 +74,28 @@ async fn events_and_dedup_survive_a_clean_restart() {
     stop_cleanly(process);
 }
 
+/// A `POST` with the space's secret to the server at `addr`, answering its JSON.
+fn poster(
+    addr: std::net::SocketAddr,
+    secret: &str,
+) -> impl Fn(&'static str, String) -> std::pin::Pin<Box<dyn Future<Output = serde_json::Value>>> {
+    let secret = secret.to_owned();
+    move |path, body| {
+        let secret = secret.clone();
+        Box::pin(async move {
+            send(addr, &Request::post(path, Some(&secret), &body))
+                .await
+                .json()
+        })
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clicks_and_bindings_survive_a_clean_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (process, creds) = first_start(dir.path());
     let secret = creds.secret.clone();
-    let addr = process.addr;
-    let post = |path: &'static str, body: String| {
-        let secret = secret.clone();
-        async move {
-            send(addr, &Request::post(path, Some(&secret), &body))
-                .await
-                .json()
-        }
-    };
+    let post = poster(process.addr, &secret);
     let clicked = post(
         "/clicks",
         r#"{"fbclid":"IwAR-restart","link_slug":"l"}"#.into(),
@@ -102,14 +110,7 @@ async fn clicks_and_bindings_survive_a_clean_restart() {
 
     let process = TrackerProcess::start(dir.path());
     let addr = process.addr;
-    let post = |path: &'static str, body: String| {
-        let secret = secret.clone();
-        async move {
-            send(addr, &Request::post(path, Some(&secret), &body))
-                .await
-                .json()
-        }
-    };
+    let post = poster(addr, &secret);
     let again = post("/clicks", r#"{"fbclid":"IwAR-restart"}"#.into()).await;
     assert_eq!(
         (again["uid"].as_str(), again["created"].as_bool()),
