@@ -76,22 +76,13 @@ async fn a_generated_uid_is_at_most_32_alphanumerics_and_unique() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_back_fill_with_the_same_fbclid_answers_the_same_click() {
     let s = TestServer::start().await;
-    let first = s
-        .post_as(
-            &s.a,
-            "/clicks",
-            r#"{"fbclid":"IwAR0same","link_slug":"one"}"#,
-        )
-        .await
-        .json();
-    let again = s
-        .post_as(
-            &s.a,
-            "/clicks",
-            r#"{"fbclid":"IwAR0same","link_slug":"two"}"#,
-        )
-        .await
-        .json();
+    let back_fill = |slug: &str| {
+        let body = format!(r#"{{"fbclid":"IwAR0same","link_slug":"{slug}"}}"#);
+        let s = &s;
+        async move { s.post_as(&s.a, "/clicks", &body).await.json() }
+    };
+    let first = back_fill("one").await;
+    let again = back_fill("two").await;
     assert_eq!(first["uid"], again["uid"], "{first} {again}");
     assert_eq!(
         (first["created"].as_bool(), again["created"].as_bool()),

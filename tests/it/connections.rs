@@ -65,6 +65,12 @@ async fn idle_at_the_bound(
     (server, held)
 }
 
+/// Asserts that a connection in service is still answered.
+async fn assert_served(connection: &mut Connection) {
+    let answer = connection.send(&Request::get("/healthz")).await.unwrap();
+    assert_eq!(answer.status, 200);
+}
+
 async fn served_and_idle(addr: SocketAddr, n: usize) -> Vec<Connection> {
     let mut held = Vec::new();
     for _ in 0..n {
@@ -202,14 +208,7 @@ async fn the_connection_bound_holds_and_frees_up() {
         "a ninth connection was served past the bound of 8"
     );
     // Those in service are not affected.
-    assert_eq!(
-        held[0]
-            .send(&Request::get("/healthz"))
-            .await
-            .unwrap()
-            .status,
-        200
-    );
+    assert_served(&mut held[0]).await;
     drop(held.pop());
     let n = tokio::time::timeout(Duration::from_secs(20), ninth.read(&mut buf))
         .await
@@ -432,14 +431,7 @@ async fn one_address_holds_at_most_its_share_of_connections() {
     assert!(answer.contains("\r\nretry-after: 1\r\n"), "{answer}");
     assert!(answer.contains(r#""status":"rate_limited""#), "{answer}");
     // Those held still work; closing one makes room.
-    assert_eq!(
-        held[0]
-            .send(&Request::get("/healthz"))
-            .await
-            .unwrap()
-            .status,
-        200
-    );
+    assert_served(&mut held[0]).await;
     drop(held.pop());
     let again = async {
         loop {

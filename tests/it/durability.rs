@@ -481,15 +481,16 @@ async fn a_sigkill_right_after_acknowledgements_loses_no_click_or_binding() {
     let (process, creds) = first_start(dir.path());
     let addr = process.addr;
     let secret = creds.secret.clone();
+    let click = |addr, i: u64| {
+        let secret = secret.clone();
+        async move {
+            let body = format!(r#"{{"fbclid":"fb-kill-{i}"}}"#);
+            post_json(addr, &secret, "/clicks", &body).await
+        }
+    };
     let mut bound = Vec::new();
     for i in 0..20_u64 {
-        let r = post_json(
-            addr,
-            &secret,
-            "/clicks",
-            &format!(r#"{{"fbclid":"fb-kill-{i}"}}"#),
-        )
-        .await;
+        let r = click(addr, i).await;
         let uid = r["uid"].as_str().expect("uid").to_owned();
         let body = format!(r#"{{"uid":"{uid}","tg_id":{}}}"#, 500 + i);
         let r = post_json(addr, &secret, "/bind", &body).await;
@@ -500,13 +501,7 @@ async fn a_sigkill_right_after_acknowledgements_loses_no_click_or_binding() {
     let process = TrackerProcess::start(dir.path());
     let addr = process.addr;
     for (i, uid) in (0_u64..).zip(&bound) {
-        let r = post_json(
-            addr,
-            &secret,
-            "/clicks",
-            &format!(r#"{{"fbclid":"fb-kill-{i}"}}"#),
-        )
-        .await;
+        let r = click(addr, i).await;
         assert_eq!(r["uid"].as_str(), Some(uid.as_str()), "{r}");
         let r = post_json(
             addr,
