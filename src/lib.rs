@@ -46,11 +46,13 @@
 //!   storage answers, and how money, rates and returns are shown (`domain/display.rs`, for the
 //!   pages and the command line alike).
 //! - [`storage`]: the data file, behind one type, [`storage::Store`], with an async method per
-//!   operation. Every table in `storage/schema.rs`, record encodings in `records.rs`, opening and
-//!   numbered migrations in `open.rs`; the write operations in `ops.rs`, run by the commit loop
-//!   (`commit.rs`, one thread that group-commits); the read operations in `read.rs`, run by the
-//!   reader threads (`reader.rs`); which click an event is attributed to, by uid or Telegram
-//!   id, in `attribution.rs`, for both. Never knows about HTTP.
+//!   operation. Every table in `storage/schema.rs`, record encodings in `records/` (a file per
+//!   family of records), opening and numbered migrations in `open.rs`; the write operations in
+//!   `ops.rs` (links, spaces and deliveries in `links.rs`, `spaces.rs`, `outbox.rs`), run by the
+//!   commit loop (`commit.rs`, one thread that group-commits); the read operations in `read.rs`
+//!   (stats and costs in `read_stats.rs`), run by the reader threads (`reader.rs`); which click
+//!   an event is attributed to, by uid or Telegram id, in `attribution.rs`, for both; `tracker
+//!   check` and its repairs in `check/`. Never knows about HTTP.
 //! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
 //!   type with its stable codes, and the counters of `/metrics`.
 //!

@@ -18,14 +18,17 @@ pub mod fbclid_buffer;
 mod file;
 mod first_deposit;
 pub mod key_filter;
+mod links;
 pub mod open;
 mod ops;
 pub mod outbox;
 pub mod read;
+pub mod read_stats;
 mod reader;
 pub mod records;
 mod rollup;
 pub mod schema;
+mod spaces;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +40,7 @@ use std::thread::JoinHandle;
 use tokio::sync::{oneshot, watch};
 
 use crate::domain::click::NewClick;
+use crate::domain::cost::{Cost, Day};
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{DedupKey, Expiry};
 use crate::domain::destination;
@@ -514,26 +518,18 @@ impl Store {
         quarters: (u32, u32),
         zone: jiff::tz::TimeZone,
     ) -> Result<Vec<GroupStats>, Error> {
-        self.read(move |s| read::stats(s, space, &grouping, quarters, &zone))
+        self.read(move |s| read_stats::stats(s, space, &grouping, quarters, &zone))
             .await
     }
 
     /// The space's costs on the days `[from, to]`, by day, then campaign.
-    pub async fn costs(
-        &self,
-        space: u32,
-        days: (crate::domain::cost::Day, crate::domain::cost::Day),
-    ) -> Result<Vec<crate::domain::cost::Cost>, Error> {
-        self.read(move |s| read::costs(s, space, days)).await
+    pub async fn costs(&self, space: u32, days: (Day, Day)) -> Result<Vec<Cost>, Error> {
+        self.read(move |s| read_stats::costs(s, space, days)).await
     }
 
     /// Sets costs of `space` (an amount of 0 removes one); answers how many were set and
     /// removed.
-    pub async fn set_costs(
-        &self,
-        space: u32,
-        costs: Vec<crate::domain::cost::Cost>,
-    ) -> Result<(usize, usize), Error> {
+    pub async fn set_costs(&self, space: u32, costs: Vec<Cost>) -> Result<(usize, usize), Error> {
         self.write(move |t| t.set_costs(space, &costs)).await
     }
 

@@ -3,7 +3,9 @@
 //!
 //! The commit loop (`commit.rs`) runs each request's operation inside one transaction and answers
 //! after the commit; [`Store`](crate::storage::Store) gives each operation its typed, async
-//! method. Adding a write is one function here and one method there.
+//! method. Adding a write is one function here and one method there. The writes of one thing a
+//! reader looks for have a file of their own, each an `impl Txn`: links in `links.rs`, spaces
+//! and credentials in `spaces.rs`, destinations and deliveries in `outbox.rs`.
 //!
 //! How an operation fails decides how far the failure reaches (`commit.rs`):
 //! - [`StoreError::Refused`]: the caller's request is refused (a taken name); that request is
@@ -22,32 +24,25 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click::{self, NewClick};
 use crate::domain::cost::Cost;
-use crate::domain::credential::{self, Kind};
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
 use crate::domain::destination::{self, ClickFacts};
 use crate::domain::event::{EventKind, ValidEvent};
-use crate::domain::link::{Destination, Directory, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
-use crate::domain::outcome::{
-    BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
-};
+use crate::domain::link::{Directory, Link};
+use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, PruneCursor, PruneStep};
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::Counts;
-use crate::error::{Code, Error};
 use crate::storage::StoreError;
 use crate::storage::attribution;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::first_deposit::Depositors;
-use crate::storage::read;
-use crate::storage::records::{self, ClickRecord, CredentialRecord, SpaceRecord};
-use crate::storage::records::{ClickHintsRecord, LinkRecord, RejectionRecord};
+use crate::storage::records::{self, ClickHintsRecord, ClickRecord, RejectionRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
-    ADMIN, ADMIN_PASSWORD, CLICK_HINTS, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP,
-    DELIVERIES, DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX, LINKS, LINKS_BY_SPACE, META,
-    META_INBOX_SEQ, META_SPACE_SEQ, REJECTION_COUNTS, REJECTIONS, SPACE_SETTINGS, SPACES, STATS,
-    TG_TOUCHES,
+    ADMIN, CLICK_HINTS, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, DELIVERIES,
+    DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX, LINKS, LINKS_BY_SPACE, META,
+    META_INBOX_SEQ, REJECTION_COUNTS, REJECTIONS, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
 use crate::storage::schema::{COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
 
@@ -70,8 +65,8 @@ pub(super) struct OutboxBatch {
 /// share.
 pub(crate) struct Txn<'t> {
     pub(super) meta: Table<'t, &'static str, u64>,
-    spaces: Table<'t, &'static str, &'static [u8]>,
-    credentials: Table<'t, &'static [u8; 32], &'static [u8]>,
+    pub(super) spaces: Table<'t, &'static str, &'static [u8]>,
+    pub(super) credentials: Table<'t, &'static [u8; 32], &'static [u8]>,
     inbox: Table<'t, (u32, u64), &'static [u8]>,
     pub(super) dedup: Table<'t, (u32, u8, u128), (u64, u64)>,
     clicks: Table<'t, (u32, &'static str), &'static [u8]>,
@@ -82,9 +77,9 @@ pub(crate) struct Txn<'t> {
     pub(super) stats: Table<'t, (u32, u8, &'static str, u32), &'static [u8]>,
     rejections: Table<'t, (u32, u32), &'static [u8]>,
     rejection_counts: Table<'t, u32, u64>,
-    links: Table<'t, &'static str, &'static [u8]>,
-    links_by_space: Table<'t, (u32, &'static str), ()>,
-    admin: Table<'t, &'static str, &'static [u8]>,
+    pub(super) links: Table<'t, &'static str, &'static [u8]>,
+    pub(super) links_by_space: Table<'t, (u32, &'static str), ()>,
+    pub(super) admin: Table<'t, &'static str, &'static [u8]>,
     depositors: Depositors<'t>,
     costs: Table<'t, (u32, u32, &'static str), &'static [u8]>,
     /// The stats counts of this batch, written once at its end.
@@ -96,7 +91,7 @@ pub(crate) struct Txn<'t> {
     /// The links this batch created or changed, for the directory once the batch commits.
     pub(super) changed_links: Vec<Link>,
     /// The running server's links, as of the batch before: what the bound per space counts.
-    links_directory: &'t Directory,
+    pub(super) links_directory: &'t Directory,
     /// Dedup entries older than this transaction, not yet in `DEDUP`.
     pending: &'t DedupBuffer,
     /// The dedup entries this transaction adds and writes out.
@@ -117,7 +112,7 @@ pub(crate) struct Txn<'t> {
     /// The space of each link this batch's visits named, `None` if it has none or is deleted: a
     /// batch of visits mostly names one link, read and decoded once. Any change to a link
     /// drops its entry.
-    link_spaces: HashMap<Box<str>, Option<u32>>,
+    pub(super) link_spaces: HashMap<Box<str>, Option<u32>>,
     /// Each space's settings, read once per batch when an event by Telegram id or a link click
     /// needs them; a change of the settings in the batch replaces them, so every event and click
     /// uses the settings in force when it is written.
@@ -521,219 +516,6 @@ impl<'t> Txn<'t> {
         })
     }
 
-    /// Replaces the admin password's hash (a PHC string; never the password).
-    pub(crate) fn set_admin_password(&mut self, hash: &str) -> Result<(), StoreError> {
-        self.admin.insert(ADMIN_PASSWORD, hash.as_bytes())?;
-        Ok(())
-    }
-
-    /// Stores a new tracking link; a slug taken in any space is refused without saying which.
-    pub(crate) fn create_link(
-        &mut self,
-        space: u32,
-        link: &NewLink,
-        now_ms: u64,
-    ) -> Result<Link, StoreError> {
-        if self.links.get(link.slug.as_str())?.is_some() {
-            return Err(StoreError::Refused(Error::field(
-                Code::Conflict,
-                "slug",
-                format!("the slug {:?} is taken; choose another", link.slug),
-            )));
-        }
-        let created_now = self
-            .changed_links
-            .iter()
-            .filter(|l| l.space == space && !l.deleted)
-            .count();
-        if self.links_directory.count(space) + created_now >= MAX_LINKS_PER_SPACE {
-            return Err(StoreError::Refused(Error::new(
-                Code::Conflict,
-                format!(
-                    "this space holds {MAX_LINKS_PER_SPACE} links, the most a space may hold \
-                     (deleted links count: each keeps its slug); use another space"
-                ),
-            )));
-        }
-        let (bot, target) = match &link.destination {
-            Destination::Bot(b) => (Some(b.clone()), None),
-            Destination::Target(t) => (None, Some(t.clone())),
-        };
-        let record = LinkRecord {
-            space_no: space,
-            bot,
-            target,
-            campaign_name: link.campaign_name.clone(),
-            mode: match link.mode {
-                Mode::Redirect => 0,
-                Mode::Page => 1,
-            },
-            created_at_ms: now_ms,
-            deleted_at_ms: None,
-        };
-        self.links
-            .insert(link.slug.as_str(), records::encode(&record).as_slice())?;
-        self.links_by_space
-            .insert((space, link.slug.as_str()), ())?;
-        self.link_spaces.remove(link.slug.as_str());
-        let created = read::link_of(&link.slug, record)?;
-        self.changed_links.push(created.clone());
-        Ok(created)
-    }
-
-    /// Deletes a link of `space`: its public address answers `410` from now on, and its slug
-    /// stays taken. Deleting a deleted link again is a harmless retry.
-    pub(crate) fn delete_link(
-        &mut self,
-        space: u32,
-        slug: &str,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let mut record: LinkRecord = match self.links.get(slug)? {
-            Some(bytes) => records::decode(bytes.value())?,
-            None => return Err(no_link(slug)),
-        };
-        if record.space_no != space {
-            return Err(no_link(slug));
-        }
-        if record.deleted_at_ms.is_none() {
-            record.deleted_at_ms = Some(now_ms);
-            self.links
-                .insert(slug, records::encode(&record).as_slice())?;
-            self.link_spaces.remove(slug);
-            self.changed_links.push(read::link_of(slug, record)?);
-        }
-        Ok(())
-    }
-
-    /// A visit of `/l/<slug>`: the click, if the link still exists when the batch runs.
-    pub(crate) fn link_click(
-        &mut self,
-        slug: &str,
-        click: NewClick,
-    ) -> Result<ClickOutcome, StoreError> {
-        let space = if let Some(space) = self.link_spaces.get(slug) {
-            *space
-        } else {
-            let space = match self.links.get(slug)? {
-                Some(bytes) => {
-                    let record: LinkRecord = records::decode(bytes.value())?;
-                    record.deleted_at_ms.is_none().then_some(record.space_no)
-                }
-                None => None,
-            };
-            self.link_spaces.insert(slug.into(), space);
-            space
-        };
-        match space {
-            Some(space) => self.back_fill_click(space, click),
-            None => Err(no_link(slug)),
-        }
-    }
-
-    /// Creates space `name` with its first secret and ingest token; answers its number.
-    pub(crate) fn create_space(
-        &mut self,
-        name: &str,
-        secret: &NewCredential,
-        ingest: &NewCredential,
-        now_ms: u64,
-    ) -> Result<u32, StoreError> {
-        if self.spaces.get(name)?.is_some() {
-            return Err(StoreError::Refused(Error::field(
-                Code::Conflict,
-                "space",
-                format!("space {name:?} already exists; choose another name"),
-            )));
-        }
-        let no = self.meta.get(META_SPACE_SEQ)?.map_or(0, |v| v.value()) + 1;
-        let no =
-            u32::try_from(no).map_err(|_| StoreError::Corrupt("space numbers exhausted".into()))?;
-        self.meta.insert(META_SPACE_SEQ, u64::from(no))?;
-        let record = SpaceRecord {
-            no,
-            created_at_ms: now_ms,
-        };
-        self.spaces
-            .insert(name, records::encode(&record).as_slice())?;
-        self.insert_credential(no, secret, now_ms)?;
-        self.insert_credential(no, ingest, now_ms)?;
-        self.credentials_changed = true;
-        Ok(no)
-    }
-
-    /// Makes `new` the active credential of its kind; the one it replaces keeps working for
-    /// `grace_ms`. Answers when that one stops, `None` if none was active.
-    pub(crate) fn rotate(
-        &mut self,
-        space: &str,
-        new: &NewCredential,
-        grace_ms: u64,
-        now_ms: u64,
-    ) -> Result<Option<u64>, StoreError> {
-        let no = self.existing_space(space)?;
-        let until = now_ms.saturating_add(grace_ms);
-        let mut replaced = false;
-        self.update_credentials(no, new.kind, |c| {
-            if c.valid_until_ms.is_none() && c.revoked_at_ms.is_none() {
-                c.valid_until_ms = Some(until);
-                replaced = true;
-            }
-        })?;
-        self.insert_credential(no, new, now_ms)?;
-        self.credentials_changed = true;
-        Ok(replaced.then_some(until))
-    }
-
-    /// Ends every live credential of `kind` in `space` at once; answers how many.
-    pub(crate) fn revoke(
-        &mut self,
-        space: &str,
-        kind: Kind,
-        now_ms: u64,
-    ) -> Result<usize, StoreError> {
-        let no = self.existing_space(space)?;
-        let mut count = 0;
-        self.update_credentials(no, kind, |c| {
-            let live = c.valid_until_ms.is_none_or(|until| now_ms < until);
-            if c.revoked_at_ms.is_none() && live {
-                c.revoked_at_ms = Some(now_ms);
-                count += 1;
-            }
-        })?;
-        self.credentials_changed = true;
-        Ok(count)
-    }
-
-    /// Writes back when credentials were last used (kept in memory between flushes). A record
-    /// that does not decode is skipped and logged: a last-used time is not worth a batch.
-    pub(super) fn flush_last_used(
-        &mut self,
-        seen: &[(credential::CredentialDigest, u64)],
-    ) -> Result<(), StoreError> {
-        for (digest, at) in seen {
-            let record = match self.credentials.get(digest)? {
-                None => continue,
-                Some(bytes) => match records::decode::<CredentialRecord>(bytes.value()) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::error!(error = %e, "credential record; last-used time not written");
-                        continue;
-                    }
-                },
-            };
-            if record.last_used_ms < *at {
-                let record = CredentialRecord {
-                    last_used_ms: *at,
-                    ..record
-                };
-                self.credentials
-                    .insert(digest, records::encode(&record).as_slice())?;
-            }
-        }
-        Ok(())
-    }
-
     /// Adds refused requests to their spaces' rejection logs, each replacing the space's oldest
     /// once the log holds `KEPT_PER_SPACE`.
     pub(super) fn record_rejections(
@@ -753,61 +535,6 @@ impl<'t> Txn<'t> {
         }
         Ok(())
     }
-
-    /// The number of space `name`, or the refusal a caller reads when there is none.
-    fn existing_space(&self, name: &str) -> Result<u32, StoreError> {
-        match self.spaces.get(name)? {
-            None => Err(refused(format!("no space named {name:?}"))),
-            Some(bytes) => Ok(records::decode::<SpaceRecord>(bytes.value())?.no),
-        }
-    }
-
-    fn insert_credential(
-        &mut self,
-        space_no: u32,
-        c: &NewCredential,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let record = CredentialRecord {
-            space_no,
-            kind: c.kind as u8,
-            public_prefix: c.public_prefix.clone(),
-            created_at_ms: now_ms,
-            valid_until_ms: None,
-            revoked_at_ms: None,
-            last_used_ms: 0,
-        };
-        self.credentials
-            .insert(&c.digest, records::encode(&record).as_slice())?;
-        Ok(())
-    }
-
-    /// Applies `change` to every credential of `kind` in space `space_no`, after decoding all of
-    /// them. The table holds a few records per space, so a scan is the simplest correct thing.
-    fn update_credentials(
-        &mut self,
-        space_no: u32,
-        kind: Kind,
-        mut change: impl FnMut(&mut CredentialRecord),
-    ) -> Result<(), StoreError> {
-        let mut updates = Vec::new();
-        for entry in self.credentials.iter()? {
-            let (digest, bytes) = entry?;
-            let mut record: CredentialRecord = records::decode(bytes.value())?;
-            if record.space_no == space_no && record.kind == kind as u8 {
-                let before = record.clone();
-                change(&mut record);
-                if record != before {
-                    updates.push((*digest.value(), record));
-                }
-            }
-        }
-        for (digest, record) in updates {
-            self.credentials
-                .insert(&digest, records::encode(&record).as_slice())?;
-        }
-        Ok(())
-    }
 }
 
 /// The settings of `space` from `cache`, read from `table` once per batch.
@@ -824,24 +551,12 @@ fn cached_settings<'c>(
     })
 }
 
-fn no_link(slug: &str) -> StoreError {
-    StoreError::Refused(Error::new(
-        Code::NotFound,
-        format!("no link {slug:?} in this space"),
-    ))
-}
-
-/// A request the caller must change (a taken or unknown name); answered as it is.
-fn refused(message: String) -> StoreError {
-    StoreError::Refused(Error::new(Code::InvalidField, message))
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::storage::open::open_in_memory;
 
-    fn visit() -> NewClick {
+    pub(in crate::storage) fn visit() -> NewClick {
         NewClick {
             link_slug: None,
             fbclid: None,
@@ -850,33 +565,6 @@ mod tests {
             clicked_at_ms: 1_700_000_000_000,
             hints: None,
         }
-    }
-
-    fn link(slug: &str) -> NewLink {
-        NewLink {
-            slug: slug.to_owned(),
-            destination: Destination::Bot("a_bot".to_owned()),
-            campaign_name: None,
-            mode: Mode::Redirect,
-        }
-    }
-
-    /// Visits in one batch share one look-up of their link; a change to the link in the same
-    /// batch must still be seen by the visits after it.
-    #[test]
-    fn a_visit_sees_a_link_created_or_deleted_earlier_in_its_batch() {
-        let db = open_in_memory().unwrap().db;
-        let txn = db.begin_write().unwrap();
-        let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
-        let directory = Directory::default();
-        let destinations = destination::Directory::default();
-        let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0, &destinations).unwrap();
-        assert!(t.link_click("a", visit()).is_err());
-        t.create_link(1, &link("a"), 1).unwrap();
-        assert!(t.link_click("a", visit()).unwrap().created);
-        assert!(t.link_click("a", visit()).unwrap().created);
-        t.delete_link(1, "a", 2).unwrap();
-        assert!(t.link_click("a", visit()).is_err());
     }
 
     /// A batch reads a space's `attribution` once for its events by Telegram id; a change of

@@ -1,0 +1,167 @@
+//! Tracking links in the data file, for the writer (methods of [`Txn`]): creating one, deleting
+//! one (its slug stays taken), and a visit of `/l/<slug>`, which becomes a click of the link's
+//! space. A batch looks each slug up once (`link_spaces`) and keeps the links it changed
+//! (`changed_links`), so a visit after a change in the same batch sees it. The reads are in
+//! `read.rs`.
+
+use redb::ReadableTable;
+
+use crate::domain::click::NewClick;
+use crate::domain::link::{Destination, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
+use crate::domain::outcome::ClickOutcome;
+use crate::error::{Code, Error};
+use crate::storage::StoreError;
+use crate::storage::ops::Txn;
+use crate::storage::read;
+use crate::storage::records::{self, LinkRecord};
+
+impl Txn<'_> {
+    /// Stores a new tracking link; a slug taken in any space is refused without saying which.
+    pub(crate) fn create_link(
+        &mut self,
+        space: u32,
+        link: &NewLink,
+        now_ms: u64,
+    ) -> Result<Link, StoreError> {
+        if self.links.get(link.slug.as_str())?.is_some() {
+            return Err(StoreError::Refused(Error::field(
+                Code::Conflict,
+                "slug",
+                format!("the slug {:?} is taken; choose another", link.slug),
+            )));
+        }
+        let created_now = self
+            .changed_links
+            .iter()
+            .filter(|l| l.space == space && !l.deleted)
+            .count();
+        if self.links_directory.count(space) + created_now >= MAX_LINKS_PER_SPACE {
+            return Err(StoreError::Refused(Error::new(
+                Code::Conflict,
+                format!(
+                    "this space holds {MAX_LINKS_PER_SPACE} links, the most a space may hold \
+                     (deleted links count: each keeps its slug); use another space"
+                ),
+            )));
+        }
+        let (bot, target) = match &link.destination {
+            Destination::Bot(b) => (Some(b.clone()), None),
+            Destination::Target(t) => (None, Some(t.clone())),
+        };
+        let record = LinkRecord {
+            space_no: space,
+            bot,
+            target,
+            campaign_name: link.campaign_name.clone(),
+            mode: match link.mode {
+                Mode::Redirect => 0,
+                Mode::Page => 1,
+            },
+            created_at_ms: now_ms,
+            deleted_at_ms: None,
+        };
+        self.links
+            .insert(link.slug.as_str(), records::encode(&record).as_slice())?;
+        self.links_by_space
+            .insert((space, link.slug.as_str()), ())?;
+        self.link_spaces.remove(link.slug.as_str());
+        let created = read::link_of(&link.slug, record)?;
+        self.changed_links.push(created.clone());
+        Ok(created)
+    }
+
+    /// Deletes a link of `space`: its public address answers `410` from now on, and its slug
+    /// stays taken. Deleting a deleted link again is a harmless retry.
+    pub(crate) fn delete_link(
+        &mut self,
+        space: u32,
+        slug: &str,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut record: LinkRecord = match self.links.get(slug)? {
+            Some(bytes) => records::decode(bytes.value())?,
+            None => return Err(no_link(slug)),
+        };
+        if record.space_no != space {
+            return Err(no_link(slug));
+        }
+        if record.deleted_at_ms.is_none() {
+            record.deleted_at_ms = Some(now_ms);
+            self.links
+                .insert(slug, records::encode(&record).as_slice())?;
+            self.link_spaces.remove(slug);
+            self.changed_links.push(read::link_of(slug, record)?);
+        }
+        Ok(())
+    }
+
+    /// A visit of `/l/<slug>`: the click, if the link still exists when the batch runs.
+    pub(crate) fn link_click(
+        &mut self,
+        slug: &str,
+        click: NewClick,
+    ) -> Result<ClickOutcome, StoreError> {
+        let space = if let Some(space) = self.link_spaces.get(slug) {
+            *space
+        } else {
+            let space = match self.links.get(slug)? {
+                Some(bytes) => {
+                    let record: LinkRecord = records::decode(bytes.value())?;
+                    record.deleted_at_ms.is_none().then_some(record.space_no)
+                }
+                None => None,
+            };
+            self.link_spaces.insert(slug.into(), space);
+            space
+        };
+        match space {
+            Some(space) => self.back_fill_click(space, click),
+            None => Err(no_link(slug)),
+        }
+    }
+}
+
+fn no_link(slug: &str) -> StoreError {
+    StoreError::Refused(Error::new(
+        Code::NotFound,
+        format!("no link {slug:?} in this space"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::domain::destination;
+    use crate::domain::link::{Destination, Directory, Mode, NewLink};
+    use crate::storage::dedup_buffer::DedupBuffer;
+    use crate::storage::fbclid_buffer::FbclidBuffer;
+    use crate::storage::open::open_in_memory;
+    use crate::storage::ops::Txn;
+    use crate::storage::ops::tests::visit;
+
+    fn link(slug: &str) -> NewLink {
+        NewLink {
+            slug: slug.to_owned(),
+            destination: Destination::Bot("a_bot".to_owned()),
+            campaign_name: None,
+            mode: Mode::Redirect,
+        }
+    }
+
+    /// Visits in one batch share one look-up of their link; a change to the link in the same
+    /// batch must still be seen by the visits after it.
+    #[test]
+    fn a_visit_sees_a_link_created_or_deleted_earlier_in_its_batch() {
+        let db = open_in_memory().unwrap().db;
+        let txn = db.begin_write().unwrap();
+        let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
+        let directory = Directory::default();
+        let destinations = destination::Directory::default();
+        let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0, &destinations).unwrap();
+        assert!(t.link_click("a", visit()).is_err());
+        t.create_link(1, &link("a"), 1).unwrap();
+        assert!(t.link_click("a", visit()).unwrap().created);
+        assert!(t.link_click("a", visit()).unwrap().created);
+        t.delete_link(1, "a", 2).unwrap();
+        assert!(t.link_click("a", visit()).is_err());
+    }
+}

@@ -1,0 +1,29 @@
+//! Stored record layouts: a version byte, then the record's body.
+//!
+//! A body is the record's `postcard` encoding unless the record says otherwise. `postcard` has a
+//! documented, stable wire format (varint integers, length-prefixed strings), so a file written
+//! today reads the same in any later release. A new shape of a record is a new version byte, read
+//! beside the old one, or a numbered migration (`open.rs`).
+//!
+//! A file per family of records: `codec.rs` (the [`Record`] trait, [`encode`] and [`decode`]),
+//! `event.rs` (the inbox's events and their packed layout), `stats.rs` (rollup rows and costs,
+//! read in place), `space.rs` (spaces, credentials, settings, links, rejections), `click.rs`
+//! (clicks, Telegram touches, client hints), `delivery.rs` (destinations and their deliveries).
+
+mod click;
+mod codec;
+mod delivery;
+mod event;
+mod space;
+mod stats;
+
+pub use self::click::{ClickHintsRecord, ClickRecord, TgTouchRecord};
+pub use self::codec::{Record, decode, encode};
+pub use self::delivery::{DeliveryRecord, DeliveryStateRecord, DestinationRecord, LastErrorRecord};
+pub use self::event::{EventRecord, EventRecordV1};
+pub use self::space::{
+    CredentialRecord, LinkRecord, RejectionRecord, SpaceRecord, SpaceSettingsRecord,
+};
+pub use self::stats::{
+    CostRecord, CostRow, StatsRecord, StatsRecordV1, StatsRow, with_cost_row, with_stats_row,
+};

@@ -1,0 +1,203 @@
+//! The records of a space and what belongs to it: the space itself, its credentials, its
+//! settings, its tracking links, and its log of rejected requests.
+
+use serde::{Deserialize, Serialize};
+
+use super::codec::Record;
+use crate::domain::rejection::Rejection;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SpaceRecord {
+    pub no: u32,
+    pub created_at_ms: u64,
+}
+impl Record for SpaceRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "space";
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct CredentialRecord {
+    pub space_no: u32,
+    /// `credential::Kind` as its stored discriminant.
+    pub kind: u8,
+    /// The prefix and first characters, safe to show (`trk_sk_AbCd`).
+    pub public_prefix: String,
+    pub created_at_ms: u64,
+    /// Set when a rotation replaced it: accepted until then.
+    pub valid_until_ms: Option<u64>,
+    pub revoked_at_ms: Option<u64>,
+    pub last_used_ms: u64,
+}
+impl Record for CredentialRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "credential";
+}
+
+/// One rejected request (`REJECTIONS`), with its number in the space's log. `postcard` writes a
+/// nested struct as its fields in order with nothing around them, so this is the number followed
+/// by `Rejection`'s fields: `domain::rejection::Rejection` is part of the stored layout, and the
+/// golden test below fails on any change to it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct RejectionRecord {
+    pub number: u64,
+    pub rejection: Rejection,
+}
+impl Record for RejectionRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "rejection";
+}
+
+/// A tracking link (`LINKS`). Exactly one of `bot` and `target` is set.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct LinkRecord {
+    pub space_no: u32,
+    pub bot: Option<String>,
+    pub target: Option<String>,
+    pub campaign_name: Option<String>,
+    /// 0 redirect, 1 page.
+    pub mode: u8,
+    pub created_at_ms: u64,
+    pub deleted_at_ms: Option<u64>,
+}
+impl Record for LinkRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "link";
+}
+
+/// A space's settings (`SPACE_SETTINGS`): each setting by name, its value as text, as
+/// `domain::settings` writes and reads them. Stored by name so that a new setting is no new
+/// layout: a record without it reads as its default.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct SpaceSettingsRecord {
+    pub values: Vec<(String, String)>,
+}
+impl Record for SpaceSettingsRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "space settings";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::records::codec::tests::{T, assert_golden};
+    use crate::storage::records::encode;
+
+    /// Pins the wire format: if this fails, stored files from earlier builds no longer read.
+    #[test]
+    fn space_record_bytes_are_stable() {
+        let bytes = encode(&SpaceRecord {
+            no: 3,
+            created_at_ms: 300,
+        });
+        assert_eq!(bytes, vec![1, 3, 0xAC, 0x02]);
+    }
+
+    /// Pins the `postcard` records (version byte 1): a change of field order, type or encoding
+    /// fails here before it reaches a data file.
+    #[test]
+    fn space_and_credential_record_bytes_are_stable() {
+        #[rustfmt::skip]
+        let space = [
+            1, // version
+            240, 162, 4, // no: 70000, a three-byte varint
+            128, 206, 217, 230, 206, 51, // created_at_ms
+        ];
+        assert_golden(
+            &SpaceRecord {
+                no: 70_000,
+                created_at_ms: T,
+            },
+            &space,
+        );
+        #[rustfmt::skip]
+        let credential = [
+            1, // version
+            3, // space_no
+            1, // kind
+            11, b't', b'r', b'k', b'_', b's', b'k', b'_', b'A', b'b', b'C', b'd', // public_prefix
+            128, 206, 217, 230, 206, 51, // created_at_ms
+            1, 128, 134, 243, 143, 207, 51, // valid_until_ms: Some(T + 1 day)
+            0, // revoked_at_ms: None
+            136, 245, 217, 230, 206, 51, // last_used_ms: T + 5000
+        ];
+        assert_golden(
+            &CredentialRecord {
+                space_no: 3,
+                kind: 1,
+                public_prefix: "trk_sk_AbCd".into(),
+                created_at_ms: T,
+                valid_until_ms: Some(T + 86_400_000),
+                revoked_at_ms: None,
+                last_used_ms: T + 5_000,
+            },
+            &credential,
+        );
+    }
+
+    /// Pins the rejection log's record (`REJECTIONS`): its number, then the refused request's
+    /// fields in order, as `postcard` writes them.
+    #[test]
+    fn rejection_record_bytes_are_stable() {
+        #[rustfmt::skip]
+        let with_field = [
+            &[1][..], // version
+            &[233, 7], // number: 1001
+            &[128, 206, 217, 230, 206, 51], // at_ms
+            &[3], b"GET", // method
+            &[2], b"/e", // endpoint
+            &[166, 3], // http_status: 422
+            &[13], b"invalid_value", // status
+            &[1, 5], b"value", // field: Some
+            &[30], b"value must be a decimal number", // error
+            &[0], // query: None
+        ]
+        .concat();
+        assert_golden(
+            &RejectionRecord {
+                number: 1001,
+                rejection: Rejection {
+                    at_ms: T,
+                    method: "GET".into(),
+                    endpoint: "/e".into(),
+                    http_status: 422,
+                    status: "invalid_value".into(),
+                    field: Some("value".into()),
+                    error: "value must be a decimal number".into(),
+                    query: None,
+                },
+            },
+            &with_field,
+        );
+        #[rustfmt::skip]
+        let with_query = [
+            &[1][..], // version
+            &[0], // number: 0
+            &[128, 206, 217, 230, 206, 51], // at_ms
+            &[4], b"POST", // method
+            &[7], b"/events", // endpoint
+            &[145, 3], // http_status: 401
+            &[12], b"unauthorized", // status
+            &[0], // field: None
+            &[13], b"no credential", // error
+            &[1, 20], b"token=[redacted]&x=1", // query: Some
+        ]
+        .concat();
+        assert_golden(
+            &RejectionRecord {
+                number: 0,
+                rejection: Rejection {
+                    at_ms: T,
+                    method: "POST".into(),
+                    endpoint: "/events".into(),
+                    http_status: 401,
+                    status: "unauthorized".into(),
+                    field: None,
+                    error: "no credential".into(),
+                    query: Some("token=[redacted]&x=1".into()),
+                },
+            },
+            &with_query,
+        );
+    }
+}
