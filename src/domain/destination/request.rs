@@ -159,7 +159,11 @@ pub struct RetryRequest {
 #[serde(deny_unknown_fields)]
 pub struct RetryBody<'a> {
     #[serde(borrow)]
-    #[schemars(with = "String", pattern(r"^[a-z0-9][a-z0-9-]{0,31}$"))]
+    #[schemars(
+        with = "String",
+        pattern(r"^[a-z0-9][a-z0-9-]{0,31}$"),
+        example = "meta-main"
+    )]
     destination: Option<&'a RawValue>,
     /// Default `dead`, the only state retried by hand.
     #[serde(borrow)]
