@@ -6,8 +6,10 @@
 
 use std::fmt;
 
-/// A stable machine code, sent to clients as `status`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A stable machine code, sent to clients as `status`: its name in snake case
+/// ([`Code::as_str`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Code {
     InvalidJson,
     MissingField,
@@ -142,3 +144,40 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::Code;
+
+    /// The body's `status` is serde's name of the code; the logs and the rejection log use
+    /// `as_str`: they must be the same text.
+    #[test]
+    fn a_code_serializes_as_its_name() {
+        use Code::*;
+        for code in [
+            InvalidJson,
+            MissingField,
+            InvalidEvent,
+            InvalidValue,
+            InvalidTime,
+            InvalidCurrency,
+            InvalidUid,
+            InvalidEid,
+            InvalidTgId,
+            InvalidField,
+            Unauthorized,
+            PayloadTooLarge,
+            NotFound,
+            MethodNotAllowed,
+            Conflict,
+            RateLimited,
+            Unavailable,
+            Internal,
+            MalformedRequest,
+            UriTooLong,
+            HeadersTooLarge,
+        ] {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+        }
+    }
+}

@@ -72,8 +72,10 @@
 //!   `storage/schema.rs` and created by a new numbered migration in `storage/open.rs` (a schema
 //!   version, with a fixture file from the version before).
 //! - The operation: one method on [`app::App`], which every way in calls.
-//! - An endpoint: one entry in `router/table.rs`, its operation file in `router/openapi/`, and
-//!   its handler in `http/`; the dispatch, `/metrics` and `/openapi.json` follow.
+//! - An endpoint: one entry in `router/table.rs` naming its request and answer types (each
+//!   `#[derive(JsonSchema)]`), its operation file in `router/openapi/` (summary, parameters,
+//!   error answers), and its handler in `http/`; the dispatch, `/metrics` and `/openapi.json`
+//!   follow.
 //! - A command: one variant of [`control::Request`] (its doc comment is the help), its arm in
 //!   [`control::execute`], its [`control::Answer`] and the answer's text in `cli`.
 //! - An admin page: one entry in `web/routes.rs`'s `PAGES` (its label puts it in the menu and

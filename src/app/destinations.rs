@@ -17,7 +17,7 @@ use crate::error::{Code, Error};
 const RETRY_PER_COMMIT: usize = 10_000;
 
 /// What `POST /deliveries/retry` did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Retried {
     pub destination: String,
     /// How many dead deliveries are due again now.

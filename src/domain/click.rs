@@ -4,6 +4,7 @@
 //! `uid` and a Telegram user id: a positive integer up to 2^53-1 (the largest integer every JSON
 //! parser holds exactly), sent as a JSON integer or a string of digits.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
@@ -82,16 +83,22 @@ pub struct ClientHints {
 /// The longest user agent kept; real ones are a few hundred characters.
 pub const MAX_USER_AGENT: usize = 512;
 
-#[derive(Deserialize)]
+/// The body of `POST /clicks`. Every field optional; an empty string or `null` counts as
+/// absent. Lengths are in characters.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ClickBody<'a> {
+pub struct ClickBody<'a> {
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = 128))]
     link_slug: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = 512))]
     fbclid: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = CAMPAIGN_NAME_MAX_CHARS))]
     campaign_name: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = 4096))]
     raw_query: Option<&'a RawValue>,
 }
 
@@ -162,12 +169,23 @@ pub struct BindInput {
     pub tg_id: u64,
 }
 
-#[derive(Deserialize)]
+/// The body of `POST /bind`: both fields required (`missing_field` without one; `null` counts
+/// as absent).
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct BindBody<'a> {
+pub struct BindBody<'a> {
+    /// A click id: 1 to 64 of `A-Z a-z 0-9 _ -`, a Telegram `start` parameter. Anything else (an
+    /// unreplaced macro such as `{clickid}`, `%%CLICK_ID%%` or `$subid`) is `invalid_uid`.
     #[serde(borrow)]
+    #[schemars(
+        with = "String",
+        length(min = 1, max = 64),
+        pattern(r"^[A-Za-z0-9_-]+$")
+    )]
     uid: Option<&'a RawValue>,
+    /// The Telegram user the click is bound to.
     #[serde(borrow)]
+    #[schemars(with = "input::TelegramIdJson")]
     tg_id: Option<&'a RawValue>,
 }
 

@@ -38,7 +38,7 @@ pub struct Cost {
 }
 
 /// A cost as every way out shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CostView {
     pub day: String,
     pub campaign_name: String,
@@ -166,19 +166,7 @@ impl Cost {
     /// A `POST /costs` body: `{"day", "campaign_name", "amount", "currency"}`, all required;
     /// `amount` a string or a JSON number.
     pub fn from_json(body: &[u8]) -> Result<Cost, Error> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Body<'a> {
-            #[serde(borrow)]
-            day: Option<&'a RawValue>,
-            #[serde(borrow)]
-            campaign_name: Option<&'a RawValue>,
-            #[serde(borrow)]
-            amount: Option<&'a RawValue>,
-            #[serde(borrow)]
-            currency: Option<&'a RawValue>,
-        }
-        let b: Body = input::parse_body(body)?;
+        let b: CostBody = input::parse_body(body)?;
         let day = input::json_string(required(b.day, "day")?, "day")?;
         let campaign =
             input::json_string(required(b.campaign_name, "campaign_name")?, "campaign_name")?;
@@ -190,6 +178,40 @@ impl Cost {
         let currency = input::json_string(required(b.currency, "currency")?, "currency")?;
         Cost::new(&day, &campaign, &amount, &currency)
     }
+}
+
+/// The body of `POST /costs`: every field required.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CostBody<'a> {
+    /// `YYYY-MM-DD`, a calendar day of the space's time zone, from 1970-01-01.
+    #[serde(borrow)]
+    #[schemars(
+        with = "String",
+        pattern(r"^(19[7-9][0-9]|[2-9][0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$")
+    )]
+    day: Option<&'a RawValue>,
+    /// 1 to 256 characters, not only spaces (spaces around it are dropped).
+    #[serde(borrow)]
+    #[schemars(with = "String", length(min = 1, max = MAX_CAMPAIGN_CHARS))]
+    campaign_name: Option<&'a RawValue>,
+    /// An exact decimal of at least 0 (`120.50`, `1e3`); 0 removes the cost.
+    #[serde(borrow)]
+    #[schemars(with = "CostAmountJson")]
+    amount: Option<&'a RawValue>,
+    /// 3 to 10 letters or digits.
+    #[serde(borrow)]
+    #[schemars(with = "String", pattern(r"^[A-Za-z0-9]{3,10}$"))]
+    currency: Option<&'a RawValue>,
+}
+
+// Read by `Cost::new`; this type only describes it in `/openapi.json`.
+/// A cost's amount: a string that starts with a digit, or a JSON number of at least 0.
+#[derive(schemars::JsonSchema)]
+#[schemars(untagged)]
+pub enum CostAmountJson {
+    Text(#[schemars(pattern(r"^[0-9]"))] String),
+    Number(#[schemars(range(min = 0))] f64),
 }
 
 /// Which column holds what, from a CSV's header row.

@@ -13,7 +13,8 @@ use crate::domain::digest;
 use crate::domain::event::{EventKind, ValidEvent};
 
 /// The rule that applied, reported as `dedup` in the answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Basis {
     Eid,
     Milestone,

@@ -5,7 +5,8 @@
 //! A `uid` follows the one uid rule (`domain::uid`), a Telegram id the one rule of bindings
 //! (`click::parse_tg_id`).
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::domain::click;
@@ -15,7 +16,8 @@ use crate::domain::uid;
 use crate::error::{Code, Error};
 
 /// The four canonical events. The discriminants are stored on disk; never renumber them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum EventKind {
     Contact = 1,
@@ -109,7 +111,8 @@ impl Source {
 
 /// How a stored event was attributed to its click, reported as `attributed_by` in the answer and
 /// the feed. The discriminants are stored on disk; never renumber them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum AttributedBy {
     /// Its `uid` names a click of the space.
@@ -175,24 +178,54 @@ pub struct EventInput {
     pub dry_run: bool,
 }
 
-#[derive(Deserialize)]
+// Each field is read as it came and checked by `validate`, so that a wrong value is answered
+// with the field's own code; the `schemars` attributes describe each for `/openapi.json`.
+/// The body of `POST /events`. An optional field sent as `null` counts as absent.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EventBody<'a> {
+pub struct EventBody<'a> {
     #[serde(borrow)]
+    #[schemars(with = "EventKind")]
     event: Option<&'a RawValue>,
+    /// A click id: 1 to 64 of `A-Z a-z 0-9 _ -`, a Telegram `start` parameter. Anything else (an
+    /// unreplaced macro such as `{clickid}`, `%%CLICK_ID%%` or `$subid`) is `invalid_uid`.
     #[serde(borrow)]
+    #[schemars(
+        with = "Option<String>",
+        length(min = 1, max = 64),
+        pattern(r"^[A-Za-z0-9_-]+$")
+    )]
     uid: Option<&'a RawValue>,
+    /// The Telegram user the event is about. Without a `uid`, the event is attributed to a click
+    /// bound to this user; with one, the `uid` decides and the id is kept.
     #[serde(borrow)]
+    #[schemars(with = "Option<input::TelegramIdJson>")]
     tg_id: Option<&'a RawValue>,
+    /// The deposit's amount.
     #[serde(borrow)]
+    #[schemars(with = "Option<input::DecimalJson>")]
     value: Option<&'a RawValue>,
+    /// 3 to 10 ASCII letters or digits, stored in upper case; absent: `default_currency` (USD).
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9]{3,10}$"))]
     currency: Option<&'a RawValue>,
+    /// The sender's own event id: permanent dedup key with `event`. An unreplaced macro
+    /// (`{txid}`, `%%TXID%%`, `##txid##`) is `invalid_eid`.
     #[serde(borrow)]
+    #[schemars(
+        with = "Option<String>",
+        length(min = 1, max = 256),
+        pattern(r"^[!-~]+$")
+    )]
     eid: Option<&'a RawValue>,
+    /// Epoch milliseconds, not before now - `max_event_age` (90 days) and not after now +
+    /// `max_clock_skew` (10 minutes); absent: the time of receipt.
     #[serde(borrow)]
+    #[schemars(with = "Option<u64>", range(min = 100_000_000_000_u64))]
     occurred_at_ms: Option<&'a RawValue>,
+    /// Validate and report what would happen; store nothing.
     #[serde(borrow)]
+    #[schemars(with = "Option<bool>")]
     dry_run: Option<&'a RawValue>,
 }
 

@@ -4,8 +4,10 @@
 //! `GET /events`, `GET /events/wait`, `tracker export` and the admin page all show these values,
 //! serialised by this one definition, so every way out has the same fields with the same names.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::event::{AttributedBy, EventKind};
 use crate::error::{Code, Error};
 
 /// The most events one page holds, and how many a page holds unless asked.
@@ -18,10 +20,12 @@ pub const DEFAULT_WAIT_S: u64 = 30;
 pub const MAX_WAITERS_PER_SPACE: usize = 32;
 
 /// One stored event and its attribution.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FeedEvent {
     /// A decimal string, as `POST /events` answers it.
+    #[schemars(pattern(r"^[0-9]+$"))]
     pub inbox_id: String,
+    #[schemars(with = "EventKind")]
     pub event: String,
     pub uid: Option<String>,
     /// The exact decimal text that was stored.
@@ -46,6 +50,7 @@ pub struct FeedEvent {
     pub fbc: Option<String>,
     /// How the event was attributed when it was stored: `uid`, `tg_id`, or `null` when no click
     /// was found. Last, so that the columns of an export made before it keep their places.
+    #[schemars(with = "Option<AttributedBy>")]
     pub attributed_by: Option<String>,
     /// For a deposit, whether it was its user's first (`docs/api.md#first-deposits`), decided
     /// when it was stored; `null` for every other kind. After `attributed_by`, for the same

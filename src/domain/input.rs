@@ -6,6 +6,7 @@
 //! postback macro that was never replaced (`{clickid}`, `[uid]`, `%7Bsubid%7D`) is refused with
 //! the field's own code and a sentence that says so.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -59,6 +60,26 @@ pub fn json_number_text(raw: &RawValue) -> Option<&str> {
     let text = raw.get();
     let first = text.as_bytes().first()?;
     (first.is_ascii_digit() || *first == b'-').then_some(text)
+}
+
+// Read by `click::tg_id_text`; this type only describes it in `/openapi.json`.
+/// A Telegram user id, 1 to 2^53-1 (the largest integer every JSON parser holds exactly): a JSON
+/// integer or a string of digits.
+#[derive(JsonSchema)]
+#[schemars(untagged)]
+pub enum TelegramIdJson {
+    Integer(#[schemars(range(min = 1, max = 9_007_199_254_740_991_u64))] u64),
+    Digits(#[schemars(pattern(r"^0*[1-9][0-9]{0,15}$"))] String),
+}
+
+// Read by the field's own rule; this type only describes it in `/openapi.json`.
+/// An exact decimal: a JSON number or a string holding one, at most 28 significant digits; no
+/// NaN, infinity, `12,5` or hex. Stored exactly as written.
+#[derive(JsonSchema)]
+#[schemars(untagged)]
+pub enum DecimalJson {
+    Number(f64),
+    Text(#[schemars(pattern(r"^-?[0-9]+(\.[0-9]+)?$"))] String),
 }
 
 #[must_use]

@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::domain::click::{CLICK_FIELD_BOUNDS, NewClick};
+use crate::domain::click::{CAMPAIGN_NAME_MAX_CHARS, CLICK_FIELD_BOUNDS, NewClick};
 use crate::domain::input::{self, Query, quoted};
 use crate::error::{Code, Error};
 
@@ -28,7 +29,8 @@ pub enum Destination {
 }
 
 /// How a link answers a visitor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(rename_all = "snake_case")]
 pub enum Mode {
     /// `302` straight to the destination.
     Redirect,
@@ -84,14 +86,17 @@ pub struct Link {
 }
 
 /// A link as `GET /links` and `tracker link list` show it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LinkView {
     pub slug: String,
+    /// The Telegram bot a click is sent to, for a link that has one (else `target`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bot: Option<String>,
+    /// The URL template a click is sent to, for a link that has one (else `bot`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub target: Option<String>,
     pub campaign_name: Option<String>,
+    #[schemars(with = "Mode")]
     pub mode: String,
     /// The public address to put in an ad.
     pub url: String,
@@ -259,18 +264,37 @@ pub fn check_target(target: &str) -> Result<(), Error> {
     }
 }
 
-#[derive(Deserialize)]
+/// The body of `POST /links`. A link has a `bot` or a `target`, not both (`missing_field` for
+/// neither, `invalid_field` for both). An empty string or `null` counts as absent.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct LinkBody<'a> {
+pub struct LinkBody<'a> {
     #[serde(borrow)]
+    #[schemars(with = "String", pattern(r"^[A-Za-z0-9_-]{1,64}$"))]
     slug: Option<&'a RawValue>,
+    /// A Telegram bot username (5 to 32 of A-Z, a-z, 0-9, `_`, ending in `bot`); a leading `@`
+    /// is dropped.
     #[serde(borrow)]
+    #[schemars(
+        with = "Option<String>",
+        pattern(r"^(@?[A-Za-z0-9_]{2,29}[Bb][Oo][Tt])?$")
+    )]
     bot: Option<&'a RawValue>,
+    /// An `https://` URL template of visible ASCII: a host name, then `{uid}` where the click id
+    /// goes, in the path or query.
     #[serde(borrow)]
+    #[schemars(
+        with = "Option<String>",
+        length(max = MAX_TARGET_LEN),
+        pattern(r"^(https://[A-Za-z0-9.-]+(:[0-9]{1,5})?[/?#][!-~]*\{uid\}[!-~]*)?$")
+    )]
     target: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = CAMPAIGN_NAME_MAX_CHARS))]
     campaign_name: Option<&'a RawValue>,
+    /// `redirect` (the default) or `page`.
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", pattern(r"^(redirect|page)?$"))]
     mode: Option<&'a RawValue>,
 }
 

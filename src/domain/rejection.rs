@@ -18,7 +18,7 @@ pub const KEPT_PER_SPACE: u32 = 1000;
 /// `postcard` writes its fields in order, by type: reordering, retyping, adding or removing a
 /// field changes the data file's layout (a new record version), as would a serde attribute that
 /// leaves a field out of one encoding. A golden test there pins the bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rejection {
     pub at_ms: u64,
     pub method: String,

@@ -7,7 +7,10 @@
 //! (`records::SpaceSettingsRecord`), so adding one is a field of [`SpaceSettings`], its default,
 //! and one entry of [`SETTINGS`] with its parse and its text; no migration.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
 use serde::de::{self, MapAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -205,6 +208,40 @@ impl Serialize for SpaceSettings {
     }
 }
 
+impl Setting {
+    /// The schema of its JSON value: its type, its choices where it has a fixed few, and what
+    /// it decides.
+    fn schema(&self) -> serde_json::Value {
+        let mut schema = match (self.json, self.choices) {
+            (JsonType::Boolean, _) => serde_json::json!({"type": "boolean"}),
+            (JsonType::String, []) => serde_json::json!({"type": "string"}),
+            (JsonType::String, choices) => serde_json::json!({"type": "string", "enum": choices}),
+        };
+        schema["description"] = self.about.into();
+        schema
+    }
+}
+
+/// The schema of what [`Serialize`] writes: every setting of [`SETTINGS`], always present.
+impl JsonSchema for SpaceSettings {
+    fn schema_name() -> Cow<'static, str> {
+        "SpaceSettings".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let properties: serde_json::Map<String, serde_json::Value> = SETTINGS
+            .iter()
+            .map(|s| (s.name.to_owned(), s.schema()))
+            .collect();
+        json_schema!({
+            "type": "object",
+            "description": "Every setting of the space, each at its default until set.",
+            "properties": properties,
+            "required": SETTINGS.map(|s| s.name),
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for SpaceSettings {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let values = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
@@ -288,7 +325,7 @@ impl SettingsPatch {
     /// `null` counts as absent. A name that is no setting, or given twice, or a value of the wrong
     /// JSON type is `invalid_json`, as in every body.
     pub fn from_json(body: &[u8]) -> Result<SettingsPatch, Error> {
-        let Fields(fields) = input::parse_body(body)?;
+        let SettingsBody(fields) = input::parse_body(body)?;
         let mut changes = Vec::new();
         for (name, raw) in fields {
             let Some(s) = setting(&name) else {
@@ -337,13 +374,38 @@ impl SettingsPatch {
 }
 
 /// A JSON object's fields in order, each a raw value; a field given twice is an error.
-struct Fields<'a>(Vec<(String, &'a RawValue)>);
+pub struct SettingsBody<'a>(Vec<(String, &'a RawValue)>);
 
-impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+/// The body of `PATCH /space`: any of the settings of [`SETTINGS`], each of its JSON type or
+/// `null` (absent); a name that is no setting is `invalid_json`.
+impl JsonSchema for SettingsBody<'_> {
+    fn schema_name() -> Cow<'static, str> {
+        "SettingsPatch".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let properties: serde_json::Map<String, serde_json::Value> = SETTINGS
+            .iter()
+            .map(|s| {
+                let schema = serde_json::json!({"anyOf": [s.schema(), {"type": "null"}]});
+                (s.name.to_owned(), schema)
+            })
+            .collect();
+        json_schema!({
+            "type": "object",
+            "description": "Any of the settings (`SpaceSettings`); one sent as `null` counts as \
+                            absent. A field that is no setting is `invalid_json`.",
+            "properties": properties,
+            "additionalProperties": false,
+        })
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for SettingsBody<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct FieldsVisitor;
         impl<'de> Visitor<'de> for FieldsVisitor {
-            type Value = Fields<'de>;
+            type Value = SettingsBody<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
@@ -355,7 +417,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
                     }
                     fields.push((name, value));
                 }
-                Ok(Fields(fields))
+                Ok(SettingsBody(fields))
             }
         }
         deserializer.deserialize_map(FieldsVisitor)

@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::domain::decimal::Decimal;
@@ -26,16 +27,21 @@ use crate::error::{Code, Error};
 pub const HOUR_MS: u64 = 3_600_000;
 pub const DAY_MS: u64 = 24 * HOUR_MS;
 
-/// How `GET /stats` groups.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// How `GET /stats` groups, under the name of the field it groups by (as `as_str` names it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, JsonSchema)]
 pub enum Dimension {
+    #[serde(rename = "campaign_name")]
     Campaign,
+    #[serde(rename = "link_slug")]
     Link,
     /// Every count of the space, grouped by the space's calendar day at read time.
+    #[serde(rename = "day")]
     Day,
     /// The ad a click came from: `utm_content` of its query.
+    #[serde(rename = "utm_content")]
     Ad,
     /// The ad set a click came from: `utm_term` of its query.
+    #[serde(rename = "utm_term")]
     AdSet,
 }
 
@@ -290,7 +296,7 @@ impl Counts {
 }
 
 /// One group of a `GET /stats` answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct GroupStats {
     /// The campaign, link slug or UTC day (`2026-11-22`); `null` for events and clicks without
     /// one.
@@ -361,7 +367,7 @@ pub fn returns_text<'a>(
 }
 
 /// The funnel's stage rates of a group (see [`GroupStats::rates`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct Rates {
     pub bound: Option<String>,
     pub registration: Option<String>,

@@ -1,5 +1,6 @@
 //! What campaigns spent (`docs/api.md#costs`): set one day's cost of a campaign, and list them.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
@@ -8,14 +9,15 @@ use crate::domain::cost::{self, Cost, CostView};
 use crate::domain::keyring::SpaceRef;
 use crate::error::Error;
 use crate::surface::Call;
-use crate::surface::respond;
+use crate::surface::respond::{self, Success};
 
-#[derive(Serialize)]
-struct CostAnswer {
-    ok: bool,
+/// The answer of `POST /costs`: the cost as stored.
+#[derive(Serialize, JsonSchema)]
+pub struct CostAnswer {
+    pub ok: Success,
     /// Whether the cost was removed (an amount of 0) rather than set.
-    removed: bool,
-    cost: CostView,
+    pub removed: bool,
+    pub cost: CostView,
 }
 
 /// `POST /costs`: sets what one campaign spent on one day, replacing what was set; an amount of
@@ -29,17 +31,18 @@ pub async fn post_costs(call: Call, space: SpaceRef) -> Result<Response, Error> 
     Ok(respond::json(
         StatusCode::OK,
         &CostAnswer {
-            ok: true,
+            ok: Success,
             removed,
             cost: view,
         },
     ))
 }
 
-#[derive(Serialize)]
-struct CostsAnswer {
-    ok: bool,
-    costs: Vec<CostView>,
+/// The answer of `GET /costs`: by day, then campaign.
+#[derive(Serialize, JsonSchema)]
+pub struct CostsAnswer {
+    pub ok: Success,
+    pub costs: Vec<CostView>,
 }
 
 /// `GET /costs?from=&to=`: the costs on the days from `from` to `to`, both included (either
@@ -51,7 +54,7 @@ pub async fn get_costs(call: Call, space: SpaceRef) -> Result<Response, Error> {
     Ok(respond::json(
         StatusCode::OK,
         &CostsAnswer {
-            ok: true,
+            ok: Success,
             costs: costs.iter().map(CostView::from).collect(),
         },
     ))

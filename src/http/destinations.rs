@@ -1,23 +1,50 @@
 //! Conversions out (`docs/api.md#destinations`): a space's destinations and the log of their
 //! deliveries, with the space's secret.
 
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
 use crate::app::destinations::{Retried, Tested};
 use crate::domain::destination::{
-    DeliveryQuery, DeliveryView, DestinationFields, DestinationView, RetryRequest,
+    DeliveryQuery, DeliveryView, DestinationFields, DestinationView, RetryRequest, State,
+    StateCounts,
 };
 use crate::domain::keyring::SpaceRef;
 use crate::error::Error;
 use crate::surface::Call;
-use crate::surface::respond;
+use crate::surface::respond::{self, Success};
 
-#[derive(Serialize)]
-struct DestinationAnswer {
-    ok: bool,
-    destination: DestinationView,
+/// The schema of what `StateCounts` writes by hand (`domain/destination/delivery.rs`): a count
+/// under the name of each [`State`], every one present.
+impl JsonSchema for StateCounts {
+    fn schema_name() -> Cow<'static, str> {
+        "DeliveryCounts".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let count = generator.subschema_for::<u64>();
+        let properties: serde_json::Map<String, serde_json::Value> = State::ALL
+            .iter()
+            .map(|s| (s.as_str().to_owned(), count.clone().to_value()))
+            .collect();
+        json_schema!({
+            "type": "object",
+            "description": "How many of its deliveries are in each state.",
+            "properties": properties,
+            "required": State::ALL.map(State::as_str),
+        })
+    }
+}
+
+/// The answer of `POST /destinations`: the destination created.
+#[derive(Serialize, JsonSchema)]
+pub struct DestinationAnswer {
+    pub ok: Success,
+    pub destination: DestinationView,
 }
 
 /// `POST /destinations`: `201` with the destination (a webhook's signing secret, once), or
@@ -31,16 +58,17 @@ pub async fn post_destinations(call: Call, space: SpaceRef) -> Result<Response, 
     Ok(respond::json(
         StatusCode::CREATED,
         &DestinationAnswer {
-            ok: true,
+            ok: Success,
             destination,
         },
     ))
 }
 
-#[derive(Serialize)]
-struct DestinationsAnswer {
-    ok: bool,
-    destinations: Vec<DestinationView>,
+/// The answer of `GET /destinations`.
+#[derive(Serialize, JsonSchema)]
+pub struct DestinationsAnswer {
+    pub ok: Success,
+    pub destinations: Vec<DestinationView>,
 }
 
 /// `GET /destinations`: the space's destinations with their counts and last error.
@@ -49,7 +77,7 @@ pub async fn get_destinations(call: Call, space: SpaceRef) -> Result<Response, E
     Ok(respond::json(
         StatusCode::OK,
         &DestinationsAnswer {
-            ok: true,
+            ok: Success,
             destinations,
         },
     ))
@@ -62,11 +90,29 @@ pub async fn delete_destination(call: Call, space: SpaceRef) -> Result<Response,
     Ok(respond::ok())
 }
 
-#[derive(Serialize)]
-struct TestAnswer {
-    ok: bool,
-    #[serde(flatten)]
-    test: Tested,
+/// The answer of `POST /destinations/<name>/test`: what the remote answered.
+#[derive(Serialize, JsonSchema)]
+pub struct TestAnswer {
+    pub ok: Success,
+    pub destination: String,
+    /// Whether the remote took it (a `2xx`).
+    pub delivered: bool,
+    /// The answer's HTTP status; `null` when none came.
+    pub status: Option<u16>,
+    /// The first 300 bytes of the answer, or what went wrong.
+    pub answer: String,
+}
+
+impl From<Tested> for TestAnswer {
+    fn from(t: Tested) -> Self {
+        TestAnswer {
+            ok: Success,
+            destination: t.destination,
+            delivered: t.delivered,
+            status: t.status,
+            answer: t.answer,
+        }
+    }
 }
 
 /// `POST /destinations/<name>/test`: sends one synthetic event and answers what the remote
@@ -74,16 +120,14 @@ struct TestAnswer {
 pub async fn post_destination_test(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let name = call.param.unwrap_or_default();
     let test = call.app.test_destination(&space, name).await?;
-    Ok(respond::json(
-        StatusCode::OK,
-        &TestAnswer { ok: true, test },
-    ))
+    Ok(respond::json(StatusCode::OK, &TestAnswer::from(test)))
 }
 
-#[derive(Serialize)]
-struct DeliveriesAnswer {
-    ok: bool,
-    deliveries: Vec<DeliveryView>,
+/// The answer of `GET /deliveries`: the newest first.
+#[derive(Serialize, JsonSchema)]
+pub struct DeliveriesAnswer {
+    pub ok: Success,
+    pub deliveries: Vec<DeliveryView>,
 }
 
 /// `GET /deliveries?destination=&state=&limit=`: the newest deliveries first.
@@ -94,17 +138,18 @@ pub async fn get_deliveries(call: Call, space: SpaceRef) -> Result<Response, Err
     Ok(respond::json(
         StatusCode::OK,
         &DeliveriesAnswer {
-            ok: true,
+            ok: Success,
             deliveries,
         },
     ))
 }
 
-#[derive(Serialize)]
-struct RetryAnswer {
-    ok: bool,
+/// The answer of `POST /deliveries/retry`.
+#[derive(Serialize, JsonSchema)]
+pub struct RetryAnswer {
+    pub ok: Success,
     #[serde(flatten)]
-    retried: Retried,
+    pub retried: Retried,
 }
 
 /// `POST /deliveries/retry {"destination", "state": "dead"}`: the destination's dead
@@ -118,6 +163,9 @@ pub async fn post_deliveries_retry(call: Call, space: SpaceRef) -> Result<Respon
         .await?;
     Ok(respond::json(
         StatusCode::OK,
-        &RetryAnswer { ok: true, retried },
+        &RetryAnswer {
+            ok: Success,
+            retried,
+        },
     ))
 }

@@ -1,40 +1,66 @@
 //! The ingest endpoints: events, clicks and bindings. Each handler reads its input (the body
 //! within `max_body_bytes`), calls the [`App`], and answers JSON.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
 use crate::app::EventResult;
 use crate::domain::click::BindInput;
+use crate::domain::dedup::Basis;
 use crate::domain::event::{AttributedBy, EventInput, GET_NAMES, POST_NAMES};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::outcome::BindOutcome;
 use crate::error::Error;
 use crate::surface::Call;
-use crate::surface::respond;
+use crate::surface::respond::{self, Success};
 
-#[derive(Serialize)]
-struct EventAnswer {
-    ok: bool,
-    status: &'static str,
-    inbox_id: Option<String>,
-    dedup: &'static str,
-    matched: bool,
-    attributed_by: Option<&'static str>,
+/// The answer of `POST /events` and `GET /e`.
+#[derive(Serialize, JsonSchema)]
+pub struct EventAnswer {
+    pub ok: Success,
+    pub status: EventStatus,
+    /// The event's place in the inbox (for a duplicate, the earlier event's); `null` only for a
+    /// dry run of a new event.
+    #[schemars(pattern(r"^[0-9]+$"))]
+    pub inbox_id: Option<String>,
+    /// The dedup rule that applied.
+    pub dedup: Basis,
+    /// Whether the event is attributed to a click of the space: its `uid`'s, or one bound to its
+    /// `tg_id`.
+    pub matched: bool,
+    /// How the event was (for a duplicate, is now) attributed: by its `uid`, by its `tg_id`, or
+    /// `null` when no click was found (`matched: false`).
+    pub attributed_by: Option<AttributedBy>,
+    /// Present, `true`, on a dry run only.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    dry_run: bool,
+    pub dry_run: bool,
+}
+
+/// Whether an event was stored now or earlier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventStatus {
+    /// Stored now (or, on a dry run, would be).
+    Queued,
+    /// Stored earlier; `inbox_id` is the earlier event's.
+    Duplicate,
 }
 
 impl From<EventResult> for EventAnswer {
     fn from(r: EventResult) -> Self {
         EventAnswer {
-            ok: true,
-            status: if r.duplicate { "duplicate" } else { "queued" },
+            ok: Success,
+            status: if r.duplicate {
+                EventStatus::Duplicate
+            } else {
+                EventStatus::Queued
+            },
             inbox_id: r.inbox_id.map(|id| id.to_string()),
-            dedup: r.basis.as_str(),
+            dedup: r.basis,
             matched: r.matched,
-            attributed_by: r.attributed_by.map(AttributedBy::as_str),
+            attributed_by: r.attributed_by,
             dry_run: r.dry_run,
         }
     }
@@ -68,11 +94,14 @@ pub async fn get_e(call: Call, space: SpaceRef) -> Result<Response, Error> {
     })
 }
 
-#[derive(Serialize)]
-struct ClickAnswer {
-    ok: bool,
-    uid: String,
-    created: bool,
+/// The answer of `POST /clicks`.
+#[derive(Serialize, JsonSchema)]
+pub struct ClickAnswer {
+    pub ok: Success,
+    /// The click's id: the one found for the body's `fbclid`, or a new one.
+    pub uid: String,
+    /// Whether the click is new (false: one with the same `fbclid` was found).
+    pub created: bool,
 }
 
 /// `POST /clicks`: bearer secret, JSON body; answers the click's `uid`.
@@ -82,21 +111,26 @@ pub async fn post_clicks(call: Call, space: SpaceRef) -> Result<Response, Error>
     Ok(respond::json(
         StatusCode::OK,
         &ClickAnswer {
-            ok: true,
+            ok: Success,
             uid: click.uid,
             created: click.created,
         },
     ))
 }
 
-#[derive(Serialize)]
-struct BindAnswer {
-    ok: bool,
-    matched: bool,
+/// The answer of `POST /bind` and `GET /bind`.
+#[derive(Serialize, JsonSchema)]
+pub struct BindAnswer {
+    pub ok: Success,
+    /// Whether the `uid` names a click of the space.
+    pub matched: bool,
+    /// The Telegram user the click is bound to. On a conflict, `POST /bind` names the user that
+    /// holds the click; `GET /bind` leaves it out.
     #[serde(skip_serializing_if = "Option::is_none")]
-    tg_id: Option<u64>,
+    pub tg_id: Option<u64>,
+    /// Present, `true`, when the click was bound to another user already (it stays so).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    conflict: bool,
+    pub conflict: bool,
 }
 
 /// The answer of a binding. `with_other_id`: whether a conflict names the Telegram id that
@@ -105,13 +139,13 @@ struct BindAnswer {
 fn bind_answer(outcome: BindOutcome, with_other_id: bool) -> Response {
     let answer = match outcome {
         BindOutcome::Unmatched => BindAnswer {
-            ok: true,
+            ok: Success,
             matched: false,
             tg_id: None,
             conflict: false,
         },
         BindOutcome::Bound { tg_id, conflict } => BindAnswer {
-            ok: true,
+            ok: Success,
             matched: true,
             tg_id: (with_other_id || !conflict).then_some(tg_id),
             conflict,

@@ -2,6 +2,7 @@
 //! public `/l/<slug>` that records a click and sends the visitor on.
 
 use askama::Template;
+use schemars::JsonSchema;
 use serde::Serialize;
 use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
@@ -12,12 +13,13 @@ use crate::domain::link::{Destination, Link, LinkView, Mode, NewLink, location};
 use crate::error::Error;
 use crate::http::access::{Access, finish};
 use crate::surface::Call;
-use crate::surface::respond::{self, Auth};
+use crate::surface::respond::{self, Auth, Success};
 
-#[derive(Serialize)]
-struct LinkAnswer {
-    ok: bool,
-    link: LinkView,
+/// The answer of `POST /links`: the link created.
+#[derive(Serialize, JsonSchema)]
+pub struct LinkAnswer {
+    pub ok: Success,
+    pub link: LinkView,
 }
 
 /// `POST /links`: creates a link of the space; `201`, or `409 conflict` for a taken slug.
@@ -29,14 +31,15 @@ pub async fn post_links(call: Call, space: SpaceRef) -> Result<Response, Error> 
         .await?;
     Ok(respond::json(
         StatusCode::CREATED,
-        &LinkAnswer { ok: true, link },
+        &LinkAnswer { ok: Success, link },
     ))
 }
 
-#[derive(Serialize)]
-struct LinksAnswer {
-    ok: bool,
-    links: Vec<LinkView>,
+/// The answer of `GET /links`: the space's links, deleted ones left out.
+#[derive(Serialize, JsonSchema)]
+pub struct LinksAnswer {
+    pub ok: Success,
+    pub links: Vec<LinkView>,
 }
 
 /// `GET /links`: the space's links with their click counts.
@@ -44,7 +47,7 @@ pub async fn get_links(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let links = call.app.links(&space).await?;
     Ok(respond::json(
         StatusCode::OK,
-        &LinksAnswer { ok: true, links },
+        &LinksAnswer { ok: Success, links },
     ))
 }
 

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
@@ -11,23 +12,27 @@ use warp::reply::Response;
 use crate::domain::feed::{self, FeedEvent, PageRequest};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::rejection::Rejection;
-use crate::domain::stats::{self, GroupStats, Grouping};
+use crate::domain::stats::{self, Dimension, GroupStats, Grouping};
 use crate::error::Error;
 use crate::surface::Call;
-use crate::surface::respond;
+use crate::surface::respond::{self, Success};
 
-#[derive(Serialize)]
-struct FeedAnswer {
-    ok: bool,
-    events: Vec<FeedEvent>,
-    next: Option<String>,
+/// The answer of `GET /events` and `GET /events/wait`: a page of the feed.
+#[derive(Serialize, JsonSchema)]
+pub struct FeedAnswer {
+    pub ok: Success,
+    pub events: Vec<FeedEvent>,
+    /// Where the following page starts (its `after`); `null` when this page reached the end of
+    /// what is committed now (resume then from the last event's `inbox_id`).
+    #[schemars(pattern(r"^[0-9]+$"))]
+    pub next: Option<String>,
 }
 
 fn feed_answer(page: feed::FeedPage) -> Response {
     respond::json(
         StatusCode::OK,
         &FeedAnswer {
-            ok: true,
+            ok: Success,
             events: page.events,
             next: page.next,
         },
@@ -51,14 +56,16 @@ pub async fn get_events_wait(call: Call, space: SpaceRef) -> Result<Response, Er
     ))
 }
 
-#[derive(Serialize)]
-struct StatsAnswer {
-    ok: bool,
-    by: &'static str,
-    /// The range counted, widened to whole UTC hours.
-    from_ms: u64,
-    to_ms: Option<u64>,
-    groups: Vec<GroupStats>,
+/// The answer of `GET /stats`.
+#[derive(Serialize, JsonSchema)]
+pub struct StatsAnswer {
+    pub ok: Success,
+    pub by: Dimension,
+    /// The start of the range counted, widened to whole UTC hours.
+    pub from_ms: u64,
+    /// The end of the range counted, widened to whole UTC hours; `null`: no end.
+    pub to_ms: Option<u64>,
+    pub groups: Vec<GroupStats>,
 }
 
 /// `GET /stats?from_ms=&to_ms=|from=&to=&by=&campaign=`.
@@ -74,8 +81,8 @@ pub async fn get_stats(call: Call, space: SpaceRef) -> Result<Response, Error> {
     Ok(respond::json(
         StatusCode::OK,
         &StatsAnswer {
-            ok: true,
-            by: by.as_str(),
+            ok: Success,
+            by,
             from_ms: u64::from(from) * stats::QUARTER_MS,
             to_ms: (to != u32::MAX).then(|| u64::from(to) * stats::QUARTER_MS),
             groups,
@@ -83,10 +90,11 @@ pub async fn get_stats(call: Call, space: SpaceRef) -> Result<Response, Error> {
     ))
 }
 
-#[derive(Serialize)]
-struct RejectionsAnswer {
-    ok: bool,
-    rejections: Vec<Rejection>,
+/// The answer of `GET /rejections`: the newest first.
+#[derive(Serialize, JsonSchema)]
+pub struct RejectionsAnswer {
+    pub ok: Success,
+    pub rejections: Vec<Rejection>,
 }
 
 /// `GET /rejections?limit=`: the space's recent refused requests, newest first.
@@ -96,7 +104,7 @@ pub async fn get_rejections(call: Call, space: SpaceRef) -> Result<Response, Err
     Ok(respond::json(
         StatusCode::OK,
         &RejectionsAnswer {
-            ok: true,
+            ok: Success,
             rejections,
         },
     ))

@@ -1,5 +1,6 @@
 //! The space's own settings (`docs/api.md#get-space`): read and changed with the space's secret.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
@@ -8,20 +9,22 @@ use crate::domain::keyring::SpaceRef;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::error::Error;
 use crate::surface::Call;
-use crate::surface::respond;
+use crate::surface::respond::{self, Success};
 
-#[derive(Serialize)]
-struct SpaceAnswer<'a> {
-    ok: bool,
-    space: &'a str,
-    settings: SpaceSettings,
+/// The answer of `GET /space` and `PATCH /space`: every setting as it now is.
+#[derive(Serialize, JsonSchema)]
+pub struct SpaceAnswer<'a> {
+    pub ok: Success,
+    /// The space's name.
+    pub space: &'a str,
+    pub settings: SpaceSettings,
 }
 
 fn space_answer(space: &SpaceRef, settings: SpaceSettings) -> Response {
     respond::json(
         StatusCode::OK,
         &SpaceAnswer {
-            ok: true,
+            ok: Success,
             space: &space.name,
             settings,
         },

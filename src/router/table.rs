@@ -4,18 +4,26 @@
 //! An entry names its method, its path (`{name}` is one segment, given to the handler as
 //! `Call::param` as it came (not percent-decoded); `{name...}` is the rest of the path, possibly empty), who may call it
 //! ([`Guard`], which also carries the handler, so a handler can never be reached past a check it
-//! does not expect), and its `OpenAPI` operation: a file in `openapi/` holding the operation
-//! object and the schemas it introduces (`openapi.rs` assembles them; the operation's
-//! `security` comes from the guard). What each endpoint does is written in `docs/api.md`.
+//! does not expect), and its `OpenAPI` operation ([`Operation`]): the types of its request and
+//! answer bodies, and a file in `openapi/` with what no type holds (`openapi.rs` assembles them;
+//! the operation's `security` comes from the guard). What each endpoint does is written in `docs/api.md`.
 
 use std::sync::Arc;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use warp::http::Method;
 use warp::reply::Response;
 
+use crate::domain::click::{BindBody, ClickBody};
+use crate::domain::cost::CostBody;
+use crate::domain::destination::{DestinationBody, RetryBody};
+use crate::domain::event::EventBody;
 use crate::domain::keyring::SpaceRef;
+use crate::domain::link::LinkBody;
+use crate::domain::settings::SettingsBody;
 use crate::error::Error;
 use crate::http::{costs, destinations, document, health, ingest, links, read, space};
+use crate::surface::respond::Done;
 use crate::surface::{Answer, Call};
 use crate::web;
 
@@ -47,7 +55,29 @@ pub struct Endpoint {
     pub path: &'static str,
     pub guard: Guard,
     /// The `OpenAPI` operation (see the module doc); `None` for what is not JSON (the admin page).
-    pub openapi: Option<&'static str>,
+    pub openapi: Option<Operation>,
+}
+
+/// An endpoint's operation in `/openapi.json`. Its JSON bodies are named by their Rust types,
+/// whose schemas `openapi.rs` derives (schemars, serde's attributes respected); the rest, which
+/// no type holds, is the file's: summary, description, query parameters, the description of each
+/// answer and the error answers.
+pub struct Operation {
+    /// The operation object of a file in `openapi/`, without its request body or the success
+    /// answer's JSON schema.
+    pub file: &'static str,
+    /// The type of its JSON request body, if it takes one.
+    pub body: Option<TypeSchema>,
+    /// The status of its JSON success answer, and the answer's type.
+    pub answer: Option<(u16, TypeSchema)>,
+}
+
+/// The schema of a type, added to a generator's definitions; a `$ref` to it.
+pub type TypeSchema = fn(&mut SchemaGenerator) -> Schema;
+
+/// The [`TypeSchema`] of `T`.
+const fn schema<T: JsonSchema>() -> TypeSchema {
+    SchemaGenerator::subschema_for::<T>
 }
 
 /// A handler `fn(Call) -> Answer<_>` (or with more arguments) from an `async fn`.
@@ -67,157 +97,261 @@ pub static ROUTES: [Endpoint; 28] = [
         method: Method::GET,
         path: "/l/{slug}",
         guard: Guard::Public(boxed!(links::visit)),
-        openapi: Some(include_str!("openapi/get_visit.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_visit.json"),
+            body: None,
+            answer: None,
+        }),
     },
     Endpoint {
         method: Method::POST,
         path: "/events",
         guard: Guard::Secret(boxed!(ingest::post_events, 2)),
-        openapi: Some(include_str!("openapi/post_events.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_events.json"),
+            body: Some(schema::<EventBody<'static>>()),
+            answer: Some((200, schema::<ingest::EventAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/e",
         guard: Guard::IngestToken(boxed!(ingest::get_e, 2)),
-        openapi: Some(include_str!("openapi/get_e.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_e.json"),
+            body: None,
+            answer: Some((200, schema::<ingest::EventAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::POST,
         path: "/bind",
         guard: Guard::Secret(boxed!(ingest::post_bind, 2)),
-        openapi: Some(include_str!("openapi/post_bind.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_bind.json"),
+            body: Some(schema::<BindBody<'static>>()),
+            answer: Some((200, schema::<ingest::BindAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/bind",
         guard: Guard::IngestToken(boxed!(ingest::get_bind, 2)),
-        openapi: Some(include_str!("openapi/get_bind.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_bind.json"),
+            body: None,
+            answer: Some((200, schema::<ingest::BindAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::POST,
         path: "/clicks",
         guard: Guard::Secret(boxed!(ingest::post_clicks, 2)),
-        openapi: Some(include_str!("openapi/post_clicks.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_clicks.json"),
+            body: Some(schema::<ClickBody<'static>>()),
+            answer: Some((200, schema::<ingest::ClickAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::HEAD,
         path: "/l/{slug}",
         guard: Guard::Public(boxed!(links::visit)),
-        openapi: Some(include_str!("openapi/head_visit.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/head_visit.json"),
+            body: None,
+            answer: None,
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/events",
         guard: Guard::Secret(boxed!(read::get_events, 2)),
-        openapi: Some(include_str!("openapi/get_events.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_events.json"),
+            body: None,
+            answer: Some((200, schema::<read::FeedAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/events/wait",
         guard: Guard::Secret(boxed!(read::get_events_wait, 2)),
-        openapi: Some(include_str!("openapi/get_events_wait.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_events_wait.json"),
+            body: None,
+            answer: Some((200, schema::<read::FeedAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/stats",
         guard: Guard::Secret(boxed!(read::get_stats, 2)),
-        openapi: Some(include_str!("openapi/get_stats.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_stats.json"),
+            body: None,
+            answer: Some((200, schema::<read::StatsAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/rejections",
         guard: Guard::Secret(boxed!(read::get_rejections, 2)),
-        openapi: Some(include_str!("openapi/get_rejections.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_rejections.json"),
+            body: None,
+            answer: Some((200, schema::<read::RejectionsAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::POST,
         path: "/links",
         guard: Guard::Secret(boxed!(links::post_links, 2)),
-        openapi: Some(include_str!("openapi/post_links.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_links.json"),
+            body: Some(schema::<LinkBody<'static>>()),
+            answer: Some((201, schema::<links::LinkAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/links",
         guard: Guard::Secret(boxed!(links::get_links, 2)),
-        openapi: Some(include_str!("openapi/get_links.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_links.json"),
+            body: None,
+            answer: Some((200, schema::<links::LinksAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::DELETE,
         path: "/links/{slug}",
         guard: Guard::Secret(boxed!(links::delete_link, 2)),
-        openapi: Some(include_str!("openapi/delete_link.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/delete_link.json"),
+            body: None,
+            answer: Some((200, schema::<Done>())),
+        }),
     },
     Endpoint {
         method: Method::POST,
         path: "/destinations",
         guard: Guard::Secret(boxed!(destinations::post_destinations, 2)),
-        openapi: Some(include_str!("openapi/post_destinations.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_destinations.json"),
+            body: Some(schema::<DestinationBody<'static>>()),
+            answer: Some((201, schema::<destinations::DestinationAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/destinations",
         guard: Guard::Secret(boxed!(destinations::get_destinations, 2)),
-        openapi: Some(include_str!("openapi/get_destinations.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_destinations.json"),
+            body: None,
+            answer: Some((200, schema::<destinations::DestinationsAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::DELETE,
         path: "/destinations/{name}",
         guard: Guard::Secret(boxed!(destinations::delete_destination, 2)),
-        openapi: Some(include_str!("openapi/delete_destination.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/delete_destination.json"),
+            body: None,
+            answer: Some((200, schema::<Done>())),
+        }),
     },
     Endpoint {
         method: Method::POST,
         path: "/destinations/{name}/test",
         guard: Guard::Secret(boxed!(destinations::post_destination_test, 2)),
-        openapi: Some(include_str!("openapi/post_destination_test.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_destination_test.json"),
+            body: None,
+            answer: Some((200, schema::<destinations::TestAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/deliveries",
         guard: Guard::Secret(boxed!(destinations::get_deliveries, 2)),
-        openapi: Some(include_str!("openapi/get_deliveries.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_deliveries.json"),
+            body: None,
+            answer: Some((200, schema::<destinations::DeliveriesAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::POST,
         path: "/deliveries/retry",
         guard: Guard::Secret(boxed!(destinations::post_deliveries_retry, 2)),
-        openapi: Some(include_str!("openapi/post_deliveries_retry.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_deliveries_retry.json"),
+            body: Some(schema::<RetryBody<'static>>()),
+            answer: Some((200, schema::<destinations::RetryAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/space",
         guard: Guard::Secret(boxed!(space::get_space, 2)),
-        openapi: Some(include_str!("openapi/get_space.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_space.json"),
+            body: None,
+            answer: Some((200, schema::<space::SpaceAnswer<'static>>())),
+        }),
     },
     Endpoint {
         method: Method::PATCH,
         path: "/space",
         guard: Guard::Secret(boxed!(space::patch_space, 2)),
-        openapi: Some(include_str!("openapi/patch_space.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/patch_space.json"),
+            body: Some(schema::<SettingsBody<'static>>()),
+            answer: Some((200, schema::<space::SpaceAnswer<'static>>())),
+        }),
     },
     Endpoint {
         method: Method::POST,
         path: "/costs",
         guard: Guard::Secret(boxed!(costs::post_costs, 2)),
-        openapi: Some(include_str!("openapi/post_costs.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_costs.json"),
+            body: Some(schema::<CostBody<'static>>()),
+            answer: Some((200, schema::<costs::CostAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/costs",
         guard: Guard::Secret(boxed!(costs::get_costs, 2)),
-        openapi: Some(include_str!("openapi/get_costs.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_costs.json"),
+            body: None,
+            answer: Some((200, schema::<costs::CostsAnswer>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/healthz",
         guard: Guard::Public(boxed!(health::healthz)),
-        openapi: Some(include_str!("openapi/get_healthz.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_healthz.json"),
+            body: None,
+            answer: Some((200, schema::<Done>())),
+        }),
     },
     Endpoint {
         method: Method::GET,
         path: "/openapi.json",
         guard: Guard::Public(boxed!(document::serve)),
-        openapi: Some(include_str!("openapi/get_openapi.json")),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_openapi.json"),
+            body: None,
+            answer: None,
+        }),
     },
     Endpoint {
         method: Method::GET,

@@ -3,8 +3,10 @@
 //! `status_of` is the only place that knows which HTTP status a [`Code`] gets. Warp's own
 //! rejections (unknown path, wrong method) come through [`recover`] into the same body shape.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 use warp::http::{HeaderValue, StatusCode, header};
 use warp::reply::Response;
@@ -45,24 +47,83 @@ pub enum Auth {
     None,
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    ok: bool,
-    status: &'static str,
-    error: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<&'static str>,
+/// `"ok": true`, the first field of every success answer: a client tells success from failure
+/// by it alone.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Success;
+
+impl Serialize for Success {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bool(true)
+    }
 }
 
-#[derive(Serialize)]
-struct Done {
-    ok: bool,
+impl JsonSchema for Success {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "Success".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"const": true})
+    }
+}
+
+/// `"ok": false`, the first field of every failure.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Failure;
+
+impl Serialize for Failure {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bool(false)
+    }
+}
+
+impl JsonSchema for Failure {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "Failure".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"const": false})
+    }
+}
+
+/// Every failure: a stable `status` code, a sentence for a person, and the field at fault.
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "Error")]
+pub struct ErrorBody<'a> {
+    pub ok: Failure,
+    /// A stable machine code.
+    pub status: Code,
+    /// One sentence for a person, naming the field and what was wrong.
+    #[schemars(length(min = 1))]
+    pub error: &'a str,
+    /// The field at fault, under the name the caller used (`t` on GET /e, `occurred_at_ms` on
+    /// POST /events).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub field: Option<&'static str>,
+}
+
+/// The answer of an operation that has nothing else to say.
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "Ok")]
+pub struct Done {
+    pub ok: Success,
 }
 
 /// `200 {"ok": true}`: the answer of an operation that has nothing else to say.
 #[must_use]
 pub fn ok() -> Response {
-    json(StatusCode::OK, &Done { ok: true })
+    json(StatusCode::OK, &Done { ok: Success })
 }
 
 /// The error body (`docs/api.md#errors`), with the headers its status calls for.
@@ -89,8 +150,8 @@ pub fn error(err: &Error, auth: Auth) -> Response {
 #[must_use]
 pub fn error_body(err: &Error) -> Vec<u8> {
     to_json(&ErrorBody {
-        ok: false,
-        status: err.code.as_str(),
+        ok: Failure,
+        status: err.code,
         error: &err.message,
         field: err.field,
     })

@@ -9,7 +9,7 @@ use crate::domain::input::quoted;
 use crate::error::{Code, Error};
 
 /// The state of one delivery (`docs/api.md#deliveries`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum State {

@@ -13,7 +13,7 @@ use crate::domain::input::quoted;
 use crate::error::{Code, Error};
 
 /// Where a destination sends its events.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum Kind {

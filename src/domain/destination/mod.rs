@@ -32,5 +32,8 @@ pub use fields::{
 };
 pub use kind::{ClickFacts, Destination, Directory, EventSet, Kind, Meta, Secret, Target};
 pub use macros::{MACROS, fill_macros};
-pub use request::{DEFAULT_DELIVERIES_PAGE, DeliveryQuery, MAX_DELIVERIES_PAGE, RetryRequest};
+pub use request::{
+    DEFAULT_DELIVERIES_PAGE, DeliveryQuery, DestinationBody, MAX_DELIVERIES_PAGE, RetryBody,
+    RetryRequest,
+};
 pub use view::{DeliveryView, DestinationView, LastError};

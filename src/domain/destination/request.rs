@@ -10,28 +10,52 @@ use super::{DestinationFields, State, check_name};
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
-#[derive(Deserialize)]
+/// The body of `POST /destinations`. The fields of each kind (`docs/api.md#destinations`):
+/// `meta_capi` takes `pixel_id` and `access_token` (required), `test_event_code`, `api_version`,
+/// `graph_url`; `postback` and `webhook` take `url` (required). A field of another kind is
+/// refused. An empty string or `null` counts as absent.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct DestinationBody<'a> {
+pub struct DestinationBody<'a> {
     #[serde(borrow)]
+    #[schemars(with = "String", pattern(r"^[a-z0-9][a-z0-9-]{0,31}$"))]
     name: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(with = "super::Kind")]
     kind: Option<&'a RawValue>,
+    /// The events it is sent. Default: all four.
     #[serde(borrow)]
+    #[schemars(with = "Option<Vec<crate::domain::event::EventKind>>", length(min = 1))]
     events: Option<&'a RawValue>,
+    /// Default true, false for a webhook.
     #[serde(borrow)]
+    #[schemars(with = "Option<bool>")]
     only_attributed: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", pattern(r"^([0-9]{1,32})?$"))]
     pixel_id: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = 1024), pattern(r"^[!-~]*$"))]
     access_token: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", pattern(r"^([A-Za-z0-9]{1,64})?$"))]
     test_event_code: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", pattern(r"^(v[0-9]{1,3}\.[0-9]{1,3})?$"))]
     api_version: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(
+        with = "Option<String>",
+        length(max = 2048),
+        pattern(r"^(https://[!-~]+)?$")
+    )]
     graph_url: Option<&'a RawValue>,
     #[serde(borrow)]
+    #[schemars(
+        with = "Option<String>",
+        length(max = 2048),
+        pattern(r"^(https://[!-~]+)?$")
+    )]
     url: Option<&'a RawValue>,
 }
 
@@ -130,12 +154,20 @@ pub struct RetryRequest {
     pub state: State,
 }
 
-#[derive(Deserialize)]
+/// The body of `POST /deliveries/retry`.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RetryBody<'a> {
+pub struct RetryBody<'a> {
     #[serde(borrow)]
+    #[schemars(
+        with = "String",
+        pattern(r"^[a-z0-9][a-z0-9-]{0,31}$"),
+        example = "meta-main"
+    )]
     destination: Option<&'a RawValue>,
+    /// Default `dead`, the only state retried by hand.
     #[serde(borrow)]
+    #[schemars(with = "Option<String>", pattern(r"^dead$"))]
     state: Option<&'a RawValue>,
 }
 

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::{Destination, Kind, State, StateCounts, Target};
 
 /// A destination's last failure, as its list shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LastError {
     pub at_ms: u64,
     pub inbox_id: Option<String>,
@@ -15,7 +15,7 @@ pub struct LastError {
 
 /// A destination as answers show it: never its access token (its last 4 characters only), and
 /// its signing secret only in the answer that created it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DestinationView {
     pub name: String,
     pub kind: Kind,
@@ -76,7 +76,7 @@ impl DestinationView {
 }
 
 /// One delivery as `GET /deliveries` shows it: never a credential.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeliveryView {
     pub inbox_id: String,
     pub destination: String,
