@@ -175,7 +175,7 @@ async fn meta_gets_the_documented_request_batched_with_only_clicks_it_can_match(
     for i in 0..20 {
         batched.push(assert_queued(
             &s.post_event(&format!(
-                r#"{{"event":"deposit","uid":"{uid}","eid":"d-{i}","value":"12.50","currency":"usdt"}}"#
+                r#"{{"event":"deposit","uid":"{uid}","eid":"d-{i}","value":"12.50","currency":"usd"}}"#
             ))
             .await,
         ));
@@ -226,7 +226,7 @@ async fn meta_gets_the_documented_request_batched_with_only_clicks_it_can_match(
         e["user_data"]["external_id"],
         json!([hex::encode(Sha256::digest(b"777000111"))])
     );
-    assert_eq!(e["custom_data"], json!({"value": 12.5, "currency": "USDT"}));
+    assert_eq!(e["custom_data"], json!({"value": 12.5, "currency": "USD"}));
     assert_eq!(
         got[0].json()["data"][0]["event_name"],
         "CompleteRegistration"
@@ -674,7 +674,8 @@ async fn client_hints_are_kept_only_where_asked_and_only_until_delivery_max_age(
     );
     delivery_in(&s, id, "delivered").await;
     let user = meta.received()[1].json()["data"][0]["user_data"].clone();
-    assert_eq!(user["client_ip_address"], "127.0.0.1", "{user}");
+    // The visit came from loopback: a proxy's address, never the visitor's, so never sent.
+    assert_eq!(user["client_ip_address"], Value::Null, "{user}");
     assert_eq!(user["client_user_agent"], "Mozilla/5.0 (Test)");
 
     // Retention deletes them once they are delivery_max_age old, not before.
@@ -820,5 +821,142 @@ async fn a_private_address_allowed_once_is_not_sent_to_once_it_is_not() {
         assert_eq!(d["last_status"], Value::Null, "{name}: {d}");
     }
     assert_eq!(r.received().len(), 2, "nothing more reached the receiver");
+    s.stop().await;
+}
+
+async fn meta_destination(s: &TestServer, meta: &Receiver) {
+    destination(
+        s,
+        &s.a,
+        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz", "graph_url": meta.url("")}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposit_in_a_currency_meta_does_not_take_never_sinks_its_batch() {
+    // Long enough for the held request to outlast the posting of 1000 events.
+    let s = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.timeout = WAIT;
+    })
+    .await;
+    let meta = Receiver::meta(NOW_MS).await;
+    meta_destination(&s, &meta).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    // Held: the next 1000 events wait for it, then go in one batch.
+    meta.then([Reply::Held]);
+    assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    meta.wait_for(1, WAIT).await;
+    let mut usd = Vec::new();
+    let mut stars = 0;
+    for i in 0..1000 {
+        let currency = if i == 500 { "XTR" } else { "USD" };
+        let id = assert_queued(
+            &s.post_event(&format!(
+                r#"{{"event":"deposit","uid":"{uid}","eid":"d-{i}","value":"100","currency":"{currency}"}}"#
+            ))
+            .await,
+        );
+        if i == 500 {
+            stars = id;
+        } else {
+            usd.push(id);
+        }
+    }
+    meta.release();
+    let dead = delivery_in(&s, stars, "dead").await;
+    assert!(
+        dead["last_answer"]
+            .as_str()
+            .unwrap()
+            .contains("no rate for XTR"),
+        "{dead}"
+    );
+    assert_eq!(dead["attempts"], 1, "{dead}");
+    delivery_in(&s, *usd.last().unwrap(), "delivered").await;
+    let got = meta.received();
+    assert_eq!(got.len(), 2, "the held request, then one batch");
+    let data = got[1].json()["data"].as_array().unwrap().clone();
+    assert_eq!(data.len(), 999);
+    assert!(data.iter().all(|e| e["custom_data"]["currency"] == "USD"));
+    let listed = s.read_as(&s.a, "/destinations").await.json();
+    assert_eq!(listed["destinations"][0]["deliveries"]["delivered"], 1000);
+    assert_eq!(listed["destinations"][0]["deliveries"]["dead"], 1);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttle_answered_as_400_is_retried_no_sooner_than_60_s_later() {
+    let s = private_server().await;
+    let meta = Receiver::meta(NOW_MS).await;
+    meta_destination(&s, &meta).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    meta.then([
+        Reply::meta_throttled(),
+        Reply::meta_throttled(),
+        Reply::meta_throttled(),
+    ]);
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    for tried in 1..=3 {
+        let d = loop {
+            let d = delivery_in(&s, id, "retrying").await;
+            if d["attempts"] == tried {
+                break d;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let last = d["last_attempt_at_ms"].as_u64().unwrap();
+        let next = d["next_attempt_at_ms"].as_u64().unwrap();
+        assert!(next >= last + 60_000, "retried too soon: {d}");
+        assert!(
+            d["last_answer"].as_str().unwrap().contains("limit reached"),
+            "{d}"
+        );
+        // Not a moment sooner.
+        s.clock.set(next - 1);
+        s.app.as_ref().unwrap().delivery_wake.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(meta.received().len(), usize::try_from(tried).unwrap());
+        s.clock.set(next);
+        meta.wait_for(usize::try_from(tried).unwrap() + 1, WAIT)
+            .await;
+    }
+    let d = delivery_in(&s, id, "delivered").await;
+    assert_eq!(d["attempts"], 4, "{d}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_leaves_nothing_dead() {
+    let s = private_server().await;
+    let meta = Receiver::meta(NOW_MS).await;
+    meta_destination(&s, &meta).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    meta.always(Reply::meta_token_revoked());
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    let d = delivery_in(&s, id, "retrying").await;
+    assert!(
+        d["last_answer"]
+            .as_str()
+            .unwrap()
+            .contains("Error validating access token"),
+        "{d}"
+    );
+    let listed = s.read_as(&s.a, "/destinations").await.json();
+    assert_eq!(
+        listed["destinations"][0]["deliveries"]["dead"], 0,
+        "{listed}"
+    );
     s.stop().await;
 }
