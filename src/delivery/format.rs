@@ -138,26 +138,48 @@ pub fn webhook_body(event: &FeedEvent) -> Vec<u8> {
     serde_json::to_vec(event).unwrap_or_default()
 }
 
-/// `Tracker-Signature`: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">` under the
-/// destination's signing secret.
+/// The HMAC key of a webhook's signing secret: a Standard Webhooks secret (`whsec_` and
+/// base64) is the bytes it encodes; a secret of another form is its text as it is.
+#[must_use]
+pub fn signing_key(secret: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    secret
+        .strip_prefix("whsec_")
+        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+        .unwrap_or_else(|| secret.as_bytes().to_vec())
+}
+
+/// `webhook-signature`, as Standard Webhooks specifies: `v1,<base64 HMAC-SHA256 of
+/// "<id>.<timestamp>.<body>">` under each of `secrets` (two while a rotated one still signs),
+/// separated by a space.
 ///
 /// # Panics
 /// Never: HMAC takes a key of any length.
 #[must_use]
-pub fn signature(secret: &str, t_s: u64, body: &[u8]) -> String {
-    let mut mac =
-        hmac::Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-    mac.update(t_s.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!("t={t_s},v1={}", hex::encode(mac.finalize().into_bytes()))
+pub fn webhook_signature(secrets: &[&str], id: &str, timestamp_s: u64, body: &[u8]) -> String {
+    use base64::Engine as _;
+    secrets
+        .iter()
+        .map(|secret| {
+            let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&signing_key(secret))
+                .expect("HMAC takes any key");
+            mac.update(format!("{id}.{timestamp_s}.").as_bytes());
+            mac.update(body);
+            let tag = mac.finalize().into_bytes();
+            format!(
+                "v1,{}",
+                base64::engine::general_purpose::STANDARD.encode(tag)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
-/// `Tracker-Delivery`: the same for every attempt at one event's delivery to one destination,
-/// so a receiver drops a second copy.
+/// `webhook-id`: the same for every attempt at one event's delivery to one destination, so a
+/// receiver drops a second copy.
 #[must_use]
-pub fn delivery_id(destination_no: u32, inbox_id: &str) -> String {
-    format!("{inbox_id}-{destination_no}")
+pub fn webhook_id(destination_no: u32, event: &FeedEvent) -> String {
+    format!("{}-{destination_no}", event_id(event))
 }
 
 /// The synthetic event a test of a destination sends: a deposit of 1.00 USD by a click with
@@ -236,11 +258,17 @@ mod tests {
     }
 
     #[test]
-    fn a_signature_is_an_hmac_of_the_time_and_body() {
-        let s = signature("k", 1, b"{}");
-        assert!(s.starts_with("t=1,v1="), "{s}");
-        assert_eq!(s.len(), "t=1,v1=".len() + 64);
-        assert_ne!(s, signature("k", 1, b"{ }"));
-        assert_ne!(s, signature("k", 2, b"{}"));
+    fn a_signature_is_an_hmac_of_the_id_time_and_body_under_each_secret() {
+        let s = webhook_signature(&["whsec_a2V5"], "m", 1, b"{}");
+        assert!(s.starts_with("v1,"), "{s}");
+        assert_eq!(s.len(), "v1,".len() + 44);
+        assert_ne!(s, webhook_signature(&["whsec_a2V5"], "m", 1, b"{ }"));
+        assert_ne!(s, webhook_signature(&["whsec_a2V5"], "m", 2, b"{}"));
+        assert_ne!(s, webhook_signature(&["whsec_a2V5"], "n", 1, b"{}"));
+        assert_eq!(signing_key("whsec_a2V5"), b"key");
+        assert_eq!(signing_key("trk_ws_x"), b"trk_ws_x");
+        let both = webhook_signature(&["whsec_a2V5", "whsec_b3RoZXI="], "m", 1, b"{}");
+        assert_eq!(both.split(' ').next(), Some(s.as_str()));
+        assert_eq!(both.split(' ').count(), 2);
     }
 }

@@ -507,7 +507,7 @@ fn meta_request(
         .body(format::meta_body(meta, data))
 }
 
-/// The signed `POST` of one event to a webhook.
+/// The signed `POST` of one event to a webhook, as Standard Webhooks specifies.
 fn webhook_request(
     client: &reqwest::Client,
     url: reqwest::Url,
@@ -517,17 +517,17 @@ fn webhook_request(
     now_ms: u64,
 ) -> reqwest::RequestBuilder {
     let body = format::webhook_body(event);
+    let id = format::webhook_id(destination_no, event);
+    let timestamp_s = now_ms / 1000;
     client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(
-            "Tracker-Signature",
-            format::signature(secret, now_ms / 1000, &body),
+            "webhook-signature",
+            format::webhook_signature(&[secret], &id, timestamp_s, &body),
         )
-        .header(
-            "Tracker-Delivery",
-            format::delivery_id(destination_no, &event.inbox_id),
-        )
+        .header("webhook-timestamp", timestamp_s.to_string())
+        .header("webhook-id", id)
         .body(body)
 }
 
