@@ -10,9 +10,9 @@
 //!
 //! This file holds the kinds and what a stored destination is; beside it: `fields.rs` (the rules
 //! of each kind's fields), `address.rs` (which addresses a destination may reach), `macros.rs`
-//! (a postback's URL macros), `meta.rs` (Meta's event names and what its answers mean), `request.rs` (the bodies and queries that name destinations and
-//! deliveries), `delivery.rs` (a delivery's states and its retries) and `view.rs` (what answers
-//! show).
+//! (a postback's URL macros), `meta.rs` (Meta's event names and what its answers mean),
+//! `request.rs` (the bodies and queries that name destinations and deliveries), `delivery.rs`
+//! (a delivery's states and its retries) and `view.rs` (what answers show).
 
 mod address;
 mod delivery;
