@@ -31,7 +31,7 @@ pub enum Answering {
 }
 
 /// What a counting receiver got: events (a Meta request's `data` entries, one per webhook
-/// request), and the distinct ones (Meta's `event_id`, a webhook's `Tracker-Delivery`).
+/// request), and the distinct ones (Meta's `event_id`, a webhook's `webhook-id`).
 #[derive(Default)]
 pub struct Tally {
     events: AtomicU64,
@@ -48,7 +48,7 @@ impl Tally {
     }
 
     /// Counts a request's events: the `data` array's `event_id`s of a Meta request, or the
-    /// request itself by its `Tracker-Delivery`.
+    /// request itself by its `webhook-id`.
     fn count(&self, delivery: Option<String>, body: &[u8]) {
         let ids: Vec<String> = match delivery {
             Some(id) => vec![id],
@@ -126,7 +126,7 @@ fn answer_each(stream: TcpStream, tally: Option<&Tally>) {
                     if let Some((name, value)) = line.split_once(':') {
                         if name.eq_ignore_ascii_case("content-length") {
                             length = value.trim().parse().unwrap_or(0);
-                        } else if name.eq_ignore_ascii_case("tracker-delivery") {
+                        } else if name.eq_ignore_ascii_case("webhook-id") {
                             delivery = Some(value.trim().to_owned());
                         }
                     }

@@ -427,7 +427,7 @@ fn between_space(bench: &Bench, row: OutRow, tally: &Arc<Tally>) -> Result<Betwe
 }
 
 /// `dest_answering`'s at-least-once check: each of `acked` events owes two deliveries (Meta's
-/// `event_id` and the webhook's `Tracker-Delivery` differ, so they count apart).
+/// `event_id` and the webhook's `webhook-id` differ, so they count apart).
 fn check_owed(tally: &Tally, acked: u64, slack: u64, results: &mut OutResults) {
     let distinct = tally.distinct();
     println!(

@@ -19,7 +19,7 @@ pub(super) fn created_text(d: &DestinationView) -> String {
         let _ = write!(
             text,
             "\n  signing secret  {secret}\n  (shown once: the receiver checks \
-             Tracker-Signature with it)"
+             webhook-signature with it, as Standard Webhooks specifies)"
         );
     }
     text

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::domain::click::ClientHints;
-use crate::domain::destination::{Meta, fill_macros};
+use crate::domain::destination::{Meta, MetaRules, fill_macros, is_private};
 use crate::domain::feed::FeedEvent;
 
 /// Meta refuses a whole request when one of its events happened more than 7 days before.
@@ -17,17 +17,6 @@ pub const META_BATCH: usize = 1000;
 /// Where the conversions happen: in a Telegram chat with the bot. Meta's `chat` is "a
 /// conversion made via a messaging app, SMS, or online messaging feature".
 pub const ACTION_SOURCE: &str = "chat";
-
-/// Meta's standard event for each of the tracker's event kinds.
-#[must_use]
-pub fn meta_event_name(event: &str) -> &'static str {
-    match event {
-        "contact" => "Contact",
-        "subscribed" => "Subscribe",
-        "registration" => "CompleteRegistration",
-        _ => "Purchase",
-    }
-}
 
 /// SHA-256 of `text`, in lowercase hex.
 #[must_use]
@@ -42,10 +31,18 @@ pub fn event_id(event: &FeedEvent) -> &str {
     &event.inbox_id
 }
 
-/// One entry of a request's `data`: `None` when the event carries nothing Meta could match it
-/// to (no click id, no Telegram id, no hints), which Meta refuses.
-#[must_use]
-pub fn meta_event(event: &FeedEvent, hints: Option<&ClientHints>) -> Option<Value> {
+/// An event older than this is never put in a request: Meta refuses one more than 7 days old,
+/// and an hour is left for the request to arrive.
+pub const META_SEND_WITHIN_MS: u64 = META_MAX_EVENT_AGE_MS - 3_600_000;
+
+/// One entry of a request's `data`, by the destination's `rules`; or why the event cannot be
+/// sent to Meta at all: nothing Meta could match it to (no click id, no Telegram id, no
+/// hints), a currency without a rate, a value Meta cannot take.
+pub fn meta_event(
+    event: &FeedEvent,
+    hints: Option<&ClientHints>,
+    rules: &MetaRules,
+) -> Result<Value, String> {
     let mut user = Map::new();
     if let Some(fbc) = &event.fbc {
         user.insert("fbc".into(), json!(fbc));
@@ -54,33 +51,43 @@ pub fn meta_event(event: &FeedEvent, hints: Option<&ClientHints>) -> Option<Valu
         user.insert("external_id".into(), json!([sha256_hex(&tg.to_string())]));
     }
     if let Some(h) = hints {
-        user.insert("client_ip_address".into(), json!(h.ip.to_string()));
+        // A private address is a proxy's, never the visitor's: Meta would match nothing by it.
+        if !is_private(h.ip) {
+            user.insert("client_ip_address".into(), json!(h.ip.to_string()));
+        }
         if let Some(agent) = &h.user_agent {
             user.insert("client_user_agent".into(), json!(agent));
         }
     }
     if user.is_empty() {
-        return None;
+        return Err(
+            "not sent: the event has no fbc, Telegram id or visitor hints for Meta \
+                    to match"
+                .into(),
+        );
     }
+    let name = rules
+        .event_names
+        .name_for(&event.event, event.first_deposit == Some(true));
     let mut e = json!({
-        "event_name": meta_event_name(&event.event),
+        "event_name": name,
         "event_time": event.occurred_at_ms / 1000,
         "event_id": event_id(event),
         "action_source": ACTION_SOURCE,
         "user_data": user,
     });
     if event.event == "deposit" {
-        let value = event
-            .value
-            .as_deref()
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
-        e["custom_data"] = json!({
-            "value": value,
-            "currency": event.currency.to_ascii_uppercase(),
-        });
+        let value = event.value.as_deref().unwrap_or("0");
+        let (amount, currency) = rules.currency_rates.to_iso(value, &event.currency)?;
+        let number = amount
+            .to_string()
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite())
+            .ok_or_else(|| format!("not sent: the value {value} is no number Meta can take"))?;
+        e["custom_data"] = json!({ "value": number, "currency": currency });
     }
-    Some(e)
+    Ok(e)
 }
 
 /// The address of a Meta destination's requests.
@@ -131,26 +138,48 @@ pub fn webhook_body(event: &FeedEvent) -> Vec<u8> {
     serde_json::to_vec(event).unwrap_or_default()
 }
 
-/// `Tracker-Signature`: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">` under the
-/// destination's signing secret.
+/// The HMAC key of a webhook's signing secret: a Standard Webhooks secret (`whsec_` and
+/// base64) is the bytes it encodes; a secret of another form is its text as it is.
+#[must_use]
+pub fn signing_key(secret: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    secret
+        .strip_prefix("whsec_")
+        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+        .unwrap_or_else(|| secret.as_bytes().to_vec())
+}
+
+/// `webhook-signature`, as Standard Webhooks specifies: `v1,<base64 HMAC-SHA256 of
+/// "<id>.<timestamp>.<body>">` under each of `secrets` (two while a rotated one still signs),
+/// separated by a space.
 ///
 /// # Panics
 /// Never: HMAC takes a key of any length.
 #[must_use]
-pub fn signature(secret: &str, t_s: u64, body: &[u8]) -> String {
-    let mut mac =
-        hmac::Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-    mac.update(t_s.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!("t={t_s},v1={}", hex::encode(mac.finalize().into_bytes()))
+pub fn webhook_signature(secrets: &[&str], id: &str, timestamp_s: u64, body: &[u8]) -> String {
+    use base64::Engine as _;
+    secrets
+        .iter()
+        .map(|secret| {
+            let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&signing_key(secret))
+                .expect("HMAC takes any key");
+            mac.update(format!("{id}.{timestamp_s}.").as_bytes());
+            mac.update(body);
+            let tag = mac.finalize().into_bytes();
+            format!(
+                "v1,{}",
+                base64::engine::general_purpose::STANDARD.encode(tag)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
-/// `Tracker-Delivery`: the same for every attempt at one event's delivery to one destination,
-/// so a receiver drops a second copy.
+/// `webhook-id`: the same for every attempt at one event's delivery to one destination, so a
+/// receiver drops a second copy.
 #[must_use]
-pub fn delivery_id(destination_no: u32, inbox_id: &str) -> String {
-    format!("{inbox_id}-{destination_no}")
+pub fn webhook_id(destination_no: u32, event: &FeedEvent) -> String {
+    format!("{}-{destination_no}", event_id(event))
 }
 
 /// The synthetic event a test of a destination sends: a deposit of 1.00 USD by a click with
@@ -192,33 +221,54 @@ mod tests {
         e
     }
 
+    fn usd_event() -> FeedEvent {
+        let mut e = event();
+        e.currency = "usd".into();
+        e
+    }
+
     #[test]
     fn meta_gets_its_documented_fields() {
-        let e = meta_event(&event(), None).unwrap();
+        let rules = MetaRules::default();
+        let e = meta_event(&usd_event(), None, &rules).unwrap();
         assert_eq!(e["event_name"], "Purchase");
         assert_eq!(e["event_time"], 1_700_000_000);
         assert_eq!(e["event_id"], "42");
         assert_eq!(e["action_source"], "chat");
         assert_eq!(e["user_data"]["fbc"], "fb.1.1700000000123.test");
         assert_eq!(e["user_data"]["external_id"], json!([sha256_hex("777")]));
-        assert_eq!(e["custom_data"], json!({"value": 12.5, "currency": "USDT"}));
+        assert!(
+            meta_event(&event(), None, &rules)
+                .unwrap_err()
+                .contains("no rate for USDT")
+        );
+        let mut usd = event();
+        usd.currency = "usd".into();
+        let e = meta_event(&usd, None, &rules).unwrap();
+        assert_eq!(e["custom_data"], json!({"value": 12.5, "currency": "USD"}));
         let mut contact = event();
         contact.event = "contact".into();
-        let c = meta_event(&contact, None).unwrap();
+        let c = meta_event(&contact, None, &rules).unwrap();
         assert_eq!(c["event_name"], "Contact");
         assert!(c.get("custom_data").is_none());
         let mut unmatched = event();
         unmatched.fbc = None;
         unmatched.tg_id = None;
-        assert!(meta_event(&unmatched, None).is_none());
+        assert!(meta_event(&unmatched, None, &rules).is_err());
     }
 
     #[test]
-    fn a_signature_is_an_hmac_of_the_time_and_body() {
-        let s = signature("k", 1, b"{}");
-        assert!(s.starts_with("t=1,v1="), "{s}");
-        assert_eq!(s.len(), "t=1,v1=".len() + 64);
-        assert_ne!(s, signature("k", 1, b"{ }"));
-        assert_ne!(s, signature("k", 2, b"{}"));
+    fn a_signature_is_an_hmac_of_the_id_time_and_body_under_each_secret() {
+        let s = webhook_signature(&["whsec_a2V5"], "m", 1, b"{}");
+        assert!(s.starts_with("v1,"), "{s}");
+        assert_eq!(s.len(), "v1,".len() + 44);
+        assert_ne!(s, webhook_signature(&["whsec_a2V5"], "m", 1, b"{ }"));
+        assert_ne!(s, webhook_signature(&["whsec_a2V5"], "m", 2, b"{}"));
+        assert_ne!(s, webhook_signature(&["whsec_a2V5"], "n", 1, b"{}"));
+        assert_eq!(signing_key("whsec_a2V5"), b"key");
+        assert_eq!(signing_key("trk_ws_x"), b"trk_ws_x");
+        let both = webhook_signature(&["whsec_a2V5", "whsec_b3RoZXI="], "m", 1, b"{}");
+        assert_eq!(both.split(' ').next(), Some(s.as_str()));
+        assert_eq!(both.split(' ').count(), 2);
     }
 }

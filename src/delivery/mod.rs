@@ -12,6 +12,7 @@
 //! file.
 
 pub mod format;
+pub mod meta;
 pub mod outgoing;
 
 use std::collections::HashMap;
@@ -25,12 +26,14 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::config::Delivery;
 use crate::domain::destination::{
-    Attempt, Destination, Kind, Meta, Outcome, Target, answer_head, outcome_of,
+    Attempt, Destination, Kind, MAX_RETRY_MS, Meta, MetaRules, Outcome, Target, answer_head,
+    outcome_of,
 };
 use crate::domain::feed::FeedEvent;
 use crate::metrics::Metrics;
 use crate::storage::Store;
 use crate::storage::outbox::Due;
+use meta::Fate;
 
 /// What the senders need of the application, handed to them by the layer above: the store,
 /// the counters, the clock, the delivery settings and the wake-up a retry by hand rings.
@@ -182,6 +185,7 @@ async fn send_loop(senders: Senders, d: Arc<Destination>) {
         Kind::Postback | Kind::Webhook => BATCH_EACH,
     };
     let max_age_ms = senders.settings.max_age_ms();
+    let mut failures = FailureLog::default();
     loop {
         commits.borrow_and_update();
         let now = senders.now_ms();
@@ -212,7 +216,8 @@ async fn send_loop(senders: Senders, d: Arc<Destination>) {
             }
             continue;
         }
-        let attempts = send(&senders, &client, &d, batch.items).await;
+        let (attempts, token_rejected) = send(&senders, &client, &d, batch.items).await;
+        failures.note(&d.name, &attempts, token_rejected, senders.now_ms());
         let mut recorded = false;
         while !recorded {
             match senders
@@ -233,6 +238,60 @@ async fn send_loop(senders: Senders, d: Arc<Destination>) {
     }
 }
 
+/// How often a destination's failures are logged at most: one WARN a minute, with how many
+/// there were since the last one and the last error, so a destination that is down for a day
+/// leaves a readable log.
+const WARN_EVERY_MS: u64 = 60_000;
+
+/// One destination's failures since its last WARN, and whether its token's rejection was
+/// logged (once, as an ERROR, until it is taken again).
+#[derive(Default)]
+struct FailureLog {
+    warned_at_ms: Option<u64>,
+    failed: u64,
+    last_error: String,
+    token_rejected: bool,
+}
+
+impl FailureLog {
+    fn note(&mut self, name: &str, attempts: &[Attempt], token: Option<String>, now_ms: u64) {
+        match token {
+            Some(message) if !self.token_rejected => {
+                self.token_rejected = true;
+                tracing::error!(
+                    destination = %name,
+                    error = %message,
+                    "Meta no longer takes this destination's access token: its deliveries \
+                     are tried again hourly until one is taken"
+                );
+            }
+            Some(_) => {}
+            None => {
+                if attempts.iter().any(|a| a.outcome == Outcome::Delivered) {
+                    self.token_rejected = false;
+                }
+            }
+        }
+        for a in attempts.iter().filter(|a| a.outcome != Outcome::Delivered) {
+            self.failed += 1;
+            self.last_error.clone_from(&a.answer);
+        }
+        let due = self
+            .warned_at_ms
+            .is_none_or(|at| now_ms.saturating_sub(at) >= WARN_EVERY_MS);
+        if self.failed > 0 && due {
+            tracing::warn!(
+                destination = %name,
+                failed = self.failed,
+                last_error = %self.last_error,
+                "deliveries failed"
+            );
+            self.warned_at_ms = Some(now_ms);
+            self.failed = 0;
+        }
+    }
+}
+
 /// A random number in 0..1, for the retries' jitter.
 fn jitter() -> f64 {
     #[allow(clippy::cast_precision_loss)]
@@ -245,7 +304,7 @@ fn attempt(due: &Due, at_ms: u64, answered: &outgoing::Answered) -> Attempt {
         received_at_ms: due.event.received_at_ms,
         at_ms,
         status: answered.status,
-        answer: answered.answer.clone(),
+        answer: answer_head(&crate::domain::credential::redact(&answered.answer)),
         outcome: answered.status.map_or(Outcome::Failed, outcome_of),
         retry_after_ms: answered.retry_after_ms,
         jitter: jitter(),
@@ -259,70 +318,24 @@ fn refused(due: &Due, at_ms: u64, why: &str) -> Attempt {
         received_at_ms: due.event.received_at_ms,
         at_ms,
         status: None,
-        answer: answer_head(why),
+        answer: answer_head(&crate::domain::credential::redact(why)),
         outcome: Outcome::Refused,
         retry_after_ms: None,
         jitter: 0.5,
     }
 }
 
-/// Sends one batch of a destination; answers an attempt for each delivery.
+/// Sends one batch of a destination; answers an attempt for each delivery, and Meta's message
+/// when the destination's access token no longer works.
 async fn send(
     senders: &Senders,
     client: &reqwest::Client,
     d: &Destination,
     items: Vec<Due>,
-) -> Vec<Attempt> {
+) -> (Vec<Attempt>, Option<String>) {
     let allow_private = senders.settings.allow_private_destinations;
-    match &d.target {
-        Target::MetaCapi(meta) => {
-            let now = senders.now_ms();
-            let mut attempts = Vec::with_capacity(items.len());
-            let mut data = Vec::new();
-            let mut in_request = Vec::new();
-            for due in &items {
-                if now.saturating_sub(due.event.occurred_at_ms) > format::META_MAX_EVENT_AGE_MS {
-                    attempts.push(refused(
-                        due,
-                        now,
-                        "not sent: the event happened more than 7 days ago, and Meta refuses a \
-                         whole request that holds one",
-                    ));
-                    continue;
-                }
-                match format::meta_event(&due.event, due.hints.as_ref()) {
-                    Some(e) => {
-                        data.push(e);
-                        in_request.push(due);
-                    }
-                    None => attempts.push(refused(
-                        due,
-                        now,
-                        "not sent: the event has no fbc, Telegram id or visitor hints for Meta \
-                         to match",
-                    )),
-                }
-            }
-            if !data.is_empty() {
-                let answered =
-                    match outgoing::check_before_send(&format::meta_url(meta), allow_private) {
-                        Err(why) => refused_answer(&why),
-                        Ok(url) => {
-                            let request = meta_request(client, url, meta, &data);
-                            timed(senders, d.target.kind(), request).await
-                        }
-                    };
-                let at = senders.now_ms();
-                attempts.extend(in_request.iter().map(|due| {
-                    let mut a = attempt(due, at, &answered);
-                    if answered.status.is_none() && answered.refused_here {
-                        a.outcome = Outcome::Refused;
-                    }
-                    a
-                }));
-            }
-            attempts
-        }
+    let attempts = match &d.target {
+        Target::MetaCapi(meta) => return send_meta(senders, client, meta, &items).await,
         Target::Postback { url } => {
             futures_util::stream::iter(items)
                 .map(|due| async move {
@@ -365,7 +378,101 @@ async fn send(
                 .collect()
                 .await
         }
+    };
+    (attempts, None)
+}
+
+/// The rules a Meta destination sends its events by: its event names and currency rates.
+fn meta_rules(_meta: &Meta) -> MetaRules {
+    MetaRules::default()
+}
+
+/// Sends one batch of a Meta destination: the events Meta could not take are refused here, the
+/// rest go in requests ([`meta::send_batch`]) until each is taken, refused or to be retried.
+async fn send_meta(
+    senders: &Senders,
+    client: &reqwest::Client,
+    meta: &Meta,
+    items: &[Due],
+) -> (Vec<Attempt>, Option<String>) {
+    let now = senders.now_ms();
+    let rules = meta_rules(meta);
+    let mut attempts = Vec::with_capacity(items.len());
+    let mut data = Vec::new();
+    let mut in_request = Vec::new();
+    for due in items {
+        if now.saturating_sub(due.event.occurred_at_ms) > format::META_SEND_WITHIN_MS {
+            attempts.push(refused(
+                due,
+                now,
+                "not sent: the event happened more than 7 days less one hour ago, and Meta \
+                 refuses an event older than 7 days",
+            ));
+            continue;
+        }
+        match format::meta_event(&due.event, due.hints.as_ref(), &rules) {
+            Ok(e) => {
+                data.push(e);
+                in_request.push(due);
+            }
+            Err(why) => attempts.push(refused(due, now, &why)),
+        }
     }
+    if data.is_empty() {
+        return (attempts, None);
+    }
+    let allow_private = senders.settings.allow_private_destinations;
+    let url = match outgoing::check_before_send(&format::meta_url(meta), allow_private) {
+        Ok(url) => url,
+        Err(why) => {
+            let answered = refused_answer(&why);
+            attempts.extend(in_request.iter().map(|due| finish(senders, due, &answered)));
+            return (attempts, None);
+        }
+    };
+    let fates = meta::send_batch(&data, |entries| {
+        let request = meta_request(client, url.clone(), meta, &entries);
+        async move {
+            let started = Instant::now();
+            let answered =
+                outgoing::exchange_reading(request, senders.now_ms(), meta::META_ANSWER_BYTES)
+                    .await;
+            senders
+                .metrics
+                .delivery_latency(Kind::MetaCapi, started.elapsed());
+            answered
+        }
+    })
+    .await;
+    let at = senders.now_ms();
+    let mut token_rejected = None;
+    for (due, fate) in in_request.into_iter().zip(fates) {
+        attempts.push(match fate {
+            Fate::Delivered(answered) => Attempt {
+                outcome: Outcome::Delivered,
+                ..attempt(due, at, &answered)
+            },
+            Fate::Refused(answered) => Attempt {
+                outcome: Outcome::Refused,
+                ..attempt(due, at, &answered)
+            },
+            Fate::Retry(answered, after_ms) => Attempt {
+                outcome: Outcome::Failed,
+                retry_after_ms: answered.retry_after_ms.max(after_ms),
+                ..attempt(due, at, &answered)
+            },
+            // Tried again hourly, and dead after `delivery_max_age`, unless a new token comes.
+            Fate::TokenRejected(answered) => {
+                token_rejected = Some(answered.answer.clone());
+                Attempt {
+                    outcome: Outcome::Failed,
+                    retry_after_ms: Some(MAX_RETRY_MS),
+                    ..attempt(due, at, &answered)
+                }
+            }
+        });
+    }
+    (attempts, token_rejected)
 }
 
 fn finish(senders: &Senders, due: &Due, answered: &outgoing::Answered) -> Attempt {
@@ -380,6 +487,7 @@ fn refused_answer(why: &str) -> outgoing::Answered {
     outgoing::Answered {
         status: None,
         answer: answer_head(&format!("not sent: {why}")),
+        body: String::new(),
         retry_after_ms: None,
         took: Duration::ZERO,
         refused_here: true,
@@ -399,7 +507,7 @@ fn meta_request(
         .body(format::meta_body(meta, data))
 }
 
-/// The signed `POST` of one event to a webhook.
+/// The signed `POST` of one event to a webhook, as Standard Webhooks specifies.
 fn webhook_request(
     client: &reqwest::Client,
     url: reqwest::Url,
@@ -409,17 +517,17 @@ fn webhook_request(
     now_ms: u64,
 ) -> reqwest::RequestBuilder {
     let body = format::webhook_body(event);
+    let id = format::webhook_id(destination_no, event);
+    let timestamp_s = now_ms / 1000;
     client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(
-            "Tracker-Signature",
-            format::signature(secret, now_ms / 1000, &body),
+            "webhook-signature",
+            format::webhook_signature(&[secret], &id, timestamp_s, &body),
         )
-        .header(
-            "Tracker-Delivery",
-            format::delivery_id(destination_no, &event.inbox_id),
-        )
+        .header("webhook-timestamp", timestamp_s.to_string())
+        .header("webhook-id", id)
         .body(body)
 }
 
@@ -466,8 +574,9 @@ pub async fn test(senders: &Senders, d: &Destination) -> Tested {
                 Ok(url) => {
                     let request = match &d.target {
                         Target::MetaCapi(meta) => {
-                            let data: Vec<_> =
-                                format::meta_event(&event, None).into_iter().collect();
+                            let data: Vec<_> = format::meta_event(&event, None, &meta_rules(meta))
+                                .into_iter()
+                                .collect();
                             meta_request(&client, url, meta, &data)
                         }
                         Target::Postback { .. } => client.get(url),

@@ -92,6 +92,9 @@ pub struct Answered {
     pub status: Option<u16>,
     /// The first [`ANSWER_BYTES`] of the body, or the error.
     pub answer: String,
+    /// As much of the body as was asked to be read ([`exchange_reading`]), for an answer
+    /// that must be understood, not only kept; else the same as `answer`.
+    pub body: String,
     pub retry_after_ms: Option<u64>,
     pub took: Duration,
     /// Not sent: refused here (a private address written in the URL).
@@ -100,13 +103,25 @@ pub struct Answered {
 
 /// Sends `request` and reads the first bytes of its answer.
 pub async fn exchange(request: reqwest::RequestBuilder, now_ms: u64) -> Answered {
+    exchange_reading(request, now_ms, ANSWER_BYTES).await
+}
+
+/// Sends `request` and reads the first `read` bytes of its answer (at least [`ANSWER_BYTES`]).
+pub async fn exchange_reading(
+    request: reqwest::RequestBuilder,
+    now_ms: u64,
+    read: usize,
+) -> Answered {
+    let read = read.max(ANSWER_BYTES);
     let started = Instant::now();
     let response = match request.send().await {
         Ok(r) => r,
         Err(e) => {
+            let text = error_text(&e);
             return Answered {
                 status: None,
-                answer: answer_head(&error_text(&e)),
+                answer: answer_head(&text),
+                body: text,
                 retry_after_ms: None,
                 took: started.elapsed(),
                 refused_here: false,
@@ -126,7 +141,7 @@ pub async fn exchange(request: reqwest::RequestBuilder, now_ms: u64) -> Answered
         match response.chunk().await {
             Ok(Some(chunk)) => {
                 body.extend_from_slice(&chunk);
-                if body.len() >= ANSWER_BYTES {
+                if body.len() >= read {
                     break;
                 }
             }
@@ -139,9 +154,12 @@ pub async fn exchange(request: reqwest::RequestBuilder, now_ms: u64) -> Answered
             }
         }
     }
+    // An answer may echo the URL it was asked at, and a postback's may carry a token.
+    let body = crate::domain::credential::redact(&String::from_utf8_lossy(&body));
     Answered {
         status: Some(status),
-        answer: answer_head(&String::from_utf8_lossy(&body)),
+        answer: answer_head(&body),
+        body,
         retry_after_ms,
         took: started.elapsed(),
         refused_here: false,

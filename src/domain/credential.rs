@@ -220,21 +220,36 @@ pub fn redact(text: &str) -> String {
     redact_token_param(&out)
 }
 
-/// The name is compared decoded, as `input::Query` reads it: `%74oken=` is a token too.
-fn redact_token_param(query: &str) -> String {
-    query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((name, v))
-                if !v.starts_with("trk_")
-                    && crate::domain::percent::decode(name).as_deref() == Some("token") =>
-            {
-                format!("{name}=[redacted]")
-            }
-            _ => pair.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("&")
+/// Every `token=` value in `text`, a query or a URL inside a sentence (`...?token=x): error`),
+/// with its name at the start, after `?` or `&`. The name is compared decoded, as
+/// `input::Query` reads it: `%74oken=` is a token too. A value ends at `&`, `#`, a space, a
+/// quote or a bracket, so the words after a URL are kept.
+fn redact_token_param(text: &str) -> String {
+    let ends_value =
+        |c: char| matches!(c, '&' | '#' | '"' | '\'' | ')' | '>' | ']') || c.is_whitespace();
+    let starts_name = |c: char| matches!(c, '?' | '&') || ends_value(c);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(eq) = rest.find('=') {
+        let before = &rest[..eq];
+        let name_at = before.rfind(starts_name).map_or(0, |i| i + 1);
+        let name = &before[name_at..];
+        let after = &rest[eq + 1..];
+        let value_len = after.find(ends_value).unwrap_or(after.len());
+        out.push_str(before);
+        out.push('=');
+        let value = &after[..value_len];
+        if !value.starts_with("trk_")
+            && crate::domain::percent::decode(name).as_deref() == Some("token")
+        {
+            out.push_str("[redacted]");
+        } else {
+            out.push_str(value);
+        }
+        rest = &after[value_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -283,6 +298,14 @@ mod tests {
         assert!(!red.contains(secret_part), "{red}");
         assert!(red.contains("uid=1"));
         assert_eq!(redact("token=hunter2&x=1"), "token=[redacted]&x=1");
+        assert_eq!(
+            redact("error sending request for url (https://n.example/pb?token=hunter2): refused"),
+            "error sending request for url (https://n.example/pb?token=[redacted]): refused"
+        );
+        assert_eq!(
+            redact("https://n.example/pb?a=b=c&Token=x&token=y#token=z"),
+            "https://n.example/pb?a=b=c&Token=x&token=[redacted]#token=[redacted]"
+        );
         // A name or a credential percent-encoded is still found.
         assert_eq!(
             redact("%74oken=trk%5Fsk%5FAbCdEfGh&x=1"),

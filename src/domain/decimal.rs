@@ -128,6 +128,20 @@ impl Decimal {
         })
     }
 
+    /// Exact product, at the sum of the two scales (a deposit times a rate); `None` on
+    /// overflow.
+    #[must_use]
+    pub fn checked_mul(self, other: Decimal) -> Option<Decimal> {
+        let scale = self.scale.checked_add(other.scale)?;
+        if usize::from(scale) > 2 * MAX_SIGNIFICANT_DIGITS {
+            return None;
+        }
+        Some(Decimal {
+            mantissa: self.mantissa.checked_mul(other.mantissa)?,
+            scale,
+        })
+    }
+
     #[must_use]
     pub fn is_zero(self) -> bool {
         self.mantissa == 0
@@ -164,6 +178,14 @@ impl Decimal {
             mantissa,
             scale: places,
         })
+    }
+
+    #[must_use]
+    pub fn one() -> Decimal {
+        Decimal {
+            mantissa: 1,
+            scale: 0,
+        }
     }
 
     #[must_use]

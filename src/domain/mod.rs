@@ -6,6 +6,7 @@ pub mod click;
 pub mod client;
 pub mod cost;
 pub mod credential;
+pub mod currency;
 pub mod decimal;
 pub mod dedup;
 pub mod destination;

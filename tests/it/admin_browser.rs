@@ -451,7 +451,7 @@ async fn destinations(browser: &Browser, base: &str) {
     fill(browser, "input[name=url]", &receiver.url("/hook")).await;
     click(browser, "form.stack button").await;
     let secret = text_of(browser, "#signing-secret").await;
-    assert!(secret.starts_with("trk_ws_"), "{secret}");
+    assert!(secret.starts_with("whsec_"), "{secret}");
     look(browser, "10-destination-created").await;
     click(browser, "td.act form[action$='/test'] button").await;
     let result = text_of(browser, "#test-result").await;
@@ -465,7 +465,7 @@ async fn destinations(browser: &Browser, base: &str) {
         receiver
             .received()
             .iter()
-            .any(|r| r.header("tracker-signature").is_some()),
+            .any(|r| r.header("webhook-signature").is_some()),
         "the test reached the receiver"
     );
 }

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use hmac::{KeyInit as _, Mac as _};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
@@ -55,17 +54,23 @@ async fn delivery_in(s: &TestServer, inbox_id: u64, state: &str) -> Value {
     }
 }
 
-fn verify(secret: &str, header: &str, body: &[u8]) -> bool {
-    let Some((t, v1)) = header
-        .strip_prefix("t=")
-        .and_then(|rest| rest.split_once(",v1="))
-    else {
+/// Whether a request is signed under `secret` as Standard Webhooks specifies, checked by the
+/// `standardwebhooks` crate (its own check of the time is against the real clock, which the
+/// tests' manual clock is not, so the signature is computed by it and compared).
+fn verify(secret: &str, req: &crate::support::receiver::Received, body: &[u8]) -> bool {
+    let (Some(id), Some(ts), Some(header)) = (
+        req.header("webhook-id"),
+        req.header("webhook-timestamp")
+            .and_then(|t| t.parse::<i64>().ok()),
+        req.header("webhook-signature"),
+    ) else {
         return false;
     };
-    let mut mac = hmac::Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(format!("{t}.").as_bytes());
-    mac.update(body);
-    hex::decode(v1).is_ok_and(|tag| mac.verify_slice(&tag).is_ok())
+    let expected = standardwebhooks::Webhook::new(secret)
+        .unwrap()
+        .sign(id, ts, body)
+        .unwrap();
+    header.split(' ').any(|s| s == expected)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,19 +121,19 @@ async fn a_webhook_gets_each_new_event_once_signed_as_the_feed_shows_it() {
             ("POST", "/hook")
         );
         assert_eq!(&req.json(), event, "the event as GET /events shows it");
-        let signature = req.header("tracker-signature").unwrap();
-        assert!(verify(&secret, signature, &req.body), "{signature}");
+        assert!(secret.starts_with("whsec_"), "{secret}");
+        assert!(verify(&secret, req, &req.body), "{:?}", req.headers);
         let mut changed = req.body.clone();
         changed[10] ^= 1;
-        assert!(!verify(&secret, signature, &changed), "one byte changed");
-        assert!(!verify("trk_ws_other", signature, &req.body));
+        assert!(!verify(&secret, req, &changed), "one byte changed");
+        assert!(!verify("whsec_b3RoZXI=", req, &req.body));
         assert_eq!(
-            signature.split(',').next(),
-            Some(format!("t={}", NOW_MS / 1000).as_str())
+            req.header("webhook-timestamp"),
+            Some((NOW_MS / 1000).to_string().as_str())
         );
         let id = event["inbox_id"].as_str().unwrap();
         assert!(
-            req.header("tracker-delivery")
+            req.header("webhook-id")
                 .is_some_and(|d| d.starts_with(&format!("{id}-"))),
             "{:?}",
             req.headers
@@ -175,7 +180,7 @@ async fn meta_gets_the_documented_request_batched_with_only_clicks_it_can_match(
     for i in 0..20 {
         batched.push(assert_queued(
             &s.post_event(&format!(
-                r#"{{"event":"deposit","uid":"{uid}","eid":"d-{i}","value":"12.50","currency":"usdt"}}"#
+                r#"{{"event":"deposit","uid":"{uid}","eid":"d-{i}","value":"12.50","currency":"usd"}}"#
             ))
             .await,
         ));
@@ -226,7 +231,7 @@ async fn meta_gets_the_documented_request_batched_with_only_clicks_it_can_match(
         e["user_data"]["external_id"],
         json!([hex::encode(Sha256::digest(b"777000111"))])
     );
-    assert_eq!(e["custom_data"], json!({"value": 12.5, "currency": "USDT"}));
+    assert_eq!(e["custom_data"], json!({"value": 12.5, "currency": "USD"}));
     assert_eq!(
         got[0].json()["data"][0]["event_name"],
         "CompleteRegistration"
@@ -674,7 +679,8 @@ async fn client_hints_are_kept_only_where_asked_and_only_until_delivery_max_age(
     );
     delivery_in(&s, id, "delivered").await;
     let user = meta.received()[1].json()["data"][0]["user_data"].clone();
-    assert_eq!(user["client_ip_address"], "127.0.0.1", "{user}");
+    // The visit came from loopback: a proxy's address, never the visitor's, so never sent.
+    assert_eq!(user["client_ip_address"], Value::Null, "{user}");
     assert_eq!(user["client_user_agent"], "Mozilla/5.0 (Test)");
 
     // Retention deletes them once they are delivery_max_age old, not before.
@@ -820,5 +826,142 @@ async fn a_private_address_allowed_once_is_not_sent_to_once_it_is_not() {
         assert_eq!(d["last_status"], Value::Null, "{name}: {d}");
     }
     assert_eq!(r.received().len(), 2, "nothing more reached the receiver");
+    s.stop().await;
+}
+
+async fn meta_destination(s: &TestServer, meta: &Receiver) {
+    destination(
+        s,
+        &s.a,
+        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz", "graph_url": meta.url("")}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposit_in_a_currency_meta_does_not_take_never_sinks_its_batch() {
+    // Long enough for the held request to outlast the posting of 1000 events.
+    let s = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.timeout = WAIT;
+    })
+    .await;
+    let meta = Receiver::meta(NOW_MS).await;
+    meta_destination(&s, &meta).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    // Held: the next 1000 events wait for it, then go in one batch.
+    meta.then([Reply::Held]);
+    assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    meta.wait_for(1, WAIT).await;
+    let mut usd = Vec::new();
+    let mut stars = 0;
+    for i in 0..1000 {
+        let currency = if i == 500 { "XTR" } else { "USD" };
+        let id = assert_queued(
+            &s.post_event(&format!(
+                r#"{{"event":"deposit","uid":"{uid}","eid":"d-{i}","value":"100","currency":"{currency}"}}"#
+            ))
+            .await,
+        );
+        if i == 500 {
+            stars = id;
+        } else {
+            usd.push(id);
+        }
+    }
+    meta.release();
+    let dead = delivery_in(&s, stars, "dead").await;
+    assert!(
+        dead["last_answer"]
+            .as_str()
+            .unwrap()
+            .contains("no rate for XTR"),
+        "{dead}"
+    );
+    assert_eq!(dead["attempts"], 1, "{dead}");
+    delivery_in(&s, *usd.last().unwrap(), "delivered").await;
+    let got = meta.received();
+    assert_eq!(got.len(), 2, "the held request, then one batch");
+    let data = got[1].json()["data"].as_array().unwrap().clone();
+    assert_eq!(data.len(), 999);
+    assert!(data.iter().all(|e| e["custom_data"]["currency"] == "USD"));
+    let listed = s.read_as(&s.a, "/destinations").await.json();
+    assert_eq!(listed["destinations"][0]["deliveries"]["delivered"], 1000);
+    assert_eq!(listed["destinations"][0]["deliveries"]["dead"], 1);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttle_answered_as_400_is_retried_no_sooner_than_60_s_later() {
+    let s = private_server().await;
+    let meta = Receiver::meta(NOW_MS).await;
+    meta_destination(&s, &meta).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    meta.then([
+        Reply::meta_throttled(),
+        Reply::meta_throttled(),
+        Reply::meta_throttled(),
+    ]);
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    for tried in 1..=3 {
+        let d = loop {
+            let d = delivery_in(&s, id, "retrying").await;
+            if d["attempts"] == tried {
+                break d;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let last = d["last_attempt_at_ms"].as_u64().unwrap();
+        let next = d["next_attempt_at_ms"].as_u64().unwrap();
+        assert!(next >= last + 60_000, "retried too soon: {d}");
+        assert!(
+            d["last_answer"].as_str().unwrap().contains("limit reached"),
+            "{d}"
+        );
+        // Not a moment sooner.
+        s.clock.set(next - 1);
+        s.app.as_ref().unwrap().delivery_wake.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(meta.received().len(), usize::try_from(tried).unwrap());
+        s.clock.set(next);
+        meta.wait_for(usize::try_from(tried).unwrap() + 1, WAIT)
+            .await;
+    }
+    let d = delivery_in(&s, id, "delivered").await;
+    assert_eq!(d["attempts"], 4, "{d}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_leaves_nothing_dead() {
+    let s = private_server().await;
+    let meta = Receiver::meta(NOW_MS).await;
+    meta_destination(&s, &meta).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    meta.always(Reply::meta_token_revoked());
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    let d = delivery_in(&s, id, "retrying").await;
+    assert!(
+        d["last_answer"]
+            .as_str()
+            .unwrap()
+            .contains("Error validating access token"),
+        "{d}"
+    );
+    let listed = s.read_as(&s.a, "/destinations").await.json();
+    assert_eq!(
+        listed["destinations"][0]["deliveries"]["dead"], 0,
+        "{listed}"
+    );
     s.stop().await;
 }

@@ -63,7 +63,7 @@ async fn destinations_are_created_listed_and_removed_per_space() {
     assert_eq!(r.status, 201, "{}", r.text());
     let hook = r.json()["destination"].clone();
     let secret = hook["signing_secret"].as_str().unwrap().to_owned();
-    assert!(secret.starts_with("trk_ws_"), "{hook}");
+    assert!(secret.starts_with("whsec_"), "{hook}");
     assert_eq!(hook["only_attributed"], false);
     assert_eq!(hook["events"], json!(["deposit"]));
 
@@ -382,7 +382,7 @@ fn the_command_line_manages_destinations() {
     assert!(
         created["signing_secret"]
             .as_str()
-            .is_some_and(|s| s.starts_with("trk_ws_")),
+            .is_some_and(|s| s.starts_with("whsec_")),
         "{created}"
     );
     assert_eq!(created["events"], json!(["contact", "deposit"]));

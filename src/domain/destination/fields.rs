@@ -98,10 +98,7 @@ impl DestinationFields {
                 check_url("url", &url, allow_private)?;
                 Target::Webhook {
                     url,
-                    signing_secret: Secret::new(format!(
-                        "trk_ws_{}",
-                        crate::domain::credential::random_id()
-                    )),
+                    signing_secret: new_signing_secret(),
                 }
             }
         };
@@ -114,6 +111,20 @@ impl DestinationFields {
             target,
         })
     }
+}
+
+/// A webhook's new signing secret, as Standard Webhooks writes one: `whsec_` and the base64
+/// of 32 random bytes, the key of its HMAC-SHA256.
+#[must_use]
+pub fn new_signing_secret() -> Secret {
+    use base64::Engine as _;
+    let mut key = [0u8; 32];
+    // The system's random source fails only on a broken system, where nothing else would work.
+    getrandom::fill(&mut key).expect("the system's random source");
+    Secret::new(format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(key)
+    ))
 }
 
 /// The rule of a destination's name: that of a space, `[a-z0-9][a-z0-9-]{0,31}`.
@@ -239,7 +250,8 @@ pub(super) mod tests {
         let Target::Webhook { signing_secret, .. } = &w.target else {
             panic!("{w:?}")
         };
-        assert!(signing_secret.expose().starts_with("trk_ws_"));
+        assert!(signing_secret.expose().starts_with("whsec_"));
+        assert_ne!(signing_secret, &new_signing_secret());
         let mut postback_with_pixel = fields("postback");
         postback_with_pixel.pixel_id = Some("1".into());
         assert_eq!(

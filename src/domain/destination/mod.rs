@@ -10,15 +10,16 @@
 //!
 //! This file holds the kinds and what a stored destination is; beside it: `fields.rs` (the rules
 //! of each kind's fields), `address.rs` (which addresses a destination may reach), `macros.rs`
-//! (a postback's URL macros), `request.rs` (the bodies and queries that name destinations and
-//! deliveries), `delivery.rs` (a delivery's states and its retries) and `view.rs` (what answers
-//! show).
+//! (a postback's URL macros), `meta.rs` (Meta's event names and what its answers mean),
+//! `request.rs` (the bodies and queries that name destinations and deliveries), `delivery.rs`
+//! (a delivery's states and its retries) and `view.rs` (what answers show).
 
 mod address;
 mod delivery;
 mod fields;
 mod kind;
 mod macros;
+mod meta;
 mod request;
 mod view;
 
@@ -32,6 +33,9 @@ pub use fields::{
 };
 pub use kind::{ClickFacts, Destination, Directory, EventSet, Kind, Meta, Secret, Target};
 pub use macros::{MACROS, fill_macros};
+pub use meta::{
+    EventNames, MetaAnswer, MetaRules, NAMED_KINDS, THROTTLE_WAIT_MS, meta_answer, standard_name,
+};
 pub use request::{
     DEFAULT_DELIVERIES_PAGE, DeliveryQuery, DestinationBody, MAX_DELIVERIES_PAGE, RetryBody,
     RetryRequest,

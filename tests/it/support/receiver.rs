@@ -55,6 +55,32 @@ impl Reply {
     pub fn ok() -> Reply {
         Reply::Status(200, Vec::new(), r#"{"events_received":1}"#.into())
     }
+
+    /// Meta's answer to a throttled request: code 17, transient, as `400`.
+    #[must_use]
+    pub fn meta_throttled() -> Reply {
+        Reply::Status(
+            400,
+            Vec::new(),
+            serde_json::json!({"error": {"message": "(#17) User request limit reached",
+                "type": "OAuthException", "is_transient": true, "code": 17,
+                "error_subcode": 2_446_079, "fbtrace_id": "stand-in"}})
+            .to_string(),
+        )
+    }
+
+    /// Meta's answer to a request with a token that was revoked: code 190.
+    #[must_use]
+    pub fn meta_token_revoked() -> Reply {
+        Reply::Status(
+            400,
+            Vec::new(),
+            serde_json::json!({"error": {"message": "Error validating access token: The user \
+                has not authorized application 1.", "type": "OAuthException", "code": 190,
+                "error_subcode": 458, "fbtrace_id": "stand-in"}})
+            .to_string(),
+        )
+    }
 }
 
 /// A check of each request, with the time it counts from.
@@ -214,8 +240,10 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             Err(why) => Reply::Status(
                 400,
                 Vec::new(),
-                serde_json::json!({"error": {"message": why, "type": "OAuthException",
-                    "code": 100, "fbtrace_id": "stand-in"}})
+                serde_json::json!({"error": {"message": "Invalid parameter",
+                    "type": "OAuthException", "code": 100, "is_transient": false,
+                    "error_user_title": "Invalid parameter", "error_user_msg": why,
+                    "fbtrace_id": "stand-in"}})
                 .to_string(),
             ),
             Ok(()) => shared
@@ -265,7 +293,7 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
 /// `access_token`, each event with its `event_name`, `event_time` (unix seconds, not more than
 /// 7 days old), `event_id`, `action_source`, `user_data` with at least one customer parameter
 /// (`external_id` hashed as SHA-256 hex), and for `Purchase` `custom_data.value` (a number)
-/// and `currency` (3 letters).
+/// and `currency` (an ISO 4217 code). A refused event is named as Meta names it, `data[i]`.
 pub fn meta_shape(r: &Received, now: u64) -> Result<(), String> {
     let path: Vec<&str> = r
         .target
@@ -307,10 +335,25 @@ pub fn meta_shape(r: &Received, now: u64) -> Result<(), String> {
     if data.is_empty() || data.len() > 1000 {
         return Err(format!("{} events in data; 1 to 1000", data.len()));
     }
-    for e in data {
+    for (i, e) in data.iter().enumerate() {
+        event_shape(e, now).map_err(|why| format!("data[{i}]: {why}"))?;
+    }
+    Ok(())
+}
+
+/// ISO 4217 codes the tests send; any other is refused, as Meta refuses Stars or USDT.
+const ISO_CODES: [&str; 6] = ["USD", "EUR", "GBP", "RUB", "JPY", "BRL"];
+
+fn event_shape(e: &Value, now: u64) -> Result<(), String> {
+    {
         let name = e["event_name"].as_str().ok_or("no event_name")?;
-        if !["Contact", "Subscribe", "CompleteRegistration", "Purchase"].contains(&name) {
-            return Err(format!("event_name {name} is none of the tracker's"));
+        if name.is_empty()
+            || name.len() > 40
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b' ')
+        {
+            return Err(format!("event_name {name} is no event name"));
         }
         let t = e["event_time"].as_u64().ok_or("event_time is no integer")?;
         if t > now + 60 || now.saturating_sub(t) > 7 * 86_400 {
@@ -342,8 +385,11 @@ pub fn meta_shape(r: &Received, now: u64) -> Result<(), String> {
             if !c["value"].is_number() {
                 return Err("Purchase without a numeric custom_data.value".into());
             }
-            if c["currency"].as_str().is_none_or(|c| c.len() < 3) {
-                return Err("Purchase without custom_data.currency".into());
+            let currency = c["currency"].as_str().unwrap_or_default();
+            if !ISO_CODES.contains(&currency) {
+                return Err(format!(
+                    "custom_data.currency {currency} is not a valid ISO 4217 currency"
+                ));
             }
         }
     }
