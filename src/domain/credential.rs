@@ -232,7 +232,12 @@ fn redact_token_param(text: &str) -> String {
     let mut rest = text;
     while let Some(eq) = rest.find('=') {
         let before = &rest[..eq];
-        let name_at = before.rfind(starts_name).map_or(0, |i| i + 1);
+        // After the character that starts the name, whatever its width (a wide space).
+        let name_at = before
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| starts_name(c))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let name = &before[name_at..];
         let after = &rest[eq + 1..];
         let value_len = after.find(ends_value).unwrap_or(after.len());
@@ -255,6 +260,12 @@ fn redact_token_param(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_after_a_wide_space_is_redacted_and_nothing_panics() {
+        assert_eq!(redact("a\u{2002}token=x b"), "a\u{2002}token=[redacted] b");
+        assert_eq!(redact(".7$\u{2002}=1"), ".7$\u{2002}=1");
+    }
 
     #[test]
     fn generated_credentials_are_recognised() {
