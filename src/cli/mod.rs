@@ -8,7 +8,8 @@
 //! [`Request`] reaches the control socket or the data file), the text of each request's answer
 //! in `space.rs` (spaces and keys), `link.rs`, `destination.rs`, `stats.rs`, `costs.rs` and
 //! `admin.rs`, `data_file.rs` (backup, check, compact) and `export.rs`. `output.rs` prints text
-//! or JSON; `prompt.rs` asks what must never be a flag. Money, rates and where a link goes are
+//! or JSON, with control characters shown escaped; `prompt.rs` asks what must never be a flag.
+//! Money, rates and where a link goes are
 //! worded by `domain::display`, as the admin pages word them.
 
 mod admin;
@@ -165,7 +166,7 @@ pub fn main() -> ExitCode {
     let settings = match config::load(&flags, std::env::vars()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("tracker: {e}");
+            eprintln!("tracker: {}", output::visible(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -197,7 +198,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tracker: {e}");
+            eprintln!("tracker: {}", output::visible(&e.to_string()));
             ExitCode::FAILURE
         }
     }

@@ -8,6 +8,7 @@ mod backup;
 mod backup_schedule;
 mod check;
 mod cli;
+mod cli_output;
 mod clicks;
 mod compact;
 mod connections;
