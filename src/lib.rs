@@ -45,6 +45,8 @@
 //!   (`commit.rs`, one thread that group-commits); the read operations in `read.rs`, run by the
 //!   reader threads (`reader.rs`); which click an event is attributed to, by uid or Telegram
 //!   id, in `attribution.rs`, for both. Never knows about HTTP.
+//! - [`s3`]: S3-compatible object storage (`[backup_s3]`), where backups go off the machine:
+//!   a file uploaded, a key downloaded, old backups under a prefix deleted.
 //! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
 //!   type with its stable codes, and the counters of `/metrics`.
 //!
@@ -83,7 +85,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["surface"],
     &["app"],
     &["delivery"],
-    &["storage"],
+    &["storage", "s3"],
     &["config", "metrics"],
     &["domain"],
     &["clock", "error"],
@@ -100,6 +102,7 @@ pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod router;
+pub mod s3;
 pub mod server;
 pub mod storage;
 pub mod surface;

@@ -7,13 +7,14 @@
 //! `serve.rs` and `init.rs` (a first start and what it shows), `request.rs` (how every
 //! [`Request`] reaches the control socket or the data file), the text of each request's answer
 //! in `space.rs` (spaces and keys), `link.rs`, `destination.rs`, `stats.rs`, `costs.rs` and
-//! `admin.rs`, `data_file.rs` (backup, check, compact) and `export.rs`. `output.rs` prints text
-//! or JSON, with control characters shown escaped; `prompt.rs` asks what must never be a flag.
-//! Money, rates and where a link goes are
+//! `admin.rs`, `data_file.rs` (backup, check, compact), `backup_s3.rs` (a backup to `s3://`),
+//! `restore.rs` and `export.rs`. `output.rs` prints text or JSON, with control characters shown
+//! escaped; `prompt.rs` asks what must never be a flag. Money, rates and where a link goes are
 //! worded by `domain::display`, as the admin pages word them.
 
 mod admin;
 mod answer;
+mod backup_s3;
 mod costs;
 mod data_file;
 mod destination;
@@ -23,6 +24,7 @@ mod link;
 mod output;
 mod prompt;
 mod request;
+mod restore;
 mod serve;
 mod space;
 mod stats;
@@ -96,6 +98,13 @@ enum Command {
         /// Rebuild what can be derived (indexes, stats, counters); needs the server stopped
         #[arg(long)]
         repair: bool,
+    },
+    /// Put a backup (a file, or `s3://BUCKET/KEY` with `[backup_s3]`'s settings) in place of the
+    /// data file, after checking it as `tracker check` does: a damaged copy changes nothing,
+    /// and the file it replaces is kept beside it. Needs the server stopped
+    Restore {
+        /// The backup: a file's path, or `s3://BUCKET/KEY`
+        source: String,
     },
     /// Give the data file's free space back to the filesystem. Needs the server stopped (a
     /// running server keeps the file open; stop it, compact, start it again)
@@ -175,6 +184,13 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve { ephemeral, .. } => serve::serve(settings, out, ephemeral),
         Command::Init => init::init(&settings, out),
+        Command::Request(Request::Backup { dest })
+            if crate::s3::parse_address(&dest.to_string_lossy()).is_some() =>
+        {
+            data_file_required(&settings)
+                .and_then(|()| backup_s3::backup_to_s3(&settings, out, &dest.to_string_lossy()))
+        }
+        Command::Restore { source } => restore::restore(&settings, out, &source),
         Command::Request(request) => data_file_required(&settings)
             .and_then(|()| request::complete(request))
             .and_then(|r| request::run_request(&settings, out, r)),

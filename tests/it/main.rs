@@ -5,6 +5,7 @@ mod admin_browser;
 mod admin_page;
 mod auth;
 mod backup;
+mod backup_s3;
 mod backup_schedule;
 mod check;
 mod cli;
