@@ -110,13 +110,53 @@ fn delivery_settings(
 }
 
 /// Where and how often the server writes its own backups, and how many it keeps
-/// (`backup_schedule.rs`).
+/// (`server/backups.rs`): into `backup_dir`, uploaded to `[backup_s3]`, or both.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackupSchedule {
-    pub dir: PathBuf,
+    /// `backup_dir`; `None`: the copy is made beside the data file only to be uploaded, and
+    /// deleted once it is.
+    pub dir: Option<PathBuf>,
     pub every: Duration,
     pub keep: u32,
+    /// `[backup_s3]`: every scheduled backup is also uploaded there.
+    pub s3: Option<S3Settings>,
 }
+
+/// `[backup_s3]`: an S3-compatible bucket that scheduled backups are uploaded to, and that
+/// `tracker backup s3://` and `tracker restore s3://` reach with the same settings.
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Settings {
+    /// `https://s3.eu-central-1.amazonaws.com`, without a path or a trailing `/`.
+    pub endpoint: String,
+    pub region: String,
+    pub bucket: String,
+    /// `""`, or a prefix ending in `/` that every scheduled backup's key starts with.
+    pub prefix: String,
+    pub access_key_id: String,
+    /// From `TRACKER_BACKUP_S3_SECRET_ACCESS_KEY` or `secret_access_key_file`, never from the
+    /// configuration file; left out of `Debug`, so never in a log line.
+    pub secret_access_key: String,
+    /// How long an upload's or a download's failing requests are tried again (with backoff)
+    /// before it counts as failed: `retry_for`.
+    pub retry_for: Duration,
+}
+
+impl std::fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("bucket", &self.bucket)
+            .field("prefix", &self.prefix)
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"<redacted>")
+            .field("retry_for", &self.retry_for)
+            .finish()
+    }
+}
+
+/// The environment variable the S3 secret key is read from.
+pub const S3_SECRET_ENV: &str = "TRACKER_BACKUP_S3_SECRET_ACCESS_KEY";
 
 /// How long a client may take, and how many may be connected (`docs/api.md#limits`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,9 +211,26 @@ struct RawSettings {
     backup_dir: Option<PathBuf>,
     backup_every: Option<String>,
     backup_keep: Option<u32>,
+    backup_s3: Option<RawBackupS3>,
     allow_private_destinations: Option<bool>,
     delivery_max_age: Option<String>,
     delivery_timeout: Option<String>,
+}
+
+/// The `[backup_s3]` table as written. `secret_access_key` is read only to be refused by name
+/// (`load`): its value is never kept, and never written into a merged layer.
+#[derive(Deserialize, Serialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawBackupS3 {
+    endpoint: Option<String>,
+    region: Option<String>,
+    bucket: Option<String>,
+    prefix: Option<String>,
+    access_key_id: Option<String>,
+    secret_access_key_file: Option<PathBuf>,
+    retry_for: Option<String>,
+    #[serde(default, skip_serializing)]
+    secret_access_key: Option<de::IgnoredAny>,
 }
 
 impl RawSettings {
@@ -291,6 +348,19 @@ pub fn load(
         }
         Err(_) => RawSettings::default(),
     };
+    if file
+        .backup_s3
+        .as_ref()
+        .is_some_and(|s3| s3.secret_access_key.is_some())
+    {
+        return Err(ConfigError(format!(
+            "{}: `secret_access_key` is never read from the configuration file, which is \
+             readable by more people and programs than a secret should be: put the secret key \
+             in the environment variable {S3_SECRET_ENV}, or in a file of its own named by \
+             `secret_access_key_file` in [backup_s3]",
+            path.display()
+        )));
+    }
     let file_gave_data = file.data.is_some();
     // The data file is relative to the config file when the file names it or leaves the default.
     let base = if path.exists() {
@@ -301,6 +371,7 @@ pub fn load(
     let mut table = file.to_table()?;
     let mut cli_data = None;
     let mut env_backup_dir = false;
+    let mut env_secret = None;
     for (name, value) in env {
         let Some(key) = name.strip_prefix("TRACKER_") else {
             continue;
@@ -309,7 +380,28 @@ pub fn load(
         if key.starts_with("DEV_") {
             continue;
         }
-        let layer = RawSettings::from_env(&name, &key.to_ascii_lowercase(), &value)?;
+        if name == S3_SECRET_ENV {
+            env_secret = Some(value);
+            continue;
+        }
+        let key = key.to_ascii_lowercase();
+        // `TRACKER_BACKUP_S3_REGION`: a key of the `[backup_s3]` table, laid over the file's.
+        if let Some(s3_key) = key.strip_prefix("backup_s3_") {
+            let one = std::iter::once((s3_key, EnvValue(&value)));
+            let layer = RawBackupS3::deserialize(MapDeserializer::new(one)).map_err(
+                |e: value::Error| ConfigError(format!("environment variable {name}: {e}")),
+            )?;
+            let layer = toml::Table::try_from(&layer)
+                .map_err(|e| ConfigError(format!("configuration: {e}")))?;
+            let entry = table
+                .entry("backup_s3")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(s3) = entry {
+                s3.extend(layer);
+            }
+            continue;
+        }
+        let layer = RawSettings::from_env(&name, &key, &value)?;
         cli_data = layer.data.clone().or(cli_data);
         env_backup_dir |= layer.backup_dir.is_some();
         table.extend(layer.to_table()?);
@@ -321,17 +413,18 @@ pub fn load(
     };
     cli_data = flags.data.clone().or(cli_data);
     table.extend(flags_layer.to_table()?);
-    let raw: RawSettings = table
+    let mut raw: RawSettings = table
         .try_into()
         .map_err(|e: toml::de::Error| ConfigError(format!("configuration: {}", e.message())))?;
-    let mut settings = check(raw)?;
+    let s3 = backup_s3(raw.backup_s3.take(), env_secret, &base)?;
+    let mut settings = check(raw, s3)?;
     if cli_data.is_none() && (file_gave_data || !base.as_os_str().is_empty()) {
         settings.data = base.join(&settings.data);
     }
     // Like `data`: relative to the config file when the file names it.
-    if let Some(backups) = &mut settings.backups {
+    if let Some(dir) = settings.backups.as_mut().and_then(|b| b.dir.as_mut()) {
         if !env_backup_dir {
-            backups.dir = base.join(&backups.dir);
+            *dir = base.join(&*dir);
         }
     }
     Ok(settings)
@@ -378,7 +471,7 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
+fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, ConfigError> {
     let raw_connections = RawConnections {
         header_timeout: raw.header_timeout.take(),
         body_timeout: raw.body_timeout.take(),
@@ -467,7 +560,7 @@ fn check(mut raw: RawSettings) -> Result<Settings, ConfigError> {
         link_preview_agents,
         connections: connection_limits(&raw_connections)?,
         metrics_listen,
-        backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep)?,
+        backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep, s3)?,
         delivery: delivery_settings(
             raw.allow_private_destinations,
             raw.delivery_max_age,
@@ -512,12 +605,13 @@ const MIN_BACKUP_EVERY: Duration = Duration::from_secs(60);
 /// The most backups `backup_keep` keeps.
 const MAX_BACKUP_KEEP: u32 = 1000;
 
-/// The automatic backup keys, checked even when `backup_dir` leaves them unused, so a bad value
-/// is found before the day it is turned on.
+/// The automatic backup keys, checked even when neither `backup_dir` nor `[backup_s3]` uses
+/// them, so a bad value is found before the day it is turned on.
 fn backup_schedule(
     dir: Option<PathBuf>,
     every: Option<String>,
     keep: Option<u32>,
+    s3: Option<S3Settings>,
 ) -> Result<Option<BackupSchedule>, ConfigError> {
     let every = duration("backup_every", every, "1d", MIN_BACKUP_EVERY)?;
     let keep = keep.unwrap_or(7);
@@ -526,9 +620,199 @@ fn backup_schedule(
             "`backup_keep` must be between 1 and {MAX_BACKUP_KEEP}, got {keep}"
         )));
     }
-    Ok(dir
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(|dir| BackupSchedule { dir, every, keep }))
+    let dir = dir.filter(|d| !d.as_os_str().is_empty());
+    Ok((dir.is_some() || s3.is_some()).then_some(BackupSchedule {
+        dir,
+        every,
+        keep,
+        s3,
+    }))
+}
+
+/// `[backup_s3]`, checked: every key but `prefix` and `retry_for` is needed, and the secret key
+/// comes from `env_secret` (the environment) or `secret_access_key_file` (relative to `base`,
+/// the configuration file's folder), exactly one of them.
+fn backup_s3(
+    raw: Option<RawBackupS3>,
+    env_secret: Option<String>,
+    base: &Path,
+) -> Result<Option<S3Settings>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let missing = |key: &str, example: &str| {
+        ConfigError(format!(
+            "[backup_s3] needs `{key}`, e.g. {example} (docs/backups.md shows it for AWS, B2, R2 \
+             and MinIO)"
+        ))
+    };
+    let endpoint = s3_endpoint(
+        &raw.endpoint
+            .ok_or_else(|| missing("endpoint", "\"https://s3.eu-central-1.amazonaws.com\""))?,
+    )?;
+    let region = raw
+        .region
+        .ok_or_else(|| missing("region", "\"eu-central-1\" (R2: \"auto\")"))?;
+    if !(1..=32).contains(&region.len())
+        || !region
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(ConfigError(format!(
+            "`backup_s3.region` must be 1 to 32 lowercase letters, digits and -, such as \
+             \"eu-central-1\" or \"auto\", got {region:?}"
+        )));
+    }
+    let bucket = raw
+        .bucket
+        .ok_or_else(|| missing("bucket", "\"tracker-backups\""))?;
+    s3_bucket(&bucket).map_err(ConfigError)?;
+    let prefix = s3_prefix(raw.prefix.unwrap_or_default())?;
+    let access_key_id = raw
+        .access_key_id
+        .ok_or_else(|| missing("access_key_id", "\"AKIAIOSFODNN7EXAMPLE\""))?;
+    if !(1..=128).contains(&access_key_id.len())
+        || !access_key_id.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(ConfigError(format!(
+            "`backup_s3.access_key_id` must be 1 to 128 visible ASCII characters, got \
+             {access_key_id:?}"
+        )));
+    }
+    let secret_access_key = match (env_secret, raw.secret_access_key_file) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError(format!(
+                "the S3 secret key is given twice, by {S3_SECRET_ENV} and by \
+                 `backup_s3.secret_access_key_file`: keep one"
+            )));
+        }
+        (None, None) => {
+            return Err(ConfigError(format!(
+                "[backup_s3] needs the secret key: set the environment variable {S3_SECRET_ENV}, \
+                 or name a file holding it (and nothing else) with `secret_access_key_file`"
+            )));
+        }
+        (Some(secret), None) => secret,
+        (None, Some(file)) => {
+            let file = base.join(file);
+            std::fs::read_to_string(&file)
+                .map_err(|e| {
+                    ConfigError(format!(
+                        "cannot read `backup_s3.secret_access_key_file` {}: {e}",
+                        file.display()
+                    ))
+                })?
+                .trim_end_matches(['\n', '\r'])
+                .to_owned()
+        }
+    };
+    if !(1..=256).contains(&secret_access_key.len())
+        || !secret_access_key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(ConfigError(format!(
+            "the S3 secret key must be 1 to 256 visible ASCII characters (it is not shown here); \
+             check {S3_SECRET_ENV} or `backup_s3.secret_access_key_file`"
+        )));
+    }
+    let retry_for = duration(
+        "backup_s3.retry_for",
+        raw.retry_for,
+        "3m",
+        Duration::from_secs(1),
+    )?;
+    if retry_for > MAX_S3_RETRY {
+        return Err(ConfigError(format!(
+            "`backup_s3.retry_for` must be between 1s and 5m, got {:?}",
+            humantime::format_duration(retry_for).to_string()
+        )));
+    }
+    Ok(Some(S3Settings {
+        endpoint,
+        region,
+        bucket,
+        prefix,
+        access_key_id,
+        secret_access_key,
+        retry_for,
+    }))
+}
+
+/// The longest `backup_s3.retry_for`: a request is signed once and retried as it is, and a
+/// signature is good for a few minutes only.
+const MAX_S3_RETRY: Duration = Duration::from_secs(300);
+
+/// `backup_s3.endpoint`: an `http://` or `https://` address of a host, with no user, password,
+/// path, query or fragment (the bucket is named by `bucket`, not in the address).
+fn s3_endpoint(text: &str) -> Result<String, ConfigError> {
+    let refuse = |why: &str| {
+        ConfigError(format!(
+            "`backup_s3.endpoint` must be the service's address, such as \
+             \"https://s3.eu-central-1.amazonaws.com\" ({why}), got {text:?}"
+        ))
+    };
+    let url = url::Url::parse(text).map_err(|e| refuse(&e.to_string()))?;
+    if !matches!(url.scheme(), "https" | "http") {
+        return Err(refuse("https:// or http://"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(refuse("a host is needed"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(refuse(
+            "no credentials in the address: they go in access_key_id and the secret key",
+        ));
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(refuse(
+            "no path, query or fragment: the bucket goes in `bucket`",
+        ));
+    }
+    Ok(text.trim_end_matches('/').to_owned())
+}
+
+/// A bucket's name, as S3-compatible services allow them: 3 to 63 letters, digits, `.`, `-`
+/// and `_`, beginning and ending with a letter or digit. Also the rule for the bucket of an
+/// `s3://BUCKET/KEY` address.
+///
+/// # Errors
+/// The sentence that says what is wrong.
+pub fn s3_bucket(bucket: &str) -> Result<(), String> {
+    let b = bucket.as_bytes();
+    let ok = (3..=63).contains(&b.len())
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b".-_".contains(c))
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric);
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "a bucket's name must be 3 to 63 letters, digits, '.', '-' or '_', beginning and \
+             ending with a letter or digit, got {bucket:?}"
+        ))
+    }
+}
+
+/// `backup_s3.prefix`: `""` (the bucket's top), or up to 256 bytes of folders such as
+/// `tracker/prod`, without a leading `/`, an empty or `..` folder or a control character;
+/// answered ending in `/`.
+fn s3_prefix(prefix: String) -> Result<String, ConfigError> {
+    if prefix.is_empty() {
+        return Ok(prefix);
+    }
+    let trimmed = prefix.strip_suffix('/').unwrap_or(&prefix);
+    let ok = prefix.len() <= 256
+        && !prefix.chars().any(char::is_control)
+        && trimmed
+            .split('/')
+            .all(|f| !f.is_empty() && f != "." && f != "..");
+    if !ok {
+        return Err(ConfigError(format!(
+            "`backup_s3.prefix` must be \"\" or folders such as \"tracker/prod\" (at most 256 \
+             bytes, no leading /, no empty, . or .. folder, no control character), got {prefix:?}"
+        )));
+    }
+    Ok(format!("{trimmed}/"))
 }
 
 /// `trusted_proxies`: addresses and ranges, comma-separated.
@@ -668,7 +952,7 @@ impl Settings {
     /// Never: the defaults are checked by a test.
     #[must_use]
     pub fn with_data(data: PathBuf) -> Settings {
-        let mut s = check(RawSettings::default()).expect("the defaults are valid");
+        let mut s = check(RawSettings::default(), None).expect("the defaults are valid");
         s.data = data;
         s
     }
@@ -765,7 +1049,10 @@ mod tests {
         // Every key is in the example, so the example documents them all.
         assert!(raw_settings_keys().contains(&"backup_keep"));
         for key in raw_settings_keys() {
-            assert!(EXAMPLE.contains(&format!("{key} =")), "example lacks {key}");
+            assert!(
+                EXAMPLE.contains(&format!("{key} =")) || EXAMPLE.contains(&format!("[{key}]")),
+                "example lacks {key}"
+            );
         }
     }
 
@@ -1053,9 +1340,10 @@ mod tests {
         assert_eq!(
             s.backups,
             Some(BackupSchedule {
-                dir: PathBuf::from("/srv/backups"),
+                dir: Some(PathBuf::from("/srv/backups")),
                 every: Duration::from_secs(86_400),
                 keep: 7,
+                s3: None,
             })
         );
         let with = |extra: &str| one(&format!("backup_dir = \"/b\"\n{extra}"));
@@ -1099,9 +1387,10 @@ mod tests {
         assert_eq!(
             s.backups,
             Some(BackupSchedule {
-                dir: PathBuf::from("/e"),
+                dir: Some(PathBuf::from("/e")),
                 every: Duration::from_secs(7200),
                 keep: 3,
+                s3: None,
             })
         );
         // Relative to the config file, as `data` is.
@@ -1113,7 +1402,220 @@ mod tests {
             ..Flags::default()
         };
         let s = load(&flags, std::iter::empty()).unwrap();
-        assert_eq!(s.backups.unwrap().dir, dir.path().join("backups"));
+        assert_eq!(s.backups.unwrap().dir, Some(dir.path().join("backups")));
+    }
+
+    /// A `[backup_s3]` table whose every key is valid, with `extra` lines after it.
+    fn s3_text(extra: &str) -> String {
+        format!(
+            "[backup_s3]\nendpoint = \"https://s3.eu-central-1.amazonaws.com\"\n\
+             region = \"eu-central-1\"\nbucket = \"tracker-backups\"\n\
+             access_key_id = \"AKIAEXAMPLE\"\n{extra}"
+        )
+    }
+
+    const SECRET: (&str, &str) = (S3_SECRET_ENV, "wJalrXUtnFEMI/K7MDENG");
+
+    /// `[backup_s3]` alone turns the schedule on (uploads only, no `backup_dir`); the secret
+    /// comes from the environment or a file, and is never in `Debug`.
+    #[test]
+    fn backup_s3_turns_uploads_on_with_the_secret_from_outside_the_file() {
+        let s = load_text(&s3_text(""), &[SECRET], Flags::default()).unwrap();
+        let backups = s.backups.clone().unwrap();
+        assert_eq!(backups.dir, None);
+        assert_eq!(backups.every, Duration::from_secs(86_400));
+        let s3 = backups.s3.unwrap();
+        assert_eq!(
+            (s3.endpoint.as_str(), s3.bucket.as_str(), s3.prefix.as_str()),
+            (
+                "https://s3.eu-central-1.amazonaws.com",
+                "tracker-backups",
+                ""
+            )
+        );
+        assert_eq!(s3.secret_access_key, SECRET.1);
+        assert_eq!(s3.retry_for, Duration::from_secs(180));
+        for shown in [format!("{s:?}"), format!("{s3:?}")] {
+            assert!(!shown.contains(SECRET.1), "{shown}");
+            assert!(shown.contains("<redacted>"), "{shown}");
+        }
+        // From a file of its own, relative to the configuration file; its newline is not part
+        // of the key.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("s3.secret"), "from-a-file\n").unwrap();
+        let path = dir.path().join("tracker.toml");
+        std::fs::write(&path, s3_text("secret_access_key_file = \"s3.secret\"\n")).unwrap();
+        let flags = Flags {
+            config: Some(path),
+            ..Flags::default()
+        };
+        let s = load(&flags, std::iter::empty()).unwrap();
+        assert_eq!(
+            s.backups.unwrap().s3.unwrap().secret_access_key,
+            "from-a-file"
+        );
+        // Each key through the environment too.
+        let s = load_text(
+            &s3_text(""),
+            &[
+                SECRET,
+                ("TRACKER_BACKUP_S3_PREFIX", "prod"),
+                ("TRACKER_BACKUP_S3_REGION", "auto"),
+            ],
+            Flags::default(),
+        )
+        .unwrap();
+        let s3 = s.backups.unwrap().s3.unwrap();
+        assert_eq!((s3.prefix.as_str(), s3.region.as_str()), ("prod/", "auto"));
+        assert_eq!(s3.bucket, "tracker-backups");
+        let e = load_text("", &[("TRACKER_BACKUP_S3_BUCKT", "x")], Flags::default()).unwrap_err();
+        assert!(e.0.contains("TRACKER_BACKUP_S3_BUCKT"), "{e}");
+    }
+
+    #[test]
+    fn the_s3_secret_is_refused_in_the_file_and_needed_once() {
+        let e = load_text(
+            &s3_text("secret_access_key = \"in-the-file\"\n"),
+            &[SECRET],
+            Flags::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.0.contains("`secret_access_key` is never read from the configuration file"),
+            "{e}"
+        );
+        assert!(e.0.contains(S3_SECRET_ENV), "{e}");
+        assert!(!e.0.contains("in-the-file"), "{e}");
+        let e = load_text(&s3_text(""), &[], Flags::default()).unwrap_err();
+        assert!(e.0.contains("needs the secret key"), "{e}");
+        let e = load_text(
+            &s3_text("secret_access_key_file = \"/nonexistent/secret\"\n"),
+            &[],
+            Flags::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.0.contains("cannot read `backup_s3.secret_access_key_file`"),
+            "{e}"
+        );
+        let e = load_text(
+            &s3_text("secret_access_key_file = \"/nonexistent/secret\"\n"),
+            &[SECRET],
+            Flags::default(),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("given twice"), "{e}");
+        for bad in ["", "has space", &"k".repeat(257)] {
+            let e = load_text(&s3_text(""), &[(S3_SECRET_ENV, bad)], Flags::default()).unwrap_err();
+            assert!(e.0.contains("1 to 256 visible ASCII"), "{e}");
+            assert!(bad.is_empty() || !e.0.contains(bad), "{e}");
+        }
+        assert!(
+            load_text(
+                &s3_text(""),
+                &[(S3_SECRET_ENV, &"k".repeat(256))],
+                Flags::default()
+            )
+            .is_ok()
+        );
+        // The environment's secret without a table is not an error (the table may come later).
+        assert!(
+            load_text("", &[SECRET], Flags::default())
+                .unwrap()
+                .backups
+                .is_none()
+        );
+    }
+
+    /// Each `[backup_s3]` rule just inside and just outside; an error names the key.
+    #[test]
+    fn backup_s3_keys_are_checked() {
+        let with = |line: &str| {
+            let text = s3_text("")
+                .lines()
+                .filter(|l| {
+                    line.split_once(" = ")
+                        .is_none_or(|(k, _)| !l.starts_with(&format!("{k} =")))
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            load_text(&format!("{text}\n{line}\n"), &[SECRET], Flags::default())
+        };
+        let s3 = |line: &str| with(line).map(|s| s.backups.unwrap().s3.unwrap());
+        for good in [
+            "endpoint = \"http://127.0.0.1:9000\"",
+            "endpoint = \"https://abc.r2.cloudflarestorage.com/\"",
+            "region = \"auto\"",
+            &format!("region = \"{}\"", "a".repeat(32)),
+            "bucket = \"abc\"",
+            &format!("bucket = \"{}\"", "b".repeat(63)),
+            "bucket = \"My_Bucket.2\"",
+            "prefix = \"\"",
+            "prefix = \"tracker/prod/\"",
+            &format!("prefix = \"{}\"", "p".repeat(256)),
+            &format!("access_key_id = \"{}\"", "A".repeat(128)),
+            "retry_for = \"1s\"",
+            "retry_for = \"5m\"",
+        ] {
+            assert!(s3(good).is_ok(), "{good}: {:?}", s3(good));
+        }
+        assert_eq!(
+            s3("endpoint = \"https://x.example/\"").unwrap().endpoint,
+            "https://x.example"
+        );
+        assert_eq!(s3("prefix = \"a/b\"").unwrap().prefix, "a/b/");
+        for (bad, names) in [
+            ("endpoint = \"s3.amazonaws.com\"", "backup_s3.endpoint"),
+            ("endpoint = \"ftp://s3.example\"", "backup_s3.endpoint"),
+            (
+                "endpoint = \"https://key:secret@s3.example\"",
+                "no credentials",
+            ),
+            ("endpoint = \"https://s3.example/bucket\"", "no path"),
+            ("endpoint = \"https://s3.example/?x=1\"", "no path"),
+            ("region = \"\"", "backup_s3.region"),
+            ("region = \"EU\"", "backup_s3.region"),
+            (
+                &format!("region = \"{}\"", "a".repeat(33)),
+                "backup_s3.region",
+            ),
+            ("bucket = \"ab\"", "bucket's name"),
+            (&format!("bucket = \"{}\"", "b".repeat(64)), "bucket's name"),
+            ("bucket = \"-abc\"", "bucket's name"),
+            ("bucket = \"a/b\"", "bucket's name"),
+            ("prefix = \"/abs\"", "backup_s3.prefix"),
+            ("prefix = \"a//b\"", "backup_s3.prefix"),
+            ("prefix = \"a/../b\"", "backup_s3.prefix"),
+            ("prefix = \"a\\u001b\"", "backup_s3.prefix"),
+            (
+                &format!("prefix = \"{}\"", "p".repeat(257)),
+                "backup_s3.prefix",
+            ),
+            ("access_key_id = \"\"", "backup_s3.access_key_id"),
+            ("access_key_id = \"a b\"", "backup_s3.access_key_id"),
+            (
+                &format!("access_key_id = \"{}\"", "A".repeat(129)),
+                "backup_s3.access_key_id",
+            ),
+            ("retry_for = \"999ms\"", "backup_s3.retry_for"),
+            ("retry_for = \"5m 1s\"", "backup_s3.retry_for"),
+            (
+                "secret_acces_key = \"x\"",
+                "unknown field `secret_acces_key`",
+            ),
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(e.0.contains(names), "{bad}: {e}");
+        }
+        for key in ["endpoint", "region", "bucket", "access_key_id"] {
+            let text = s3_text("")
+                .lines()
+                .filter(|l| !l.starts_with(&format!("{key} =")))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let e = load_text(&text, &[SECRET], Flags::default()).unwrap_err();
+            assert!(e.0.contains(&format!("[backup_s3] needs `{key}`")), "{e}");
+        }
     }
 
     #[test]

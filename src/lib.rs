@@ -53,6 +53,8 @@
 //!   (stats and costs in `read_stats.rs`), run by the reader threads (`reader.rs`); which click
 //!   an event is attributed to, by uid or Telegram id, in `attribution.rs`, for both; `tracker
 //!   check` and its repairs in `check/`. Never knows about HTTP.
+//! - [`s3`]: S3-compatible object storage (`[backup_s3]`), where backups go off the machine:
+//!   a file uploaded, a key downloaded, old backups under a prefix deleted.
 //! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
 //!   type with its stable codes, and the counters of `/metrics`.
 //!
@@ -94,7 +96,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["surface"],
     &["app"],
     &["delivery"],
-    &["storage"],
+    &["storage", "s3"],
     &["config", "metrics"],
     &["domain"],
     &["clock", "error"],
@@ -111,6 +113,7 @@ pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod router;
+pub mod s3;
 pub mod server;
 pub mod storage;
 pub mod surface;

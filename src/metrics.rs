@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -189,6 +189,8 @@ pub struct Metrics {
     dedup_pruned: AtomicU64,
     /// Scheduled backups: written, failed.
     backups: [AtomicU64; 2],
+    /// Uploads of scheduled backups to `[backup_s3]`: how they went, and the last of each.
+    uploads: Uploads,
     /// Delivery attempts by destination kind (`destination::Kind as usize - 1`) and outcome
     /// (delivered, failed, refused).
     deliveries: [[AtomicU64; 3]; 3],
@@ -213,6 +215,7 @@ impl Default for Metrics {
             clicks: AtomicU64::new(0),
             dedup_pruned: AtomicU64::new(0),
             backups: std::array::from_fn(|_| AtomicU64::new(0)),
+            uploads: Uploads::default(),
             deliveries: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
             delivery_seconds: std::array::from_fn(|_| Histogram::seconds()),
         }
@@ -265,6 +268,38 @@ impl Metrics {
         self.backups[usize::from(!written)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A scheduled backup was uploaded to `[backup_s3]` at `now_ms`.
+    pub fn backup_uploaded(&self, now_ms: u64) {
+        self.uploads.counts[0].fetch_add(1, Ordering::Relaxed);
+        let mut last = self
+            .uploads
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        last.success_ms = Some(now_ms);
+    }
+
+    /// A scheduled backup's upload failed at `now_ms`, for the reason `error`.
+    pub fn backup_upload_failed(&self, now_ms: u64, error: String) {
+        self.uploads.counts[1].fetch_add(1, Ordering::Relaxed);
+        let mut last = self
+            .uploads
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        last.failure = Some((now_ms, error));
+    }
+
+    /// The last upload that worked and the last that failed, as the admin page shows them.
+    #[must_use]
+    pub fn backup_uploads(&self) -> LastUploads {
+        self.uploads
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// One delivery attempt to a destination of `kind` ended with `outcome`.
     pub fn delivery_outcome(
         &self,
@@ -285,6 +320,20 @@ impl Metrics {
     pub fn delivery_latency(&self, kind: crate::domain::destination::Kind, took: Duration) {
         self.delivery_seconds[kind as usize - 1].observe_duration(took);
     }
+}
+
+/// Uploads of scheduled backups: counted by outcome (uploaded, failed), and the last of each.
+#[derive(Debug, Default)]
+struct Uploads {
+    counts: [AtomicU64; 2],
+    last: Mutex<LastUploads>,
+}
+
+/// The last upload of a scheduled backup that worked, and the last that failed with its reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LastUploads {
+    pub success_ms: Option<u64>,
+    pub failure: Option<(u64, String)>,
 }
 
 /// What one scrape reads: the counters, the writer's, and the data file's size.
@@ -429,6 +478,28 @@ fn encode_background(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::
     for (name, count) in ["written", "failed"].iter().zip(&m.backups) {
         let set = labels([("status", Cow::Borrowed(*name))]);
         ConstCounter::new(count.load(Ordering::Relaxed)).encode(backups.encode_family(&set)?)?;
+    }
+    let mut uploads = encoder.encode_descriptor(
+        "tracker_backup_uploads",
+        "Uploads of scheduled backups to [backup_s3] by outcome: uploaded or failed.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (name, count) in ["uploaded", "failed"].iter().zip(&m.uploads.counts) {
+        let set = labels([("outcome", Cow::Borrowed(*name))]);
+        ConstCounter::new(count.load(Ordering::Relaxed)).encode(uploads.encode_family(&set)?)?;
+    }
+    // Only once one has worked: a 0 would read as an upload in 1970.
+    if let Some(ms) = m.backup_uploads().success_ms {
+        #[allow(clippy::cast_precision_loss)]
+        let seconds = ms as f64 / 1000.0;
+        ConstGauge::new(seconds).encode(encoder.encode_descriptor(
+            "tracker_backup_upload_last_success_timestamp",
+            "When the last upload of a scheduled backup to [backup_s3] completed, in seconds \
+             since 1970.",
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?)?;
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `tracker export`: a space's events, with attribution, as `GET /events` shows them, page by
 //! page through the running server or on the data file, as NDJSON or CSV, to standard output or
-//! a file (then saying what it wrote and where the next export starts).
+//! a file (then saying what it wrote and where the next export starts). The file is created
+//! new with mode `0600`, never over an existing one or through a link.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -34,10 +35,19 @@ pub(super) fn export(
 ) -> CliResult {
     let mut target = Target::Undecided;
     let file: Box<dyn std::io::Write> = match out {
-        Some(path) => Box::new(
-            std::fs::File::create(path)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
-        ),
+        // A new file, its owner's alone: the events hold visitors' data. Never an existing
+        // file nor through a link, which could point anywhere the user may write.
+        Some(path) => Box::new(super::output::create_private(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                format!(
+                    "{} already exists; an export writes a new file and never replaces one \
+                     (or writes through a link): remove it or name another",
+                    path.display()
+                )
+            } else {
+                format!("cannot write {}: {e}", path.display())
+            }
+        })?),
         None => Box::new(std::io::stdout().lock()),
     };
     let mut sink = std::io::BufWriter::new(file);

@@ -7,12 +7,14 @@
 //! `serve.rs` and `init.rs` (a first start and what it shows), `request.rs` (how every
 //! [`Request`] reaches the control socket or the data file), the text of each request's answer
 //! in `space.rs` (spaces and keys), `link.rs`, `destination.rs`, `stats.rs`, `costs.rs` and
-//! `admin.rs`, `data_file.rs` (backup, check, compact) and `export.rs`. `output.rs` prints text
-//! or JSON; `prompt.rs` asks what must never be a flag. Money, rates and where a link goes are
+//! `admin.rs`, `data_file.rs` (backup, check, compact), `backup_s3.rs` (a backup to `s3://`),
+//! `restore.rs` and `export.rs`. `output.rs` prints text or JSON, with control characters shown
+//! escaped; `prompt.rs` asks what must never be a flag. Money, rates and where a link goes are
 //! worded by `domain::display`, as the admin pages word them.
 
 mod admin;
 mod answer;
+mod backup_s3;
 mod costs;
 mod data_file;
 mod destination;
@@ -22,6 +24,7 @@ mod link;
 mod output;
 mod prompt;
 mod request;
+mod restore;
 mod serve;
 mod space;
 mod stats;
@@ -96,6 +99,13 @@ enum Command {
         #[arg(long)]
         repair: bool,
     },
+    /// Put a backup (a file, or `s3://BUCKET/KEY` with `[backup_s3]`'s settings) in place of the
+    /// data file, after checking it as `tracker check` does: a damaged copy changes nothing,
+    /// and the file it replaces is kept beside it. Needs the server stopped
+    Restore {
+        /// The backup: a file's path, or `s3://BUCKET/KEY`
+        source: String,
+    },
     /// Give the data file's free space back to the filesystem. Needs the server stopped (a
     /// running server keeps the file open; stop it, compact, start it again)
     Compact,
@@ -165,7 +175,7 @@ pub fn main() -> ExitCode {
     let settings = match config::load(&flags, std::env::vars()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("tracker: {e}");
+            eprintln!("tracker: {}", output::visible(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -174,6 +184,13 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve { ephemeral, .. } => serve::serve(settings, out, ephemeral),
         Command::Init => init::init(&settings, out),
+        Command::Request(Request::Backup { dest })
+            if crate::s3::parse_address(&dest.to_string_lossy()).is_some() =>
+        {
+            data_file_required(&settings)
+                .and_then(|()| backup_s3::backup_to_s3(&settings, out, &dest.to_string_lossy()))
+        }
+        Command::Restore { source } => restore::restore(&settings, out, &source),
         Command::Request(request) => data_file_required(&settings)
             .and_then(|()| request::complete(request))
             .and_then(|r| request::run_request(&settings, out, r)),
@@ -197,7 +214,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tracker: {e}");
+            eprintln!("tracker: {}", output::visible(&e.to_string()));
             ExitCode::FAILURE
         }
     }

@@ -84,9 +84,10 @@ pub enum Request {
         #[command(subcommand)]
         request: CostsRequest,
     },
-    /// Write a consistent copy of the data file to DEST (safe while the server runs)
+    /// Write a consistent copy of the data file to DEST (safe while the server runs): a file,
+    /// or `s3://BUCKET/KEY` with `[backup_s3]`'s endpoint, region and keys
     Backup {
-        /// Where the copy goes; it must not exist
+        /// Where the copy goes, a file or `s3://BUCKET/KEY`; it must not exist
         dest: PathBuf,
     },
     /// `tracker check` on the file the server has open: read-only (see [`execute`]).

@@ -317,7 +317,13 @@ fn decodings(value: &str, shape: impl Fn(&str) -> Option<&'static str>) -> Optio
     None
 }
 
+/// Voluum's placeholder for a value it has none of: the bare word, in capitals.
+const VOLUUM_PLACEHOLDER: &str = "REPLACE";
+
 fn whole_macro(v: &str) -> Option<&'static str> {
+    if v == VOLUUM_PLACEHOLDER {
+        return Some("`REPLACE`, the placeholder Voluum sends where it has no value");
+    }
     MACRO_WRAPPERS
         .iter()
         .find(|w| {
@@ -397,13 +403,17 @@ mod tests {
             " {clickid} ",
             "%%CLICK_ID%%",
             "##clickid##",
+            "REPLACE",
+            " REPLACE ",
+            "%52EPLACE",
         ] {
             assert!(is_unreplaced_macro(m), "{m}");
             assert!(macro_like(m).is_some(), "{m}");
         }
         for v in [
             "abc", "{", "{}", "[]", "a{b}", "12.5", "x}", "%7B", "#123#", "$5$", "%%", "<>", "__",
-            "{a b}", "-3.50", "tx_1001", "{x}y", "a#b#",
+            "{a b}", "-3.50", "tx_1001", "{x}y", "a#b#", "replace", "Replace", "REPLACED",
+            "REPLACE1", "XREPLACE",
         ] {
             assert!(!is_unreplaced_macro(v), "{v}");
         }

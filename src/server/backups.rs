@@ -1,5 +1,6 @@
-//! Automatic backups (`backup_dir`, `backup_every`, `backup_keep`): the server writes a
-//! consistent copy of its data file on a schedule and keeps the newest few.
+//! Automatic backups (`backup_dir`, `backup_every`, `backup_keep`, `[backup_s3]`): the server
+//! writes a consistent copy of its data file on a schedule, uploads it off the machine when
+//! `[backup_s3]` is set, and keeps the newest few in each place.
 //!
 //! Each backup is [`Store::backup`](crate::storage::Store::backup), the operation `tracker
 //! backup` uses: one read snapshot copied on a reader thread into a file written under a
@@ -13,6 +14,15 @@
 //! written, the oldest of them beyond `backup_keep` are deleted, and nothing else in the
 //! directory is touched. The schedule follows the newest such file across restarts: a server
 //! that restarts more often than `backup_every` still makes one every `backup_every`.
+//!
+//! With `[backup_s3]`, each backup, once written, is uploaded under `prefix` with the same
+//! name, and the oldest of the same shape there beyond `backup_keep` are deleted. The upload
+//! runs on a blocking thread with a runtime of its own (`s3::on_own_runtime`), after the local
+//! copy is complete: the read snapshot is held only while the local copy is written, as without
+//! S3, and neither the writer nor the request threads ever wait for the network. Without
+//! `backup_dir` the local copy is written beside the data file under a hidden name, uploaded and
+//! deleted. A failed upload is a warning in the log, a count in `/metrics` and a line on the
+//! admin page; the next backup is made and uploaded at its usual time.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,8 +30,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use crate::app::App;
 use crate::clock;
-use crate::config::BackupSchedule;
+use crate::config::{BackupSchedule, S3Settings};
 use crate::error::Error;
+use crate::s3::{self, Bucket, S3Error};
 use crate::storage::backup::BackupStats;
 
 const PREFIX: &str = "tracker-";
@@ -100,12 +111,18 @@ pub fn rotate(dir: &Path, keep: u32, live: &Path) -> std::io::Result<Vec<PathBuf
 pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
     let every_ms = u64::try_from(schedule.every.as_millis()).unwrap_or(u64::MAX);
     let retry_ms = u64::try_from(RETRY_AFTER.min(schedule.every).as_millis()).unwrap_or(u64::MAX);
-    let dir = schedule.dir.clone();
-    let newest = tokio::task::spawn_blocking(move || own_backups(&dir))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .and_then(|b| b.last().map(|(at, _)| *at));
+    let newest = match (&schedule.dir, &schedule.s3) {
+        (Some(dir), _) => {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || own_backups(&dir))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .and_then(|b| b.last().map(|(at, _)| *at))
+        }
+        (None, Some(s3)) => newest_uploaded(s3.clone()).await,
+        (None, None) => None,
+    };
     let mut due = newest.map_or(0, |at| at.saturating_add(every_ms));
     let mut failing = false;
     loop {
@@ -125,6 +142,12 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
                     "scheduled backup written"
                 );
                 due = now.saturating_add(every_ms);
+                if let Some(s3) = &schedule.s3 {
+                    upload(&app, s3, &path, &backup_name(now), schedule.keep).await;
+                }
+                if schedule.dir.is_none() {
+                    let _ = tokio::fs::remove_file(&path).await;
+                }
             }
             Err(e) => {
                 app.metrics.backup(false);
@@ -133,7 +156,7 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
                 } else {
                     tracing::error!(
                         error = %e.message,
-                        dir = %schedule.dir.display(),
+                        dir = %local_dir(&app, &schedule).display(),
                         "scheduled backup failed; ingest goes on, and the backup is tried again \
                          (the next line about backups in this log says when it works)"
                     );
@@ -145,8 +168,21 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
     }
 }
 
+/// Where a backup is written: `backup_dir`, or without it the data file's folder (the copy
+/// is only there until it is uploaded).
+fn local_dir(app: &App, schedule: &BackupSchedule) -> PathBuf {
+    schedule.dir.clone().unwrap_or_else(|| {
+        app.store
+            .path()
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    })
+}
+
 /// One scheduled backup at `now_ms` into `schedule.dir`, then the rotation; answers the new
-/// file and what it holds.
+/// file and what it holds. Without `backup_dir`, the file is written beside the data file
+/// under a hidden name (`.tracker-20261124T031500Z.redb.upload`) for the upload to send.
 ///
 /// # Errors
 /// When the copy cannot be written (the directory is missing or unwritable, the disk is full,
@@ -156,13 +192,16 @@ pub async fn backup_once(
     schedule: &BackupSchedule,
     now_ms: u64,
 ) -> Result<(PathBuf, BackupStats), Error> {
-    let dest = schedule.dir.join(backup_name(now_ms));
+    let Some(dir) = schedule.dir.clone() else {
+        let dest = local_dir(app, schedule).join(format!(".{}.upload", backup_name(now_ms)));
+        // Left by a process that stopped before it could delete it.
+        let _ = tokio::fs::remove_file(&dest).await;
+        let stats = app.store.backup(dest.clone()).await?;
+        return Ok((dest, stats));
+    };
+    let dest = dir.join(backup_name(now_ms));
     let stats = app.store.backup(dest.clone()).await?;
-    let (dir, keep, live) = (
-        schedule.dir.clone(),
-        schedule.keep,
-        app.store.path().to_owned(),
-    );
+    let (keep, live) = (schedule.keep, app.store.path().to_owned());
     let rotated = tokio::task::spawn_blocking(move || rotate(&dir, keep, &live))
         .await
         .map_err(|_| Error::internal())?;
@@ -178,12 +217,74 @@ pub async fn backup_once(
                 format!(
                     "backup {} written, but deleting the oldest in {} failed: {e}",
                     dest.display(),
-                    schedule.dir.display()
+                    local_dir(app, schedule).display()
                 ),
             ));
         }
     }
     Ok((dest, stats))
+}
+
+/// Uploads the backup at `file` as `prefix` + `name`, then deletes the oldest uploaded beyond
+/// `keep`; logs and counts how it went. Never fails the schedule: the next backup is made and
+/// uploaded at its time whatever happened to this one.
+async fn upload(app: &App, s3: &S3Settings, file: &Path, name: &str, keep: u32) {
+    let key = format!("{}{name}", s3.prefix);
+    let (settings, file_owned, key_owned) = (s3.clone(), file.to_owned(), key.clone());
+    let sent = tokio::task::spawn_blocking(move || {
+        s3::on_own_runtime(async move {
+            let bucket = Bucket::new(&settings, None)?;
+            let bytes = bucket.upload(&file_owned, &key_owned).await?;
+            let rotated = bucket.rotate(&settings.prefix, keep, backup_time).await;
+            Ok((bytes, bucket.address(&key_owned), rotated))
+        })
+    })
+    .await
+    .unwrap_or_else(|e| Err(S3Error(format!("the upload stopped: {e}"))));
+    let now = app.now_ms();
+    match sent {
+        Ok((bytes, address, rotated)) => {
+            app.metrics.backup_uploaded(now);
+            tracing::info!(to = %address, bytes, "scheduled backup uploaded");
+            match rotated {
+                Ok(deleted) => {
+                    for key in deleted {
+                        tracing::info!(key, "deleted an old uploaded backup");
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "scheduled backup uploaded, but deleting the oldest uploaded ones failed; \
+                     it is tried again after the next upload"
+                ),
+            }
+        }
+        Err(e) => {
+            app.metrics.backup_upload_failed(now, e.0.clone());
+            tracing::warn!(
+                error = %e,
+                key,
+                "uploading a scheduled backup failed; ingest goes on, and the next scheduled \
+                 backup is uploaded at its time"
+            );
+        }
+    }
+}
+
+/// The time of the newest backup uploaded under the prefix, for a schedule without
+/// `backup_dir` to follow across restarts; `None` when there is none or the bucket cannot be
+/// listed (then a backup is made at once).
+async fn newest_uploaded(s3: S3Settings) -> Option<u64> {
+    tokio::task::spawn_blocking(move || {
+        s3::on_own_runtime(async move {
+            let bucket = Bucket::new(&s3, None)?;
+            bucket.backups(&s3.prefix, backup_time).await
+        })
+    })
+    .await
+    .ok()
+    .and_then(Result::ok)
+    .and_then(|b| b.last().map(|(at, _)| *at))
 }
 
 #[cfg(test)]

@@ -157,11 +157,13 @@ fn start_background(app: &Arc<App>) -> JoinSet<()> {
     tasks.spawn(crate::delivery::run_beside(app.senders()));
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
-            "backup_dir is set, but an ephemeral server writes no file: no automatic backups"
+            "backups are set (backup_dir or [backup_s3]), but an ephemeral server writes no \
+             file: no automatic backups"
         ),
         Some(schedule) => {
             tracing::info!(
-                dir = %schedule.dir.display(),
+                dir = ?schedule.dir,
+                s3 = ?schedule.s3.as_ref().map(|s3| format!("s3://{}/{}", s3.bucket, s3.prefix)),
                 every = %humantime::format_duration(schedule.every),
                 keep = schedule.keep,
                 "automatic backups on"

@@ -115,6 +115,18 @@ pub fn require_existing(path: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// Refuses when another process has the data file at `path` open (a server, even one whose
+/// control socket is gone, or a command): redb holds a lock on the file while it is open. A
+/// missing file, or one redb cannot read, is not in use.
+pub fn require_unused(path: &Path) -> Result<(), StoreError> {
+    match Database::builder().open_read_only(path) {
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+            Err(StoreError::InUse(path.display().to_string()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `path` from the root, as messages name it: a relative one depends on where the command ran
 /// and, from a config file, where that file is.
 fn absolute(path: &Path) -> std::path::PathBuf {

@@ -1441,3 +1441,54 @@ async fn the_costs_page_lists_a_range_and_offers_the_template() {
         422
     );
 }
+
+/// With `[backup_s3]`, the spaces page says where scheduled backups go, and when the last
+/// upload failed, why (the endpoint here is a port nobody listens on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spaces_page_shows_a_failed_upload_of_a_scheduled_backup() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let server = TestServer::start_with(|s| {
+        s.backups = Some(tracker::config::BackupSchedule {
+            dir: None,
+            every: std::time::Duration::from_secs(86_400),
+            keep: 3,
+            s3: Some(tracker::config::S3Settings {
+                endpoint: endpoint.clone(),
+                region: "us-east-1".into(),
+                bucket: "offsite".into(),
+                prefix: "tracker/".into(),
+                access_key_id: "testing".into(),
+                secret_access_key: "never-on-the-page".into(),
+                retry_for: std::time::Duration::from_secs(1),
+            }),
+        });
+    })
+    .await;
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while !server
+        .metrics_text()
+        .contains("tracker_backup_uploads_total{outcome=\"failed\"} 1\n")
+    {
+        assert!(Instant::now() < deadline, "{}", server.metrics_text());
+        // Polling the server's background work; not a time rule of the tracker.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let cookie = logged_in(&server).await;
+    let page = get_page(&server, Some(&cookie), "/admin/").await;
+    assert_eq!(page.status, 200);
+    let text = page.text();
+    assert!(
+        text.contains("<code>s3://offsite/tracker/</code>"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Last upload: none yet since the server started."),
+        "{text}"
+    );
+    assert!(text.contains("The last upload failed at "), "{text}");
+    assert!(text.contains(&endpoint), "{text}");
+    assert!(!text.contains("never-on-the-page"), "{text}");
+    server.stop().await;
+}

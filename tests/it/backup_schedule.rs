@@ -60,9 +60,10 @@ async fn backing_up_daily(dir: &Path, keep: u32) -> TestServer {
     let dir = dir.to_owned();
     TestServer::start_with(|s| {
         s.backups = Some(BackupSchedule {
-            dir,
+            dir: Some(dir),
             every: Duration::from_secs(86_400),
             keep,
+            s3: None,
         });
     })
     .await

@@ -487,6 +487,8 @@ async fn get_refuses_unreplaced_macros_with_the_fields_own_code() {
     for (query, code, field) in [
         ("event=contact&uid=%7Bclickid%7D", "invalid_uid", "uid"),
         ("event=contact&uid=%5Buid%5D", "invalid_uid", "uid"),
+        // Voluum's placeholder where it has no click id.
+        ("event=contact&uid=REPLACE", "invalid_uid", "uid"),
         // Double-encoded by the sender: decodes to the text `%7Bsubid%7D`.
         ("event=contact&uid=%257Bsubid%257D", "invalid_uid", "uid"),
         (

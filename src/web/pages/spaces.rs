@@ -1,5 +1,6 @@
 //! The spaces page (`/admin/`): every space with its number of working keys, and the form
-//! that creates one, whose new keys are shown once.
+//! that creates one, whose new keys are shown once; with `[backup_s3]`, how the last uploads of
+//! scheduled backups went.
 
 use askama::Template;
 use warp::http::StatusCode;
@@ -24,6 +25,31 @@ struct SpacesPage<'a> {
     csrf_token: &'a str,
     spaces: Vec<SpaceRow>,
     created: Option<CreatedSpace>,
+    uploads: Option<Uploads>,
+}
+
+/// The last uploads of scheduled backups to `[backup_s3]`, in words.
+struct Uploads {
+    to: String,
+    last_success: String,
+    /// The time and the reason of the last failure, if it is newer than the last success.
+    failing: Option<(String, String)>,
+}
+
+fn uploads(ctx: &Ctx<'_>) -> Option<Uploads> {
+    let s3 = ctx.app.settings.backups.as_ref()?.s3.as_ref()?;
+    let last = ctx.app.metrics.backup_uploads();
+    let failing = last
+        .failure
+        .filter(|(at, _)| last.success_ms.is_none_or(|ok| *at > ok))
+        .map(|(at, why)| (rfc3339_s(at), why));
+    Some(Uploads {
+        to: format!("s3://{}/{}", s3.bucket, s3.prefix),
+        last_success: last
+            .success_ms
+            .map_or_else(|| "none yet since the server started".to_owned(), rfc3339_s),
+        failing,
+    })
 }
 
 /// `GET /admin/`.
@@ -60,6 +86,7 @@ async fn spaces(ctx: &Ctx<'_>, created: Option<CreatedSpace>) -> Result<Response
             csrf_token: &ctx.live.csrf,
             spaces,
             created,
+            uploads: uploads(ctx),
         },
     ))
 }

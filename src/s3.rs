@@ -1,0 +1,342 @@
+//! S3-compatible object storage (`[backup_s3]`): a file uploaded under a key, a key downloaded
+//! into a file, and the scheduled backups under a prefix kept to the newest few. What a backup
+//! is, and when one is made, is the caller's (`server/backups.rs`, `cli/data_file.rs`,
+//! `cli/restore.rs`); this file only moves bytes.
+//!
+//! The client is `object_store`'s S3 store: requests signed with the configured keys, each one
+//! that fails for a reason worth another try (no connection, a 5xx, a timeout of an idempotent
+//! request) tried again with exponential backoff for up to `retry_for`, and a file larger than
+//! [`PART_BYTES`] sent as a multipart upload, so a large backup is never one request that a
+//! dropped connection sends back to the start.
+//!
+//! Every call runs on a runtime of its own ([`on_own_runtime`]): uploading hashes and encrypts
+//! every byte of a backup, and that work belongs on a thread of its own, never on the threads
+//! that answer requests (nor on the writer, which never waits for it).
+
+use std::future::Future;
+use std::io::{Read as _, Write as _};
+use std::path::Path as FilePath;
+use std::time::Duration;
+
+use futures_util::TryStreamExt as _;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path;
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore as _, PutPayload, RetryConfig, WriteMultipart,
+};
+
+use crate::config::S3Settings;
+
+/// Files up to this size are one `PUT`; larger ones a multipart upload of parts this size
+/// (S3 takes parts of 5 MiB to 5 GiB).
+pub const PART_BYTES: usize = 8 * 1024 * 1024;
+/// Parts of one upload in flight at once.
+const PARTS_IN_FLIGHT: usize = 2;
+
+/// A failure of object storage, in words that name the bucket and key and never the secret key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Error(pub String);
+
+impl std::fmt::Display for S3Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for S3Error {}
+
+/// One bucket of the configured service.
+pub struct Bucket {
+    store: AmazonS3,
+    name: String,
+    endpoint: String,
+}
+
+impl Bucket {
+    /// The bucket `bucket` (default: the configured one) at the configured endpoint, with the
+    /// configured keys.
+    ///
+    /// # Errors
+    /// When the client cannot be built from the settings.
+    pub fn new(settings: &S3Settings, bucket: Option<&str>) -> Result<Bucket, S3Error> {
+        let name = bucket.unwrap_or(&settings.bucket).to_owned();
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(200),
+                max_backoff: Duration::from_secs(30),
+                base: 2.0,
+            },
+            max_retries: 10,
+            retry_timeout: settings.retry_for,
+        };
+        // A part of 8 MiB in 5 minutes is 28 KB/s: slow links still finish a part.
+        let client = ClientOptions::new()
+            .with_allow_http(settings.endpoint.starts_with("http://"))
+            .with_connect_timeout(Duration::from_secs(10))
+            .with_timeout(Duration::from_secs(300));
+        let store = AmazonS3Builder::new()
+            .with_endpoint(&settings.endpoint)
+            .with_region(&settings.region)
+            .with_bucket_name(&name)
+            .with_access_key_id(&settings.access_key_id)
+            .with_secret_access_key(&settings.secret_access_key)
+            .with_retry(retry)
+            .with_client_options(client)
+            .build()
+            .map_err(|e| S3Error(format!("S3 client for bucket {name}: {e}")))?;
+        Ok(Bucket {
+            store,
+            name,
+            endpoint: settings.endpoint.clone(),
+        })
+    }
+
+    /// `s3://BUCKET/KEY`, for messages.
+    #[must_use]
+    pub fn address(&self, key: &str) -> String {
+        format!("s3://{}/{key}", self.name)
+    }
+
+    fn failed(
+        &self,
+        what: &str,
+        key: &str,
+        e: impl std::fmt::Display + std::fmt::Debug,
+    ) -> S3Error {
+        S3Error(format!(
+            "{what} {} at {} failed: {e}",
+            self.address(key),
+            self.endpoint
+        ))
+    }
+
+    /// Uploads the file at `file` under `key`: one request up to [`PART_BYTES`], else a
+    /// multipart upload (aborted if it fails, so no parts are left to be billed). Answers the
+    /// bytes sent.
+    ///
+    /// # Errors
+    /// When the file cannot be read or the service does not take it (after the retries).
+    pub async fn upload(&self, file: &FilePath, key: &str) -> Result<u64, S3Error> {
+        let location = object_path(key)?;
+        let mut source = std::fs::File::open(file)
+            .map_err(|e| S3Error(format!("cannot read {}: {e}", file.display())))?;
+        let size = source.metadata().map_or(0, |m| m.len());
+        if size <= PART_BYTES as u64 {
+            let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+            source
+                .read_to_end(&mut bytes)
+                .map_err(|e| S3Error(format!("cannot read {}: {e}", file.display())))?;
+            let sent = bytes.len() as u64;
+            self.store
+                .put(&location, PutPayload::from(bytes))
+                .await
+                .map_err(|e| self.failed("uploading to", key, e))?;
+            return Ok(sent);
+        }
+        let upload = self
+            .store
+            .put_multipart(&location)
+            .await
+            .map_err(|e| self.failed("starting a multipart upload to", key, e))?;
+        let mut parts = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+        let mut buffer = vec![0; PART_BYTES];
+        let mut sent = 0_u64;
+        let result = loop {
+            let n = match source.read(&mut buffer) {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(e) => break Err(S3Error(format!("cannot read {}: {e}", file.display()))),
+            };
+            if let Err(e) = parts.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                break Err(self.failed("uploading a part to", key, e));
+            }
+            parts.write(&buffer[..n]);
+            sent += n as u64;
+        };
+        match result {
+            Ok(()) => {
+                parts
+                    .finish()
+                    .await
+                    .map_err(|e| self.failed("completing the upload to", key, e))?;
+                Ok(sent)
+            }
+            Err(e) => {
+                let _ = parts.abort().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether `key` is in the bucket.
+    ///
+    /// # Errors
+    /// When the service cannot be asked (after the retries).
+    pub async fn exists(&self, key: &str) -> Result<bool, S3Error> {
+        match self.store.head(&object_path(key)?).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.failed("looking up", key, e)),
+        }
+    }
+
+    /// Downloads `key` into `into` (written from where it stands, then synced). Answers the
+    /// bytes received.
+    ///
+    /// # Errors
+    /// When the key is not there, the service fails (after the retries) or the file cannot be
+    /// written.
+    pub async fn download(&self, key: &str, into: &mut std::fs::File) -> Result<u64, S3Error> {
+        let got = self
+            .store
+            .get(&object_path(key)?)
+            .await
+            .map_err(|e| self.failed("downloading", key, e))?;
+        let mut stream = got.into_stream();
+        let mut received = 0_u64;
+        while let Some(chunk) = stream
+            .try_next()
+            .await
+            .map_err(|e| self.failed("downloading", key, e))?
+        {
+            into.write_all(&chunk)
+                .map_err(|e| S3Error(format!("writing the download of {key}: {e}")))?;
+            received += chunk.len() as u64;
+        }
+        into.sync_all()
+            .map_err(|e| S3Error(format!("writing the download of {key}: {e}")))?;
+        Ok(received)
+    }
+
+    /// Deletes the oldest backups directly under `prefix` beyond the newest `keep` (as
+    /// [`Bucket::backups`] finds them); nothing else is ever deleted. Answers the keys deleted.
+    ///
+    /// # Errors
+    /// When the listing or a delete fails (after the retries).
+    pub async fn rotate(
+        &self,
+        prefix: &str,
+        keep: u32,
+        time_of: impl Fn(&str) -> Option<u64>,
+    ) -> Result<Vec<String>, S3Error> {
+        let backups = self.backups(prefix, time_of).await?;
+        let surplus = backups.len().saturating_sub(keep as usize);
+        let mut deleted = Vec::new();
+        for (_, key) in backups.into_iter().take(surplus) {
+            self.store
+                .delete(&Path::from(key.as_str()))
+                .await
+                .map_err(|e| self.failed("deleting", &key, e))?;
+            deleted.push(key);
+        }
+        Ok(deleted)
+    }
+
+    /// The backups directly under `prefix`, oldest first, with their times: `time_of` tells a
+    /// backup's name (the key after the prefix) and its time, and answers `None` for anything
+    /// else.
+    ///
+    /// # Errors
+    /// When the listing fails (after the retries).
+    pub async fn backups(
+        &self,
+        prefix: &str,
+        time_of: impl Fn(&str) -> Option<u64>,
+    ) -> Result<Vec<(u64, String)>, S3Error> {
+        let listed_prefix = prefix.trim_end_matches('/');
+        let under = (!listed_prefix.is_empty()).then(|| Path::from(listed_prefix));
+        let objects: Vec<_> = self
+            .store
+            .list(under.as_ref())
+            .try_collect()
+            .await
+            .map_err(|e| self.failed("listing", prefix, e))?;
+        let mut backups: Vec<(u64, String)> = objects
+            .into_iter()
+            .filter_map(|meta| {
+                let key = meta.location.to_string();
+                let name = key.strip_prefix(prefix)?;
+                if name.contains('/') {
+                    return None;
+                }
+                Some((time_of(name)?, key))
+            })
+            .collect();
+        backups.sort();
+        Ok(backups)
+    }
+}
+
+/// A key as the client takes it: folders separated by `/`, none empty.
+fn object_path(key: &str) -> Result<Path, S3Error> {
+    Path::parse(key).map_err(|e| S3Error(format!("{key:?} is not a key S3 can hold: {e}")))
+}
+
+/// The bucket and key of an `s3://BUCKET/KEY` address; `None` for any other text (a file's
+/// path).
+///
+/// # Errors
+/// For an `s3://` address whose bucket or key is not valid.
+#[must_use]
+pub fn parse_address(text: &str) -> Option<Result<(String, String), S3Error>> {
+    let rest = text.strip_prefix("s3://")?;
+    Some(match rest.split_once('/') {
+        Some((bucket, key)) if !key.is_empty() && !key.ends_with('/') => {
+            crate::config::s3_bucket(bucket)
+                .map_err(|e| S3Error(format!("{text}: {e}")))
+                .and_then(|()| object_path(key).map_err(|e| S3Error(format!("{text}: {e}"))))
+                .map(|_| (bucket.to_owned(), key.to_owned()))
+        }
+        _ => Err(S3Error(format!(
+            "{text:?} is not an s3://BUCKET/KEY address: it needs a bucket and a key, such as \
+             s3://my-backups/tracker/2026-11-24.redb"
+        ))),
+    })
+}
+
+/// Runs `work` to its end on a runtime of its own in this thread: for a blocking thread
+/// (`spawn_blocking`) or the command line, never an async worker.
+///
+/// # Errors
+/// When the runtime cannot be started (no threads or file descriptors left).
+pub fn on_own_runtime<T>(work: impl Future<Output = Result<T, S3Error>>) -> Result<T, S3Error> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| S3Error(format!("cannot start the S3 client's runtime: {e}")))?
+        .block_on(work)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_a_bucket_and_a_key() {
+        assert_eq!(parse_address("/srv/backup.redb"), None);
+        assert_eq!(parse_address("backup.redb"), None);
+        assert_eq!(
+            parse_address("s3://my-backups/tracker/a.redb"),
+            Some(Ok(("my-backups".into(), "tracker/a.redb".into())))
+        );
+        assert_eq!(
+            parse_address("s3://abc/k"),
+            Some(Ok(("abc".into(), "k".into())))
+        );
+        for bad in [
+            "s3://",
+            "s3://bucket",
+            "s3://bucket/",
+            "s3://bucket/folder/",
+            "s3://ab/key",
+            "s3://bu cket/key",
+            "s3://bucket/a//b",
+        ] {
+            assert!(
+                matches!(parse_address(bad), Some(Err(_))),
+                "{bad}: {:?}",
+                parse_address(bad)
+            );
+        }
+    }
+}

@@ -1,0 +1,623 @@
+//! Backups off the machine (`[backup_s3]`), against a real S3 implementation: moto in server
+//! mode on 127.0.0.1, installed from `PyPI` by `.ci/moto` into `target/`. Scheduled backups
+//! arrive in the bucket and only `backup_keep` stay; an endpoint that is down is logged and
+//! counted while the server goes on; `tracker backup s3://` and `tracker restore s3://` carry
+//! a data file to an empty directory with the same feed; a restore refuses a running server's
+//! file and a damaged copy, changing nothing.
+//!
+//! Without moto (no Python or no `PyPI`) the tests that need it print why and pass, except under
+//! `CI=true`, where they fail.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tracker::config::{BackupSchedule, S3Settings};
+use tracker::s3::Bucket;
+use tracker::server::backups::{backup_name, backup_time};
+
+use crate::support::{
+    DAY_MS, IO_TIMEOUT, NOW_MS, Request, TestServer, TrackerProcess, assert_queued, send,
+};
+
+const SECRET_KEY: &str = "moto-secret-key-never-logged";
+
+/// A moto server, stopped when dropped.
+struct Moto {
+    child: Child,
+    endpoint: String,
+}
+
+impl Moto {
+    /// Starts moto on a free loopback port; `None` (with the reason printed) when it cannot be
+    /// installed outside CI.
+    fn start() -> Option<Moto> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/moto");
+        let out = Command::new("bash")
+            .arg(&script)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run .ci/moto");
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        if !out.status.success() {
+            assert!(
+                !ci,
+                "CI=true and .ci/moto could not install moto: {:?}",
+                out.status
+            );
+            eprintln!("skipped: moto[server] is not available (.ci/moto says why above)");
+            return None;
+        }
+        let server = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(&server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto_server");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let deadline = Instant::now() + IO_TIMEOUT;
+        while TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "moto_server did not listen");
+            // Waiting for another process to listen; not a time rule of the tracker.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Moto {
+            child,
+            endpoint: format!("http://{addr}"),
+        })
+    }
+
+    /// Creates `bucket` (moto takes an unsigned `PUT /bucket`).
+    fn create_bucket(&self, bucket: &str) {
+        let addr = self.endpoint.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    fn settings(&self, bucket: &str, prefix: &str) -> S3Settings {
+        s3_settings(&self.endpoint, bucket, prefix)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn s3_settings(endpoint: &str, bucket: &str, prefix: &str) -> S3Settings {
+    S3Settings {
+        endpoint: endpoint.to_owned(),
+        region: "us-east-1".into(),
+        bucket: bucket.into(),
+        prefix: prefix.into(),
+        access_key_id: "testing".into(),
+        secret_access_key: SECRET_KEY.into(),
+        retry_for: Duration::from_secs(2),
+    }
+}
+
+/// A configuration file with `[backup_s3]` for the command line (the secret comes from the
+/// environment, as it must).
+fn config_file(dir: &Path, endpoint: &str, bucket: &str) -> PathBuf {
+    let path = dir.join("s3.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[backup_s3]\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\nbucket = \
+             \"{bucket}\"\nprefix = \"tracker\"\naccess_key_id = \"testing\"\nretry_for = \"2s\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Runs `tracker --config <config> --data <data> <args>` to its end.
+fn tracker(config: &Path, data: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tracker"))
+        .arg("--config")
+        .arg(config)
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .env_remove("TRACKER_LISTEN")
+        .env_remove("TRACKER_DATA")
+        .env("TRACKER_BACKUP_S3_SECRET_ACCESS_KEY", SECRET_KEY)
+        .env("TRACKER_LOG_LEVEL", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tracker")
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn refused(out: &std::process::Output) -> String {
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The scheduled backups under `prefix`, oldest first.
+async fn uploaded(s3: &S3Settings) -> Vec<String> {
+    Bucket::new(s3, None)
+        .unwrap()
+        .backups(&s3.prefix, backup_time)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, key)| key)
+        .collect()
+}
+
+async fn uploaded_when(s3: &S3Settings, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let keys = uploaded(s3).await;
+        if ready(&keys) {
+            return keys;
+        }
+        assert!(Instant::now() < deadline, "uploaded: {keys:?}");
+        // Polling the server's background work; not a time rule of the tracker.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How many events the backup under `key` holds: downloaded and opened.
+async fn events_in(s3: &S3Settings, key: &str) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("copy.redb");
+    let mut file = std::fs::File::create(&path).unwrap();
+    Bucket::new(s3, None)
+        .unwrap()
+        .download(key, &mut file)
+        .await
+        .unwrap();
+    drop(file);
+    let options = tracker::storage::StoreOptions::default();
+    let (store, created) = tracker::storage::Store::open(&path, &options).unwrap();
+    assert!(!created);
+    store.usage().await.unwrap().0
+}
+
+/// Scheduled backups with `[backup_s3]` and no `backup_dir`: each is uploaded as ingest goes on,
+/// only the newest `backup_keep` stay under the prefix (an object of another name there is
+/// never deleted), no local copy is left, and `/metrics` counts the uploads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_backups_arrive_in_the_bucket_and_only_backup_keep_stay() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("scheduled");
+    let s3 = moto.settings("scheduled", "tracker/");
+    let foreign = "tracker/tracker-notes.txt";
+    let notes = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(notes.path(), "kept").unwrap();
+    Bucket::new(&s3, None)
+        .unwrap()
+        .upload(notes.path(), foreign)
+        .await
+        .unwrap();
+    let configured = s3.clone();
+    let server = TestServer::start_with(move |s| {
+        s.backups = Some(BackupSchedule {
+            dir: None,
+            every: Duration::from_secs(86_400),
+            keep: 2,
+            s3: Some(configured),
+        });
+    })
+    .await;
+    let key = |day: u64| format!("tracker/{}", backup_name(NOW_MS + day * DAY_MS));
+    uploaded_when(&s3, |k| k == [key(0)]).await;
+    for day in 1..=3u64 {
+        for i in 0..4 {
+            let body = format!(r#"{{"event":"deposit","eid":"d{day}-{i}","value":"1"}}"#);
+            assert_queued(&server.post_event(&body).await);
+        }
+        server.clock.advance(DAY_MS);
+        // Uploaded, then the oldest deleted: both done.
+        let keys = uploaded_when(&s3, |k| k.last() == Some(&key(day)) && k.len() == 2).await;
+        assert_eq!(keys, vec![key(day - 1), key(day)], "day {day}");
+        assert_eq!(events_in(&s3, &key(day)).await, 4 * day);
+    }
+    assert!(
+        Bucket::new(&s3, None)
+            .unwrap()
+            .exists(foreign)
+            .await
+            .unwrap()
+    );
+    let text = server.metrics_text();
+    assert!(
+        text.contains("tracker_backup_uploads_total{outcome=\"uploaded\"} 4\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tracker_backup_uploads_total{outcome=\"failed\"} 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tracker_backup_upload_last_success_timestamp_seconds "),
+        "{text}"
+    );
+    let folder = server.store.path().parent().unwrap().to_owned();
+    let left: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".upload"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    server.stop().await;
+}
+
+/// The real binary with `[backup_s3]` pointing at a port nobody listens on: a warning in the
+/// log (without the secret key), `failed` counted in `/metrics`, and ingest goes on.
+#[test]
+fn an_endpoint_that_is_down_is_logged_and_counted_while_the_server_goes_on() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut process = TrackerProcess::start_with_env(
+        dir.path(),
+        &[
+            ("TRACKER_METRICS_LISTEN", "127.0.0.1:0"),
+            ("TRACKER_BACKUP_S3_ENDPOINT", &endpoint),
+            ("TRACKER_BACKUP_S3_REGION", "us-east-1"),
+            ("TRACKER_BACKUP_S3_BUCKET", "nowhere"),
+            ("TRACKER_BACKUP_S3_ACCESS_KEY_ID", "testing"),
+            ("TRACKER_BACKUP_S3_RETRY_FOR", "1s"),
+            ("TRACKER_BACKUP_S3_SECRET_ACCESS_KEY", SECRET_KEY),
+        ],
+    );
+    let created = process.created.take().expect("first start");
+    let log = process.log_when(|l| l.contains("uploading a scheduled backup failed"));
+    let line = log
+        .lines()
+        .find(|l| l.contains("uploading a scheduled backup failed"))
+        .unwrap_or_else(|| panic!("no upload failure in the log:\n{log}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("s3://nowhere/tracker-"), "{line}");
+    assert!(!log.contains(SECRET_KEY), "{log}");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for i in 0..3 {
+            let body = format!(r#"{{"event":"contact","eid":"while-down-{i}"}}"#);
+            let r = send(
+                process.addr,
+                &Request::post("/events", Some(&created.secret), &body),
+            )
+            .await;
+            assert_queued(&r);
+        }
+        let metrics = process.metrics.expect("metrics listener");
+        let text = send(metrics, &Request::get("/metrics")).await.text();
+        assert!(
+            text.contains("tracker_backup_uploads_total{outcome=\"failed\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tracker_backup_uploads_total{outcome=\"uploaded\"} 0\n"),
+            "{text}"
+        );
+        // The local copy made for the upload is not left behind.
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".upload"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    });
+    crate::support::stop_cleanly(process);
+}
+
+/// The feed of a space as `GET /events` answers it, every page.
+async fn feed(addr: SocketAddr, secret: &str) -> Vec<Value> {
+    let r = send(
+        addr,
+        &Request::get("/events?limit=1000").header("authorization", format!("Bearer {secret}")),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let page = r.json();
+    assert!(page["next"].is_null(), "{page}");
+    page["events"].as_array().unwrap().clone()
+}
+
+/// `tracker backup s3://` from a running server, then `tracker restore s3://` onto an empty
+/// directory: the server started there answers the same feed.
+#[test]
+fn a_restore_from_s3_onto_an_empty_directory_gives_the_same_feed() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("carried");
+    let old = tempfile::tempdir().unwrap();
+    let mut process = TrackerProcess::start(old.path());
+    let space = process.created.take().expect("first start");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = runtime.block_on(async {
+        for i in 0..12 {
+            let body = format!(r#"{{"event":"deposit","eid":"carried-{i}","value":"{i}.50"}}"#);
+            assert_queued(
+                &send(
+                    process.addr,
+                    &Request::post("/events", Some(&space.secret), &body),
+                )
+                .await,
+            );
+        }
+        feed(process.addr, &space.secret).await
+    });
+    assert_eq!(before.len(), 12);
+    let config = config_file(old.path(), &moto.endpoint, "carried");
+    let address = "s3://carried/moved/tracker.redb";
+    let out = ok(&tracker(
+        &config,
+        &old.path().join("t.redb"),
+        &["backup", address],
+    ));
+    assert!(out.contains(address), "{out}");
+    // Never over an object already there.
+    let again = refused(&tracker(
+        &config,
+        &old.path().join("t.redb"),
+        &["backup", address],
+    ));
+    assert!(again.contains("already exists"), "{again}");
+    crate::support::stop_cleanly(process);
+
+    let new = tempfile::tempdir().unwrap();
+    let config = config_file(new.path(), &moto.endpoint, "carried");
+    let out = ok(&tracker(
+        &config,
+        &new.path().join("t.redb"),
+        &["restore", address],
+    ));
+    assert!(
+        out.contains("restored s3://carried/moved/tracker.redb into"),
+        "{out}"
+    );
+    let names: Vec<String> = std::fs::read_dir(new.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("t.redb"))
+        .collect();
+    assert_eq!(names, ["t.redb"], "nothing but the data file is left");
+    let mode = std::fs::metadata(new.path().join("t.redb"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let process = TrackerProcess::start(new.path());
+    assert!(
+        process.created.is_none(),
+        "the restored file, not a new one"
+    );
+    let after = runtime.block_on(feed(process.addr, &space.secret));
+    assert_eq!(after, before);
+    crate::support::stop_cleanly(process);
+}
+
+/// The data file's bytes and the names in its folder, to show nothing changed.
+fn state_of(dir: &Path) -> (Vec<u8>, Vec<String>) {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("stderr"))
+        .collect();
+    names.sort();
+    (std::fs::read(dir.join("t.redb")).unwrap(), names)
+}
+
+/// A restore over the file a running server has open is refused, and the file and its folder
+/// are as they were; stopped, the same restore works and keeps the replaced file.
+#[test]
+fn a_restore_over_a_running_servers_file_refuses_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut process = TrackerProcess::start(dir.path());
+    let space = process.created.take().expect("first start");
+    let config = dir.path().join("empty-restore.toml");
+    std::fs::write(&config, "").unwrap();
+    let data = dir.path().join("t.redb");
+    let backups = tempfile::tempdir().unwrap();
+    let backup = backups.path().join("b.redb");
+    ok(&tracker(
+        &config,
+        &data,
+        &["backup", backup.to_str().unwrap()],
+    ));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = runtime.block_on(async {
+        let body = r#"{"event":"contact","eid":"after-the-backup"}"#;
+        assert_queued(
+            &send(
+                process.addr,
+                &Request::post("/events", Some(&space.secret), body),
+            )
+            .await,
+        );
+        feed(process.addr, &space.secret).await
+    });
+    let names_before = state_of(dir.path()).1;
+    let e = refused(&tracker(
+        &config,
+        &data,
+        &["restore", backup.to_str().unwrap()],
+    ));
+    assert!(e.contains("a server has"), "{e}");
+    assert!(e.contains("nothing was changed"), "{e}");
+    assert_eq!(state_of(dir.path()).1, names_before);
+    assert_eq!(runtime.block_on(feed(process.addr, &space.secret)), before);
+    crate::support::stop_cleanly(process);
+    // Stopped: the restore goes through, and the file it replaced is kept.
+    let out = ok(&tracker(
+        &config,
+        &data,
+        &["restore", backup.to_str().unwrap()],
+    ));
+    assert!(out.contains("the file it replaced is kept as"), "{out}");
+    let kept: Vec<String> = state_of(dir.path())
+        .1
+        .into_iter()
+        .filter(|n| n.starts_with("t.redb.replaced-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let process = TrackerProcess::start(dir.path());
+    assert_eq!(
+        runtime.block_on(feed(process.addr, &space.secret)).len(),
+        before.len() - 1
+    );
+    crate::support::stop_cleanly(process);
+}
+
+/// A backup damaged on its way (bytes overwritten, or cut short) is refused after it is
+/// downloaded and checked: the data file and its folder are as they were.
+#[test]
+fn a_damaged_download_changes_nothing() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("damaged");
+    let dir = tempfile::tempdir().unwrap();
+    let process = TrackerProcess::start(dir.path());
+    crate::support::stop_cleanly(process);
+    let data = dir.path().join("t.redb");
+    let config = config_file(dir.path(), &moto.endpoint, "damaged");
+    let copies = tempfile::tempdir().unwrap();
+    let good = copies.path().join("good.redb");
+    ok(&tracker(
+        &config,
+        &data,
+        &["backup", good.to_str().unwrap()],
+    ));
+    let bytes = std::fs::read(&good).unwrap();
+    // Bytes of a page that holds rows (the space's name is in it), not of free space.
+    let at = bytes
+        .windows(7)
+        .position(|w| w == b"default")
+        .expect("the space's name in the file");
+    let mut overwritten = bytes.clone();
+    for b in &mut overwritten[at - 16..at + 16] {
+        *b ^= 0x5a;
+    }
+    // One byte of a record: the page reads, but its checksum no longer fits.
+    let mut one_byte = bytes.clone();
+    one_byte[at + 1] ^= 0x01;
+    // A sound redb file whose record does not decode: only the tracker's own check finds it.
+    let undecodable = copies.path().join("undecodable.redb");
+    std::fs::copy(&good, &undecodable).unwrap();
+    {
+        let db = redb::Database::open(&undecodable).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(tracker::storage::schema::INBOX)
+            .unwrap()
+            .insert((1, 3), [0xff_u8, 1, 2].as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let damaged = [
+        ("undecodable", std::fs::read(&undecodable).unwrap()),
+        ("one-byte", one_byte),
+        ("overwritten", overwritten),
+        ("cut", bytes[..bytes.len() / 3].to_vec()),
+        ("not-redb", b"not a data file at all".to_vec()),
+    ];
+    let s3 = moto.settings("damaged", "");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = state_of(dir.path());
+    for (name, content) in damaged {
+        let file = copies.path().join(name);
+        std::fs::write(&file, content).unwrap();
+        runtime
+            .block_on(Bucket::new(&s3, None).unwrap().upload(&file, name))
+            .unwrap();
+        let e = refused(&tracker(
+            &config,
+            &data,
+            &["restore", &format!("s3://damaged/{name}")],
+        ));
+        assert!(e.contains("nothing was changed"), "{name}: {e}");
+        if name == "undecodable" {
+            assert!(e.contains("is damaged ("), "{e}");
+            assert!(e.contains("inbox [space 1, inbox_id 3]"), "{e}");
+        }
+        assert!(
+            state_of(dir.path()) == before,
+            "{name}: the data file or its folder changed"
+        );
+    }
+    // Just inside: the undamaged copy restores.
+    runtime
+        .block_on(Bucket::new(&s3, None).unwrap().upload(&good, "good"))
+        .unwrap();
+    ok(&tracker(&config, &data, &["restore", "s3://damaged/good"]));
+}
+
+/// A file larger than a part goes up as a multipart upload and comes back byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_backup_is_uploaded_in_parts_and_comes_back_whole() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("large");
+    let s3 = moto.settings("large", "");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large.bin");
+    let size = 2 * tracker::s3::PART_BYTES + 12_345;
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let bytes: Vec<u8> = (0..size)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(&path, &bytes).unwrap();
+    let bucket = Bucket::new(&s3, None).unwrap();
+    assert_eq!(
+        bucket.upload(&path, "a/large.bin").await.unwrap(),
+        size as u64
+    );
+    let back = dir.path().join("back.bin");
+    let mut file = std::fs::File::create(&back).unwrap();
+    assert_eq!(
+        bucket.download("a/large.bin", &mut file).await.unwrap(),
+        size as u64
+    );
+    assert!(std::fs::read(&back).unwrap() == bytes);
+}
