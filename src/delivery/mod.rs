@@ -283,7 +283,9 @@ impl FailureLog {
             tracing::warn!(
                 destination = %name,
                 failed = self.failed,
-                last_error = %self.last_error,
+                // Debug: quoted, its control characters escaped, so a remote answer cannot
+                // write escape sequences into the log.
+                last_error = ?self.last_error,
                 "deliveries failed"
             );
             self.warned_at_ms = Some(now_ms);

@@ -728,6 +728,8 @@ fn export_to_a_file(dir: &std::path::Path, events: usize) {
             out_file.display()
         )
     );
+    // A new file: `--out` never writes over one that is there.
+    let next_file = dir.join("next.ndjson");
     let out = export(
         dir,
         &[
@@ -735,14 +737,14 @@ fn export_to_a_file(dir: &std::path::Path, events: usize) {
             "--after",
             id,
             "--out",
-            out_file.to_str().unwrap(),
+            next_file.to_str().unwrap(),
         ],
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim_end(),
         format!(
             "wrote 0 events of space default to {}: none after inbox_id {id}",
-            out_file.display()
+            next_file.display()
         )
     );
     assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "");
