@@ -747,7 +747,7 @@ fn export_to_a_file(dir: &std::path::Path, events: usize) {
             next_file.display()
         )
     );
-    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "");
+    assert_eq!(std::fs::read_to_string(&next_file).unwrap(), "");
 }
 
 /// Space a's rejection log. Rejections are written with the writer's next commit; a write
