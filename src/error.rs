@@ -6,62 +6,55 @@
 
 use std::fmt;
 
-/// A stable machine code, sent to clients as `status`: its name in snake case
-/// ([`Code::as_str`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Code {
-    InvalidJson,
-    MissingField,
-    InvalidEvent,
-    InvalidValue,
-    InvalidTime,
-    InvalidCurrency,
-    InvalidUid,
-    InvalidEid,
-    InvalidTgId,
-    InvalidField,
-    Unauthorized,
-    PayloadTooLarge,
-    NotFound,
-    MethodNotAllowed,
-    Conflict,
-    RateLimited,
-    Unavailable,
-    Internal,
-    /// Not HTTP the server can serve: a head that does not parse, HTTP/1.1 without `Host`.
-    MalformedRequest,
-    UriTooLong,
-    HeadersTooLarge,
+/// Declares [`Code`], its snake-case names ([`Code::as_str`]) and [`Code::ALL`] from one list, so
+/// that a code and its name cannot drift apart.
+macro_rules! codes {
+    ($($(#[$doc:meta])* $code:ident => $name:literal,)*) => {
+        /// A stable machine code, sent to clients as `status`: its name in snake case
+        /// ([`Code::as_str`]).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Code {
+            $($(#[$doc])* $code,)*
+        }
+
+        impl Code {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [Code] = &[$(Code::$code,)*];
+
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$code => $name,)*
+                }
+            }
+        }
+    };
 }
 
-impl Code {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::InvalidJson => "invalid_json",
-            Code::MissingField => "missing_field",
-            Code::InvalidEvent => "invalid_event",
-            Code::InvalidValue => "invalid_value",
-            Code::InvalidTime => "invalid_time",
-            Code::InvalidCurrency => "invalid_currency",
-            Code::InvalidUid => "invalid_uid",
-            Code::InvalidEid => "invalid_eid",
-            Code::InvalidTgId => "invalid_tg_id",
-            Code::InvalidField => "invalid_field",
-            Code::Unauthorized => "unauthorized",
-            Code::PayloadTooLarge => "payload_too_large",
-            Code::NotFound => "not_found",
-            Code::MethodNotAllowed => "method_not_allowed",
-            Code::Conflict => "conflict",
-            Code::RateLimited => "rate_limited",
-            Code::Unavailable => "unavailable",
-            Code::Internal => "internal",
-            Code::MalformedRequest => "malformed_request",
-            Code::UriTooLong => "uri_too_long",
-            Code::HeadersTooLarge => "headers_too_large",
-        }
-    }
+codes! {
+    InvalidJson => "invalid_json",
+    MissingField => "missing_field",
+    InvalidEvent => "invalid_event",
+    InvalidValue => "invalid_value",
+    InvalidTime => "invalid_time",
+    InvalidCurrency => "invalid_currency",
+    InvalidUid => "invalid_uid",
+    InvalidEid => "invalid_eid",
+    InvalidTgId => "invalid_tg_id",
+    InvalidField => "invalid_field",
+    Unauthorized => "unauthorized",
+    PayloadTooLarge => "payload_too_large",
+    NotFound => "not_found",
+    MethodNotAllowed => "method_not_allowed",
+    Conflict => "conflict",
+    RateLimited => "rate_limited",
+    Unavailable => "unavailable",
+    Internal => "internal",
+    /// Not HTTP the server can serve: a head that does not parse, HTTP/1.1 without `Host`.
+    MalformedRequest => "malformed_request",
+    UriTooLong => "uri_too_long",
+    HeadersTooLarge => "headers_too_large",
 }
 
 /// A failed request: what went wrong, in words for a person and a code for a program.
@@ -153,30 +146,7 @@ mod tests {
     /// `as_str`: they must be the same text.
     #[test]
     fn a_code_serializes_as_its_name() {
-        use Code::*;
-        for code in [
-            InvalidJson,
-            MissingField,
-            InvalidEvent,
-            InvalidValue,
-            InvalidTime,
-            InvalidCurrency,
-            InvalidUid,
-            InvalidEid,
-            InvalidTgId,
-            InvalidField,
-            Unauthorized,
-            PayloadTooLarge,
-            NotFound,
-            MethodNotAllowed,
-            Conflict,
-            RateLimited,
-            Unavailable,
-            Internal,
-            MalformedRequest,
-            UriTooLong,
-            HeadersTooLarge,
-        ] {
+        for &code in Code::ALL {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }
     }

@@ -306,38 +306,22 @@ fn an_endpoint_that_is_down_is_logged_and_counted_while_the_server_goes_on() {
     assert!(line.contains("WARN"), "{line}");
     assert!(line.contains("s3://nowhere/tracker-"), "{line}");
     assert!(!log.contains(SECRET_KEY), "{log}");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        for i in 0..3 {
-            let body = format!(r#"{{"event":"contact","eid":"while-down-{i}"}}"#);
-            let r = send(
-                process.addr,
-                &Request::post("/events", Some(&created.secret), &body),
-            )
-            .await;
-            assert_queued(&r);
-        }
-        let metrics = process.metrics.expect("metrics listener");
-        let text = send(metrics, &Request::get("/metrics")).await.text();
-        assert!(
-            text.contains("tracker_backup_uploads_total{outcome=\"failed\"} 1\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("tracker_backup_uploads_total{outcome=\"uploaded\"} 0\n"),
-            "{text}"
-        );
-        // The local copy made for the upload is not left behind.
-        let left: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".upload"))
-            .collect();
-        assert!(left.is_empty(), "{left:?}");
-    });
+    let text = crate::support::events_still_queue(&process, &created.secret, "while-down");
+    assert!(
+        text.contains("tracker_backup_uploads_total{outcome=\"failed\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tracker_backup_uploads_total{outcome=\"uploaded\"} 0\n"),
+        "{text}"
+    );
+    // The local copy made for the upload is not left behind.
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".upload"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     crate::support::stop_cleanly(process);
 }
 

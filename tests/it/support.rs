@@ -833,6 +833,24 @@ pub fn stop_cleanly(process: TrackerProcess) {
     );
 }
 
+/// Ingest goes on while a background task fails: three events named `<prefix>-<n>` are queued.
+/// Answers the text of `/metrics` afterwards, for the failure's counters.
+pub fn events_still_queue(process: &TrackerProcess, secret: &str, prefix: &str) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for i in 0..3 {
+            let body = format!(r#"{{"event":"contact","eid":"{prefix}-{i}"}}"#);
+            let r = send(process.addr, &Request::post("/events", Some(secret), &body)).await;
+            assert_queued(&r);
+        }
+        let metrics = process.metrics.expect("metrics listener");
+        send(metrics, &Request::get("/metrics")).await.text()
+    })
+}
+
 /// How many dedup entries the log says the open derived again from the inbox (the writer's
 /// in-memory entries of a process that did not stop cleanly), if it says so.
 #[must_use]
