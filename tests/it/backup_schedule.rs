@@ -10,7 +10,7 @@ use tracker::config::BackupSchedule;
 use tracker::server::backups::backup_name;
 use tracker::storage::{Store, StoreOptions};
 
-use crate::support::{DAY_MS, NOW_MS, Request, TestServer, TrackerProcess, assert_queued, send};
+use crate::support::{DAY_MS, NOW_MS, TestServer, TrackerProcess, assert_queued};
 
 /// Waits until `ready` holds for the names in `dir`, and answers them, sorted.
 async fn names_when(dir: &Path, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
