@@ -23,6 +23,7 @@ use crate::clock::{Clock as _, SystemClock};
 use crate::config::Settings;
 use crate::control;
 use crate::s3::{self, Bucket};
+use crate::storage::StoreError;
 
 /// What a restore did, for `--json`.
 #[derive(Serialize)]
@@ -45,19 +46,14 @@ pub(super) fn restore(settings: &Settings, out: Output, source: &str) -> CliResu
     let _ = std::fs::remove_file(&temp);
     let fetched = fetch(settings, source, &temp).and_then(|bytes| {
         let now = SystemClock.now_ms();
-        // redb panics on some damaged pages (a page of an unknown type) instead of answering
-        // an error: for a copy that came over the network, that is one more way to be damaged.
-        let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::storage::check::check_file(&temp, false, settings.dedup_expiry(now))
-        }))
-        .map_err(|_| {
-            format!(
-                "{source} is damaged (reading it stopped at a page that is not what it should \
-                 be); nothing was changed: restore another backup"
-            )
-        })?;
-        let report = checked.map_err(|e| {
-            format!("{source} is not a data file this release can read: {e}; nothing was changed")
+        let checked = crate::storage::check::check_file(&temp, false, settings.dedup_expiry(now));
+        let report = checked.map_err(|e| match e {
+            StoreError::Corrupt(why) => {
+                format!("{source} is damaged ({why}); nothing was changed: restore another backup")
+            }
+            e => format!(
+                "{source} is not a data file this release can read: {e}; nothing was changed"
+            ),
         })?;
         if report.redb_integrity == Some(false) || !report.clean() {
             let problems: Vec<String> = report

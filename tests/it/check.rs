@@ -139,6 +139,30 @@ async fn a_clean_file_passes_through_the_server_and_on_its_own() {
     assert_eq!(offline["findings"], serde_json::json!([]));
 }
 
+/// Bytes of a page overwritten: redb panics reading some such pages instead of answering an
+/// error. `tracker check` says the file is damaged, without a panic's text, and exits non-zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_redb_cannot_read_is_reported_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = clean_file(dir.path()).await;
+    let mut bytes = std::fs::read(&data).unwrap();
+    // A page that holds rows (the space's name is in it), not free space.
+    let at = bytes
+        .windows(7)
+        .position(|w| w == b"default")
+        .expect("the space's name in the file");
+    for b in &mut bytes[at - 16..at + 16] {
+        *b ^= 0x5a;
+    }
+    let damaged = dir.path().join("damaged.redb");
+    std::fs::write(&damaged, bytes).unwrap();
+    let out = run_check(&data, Some(&damaged), false, dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("damaged"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// A click's `fbclid` index entry waits in the writer's memory until a later commit writes it
 /// (`storage/fbclid_buffer.rs`): the check through the running server must not call it missing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -94,7 +94,34 @@ pub fn repair(db: &redb::Database, expiry: Expiry) -> Result<Report, StoreError>
 /// `tracker check` on a file no server has open (the data file of a stopped server, or a
 /// backup): redb's page check, which needs the file to itself, then [`check`], or with `repair`
 /// the schema brought up to date (as a server's open does) and [`repair`].
+///
+/// redb panics on some damaged pages (a page of an unknown type) instead of answering an error;
+/// that panic is caught here and answered as [`StoreError::Corrupt`], so `tracker check` and
+/// `tracker restore` say the file is damaged rather than crash.
 pub fn check_file(path: &Path, repair_it: bool, expiry: Expiry) -> Result<Report, StoreError> {
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_file_unguarded(path, repair_it, expiry)
+    }));
+    std::panic::set_hook(quiet);
+    checked.unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no reason given");
+        Err(StoreError::Corrupt(format!(
+            "reading it stopped at a page that is not what it should be ({why})"
+        )))
+    })
+}
+
+fn check_file_unguarded(
+    path: &Path,
+    repair_it: bool,
+    expiry: Expiry,
+) -> Result<Report, StoreError> {
     open::require_existing(path)?;
     let mut db = if repair_it {
         open::open_database(path, None, open::COMMAND_CACHE_BYTES)?.db
