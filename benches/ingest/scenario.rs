@@ -199,6 +199,21 @@ fn event_body(eid: Vec<Piece>, dry_run: bool) -> Vec<Piece> {
     body
 }
 
+/// A batch of [`BATCH_EVENTS`] of the `unique` case's events, the `i`th with eid `<eid>-i`.
+fn batch_body(eid: &[Piece]) -> Vec<Piece> {
+    let mut body = vec![lit(r#"{"events":["#)];
+    for i in 0..BATCH_EVENTS {
+        if i > 0 {
+            body.push(lit(","));
+        }
+        let mut eid = eid.to_vec();
+        eid.push(Piece::Lit(format!("-{i}")));
+        body.extend(event_body(eid, false));
+    }
+    body.push(lit("]}"));
+    body
+}
+
 impl Template {
     /// The template of `case`; `tag` is unique per run of a case (e.g. `unique-64`).
     pub fn of(case: Case, fx: &Fixture, tag: &str) -> Template {
@@ -219,19 +234,7 @@ impl Template {
             },
             Case::DryRun => post("/events", event_body(unique_eid, true)),
             Case::Unique => post("/events", event_body(unique_eid, false)),
-            Case::Batch => {
-                let mut body = vec![lit(r#"{"events":["#)];
-                for i in 0..BATCH_EVENTS {
-                    if i > 0 {
-                        body.push(lit(","));
-                    }
-                    let mut eid = unique_eid.clone();
-                    eid.push(Piece::Lit(format!("-{i}")));
-                    body.extend(event_body(eid, false));
-                }
-                body.push(lit("]}"));
-                post("/events/batch", body)
-            }
+            Case::Batch => post("/events/batch", batch_body(&unique_eid)),
             Case::UniqueDest => Template {
                 method: "POST",
                 target: vec![lit("/events")],

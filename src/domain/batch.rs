@@ -74,7 +74,7 @@ mod tests {
         assert_eq!(e.code, Code::InvalidJson);
         let e = events_of(br#"{"events": {}}"#).err().unwrap();
         assert_eq!(e.code, Code::InvalidJson);
-        let e = events_of(br#"{}"#).err().unwrap();
+        let e = events_of(br"{}").err().unwrap();
         assert_eq!((e.code, e.field), (Code::MissingField, Some("events")));
         let events = events_of(br#"{"events": [1, "x", {"event": "contact"}]}"#).unwrap();
         assert_eq!(events.len(), 3);
