@@ -69,16 +69,23 @@ pub enum Case {
     /// `unique` in a space with one `meta_capi` and one `webhook` destination (answered at once
     /// by a receiver on loopback): each event also writes its two deliveries.
     UniqueDest,
+    /// `POST /events/batch` of [`BATCH_EVENTS`] unique events (the `unique` case's event, each
+    /// with its own eid) a request.
+    Batch,
 }
+
+/// Events in each request of the `batch` case.
+pub const BATCH_EVENTS: u64 = 100;
 
 /// The tracking link the link cases visit, made during setup.
 pub const BENCH_LINK: &str = "bench-link";
 
 impl Case {
-    pub const ALL: [Case; 11] = [
+    pub const ALL: [Case; 12] = [
         Case::Healthz,
         Case::DryRun,
         Case::Unique,
+        Case::Batch,
         Case::UniqueDest,
         Case::TgUnique,
         Case::Duplicate,
@@ -97,6 +104,7 @@ impl Case {
             Case::Unique => "unique",
             Case::TgUnique => "tg_unique",
             Case::UniqueDest => "unique_dest",
+            Case::Batch => "batch",
             Case::Duplicate => "duplicate",
             Case::GetE => "get_e",
             Case::Bind => "bind",
@@ -114,6 +122,7 @@ impl Case {
             Case::Unique => "POST /events unique",
             Case::TgUnique => "POST /events by tg_id",
             Case::UniqueDest => "POST /events unique, 2 destinations",
+            Case::Batch => "POST /events/batch of 100",
             Case::Duplicate => "POST /events duplicate",
             Case::GetE => "GET /e unique",
             Case::Bind => "POST /bind",
@@ -123,12 +132,17 @@ impl Case {
         }
     }
 
-    /// Whether each 2xx answer stored one new event.
+    /// Whether each 2xx answer stored new events ([`Case::events_per_request`] of them).
     pub fn stores_an_event(self) -> bool {
         matches!(
             self,
-            Case::Unique | Case::GetE | Case::TgUnique | Case::UniqueDest
+            Case::Unique | Case::GetE | Case::TgUnique | Case::UniqueDest | Case::Batch
         )
+    }
+
+    /// The events each request carries: [`BATCH_EVENTS`] for `batch`, else one.
+    pub fn events_per_request(self) -> u64 {
+        if self == Case::Batch { BATCH_EVENTS } else { 1 }
     }
 
     /// Text every successful answer (head and body) must contain.
@@ -137,6 +151,8 @@ impl Case {
             Case::Healthz | Case::Bind => r#""ok":true"#,
             Case::DryRun => r#""dry_run":true"#,
             Case::Unique | Case::GetE | Case::UniqueDest => r#""status":"queued""#,
+            // The first event's result; the count of stored events shows every one was new.
+            Case::Batch => r#"{"ok":true,"results":[{"ok":true,"status":"queued""#,
             // Every one found its click; the count of stored events shows each was new.
             Case::TgUnique => r#""matched":true,"attributed_by":"tg_id""#,
             Case::Duplicate => r#""status":"duplicate""#,
@@ -183,6 +199,21 @@ fn event_body(eid: Vec<Piece>, dry_run: bool) -> Vec<Piece> {
     body
 }
 
+/// A batch of [`BATCH_EVENTS`] of the `unique` case's events, the `i`th with eid `<eid>-i`.
+fn batch_body(eid: &[Piece]) -> Vec<Piece> {
+    let mut body = vec![lit(r#"{"events":["#)];
+    for i in 0..BATCH_EVENTS {
+        if i > 0 {
+            body.push(lit(","));
+        }
+        let mut eid = eid.to_vec();
+        eid.push(Piece::Lit(format!("-{i}")));
+        body.extend(event_body(eid, false));
+    }
+    body.push(lit("]}"));
+    body
+}
+
 impl Template {
     /// The template of `case`; `tag` is unique per run of a case (e.g. `unique-64`).
     pub fn of(case: Case, fx: &Fixture, tag: &str) -> Template {
@@ -203,6 +234,7 @@ impl Template {
             },
             Case::DryRun => post("/events", event_body(unique_eid, true)),
             Case::Unique => post("/events", event_body(unique_eid, false)),
+            Case::Batch => post("/events/batch", batch_body(&unique_eid)),
             Case::UniqueDest => Template {
                 method: "POST",
                 target: vec![lit("/events")],

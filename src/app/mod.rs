@@ -4,6 +4,7 @@
 //! An [`App`] holds what they need: the store, the settings, the clock and the rate limiter.
 //! Nothing here knows about HTTP; handlers turn requests into these calls and answers into JSON.
 
+pub mod batch;
 pub mod destinations;
 pub mod spaces;
 
@@ -17,12 +18,12 @@ use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::click::{BindInput, ClientHints, MAX_USER_AGENT, NewClick};
 use crate::domain::client;
-use crate::domain::dedup::{self, Basis};
-use crate::domain::event::{self, AttributedBy, EventInput, EventRules, FieldNames};
+use crate::domain::dedup::{self, Basis, DedupKey};
+use crate::domain::event::{self, AttributedBy, EventInput, EventRules, FieldNames, ValidEvent};
 use crate::domain::feed::{FeedPage, MAX_WAITERS_PER_SPACE, PageRequest};
 use crate::domain::keyring::{self, SpaceRef};
 use crate::domain::link::{self, Link, LinkView, NewLink};
-use crate::domain::outcome::{BindOutcome, ClickOutcome};
+use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome};
 use crate::domain::rate::{Limiter, SpaceLimiter};
 use crate::domain::rejection::Rejection;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
@@ -157,6 +158,21 @@ pub struct EventResult {
     /// How it was (or would be) attributed to its click; `None` when no click was found.
     pub attributed_by: Option<AttributedBy>,
     pub dry_run: bool,
+}
+
+impl EventResult {
+    /// What storing an event did, from the store's outcome: single events and batches alike.
+    #[must_use]
+    pub fn stored(outcome: EventOutcome, basis: Basis) -> EventResult {
+        EventResult {
+            duplicate: outcome.duplicate,
+            inbox_id: Some(outcome.inbox_id),
+            basis,
+            matched: outcome.matched,
+            attributed_by: outcome.attributed_by,
+            dry_run: false,
+        }
+    }
 }
 
 impl App {
@@ -465,9 +481,7 @@ impl App {
         names: &FieldNames,
     ) -> Result<EventResult, Error> {
         let dry_run = input.dry_run;
-        let event = event::validate(input, names, &self.rules, self.now_ms())?;
-        let key = dedup::dedup_key(&event, self.dedup_window_ms);
-        let basis = dedup::basis_of(key.as_ref());
+        let (event, key, basis) = self.checked_event(input, names, self.now_ms())?;
         if dry_run {
             let (duplicate_of, attributed_by) =
                 self.store.judge_event(space.no, event, key).await?;
@@ -481,14 +495,21 @@ impl App {
             });
         }
         let outcome = self.store.record_event(space.no, event, key).await?;
-        Ok(EventResult {
-            duplicate: outcome.duplicate,
-            inbox_id: Some(outcome.inbox_id),
-            basis,
-            matched: outcome.matched,
-            attributed_by: outcome.attributed_by,
-            dry_run: false,
-        })
+        Ok(EventResult::stored(outcome, basis))
+    }
+
+    /// An event checked against its rules at `now_ms`, with its dedup key and the rule that
+    /// chose it: what every way of recording events does first.
+    fn checked_event(
+        &self,
+        input: EventInput,
+        names: &FieldNames,
+        now_ms: u64,
+    ) -> Result<(ValidEvent, Option<DedupKey>, Basis), Error> {
+        let event = event::validate(input, names, &self.rules, now_ms)?;
+        let key = dedup::dedup_key(&event, self.dedup_window_ms);
+        let basis = dedup::basis_of(key.as_ref());
+        Ok((event, key, basis))
     }
 
     /// Counts how an authenticated event request ended, for `/metrics`; a dry run stored

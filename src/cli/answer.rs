@@ -21,8 +21,11 @@ pub(super) fn print(out: Output, answer: &Answer, base: &str, dest: Option<&Path
         Answer::SpaceSettings(set) => space::settings_set_text(set),
         Answer::Rotated(rotated) => space::rotated_text(rotated),
         Answer::Revoked(revoked) => space::revoked_text(revoked),
-        // `check` prints its own report (`data_file::check`); an export page is data.
-        Answer::Page(_) | Answer::Checked(_) => answer.json().to_string(),
+        // `check` prints its own report (`data_file::check`), and `import` its summary
+        // (`import.rs`); an export page is data.
+        Answer::Page(_) | Answer::Checked(_) | Answer::EventsImported(_) => {
+            answer.json().to_string()
+        }
         Answer::PasswordSet(_) => admin::PASSWORD_SET.to_owned(),
         Answer::LinkCreated(created) => link::created_text(created),
         Answer::Links(links) => link::list_text(links),

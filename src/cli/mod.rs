@@ -8,7 +8,7 @@
 //! [`Request`] reaches the control socket or the data file), the text of each request's answer
 //! in `space.rs` (spaces and keys), `link.rs`, `destination.rs`, `stats.rs`, `costs.rs` and
 //! `admin.rs`, `data_file.rs` (backup, check, compact), `backup_s3.rs` (a backup to `s3://`),
-//! `restore.rs` and `export.rs`. `output.rs` prints text or JSON, with control characters shown
+//! `restore.rs`, `export.rs` and `import.rs`. `output.rs` prints text or JSON, with control characters shown
 //! escaped; `prompt.rs` asks what must never be a flag. Money, rates and where a link goes are
 //! worded by `domain::display`, as the admin pages word them.
 
@@ -19,6 +19,7 @@ mod costs;
 mod data_file;
 mod destination;
 mod export;
+mod import;
 mod init;
 mod link;
 mod output;
@@ -122,6 +123,20 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Import events into a space from NDJSON or CSV: the columns of `tracker export`, or the
+    /// fields of POST /events. Recorded in batches as POST /events/batch records them (through
+    /// the running server if one has the data file open); a line without an `eid` gets one made
+    /// from its content, so importing the same file again stores nothing twice. Prints how many
+    /// events were queued, duplicates and refused, with each refused line's number and why; exits
+    /// 1 if any line was refused (the others are imported)
+    Import {
+        space: String,
+        /// The file (`-`: standard input)
+        file: PathBuf,
+        /// The file's format [default: csv for a file named *.csv, else ndjson]
+        #[arg(long, value_enum)]
+        format: Option<ExportFormat>,
+    },
     /// Print the example configuration with every default
     DefaultConfig,
     /// Print a shell completion script: `tracker completions bash > /etc/bash_completion.d/tracker`
@@ -204,6 +219,12 @@ pub fn main() -> ExitCode {
         } => data_file_required(&settings).and_then(|()| {
             export::export(&settings, out, (&space, after, format), file.as_deref())
         }),
+        Command::Import {
+            space,
+            file,
+            format,
+        } => data_file_required(&settings)
+            .and_then(|()| import::import(&settings, out, &space, &file, format)),
         Command::DefaultConfig | Command::Completions { .. } | Command::Man => {
             unreachable!("handled above")
         }

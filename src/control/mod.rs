@@ -12,7 +12,7 @@ mod socket;
 
 pub use request::{
     AdminRequest, Answer, CostsImported, CostsRequest, DestinationDeleted, DestinationRequest,
-    FileText, KeysRequest, LinkDeleted, LinkRequest, PasswordSet, Request, SpaceRequest,
-    SpaceSettingsSet, StatsGroup, StatsRates, StatsShown, execute,
+    EventTexts, FileText, ImportedEvent, KeysRequest, LinkDeleted, LinkRequest, PasswordSet,
+    Request, SpaceRequest, SpaceSettingsSet, StatsGroup, StatsRates, StatsShown, execute,
 };
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

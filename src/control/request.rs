@@ -93,6 +93,10 @@ pub enum Request {
     /// `tracker check` on the file the server has open: read-only (see [`execute`]).
     #[command(skip)]
     Check { repair: bool },
+    /// A batch of events for a space, for `tracker import`: each the JSON of one event, with
+    /// the fields of `POST /events`.
+    #[command(skip)]
+    ImportEvents { space: String, events: EventTexts },
     /// One page of a space's feed, for `tracker export`.
     #[command(skip)]
     ExportPage {
@@ -259,6 +263,35 @@ impl std::fmt::Debug for FileText {
     }
 }
 
+/// The events of an import's batch: `Debug` shows how many only, so the control socket's log
+/// line of the request is a line, not a copy of the events.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EventTexts(pub Vec<String>);
+
+impl std::fmt::Debug for EventTexts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EventTexts({} events)", self.0.len())
+    }
+}
+
+/// What became of one event of an import's batch: what `POST /events/batch` answers for it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ImportedEvent {
+    Queued {
+        inbox_id: Option<String>,
+    },
+    Duplicate {
+        inbox_id: Option<String>,
+    },
+    Refused {
+        code: String,
+        error: String,
+        field: Option<String>,
+    },
+}
+
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum AdminRequest {
@@ -295,6 +328,7 @@ pub enum Answer {
     SpaceSettings(SpaceSettingsSet),
     CostsImported(CostsImported),
     Stats(StatsShown),
+    EventsImported(Vec<ImportedEvent>),
 }
 
 /// What `tracker stats` shows: `GET /stats`'s groups.
@@ -494,6 +528,12 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             ));
         }
         Request::Check { repair: false } => Answer::Checked(app.check().await?),
+        Request::ImportEvents { space, events } => {
+            let space = app.space_named(space).await?;
+            let texts: Vec<&str> = events.0.iter().map(String::as_str).collect();
+            let results = app.record_events(&space, &texts).await?;
+            Answer::EventsImported(results.into_iter().map(imported_event).collect())
+        }
         Request::ExportPage {
             space,
             after,
@@ -503,6 +543,25 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             Answer::Page(app.feed(&space, PageRequest { after, limit }).await?)
         }
     })
+}
+
+/// An event's result as it crosses the control socket.
+fn imported_event(result: Result<crate::app::EventResult, Error>) -> ImportedEvent {
+    match result {
+        Ok(r) => {
+            let inbox_id = r.inbox_id.map(|id| id.to_string());
+            if r.duplicate {
+                ImportedEvent::Duplicate { inbox_id }
+            } else {
+                ImportedEvent::Queued { inbox_id }
+            }
+        }
+        Err(e) => ImportedEvent::Refused {
+            code: e.code.as_str().to_owned(),
+            error: e.message,
+            field: e.field.map(str::to_owned),
+        },
+    }
 }
 
 async fn stats(

@@ -2,6 +2,7 @@
 //! credential are, and which events duplicate each other.
 
 pub mod base62;
+pub mod batch;
 pub mod click;
 pub mod client;
 pub mod cost;
@@ -14,6 +15,7 @@ pub mod digest;
 pub mod display;
 pub mod event;
 pub mod feed;
+pub mod import;
 pub mod input;
 pub mod keyring;
 pub mod link;

@@ -33,6 +33,16 @@ pub fn safe_cell(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// A cell's text as it was before [`safe_cell`]: without the `'` it put in front of a text a
+/// spreadsheet would take for a formula (`tracker import` reads an export back with it).
+#[must_use]
+pub fn cell_text(cell: &str) -> &str {
+    match cell.strip_prefix('\'') {
+        Some(text) if safe_cell(text).len() != text.len() => text,
+        _ => cell,
+    }
+}
+
 /// A decimal number and nothing else (`-3.50`, `+12`): no spreadsheet runs it.
 fn is_plain_number(text: &str) -> bool {
     let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
@@ -133,6 +143,13 @@ impl<'de> Deserialize<'de> for Fields {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cell_reads_back_as_it_was_written() {
+        for text in ["=1+2", "@x", "-x", "'quoted", "'", "-3.50", "plain", ""] {
+            assert_eq!(cell_text(&safe_cell(text)), text);
+        }
+    }
 
     #[test]
     fn a_cell_a_spreadsheet_would_run_is_text() {

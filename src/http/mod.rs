@@ -4,6 +4,7 @@
 //! [`access::finish`], which writes the access-log line and the rejection log.
 
 pub mod access;
+pub mod batch;
 pub mod costs;
 pub mod destinations;
 pub mod document;

@@ -14,6 +14,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use warp::http::Method;
 use warp::reply::Response;
 
+use crate::domain::batch::BatchBody;
 use crate::domain::click::{BindBody, ClickBody};
 use crate::domain::cost::CostBody;
 use crate::domain::destination::{DestinationBody, RetryBody};
@@ -22,7 +23,7 @@ use crate::domain::keyring::SpaceRef;
 use crate::domain::link::LinkBody;
 use crate::domain::settings::SettingsBody;
 use crate::error::Error;
-use crate::http::{costs, destinations, document, health, ingest, links, read, space};
+use crate::http::{batch, costs, destinations, document, health, ingest, links, read, space};
 use crate::surface::respond::Done;
 use crate::surface::{Answer, Call};
 use crate::web;
@@ -92,7 +93,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 28] = [
+pub static ROUTES: [Endpoint; 29] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -111,6 +112,16 @@ pub static ROUTES: [Endpoint; 28] = [
             file: include_str!("openapi/post_events.json"),
             body: Some(schema::<EventBody<'static>>()),
             answer: Some((200, schema::<ingest::EventAnswer>())),
+        }),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/events/batch",
+        guard: Guard::Secret(boxed!(batch::post_events_batch, 2)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_events_batch.json"),
+            body: Some(schema::<BatchBody<'static>>()),
+            answer: Some((200, schema::<batch::BatchAnswer<'static>>())),
         }),
     },
     Endpoint {

@@ -31,9 +31,12 @@ use std::time::{Duration, Instant};
 use redb::{Database, ReadableDatabase, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
+use crate::domain::dedup::DedupKey;
 use crate::domain::destination;
+use crate::domain::event::ValidEvent;
 use crate::domain::keyring::Keyring;
 use crate::domain::link::{Directory, Link};
+use crate::domain::outcome::EventOutcome;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
@@ -128,15 +131,7 @@ where
         let Some(op) = self.op.take() else {
             return Ok(());
         };
-        self.result = Some(match op(txn) {
-            Ok(value) => Ok(value),
-            Err(StoreError::Refused(e)) => Err(e),
-            Err(StoreError::Corrupt(what)) => {
-                tracing::error!(error = %what, "a stored record does not decode; answered this request 500");
-                Err(Error::internal())
-            }
-            Err(e) => return Err(e),
-        });
+        self.result = Some(own_answer(op(txn))?);
         Ok(())
     }
 
@@ -148,6 +143,36 @@ where
         // A caller that gave up (closed connection) is not an error.
         let _ = self.reply.send(result);
     }
+}
+
+/// A request's own answer from what its operation returned: a refusal or an undecodable record
+/// answers that request alone; any other error fails the whole batch.
+fn own_answer<T>(result: Result<T, StoreError>) -> Result<Result<T, Error>, StoreError> {
+    match result {
+        Ok(value) => Ok(Ok(value)),
+        Err(StoreError::Refused(e)) => Ok(Err(e)),
+        Err(StoreError::Corrupt(what)) => {
+            tracing::error!(error = %what, "a stored record does not decode; answered this request 500");
+            Ok(Err(Error::internal()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The batch entry (`POST /events/batch`, `tracker import`): each event recorded in order by the
+/// one operation a single event goes through ([`Txn::record_event`]), inside the batch's
+/// transaction, so each is deduplicated against the store and the events before it, attributed,
+/// counted and given its deliveries exactly as if it came alone. Each event's refusal is its own
+/// answer, as each request's is in a batch of requests.
+pub(super) fn record_events(
+    t: &mut Txn<'_>,
+    space: u32,
+    events: Vec<(ValidEvent, Option<DedupKey>)>,
+) -> Result<Vec<Result<EventOutcome, Error>>, StoreError> {
+    events
+        .into_iter()
+        .map(|(event, key)| own_answer(t.record_event(space, event, key)))
+        .collect()
 }
 
 /// Refused requests on their way to the rejection log: bounded, and never in the way of a

@@ -312,6 +312,19 @@ impl Store {
         self.write(move |t| t.record_event(space, event, key)).await
     }
 
+    /// Stores each of `events` that its dedup key does not name an earlier one for (in the store
+    /// or earlier in `events`), in one transaction; answers one outcome per event, in order. An
+    /// event's own refusal is its answer and the others are stored; a failed commit answers the
+    /// whole batch `unavailable`.
+    pub async fn record_events(
+        &self,
+        space: u32,
+        events: Vec<(ValidEvent, Option<DedupKey>)>,
+    ) -> Result<Vec<Result<EventOutcome, Error>>, Error> {
+        self.write(move |t| commit::record_events(t, space, events))
+            .await
+    }
+
     /// Stores a new click, or answers the one with the same `fbclid`.
     pub async fn back_fill_click(
         &self,

@@ -269,6 +269,19 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     assert_eq!(r.status, 401);
     d.check("POST", "/events", &r);
 
+    // POST /events/batch: results of each kind, and each refusal of the whole batch.
+    let over = format!(r#"{{"events":[{}]}}"#, vec!["{}"; 1001].join(","));
+    let post_batch = [
+        (
+            r#"{"events":[{"event":"contact","eid":"b-1"},{"event":"contact","eid":"b-1"},{"event":"lead"},7]}"#,
+            200,
+        ),
+        ("[]", 400),
+        ("{}", 422),
+        (over.as_str(), 413),
+    ];
+    post_all(&s, &mut d, "/events/batch", &post_batch).await;
+
     // GET /e: JSON, plain text, each error class, an over-long URL.
     let long = format!("event=contact&eid={}", "e".repeat(9 * 1024));
     for (query, status) in [

@@ -1,0 +1,255 @@
+//! `tracker import`: each line of a file turned into the JSON of one `POST /events` event, and
+//! the `eid` made for a line that has none, so that importing the same file again stores
+//! nothing twice.
+//!
+//! A line is an NDJSON object, or a CSV row under a header row. Its fields are those of
+//! `POST /events` and the columns of `tracker export` (the feed's fields): the export's columns
+//! that are not event fields (`inbox_id`, `matched`, `link_slug`, ...) are what the tracker
+//! works out when it stores an event, so they are left out, and anything else is refused as an
+//! unknown field, as `POST /events` refuses it. A CSV cell written with a leading `'` by the
+//! export (a text that a spreadsheet would take for a formula, `spreadsheet.rs`) is read back
+//! without it; an empty cell, like a JSON `null`, is an absent field.
+//!
+//! **The made `eid`.** A line without an `eid` (absent, `null` or empty) gets
+//! `import-` followed by the first 32 hex digits of the SHA-256 of its event fields' text:
+//! `event`, `uid`, `tg_id`, `value`, `currency` and `occurred_at_ms`, in that order, each as
+//! given (a string's content, a number's digits as written, absent as nothing), joined by the
+//! unit separator U+001F. The same event in NDJSON and in CSV gets the same `eid`; two lines
+//! with the same event fields are the same event.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::LazyLock;
+
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use crate::domain::event::EventBody;
+use crate::domain::feed::FeedEvent;
+use crate::domain::input;
+use crate::error::{Code, Error};
+
+/// The fields the made `eid` is a digest of, in order.
+const KEYED_FIELDS: [&str; 6] = [
+    "event",
+    "uid",
+    "tg_id",
+    "value",
+    "currency",
+    "occurred_at_ms",
+];
+
+/// What the made `eid` starts with.
+pub const MADE_EID_PREFIX: &str = "import-";
+
+/// The names of a type's fields, from its schema: the one list of them there is.
+fn field_names(schema: &schemars::Schema) -> Vec<String> {
+    schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The export's columns that are not fields of an event: left out of an imported line.
+static EXPORT_ONLY: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let event_fields = field_names(&schemars::schema_for!(EventBody<'static>));
+    field_names(&schemars::schema_for!(FeedEvent))
+        .into_iter()
+        .filter(|name| !event_fields.contains(name))
+        .collect()
+});
+
+/// One NDJSON line as the JSON of one event. `Ok(None)` for a blank line.
+pub fn ndjson_line(line: &str) -> Result<Option<String>, Error> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let fields: BTreeMap<String, &RawValue> = serde_json::from_str(line).map_err(|e| {
+        let text = e.to_string();
+        let text = text.split(" at line ").next().unwrap_or(&text);
+        Error::new(
+            Code::InvalidJson,
+            format!("the line is not a JSON object: {text}"),
+        )
+    })?;
+    let fields = fields
+        .into_iter()
+        .map(|(name, raw)| (name, raw.get().to_owned()))
+        .collect();
+    Ok(Some(event_json(fields)))
+}
+
+/// One CSV row, under `header`, as the JSON of one event.
+pub fn csv_row(header: &[String], row: &[String]) -> Result<String, Error> {
+    if row.len() != header.len() {
+        return Err(Error::new(
+            Code::InvalidJson,
+            format!(
+                "the row has {} cells and the header {}",
+                row.len(),
+                header.len()
+            ),
+        ));
+    }
+    let fields = header
+        .iter()
+        .zip(row)
+        .filter(|(_, cell)| !cell.is_empty())
+        .map(|(name, cell)| {
+            let cell = crate::domain::spreadsheet::cell_text(cell);
+            // `occurred_at_ms` is a JSON integer in an event; every other field takes a string.
+            let json = if name == "occurred_at_ms" && cell.bytes().all(|b| b.is_ascii_digit()) {
+                cell.to_owned()
+            } else {
+                serde_json::Value::String(cell.to_owned()).to_string()
+            };
+            (name.clone(), json)
+        })
+        .collect();
+    Ok(event_json(fields))
+}
+
+/// The JSON of an event from a line's fields (each a JSON text): the export's own columns
+/// left out, `null` as absent, and an `eid` made when there is none.
+fn event_json(mut fields: BTreeMap<String, String>) -> String {
+    fields.retain(|name, json| json != "null" && !EXPORT_ONLY.contains(name));
+    if fields.get("eid").is_none_or(|eid| eid == "\"\"") {
+        let eid = made_eid(&fields);
+        fields.insert("eid".into(), serde_json::Value::String(eid).to_string());
+    }
+    let mut out = String::from("{");
+    for (i, (name, json)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{}:{json}", serde_json::Value::String(name.clone()));
+    }
+    out.push('}');
+    out
+}
+
+/// The `eid` of a line without one (the module's doc says how it is made).
+fn made_eid(fields: &BTreeMap<String, String>) -> String {
+    let mut hash = Sha256::new();
+    for (i, name) in KEYED_FIELDS.iter().enumerate() {
+        if i > 0 {
+            hash.update([0x1f]);
+        }
+        if let Some(json) = fields.get(*name) {
+            hash.update(field_text(json).as_bytes());
+        }
+    }
+    let digest = hash.finalize();
+    format!("{MADE_EID_PREFIX}{}", hex::encode(&digest[..16]))
+}
+
+/// A field's text as given: a JSON string's content, or any other JSON value as written.
+fn field_text(json: &str) -> String {
+    RawValue::from_string(json.to_owned())
+        .ok()
+        .and_then(|raw| input::json_string(&raw, "eid").ok())
+        .unwrap_or_else(|| json.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(json: &str) -> serde_json::Value {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn an_ndjson_line_keeps_its_fields_as_written() {
+        let json = ndjson_line(r#"{"event":"deposit","uid":"u1","value":12.10,"eid":"tx-1"}"#)
+            .unwrap()
+            .unwrap();
+        assert!(json.contains(r#""value":12.10"#), "{json}");
+        assert_eq!(fields(&json)["eid"], "tx-1");
+        assert_eq!(ndjson_line("  ").unwrap(), None);
+        assert_eq!(ndjson_line("[1]").err().unwrap().code, Code::InvalidJson);
+    }
+
+    #[test]
+    fn the_export_columns_are_left_out_and_others_kept() {
+        let json = ndjson_line(
+            r#"{"inbox_id":"7","event":"contact","uid":"u1","matched":true,"link_slug":null,"fbc":"x","eid":"e","occured_at_ms":1}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            fields(&json),
+            fields(r#"{"event":"contact","uid":"u1","eid":"e","occured_at_ms":1}"#)
+        );
+    }
+
+    #[test]
+    fn the_made_eid_is_the_same_for_the_same_event_in_either_format() {
+        let from_ndjson = ndjson_line(
+            r#"{"event":"deposit","uid":"u1","value":"12.10","occurred_at_ms":1700000000000}"#,
+        )
+        .unwrap()
+        .unwrap();
+        let header: Vec<String> = ["inbox_id", "event", "uid", "value", "eid", "occurred_at_ms"]
+            .map(String::from)
+            .to_vec();
+        let row: Vec<String> = ["3", "deposit", "u1", "12.10", "", "1700000000000"]
+            .map(String::from)
+            .to_vec();
+        let from_csv = csv_row(&header, &row).unwrap();
+        let (a, b) = (fields(&from_ndjson), fields(&from_csv));
+        assert_eq!(a["eid"], b["eid"]);
+        assert_eq!(a["occurred_at_ms"], 1_700_000_000_000_u64);
+        let eid = a["eid"].as_str().unwrap();
+        assert!(
+            eid.starts_with(MADE_EID_PREFIX) && eid.len() == 7 + 32,
+            "{eid}"
+        );
+        // Another value is another event.
+        let other = ndjson_line(
+            r#"{"event":"deposit","uid":"u1","value":"12.1","occurred_at_ms":1700000000000}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_ne!(fields(&other)["eid"], a["eid"]);
+        // A field moved to another is another event: the separator keeps them apart.
+        let moved = ndjson_line(
+            r#"{"event":"deposit","tg_id":"u1","value":"12.10","occurred_at_ms":1700000000000}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_ne!(fields(&moved)["eid"], a["eid"]);
+    }
+
+    #[test]
+    fn a_given_eid_is_kept_and_an_empty_one_is_made() {
+        let kept = ndjson_line(r#"{"event":"contact","eid":"mine"}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(fields(&kept)["eid"], "mine");
+        let made = ndjson_line(r#"{"event":"contact","eid":null}"#)
+            .unwrap()
+            .unwrap();
+        assert!(
+            fields(&made)["eid"]
+                .as_str()
+                .unwrap()
+                .starts_with(MADE_EID_PREFIX)
+        );
+    }
+
+    #[test]
+    fn a_csv_cell_escaped_for_spreadsheets_is_read_back() {
+        let header: Vec<String> = ["event", "eid", "value"].map(String::from).to_vec();
+        let row: Vec<String> = ["deposit", "'=1+2", "-3.50"].map(String::from).to_vec();
+        let json = fields(&csv_row(&header, &row).unwrap());
+        assert_eq!(json["eid"], "=1+2");
+        assert_eq!(json["value"], "-3.50");
+        let short: Vec<String> = ["deposit"].map(String::from).to_vec();
+        assert_eq!(
+            csv_row(&header, &short).err().unwrap().code,
+            Code::InvalidJson
+        );
+    }
+}

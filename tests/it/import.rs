@@ -1,0 +1,188 @@
+//! `tracker import` (`docs/integration.md#moving-a-history-from-another-tracker`): NDJSON and
+//! CSV, on the data file and through a running server; a second import stores nothing; a bad
+//! line is reported with its number and the rest are imported.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::{Connection, Request, TrackerProcess, first_start, run_cli, stop_cleanly};
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// `tracker --json import default FILE` on `data`: the summary and whether it succeeded.
+fn import(dir: &Path, data: &Path, file: &Path, extra: &[&str]) -> (Value, bool) {
+    let mut args = vec!["--json", "import", "default", file.to_str().unwrap()];
+    args.extend(extra);
+    let out = run_cli(dir, data, args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "no summary ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (summary, out.status.success())
+}
+
+/// The counts of a summary: `(events, queued, duplicates, refused)`.
+fn counts(summary: &Value) -> (u64, u64, u64, u64) {
+    let n = |k: &str| {
+        summary[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {summary}"))
+    };
+    (n("events"), n("queued"), n("duplicates"), n("refused"))
+}
+
+/// A data file with its `default` space, and no server running.
+fn stopped_server(dir: &Path) -> std::path::PathBuf {
+    let process = TrackerProcess::start(dir);
+    stop_cleanly(process);
+    dir.join("t.redb")
+}
+
+/// Every event of the default space, read through `tracker export` on the file.
+fn exported(dir: &Path, data: &Path) -> Vec<Value> {
+    let out = run_cli(dir, data, ["export", "default"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn an_ndjson_file_is_imported_once_however_often_it_is_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = stopped_server(dir.path());
+    let at = now_ms() - 3_600_000;
+    let file = dir.path().join("history.ndjson");
+    let mut lines: Vec<String> = (0..2500)
+        .map(|n| {
+            json!({"event": "deposit", "value": format!("{n}.50"), "occurred_at_ms": at + n})
+                .to_string()
+        })
+        .collect();
+    lines.push(String::new());
+    lines.push(json!({"event": "registration", "uid": "u-1", "eid": "own-1"}).to_string());
+    lines.push(json!({"event": "contact"}).to_string());
+    std::fs::write(&file, lines.join("\n")).unwrap();
+
+    let (first, ok) = import(dir.path(), &data, &file, &[]);
+    assert!(ok, "{first}");
+    assert_eq!(counts(&first), (2502, 2502, 0, 0), "{first}");
+    let events = exported(dir.path(), &data);
+    assert_eq!(events.len(), 2502);
+    assert_eq!(events[7]["value"], "7.50");
+    assert_eq!(events[7]["occurred_at_ms"], at + 7);
+    assert!(
+        events[7]["eid"].as_str().unwrap().starts_with("import-"),
+        "{}",
+        events[7]
+    );
+    assert_eq!(events[2500]["eid"], "own-1");
+
+    // Again: nothing new, the line without anything to tell it apart included.
+    let (again, ok) = import(dir.path(), &data, &file, &[]);
+    assert!(ok, "{again}");
+    assert_eq!(counts(&again), (2502, 0, 2502, 0), "{again}");
+    assert_eq!(exported(dir.path(), &data).len(), 2502);
+}
+
+#[test]
+fn a_csv_export_imports_and_a_bad_line_is_named_while_the_rest_go_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = stopped_server(dir.path());
+    let at = now_ms() - 60_000;
+    // The columns of `tracker export --format csv`, a formula-like eid as the export writes it,
+    // and a bad value on line 3.
+    let csv = format!(
+        "inbox_id,event,uid,value,currency,eid,occurred_at_ms,received_at_ms,source,matched,link_slug,fbclid,campaign_name,clicked_at_ms,tg_id,fbc,attributed_by,first_deposit\n\
+         1,deposit,u-1,-3.50,USD,'=tx-1,{at},{at},post,false,,,,,,,,\n\
+         2,deposit,u-1,\"12,5\",USD,tx-2,{at},{at},post,false,,,,,,,,\n\
+         3,contact,,,USD,,{at},{at},get,false,,,,,,,,\n"
+    );
+    let file = dir.path().join("history.csv");
+    std::fs::write(&file, csv).unwrap();
+    let (summary, ok) = import(dir.path(), &data, &file, &[]);
+    assert!(!ok, "a refused line fails the command: {summary}");
+    assert_eq!(counts(&summary), (3, 2, 0, 1), "{summary}");
+    let refused = &summary["refusals"][0];
+    assert_eq!(refused["line"], 3, "{summary}");
+    assert_eq!(refused["status"], "invalid_value");
+    assert_eq!(refused["field"], "value");
+    let events = exported(dir.path(), &data);
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["eid"], "=tx-1");
+    assert_eq!(events[0]["value"], "-3.50");
+    assert_eq!(events[1]["event"], "contact");
+
+    // The tracker's own CSV export of them imports as nothing new, and in text the summary
+    // names the counts.
+    let export = dir.path().join("export.csv");
+    let out = run_cli(
+        dir.path(),
+        &data,
+        [
+            "export",
+            "default",
+            "--format",
+            "csv",
+            "--out",
+            export.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success());
+    let out = run_cli(
+        dir.path(),
+        &data,
+        ["import", "default", export.to_str().unwrap()],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("2 events read") && text.contains("0 queued, 2 duplicates, 0 refused"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_goes_through_the_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (process, creds) = first_start(dir.path());
+    let file = dir.path().join("h.ndjson");
+    std::fs::write(
+        &file,
+        "{\"event\":\"contact\",\"uid\":\"u-9\"}\nnot json\n{\"event\":\"subscribed\",\"uid\":\"u-9\",\"eid\":\"x\"}\n",
+    )
+    .unwrap();
+    let data = dir.path().join("t.redb");
+    let (summary, ok) = import(dir.path(), &data, &file, &[]);
+    assert!(!ok);
+    assert_eq!(counts(&summary), (3, 2, 0, 1), "{summary}");
+    assert_eq!(summary["refusals"][0]["line"], 2);
+    assert_eq!(summary["refusals"][0]["status"], "invalid_json");
+    // The server has them: its feed shows both.
+    let mut conn = Connection::open(process.addr).await.unwrap();
+    let r = conn
+        .send(&Request::get("/events").header("Authorization", format!("Bearer {}", creds.secret)))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.json()["events"].as_array().unwrap().len(),
+        2,
+        "{}",
+        r.text()
+    );
+    stop_cleanly(process);
+}
