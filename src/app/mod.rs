@@ -19,7 +19,9 @@ use crate::config::Settings;
 use crate::domain::click::{BindInput, ClientHints, MAX_USER_AGENT, NewClick};
 use crate::domain::client;
 use crate::domain::dedup::{self, Basis, DedupKey};
-use crate::domain::event::{self, AttributedBy, EventInput, EventRules, FieldNames, ValidEvent};
+use crate::domain::event::{
+    self, AttributedBy, EventId, EventInput, EventRules, FieldNames, ValidEvent,
+};
 use crate::domain::feed::{FeedPage, MAX_WAITERS_PER_SPACE, PageRequest};
 use crate::domain::keyring::{self, SpaceRef};
 use crate::domain::link::{self, Link, LinkView, NewLink};
@@ -153,6 +155,8 @@ pub struct EventResult {
     pub duplicate: bool,
     /// `None` only for a dry run of a new event: nothing was stored, so there is no id.
     pub inbox_id: Option<u64>,
+    /// The event's identity (for a duplicate, the earlier event's); `None` as `inbox_id` is.
+    pub event_id: Option<EventId>,
     pub basis: Basis,
     pub matched: bool,
     /// How it was (or would be) attributed to its click; `None` when no click was found.
@@ -167,6 +171,7 @@ impl EventResult {
         EventResult {
             duplicate: outcome.duplicate,
             inbox_id: Some(outcome.inbox_id),
+            event_id: Some(outcome.event_id),
             basis,
             matched: outcome.matched,
             attributed_by: outcome.attributed_by,
@@ -456,8 +461,9 @@ impl App {
         let mut click = link::visit_click(&link, raw_query, self.now_ms());
         // Kept only where the space opted in (`meta_client_hints`): the writer decides.
         click.hints = client.map(|ip| ClientHints {
-            ip,
+            ip: Some(ip),
             user_agent: user_agent.map(|a| a.chars().take(MAX_USER_AGENT).collect()),
+            fbc: None,
         });
         match self.store.link_click(slug.to_owned(), click).await {
             Ok(outcome) => {
@@ -487,7 +493,8 @@ impl App {
                 self.store.judge_event(space.no, event, key).await?;
             return Ok(EventResult {
                 duplicate: duplicate_of.is_some(),
-                inbox_id: duplicate_of,
+                inbox_id: duplicate_of.map(|(inbox_id, _)| inbox_id),
+                event_id: duplicate_of.map(|(_, event_id)| event_id),
                 basis,
                 matched: attributed_by.is_some(),
                 attributed_by,

@@ -76,8 +76,7 @@ pub struct Settings {
 pub struct Delivery {
     /// Whether a destination may be on a loopback, private or link-local address, and `http://`.
     pub allow_private_destinations: bool,
-    /// A delivery still failing this long after its event was received is `dead`; visitors'
-    /// hints of link clicks are deleted this long after the click.
+    /// A delivery still failing this long after its event was received is `dead`.
     pub max_age: Duration,
     /// The longest one request to a destination may take, connecting included.
     pub timeout: Duration,

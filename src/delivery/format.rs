@@ -24,11 +24,20 @@ pub fn sha256_hex(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
-/// The stable `event_id` of an event: its `inbox_id`, unique in the data file, so Meta drops
-/// a retry of an event it has.
+/// The `event_id` of an event, which every receiver deduplicates by: a webhook's
+/// `webhook-id`, a postback's `{event_id}`. Never another event's, in any data file, so a
+/// receiver drops a retry and nothing else.
 #[must_use]
 pub fn event_id(event: &FeedEvent) -> &str {
-    &event.inbox_id
+    &event.event_id
+}
+
+/// The `event_id` an ad platform (Meta, `TikTok`) is sent: the event's `eid` when it has one, the
+/// payment's own id, under which a pixel or a CRM reporting the same order deduplicates with
+/// it; otherwise its [`event_id`].
+#[must_use]
+pub fn platform_event_id(event: &FeedEvent) -> &str {
+    event.eid.as_deref().unwrap_or_else(|| event_id(event))
 }
 
 /// An event older than this is never put in a request: Meta refuses one more than 7 days old,
@@ -44,16 +53,21 @@ pub fn meta_event(
     rules: &MetaRules,
 ) -> Result<Value, String> {
     let mut user = Map::new();
-    if let Some(fbc) = &event.fbc {
+    // The cookie the prelander's pixel set, when it sent one, else the one made from the
+    // click's fbclid.
+    if let Some(fbc) = hints.and_then(|h| h.fbc.as_ref()).or(event.fbc.as_ref()) {
         user.insert("fbc".into(), json!(fbc));
+    }
+    if let Some(fbp) = &event.fbp {
+        user.insert("fbp".into(), json!(fbp));
     }
     if let Some(tg) = event.tg_id {
         user.insert("external_id".into(), json!([sha256_hex(&tg.to_string())]));
     }
     if let Some(h) = hints {
         // A private address is a proxy's, never the visitor's: Meta would match nothing by it.
-        if !is_private(h.ip) {
-            user.insert("client_ip_address".into(), json!(h.ip.to_string()));
+        if let Some(ip) = h.ip.filter(|ip| !is_private(*ip)) {
+            user.insert("client_ip_address".into(), json!(ip.to_string()));
         }
         if let Some(agent) = &h.user_agent {
             user.insert("client_user_agent".into(), json!(agent));
@@ -72,7 +86,7 @@ pub fn meta_event(
     let mut e = json!({
         "event_name": name,
         "event_time": event.occurred_at_ms / 1000,
-        "event_id": event_id(event),
+        "event_id": platform_event_id(event),
         "action_source": ACTION_SOURCE,
         "user_data": user,
     });
@@ -123,6 +137,7 @@ pub fn postback_url(template: &str, event: &FeedEvent) -> String {
         "currency" => event.value.as_ref().map(|_| event.currency.clone()),
         "eid" => event.eid.clone(),
         "inbox_id" => Some(event.inbox_id.clone()),
+        "event_id" => Some(event_id(event).to_owned()),
         "tg_id" => event.tg_id.map(|t| t.to_string()),
         "fbclid" => event.fbclid.clone(),
         "campaign_name" => event.campaign_name.clone(),
@@ -175,24 +190,31 @@ pub fn webhook_signature(secrets: &[&str], id: &str, timestamp_s: u64, body: &[u
         .join(" ")
 }
 
-/// `webhook-id`: the same for every attempt at one event's delivery to one destination, so a
-/// receiver drops a second copy.
+/// `webhook-id`: the event's [`event_id`], the same for every attempt at one event, so a
+/// receiver drops a second copy, and never another event's.
 #[must_use]
-pub fn webhook_id(destination_no: u32, event: &FeedEvent) -> String {
-    format!("{}-{destination_no}", event_id(event))
+pub fn webhook_id(event: &FeedEvent) -> &str {
+    event_id(event)
 }
 
 /// The synthetic event a test of a destination sends: a deposit of 1.00 USD by a click with
-/// an `fbclid` and a Telegram user, received now.
+/// an `fbclid` and a Telegram user, received now, with a new `event_id` each time (so a
+/// receiver that deduplicates shows every test).
 #[must_use]
 pub fn test_event(now_ms: u64) -> FeedEvent {
     FeedEvent {
+        event_id: crate::domain::event::EventId::random().to_string(),
+        ttclid: None,
+        gclid: None,
+        gbraid: None,
+        wbraid: None,
+        fbp: None,
         inbox_id: "0".into(),
         event: "deposit".into(),
         uid: Some("test".into()),
         value: Some("1.00".into()),
         currency: "USD".into(),
-        eid: Some("test".into()),
+        eid: None,
         occurred_at_ms: now_ms,
         received_at_ms: now_ms,
         source: Some("post".into()),
@@ -215,6 +237,7 @@ mod tests {
     fn event() -> FeedEvent {
         let mut e = test_event(1_700_000_000_123);
         e.inbox_id = "42".into();
+        e.event_id = "0b5e1f3a-7c2d-4e8f-9a6b-1c2d3e4f5a6b".into();
         e.value = Some("12.50".into());
         e.currency = "usdt".into();
         e.tg_id = Some(777);
@@ -233,7 +256,7 @@ mod tests {
         let e = meta_event(&usd_event(), None, &rules).unwrap();
         assert_eq!(e["event_name"], "Purchase");
         assert_eq!(e["event_time"], 1_700_000_000);
-        assert_eq!(e["event_id"], "42");
+        assert_eq!(e["event_id"], "0b5e1f3a-7c2d-4e8f-9a6b-1c2d3e4f5a6b");
         assert_eq!(e["action_source"], "chat");
         assert_eq!(e["user_data"]["fbc"], "fb.1.1700000000123.test");
         assert_eq!(e["user_data"]["external_id"], json!([sha256_hex("777")]));
@@ -255,6 +278,51 @@ mod tests {
         unmatched.fbc = None;
         unmatched.tg_id = None;
         assert!(meta_event(&unmatched, None, &rules).is_err());
+    }
+
+    /// Meta's and `TikTok`'s `event_id` is the payment's `eid` when there is one, else the
+    /// event's own id; a webhook's and a postback's is always the event's own id.
+    #[test]
+    fn each_receiver_gets_the_event_id_it_deduplicates_by() {
+        let mut e = usd_event();
+        let own = e.event_id.clone();
+        assert_eq!(platform_event_id(&e), own);
+        e.eid = Some("order-7".into());
+        let sent = meta_event(&e, None, &MetaRules::default()).unwrap();
+        assert_eq!(sent["event_id"], "order-7");
+        assert_eq!(webhook_id(&e), own);
+        assert_eq!(
+            postback_url("https://x.io/pb?id={event_id}&n={inbox_id}", &e),
+            format!("https://x.io/pb?id={own}&n=42")
+        );
+        assert_ne!(test_event(1).event_id, test_event(1).event_id);
+    }
+
+    /// `fbp` is sent when the click brought one; a prelander's `fbc` is sent instead of the one
+    /// made from the fbclid; a hint without an address sends none.
+    #[test]
+    fn meta_gets_fbp_and_the_prelanders_fbc() {
+        let rules = MetaRules::default();
+        let mut e = usd_event();
+        let sent = meta_event(&e, None, &rules).unwrap();
+        assert!(sent["user_data"].get("fbp").is_none());
+        e.fbp = Some("fb.1.1700000000000.42".into());
+        let hints = ClientHints {
+            ip: None,
+            user_agent: Some("UA".into()),
+            fbc: Some("fb.1.1699999999999.IwAR-pixel".into()),
+        };
+        let sent = meta_event(&e, Some(&hints), &rules).unwrap();
+        assert_eq!(sent["user_data"]["fbp"], "fb.1.1700000000000.42");
+        assert_eq!(sent["user_data"]["fbc"], "fb.1.1699999999999.IwAR-pixel");
+        assert_eq!(sent["user_data"]["client_user_agent"], "UA");
+        assert!(sent["user_data"].get("client_ip_address").is_none());
+        // Only the prelander's cookies: enough for Meta to match.
+        let mut bare = usd_event();
+        bare.fbc = None;
+        bare.tg_id = None;
+        bare.fbp = Some("fb.1.1700000000000.42".into());
+        assert!(meta_event(&bare, None, &rules).is_ok());
     }
 
     #[test]

@@ -367,7 +367,6 @@ async fn send(
                                 client,
                                 url.clone(),
                                 signing_secret.expose(),
-                                d.no,
                                 &due.event,
                                 senders.now_ms(),
                             );
@@ -514,19 +513,18 @@ fn webhook_request(
     client: &reqwest::Client,
     url: reqwest::Url,
     secret: &str,
-    destination_no: u32,
     event: &FeedEvent,
     now_ms: u64,
 ) -> reqwest::RequestBuilder {
     let body = format::webhook_body(event);
-    let id = format::webhook_id(destination_no, event);
+    let id = format::webhook_id(event);
     let timestamp_s = now_ms / 1000;
     client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(
             "webhook-signature",
-            format::webhook_signature(&[secret], &id, timestamp_s, &body),
+            format::webhook_signature(&[secret], id, timestamp_s, &body),
         )
         .header("webhook-timestamp", timestamp_s.to_string())
         .header("webhook-id", id)
@@ -586,7 +584,6 @@ pub async fn test(senders: &Senders, d: &Destination) -> Tested {
                             &client,
                             url,
                             signing_secret.expose(),
-                            d.no,
                             &event,
                             senders.now_ms(),
                         ),

@@ -67,21 +67,69 @@ pub struct NewClick {
     pub campaign_name: Option<String>,
     pub raw_query: Option<String>,
     pub clicked_at_ms: u64,
-    /// The visitor's address and user agent, from a link visit: kept only in a space with
-    /// `meta_client_hints` on (the writer decides), else dropped.
+    /// The other ad platforms' click ids, and Meta's browser id.
+    pub ids: ClickIds,
+    /// The visitor's address and user agent, from a link visit (and a prelander's `fbc`, from
+    /// `POST /clicks`): kept only in a space with `meta_client_hints` on (the writer decides),
+    /// else dropped.
     pub hints: Option<ClientHints>,
 }
 
-/// What a link visit's request says about the visitor, for Meta's matching.
+/// The ids a click carries besides `fbclid`, each stored with the click and shown with its
+/// events: the click ids of `TikTok` (`ttclid`) and Google (`gclid`, and `gbraid` and `wbraid`
+/// for iOS campaigns), each bounded as `fbclid` is ([`CLICK_ID_MAX_CHARS`]), and Meta's browser
+/// id `fbp` (the `_fbp` cookie of a prelander that runs Meta's pixel, [`meta_cookie`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClickIds {
+    pub ttclid: Option<String>,
+    pub gclid: Option<String>,
+    pub gbraid: Option<String>,
+    pub wbraid: Option<String>,
+    pub fbp: Option<String>,
+}
+
+impl ClickIds {
+    /// The ad platforms' click ids by name, as a query or a body names them.
+    pub fn ad_ids_mut(&mut self) -> [(&'static str, &mut Option<String>); 4] {
+        [
+            ("ttclid", &mut self.ttclid),
+            ("gclid", &mut self.gclid),
+            ("gbraid", &mut self.gbraid),
+            ("wbraid", &mut self.wbraid),
+        ]
+    }
+}
+
+/// The query parameters and body fields of the ad platforms' click ids other than `fbclid`.
+pub const AD_CLICK_IDS: [&str; 4] = ["ttclid", "gclid", "gbraid", "wbraid"];
+
+/// The most characters of a click id: `fbclid`, and every other ad platform's (their
+/// documented ids are a few dozen to a few hundred characters).
+pub const CLICK_ID_MAX_CHARS: usize = 512;
+
+/// What the visitor's browser says about them, for Meta's matching: the address and user agent
+/// of a link visit, or what a prelander sent with `POST /clicks` (it may send any of them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientHints {
-    pub ip: std::net::IpAddr,
-    /// Cut to [`MAX_USER_AGENT`] characters.
+    pub ip: Option<std::net::IpAddr>,
+    /// At most [`MAX_USER_AGENT`] characters (a link visit's is cut to it).
     pub user_agent: Option<String>,
+    /// Meta's click cookie (`_fbc`) as the prelander's pixel set it, sent instead of the one
+    /// made from the click's `fbclid`.
+    pub fbc: Option<String>,
 }
 
 /// The longest user agent kept; real ones are a few hundred characters.
 pub const MAX_USER_AGENT: usize = 512;
+
+/// How long the visitors' hints of a click are kept: Meta takes events up to 7 days old, so a
+/// hint is of no use after that.
+pub const HINTS_KEPT_MS: u64 = 7 * 24 * 3_600_000;
+
+/// The most characters of Meta's cookies `fbp` (`fb.1.<ms>.<random digits>`, about 30) and
+/// `fbc` (`fb.1.<ms>.<fbclid>`, with an fbclid of up to [`CLICK_ID_MAX_CHARS`]).
+pub const FBP_MAX_CHARS: usize = 256;
+pub const FBC_MAX_CHARS: usize = 600;
 
 /// The body of `POST /clicks`. Every field optional; an empty string or `null` counts as
 /// absent. Lengths are in characters.
@@ -100,6 +148,39 @@ pub struct ClickBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = 4096))]
     raw_query: Option<&'a RawValue>,
+    /// `TikTok`'s click id.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    ttclid: Option<&'a RawValue>,
+    /// Google's click id.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    gclid: Option<&'a RawValue>,
+    /// Google's click id of an iOS app campaign.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    gbraid: Option<&'a RawValue>,
+    /// Google's click id of an iOS web campaign.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    wbraid: Option<&'a RawValue>,
+    /// Meta's browser id, the prelander's `_fbp` cookie: `fb.` and visible ASCII.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = FBP_MAX_CHARS), pattern(r"^fb\.[!-~]*$"))]
+    fbp: Option<&'a RawValue>,
+    /// Meta's click id cookie as the prelander's pixel set it (`_fbc`): `fb.` and visible
+    /// ASCII. A hint: kept 7 days, only where the space keeps hints (`meta_client_hints`).
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = FBC_MAX_CHARS), pattern(r"^fb\.[!-~]*$"))]
+    fbc: Option<&'a RawValue>,
+    /// The visitor's IP address (v4 or v6), as the prelander saw it. A hint, as `fbc` is.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>")]
+    client_ip: Option<&'a RawValue>,
+    /// The visitor's user agent, as the prelander saw it. A hint, as `fbc` is.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = MAX_USER_AGENT))]
+    user_agent: Option<&'a RawValue>,
 }
 
 /// The most characters a campaign's name has, wherever one is given: a click, a link, a cost,
@@ -109,7 +190,7 @@ pub const CAMPAIGN_NAME_MAX_CHARS: usize = 256;
 /// The bound on each click field, in characters.
 pub const CLICK_FIELD_BOUNDS: [(&str, usize); 4] = [
     ("link_slug", 128),
-    ("fbclid", 512),
+    ("fbclid", CLICK_ID_MAX_CHARS),
     ("campaign_name", CAMPAIGN_NAME_MAX_CHARS),
     ("raw_query", 4096),
 ];
@@ -119,14 +200,67 @@ impl NewClick {
     pub fn from_json(body: &[u8], now_ms: u64) -> Result<NewClick, Error> {
         let b: ClickBody = input::parse_body(body)?;
         let [slug, fbclid, campaign, raw_query] = CLICK_FIELD_BOUNDS;
+        let id = |raw, field| bounded(raw, (field, CLICK_ID_MAX_CHARS));
+        let cookie = |raw, field, max| {
+            bounded(raw, (field, max))?
+                .map(|text| meta_cookie(text, field, max))
+                .transpose()
+        };
+        let ip = bounded(b.client_ip, ("client_ip", 64))?
+            .map(|text| {
+                text.parse::<std::net::IpAddr>().map_err(|_| {
+                    Error::field(
+                        Code::InvalidField,
+                        "client_ip",
+                        format!(
+                            "`client_ip` must be an IPv4 or IPv6 address, got {}",
+                            quoted(&text)
+                        ),
+                    )
+                })
+            })
+            .transpose()?;
+        let hints = ClientHints {
+            ip,
+            user_agent: bounded(b.user_agent, ("user_agent", MAX_USER_AGENT))?,
+            fbc: cookie(b.fbc, "fbc", FBC_MAX_CHARS)?,
+        };
+        let any_hint = hints.ip.is_some() || hints.user_agent.is_some() || hints.fbc.is_some();
         Ok(NewClick {
             link_slug: bounded(b.link_slug, slug)?,
             fbclid: bounded(b.fbclid, fbclid)?,
             campaign_name: bounded(b.campaign_name, campaign)?,
             raw_query: bounded(b.raw_query, raw_query)?,
             clicked_at_ms: now_ms,
-            hints: None,
+            ids: ClickIds {
+                ttclid: id(b.ttclid, "ttclid")?,
+                gclid: id(b.gclid, "gclid")?,
+                gbraid: id(b.gbraid, "gbraid")?,
+                wbraid: id(b.wbraid, "wbraid")?,
+                fbp: cookie(b.fbp, "fbp", FBP_MAX_CHARS)?,
+            },
+            hints: any_hint.then_some(hints),
         })
+    }
+}
+
+/// Meta's cookies `fbp` and `fbc` (`fb.<n>.<ms>.<value>`, maybe with more after): `fb.` and
+/// then visible ASCII, at most `max` characters. The parts are not checked one by one: Meta
+/// has added to the format before, and what a pixel set is what Meta wants back.
+pub fn meta_cookie(text: String, field: &'static str, max: usize) -> Result<String, Error> {
+    within_bound(&text, (field, max))?;
+    if text.starts_with("fb.") && text.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(text)
+    } else {
+        Err(Error::field(
+            Code::InvalidField,
+            field,
+            format!(
+                "`{field}` must be Meta's cookie value as its pixel set it (`fb.1.<time>.<id>`): \
+                 `fb.` and then letters, digits and punctuation, got {}",
+                quoted(&text)
+            ),
+        ))
     }
 }
 
@@ -338,10 +472,93 @@ mod tests {
                 campaign_name: None,
                 raw_query: None,
                 clicked_at_ms: 1,
+                ids: ClickIds::default(),
                 hints: None,
             }
         );
         assert_eq!(click(r#"{"fbclid":""}"#).unwrap().fbclid, None);
+    }
+
+    /// Each ad platform's click id is bounded as `fbclid` is, and stored as sent.
+    #[test]
+    fn click_id_bounds() {
+        for field in AD_CLICK_IDS {
+            let inside = format!(r#"{{"{field}":"{}"}}"#, "é".repeat(CLICK_ID_MAX_CHARS));
+            let mut ids = click(&inside).unwrap().ids;
+            let kept = ids
+                .ad_ids_mut()
+                .into_iter()
+                .find(|(name, _)| *name == field);
+            assert_eq!(
+                kept.unwrap().1.as_deref(),
+                Some("é".repeat(CLICK_ID_MAX_CHARS).as_str())
+            );
+            let outside = format!(r#"{{"{field}":"{}"}}"#, "a".repeat(CLICK_ID_MAX_CHARS + 1));
+            let err = click(&outside).unwrap_err();
+            assert_eq!((err.code, err.field), (Code::InvalidField, Some(field)));
+            assert_eq!(
+                click(&format!(r#"{{"{field}":""}}"#)).unwrap().ids,
+                ClickIds::default()
+            );
+        }
+    }
+
+    /// `fbp` and `fbc`: `fb.` and visible ASCII, at most their bound.
+    #[test]
+    fn meta_cookie_bounds() {
+        for (field, max) in [("fbp", FBP_MAX_CHARS), ("fbc", FBC_MAX_CHARS)] {
+            let at = |len: usize| format!(r#"{{"{field}":"fb.1.{}"}}"#, "7".repeat(len - 5));
+            assert!(click(&at(max)).is_ok(), "{field} at {max}");
+            let err = click(&at(max + 1)).unwrap_err();
+            assert_eq!((err.code, err.field), (Code::InvalidField, Some(field)));
+            for bad in ["fb1.1.2", "FB.1.2", "fb.1.2 3", "fb.1.é", "x"] {
+                let err = click(&format!(r#"{{"{field}":"{bad}"}}"#)).unwrap_err();
+                assert_eq!(
+                    (err.code, err.field),
+                    (Code::InvalidField, Some(field)),
+                    "{bad}"
+                );
+            }
+        }
+        let c = click(r#"{"fbp":"fb.1.1700000000000.1234567890"}"#).unwrap();
+        assert_eq!(c.ids.fbp.as_deref(), Some("fb.1.1700000000000.1234567890"));
+        assert_eq!(c.hints, None, "fbp is the click's, not a hint");
+        let c = click(r#"{"fbc":"fb.1.1700000000000.IwAR1"}"#).unwrap();
+        assert_eq!(
+            c.hints.unwrap().fbc.as_deref(),
+            Some("fb.1.1700000000000.IwAR1")
+        );
+    }
+
+    /// `client_ip` is an address, `user_agent` at most [`MAX_USER_AGENT`] characters; either
+    /// alone makes hints.
+    #[test]
+    fn prelander_hint_bounds() {
+        for ip in ["203.0.113.7", "2001:db8::1", "::ffff:198.51.100.1"] {
+            let c = click(&format!(r#"{{"client_ip":"{ip}"}}"#)).unwrap();
+            assert_eq!(c.hints.unwrap().ip, Some(ip.parse().unwrap()), "{ip}");
+        }
+        for bad in [
+            "203.0.113.256",
+            "203.0.113",
+            "host.example",
+            "[2001:db8::1]",
+        ] {
+            let err = click(&format!(r#"{{"client_ip":"{bad}"}}"#)).unwrap_err();
+            assert_eq!(
+                (err.code, err.field),
+                (Code::InvalidField, Some("client_ip")),
+                "{bad}"
+            );
+        }
+        let agent = |n: usize| format!(r#"{{"user_agent":"{}"}}"#, "é".repeat(n));
+        let hints = click(&agent(MAX_USER_AGENT)).unwrap().hints.unwrap();
+        assert_eq!(hints.user_agent.unwrap().chars().count(), MAX_USER_AGENT);
+        let err = click(&agent(MAX_USER_AGENT + 1)).unwrap_err();
+        assert_eq!(
+            (err.code, err.field),
+            (Code::InvalidField, Some("user_agent"))
+        );
     }
 
     #[test]

@@ -177,6 +177,16 @@ fn checksum(body: &str) -> String {
 /// If the operating system has no randomness to give.
 #[must_use]
 pub fn random_id() -> String {
+    base62::encode(random_bits(), BODY_LEN)
+}
+
+/// 128 bits from the operating system's generator, through the pool [`random_id`] describes:
+/// also an event's `event_id` (`domain::event::EventId`), which the writer makes for each event.
+///
+/// # Panics
+/// If the operating system has no randomness to give.
+#[must_use]
+pub fn random_bits() -> u128 {
     thread_local! {
         static POOL: std::cell::RefCell<(Box<[u8; 4096]>, usize)> =
             std::cell::RefCell::new((Box::new([0; 4096]), 4096));
@@ -193,7 +203,7 @@ pub fn random_id() -> String {
         taken.fill(0);
         random
     });
-    base62::encode(u128::from_be_bytes(random), BODY_LEN)
+    u128::from_be_bytes(random)
 }
 
 /// Replaces credential-looking values in `text` (a query string, an error) with their public

@@ -82,6 +82,79 @@ pub struct ValidEvent {
     pub source: Source,
 }
 
+/// An event's identity, its `event_id`: 128 bits shown as a UUID (`8-4-4-4-12` lowercase hex),
+/// made when the event is stored and never made again, in this data file or any other.
+///
+/// `inbox_id` is no identity: it counts from 1 in every data file, and again after a restore
+/// from a backup, so two events would share it. Receivers (Meta, webhooks, postbacks)
+/// deduplicate by `event_id`, so it is drawn from the operating system's generator
+/// ([`EventId::random`]). Events stored before the tracker kept one have an id derived from a
+/// random secret of their data file and their `inbox_id` ([`EventId::derived`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventId(u128);
+
+/// In a UUID read as a big-endian `u128`: the version nibble (bits 76-79) and the two variant
+/// bits (62-63).
+const UUID_VERSION: u128 = 0xf << 76;
+const UUID_VARIANT: u128 = 0b11 << 62;
+
+impl EventId {
+    /// A new id: a UUID of version 4, 122 bits from the operating system's generator.
+    ///
+    /// # Panics
+    /// If the operating system has no randomness to give.
+    #[must_use]
+    pub fn random() -> EventId {
+        EventId::version_4(crate::domain::credential::random_bits())
+    }
+
+    /// The id of the event `inbox_id` of a data file stored before events had one: the first
+    /// 128 bits of SHA-256 over a fixed label, the file's 128-bit `salt` (random, written once
+    /// by the migration that brought ids in) and the `inbox_id`, as a UUID of version 4. Without
+    /// the salt the digest cannot be guessed, so it is as good as random; with it, the same
+    /// event has the same id every time it is read. Part of the file format: changing it
+    /// changes stored events' ids.
+    #[must_use]
+    pub fn derived(salt: u128, inbox_id: u64) -> EventId {
+        use sha2::Digest as _;
+        let mut hasher = sha2::Sha256::new_with_prefix(b"tracker event_id\0");
+        hasher.update(salt.to_be_bytes());
+        hasher.update(inbox_id.to_be_bytes());
+        EventId::version_4(crate::domain::digest::first_128_bits(hasher))
+    }
+
+    /// `bits` with the version 4 and variant bits of a UUID set.
+    fn version_4(bits: u128) -> EventId {
+        EventId(bits & !UUID_VERSION & !UUID_VARIANT | 0x4 << 76 | 0b10 << 62)
+    }
+
+    /// The id as stored (`EventRecord::event_id`).
+    #[must_use]
+    pub fn from_bits(bits: u128) -> EventId {
+        EventId(bits)
+    }
+
+    #[must_use]
+    pub fn bits(self) -> u128 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0;
+        write!(
+            f,
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            n >> 96,
+            (n >> 80) & 0xffff,
+            (n >> 64) & 0xffff,
+            (n >> 48) & 0xffff,
+            n & 0xffff_ffff_ffff
+        )
+    }
+}
+
 /// The way in an event came by, reported as `source` in the feed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -454,6 +527,46 @@ mod tests {
 
     const NOW: u64 = 1_800_000_000_000;
     const DAY: u64 = 86_400_000;
+
+    /// A UUID of version 4 in its text form: 8-4-4-4-12 lowercase hex, `4` first in the third
+    /// group, `8` to `b` first in the fourth.
+    fn is_uuid_v4(text: &str) -> bool {
+        let groups: Vec<&str> = text.split('-').collect();
+        groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+            && groups
+                .iter()
+                .all(|g| g.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            && groups[2].starts_with('4')
+            && groups[3].starts_with(['8', '9', 'a', 'b'])
+    }
+
+    #[test]
+    fn event_ids_are_uuids_of_version_4_and_never_repeat() {
+        let ids: std::collections::HashSet<String> =
+            (0..10_000).map(|_| EventId::random().to_string()).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(ids.iter().all(|id| is_uuid_v4(id)), "{ids:?}");
+        assert_eq!(
+            EventId::from_bits(0x0123_4567_89ab_4def_8123_4567_89ab_cdef).to_string(),
+            "01234567-89ab-4def-8123-456789abcdef"
+        );
+        assert!(!is_uuid_v4("01234567-89ab-3def-8123-456789abcdef"));
+    }
+
+    /// A derived id is the same for the same salt and event, another for another salt (another
+    /// data file) or event. Pinned: the stored events of a file keep their ids across releases.
+    #[test]
+    fn derived_event_ids_depend_on_the_salt_and_the_inbox_id() {
+        let id = EventId::derived(7, 1);
+        assert_eq!(id, EventId::derived(7, 1));
+        assert_ne!(id, EventId::derived(8, 1));
+        assert_ne!(id, EventId::derived(7, 2));
+        assert!(is_uuid_v4(&id.to_string()), "{id}");
+        assert_eq!(
+            EventId::derived(0, 0).bits(),
+            EventId::derived(0, 0).bits() & !(0xf << 76) | 0x4 << 76
+        );
+    }
 
     fn rules() -> EventRules {
         EventRules {

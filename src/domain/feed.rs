@@ -56,6 +56,24 @@ pub struct FeedEvent {
     /// when it was stored; `null` for every other kind. After `attributed_by`, for the same
     /// reason.
     pub first_deposit: Option<bool>,
+    /// The event's identity: a UUID made when it was stored, never the same for two events, in
+    /// this data file or another (`inbox_id` counts anew in each). What receivers deduplicate
+    /// by. The fields from here on come last for the same reason as `attributed_by`.
+    #[schemars(
+        length(equal = 36),
+        pattern(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+    )]
+    pub event_id: String,
+    /// The click's `TikTok` click id, where it has one.
+    pub ttclid: Option<String>,
+    /// The click's Google click id, where it has one.
+    pub gclid: Option<String>,
+    /// The click's Google click id for iOS app campaigns (web to app), where it has one.
+    pub gbraid: Option<String>,
+    /// The click's Google click id for iOS web campaigns (app to web), where it has one.
+    pub wbraid: Option<String>,
+    /// Meta's browser id (the `_fbp` cookie) a prelander sent with the click, where it did.
+    pub fbp: Option<String>,
 }
 
 /// The click an event is attributed to, as the feed shows it.
@@ -66,6 +84,7 @@ pub struct Attribution {
     pub campaign_name: Option<String>,
     pub clicked_at_ms: u64,
     pub tg_id: Option<u64>,
+    pub ids: crate::domain::click::ClickIds,
 }
 
 /// The `fbc` value Meta's Conversions API takes for a click: `fb.1.<clicked_at_ms>.<fbclid>`.
@@ -85,6 +104,11 @@ impl FeedEvent {
             self.campaign_name = c.campaign_name;
             self.clicked_at_ms = Some(c.clicked_at_ms);
             self.tg_id = c.tg_id;
+            self.ttclid = c.ids.ttclid;
+            self.gclid = c.ids.gclid;
+            self.gbraid = c.ids.gbraid;
+            self.wbraid = c.ids.wbraid;
+            self.fbp = c.ids.fbp;
         }
     }
 }

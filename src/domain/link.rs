@@ -9,7 +9,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::domain::click::{CAMPAIGN_NAME_MAX_CHARS, CLICK_FIELD_BOUNDS, NewClick};
+use crate::domain::click::{
+    CAMPAIGN_NAME_MAX_CHARS, CLICK_FIELD_BOUNDS, CLICK_ID_MAX_CHARS, ClickIds, NewClick,
+};
 use crate::domain::input::{self, Query, quoted};
 use crate::error::{Code, Error};
 
@@ -403,20 +405,27 @@ pub fn is_preview(user_agent: Option<&str>, agents: &[String]) -> bool {
         .any(|a| !a.is_empty() && ua.contains(&a.to_ascii_lowercase()))
 }
 
-/// The click a visit records: `fbclid` from the query, the campaign from `utm_campaign` or else
-/// the link's, and the rest of the query (without the parameters those fields took) cut to
+/// The click a visit records: `fbclid` and the other ad platforms' click ids
+/// (`click::AD_CLICK_IDS`) from the query, the campaign from `utm_campaign` or else the
+/// link's, and the rest of the query (without the parameters those fields took) cut to
 /// [`VISIT_QUERY_BOUND`]. A field over its bound is cut to it (a visitor is never refused for
-/// the URL an ad network built), except `fbclid`, which is dropped, since a cut one would be
-/// wrong in `fbc`.
+/// the URL an ad network built), except a click id, which is dropped (and stays in the rest of
+/// the query), since a cut one would name no click of the platform's.
 #[must_use]
 pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
     let q = Query::parse(raw_query);
-    let [_, fbclid_bound, campaign_bound, _] = CLICK_FIELD_BOUNDS.map(|(_, n)| n);
+    let [_, _, campaign_bound, _] = CLICK_FIELD_BOUNDS.map(|(_, n)| n);
     let cut = |s: &str, n: usize| s.chars().take(n).collect::<String>();
-    let fbclid = q
-        .get("fbclid")
-        .filter(|f| f.chars().count() <= fbclid_bound)
-        .map(str::to_owned);
+    let click_id = |name: &str| {
+        q.get(name)
+            .filter(|f| f.chars().count() <= CLICK_ID_MAX_CHARS)
+            .map(str::to_owned)
+    };
+    let fbclid = click_id("fbclid");
+    let mut ids = ClickIds::default();
+    for (name, id) in ids.ad_ids_mut() {
+        *id = click_id(name);
+    }
     let utm_campaign = q.get("utm_campaign").map(|c| cut(c, campaign_bound));
     let taken = |pair: &&str| {
         let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
@@ -424,6 +433,10 @@ pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
         match name.as_deref() {
             Some("fbclid") => fbclid.is_some(),
             Some("utm_campaign") => utm_campaign.is_some(),
+            Some("ttclid") => ids.ttclid.is_some(),
+            Some("gclid") => ids.gclid.is_some(),
+            Some("gbraid") => ids.gbraid.is_some(),
+            Some("wbraid") => ids.wbraid.is_some(),
             _ => pair.is_empty(),
         }
     };
@@ -435,6 +448,7 @@ pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
         campaign_name: utm_campaign.or_else(|| link.campaign_name.clone()),
         raw_query: (!rest.is_empty()).then_some(rest),
         clicked_at_ms: now_ms,
+        ids,
         hints: None,
     }
 }
@@ -561,6 +575,50 @@ mod tests {
         let c = visit_click(&link, &format!("fbclid={}", "x".repeat(513)), 5);
         assert_eq!(c.fbclid, None, "an over-long fbclid is dropped, not cut");
         assert_eq!(c.raw_query.unwrap().len(), VISIT_QUERY_BOUND.min(520));
+    }
+
+    /// `TikTok`'s and Google's click ids go to the click's own fields, each up to the bound of
+    /// `fbclid`; a longer one is dropped from the fields and stays in the rest of the query.
+    #[test]
+    fn a_visit_takes_the_ad_platforms_click_ids() {
+        let link = Link {
+            space: 1,
+            slug: "spring".into(),
+            destination: Destination::Bot("shop_bot".into()),
+            campaign_name: None,
+            mode: Mode::Redirect,
+            created_at_ms: 0,
+            deleted: false,
+        };
+        let c = visit_click(
+            &link,
+            "ttclid=E.C.P.x&gclid=Cj0K&utm_source=g&gbraid=0AA&wbraid=Cl1",
+            5,
+        );
+        assert_eq!(
+            c.ids,
+            ClickIds {
+                ttclid: Some("E.C.P.x".into()),
+                gclid: Some("Cj0K".into()),
+                gbraid: Some("0AA".into()),
+                wbraid: Some("Cl1".into()),
+                fbp: None,
+            }
+        );
+        assert_eq!(c.raw_query.as_deref(), Some("utm_source=g"));
+        for name in crate::domain::click::AD_CLICK_IDS {
+            let inside = format!("{name}={}", "x".repeat(CLICK_ID_MAX_CHARS));
+            let mut ids = visit_click(&link, &inside, 5).ids;
+            let kept = ids.ad_ids_mut().into_iter().find(|(n, _)| *n == name);
+            assert_eq!(
+                kept.unwrap().1.as_ref().map(String::len),
+                Some(CLICK_ID_MAX_CHARS)
+            );
+            let outside = format!("{inside}x");
+            let c = visit_click(&link, &outside, 5);
+            assert_eq!(c.ids, ClickIds::default(), "{name}: dropped, not cut");
+            assert!(c.raw_query.unwrap().starts_with(name));
+        }
     }
 
     /// A visit's stored query leaves out what went to the click's own fields (`fbclid`,

@@ -6,15 +6,17 @@
 //! storage imports the writer to name a result.
 
 use crate::domain::credential::{self, CredentialDigest, Kind};
-use crate::domain::event::AttributedBy;
+use crate::domain::event::{AttributedBy, EventId};
 
 /// What storing one event did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventOutcome {
     /// The event repeated an earlier one under its dedup key; nothing new was stored.
     pub duplicate: bool,
-    /// The new event's id, or the earlier event's for a duplicate.
+    /// The new event's place in the inbox, or the earlier event's for a duplicate.
     pub inbox_id: u64,
+    /// The new event's identity, or the earlier event's for a duplicate.
+    pub event_id: EventId,
     /// Whether it is attributed to a click of the space.
     pub matched: bool,
     /// How: by its `uid`, or by its Telegram id; `None` when no click was found.

@@ -25,6 +25,14 @@ pub struct EventAnswer {
     /// dry run of a new event.
     #[schemars(pattern(r"^[0-9]+$"))]
     pub inbox_id: Option<String>,
+    /// The event's identity, a UUID never given to another event, in this data file or any
+    /// other (for a duplicate, the earlier event's); `null` only for a dry run of a new event.
+    /// What a receiver of conversions deduplicates by.
+    #[schemars(
+        length(equal = 36),
+        pattern(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+    )]
+    pub event_id: Option<String>,
     /// The dedup rule that applied.
     pub dedup: Basis,
     /// Whether the event is attributed to a click of the space: its `uid`'s, or one bound to its
@@ -58,6 +66,7 @@ impl From<EventResult> for EventAnswer {
                 EventStatus::Queued
             },
             inbox_id: r.inbox_id.map(|id| id.to_string()),
+            event_id: r.event_id.map(|id| id.to_string()),
             dedup: r.basis,
             matched: r.matched,
             attributed_by: r.attributed_by,

@@ -1,6 +1,6 @@
 //! Retention: the dedup entries that can never match again are removed in the background, so
 //! the `dedup` table does not grow without bound from them; so are the visitors' hints of link
-//! clicks (`meta_client_hints`) older than `delivery_max_age`.
+//! clicks (`meta_client_hints`) older than 7 days, Meta's window.
 //!
 //! Only the windowed rule's entries expire (a deposit with `uid`, no `eid` and no time: a
 //! duplicate only within `dedup_window`); every other rule is permanent and its entries stay.
@@ -79,12 +79,12 @@ pub async fn run(app: Arc<App>) {
     }
 }
 
-/// Deletes the visitors' hints (IP address, user agent) of link clicks older than
-/// `delivery_max_age`, step by step; answers how many.
+/// Deletes the visitors' hints (IP address, user agent, `fbc`) of clicks older than 7 days
+/// (`click::HINTS_KEPT_MS`, Meta's window), step by step; answers how many.
 pub async fn sweep_hints(app: &App) -> Result<u64, Error> {
     let before = app
         .now_ms()
-        .saturating_sub(app.settings.delivery.max_age_ms());
+        .saturating_sub(crate::domain::click::HINTS_KEPT_MS);
     let (mut from, mut removed) = (0, 0);
     loop {
         let (n, next) = app

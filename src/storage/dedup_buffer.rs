@@ -226,6 +226,8 @@ pub(crate) fn event_record(
         attributed_by: attributed.map_or(0, |(by, _)| by as u8),
         // Decided by the writer (`storage/first_deposit.rs`) after this record is made.
         first_deposit: false,
+        // Made by the writer as it stores the record; a dry run stores none.
+        event_id: None,
     }
 }
 

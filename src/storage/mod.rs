@@ -47,7 +47,7 @@ use crate::domain::destination;
 use crate::domain::destination::{
     Attempt, DeliveryQuery, DeliveryView, Destination, DestinationView, NewDestination, State,
 };
-use crate::domain::event::{AttributedBy, ValidEvent};
+use crate::domain::event::ValidEvent;
 use crate::domain::feed::{FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::Keyring;
 use crate::domain::link::{Directory, Link, NewLink};
@@ -298,12 +298,13 @@ impl Store {
         key: Option<DedupKey>,
     ) -> Result<EventOutcome, Error> {
         if key.is_some() && matches!(self.health(), Health::Unwritable(_)) {
-            if let Ok((Some(inbox_id), attributed_by)) =
+            if let Ok((Some((inbox_id, event_id)), attributed_by)) =
                 self.judge_event(space, event.clone(), key).await
             {
                 return Ok(EventOutcome {
                     duplicate: true,
                     inbox_id,
+                    event_id,
                     matched: attributed_by.is_some(),
                     attributed_by,
                 });
@@ -599,7 +600,7 @@ impl Store {
         space: u32,
         event: ValidEvent,
         key: Option<DedupKey>,
-    ) -> Result<(Option<u64>, Option<AttributedBy>), Error> {
+    ) -> Result<read::Judged, Error> {
         // The buffer before the snapshot: an entry leaves the buffer only once the table in
         // every later snapshot has it (dedup_buffer.rs), and the reader begins its snapshot
         // after this.

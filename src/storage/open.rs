@@ -329,6 +329,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         9 => migrate_to_v10(txn),
         10 => migrate_to_v11(txn),
         11 => migrate_to_v12(txn),
+        12 => migrate_to_v13(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -451,6 +452,21 @@ fn migrate_to_v11(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 /// `BLOCK_DAYS` day rows, counted again with everything else by the rule the writer counts with.
 fn migrate_to_v12(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     rollup::rebuild_in(txn, Err)
+}
+
+/// Version 13: event ids. The file's random salt, from which the `event_id` of every event
+/// already stored is derived (`domain::event::EventId::derived`), so that no event is
+/// rewritten. Written only if absent: this step runs once per file, and the salt must never
+/// change once an id derived from it may have been sent.
+fn migrate_to_v13(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::storage::schema::{META_EVENT_ID_SALT_HIGH, META_EVENT_ID_SALT_LOW};
+    let mut meta = txn.open_table(META)?;
+    if meta.get(META_EVENT_ID_SALT_HIGH)?.is_none() {
+        let salt = crate::domain::credential::random_bits();
+        meta.insert(META_EVENT_ID_SALT_HIGH, (salt >> 64) as u64)?;
+        meta.insert(META_EVENT_ID_SALT_LOW, salt as u64)?;
+    }
+    Ok(())
 }
 
 /// Version 5: the stats rollup's day rows, each the sum of its day's hour rows. Day rows already

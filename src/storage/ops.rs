@@ -26,7 +26,7 @@ use crate::domain::click::{self, NewClick};
 use crate::domain::cost::Cost;
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
 use crate::domain::destination::{self, ClickFacts};
-use crate::domain::event::{EventKind, ValidEvent};
+use crate::domain::event::{EventId, EventKind, ValidEvent};
 use crate::domain::link::{Directory, Link};
 use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, PruneCursor, PruneStep};
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
@@ -37,6 +37,7 @@ use crate::storage::attribution;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::first_deposit::Depositors;
+use crate::storage::read;
 use crate::storage::records::{self, ClickHintsRecord, ClickRecord, RejectionRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
@@ -220,9 +221,16 @@ impl<'t> Txn<'t> {
                 None => None,
             };
             if let Some(inbox_id) = dedup::duplicate_of(key, earlier, event.received_at_ms) {
+                let Some(bytes) = self.inbox.get((space, inbox_id))? else {
+                    return Err(StoreError::Corrupt(format!(
+                        "a dedup entry names event {inbox_id}, which the inbox lacks"
+                    )));
+                };
+                let record: records::EventRecord = records::decode(bytes.value())?;
                 return Ok(EventOutcome {
                     duplicate: true,
                     inbox_id,
+                    event_id: read::event_id(&self.meta, &record, inbox_id)?,
                     matched,
                     attributed_by,
                 });
@@ -247,6 +255,8 @@ impl<'t> Txn<'t> {
         let mut record =
             dedup_buffer::event_record(event, resolved.as_ref().map(|r| (r.by, r.uid.as_str())));
         record.first_deposit = first_deposit;
+        let event_id = EventId::random();
+        record.event_id = Some(event_id.bits());
         self.inbox
             .insert((space, inbox_id), records::encode(&record).as_slice())?;
         if let Some(k) = entry_key {
@@ -256,6 +266,7 @@ impl<'t> Txn<'t> {
         Ok(EventOutcome {
             duplicate: false,
             inbox_id,
+            event_id,
             matched,
             attributed_by,
         })
@@ -433,13 +444,16 @@ impl<'t> Txn<'t> {
             Some(h) if self.settings_of(space)?.meta_client_hints => Some(ClickHintsRecord {
                 clicked_at_ms: click.clicked_at_ms,
                 ip: match h.ip {
-                    std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
-                    std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+                    Some(std::net::IpAddr::V4(v4)) => v4.octets().to_vec(),
+                    Some(std::net::IpAddr::V6(v6)) => v6.octets().to_vec(),
+                    None => Vec::new(),
                 },
                 user_agent: h.user_agent,
+                fbc: h.fbc,
             }),
             _ => None,
         };
+        let ids = click.ids;
         let record = ClickRecord {
             link_slug: click.link_slug,
             fbclid: click.fbclid,
@@ -448,6 +462,11 @@ impl<'t> Txn<'t> {
             clicked_at_ms: click.clicked_at_ms,
             tg_id: None,
             bound_at_ms: None,
+            ttclid: ids.ttclid,
+            gclid: ids.gclid,
+            gbraid: ids.gbraid,
+            wbraid: ids.wbraid,
+            fbp: ids.fbp,
         };
         // First the step that can refuse, so that a refusal leaves nothing behind.
         if let Some(k) = fbclid_key {
@@ -563,6 +582,7 @@ pub(super) mod tests {
             campaign_name: None,
             raw_query: None,
             clicked_at_ms: 1_700_000_000_000,
+            ids: click::ClickIds::default(),
             hints: None,
         }
     }

@@ -762,12 +762,14 @@ pub fn due(
 
 fn hints_of(r: &ClickHintsRecord) -> Option<ClientHints> {
     let ip = match r.ip.len() {
-        4 => IpAddr::from(<[u8; 4]>::try_from(r.ip.as_slice()).ok()?),
-        16 => IpAddr::from(<[u8; 16]>::try_from(r.ip.as_slice()).ok()?),
+        0 => None,
+        4 => Some(IpAddr::from(<[u8; 4]>::try_from(r.ip.as_slice()).ok()?)),
+        16 => Some(IpAddr::from(<[u8; 16]>::try_from(r.ip.as_slice()).ok()?)),
         _ => return None,
     };
     Some(ClientHints {
         ip,
         user_agent: r.user_agent.clone(),
+        fbc: r.fbc.clone(),
     })
 }

@@ -15,9 +15,10 @@ use redb::{
     ReadableTableMetadata,
 };
 
+use crate::domain::click::ClickIds;
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{self, DedupKey};
-use crate::domain::event::{AttributedBy, EventKind, Source, ValidEvent};
+use crate::domain::event::{AttributedBy, EventId, EventKind, Source, ValidEvent};
 use crate::domain::feed::{self, Attribution, FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::{KeyEntry, SpaceRef};
 use crate::domain::link::{Destination, Link, Mode};
@@ -31,7 +32,8 @@ use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRec
 use crate::storage::rollup;
 use crate::storage::schema::{
     ADMIN, ADMIN_PASSWORD, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX,
-    LINKS, LINKS_BY_SPACE, REJECTIONS, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
+    LINKS, LINKS_BY_SPACE, META, META_EVENT_ID_SALT_HIGH, META_EVENT_ID_SALT_LOW, REJECTIONS,
+    SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
 
 /// One read snapshot, shared by the reads of a batch, with the tables the hot reads use opened
@@ -41,6 +43,8 @@ pub struct Snapshot {
     clicks: ReadOnlyTable<(u32, &'static str), &'static [u8]>,
     dedup: ReadOnlyTable<(u32, u8, u128), (u64, u64)>,
     touches: ReadOnlyTable<(u32, u64), &'static [u8]>,
+    /// The file's event id salt, read when an event without a stored id is first shown.
+    salt: std::sync::OnceLock<u128>,
     /// The file stays open while a snapshot of it is read.
     db: Arc<Database>,
 }
@@ -52,6 +56,7 @@ impl Snapshot {
             clicks: txn.open_table(CLICKS)?,
             dedup: txn.open_table(DEDUP)?,
             touches: txn.open_table(TG_TOUCHES)?,
+            salt: std::sync::OnceLock::new(),
             txn,
             db: db.clone(),
         })
@@ -66,6 +71,55 @@ impl Snapshot {
     #[must_use]
     pub fn txn(&self) -> &ReadTransaction {
         &self.txn
+    }
+
+    /// The `event_id` of stored event `inbox_id` (`event_id`).
+    pub(crate) fn event_id(
+        &self,
+        record: &EventRecord,
+        inbox_id: u64,
+    ) -> Result<EventId, StoreError> {
+        if let Some(bits) = record.event_id {
+            return Ok(EventId::from_bits(bits));
+        }
+        let salt = if let Some(salt) = self.salt.get() {
+            *salt
+        } else {
+            let salt = event_id_salt(&self.txn.open_table(META)?)?;
+            *self.salt.get_or_init(|| salt)
+        };
+        Ok(EventId::derived(salt, inbox_id))
+    }
+}
+
+/// The data file's event id salt (`META_EVENT_ID_SALT_HIGH` and `_LOW`), which every file of
+/// schema 13 holds.
+pub(crate) fn event_id_salt(
+    meta: &impl ReadableTable<&'static str, u64>,
+) -> Result<u128, StoreError> {
+    match (
+        meta.get(META_EVENT_ID_SALT_HIGH)?,
+        meta.get(META_EVENT_ID_SALT_LOW)?,
+    ) {
+        (Some(high), Some(low)) => Ok(u128::from(high.value()) << 64 | u128::from(low.value())),
+        _ => Err(StoreError::Corrupt(
+            "the data file has no event id salt (meta event_id_salt_high and _low), from \
+             which the ids of its older events are derived"
+                .into(),
+        )),
+    }
+}
+
+/// The `event_id` of stored event `inbox_id`: the one its record holds, or, for an event stored
+/// before events had one, the one derived from it and the file's salt (read from `meta`).
+pub(crate) fn event_id(
+    meta: &impl ReadableTable<&'static str, u64>,
+    record: &EventRecord,
+    inbox_id: u64,
+) -> Result<EventId, StoreError> {
+    match record.event_id {
+        Some(bits) => Ok(EventId::from_bits(bits)),
+        None => Ok(EventId::derived(event_id_salt(meta)?, inbox_id)),
     }
 }
 
@@ -201,16 +255,21 @@ pub fn list_spaces(
     Ok(spaces)
 }
 
+/// What [`judge_event`] answers: the event it would duplicate (`inbox_id` and `event_id`), and
+/// how it would be attributed.
+pub type Judged = (Option<(u64, EventId)>, Option<AttributedBy>);
+
 /// What storing `event` would do now, without storing it: `(duplicate_of, attributed_by)`,
-/// attributed as the writer would (`storage/attribution.rs`). `buffered` is the key's entry in
-/// the writer's dedup buffer, which is newer than the table's.
+/// attributed as the writer would (`storage/attribution.rs`); `duplicate_of` is the earlier
+/// event's `inbox_id` and `event_id`. `buffered` is the key's entry in the writer's dedup
+/// buffer, which is newer than the table's.
 pub fn judge_event(
     snapshot: &Snapshot,
     space: u32,
     event: &ValidEvent,
     key: Option<&DedupKey>,
     buffered: Option<(u64, u64)>,
-) -> Result<(Option<u64>, Option<AttributedBy>), StoreError> {
+) -> Result<Judged, StoreError> {
     let attributed_by = attribution::resolve(
         &snapshot.clicks,
         &snapshot.touches,
@@ -230,6 +289,19 @@ pub fn judge_event(
                     .map(|g| g.value()),
             };
             dedup::duplicate_of(key, earlier, event.received_at_ms)
+        }
+    };
+    let duplicate_of = match duplicate_of {
+        None => None,
+        Some(inbox_id) => {
+            let inbox = snapshot.txn.open_table(INBOX)?;
+            let Some(bytes) = inbox.get((space, inbox_id))? else {
+                return Err(StoreError::Corrupt(format!(
+                    "a dedup entry names event {inbox_id}, which the inbox lacks"
+                )));
+            };
+            let record: EventRecord = records::decode(bytes.value())?;
+            Some((inbox_id, snapshot.event_id(&record, inbox_id)?))
         }
     };
     Ok((duplicate_of, attributed_by))
@@ -369,10 +441,18 @@ pub(crate) fn feed_event(
                     campaign_name: c.campaign_name,
                     clicked_at_ms: c.clicked_at_ms,
                     tg_id: c.tg_id,
+                    ids: ClickIds {
+                        ttclid: c.ttclid,
+                        gclid: c.gclid,
+                        gbraid: c.gbraid,
+                        wbraid: c.wbraid,
+                        fbp: c.fbp,
+                    },
                 })
             }
         },
     };
+    let event_id = s.event_id(&r, inbox_id)?.to_string();
     let mut event = FeedEvent {
         inbox_id: inbox_id.to_string(),
         event: kind.as_str().to_owned(),
@@ -392,6 +472,12 @@ pub(crate) fn feed_event(
         tg_id: None,
         fbc: None,
         first_deposit: (kind == EventKind::Deposit).then_some(r.first_deposit),
+        event_id,
+        ttclid: None,
+        gclid: None,
+        gbraid: None,
+        wbraid: None,
+        fbp: None,
     };
     event.attribute(click);
     // The Telegram id the event named, where it named one; else its click's.

@@ -46,6 +46,18 @@
 //! - 12: `STATS` also holds block rows (`rollup::BLOCK_ROWS`, 0x40, in the dimension byte), each
 //!   the sum of 32 whole UTC days of a group (block `n`: days `32n` to `32n + 31`), so a range of
 //!   months reads a row per block rather than per day. The migration counts `STATS` again.
+//! - 13: every event has an identity, its `event_id` (`domain::event::EventId`). Inbox records
+//!   may be `EventRecord` version 6, which holds the 128 random bits of the event's id; the
+//!   events already stored are not rewritten (a file of millions of events would be rewritten
+//!   whole in one transaction). Instead the migration writes a random 128-bit salt into `META`
+//!   (`event_id_salt_high`, `event_id_salt_low`; a new file gets one too), and an event without
+//!   a stored id has `EventId::derived(salt, inbox_id)`: the same each time it is read, and
+//!   unlike the `inbox_id` it stood for, different in every other data file, since each
+//!   migration draws its own salt. A backup carries the salt, so a restored file shows the
+//!   same ids for the same events, and new events have new random ones. Clicks may be
+//!   `ClickRecord` version 2 (with the ad platforms' click ids `ttclid`, `gclid`, `gbraid`,
+//!   `wbraid` and Meta's browser id `fbp`), and `CLICK_HINTS` may hold `ClickHintsRecord`
+//!   version 2 (the address optional, and the `fbc` a prelander sent). Neither is rewritten.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -61,7 +73,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 12;
+pub const SCHEMA_VERSION: u64 = 13;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -77,6 +89,12 @@ pub const META_DEDUP_REDO_FROM: &str = "dedup_redo_from";
 /// still be only in the writer's memory (`fbclid_buffer.rs`); opening the file derives the
 /// entries of the clicks from then on again. Absent when every entry is in the table.
 pub const META_FBCLID_REDO_FROM: &str = "fbclid_redo_from";
+
+/// The two halves of the data file's event id salt (schema 13): a random 128-bit number, from
+/// which the `event_id` of each event stored before events had one is derived
+/// (`domain::event::EventId::derived`). Written once, by the migration; never changed.
+pub const META_EVENT_ID_SALT_HIGH: &str = "event_id_salt_high";
+pub const META_EVENT_ID_SALT_LOW: &str = "event_id_salt_low";
 
 /// `space name -> SpaceRecord`. The space number (`u32`) is what every other key uses, so a
 /// space's name costs its bytes once, not once per event.
@@ -194,8 +212,9 @@ pub const DELIVERIES: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new(
 pub const DELIVERY_QUEUE: TableDefinition<(u32, u64, u64), ()> =
     TableDefinition::new("delivery_queue");
 
-/// `(space, uid) -> ClickHintsRecord`: the visitor's address and user agent of a link click in a
-/// space with `meta_client_hints` on, removed by retention after `delivery_max_age`. Keyed as
+/// `(space, uid) -> ClickHintsRecord`: the visitor's address and user agent of a link click (or
+/// the address, user agent and `fbc` a prelander sent with `POST /clicks`) in a space with
+/// `meta_client_hints` on, removed by retention 7 days after the click. Keyed as
 /// `CLICKS` is, so new ones are appended and the old ones are each space's first.
 pub const CLICK_HINTS: TableDefinition<(u32, &str), &[u8]> = TableDefinition::new("click_hints");
 

@@ -131,10 +131,9 @@ async fn a_webhook_gets_each_new_event_once_signed_as_the_feed_shows_it() {
             req.header("webhook-timestamp"),
             Some((NOW_MS / 1000).to_string().as_str())
         );
-        let id = event["inbox_id"].as_str().unwrap();
-        assert!(
-            req.header("webhook-id")
-                .is_some_and(|d| d.starts_with(&format!("{id}-"))),
+        assert_eq!(
+            req.header("webhook-id"),
+            event["event_id"].as_str(),
             "{:?}",
             req.headers
         );
@@ -218,7 +217,8 @@ async fn meta_gets_the_documented_request_batched_with_only_clicks_it_can_match(
     assert_eq!(got[1].target, "/v25.0/1234567890/events");
     let e = &body["data"][0];
     assert_eq!(e["event_name"], "Purchase");
-    assert_eq!(e["event_id"], batched[0].to_string());
+    // The payment's own id, under which Meta deduplicates it with the pixel's.
+    assert_eq!(e["event_id"], "d-0");
     assert_eq!(e["event_time"], NOW_MS / 1000);
     assert_eq!(e["action_source"], "chat");
     let fbc = format!("fb.1.{NOW_MS}.IwAR-1");
@@ -635,7 +635,7 @@ async fn visit(s: &TestServer, slug: &str, fbclid: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_hints_are_kept_only_where_asked_and_only_until_delivery_max_age() {
+async fn client_hints_are_kept_only_where_asked_and_only_for_7_days() {
     let s = TestServer::start_with(|c| {
         c.delivery.allow_private_destinations = true;
         c.delivery.max_age = Duration::from_secs(3600);
@@ -683,14 +683,16 @@ async fn client_hints_are_kept_only_where_asked_and_only_until_delivery_max_age(
     assert_eq!(user["client_ip_address"], Value::Null, "{user}");
     assert_eq!(user["client_user_agent"], "Mozilla/5.0 (Test)");
 
-    // Retention deletes them once they are delivery_max_age old, not before.
+    // Retention deletes them once they are 7 days old (Meta's window), not before, whatever
+    // delivery_max_age says.
     let app = s.app.clone().unwrap();
-    s.clock.set(NOW_MS + 3_600_000);
+    let kept = tracker::domain::click::HINTS_KEPT_MS;
+    s.clock.set(NOW_MS + kept);
     assert_eq!(
         tracker::server::retention::sweep_hints(&app).await.unwrap(),
         0
     );
-    s.clock.set(NOW_MS + 3_600_001);
+    s.clock.set(NOW_MS + kept + 1);
     assert_eq!(
         tracker::server::retention::sweep_hints(&app).await.unwrap(),
         1

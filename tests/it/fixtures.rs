@@ -420,3 +420,50 @@ async fn deliveries_are_what_the_file_holds(store: &Store, version: u64, events:
         assert!(destinations.is_empty(), "v{version}: {destinations:?}");
     }
 }
+
+/// The `event_id`s of every event of space 1 of the data file at `path`, as the feed shows them,
+/// with the click ids the feed shows beside them.
+async fn event_ids_in(path: &std::path::Path) -> Vec<(String, Option<String>, Option<String>)> {
+    let (store, _) = Store::open(path, &StoreOptions::default()).unwrap();
+    let page = tracker::domain::feed::PageRequest {
+        after: 0,
+        limit: 1000,
+    };
+    let events = store.feed(1, page).await.unwrap().events;
+    store.close();
+    events
+        .into_iter()
+        .map(|e| (e.event_id, e.gclid, e.fbp))
+        .collect()
+}
+
+/// The events a file held before events had ids get distinct ones as it is migrated: UUIDs,
+/// the same at every later open (a backup carries them), and others in another copy migrated
+/// on its own (each migration draws its own salt), so an old file restored twice never gives
+/// two events one id. Their clicks have no other ad ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migrated_files_old_events_have_distinct_event_ids() {
+    let (_, fixture) = fixtures()
+        .into_iter()
+        .find(|(v, _)| *v == 12)
+        .expect("the v12 fixture");
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one.redb"), dir.path().join("two.redb"));
+    std::fs::copy(&fixture, &one).unwrap();
+    std::fs::copy(&fixture, &two).unwrap();
+    let first = event_ids_in(&one).await;
+    assert!(first.len() >= 8, "{first:?}");
+    let ids: std::collections::HashSet<&str> = first.iter().map(|(id, ..)| id.as_str()).collect();
+    assert_eq!(ids.len(), first.len(), "distinct: {first:?}");
+    for (id, gclid, fbp) in &first {
+        assert_eq!(id.len(), 36, "{id}");
+        assert_eq!(&id[14..15], "4", "a UUID of version 4: {id}");
+        assert_eq!((gclid, fbp), (&None, &None));
+    }
+    assert_eq!(event_ids_in(&one).await, first, "the same at the next open");
+    let other = event_ids_in(&two).await;
+    assert!(
+        other.iter().all(|(id, ..)| !ids.contains(id.as_str())),
+        "another copy, migrated on its own: {other:?}"
+    );
+}

@@ -257,6 +257,7 @@ proptest! {
             tg_id: event.tg_id,
             attributed_by: u8::from(event.uid.is_some()),
             first_deposit: event.kind == tracker::domain::event::EventKind::Deposit,
+            event_id: Some(tracker::domain::event::EventId::random().bits()),
         };
         let decoded: EventRecord = records::decode(&records::encode(&record)).expect("decodes");
         prop_assert_eq!(&decoded, &record);

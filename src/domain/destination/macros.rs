@@ -6,13 +6,14 @@ use crate::domain::input::quoted;
 use crate::error::{Code, Error};
 
 /// The macros of a postback URL, each replaced percent-encoded, or empty where unknown.
-pub const MACROS: [&str; 11] = [
+pub const MACROS: [&str; 12] = [
     "uid",
     "event",
     "value",
     "currency",
     "eid",
     "inbox_id",
+    "event_id",
     "tg_id",
     "fbclid",
     "campaign_name",

@@ -3,8 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::codec::Record;
+use super::codec::{Record, from_postcard, postcard_in_place, unreadable_version};
+use crate::storage::StoreError;
 
+/// A click. Version 1 is the `postcard` encoding of its first seven fields; version 2 (schema
+/// 13) is the same, then the ids the click brought besides `fbclid` as a `postcard` sequence of
+/// [`OtherId`], usually empty (one byte), so a click without them grows by one byte only.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClickRecord {
     pub link_slug: Option<String>,
@@ -15,10 +19,138 @@ pub struct ClickRecord {
     /// The Telegram user the click is bound to: set once, by compare-and-set.
     pub tg_id: Option<u64>,
     pub bound_at_ms: Option<u64>,
+    /// `TikTok`'s click id (version 2).
+    pub ttclid: Option<String>,
+    /// Google's click ids (version 2).
+    pub gclid: Option<String>,
+    pub gbraid: Option<String>,
+    pub wbraid: Option<String>,
+    /// Meta's browser id, from a prelander (version 2).
+    pub fbp: Option<String>,
 }
 impl Record for ClickRecord {
+    const VERSION: u8 = 2;
+    const NAME: &'static str = "click";
+
+    fn encode_body(&self, out: &mut Vec<u8>) {
+        let others: Vec<OtherId<'_>> = [
+            self.ttclid.as_deref().map(OtherId::Ttclid),
+            self.gclid.as_deref().map(OtherId::Gclid),
+            self.gbraid.as_deref().map(OtherId::Gbraid),
+            self.wbraid.as_deref().map(OtherId::Wbraid),
+            self.fbp.as_deref().map(OtherId::Fbp),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let wire = ClickWire {
+            link_slug: self.link_slug.as_deref(),
+            fbclid: self.fbclid.as_deref(),
+            campaign_name: self.campaign_name.as_deref(),
+            raw_query: self.raw_query.as_deref(),
+            clicked_at_ms: self.clicked_at_ms,
+            tg_id: self.tg_id,
+            bound_at_ms: self.bound_at_ms,
+            others,
+        };
+        postcard::to_io(&wire, out).expect("postcard encoding into a Vec");
+    }
+
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
+        match version {
+            1 => Ok(from_postcard::<ClickRecordV1>(body)?.into()),
+            2 => {
+                let wire: ClickWire<'_> = postcard_in_place(Self::NAME, body)?;
+                let mut record = ClickRecord {
+                    link_slug: wire.link_slug.map(str::to_owned),
+                    fbclid: wire.fbclid.map(str::to_owned),
+                    campaign_name: wire.campaign_name.map(str::to_owned),
+                    raw_query: wire.raw_query.map(str::to_owned),
+                    clicked_at_ms: wire.clicked_at_ms,
+                    tg_id: wire.tg_id,
+                    bound_at_ms: wire.bound_at_ms,
+                    ..ClickRecord::default()
+                };
+                for id in wire.others {
+                    let (slot, text) = match id {
+                        OtherId::Ttclid(t) => (&mut record.ttclid, t),
+                        OtherId::Gclid(t) => (&mut record.gclid, t),
+                        OtherId::Gbraid(t) => (&mut record.gbraid, t),
+                        OtherId::Wbraid(t) => (&mut record.wbraid, t),
+                        OtherId::Fbp(t) => (&mut record.fbp, t),
+                    };
+                    if slot.replace(text.to_owned()).is_some() {
+                        return Err(StoreError::Corrupt(
+                            "click record does not decode: an id twice".into(),
+                        ));
+                    }
+                }
+                Ok(record)
+            }
+            v => Err(unreadable_version::<Self>(v)),
+        }
+    }
+}
+
+/// The body of a click record of version 2, borrowed from the bytes it is read from.
+#[derive(Serialize, Deserialize)]
+struct ClickWire<'a> {
+    #[serde(borrow)]
+    link_slug: Option<&'a str>,
+    #[serde(borrow)]
+    fbclid: Option<&'a str>,
+    #[serde(borrow)]
+    campaign_name: Option<&'a str>,
+    #[serde(borrow)]
+    raw_query: Option<&'a str>,
+    clicked_at_ms: u64,
+    tg_id: Option<u64>,
+    bound_at_ms: Option<u64>,
+    #[serde(borrow)]
+    others: Vec<OtherId<'a>>,
+}
+
+/// One id of a click besides `fbclid`, in a click record of version 2: its tag (the variant's
+/// index, a varint: 0 `ttclid`, 1 `gclid`, 2 `gbraid`, 3 `wbraid`, 4 `fbp`) and its text. The
+/// tags are stored: never renumber them.
+#[derive(Serialize, Deserialize)]
+enum OtherId<'a> {
+    Ttclid(&'a str),
+    Gclid(&'a str),
+    Gbraid(&'a str),
+    Wbraid(&'a str),
+    Fbp(&'a str),
+}
+
+/// A click as version 1 stored it, before the other ad platforms' ids.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClickRecordV1 {
+    pub link_slug: Option<String>,
+    pub fbclid: Option<String>,
+    pub campaign_name: Option<String>,
+    pub raw_query: Option<String>,
+    pub clicked_at_ms: u64,
+    pub tg_id: Option<u64>,
+    pub bound_at_ms: Option<u64>,
+}
+impl Record for ClickRecordV1 {
     const VERSION: u8 = 1;
     const NAME: &'static str = "click";
+}
+
+impl From<ClickRecordV1> for ClickRecord {
+    fn from(r: ClickRecordV1) -> Self {
+        ClickRecord {
+            link_slug: r.link_slug,
+            fbclid: r.fbclid,
+            campaign_name: r.campaign_name,
+            raw_query: r.raw_query,
+            clicked_at_ms: r.clicked_at_ms,
+            tg_id: r.tg_id,
+            bound_at_ms: r.bound_at_ms,
+            ..ClickRecord::default()
+        }
+    }
 }
 
 /// The first and the last click bound to one Telegram user in a space (`TG_TOUCHES`), by
@@ -36,19 +168,39 @@ impl Record for TgTouchRecord {
     const NAME: &'static str = "tg touch";
 }
 
-/// What a link visit's request told about the visitor, kept for Meta's matching only in spaces
-/// that opted in (`meta_client_hints`), and only until `delivery_max_age` after the click
-/// (`CLICK_HINTS`).
+/// What a link visit's request told about the visitor (or a prelander sent with `POST
+/// /clicks`), kept for Meta's matching only in spaces that opted in (`meta_client_hints`), and
+/// only for 7 days after the click (`CLICK_HINTS`). Version 2 (schema 13) adds `fbc`, and its
+/// `ip` may be empty (none given).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct ClickHintsRecord {
     pub clicked_at_ms: u64,
-    /// The address's 4 or 16 bytes.
+    /// The address's 4 or 16 bytes; empty for none.
     pub ip: Vec<u8>,
     pub user_agent: Option<String>,
+    /// Meta's click cookie as a prelander's pixel set it (version 2).
+    pub fbc: Option<String>,
 }
 impl Record for ClickHintsRecord {
-    const VERSION: u8 = 1;
+    const VERSION: u8 = 2;
     const NAME: &'static str = "click hints";
+
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
+        match version {
+            1 => {
+                let (clicked_at_ms, ip, user_agent): (u64, Vec<u8>, Option<String>) =
+                    postcard_in_place(Self::NAME, body)?;
+                Ok(ClickHintsRecord {
+                    clicked_at_ms,
+                    ip,
+                    user_agent,
+                    fbc: None,
+                })
+            }
+            2 => from_postcard(body),
+            v => Err(unreadable_version::<Self>(v)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -66,7 +218,7 @@ mod tests {
             ..ClickRecord::default()
         };
         let bytes = encode(&click);
-        assert_eq!(bytes[0], 1);
+        assert_eq!(bytes[0], 2);
         assert_eq!(decode::<ClickRecord>(&bytes).unwrap(), click);
         let credential = CredentialRecord {
             space_no: 1,
@@ -120,8 +272,93 @@ mod tests {
         );
     }
 
+    /// Pins version 2 of a click: version 1's fields, then its other ids, tagged; a click
+    /// without them one byte longer than in version 1, whose bytes still read.
+    #[test]
+    fn click_record_v2_bytes_are_stable() {
+        #[rustfmt::skip]
+        let with_ids = [
+            2, // version
+            0, 0, 0, 0, // link_slug, fbclid, campaign_name, raw_query: None
+            128, 206, 217, 230, 206, 51, // clicked_at_ms
+            0, 0, // tg_id, bound_at_ms: None
+            3, // three other ids
+            0, 2, b't', b't', // ttclid
+            1, 2, b'g', b'c', // gclid
+            4, 4, b'f', b'b', b'.', b'1', // fbp
+        ];
+        let record = ClickRecord {
+            clicked_at_ms: T,
+            ttclid: Some("tt".into()),
+            gclid: Some("gc".into()),
+            fbp: Some("fb.1".into()),
+            ..ClickRecord::default()
+        };
+        assert_golden(&record, &with_ids);
+        let bare = ClickRecord {
+            clicked_at_ms: T,
+            gbraid: Some("gb".into()),
+            wbraid: Some("wb".into()),
+            ..ClickRecord::default()
+        };
+        let bytes = encode(&bare);
+        assert_eq!(
+            &bytes[bytes.len() - 9..],
+            [2, 2, 2, b'g', b'b', 3, 2, b'w', b'b']
+        );
+        assert_eq!(decode::<ClickRecord>(&bytes).unwrap(), bare);
+        let none = encode(&ClickRecord {
+            clicked_at_ms: T,
+            ..ClickRecord::default()
+        });
+        assert_eq!(none, [2, 0, 0, 0, 0, 128, 206, 217, 230, 206, 51, 0, 0, 0]);
+        // One id twice, or a tag no writer uses, is damage.
+        let mut twice = with_ids.to_vec();
+        twice[13] = 4;
+        twice.extend([0, 1, b'x']);
+        assert!(decode::<ClickRecord>(&twice).is_err());
+        let mut unknown = with_ids.to_vec();
+        unknown[14] = 5;
+        assert!(decode::<ClickRecord>(&unknown).is_err());
+    }
+
+    /// Hints of version 1 (a link visit's address and agent) still read; version 2 adds `fbc`
+    /// and allows no address.
+    #[test]
+    fn click_hints_record_bytes_are_stable() {
+        #[rustfmt::skip]
+        let v1 = [
+            1, // version
+            128, 206, 217, 230, 206, 51, // clicked_at_ms
+            4, 203, 0, 113, 7, // ip: 4 bytes
+            1, 2, b'U', b'A', // user_agent
+        ];
+        let record = ClickHintsRecord {
+            clicked_at_ms: T,
+            ip: vec![203, 0, 113, 7],
+            user_agent: Some("UA".into()),
+            fbc: None,
+        };
+        assert_eq!(decode::<ClickHintsRecord>(&v1).unwrap(), record);
+        let mut v2 = v1.to_vec();
+        v2[0] = 2;
+        v2.extend([1, 3, b'f', b'b', b'.']);
+        assert_golden(
+            &ClickHintsRecord {
+                fbc: Some("fb.".into()),
+                ..record
+            },
+            &v2,
+        );
+    }
+
     #[test]
     fn click_record_bytes_are_stable() {
+        // Version 1 still reads; written again, it is version 2 with no other ids.
+        let assert_v1 = |record: &ClickRecord, v1: &[u8]| {
+            assert_eq!(&decode::<ClickRecord>(v1).unwrap(), record);
+            assert_eq!(encode(record), [&[2], &v1[1..], &[0]].concat());
+        };
         #[rustfmt::skip]
         let unbound = [
             1, // version
@@ -135,7 +372,7 @@ mod tests {
             0, // tg_id: None
             0, // bound_at_ms: None
         ];
-        assert_golden(
+        assert_v1(
             &ClickRecord {
                 link_slug: Some("spring".into()),
                 fbclid: Some("IwAR-x".into()),
@@ -144,6 +381,7 @@ mod tests {
                 clicked_at_ms: T,
                 tg_id: None,
                 bound_at_ms: None,
+                ..ClickRecord::default()
             },
             &unbound,
         );
@@ -155,7 +393,7 @@ mod tests {
             1, 255, 255, 255, 255, 255, 255, 255, 15, // tg_id: Some(2^53 - 1)
             1, 232, 213, 217, 230, 206, 51, // bound_at_ms: Some(T + 1000)
         ];
-        assert_golden(
+        assert_v1(
             &ClickRecord {
                 clicked_at_ms: T,
                 tg_id: Some(crate::domain::click::MAX_TG_ID),

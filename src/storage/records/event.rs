@@ -1,14 +1,18 @@
 //! The inbox's records: [`EventRecord`], one per stored event, its version 1 shape, and the
-//! packed layout of versions 2 to 5 (`event_v2` below).
+//! packed layout of versions 2 to 6 (`event_v2` below).
 //!
-//! # `EventRecord` versions 2 to 5
+//! # `EventRecord` versions 2 to 6
 //!
 //! The inbox holds one `EventRecord` per stored event, so its size is most of the data file's
-//! size. Versions 1 (`postcard`) to 4 are still read; version 5 is written: the version 2
+//! size. Versions 1 (`postcard`) to 5 are still read; version 6 is written: the version 2
 //! layout below, one byte of the event's `source` (1 `POST /events`, 2 `GET /e`; version 3 ends
 //! there), then one byte of attribution: bits 0-1 `attributed_by` (0 none, 1 `uid`, 2 `tg_id`),
 //! bit 2 set when a varint of the event's own `tg_id` follows, bit 3 set when the event is a
-//! first deposit (version 5; version 4 is the same layout with bit 3 always 0), the other bits 0.
+//! first deposit (version 5; version 4 is the same layout with bit 3 always 0), bit 4 set when
+//! the 16 bytes of the event's `event_id` (big-endian) follow the `tg_id` (version 6; every
+//! event written since has one, and a record that a migration rewrote from an older version
+//! may lack it), the other bits 0. A record without an `event_id` has the one
+//! `domain::event::EventId::derived` makes from its `inbox_id` and the file's salt.
 //! Records before version 5 are no first deposits (the migration to schema 10 rewrote every
 //! deposit it found one in as version 5; one from schema 2 keeps its source of 0, which only
 //! version 5 allows after version 3).
@@ -83,9 +87,13 @@ pub struct EventRecord {
     /// Whether this deposit was its user's (or its click's) first, decided when it was written
     /// (`storage/first_deposit.rs`); false for every other kind, and before version 5.
     pub first_deposit: bool,
+    /// The event's `event_id` (`domain::event::EventId`), made when it was written (version 6);
+    /// `None` for an event stored before, whose id is derived from its `inbox_id` and the
+    /// file's `META_EVENT_ID_SALT` (`storage::read::event_id`).
+    pub event_id: Option<u128>,
 }
 impl Record for EventRecord {
-    const VERSION: u8 = 5;
+    const VERSION: u8 = 6;
     const NAME: &'static str = "event";
 
     fn encode_body(&self, out: &mut Vec<u8>) {
@@ -102,10 +110,18 @@ impl Record for EventRecord {
                     event_v2::FIRST_DEPOSIT
                 } else {
                     0
+                }
+                | if self.event_id.is_some() {
+                    event_v2::EVENT_ID
+                } else {
+                    0
                 },
         );
         if let Some(tg_id) = self.tg_id {
             event_v2::put_varint(out, u128::from(tg_id));
+        }
+        if let Some(id) = self.event_id {
+            out.extend(id.to_be_bytes());
         }
     }
 
@@ -126,8 +142,7 @@ impl Record for EventRecord {
                 }
                 _ => Err(corrupt("no source byte".into())),
             },
-            4 => event_v2::decode_v4(body, false).map_err(corrupt),
-            5 => event_v2::decode_v4(body, true).map_err(corrupt),
+            4..=6 => event_v2::decode_v4(body, version).map_err(corrupt),
             v => Err(unreadable_version::<Self>(v)),
         }
     }
@@ -167,6 +182,7 @@ impl From<EventRecordV1> for EventRecord {
             tg_id: None,
             attributed_by: event_v2::attributed_before_v4(r.matched),
             first_deposit: false,
+            event_id: None,
         }
     }
 }
@@ -189,6 +205,10 @@ mod event_v2 {
     pub(super) const TG_ID: u8 = 1 << 2;
     /// In version 5's attribution byte: the event is a first deposit.
     pub(super) const FIRST_DEPOSIT: u8 = 1 << 3;
+    /// In version 6's attribution byte: the 16 bytes of the event's `event_id` follow the
+    /// `tg_id` (big-endian). Every event written since has one; a record rewritten by a
+    /// migration from an older version (schema 10's first deposits) may have none.
+    pub(super) const EVENT_ID: u8 = 1 << 4;
     /// `AttributedBy::Uid`'s stored discriminant: how an event stored before version 4 with a
     /// click was attributed.
     const BY_UID: u8 = 1;
@@ -265,20 +285,23 @@ mod event_v2 {
         Ok(record)
     }
 
-    /// A version 4 body, or with `v5` a version 5 body (whose attribution byte may mark a first
-    /// deposit): the version 2 fields, the source, the attribution byte and the `tg_id` it
-    /// announces.
-    pub(super) fn decode_v4(body: &[u8], v5: bool) -> Result<EventRecord, String> {
+    /// A body of version 4, 5 (whose attribution byte may mark a first deposit) or 6 (which
+    /// may also announce an `event_id`): the version 2 fields, the source, the attribution byte,
+    /// the `tg_id` and the `event_id` it announces.
+    pub(super) fn decode_v4(body: &[u8], version: u8) -> Result<EventRecord, String> {
         let mut b = Reader { rest: body };
         let mut record = decode_fields(&mut b)?;
         // Version 5 may say 0: the schema 10 migration marks first deposits of schema 2, which
-        // kept no source, and rewrites them as version 5.
+        // kept no source, and rewrites them as version 5 (6 since).
         record.source = match b.byte("source")? {
-            0 if !v5 => return Err("no source byte".into()),
+            0 if version < 5 => return Err("no source byte".into()),
             source => source,
         };
         let attribution = b.byte("attribution")?;
-        let known = ATTRIBUTED_BY | TG_ID | if v5 { FIRST_DEPOSIT } else { 0 };
+        let known = ATTRIBUTED_BY
+            | TG_ID
+            | if version >= 5 { FIRST_DEPOSIT } else { 0 }
+            | if version >= 6 { EVENT_ID } else { 0 };
         if attribution & !known != 0 {
             return Err(format!(
                 "attribution byte {attribution:#04x} has unknown bits"
@@ -289,6 +312,9 @@ mod event_v2 {
                 0 => return Err("tg_id is 0".into()),
                 tg_id => Some(tg_id),
             };
+        }
+        if attribution & EVENT_ID != 0 {
+            record.event_id = Some(u128::from_be_bytes(b.array("event_id")?));
         }
         record.attributed_by = attribution & ATTRIBUTED_BY;
         record.first_deposit = attribution & FIRST_DEPOSIT != 0;
@@ -363,6 +389,7 @@ mod event_v2 {
             tg_id: None,
             attributed_by: attributed_before_v4(matched),
             first_deposit: false,
+            event_id: None,
         })
     }
 
@@ -594,6 +621,7 @@ mod tests {
             tg_id: None,
             attributed_by: 1,
             first_deposit: false,
+            event_id: None,
         }
     }
 
@@ -643,7 +671,7 @@ mod tests {
 
     fn round_trip(r: &EventRecord) -> Vec<u8> {
         let bytes = encode(r);
-        assert_eq!(bytes[0], 5);
+        assert_eq!(bytes[0], 6);
         assert_eq!(
             &decode::<EventRecord>(&bytes).unwrap(),
             r,
@@ -697,24 +725,59 @@ mod tests {
         assert_eq!(decode::<EventRecord>(&typical_v4()).unwrap(), typical());
     }
 
-    /// Pins the version 5 wire format: if this fails, the change needs a new version.
+    /// Pins the version 5 wire format, which inbox entries of schemas 10 to 12 hold.
     #[test]
     fn typical_event_v5_bytes_are_stable() {
         let first = EventRecord {
             first_deposit: true,
             ..typical()
         };
-        assert_eq!(encode(&first), typical_v5());
         assert_eq!(decode::<EventRecord>(&typical_v5()).unwrap(), first);
         let mut not_first = typical_v4();
         not_first[0] = 5;
-        assert_eq!(encode(&typical()), not_first);
+        assert_eq!(decode::<EventRecord>(&not_first).unwrap(), typical());
         // Version 4 never marks a first deposit; version 5 knows no bit above it.
         let mut v4_marked = typical_v5();
         v4_marked[0] = 4;
         assert!(corrupt_message(&v4_marked).contains("unknown bits"));
         let mut unknown = typical_v5();
         *unknown.last_mut().unwrap() |= 0b0001_0000;
+        assert!(corrupt_message(&unknown).contains("unknown bits"));
+    }
+
+    /// Pins the version 6 wire format: if this fails, the change needs a new version. An event
+    /// written now has its `event_id`, 16 bytes after the attribution byte, whose bit 4 says so;
+    /// a record a migration rewrote from an older version may have none.
+    #[test]
+    fn typical_event_v6_bytes_are_stable() {
+        let record = EventRecord {
+            first_deposit: true,
+            event_id: Some(0x0102_0304_0506_4708_8900_0000_0000_00ff),
+            ..typical()
+        };
+        let mut v6 = typical_v5();
+        v6[0] = 6;
+        *v6.last_mut().unwrap() = 0b0001_1001;
+        v6.extend([1, 2, 3, 4, 5, 6, 0x47, 8, 0x89, 0, 0, 0, 0, 0, 0, 0xff]);
+        assert_eq!(encode(&record), v6);
+        assert_eq!(decode::<EventRecord>(&v6).unwrap(), record);
+        assert_eq!(v6.len(), typical_v5().len() + 16);
+        // Without an id: version 5's bytes under version 6.
+        let mut no_id = typical_v5();
+        no_id[0] = 6;
+        let without = EventRecord {
+            event_id: None,
+            ..record.clone()
+        };
+        assert_eq!(encode(&without), no_id);
+        // Cut inside the id, or announced by a version 5 record.
+        assert!(corrupt_message(&v6[..v6.len() - 1]).contains("inside event_id"));
+        let mut v5_with_id = v6.clone();
+        v5_with_id[0] = 5;
+        assert!(corrupt_message(&v5_with_id).contains("unknown bits"));
+        let mut unknown = v6;
+        let at = unknown.len() - 17;
+        unknown[at] |= 0b0010_0000;
         assert!(corrupt_message(&unknown).contains("unknown bits"));
     }
 
@@ -758,6 +821,7 @@ mod tests {
             tg_id: None,
             attributed_by: 0,
             first_deposit: false,
+            event_id: None,
         };
         assert_eq!(decode::<EventRecord>(&v1).unwrap(), expected);
         let mut longer = TYPICAL_V1.to_vec();
@@ -948,14 +1012,15 @@ mod tests {
             tg_id: None,
             attributed_by: 0,
             first_deposit: false,
+            event_id: None,
         };
-        assert_eq!(round_trip(&bare), [5, 1, 0, 0, 0, 0, 0, 2, 0]);
+        assert_eq!(round_trip(&bare), [6, 1, 0, 0, 0, 0, 0, 2, 0]);
     }
 
     #[test]
     fn other_versions_are_refused() {
         let mut bytes = encode(&typical());
-        for version in [0, 6, 255] {
+        for version in [0, 7, 255] {
             bytes[0] = version;
             let what = corrupt_message(&bytes);
             assert!(what.contains(&format!("version {version}")), "{what}");
@@ -1124,6 +1189,7 @@ mod tests {
                 tg_id,
                 attributed_by,
                 first_deposit: self.below(2) == 0,
+                event_id: (self.below(2) == 0).then(|| self.u128()),
             }
         }
     }
@@ -1183,6 +1249,7 @@ mod tests {
             tg_id: None,
             attributed_by: 0,
             first_deposit: false,
+            event_id: None,
         };
         #[rustfmt::skip]
         let bytes = [
@@ -1230,6 +1297,7 @@ mod tests {
             tg_id: Some(crate::domain::click::MAX_TG_ID),
             attributed_by: 2,
             first_deposit: false,
+            event_id: None,
         };
         #[rustfmt::skip]
         let bytes = [
@@ -1274,6 +1342,7 @@ mod tests {
             tg_id: Some(123_456_789),
             attributed_by: 0,
             first_deposit: false,
+            event_id: None,
         };
         assert_eq!(decode::<EventRecord>(&unmatched).unwrap(), record);
         // What a writer stores for it: the currency packed.
