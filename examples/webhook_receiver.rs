@@ -2,7 +2,7 @@
 //! [Standard Webhooks](https://www.standardwebhooks.com/) signature with the destination's
 //! `whsec_` signing secret, by the `standardwebhooks` library (any language's does the same),
 //! refuses a stale or forged one, and prints each event once, deduplicated by `webhook-id` (the
-//! tracker delivers at least once, so the same delivery can come twice).
+//! event's `event_id`: the tracker delivers at least once, so the same delivery can come twice).
 //!
 //! ```text
 //! TRACKER_SIGNING_SECRET=whsec_... cargo run --example webhook_receiver -- 127.0.0.1:9000
