@@ -122,7 +122,7 @@ impl Case {
             Case::Unique => "POST /events unique",
             Case::TgUnique => "POST /events by tg_id",
             Case::UniqueDest => "POST /events unique, 2 destinations",
-            Case::Batch => "POST /events/batch of 100",
+            Case::Batch => "POST /events/batch 100",
             Case::Duplicate => "POST /events duplicate",
             Case::GetE => "GET /e unique",
             Case::Bind => "POST /bind",
