@@ -329,6 +329,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         9 => migrate_to_v10(txn),
         10 => migrate_to_v11(txn),
         11 => migrate_to_v12(txn),
+        12 => migrate_to_v13(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -456,6 +457,13 @@ fn migrate_to_v12(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 /// Version 5: the stats rollup's day rows, each the sum of its day's hour rows. Day rows already
 /// there (written by `migrate_to_v3`'s rollup, which counts into both) are removed first, so
 /// they are counted once whichever version the file started at.
+/// Version 13: destination records may be version 2. Nothing to convert: version 1 rows are
+/// read as they are (`records/delivery.rs`).
+#[allow(clippy::unnecessary_wraps)]
+fn migrate_to_v13(_txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    Ok(())
+}
+
 fn migrate_to_v5(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     let mut table = txn.open_table(STATS)?;
     table.retain(|(_, dimension, _, _), _| dimension & DAY_ROWS == 0)?;

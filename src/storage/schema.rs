@@ -46,6 +46,11 @@
 //! - 12: `STATS` also holds block rows (`rollup::BLOCK_ROWS`, 0x40, in the dimension byte), each
 //!   the sum of 32 whole UTC days of a group (block `n`: days `32n` to `32n + 31`), so a range of
 //!   months reads a row per block rather than per day. The migration counts `STATS` again.
+//! - 13: `DESTINATIONS` rows may be `DestinationRecord` version 2 (a destination's settings:
+//!   Meta's event names and currency rates, a postback's statuses; a webhook's rotated secret
+//!   and its grace; a pause and its reason). Nothing is rewritten (version 1 rows are read with
+//!   the new fields empty); the number makes an older release refuse the file rather than fail
+//!   on a row it cannot read.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -61,7 +66,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 12;
+pub const SCHEMA_VERSION: u64 = 13;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
