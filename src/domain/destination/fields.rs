@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::macros::check_postback;
-use super::{
-    Destination, EventNames, EventSet, Kind, Meta, MetaRules, Secret, Statuses, Target, check_url,
-};
+use super::address::check_url;
+use super::kind::{Destination, EventSet, Kind, Meta, Secret, Target};
+use super::macros::{Statuses, check_postback};
+use super::meta::{EventNames, MetaRules};
 use crate::domain::currency::CurrencyRates;
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::fields::missing;
-use super::{DestinationFields, DestinationPatch, State, check_name};
+use super::delivery::State;
+use super::fields::{DestinationFields, DestinationPatch, check_name, missing};
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
