@@ -132,6 +132,8 @@ pub struct WriterMetrics {
     /// Deliveries in each state (`destination::State as usize`), over every destination, as of
     /// the last commit.
     delivery_states: [AtomicI64; 5],
+    /// Destinations paused because their credential is no longer taken.
+    paused_destinations: AtomicI64,
 }
 
 impl Default for WriterMetrics {
@@ -141,6 +143,7 @@ impl Default for WriterMetrics {
             batch_size: Histogram::batch_sizes(),
             commit_seconds: Histogram::seconds(),
             delivery_states: std::array::from_fn(|_| AtomicI64::new(0)),
+            paused_destinations: AtomicI64::new(0),
         }
     }
 }
@@ -160,6 +163,12 @@ impl WriterMetrics {
                 slot.fetch_add(*n, Ordering::Relaxed);
             }
         }
+    }
+
+    /// How many live destinations are paused, whenever the destinations are read.
+    pub fn set_paused_destinations(&self, paused: usize) {
+        self.paused_destinations
+            .store(i64::try_from(paused).unwrap_or(i64::MAX), Ordering::Relaxed);
     }
 
     /// Deliveries in each state, as of the last commit.
@@ -309,7 +318,7 @@ impl Metrics {
         use crate::domain::destination::Outcome;
         let slot = match outcome {
             Outcome::Delivered => 0,
-            Outcome::Failed => 1,
+            Outcome::Failed | Outcome::Held => 1,
             Outcome::Refused => 2,
         };
         self.deliveries[kind as usize - 1][slot].fetch_add(1, Ordering::Relaxed);
@@ -541,6 +550,15 @@ fn encode_deliveries(
         let set = labels([("state", Cow::Borrowed(state.as_str()))]);
         ConstGauge::new(n.max(0)).encode(queue.encode_family(&set)?)?;
     }
+    ConstGauge::new(w.paused_destinations.load(Ordering::Relaxed).max(0)).encode(
+        encoder.encode_descriptor(
+            "tracker_destinations_paused",
+            "Destinations paused because the remote no longer takes their credential (Meta's \
+             access token): their deliveries wait until a new one is given.",
+            None,
+            MetricType::Gauge,
+        )?,
+    )?;
     let mut latency = encoder.encode_descriptor(
         "tracker_delivery_duration",
         "Time of one request to a destination, by kind.",

@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 use crate::app::App;
 pub use crate::delivery::Tested;
 use crate::domain::destination::{
-    DeliveryQuery, DeliveryView, DestinationFields, DestinationView, State, StateCounts, Target,
-    check_name,
+    DeliveryQuery, DeliveryView, Destination, DestinationFields, DestinationPatch, DestinationView,
+    ROTATION_GRACE_MS, State, StateCounts, Target, check_name, check_test_event_code,
+    new_signing_secret,
 };
 use crate::domain::keyring::SpaceRef;
 use crate::error::{Code, Error};
@@ -106,10 +107,98 @@ impl App {
         })
     }
 
+    /// Changes a destination of the space: its secrets (write-only) and settings, checked as a
+    /// new destination's are. Its deliveries stay; a paused destination resumes, and what
+    /// waited is sent.
+    pub async fn change_destination(
+        &self,
+        space: &SpaceRef,
+        name: String,
+        patch: DestinationPatch,
+    ) -> Result<DestinationView, Error> {
+        check_name(&name)?;
+        let changed = self
+            .store
+            .change_destination(
+                space.no,
+                name,
+                patch,
+                self.settings.delivery.allow_private_destinations,
+            )
+            .await?;
+        self.delivery_wake.notify_waiters();
+        Ok(self
+            .destination_view(space, |d| d.name == changed.name)
+            .await?
+            .remove(0))
+    }
+
+    /// Gives a webhook of the space a new signing secret, shown in this answer only; for
+    /// [`ROTATION_GRACE_MS`] the old one signs beside it (two signatures in
+    /// `webhook-signature`), so the receiver can switch without losing a delivery.
+    pub async fn rotate_destination_secret(
+        &self,
+        space: &SpaceRef,
+        name: String,
+    ) -> Result<DestinationView, Error> {
+        check_name(&name)?;
+        let now = self.now_ms();
+        let rotated = self
+            .store
+            .rotate_signing_secret(
+                space.no,
+                name,
+                new_signing_secret(),
+                now,
+                now.saturating_add(ROTATION_GRACE_MS),
+            )
+            .await?;
+        let mut view = self
+            .destination_view(space, |d| d.name == rotated.name)
+            .await?
+            .remove(0);
+        if let Target::Webhook { signing_secret, .. } = &rotated.target {
+            view.signing_secret = Some(signing_secret.expose().to_owned());
+        }
+        Ok(view)
+    }
+
+    /// The space's destinations that `pick` keeps, as answers show them; at least one, or
+    /// `not_found`.
+    async fn destination_view(
+        &self,
+        space: &SpaceRef,
+        pick: impl Fn(&DestinationView) -> bool,
+    ) -> Result<Vec<DestinationView>, Error> {
+        let list: Vec<_> = self
+            .destinations(space)
+            .await?
+            .into_iter()
+            .filter(|d| pick(d))
+            .collect();
+        if list.is_empty() {
+            return Err(Error::new(
+                Code::NotFound,
+                "no such destination in this space",
+            ));
+        }
+        Ok(list)
+    }
+
     /// Sends a destination of the space one synthetic event and answers what the remote
-    /// answered; nothing is recorded.
-    pub async fn test_destination(&self, space: &SpaceRef, name: String) -> Result<Tested, Error> {
-        let d = self
+    /// answered; nothing is recorded. Meta is sent a test only with a test code (`test_code`,
+    /// or the destination's own), so that it never counts as a real conversion: without one
+    /// the answer is `409`, and nothing is sent.
+    pub async fn test_destination(
+        &self,
+        space: &SpaceRef,
+        name: String,
+        test_code: Option<String>,
+    ) -> Result<Tested, Error> {
+        if let Some(code) = &test_code {
+            check_test_event_code(code)?;
+        }
+        let d: std::sync::Arc<Destination> = self
             .store
             .destination_directory()
             .of_space(space.no)
@@ -120,6 +209,21 @@ impl App {
                     format!("no destination {name:?} in this space"),
                 )
             })?;
-        Ok(crate::delivery::test(&self.senders(), &d).await)
+        if let Target::MetaCapi(meta) = &d.target {
+            if test_code.is_none() && meta.test_event_code.is_none() {
+                return Err(Error::field(
+                    Code::Conflict,
+                    "test_event_code",
+                    format!(
+                        "{name} has no test_event_code, and a test without one would count as \
+                         a real purchase: open Meta's Events Manager, choose the pixel, open \
+                         the Test events tab and copy its code (TEST12345); then send it as \
+                         {{\"test_event_code\": \"TEST12345\"}} with the test, or set it on \
+                         the destination"
+                    ),
+                ));
+            }
+        }
+        Ok(crate::delivery::test(&self.senders(), &d, test_code).await)
     }
 }

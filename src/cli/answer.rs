@@ -31,6 +31,7 @@ pub(super) fn print(out: Output, answer: &Answer, base: &str, dest: Option<&Path
         Answer::Links(links) => link::list_text(links),
         Answer::LinkDeleted(deleted) => link::deleted_text(deleted),
         Answer::DestinationCreated(created) => destination::created_text(created),
+        Answer::DestinationChanged(changed) => destination::changed_text(changed),
         Answer::Destinations(list) => destination::list_text(list),
         Answer::DestinationDeleted(deleted) => destination::deleted_text(deleted),
         Answer::Deliveries(list) => destination::deliveries_text(list),

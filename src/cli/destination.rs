@@ -25,6 +25,26 @@ pub(super) fn created_text(d: &DestinationView) -> String {
     text
 }
 
+/// A changed destination, with a rotated webhook's new secret (shown once).
+pub(super) fn changed_text(d: &DestinationView) -> String {
+    let mut text = match &d.signing_secret {
+        Some(secret) => format!(
+            "new signing secret of {}\n  signing secret  {secret}\n  (shown once; the old \
+             secret signs beside it for 24 hours, so the receiver can switch to this one)",
+            d.name
+        ),
+        None => format!(
+            "changed destination {} ({}); it keeps its deliveries",
+            d.name,
+            d.kind.as_str()
+        ),
+    };
+    if d.paused_reason.is_some() {
+        text.push_str("\n  still paused");
+    }
+    text
+}
+
 /// A line per destination: its deliveries by state and where it sends, and under it the last
 /// error when there is one.
 pub(super) fn list_text(list: &[DestinationView]) -> String {
@@ -34,7 +54,7 @@ pub(super) fn list_text(list: &[DestinationView]) -> String {
         let c = &d.deliveries;
         let _ = writeln!(
             text,
-            "{:<20} {:<9} pending {} delivered {} retrying {} dead {} cancelled {}  {}",
+            "{:<20} {:<9} pending {} delivered {} retrying {} dead {} cancelled {} paused {}  {}",
             d.name,
             d.kind.as_str(),
             c.0[0],
@@ -42,11 +62,20 @@ pub(super) fn list_text(list: &[DestinationView]) -> String {
             c.0[2],
             c.0[3],
             c.0[4],
+            c.0[5],
             d.url
                 .as_deref()
                 .or(d.pixel_id.as_deref())
                 .unwrap_or_default()
         );
+        if let Some(reason) = &d.paused_reason {
+            let _ = writeln!(
+                text,
+                "{:<20} PAUSED: {reason}\n{:<20} resume with a new token: tracker destination \
+                 change SPACE {} --new-token",
+                "", "", d.name
+            );
+        }
         if let Some(e) = &d.last_error {
             let _ = writeln!(
                 text,

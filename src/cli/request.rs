@@ -135,6 +135,18 @@ pub(super) fn complete(mut request: Request) -> Result<Request, Box<dyn std::err
                 prompt::read_access_token()?,
             ));
         }
+        Request::Destination {
+            request:
+                DestinationRequest::Change {
+                    new_token: true,
+                    access_token,
+                    ..
+                },
+        } => {
+            *access_token = Some(crate::domain::password::SecretText(
+                prompt::read_access_token()?,
+            ));
+        }
         _ => {}
     }
     Ok(request)

@@ -80,6 +80,9 @@ pub struct Delivery {
     pub max_age: Duration,
     /// The longest one request to a destination may take, connecting included.
     pub timeout: Duration,
+    /// Delivered and cancelled deliveries' rows are deleted this long after their last attempt
+    /// (a cancelled one's: after its destination's removal); their counts stay.
+    pub retention: Duration,
 }
 
 impl Delivery {
@@ -87,16 +90,28 @@ impl Delivery {
     pub fn max_age_ms(&self) -> u64 {
         millis(self.max_age)
     }
+
+    #[must_use]
+    pub fn retention_ms(&self) -> u64 {
+        millis(self.retention)
+    }
 }
 
-/// `allow_private_destinations`, `delivery_max_age` (at least a minute) and `delivery_timeout`
-/// (100 ms to 5 minutes).
+/// `allow_private_destinations`, `delivery_max_age` (at least a minute), `delivery_timeout`
+/// (100 ms to 5 minutes) and `delivery_retention` (at least an hour).
 fn delivery_settings(
     allow_private: Option<bool>,
     max_age: Option<String>,
     timeout: Option<String>,
+    retention: Option<String>,
 ) -> Result<Delivery, ConfigError> {
     let max_age = duration("delivery_max_age", max_age, "72h", Duration::from_secs(60))?;
+    let retention = duration(
+        "delivery_retention",
+        retention,
+        "30d",
+        Duration::from_secs(3600),
+    )?;
     let timeout = duration(
         "delivery_timeout",
         timeout,
@@ -113,6 +128,7 @@ fn delivery_settings(
         allow_private_destinations: allow_private.unwrap_or(false),
         max_age,
         timeout,
+        retention,
     })
 }
 
@@ -173,6 +189,7 @@ struct RawSettings {
     allow_private_destinations: Option<bool>,
     delivery_max_age: Option<String>,
     delivery_timeout: Option<String>,
+    delivery_retention: Option<String>,
 }
 
 impl RawSettings {
@@ -454,6 +471,7 @@ fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, Confi
             raw.allow_private_destinations,
             raw.delivery_max_age,
             raw.delivery_timeout,
+            raw.delivery_retention,
         )?,
     })
 }
@@ -913,9 +931,13 @@ mod tests {
                 allow_private_destinations: false,
                 max_age: Duration::from_secs(72 * 3600),
                 timeout: Duration::from_secs(10),
+                retention: Duration::from_secs(30 * 86_400),
             }
         );
         let with = |text: &str| load_text(text, &[], Flags::default());
+        let with_retention = |d: &str| with(&format!("delivery_retention = \"{d}\""));
+        assert!(with_retention("1h").is_ok());
+        assert!(with_retention("59m 59s").is_err());
         assert!(with("delivery_timeout = \"100ms\"").is_ok());
         assert!(with("delivery_timeout = \"5m\"").is_ok());
         assert!(with("delivery_timeout = \"99ms\"").is_err());

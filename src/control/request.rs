@@ -17,7 +17,7 @@ use crate::app::destinations::Retried;
 use crate::app::spaces::{CreatedSpace, Revoked, Rotated};
 use crate::domain::credential::Kind;
 use crate::domain::destination::{
-    DeliveryQuery, DeliveryView, DestinationFields, DestinationView, State,
+    DeliveryQuery, DeliveryView, DestinationFields, DestinationPatch, DestinationView, State,
 };
 use crate::domain::feed::{FeedPage, PageRequest};
 use crate::domain::link::{LinkView, NewLink};
@@ -209,10 +209,30 @@ pub enum DestinationRequest {
         /// `meta_capi`: the Graph API's address
         #[arg(long, value_name = "URL")]
         graph_url: Option<String>,
+        #[command(flatten)]
+        settings: Box<SettingsFlags>,
         /// Read by the command line, never a flag.
         #[arg(skip)]
         access_token: Option<SecretText>,
     },
+    /// Change a destination: its settings, or (with --new-token) its access token, asked as
+    /// `create` asks it. Its deliveries stay; a paused destination resumes and sends what
+    /// waited
+    Change {
+        space: String,
+        name: String,
+        #[command(flatten)]
+        fields: Box<ChangeFlags>,
+        /// Give a `meta_capi` destination a new access token (asked, never a flag)
+        #[arg(long)]
+        new_token: bool,
+        /// Read by the command line, never a flag.
+        #[arg(skip)]
+        access_token: Option<SecretText>,
+    },
+    /// Give a webhook a new signing secret, printed once; the old one signs beside it for
+    /// 24 hours
+    RotateSecret { space: String, name: String },
     /// List a space's destinations with their deliveries counted by state and the last error
     List { space: String },
     /// Remove a destination: it sends nothing more, and its open deliveries are cancelled
@@ -232,6 +252,53 @@ pub enum DestinationRequest {
     },
     /// Send a destination's dead deliveries again, now
     Retry { space: String, name: String },
+}
+
+/// A destination's settings as flags, for `create` and `change` (given again, each replaces
+/// every value set before).
+#[derive(clap::Args, Serialize, Deserialize, Debug, Clone, Default)]
+pub struct SettingsFlags {
+    /// `meta_capi`: the event name sent for a kind (or `first_deposit`); repeatable
+    #[arg(long = "event-name", value_name = "KIND=NAME")]
+    pub event_names: Vec<String>,
+    /// `meta_capi`: a rate for a currency Meta does not take, as `XTR="0.013 USD"`; repeatable
+    #[arg(long = "rate", value_name = "CURRENCY=RATE")]
+    pub currency_rates: Vec<String>,
+    /// postback: the word `{status}` gives for a kind, as `deposit=sale`; repeatable
+    #[arg(long = "status", value_name = "KIND=WORD")]
+    pub statuses: Vec<String>,
+}
+
+/// The fields `tracker destination change` may set; those not given stay as they are.
+#[derive(clap::Args, Serialize, Deserialize, Debug, Clone, Default)]
+pub struct ChangeFlags {
+    /// Only these event kinds, comma-separated
+    #[arg(long, value_name = "KINDS", value_delimiter = ',')]
+    pub events: Option<Vec<String>>,
+    #[arg(long, value_name = "BOOL")]
+    pub only_attributed: Option<bool>,
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    #[arg(long, value_name = "DIGITS")]
+    pub pixel_id: Option<String>,
+    #[arg(long, value_name = "CODE")]
+    pub test_event_code: Option<String>,
+    #[arg(long, value_name = "VERSION")]
+    pub api_version: Option<String>,
+    #[arg(long, value_name = "URL")]
+    pub graph_url: Option<String>,
+    #[command(flatten)]
+    pub settings: SettingsFlags,
+}
+
+impl SettingsFlags {
+    /// The flags as a destination's fields: `fields` with the three maps set where given.
+    fn into_fields(self, mut fields: DestinationFields) -> Result<DestinationFields, Error> {
+        fields.event_names = pairs("event_names", &self.event_names)?;
+        fields.currency_rates = pairs("currency_rates", &self.currency_rates)?;
+        fields.statuses = pairs("statuses", &self.statuses)?;
+        Ok(fields)
+    }
 }
 
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
@@ -321,6 +388,8 @@ pub enum Answer {
     PasswordSet(PasswordSet),
     Page(FeedPage),
     DestinationCreated(Box<DestinationView>),
+    /// A destination changed, or a webhook's secret rotated (the new one shown once).
+    DestinationChanged(Box<DestinationView>),
     Destinations(Vec<DestinationView>),
     DestinationDeleted(DestinationDeleted),
     Deliveries(Vec<DeliveryView>),
@@ -597,6 +666,31 @@ async fn costs_import(app: &App, space: String, csv: &str) -> Result<Answer, Err
     }))
 }
 
+/// `KEY=VALUE` flags as a map (`None` when none were given); the error names `field`.
+fn pairs(
+    field: &'static str,
+    items: &[String],
+) -> Result<Option<std::collections::BTreeMap<String, String>>, Error> {
+    if items.is_empty() {
+        return Ok(None);
+    }
+    items
+        .iter()
+        .map(|item| {
+            item.split_once('=')
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .ok_or_else(|| {
+                    Error::field(
+                        crate::error::Code::InvalidField,
+                        field,
+                        format!("{field} is given as KEY=VALUE, got {item:?}"),
+                    )
+                })
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
 async fn destination(app: &App, request: DestinationRequest) -> Result<Answer, Error> {
     Ok(match request {
         DestinationRequest::Create {
@@ -610,9 +704,10 @@ async fn destination(app: &App, request: DestinationRequest) -> Result<Answer, E
             test_event_code,
             api_version,
             graph_url,
+            settings,
             access_token,
         } => {
-            let fields = DestinationFields {
+            let fields = settings.into_fields(DestinationFields {
                 name: Some(name),
                 kind: Some(kind),
                 events,
@@ -623,9 +718,40 @@ async fn destination(app: &App, request: DestinationRequest) -> Result<Answer, E
                 api_version,
                 graph_url,
                 url,
-            };
+                ..DestinationFields::default()
+            })?;
             let space = app.space_named(space).await?;
             Answer::DestinationCreated(Box::new(app.create_destination(&space, fields).await?))
+        }
+        DestinationRequest::Change {
+            space,
+            name,
+            fields,
+            new_token: _,
+            access_token,
+        } => {
+            let f = *fields;
+            let set = f.settings.into_fields(DestinationFields {
+                events: f.events,
+                only_attributed: f.only_attributed,
+                pixel_id: f.pixel_id,
+                access_token: access_token.map(|t| t.0),
+                test_event_code: f.test_event_code,
+                api_version: f.api_version,
+                graph_url: f.graph_url,
+                url: f.url,
+                ..DestinationFields::default()
+            })?;
+            let patch = DestinationPatch {
+                set,
+                cleared: Vec::new(),
+            };
+            let space = app.space_named(space).await?;
+            Answer::DestinationChanged(Box::new(app.change_destination(&space, name, patch).await?))
+        }
+        DestinationRequest::RotateSecret { space, name } => {
+            let space = app.space_named(space).await?;
+            Answer::DestinationChanged(Box::new(app.rotate_destination_secret(&space, name).await?))
         }
         DestinationRequest::List { space } => {
             Answer::Destinations(app.destinations(&app.space_named(space).await?).await?)

@@ -7,7 +7,9 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::domain::click::ClientHints;
-use crate::domain::destination::{Meta, MetaRules, fill_macros, is_private};
+use crate::domain::destination::{
+    Meta, MetaRules, QUERY_MACRO, Statuses, fill_macros, is_private, query_param,
+};
 use crate::domain::feed::FeedEvent;
 
 /// Meta refuses a whole request when one of its events happened more than 7 days before.
@@ -127,17 +129,29 @@ pub fn meta_body(meta: &Meta, data: &[Value]) -> Vec<u8> {
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
-/// A postback's address for `event`: each macro replaced percent-encoded, or by nothing.
+/// A postback's address for `event`: each macro replaced percent-encoded, or by nothing;
+/// `{status}` by the destination's `statuses`, `{q.NAME}` from the click's query.
 #[must_use]
-pub fn postback_url(template: &str, event: &FeedEvent) -> String {
+pub fn postback_url(
+    template: &str,
+    event: &FeedEvent,
+    statuses: &Statuses,
+    click_query: Option<&str>,
+) -> String {
+    let first_deposit = event.first_deposit == Some(true);
     fill_macros(template, |name| match name {
         "uid" => event.uid.clone(),
         "event" => Some(event.event.clone()),
+        "event_id" => Some(event_id(event).to_owned()),
+        "first_deposit" => Some(if first_deposit { "1" } else { "0" }.to_owned()),
+        "status" => Some(statuses.word_for(&event.event, first_deposit).to_owned()),
+        _ if name.starts_with(QUERY_MACRO) => {
+            click_query.and_then(|q| query_param(q, &name[QUERY_MACRO.len()..]))
+        }
         "value" => event.value.clone(),
         "currency" => event.value.as_ref().map(|_| event.currency.clone()),
         "eid" => event.eid.clone(),
         "inbox_id" => Some(event.inbox_id.clone()),
-        "event_id" => Some(event_id(event).to_owned()),
         "tg_id" => event.tg_id.map(|t| t.to_string()),
         "fbclid" => event.fbclid.clone(),
         "campaign_name" => event.campaign_name.clone(),
@@ -292,7 +306,12 @@ mod tests {
         assert_eq!(sent["event_id"], "order-7");
         assert_eq!(webhook_id(&e), own);
         assert_eq!(
-            postback_url("https://x.io/pb?id={event_id}&n={inbox_id}", &e),
+            postback_url(
+                "https://x.io/pb?id={event_id}&n={inbox_id}",
+                &e,
+                &Statuses::default(),
+                None
+            ),
             format!("https://x.io/pb?id={own}&n=42")
         );
         assert_ne!(test_event(1).event_id, test_event(1).event_id);

@@ -26,8 +26,7 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::config::Delivery;
 use crate::domain::destination::{
-    Attempt, Destination, Kind, MAX_RETRY_MS, Meta, MetaRules, Outcome, Target, answer_head,
-    outcome_of,
+    Attempt, Destination, Kind, Meta, Outcome, Paused, Target, answer_head, outcome_of,
 };
 use crate::domain::feed::FeedEvent;
 use crate::metrics::Metrics;
@@ -160,7 +159,7 @@ async fn run(senders: Senders) {
         for (no, d) in live {
             running
                 .entry(no)
-                .or_insert_with(|| tasks.spawn(send_loop(senders.clone(), d)));
+                .or_insert_with(|| tasks.spawn(send_loop(senders.clone(), d.space, no)));
         }
         tokio::select! {
             change = changes.changed() => if change.is_err() { return },
@@ -170,24 +169,37 @@ async fn run(senders: Senders) {
     }
 }
 
-/// One destination's loop: take what is due, send it, record it.
-async fn send_loop(senders: Senders, d: Arc<Destination>) {
+/// One destination's loop: take what is due, send it, record it. The destination is read from
+/// the directory before each batch, so a change (a new token, new settings) applies from the
+/// next batch on; while it is paused, the loop waits for a change.
+async fn send_loop(senders: Senders, space: u32, no: u32) {
     let client = match outgoing::client(&senders.settings) {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!(destination = %d.name, error = %e, "no HTTP client for a destination");
+            tracing::error!(destination = no, error = %e, "no HTTP client for a destination");
             return;
         }
     };
     let mut commits = senders.store.commits();
-    let limit = match d.target.kind() {
-        Kind::MetaCapi => format::META_BATCH,
-        Kind::Postback | Kind::Webhook => BATCH_EACH,
-    };
+    let mut edits = senders.store.destination_changes();
     let max_age_ms = senders.settings.max_age_ms();
     let mut failures = FailureLog::default();
     loop {
         commits.borrow_and_update();
+        edits.borrow_and_update();
+        let Some(d) = senders.store.destination_directory().get(space, no) else {
+            return;
+        };
+        if d.paused.is_some() {
+            if edits.changed().await.is_err() {
+                return;
+            }
+            continue;
+        }
+        let limit = match d.target.kind() {
+            Kind::MetaCapi => format::META_BATCH,
+            Kind::Postback | Kind::Webhook => BATCH_EACH,
+        };
         let now = senders.now_ms();
         let batch = match senders.store.due_deliveries(d.clone(), now, limit).await {
             Ok(b) => b,
@@ -211,21 +223,42 @@ async fn send_loop(senders: Senders, d: Arc<Destination>) {
                     }
                     tokio::time::sleep(GATHER).await;
                 }
+                edited = edits.changed() => if edited.is_err() { return },
                 () = senders.wake.notified() => {}
                 () = tokio::time::sleep(wait) => {}
             }
             continue;
         }
         let (attempts, token_rejected) = send(&senders, &client, &d, batch.items).await;
-        failures.note(&d.name, &attempts, token_rejected, senders.now_ms());
-        let mut recorded = false;
-        while !recorded {
+        let at_ms = senders.now_ms();
+        failures.note(&d.name, &attempts, at_ms);
+        let pause = token_rejected.map(|reason| Paused { at_ms, reason });
+        loop {
             match senders
                 .store
-                .record_attempts(d.no, attempts.clone(), batch.sent_through, max_age_ms)
+                .record_attempts(
+                    d.no,
+                    attempts.clone(),
+                    batch.sent_through,
+                    max_age_ms,
+                    pause.clone(),
+                )
                 .await
             {
-                Ok(_) => recorded = true,
+                Ok((_, paused_now)) => {
+                    if let (true, Some(p)) = (paused_now, &pause) {
+                        tracing::error!(
+                            destination = %d.name,
+                            space = d.space,
+                            error = ?p.reason,
+                            "the destination is paused: its credential is no longer taken; \
+                             its deliveries wait until it is given a new one (PATCH \
+                             /destinations/<name>, tracker destination change, or the admin \
+                             page)"
+                        );
+                    }
+                    break;
+                }
                 Err(e) => {
                     tracing::warn!(destination = %d.name, error = %e, "recording deliveries");
                     tokio::time::sleep(STORE_RETRY).await;
@@ -243,36 +276,21 @@ async fn send_loop(senders: Senders, d: Arc<Destination>) {
 /// leaves a readable log.
 const WARN_EVERY_MS: u64 = 60_000;
 
-/// One destination's failures since its last WARN, and whether its token's rejection was
-/// logged (once, as an ERROR, until it is taken again).
+/// One destination's failures since its last WARN.
 #[derive(Default)]
 struct FailureLog {
     warned_at_ms: Option<u64>,
     failed: u64,
     last_error: String,
-    token_rejected: bool,
 }
 
 impl FailureLog {
-    fn note(&mut self, name: &str, attempts: &[Attempt], token: Option<String>, now_ms: u64) {
-        match token {
-            Some(message) if !self.token_rejected => {
-                self.token_rejected = true;
-                tracing::error!(
-                    destination = %name,
-                    error = %message,
-                    "Meta no longer takes this destination's access token: its deliveries \
-                     are tried again hourly until one is taken"
-                );
-            }
-            Some(_) => {}
-            None => {
-                if attempts.iter().any(|a| a.outcome == Outcome::Delivered) {
-                    self.token_rejected = false;
-                }
-            }
-        }
-        for a in attempts.iter().filter(|a| a.outcome != Outcome::Delivered) {
+    fn note(&mut self, name: &str, attempts: &[Attempt], now_ms: u64) {
+        // A held delivery is not a failure of its own: the pause is logged once, as an ERROR.
+        for a in attempts
+            .iter()
+            .filter(|a| !matches!(a.outcome, Outcome::Delivered | Outcome::Held))
+        {
             self.failed += 1;
             self.last_error.clone_from(&a.answer);
         }
@@ -338,10 +356,11 @@ async fn send(
     let allow_private = senders.settings.allow_private_destinations;
     let attempts = match &d.target {
         Target::MetaCapi(meta) => return send_meta(senders, client, meta, &items).await,
-        Target::Postback { url } => {
+        Target::Postback { url, statuses } => {
             futures_util::stream::iter(items)
                 .map(|due| async move {
-                    let filled = format::postback_url(url, &due.event);
+                    let filled =
+                        format::postback_url(url, &due.event, statuses, due.click_query.as_deref());
                     let answered = match outgoing::check_before_send(&filled, allow_private) {
                         Err(why) => refused_answer(&why),
                         Ok(url) => timed(senders, Kind::Postback, client.get(url)).await,
@@ -352,12 +371,10 @@ async fn send(
                 .collect()
                 .await
         }
-        Target::Webhook {
-            url,
-            signing_secret,
-        } => {
+        Target::Webhook { url, .. } => {
             // A webhook's URL is the same for every delivery: checked and parsed once a batch.
             let checked = &outgoing::check_before_send(url, allow_private);
+            let secrets = &signing_secrets(&d.target, senders.now_ms());
             futures_util::stream::iter(items)
                 .map(|due| async move {
                     let answered = match checked {
@@ -366,7 +383,7 @@ async fn send(
                             let request = webhook_request(
                                 client,
                                 url.clone(),
-                                signing_secret.expose(),
+                                secrets,
                                 &due.event,
                                 senders.now_ms(),
                             );
@@ -383,9 +400,24 @@ async fn send(
     (attempts, None)
 }
 
-/// The rules a Meta destination sends its events by: its event names and currency rates.
-fn meta_rules(_meta: &Meta) -> MetaRules {
-    MetaRules::default()
+/// The secrets a webhook signs with at `now_ms`: its own, and the one a rotation replaced
+/// while that one's grace lasts.
+fn signing_secrets(target: &Target, now_ms: u64) -> Vec<&str> {
+    match target {
+        Target::Webhook {
+            signing_secret,
+            previous,
+            ..
+        } => std::iter::once(signing_secret.expose())
+            .chain(
+                previous
+                    .iter()
+                    .filter(|p| now_ms < p.until_ms)
+                    .map(|p| p.secret.expose()),
+            )
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Sends one batch of a Meta destination: the events Meta could not take are refused here, the
@@ -397,7 +429,7 @@ async fn send_meta(
     items: &[Due],
 ) -> (Vec<Attempt>, Option<String>) {
     let now = senders.now_ms();
-    let rules = meta_rules(meta);
+    let rules = &meta.rules;
     let mut attempts = Vec::with_capacity(items.len());
     let mut data = Vec::new();
     let mut in_request = Vec::new();
@@ -411,7 +443,7 @@ async fn send_meta(
             ));
             continue;
         }
-        match format::meta_event(&due.event, due.hints.as_ref(), &rules) {
+        match format::meta_event(&due.event, due.hints.as_ref(), rules) {
             Ok(e) => {
                 data.push(e);
                 in_request.push(due);
@@ -462,12 +494,11 @@ async fn send_meta(
                 retry_after_ms: answered.retry_after_ms.max(after_ms),
                 ..attempt(due, at, &answered)
             },
-            // Tried again hourly, and dead after `delivery_max_age`, unless a new token comes.
+            // Held until the destination, paused by this answer, is given a new token.
             Fate::TokenRejected(answered) => {
                 token_rejected = Some(answered.answer.clone());
                 Attempt {
-                    outcome: Outcome::Failed,
-                    retry_after_ms: Some(MAX_RETRY_MS),
+                    outcome: Outcome::Held,
                     ..attempt(due, at, &answered)
                 }
             }
@@ -508,11 +539,12 @@ fn meta_request(
         .body(format::meta_body(meta, data))
 }
 
-/// The signed `POST` of one event to a webhook, as Standard Webhooks specifies.
+/// The signed `POST` of one event to a webhook, as Standard Webhooks specifies: a signature
+/// under each of `secrets`.
 fn webhook_request(
     client: &reqwest::Client,
     url: reqwest::Url,
-    secret: &str,
+    secrets: &[&str],
     event: &FeedEvent,
     now_ms: u64,
 ) -> reqwest::RequestBuilder {
@@ -524,7 +556,7 @@ fn webhook_request(
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(
             "webhook-signature",
-            format::webhook_signature(&[secret], id, timestamp_s, &body),
+            format::webhook_signature(secrets, id, timestamp_s, &body),
         )
         .header("webhook-timestamp", timestamp_s.to_string())
         .header("webhook-id", id)
@@ -556,17 +588,22 @@ pub struct Tested {
     pub answer: String,
 }
 
-/// Sends a destination one synthetic event (`format::test_event`), with its test code for
-/// Meta, and answers what came back. Nothing is recorded.
-pub async fn test(senders: &Senders, d: &Destination) -> Tested {
+/// Sends a destination one synthetic event (`format::test_event`), a new one each time, and
+/// answers what came back; to Meta with `test_code` (the caller has checked there is one), so
+/// it shows only in Events Manager's Test events tab. Nothing is recorded.
+pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>) -> Tested {
     let allow_private = senders.settings.allow_private_destinations;
-    let event = format::test_event(senders.now_ms());
+    let now = senders.now_ms();
+    // A new `event_id` each time, so a receiver that deduplicates never drops the next one.
+    let event = format::test_event(now);
     let answered = match outgoing::client(&senders.settings) {
         Err(e) => refused_answer(&e.to_string()),
         Ok(client) => {
             let url = match &d.target {
                 Target::MetaCapi(meta) => format::meta_url(meta),
-                Target::Postback { url } => format::postback_url(url, &event),
+                Target::Postback { url, statuses } => {
+                    format::postback_url(url, &event, statuses, None)
+                }
                 Target::Webhook { url, .. } => url.clone(),
             };
             match outgoing::check_before_send(&url, allow_private) {
@@ -574,21 +611,25 @@ pub async fn test(senders: &Senders, d: &Destination) -> Tested {
                 Ok(url) => {
                     let request = match &d.target {
                         Target::MetaCapi(meta) => {
-                            let data: Vec<_> = format::meta_event(&event, None, &meta_rules(meta))
+                            let meta = Meta {
+                                test_event_code: test_code.or_else(|| meta.test_event_code.clone()),
+                                ..meta.clone()
+                            };
+                            let data: Vec<_> = format::meta_event(&event, None, &meta.rules)
                                 .into_iter()
                                 .collect();
-                            meta_request(&client, url, meta, &data)
+                            meta_request(&client, url, &meta, &data)
                         }
                         Target::Postback { .. } => client.get(url),
-                        Target::Webhook { signing_secret, .. } => webhook_request(
+                        Target::Webhook { .. } => webhook_request(
                             &client,
                             url,
-                            signing_secret.expose(),
+                            &signing_secrets(&d.target, now),
                             &event,
-                            senders.now_ms(),
+                            now,
                         ),
                     };
-                    outgoing::exchange(request, senders.now_ms()).await
+                    outgoing::exchange(request, now).await
                 }
             }
         }

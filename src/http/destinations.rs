@@ -10,8 +10,8 @@ use warp::reply::Response;
 
 use crate::app::destinations::{Retried, Tested};
 use crate::domain::destination::{
-    DeliveryQuery, DeliveryView, DestinationFields, DestinationView, RetryRequest, State,
-    StateCounts,
+    DeliveryQuery, DeliveryView, DestinationFields, DestinationPatch, DestinationView,
+    RetryRequest, State, StateCounts, TestBody,
 };
 use crate::domain::keyring::SpaceRef;
 use crate::error::Error;
@@ -40,7 +40,9 @@ impl JsonSchema for StateCounts {
     }
 }
 
-/// The answer of `POST /destinations`: the destination created.
+/// The answer of `POST /destinations` (the destination created), `PATCH
+/// /destinations/<name>` (as it now is) and `POST /destinations/<name>/rotate-secret` (with
+/// its new secret).
 #[derive(Serialize, JsonSchema)]
 pub struct DestinationAnswer {
     pub ok: Success,
@@ -83,6 +85,41 @@ pub async fn get_destinations(call: Call, space: SpaceRef) -> Result<Response, E
     ))
 }
 
+/// `PATCH /destinations/<name>`: new secrets or settings, checked as `POST` checks them; its
+/// deliveries stay, and a paused destination resumes.
+pub async fn patch_destination(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    let name = call.param.clone().unwrap_or_default();
+    let body = call.body.read(call.app.settings.max_body_bytes).await?;
+    let destination = call
+        .app
+        .change_destination(&space, name, DestinationPatch::from_json(&body)?)
+        .await?;
+    Ok(respond::json(
+        StatusCode::OK,
+        &DestinationAnswer {
+            ok: Success,
+            destination,
+        },
+    ))
+}
+
+/// `POST /destinations/<name>/rotate-secret`: a webhook's new signing secret, shown once; the
+/// old one signs beside it for 24 hours.
+pub async fn post_destination_rotate_secret(
+    call: Call,
+    space: SpaceRef,
+) -> Result<Response, Error> {
+    let name = call.param.unwrap_or_default();
+    let destination = call.app.rotate_destination_secret(&space, name).await?;
+    Ok(respond::json(
+        StatusCode::OK,
+        &DestinationAnswer {
+            ok: Success,
+            destination,
+        },
+    ))
+}
+
 /// `DELETE /destinations/<name>`: sends nothing more; its open deliveries are cancelled.
 pub async fn delete_destination(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let name = call.param.unwrap_or_default();
@@ -118,8 +155,10 @@ impl From<Tested> for TestAnswer {
 /// `POST /destinations/<name>/test`: sends one synthetic event and answers what the remote
 /// answered (`delivered` says whether it took it).
 pub async fn post_destination_test(call: Call, space: SpaceRef) -> Result<Response, Error> {
-    let name = call.param.unwrap_or_default();
-    let test = call.app.test_destination(&space, name).await?;
+    let name = call.param.clone().unwrap_or_default();
+    let body = call.body.read(call.app.settings.max_body_bytes).await?;
+    let code = TestBody::from_json(&body)?;
+    let test = call.app.test_destination(&space, name, code).await?;
     Ok(respond::json(StatusCode::OK, &TestAnswer::from(test)))
 }
 

@@ -17,7 +17,7 @@ use warp::reply::Response;
 use crate::domain::batch::BatchBody;
 use crate::domain::click::{BindBody, ClickBody};
 use crate::domain::cost::CostBody;
-use crate::domain::destination::{DestinationBody, RetryBody};
+use crate::domain::destination::{DestinationBody, RetryBody, TestBody};
 use crate::domain::event::EventBody;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::LinkBody;
@@ -93,7 +93,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 29] = [
+pub static ROUTES: [Endpoint; 31] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -265,6 +265,16 @@ pub static ROUTES: [Endpoint; 29] = [
         }),
     },
     Endpoint {
+        method: Method::PATCH,
+        path: "/destinations/{name}",
+        guard: Guard::Secret(boxed!(destinations::patch_destination, 2)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/patch_destination.json"),
+            body: Some(schema::<DestinationBody<'static>>()),
+            answer: Some((200, schema::<destinations::DestinationAnswer>())),
+        }),
+    },
+    Endpoint {
         method: Method::DELETE,
         path: "/destinations/{name}",
         guard: Guard::Secret(boxed!(destinations::delete_destination, 2)),
@@ -280,8 +290,18 @@ pub static ROUTES: [Endpoint; 29] = [
         guard: Guard::Secret(boxed!(destinations::post_destination_test, 2)),
         openapi: Some(Operation {
             file: include_str!("openapi/post_destination_test.json"),
-            body: None,
+            body: Some(schema::<TestBody>()),
             answer: Some((200, schema::<destinations::TestAnswer>())),
+        }),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/destinations/{name}/rotate-secret",
+        guard: Guard::Secret(boxed!(destinations::post_destination_rotate_secret, 2)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_destination_rotate_secret.json"),
+            body: None,
+            answer: Some((200, schema::<destinations::DestinationAnswer>())),
         }),
     },
     Endpoint {

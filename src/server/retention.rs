@@ -1,6 +1,7 @@
 //! Retention: the dedup entries that can never match again are removed in the background, so
 //! the `dedup` table does not grow without bound from them; so are the visitors' hints of link
-//! clicks (`meta_client_hints`) older than 7 days, Meta's window.
+//! clicks (`meta_client_hints`) older than 7 days, Meta's window, and the rows of deliveries
+//! delivered or cancelled more than `delivery_retention` ago (their counts stay).
 //!
 //! Only the windowed rule's entries expire (a deposit with `uid`, no `eid` and no time: a
 //! duplicate only within `dedup_window`); every other rule is permanent and its entries stay.
@@ -56,6 +57,11 @@ pub async fn run(app: Arc<App>) {
         if let Err(e) = sweep_hints(&app).await {
             tracing::warn!(error = %e.message, "deleting old visitors' hints failed");
         }
+        match sweep_deliveries(&app).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::debug!(removed, "deleted old delivered deliveries"),
+            Err(e) => tracing::warn!(error = %e.message, "deleting old deliveries failed"),
+        }
         match sweep(&app, window_ms).await {
             Ok(removed) => {
                 if failing {
@@ -94,6 +100,27 @@ pub async fn sweep_hints(app: &App) -> Result<u64, Error> {
         removed += n;
         match next {
             Some(space) => from = space,
+            None => return Ok(removed),
+        }
+        tokio::time::sleep(STEP_PAUSE).await;
+    }
+}
+
+/// Deletes the rows of deliveries delivered (or cancelled with their destination) more than
+/// `delivery_retention` ago, step by step; answers how many. Their destinations' counts stay.
+pub async fn sweep_deliveries(app: &App) -> Result<u64, Error> {
+    let before = app
+        .now_ms()
+        .saturating_sub(app.settings.delivery.retention_ms());
+    let (mut from, mut removed) = ((0, 0), 0);
+    loop {
+        let (n, next) = app
+            .store
+            .prune_deliveries(from, before, STEP_ENTRIES)
+            .await?;
+        removed += n;
+        match next {
+            Some(cursor) => from = cursor,
             None => return Ok(removed),
         }
         tokio::time::sleep(STEP_PAUSE).await;

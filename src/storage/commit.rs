@@ -638,6 +638,8 @@ impl Writer {
                 .and_then(|txn| crate::storage::outbox::all_destinations(&txn))
             {
                 Ok(all) => {
+                    self.metrics
+                        .set_paused_destinations(all.iter().filter(|d| d.paused.is_some()).count());
                     self.destinations.replace(all);
                     self.stale.destinations = false;
                     self.destinations_changed.send_modify(|n| *n += 1);

@@ -45,7 +45,8 @@ use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{DedupKey, Expiry};
 use crate::domain::destination;
 use crate::domain::destination::{
-    Attempt, DeliveryQuery, DeliveryView, Destination, DestinationView, NewDestination, State,
+    Attempt, DeliveryQuery, DeliveryView, Destination, DestinationPatch, DestinationView,
+    NewDestination, Paused, Secret, State,
 };
 use crate::domain::event::ValidEvent;
 use crate::domain::feed::{FeedEvent, FeedPage, PageRequest};
@@ -143,7 +144,10 @@ impl Store {
             let txn = redb::ReadableDatabase::begin_read(&*db)?;
             keyring.replace(read::keyring_entries(&txn)?);
             links.replace(read::all_links(&txn)?);
-            destinations.replace(outbox::all_destinations(&txn)?);
+            let all = outbox::all_destinations(&txn)?;
+            writer_metrics
+                .set_paused_destinations(all.iter().filter(|d| d.paused.is_some()).count());
+            destinations.replace(all);
             writer_metrics.set_delivery_states(outbox::state_totals(&txn)?);
             (
                 fbclid_buffer::FbclidBuffer::load(&txn)?,
@@ -397,15 +401,55 @@ impl Store {
             .await
     }
 
-    /// Records what attempts at deliveries of destination `no` came to (`outbox.rs`).
+    /// Changes a destination of `space` (`outbox.rs`): its deliveries stay, and a paused one
+    /// resumes.
+    pub async fn change_destination(
+        &self,
+        space: u32,
+        name: String,
+        patch: DestinationPatch,
+        allow_private: bool,
+    ) -> Result<Destination, Error> {
+        self.write(move |t| t.change_destination(space, &name, patch, allow_private))
+            .await
+    }
+
+    /// Gives a webhook of `space` a new signing secret; the old one signs until
+    /// `grace_until_ms`.
+    pub async fn rotate_signing_secret(
+        &self,
+        space: u32,
+        name: String,
+        secret: Secret,
+        now_ms: u64,
+        grace_until_ms: u64,
+    ) -> Result<Destination, Error> {
+        self.write(move |t| t.rotate_signing_secret(space, &name, secret, now_ms, grace_until_ms))
+            .await
+    }
+
+    /// Records what attempts at deliveries of destination `no` came to (`outbox.rs`), pausing
+    /// it with `pause`; answers whether this paused it.
     pub async fn record_attempts(
         &self,
         no: u32,
         attempts: Vec<Attempt>,
         sent_through: Option<u64>,
         max_age_ms: u64,
-    ) -> Result<Vec<Option<State>>, Error> {
-        self.write(move |t| t.record_attempts(no, &attempts, sent_through, max_age_ms))
+        pause: Option<Paused>,
+    ) -> Result<(Vec<Option<State>>, bool), Error> {
+        self.write(move |t| t.record_attempts(no, &attempts, sent_through, max_age_ms, pause))
+            .await
+    }
+
+    /// One step of deleting old delivered and cancelled deliveries (retention).
+    pub async fn prune_deliveries(
+        &self,
+        from: (u32, u64),
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<(u64, Option<(u32, u64)>), Error> {
+        self.write(move |t| t.prune_deliveries(from, before_ms, limit))
             .await
     }
 

@@ -454,7 +454,8 @@ fn migrate_to_v12(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     rollup::rebuild_in(txn, Err)
 }
 
-/// Version 13: event ids. The file's random salt, from which the `event_id` of every event
+/// Version 13: event ids, and destination records that may be version 2 (read as they are,
+/// `records/delivery.rs`). The file's random salt, from which the `event_id` of every event
 /// already stored is derived (`domain::event::EventId::derived`), so that no event is
 /// rewritten. Written only if absent: this step runs once per file, and the salt must never
 /// change once an id derived from it may have been sent.

@@ -27,9 +27,12 @@ use std::sync::Arc;
 use redb::{ReadableTable, Table};
 
 use crate::domain::click::ClientHints;
+use crate::domain::currency::CurrencyRates;
 use crate::domain::destination::{
-    Attempt, ClickFacts, DeliveryQuery, DeliveryView, Destination, DestinationView, EventSet, Kind,
-    LastError, Meta, NewDestination, Secret, State, StateCounts, Target, next_state,
+    Attempt, ClickFacts, DeliveryQuery, DeliveryView, Destination, DestinationPatch,
+    DestinationView, EventNames, EventSet, Kind, LastError, MAX_DESTINATIONS, Meta, MetaRules,
+    NewDestination, Paused, PreviousSecret, Secret, State, StateCounts, Statuses, Target,
+    next_state,
 };
 use crate::domain::event::EventKind;
 use crate::domain::feed::FeedEvent;
@@ -38,11 +41,11 @@ use crate::storage::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read::{self, Snapshot};
 use crate::storage::records::{
-    self, ClickHintsRecord, DeliveryRecord, DeliveryStateRecord, DestinationRecord, EventRecord,
-    LastErrorRecord,
+    self, ClickHintsRecord, ClickRecord, DeliveryRecord, DeliveryStateRecord, DestinationRecord,
+    EventRecord, LastErrorRecord,
 };
 use crate::storage::schema::{
-    CLICK_HINTS, DELIVERIES, DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX,
+    CLICK_HINTS, CLICKS, DELIVERIES, DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX,
     META_DESTINATION_SEQ,
 };
 
@@ -73,9 +76,10 @@ struct StateCountsMut<'a>(&'a mut [u64; 5]);
 
 impl StateCountsMut<'_> {
     fn moved(&mut self, from: Option<State>, to: State, totals: &mut [i64; 5]) {
-        let mut counts = StateCounts(*self.0);
-        counts.moved(from, to);
-        *self.0 = counts.0;
+        if let Some(from) = from {
+            self.0[from as usize] = self.0[from as usize].saturating_sub(1);
+        }
+        self.0[to as usize] += 1;
         if let Some(from) = from {
             totals[from as usize] -= 1;
         }
@@ -138,10 +142,17 @@ impl Txn<'_> {
         new: &NewDestination,
         now_ms: u64,
     ) -> Result<Destination, StoreError> {
-        if live_destinations(&self.destinations, Some(space))?
-            .iter()
-            .any(|d| d.name == new.name)
-        {
+        let live = live_destinations(&self.destinations, Some(space))?;
+        if live.len() >= MAX_DESTINATIONS {
+            return Err(StoreError::Refused(Error::new(
+                Code::Conflict,
+                format!(
+                    "this space has {MAX_DESTINATIONS} destinations, the most a space has; \
+                     remove one first"
+                ),
+            )));
+        }
+        if live.iter().any(|d| d.name == new.name) {
             return Err(StoreError::Refused(Error::field(
                 Code::Conflict,
                 "name",
@@ -167,12 +178,91 @@ impl Txn<'_> {
             only_attributed: new.only_attributed,
             target: new.target.clone(),
             created_at_ms: now_ms,
+            paused: None,
         };
         self.destinations
             .insert(no, records::encode(&record_of(&destination)).as_slice())?;
+        self.destinations_changed();
+        Ok(destination)
+    }
+
+    /// The destinations the writer and the senders use are read again after this batch.
+    fn destinations_changed(&mut self) {
         self.outbox.changed = true;
         self.outbox.read_since_change.clear();
-        Ok(destination)
+    }
+
+    /// The live destination `name` of `space`.
+    fn live_destination(&self, space: u32, name: &str) -> Result<Destination, StoreError> {
+        live_destinations(&self.destinations, Some(space))?
+            .into_iter()
+            .find(|d| d.name == name)
+            .ok_or_else(|| no_destination(name))
+    }
+
+    /// Changes destination `name` of `space` by `patch`, checked as a new one is: the same
+    /// number, so its deliveries stay its own; a paused destination resumes (its waiting
+    /// deliveries are due at once).
+    pub(crate) fn change_destination(
+        &mut self,
+        space: u32,
+        name: &str,
+        patch: DestinationPatch,
+        allow_private: bool,
+    ) -> Result<Destination, StoreError> {
+        let current = self.live_destination(space, name)?;
+        let new = patch
+            .apply(&current, allow_private)
+            .map_err(StoreError::Refused)?;
+        let changed = Destination {
+            events: new.events,
+            only_attributed: new.only_attributed,
+            target: new.target,
+            paused: None,
+            ..current
+        };
+        self.destinations
+            .insert(changed.no, records::encode(&record_of(&changed)).as_slice())?;
+        self.destinations_changed();
+        Ok(changed)
+    }
+
+    /// Gives webhook `name` of `space` a new signing secret; the one it replaces still signs
+    /// until `grace_until_ms`.
+    pub(crate) fn rotate_signing_secret(
+        &mut self,
+        space: u32,
+        name: &str,
+        new_secret: Secret,
+        now_ms: u64,
+        grace_until_ms: u64,
+    ) -> Result<Destination, StoreError> {
+        let mut d = self.live_destination(space, name)?;
+        let Target::Webhook {
+            signing_secret,
+            previous,
+            ..
+        } = &mut d.target
+        else {
+            return Err(StoreError::Refused(Error::new(
+                Code::Conflict,
+                format!(
+                    "{name} is a {} destination; only a webhook has a signing secret",
+                    d.target.kind().as_str()
+                ),
+            )));
+        };
+        let old = std::mem::replace(signing_secret, new_secret);
+        // A secret rotated twice within the grace signs no longer: only the one just replaced
+        // does, as the receiver was last given it.
+        *previous = Some(PreviousSecret {
+            secret: old,
+            until_ms: grace_until_ms.max(now_ms),
+        });
+        self.destinations
+            .insert(d.no, records::encode(&record_of(&d)).as_slice())?;
+        self.destinations_changed();
+        Ok(d)
     }
 
     /// Removes a live destination of `space`: it sends nothing more, and its open deliveries
@@ -193,6 +283,7 @@ impl Txn<'_> {
         record.removed_at_ms = Some(now_ms);
         record.access_token = None;
         record.signing_secret = None;
+        record.previous_secret = None;
         self.destinations
             .insert(d.no, records::encode(&record).as_slice())?;
         let state = state_of(&mut self.outbox.states, &self.delivery_states, d.no)?;
@@ -204,8 +295,7 @@ impl Txn<'_> {
             self.outbox.moved[open as usize] -= n;
             self.outbox.moved[State::Cancelled as usize] += n;
         }
-        self.outbox.changed = true;
-        self.outbox.read_since_change.clear();
+        self.destinations_changed();
         Ok(())
     }
 
@@ -214,21 +304,36 @@ impl Txn<'_> {
     /// last pending delivery the sender took. An attempt at a delivery that is no longer open
     /// (its destination removed, or a stale answer) changes nothing. Answers each attempt's new
     /// state, `None` where nothing changed.
+    ///
+    /// With `pause` (the remote no longer takes the destination's credential, and says so), the
+    /// destination is paused in the same write; answers whether this write paused it.
     pub(crate) fn record_attempts(
         &mut self,
         no: u32,
         attempts: &[Attempt],
         sent_through: Option<u64>,
         max_age_ms: u64,
-    ) -> Result<Vec<Option<State>>, StoreError> {
-        let removed = match self.destinations.get(no)? {
-            Some(bytes) => records::decode::<DestinationRecord>(bytes.value())?
-                .removed_at_ms
-                .is_some(),
-            None => true,
+        pause: Option<Paused>,
+    ) -> Result<(Vec<Option<State>>, bool), StoreError> {
+        let Some(mut destination) = self
+            .destinations
+            .get(no)?
+            .map(|bytes| records::decode::<DestinationRecord>(bytes.value()))
+            .transpose()?
+            .filter(|r| r.removed_at_ms.is_none())
+        else {
+            return Ok((vec![None; attempts.len()], false));
         };
-        if removed {
-            return Ok(vec![None; attempts.len()]);
+        let mut paused_now = false;
+        if let Some(pause) = pause {
+            if destination.paused_at_ms.is_none() {
+                destination.paused_at_ms = Some(pause.at_ms);
+                destination.paused_reason = Some(pause.reason);
+                self.destinations
+                    .insert(no, records::encode(&destination).as_slice())?;
+                self.destinations_changed();
+                paused_now = true;
+            }
         }
         let mut stored = Vec::with_capacity(attempts.len());
         for a in attempts {
@@ -303,8 +408,14 @@ impl Txn<'_> {
         }
         if last_error.is_some() {
             state.last_error = last_error;
+        } else if results.contains(&Some(State::Delivered))
+            && state.counts[State::Dead as usize] == 0
+            && state.counts[State::Retrying as usize] == 0
+        {
+            // Everything owed was delivered: an old failure would only mislead.
+            state.last_error = None;
         }
-        Ok(results)
+        Ok((results, paused_now))
     }
 
     /// Puts up to `limit` dead deliveries of destination `name` of `space` back in the queue,
@@ -404,6 +515,79 @@ impl Txn<'_> {
         Ok((removed, space))
     }
 
+    /// One step of the deliveries' retention: deletes the rows of `delivered` deliveries last
+    /// tried before `before_ms`, and of a destination removed before then its `cancelled` ones
+    /// too, looking at up to `limit` rows from `from` (destination, `inbox_id`) on. Dead
+    /// deliveries stay, and so do the counts. A destination's rows are in event order, and its
+    /// deliveries were mostly tried in that order: its sweep stops at the first row tried since
+    /// `before_ms` (a later row delivered earlier, after retries, goes at a later sweep).
+    /// Answers how many it deleted, and where to go on (`None`: done).
+    pub(crate) fn prune_deliveries(
+        &mut self,
+        from: (u32, u64),
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<(u64, Option<(u32, u64)>), StoreError> {
+        let mut doomed: Vec<((u32, u64), Option<u64>)> = Vec::new();
+        let mut looked = 0;
+        let mut cursor = Some(from);
+        while let Some((no, after)) = cursor {
+            let removed_before = match self.destinations.get(no)? {
+                Some(bytes) => records::decode::<DestinationRecord>(bytes.value())?
+                    .removed_at_ms
+                    .is_some_and(|at| at < before_ms),
+                None => false,
+            };
+            let mut go_on = None;
+            for entry in self.deliveries.range((no, after)..=(no, u64::MAX))? {
+                let (key, bytes) = entry?;
+                let inbox_id = key.value().1;
+                if looked == limit {
+                    go_on = Some((no, inbox_id));
+                    break;
+                }
+                looked += 1;
+                if bytes.value().is_empty() {
+                    // Not tried: every later one is pending too.
+                    if removed_before {
+                        doomed.push(((no, inbox_id), None));
+                        continue;
+                    }
+                    break;
+                }
+                let r: DeliveryRecord = records::decode(bytes.value())?;
+                let state = State::from_u8(r.state).unwrap_or(State::Dead);
+                if removed_before && state.is_open() {
+                    doomed.push(((no, inbox_id), r.next_attempt_ms));
+                } else if r.last_attempt_ms >= before_ms && !removed_before {
+                    break;
+                } else if state == State::Delivered && r.last_attempt_ms < before_ms {
+                    doomed.push(((no, inbox_id), None));
+                }
+            }
+            if go_on.is_some() {
+                cursor = go_on;
+                break;
+            }
+            cursor = match no.checked_add(1) {
+                Some(next) => self
+                    .deliveries
+                    .range((next, 0)..)?
+                    .next()
+                    .transpose()?
+                    .map(|(k, _)| (k.value().0, 0)),
+                None => None,
+            };
+        }
+        for ((no, inbox_id), queued) in &doomed {
+            self.deliveries.remove((*no, *inbox_id))?;
+            if let Some(due) = queued {
+                self.delivery_queue.remove((*no, *due, *inbox_id))?;
+            }
+        }
+        Ok((doomed.len() as u64, cursor))
+    }
+
     /// Writes the state rows this batch changed.
     pub(crate) fn write_delivery_states(&mut self) -> Result<(), StoreError> {
         for (no, state) in std::mem::take(&mut self.outbox.states) {
@@ -430,7 +614,14 @@ fn record_of(d: &Destination) -> DestinationRecord {
         events: d.events.0,
         only_attributed: d.only_attributed,
         created_at_ms: d.created_at_ms,
+        paused_at_ms: d.paused.as_ref().map(|p| p.at_ms),
+        paused_reason: d.paused.as_ref().map(|p| p.reason.clone()),
         ..DestinationRecord::default()
+    };
+    let pairs = |map: &std::collections::BTreeMap<String, String>| {
+        map.iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
     };
     match &d.target {
         Target::MetaCapi(m) => {
@@ -439,14 +630,22 @@ fn record_of(d: &Destination) -> DestinationRecord {
             r.test_event_code.clone_from(&m.test_event_code);
             r.api_version = Some(m.api_version.clone());
             r.graph_url = Some(m.graph_url.clone());
+            r.event_names = pairs(&m.rules.event_names.0);
+            r.currency_rates = pairs(&m.rules.currency_rates.shown());
         }
-        Target::Postback { url } => r.url = Some(url.clone()),
+        Target::Postback { url, statuses } => {
+            r.url = Some(url.clone());
+            r.statuses = pairs(&statuses.0);
+        }
         Target::Webhook {
             url,
             signing_secret,
+            previous,
         } => {
             r.url = Some(url.clone());
             r.signing_secret = Some(signing_secret.expose().to_owned());
+            r.previous_secret = previous.as_ref().map(|p| p.secret.expose().to_owned());
+            r.previous_secret_until_ms = previous.as_ref().map(|p| p.until_ms);
         }
     }
     r
@@ -471,9 +670,20 @@ fn destination_of(no: u32, r: DestinationRecord) -> Result<Option<Destination>, 
                 .clone()
                 .ok_or_else(|| corrupt("api_version"))?,
             graph_url: r.graph_url.clone().ok_or_else(|| corrupt("graph_url"))?,
+            rules: MetaRules {
+                event_names: EventNames(r.event_names.iter().cloned().collect()),
+                currency_rates: CurrencyRates::parse(&r.currency_rates.iter().cloned().collect())
+                    .map_err(|e| {
+                    StoreError::Corrupt(format!(
+                        "destination {no} ({:?}) has a rate that does not read: {}",
+                        r.name, e.message
+                    ))
+                })?,
+            },
         }),
         Kind::Postback => Target::Postback {
             url: r.url.clone().ok_or_else(|| corrupt("url"))?,
+            statuses: Statuses(r.statuses.iter().cloned().collect()),
         },
         Kind::Webhook => Target::Webhook {
             url: r.url.clone().ok_or_else(|| corrupt("url"))?,
@@ -482,8 +692,19 @@ fn destination_of(no: u32, r: DestinationRecord) -> Result<Option<Destination>, 
                     .clone()
                     .ok_or_else(|| corrupt("signing secret"))?,
             ),
+            previous: match (&r.previous_secret, r.previous_secret_until_ms) {
+                (Some(secret), Some(until_ms)) => Some(PreviousSecret {
+                    secret: Secret::new(secret.clone()),
+                    until_ms,
+                }),
+                _ => None,
+            },
         },
     };
+    let paused = r.paused_at_ms.map(|at_ms| Paused {
+        at_ms,
+        reason: r.paused_reason.clone().unwrap_or_default(),
+    });
     Ok(Some(Destination {
         no,
         space: r.space_no,
@@ -492,6 +713,7 @@ fn destination_of(no: u32, r: DestinationRecord) -> Result<Option<Destination>, 
         only_attributed: r.only_attributed,
         target,
         created_at_ms: r.created_at_ms,
+        paused,
     }))
 }
 
@@ -559,7 +781,7 @@ pub fn destinations(s: &Snapshot, space: u32) -> Result<Vec<DestinationView>, St
             let state = stored_state(&states, d.no)?;
             Ok(DestinationView::new(
                 d,
-                StateCounts(state.counts),
+                StateCounts::of_stored(state.counts, d.paused.is_some()),
                 last_error_of(state.last_error),
             ))
         })
@@ -595,39 +817,23 @@ pub fn deliveries(
         {
             continue;
         }
-        let removed = record.removed_at_ms.is_some();
+        let (removed, paused) = (
+            record.removed_at_ms.is_some(),
+            record.paused_at_ms.is_some(),
+        );
         if query.destination.is_some() && removed {
             continue;
         }
         found = true;
         let sent_through = stored_state(&states, no)?.sent_through;
-        let view = |inbox_id: u64, stored: &[u8]| -> Result<DeliveryView, StoreError> {
-            let mut v = DeliveryView {
-                inbox_id: inbox_id.to_string(),
-                destination: record.name.clone(),
-                state: State::Pending,
-                attempts: 0,
-                last_attempt_at_ms: None,
-                next_attempt_at_ms: None,
-                last_status: None,
-                last_answer: None,
-            };
-            if !stored.is_empty() {
-                let r: DeliveryRecord = records::decode(stored)?;
-                v.state = State::from_u8(r.state).ok_or_else(|| {
-                    StoreError::Corrupt(format!("delivery {inbox_id} has state {}", r.state))
-                })?;
-                v.attempts = r.attempts;
-                v.last_attempt_at_ms = Some(r.last_attempt_ms);
-                v.next_attempt_at_ms = r.next_attempt_ms;
-                v.last_status = (r.last_status > 0).then_some(r.last_status);
-                v.last_answer = Some(r.last_answer);
-            }
-            if removed && v.state.is_open() {
-                v.state = State::Cancelled;
-                v.next_attempt_at_ms = None;
-            }
-            Ok(v)
+        // A removed destination's open deliveries are cancelled; a paused one's wait.
+        let open_shown = match (removed, paused) {
+            (true, _) => Some(State::Cancelled),
+            (false, true) => Some(State::Paused),
+            (false, false) => None,
+        };
+        let view = |inbox_id: u64, stored: &[u8]| {
+            delivery_view(&record.name, inbox_id, stored, open_shown)
         };
         let mut taken = 0;
         if query.state == Some(State::Dead) && !removed {
@@ -676,6 +882,42 @@ pub fn deliveries(
     Ok(out.into_iter().map(|(_, v)| v).collect())
 }
 
+/// A delivery's row as `GET /deliveries` shows it (an empty row: pending); an open one shown
+/// as `open_shown` when its destination says so (removed, paused).
+fn delivery_view(
+    destination: &str,
+    inbox_id: u64,
+    stored: &[u8],
+    open_shown: Option<State>,
+) -> Result<DeliveryView, StoreError> {
+    let mut v = DeliveryView {
+        inbox_id: inbox_id.to_string(),
+        destination: destination.to_owned(),
+        state: State::Pending,
+        attempts: 0,
+        last_attempt_at_ms: None,
+        next_attempt_at_ms: None,
+        last_status: None,
+        last_answer: None,
+    };
+    if !stored.is_empty() {
+        let r: DeliveryRecord = records::decode(stored)?;
+        v.state = State::from_u8(r.state).ok_or_else(|| {
+            StoreError::Corrupt(format!("delivery {inbox_id} has state {}", r.state))
+        })?;
+        v.attempts = r.attempts;
+        v.last_attempt_at_ms = Some(r.last_attempt_ms);
+        v.next_attempt_at_ms = r.next_attempt_ms;
+        v.last_status = (r.last_status > 0).then_some(r.last_status);
+        v.last_answer = Some(r.last_answer);
+    }
+    if let (true, Some(shown)) = (v.state.is_open(), open_shown) {
+        v.state = shown;
+        v.next_attempt_at_ms = None;
+    }
+    Ok(v)
+}
+
 /// One delivery the sender may try now.
 #[derive(Clone, Debug)]
 pub struct Due {
@@ -684,6 +926,8 @@ pub struct Due {
     pub event: FeedEvent,
     /// The visitor's hints of its click, where kept (for Meta).
     pub hints: Option<ClientHints>,
+    /// The query its click's link was visited with (for a postback's `{q.NAME}`).
+    pub click_query: Option<String>,
 }
 
 /// What the sender of a destination may try now: due retries first, then pending deliveries;
@@ -736,6 +980,8 @@ pub fn due(
         }
     }
     let want_hints = destination.target.kind() == Kind::MetaCapi;
+    let want_query = destination.target.kind() == Kind::Postback;
+    let clicks = s.txn().open_table(CLICKS)?;
     for inbox_id in ids {
         let Some(bytes) = inbox.get((destination.space, inbox_id))? else {
             return Err(StoreError::Corrupt(format!(
@@ -751,10 +997,18 @@ pub fn due(
             },
             _ => None,
         };
+        let click_query = match (&event.uid, want_query) {
+            (Some(uid), true) => match clicks.get((destination.space, uid.as_str()))? {
+                Some(bytes) => records::decode::<ClickRecord>(bytes.value())?.raw_query,
+                None => None,
+            },
+            _ => None,
+        };
         batch.items.push(Due {
             inbox_id,
             event,
             hints,
+            click_query,
         });
     }
     Ok(batch)

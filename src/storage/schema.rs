@@ -58,6 +58,9 @@
 //!   `ClickRecord` version 2 (with the ad platforms' click ids `ttclid`, `gclid`, `gbraid`,
 //!   `wbraid` and Meta's browser id `fbp`), and `CLICK_HINTS` may hold `ClickHintsRecord`
 //!   version 2 (the address optional, and the `fbc` a prelander sent). Neither is rewritten.
+//!   `DESTINATIONS` rows may be `DestinationRecord` version 2 (a destination's settings:
+//!   Meta's event names and currency rates, a postback's statuses; a webhook's rotated secret
+//!   and its grace; a pause and its reason); version 1 rows are read with the new fields empty.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),

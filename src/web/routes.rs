@@ -88,7 +88,7 @@ macro_rules! page {
 
 /// Every path of the admin page. The labelled pages of a space come in the order of its menu.
 #[rustfmt::skip]
-pub(super) static PAGES: [Page; 29] = [
+pub(super) static PAGES: [Page; 31] = [
     page!(GET "/admin/style.css", Nothing, open assets::style),
     page!(GET "/admin/copy.js", Nothing, open assets::script),
     page!(GET "/admin/login", Nothing, open login::show),
@@ -115,6 +115,10 @@ pub(super) static PAGES: [Page; 29] = [
         session destinations::retry),
     page!(POST "/admin/spaces/{space}/destinations/{name}/delete", Form,
         session destinations::remove),
+    page!(POST "/admin/spaces/{space}/destinations/{name}/change", Form,
+        session destinations::change),
+    page!(POST "/admin/spaces/{space}/destinations/{name}/rotate-secret", Form,
+        session destinations::rotate),
     page!(GET "/admin/spaces/{space}/events", Nothing, session events::show, "Events"),
     page!(GET "/admin/spaces/{space}/stats", Nothing, session stats::show, "Stats"),
     page!(GET "/admin/spaces/{space}/costs", Nothing, session costs::show, "Costs"),

@@ -453,7 +453,7 @@ async fn destinations(browser: &Browser, base: &str) {
     let secret = text_of(browser, "#signing-secret").await;
     assert!(secret.starts_with("whsec_"), "{secret}");
     look(browser, "10-destination-created").await;
-    click(browser, "td.act form[action$='/test'] button").await;
+    click(browser, ".card form[action$='/test'] button").await;
     let result = text_of(browser, "#test-result").await;
     assert!(
         result.contains("delivered") && result.contains("HTTP 200"),

@@ -482,8 +482,204 @@ async fn the_test_button_answers_what_the_remote_answered() {
     );
     let r = s.post_as(&s.a, "/destinations/nothing/test", "").await;
     assert_eq!(r.status, 404);
+    // Each test is a new event to Meta.
+    let ids: Vec<Value> = meta
+        .received()
+        .iter()
+        .map(|r| r.json()["data"][0]["event_id"].clone())
+        .collect();
+    assert_ne!(ids[0], ids[1], "{ids:?}");
+    // Without a test code, Meta is sent nothing: it would count as a real purchase.
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "live", "kind": "meta_capi", "pixel_id": "2", "access_token": "tok-5678",
+                "graph_url": meta.url("")}),
+    )
+    .await;
+    let before = meta.received().len();
+    let r = s.post_as(&s.a, "/destinations/live/test", "").await;
+    let e = crate::support::assert_error(&r, 409, "conflict", Some("test_event_code"));
+    assert!(
+        e["error"].as_str().unwrap().contains("Events Manager"),
+        "{e}"
+    );
+    assert_eq!(meta.received().len(), before, "nothing sent");
+    let r = s
+        .post_as(
+            &s.a,
+            "/destinations/live/test",
+            r#"{"test_event_code":"TEST 1"}"#,
+        )
+        .await;
+    crate::support::assert_error(&r, 422, "invalid_field", Some("test_event_code"));
+    assert_eq!(meta.received().len(), before, "nothing sent");
+    let t = s
+        .post_as(
+            &s.a,
+            "/destinations/live/test",
+            r#"{"test_event_code":"TEST42"}"#,
+        )
+        .await;
+    assert_eq!(t.json()["delivered"], true, "{}", t.text());
+    assert_eq!(meta.received()[before].json()["test_event_code"], "TEST42");
     // Nothing was recorded.
     assert!(deliveries(&s, &s.a, "").await.is_empty());
+    s.stop().await;
+}
+
+/// A webhook's secret rotated: the new one is shown once; for 24 hours each request carries a
+/// signature under each secret, verified by the `standardwebhooks` crate, then only the new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_webhook_secret_signs_beside_the_old_one_for_24_hours() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    let hook = destination(
+        &s,
+        &s.a,
+        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
+    )
+    .await;
+    let old = hook["signing_secret"].as_str().unwrap().to_owned();
+    let rotated = s
+        .post_as(&s.a, "/destinations/hook/rotate-secret", "")
+        .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.text());
+    let rotated = rotated.json()["destination"].clone();
+    let new = rotated["signing_secret"].as_str().unwrap().to_owned();
+    assert!(new.starts_with("whsec_") && new != old, "{rotated}");
+    assert_eq!(
+        rotated["previous_secret_until_ms"],
+        NOW_MS + DAY_MS,
+        "{rotated}"
+    );
+    assert!(
+        listed(&s).await[0].get("signing_secret").is_none(),
+        "shown once"
+    );
+    let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u1"}"#).await);
+    delivery_in(&s, id, "delivered").await;
+    let got = &r.received()[0];
+    assert_eq!(
+        got.header("webhook-signature").unwrap().split(' ').count(),
+        2,
+        "{got:?}"
+    );
+    assert!(verify(&new, got, &got.body), "signed by the new secret");
+    assert!(
+        verify(&old, got, &got.body),
+        "and by the old one in its grace"
+    );
+    // The grace ends.
+    s.clock.set(NOW_MS + DAY_MS);
+    let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u2"}"#).await);
+    delivery_in(&s, id, "delivered").await;
+    let got = &r.received()[1];
+    assert_eq!(
+        got.header("webhook-signature").unwrap().split(' ').count(),
+        1
+    );
+    assert!(verify(&new, got, &got.body));
+    assert!(!verify(&old, got, &got.body));
+    // Only a webhook has a secret.
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "pb", "kind": "postback", "url": r.url("/pb")}),
+    )
+    .await;
+    let r = s.post_as(&s.a, "/destinations/pb/rotate-secret", "").await;
+    crate::support::assert_error(&r, 409, "conflict", None);
+    s.stop().await;
+}
+
+/// A postback's `{first_deposit}`, `{status}` (the destination's words), `{event_id}` and
+/// `{q.NAME}`: a parameter of the click's own query, as a tracker in front put it there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postback_statuses_first_deposits_and_the_click_s_own_query() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "pb", "kind": "postback",
+                "url": r.url("/pb?s={status}&f={first_deposit}&sub={q.subid}&k={q.clickid}&n={q.none}"),
+                "statuses": {"registration": "lead", "deposit": "sale", "first_deposit": "ftd"}}),
+    )
+    .await;
+    let link = s
+        .post_as(&s.a, "/links", r#"{"slug":"ad","bot":"shop_bot"}"#)
+        .await;
+    assert_eq!(link.status, 201, "{}", link.text());
+    let uid = visit(&s, "ad", "fb-1&subid=abc%20d&clickid=k%2B1").await;
+    let mut ids = Vec::new();
+    for body in [
+        format!(r#"{{"event":"registration","uid":"{uid}"}}"#),
+        format!(r#"{{"event":"deposit","uid":"{uid}","eid":"d1","value":"5","currency":"USD"}}"#),
+        format!(r#"{{"event":"deposit","uid":"{uid}","eid":"d2","value":"5","currency":"USD"}}"#),
+        format!(r#"{{"event":"contact","uid":"{uid}"}}"#),
+    ] {
+        let id = assert_queued(&s.post_event(&body).await);
+        delivery_in(&s, id, "delivered").await;
+        ids.push(id);
+    }
+    let targets: Vec<String> = r.received().iter().map(|g| g.target.clone()).collect();
+    assert_eq!(
+        targets,
+        [
+            "/pb?s=lead&f=0&sub=abc%20d&k=k%2B1&n=",
+            "/pb?s=ftd&f=1&sub=abc%20d&k=k%2B1&n=",
+            "/pb?s=sale&f=0&sub=abc%20d&k=k%2B1&n=",
+            "/pb?s=contact&f=0&sub=abc%20d&k=k%2B1&n=",
+        ]
+    );
+    s.stop().await;
+}
+
+/// Delivered rows are deleted once `delivery_retention` has passed since their delivery, and
+/// not a moment sooner; the destination's counts stay, and dead ones stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivered_rows_are_pruned_after_delivery_retention_and_counts_stay() {
+    let s = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.retention = Duration::from_secs(30 * 86_400);
+    })
+    .await;
+    let r = Receiver::start().await;
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
+    )
+    .await;
+    r.then([Reply::Status(404, vec![], "gone".into())]);
+    let dead = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u0"}"#).await);
+    delivery_in(&s, dead, "dead").await;
+    let delivered = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u1"}"#).await);
+    let d = delivery_in(&s, delivered, "delivered").await;
+    let at = d["last_attempt_at_ms"].as_u64().unwrap();
+    let app = s.app.as_ref().unwrap();
+    s.clock.set(at + 30 * DAY_MS - 1);
+    assert_eq!(
+        tracker::server::retention::sweep_deliveries(app)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(deliveries(&s, &s.a, "").await.len(), 2);
+    s.clock.set(at + 30 * DAY_MS + 1);
+    assert_eq!(
+        tracker::server::retention::sweep_deliveries(app)
+            .await
+            .unwrap(),
+        1
+    );
+    let left = deliveries(&s, &s.a, "").await;
+    assert_eq!(left.len(), 1, "{left:#?}");
+    assert_eq!(left[0]["state"], "dead");
+    let m = &listed(&s).await[0];
+    assert_eq!(m["deliveries"]["delivered"], 1, "counts stay: {m}");
+    assert_eq!(m["deliveries"]["dead"], 1, "{m}");
     s.stop().await;
 }
 
@@ -941,18 +1137,45 @@ async fn a_throttle_answered_as_400_is_retried_no_sooner_than_60_s_later() {
     s.stop().await;
 }
 
+/// The destinations of space `a` as `GET /destinations` lists them.
+async fn listed(s: &TestServer) -> Vec<Value> {
+    let r = s.read_as(&s.a, "/destinations").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["destinations"].as_array().unwrap().clone()
+}
+
+/// `PATCH /destinations/<name>` of space `a`.
+pub(crate) async fn patch(s: &TestServer, name: &str, body: &str) -> crate::support::Response {
+    let target = format!("/destinations/{name}");
+    s.send(&crate::support::Request {
+        method: "PATCH",
+        ..crate::support::Request::post(&target, Some(&s.a.secret), body)
+    })
+    .await
+}
+
+/// The value of a series of `/metrics` without labels.
+fn metric(s: &TestServer, name: &str) -> Option<String> {
+    s.metrics_text()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_owned))
+}
+
+/// Meta's stand-in answers code 190 for a token it no longer takes: the destination is paused
+/// (nothing dead, nothing more sent), says why everywhere, and a `PATCH` with a new token
+/// delivers everything that waited.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_revoked_token_leaves_nothing_dead() {
+async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
     let s = private_server().await;
     let meta = Receiver::meta(NOW_MS).await;
     meta_destination(&s, &meta).await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
-    meta.always(Reply::meta_token_revoked());
-    let id = assert_queued(
+    meta.revoke("EAAB-token-wxyz");
+    let first = assert_queued(
         &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
             .await,
     );
-    let d = delivery_in(&s, id, "retrying").await;
+    let d = delivery_in(&s, first, "paused").await;
     assert!(
         d["last_answer"]
             .as_str()
@@ -960,10 +1183,125 @@ async fn a_revoked_token_leaves_nothing_dead() {
             .contains("Error validating access token"),
         "{d}"
     );
-    let listed = s.read_as(&s.a, "/destinations").await.json();
+    assert_eq!(d["next_attempt_at_ms"], Value::Null, "{d}");
+    let m = &listed(&s).await[0];
+    assert_eq!(m["state"], "paused", "{m}");
+    assert!(
+        m["paused_reason"]
+            .as_str()
+            .unwrap()
+            .contains("Error validating access token"),
+        "{m}"
+    );
+    assert_eq!(m["deliveries"]["dead"], 0, "{m}");
+    assert_eq!(m["deliveries"]["paused"], 1, "{m}");
     assert_eq!(
-        listed["destinations"][0]["deliveries"]["dead"], 0,
-        "{listed}"
+        metric(&s, "tracker_destinations_paused").as_deref(),
+        Some("1")
+    );
+
+    // While paused, nothing is sent, however long it waits: more events wait with it.
+    let mut waiting = vec![first];
+    for i in 0..3 {
+        waiting.push(assert_queued(
+            &s.post_event(&format!(
+                r#"{{"event":"deposit","uid":"{uid}","eid":"p-{i}","value":"5","currency":"USD"}}"#
+            ))
+            .await,
+        ));
+    }
+    s.clock.set(NOW_MS + 4 * DAY_MS);
+    s.app.as_ref().unwrap().delivery_wake.notify_waiters();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        meta.received().len(),
+        1,
+        "a paused destination sends nothing"
+    );
+    let m = &listed(&s).await[0];
+    assert_eq!(m["deliveries"]["paused"], 4, "{m}");
+    assert_eq!(m["deliveries"]["dead"], 0, "{m}");
+    let paused = deliveries(&s, &s.a, "?state=paused").await;
+    assert_eq!(paused.len(), 4, "{paused:#?}");
+
+    // A bad change changes nothing, and the destination stays paused.
+    let bad = patch(&s, "meta", r#"{"access_token":"has space"}"#).await;
+    assert_eq!(bad.status, 422, "{}", bad.text());
+    assert_eq!(listed(&s).await[0]["state"], "paused");
+
+    let patched = patch(&s, "meta", r#"{"access_token":"EAAB-new-token-9876"}"#).await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    let m = patched.json()["destination"].clone();
+    assert_eq!(m["state"], "active", "{m}");
+    assert_eq!(m["access_token"], "…9876", "{m}");
+    assert!(!patched.text().contains("EAAB-new-token"), "write-only");
+    for id in &waiting {
+        delivery_in(&s, *id, "delivered").await;
+    }
+    let m = &listed(&s).await[0];
+    assert_eq!(m["deliveries"]["delivered"], 4, "{m}");
+    assert_eq!(m["deliveries"]["dead"], 0, "{m}");
+    assert_eq!(
+        m["last_error"],
+        Value::Null,
+        "cleared once all was delivered: {m}"
+    );
+    let last = meta.received().last().unwrap().json();
+    assert_eq!(last["access_token"], "EAAB-new-token-9876");
+    assert_eq!(
+        metric(&s, "tracker_destinations_paused").as_deref(),
+        Some("0")
+    );
+    s.stop().await;
+}
+
+/// A Meta destination's stored settings: `{"XTR": "0.013 USD"}` converts a Stars deposit to
+/// dollars, and a first deposit is sent by its own event name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_converts_stars_and_a_first_deposit_has_its_own_name() {
+    let s = private_server().await;
+    let meta = Receiver::meta(NOW_MS).await;
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz", "graph_url": meta.url(""),
+                "currency_rates": {"XTR": "0.013 USD"},
+                "event_names": {"first_deposit": "FirstDeposit"}}),
+    )
+    .await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    let first = assert_queued(
+        &s.post_event(&format!(
+            r#"{{"event":"deposit","uid":"{uid}","eid":"s-1","value":"100","currency":"XTR"}}"#
+        ))
+        .await,
+    );
+    delivery_in(&s, first, "delivered").await;
+    let second = assert_queued(
+        &s.post_event(&format!(
+            r#"{{"event":"deposit","uid":"{uid}","eid":"s-2","value":"10","currency":"USD"}}"#
+        ))
+        .await,
+    );
+    delivery_in(&s, second, "delivered").await;
+    let sent: Vec<Value> = meta
+        .received()
+        .iter()
+        .flat_map(|r| r.json()["data"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(sent[0]["event_name"], "FirstDeposit", "{sent:#?}");
+    assert_eq!(
+        sent[0]["custom_data"],
+        json!({"value": 1.3, "currency": "USD"})
+    );
+    assert_eq!(sent[1]["event_name"], "Purchase", "{sent:#?}");
+    let m = &listed(&s).await[0];
+    assert_eq!(m["currency_rates"], json!({"XTR": "0.013 USD"}), "{m}");
+    assert_eq!(
+        m["event_names"],
+        json!({"first_deposit": "FirstDeposit"}),
+        "{m}"
     );
     s.stop().await;
 }

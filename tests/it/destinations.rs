@@ -75,7 +75,7 @@ async fn destinations_are_created_listed_and_removed_per_space() {
     assert_eq!(listed[0]["name"], "meta");
     assert_eq!(
         listed[1]["deliveries"],
-        json!({"pending": 0, "delivered": 0, "retrying": 0, "dead": 0, "cancelled": 0})
+        json!({"pending": 0, "delivered": 0, "retrying": 0, "dead": 0, "cancelled": 0, "paused": 0})
     );
     assert_eq!(listed[1]["last_error"], Value::Null);
     assert!(list(&s, &s.b).await.is_empty(), "another space's");
@@ -349,6 +349,186 @@ async fn the_delivery_log_and_retry_check_what_they_are_asked() {
     s.stop().await;
 }
 
+async fn patch(
+    s: &TestServer,
+    space: &Space,
+    name: &str,
+    body: &Value,
+) -> crate::support::Response {
+    let target = format!("/destinations/{name}");
+    let text = body.to_string();
+    s.send(&crate::support::Request {
+        method: "PATCH",
+        ..crate::support::Request::post(&target, Some(&space.secret), &text)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_space_has_at_most_32_destinations() {
+    let s = TestServer::start().await;
+    for i in 0..32 {
+        let r = create(
+            &s,
+            &s.a,
+            &json!({"name": format!("pb-{i}"), "kind": "postback",
+                    "url": "https://n.example.com/pb?c={uid}"}),
+        )
+        .await;
+        assert_eq!(r.status, 201, "destination {i}: {}", r.text());
+    }
+    let r = create(
+        &s,
+        &s.a,
+        &json!({"name": "pb-32", "kind": "postback", "url": "https://n.example.com/pb"}),
+    )
+    .await;
+    let e = assert_error(&r, 409, "conflict", None);
+    assert!(e["error"].as_str().unwrap().contains("32"), "{e}");
+    assert_eq!(list(&s, &s.a).await.len(), 32);
+    // Another space has its own 32; a removal makes room.
+    assert_eq!(create(&s, &s.b, &meta("m")).await.status, 201);
+    assert_eq!(delete(&s, &s.a, "pb-0").await.status, 200);
+    let r = create(
+        &s,
+        &s.a,
+        &json!({"name": "pb-32", "kind": "postback", "url": "https://n.example.com/pb"}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_replaces_secrets_and_settings_by_the_rules_of_a_new_one() {
+    let s = TestServer::start().await;
+    assert_eq!(create(&s, &s.a, &meta("m")).await.status, 201);
+    let pb = json!({"name": "pb", "kind": "postback", "url": "https://n.example.com/pb?c={uid}",
+                    "statuses": {"deposit": "sale"}});
+    assert_eq!(create(&s, &s.a, &pb).await.status, 201);
+    let r = patch(
+        &s,
+        &s.a,
+        "m",
+        &json!({"access_token": "EAAB-other-1234", "test_event_code": "TEST7",
+                "currency_rates": {"XTR": "0.013 USD"}, "event_names": {"deposit": "Deposit"}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!r.text().contains("EAAB-other"), "write-only: {}", r.text());
+    let m = &r.json()["destination"];
+    assert_eq!(m["access_token"], "…1234");
+    assert_eq!(m["test_event_code"], "TEST7");
+    assert_eq!(m["pixel_id"], "1234567890", "kept");
+    assert_eq!(m["currency_rates"], json!({"XTR": "0.013 USD"}));
+    // null: back to the default.
+    let r = patch(
+        &s,
+        &s.a,
+        "m",
+        &json!({"test_event_code": null, "event_names": null}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let m = &r.json()["destination"];
+    assert!(m.get("test_event_code").is_none(), "{m}");
+    assert_eq!(m["event_names"], json!({}), "{m}");
+    assert_eq!(
+        m["currency_rates"],
+        json!({"XTR": "0.013 USD"}),
+        "kept: {m}"
+    );
+    let listed = list(&s, &s.a).await;
+    assert_eq!(listed[0]["access_token"], "…1234");
+    assert_error(
+        &patch(&s, &s.a, "none", &json!({})).await,
+        404,
+        "not_found",
+        None,
+    );
+    assert_error(
+        &patch(&s, &s.b, "m", &json!({})).await,
+        404,
+        "not_found",
+        None,
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_breaks_a_rule_changes_nothing() {
+    let s = TestServer::start().await;
+    assert_eq!(create(&s, &s.a, &meta("m")).await.status, 201);
+    let pb = json!({"name": "pb", "kind": "postback", "url": "https://n.example.com/pb?c={uid}",
+                    "statuses": {"deposit": "sale"}});
+    assert_eq!(create(&s, &s.a, &pb).await.status, 201);
+    // Each rule of a new destination, and what cannot change; nothing changes.
+    for (name, body, field) in [
+        ("m", json!({"name": "other"}), "name"),
+        ("m", json!({"kind": "webhook"}), "kind"),
+        ("m", json!({"access_token": null}), "access_token"),
+        (
+            "m",
+            json!({"currency_rates": {"XTR": "0.013"}}),
+            "currency_rates",
+        ),
+        (
+            "m",
+            json!({"currency_rates": {"USD": "1 EUR"}}),
+            "currency_rates",
+        ),
+        (
+            "m",
+            json!({"event_names": {"refund": "Refund"}}),
+            "event_names",
+        ),
+        (
+            "m",
+            json!({"event_names": {"deposit": "a".repeat(41)}}),
+            "event_names",
+        ),
+        ("m", json!({"statuses": {"deposit": "sale"}}), "statuses"),
+        (
+            "pb",
+            json!({"statuses": {"deposit": "a".repeat(41)}}),
+            "statuses",
+        ),
+        (
+            "pb",
+            json!({"url": "https://n.example.com/pb?c={nope}"}),
+            "url",
+        ),
+        (
+            "pb",
+            json!({"currency_rates": {"XTR": "1 USD"}}),
+            "currency_rates",
+        ),
+    ] {
+        let r = patch(&s, &s.a, name, &body).await;
+        assert_error(&r, 422, "invalid_field", Some(field));
+    }
+    let r = patch(
+        &s,
+        &s.a,
+        "pb",
+        &json!({"statuses": {"deposit": "a".repeat(40)}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = patch(
+        &s,
+        &s.a,
+        "m",
+        &json!({"event_names": {"deposit": "a".repeat(40)}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let listed = list(&s, &s.a).await;
+    assert_eq!(listed[0]["access_token"], "…wxyz");
+    assert_eq!(listed[1]["url"], "https://n.example.com/pb?c={uid}");
+    s.stop().await;
+}
+
 #[test]
 fn the_command_line_manages_destinations() {
     let dir = tempfile::tempdir().unwrap();
@@ -388,6 +568,34 @@ fn the_command_line_manages_destinations() {
     assert_eq!(created["events"], json!(["contact", "deposit"]));
     let text = run(&["destination", "list", "shop"]);
     assert!(text.contains("hook") && text.contains("webhook"), "{text}");
+    let rotated: Value = serde_json::from_str(&run(&[
+        "--json",
+        "destination",
+        "rotate-secret",
+        "shop",
+        "hook",
+    ]))
+    .unwrap();
+    let new_secret = rotated["signing_secret"].as_str().unwrap();
+    assert!(new_secret.starts_with("whsec_"), "{rotated}");
+    assert_ne!(new_secret, created["signing_secret"].as_str().unwrap());
+    assert!(rotated["previous_secret_until_ms"].is_u64(), "{rotated}");
+    let text = run(&[
+        "destination",
+        "change",
+        "shop",
+        "hook",
+        "--events",
+        "deposit",
+    ]);
+    assert!(text.contains("changed destination hook"), "{text}");
+    let listed: Value =
+        serde_json::from_str(&run(&["--json", "destination", "list", "shop"])).unwrap();
+    assert_eq!(listed[0]["events"], json!(["deposit"]), "{listed}");
+    assert!(
+        listed[0].get("signing_secret").is_none(),
+        "shown once: {listed}"
+    );
     let text = run(&["destination", "deliveries", "shop", "--state", "dead"]);
     assert!(text.contains("no deliveries"), "{text}");
     let text = run(&["destination", "retry", "shop", "hook"]);

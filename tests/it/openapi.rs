@@ -603,6 +603,55 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         "/destinations/{name}/test",
         &anonymous(&s, "POST", "/destinations/hook/test", Some("")).await,
     );
+    // Meta without a test code: nothing sent; a code of the request, broken or unknown fields.
+    for (body, status) in [
+        ("", 409),
+        (r#"{"test_event_code":"TEST 1"}"#, 422),
+        (r#"{"colour":1}"#, 400),
+        (big.as_str(), 413),
+    ] {
+        let r = as_a(&s, "POST", "/destinations/meta/test", Some(body)).await;
+        assert_eq!(r.status, status, "{body}: {}", r.text());
+        d.check("POST", "/destinations/{name}/test", &r);
+    }
+    // A change: secrets and settings, each error class.
+    for (name, body, status) in [
+        (
+            "meta",
+            r#"{"access_token":"EAAB-new-1234","currency_rates":{"XTR":"0.013 USD"}}"#,
+            200,
+        ),
+        ("meta", r#"{"name":"other"}"#, 422),
+        ("meta", r#"{"colour":1}"#, 400),
+        ("never", "{}", 404),
+        ("meta", big.as_str(), 413),
+    ] {
+        let r = as_a(&s, "PATCH", &format!("/destinations/{name}"), Some(body)).await;
+        assert_eq!(r.status, status, "{body}: {}", r.text());
+        d.check("PATCH", "/destinations/{name}", &r);
+    }
+    d.check(
+        "PATCH",
+        "/destinations/{name}",
+        &anonymous(&s, "PATCH", "/destinations/meta", Some("{}")).await,
+    );
+    // A webhook's new secret; another kind has none.
+    for (name, status) in [("hook", 200), ("meta", 409), ("never", 404)] {
+        let r = as_a(
+            &s,
+            "POST",
+            &format!("/destinations/{name}/rotate-secret"),
+            Some(""),
+        )
+        .await;
+        assert_eq!(r.status, status, "{name}: {}", r.text());
+        d.check("POST", "/destinations/{name}/rotate-secret", &r);
+    }
+    d.check(
+        "POST",
+        "/destinations/{name}/rotate-secret",
+        &anonymous(&s, "POST", "/destinations/hook/rotate-secret", Some("")).await,
+    );
     for (name, status) in [("pb", 200), ("pb", 404)] {
         let r = as_a(&s, "DELETE", &format!("/destinations/{name}"), None).await;
         assert_eq!(r.status, status, "{name}: {}", r.text());

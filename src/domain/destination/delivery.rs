@@ -22,15 +22,22 @@ pub enum State {
     Dead = 3,
     /// Its destination was removed before it was delivered.
     Cancelled = 4,
+    /// Waiting while its destination is paused (its credential no longer taken). Never stored
+    /// in a delivery's row: an open delivery of a paused destination is shown so.
+    Paused = 5,
 }
 
+/// How many states are stored in a destination's counts: every state but [`State::Paused`].
+pub const STORED_STATES: usize = 5;
+
 impl State {
-    pub const ALL: [State; 5] = [
+    pub const ALL: [State; 6] = [
         State::Pending,
         State::Delivered,
         State::Retrying,
         State::Dead,
         State::Cancelled,
+        State::Paused,
     ];
 
     #[must_use]
@@ -41,6 +48,7 @@ impl State {
             State::Retrying => "retrying",
             State::Dead => "dead",
             State::Cancelled => "cancelled",
+            State::Paused => "paused",
         }
     }
 
@@ -59,7 +67,8 @@ impl State {
                     Code::InvalidField,
                     field,
                     format!(
-                        "{field} is pending, delivered, retrying, dead or cancelled, got {}",
+                        "{field} is pending, delivered, retrying, dead, cancelled or paused, \
+                         got {}",
                         quoted(text)
                     ),
                 )
@@ -75,9 +84,24 @@ impl State {
 
 /// How many of a destination's deliveries are in each state, indexed by `State as usize`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StateCounts(pub [u64; 5]);
+pub struct StateCounts(pub [u64; 6]);
 
 impl StateCounts {
+    /// The counts as a destination's row stores them; while it is `paused`, its open
+    /// deliveries count as paused.
+    #[must_use]
+    pub fn of_stored(stored: [u64; STORED_STATES], paused: bool) -> StateCounts {
+        let mut counts = [0; 6];
+        counts[..STORED_STATES].copy_from_slice(&stored);
+        if paused {
+            for open in [State::Pending, State::Retrying] {
+                counts[State::Paused as usize] += counts[open as usize];
+                counts[open as usize] = 0;
+            }
+        }
+        StateCounts(counts)
+    }
+
     #[must_use]
     pub fn get(&self, state: State) -> u64 {
         self.0[state as usize]
@@ -95,7 +119,7 @@ impl StateCounts {
 impl Serialize for StateCounts {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(5))?;
+        let mut map = serializer.serialize_map(Some(State::ALL.len()))?;
         for s in State::ALL {
             map.serialize_entry(s.as_str(), &self.get(s))?;
         }
@@ -167,6 +191,9 @@ pub enum Outcome {
     Failed,
     /// Never worth another try: any other `4xx`, or an event the receiver cannot take.
     Refused,
+    /// Not taken because the destination's credential no longer works: the delivery waits,
+    /// due again as soon as the destination is resumed, and never dead for its age meanwhile.
+    Held,
 }
 
 /// What an answer's HTTP status means for the delivery: `2xx` delivered; `408`, `429` and
@@ -193,6 +220,7 @@ pub fn next_state(
     match attempt.outcome {
         Outcome::Delivered => (State::Delivered, None),
         Outcome::Refused => (State::Dead, None),
+        Outcome::Held => (State::Retrying, Some(attempt.at_ms)),
         Outcome::Failed => {
             let next = attempt.at_ms.saturating_add(retry_delay_ms(
                 attempts,
@@ -261,6 +289,21 @@ mod tests {
             (State::Retrying, Some(11_000))
         );
         assert_eq!(next_state(&attempt, 1, 0, 10_999), (State::Dead, None));
+        let held = Attempt {
+            outcome: Outcome::Held,
+            ..attempt
+        };
+        assert_eq!(
+            next_state(&held, 40, 0, 10_999),
+            (State::Retrying, Some(1_000)),
+            "a held delivery never dies of age"
+        );
+        let counts = StateCounts::of_stored([1, 2, 3, 4, 5], true);
+        assert_eq!(counts.0, [0, 2, 0, 4, 5, 4]);
+        assert_eq!(
+            StateCounts::of_stored([1, 2, 3, 4, 5], false).0,
+            [1, 2, 3, 4, 5, 0]
+        );
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! A destination's fields as every way in gives them, and the rules of each kind's fields: what
 //! turns them into a [`NewDestination`] the writer stores.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use super::macros::check_postback;
-use super::{EventSet, Kind, Meta, Secret, Target, check_url};
+use super::address::check_url;
+use super::kind::{Destination, EventSet, Kind, Meta, Secret, Target};
+use super::macros::{Statuses, check_postback};
+use super::meta::{EventNames, MetaRules};
+use crate::domain::currency::CurrencyRates;
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
@@ -35,6 +40,12 @@ pub struct DestinationFields {
     pub api_version: Option<String>,
     pub graph_url: Option<String>,
     pub url: Option<String>,
+    /// `meta_capi`: the event name sent per kind (and `first_deposit`).
+    pub event_names: Option<BTreeMap<String, String>>,
+    /// `meta_capi`: `{"XTR": "0.013 USD"}`.
+    pub currency_rates: Option<BTreeMap<String, String>>,
+    /// `postback`: the word `{status}` gives per event kind.
+    pub statuses: Option<BTreeMap<String, String>>,
 }
 
 pub(super) fn missing(field: &'static str, why: &str) -> Error {
@@ -77,11 +88,16 @@ impl DestinationFields {
             ("test_event_code", self.test_event_code.is_some()),
             ("api_version", self.api_version.is_some()),
             ("graph_url", self.graph_url.is_some()),
+            ("event_names", self.event_names.is_some()),
+            ("currency_rates", self.currency_rates.is_some()),
         ];
         let only_attributed = self.only_attributed;
         let target = if kind == Kind::MetaCapi {
             if self.url.is_some() {
                 return Err(not_for("url", kind));
+            }
+            if self.statuses.is_some() {
+                return Err(not_for("statuses", kind));
             }
             Target::MetaCapi(meta(self, allow_private)?)
         } else {
@@ -93,12 +109,20 @@ impl DestinationFields {
                 .ok_or_else(|| missing("url", "(where the events are sent)"))?;
             if kind == Kind::Postback {
                 check_postback(&url, allow_private)?;
-                Target::Postback { url }
+                let statuses = match &self.statuses {
+                    Some(words) => Statuses::parse(words)?,
+                    None => Statuses::default(),
+                };
+                Target::Postback { url, statuses }
             } else {
+                if self.statuses.is_some() {
+                    return Err(not_for("statuses", kind));
+                }
                 check_url("url", &url, allow_private)?;
                 Target::Webhook {
                     url,
                     signing_secret: new_signing_secret(),
+                    previous: None,
                 }
             }
         };
@@ -111,10 +135,146 @@ impl DestinationFields {
             target,
         })
     }
+
+    /// The fields of a stored destination, as a way in would give them (its secrets as they
+    /// are): what a change ([`DestinationPatch`]) is laid over and checked again.
+    #[must_use]
+    pub fn of(d: &Destination) -> DestinationFields {
+        let mut f = DestinationFields {
+            name: Some(d.name.clone()),
+            kind: Some(d.target.kind().as_str().to_owned()),
+            events: Some(d.events.names()),
+            only_attributed: Some(d.only_attributed),
+            ..DestinationFields::default()
+        };
+        match &d.target {
+            Target::MetaCapi(m) => {
+                f.pixel_id = Some(m.pixel_id.clone());
+                f.access_token = Some(m.access_token.expose().to_owned());
+                f.test_event_code.clone_from(&m.test_event_code);
+                f.api_version = Some(m.api_version.clone());
+                f.graph_url = Some(m.graph_url.clone());
+                f.event_names = Some(m.rules.event_names.0.clone());
+                f.currency_rates = Some(m.rules.currency_rates.shown());
+            }
+            Target::Postback { url, statuses } => {
+                f.url = Some(url.clone());
+                f.statuses = Some(statuses.0.clone());
+            }
+            Target::Webhook { url, .. } => f.url = Some(url.clone()),
+        }
+        f
+    }
+}
+
+/// A change of a stored destination (`PATCH /destinations/<name>`): the fields given, laid over
+/// the destination's, and those cleared (`null`: back to their default). The result is checked
+/// by the same rules as a new destination; its deliveries stay, and a paused destination
+/// resumes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DestinationPatch {
+    pub set: DestinationFields,
+    pub cleared: Vec<String>,
+}
+
+impl DestinationPatch {
+    /// `current` with the change, checked; a webhook keeps its signing secrets (a rotation
+    /// replaces them, never a change).
+    pub fn apply(
+        self,
+        current: &Destination,
+        allow_private: bool,
+    ) -> Result<NewDestination, Error> {
+        let fixed = |field: &'static str| {
+            Error::field(
+                Code::InvalidField,
+                field,
+                format!(
+                    "a destination's {field} cannot be changed; create another destination \
+                     instead"
+                ),
+            )
+        };
+        let required = |field: &'static str| {
+            Error::field(
+                Code::InvalidField,
+                field,
+                format!("{field} is required and cannot be removed; give a new one instead"),
+            )
+        };
+        let set = self.set;
+        if set.name.as_ref().is_some_and(|n| *n != current.name) {
+            return Err(fixed("name"));
+        }
+        if set
+            .kind
+            .as_ref()
+            .is_some_and(|k| k != current.target.kind().as_str())
+        {
+            return Err(fixed("kind"));
+        }
+        let mut f = DestinationFields::of(current);
+        for field in &self.cleared {
+            match field.as_str() {
+                "name" => return Err(fixed("name")),
+                "kind" => return Err(fixed("kind")),
+                "events" => f.events = None,
+                "only_attributed" => f.only_attributed = None,
+                "test_event_code" => f.test_event_code = None,
+                "api_version" => f.api_version = None,
+                "graph_url" => f.graph_url = None,
+                "event_names" => f.event_names = None,
+                "currency_rates" => f.currency_rates = None,
+                "statuses" => f.statuses = None,
+                "pixel_id" => return Err(required("pixel_id")),
+                "access_token" => return Err(required("access_token")),
+                _ => return Err(required("url")),
+            }
+        }
+        macro_rules! overlay {
+            ($($field:ident),*) => {
+                $(if set.$field.is_some() { f.$field = set.$field; })*
+            };
+        }
+        overlay!(
+            events,
+            only_attributed,
+            pixel_id,
+            access_token,
+            test_event_code,
+            api_version,
+            graph_url,
+            url,
+            event_names,
+            currency_rates,
+            statuses
+        );
+        let mut new = f.check(allow_private)?;
+        if let (
+            Target::Webhook {
+                signing_secret,
+                previous,
+                ..
+            },
+            Target::Webhook {
+                signing_secret: kept,
+                previous: kept_previous,
+                ..
+            },
+        ) = (&mut new.target, &current.target)
+        {
+            signing_secret.clone_from(kept);
+            previous.clone_from(kept_previous);
+        }
+        Ok(new)
+    }
 }
 
 /// A webhook's new signing secret, as Standard Webhooks writes one: `whsec_` and the base64
 /// of 32 random bytes, the key of its HMAC-SHA256.
+///
+/// # Panics
+/// Only on a broken system, whose random source fails.
 #[must_use]
 pub fn new_signing_secret() -> Secret {
     use base64::Engine as _;
@@ -138,6 +298,22 @@ pub fn check_name(name: &str) -> Result<(), Error> {
             format!(
                 "a destination's name is 1 to 32 of a-z, 0-9 and '-', not starting with '-'; got {}",
                 quoted(name)
+            ),
+        ))
+    }
+}
+
+/// The rule of a Meta test code, the destination's or a test's own: 1 to 64 letters and digits.
+pub fn check_test_event_code(code: &str) -> Result<(), Error> {
+    if (1..=64).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        Ok(())
+    } else {
+        Err(Error::field(
+            Code::InvalidField,
+            "test_event_code",
+            format!(
+                "test_event_code is 1 to 64 letters and digits (TEST12345), got {}",
+                quoted(code)
             ),
         ))
     }
@@ -168,15 +344,7 @@ fn meta(f: DestinationFields, allow_private: bool) -> Result<Meta, Error> {
         ));
     }
     if let Some(code) = &f.test_event_code {
-        if code.len() > 64 || !code.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return Err(invalid(
-                "test_event_code",
-                format!(
-                    "test_event_code is 1 to 64 letters and digits (TEST12345), got {}",
-                    quoted(code)
-                ),
-            ));
-        }
+        check_test_event_code(code)?;
     }
     let api_version = f
         .api_version
@@ -209,12 +377,24 @@ fn meta(f: DestinationFields, allow_private: bool) -> Result<Meta, Error> {
             ),
         ));
     }
+    let event_names = match &f.event_names {
+        Some(names) => EventNames::parse(names)?,
+        None => EventNames::default(),
+    };
+    let currency_rates = match &f.currency_rates {
+        Some(rates) => CurrencyRates::parse(rates)?,
+        None => CurrencyRates::default(),
+    };
     Ok(Meta {
         pixel_id,
         access_token: Secret::new(access_token),
         test_event_code: f.test_event_code,
         api_version,
         graph_url: graph_url.trim_end_matches('/').to_owned(),
+        rules: MetaRules {
+            event_names,
+            currency_rates,
+        },
     })
 }
 

@@ -8,9 +8,18 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+use super::{MetaRules, Statuses};
 use crate::domain::event::EventKind;
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
+
+/// The most live destinations a space has: each costs a delivery row per event it takes and a
+/// sender task.
+pub const MAX_DESTINATIONS: usize = 32;
+
+/// How long a webhook's replaced signing secret still signs beside the new one, as a
+/// credential's grace.
+pub const ROTATION_GRACE_MS: u64 = 24 * 3_600_000;
 
 /// Where a destination sends its events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
@@ -101,14 +110,41 @@ pub struct Meta {
     pub api_version: String,
     /// Graph API's base address, without a trailing `/`.
     pub graph_url: String,
+    /// The event names it sends and the rates it converts other currencies by.
+    pub rules: MetaRules,
+}
+
+/// A webhook's signing secret that was replaced: it still signs beside the new one until
+/// `until_ms`, so a receiver can be given the new one without losing a delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreviousSecret {
+    pub secret: Secret,
+    pub until_ms: u64,
+}
+
+/// Why and since when a destination sends nothing: the remote no longer takes its credential.
+/// Its open deliveries wait, and a `PATCH` of the destination resumes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Paused {
+    pub at_ms: u64,
+    pub reason: String,
 }
 
 /// What a destination sends to, by kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
     MetaCapi(Meta),
-    Postback { url: String },
-    Webhook { url: String, signing_secret: Secret },
+    Postback {
+        url: String,
+        /// The words `{status}` gives per event kind.
+        statuses: Statuses,
+    },
+    Webhook {
+        url: String,
+        signing_secret: Secret,
+        /// The secret it had before a rotation, while it still signs.
+        previous: Option<PreviousSecret>,
+    },
 }
 
 impl Target {
@@ -126,7 +162,7 @@ impl Target {
     pub fn address(&self) -> &str {
         match self {
             Target::MetaCapi(m) => &m.graph_url,
-            Target::Postback { url } | Target::Webhook { url, .. } => url,
+            Target::Postback { url, .. } | Target::Webhook { url, .. } => url,
         }
     }
 }
@@ -191,6 +227,8 @@ pub struct Destination {
     pub only_attributed: bool,
     pub target: Target,
     pub created_at_ms: u64,
+    /// Set while it sends nothing, its deliveries waiting.
+    pub paused: Option<Paused>,
 }
 
 impl Destination {
@@ -253,6 +291,13 @@ impl Directory {
             .cloned()
     }
 
+    /// Destination `no` of `space`, if it is live.
+    #[must_use]
+    pub fn get(&self, space: u32, no: u32) -> Option<Arc<Destination>> {
+        self.of_space(space)
+            .and_then(|list| list.iter().find(|d| d.no == no).cloned())
+    }
+
     /// Every live destination of every space.
     #[must_use]
     pub fn all(&self) -> Vec<Arc<Destination>> {
@@ -280,6 +325,7 @@ mod tests {
             only_attributed: true,
             target: fields("meta_capi").check(false).unwrap().target,
             created_at_ms: 0,
+            paused: None,
         };
         let with = Some(ClickFacts { has_fbclid: true });
         let without = Some(ClickFacts { has_fbclid: false });

@@ -1,25 +1,106 @@
 //! A postback's URL template: the macros it may name, how they are filled in for each event,
-//! and the check of a template when its destination is made.
+//! the words of `{status}`, the click's own query parameters of `{q.NAME}`, and the check of a
+//! template when its destination is made.
+
+use std::collections::BTreeMap;
 
 use super::check_url;
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
 
-/// The macros of a postback URL, each replaced percent-encoded, or empty where unknown.
-pub const MACROS: [&str; 12] = [
+/// The macros of a postback URL, each replaced percent-encoded, or empty where unknown; and
+/// `{q.NAME}`, the parameter `NAME` of the click's own query ([`QUERY_MACRO`]).
+pub const MACROS: [&str; 14] = [
     "uid",
     "event",
+    "event_id",
     "value",
     "currency",
     "eid",
     "inbox_id",
-    "event_id",
     "tg_id",
     "fbclid",
     "campaign_name",
     "link_slug",
     "occurred_at_ms",
+    "first_deposit",
+    "status",
 ];
+
+/// The prefix of a macro that names a parameter of the click's query: `{q.subid}`.
+pub const QUERY_MACRO: &str = "q.";
+
+/// Whether `name` (between the braces) is a macro: one of [`MACROS`], or `q.` and a parameter
+/// name of 1 to 64 letters, digits, `_`, `-`, `.`, `[` and `]`.
+fn is_macro(name: &str) -> bool {
+    MACROS.contains(&name)
+        || name.strip_prefix(QUERY_MACRO).is_some_and(|param| {
+            (1..=64).contains(&param.len())
+                && param
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.[]".contains(&b))
+        })
+}
+
+/// The value of parameter `name` in `query` (a URL's query, without `?`): the first one,
+/// percent-decoded, `+` as a space; `None` when it has none.
+#[must_use]
+pub fn query_param(query: &str, name: &str) -> Option<String> {
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(&text.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(k) == name).then(|| decode(v))
+    })
+}
+
+/// The word a postback's `{status}` gives for each event kind, where the destination sets one
+/// (`{"registration": "lead", "deposit": "sale"}`); the kind itself otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Statuses(pub BTreeMap<String, String>);
+
+impl Statuses {
+    /// From `{"registration": "lead"}`: each key an event kind or `first_deposit`, each word 1
+    /// to 40 letters, digits, `_`, `-` and `.`.
+    pub fn parse(words: &BTreeMap<String, String>) -> Result<Statuses, Error> {
+        let invalid = |why: String| Error::field(Code::InvalidField, "statuses", why);
+        for (kind, word) in words {
+            if !super::NAMED_KINDS.contains(&kind.as_str()) {
+                return Err(invalid(format!(
+                    "statuses names {}, which is none of {}",
+                    quoted(kind),
+                    super::NAMED_KINDS.join(", ")
+                )));
+            }
+            let ok = (1..=40).contains(&word.len())
+                && word
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+            if !ok {
+                return Err(invalid(format!(
+                    "statuses.{kind} is 1 to 40 of A-Z, a-z, 0-9, '_', '-' and '.', got {}",
+                    quoted(word)
+                )));
+            }
+        }
+        Ok(Statuses(words.clone()))
+    }
+
+    /// The word for an event of kind `event`; a first deposit's own, else a deposit's.
+    #[must_use]
+    pub fn word_for<'a>(&'a self, event: &'a str, first_deposit: bool) -> &'a str {
+        let set = |kind: &str| self.0.get(kind).map(String::as_str);
+        let own = if event == "deposit" && first_deposit {
+            set("first_deposit").or_else(|| set("deposit"))
+        } else {
+            set(event)
+        };
+        own.unwrap_or(event)
+    }
+}
 
 /// `template` with each `{macro}` replaced by `value(macro)`, percent-encoded (everything but
 /// `A-Z a-z 0-9 - . _ ~`), or by nothing when it has none. A brace that opens no macro is kept
@@ -38,7 +119,7 @@ pub fn fill_macros(template: &str, value: impl Fn(&str) -> Option<String>) -> St
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
         match after.find('}') {
-            Some(close) if MACROS.contains(&&after[..close]) => {
+            Some(close) if is_macro(&after[..close]) => {
                 if let Some(v) = value(&after[..close]) {
                     out.extend(utf8_percent_encode(&v, UNRESERVED));
                 }
@@ -62,14 +143,14 @@ pub(super) fn check_postback(text: &str, allow_private: bool) -> Result<(), Erro
         let after = &rest[open + 1..];
         let name = after.find('}').map(|close| &after[..close]);
         match name {
-            Some(name) if MACROS.contains(&name) => rest = &after[name.len() + 1..],
+            Some(name) if is_macro(name) => rest = &after[name.len() + 1..],
             _ => {
                 let shown = name.map_or_else(|| after.to_owned(), |n| format!("{{{n}}}"));
                 return Err(Error::field(
                     Code::InvalidField,
                     "url",
                     format!(
-                        "url has {}, which is no macro; the macros are {}",
+                        "url has {}, which is no macro; the macros are {} and {{q.NAME}}",
                         quoted(&shown),
                         MACROS.map(|m| format!("{{{m}}}")).join(", ")
                     ),
@@ -126,5 +207,59 @@ mod tests {
             MACROS.map(|m| format!("{m}={{{m}}}")).join("&")
         ));
         assert!(f.check(false).is_ok());
+        for (name, ok) in [
+            ("q.subid", true),
+            (&format!("q.{}", "a".repeat(64)), true),
+            (&format!("q.{}", "a".repeat(65)), false),
+            ("q.", false),
+            ("q.a b", false),
+            ("q.x[0]", true),
+        ] {
+            let mut f = fields("postback");
+            f.url = Some(format!("https://n.example/pb?s={{{name}}}"));
+            assert_eq!(f.check(false).is_ok(), ok, "{name}");
+        }
+    }
+
+    #[test]
+    fn query_parameters_are_read_decoded_and_first_wins() {
+        let q = "subid=abc%20d&clickid=1+2&subid=second&flag&e=%D0%AF";
+        assert_eq!(query_param(q, "subid").as_deref(), Some("abc d"));
+        assert_eq!(query_param(q, "clickid").as_deref(), Some("1 2"));
+        assert_eq!(query_param(q, "flag").as_deref(), Some(""));
+        assert_eq!(query_param(q, "e").as_deref(), Some("Я"));
+        assert_eq!(query_param(q, "none"), None);
+        let filled = fill_macros("https://n.example/?s={q.subid}&c={q.none}", |m| {
+            m.strip_prefix(QUERY_MACRO).and_then(|p| query_param(q, p))
+        });
+        assert_eq!(filled, "https://n.example/?s=abc%20d&c=");
+    }
+
+    #[test]
+    fn statuses_have_rules_and_fall_back_to_the_kind() {
+        let set = |pairs: &[(&str, &str)]| {
+            Statuses::parse(
+                &pairs
+                    .iter()
+                    .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                    .collect(),
+            )
+        };
+        let s = set(&[("registration", "lead"), ("deposit", "sale")]).unwrap();
+        assert_eq!(s.word_for("registration", false), "lead");
+        assert_eq!(s.word_for("deposit", true), "sale");
+        assert_eq!(s.word_for("contact", false), "contact");
+        let first = set(&[("deposit", "sale"), ("first_deposit", "ftd")]).unwrap();
+        assert_eq!(first.word_for("deposit", true), "ftd");
+        assert_eq!(first.word_for("deposit", false), "sale");
+        assert!(set(&[("deposit", &"a".repeat(40))]).is_ok());
+        for bad in [
+            ("deposit", &"a".repeat(41)[..]),
+            ("deposit", ""),
+            ("deposit", "a b"),
+            ("refund", "r"),
+        ] {
+            assert_eq!(set(&[bad]).unwrap_err().field, Some("statuses"), "{bad:?}");
+        }
     }
 }

@@ -133,7 +133,7 @@ pub fn meta_answer(status: u16, body: &str) -> MetaAnswer {
     let Some(error) = error else {
         return match outcome_of(status) {
             Outcome::Delivered => MetaAnswer::Delivered,
-            Outcome::Failed => MetaAnswer::Retry { after_ms: None },
+            Outcome::Failed | Outcome::Held => MetaAnswer::Retry { after_ms: None },
             Outcome::Refused => MetaAnswer::Refused {
                 named: Vec::new(),
                 message: body.to_owned(),

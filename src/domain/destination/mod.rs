@@ -25,19 +25,23 @@ mod view;
 
 pub use address::{MAX_URL_LEN, check_url, is_private, private_address};
 pub use delivery::{
-    ANSWER_BYTES, Attempt, FIRST_RETRY_MS, MAX_RETRY_MS, Outcome, State, StateCounts, answer_head,
-    next_state, outcome_of, retry_delay_ms,
+    ANSWER_BYTES, Attempt, FIRST_RETRY_MS, MAX_RETRY_MS, Outcome, STORED_STATES, State,
+    StateCounts, answer_head, next_state, outcome_of, retry_delay_ms,
 };
 pub use fields::{
-    DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, DestinationFields, NewDestination, check_name,
+    DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, DestinationFields, DestinationPatch, NewDestination,
+    check_name, check_test_event_code, new_signing_secret,
 };
-pub use kind::{ClickFacts, Destination, Directory, EventSet, Kind, Meta, Secret, Target};
-pub use macros::{MACROS, fill_macros};
+pub use kind::{
+    ClickFacts, Destination, Directory, EventSet, Kind, MAX_DESTINATIONS, Meta, Paused,
+    PreviousSecret, ROTATION_GRACE_MS, Secret, Target,
+};
+pub use macros::{MACROS, QUERY_MACRO, Statuses, fill_macros, query_param};
 pub use meta::{
     EventNames, MetaAnswer, MetaRules, NAMED_KINDS, THROTTLE_WAIT_MS, meta_answer, standard_name,
 };
 pub use request::{
     DEFAULT_DELIVERIES_PAGE, DeliveryQuery, DestinationBody, MAX_DELIVERIES_PAGE, RetryBody,
-    RetryRequest,
+    RetryRequest, TestBody,
 };
-pub use view::{DeliveryView, DestinationView, LastError};
+pub use view::{DeliveryView, DestinationState, DestinationView, LastError};

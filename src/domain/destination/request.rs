@@ -2,18 +2,22 @@
 //! (read into [`DestinationFields`]), the query of `GET /deliveries` and the body of
 //! `POST /deliveries/retry`, each field of its JSON type and named in its error.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::fields::missing;
-use super::{DestinationFields, State, check_name};
+use super::delivery::State;
+use super::fields::{DestinationFields, DestinationPatch, check_name, missing};
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
 /// The body of `POST /destinations`. The fields of each kind (`docs/api.md#destinations`):
 /// `meta_capi` takes `pixel_id` and `access_token` (required), `test_event_code`, `api_version`,
-/// `graph_url`; `postback` and `webhook` take `url` (required). A field of another kind is
-/// refused. An empty string or `null` counts as absent.
+/// `graph_url`, `event_names`, `currency_rates`; `postback` takes `url` (required) and
+/// `statuses`; `webhook` takes `url` (required). A field of another kind is refused. An empty
+/// string or `null` counts as absent. The body of `PATCH /destinations/<name>` too, where an
+/// absent field is left as it is and `null` sets it back to its default.
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DestinationBody<'a> {
@@ -57,6 +61,24 @@ pub struct DestinationBody<'a> {
         pattern(r"^(https://[!-~]+)?$")
     )]
     url: Option<&'a RawValue>,
+    /// `meta_capi`: the event name sent for `contact`, `subscribed`, `registration`, `deposit`
+    /// or `first_deposit` (a customer's first deposit; without one, a deposit's): one of
+    /// Meta's standard events or a custom name, `[A-Za-z0-9_ ]{1,40}`.
+    #[serde(borrow)]
+    #[schemars(
+        with = "Option<BTreeMap<String, String>>",
+        example = r#"{"deposit": "Purchase", "first_deposit": "FirstDeposit"}"#
+    )]
+    event_names: Option<&'a RawValue>,
+    /// `meta_capi`: what one unit of a currency Meta does not take (not ISO 4217) is worth
+    /// in one that it does: `{"XTR": "0.013 USD"}`.
+    #[serde(borrow)]
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
+    currency_rates: Option<&'a RawValue>,
+    /// `postback`: the word `{status}` gives for each event kind (default: the kind).
+    #[serde(borrow)]
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
+    statuses: Option<&'a RawValue>,
 }
 
 impl DestinationFields {
@@ -82,6 +104,16 @@ impl DestinationFields {
             Some(raw) if raw.get() != "null" => Some(input::json_bool(raw, "only_attributed")?),
             _ => None,
         };
+        let map = |name: &'static str,
+                   v: Option<&RawValue>|
+         -> Result<Option<BTreeMap<String, String>>, Error> {
+            match v {
+                Some(raw) if raw.get() != "null" => serde_json::from_str(raw.get())
+                    .map(Some)
+                    .map_err(|_| input::wrong_type(name, "an object of strings", raw)),
+                _ => Ok(None),
+            }
+        };
         Ok(DestinationFields {
             name: text("name", b.name)?,
             kind: text("kind", b.kind)?,
@@ -93,7 +125,46 @@ impl DestinationFields {
             api_version: text("api_version", b.api_version)?,
             graph_url: text("graph_url", b.graph_url)?,
             url: text("url", b.url)?,
+            event_names: map("event_names", b.event_names)?,
+            currency_rates: map("currency_rates", b.currency_rates)?,
+            statuses: map("statuses", b.statuses)?,
         })
+    }
+}
+
+impl DestinationPatch {
+    /// Reads a `PATCH /destinations/<name>` body: the fields of a `POST /destinations` body,
+    /// each given one set, each `null` (or empty string) one cleared.
+    pub fn from_json(body: &[u8]) -> Result<DestinationPatch, Error> {
+        let set = DestinationFields::from_json(body)?;
+        let given: BTreeMap<String, &RawValue> = input::parse_body(body)?;
+        let cleared = given
+            .into_iter()
+            .filter(|(_, raw)| matches!(raw.get(), "null" | "\"\""))
+            .map(|(name, _)| name)
+            .collect();
+        Ok(DestinationPatch { set, cleared })
+    }
+}
+
+/// The body of `POST /destinations/<name>/test`, which may be empty.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestBody {
+    /// `meta_capi`: the code of Events Manager's Test events tab, when the destination has
+    /// none of its own (or to use another).
+    #[schemars(pattern(r"^[A-Za-z0-9]{1,64}$"))]
+    pub test_event_code: Option<String>,
+}
+
+impl TestBody {
+    /// Reads the body of a test: empty, or `{"test_event_code": "TEST12345"}`.
+    pub fn from_json(body: &[u8]) -> Result<Option<String>, Error> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        let b: TestBody = input::parse_body(body)?;
+        Ok(b.test_event_code.filter(|c| !c.is_empty()))
     }
 }
 

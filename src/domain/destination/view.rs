@@ -1,5 +1,7 @@
 //! Destinations and deliveries as answers and pages show them: never a credential.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{Destination, Kind, State, StateCounts, Target};
@@ -11,6 +13,16 @@ pub struct LastError {
     pub inbox_id: Option<String>,
     pub status: Option<u16>,
     pub answer: String,
+}
+
+/// Whether a destination sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DestinationState {
+    Active,
+    /// Its credential is no longer taken: it sends nothing, its deliveries wait (`paused`)
+    /// until a `PATCH` resumes it.
+    Paused,
 }
 
 /// A destination as answers show it: never its access token (its last 4 characters only), and
@@ -34,10 +46,28 @@ pub struct DestinationView {
     pub api_version: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub graph_url: Option<String>,
-    /// Only in the answer that created a webhook: shown once.
+    /// `meta_capi`: the event names it sets, by kind (and `first_deposit`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub event_names: Option<BTreeMap<String, String>>,
+    /// `meta_capi`: its rates, `{"XTR": "0.013 USD"}`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub currency_rates: Option<BTreeMap<String, String>>,
+    /// `postback`: the words of `{status}`, by kind.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub statuses: Option<BTreeMap<String, String>>,
+    /// Only in the answer that created a webhook or rotated its secret: shown once.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub signing_secret: Option<String>,
+    /// A webhook's replaced secret still signs beside the new one until then.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub previous_secret_until_ms: Option<u64>,
     pub created_at_ms: u64,
+    pub state: DestinationState,
+    /// Why it is paused (the remote's answer), while it is.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub paused_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub paused_at_ms: Option<u64>,
     pub deliveries: StateCounts,
     pub last_error: Option<LastError>,
 }
@@ -56,8 +86,19 @@ impl DestinationView {
             test_event_code: None,
             api_version: None,
             graph_url: None,
+            event_names: None,
+            currency_rates: None,
+            statuses: None,
             signing_secret: None,
+            previous_secret_until_ms: None,
             created_at_ms: d.created_at_ms,
+            state: if d.paused.is_some() {
+                DestinationState::Paused
+            } else {
+                DestinationState::Active
+            },
+            paused_reason: d.paused.as_ref().map(|p| p.reason.clone()),
+            paused_at_ms: d.paused.as_ref().map(|p| p.at_ms),
             deliveries,
             last_error,
         };
@@ -68,8 +109,17 @@ impl DestinationView {
                 view.test_event_code.clone_from(&m.test_event_code);
                 view.api_version = Some(m.api_version.clone());
                 view.graph_url = Some(m.graph_url.clone());
+                view.event_names = Some(m.rules.event_names.0.clone());
+                view.currency_rates = Some(m.rules.currency_rates.shown());
             }
-            Target::Postback { url } | Target::Webhook { url, .. } => view.url = Some(url.clone()),
+            Target::Postback { url, statuses } => {
+                view.url = Some(url.clone());
+                view.statuses = Some(statuses.0.clone());
+            }
+            Target::Webhook { url, previous, .. } => {
+                view.url = Some(url.clone());
+                view.previous_secret_until_ms = previous.as_ref().map(|p| p.until_ms);
+            }
         }
         view
     }

@@ -3,12 +3,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::codec::Record;
+use super::codec::{Record, from_postcard, unreadable_version};
+use crate::storage::StoreError;
 
 /// A destination (`DESTINATIONS`): its space, name and kind, which events it takes, and its
-/// kind's fields; the access token and signing secret as they must be used (so the data file is
-/// kept private). A removed destination keeps its row, without its credentials, so that its
+/// kind's fields; the access token and signing secrets as they must be used (so the data file
+/// is kept private). A removed destination keeps its row, without its credentials, so that its
 /// deliveries still name it.
+///
+/// Version 2 added the fields after `graph_url` (its settings, a rotated secret's grace, a
+/// pause); a version 1 record is read with them empty.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct DestinationRecord {
     pub space_no: u32,
@@ -28,10 +32,78 @@ pub struct DestinationRecord {
     pub test_event_code: Option<String>,
     pub api_version: Option<String>,
     pub graph_url: Option<String>,
+    /// Meta's event names by kind, sorted by kind.
+    pub event_names: Vec<(String, String)>,
+    /// Meta's currency rates as written (`"0.013 USD"`), sorted by currency.
+    pub currency_rates: Vec<(String, String)>,
+    /// A postback's `{status}` words by kind, sorted by kind.
+    pub statuses: Vec<(String, String)>,
+    /// A webhook's signing secret before its rotation, and until when it still signs.
+    pub previous_secret: Option<String>,
+    pub previous_secret_until_ms: Option<u64>,
+    /// Set while it is paused: since when, and why.
+    pub paused_at_ms: Option<u64>,
+    pub paused_reason: Option<String>,
 }
 impl Record for DestinationRecord {
+    const VERSION: u8 = 2;
+    const NAME: &'static str = "destination";
+
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
+        match version {
+            1 => from_postcard::<DestinationRecordV1>(body).map(DestinationRecord::from),
+            2 => from_postcard(body),
+            v => Err(unreadable_version::<Self>(v)),
+        }
+    }
+}
+
+/// The shape of a `DestinationRecord` of version 1.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct DestinationRecordV1 {
+    pub space_no: u32,
+    pub name: String,
+    /// `destination::Kind` as its stored discriminant.
+    pub kind: u8,
+    /// `destination::EventSet`'s bits.
+    pub events: u8,
+    pub only_attributed: bool,
+    pub created_at_ms: u64,
+    pub removed_at_ms: Option<u64>,
+    /// A postback's URL template, a webhook's URL.
+    pub url: Option<String>,
+    pub signing_secret: Option<String>,
+    pub pixel_id: Option<String>,
+    pub access_token: Option<String>,
+    pub test_event_code: Option<String>,
+    pub api_version: Option<String>,
+    pub graph_url: Option<String>,
+}
+impl Record for DestinationRecordV1 {
     const VERSION: u8 = 1;
     const NAME: &'static str = "destination";
+}
+
+impl From<DestinationRecordV1> for DestinationRecord {
+    fn from(v1: DestinationRecordV1) -> Self {
+        DestinationRecord {
+            space_no: v1.space_no,
+            name: v1.name,
+            kind: v1.kind,
+            events: v1.events,
+            only_attributed: v1.only_attributed,
+            created_at_ms: v1.created_at_ms,
+            removed_at_ms: v1.removed_at_ms,
+            url: v1.url,
+            signing_secret: v1.signing_secret,
+            pixel_id: v1.pixel_id,
+            access_token: v1.access_token,
+            test_event_code: v1.test_event_code,
+            api_version: v1.api_version,
+            graph_url: v1.graph_url,
+            ..DestinationRecord::default()
+        }
+    }
 }
 
 /// Where a destination's deliveries stand (`DELIVERY_STATES`): how many are in each state
@@ -79,4 +151,59 @@ pub struct DeliveryRecord {
 impl Record for DeliveryRecord {
     const VERSION: u8 = 1;
     const NAME: &'static str = "delivery";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::records::codec::{decode, encode, tests::assert_golden};
+
+    #[test]
+    fn a_version_1_destination_reads_with_empty_settings() {
+        let v1 = DestinationRecordV1 {
+            space_no: 1,
+            name: "m".into(),
+            kind: 1,
+            events: 15,
+            only_attributed: true,
+            created_at_ms: 5,
+            pixel_id: Some("1".into()),
+            access_token: Some("t".into()),
+            ..DestinationRecordV1::default()
+        };
+        let read: DestinationRecord = decode(&encode(&v1)).unwrap();
+        assert_eq!(read.name, "m");
+        assert_eq!(read.access_token.as_deref(), Some("t"));
+        assert!(read.event_names.is_empty() && read.paused_at_ms.is_none());
+    }
+
+    #[test]
+    fn a_version_2_destination_has_its_bytes() {
+        let r = DestinationRecord {
+            space_no: 1,
+            name: "p".into(),
+            kind: 2,
+            events: 15,
+            only_attributed: true,
+            created_at_ms: 1,
+            url: Some("u".into()),
+            statuses: vec![("deposit".into(), "sale".into())],
+            paused_at_ms: Some(2),
+            paused_reason: Some("r".into()),
+            ..DestinationRecord::default()
+        };
+        #[rustfmt::skip]
+        let bytes = [
+            2, // version
+            1, 1, b'p', 2, 15, 1, 1, // space, name, kind, events, only_attributed, created
+            0, // removed_at_ms
+            1, 1, b'u', // url
+            0, 0, 0, 0, 0, 0, // signing_secret ... graph_url
+            0, 0, // event_names, currency_rates
+            1, 7, b'd', b'e', b'p', b'o', b's', b'i', b't', 4, b's', b'a', b'l', b'e', // statuses
+            0, 0, // previous_secret, its until
+            1, 2, 1, 1, b'r', // paused
+        ];
+        assert_golden(&r, &bytes);
+    }
 }

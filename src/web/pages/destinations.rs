@@ -18,11 +18,43 @@ struct DestinationRow {
     /// The URL, or Meta's pixel with the token's last 4 characters.
     address: String,
     events: String,
+    /// Meta's event names and rates, a postback's statuses: `deposit=Purchase, ...`.
+    settings: String,
     pending: u64,
     delivered: u64,
     retrying: u64,
     dead: u64,
+    paused: u64,
+    /// Why it is paused, while it is.
+    paused_reason: Option<String>,
     last_error: String,
+}
+
+/// `a=b, c=d`: a map of settings as the page shows it and its form takes it.
+fn pairs_text(map: Option<&std::collections::BTreeMap<String, String>>) -> String {
+    map.map(|m| {
+        m.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+    .unwrap_or_default()
+}
+
+/// A form's `a=b, c=d` (commas or new lines between pairs) as a map; `None` when empty. A pair
+/// without `=` is kept with an empty value, for the destination's rules to refuse by name.
+fn form_pairs(ctx: &Ctx<'_>, name: &str) -> Option<std::collections::BTreeMap<String, String>> {
+    let text = form_text(ctx, name)?;
+    Some(
+        text.split([',', '\n'])
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                (k.trim().to_owned(), v.trim().to_owned())
+            })
+            .collect(),
+    )
 }
 
 struct DeliveryRow {
@@ -85,6 +117,18 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
         .await?
         .into_iter()
         .map(|d| DestinationRow {
+            settings: [
+                ("names", pairs_text(d.event_names.as_ref())),
+                ("rates", pairs_text(d.currency_rates.as_ref())),
+                ("statuses", pairs_text(d.statuses.as_ref())),
+            ]
+            .into_iter()
+            .filter(|(_, text)| !text.is_empty())
+            .map(|(what, text)| format!("{what}: {text}"))
+            .collect::<Vec<_>>()
+            .join("; "),
+            paused: d.deliveries.get(State::Paused),
+            paused_reason: d.paused_reason.clone(),
             kind: d.kind.as_str(),
             address: d.url.clone().unwrap_or_else(|| {
                 format!(
@@ -163,6 +207,9 @@ pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
         api_version: None,
         graph_url: None,
         url: field("url"),
+        event_names: form_pairs(ctx, "event_names"),
+        currency_rates: form_pairs(ctx, "currency_rates"),
+        statuses: form_pairs(ctx, "statuses"),
     };
     let space = space(ctx).await?;
     let created = ctx.app.create_destination(&space, fields).await?;
@@ -179,7 +226,11 @@ pub(in crate::web) async fn test(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
     let tested = ctx
         .app
-        .test_destination(&space, ctx.param("name").to_owned())
+        .test_destination(
+            &space,
+            ctx.param("name").to_owned(),
+            form_text(ctx, "test_event_code"),
+        )
         .await?;
     let shown = DestinationsShown {
         tested: Some(tested),
@@ -211,4 +262,56 @@ pub(in crate::web) async fn remove(ctx: &Ctx<'_>) -> Result<Response, Error> {
         .await?;
     let note = format!("Destination {destination} removed; its open deliveries are cancelled.");
     destinations(ctx, DestinationsShown::note(note)).await
+}
+
+/// `POST .../destinations/<name>/change`: the fields filled in replace the destination's (an
+/// empty one changes nothing), as `PATCH /destinations/<name>` does; a paused destination
+/// resumes.
+pub(in crate::web) async fn change(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    use crate::domain::destination::{DestinationFields, DestinationPatch};
+    let field = |n| form_text(ctx, n);
+    let set = DestinationFields {
+        url: field("url"),
+        access_token: field("access_token"),
+        test_event_code: field("test_event_code"),
+        event_names: form_pairs(ctx, "event_names"),
+        currency_rates: form_pairs(ctx, "currency_rates"),
+        statuses: form_pairs(ctx, "statuses"),
+        ..DestinationFields::default()
+    };
+    let space = space(ctx).await?;
+    let changed = ctx
+        .app
+        .change_destination(
+            &space,
+            ctx.param("name").to_owned(),
+            DestinationPatch {
+                set,
+                cleared: Vec::new(),
+            },
+        )
+        .await?;
+    let note = format!(
+        "Destination {} changed; it keeps its deliveries, and sends again if it was paused.",
+        changed.name
+    );
+    destinations(ctx, DestinationsShown::note(note)).await
+}
+
+/// `POST .../destinations/<name>/rotate-secret`: a webhook's new signing secret, shown once.
+pub(in crate::web) async fn rotate(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let space = space(ctx).await?;
+    let rotated = ctx
+        .app
+        .rotate_destination_secret(&space, ctx.param("name").to_owned())
+        .await?;
+    let shown = DestinationsShown {
+        secret: rotated.signing_secret.map(|s| (rotated.name.clone(), s)),
+        note: Some(format!(
+            "Webhook {}: new signing secret. The old one signs beside it for 24 hours.",
+            rotated.name
+        )),
+        ..DestinationsShown::default()
+    };
+    destinations(ctx, shown).await
 }

@@ -93,6 +93,8 @@ struct Shared {
     default: Mutex<Option<Reply>>,
     /// Checks each request; a failure is answered 400 with Meta's error body.
     check: Mutex<Option<(u64, Check)>>,
+    /// Access tokens Meta no longer takes: a request with one is answered code 190.
+    revoked: Mutex<Vec<String>>,
     arrived: Notify,
     released: tokio::sync::Semaphore,
 }
@@ -119,6 +121,7 @@ impl Receiver {
             next: Mutex::default(),
             default: Mutex::default(),
             check: Mutex::default(),
+            revoked: Mutex::default(),
             arrived: Notify::new(),
             released: tokio::sync::Semaphore::new(0),
         });
@@ -150,6 +153,12 @@ impl Receiver {
     /// Answers the next requests with `replies`, in order.
     pub fn then(&self, replies: impl IntoIterator<Item = Reply>) {
         self.shared.next.lock().unwrap().extend(replies);
+    }
+
+    /// Answers every later request that carries `token` as its `access_token` as Meta answers a
+    /// revoked token (code 190), before any other reply.
+    pub fn revoke(&self, token: &str) {
+        self.shared.revoked.lock().unwrap().push(token.to_owned());
     }
 
     /// Lets one [`Reply::Held`] answer go.
@@ -231,29 +240,7 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             headers,
             body,
         };
-        let checked = shared
-            .check
-            .lock()
-            .unwrap()
-            .map_or(Ok(()), |(now_s, check)| check(&received, now_s));
-        let mut reply = match checked {
-            Err(why) => Reply::Status(
-                400,
-                Vec::new(),
-                serde_json::json!({"error": {"message": "Invalid parameter",
-                    "type": "OAuthException", "code": 100, "is_transient": false,
-                    "error_user_title": "Invalid parameter", "error_user_msg": why,
-                    "fbtrace_id": "stand-in"}})
-                .to_string(),
-            ),
-            Ok(()) => shared
-                .next
-                .lock()
-                .unwrap()
-                .pop_front()
-                .or_else(|| shared.default.lock().unwrap().clone())
-                .unwrap_or_else(Reply::ok),
-        };
+        let mut reply = reply_for(&shared, &received);
         shared.received.lock().unwrap().push(received);
         shared.arrived.notify_waiters();
         if matches!(reply, Reply::Held) {
@@ -285,6 +272,38 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
                 }
             }
         }
+    }
+}
+
+/// How to answer `received`: as a stand-in whose check refused it, or that no longer takes its
+/// token, would; else the next queued reply, the default one, or `200`.
+fn reply_for(shared: &Shared, received: &Received) -> Reply {
+    let checked = shared
+        .check
+        .lock()
+        .unwrap()
+        .map_or(Ok(()), |(now_s, check)| check(received, now_s));
+    let revoked = received.json()["access_token"]
+        .as_str()
+        .is_some_and(|t| shared.revoked.lock().unwrap().iter().any(|r| r == t));
+    match checked {
+        Ok(()) if revoked => Reply::meta_token_revoked(),
+        Err(why) => Reply::Status(
+            400,
+            Vec::new(),
+            serde_json::json!({"error": {"message": "Invalid parameter",
+                "type": "OAuthException", "code": 100, "is_transient": false,
+                "error_user_title": "Invalid parameter", "error_user_msg": why,
+                "fbtrace_id": "stand-in"}})
+            .to_string(),
+        ),
+        Ok(()) => shared
+            .next
+            .lock()
+            .unwrap()
+            .pop_front()
+            .or_else(|| shared.default.lock().unwrap().clone())
+            .unwrap_or_else(Reply::ok),
     }
 }
 
