@@ -2,6 +2,7 @@
 //! credential are, and which events duplicate each other.
 
 pub mod base62;
+pub mod channel;
 pub mod click;
 pub mod client;
 pub mod cost;

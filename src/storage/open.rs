@@ -318,8 +318,9 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
     match version {
         0 => migrate_to_v1(txn),
         // Nothing to convert: see schema.rs (2: event records version 2; 7: the fbclid
-        // buffer's redo mark and uids that begin with their time).
-        1 | 6 => Ok(()),
+        // buffer's redo mark and uids that begin with their time; 13 to 15: steps of work done
+        // beside Telegram channels, numbered when it is merged).
+        1 | 6 | 12..=14 => Ok(()),
         2 => migrate_to_v3(txn),
         3 => migrate_to_v4(txn),
         4 => migrate_to_v5(txn),
@@ -329,6 +330,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         9 => migrate_to_v10(txn),
         10 => migrate_to_v11(txn),
         11 => migrate_to_v12(txn),
+        15 => migrate_to_v16(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -451,6 +453,23 @@ fn migrate_to_v11(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 /// `BLOCK_DAYS` day rows, counted again with everything else by the rule the writer counts with.
 fn migrate_to_v12(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     rollup::rebuild_in(txn, Err)
+}
+
+/// Version 16: Telegram channels' tables, empty. Link records of version 1 are read as they
+/// are (no channel).
+fn migrate_to_v16(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::storage::schema::{
+        CHANNEL_MEMBERS, CHANNEL_STATES, CHANNEL_STATS, INVITE_POOL, INVITES, INVITES_HANDED,
+        TELEGRAM_OFFSETS,
+    };
+    txn.open_table(INVITE_POOL)?;
+    txn.open_table(INVITES)?;
+    txn.open_table(INVITES_HANDED)?;
+    txn.open_table(CHANNEL_MEMBERS)?;
+    txn.open_table(CHANNEL_STATES)?;
+    txn.open_table(TELEGRAM_OFFSETS)?;
+    txn.open_table(CHANNEL_STATS)?;
+    Ok(())
 }
 
 /// Version 5: the stats rollup's day rows, each the sum of its day's hour rows. Day rows already

@@ -46,6 +46,10 @@
 //! - 12: `STATS` also holds block rows (`rollup::BLOCK_ROWS`, 0x40, in the dimension byte), each
 //!   the sum of 32 whole UTC days of a group (block `n`: days `32n` to `32n + 31`), so a range of
 //!   months reads a row per block rather than per day. The migration counts `STATS` again.
+//! - 13 to 15: steps of work done beside this one (they are numbered when it is merged).
+//! - 16: Telegram channels. `LINKS` records may be `LinkRecord` version 2 (with the channel of
+//!   a channel link); `INVITE_POOL`, `INVITES`, `INVITES_HANDED`, `CHANNEL_MEMBERS`,
+//!   `CHANNEL_STATES`, `TELEGRAM_OFFSETS` and `CHANNEL_STATS`, all empty. Nothing is rewritten.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -61,7 +65,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 12;
+pub const SCHEMA_VERSION: u64 = 16;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -199,6 +203,42 @@ pub const DELIVERY_QUEUE: TableDefinition<(u32, u64, u64), ()> =
 /// `CLICKS` is, so new ones are appended and the old ones are each space's first.
 pub const CLICK_HINTS: TableDefinition<(u32, &str), &[u8]> = TableDefinition::new("click_hints");
 
+// --- Telegram channels (schema 16): invite links made ahead, members, the bot's updates. ---
+
+/// `(slug, number) -> invite link`: a channel link's invite links made ahead and not yet handed
+/// out, in the order they were made (the number from its `CHANNEL_STATES` row). A visit takes
+/// the first, in the click's own write transaction.
+pub const INVITE_POOL: TableDefinition<(&str, u64), &str> = TableDefinition::new("invite_pool");
+
+/// `invite link -> InviteRecord`: every invite link the tracker made, with its link, the click
+/// it was handed to, and the user who joined through it: what an update's `invite_link` is
+/// looked up in.
+pub const INVITES: TableDefinition<&str, &[u8]> = TableDefinition::new("invites");
+
+/// `(handed_at_ms, invite link) -> ()`: invite links handed out and not yet used or revoked, by
+/// the time they were handed out, so those older than `invite_ttl` are one range.
+pub const INVITES_HANDED: TableDefinition<(u64, &str), ()> = TableDefinition::new("invites_handed");
+
+/// `(space, chat_id, tg_id) -> MemberRecord`: each user's membership of a channel as the
+/// tracker saw it (joined through which link, left), so a join is counted once per user and
+/// channel and a leave is counted against the link the user joined through.
+pub const CHANNEL_MEMBERS: TableDefinition<(u32, i64, u64), &[u8]> =
+    TableDefinition::new("channel_members");
+
+/// `slug -> ChannelStateRecord`: a channel link's counts (invite links made, handed out, used;
+/// fallbacks, joins, leaves) and the number of its next invite link.
+pub const CHANNEL_STATES: TableDefinition<&str, &[u8]> = TableDefinition::new("channel_states");
+
+/// `space -> update_id`: the next update of the space's bot to read (`getUpdates`' offset),
+/// written in the transaction that commits the effects of the updates before it.
+pub const TELEGRAM_OFFSETS: TableDefinition<u32, u64> = TableDefinition::new("telegram_offsets");
+
+/// `(space, dimension, group, quarter) -> (joins, leaves)`: channel joins and leaves per group
+/// and quarter of an hour, as `STATS` keys its rows (dimension 0 campaign, 1 link, 2 the whole
+/// space, "" as group), for stats by campaign, link and day in the space's zone.
+pub const CHANNEL_STATS: TableDefinition<(u32, u8, &str, u32), (u64, u64)> =
+    TableDefinition::new("channel_stats");
+
 /// Something done to every table of the file alike (a backup copies each, a check reads each).
 pub trait TableVisitor {
     fn visit<K: Key + 'static, V: Value + 'static>(
@@ -234,6 +274,13 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(FIRST_DEPOSITS_BY_TG)?;
     v.visit(FIRST_DEPOSITS_BY_CLICK)?;
     v.visit(COSTS)?;
+    v.visit(INVITE_POOL)?;
+    v.visit(INVITES)?;
+    v.visit(INVITES_HANDED)?;
+    v.visit(CHANNEL_MEMBERS)?;
+    v.visit(CHANNEL_STATES)?;
+    v.visit(TELEGRAM_OFFSETS)?;
+    v.visit(CHANNEL_STATS)?;
     Ok(())
 }
 

@@ -7,6 +7,7 @@ mod auth;
 mod backup;
 mod backup_s3;
 mod backup_schedule;
+mod channels;
 mod check;
 mod cli;
 mod cli_output;
