@@ -212,6 +212,12 @@ async fn a_join_through_an_invite_link_binds_the_click_and_is_sent_to_meta() {
     assert_eq!(view["bound_clicks"], 1, "{view}");
     api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
     assert_eq!(feed(&s, 1).await.len(), 1, "one subscribed event per user");
+    let state = &link_view(&s, "news").await["channel_state"];
+    assert_eq!(
+        (state["joins"].clone(), state["used"].clone()),
+        (json!(1), json!(1)),
+        "{state}"
+    );
 
     api.push_leave(CHANNEL, USER, "left");
     api.push_leave(CHANNEL, USER, "left");
