@@ -11,7 +11,7 @@ use tracker::domain::rate::Rate;
 
 use crate::support::receiver::Receiver;
 use crate::support::telegram::{BotApi, Chat, TOKEN};
-use crate::support::{NOW_MS, Request, Response, TestServer, assert_error};
+use crate::support::{DAY_MS, NOW_MS, Request, Response, TestServer, assert_error};
 
 const CHANNEL: i64 = -1_001_234_567_890;
 const WAIT: Duration = Duration::from_secs(10);
@@ -397,4 +397,55 @@ async fn bad_channel_links_are_refused_clearly() {
     )
     .await;
     assert_eq!(ok.status, 201, "{}", ok.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_a_taken_invite_link_is_not_handed_out_again_and_a_join_counts_once() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, false).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let first = visit(&s, "news", "").await;
+    api.push_join(CHANNEL, USER, Some(&first));
+    assert_eq!(feed(&s, 1).await.len(), 1);
+    let s = s.restart().await;
+    // The join read again after the restart (as after a crash before its acknowledgement).
+    api.push_join(CHANNEL, USER, Some(&first));
+    let second = visit(&s, "news", "").await;
+    assert_ne!(second, first, "handed out once, across the restart");
+    api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
+    let state = &wait_for_state(&s, "news", |c| c["handed_out"] == 2).await["channel_state"];
+    assert_eq!(
+        (state["joins"].clone(), state["used"].clone()),
+        (json!(1), json!(1)),
+        "{state}"
+    );
+    assert_eq!(feed(&s, 1).await.len(), 1, "one subscribed event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invite_links_handed_out_and_never_used_are_revoked_after_invite_ttl() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, false).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let unused = visit(&s, "news", "").await;
+    let used = visit(&s, "news", "").await;
+    api.push_join(CHANNEL, USER, Some(&used));
+    wait_for_state(&s, "news", |c| c["used"] == 1).await;
+    let revoked = |a: &BotApi| -> Vec<String> {
+        a.invites()
+            .into_iter()
+            .filter(|i| i.revoked)
+            .map(|i| i.url)
+            .collect()
+    };
+    // Just inside `invite_ttl` (7 days): kept.
+    s.clock.advance(7 * DAY_MS - 1_000);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(revoked(&api), Vec::<String>::new());
+    s.clock.advance(2_000);
+    api.wait_until(WAIT, |a| !revoked(a).is_empty()).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(revoked(&api), vec![unused], "only the one never used");
 }
