@@ -206,6 +206,7 @@ impl App {
             self.settings.clone(),
             self.clock.clone(),
             self.telegram.clone(),
+            self.metrics.clone(),
         )
     }
 
@@ -580,6 +581,9 @@ impl App {
                 if channel {
                     // The pool is one shorter: its loop makes another.
                     self.telegram.wake.notify_one();
+                    if invite.is_none() {
+                        self.metrics.telegram("fallback_visits", 1);
+                    }
                 }
                 Ok(Visit::Clicked {
                     link,

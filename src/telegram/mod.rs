@@ -12,7 +12,6 @@ mod pool;
 pub mod updates;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::channel::UpdatesApplied;
+use crate::metrics::Metrics;
 use crate::storage::Store;
 use crate::telegram::api::{ApiError, BotApi, Me};
 
@@ -54,12 +54,8 @@ pub struct Status {
     link_errors: Mutex<HashMap<String, String>>,
     /// Wakes the pool's loop: a click took an invite link, a token or a link was set.
     pub wake: Notify,
-    pub joins: AtomicU64,
-    pub unattributed_joins: AtomicU64,
-    pub leaves: AtomicU64,
-    pub join_requests: AtomicU64,
-    pub invites_made: AtomicU64,
-    pub bot_api_errors: AtomicU64,
+    /// Where what happens is counted for `/metrics` (the application's), once the tasks run.
+    metrics: std::sync::OnceLock<Arc<Metrics>>,
 }
 
 impl Status {
@@ -84,8 +80,15 @@ impl Status {
         };
     }
 
+    /// Counts `n` of `what` for `/metrics` ([`crate::metrics::TELEGRAM_COUNTS`]).
+    pub fn count(&self, what: &str, n: u64) {
+        if let Some(m) = self.metrics.get() {
+            m.telegram(what, n);
+        }
+    }
+
     pub fn bot_failed(&self, space: u32, error: &ApiError) {
-        self.bot_api_errors.fetch_add(1, Ordering::Relaxed);
+        self.count("bot_api_errors", 1);
         let text = error.to_string();
         let mut bots = self.bots.lock().unwrap_or_else(PoisonError::into_inner);
         let status = bots.entry(space).or_default();
@@ -121,7 +124,7 @@ impl Status {
             .unwrap_or_else(PoisonError::into_inner);
         match error {
             Some(e) => {
-                self.bot_api_errors.fetch_add(1, Ordering::Relaxed);
+                self.count("bot_api_errors", 1);
                 errors.insert(slug.to_owned(), e.to_string());
             }
             None => {
@@ -131,12 +134,10 @@ impl Status {
     }
 
     fn applied(&self, a: &UpdatesApplied) {
-        self.joins.fetch_add(a.joins, Ordering::Relaxed);
-        self.unattributed_joins
-            .fetch_add(a.unattributed_joins, Ordering::Relaxed);
-        self.leaves.fetch_add(a.leaves, Ordering::Relaxed);
-        self.join_requests
-            .fetch_add(a.join_requests, Ordering::Relaxed);
+        self.count("joins", a.joins);
+        self.count("unattributed_joins", a.unattributed_joins);
+        self.count("leaves", a.leaves);
+        self.count("join_requests", a.join_requests);
     }
 }
 
@@ -157,7 +158,9 @@ impl Shared {
         settings: Settings,
         clock: Arc<dyn Clock>,
         status: Arc<Status>,
+        metrics: Arc<Metrics>,
     ) -> Shared {
+        let _ = status.metrics.set(metrics);
         Shared {
             store,
             settings,

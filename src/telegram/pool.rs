@@ -101,10 +101,7 @@ async fn fill_space(shared: &Shared, space: u32, api: &BotApi) -> Result<(), Api
                     tracing::warn!(slug = %link.slug, error = %e, "storing invite links");
                     break;
                 }
-                shared
-                    .status
-                    .invites_made
-                    .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                shared.status.count("invites_made", n);
                 missing -= n;
             }
             match stop {

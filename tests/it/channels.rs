@@ -272,11 +272,23 @@ async fn a_throttled_bot_api_sends_visitors_to_the_fallback_until_the_pool_refil
             .is_some_and(|e| e.contains("429")),
         "{view}"
     );
+    let metrics = s.metrics_text();
+    assert!(
+        metrics.contains("tracker_telegram_total{what=\"fallback_visits\"} 20"),
+        "{metrics}"
+    );
     api.throttle(None);
     wait_for_state(&s, "news", |c| {
         c["pool"] == POOL && c["last_error"].is_null()
     })
     .await;
+    let metrics = s.metrics_text();
+    assert!(
+        metrics.contains(&format!(
+            "tracker_telegram_total{{what=\"invites_made\"}} {POOL}"
+        )),
+        "{metrics}"
+    );
     let to = visit(&s, "news", "").await;
     assert!(to.starts_with("https://t.me/+stand"), "{to}");
 }

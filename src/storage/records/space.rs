@@ -109,6 +109,28 @@ mod tests {
     use crate::storage::records::codec::tests::{T, assert_golden};
     use crate::storage::records::encode;
 
+    /// A link of version 1 (before channels) reads as a link without a channel; version 2 is
+    /// version 1's body and the channel (one `0` byte for none).
+    #[test]
+    fn link_records_of_version_1_still_read() {
+        use crate::storage::records::decode;
+        let record = LinkRecord {
+            space_no: 7,
+            bot: Some("ab".into()),
+            target: None,
+            campaign_name: None,
+            mode: 1,
+            created_at_ms: 5,
+            deleted_at_ms: None,
+            channel: None,
+        };
+        let v1 = [1, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0];
+        assert_eq!(decode::<LinkRecord>(&v1).unwrap(), record);
+        assert_eq!(encode(&record), [2, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0]);
+        assert!(decode::<LinkRecord>(&[3, 7]).is_err());
+        assert!(decode::<LinkRecord>(&[1, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0]).is_err());
+    }
+
     /// Pins the wire format: if this fails, stored files from earlier builds no longer read.
     #[test]
     fn space_record_bytes_are_stable() {
