@@ -40,6 +40,13 @@
 //!   (`outgoing.rs`), and what each
 //!   kind of destination is sent (`format.rs`). The deliveries themselves are written with their
 //!   event (`storage/outbox.rs`).
+//! - [`telegram`]: links that lead to a Telegram channel, run in the background through the
+//!   space's bot: a reader of the bot's updates per space (`telegram/updates.rs`: joins, leaves
+//!   and join requests, each run committed before it is acknowledged), and the loop that keeps
+//!   each channel link's pool of invite links made ahead and revokes unused ones
+//!   (`telegram/pool.rs`); the Bot API client (`telegram/api.rs`), on the senders' HTTP client.
+//!   Handed a narrow [`telegram::Shared`]; what it reports ([`telegram::Status`]) the
+//!   application reads.
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, the uid rule, exact
 //!   decimals, dedup keys, credentials and the keyring, clicks and bindings, the rate limit,
 //!   tracking links, a space's settings, the feed, stats and the rejection log, the outcomes
@@ -95,6 +102,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["http", "web"],
     &["surface"],
     &["app"],
+    &["telegram"],
     &["delivery"],
     &["storage", "s3"],
     &["config", "metrics"],
@@ -117,4 +125,5 @@ pub mod s3;
 pub mod server;
 pub mod storage;
 pub mod surface;
+pub mod telegram;
 pub mod web;

@@ -205,7 +205,22 @@ pub struct Metrics {
     deliveries: [[AtomicU64; 3]; 3],
     /// Send latency of deliveries, by destination kind.
     delivery_seconds: [Histogram; 3],
+    /// Telegram channels, by [`TELEGRAM_COUNTS`].
+    telegram: [AtomicU64; TELEGRAM_COUNTS.len()],
 }
+
+/// What `tracker_telegram` counts (`docs/channels.md`), by its `what` label: joins through the
+/// tracker's invite links and through anything else, leaves, join requests, invite links made,
+/// visits of channel links sent to the fallback (an empty pool), and failed Bot API calls.
+pub const TELEGRAM_COUNTS: [&str; 7] = [
+    "joins",
+    "unattributed_joins",
+    "leaves",
+    "join_requests",
+    "invites_made",
+    "fallback_visits",
+    "bot_api_errors",
+];
 
 /// The counters of every route, by the route's index in the router's table.
 #[derive(Debug)]
@@ -227,6 +242,7 @@ impl Default for Metrics {
             uploads: Uploads::default(),
             deliveries: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
             delivery_seconds: std::array::from_fn(|_| Histogram::seconds()),
+            telegram: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -265,6 +281,13 @@ impl Metrics {
     /// A new click was stored (a back-fill that created one, a tracking-link visit).
     pub fn click(&self) {
         self.clicks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n` to the Telegram count `what` (one of [`TELEGRAM_COUNTS`]).
+    pub fn telegram(&self, what: &str, n: u64) {
+        if let Some(i) = TELEGRAM_COUNTS.iter().position(|w| *w == what) {
+            self.telegram[i].fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// Retention removed `entries` expired dedup entries.
@@ -426,6 +449,7 @@ impl Collector for Scrape {
         )?)?;
         encode_background(m, &mut encoder)?;
         encode_deliveries(m, &self.writer, &mut encoder)?;
+        encode_telegram(m, &mut encoder)?;
         let w = &self.writer;
         w.batch_size.encode(encoder.encode_descriptor(
             "tracker_writer_batch_size",
@@ -509,6 +533,23 @@ fn encode_background(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::
             Some(&Unit::Seconds),
             MetricType::Gauge,
         )?)?;
+    }
+    Ok(())
+}
+
+/// Telegram channels: [`TELEGRAM_COUNTS`].
+fn encode_telegram(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    let mut telegram = encoder.encode_descriptor(
+        "tracker_telegram",
+        "Telegram channels: joins through the tracker's invite links and unattributed ones, \
+         leaves, join requests, invite links made, visits sent to the fallback (an empty \
+         pool), and failed Bot API calls.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (what, count) in TELEGRAM_COUNTS.iter().zip(&m.telegram) {
+        let set = labels([("what", Cow::Borrowed(*what))]);
+        ConstCounter::new(count.load(Ordering::Relaxed)).encode(telegram.encode_family(&set)?)?;
     }
     Ok(())
 }

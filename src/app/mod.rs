@@ -52,6 +52,9 @@ pub struct App {
     /// Wakes the senders (`delivery/`) to look for due deliveries now: after a retry by hand,
     /// or a step of a test's clock.
     pub delivery_wake: Arc<tokio::sync::Notify>,
+    /// What the Telegram tasks report (each bot's name, each channel link's last Bot API
+    /// error), and their wake-up (`telegram/`).
+    pub telegram: Arc<crate::telegram::Status>,
 }
 
 /// A place among a space's waiting followers, given back when dropped.
@@ -90,8 +93,13 @@ pub enum Visit {
     Gone,
     /// A link preview or crawler: answered without a click.
     Preview(Arc<Link>),
-    /// A person: the click was recorded with `uid`.
-    Clicked { link: Arc<Link>, uid: String },
+    /// A person: the click was recorded with `uid`; for a channel link, with the invite link
+    /// it took (`None`: the pool was empty, the visitor goes to the fallback).
+    Clicked {
+        link: Arc<Link>,
+        uid: String,
+        invite: Option<String>,
+    },
 }
 
 /// What setting costs did: how many were set, and how many (of amount 0) removed one.
@@ -191,6 +199,7 @@ impl App {
             warned_untrusted_forwarded: AtomicBool::new(false),
             waiting: Arc::default(),
             delivery_wake: Arc::default(),
+            telegram: Arc::default(),
             metrics: Arc::new(Metrics::default()),
             store,
             settings,
@@ -208,6 +217,18 @@ impl App {
             settings: self.settings.delivery,
             wake: self.delivery_wake.clone(),
         }
+    }
+
+    /// What the Telegram tasks are handed (`telegram/`).
+    #[must_use]
+    pub fn telegram_tasks(&self) -> crate::telegram::Shared {
+        crate::telegram::Shared::new(
+            self.store.clone(),
+            self.settings.clone(),
+            self.clock.clone(),
+            self.telegram.clone(),
+            self.metrics.clone(),
+        )
     }
 
     #[must_use]
@@ -414,24 +435,134 @@ impl App {
     }
 
     /// Creates a link of `space` from a `POST /links` body or the command line's flags.
-    pub async fn create_link(&self, space: &SpaceRef, link: NewLink) -> Result<LinkView, Error> {
+    pub async fn create_link(
+        &self,
+        space: &SpaceRef,
+        mut link: NewLink,
+    ) -> Result<LinkView, Error> {
+        if let link::Destination::Channel(c) = &mut link.destination {
+            self.resolve_channel(space, c).await?;
+        }
+        let is_channel = matches!(link.destination, link::Destination::Channel(_));
         let link = self
             .store
             .create_link(space.no, link, self.now_ms())
             .await?;
-        Ok(LinkView::new(&link, &self.settings.public_url(), 0, 0))
+        if is_channel {
+            self.telegram.wake.notify_one();
+        }
+        let mut view = LinkView::new(&link, &self.settings.public_url(), 0, 0);
+        self.fill_channel_state(&mut view).await?;
+        Ok(view)
+    }
+
+    /// Asks the space's bot about the channel a new link names: it must be a channel, and the
+    /// bot an admin of it allowed to invite users. Fills in its chat id and title.
+    async fn resolve_channel(
+        &self,
+        space: &SpaceRef,
+        channel: &mut crate::domain::channel::Channel,
+    ) -> Result<(), Error> {
+        use crate::telegram::api::ApiError;
+        let bad = |message: String| Error::field(Code::InvalidField, "channel", message);
+        let token = self
+            .store
+            .space_settings(space.no)
+            .await?
+            .telegram_bot_token
+            .ok_or_else(|| {
+                bad(
+                    "a channel link needs the space's Telegram bot: set telegram_bot_token \
+                     first (docs/channels.md)"
+                        .to_owned(),
+                )
+            })?;
+        let api = self.telegram_tasks().api(token.expose()).map_err(|e| {
+            tracing::error!(error = %e, "a client of the Bot API");
+            Error::internal()
+        })?;
+        let refused = |e: ApiError| match e {
+            ApiError::Refused(_, d) => bad(format!(
+                "Telegram does not know the channel {} or the bot cannot see it ({d}); add \
+                 the bot to the channel as an admin first",
+                channel.chat
+            )),
+            other => bad(format!("the channel could not be checked: {other}")),
+        };
+        let me = api.get_me().await.map_err(|e| bad(e.to_string()))?;
+        let chat = api
+            .call(
+                "getChat",
+                &serde_json::json!({"chat_id": channel.chat}),
+                Duration::ZERO,
+            )
+            .await
+            .map_err(refused)?;
+        if chat["type"] != "channel" {
+            return Err(bad(format!(
+                "{} is a {}, not a channel",
+                channel.chat,
+                chat["type"].as_str().unwrap_or("chat of another kind")
+            )));
+        }
+        let chat_id = chat["id"]
+            .as_i64()
+            .ok_or_else(|| bad("getChat answered no id".into()))?;
+        let member = api
+            .call(
+                "getChatMember",
+                &serde_json::json!({"chat_id": chat_id, "user_id": me.id}),
+                Duration::ZERO,
+            )
+            .await
+            .map_err(refused)?;
+        let may_invite = member["status"] == "creator"
+            || (member["status"] == "administrator" && member["can_invite_users"] == true);
+        if !may_invite {
+            return Err(bad(format!(
+                "the bot @{} is not an admin of {} allowed to invite users: in the channel's \
+                 Administrators, add the bot and turn on \"Invite users via link\"",
+                me.username, channel.chat
+            )));
+        }
+        channel.chat_id = chat_id;
+        chat["title"]
+            .as_str()
+            .unwrap_or_default()
+            .clone_into(&mut channel.title);
+        Ok(())
+    }
+
+    /// A channel link's counts, pool and last Bot API error, into its view.
+    async fn fill_channel_state(&self, view: &mut LinkView) -> Result<(), Error> {
+        let Some(state) = &mut view.channel_state else {
+            return Ok(());
+        };
+        let counts = self.store.channel_counts(view.slug.clone()).await?;
+        state.pool = counts.pool;
+        state.handed_out = counts.state.handed_out;
+        state.used = counts.state.used;
+        state.fallbacks = counts.state.fallbacks;
+        state.joins = counts.state.joins;
+        state.leaves = counts.state.leaves;
+        state.last_error = self.telegram.link_error(&view.slug);
+        Ok(())
     }
 
     /// The space's links with their click counts.
     pub async fn links(&self, space: &SpaceRef) -> Result<Vec<LinkView>, Error> {
         let public_url = self.settings.public_url();
-        Ok(self
+        let mut views: Vec<LinkView> = self
             .store
             .links(space.no)
             .await?
             .iter()
             .map(|(link, clicks, bound)| LinkView::new(link, &public_url, *clicks, *bound))
-            .collect())
+            .collect();
+        for view in &mut views {
+            self.fill_channel_state(view).await?;
+        }
+        Ok(views)
     }
 
     /// Deletes a link of the space: its address answers `410` from now on.
@@ -465,12 +596,21 @@ impl App {
             user_agent: user_agent.map(|a| a.chars().take(MAX_USER_AGENT).collect()),
             fbc: None,
         });
-        match self.store.link_click(slug.to_owned(), click).await {
-            Ok(outcome) => {
+        let channel = matches!(link.destination, link::Destination::Channel(_));
+        match self.store.link_click(slug.to_owned(), click, channel).await {
+            Ok((outcome, invite)) => {
                 self.metrics.click();
+                if channel {
+                    // The pool is one shorter: its loop makes another.
+                    self.telegram.wake.notify_one();
+                    if invite.is_none() {
+                        self.metrics.telegram("fallback_visits", 1);
+                    }
+                }
                 Ok(Visit::Clicked {
                     link,
                     uid: outcome.uid,
+                    invite,
                 })
             }
             // Deleted between the look-up and the write.
@@ -557,7 +697,51 @@ impl App {
         space: &SpaceRef,
         patch: SettingsPatch,
     ) -> Result<SpaceSettings, Error> {
-        self.store.update_settings(space.no, patch).await
+        let token = patch.value("telegram_bot_token").map(str::to_owned);
+        if let Some(token) = token.as_deref().filter(|t| !t.is_empty()) {
+            self.check_bot_token(space, token).await?;
+        }
+        let settings = self.store.update_settings(space.no, patch).await?;
+        if token.is_some() {
+            self.telegram.wake.notify_one();
+        }
+        Ok(settings)
+    }
+
+    /// `getMe` with a new bot token: a token Telegram refuses is refused here, and nothing is
+    /// stored; one that cannot be checked now (Telegram unreachable) is kept, and the Settings
+    /// page says why it is not yet in use.
+    async fn check_bot_token(&self, space: &SpaceRef, token: &str) -> Result<(), Error> {
+        use crate::telegram::api::ApiError;
+        let api = self.telegram_tasks().api(token).map_err(|e| {
+            tracing::error!(error = %e, "a client of the Bot API");
+            Error::internal()
+        })?;
+        match api.get_me().await {
+            Ok(me) => {
+                self.telegram.bot_found(space.no, &me);
+                Ok(())
+            }
+            Err(e @ ApiError::Unauthorized(_)) => Err(Error::field(
+                Code::InvalidField,
+                "telegram_bot_token",
+                format!("`telegram_bot_token`: {e}"),
+            )),
+            Err(e) => {
+                self.telegram.bot_failed(space.no, &e);
+                Ok(())
+            }
+        }
+    }
+
+    /// The space's Telegram bot in a sentence: its `@username`, or why it is not in use.
+    pub async fn telegram_bot(&self, space: &SpaceRef) -> Result<Option<String>, Error> {
+        let settings = self.store.space_settings(space.no).await?;
+        Ok(settings.telegram_bot_token.map(|_| {
+            self.telegram
+                .bot(space.no)
+                .map_or_else(|| "not asked yet".to_owned(), |b| b.describe())
+        }))
     }
 
     /// Binds a click to a Telegram user, first binding wins.

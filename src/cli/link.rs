@@ -1,5 +1,6 @@
 //! The answers of `tracker link ...` as text: a new link's address for the ads, the list of a
-//! space's links with where each goes and its clicks, a deletion.
+//! space's links with where each goes and its clicks (a channel link's invite links and joins
+//! on a line of their own), a deletion.
 
 use std::fmt::Write as _;
 
@@ -29,6 +30,23 @@ pub(super) fn list_text(links: &[LinkView]) -> String {
             display::goes_to(l),
             l.url
         );
+        if let Some(c) = &l.channel_state {
+            let _ = writeln!(
+                text,
+                "{:<20} invite links: {} ready, {} handed out, {} used, {} visits to the \
+                 fallback; {} joins, {} leaves{}",
+                "",
+                c.pool,
+                c.handed_out,
+                c.used,
+                c.fallbacks,
+                c.joins,
+                c.leaves,
+                c.last_error
+                    .as_ref()
+                    .map_or_else(String::new, |e| format!("; Bot API: {e}"))
+            );
+        }
     })
 }
 

@@ -69,6 +69,66 @@ pub struct Settings {
     pub backups: Option<BackupSchedule>,
     /// Conversions out (`docs/api.md#destinations`): see [`Delivery`].
     pub delivery: Delivery,
+    /// Telegram channels (`docs/channels.md`): see [`Telegram`].
+    pub telegram: Telegram,
+}
+
+/// How the tracker talks to Telegram's Bot API for channel links (`docs/channels.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Telegram {
+    /// `telegram_api_url`: the Bot API's address (`https://api.telegram.org`; a local
+    /// stand-in's in tests, a private one only with `allow_private_destinations`).
+    pub api_url: String,
+    /// `invite_pool`: invite links each channel link keeps made ahead.
+    pub invite_pool: u32,
+    /// `invite_ttl`: an invite link handed out and not used for this long is revoked.
+    pub invite_ttl: Duration,
+    /// `telegram_poll_timeout`: how long one `getUpdates` waits for an update (long polling).
+    pub poll_timeout: Duration,
+}
+
+/// `telegram_api_url`, `invite_pool` (1 to `MAX_INVITE_POOL`), `invite_ttl` (at least a
+/// minute) and `telegram_poll_timeout` (0 to 50 s, Telegram's longest).
+fn telegram_settings(raw: &mut RawSettings) -> Result<Telegram, ConfigError> {
+    use crate::domain::channel::MAX_INVITE_POOL;
+    let allow_private = raw.allow_private_destinations.unwrap_or(false);
+    let api_url = raw
+        .telegram_api_url
+        .take()
+        .unwrap_or_else(|| "https://api.telegram.org".to_owned())
+        .trim_end_matches('/')
+        .to_owned();
+    crate::domain::destination::check_url("telegram_api_url", &api_url, allow_private)
+        .map_err(|e| ConfigError(format!("`telegram_api_url`: {}", e.message)))?;
+    let invite_pool = raw.invite_pool.unwrap_or(50);
+    if !(1..=MAX_INVITE_POOL).contains(&invite_pool) {
+        return Err(ConfigError(format!(
+            "`invite_pool` must be between 1 and {MAX_INVITE_POOL}, got {invite_pool}"
+        )));
+    }
+    let invite_ttl = duration(
+        "invite_ttl",
+        raw.invite_ttl.take(),
+        "7d",
+        Duration::from_secs(60),
+    )?;
+    let poll_timeout = duration(
+        "telegram_poll_timeout",
+        raw.telegram_poll_timeout.take(),
+        "25s",
+        Duration::ZERO,
+    )?;
+    if poll_timeout > Duration::from_secs(50) {
+        return Err(ConfigError(
+            "`telegram_poll_timeout` must be between 0s and 50s".to_owned(),
+        ));
+    }
+    Ok(Telegram {
+        api_url,
+        invite_pool,
+        invite_ttl,
+        poll_timeout,
+    })
 }
 
 /// How destinations are sent to (`docs/api.md#destinations`).
@@ -190,6 +250,10 @@ struct RawSettings {
     delivery_max_age: Option<String>,
     delivery_timeout: Option<String>,
     delivery_retention: Option<String>,
+    telegram_api_url: Option<String>,
+    invite_pool: Option<u32>,
+    invite_ttl: Option<String>,
+    telegram_poll_timeout: Option<String>,
 }
 
 impl RawSettings {
@@ -378,6 +442,7 @@ pub fn load(
 }
 
 fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, ConfigError> {
+    let telegram = telegram_settings(&mut raw)?;
     let raw_connections = RawConnections {
         header_timeout: raw.header_timeout.take(),
         body_timeout: raw.body_timeout.take(),
@@ -473,6 +538,7 @@ fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, Confi
             raw.delivery_timeout,
             raw.delivery_retention,
         )?,
+        telegram,
     })
 }
 

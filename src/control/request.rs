@@ -20,7 +20,7 @@ use crate::domain::destination::{
     DeliveryQuery, DeliveryView, DestinationFields, DestinationPatch, DestinationView, State,
 };
 use crate::domain::feed::{FeedPage, PageRequest};
-use crate::domain::link::{LinkView, NewLink};
+use crate::domain::link::{ChannelFields, LinkView, NewLink};
 use crate::domain::password::{Password, SecretText};
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::{GroupStats, Grouping};
@@ -151,16 +151,31 @@ fn kind_arg() -> impl clap::builder::TypedValueParser<Value = Kind> {
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum LinkRequest {
-    /// Create a link that records a click and sends the visitor to a bot (or a target URL)
+    /// Create a link that records a click and sends the visitor to a bot (or a target URL, or
+    /// a Telegram channel)
     Create {
         space: String,
         slug: String,
         /// The Telegram bot username (the visitor lands on t.me/<bot>?start=<uid>)
-        #[arg(long, value_name = "NAME", required_unless_present = "target")]
+        #[arg(long, value_name = "NAME", required_unless_present_any = ["target", "channel"])]
         bot: Option<String>,
         /// Instead of a bot: an https:// URL with {uid} where the click id goes
         #[arg(long, value_name = "URL", conflicts_with = "bot")]
         target: Option<String>,
+        /// Instead of a bot: a Telegram channel (@username or chat id); the visitor lands on an
+        /// invite link the space's bot made (`telegram_bot_token`), and the join is counted
+        #[arg(long, value_name = "CHANNEL", conflicts_with_all = ["bot", "target"])]
+        #[serde(default)]
+        channel: Option<String>,
+        /// For a channel: invite links that ask to join, approved by the tracker
+        #[arg(long, requires = "channel")]
+        #[serde(default)]
+        join_requests: bool,
+        /// For a channel: an invite link of it (`https://t.me/+...`), where visitors go when no
+        /// invite link made ahead is left
+        #[arg(long, value_name = "URL", requires = "channel")]
+        #[serde(default)]
+        fallback: Option<String>,
         /// The campaign of the link's clicks (a click's `utm_campaign` wins)
         #[arg(long = "campaign", value_name = "NAME")]
         campaign_name: Option<String>,
@@ -518,6 +533,8 @@ impl Answer {
 }
 
 /// Runs `request` against `app`: the one place the socket and the command line dispatch.
+// One arm per command, reading top to bottom as the command line's own list does.
+#[allow(clippy::too_many_lines)]
 pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
     Ok(match request {
         Request::Space { request } => match request {
@@ -542,10 +559,25 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
                 slug,
                 bot,
                 target,
+                channel,
+                join_requests,
+                fallback,
                 campaign_name,
                 mode,
             } => {
-                let link = NewLink::new(Some(slug), bot, target, campaign_name, Some(mode))?;
+                let channel = ChannelFields {
+                    join_requests: channel.is_some().then_some(join_requests),
+                    channel,
+                    fallback,
+                };
+                let link = NewLink::with_channel(
+                    Some(slug),
+                    bot,
+                    target,
+                    channel,
+                    campaign_name,
+                    Some(mode),
+                )?;
                 let space = app.space_named(space).await?;
                 Answer::LinkCreated(app.create_link(&space, link).await?)
             }

@@ -59,10 +59,11 @@ pub fn returns(roi: &BTreeMap<String, String>, cost: &BTreeMap<String, String>) 
 /// Where a link sends its visitors: `@bot` for a Telegram bot, else its target URL.
 #[must_use]
 pub fn goes_to(link: &LinkView) -> String {
-    match (&link.bot, &link.target) {
-        (Some(bot), _) => format!("@{bot}"),
-        (None, Some(target)) => target.clone(),
-        (None, None) => String::new(),
+    match (&link.bot, &link.target, &link.channel) {
+        (Some(bot), _, _) => format!("@{bot}"),
+        (None, Some(target), _) => target.clone(),
+        (None, None, Some(channel)) => format!("channel {channel}"),
+        (None, None, None) => String::new(),
     }
 }
 
@@ -116,6 +117,8 @@ mod tests {
             slug: "spring".into(),
             bot: bot.map(Into::into),
             target: target.map(Into::into),
+            channel: None,
+            channel_state: None,
             campaign_name: None,
             mode: "redirect".into(),
             url: "https://t.example.com/l/spring".into(),

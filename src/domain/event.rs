@@ -163,6 +163,8 @@ pub enum Source {
     Post = 1,
     /// `GET /e`, a postback with the ingest token.
     Get = 2,
+    /// A join of a Telegram channel, read from the bot's updates (`docs/channels.md`).
+    Telegram = 3,
 }
 
 impl Source {
@@ -171,12 +173,13 @@ impl Source {
         match self {
             Source::Post => "post",
             Source::Get => "get",
+            Source::Telegram => "telegram",
         }
     }
 
     #[must_use]
     pub fn from_u8(n: u8) -> Option<Source> {
-        [Source::Post, Source::Get]
+        [Source::Post, Source::Get, Source::Telegram]
             .into_iter()
             .find(|s| *s as u8 == n)
     }

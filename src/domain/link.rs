@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::domain::channel::{self, Channel, ChatRef};
 use crate::domain::click::{
     CAMPAIGN_NAME_MAX_CHARS, CLICK_FIELD_BOUNDS, CLICK_ID_MAX_CHARS, ClickIds, NewClick,
 };
@@ -28,6 +29,9 @@ pub enum Destination {
     Bot(String),
     /// An `https://` URL template with `{uid}` in it.
     Target(String),
+    /// A Telegram channel: an invite link of the link's pool, made ahead by the tracker's bot
+    /// (`docs/channels.md`), or the channel's fallback when the pool is empty.
+    Channel(Channel),
 }
 
 /// How a link answers a visitor.
@@ -97,6 +101,12 @@ pub struct LinkView {
     /// The URL template a click is sent to, for a link that has one (else `bot`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub target: Option<String>,
+    /// The Telegram channel a click is sent to (`@username` or chat id), for a channel link.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub channel: Option<String>,
+    /// A channel link's state: its channel, its pool of invite links, joins and leaves.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub channel_state: Option<Box<ChannelView>>,
     pub campaign_name: Option<String>,
     #[schemars(with = "Mode")]
     pub mode: String,
@@ -107,17 +117,55 @@ pub struct LinkView {
     pub bound_clicks: u64,
 }
 
+/// A channel link's state, as `GET /links`, the Links page and `tracker link list` show it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChannelView {
+    /// The channel's title, as Telegram answered it when the link was made.
+    pub title: String,
+    pub chat_id: i64,
+    pub join_requests: bool,
+    /// Where a visitor goes when no invite link is left in the pool.
+    pub fallback: String,
+    /// Invite links made ahead and not yet handed out.
+    pub pool: u64,
+    /// Invite links handed out to visitors, ever.
+    pub handed_out: u64,
+    /// Invite links a visitor joined the channel through.
+    pub used: u64,
+    /// Visits sent to the fallback because the pool was empty (their joins cannot be
+    /// attributed).
+    pub fallbacks: u64,
+    /// Joins through the link's invite links, and leaves of those who joined through them.
+    pub joins: u64,
+    pub leaves: u64,
+    /// The last error the Bot API answered for this link's channel, if the last call failed.
+    pub last_error: Option<String>,
+}
+
 impl LinkView {
     #[must_use]
     pub fn new(link: &Link, public_url: &str, clicks: u64, bound_clicks: u64) -> LinkView {
-        let (bot, target) = match &link.destination {
-            Destination::Bot(b) => (Some(b.clone()), None),
-            Destination::Target(t) => (None, Some(t.clone())),
+        let (bot, target, channel) = match &link.destination {
+            Destination::Bot(b) => (Some(b.clone()), None, None),
+            Destination::Target(t) => (None, Some(t.clone()), None),
+            Destination::Channel(c) => (None, None, Some(c.chat.clone())),
+        };
+        let channel_state = match &link.destination {
+            Destination::Channel(c) => Some(Box::new(ChannelView {
+                title: c.title.clone(),
+                chat_id: c.chat_id,
+                join_requests: c.join_requests,
+                fallback: c.fallback.clone(),
+                ..ChannelView::default()
+            })),
+            _ => None,
         };
         LinkView {
             slug: link.slug.clone(),
             bot,
             target,
+            channel,
+            channel_state,
             campaign_name: link.campaign_name.clone(),
             mode: link.mode.as_str().to_owned(),
             url: format!("{}/l/{}", public_url.trim_end_matches('/'), link.slug),
@@ -291,6 +339,20 @@ pub struct LinkBody<'a> {
         pattern(r"^(https://[A-Za-z0-9.-]+(:[0-9]{1,5})?[/?#][!-~]*\{uid\}[!-~]*)?$")
     )]
     target: Option<&'a RawValue>,
+    /// A Telegram channel: its `@username` or chat id (`-100...`); the space's bot must be an
+    /// admin of it allowed to invite users.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>")]
+    channel: Option<&'a RawValue>,
+    /// For a channel: whether its invite links ask to join (the tracker approves); default
+    /// `false`.
+    #[serde(default)]
+    join_requests: Option<bool>,
+    /// For a channel: an invite link of it (`https://t.me/+...`), where visitors go when the
+    /// pool of invite links is empty.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>")]
+    fallback: Option<&'a RawValue>,
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = CAMPAIGN_NAME_MAX_CHARS))]
     campaign_name: Option<&'a RawValue>,
@@ -309,10 +371,16 @@ impl NewLink {
                 .transpose()
                 .map(|s| s.filter(|t| !t.is_empty()))
         };
-        NewLink::new(
+        let channel = ChannelFields {
+            channel: text("channel", b.channel)?,
+            join_requests: b.join_requests,
+            fallback: text("fallback", b.fallback)?,
+        };
+        NewLink::with_channel(
             text("slug", b.slug)?,
             text("bot", b.bot)?,
             text("target", b.target)?,
+            channel,
             text("campaign_name", b.campaign_name)?,
             text("mode", b.mode)?,
         )
@@ -326,32 +394,39 @@ impl NewLink {
         campaign_name: Option<String>,
         mode: Option<String>,
     ) -> Result<NewLink, Error> {
+        NewLink::with_channel(
+            slug,
+            bot,
+            target,
+            ChannelFields::default(),
+            campaign_name,
+            mode,
+        )
+    }
+
+    /// Checks a link's fields, a channel's among them: a link has one of a bot, a target and a
+    /// channel.
+    pub fn with_channel(
+        slug: Option<String>,
+        bot: Option<String>,
+        target: Option<String>,
+        channel: ChannelFields,
+        campaign_name: Option<String>,
+        mode: Option<String>,
+    ) -> Result<NewLink, Error> {
         let slug = slug.ok_or_else(|| missing("slug"))?;
         check_slug(&slug)?;
-        let destination = match (bot, target) {
-            (Some(bot), None) => {
-                let bot = bot.strip_prefix('@').map_or(bot.clone(), str::to_owned);
-                check_bot(&bot)?;
-                Destination::Bot(bot)
-            }
-            (None, Some(target)) => {
-                check_target(&target)?;
-                Destination::Target(target)
-            }
-            (None, None) => {
-                return Err(Error::field(
-                    Code::MissingField,
-                    "bot",
-                    "a link needs a bot (a Telegram bot username) or a target (an https:// URL with {uid})",
-                ));
-            }
-            (Some(_), Some(_)) => {
-                return Err(Error::field(
-                    Code::InvalidField,
-                    "target",
-                    "a link has a bot or a target, not both",
-                ));
-            }
+        let has_channel = channel.channel.is_some();
+        if has_channel && (bot.is_some() || target.is_some()) {
+            return Err(Error::field(
+                Code::InvalidField,
+                "channel",
+                "a link has a bot, a target or a channel, only one",
+            ));
+        }
+        let destination = match (bot, target, channel.destination()?) {
+            (None, None, Some(channel)) => channel,
+            (bot, target, _) => NewLink::bot_or_target(bot, target)?,
         };
         let campaign_limit = crate::domain::click::CAMPAIGN_NAME_MAX_CHARS;
         if let Some(c) = &campaign_name {
@@ -370,6 +445,82 @@ impl NewLink {
             mode: mode.map_or(Ok(Mode::Redirect), |m| Mode::parse(&m))?,
         })
     }
+
+    fn bot_or_target(bot: Option<String>, target: Option<String>) -> Result<Destination, Error> {
+        Ok(match (bot, target) {
+            (Some(bot), None) => {
+                let bot = bot.strip_prefix('@').map_or(bot.clone(), str::to_owned);
+                check_bot(&bot)?;
+                Destination::Bot(bot)
+            }
+            (None, Some(target)) => {
+                check_target(&target)?;
+                Destination::Target(target)
+            }
+            (None, None) => {
+                return Err(Error::field(
+                    Code::MissingField,
+                    "bot",
+                    "a link needs a bot (a Telegram bot username), a target (an https:// URL \
+                     with {uid}) or a channel (its @username or chat id)",
+                ));
+            }
+            (Some(_), Some(_)) => {
+                return Err(Error::field(
+                    Code::InvalidField,
+                    "target",
+                    "a link has a bot or a target, not both",
+                ));
+            }
+        })
+    }
+}
+
+/// A channel link's fields, as `POST /links` and `tracker link create --channel` give them.
+#[derive(Clone, Debug, Default)]
+pub struct ChannelFields {
+    pub channel: Option<String>,
+    pub join_requests: Option<bool>,
+    pub fallback: Option<String>,
+}
+
+impl ChannelFields {
+    /// The destination these fields make, if a channel is given: its chat as the link names
+    /// it, not yet resolved (`chat_id` 0, no title: the space's bot answers those when the link
+    /// is created).
+    fn destination(self) -> Result<Option<Destination>, Error> {
+        let Some(chat) = self.channel else {
+            if self.fallback.is_some() || self.join_requests.is_some() {
+                return Err(Error::field(
+                    Code::InvalidField,
+                    if self.fallback.is_some() {
+                        "fallback"
+                    } else {
+                        "join_requests"
+                    },
+                    "fallback and join_requests belong to a channel link: give channel too",
+                ));
+            }
+            return Ok(None);
+        };
+        let chat = ChatRef::parse(&chat)?;
+        let fallback = self.fallback.ok_or_else(|| {
+            Error::field(
+                Code::MissingField,
+                "fallback",
+                "a channel link needs a fallback: an invite link of the channel \
+                 (https://t.me/+...) where visitors go when no invite link made ahead is left",
+            )
+        })?;
+        channel::check_fallback(&fallback)?;
+        Ok(Some(Destination::Channel(Channel {
+            chat: chat.as_param(),
+            chat_id: 0,
+            title: String::new(),
+            join_requests: self.join_requests.unwrap_or(false),
+            fallback,
+        })))
+    }
 }
 
 fn missing(field: &'static str) -> Error {
@@ -382,6 +533,9 @@ pub fn location(destination: &Destination, uid: &str) -> String {
     match destination {
         Destination::Bot(bot) => format!("https://t.me/{bot}?start={uid}"),
         Destination::Target(t) => t.replace("{uid}", uid),
+        // A channel's visitor goes to the invite link the click took, not to an address made
+        // from the uid; without one, to the fallback.
+        Destination::Channel(c) => c.fallback.clone(),
     }
 }
 

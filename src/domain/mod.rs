@@ -3,6 +3,7 @@
 
 pub mod base62;
 pub mod batch;
+pub mod channel;
 pub mod click;
 pub mod client;
 pub mod cost;

@@ -17,6 +17,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
+use crate::domain::destination::Secret;
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
@@ -56,6 +57,32 @@ pub struct SpaceSettings {
     pub meta_client_hints: bool,
     /// The space's days: stats by day, date ranges and costs (`docs/api.md#time-zones`).
     pub time_zone: TimeZoneName,
+    /// The token of the space's Telegram bot (`docs/channels.md`), which makes invite links of
+    /// channel links and reads who joined. Write-only: answers show its last 4 characters.
+    pub telegram_bot_token: Option<Secret>,
+}
+
+/// The rule of a Telegram bot token as `@BotFather` gives it: the bot's id, `:`, and 30 to 64 of
+/// `A-Za-z0-9_-`.
+fn check_bot_token(text: &str) -> Result<(), String> {
+    let ok = text.split_once(':').is_some_and(|(id, key)| {
+        (1..=20).contains(&id.len())
+            && id.bytes().all(|b| b.is_ascii_digit())
+            && (30..=64).contains(&key.len())
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    });
+    if ok {
+        Ok(())
+    } else {
+        // The value itself is never repeated: it may be a real token with a typo.
+        Err(
+            "is a bot token as @BotFather gives it (123456789:AA... : the bot's id, a colon, \
+             and 30 to 64 letters, digits, '_' or '-'), or \"\" to remove it"
+                .to_owned(),
+        )
+    }
 }
 
 /// An IANA time zone name known to the bundled time-zone database (`Europe/Berlin`); `UTC` by
@@ -117,7 +144,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 3] = [
+pub const SETTINGS: [Setting; 4] = [
     Setting {
         name: "attribution",
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
@@ -162,7 +189,48 @@ pub const SETTINGS: [Setting; 3] = [
             Ok(())
         },
     },
+    Setting {
+        name: "telegram_bot_token",
+        about: "The token of the space's Telegram bot, from @BotFather, for links that lead to a \
+                channel: the bot, an admin of the channel allowed to invite users, makes an \
+                invite link per click and reads who joined. Write-only: shown by its last 4 \
+                characters. \"\" removes it.",
+        choices: &[],
+        json: JsonType::String,
+        get: |s| {
+            s.telegram_bot_token
+                .as_ref()
+                .map_or_else(String::new, |t| t.expose().to_owned())
+        },
+        set: |s, text| {
+            s.telegram_bot_token = if text.is_empty() {
+                None
+            } else {
+                check_bot_token(text)?;
+                Some(Secret::new(text.to_owned()))
+            };
+            Ok(())
+        },
+    },
 ];
+
+/// The settings whose value is a secret: stored as it is, shown by its last 4 characters.
+const WRITE_ONLY: [&str; 1] = ["telegram_bot_token"];
+
+/// Whether setting `name` is write-only (a secret, shown by its last 4 characters).
+#[must_use]
+pub fn is_write_only(name: &str) -> bool {
+    WRITE_ONLY.contains(&name)
+}
+
+/// `text` of setting `name` as answers and pages show it.
+fn shown(name: &str, text: String) -> String {
+    if WRITE_ONLY.contains(&name) && !text.is_empty() {
+        Secret::new(text).last4()
+    } else {
+        text
+    }
+}
 
 fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.name == name)
@@ -173,9 +241,19 @@ fn names() -> String {
 }
 
 impl SpaceSettings {
-    /// Every setting's name and value as text, in [`SETTINGS`] order.
+    /// Every setting's name and value as text, in [`SETTINGS`] order, as answers and pages
+    /// show them (a write-only one by its last 4 characters).
     #[must_use]
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        SETTINGS
+            .iter()
+            .map(|s| (s.name, shown(s.name, (s.get)(self))))
+            .collect()
+    }
+
+    /// Every setting's name and value as text, secrets whole: what the data file keeps.
+    #[must_use]
+    pub fn stored_pairs(&self) -> Vec<(&'static str, String)> {
         SETTINGS.iter().map(|s| (s.name, (s.get)(self))).collect()
     }
 
@@ -198,7 +276,7 @@ impl Serialize for SpaceSettings {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(SETTINGS.len()))?;
         for s in &SETTINGS {
-            let text = (s.get)(self);
+            let text = shown(s.name, (s.get)(self));
             match s.json {
                 JsonType::String => map.serialize_entry(s.name, &text)?,
                 JsonType::Boolean => map.serialize_entry(s.name, &(text == "true"))?,
@@ -252,8 +330,21 @@ impl<'de> Deserialize<'de> for SpaceSettings {
                 (name, text)
             })
             .collect();
-        SpaceSettings::from_pairs(texts.iter().map(|(n, v)| (n.as_str(), v.as_str())))
-            .map_err(de::Error::custom)
+        // A write-only setting comes back as answers show it (`…` and its last 4 characters),
+        // which is no value of its rule: it is kept as shown.
+        let is_shown =
+            |(n, v): &&(String, String)| WRITE_ONLY.contains(&n.as_str()) && v.starts_with('…');
+        let mut settings = SpaceSettings::from_pairs(
+            texts
+                .iter()
+                .filter(|p| !is_shown(p))
+                .map(|(n, v)| (n.as_str(), v.as_str())),
+        )
+        .map_err(de::Error::custom)?;
+        if let Some((_, v)) = texts.iter().find(|p| is_shown(p)) {
+            settings.telegram_bot_token = Some(Secret::new(v.clone()));
+        }
+        Ok(settings)
     }
 }
 
@@ -297,6 +388,15 @@ impl SettingsPatch {
             })?;
         }
         Ok(SettingsPatch { changes })
+    }
+
+    /// The value this patch gives setting `name`, if it gives one.
+    #[must_use]
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.changes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// From the command line's `key=value` arguments.
@@ -522,10 +622,12 @@ mod tests {
 
     #[test]
     fn settings_round_trip_as_pairs_and_json() {
+        const TOKEN: &str = "7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0";
         let s = SpaceSettings {
             attribution: Attribution::LastTouch,
             meta_client_hints: true,
             time_zone: TimeZoneName::parse("Asia/Kathmandu").unwrap(),
+            telegram_bot_token: Some(Secret::new(TOKEN.to_owned())),
         };
         let pairs = s.pairs();
         assert_eq!(
@@ -533,17 +635,55 @@ mod tests {
             vec![
                 ("attribution", "last_touch".to_owned()),
                 ("meta_client_hints", "true".to_owned()),
-                ("time_zone", "Asia/Kathmandu".to_owned())
+                ("time_zone", "Asia/Kathmandu".to_owned()),
+                ("telegram_bot_token", "…saw0".to_owned()),
             ]
         );
-        let back = SpaceSettings::from_pairs(pairs.iter().map(|(n, v)| (*n, v.as_str()))).unwrap();
+        let stored = s.stored_pairs();
+        assert_eq!(stored[3], ("telegram_bot_token", TOKEN.to_owned()));
+        let back = SpaceSettings::from_pairs(stored.iter().map(|(n, v)| (*n, v.as_str()))).unwrap();
         assert_eq!(back, s);
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"attribution": "last_touch", "meta_client_hints": true, "time_zone": "Asia/Kathmandu"})
+            serde_json::json!({"attribution": "last_touch", "meta_client_hints": true,
+                "time_zone": "Asia/Kathmandu", "telegram_bot_token": "…saw0"})
         );
-        assert_eq!(serde_json::from_value::<SpaceSettings>(json).unwrap(), s);
+        let shown = serde_json::from_value::<SpaceSettings>(json.clone()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&shown).unwrap(),
+            json,
+            "shown as it was"
+        );
         assert!(SpaceSettings::from_pairs([("colour", "red")]).is_err());
+    }
+
+    #[test]
+    fn a_bot_token_has_telegrams_shape() {
+        let key = |n: usize| "A".repeat(n);
+        assert!(check_bot_token(&format!("1:{}", key(30))).is_ok());
+        assert!(check_bot_token(&format!("{}:{}", "9".repeat(20), key(64))).is_ok());
+        assert!(check_bot_token("7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0").is_ok());
+        for bad in [
+            format!("1:{}", key(29)),
+            format!("1:{}", key(65)),
+            format!("{}:{}", "9".repeat(21), key(30)),
+            format!(":{}", key(30)),
+            format!("1a:{}", key(30)),
+            format!("1:{}!", key(30)),
+            key(40),
+        ] {
+            let why = check_bot_token(&bad).unwrap_err();
+            assert!(!why.contains(&bad), "the value is never repeated");
+        }
+        let patch = SettingsPatch::new([("telegram_bot_token".into(), "x".into())]);
+        assert_eq!(patch.unwrap_err().field, Some("telegram_bot_token"));
+        let clear = SettingsPatch::new([("telegram_bot_token".into(), String::new())]).unwrap();
+        let mut s = SpaceSettings {
+            telegram_bot_token: Some(Secret::new("t".into())),
+            ..SpaceSettings::default()
+        };
+        clear.apply(&mut s).unwrap();
+        assert_eq!(s.telegram_bot_token, None, "\"\" removes it");
     }
 }

@@ -89,10 +89,15 @@ pub async fn visit(call: Call) -> Response {
         Visit::Unknown => plain(StatusCode::NOT_FOUND, "This link does not exist.\n"),
         Visit::Gone => plain(StatusCode::GONE, "This link has been removed.\n"),
         Visit::Preview(link) => preview(&link),
-        Visit::Clicked { link, uid } => match link.mode {
-            Mode::Redirect => redirect(&location(&link.destination, &uid)),
-            Mode::Page => open_page(&link, &uid),
-        },
+        Visit::Clicked { link, uid, invite } => {
+            // A channel link goes to the invite link the click took, or to its fallback.
+            let to = invite.unwrap_or_else(|| location(&link.destination, &uid));
+            match (link.mode, &link.destination) {
+                (Mode::Redirect, _) => redirect(&to),
+                (Mode::Page, Destination::Channel(_)) => channel_page(&to),
+                (Mode::Page, _) => open_page(&link, &uid),
+            }
+        }
     });
     finish(app, &access, result)
 }
@@ -150,7 +155,9 @@ fn open_page(link: &Link, uid: &str) -> Response {
             format!("tg://resolve?domain={bot}&start={uid}"),
             "Open in Telegram",
         ),
-        Destination::Target(_) => (location(&link.destination, uid), "Continue"),
+        Destination::Target(_) | Destination::Channel(_) => {
+            (location(&link.destination, uid), "Continue")
+        }
     };
     html(&LinkPage {
         title: label,
@@ -160,11 +167,27 @@ fn open_page(link: &Link, uid: &str) -> Response {
     })
 }
 
+/// A `page` channel link: opens the invite link in the app (`tg://join?invite=<hash>`) at once,
+/// with a button of the web address.
+fn channel_page(invite: &str) -> Response {
+    let hash = invite
+        .strip_prefix("https://t.me/+")
+        .or_else(|| invite.strip_prefix("https://t.me/joinchat/"))
+        .unwrap_or_default();
+    html(&LinkPage {
+        title: "Join the channel",
+        label: "Join the channel",
+        button: Some(invite.to_owned()),
+        app: (!hash.is_empty()).then(|| format!("tg://join?invite={hash}")),
+    })
+}
+
 /// What a link preview or crawler sees: the bot without a click id, so a preview shows the bot.
 fn preview(link: &Link) -> Response {
     let button = match &link.destination {
         Destination::Bot(bot) => Some(format!("https://t.me/{bot}")),
-        Destination::Target(_) => None,
+        // Never an invite link of the pool: a preview takes none.
+        Destination::Target(_) | Destination::Channel(_) => None,
     };
     html(&LinkPage {
         title: "Open in Telegram",

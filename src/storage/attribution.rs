@@ -71,7 +71,7 @@ pub(crate) fn settings(
 pub(crate) fn settings_record(settings: &SpaceSettings) -> SpaceSettingsRecord {
     SpaceSettingsRecord {
         values: settings
-            .pairs()
+            .stored_pairs()
             .into_iter()
             .map(|(n, v)| (n.to_owned(), v))
             .collect(),

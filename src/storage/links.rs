@@ -13,7 +13,7 @@ use crate::error::{Code, Error};
 use crate::storage::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read;
-use crate::storage::records::{self, LinkRecord};
+use crate::storage::records::{self, ChannelRecord, LinkRecord};
 
 impl Txn<'_> {
     /// Stores a new tracking link; a slug taken in any space is refused without saying which.
@@ -44,9 +44,20 @@ impl Txn<'_> {
                 ),
             )));
         }
-        let (bot, target) = match &link.destination {
-            Destination::Bot(b) => (Some(b.clone()), None),
-            Destination::Target(t) => (None, Some(t.clone())),
+        let (bot, target, channel) = match &link.destination {
+            Destination::Bot(b) => (Some(b.clone()), None, None),
+            Destination::Target(t) => (None, Some(t.clone()), None),
+            Destination::Channel(c) => (
+                None,
+                None,
+                Some(ChannelRecord {
+                    chat: c.chat.clone(),
+                    chat_id: c.chat_id,
+                    title: c.title.clone(),
+                    join_requests: c.join_requests,
+                    fallback: c.fallback.clone(),
+                }),
+            ),
         };
         let record = LinkRecord {
             space_no: space,
@@ -59,6 +70,7 @@ impl Txn<'_> {
             },
             created_at_ms: now_ms,
             deleted_at_ms: None,
+            channel,
         };
         self.links
             .insert(link.slug.as_str(), records::encode(&record).as_slice())?;
@@ -95,12 +107,15 @@ impl Txn<'_> {
         Ok(())
     }
 
-    /// A visit of `/l/<slug>`: the click, if the link still exists when the batch runs.
+    /// A visit of `/l/<slug>`: the click, if the link still exists when the batch runs; for a
+    /// channel link (`channel`), also the invite link of its pool the click takes, if one is
+    /// left (`channels.rs`), in the same transaction, so it is handed out once.
     pub(crate) fn link_click(
         &mut self,
         slug: &str,
         click: NewClick,
-    ) -> Result<ClickOutcome, StoreError> {
+        channel: bool,
+    ) -> Result<(ClickOutcome, Option<String>), StoreError> {
         let space = if let Some(space) = self.link_spaces.get(slug) {
             *space
         } else {
@@ -114,10 +129,17 @@ impl Txn<'_> {
             self.link_spaces.insert(slug.into(), space);
             space
         };
-        match space {
-            Some(space) => self.back_fill_click(space, click),
-            None => Err(no_link(slug)),
-        }
+        let Some(space) = space else {
+            return Err(no_link(slug));
+        };
+        let clicked_at_ms = click.clicked_at_ms;
+        let outcome = self.back_fill_click(space, click)?;
+        let invite = if channel {
+            self.take_invite(slug, &outcome.uid, clicked_at_ms)?
+        } else {
+            None
+        };
+        Ok((outcome, invite))
     }
 }
 
@@ -157,11 +179,11 @@ mod tests {
         let directory = Directory::default();
         let destinations = destination::Directory::default();
         let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0, &destinations).unwrap();
-        assert!(t.link_click("a", visit()).is_err());
+        assert!(t.link_click("a", visit(), false).is_err());
         t.create_link(1, &link("a"), 1).unwrap();
-        assert!(t.link_click("a", visit()).unwrap().created);
-        assert!(t.link_click("a", visit()).unwrap().created);
+        assert!(t.link_click("a", visit(), false).unwrap().0.created);
+        assert!(t.link_click("a", visit(), false).unwrap().0.created);
         t.delete_link(1, "a", 2).unwrap();
-        assert!(t.link_click("a", visit()).is_err());
+        assert!(t.link_click("a", visit(), false).is_err());
     }
 }

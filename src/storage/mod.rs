@@ -8,6 +8,7 @@
 
 mod attribution;
 pub mod backup;
+pub mod channels;
 pub mod check;
 mod commit;
 pub mod compact;
@@ -39,6 +40,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::{oneshot, watch};
 
+use crate::domain::channel::{ChannelUpdate, UpdatesApplied};
 use crate::domain::click::NewClick;
 use crate::domain::cost::{Cost, Day};
 use crate::domain::credential::{CredentialDigest, Kind};
@@ -373,9 +375,66 @@ impl Store {
             .await
     }
 
+    /// Puts invite links made for channel link `slug` into its pool.
+    pub async fn add_invites(
+        &self,
+        space: u32,
+        slug: String,
+        urls: Vec<String>,
+        now_ms: u64,
+    ) -> Result<(), Error> {
+        self.write(move |t| t.add_invites(space, &slug, &urls, now_ms))
+            .await
+    }
+
+    /// Applies the bot of `space`'s `updates` and stores `next_offset` in the same commit.
+    pub async fn apply_updates(
+        &self,
+        space: u32,
+        updates: Vec<ChannelUpdate>,
+        next_offset: u64,
+        currency: String,
+        now_ms: u64,
+    ) -> Result<UpdatesApplied, Error> {
+        self.write(move |t| t.apply_updates(space, &updates, next_offset, &currency, now_ms))
+            .await
+    }
+
+    /// Up to `limit` invite links handed out before `before_ms` and never used.
+    pub async fn invites_to_revoke(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<(u32, String, String)>, Error> {
+        self.write(move |t| t.invites_to_revoke(before_ms, limit))
+            .await
+    }
+
+    /// Marks invite links revoked.
+    pub async fn invites_revoked(&self, urls: Vec<String>, now_ms: u64) -> Result<(), Error> {
+        self.write(move |t| t.invites_revoked(&urls, now_ms)).await
+    }
+
+    /// Channel link `slug`'s counts and pool.
+    pub async fn channel_counts(&self, slug: String) -> Result<channels::ChannelCounts, Error> {
+        self.read(move |s| channels::channel_counts(s, &slug)).await
+    }
+
+    /// The next update of `space`'s bot to read.
+    pub async fn telegram_offset(&self, space: u32) -> Result<u64, Error> {
+        self.read(move |s| channels::telegram_offset(s, space))
+            .await
+    }
+
     /// Records a visit's click on link `slug`, if it still exists when its batch runs.
-    pub async fn link_click(&self, slug: String, click: NewClick) -> Result<ClickOutcome, Error> {
-        self.write(move |t| t.link_click(&slug, click)).await
+    pub async fn link_click(
+        &self,
+        slug: String,
+        click: NewClick,
+        channel: bool,
+    ) -> Result<(ClickOutcome, Option<String>), Error> {
+        self.write(move |t| t.link_click(&slug, click, channel))
+            .await
     }
 
     /// Stores a new destination of `space`; a name its live destinations use is refused with

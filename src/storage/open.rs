@@ -467,6 +467,24 @@ fn migrate_to_v13(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
         meta.insert(META_EVENT_ID_SALT_HIGH, (salt >> 64) as u64)?;
         meta.insert(META_EVENT_ID_SALT_LOW, salt as u64)?;
     }
+    drop(meta);
+    migrate_channels(txn)
+}
+
+/// Version 13 also: Telegram channels' tables, empty. Link records of version 1 are read as
+/// they are (no channel).
+fn migrate_channels(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::storage::schema::{
+        CHANNEL_MEMBERS, CHANNEL_STATES, CHANNEL_STATS, INVITE_POOL, INVITES, INVITES_HANDED,
+        TELEGRAM_OFFSETS,
+    };
+    txn.open_table(INVITE_POOL)?;
+    txn.open_table(INVITES)?;
+    txn.open_table(INVITES_HANDED)?;
+    txn.open_table(CHANNEL_MEMBERS)?;
+    txn.open_table(CHANNEL_STATES)?;
+    txn.open_table(TELEGRAM_OFFSETS)?;
+    txn.open_table(CHANNEL_STATS)?;
     Ok(())
 }
 

@@ -4,7 +4,8 @@
 //! The commit loop (`commit.rs`) runs each request's operation inside one transaction and answers
 //! after the commit; [`Store`](crate::storage::Store) gives each operation its typed, async
 //! method. Adding a write is one function here and one method there. The writes of one thing a
-//! reader looks for have a file of their own, each an `impl Txn`: links in `links.rs`, spaces
+//! reader looks for have a file of their own, each an `impl Txn`: links in `links.rs`, Telegram
+//! channels in `channels.rs`, spaces
 //! and credentials in `spaces.rs`, destinations and deliveries in `outbox.rs`.
 //!
 //! How an operation fails decides how far the failure reaches (`commit.rs`):
@@ -65,12 +66,15 @@ pub(super) struct OutboxBatch {
 /// The tables of one write transaction, opened once per batch, and what the batch's operations
 /// share.
 pub(crate) struct Txn<'t> {
+    /// The transaction itself, for the tables only some operations use (Telegram channels'),
+    /// opened by those operations when they run rather than by every batch.
+    pub(super) transaction: &'t WriteTransaction,
     pub(super) meta: Table<'t, &'static str, u64>,
     pub(super) spaces: Table<'t, &'static str, &'static [u8]>,
     pub(super) credentials: Table<'t, &'static [u8; 32], &'static [u8]>,
     inbox: Table<'t, (u32, u64), &'static [u8]>,
     pub(super) dedup: Table<'t, (u32, u8, u128), (u64, u64)>,
-    clicks: Table<'t, (u32, &'static str), &'static [u8]>,
+    pub(super) clicks: Table<'t, (u32, &'static str), &'static [u8]>,
     pub(super) by_fbclid: Table<'t, (u32, u128), &'static str>,
     by_tg: Table<'t, (u32, u64, &'static str), ()>,
     touches: Table<'t, (u32, u64), &'static [u8]>,
@@ -143,6 +147,7 @@ impl<'t> Txn<'t> {
         let meta = txn.open_table(META)?;
         let inbox_seq = meta.get(META_INBOX_SEQ)?.map_or(0, |v| v.value());
         Ok(Txn {
+            transaction: txn,
             meta,
             spaces: txn.open_table(SPACES)?,
             credentials: txn.open_table(CREDENTIALS)?,

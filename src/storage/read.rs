@@ -39,7 +39,7 @@ use crate::storage::schema::{
 /// One read snapshot, shared by the reads of a batch, with the tables the hot reads use opened
 /// once for all of them.
 pub struct Snapshot {
-    txn: ReadTransaction,
+    pub(super) txn: ReadTransaction,
     clicks: ReadOnlyTable<(u32, &'static str), &'static [u8]>,
     dedup: ReadOnlyTable<(u32, u8, u128), (u64, u64)>,
     touches: ReadOnlyTable<(u32, u64), &'static [u8]>,
@@ -521,12 +521,19 @@ pub fn admin_password(txn: &ReadTransaction) -> Result<Option<String>, StoreErro
 
 /// A stored link as the domain sees it.
 pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
-    let destination = match (r.bot, r.target) {
-        (Some(bot), None) => Destination::Bot(bot),
-        (None, Some(target)) => Destination::Target(target),
+    let destination = match (r.bot, r.target, r.channel) {
+        (Some(bot), None, None) => Destination::Bot(bot),
+        (None, Some(target), None) => Destination::Target(target),
+        (None, None, Some(c)) => Destination::Channel(crate::domain::channel::Channel {
+            chat: c.chat,
+            chat_id: c.chat_id,
+            title: c.title,
+            join_requests: c.join_requests,
+            fallback: c.fallback,
+        }),
         _ => {
             return Err(StoreError::Corrupt(format!(
-                "link {slug:?} has neither a bot nor a target, or both"
+                "link {slug:?} has not exactly one of a bot, a target and a channel"
             )));
         }
     };

@@ -61,6 +61,9 @@
 //!   `DESTINATIONS` rows may be `DestinationRecord` version 2 (a destination's settings:
 //!   Meta's event names and currency rates, a postback's statuses; a webhook's rotated secret
 //!   and its grace; a pause and its reason); version 1 rows are read with the new fields empty.
+//!   Telegram channels: `LINKS` records may be `LinkRecord` version 2 (with the channel of a
+//!   channel link); `INVITE_POOL`, `INVITES`, `INVITES_HANDED`, `CHANNEL_MEMBERS`,
+//!   `CHANNEL_STATES`, `TELEGRAM_OFFSETS` and `CHANNEL_STATS`, all empty.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -221,6 +224,42 @@ pub const DELIVERY_QUEUE: TableDefinition<(u32, u64, u64), ()> =
 /// `CLICKS` is, so new ones are appended and the old ones are each space's first.
 pub const CLICK_HINTS: TableDefinition<(u32, &str), &[u8]> = TableDefinition::new("click_hints");
 
+// --- Telegram channels (schema 16): invite links made ahead, members, the bot's updates. ---
+
+/// `(slug, number) -> invite link`: a channel link's invite links made ahead and not yet handed
+/// out, in the order they were made (the number from its `CHANNEL_STATES` row). A visit takes
+/// the first, in the click's own write transaction.
+pub const INVITE_POOL: TableDefinition<(&str, u64), &str> = TableDefinition::new("invite_pool");
+
+/// `invite link -> InviteRecord`: every invite link the tracker made, with its link, the click
+/// it was handed to, and the user who joined through it: what an update's `invite_link` is
+/// looked up in.
+pub const INVITES: TableDefinition<&str, &[u8]> = TableDefinition::new("invites");
+
+/// `(handed_at_ms, invite link) -> ()`: invite links handed out and not yet used or revoked, by
+/// the time they were handed out, so those older than `invite_ttl` are one range.
+pub const INVITES_HANDED: TableDefinition<(u64, &str), ()> = TableDefinition::new("invites_handed");
+
+/// `(space, chat_id, tg_id) -> MemberRecord`: each user's membership of a channel as the
+/// tracker saw it (joined through which link, left), so a join is counted once per user and
+/// channel and a leave is counted against the link the user joined through.
+pub const CHANNEL_MEMBERS: TableDefinition<(u32, i64, u64), &[u8]> =
+    TableDefinition::new("channel_members");
+
+/// `slug -> ChannelStateRecord`: a channel link's counts (invite links made, handed out, used;
+/// fallbacks, joins, leaves) and the number of its next invite link.
+pub const CHANNEL_STATES: TableDefinition<&str, &[u8]> = TableDefinition::new("channel_states");
+
+/// `space -> update_id`: the next update of the space's bot to read (`getUpdates`' offset),
+/// written in the transaction that commits the effects of the updates before it.
+pub const TELEGRAM_OFFSETS: TableDefinition<u32, u64> = TableDefinition::new("telegram_offsets");
+
+/// `(space, dimension, group, quarter) -> (joins, leaves)`: channel joins and leaves per group
+/// and quarter of an hour, as `STATS` keys its rows (dimension 0 campaign, 1 link, 2 the whole
+/// space, "" as group), for stats by campaign, link and day in the space's zone.
+pub const CHANNEL_STATS: TableDefinition<(u32, u8, &str, u32), (u64, u64)> =
+    TableDefinition::new("channel_stats");
+
 /// Something done to every table of the file alike (a backup copies each, a check reads each).
 pub trait TableVisitor {
     fn visit<K: Key + 'static, V: Value + 'static>(
@@ -256,6 +295,13 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(FIRST_DEPOSITS_BY_TG)?;
     v.visit(FIRST_DEPOSITS_BY_CLICK)?;
     v.visit(COSTS)?;
+    v.visit(INVITE_POOL)?;
+    v.visit(INVITES)?;
+    v.visit(INVITES_HANDED)?;
+    v.visit(CHANNEL_MEMBERS)?;
+    v.visit(CHANNEL_STATES)?;
+    v.visit(TELEGRAM_OFFSETS)?;
+    v.visit(CHANNEL_STATS)?;
     Ok(())
 }
 

@@ -8,6 +8,7 @@ mod backup;
 mod backup_s3;
 mod backup_schedule;
 mod batch;
+mod channels;
 mod check;
 mod cli;
 mod cli_output;

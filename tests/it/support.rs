@@ -37,6 +37,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 mod http1;
 pub mod receiver;
+pub mod telegram;
 
 /// A parsed HTTP response.
 #[derive(Debug, Clone)]

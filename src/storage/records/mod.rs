@@ -7,9 +7,11 @@
 //!
 //! A file per family of records: `codec.rs` (the [`Record`] trait, [`encode`] and [`decode`]),
 //! `event.rs` (the inbox's events and their packed layout), `stats.rs` (rollup rows and costs,
-//! read in place), `space.rs` (spaces, credentials, settings, links, rejections), `click.rs`
+//! read in place), `space.rs` (spaces, credentials, settings, links, rejections), `channel.rs` (Telegram channels'
+//! invite links, members and counts), `click.rs`
 //! (clicks, Telegram touches, client hints), `delivery.rs` (destinations and their deliveries).
 
+mod channel;
 mod click;
 mod codec;
 mod delivery;
@@ -17,12 +19,13 @@ mod event;
 mod space;
 mod stats;
 
+pub use self::channel::{ChannelStateRecord, InviteRecord, MemberRecord};
 pub use self::click::{ClickHintsRecord, ClickRecord, TgTouchRecord};
 pub use self::codec::{Record, decode, encode};
 pub use self::delivery::{DeliveryRecord, DeliveryStateRecord, DestinationRecord, LastErrorRecord};
 pub use self::event::{EventRecord, EventRecordV1};
 pub use self::space::{
-    CredentialRecord, LinkRecord, RejectionRecord, SpaceRecord, SpaceSettingsRecord,
+    ChannelRecord, CredentialRecord, LinkRecord, RejectionRecord, SpaceRecord, SpaceSettingsRecord,
 };
 pub use self::stats::{
     CostRecord, CostRow, StatsRecord, StatsRecordV1, StatsRow, with_cost_row, with_stats_row,

@@ -48,7 +48,10 @@ impl Record for RejectionRecord {
     const NAME: &'static str = "rejection";
 }
 
-/// A tracking link (`LINKS`). Exactly one of `bot` and `target` is set.
+/// A tracking link (`LINKS`). Exactly one of `bot`, `target` and `channel` is set.
+///
+/// Version 2 added `channel` at the end; a version 1 body is a version 2 body without it, which
+/// `postcard` reads as `None` once the one byte of a `None` is put after it.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct LinkRecord {
     pub space_no: u32,
@@ -59,10 +62,33 @@ pub struct LinkRecord {
     pub mode: u8,
     pub created_at_ms: u64,
     pub deleted_at_ms: Option<u64>,
+    pub channel: Option<ChannelRecord>,
 }
 impl Record for LinkRecord {
-    const VERSION: u8 = 1;
+    const VERSION: u8 = 2;
     const NAME: &'static str = "link";
+
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, crate::storage::StoreError> {
+        match version {
+            1 => {
+                let mut v2 = body.to_vec();
+                v2.push(0);
+                super::codec::from_postcard(&v2)
+            }
+            2 => super::codec::from_postcard(body),
+            other => Err(super::codec::unreadable_version::<Self>(other)),
+        }
+    }
+}
+
+/// The channel of a channel link (`domain::channel::Channel`), as stored in its [`LinkRecord`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ChannelRecord {
+    pub chat: String,
+    pub chat_id: i64,
+    pub title: String,
+    pub join_requests: bool,
+    pub fallback: String,
 }
 
 /// A space's settings (`SPACE_SETTINGS`): each setting by name, its value as text, as
@@ -82,6 +108,28 @@ mod tests {
     use super::*;
     use crate::storage::records::codec::tests::{T, assert_golden};
     use crate::storage::records::encode;
+
+    /// A link of version 1 (before channels) reads as a link without a channel; version 2 is
+    /// version 1's body and the channel (one `0` byte for none).
+    #[test]
+    fn link_records_of_version_1_still_read() {
+        use crate::storage::records::decode;
+        let record = LinkRecord {
+            space_no: 7,
+            bot: Some("ab".into()),
+            target: None,
+            campaign_name: None,
+            mode: 1,
+            created_at_ms: 5,
+            deleted_at_ms: None,
+            channel: None,
+        };
+        let v1 = [1, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0];
+        assert_eq!(decode::<LinkRecord>(&v1).unwrap(), record);
+        assert_eq!(encode(&record), [2, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0]);
+        assert!(decode::<LinkRecord>(&[3, 7]).is_err());
+        assert!(decode::<LinkRecord>(&[1, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0]).is_err());
+    }
 
     /// Pins the wire format: if this fails, stored files from earlier builds no longer read.
     #[test]

@@ -1,4 +1,5 @@
-//! A space's links page: its tracking links with their clicks and bound clicks; create one
+//! A space's links page: its tracking links with their clicks and bound clicks (a channel
+//! link's pool of invite links and joins too); create one
 //! (its public address shown), delete one, through the same operations as `/links`.
 
 use askama::Template;
@@ -6,7 +7,7 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::{Frame, form_text, frame_of, html, space};
-use crate::domain::link::{LinkView, NewLink};
+use crate::domain::link::{ChannelFields, LinkView, NewLink};
 use crate::error::Error;
 use crate::web::context::Ctx;
 
@@ -17,6 +18,9 @@ struct LinkRow {
     clicks: u64,
     bound_clicks: u64,
     url: String,
+    /// A channel link's pool and counts in a line, and its last Bot API error.
+    channel: Option<String>,
+    channel_error: Option<String>,
 }
 
 #[derive(Template)]
@@ -45,6 +49,13 @@ async fn links(ctx: &Ctx<'_>, created: Option<LinkView>) -> Result<Response, Err
         .into_iter()
         .map(|l| LinkRow {
             goes_to: crate::domain::display::goes_to(&l),
+            channel: l.channel_state.as_ref().map(|c| {
+                format!(
+                    "{} ready, {} handed out, {} used, {} to the fallback; {} joins, {} leaves",
+                    c.pool, c.handed_out, c.used, c.fallbacks, c.joins, c.leaves
+                )
+            }),
+            channel_error: l.channel_state.as_ref().and_then(|c| c.last_error.clone()),
             campaign: l.campaign_name.unwrap_or_default(),
             slug: l.slug,
             clicks: l.clicks,
@@ -68,10 +79,18 @@ async fn links(ctx: &Ctx<'_>, created: Option<LinkView>) -> Result<Response, Err
 /// `POST .../links`: a link from the form, judged as `POST /links` judges it.
 pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let field = |n| form_text(ctx, n);
-    let link = NewLink::new(
+    let channel = ChannelFields {
+        join_requests: field("channel")
+            .is_some()
+            .then(|| field("join_requests").is_some()),
+        channel: field("channel"),
+        fallback: field("fallback"),
+    };
+    let link = NewLink::with_channel(
         field("slug"),
         field("bot"),
         field("target"),
+        channel,
         field("campaign_name"),
         field("mode"),
     )?;

@@ -6,7 +6,7 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::{Frame, frame_of, html, space};
-use crate::domain::settings::{SETTINGS, SettingsPatch};
+use crate::domain::settings::{SETTINGS, SettingsPatch, is_write_only};
 use crate::error::Error;
 use crate::web::context::Ctx;
 
@@ -16,6 +16,9 @@ struct SettingRow {
     about: &'static str,
     choices: &'static [&'static str],
     value: String,
+    /// Write-only: the form shows it empty (its last 4 characters as the placeholder), and an
+    /// empty field keeps it.
+    secret: bool,
 }
 
 #[derive(Template)]
@@ -26,6 +29,8 @@ struct SettingsPage<'a> {
     name: &'a str,
     settings: Vec<SettingRow>,
     message: Option<&'static str>,
+    /// The space's Telegram bot: its `@username`, or why it is not in use.
+    telegram_bot: Option<String>,
 }
 
 /// `GET .../settings`.
@@ -44,8 +49,11 @@ async fn settings(ctx: &Ctx<'_>, save: bool) -> Result<Response, Error> {
     let space = space(ctx).await?;
     let current = if save {
         let changes = SETTINGS.iter().filter_map(|s| {
-            let value = ctx.form.get(s.name)?;
-            Some((s.name.to_owned(), value.trim().to_owned()))
+            let value = ctx.form.get(s.name)?.trim();
+            if is_write_only(s.name) && value.is_empty() {
+                return None;
+            }
+            Some((s.name.to_owned(), value.to_owned()))
         });
         let patch = SettingsPatch::new(changes)?;
         ctx.app.update_settings(&space, patch).await?
@@ -61,6 +69,7 @@ async fn settings(ctx: &Ctx<'_>, save: bool) -> Result<Response, Error> {
             about: s.about,
             choices: s.choices,
             value,
+            secret: is_write_only(s.name),
         })
         .collect();
     let frame = frame_of(ctx);
@@ -72,6 +81,7 @@ async fn settings(ctx: &Ctx<'_>, save: bool) -> Result<Response, Error> {
             name,
             settings,
             message: save.then_some("Saved: in force for every event from now on."),
+            telegram_bot: ctx.app.telegram_bot(&space).await?,
         },
     ))
 }

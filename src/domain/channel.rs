@@ -1,0 +1,272 @@
+//! Telegram channels (`docs/channels.md`): the rules of a link that leads to a channel rather
+//! than a bot. Which channel a link names (`@username` or a chat id), its fallback invite link,
+//! what an invite link the tracker makes is called, and what a `chat_member` update means: a
+//! join, a leave, or neither. Nothing here talks to Telegram; `telegram/` does, with these rules.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::input::quoted;
+use crate::error::{Code, Error};
+
+/// The most invite links a channel link keeps made ahead, whatever `invite_pool` says.
+pub const MAX_INVITE_POOL: u32 = 1000;
+
+/// A channel as a link names it: its public `@username`, or its chat id (`-100...`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatRef {
+    Username(String),
+    Id(i64),
+}
+
+impl ChatRef {
+    /// Reads `--channel` / `channel`: `@name` (5 to 32 of `A-Za-z0-9_`, beginning with a
+    /// letter; the `@` may be left out) or a chat id, a negative integer such as
+    /// `-1001234567890`.
+    pub fn parse(text: &str) -> Result<ChatRef, Error> {
+        let text = text.trim();
+        if let Some(id) = text.strip_prefix('-') {
+            if !id.is_empty() && id.len() <= 18 && id.bytes().all(|b| b.is_ascii_digit()) {
+                if let Ok(n) = id.parse::<i64>() {
+                    if n > 0 {
+                        return Ok(ChatRef::Id(-n));
+                    }
+                }
+            }
+        } else {
+            let name = text.strip_prefix('@').unwrap_or(text);
+            let ok = (5..=32).contains(&name.len())
+                && name.as_bytes()[0].is_ascii_alphabetic()
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if ok {
+                return Ok(ChatRef::Username(name.to_owned()));
+            }
+        }
+        Err(Error::field(
+            Code::InvalidField,
+            "channel",
+            format!(
+                "channel must be the channel's @username (5 to 32 of A-Z, a-z, 0-9 and '_', \
+                 beginning with a letter) or its chat id (a negative number such as \
+                 -1001234567890), got {}",
+                quoted(text)
+            ),
+        ))
+    }
+
+    /// As the Bot API's `chat_id` parameter takes it.
+    #[must_use]
+    pub fn as_param(&self) -> String {
+        match self {
+            ChatRef::Username(name) => format!("@{name}"),
+            ChatRef::Id(id) => id.to_string(),
+        }
+    }
+}
+
+/// The rule of a fallback: an invite link of Telegram's own, `https://t.me/+<hash>` or
+/// `https://t.me/joinchat/<hash>`, where a visitor goes when no invite link of the pool is left.
+pub fn check_fallback(url: &str) -> Result<(), Error> {
+    let hash = url
+        .strip_prefix("https://t.me/+")
+        .or_else(|| url.strip_prefix("https://t.me/joinchat/"));
+    let ok = hash.is_some_and(|h| {
+        (1..=64).contains(&h.len())
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::field(
+            Code::InvalidField,
+            "fallback",
+            format!(
+                "fallback must be an invite link of the channel, https://t.me/+... or \
+                 https://t.me/joinchat/... (in Telegram: channel info, Invite links), got {}",
+                quoted(url)
+            ),
+        ))
+    }
+}
+
+/// The channel a link leads to, as stored with the link.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Channel {
+    /// As the link names it: `@username` or the chat id.
+    pub chat: String,
+    /// The chat id Telegram answered for it: what updates name.
+    pub chat_id: i64,
+    /// The channel's title, as Telegram answered it when the link was made.
+    pub title: String,
+    /// Whether its invite links ask to join (approved by the tracker).
+    pub join_requests: bool,
+    /// Where a visitor goes when the pool is empty.
+    pub fallback: String,
+}
+
+/// The name of an invite link the tracker makes for link `slug` (Telegram's limit: 32
+/// characters), so that the channel's admins see who made it and for which link.
+#[must_use]
+pub fn invite_name(slug: &str) -> String {
+    format!("tracker {slug}").chars().take(32).collect()
+}
+
+/// What a `chat_member` update's change of status means for the channel's count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberChange {
+    Joined,
+    Left,
+    /// Neither (a promotion, a restriction of a member).
+    Other,
+}
+
+/// Whether a `ChatMember` with `status` (and `is_member`, for `restricted`) is in the chat.
+#[must_use]
+pub fn is_member(status: &str, restricted_is_member: bool) -> bool {
+    match status {
+        "creator" | "administrator" | "member" => true,
+        "restricted" => restricted_is_member,
+        _ => false,
+    }
+}
+
+/// The change from `old` to `new` membership.
+#[must_use]
+pub fn member_change(old: bool, new: bool) -> MemberChange {
+    match (old, new) {
+        (false, true) => MemberChange::Joined,
+        (true, false) => MemberChange::Left,
+        _ => MemberChange::Other,
+    }
+}
+
+/// The event id of the `subscribed` event of user `tg_id` joining channel `chat_id`: its dedup
+/// key (`eid`), so the event is recorded once per user and channel whatever the updates say, and
+/// the `event_id` ad platforms deduplicate it by.
+#[must_use]
+pub fn subscribed_eid(chat_id: i64, tg_id: u64) -> String {
+    format!("tg-join:{chat_id}:{tg_id}")
+}
+
+/// What one of the bot's updates says about a channel, as the writer applies it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChannelUpdate {
+    /// A `chat_member` update: a user's membership changed from `was_member` to `is_member`,
+    /// through `invite_link` if the user joined by one.
+    Member {
+        chat_id: i64,
+        tg_id: u64,
+        was_member: bool,
+        is_member: bool,
+        invite_link: Option<String>,
+    },
+    /// A `chat_join_request`: a user asked to join through `invite_link`.
+    JoinRequest {
+        chat_id: i64,
+        tg_id: u64,
+        invite_link: Option<String>,
+    },
+    /// Anything else: read and acknowledged, nothing to record.
+    Other,
+}
+
+/// What applying a run of updates did, for the log, `/metrics` and the tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpdatesApplied {
+    /// Joins through one of the tracker's invite links.
+    pub joins: u64,
+    /// Joins through anything else (the fallback, the channel's own links, search).
+    pub unattributed_joins: u64,
+    pub leaves: u64,
+    pub join_requests: u64,
+    /// `subscribed` events recorded (a user's first join of the channel through a link).
+    pub subscribed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_is_a_username_or_a_chat_id() {
+        assert_eq!(
+            ChatRef::parse("@news_ch").unwrap(),
+            ChatRef::Username("news_ch".into())
+        );
+        assert_eq!(
+            ChatRef::parse("abcde").unwrap(),
+            ChatRef::Username("abcde".into()),
+            "5 characters, no @"
+        );
+        let long = format!("a{}", "b".repeat(31));
+        assert!(ChatRef::parse(&long).is_ok(), "32 characters");
+        assert_eq!(
+            ChatRef::parse("-1001234567890").unwrap(),
+            ChatRef::Id(-1_001_234_567_890)
+        );
+        assert_eq!(ChatRef::parse("-1001").unwrap().as_param(), "-1001");
+        for bad in [
+            "@abcd",
+            &format!("{long}c"),
+            "@1abcde",
+            "@ab-cde",
+            "",
+            "-",
+            "-0",
+            "1001234567890",
+            "-10012345678901234567",
+            "https://t.me/news",
+        ] {
+            assert_eq!(
+                ChatRef::parse(bad).unwrap_err().field,
+                Some("channel"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fallback_is_an_invite_link() {
+        assert!(check_fallback("https://t.me/+AbC_d-1").is_ok());
+        assert!(check_fallback("https://t.me/joinchat/AbCd").is_ok());
+        assert!(check_fallback(&format!("https://t.me/+{}", "a".repeat(64))).is_ok());
+        for bad in [
+            "https://t.me/news_ch",
+            "https://t.me/+",
+            &format!("https://t.me/+{}", "a".repeat(65)),
+            "http://t.me/+abc",
+            "https://t.me/+ab c",
+            "https://example.com/+abc",
+        ] {
+            assert_eq!(
+                check_fallback(bad).unwrap_err().field,
+                Some("fallback"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn joins_and_leaves() {
+        let m = |s| is_member(s, false);
+        assert_eq!(member_change(m("left"), m("member")), MemberChange::Joined);
+        assert_eq!(
+            member_change(m("kicked"), m("member")),
+            MemberChange::Joined
+        );
+        assert_eq!(member_change(m("member"), m("left")), MemberChange::Left);
+        assert_eq!(member_change(m("member"), m("kicked")), MemberChange::Left);
+        assert_eq!(
+            member_change(m("member"), m("administrator")),
+            MemberChange::Other
+        );
+        assert!(is_member("restricted", true));
+        assert!(!is_member("restricted", false));
+    }
+
+    #[test]
+    fn invite_names_fit_telegrams_limit() {
+        assert_eq!(invite_name("spring"), "tracker spring");
+        assert_eq!(invite_name(&"x".repeat(64)).chars().count(), 32);
+    }
+}

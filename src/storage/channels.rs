@@ -1,0 +1,444 @@
+//! Telegram channels in the data file (`docs/channels.md`), for the writer (methods of [`Txn`])
+//! and the readers: a channel link's pool of invite links made ahead (filled by the background
+//! task, taken one per click in the click's own transaction), the bot's updates applied with
+//! the offset that acknowledges them in one transaction, and the invite links to revoke.
+//!
+//! Each operation opens the channel tables it uses when it runs, rather than every batch: a
+//! batch of events or bot links never pays for them.
+
+use redb::{ReadableTable, Table};
+
+use crate::domain::channel::{self, ChannelUpdate, UpdatesApplied};
+use crate::domain::dedup;
+use crate::domain::event::{EventKind, Source, ValidEvent};
+use crate::domain::stats::{Dimension, quarter_of};
+use crate::storage::StoreError;
+use crate::storage::ops::Txn;
+use crate::storage::read::Snapshot;
+use crate::storage::records::{self, ChannelStateRecord, ClickRecord, InviteRecord, MemberRecord};
+use crate::storage::schema::{
+    CHANNEL_MEMBERS, CHANNEL_STATES, CHANNEL_STATS, INVITE_POOL, INVITES, INVITES_HANDED,
+    TELEGRAM_OFFSETS,
+};
+
+/// A channel link's counts with its pool's size, as the readers answer them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChannelCounts {
+    pub state: ChannelStateRecord,
+    /// Invite links in the pool now.
+    pub pool: u64,
+}
+
+fn state_of(
+    table: &Table<'_, &'static str, &'static [u8]>,
+    slug: &str,
+) -> Result<ChannelStateRecord, StoreError> {
+    match table.get(slug)? {
+        Some(bytes) => records::decode(bytes.value()),
+        None => Ok(ChannelStateRecord::default()),
+    }
+}
+
+impl Txn<'_> {
+    /// A visit of channel link `slug` by click `uid`: takes the first invite link of the pool,
+    /// which is never handed out again, or counts a visit sent to the fallback.
+    pub(crate) fn take_invite(
+        &mut self,
+        slug: &str,
+        uid: &str,
+        now_ms: u64,
+    ) -> Result<Option<String>, StoreError> {
+        let mut pool = self.transaction.open_table(INVITE_POOL)?;
+        let first = pool
+            .range((slug, 0)..=(slug, u64::MAX))?
+            .next()
+            .transpose()?
+            .map(|(k, v)| (k.value().1, v.value().to_owned()));
+        let mut states = self.transaction.open_table(CHANNEL_STATES)?;
+        let mut state = state_of(&states, slug)?;
+        let Some((number, url)) = first else {
+            state.fallbacks += 1;
+            states.insert(slug, records::encode(&state).as_slice())?;
+            return Ok(None);
+        };
+        let mut invites = self.transaction.open_table(INVITES)?;
+        let mut invite: InviteRecord = match invites.get(url.as_str())? {
+            Some(bytes) => records::decode(bytes.value())?,
+            None => {
+                return Err(StoreError::Corrupt(format!(
+                    "the invite pool of {slug:?} names {url:?}, which has no record"
+                )));
+            }
+        };
+        invite.uid = Some(uid.to_owned());
+        invite.handed_at_ms = Some(now_ms);
+        pool.remove((slug, number))?;
+        invites.insert(url.as_str(), records::encode(&invite).as_slice())?;
+        self.transaction
+            .open_table(INVITES_HANDED)?
+            .insert((now_ms, url.as_str()), ())?;
+        state.handed_out += 1;
+        states.insert(slug, records::encode(&state).as_slice())?;
+        Ok(Some(url))
+    }
+
+    /// Puts invite links made for channel link `slug` of `space` into its pool.
+    pub(crate) fn add_invites(
+        &mut self,
+        space: u32,
+        slug: &str,
+        urls: &[String],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut invites = self.transaction.open_table(INVITES)?;
+        let mut pool = self.transaction.open_table(INVITE_POOL)?;
+        let mut states = self.transaction.open_table(CHANNEL_STATES)?;
+        let mut state = state_of(&states, slug)?;
+        for url in urls {
+            if invites.get(url.as_str())?.is_some() {
+                continue;
+            }
+            let record = InviteRecord {
+                space_no: space,
+                slug: slug.to_owned(),
+                created_at_ms: now_ms,
+                uid: None,
+                handed_at_ms: None,
+                used_by: None,
+                revoked_at_ms: None,
+            };
+            invites.insert(url.as_str(), records::encode(&record).as_slice())?;
+            pool.insert((slug, state.next), url.as_str())?;
+            state.next += 1;
+            state.made += 1;
+        }
+        states.insert(slug, records::encode(&state).as_slice())?;
+        Ok(())
+    }
+
+    /// Up to `limit` invite links handed out before `before_ms` and never used: to revoke.
+    pub(crate) fn invites_to_revoke(
+        &mut self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<(u32, String, String)>, StoreError> {
+        let handed = self.transaction.open_table(INVITES_HANDED)?;
+        let invites = self.transaction.open_table(INVITES)?;
+        let mut out = Vec::new();
+        for entry in handed.range((0, "")..(before_ms, ""))?.take(limit) {
+            let (key, _) = entry?;
+            let url = key.value().1;
+            if let Some(bytes) = invites.get(url)? {
+                let record: InviteRecord = records::decode(bytes.value())?;
+                out.push((record.space_no, record.slug, url.to_owned()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Marks invite links revoked (or gone at Telegram): they are no longer waited on.
+    pub(crate) fn invites_revoked(
+        &mut self,
+        urls: &[String],
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut handed = self.transaction.open_table(INVITES_HANDED)?;
+        let mut invites = self.transaction.open_table(INVITES)?;
+        let mut states = self.transaction.open_table(CHANNEL_STATES)?;
+        for url in urls {
+            let Some(bytes) = invites.get(url.as_str())? else {
+                continue;
+            };
+            let mut record: InviteRecord = records::decode(bytes.value())?;
+            drop(bytes);
+            if let Some(at) = record.handed_at_ms {
+                handed.remove((at, url.as_str()))?;
+            }
+            if record.revoked_at_ms.is_none() {
+                record.revoked_at_ms = Some(now_ms);
+                let mut state = state_of(&states, &record.slug)?;
+                state.revoked += 1;
+                states.insert(record.slug.as_str(), records::encode(&state).as_slice())?;
+            }
+            invites.insert(url.as_str(), records::encode(&record).as_slice())?;
+        }
+        Ok(())
+    }
+
+    /// Applies a run of the bot of `space`'s updates and stores `next_offset`, the update to
+    /// read next, in the same transaction: an update's effects are committed before it is
+    /// acknowledged, and one read again after a crash finds them there and changes nothing.
+    pub(crate) fn apply_updates(
+        &mut self,
+        space: u32,
+        updates: &[ChannelUpdate],
+        next_offset: u64,
+        currency: &str,
+        now_ms: u64,
+    ) -> Result<UpdatesApplied, StoreError> {
+        let mut applied = UpdatesApplied::default();
+        for update in updates {
+            match update {
+                ChannelUpdate::Member {
+                    chat_id,
+                    tg_id,
+                    was_member,
+                    is_member,
+                    invite_link,
+                } => match channel::member_change(*was_member, *is_member) {
+                    channel::MemberChange::Joined => {
+                        let at = (space, *chat_id, *tg_id);
+                        self.joined(at, invite_link.as_deref(), currency, now_ms, &mut applied)?;
+                    }
+                    channel::MemberChange::Left => {
+                        self.left((space, *chat_id, *tg_id), now_ms, &mut applied)?;
+                    }
+                    channel::MemberChange::Other => {}
+                },
+                ChannelUpdate::JoinRequest {
+                    chat_id,
+                    tg_id,
+                    invite_link,
+                } => {
+                    let mut members = self.transaction.open_table(CHANNEL_MEMBERS)?;
+                    let key = (space, *chat_id, *tg_id);
+                    let mut member: MemberRecord = match members.get(key)? {
+                        Some(bytes) => records::decode(bytes.value())?,
+                        None => MemberRecord::default(),
+                    };
+                    if member.requested_via.is_none() && invite_link.is_some() {
+                        member.requested_via.clone_from(invite_link);
+                        members.insert(key, records::encode(&member).as_slice())?;
+                    }
+                    applied.join_requests += 1;
+                }
+                ChannelUpdate::Other => {}
+            }
+        }
+        self.transaction
+            .open_table(TELEGRAM_OFFSETS)?
+            .insert(space, next_offset)?;
+        Ok(applied)
+    }
+
+    /// User `tg_id` joined channel `chat_id` of `space`: counted once per change of membership;
+    /// through an invite link of a link's pool (or one the user asked to join by), the link's
+    /// click is bound to the user and a `subscribed` event is recorded, once per user and channel.
+    fn joined(
+        &mut self,
+        (space, chat_id, tg_id): (u32, i64, u64),
+        invite_link: Option<&str>,
+        currency: &str,
+        now_ms: u64,
+        applied: &mut UpdatesApplied,
+    ) -> Result<(), StoreError> {
+        let key = (space, chat_id, tg_id);
+        let mut member: MemberRecord = {
+            let members = self.transaction.open_table(CHANNEL_MEMBERS)?;
+            match members.get(key)? {
+                Some(bytes) => records::decode(bytes.value())?,
+                None => MemberRecord::default(),
+            }
+        };
+        if member.member {
+            // Seen already: the same update read again.
+            return Ok(());
+        }
+        let via = invite_link
+            .map(str::to_owned)
+            .or_else(|| member.requested_via.take());
+        let invite = match &via {
+            Some(url) => match self.transaction.open_table(INVITES)?.get(url.as_str())? {
+                Some(bytes) => Some(records::decode::<InviteRecord>(bytes.value())?),
+                None => None,
+            },
+            None => None,
+        }
+        .filter(|i| i.space_no == space);
+        member.member = true;
+        member.joined_at_ms = now_ms;
+        member.left_at_ms = None;
+        let mut groups = vec![(Dimension::Day, String::new())];
+        if let Some(mut invite) = invite {
+            let url = via.unwrap_or_default();
+            let campaign = match &invite.uid {
+                Some(uid) => {
+                    self.join_through(space, uid, tg_id, chat_id, currency, now_ms, applied)?
+                }
+                None => None,
+            };
+            if invite.used_by.is_none() {
+                invite.used_by = Some(tg_id);
+                if let Some(at) = invite.handed_at_ms {
+                    self.transaction
+                        .open_table(INVITES_HANDED)?
+                        .remove((at, url.as_str()))?;
+                }
+                self.transaction
+                    .open_table(INVITES)?
+                    .insert(url.as_str(), records::encode(&invite).as_slice())?;
+            }
+            let mut states = self.transaction.open_table(CHANNEL_STATES)?;
+            let mut state = state_of(&states, &invite.slug)?;
+            state.used += u64::from(invite.used_by == Some(tg_id));
+            state.joins += 1;
+            states.insert(invite.slug.as_str(), records::encode(&state).as_slice())?;
+            groups.push((Dimension::Link, invite.slug.clone()));
+            groups.push((Dimension::Campaign, campaign.clone().unwrap_or_default()));
+            member.slug = Some(invite.slug);
+            member.campaign_name = campaign;
+            applied.joins += 1;
+        } else {
+            member.slug = None;
+            member.campaign_name = None;
+            applied.unattributed_joins += 1;
+        }
+        self.transaction
+            .open_table(CHANNEL_MEMBERS)?
+            .insert(key, records::encode(&member).as_slice())?;
+        self.count_channel(space, &groups, now_ms, (1, 0))
+    }
+
+    /// Binds click `uid` to `tg_id` (the first binding wins) and records its `subscribed` event
+    /// through the event path (attribution, dedup, stats, deliveries); answers the click's
+    /// campaign.
+    #[allow(clippy::too_many_arguments)]
+    fn join_through(
+        &mut self,
+        space: u32,
+        uid: &str,
+        tg_id: u64,
+        chat_id: i64,
+        currency: &str,
+        now_ms: u64,
+        applied: &mut UpdatesApplied,
+    ) -> Result<Option<String>, StoreError> {
+        let campaign = match self.clicks.get((space, uid))? {
+            Some(bytes) => records::decode::<ClickRecord>(bytes.value())?.campaign_name,
+            // A click of this batch is in its buffer, not yet the table: no visit and join
+            // of the same user can share a batch (the invite link is answered after it).
+            None => None,
+        };
+        self.bind(space, uid, tg_id, now_ms)?;
+        let event = ValidEvent {
+            kind: EventKind::Subscribed,
+            uid: Some(uid.to_owned()),
+            tg_id: Some(tg_id),
+            value: None,
+            currency: currency.to_owned(),
+            eid: Some(channel::subscribed_eid(chat_id, tg_id)),
+            occurred_at_ms: now_ms,
+            time_supplied: false,
+            received_at_ms: now_ms,
+            source: Source::Telegram,
+        };
+        let key = dedup::dedup_key(&event, 0);
+        if !self.record_event(space, event, key)?.duplicate {
+            applied.subscribed += 1;
+        }
+        Ok(campaign)
+    }
+
+    /// User `tg_id` left channel `chat_id` (or was removed): a leave of the link the user
+    /// joined through, counted once per change of membership.
+    fn left(
+        &mut self,
+        key: (u32, i64, u64),
+        now_ms: u64,
+        applied: &mut UpdatesApplied,
+    ) -> Result<(), StoreError> {
+        let mut members = self.transaction.open_table(CHANNEL_MEMBERS)?;
+        let mut member: MemberRecord = match members.get(key)? {
+            Some(bytes) => records::decode(bytes.value())?,
+            // A member from before the tracker: its leave counts for the channel alone.
+            None => MemberRecord {
+                member: true,
+                ..MemberRecord::default()
+            },
+        };
+        if !member.member {
+            return Ok(());
+        }
+        member.member = false;
+        member.left_at_ms = Some(now_ms);
+        members.insert(key, records::encode(&member).as_slice())?;
+        drop(members);
+        let mut groups = vec![(Dimension::Day, String::new())];
+        if let Some(slug) = &member.slug {
+            let mut states = self.transaction.open_table(CHANNEL_STATES)?;
+            let mut state = state_of(&states, slug)?;
+            state.leaves += 1;
+            states.insert(slug.as_str(), records::encode(&state).as_slice())?;
+            groups.push((Dimension::Link, slug.clone()));
+            groups.push((
+                Dimension::Campaign,
+                member.campaign_name.clone().unwrap_or_default(),
+            ));
+        }
+        applied.leaves += 1;
+        self.count_channel(key.0, &groups, now_ms, (0, 1))
+    }
+
+    /// Adds `(joins, leaves)` to each group's row of the quarter of `at_ms`.
+    fn count_channel(
+        &mut self,
+        space: u32,
+        groups: &[(Dimension, String)],
+        at_ms: u64,
+        (joins, leaves): (u64, u64),
+    ) -> Result<(), StoreError> {
+        let mut table = self.transaction.open_table(CHANNEL_STATS)?;
+        let quarter = quarter_of(at_ms);
+        for (dimension, group) in groups {
+            let key = (space, dimension.code(), group.as_str(), quarter);
+            let (j, l) = table.get(key)?.map_or((0, 0), |v| v.value());
+            table.insert(key, (j + joins, l + leaves))?;
+        }
+        Ok(())
+    }
+}
+
+/// The counts and pool of channel link `slug`.
+pub fn channel_counts(s: &Snapshot, slug: &str) -> Result<ChannelCounts, StoreError> {
+    let state = match s.txn.open_table(CHANNEL_STATES)?.get(slug)? {
+        Some(bytes) => records::decode(bytes.value())?,
+        None => ChannelStateRecord::default(),
+    };
+    let pool = s
+        .txn
+        .open_table(INVITE_POOL)?
+        .range((slug, 0)..=(slug, u64::MAX))?
+        .count() as u64;
+    Ok(ChannelCounts { state, pool })
+}
+
+/// The next update of `space`'s bot to read.
+pub fn telegram_offset(s: &Snapshot, space: u32) -> Result<u64, StoreError> {
+    Ok(s.txn
+        .open_table(TELEGRAM_OFFSETS)?
+        .get(space)?
+        .map_or(0, |v| v.value()))
+}
+
+/// Joins and leaves of each group of `dimension` in `space` over quarters `from..to`.
+pub fn channel_stats(
+    s: &Snapshot,
+    space: u32,
+    dimension: Dimension,
+    quarters: std::ops::Range<u32>,
+) -> Result<std::collections::BTreeMap<String, (u64, u64)>, StoreError> {
+    let table = s.txn.open_table(CHANNEL_STATS)?;
+    let code = dimension.code();
+    let mut out = std::collections::BTreeMap::<String, (u64, u64)>::new();
+    for entry in table.range((space, code, "", 0)..(space, code + 1, "", 0))? {
+        let (key, value) = entry?;
+        let (_, _, group, quarter) = key.value();
+        if quarters.contains(&quarter) {
+            let (j, l) = value.value();
+            let row = out.entry(group.to_owned()).or_default();
+            row.0 += j;
+            row.1 += l;
+        }
+    }
+    Ok(out)
+}

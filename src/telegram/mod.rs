@@ -1,0 +1,238 @@
+//! Telegram channels in the background (`docs/channels.md`): for each space with a
+//! `telegram_bot_token`, a task that reads the bot's updates (`updates.rs`), and one loop that
+//! keeps each channel link's pool of invite links full and revokes those handed out and never
+//! used (`pool.rs`). The Bot API client is `api.rs`.
+//!
+//! The tasks are handed a narrow [`Shared`] (store, settings, clock, what they report), not the
+//! application; what they report ([`Status`]: each bot's name or why not, each link's last Bot
+//! API error, counts for `/metrics`) is read by the application for its answers and pages.
+
+pub mod api;
+mod pool;
+pub mod updates;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::clock::Clock;
+use crate::config::Settings;
+use crate::domain::channel::UpdatesApplied;
+use crate::metrics::Metrics;
+use crate::storage::Store;
+use crate::telegram::api::{ApiError, BotApi, Me};
+
+/// What a space's bot is, as far as the tracker knows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BotStatus {
+    /// The bot's id and `@username`, once `getMe` answered.
+    pub me: Option<Me>,
+    /// Why the last call failed, until one works.
+    pub error: Option<String>,
+}
+
+impl BotStatus {
+    /// In a sentence, for the Settings page and the command line.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match (&self.me, &self.error) {
+            (Some(me), None) => format!("@{}", me.username),
+            (Some(me), Some(e)) => format!("@{}: {e}", me.username),
+            (None, Some(e)) => e.clone(),
+            (None, None) => "not asked yet".to_owned(),
+        }
+    }
+}
+
+/// What the background tasks report, read by the application.
+#[derive(Default)]
+pub struct Status {
+    bots: Mutex<HashMap<u32, BotStatus>>,
+    /// The last Bot API error of each channel link (by slug), until a call works again.
+    link_errors: Mutex<HashMap<String, String>>,
+    /// Wakes the pool's loop: a click took an invite link, a token or a link was set.
+    pub wake: Notify,
+    /// Where what happens is counted for `/metrics` (the application's), once the tasks run.
+    metrics: std::sync::OnceLock<Arc<Metrics>>,
+}
+
+impl Status {
+    #[must_use]
+    pub fn bot(&self, space: u32) -> Option<BotStatus> {
+        self.bots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&space)
+            .cloned()
+    }
+
+    pub fn bot_found(&self, space: u32, me: &Me) {
+        let mut bots = self.bots.lock().unwrap_or_else(PoisonError::into_inner);
+        let status = bots.entry(space).or_default();
+        if status.me.as_ref() != Some(me) {
+            tracing::info!(space, bot = %me.username, "Telegram bot found");
+        }
+        *status = BotStatus {
+            me: Some(me.clone()),
+            error: None,
+        };
+    }
+
+    /// Counts `n` of `what` for `/metrics` ([`crate::metrics::TELEGRAM_COUNTS`]).
+    pub fn count(&self, what: &str, n: u64) {
+        if let Some(m) = self.metrics.get() {
+            m.telegram(what, n);
+        }
+    }
+
+    pub fn bot_failed(&self, space: u32, error: &ApiError) {
+        self.count("bot_api_errors", 1);
+        let text = error.to_string();
+        let mut bots = self.bots.lock().unwrap_or_else(PoisonError::into_inner);
+        let status = bots.entry(space).or_default();
+        if status.error.as_deref() != Some(text.as_str()) {
+            tracing::warn!(space, error = %text, "Telegram Bot API");
+        }
+        if matches!(error, ApiError::Unauthorized(_)) {
+            status.me = None;
+        }
+        status.error = Some(text);
+    }
+
+    pub fn forget_bot(&self, space: u32) {
+        self.bots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&space);
+    }
+
+    #[must_use]
+    pub fn link_error(&self, slug: &str) -> Option<String> {
+        self.link_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(slug)
+            .cloned()
+    }
+
+    fn set_link_error(&self, slug: &str, error: Option<&ApiError>) {
+        let mut errors = self
+            .link_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match error {
+            Some(e) => {
+                self.count("bot_api_errors", 1);
+                errors.insert(slug.to_owned(), e.to_string());
+            }
+            None => {
+                errors.remove(slug);
+            }
+        }
+    }
+
+    fn applied(&self, a: &UpdatesApplied) {
+        self.count("joins", a.joins);
+        self.count("unattributed_joins", a.unattributed_joins);
+        self.count("leaves", a.leaves);
+        self.count("join_requests", a.join_requests);
+    }
+}
+
+/// What the tasks are handed.
+pub struct Shared {
+    pub store: Arc<Store>,
+    pub settings: Settings,
+    pub clock: Arc<dyn Clock>,
+    pub status: Arc<Status>,
+    /// Where `updates.rs` counts what it applied (the same [`Status`]).
+    metrics: Arc<Status>,
+}
+
+impl Shared {
+    #[must_use]
+    pub fn new(
+        store: Arc<Store>,
+        settings: Settings,
+        clock: Arc<dyn Clock>,
+        status: Arc<Status>,
+        metrics: Arc<Metrics>,
+    ) -> Shared {
+        let _ = status.metrics.set(metrics);
+        Shared {
+            store,
+            settings,
+            clock,
+            metrics: status.clone(),
+            status,
+        }
+    }
+
+    /// A client of the bot with `token`.
+    ///
+    /// # Errors
+    /// If the TLS backend cannot be set up.
+    pub fn api(&self, token: &str) -> Result<BotApi, String> {
+        BotApi::new(&self.settings.telegram, &self.settings.delivery, token)
+    }
+}
+
+/// How often the loop looks at the spaces' tokens and pools without being woken.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// Runs beside the server: a reader of updates per space with a token (started, replaced and
+/// stopped as tokens are set), and the pools' loop.
+pub async fn run(shared: Shared) {
+    let shared = Arc::new(shared);
+    let mut readers: HashMap<u32, (String, tokio::task::JoinHandle<()>)> = HashMap::new();
+    let mut pools = pool::Pools::default();
+    loop {
+        let woken = shared.status.wake.notified();
+        let bots = bots(&shared).await;
+        readers.retain(|space, (token, task)| {
+            let keep = bots.get(space).is_some_and(|(t, _)| t == token);
+            if !keep {
+                task.abort();
+                shared.status.forget_bot(*space);
+            }
+            keep
+        });
+        for (space, (token, api)) in &bots {
+            if !readers.contains_key(space) {
+                let task = tokio::spawn(updates::poll(shared.clone(), *space, api.clone()));
+                readers.insert(*space, (token.clone(), task));
+            }
+        }
+        pools.look(&shared, &bots).await;
+        let _ = tokio::time::timeout(LOOK_EVERY, woken).await;
+    }
+}
+
+/// Each space's bot token and its client.
+async fn bots(shared: &Shared) -> HashMap<u32, (String, BotApi)> {
+    let mut out = HashMap::new();
+    let spaces = match shared.store.list_spaces(HashMap::new()).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing spaces for their Telegram bots");
+            return out;
+        }
+    };
+    for summary in spaces {
+        let Some(token) = summary.settings.telegram_bot_token else {
+            continue;
+        };
+        let Ok(space) = shared.store.space_no(summary.space.clone()).await else {
+            continue;
+        };
+        match shared.api(token.expose()) {
+            Ok(api) => {
+                out.insert(space, (token.expose().to_owned(), api));
+            }
+            Err(e) => tracing::error!(error = %e, "a client of the Bot API"),
+        }
+    }
+    out
+}

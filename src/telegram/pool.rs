@@ -1,0 +1,158 @@
+//! Each channel link's pool of invite links made ahead (`docs/channels.md#invite-links`): made
+//! with `createChatInviteLink` until the pool holds `invite_pool`, a few per commit, never
+//! faster than Telegram allows (a `429`'s `retry_after` stops the space's making until then);
+//! and invite links handed out and never used revoked after `invite_ttl`.
+//!
+//! A visit never waits for any of this: it takes what the pool holds, or goes to the fallback.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::domain::channel;
+use crate::domain::link::Destination;
+use crate::telegram::Shared;
+use crate::telegram::api::{ApiError, BotApi};
+
+/// Invite links made per commit: a pool refills in a few commits, and a crash loses at most
+/// these (made at Telegram, never handed out; revoked by no one, but unused).
+const PER_COMMIT: usize = 10;
+
+/// Invite links looked at per revocation pass.
+const REVOKE_PER_PASS: usize = 100;
+
+/// What the loop remembers between passes: until when each space's bot asked to wait.
+#[derive(Default)]
+pub(super) struct Pools {
+    wait_until: HashMap<u32, Instant>,
+}
+
+impl Pools {
+    /// One pass: fills every channel link's pool of the spaces in `bots`, then revokes.
+    pub(super) async fn look(&mut self, shared: &Shared, bots: &HashMap<u32, (String, BotApi)>) {
+        for (space, (_, api)) in bots {
+            if self
+                .wait_until
+                .get(space)
+                .is_some_and(|until| Instant::now() < *until)
+            {
+                continue;
+            }
+            if let Err(ApiError::RetryAfter(s)) = fill_space(shared, *space, api).await {
+                self.wait_until
+                    .insert(*space, Instant::now() + Duration::from_secs(s.max(1)));
+            }
+        }
+        revoke(shared, bots).await;
+    }
+}
+
+/// Fills the pools of `space`'s channel links; stops at a `429`, which it answers.
+async fn fill_space(shared: &Shared, space: u32, api: &BotApi) -> Result<(), ApiError> {
+    let Ok(links) = shared.store.links(space).await else {
+        return Ok(());
+    };
+    let size = u64::from(shared.settings.telegram.invite_pool);
+    for (link, _, _) in links {
+        let Destination::Channel(c) = &link.destination else {
+            continue;
+        };
+        let Ok(counts) = shared.store.channel_counts(link.slug.clone()).await else {
+            continue;
+        };
+        let mut missing = size.saturating_sub(counts.pool);
+        while missing > 0 {
+            let mut made = Vec::new();
+            let mut stop = None;
+            while made.len() < PER_COMMIT && (made.len() as u64) < missing {
+                let params = json!({
+                    "chat_id": c.chat_id,
+                    "name": channel::invite_name(&link.slug),
+                    "creates_join_request": c.join_requests,
+                });
+                match api
+                    .call("createChatInviteLink", &params, Duration::ZERO)
+                    .await
+                {
+                    Ok(invite) => match invite["invite_link"].as_str() {
+                        Some(url) => made.push(url.to_owned()),
+                        None => {
+                            stop = Some(ApiError::Transport(
+                                "createChatInviteLink answered no invite_link".into(),
+                            ));
+                        }
+                    },
+                    Err(e) => stop = Some(e),
+                }
+                if stop.is_some() {
+                    break;
+                }
+            }
+            shared.status.set_link_error(&link.slug, stop.as_ref());
+            if !made.is_empty() {
+                let n = made.len() as u64;
+                let now_ms = shared.clock.now_ms();
+                if let Err(e) = shared
+                    .store
+                    .add_invites(space, link.slug.clone(), made, now_ms)
+                    .await
+                {
+                    tracing::warn!(slug = %link.slug, error = %e, "storing invite links");
+                    break;
+                }
+                shared.status.count("invites_made", n);
+                missing -= n;
+            }
+            match stop {
+                Some(ApiError::RetryAfter(s)) => return Err(ApiError::RetryAfter(s)),
+                Some(_) => break,
+                None => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Revokes invite links handed out before `invite_ttl` ago and never used.
+async fn revoke(shared: &Shared, bots: &HashMap<u32, (String, BotApi)>) {
+    let ttl_ms = u64::try_from(shared.settings.telegram.invite_ttl.as_millis()).unwrap_or(u64::MAX);
+    let now_ms = shared.clock.now_ms();
+    let Ok(due) = shared
+        .store
+        .invites_to_revoke(now_ms.saturating_sub(ttl_ms), REVOKE_PER_PASS)
+        .await
+    else {
+        return;
+    };
+    let mut done = Vec::new();
+    for (space, slug, url) in due {
+        let Some(Destination::Channel(c)) = shared.store.link(&slug).map(|l| l.destination.clone())
+        else {
+            // Its link is gone: nothing to revoke it for.
+            done.push(url);
+            continue;
+        };
+        let chat_id = c.chat_id;
+        let Some((_, api)) = bots.get(&space) else {
+            continue;
+        };
+        let params = json!({"chat_id": chat_id, "invite_link": url});
+        match api
+            .call("revokeChatInviteLink", &params, Duration::ZERO)
+            .await
+        {
+            // Refused: already revoked, or expired, at Telegram; not waited on either way.
+            Ok(_) | Err(ApiError::Refused(..)) => done.push(url),
+            Err(e) => {
+                shared.status.set_link_error(&slug, Some(&e));
+                break;
+            }
+        }
+    }
+    if !done.is_empty() {
+        if let Err(e) = shared.store.invites_revoked(done, now_ms).await {
+            tracing::warn!(error = %e, "marking invite links revoked");
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! Reading a bot's updates by long polling `getUpdates` (`docs/channels.md#updates`).
+//!
+//! An update is acknowledged by the next `getUpdates` asking for an offset past it, and Telegram
+//! then drops it. So a run of updates is applied, with the offset past it, in one commit
+//! (`storage/channels.rs`) before that next call: a crash before the commit reads the run again,
+//! and one after it finds the offset stored. Join requests to approve are approved before the
+//! commit, so a crash between the two approves again (harmless) rather than never.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::domain::channel::{self, ChannelUpdate};
+use crate::telegram::Shared;
+use crate::telegram::api::{ApiError, BotApi, Me};
+
+/// The updates a channel link needs: Telegram sends no `chat_member` update unless asked.
+pub const ALLOWED_UPDATES: [&str; 2] = ["chat_member", "chat_join_request"];
+
+/// What a page of `getUpdates` comes to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Page {
+    pub updates: Vec<ChannelUpdate>,
+    /// `(chat_id, user_id)` of join requests through invite links this bot made that ask to
+    /// be approved: the tracker approves them.
+    pub approve: Vec<(i64, u64)>,
+    /// The offset past the last update of the page; `None` for an empty page.
+    pub next_offset: Option<u64>,
+}
+
+/// Reads a `getUpdates` result (an array of `Update`) for the bot `me`.
+#[must_use]
+pub fn page(result: &Value, me: &Me) -> Page {
+    let mut page = Page::default();
+    for update in result.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let Some(id) = update["update_id"].as_u64() else {
+            continue;
+        };
+        page.next_offset = Some(page.next_offset.unwrap_or(0).max(id + 1));
+        page.updates.push(one(update, me, &mut page.approve));
+    }
+    page
+}
+
+fn one(update: &Value, me: &Me, approve: &mut Vec<(i64, u64)>) -> ChannelUpdate {
+    let invite = |v: &Value| v["invite_link"]["invite_link"].as_str().map(str::to_owned);
+    if let Some(m) = update.get("chat_member") {
+        let (Some(chat_id), Some(tg_id)) = (
+            m["chat"]["id"].as_i64(),
+            m["new_chat_member"]["user"]["id"].as_u64(),
+        ) else {
+            return ChannelUpdate::Other;
+        };
+        if m["chat"]["type"] != "channel" {
+            return ChannelUpdate::Other;
+        }
+        let member = |c: &Value| {
+            channel::is_member(
+                c["status"].as_str().unwrap_or_default(),
+                c["is_member"].as_bool().unwrap_or(false),
+            )
+        };
+        return ChannelUpdate::Member {
+            chat_id,
+            tg_id,
+            was_member: member(&m["old_chat_member"]),
+            is_member: member(&m["new_chat_member"]),
+            invite_link: invite(m),
+        };
+    }
+    if let Some(r) = update.get("chat_join_request") {
+        let (Some(chat_id), Some(tg_id)) = (r["chat"]["id"].as_i64(), r["from"]["id"].as_u64())
+        else {
+            return ChannelUpdate::Other;
+        };
+        let link = &r["invite_link"];
+        if link["creator"]["id"].as_u64() == Some(me.id) && link["creates_join_request"] == true {
+            approve.push((chat_id, tg_id));
+        }
+        return ChannelUpdate::JoinRequest {
+            chat_id,
+            tg_id,
+            invite_link: invite(r),
+        };
+    }
+    ChannelUpdate::Other
+}
+
+/// Reads `space`'s bot's updates for as long as it runs: the task of one space's token.
+pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
+    let me = loop {
+        match api.get_me().await {
+            Ok(me) => {
+                shared.status.bot_found(space, &me);
+                break me;
+            }
+            Err(e) => {
+                shared.status.bot_failed(space, &e);
+                tokio::time::sleep(pause_after(&e)).await;
+            }
+        }
+    };
+    let mut offset = loop {
+        match shared.store.telegram_offset(space).await {
+            Ok(o) => break o,
+            Err(e) => {
+                tracing::warn!(space, error = %e, "reading the Telegram offset");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let wait = shared.settings.telegram.poll_timeout;
+    loop {
+        let params = json!({
+            "offset": offset,
+            "timeout": wait.as_secs(),
+            "allowed_updates": ALLOWED_UPDATES,
+        });
+        let page = match api.call("getUpdates", &params, wait).await {
+            Ok(result) => page(&result, &me),
+            Err(e) => {
+                shared.status.bot_failed(space, &e);
+                tokio::time::sleep(pause_after(&e)).await;
+                continue;
+            }
+        };
+        let Some(next) = page.next_offset else {
+            continue;
+        };
+        for (chat_id, user_id) in &page.approve {
+            let params = json!({"chat_id": chat_id, "user_id": user_id});
+            match api
+                .call("approveChatJoinRequest", &params, Duration::ZERO)
+                .await
+            {
+                Ok(_) => {}
+                // Approved before a crash, or withdrawn: nothing to do.
+                Err(e) => tracing::warn!(space, error = %e, "approving a join request"),
+            }
+        }
+        loop {
+            let now_ms = shared.clock.now_ms();
+            let currency = shared.settings.default_currency.clone();
+            match shared
+                .store
+                .apply_updates(space, page.updates.clone(), next, currency, now_ms)
+                .await
+            {
+                Ok(applied) => {
+                    shared.metrics.applied(&applied);
+                    break;
+                }
+                // Not acknowledged: the same page is applied again until it commits.
+                Err(e) => {
+                    tracing::warn!(space, error = %e, "recording Telegram updates; trying again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+        offset = next;
+    }
+}
+
+/// How long to wait after a failed call before the next.
+fn pause_after(e: &ApiError) -> Duration {
+    match e {
+        ApiError::RetryAfter(s) => Duration::from_secs((*s).max(1)),
+        ApiError::Unauthorized(_) => Duration::from_secs(60),
+        ApiError::Refused(..) | ApiError::Transport(_) => Duration::from_secs(2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> Me {
+        Me {
+            id: 42,
+            username: "t_bot".into(),
+        }
+    }
+
+    #[test]
+    fn a_join_through_an_invite_link() {
+        let result = json!([{
+            "update_id": 7,
+            "chat_member": {
+                "chat": {"id": -1001, "type": "channel", "title": "News"},
+                "from": {"id": 5, "is_bot": false, "first_name": "A"},
+                "date": 1,
+                "old_chat_member": {"status": "left", "user": {"id": 5, "is_bot": false, "first_name": "A"}},
+                "new_chat_member": {"status": "member", "user": {"id": 5, "is_bot": false, "first_name": "A"}},
+                "invite_link": {"invite_link": "https://t.me/+abc", "creator": {"id": 42, "is_bot": true, "first_name": "T"},
+                    "creates_join_request": false, "is_primary": false, "is_revoked": false}
+            }
+        }]);
+        let p = page(&result, &me());
+        assert_eq!(p.next_offset, Some(8));
+        assert_eq!(
+            p.updates,
+            vec![ChannelUpdate::Member {
+                chat_id: -1001,
+                tg_id: 5,
+                was_member: false,
+                is_member: true,
+                invite_link: Some("https://t.me/+abc".into()),
+            }]
+        );
+    }
+
+    #[test]
+    fn join_requests_through_the_bots_own_links_are_approved() {
+        let request = |creator: u64, asks: bool| {
+            json!({"update_id": 1, "chat_join_request": {
+                "chat": {"id": -1001, "type": "channel"}, "from": {"id": 5}, "user_chat_id": 5,
+                "date": 1, "invite_link": {"invite_link": "https://t.me/+abc",
+                "creator": {"id": creator}, "creates_join_request": asks}}})
+        };
+        assert_eq!(
+            page(&json!([request(42, true)]), &me()).approve,
+            vec![(-1001, 5)]
+        );
+        assert!(page(&json!([request(43, true)]), &me()).approve.is_empty());
+        assert!(page(&json!([request(42, false)]), &me()).approve.is_empty());
+    }
+
+    #[test]
+    fn other_updates_are_acknowledged_and_ignored() {
+        let p = page(&json!([{"update_id": 3, "message": {}}]), &me());
+        assert_eq!(p.updates, vec![ChannelUpdate::Other]);
+        assert_eq!(p.next_offset, Some(4));
+        assert_eq!(page(&json!([]), &me()).next_offset, None);
+    }
+}

@@ -1,0 +1,463 @@
+//! Links that lead to a Telegram channel (`docs/channels.md`), through the Bot API's stand-in
+//! (`support/telegram.rs`): a visit goes to an invite link the tracker made ahead; a join
+//! through it binds the click and records one `subscribed` event that destinations send; join
+//! requests are approved when the link asks; leaves are counted; a throttled Bot API sends
+//! visitors to the fallback until the pool refills; bad input is refused with a clear answer.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tracker::domain::rate::Rate;
+
+use crate::support::receiver::Receiver;
+use crate::support::telegram::{BotApi, Chat, TOKEN};
+use crate::support::{DAY_MS, NOW_MS, Request, Response, TestServer, assert_error};
+
+const CHANNEL: i64 = -1_001_234_567_890;
+const WAIT: Duration = Duration::from_secs(10);
+const FALLBACK: &str = "https://t.me/+fallbackHash01";
+const POOL: u32 = 3;
+/// The users who join.
+const USER: u64 = 555_000_111;
+const ASKING_USER: u64 = 42_000;
+
+/// The server with the stand-in as its Bot API, a small pool and short long polls.
+async fn server(api: &BotApi) -> TestServer {
+    let url = api.url();
+    TestServer::start_with(move |c| {
+        c.delivery.allow_private_destinations = true;
+        c.telegram.api_url = url;
+        c.telegram.invite_pool = POOL;
+        c.telegram.poll_timeout = Duration::from_secs(1);
+        // These tests visit faster than a person: the per-address limit has its own tests.
+        c.address_rate_limit = Rate {
+            per_second: 0,
+            burst: 0,
+        };
+    })
+    .await
+}
+
+async fn patch_space(s: &TestServer, body: &Value) -> Response {
+    let body = body.to_string();
+    let mut request = Request::post("/space", Some(&s.a.secret), &body);
+    request.method = "PATCH";
+    s.send(&request).await
+}
+
+/// A server whose space `a` has the stand-in's bot, and the channel `@news_ch`.
+async fn with_bot(api: &BotApi) -> TestServer {
+    api.add_channel(CHANNEL, "news_ch");
+    let s = server(api).await;
+    let r = patch_space(&s, &json!({"telegram_bot_token": TOKEN})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["settings"]["telegram_bot_token"],
+        "…saw0",
+        "write-only: the last 4 characters"
+    );
+    s
+}
+
+async fn create_link(s: &TestServer, body: &Value) -> Response {
+    s.post_as(&s.a, "/links", &body.to_string()).await
+}
+
+/// The channel link `news` of campaign `autumn`.
+async fn news_link(s: &TestServer, join_requests: bool) -> Value {
+    let r = create_link(
+        s,
+        &json!({"slug": "news", "channel": "@news_ch", "fallback": FALLBACK,
+                "campaign_name": "autumn", "join_requests": join_requests}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    r.json()["link"].clone()
+}
+
+/// `GET /links`' entry of `slug`.
+async fn link_view(s: &TestServer, slug: &str) -> Value {
+    let links = s.read_as(&s.a, "/links").await.json();
+    links["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["slug"] == slug)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until `GET /links` shows `slug`'s state as `done` says.
+async fn wait_for_state(s: &TestServer, slug: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let view = link_view(s, slug).await;
+        if done(&view["channel_state"]) {
+            return view;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "channel state never came to it: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A visit of `/l/<slug>`: answers where it sent the visitor.
+async fn visit(s: &TestServer, slug: &str, query: &str) -> String {
+    let target = format!("/l/{slug}?{query}");
+    let r = s
+        .send(&Request::get(&target).header("User-Agent", "Mozilla/5.0 (iPhone)"))
+        .await;
+    assert_eq!(r.status, 302, "{}", r.text());
+    r.header("location").unwrap().to_owned()
+}
+
+/// The space's feed, waiting until it holds `n` events.
+async fn feed(s: &TestServer, n: usize) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let page = s.read_as(&s.a, "/events?limit=1000").await.json();
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        if events.len() >= n {
+            return events;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "expected {n} events: {events:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_through_an_invite_link_binds_the_click_and_is_sent_to_meta() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    let meta = Receiver::meta(NOW_MS).await;
+    let d = s
+        .post_as(
+            &s.a,
+            "/destinations",
+            &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                    "access_token": "EAAB-token-wxyz", "graph_url": meta.url("")})
+            .to_string(),
+        )
+        .await;
+    assert_eq!(d.status, 201, "{}", d.text());
+    let link = news_link(&s, false).await;
+    assert_eq!(link["channel"], "@news_ch");
+    assert_eq!(link["channel_state"]["chat_id"], CHANNEL);
+    let view = wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    assert_eq!(view["channel_state"]["handed_out"], 0);
+    let made: Vec<String> = api.invites().iter().map(|i| i.url.clone()).collect();
+    assert_eq!(made.len(), POOL as usize);
+    assert!(
+        api.invites()
+            .iter()
+            .all(|i| i.name.as_deref() == Some("tracker news")
+                && !i.creates_join_request
+                && i.chat_id == CHANNEL)
+    );
+    assert_eq!(
+        api.calls("getChatMember"),
+        1,
+        "the bot's rights checked once"
+    );
+
+    let to = visit(&s, "news", "fbclid=IwAR-chan-1").await;
+    assert!(made.contains(&to), "{to} is one the tracker made: {made:?}");
+    let again = visit(&s, "news", "fbclid=IwAR-chan-2").await;
+    assert_ne!(again, to, "an invite link is handed out once");
+    // The pool refills behind the visits.
+    wait_for_state(&s, "news", |c| c["pool"] == POOL && c["handed_out"] == 2).await;
+
+    api.push_join(CHANNEL, USER, Some(&to));
+    let events = feed(&s, 1).await;
+    let e = &events[0];
+    assert_eq!(
+        (
+            e["event"].clone(),
+            e["tg_id"].clone(),
+            e["matched"].clone(),
+            e["campaign_name"].clone(),
+            e["fbclid"].clone(),
+            e["source"].clone(),
+        ),
+        (
+            json!("subscribed"),
+            json!(USER),
+            json!(true),
+            json!("autumn"),
+            json!("IwAR-chan-1"),
+            json!("telegram"),
+        ),
+        "{e}"
+    );
+    let sent = meta.wait_for(1, WAIT).await;
+    let data = &sent[0].json()["data"][0];
+    assert_eq!(data["event_name"], "Subscribe", "{data}");
+    assert!(
+        data["user_data"]["fbc"]
+            .as_str()
+            .unwrap()
+            .ends_with("IwAR-chan-1")
+    );
+
+    // The same join seen again (a second update saying it), and a join through no link of
+    // the pool: one subscribed event still, one unattributed join.
+    api.push_join(CHANNEL, USER, Some(&to));
+    api.push_join(CHANNEL, 777, Some(FALLBACK));
+    let view = wait_for_state(&s, "news", |c| c["used"] == 1 && c["joins"] == 1).await;
+    assert_eq!(view["bound_clicks"], 1, "{view}");
+    api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
+    assert_eq!(feed(&s, 1).await.len(), 1, "one subscribed event per user");
+    let state = &link_view(&s, "news").await["channel_state"];
+    assert_eq!(
+        (state["joins"].clone(), state["used"].clone()),
+        (json!(1), json!(1)),
+        "{state}"
+    );
+
+    api.push_leave(CHANNEL, USER, "left");
+    api.push_leave(CHANNEL, USER, "left");
+    wait_for_state(&s, "news", |c| c["leaves"] == 1).await;
+    // Every poll asked for chat_member updates, without which Telegram sends none, and long
+    // polled; the offsets only grew.
+    let polls = api.polls();
+    assert!(polls.windows(2).all(|w| w[0].offset <= w[1].offset));
+    assert!(polls.iter().all(|p| {
+        p.timeout == 1
+            && p.allowed_updates
+                .as_ref()
+                .is_some_and(|a| a.iter().any(|k| k == "chat_member"))
+    }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_request_is_approved_when_the_link_asks() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, true).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    assert!(api.invites().iter().all(|i| i.creates_join_request));
+    let to = visit(&s, "news", "").await;
+    api.push_join_request(CHANNEL, ASKING_USER, &to);
+    api.wait_until(WAIT, |a| a.approved() == vec![(CHANNEL, ASKING_USER)])
+        .await;
+    let events = feed(&s, 1).await;
+    assert_eq!(
+        (events[0]["event"].clone(), events[0]["tg_id"].clone()),
+        (json!("subscribed"), json!(ASKING_USER))
+    );
+    wait_for_state(&s, "news", |c| c["joins"] == 1 && c["used"] == 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_bot_api_sends_visitors_to_the_fallback_until_the_pool_refills() {
+    let api = BotApi::start().await;
+    api.throttle(Some(1));
+    let s = with_bot(&api).await;
+    news_link(&s, false).await;
+    api.wait_until(WAIT, |a| a.throttled() >= 1).await;
+    for i in 0..20 {
+        assert_eq!(visit(&s, "news", &format!("fbclid=f{i}")).await, FALLBACK);
+    }
+    let view = link_view(&s, "news").await;
+    assert_eq!(view["clicks"], 20, "every visit is a click: {view}");
+    assert_eq!(view["channel_state"]["fallbacks"], 20);
+    assert!(
+        view["channel_state"]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("429")),
+        "{view}"
+    );
+    let metrics = s.metrics_text();
+    assert!(
+        metrics.contains("tracker_telegram_total{what=\"fallback_visits\"} 20"),
+        "{metrics}"
+    );
+    api.throttle(None);
+    wait_for_state(&s, "news", |c| {
+        c["pool"] == POOL && c["last_error"].is_null()
+    })
+    .await;
+    let metrics = s.metrics_text();
+    assert!(
+        metrics.contains(&format!(
+            "tracker_telegram_total{{what=\"invites_made\"}} {POOL}"
+        )),
+        "{metrics}"
+    );
+    let to = visit(&s, "news", "").await;
+    assert!(to.starts_with("https://t.me/+stand"), "{to}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_bot_tokens_and_links_without_a_bot_are_refused_clearly() {
+    let api = BotApi::start().await;
+    let s = server(&api).await;
+    // No bot yet.
+    let no_bot = create_link(
+        &s,
+        &json!({"slug": "n", "channel": "@news_ch", "fallback": FALLBACK}),
+    )
+    .await;
+    let e = assert_error(&no_bot, 422, "invalid_field", Some("channel"));
+    assert!(
+        e["error"].as_str().unwrap().contains("telegram_bot_token"),
+        "{e}"
+    );
+    // A token Telegram refuses: nothing stored.
+    let refused = patch_space(
+        &s,
+        &json!({"telegram_bot_token": "7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"}),
+    )
+    .await;
+    let e = assert_error(&refused, 422, "invalid_field", Some("telegram_bot_token"));
+    assert!(e["error"].as_str().unwrap().contains("Unauthorized"), "{e}");
+    assert!(
+        !e.to_string().contains("AAHdq"),
+        "the token is never repeated: {e}"
+    );
+    let space = s.read_as(&s.a, "/space").await.json();
+    assert_eq!(space["settings"]["telegram_bot_token"], "");
+    // Not a token at all.
+    let shape = patch_space(&s, &json!({"telegram_bot_token": "123:short"})).await;
+    assert_error(&shape, 422, "invalid_field", Some("telegram_bot_token"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_channel_links_are_refused_clearly() {
+    let api = BotApi::start().await;
+    api.add_chat(Chat {
+        id: -1_002,
+        username: Some("a_group".into()),
+        kind: "supergroup",
+        title: "A group".into(),
+        bot_admin: true,
+        bot_can_invite: true,
+    });
+    api.add_chat(Chat {
+        id: -1_003,
+        username: Some("not_admin".into()),
+        kind: "channel",
+        title: "Not admin".into(),
+        bot_admin: true,
+        bot_can_invite: false,
+    });
+    let s = with_bot(&api).await;
+    let cases = [
+        (
+            json!({"slug": "g", "channel": "@a_group", "fallback": FALLBACK}),
+            "channel",
+            "supergroup",
+        ),
+        (
+            json!({"slug": "x", "channel": "@not_admin", "fallback": FALLBACK}),
+            "channel",
+            "invite users",
+        ),
+        (
+            json!({"slug": "u", "channel": "@unknown_ch", "fallback": FALLBACK}),
+            "channel",
+            "chat not found",
+        ),
+        (
+            json!({"slug": "f", "channel": "@news_ch", "fallback": "https://t.me/news_ch"}),
+            "fallback",
+            "t.me/+",
+        ),
+        (
+            json!({"slug": "m", "channel": "@news_ch"}),
+            "fallback",
+            "fallback",
+        ),
+        (
+            json!({"slug": "b", "channel": "@news_ch", "bot": "shop_bot", "fallback": FALLBACK}),
+            "channel",
+            "only one",
+        ),
+        (
+            json!({"slug": "j", "bot": "shop_bot", "join_requests": true}),
+            "join_requests",
+            "channel",
+        ),
+        (
+            json!({"slug": "c", "channel": "news ch", "fallback": FALLBACK}),
+            "channel",
+            "@username",
+        ),
+    ];
+    for (body, field, says) in cases {
+        let r = create_link(&s, &body).await;
+        let status = if r.status == 422 && r.json()["status"] == "missing_field" {
+            "missing_field"
+        } else {
+            "invalid_field"
+        };
+        let e = assert_error(&r, 422, status, Some(field));
+        assert!(e["error"].as_str().unwrap().contains(says), "{body}: {e}");
+    }
+    let links = s.read_as(&s.a, "/links").await.json();
+    assert_eq!(links["links"], json!([]), "nothing was created");
+    // Just inside the rules: a chat id, a joinchat fallback.
+    let ok = create_link(
+        &s,
+        &json!({"slug": "ok", "channel": CHANNEL.to_string(),
+                "fallback": "https://t.me/joinchat/AbCd"}),
+    )
+    .await;
+    assert_eq!(ok.status, 201, "{}", ok.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_a_taken_invite_link_is_not_handed_out_again_and_a_join_counts_once() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, false).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let first = visit(&s, "news", "").await;
+    api.push_join(CHANNEL, USER, Some(&first));
+    assert_eq!(feed(&s, 1).await.len(), 1);
+    let s = s.restart().await;
+    // The join read again after the restart (as after a crash before its acknowledgement).
+    api.push_join(CHANNEL, USER, Some(&first));
+    let second = visit(&s, "news", "").await;
+    assert_ne!(second, first, "handed out once, across the restart");
+    api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
+    let state = &wait_for_state(&s, "news", |c| c["handed_out"] == 2).await["channel_state"];
+    assert_eq!(
+        (state["joins"].clone(), state["used"].clone()),
+        (json!(1), json!(1)),
+        "{state}"
+    );
+    assert_eq!(feed(&s, 1).await.len(), 1, "one subscribed event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invite_links_handed_out_and_never_used_are_revoked_after_invite_ttl() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, false).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let unused = visit(&s, "news", "").await;
+    let used = visit(&s, "news", "").await;
+    api.push_join(CHANNEL, USER, Some(&used));
+    wait_for_state(&s, "news", |c| c["used"] == 1).await;
+    let revoked = |a: &BotApi| -> Vec<String> {
+        a.invites()
+            .into_iter()
+            .filter(|i| i.revoked)
+            .map(|i| i.url)
+            .collect()
+    };
+    // Just inside `invite_ttl` (7 days): kept.
+    s.clock.advance(7 * DAY_MS - 1_000);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(revoked(&api), Vec::<String>::new());
+    s.clock.advance(2_000);
+    api.wait_until(WAIT, |a| !revoked(a).is_empty()).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(revoked(&api), vec![unused], "only the one never used");
+}

@@ -1,0 +1,605 @@
+//! A stand-in for Telegram's Bot API on 127.0.0.1: a small HTTP/1.1 server that answers
+//! `POST /bot<token>/<method>` with a JSON body as the Bot API documents
+//! (`{"ok": true, "result": ...}`, or `{"ok": false, "error_code", "description",
+//! "parameters": {"retry_after"}}`), for one bot and the channels the test gives it.
+//!
+//! - `getMe`; a token other than the bot's is answered `401 Unauthorized`.
+//! - `getChat`, `getChatMember` (the bot is an admin that may invite users, unless the test
+//!   says otherwise), `createChatInviteLink` (a `ChatInviteLink` made by the bot),
+//!   `revokeChatInviteLink`, `approveChatJoinRequest` (which, as Telegram does, brings the
+//!   join that follows as a `chat_member` update).
+//! - `getUpdates` with Telegram's rules: updates are kept until a call asks for an offset above
+//!   their id, which drops them for good; a call with nothing to answer waits up to its
+//!   `timeout` seconds (long polling); without `chat_member` in `allowed_updates`, no
+//!   `chat_member` update is sent.
+//! - [`BotApi::throttle`] answers `createChatInviteLink` `429` with `parameters.retry_after`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+/// The bot's id, its username and a token of Telegram's shape.
+pub const BOT_ID: u64 = 7_000_000_001;
+pub const BOT_USERNAME: &str = "tracker_test_bot";
+pub const TOKEN: &str = "7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0";
+
+/// A channel the stand-in knows.
+#[derive(Clone, Debug)]
+pub struct Chat {
+    pub id: i64,
+    pub username: Option<String>,
+    /// `channel`, `supergroup`, `group`, `private`.
+    pub kind: &'static str,
+    pub title: String,
+    /// The bot's status in it: `administrator` (with `can_invite_users`) or `member`.
+    pub bot_admin: bool,
+    pub bot_can_invite: bool,
+}
+
+/// An invite link the bot made.
+#[derive(Clone, Debug)]
+pub struct Invite {
+    pub url: String,
+    pub chat_id: i64,
+    pub name: Option<String>,
+    pub creates_join_request: bool,
+    pub revoked: bool,
+}
+
+/// One `getUpdates` call as it arrived.
+#[derive(Clone, Debug)]
+pub struct Poll {
+    pub offset: i64,
+    pub timeout: u64,
+    pub allowed_updates: Option<Vec<String>>,
+}
+
+#[derive(Default)]
+struct State {
+    chats: Vec<Chat>,
+    invites: Vec<Invite>,
+    /// Updates not yet dropped, by id.
+    updates: BTreeMap<u64, Value>,
+    next_update_id: u64,
+    /// `createChatInviteLink` answered `429` with this `retry_after` while set.
+    throttle: Option<u64>,
+    throttled: u64,
+    approved: Vec<(i64, u64)>,
+    polls: Vec<Poll>,
+    calls: HashMap<String, u64>,
+}
+
+pub struct BotApi {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    arrived: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for BotApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl BotApi {
+    /// Starts the stand-in with no channels.
+    pub async fn start() -> BotApi {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let state = Arc::new(Mutex::new(State {
+            next_update_id: 100,
+            ..State::default()
+        }));
+        let arrived = Arc::new(Notify::new());
+        let (s, a) = (state.clone(), arrived.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(serve(stream, s.clone(), a.clone()));
+            }
+        });
+        BotApi {
+            addr,
+            state,
+            arrived,
+            task,
+        }
+    }
+
+    /// The address to set as `telegram_api_url`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn add_chat(&self, chat: Chat) {
+        self.state.lock().unwrap().chats.push(chat);
+    }
+
+    /// A channel `@username` with id `id`, the bot an admin that may invite users.
+    pub fn add_channel(&self, id: i64, username: &str) {
+        self.add_chat(Chat {
+            id,
+            username: Some(username.to_owned()),
+            kind: "channel",
+            title: format!("Channel {username}"),
+            bot_admin: true,
+            bot_can_invite: true,
+        });
+    }
+
+    /// Answers `createChatInviteLink` `429` with `retry_after` (`None`: answers it again).
+    pub fn throttle(&self, retry_after: Option<u64>) {
+        self.state.lock().unwrap().throttle = retry_after;
+    }
+
+    /// How many `createChatInviteLink` calls were answered `429`.
+    #[must_use]
+    pub fn throttled(&self) -> u64 {
+        self.state.lock().unwrap().throttled
+    }
+
+    #[must_use]
+    pub fn invites(&self) -> Vec<Invite> {
+        self.state.lock().unwrap().invites.clone()
+    }
+
+    #[must_use]
+    pub fn approved(&self) -> Vec<(i64, u64)> {
+        self.state.lock().unwrap().approved.clone()
+    }
+
+    #[must_use]
+    pub fn polls(&self) -> Vec<Poll> {
+        self.state.lock().unwrap().polls.clone()
+    }
+
+    /// How many times `method` was called.
+    #[must_use]
+    pub fn calls(&self, method: &str) -> u64 {
+        self.state
+            .lock()
+            .unwrap()
+            .calls
+            .get(method)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Updates kept: not yet acknowledged by a `getUpdates` with an offset above them.
+    #[must_use]
+    pub fn kept_updates(&self) -> Vec<u64> {
+        self.state.lock().unwrap().updates.keys().copied().collect()
+    }
+
+    /// Adds an update (`kind`: `chat_member`, `chat_join_request`, ...); answers its id.
+    pub fn push(&self, kind: &str, object: Value) -> u64 {
+        let id = {
+            let mut s = self.state.lock().unwrap();
+            let id = s.next_update_id;
+            s.next_update_id += 1;
+            let mut update = json!({"update_id": id});
+            update[kind] = object;
+            s.updates.insert(id, update);
+            id
+        };
+        self.arrived.notify_waiters();
+        id
+    }
+
+    /// User `user` joins channel `chat_id`, through `invite` if given.
+    pub fn push_join(&self, chat_id: i64, user: u64, invite: Option<&str>) -> u64 {
+        let object = {
+            let s = self.state.lock().unwrap();
+            member_updated(&s, chat_id, user, "left", "member", invite)
+        };
+        self.push("chat_member", object)
+    }
+
+    /// User `user` leaves channel `chat_id` (`left`), or is removed (`kicked`).
+    pub fn push_leave(&self, chat_id: i64, user: u64, status: &str) -> u64 {
+        let object = {
+            let s = self.state.lock().unwrap();
+            member_updated(&s, chat_id, user, "member", status, None)
+        };
+        self.push("chat_member", object)
+    }
+
+    /// User `user` asks to join channel `chat_id` through `invite`.
+    pub fn push_join_request(&self, chat_id: i64, user: u64, invite: &str) -> u64 {
+        let object = {
+            let s = self.state.lock().unwrap();
+            json!({
+                "chat": chat_json(&s, chat_id),
+                "from": user_json(user),
+                "user_chat_id": user,
+                "date": unix_now(),
+                "invite_link": invite_json(&s, invite),
+            })
+        };
+        self.push("chat_join_request", object)
+    }
+
+    /// Waits until `done` holds of the stand-in (at most `within`).
+    pub async fn wait_until(&self, within: Duration, done: impl Fn(&BotApi) -> bool) {
+        let deadline = tokio::time::Instant::now() + within;
+        while !done(self) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the stand-in did not see it within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn user_json(id: u64) -> Value {
+    json!({"id": id, "is_bot": false, "first_name": format!("User {id}")})
+}
+
+fn bot_json() -> Value {
+    json!({"id": BOT_ID, "is_bot": true, "first_name": "Tracker test", "username": BOT_USERNAME})
+}
+
+fn chat_json(s: &State, chat_id: i64) -> Value {
+    let chat = s.chats.iter().find(|c| c.id == chat_id);
+    let mut v = json!({
+        "id": chat_id,
+        "type": chat.map_or("channel", |c| c.kind),
+        "title": chat.map_or("?", |c| c.title.as_str()),
+    });
+    if let Some(name) = chat.and_then(|c| c.username.clone()) {
+        v["username"] = name.into();
+    }
+    v
+}
+
+/// A `ChatInviteLink` as Telegram shows it to the bot that made it.
+fn invite_json(s: &State, url: &str) -> Value {
+    let invite = s.invites.iter().find(|i| i.url == url);
+    let mut v = json!({
+        "invite_link": url,
+        "creator": bot_json(),
+        "creates_join_request": invite.is_some_and(|i| i.creates_join_request),
+        "is_primary": false,
+        "is_revoked": invite.is_some_and(|i| i.revoked),
+    });
+    if let Some(name) = invite.and_then(|i| i.name.clone()) {
+        v["name"] = name.into();
+    }
+    v
+}
+
+fn member_json(user: u64, status: &str) -> Value {
+    let mut v = json!({"status": status, "user": user_json(user)});
+    if status == "kicked" {
+        v["until_date"] = 0.into();
+    }
+    v
+}
+
+fn member_updated(
+    s: &State,
+    chat_id: i64,
+    user: u64,
+    old: &str,
+    new: &str,
+    invite: Option<&str>,
+) -> Value {
+    let mut v = json!({
+        "chat": chat_json(s, chat_id),
+        "from": user_json(user),
+        "date": unix_now(),
+        "old_chat_member": member_json(user, old),
+        "new_chat_member": member_json(user, new),
+    });
+    if let Some(url) = invite {
+        v["invite_link"] = invite_json(s, url);
+    }
+    v
+}
+
+fn ok(result: Value) -> (u16, Value) {
+    let mut answer = json!({"ok": true});
+    answer["result"] = result;
+    (200, answer)
+}
+
+fn refused(code: u16, description: &str) -> (u16, Value) {
+    (
+        code,
+        json!({"ok": false, "error_code": code, "description": description}),
+    )
+}
+
+/// The chat a `chat_id` parameter names: its id, or `@username`.
+fn find_chat<'a>(s: &'a State, param: &Value) -> Option<&'a Chat> {
+    s.chats.iter().find(|c| match param {
+        Value::String(t) => t
+            .strip_prefix('@')
+            .map_or(t.parse::<i64>().ok() == Some(c.id), |name| {
+                c.username.as_deref() == Some(name)
+            }),
+        Value::Number(n) => n.as_i64() == Some(c.id),
+        _ => false,
+    })
+}
+
+async fn answer(
+    method: &str,
+    params: &Value,
+    state: &Arc<Mutex<State>>,
+    arrived: &Arc<Notify>,
+) -> (u16, Value) {
+    *state
+        .lock()
+        .unwrap()
+        .calls
+        .entry(method.to_owned())
+        .or_default() += 1;
+    if method == "getUpdates" {
+        return get_updates(params, state, arrived).await;
+    }
+    let mut s = state.lock().unwrap();
+    match method {
+        "getMe" => ok(
+            json!({"id": BOT_ID, "is_bot": true, "first_name": "Tracker test",
+            "username": BOT_USERNAME, "can_join_groups": true,
+            "can_read_all_group_messages": false, "supports_inline_queries": false}),
+        ),
+        "getChat" => match find_chat(&s, &params["chat_id"]) {
+            Some(c) => {
+                let id = c.id;
+                let mut v = chat_json(&s, id);
+                v["accent_color_id"] = 0.into();
+                v["max_reaction_count"] = 11.into();
+                ok(v)
+            }
+            None => refused(400, "Bad Request: chat not found"),
+        },
+        "getChatMember" => get_chat_member(&s, params),
+        "createChatInviteLink" => create_invite(&mut s, params),
+        "revokeChatInviteLink" => {
+            let url = params["invite_link"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            match s.invites.iter_mut().find(|i| i.url == url) {
+                Some(i) => {
+                    i.revoked = true;
+                    ok(invite_json(&s, &url))
+                }
+                None => refused(400, "Bad Request: INVITE_HASH_EXPIRED"),
+            }
+        }
+        "approveChatJoinRequest" => {
+            let answer = approve(&mut s, params);
+            drop(s);
+            arrived.notify_waiters();
+            answer
+        }
+        _ => refused(404, "Not Found"),
+    }
+}
+
+fn get_chat_member(s: &State, params: &Value) -> (u16, Value) {
+    let Some(c) = find_chat(s, &params["chat_id"]) else {
+        return refused(400, "Bad Request: chat not found");
+    };
+    let user = params["user_id"].as_u64().unwrap_or(0);
+    if user != BOT_ID {
+        return ok(member_json(user, "left"));
+    }
+    if c.bot_admin {
+        ok(json!({"status": "administrator", "user": bot_json(),
+                    "can_be_edited": false, "is_anonymous": false, "can_manage_chat": true,
+                    "can_delete_messages": true, "can_manage_video_chats": false,
+                    "can_restrict_members": true, "can_promote_members": false,
+                    "can_change_info": false, "can_invite_users": c.bot_can_invite,
+                    "can_post_stories": false, "can_edit_stories": false,
+                    "can_delete_stories": false, "can_post_messages": true,
+                    "can_edit_messages": false}))
+    } else {
+        ok(member_json(BOT_ID, "member"))
+    }
+}
+
+fn create_invite(s: &mut State, params: &Value) -> (u16, Value) {
+    if let Some(retry_after) = s.throttle {
+        s.throttled += 1;
+        return (
+            429,
+            json!({"ok": false, "error_code": 429,
+                        "description": format!("Too Many Requests: retry after {retry_after}"),
+                        "parameters": {"retry_after": retry_after}}),
+        );
+    }
+    let Some(c) = find_chat(s, &params["chat_id"]).cloned() else {
+        return refused(400, "Bad Request: chat not found");
+    };
+    if !(c.bot_admin && c.bot_can_invite) {
+        return refused(
+            400,
+            "Bad Request: not enough rights to manage chat invite link",
+        );
+    }
+    if params["name"]
+        .as_str()
+        .is_some_and(|n| n.chars().count() > 32)
+    {
+        return refused(400, "Bad Request: invite link name is too long");
+    }
+    let url = format!("https://t.me/+stand{:011}", s.invites.len() + 1);
+    s.invites.push(Invite {
+        url: url.clone(),
+        chat_id: c.id,
+        name: params["name"].as_str().map(str::to_owned),
+        creates_join_request: params["creates_join_request"] == true,
+        revoked: false,
+    });
+    ok(invite_json(s, &url))
+}
+
+/// `approveChatJoinRequest`: the request's join follows as a `chat_member` update, through the
+/// invite link the request came by.
+fn approve(s: &mut State, params: &Value) -> (u16, Value) {
+    let (chat_id, user) = (
+        params["chat_id"].as_i64().unwrap_or(0),
+        params["user_id"].as_u64().unwrap_or(0),
+    );
+    let request = s.updates.values().find(|u| {
+        u["chat_join_request"]["chat"]["id"].as_i64() == Some(chat_id)
+            && u["chat_join_request"]["from"]["id"].as_u64() == Some(user)
+    });
+    let Some(request) = request.cloned() else {
+        if s.approved.contains(&(chat_id, user)) {
+            return refused(400, "Bad Request: USER_ALREADY_PARTICIPANT");
+        }
+        return refused(400, "Bad Request: HIDE_REQUESTER_MISSING");
+    };
+    s.approved.push((chat_id, user));
+    let url = request["chat_join_request"]["invite_link"]["invite_link"]
+        .as_str()
+        .map(str::to_owned);
+    let join = member_updated(s, chat_id, user, "left", "member", url.as_deref());
+    let id = s.next_update_id;
+    s.next_update_id += 1;
+    s.updates
+        .insert(id, json!({"update_id": id, "chat_member": join}));
+    ok(json!(true))
+}
+
+/// `getUpdates`: drops every update below `offset`, then answers those left that the call
+/// asks for, waiting up to `timeout` seconds for one.
+async fn get_updates(
+    params: &Value,
+    state: &Arc<Mutex<State>>,
+    arrived: &Arc<Notify>,
+) -> (u16, Value) {
+    let offset = params["offset"].as_i64().unwrap_or(0);
+    let timeout = params["timeout"].as_u64().unwrap_or(0);
+    let allowed: Option<Vec<String>> = params["allowed_updates"].as_array().map(|a| {
+        a.iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    });
+    state.lock().unwrap().polls.push(Poll {
+        offset,
+        timeout,
+        allowed_updates: allowed.clone(),
+    });
+    // By default Telegram sends every kind but `chat_member` (and a few others).
+    let wanted = |u: &Value| {
+        let kind = u
+            .as_object()
+            .and_then(|o| o.keys().find(|k| *k != "update_id").cloned())
+            .unwrap_or_default();
+        match &allowed {
+            Some(list) if !list.is_empty() => list.contains(&kind),
+            _ => kind != "chat_member",
+        }
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    loop {
+        let notified = arrived.notified();
+        {
+            let mut s = state.lock().unwrap();
+            if offset > 0 {
+                let below: Vec<u64> = s
+                    .updates
+                    .range(..u64::try_from(offset).unwrap_or(0))
+                    .map(|(k, _)| *k)
+                    .collect();
+                for k in below {
+                    s.updates.remove(&k);
+                }
+            }
+            let found: Vec<Value> = s
+                .updates
+                .values()
+                .filter(|u| wanted(u))
+                .take(100)
+                .cloned()
+                .collect();
+            if !found.is_empty() || tokio::time::Instant::now() >= deadline {
+                return ok(Value::Array(found));
+            }
+        }
+        let _ = tokio::time::timeout_at(deadline, notified).await;
+    }
+}
+
+async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, arrived: Arc<Notify>) {
+    let mut buf = Vec::new();
+    loop {
+        let head_end = loop {
+            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            let mut chunk = [0; 8192];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let target = head
+            .split("\r\n")
+            .next()
+            .unwrap_or_default()
+            .split(' ')
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        let length: usize = head
+            .split("\r\n")
+            .filter_map(|l| l.split_once(':'))
+            .find(|(n, _)| n.trim().eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            let mut chunk = [0; 16384];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let body = buf[head_end..head_end + length].to_vec();
+        buf.drain(..head_end + length);
+        let params: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+        let path = target.split('?').next().unwrap_or_default();
+        let (status, answer_body) = match path
+            .strip_prefix("/bot")
+            .and_then(|rest| rest.split_once('/'))
+        {
+            Some((token, method)) if token == TOKEN => {
+                answer(method, &params, &state, &arrived).await
+            }
+            Some(_) => refused(401, "Unauthorized"),
+            None => refused(404, "Not Found"),
+        };
+        let text = answer_body.to_string();
+        let reply = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+            text.len()
+        );
+        if stream.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
