@@ -654,8 +654,15 @@ async fn charts(browser: &Browser, base: &str, addr: SocketAddr, secret: &str) {
         )
         .await;
     }
+    let today = jiff::Timestamp::from_millisecond(i64::try_from(now).unwrap())
+        .unwrap()
+        .to_zoned_datetime(jiff::tz::TimeZone::UTC)
+        .date();
+    let first = today.checked_sub(jiff::Span::new().days(13)).unwrap();
     browser
-        .goto(&format!("{base}/admin/spaces/shop/dashboard?days=14"))
+        .goto(&format!(
+            "{base}/admin/spaces/shop/dashboard?from={first}&to={today}"
+        ))
         .await
         .unwrap();
     let money = text_of(browser, "#chart-money-usd figcaption").await;
@@ -675,7 +682,7 @@ async fn charts(browser: &Browser, base: &str, addr: SocketAddr, secret: &str) {
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     for (width, _, mobile) in SCREENS {
         // Tall enough for all the charts in one picture.
-        browser.screen(width, 1400, mobile).await;
+        browser.screen(width, 3000, mobile).await;
         let charts = browser.find(Locator::Css("#charts")).await.unwrap();
         // The dates on the axis: a narrow screen writes fewer of them, never none.
         let shown = browser
