@@ -1415,11 +1415,12 @@ fn large_costs_file() -> String {
     csv
 }
 
-/// A large import is read in time linear in its size and off the threads that answer requests:
-/// 50,000 rows (about 2 MiB) all go in, and `GET /healthz` keeps answering while they are read,
-/// on a server of a single request thread (this test's). Reading the file on that thread, or
-/// counting its lines from the start for every row, keeps `/healthz` waiting for seconds. (The
-/// bound is loose for a debug build on a busy machine; `docs/admin.md` has a release build's.)
+/// A large import is read in time linear in its size: 50,000 rows (about 2 MiB) all go in, and
+/// `GET /healthz` keeps answering while they are read, on a server of a single request thread
+/// (this test's). Counting the lines from the file's start for every row, as once done, takes
+/// minutes here. The bound is loose for a debug build on a busy machine, and the file reads too
+/// fast for this test to tell whether it is read on a request thread; `docs/admin.md` has a
+/// release build's measure.
 #[tokio::test]
 async fn a_large_import_keeps_the_server_answering() {
     let server = TestServer::start().await;
