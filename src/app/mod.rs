@@ -410,9 +410,18 @@ impl App {
 
     /// Imports a CSV file of costs (`tracker costs import`, the admin page's upload): parsed and
     /// checked whole ([`crate::domain::cost::parse_csv`]), then set in one transaction, so a
-    /// bad row names its line and changes nothing.
+    /// bad row names its line and changes nothing. The file is read on a blocking thread: a
+    /// large one takes a while, and a request thread held that long would stall ingest.
     pub async fn import_costs(&self, space: &SpaceRef, csv: &str) -> Result<CostsImport, Error> {
-        let read = crate::domain::cost::parse_csv(csv)?;
+        let csv = csv.to_owned();
+        let read = tokio::task::spawn_blocking(move || crate::domain::cost::parse_csv(&csv))
+            .await
+            .map_err(|e| {
+                Error::new(
+                    Code::Internal,
+                    format!("reading the costs file failed: {e}"),
+                )
+            })??;
         let (rows, days, campaigns) = (read.rows, read.days(), read.campaigns());
         let span = read.days_span();
         let done = self.set_costs(space, read.costs).await?;

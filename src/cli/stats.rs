@@ -1,6 +1,6 @@
 //! The answer of `tracker stats` as a table: a line per group, its counts, the share of its
-//! clicks that were bound, then each currency's revenue, cost and return, worded as the admin
-//! pages word them (`domain::display`).
+//! clicks that were bound, then each currency's revenue, cost, return, cost per first deposit
+//! (CPA) and revenue per click (EPC), worded as the admin pages word them (`domain::display`).
 
 use std::fmt::Write as _;
 
@@ -10,7 +10,7 @@ use crate::domain::event::EventKind;
 
 pub(super) fn table_text(shown: &StatsShown) -> String {
     let mut text = format!(
-        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  revenue / cost / roi\n",
+        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  revenue / cost / roi / cpa / epc\n",
         shown.by, "clicks", "bound", "regs", "deps", "first", "bound%"
     );
     for g in &shown.groups {
@@ -25,7 +25,7 @@ pub(super) fn table_text(shown: &StatsShown) -> String {
 fn group_line(g: &StatsGroup) -> String {
     let events = |kind: EventKind| g.events.get(kind.as_str()).copied().unwrap_or(0);
     format!(
-        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  {} / {} / {}",
+        "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  {} / {} / {} / {} / {}",
         g.group.as_deref().unwrap_or("(none)"),
         g.clicks,
         g.bound_clicks,
@@ -36,6 +36,8 @@ fn group_line(g: &StatsGroup) -> String {
         display::money(&g.deposits),
         display::money(&g.cost),
         display::or_nothing(display::returns(&g.roi, &g.cost)),
+        display::money(&g.cpa),
+        display::money(&g.epc),
     )
 }
 
@@ -86,7 +88,14 @@ mod tests {
             ["40", "30", "12", "5", "4", "75.00%"],
             "{line}"
         );
-        assert!(line.ends_with("  120.50 USD / 100 USD / 20.50%"), "{line}");
+        assert!(
+            line.ends_with("  120.50 USD / 100 USD / 20.50% / 25 USD / 3.0125 USD"),
+            "{line}"
+        );
+        assert!(
+            text.starts_with("campaign_name ")
+                && text.lines().next().unwrap().ends_with("roi / cpa / epc")
+        );
     }
 
     /// Nothing to show is the pages' dash, never a blank or a zero.
@@ -95,9 +104,10 @@ mod tests {
         let mut g = group(None);
         g.deposits.clear();
         g.roi.clear();
+        g.epc.clear();
         g.rates.bound = None;
         let line = group_line(&g);
         assert!(line.starts_with("(none) "), "{line}");
-        assert!(line.ends_with("—  — / 100 USD / —"), "{line}");
+        assert!(line.ends_with("—  — / 100 USD / — / 25 USD / —"), "{line}");
     }
 }

@@ -300,22 +300,53 @@ impl CsvCosts {
     }
 }
 
+/// The line a record starts on, counted in the text: the reader's own count leaves blank lines
+/// out, and its position is before the blank lines it skipped. Records come in order, so the
+/// count goes on from the last record's start: the whole file is read once, not once per row.
+struct LineCounter<'a> {
+    text: &'a str,
+    /// A byte offset already counted, and the line it is on.
+    counted: usize,
+    line: u64,
+}
+
+impl<'a> LineCounter<'a> {
+    fn new(text: &'a str) -> LineCounter<'a> {
+        LineCounter {
+            text,
+            counted: 0,
+            line: 1,
+        }
+    }
+
+    fn line_at(&mut self, p: &csv::Position) -> u64 {
+        let bytes = self.text.as_bytes();
+        let mut start = usize::try_from(p.byte())
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        while matches!(bytes.get(start), Some(b'\n' | b'\r')) {
+            start += 1;
+        }
+        if start < self.counted {
+            // Not met with the reader's ordered records; counted afresh, still right.
+            self.counted = 0;
+            self.line = 1;
+        }
+        self.line += self
+            .text
+            .get(self.counted..start)
+            .map_or(0, |t| t.matches('\n').count()) as u64;
+        self.counted = start;
+        self.line
+    }
+}
+
 /// Every cost of a CSV file: a header row (ours or Meta's, [`Columns`]) and one cost per row. A
 /// row with an empty amount spent (Meta's export writes none for a day without spend) is a
 /// cost of 0. Rows of the same day and campaign add up (an export by ad set has one row per ad
 /// set); in two currencies they are refused. The error names the line at fault.
 pub fn parse_csv(text: &str) -> Result<CsvCosts, Error> {
-    // The line a record starts on, counted in the text: the reader's own count leaves blank
-    // lines out, and its position is before the blank lines it skipped.
-    let line_at = |p: &csv::Position| {
-        let mut start = usize::try_from(p.byte())
-            .unwrap_or(usize::MAX)
-            .min(text.len());
-        while matches!(text.as_bytes().get(start), Some(b'\n' | b'\r')) {
-            start += 1;
-        }
-        text[..start].matches('\n').count() as u64 + 1
-    };
+    let mut lines = LineCounter::new(text);
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
@@ -331,10 +362,12 @@ pub fn parse_csv(text: &str) -> Result<CsvCosts, Error> {
     let mut rows = 0;
     for (row, record) in reader.records().enumerate() {
         let record = record.map_err(|e| {
-            let line = e.position().map_or(row as u64 + 2, line_at);
+            let line = e.position().map_or(row as u64 + 2, |p| lines.line_at(p));
             Error::field(Code::InvalidField, "csv", format!("line {line}: {e}"))
         })?;
-        let line = record.position().map_or(row as u64 + 2, line_at);
+        let line = record
+            .position()
+            .map_or(row as u64 + 2, |p| lines.line_at(p));
         if record.iter().all(|f| f.trim().is_empty()) {
             continue;
         }

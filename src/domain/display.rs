@@ -46,6 +46,37 @@ pub fn rate(quotient: Option<&str>) -> String {
     quotient.map_or_else(|| NOTHING.to_owned(), stats::percent)
 }
 
+/// A funnel stage's rate (`quotient`, its count over the stage before's) in words that say
+/// what it is a share of (`of`, the stage before: `registrations`): `40.00% of registrations`;
+/// a stage larger than the one before (deposits from users who registered before the range)
+/// as a multiple, `1.5 times the registrations`, never `150.00%`; `no registrations` where the
+/// stage before had none.
+#[must_use]
+pub fn share_of(quotient: Option<&str>, of: &str) -> String {
+    let Some(q) = quotient else {
+        return format!("no {of}");
+    };
+    let (whole, fraction) = q.split_once('.').unwrap_or((q, ""));
+    let whole = whole.trim_start_matches('0');
+    let at_most_one = whole.is_empty() || (whole == "1" && fraction.bytes().all(|b| b == b'0'));
+    let more = !at_most_one;
+    if more {
+        let cents = fraction.get(..2).unwrap_or(fraction).trim_end_matches('0');
+        let times = if cents.is_empty() {
+            whole.to_owned()
+        } else {
+            format!("{whole}.{cents}")
+        };
+        if times == "1" {
+            format!("slightly more than the {of}")
+        } else {
+            format!("{times} times the {of}")
+        }
+    } else {
+        format!("{} of {of}", stats::percent(q))
+    }
+}
+
 /// A group's return (`roi`, by currency of the cost) as percentages, given what it spent
 /// (`cost`): [`stats::returns_text`]; empty when there is none.
 #[must_use]
@@ -54,6 +85,20 @@ pub fn returns(roi: &BTreeMap<String, String>, cost: &BTreeMap<String, String>) 
         roi.iter().map(|(c, v)| (c.as_str(), v.as_str())),
         cost.len(),
     )
+}
+
+/// A moment (epoch milliseconds) as a wall-clock time of `zone`, to the second:
+/// `2026-11-24 15:30:07`. The page or command says which zone once, beside it.
+#[must_use]
+pub fn local_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map_or_else(String::new, |t| {
+            t.to_zoned_datetime(zone.clone())
+                .strftime("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
 }
 
 /// Where a link sends its visitors: `@bot` for a Telegram bot, else its target URL.
@@ -76,6 +121,43 @@ mod tests {
             .iter()
             .map(|(c, v)| ((*c).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn a_time_is_the_zones_wall_clock() {
+        let zone = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
+        // 2026-11-24T23:30:07Z is the next day in Berlin; in Kathmandu (+05:45) a quarter past.
+        let ms = 1_795_563_007_000;
+        assert_eq!(local_time(ms, &zone), "2026-11-25 00:30:07");
+        let kathmandu = jiff::tz::TimeZone::get("Asia/Kathmandu").unwrap();
+        assert_eq!(local_time(ms, &kathmandu), "2026-11-25 05:15:07");
+        assert_eq!(
+            local_time(ms, &jiff::tz::TimeZone::UTC),
+            "2026-11-24 23:30:07"
+        );
+    }
+
+    #[test]
+    fn a_funnel_rate_says_what_it_is_a_share_of() {
+        assert_eq!(
+            share_of(Some("0.4000"), "registrations"),
+            "40.00% of registrations"
+        );
+        assert_eq!(share_of(Some("1.0000"), "clicks"), "100.00% of clicks");
+        assert_eq!(share_of(Some("0.0000"), "clicks"), "0.00% of clicks");
+        assert_eq!(
+            share_of(Some("1.5000"), "registrations"),
+            "1.5 times the registrations"
+        );
+        assert_eq!(
+            share_of(Some("1.0001"), "registrations"),
+            "slightly more than the registrations"
+        );
+        assert_eq!(
+            share_of(Some("12.0000"), "bound clicks"),
+            "12 times the bound clicks"
+        );
+        assert_eq!(share_of(None, "registrations"), "no registrations");
     }
 
     #[test]

@@ -366,6 +366,7 @@ async fn drive(addr: SocketAddr, password: &str, port: u16, profile: &Path) -> [
     destinations(&browser, &base).await;
     settings_and_telegram(&browser, &base, addr, &secret).await;
     costs(&browser, &base, addr, &secret, profile.parent().unwrap()).await;
+    charts(&browser, &base, addr, &secret).await;
     rejections_and_logout(&browser, &base, addr, &secret, &ingest_token).await;
     browser.client.close().await.unwrap();
     [first_secret, ingest_token, secret]
@@ -420,7 +421,7 @@ async fn links_postback_stats(browser: &Browser, base: &str) {
     assert!(totals.contains("12.50 EUR"), "{totals}");
     assert_eq!(
         browser
-            .find_all(fantoccini::Locator::Css("#chart rect"))
+            .find_all(fantoccini::Locator::Css("#chart-clicks rect.clicks"))
             .await
             .unwrap()
             .len(),
@@ -612,6 +613,97 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
     assert!(error.starts_with("line 3: amount"), "{error}");
     assert_eq!(listed().await, 3);
     look(browser, "16-costs-refused").await;
+}
+
+/// The dashboard's charts over 14 days of first deposits and costs (and today's clicks): axes
+/// with dates and values at both widths, each day's numbers on hover. A picture of the charts
+/// at each width goes to `docs/chart-375.png` and `docs/chart-1280.png`, and the dashboard on a
+/// desktop's screen to `docs/admin-page.png` (the README's).
+async fn charts(browser: &Browser, base: &str, addr: SocketAddr, secret: &str) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let post = async |path: &str, body: String| {
+        let r = send(addr, &Request::post(path, Some(secret), &body)).await;
+        assert_eq!(r.status, 200, "{path} {body}: {}", r.text());
+    };
+    for _ in 0..9 {
+        post("/clicks", r#"{"campaign_name":"spring-sale"}"#.to_owned()).await;
+    }
+    let mut tg = 7_000_000_u64;
+    for d in 0..14_u64 {
+        let at = now - d * 86_400_000 - 3_600_000;
+        let day = jiff::Timestamp::from_millisecond(i64::try_from(at).unwrap())
+            .unwrap()
+            .to_zoned_datetime(jiff::tz::TimeZone::UTC)
+            .date();
+        for _ in 0..=(d * 7 % 5) {
+            tg += 1;
+            let value = 20 + (tg * 13) % 40;
+            post(
+                "/events",
+                format!(r#"{{"event":"deposit","tg_id":{tg},"value":"{value}","currency":"USD","occurred_at_ms":{at}}}"#),
+            )
+            .await;
+        }
+        let amount = 40 + (d * 17) % 35;
+        post(
+            "/costs",
+            format!(r#"{{"day":"{day}","campaign_name":"spring-sale","amount":"{amount}","currency":"USD"}}"#),
+        )
+        .await;
+    }
+    let today = jiff::Timestamp::from_millisecond(i64::try_from(now).unwrap())
+        .unwrap()
+        .to_zoned_datetime(jiff::tz::TimeZone::UTC)
+        .date();
+    let first = today.checked_sub(jiff::Span::new().days(13)).unwrap();
+    browser
+        .goto(&format!(
+            "{base}/admin/spaces/shop/dashboard?from={first}&to={today}"
+        ))
+        .await
+        .unwrap();
+    let money = text_of(browser, "#chart-money-usd figcaption").await;
+    assert!(money.contains("Revenue and cost by day, USD"), "{money}");
+    let hover = browser
+        .find(Locator::Css("#chart-money-usd g:last-of-type title"))
+        .await
+        .unwrap()
+        .html(true)
+        .await
+        .unwrap();
+    assert!(
+        hover.contains("revenue") && hover.contains("USD"),
+        "{hover}"
+    );
+    look(browser, "18-dashboard-charts").await;
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    for (width, _, mobile) in SCREENS {
+        // Tall enough for all the charts in one picture.
+        browser.screen(width, 3000, mobile).await;
+        let charts = browser.find(Locator::Css("#charts")).await.unwrap();
+        // The dates on the axis: a narrow screen writes fewer of them, never none.
+        let shown = browser
+            .execute(
+                "return [...document.querySelectorAll('#chart-clicks text.date')]\
+                 .filter((t) => t.getClientRects().length > 0).length;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert!(shown.as_u64().unwrap() >= 3, "{width} px: {shown} dates");
+        let png = charts.screenshot().await.unwrap();
+        std::fs::write(docs.join(format!("chart-{width}.png")), png).unwrap();
+    }
+    // The README's picture: the dashboard as a desktop's screen first shows it.
+    let (width, height, mobile) = SCREENS[1];
+    browser.screen(width, height, mobile).await;
+    let png = browser.screenshot().await.unwrap();
+    std::fs::write(docs.join("admin-page.png"), png).unwrap();
+    let (width, height, mobile) = SCREENS[0];
+    browser.screen(width, height, mobile).await;
 }
 
 /// Refused requests in the rejection log, then logging out refuses the pages.

@@ -385,7 +385,7 @@ fn the_command_line_imports_costs_from_both_headers() {
     let text = stats(&["stats", "default"]);
     assert!(
         text.lines()
-            .any(|l| l.starts_with("winter") && l.ends_with("— / 11 EUR / -100.00%")),
+            .any(|l| l.starts_with("winter") && l.ends_with("— / 11 EUR / -100.00% / — / —")),
         "{text}"
     );
     let json_out = stats(&[

@@ -3,26 +3,16 @@
 //! all from the same reads as `GET /stats`; with `campaign=`, that campaign's drill-down
 //! (`campaign.rs`). What the table rows share with the drill-down is here.
 
-use std::collections::BTreeMap;
-
 use askama::Template;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
+use super::chart::{self, Chart, DayFigures};
 use super::tables::{CAMPAIGN_COLUMNS, GroupRow, Period, group_rows, table_csv, totals_and_funnel};
 use super::{Frame, campaign, frame_of, html, in_query, space};
 use crate::domain::stats::{self, Dimension};
 use crate::error::{Code, Error};
 use crate::web::context::Ctx;
-
-struct Bar {
-    day: String,
-    clicks: u64,
-    x: u64,
-    y: u64,
-    width: u64,
-    height: u64,
-}
 
 #[derive(Template)]
 #[template(path = "admin/dashboard.html")]
@@ -30,8 +20,8 @@ struct DashboardPage<'a> {
     frame: Frame<'a>,
     name: &'a str,
     period: Period,
-    chart_width: u64,
-    bars: Vec<Bar>,
+    charts: Vec<Chart>,
+    figures: Vec<DayFigures>,
     /// No clicks on any day of the range: the chart says so in words.
     no_clicks: bool,
     columns: Vec<(&'static str, &'static str)>,
@@ -83,7 +73,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
         stats::period_totals(&before_days)?,
     );
     (period.totals, period.funnel) = totals_and_funnel(&now, &then);
-    let bars = chart_bars((first, last), &now_days);
+    let (charts, figures) = chart::charts((first, last), &now_days);
     let sort = q
         .get("sort")
         .filter(|s| CAMPAIGN_COLUMNS.iter().any(|(k, _)| k == s))
@@ -100,9 +90,9 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
             frame,
             name,
             period,
-            chart_width: u64::from(days) * BAR_WIDTH,
-            no_clicks: bars.iter().all(|b| b.clicks == 0),
-            bars,
+            no_clicks: figures.iter().all(|f| f.clicks == 0),
+            charts,
+            figures,
             columns: CAMPAIGN_COLUMNS.to_vec(),
             sort: sort.to_owned(),
             rows,
@@ -175,32 +165,4 @@ fn dashboard_days(
         ));
     }
     Ok((first, last))
-}
-
-/// The chart's width of a day.
-const BAR_WIDTH: u64 = 20;
-
-/// One bar a day, every day of `[first, last]`, an empty day at 0, scaled to the busiest.
-fn chart_bars((first, last): (u32, u32), now_days: &[stats::GroupStats]) -> Vec<Bar> {
-    let by_day: BTreeMap<&str, u64> = now_days
-        .iter()
-        .filter_map(|g| Some((g.group.as_deref()?, g.clicks)))
-        .collect();
-    let max = by_day.values().copied().max().unwrap_or(0).max(1);
-    (first..=last)
-        .enumerate()
-        .map(|(i, d)| {
-            let day = crate::domain::cost::day_text(d);
-            let clicks = by_day.get(day.as_str()).copied().unwrap_or(0);
-            let height = clicks * 100 / max;
-            Bar {
-                x: i as u64 * BAR_WIDTH + 2,
-                y: 110 - height,
-                width: BAR_WIDTH - 4,
-                height,
-                clicks,
-                day,
-            }
-        })
-        .collect()
 }

@@ -6,7 +6,7 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::{Frame, frame_of, html, in_query, space};
-use crate::clock::rfc3339_s;
+use crate::domain::display;
 use crate::domain::event::EventKind;
 use crate::domain::feed::FeedFilter;
 use crate::error::{Code, Error};
@@ -36,6 +36,8 @@ struct EventRow {
 struct EventsPage<'a> {
     frame: Frame<'a>,
     name: &'a str,
+    /// The space's time zone, which the times are in.
+    zone: String,
     events: Vec<EventRow>,
     older: Option<u64>,
     kinds: Vec<&'static str>,
@@ -51,6 +53,8 @@ struct EventsPage<'a> {
 /// read as `GET /events`, filtered by kind, campaign, `uid` and Telegram id.
 pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
+    let zone_name = ctx.app.space_settings(&space).await?.time_zone;
+    let zone = zone_name.zone();
     let before = match ctx.query.get("before") {
         None => None,
         Some(text) => Some(text.parse::<u64>().map_err(|_| {
@@ -95,7 +99,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let events = events
         .into_iter()
         .map(|e| EventRow {
-            received: rfc3339_s(e.received_at_ms),
+            received: display::local_time(e.received_at_ms, &zone),
             value: e
                 .value
                 .map(|v| format!("{v} {}", e.currency))
@@ -116,6 +120,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
         &EventsPage {
             frame,
             name: ctx.param("space"),
+            zone: zone_name.as_str().to_owned(),
             events,
             older,
             kinds: EventKind::ALL.iter().map(|k| k.as_str()).collect(),

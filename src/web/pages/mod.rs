@@ -5,6 +5,7 @@
 
 pub(super) mod assets;
 pub(super) mod campaign;
+pub(super) mod chart;
 pub(super) mod costs;
 pub(super) mod dashboard;
 pub(super) mod destinations;

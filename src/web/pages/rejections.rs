@@ -6,7 +6,7 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::{Frame, frame_of, html, space};
-use crate::clock::rfc3339_s;
+use crate::domain::display;
 use crate::error::Error;
 use crate::web::context::Ctx;
 
@@ -26,19 +26,23 @@ struct RejectionRow {
 struct RejectionsPage<'a> {
     frame: Frame<'a>,
     name: &'a str,
+    /// The space's time zone, which the times are in.
+    zone: String,
     rejections: Vec<RejectionRow>,
 }
 
 /// `GET .../rejections`: the last [`REJECTIONS_SHOWN`], from the same read as `GET /rejections`.
 pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
+    let zone_name = ctx.app.space_settings(&space).await?.time_zone;
+    let zone = zone_name.zone();
     let rejections = ctx
         .app
         .rejections(&space, REJECTIONS_SHOWN)
         .await?
         .into_iter()
         .map(|r| RejectionRow {
-            at: rfc3339_s(r.at_ms),
+            at: display::local_time(r.at_ms, &zone),
             request: format!("{} {}", r.method, r.endpoint),
             answer: format!("{} {}", r.http_status, r.status),
             error: r.error,
@@ -51,6 +55,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
         &RejectionsPage {
             frame,
             name: ctx.param("space"),
+            zone: zone_name.as_str().to_owned(),
             rejections,
         },
     ))

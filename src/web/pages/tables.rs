@@ -57,8 +57,8 @@ pub(super) struct Period {
     pub(super) campaign: String,
     /// `(what, this period, the period before, change)`.
     pub(super) totals: Vec<(&'static str, String, String, String)>,
-    /// Each stage of the funnel: `(what, count, its rate from the stage before)`; the first
-    /// stage's rate is not shown.
+    /// Each stage of the funnel: `(what, count, its rate as a share of the stage before, in
+    /// words)`; the first stage has none.
     pub(super) funnel: Vec<(&'static str, u64, String)>,
 }
 
@@ -79,10 +79,11 @@ fn change(now: u64, before: u64) -> String {
         .map_or_else(|| display::NOTHING.to_owned(), |pct| format!("{pct:+}%"))
 }
 
-/// The funnel's stages as the totals' rows and the funnel name them.
+/// The funnel's stages as the totals' rows and the funnel name them, and as the stage after
+/// names them when its rate is a share of them.
 const STAGES: [(stats::Stage, &str, &str); 4] = [
-    (stats::Stage::Clicks, "Clicks", "Clicks"),
-    (stats::Stage::BoundClicks, "Bound clicks", "bound"),
+    (stats::Stage::Clicks, "Clicks", "clicks"),
+    (stats::Stage::BoundClicks, "Bound clicks", "bound clicks"),
     (
         stats::Stage::Registrations,
         "Registrations",
@@ -133,10 +134,12 @@ pub(super) fn totals_and_funnel(
     ]);
     let funnel = STAGES
         .iter()
-        .map(|&(stage, _, what)| {
-            let rate = stage
-                .rate(now)
-                .map_or_else(|| display::NOTHING.to_owned(), stats::percent);
+        .enumerate()
+        .map(|(i, &(stage, what, _))| {
+            let rate = i
+                .checked_sub(1)
+                .map(|before| display::share_of(stage.rate(now), STAGES[before].2))
+                .unwrap_or_default();
             (what, stage.count(now), rate)
         })
         .collect();
