@@ -276,7 +276,7 @@ mod tests {
                 bodies += 1;
             }
         }
-        assert_eq!(bodies, 8);
+        assert_eq!(bodies, 11);
     }
 
     /// The enums of answers are written by serde under the names the rest of the code gives
