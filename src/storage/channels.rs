@@ -116,26 +116,6 @@ impl Txn<'_> {
         Ok(())
     }
 
-    /// Up to `limit` invite links handed out before `before_ms` and never used: to revoke.
-    pub(crate) fn invites_to_revoke(
-        &mut self,
-        before_ms: u64,
-        limit: usize,
-    ) -> Result<Vec<(u32, String, String)>, StoreError> {
-        let handed = self.transaction.open_table(INVITES_HANDED)?;
-        let invites = self.transaction.open_table(INVITES)?;
-        let mut out = Vec::new();
-        for entry in handed.range((0, "")..(before_ms, ""))?.take(limit) {
-            let (key, _) = entry?;
-            let url = key.value().1;
-            if let Some(bytes) = invites.get(url)? {
-                let record: InviteRecord = records::decode(bytes.value())?;
-                out.push((record.space_no, record.slug, url.to_owned()));
-            }
-        }
-        Ok(out)
-    }
-
     /// Marks invite links revoked (or gone at Telegram): they are no longer waited on.
     pub(crate) fn invites_revoked(
         &mut self,
@@ -396,6 +376,27 @@ impl Txn<'_> {
         }
         Ok(())
     }
+}
+
+/// Up to `limit` invite links handed out before `before_ms` and never used: to revoke. A read:
+/// the pool's loop asks every second, and an idle server must not commit (and flush) for it.
+pub fn invites_to_revoke(
+    s: &Snapshot,
+    before_ms: u64,
+    limit: usize,
+) -> Result<Vec<(u32, String, String)>, StoreError> {
+    let handed = s.txn.open_table(INVITES_HANDED)?;
+    let invites = s.txn.open_table(INVITES)?;
+    let mut out = Vec::new();
+    for entry in handed.range((0, "")..(before_ms, ""))?.take(limit) {
+        let (key, _) = entry?;
+        let url = key.value().1;
+        if let Some(bytes) = invites.get(url)? {
+            let record: InviteRecord = records::decode(bytes.value())?;
+            out.push((record.space_no, record.slug, url.to_owned()));
+        }
+    }
+    Ok(out)
 }
 
 /// The counts and pool of channel link `slug`.

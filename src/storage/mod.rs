@@ -406,7 +406,7 @@ impl Store {
         before_ms: u64,
         limit: usize,
     ) -> Result<Vec<(u32, String, String)>, Error> {
-        self.write(move |t| t.invites_to_revoke(before_ms, limit))
+        self.read(move |s| channels::invites_to_revoke(s, before_ms, limit))
             .await
     }
 
