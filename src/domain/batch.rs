@@ -22,9 +22,10 @@ pub struct BatchBody<'a> {
     /// Up to 1000 events, each with the fields of `POST /events`. Each is checked on its own:
     /// one that breaks a rule (or is not even an object) is answered in its place in `results`,
     /// and the others are stored. So the schema takes any value here; what an event may hold is
-    /// `EventBody`.
+    /// `EventBody`. The bound of 1000 is not a `maxItems`: more is answered `413` (the batch is
+    /// too large), not `422`, as a body over 1 MiB is.
     #[serde(borrow)]
-    #[schemars(with = "Vec<serde_json::Value>", required, length(max = 1000))]
+    #[schemars(with = "Vec<serde_json::Value>", required)]
     events: Option<Vec<&'a RawValue>>,
 }
 

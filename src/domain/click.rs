@@ -166,12 +166,12 @@ pub struct ClickBody<'a> {
     wbraid: Option<&'a RawValue>,
     /// Meta's browser id, the prelander's `_fbp` cookie: `fb.` and visible ASCII.
     #[serde(borrow)]
-    #[schemars(with = "Option<String>", length(max = FBP_MAX_CHARS), pattern(r"^fb\.[!-~]*$"))]
+    #[schemars(with = "Option<String>", length(max = FBP_MAX_CHARS), pattern(r"^(fb\.[!-~]*)?$"))]
     fbp: Option<&'a RawValue>,
     /// Meta's click id cookie as the prelander's pixel set it (`_fbc`): `fb.` and visible
     /// ASCII. A hint: kept 7 days, only where the space keeps hints (`meta_client_hints`).
     #[serde(borrow)]
-    #[schemars(with = "Option<String>", length(max = FBC_MAX_CHARS), pattern(r"^fb\.[!-~]*$"))]
+    #[schemars(with = "Option<String>", length(max = FBC_MAX_CHARS), pattern(r"^(fb\.[!-~]*)?$"))]
     fbc: Option<&'a RawValue>,
     /// The visitor's IP address (v4 or v6), as the prelander saw it. A hint, as `fbc` is.
     #[serde(borrow)]
