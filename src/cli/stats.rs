@@ -1,6 +1,8 @@
 //! The answer of `tracker stats` as a table: a line per group, its counts, the share of its
 //! clicks that were bound, then each currency's revenue, cost, return, cost per first deposit
-//! (CPA) and revenue per click (EPC), worded as the admin pages word them (`domain::display`).
+//! (CPA) and revenue per click (EPC), worded as the admin pages word them (`domain::display`);
+//! where a group had channel joins or leaves, its joins, subscribers kept and cost per
+//! subscriber kept after them.
 
 use std::fmt::Write as _;
 
@@ -13,8 +15,22 @@ pub(super) fn table_text(shown: &StatsShown) -> String {
         "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  revenue / cost / roi / cpa / epc\n",
         shown.by, "clicks", "bound", "regs", "deps", "first", "bound%"
     );
+    let channels = shown.groups.iter().any(|g| g.joins != 0 || g.leaves != 0);
+    if channels {
+        text.insert_str(text.len() - 1, " | joins / kept / cost per kept");
+    }
     for g in &shown.groups {
-        let _ = writeln!(text, "{}", group_line(g));
+        let mut line = group_line(g);
+        if channels {
+            let _ = write!(
+                line,
+                " | {} / {} / {}",
+                g.joins,
+                g.subscribers_kept,
+                display::money(&g.cost_per_subscriber)
+            );
+        }
+        let _ = writeln!(text, "{line}");
     }
     if shown.groups.is_empty() {
         text.push_str("no clicks, events or costs in this range");
@@ -64,6 +80,10 @@ mod tests {
             roi: money(&[("USD", "0.2050")]),
             cpa: money(&[("USD", "25")]),
             epc: money(&[("USD", "3.0125")]),
+            joins: 0,
+            leaves: 0,
+            subscribers_kept: 0,
+            cost_per_subscriber: money(&[]),
             rates: StatsRates {
                 bound: Some("0.7500".into()),
                 registration: Some("0.4000".into()),
@@ -96,6 +116,29 @@ mod tests {
             text.starts_with("campaign_name ")
                 && text.lines().next().unwrap().ends_with("roi / cpa / epc")
         );
+    }
+
+    /// Channel figures follow on every line once any group had a join or a leave, and not
+    /// before.
+    #[test]
+    fn channel_joins_show_only_where_some_group_had_them() {
+        let mut shown = StatsShown {
+            space: "default".into(),
+            by: "campaign_name".into(),
+            groups: vec![group(Some("spring")), group(Some("bots"))],
+        };
+        assert!(!table_text(&shown).contains("joins"));
+        let spring = &mut shown.groups[0];
+        (spring.joins, spring.leaves, spring.subscribers_kept) = (12, 2, 10);
+        spring.cost_per_subscriber = [("USD".to_owned(), "10".to_owned())].into();
+        let text = table_text(&shown);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with("epc | joins / kept / cost per kept"),
+            "{text}"
+        );
+        assert!(lines[1].ends_with(" | 12 / 10 / 10 USD"), "{text}");
+        assert!(lines[2].ends_with(" | 0 / 0 / —"), "{text}");
     }
 
     /// Nothing to show is the pages' dash, never a blank or a zero.

@@ -439,6 +439,10 @@ pub struct StatsGroup {
     pub roi: BTreeMap<String, String>,
     pub cpa: BTreeMap<String, String>,
     pub epc: BTreeMap<String, String>,
+    pub joins: u64,
+    pub leaves: u64,
+    pub subscribers_kept: i64,
+    pub cost_per_subscriber: BTreeMap<String, String>,
     pub rates: StatsRates,
 }
 
@@ -467,6 +471,10 @@ impl From<GroupStats> for StatsGroup {
             roi: g.roi,
             cpa: g.cpa,
             epc: g.epc,
+            joins: g.joins,
+            leaves: g.leaves,
+            subscribers_kept: g.subscribers_kept,
+            cost_per_subscriber: g.cost_per_subscriber,
             rates: StatsRates {
                 bound: g.rates.bound,
                 registration: g.rates.registration,
@@ -849,6 +857,8 @@ mod tests {
             events: [2, 1, 1, 1],
             deposits: [("USD".to_owned(), Decimal::parse("12.50").unwrap())].into(),
             first_deposits: 1,
+            joins: 4,
+            leaves: 2,
         };
         let cost = [("USD".to_owned(), Decimal::parse("5").unwrap())].into();
         let api = GroupStats::new(Some("spring".into()), &counts, &cost);

@@ -221,6 +221,9 @@ pub struct Counts {
     pub deposits: BTreeMap<String, Decimal>,
     /// New deposits that were their user's first (`storage/first_deposit.rs`).
     pub first_deposits: u64,
+    /// Channel joins and leaves (`storage/channels.rs`: counted in rows of their own).
+    pub joins: u64,
+    pub leaves: u64,
 }
 
 impl Counts {
@@ -264,6 +267,8 @@ impl Counts {
         self.clicks += other.clicks;
         self.bound_clicks += other.bound_clicks;
         self.first_deposits += other.first_deposits;
+        self.joins += other.joins;
+        self.leaves += other.leaves;
         for (mine, theirs) in self.events.iter_mut().zip(other.events) {
             *mine += theirs;
         }
@@ -319,6 +324,15 @@ pub struct GroupStats {
     pub cpa: BTreeMap<String, String>,
     /// Revenue per click, per currency of the revenue, where there was a click.
     pub epc: BTreeMap<String, String>,
+    /// Users who joined a channel through the group's channel links (a day's and the whole
+    /// space's count joins through no tracked link too), and who left one.
+    pub joins: u64,
+    pub leaves: u64,
+    /// Joins less leaves: what the group's channel ads kept (below zero in a period where more
+    /// left than joined).
+    pub subscribers_kept: i64,
+    /// Cost per subscriber kept, per currency of the cost, where some were kept.
+    pub cost_per_subscriber: BTreeMap<String, String>,
     /// The funnel's stage rates: `bound` (bound clicks / clicks), `registration`
     /// (registrations / bound clicks), `first_deposit` (first deposits / registrations); `null`
     /// where the stage before had none.
@@ -391,6 +405,9 @@ impl GroupStats {
         let revenue = &counts.deposits;
         let mut roi = BTreeMap::new();
         let mut cpa = BTreeMap::new();
+        let mut cost_per_subscriber = BTreeMap::new();
+        let kept = i64::try_from(counts.joins).unwrap_or(i64::MAX)
+            - i64::try_from(counts.leaves).unwrap_or(i64::MAX);
         for (currency, spent) in cost {
             let other_revenue = revenue.keys().any(|c| c != currency);
             if !other_revenue {
@@ -405,6 +422,12 @@ impl GroupStats {
             let firsts = Decimal::parse(&counts.first_deposits.to_string()).ok();
             if let Some(per) = firsts.and_then(|n| spent.ratio(n, RATIO_PLACES)) {
                 cpa.insert(currency.clone(), per.to_string());
+            }
+            let kept = (kept > 0)
+                .then(|| Decimal::parse(&kept.to_string()).ok())
+                .flatten();
+            if let Some(per) = kept.and_then(|n| spent.ratio(n, RATIO_PLACES)) {
+                cost_per_subscriber.insert(currency.clone(), per.to_string());
             }
         }
         let clicks = Decimal::parse(&counts.clicks.to_string()).ok();
@@ -424,6 +447,10 @@ impl GroupStats {
             roi,
             cpa,
             epc,
+            joins: counts.joins,
+            leaves: counts.leaves,
+            subscribers_kept: kept,
+            cost_per_subscriber,
             rates: Rates {
                 bound: rate(counts.bound_clicks, counts.clicks),
                 registration: rate(registrations, counts.bound_clicks),
@@ -490,6 +517,8 @@ pub fn period_totals(groups: &[GroupStats]) -> Result<GroupStats, Error> {
         counts.clicks += g.clicks;
         counts.bound_clicks += g.bound_clicks;
         counts.first_deposits += g.first_deposits;
+        counts.joins += g.joins;
+        counts.leaves += g.leaves;
         for (total, kind) in counts.events.iter_mut().zip(EventKind::ALL) {
             *total += g.events.get(kind.as_str()).copied().unwrap_or(0);
         }
@@ -615,6 +644,32 @@ pub fn day_label(hour: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Subscribers kept are joins less leaves, below zero where more left; a cost is priced per
+    /// subscriber kept only where some were kept; a period's totals add joins and leaves up.
+    #[test]
+    fn subscribers_kept_are_joins_less_leaves_and_priced_only_when_some_were_kept() {
+        let usd = |v: &str| BTreeMap::from([("USD".to_owned(), Decimal::parse(v).unwrap())]);
+        let with = |joins, leaves| Counts {
+            joins,
+            leaves,
+            ..Counts::default()
+        };
+        let g = GroupStats::new(None, &with(5, 1), &usd("10"));
+        assert_eq!((g.joins, g.leaves, g.subscribers_kept), (5, 1, 4));
+        assert_eq!(g.cost_per_subscriber["USD"], "2.5000");
+        let lost = GroupStats::new(None, &with(1, 3), &usd("10"));
+        assert_eq!(lost.subscribers_kept, -2);
+        assert!(lost.cost_per_subscriber.is_empty(), "{lost:?}");
+        let none = GroupStats::new(None, &with(2, 2), &usd("10"));
+        assert!(none.cost_per_subscriber.is_empty(), "{none:?}");
+        let total = period_totals(&[g, lost]).unwrap();
+        assert_eq!(
+            (total.joins, total.leaves, total.subscribers_kept),
+            (6, 4, 2)
+        );
+        assert_eq!(total.cost_per_subscriber["USD"], "10.0000");
+    }
 
     #[test]
     fn a_quotient_is_shown_as_its_exact_percentage() {

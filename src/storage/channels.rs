@@ -16,6 +16,7 @@ use crate::storage::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read::Snapshot;
 use crate::storage::records::{self, ChannelStateRecord, ClickRecord, InviteRecord, MemberRecord};
+use crate::storage::rollup;
 use crate::storage::schema::{
     CHANNEL_MEMBERS, CHANNEL_STATES, CHANNEL_STATS, INVITE_POOL, INVITES, INVITES_HANDED,
     TELEGRAM_OFFSETS,
@@ -238,7 +239,7 @@ impl Txn<'_> {
         member.member = true;
         member.joined_at_ms = now_ms;
         member.left_at_ms = None;
-        let mut groups = vec![(Dimension::Day, String::new())];
+        let groups;
         if let Some(mut invite) = invite {
             let url = via.unwrap_or_default();
             let campaign = match &invite.uid {
@@ -263,8 +264,7 @@ impl Txn<'_> {
             state.used += u64::from(invite.used_by == Some(tg_id));
             state.joins += 1;
             states.insert(invite.slug.as_str(), records::encode(&state).as_slice())?;
-            groups.push((Dimension::Link, invite.slug.clone()));
-            groups.push((Dimension::Campaign, campaign.clone().unwrap_or_default()));
+            groups = channel_groups(Some(&invite.slug), campaign.as_deref());
             member.slug = Some(invite.slug);
             member.campaign_name = campaign;
             applied.joins += 1;
@@ -272,6 +272,7 @@ impl Txn<'_> {
             member.slug = None;
             member.campaign_name = None;
             applied.unattributed_joins += 1;
+            groups = channel_groups(None, None);
         }
         self.transaction
             .open_table(CHANNEL_MEMBERS)?
@@ -343,18 +344,13 @@ impl Txn<'_> {
         member.left_at_ms = Some(now_ms);
         members.insert(key, records::encode(&member).as_slice())?;
         drop(members);
-        let mut groups = vec![(Dimension::Day, String::new())];
         if let Some(slug) = &member.slug {
             let mut states = self.transaction.open_table(CHANNEL_STATES)?;
             let mut state = state_of(&states, slug)?;
             state.leaves += 1;
             states.insert(slug.as_str(), records::encode(&state).as_slice())?;
-            groups.push((Dimension::Link, slug.clone()));
-            groups.push((
-                Dimension::Campaign,
-                member.campaign_name.clone().unwrap_or_default(),
-            ));
         }
+        let groups = channel_groups(member.slug.as_deref(), member.campaign_name.as_deref());
         applied.leaves += 1;
         self.count_channel(key.0, &groups, now_ms, (0, 1))
     }
@@ -363,19 +359,35 @@ impl Txn<'_> {
     fn count_channel(
         &mut self,
         space: u32,
-        groups: &[(Dimension, String)],
+        groups: &[(u8, String)],
         at_ms: u64,
         (joins, leaves): (u64, u64),
     ) -> Result<(), StoreError> {
         let mut table = self.transaction.open_table(CHANNEL_STATS)?;
         let quarter = quarter_of(at_ms);
         for (dimension, group) in groups {
-            let key = (space, dimension.code(), group.as_str(), quarter);
+            let key = (space, *dimension, group.as_str(), quarter);
             let (j, l) = table.get(key)?.map_or((0, 0), |v| v.value());
             table.insert(key, (j + joins, l + leaves))?;
         }
         Ok(())
     }
+}
+
+/// The `CHANNEL_STATS` groups (dimension code, group) a join or leave counts in, as `STATS` keys
+/// a click's: the whole space; and through a channel link, the link, its campaign (`""` for
+/// none) and the link within the campaign (a campaign's drill-down).
+fn channel_groups(slug: Option<&str>, campaign: Option<&str>) -> Vec<(u8, String)> {
+    let mut groups = vec![(Dimension::Day.code(), String::new())];
+    if let Some(slug) = slug {
+        let campaign = campaign.unwrap_or_default();
+        groups.push((Dimension::Link.code(), slug.to_owned()));
+        groups.push((Dimension::Campaign.code(), campaign.to_owned()));
+        if let Some(code) = Dimension::Link.in_campaign_code() {
+            groups.push((code, rollup::in_campaign(campaign, slug)));
+        }
+    }
+    groups
 }
 
 /// Up to `limit` invite links handed out before `before_ms` and never used: to revoke. A read:
@@ -421,25 +433,48 @@ pub fn telegram_offset(s: &Snapshot, space: u32) -> Result<u64, StoreError> {
         .map_or(0, |v| v.value()))
 }
 
-/// Joins and leaves of each group of `dimension` in `space` over quarters `from..to`.
-pub fn channel_stats(
+/// Calls `each` with the group, quarter and `(joins, leaves)` of each of `space`'s channel rows
+/// of dimension `code` in the quarters `[from, to)`: of the one group `group` names, or of the
+/// groups that begin with `prefix` (every group of the dimension for `""`).
+pub fn each_channel_row(
     s: &Snapshot,
-    space: u32,
-    dimension: Dimension,
-    quarters: std::ops::Range<u32>,
-) -> Result<std::collections::BTreeMap<String, (u64, u64)>, StoreError> {
+    (space, code): (u32, u8),
+    group: ChannelGroups<'_>,
+    (from, to): (u32, u32),
+    mut each: impl FnMut(&str, u32, (u64, u64)),
+) -> Result<(), StoreError> {
     let table = s.txn.open_table(CHANNEL_STATS)?;
-    let code = dimension.code();
-    let mut out = std::collections::BTreeMap::<String, (u64, u64)>::new();
-    for entry in table.range((space, code, "", 0)..(space, code + 1, "", 0))? {
-        let (key, value) = entry?;
-        let (_, _, group, quarter) = key.value();
-        if quarters.contains(&quarter) {
-            let (j, l) = value.value();
-            let row = out.entry(group.to_owned()).or_default();
-            row.0 += j;
-            row.1 += l;
+    match group {
+        ChannelGroups::One(group) => {
+            for entry in
+                table.range((space, code, group, from)..(space, code, group, to.max(from)))?
+            {
+                let (key, value) = entry?;
+                each(group, key.value().3, value.value());
+            }
+        }
+        ChannelGroups::Prefixed(prefix) => {
+            // Every row of the dimension from the prefix on, each group's quarters in order; a
+            // quarter outside the range is passed over. Channel rows are few (a quarter of an
+            // hour with a join or a leave), so this reads them rather than seeking per group.
+            for entry in table.range((space, code, prefix, 0)..(space, code + 1, "", 0))? {
+                let (key, value) = entry?;
+                let (_, _, group, quarter) = key.value();
+                if !group.starts_with(prefix) {
+                    break;
+                }
+                if (from..to).contains(&quarter) {
+                    each(group, quarter, value.value());
+                }
+            }
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Which groups of a dimension [`each_channel_row`] reads.
+#[derive(Clone, Copy, Debug)]
+pub enum ChannelGroups<'a> {
+    One(&'a str),
+    Prefixed(&'a str),
 }

@@ -11,6 +11,7 @@ use crate::domain::cost::{self, Cost};
 use crate::domain::decimal::Decimal;
 use crate::domain::stats::{self, Counts, Dimension, GroupStats, Grouping};
 use crate::storage::StoreError;
+use crate::storage::channels::{self, ChannelGroups};
 use crate::storage::read::Snapshot;
 use crate::storage::records;
 use crate::storage::rollup;
@@ -60,6 +61,7 @@ pub fn stats(
             rows.each_group(by.code(), "", end, &mut groups)?;
         }
     }
+    add_channel_counts(s, space, grouping, (from, to), zone, &mut groups)?;
     let spent = group_costs(s, space, grouping, (from, to), zone)?;
     for group in spent.keys() {
         groups.entry(group.clone()).or_default();
@@ -72,6 +74,83 @@ pub fn stats(
             GroupStats::new((!group.is_empty()).then_some(group), &counts, cost)
         })
         .collect())
+}
+
+/// Adds the channel joins and leaves of the quarters `[from, to)` to the groups of `grouping`
+/// (a group with some and nothing else is added): by campaign, link and day as the writer
+/// counted them (`storage/channels.rs`), a campaign's links and days from its own rows. Ads and
+/// ad sets have none: a join is counted by its channel link, not by the click's query.
+fn add_channel_counts(
+    s: &Snapshot,
+    space: u32,
+    grouping: &Grouping,
+    (from, to): (u32, u32),
+    zone: &jiff::tz::TimeZone,
+    groups: &mut BTreeMap<String, Counts>,
+) -> Result<(), StoreError> {
+    let mut add = |group: &str, (joins, leaves): (u64, u64)| {
+        let counts = match groups.get_mut(group) {
+            Some(c) => c,
+            None => groups.entry(group.to_owned()).or_default(),
+        };
+        counts.joins += joins;
+        counts.leaves += leaves;
+    };
+    let campaign = grouping.campaign.as_deref();
+    let quarters = (from, to);
+    match (grouping.by, campaign) {
+        (Dimension::Day, _) => {
+            let (code, group) = match campaign {
+                Some(c) => (Dimension::Campaign.code(), c),
+                None => (Dimension::Day.code(), ""),
+            };
+            // Consecutive rows mostly share a day: its name is made once per day.
+            let mut day = (u32::MAX, String::new());
+            channels::each_channel_row(
+                s,
+                (space, code),
+                ChannelGroups::One(group),
+                quarters,
+                |_, q, n| {
+                    let d = stats::local_day(zone, q);
+                    if d != day.0 {
+                        day = (d, cost::day_text(d));
+                    }
+                    add(&day.1, n);
+                },
+            )
+        }
+        (Dimension::Campaign, Some(c)) => channels::each_channel_row(
+            s,
+            (space, Dimension::Campaign.code()),
+            ChannelGroups::One(c),
+            quarters,
+            |g, _, n| add(g, n),
+        ),
+        (Dimension::Link, Some(c)) => {
+            let (prefix, _) = rollup::in_campaign_range(c);
+            let code = Dimension::Link
+                .in_campaign_code()
+                .unwrap_or(Dimension::Link.code());
+            channels::each_channel_row(
+                s,
+                (space, code),
+                ChannelGroups::Prefixed(&prefix),
+                quarters,
+                |g, _, n| {
+                    add(g.strip_prefix(prefix.as_str()).unwrap_or(g), n);
+                },
+            )
+        }
+        (by @ (Dimension::Campaign | Dimension::Link), None) => channels::each_channel_row(
+            s,
+            (space, by.code()),
+            ChannelGroups::Prefixed(""),
+            quarters,
+            |g, _, n| add(g, n),
+        ),
+        (Dimension::Ad | Dimension::AdSet, _) => Ok(()),
+    }
 }
 
 /// The rollup rows of one space over some quarters (`pieces`).

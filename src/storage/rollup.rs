@@ -202,6 +202,7 @@ pub fn add_stored(total: &mut Counts, r: &StatsRow<'_>) -> Result<(), StoreError
             events: r.events,
             deposits: BTreeMap::new(),
             first_deposits: r.first_deposits,
+            ..Counts::default()
         })
         .map_err(StoreError::Corrupt)?;
     for &(currency, sum) in &r.deposits {

@@ -461,3 +461,107 @@ async fn invite_links_handed_out_and_never_used_are_revoked_after_invite_ttl() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(revoked(&api), vec![unused], "only the one never used");
 }
+
+/// The group of `GET /stats?<query>` named `group` (`null` for the one without a name).
+async fn stats_group(s: &TestServer, query: &str, group: &Value) -> Value {
+    let stats = s.read_as(&s.a, &format!("/stats?{query}")).await.json();
+    stats["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| &g["group"] == group)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// `(joins, leaves, subscribers_kept)` of a stats group.
+fn channel_figures(g: &Value) -> (Value, Value, Value) {
+    (
+        g["joins"].clone(),
+        g["leaves"].clone(),
+        g["subscribers_kept"].clone(),
+    )
+}
+
+/// Joins and leaves count in the stats by campaign, link and day, and within a campaign by
+/// link and day: a join through a link of the pool in the link's campaign, one through no such
+/// link only in the day; a leave where its join counted. Kept subscribers are joins less
+/// leaves, and the campaign's cost is priced per subscriber kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_and_leaves_count_in_the_stats_by_campaign_link_and_day() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, false).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let first = visit(&s, "news", "utm_content=video").await;
+    let second = visit(&s, "news", "").await;
+    api.push_join(CHANNEL, USER, Some(&first));
+    api.push_join(CHANNEL, USER + 1, Some(&second));
+    api.push_join(CHANNEL, 777, Some(FALLBACK));
+    api.push_leave(CHANNEL, USER, "left");
+    wait_for_state(&s, "news", |c| c["joins"] == 2 && c["leaves"] == 1).await;
+    api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
+
+    let today = s.read_as(&s.a, "/stats?by=day").await.json()["groups"][0]["group"].clone();
+    let cost = json!({"day": today, "campaign_name": "autumn", "amount": "20", "currency": "USD"});
+    assert_eq!(
+        s.post_as(&s.a, "/costs", &cost.to_string()).await.status,
+        200
+    );
+
+    let autumn = stats_group(&s, "by=campaign_name", &json!("autumn")).await;
+    assert_eq!(
+        channel_figures(&autumn),
+        (json!(2), json!(1), json!(1)),
+        "{autumn}"
+    );
+    assert_eq!(
+        autumn["cost_per_subscriber"],
+        json!({"USD": "20.0000"}),
+        "{autumn}"
+    );
+    let news = stats_group(&s, "by=link_slug", &json!("news")).await;
+    assert_eq!(
+        channel_figures(&news),
+        (json!(2), json!(1), json!(1)),
+        "{news}"
+    );
+    // The day counts the join through no link of the pool too.
+    let day = stats_group(&s, "by=day", &today).await;
+    assert_eq!(
+        channel_figures(&day),
+        (json!(3), json!(1), json!(2)),
+        "{day}"
+    );
+    assert_eq!(
+        day["cost_per_subscriber"],
+        json!({"USD": "10.0000"}),
+        "{day}"
+    );
+    let in_campaign = stats_group(&s, "by=link_slug&campaign=autumn", &json!("news")).await;
+    assert_eq!(
+        channel_figures(&in_campaign),
+        (json!(2), json!(1), json!(1)),
+        "{in_campaign}"
+    );
+    let campaign_day = stats_group(&s, "by=day&campaign=autumn", &today).await;
+    assert_eq!(
+        channel_figures(&campaign_day),
+        (json!(2), json!(1), json!(1)),
+        "{campaign_day}"
+    );
+    // A join is counted by its link, not by the click's ad.
+    let ad = stats_group(&s, "by=utm_content", &json!("video")).await;
+    assert_eq!(channel_figures(&ad), (json!(0), json!(0), json!(0)), "{ad}");
+    // A range before the joins has none of them.
+    let before = format!("by=campaign_name&to_ms={}", NOW_MS - 10 * DAY_MS);
+    let old = s.read_as(&s.a, &format!("/stats?{before}")).await.json();
+    assert!(
+        old["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["joins"] == 0),
+        "{old}"
+    );
+}

@@ -8,7 +8,10 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::chart::{self, Chart, DayFigures};
-use super::tables::{CAMPAIGN_COLUMNS, GroupRow, Period, group_rows, table_csv, totals_and_funnel};
+use super::tables::{
+    CAMPAIGN_COLUMNS, CHANNEL_COLUMNS, GroupRow, Period, group_rows, has_channels, table_csv,
+    totals_and_funnel,
+};
 use super::{Frame, campaign, frame_of, html, in_query, space};
 use crate::domain::stats::{self, Dimension};
 use crate::error::{Code, Error};
@@ -27,6 +30,8 @@ struct DashboardPage<'a> {
     columns: Vec<(&'static str, &'static str)>,
     sort: String,
     rows: Vec<GroupRow>,
+    /// Some campaign had channel joins or leaves: the table shows them.
+    channels: bool,
 }
 /// `GET .../dashboard?days=|from=&to=&sort=&format=csv`: a period's totals against the period
 /// before, the funnel, clicks by day, and the campaigns (sortable, downloadable as CSV); days
@@ -76,12 +81,22 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let (charts, figures) = chart::charts((first, last), &now_days);
     let sort = q
         .get("sort")
-        .filter(|s| CAMPAIGN_COLUMNS.iter().any(|(k, _)| k == s))
+        .filter(|s| {
+            CAMPAIGN_COLUMNS
+                .iter()
+                .chain(&CHANNEL_COLUMNS)
+                .any(|(k, _)| k == s)
+        })
         .unwrap_or("clicks");
     let rows = group_rows(campaigns, "campaign", sort);
     if q.get("format") == Some("csv") {
         let (from, to) = (&period.from, &period.to);
         return table_csv(&rows, &format!("{name}-campaigns-{from}-{to}"));
+    }
+    let channels = has_channels(&rows);
+    let mut columns = CAMPAIGN_COLUMNS.to_vec();
+    if channels {
+        columns.extend(CHANNEL_COLUMNS);
     }
     let frame = frame_of(ctx);
     Ok(html(
@@ -93,9 +108,10 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
             no_clicks: figures.iter().all(|f| f.clicks == 0),
             charts,
             figures,
-            columns: CAMPAIGN_COLUMNS.to_vec(),
+            columns,
             sort: sort.to_owned(),
             rows,
+            channels,
         },
     ))
 }

@@ -24,13 +24,16 @@ pub(super) struct GroupRow {
     pub(super) revenue: String,
     pub(super) cost: String,
     pub(super) roi: String,
+    /// Channel joins through the group's links, and joins less leaves.
+    pub(super) joins: u64,
+    pub(super) kept: i64,
 }
 
 /// A row of the CSV download: the group under its own label, then the figures.
 impl serde::Serialize for GroupRow {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut row = serializer.serialize_struct("GroupRow", 7)?;
+        let mut row = serializer.serialize_struct("GroupRow", 9)?;
         row.serialize_field(self.label, &self.group)?;
         row.serialize_field("clicks", &self.clicks)?;
         row.serialize_field("registrations", &self.registrations)?;
@@ -38,6 +41,8 @@ impl serde::Serialize for GroupRow {
         row.serialize_field("revenue", &self.revenue)?;
         row.serialize_field("cost", &self.cost)?;
         row.serialize_field("roi", &self.roi)?;
+        row.serialize_field("joins", &self.joins)?;
+        row.serialize_field("subscribers_kept", &self.kept)?;
         row.end()
     }
 }
@@ -72,6 +77,15 @@ pub(super) const CAMPAIGN_COLUMNS: [(&str, &str); 7] = [
     ("cost", "Cost"),
     ("roi", "ROI"),
 ];
+
+/// The columns a table adds where its groups had channel joins or leaves.
+pub(super) const CHANNEL_COLUMNS: [(&str, &str); 2] =
+    [("joins", "Channel joins"), ("kept", "Subscribers kept")];
+
+/// Whether any of `rows` had a channel join or leave: its table shows [`CHANNEL_COLUMNS`].
+pub(super) fn has_channels(rows: &[GroupRow]) -> bool {
+    rows.iter().any(|r| r.joins != 0 || r.kept != 0)
+}
 
 /// `+12%`, `-3%`, or `—` with nothing before.
 fn change(now: u64, before: u64) -> String {
@@ -132,6 +146,29 @@ pub(super) fn totals_and_funnel(
             String::new(),
         ),
     ]);
+    // A space whose ads lead to channels: its joins, and the subscribers they kept.
+    if [now, then].iter().any(|g| g.joins != 0 || g.leaves != 0) {
+        totals.extend([
+            (
+                "Channel joins",
+                now.joins.to_string(),
+                then.joins.to_string(),
+                change(now.joins, then.joins),
+            ),
+            (
+                "Subscribers kept",
+                now.subscribers_kept.to_string(),
+                then.subscribers_kept.to_string(),
+                String::new(),
+            ),
+            (
+                "Cost per subscriber kept",
+                display::money(&now.cost_per_subscriber),
+                display::money(&then.cost_per_subscriber),
+                String::new(),
+            ),
+        ]);
+    }
     let funnel = STAGES
         .iter()
         .enumerate()
@@ -172,6 +209,8 @@ pub(super) fn group_rows(
                 revenue: by_currency(&g.deposits),
                 cost: by_currency(&g.cost),
                 roi: returns(&g),
+                joins: g.joins,
+                kept: g.subscribers_kept,
             };
             (g, row)
         })
@@ -189,6 +228,8 @@ pub(super) fn group_rows(
         "revenue" => first_amount(&b.deposits).total_cmp(&first_amount(&a.deposits)),
         "cost" => first_amount(&b.cost).total_cmp(&first_amount(&a.cost)),
         "roi" => first_amount(&b.roi).total_cmp(&first_amount(&a.roi)),
+        "joins" => rb.joins.cmp(&ra.joins),
+        "kept" => rb.kept.cmp(&ra.kept),
         _ => rb.clicks.cmp(&ra.clicks),
     });
     rows.into_iter().map(|(_, r)| r).collect()
@@ -205,4 +246,51 @@ pub(super) fn table_csv(rows: &[GroupRow], file: &str) -> Result<Response, Error
         .take_written()
         .map_err(|e| Error::new(Code::Internal, e.to_string()))?;
     Ok(csv_response(body, file))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::domain::stats::{Counts, GroupStats};
+
+    fn group(joins: u64, leaves: u64) -> GroupStats {
+        let counts = Counts {
+            clicks: 10,
+            joins,
+            leaves,
+            ..Counts::default()
+        };
+        GroupStats::new(None, &counts, &BTreeMap::new())
+    }
+
+    /// A space without channel links sees no channel rows in its totals; one with joins (in
+    /// either period) sees joins, subscribers kept and their price.
+    #[test]
+    fn the_totals_show_channel_figures_only_where_there_were_joins_or_leaves() {
+        let whats = |now: &GroupStats, then: &GroupStats| -> Vec<&'static str> {
+            totals_and_funnel(now, then)
+                .0
+                .into_iter()
+                .map(|t| t.0)
+                .collect()
+        };
+        assert!(!whats(&group(0, 0), &group(0, 0)).contains(&"Channel joins"));
+        let (totals, _) = totals_and_funnel(&group(4, 1), &group(0, 0));
+        let row = |what| totals.iter().find(|t| t.0 == what).cloned().unwrap();
+        assert_eq!(row("Channel joins").1, "4");
+        assert_eq!(row("Subscribers kept").1, "3");
+        assert!(whats(&group(0, 0), &group(0, 2)).contains(&"Subscribers kept"));
+    }
+
+    /// The campaign table shows its channel columns where some campaign had them.
+    #[test]
+    fn a_table_has_channels_when_any_row_had_a_join_or_leave() {
+        let rows = group_rows(vec![group(0, 0), group(0, 0)], "campaign", "clicks");
+        assert!(!has_channels(&rows));
+        let rows = group_rows(vec![group(0, 0), group(0, 1)], "campaign", "kept");
+        assert!(has_channels(&rows));
+        assert_eq!(rows[0].kept, 0, "sorted by kept, largest first");
+    }
 }
