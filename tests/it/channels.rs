@@ -11,7 +11,9 @@ use tracker::domain::rate::Rate;
 
 use crate::support::receiver::Receiver;
 use crate::support::telegram::{BotApi, Chat, TOKEN};
-use crate::support::{DAY_MS, NOW_MS, Request, Response, TestServer, assert_error};
+use crate::support::{
+    DAY_MS, NOW_MS, Request, Response, TestServer, TrackerProcess, assert_error, send,
+};
 
 const CHANNEL: i64 = -1_001_234_567_890;
 const WAIT: Duration = Duration::from_secs(10);
@@ -564,4 +566,145 @@ async fn joins_and_leaves_count_in_the_stats_by_campaign_link_and_day() {
             .all(|g| g["joins"] == 0),
         "{old}"
     );
+}
+
+/// A tracker process (`support::TrackerProcess`, killed with SIGKILL here) of the stand-in's
+/// bot, with its default space's secret.
+struct Killable {
+    env: Vec<(&'static str, String)>,
+    dir: tempfile::TempDir,
+    secret: String,
+}
+
+impl Killable {
+    fn start(&self) -> TrackerProcess {
+        let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        TrackerProcess::start_with_env(self.dir.path(), &env)
+    }
+
+    async fn call(
+        &self,
+        p: &TrackerProcess,
+        method: &'static str,
+        target: &str,
+        body: &Value,
+    ) -> Value {
+        let body = body.to_string();
+        let mut request = Request::post(target, Some(&self.secret), &body);
+        request.method = method;
+        let r = send(p.addr, &request).await;
+        assert!(r.status < 300, "{method} {target}: {}", r.text());
+        r.json()
+    }
+
+    async fn get(&self, p: &TrackerProcess, target: &str) -> Value {
+        let r = send(
+            p.addr,
+            &Request::get(target).header("Authorization", format!("Bearer {}", self.secret)),
+        )
+        .await;
+        assert_eq!(r.status, 200, "GET {target}: {}", r.text());
+        r.json()
+    }
+
+    /// `news`' channel state once `done` says so.
+    async fn state(&self, p: &TrackerProcess, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let links = self.get(p, "/links").await;
+            let state = links["links"][0]["channel_state"].clone();
+            if done(&state) {
+                return state;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never came to it: {state}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Where a visit of `/l/news` sent the visitor.
+async fn visit_process(p: &TrackerProcess) -> String {
+    let r = send(
+        p.addr,
+        &Request::get("/l/news").header("User-Agent", "Mozilla/5.0 (iPhone)"),
+    )
+    .await;
+    assert_eq!(r.status, 302, "{}", r.text());
+    r.header("location").unwrap().to_owned()
+}
+
+/// SIGKILL right after a visit took an invite link, and right after a join was committed (the
+/// update not yet acknowledged to Telegram, which sends it again): the restarted tracker never
+/// hands the link out again, and the join counts once, with one `subscribed` event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_sigkill_a_taken_invite_link_is_not_handed_out_again_and_a_join_counts_once() {
+    let api = BotApi::start().await;
+    api.add_channel(CHANNEL, "news_ch");
+    let env = vec![
+        ("TRACKER_TELEGRAM_API_URL", api.url()),
+        ("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true".to_owned()),
+        ("TRACKER_INVITE_POOL", POOL.to_string()),
+        ("TRACKER_TELEGRAM_POLL_TIMEOUT", "1s".to_owned()),
+        ("TRACKER_ADDRESS_RATE_LIMIT", "0".to_owned()),
+    ];
+    let mut t = Killable {
+        env,
+        dir: tempfile::tempdir().unwrap(),
+        secret: String::new(),
+    };
+    let mut p = t.start();
+    t.secret = p
+        .created
+        .take()
+        .expect("the first start's credentials")
+        .secret;
+    t.call(&p, "PATCH", "/space", &json!({"telegram_bot_token": TOKEN}))
+        .await;
+    t.call(&p, "POST", "/links", &json!({"slug": "news", "channel": "@news_ch", "fallback": FALLBACK, "campaign_name": "autumn"})).await;
+    t.state(&p, |c| c["pool"] == POOL).await;
+
+    let taken = visit_process(&p).await;
+    assert!(api.invites().iter().any(|i| i.url == taken), "{taken}");
+    p.kill_hard();
+    let p = t.start();
+    let mut handed = Vec::new();
+    for _ in 0..2 * POOL {
+        t.state(&p, |c| c["pool"] == POOL).await;
+        handed.push(visit_process(&p).await);
+    }
+    assert!(
+        !handed.contains(&taken),
+        "{taken} handed out again: {handed:?}"
+    );
+
+    api.push_join(CHANNEL, USER, Some(&taken));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while t.get(&p, "/events").await["events"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the join was never recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    p.kill_hard();
+    // Telegram sends an update again until it is acknowledged; here it is sent again whether
+    // or not the acknowledgement came before the kill.
+    api.push_join(CHANNEL, USER, Some(&taken));
+    let p = t.start();
+    api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
+    let state = t.state(&p, |c| c["joins"] == 1).await;
+    assert_eq!(state["used"], 1, "{state}");
+    let events = t.get(&p, "/events").await;
+    let events = events["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "one subscribed event: {events:?}");
+    assert_eq!(events[0]["event"], "subscribed");
+    assert_eq!(events[0]["tg_id"], USER);
+    crate::support::stop_cleanly(p);
 }
