@@ -1600,7 +1600,36 @@ async fn the_spaces_page_shows_a_failed_upload_of_a_scheduled_backup() {
         "{text}"
     );
     assert!(text.contains("The last upload failed at "), "{text}");
+    assert!(
+        text.contains(" UTC: "),
+        "the failure's time says its zone: {text}"
+    );
     assert!(text.contains(&endpoint), "{text}");
     assert!(!text.contains("never-on-the-page"), "{text}");
+    server.stop().await;
+}
+
+/// A space's keys page gives its times in the space's zone and names it; the spaces page,
+/// which spans spaces, gives them in UTC and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keys_page_shows_times_in_the_space_zone_and_the_spaces_page_in_utc() {
+    let server = TestServer::start().await;
+    let mut patch = Request::post(
+        "/space",
+        Some(&server.a.secret),
+        r#"{"time_zone":"Asia/Kolkata"}"#,
+    );
+    patch.method = "PATCH";
+    assert_eq!(server.send(&patch).await.status, 200);
+    let cookie = logged_in(&server).await;
+    let keys = get_page(&server, Some(&cookie), "/admin/spaces/a")
+        .await
+        .text();
+    assert!(keys.contains("<th>Created (Asia/Kolkata)</th>"), "{keys}");
+    // The keys were made at the test clock's now, 2027-01-15 08:00 UTC: 13:30 in Kolkata.
+    assert!(keys.contains(">2027-01-15 13:30:00<"), "{keys}");
+    assert!(!keys.contains("T08:00:00Z"), "{keys}");
+    let spaces = get_page(&server, Some(&cookie), "/admin/").await.text();
+    assert!(spaces.contains(">2027-01-15 08:00:00 UTC<"), "{spaces}");
     server.stop().await;
 }

@@ -8,8 +8,8 @@ use warp::reply::Response;
 
 use super::{Frame, frame_of, html, space};
 use crate::app::spaces::Rotated;
-use crate::clock::rfc3339_s;
 use crate::domain::credential::Kind;
+use crate::domain::display;
 use crate::error::{Code, Error};
 use crate::web::context::Ctx;
 
@@ -38,6 +38,8 @@ struct KeysPage<'a> {
     rotated: Option<NewCredential>,
     message: Option<String>,
     grace: String,
+    /// The space's time zone, which the times are in.
+    zone: String,
 }
 
 /// `GET /admin/spaces/<space>`.
@@ -51,7 +53,10 @@ async fn keys(
     rotated: Option<Rotated>,
     message: Option<String>,
 ) -> Result<Response, Error> {
-    space(ctx).await?;
+    let space = space(ctx).await?;
+    let zone_name = ctx.app.space_settings(&space).await?.time_zone;
+    let zone = zone_name.zone();
+    let time = |ms| display::local_time(ms, &zone);
     let name = ctx.param("space");
     let now = ctx.app.now_ms();
     let credentials = ctx
@@ -67,8 +72,8 @@ async fn keys(
             state: c.state(now),
             kind: c.kind,
             prefix: c.prefix,
-            created: rfc3339_s(c.created_at_ms),
-            last_used: c.last_used_ms.map_or_else(|| "never".to_owned(), rfc3339_s),
+            created: time(c.created_at_ms),
+            last_used: c.last_used_ms.map_or_else(|| "never".to_owned(), time),
         })
         .collect();
     let rotated = rotated.map(|r| NewCredential {
@@ -79,7 +84,13 @@ async fn keys(
         },
         previous: r.previous_valid_until_ms.map_or_else(
             || "No key of this kind was active, so none is in grace.".to_owned(),
-            |ms| format!("The replaced one keeps working until {}.", rfc3339_s(ms)),
+            |ms| {
+                format!(
+                    "The replaced one keeps working until {} ({}).",
+                    time(ms),
+                    zone_name.as_str()
+                )
+            },
         ),
         credential: r.credential,
     });
@@ -94,6 +105,7 @@ async fn keys(
             rotated,
             message,
             grace: crate::clock::duration_text(ctx.app.settings.rotation_grace),
+            zone: zone_name.as_str().to_owned(),
         },
     ))
 }

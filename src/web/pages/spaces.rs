@@ -8,7 +8,7 @@ use warp::reply::Response;
 
 use super::{Frame, frame_of, html};
 use crate::app::spaces::CreatedSpace;
-use crate::clock::rfc3339_s;
+use crate::domain::display;
 use crate::error::Error;
 use crate::web::context::Ctx;
 
@@ -28,6 +28,11 @@ struct SpacesPage<'a> {
     uploads: Option<Uploads>,
 }
 
+/// A time on this page, which spans the spaces and their zones: in UTC, named.
+fn utc(ms: u64) -> String {
+    format!("{} UTC", display::local_time(ms, &jiff::tz::TimeZone::UTC))
+}
+
 /// The last uploads of scheduled backups to `[backup_s3]`, in words.
 struct Uploads {
     to: String,
@@ -42,12 +47,12 @@ fn uploads(ctx: &Ctx<'_>) -> Option<Uploads> {
     let failing = last
         .failure
         .filter(|(at, _)| last.success_ms.is_none_or(|ok| *at > ok))
-        .map(|(at, why)| (rfc3339_s(at), why));
+        .map(|(at, why)| (utc(at), why));
     Some(Uploads {
         to: format!("s3://{}/{}", s3.bucket, s3.prefix),
         last_success: last
             .success_ms
-            .map_or_else(|| "none yet since the server started".to_owned(), rfc3339_s),
+            .map_or_else(|| "none yet since the server started".to_owned(), utc),
         failing,
     })
 }
@@ -74,7 +79,7 @@ async fn spaces(ctx: &Ctx<'_>, created: Option<CreatedSpace>) -> Result<Response
         .into_iter()
         .map(|s| SpaceRow {
             active: s.credentials.iter().filter(|c| c.works(now)).count(),
-            created: rfc3339_s(s.created_at_ms),
+            created: utc(s.created_at_ms),
             name: s.space,
         })
         .collect();
