@@ -207,7 +207,14 @@ pub struct Metrics {
     delivery_seconds: [Histogram; 3],
     /// Telegram channels, by [`TELEGRAM_COUNTS`].
     telegram: [AtomicU64; TELEGRAM_COUNTS.len()],
+    /// Each channel link's invite links by [`CHANNEL_INVITE_STATES`], as the pool's loop last
+    /// read them (by slug).
+    channel_invites: std::sync::Mutex<std::collections::BTreeMap<String, [u64; 3]>>,
 }
+
+/// What `tracker_channel_invites` gives per channel link, by its `state` label: invite links in
+/// the pool (ready to hand out), handed out, and used to join.
+pub const CHANNEL_INVITE_STATES: [&str; 3] = ["pool", "handed_out", "used"];
 
 /// What `tracker_telegram` counts (`docs/channels.md`), by its `what` label: joins through the
 /// tracker's invite links and through anything else, leaves, join requests, invite links made,
@@ -243,6 +250,7 @@ impl Default for Metrics {
             deliveries: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
             delivery_seconds: std::array::from_fn(|_| Histogram::seconds()),
             telegram: std::array::from_fn(|_| AtomicU64::new(0)),
+            channel_invites: std::sync::Mutex::default(),
         }
     }
 }
@@ -288,6 +296,15 @@ impl Metrics {
         if let Some(i) = TELEGRAM_COUNTS.iter().position(|w| *w == what) {
             self.telegram[i].fetch_add(n, Ordering::Relaxed);
         }
+    }
+
+    /// Each channel link's invite links (by slug) by [`CHANNEL_INVITE_STATES`], replacing what
+    /// was there: a link no longer given is no longer shown.
+    pub fn channel_invites(&self, links: std::collections::BTreeMap<String, [u64; 3]>) {
+        *self
+            .channel_invites
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = links;
     }
 
     /// Retention removed `entries` expired dedup entries.
@@ -550,6 +567,28 @@ fn encode_telegram(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::Re
     for (what, count) in TELEGRAM_COUNTS.iter().zip(&m.telegram) {
         let set = labels([("what", Cow::Borrowed(*what))]);
         ConstCounter::new(count.load(Ordering::Relaxed)).encode(telegram.encode_family(&set)?)?;
+    }
+    let links = m
+        .channel_invites
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let mut invites = encoder.encode_descriptor(
+        "tracker_channel_invites",
+        "Each channel link's invite links: in its pool (ready), handed out to visitors, and \
+         used to join; as the pool's loop last read them (about every second).",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (slug, counts) in &links {
+        for (state, n) in CHANNEL_INVITE_STATES.iter().zip(counts) {
+            let set = labels([
+                ("link", Cow::Owned(slug.clone())),
+                ("state", Cow::Borrowed(*state)),
+            ]);
+            ConstGauge::new(i64::try_from(*n).unwrap_or(i64::MAX))
+                .encode(invites.encode_family(&set)?)?;
+        }
     }
     Ok(())
 }

@@ -87,6 +87,13 @@ impl Status {
         }
     }
 
+    /// Each channel link's invite links (pool, handed out, used) for `/metrics`.
+    fn channel_invites(&self, links: std::collections::BTreeMap<String, [u64; 3]>) {
+        if let Some(m) = self.metrics.get() {
+            m.channel_invites(links);
+        }
+    }
+
     pub fn bot_failed(&self, space: u32, error: &ApiError) {
         self.count("bot_api_errors", 1);
         let text = error.to_string();

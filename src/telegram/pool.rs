@@ -5,7 +5,7 @@
 //!
 //! A visit never waits for any of this: it takes what the pool holds, or goes to the fallback.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -29,31 +29,43 @@ pub(super) struct Pools {
 }
 
 impl Pools {
-    /// One pass: fills every channel link's pool of the spaces in `bots`, then revokes.
+    /// One pass: fills every channel link's pool of the spaces in `bots` (not of a space whose
+    /// bot was asked to wait), gives `/metrics` every one's invite links, then revokes.
     pub(super) async fn look(&mut self, shared: &Shared, bots: &HashMap<u32, (String, BotApi)>) {
+        let mut invites = BTreeMap::new();
         for (space, (_, api)) in bots {
-            if self
+            let waiting = self
                 .wait_until
                 .get(space)
-                .is_some_and(|until| Instant::now() < *until)
+                .is_some_and(|until| Instant::now() < *until);
+            if let Err(ApiError::RetryAfter(s)) =
+                fill_space(shared, (*space, api), waiting, &mut invites).await
             {
-                continue;
-            }
-            if let Err(ApiError::RetryAfter(s)) = fill_space(shared, *space, api).await {
                 self.wait_until
                     .insert(*space, Instant::now() + Duration::from_secs(s.max(1)));
             }
         }
+        shared.status.channel_invites(invites);
         revoke(shared, bots).await;
     }
 }
 
-/// Fills the pools of `space`'s channel links; stops at a `429`, which it answers.
-async fn fill_space(shared: &Shared, space: u32, api: &BotApi) -> Result<(), ApiError> {
+/// Fills the pools of `space`'s channel links unless `waiting`; stops at a `429`, which it
+/// answers. Each link's invite links (pool, handed out, used) go into `invites`.
+async fn fill_space(
+    shared: &Shared,
+    (space, api): (u32, &BotApi),
+    waiting: bool,
+    invites: &mut BTreeMap<String, [u64; 3]>,
+) -> Result<(), ApiError> {
     let Ok(links) = shared.store.links(space).await else {
         return Ok(());
     };
-    let size = u64::from(shared.settings.telegram.invite_pool);
+    let size = if waiting {
+        0
+    } else {
+        u64::from(shared.settings.telegram.invite_pool)
+    };
     for (link, _, _) in links {
         let Destination::Channel(c) = &link.destination else {
             continue;
@@ -61,6 +73,11 @@ async fn fill_space(shared: &Shared, space: u32, api: &BotApi) -> Result<(), Api
         let Ok(counts) = shared.store.channel_counts(link.slug.clone()).await else {
             continue;
         };
+        let gauge = invites.entry(link.slug.clone()).or_insert([
+            counts.pool,
+            counts.state.handed_out,
+            counts.state.used,
+        ]);
         let mut missing = size.saturating_sub(counts.pool);
         while missing > 0 {
             let mut made = Vec::new();
@@ -102,6 +119,7 @@ async fn fill_space(shared: &Shared, space: u32, api: &BotApi) -> Result<(), Api
                     break;
                 }
                 shared.status.count("invites_made", n);
+                gauge[0] += n;
                 missing -= n;
             }
             match stop {

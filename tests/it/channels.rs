@@ -105,6 +105,28 @@ async fn wait_for_state(s: &TestServer, slug: &str, done: impl Fn(&Value) -> boo
     }
 }
 
+/// Waits until `/metrics` gives `news`' invite links in its pool, handed out and used as
+/// `counts` (as the pool's loop last read them).
+async fn wait_for_invites(s: &TestServer, counts: [u32; 3]) {
+    let states = ["pool", "handed_out", "used"];
+    let want = states.iter().zip(counts).map(|(state, n)| {
+        format!("tracker_channel_invites{{link=\"news\",state=\"{state}\"}} {n}\n")
+    });
+    let want: Vec<String> = want.collect();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let metrics = s.metrics_text();
+        if want.iter().all(|line| metrics.contains(line.as_str())) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{want:?} not in\n{metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A visit of `/l/<slug>`: answers where it sent the visitor.
 async fn visit(s: &TestServer, slug: &str, query: &str) -> String {
     let target = format!("/l/{slug}?{query}");
@@ -224,6 +246,7 @@ async fn a_join_through_an_invite_link_binds_the_click_and_is_sent_to_meta() {
     api.push_leave(CHANNEL, USER, "left");
     api.push_leave(CHANNEL, USER, "left");
     wait_for_state(&s, "news", |c| c["leaves"] == 1).await;
+    wait_for_invites(&s, [POOL, 2, 1]).await;
     // Every poll asked for chat_member updates, without which Telegram sends none, and long
     // polled; the offsets only grew.
     let polls = api.polls();
