@@ -99,12 +99,11 @@ pub fn repair(db: &redb::Database, expiry: Expiry) -> Result<Report, StoreError>
 /// that panic is caught here and answered as [`StoreError::Corrupt`], so `tracker check` and
 /// `tracker restore` say the file is damaged rather than crash.
 pub fn check_file(path: &Path, repair_it: bool, expiry: Expiry) -> Result<Report, StoreError> {
-    let quiet = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    quiet_panics_on_this_thread(true);
     let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         check_file_unguarded(path, repair_it, expiry)
     }));
-    std::panic::set_hook(quiet);
+    quiet_panics_on_this_thread(false);
     checked.unwrap_or_else(|panic| {
         let why = panic
             .downcast_ref::<String>()
@@ -115,6 +114,28 @@ pub fn check_file(path: &Path, repair_it: bool, expiry: Expiry) -> Result<Report
             "reading it stopped at a page that is not what it should be ({why})"
         )))
     })
+}
+
+thread_local! {
+    /// Set while [`check_file`] runs on this thread: a panic here is redb's answer to a damaged
+    /// page, caught and reported, not a message for stderr.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Quiets (or no longer) the panic message of this thread only. The process's panic hook is
+/// wrapped once, the first time, and goes on printing every other thread's panics as before
+/// (swapping the hook itself for the check's duration silenced them too).
+fn quiet_panics_on_this_thread(quiet: bool) {
+    static WRAPPED: std::sync::Once = std::sync::Once::new();
+    WRAPPED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(quiet));
 }
 
 fn check_file_unguarded(
