@@ -189,15 +189,20 @@ impl Shared {
 /// How often the loop looks at the spaces' tokens and pools without being woken.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
+/// How often it looks while no space has a bot: setting a token wakes it, so this only bounds
+/// how late a token set some other way is seen. An idle server reads nothing each second.
+const IDLE_LOOK_EVERY: Duration = Duration::from_secs(60);
+
 /// Runs beside the server: a reader of updates per space with a token (started, replaced and
 /// stopped as tokens are set), and the pools' loop.
 pub async fn run(shared: Shared) {
     let shared = Arc::new(shared);
     let mut readers: HashMap<u32, (String, tokio::task::JoinHandle<()>)> = HashMap::new();
     let mut pools = pool::Pools::default();
+    let mut bots = HashMap::new();
     loop {
         let woken = shared.status.wake.notified();
-        let bots = bots(&shared).await;
+        bots = with_bots(&shared, bots).await;
         readers.retain(|space, (token, task)| {
             let keep = bots.get(space).is_some_and(|(t, _)| t == token);
             if !keep {
@@ -212,19 +217,29 @@ pub async fn run(shared: Shared) {
                 readers.insert(*space, (token.clone(), task));
             }
         }
-        pools.look(&shared, &bots).await;
-        let _ = tokio::time::timeout(LOOK_EVERY, woken).await;
+        let look_every = if bots.is_empty() {
+            IDLE_LOOK_EVERY
+        } else {
+            pools.look(&shared, &bots).await;
+            LOOK_EVERY
+        };
+        let _ = tokio::time::timeout(look_every, woken).await;
     }
 }
 
-/// Each space's bot token and its client.
-async fn bots(shared: &Shared) -> HashMap<u32, (String, BotApi)> {
+/// Each space's bot token and its client; a client of `before` is kept while its space's token
+/// is the same (a client holds its connections and TLS set-up: making one each pass would
+/// reconnect to Telegram every second).
+async fn with_bots(
+    shared: &Shared,
+    mut before: HashMap<u32, (String, BotApi)>,
+) -> HashMap<u32, (String, BotApi)> {
     let mut out = HashMap::new();
     let spaces = match shared.store.list_spaces(HashMap::new()).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, "listing spaces for their Telegram bots");
-            return out;
+            return before;
         }
     };
     for summary in spaces {
@@ -234,6 +249,13 @@ async fn bots(shared: &Shared) -> HashMap<u32, (String, BotApi)> {
         let Ok(space) = shared.store.space_no(summary.space.clone()).await else {
             continue;
         };
+        if let Some(kept) = before
+            .remove(&space)
+            .filter(|(t, _)| t.as_str() == token.expose())
+        {
+            out.insert(space, kept);
+            continue;
+        }
         match shared.api(token.expose()) {
             Ok(api) => {
                 out.insert(space, (token.expose().to_owned(), api));
