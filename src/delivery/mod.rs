@@ -14,6 +14,7 @@
 pub mod format;
 pub mod meta;
 pub mod outgoing;
+pub mod tiktok;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::config::Delivery;
 use crate::domain::destination::{
-    Attempt, Destination, Kind, Meta, Outcome, Paused, Target, answer_head, outcome_of,
+    Attempt, Destination, Kind, Meta, Outcome, Paused, Target, Tiktok, answer_head, outcome_of,
 };
 use crate::domain::feed::FeedEvent;
 use crate::metrics::Metrics;
@@ -199,6 +200,7 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
         let limit = match d.target.kind() {
             Kind::MetaCapi => format::META_BATCH,
             Kind::Postback | Kind::Webhook => BATCH_EACH,
+            Kind::TiktokEvents => tiktok::TIKTOK_BATCH,
         };
         let now = senders.now_ms();
         let batch = match senders.store.due_deliveries(d.clone(), now, limit).await {
@@ -356,6 +358,7 @@ async fn send(
     let allow_private = senders.settings.allow_private_destinations;
     let attempts = match &d.target {
         Target::MetaCapi(meta) => return send_meta(senders, client, meta, &items).await,
+        Target::TiktokEvents(t) => return tiktok::send_tiktok(senders, client, t, &items).await,
         Target::Postback { url, statuses } => {
             futures_util::stream::iter(items)
                 .map(|due| async move {
@@ -477,9 +480,22 @@ async fn send_meta(
         }
     })
     .await;
+    let (sent, token_rejected) = fated_attempts(senders, &in_request, fates);
+    attempts.extend(sent);
+    (attempts, token_rejected)
+}
+
+/// The attempts of the deliveries of a batch sent by [`meta::send_batch`], by the fate of each;
+/// and the platform's message when the access token no longer works.
+fn fated_attempts(
+    senders: &Senders,
+    in_request: &[&Due],
+    fates: Vec<Fate>,
+) -> (Vec<Attempt>, Option<String>) {
     let at = senders.now_ms();
     let mut token_rejected = None;
-    for (due, fate) in in_request.into_iter().zip(fates) {
+    let mut attempts = Vec::with_capacity(in_request.len());
+    for (due, fate) in in_request.iter().zip(fates) {
         attempts.push(match fate {
             Fate::Delivered(answered) => Attempt {
                 outcome: Outcome::Delivered,
@@ -589,7 +605,7 @@ pub struct Tested {
 }
 
 /// Sends a destination one synthetic event (`format::test_event`), a new one each time, and
-/// answers what came back; to Meta with `test_code` (the caller has checked there is one), so
+/// answers what came back; to Meta and `TikTok` with `test_code` (the caller has checked there is one), so
 /// it shows only in Events Manager's Test events tab. Nothing is recorded.
 pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>) -> Tested {
     let allow_private = senders.settings.allow_private_destinations;
@@ -605,6 +621,7 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                     format::postback_url(url, &event, statuses, None)
                 }
                 Target::Webhook { url, .. } => url.clone(),
+                Target::TiktokEvents(t) => tiktok::tiktok_url(t),
             };
             match outgoing::check_before_send(&url, allow_private) {
                 Err(why) => refused_answer(&why),
@@ -628,6 +645,16 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                             &event,
                             now,
                         ),
+                        Target::TiktokEvents(t) => {
+                            let t = Tiktok {
+                                test_event_code: test_code.or_else(|| t.test_event_code.clone()),
+                                ..t.clone()
+                            };
+                            let data: Vec<_> = tiktok::tiktok_event(&event, None, &t.rules)
+                                .into_iter()
+                                .collect();
+                            tiktok::tiktok_request(&client, url, &t, &data)
+                        }
                     };
                     outgoing::exchange(request, now).await
                 }
@@ -636,9 +663,14 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
     };
     Tested {
         destination: d.name.clone(),
-        delivered: answered
-            .status
-            .is_some_and(|s| outcome_of(s) == Outcome::Delivered),
+        // `TikTok` answers `200` to a refusal too: its `code` says whether it took the event.
+        delivered: match (&d.target, answered.status) {
+            (Target::TiktokEvents(_), Some(s)) => {
+                crate::domain::destination::tiktok_answer(s, &answered.body)
+                    == crate::domain::destination::MetaAnswer::Delivered
+            }
+            (_, status) => status.is_some_and(|s| outcome_of(s) == Outcome::Delivered),
+        },
         status: answered.status,
         answer: answered.answer,
     }
