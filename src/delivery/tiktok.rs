@@ -1,20 +1,15 @@
-//! Sending to `TikTok`'s Events API (`docs/integration.md#tiktok`): what each event becomes in a
-//! request (a pure function of the event, so a test can check it field by field), the request
-//! itself, and a batch sent as Meta's is ([`meta::send_batch_judged`]), with `TikTok`'s answers
-//! read by `tiktok_answer`: one bad event never sinks the others, a throttle is retried, a
-//! token that no longer works pauses the destination.
+//! What `TikTok`'s Events API is sent (`docs/api.md#tiktoks-events-api`): each event as an entry
+//! of a request (a pure function of the event, so a test can check it field by field), and the
+//! request itself. A batch is sent as Meta's is (`meta::send_batch_judged`, with `TikTok`'s
+//! answers read by `tiktok_answer`): one bad event never sinks the others, a throttle is
+//! retried, a token that no longer works pauses the destination.
 
 use serde_json::{Map, Value, json};
 
 use super::format::{platform_event_id, sha256_hex};
-use super::meta::{self, META_ANSWER_BYTES};
-use super::{Senders, fated_attempts, finish, outgoing, refused, refused_answer};
 use crate::domain::click::ClientHints;
-use crate::domain::destination::{
-    Attempt, Kind, MetaRules, Tiktok, is_private, tiktok_answer, tiktok_standard_name,
-};
+use crate::domain::destination::{MetaRules, Tiktok, is_private, tiktok_standard_name};
 use crate::domain::feed::FeedEvent;
-use crate::storage::outbox::Due;
 
 /// The most events one request to `TikTok` carries, as its Events API allows.
 pub const TIKTOK_BATCH: usize = 1000;
@@ -99,7 +94,7 @@ pub fn tiktok_body(tiktok: &Tiktok, data: &[Value]) -> Vec<u8> {
 }
 
 /// The `POST` of a batch of events to `TikTok`.
-pub(super) fn tiktok_request(
+pub fn tiktok_request(
     client: &reqwest::Client,
     url: reqwest::Url,
     tiktok: &Tiktok,
@@ -110,58 +105,6 @@ pub(super) fn tiktok_request(
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header("Access-Token", tiktok.access_token.expose())
         .body(tiktok_body(tiktok, data))
-}
-
-/// Sends one batch of a `TikTok` destination: the events it could not take are refused here,
-/// the rest go in requests until each is taken, refused or to be retried. Answers an attempt
-/// for each delivery, and `TikTok`'s message when the access token no longer works.
-pub(super) async fn send_tiktok(
-    senders: &Senders,
-    client: &reqwest::Client,
-    tiktok: &Tiktok,
-    items: &[Due],
-) -> (Vec<Attempt>, Option<String>) {
-    let now = senders.now_ms();
-    let mut attempts = Vec::with_capacity(items.len());
-    let mut data = Vec::new();
-    let mut in_request = Vec::new();
-    for due in items {
-        match tiktok_event(&due.event, due.hints.as_ref(), &tiktok.rules) {
-            Ok(e) => {
-                data.push(e);
-                in_request.push(due);
-            }
-            Err(why) => attempts.push(refused(due, now, &why)),
-        }
-    }
-    if data.is_empty() {
-        return (attempts, None);
-    }
-    let allow_private = senders.settings.allow_private_destinations;
-    let url = match outgoing::check_before_send(&tiktok_url(tiktok), allow_private) {
-        Ok(url) => url,
-        Err(why) => {
-            let answered = refused_answer(&why);
-            attempts.extend(in_request.iter().map(|due| finish(senders, due, &answered)));
-            return (attempts, None);
-        }
-    };
-    let fates = meta::send_batch_judged(&data, tiktok_answer, |entries| {
-        let request = tiktok_request(client, url.clone(), tiktok, &entries);
-        async move {
-            let started = std::time::Instant::now();
-            let answered =
-                outgoing::exchange_reading(request, senders.now_ms(), META_ANSWER_BYTES).await;
-            senders
-                .metrics
-                .delivery_latency(Kind::TiktokEvents, started.elapsed());
-            answered
-        }
-    })
-    .await;
-    let (sent, token_rejected) = fated_attempts(senders, &in_request, fates);
-    attempts.extend(sent);
-    (attempts, token_rejected)
 }
 
 #[cfg(test)]
