@@ -298,3 +298,177 @@ async fn one_bad_event_never_sinks_its_batch_of_at_most_1000() {
     assert_eq!(api.taken().len(), 1000);
     s.stop().await;
 }
+
+/// Each rule of a `tiktok_events` destination's fields through `POST /destinations` and
+/// `PATCH`, with a value just inside and one just outside it; a refusal stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_checks_each_field_at_its_bounds() {
+    let s = TestServer::start().await;
+    let body = |extra: Value| {
+        let mut b = json!({"name": "tiktok", "kind": "tiktok_events", "pixel_code": PIXEL,
+                           "access_token": TOKEN});
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b.to_string()
+    };
+    for (extra, code, field) in [
+        (
+            json!({"pixel_code": "A".repeat(65)}),
+            "invalid_field",
+            "pixel_code",
+        ),
+        (
+            json!({"pixel_code": "C4AB-12"}),
+            "invalid_field",
+            "pixel_code",
+        ),
+        (json!({"pixel_code": null}), "missing_field", "pixel_code"),
+        (
+            json!({"access_token": "t".repeat(1025)}),
+            "invalid_field",
+            "access_token",
+        ),
+        (
+            json!({"access_token": null}),
+            "missing_field",
+            "access_token",
+        ),
+        (
+            json!({"api_url": "http://business-api.tiktok.com"}),
+            "invalid_field",
+            "api_url",
+        ),
+        (
+            json!({"test_event_code": "TEST 1"}),
+            "invalid_field",
+            "test_event_code",
+        ),
+        (
+            json!({"pixel_id": "1234567890"}),
+            "invalid_field",
+            "pixel_id",
+        ),
+        (
+            json!({"graph_url": "https://graph.facebook.com"}),
+            "invalid_field",
+            "graph_url",
+        ),
+        (
+            json!({"currency_rates": {"XTR": "0.013"}}),
+            "invalid_field",
+            "currency_rates",
+        ),
+    ] {
+        let r = s.post_as(&s.a, "/destinations", &body(extra.clone())).await;
+        crate::support::assert_error(&r, 422, code, Some(field));
+        assert!(!r.text().contains(TOKEN), "{extra}: {}", r.text());
+    }
+    assert!(listed(&s).await.is_empty(), "a refusal stores nothing");
+    let r = s
+        .post_as(
+            &s.a,
+            "/destinations",
+            &body(
+                json!({"pixel_code": "A".repeat(64), "access_token": "t".repeat(1024),
+                         "api_url": "https://business-api.tiktok.com/",
+                         "test_event_code": "TEST12345"}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let d = r.json()["destination"].clone();
+    assert_eq!(d["api_url"], "https://business-api.tiktok.com", "{d}");
+    assert_eq!(d["access_token"], "…tttt", "{d}");
+    assert!(
+        d.get("pixel_id").is_none() && d.get("graph_url").is_none(),
+        "{d}"
+    );
+
+    s.stop().await;
+}
+
+/// A `PATCH` of a `tiktok_events` destination: its rules again, the kind's own fields only, its
+/// token kept unless given; a test needs a test code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_is_checked_by_the_same_rules_and_keeps_the_token() {
+    let s = TestServer::start().await;
+    let r = s
+        .post_as(
+            &s.a,
+            "/destinations",
+            &json!({"name": "tiktok", "kind": "tiktok_events", "pixel_code": PIXEL,
+                    "access_token": TOKEN, "test_event_code": "TEST12345"})
+            .to_string(),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = patch(&s, "tiktok", r#"{"pixel_code":null}"#).await;
+    crate::support::assert_error(&r, 422, "invalid_field", Some("pixel_code"));
+    let r = patch(&s, "tiktok", r#"{"api_version":"v25.0"}"#).await;
+    crate::support::assert_error(&r, 422, "invalid_field", Some("api_version"));
+    let r = patch(
+        &s,
+        "tiktok",
+        r#"{"api_url":null,"test_event_code":null,"pixel_code":"C4NEW"}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let d = r.json()["destination"].clone();
+    assert_eq!(d["pixel_code"], "C4NEW", "{d}");
+    assert_eq!(d["api_url"], "https://business-api.tiktok.com", "{d}");
+    assert!(d.get("test_event_code").is_none(), "{d}");
+    assert_eq!(d["access_token"], "…wxyz", "the token stays: {d}");
+    // A test without a test code would count as a real payment: refused, nothing sent.
+    let r = s.post_as(&s.a, "/destinations/tiktok/test", "").await;
+    crate::support::assert_error(&r, 409, "conflict", Some("test_event_code"));
+    assert!(r.text().contains("TikTok's Events Manager"), "{}", r.text());
+    s.stop().await;
+}
+
+/// `tracker destination create --kind tiktok_events` reads the access token from standard
+/// input (never a flag) and creates the destination the API would.
+#[test]
+fn the_command_line_creates_a_tiktok_destination() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t.redb");
+    for args in [&["init"][..], &["space", "create", "shop"]] {
+        let out = crate::support::run_cli(dir.path(), &data, args);
+        assert!(out.status.success(), "{args:?}");
+    }
+    let config = dir.path().join("empty-cli.toml");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tracker"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--data")
+        .arg(&data)
+        .args(["--json", "destination", "create", "shop", "tiktok"])
+        .args(["--kind", "tiktok_events", "--pixel-code", PIXEL])
+        .args(["--rate", "XTR=0.013 USD"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{TOKEN}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let created: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(created["kind"], "tiktok_events", "{created}");
+    assert_eq!(created["pixel_code"], PIXEL, "{created}");
+    assert_eq!(created["access_token"], "…wxyz", "{created}");
+    assert_eq!(created["currency_rates"], json!({"XTR": "0.013 USD"}));
+    assert!(!stdout.contains(TOKEN), "{stdout}");
+    let out = crate::support::run_cli(dir.path(), &data, ["destination", "list", "shop"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("tiktok_events") && text.contains(PIXEL),
+        "{text}"
+    );
+}
