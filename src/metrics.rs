@@ -202,9 +202,9 @@ pub struct Metrics {
     uploads: Uploads,
     /// Delivery attempts by destination kind (`destination::Kind as usize - 1`) and outcome
     /// (delivered, failed, refused).
-    deliveries: [[AtomicU64; 3]; 3],
+    deliveries: [[AtomicU64; 3]; crate::domain::destination::Kind::ALL.len()],
     /// Send latency of deliveries, by destination kind.
-    delivery_seconds: [Histogram; 3],
+    delivery_seconds: [Histogram; crate::domain::destination::Kind::ALL.len()],
     /// Telegram channels, by [`TELEGRAM_COUNTS`].
     telegram: [AtomicU64; TELEGRAM_COUNTS.len()],
     /// Each channel link's invite links by [`CHANNEL_INVITE_STATES`], as the pool's loop last

@@ -186,9 +186,9 @@ impl App {
     }
 
     /// Sends a destination of the space one synthetic event and answers what the remote
-    /// answered; nothing is recorded. Meta is sent a test only with a test code (`test_code`,
-    /// or the destination's own), so that it never counts as a real conversion: without one
-    /// the answer is `409`, and nothing is sent.
+    /// answered; nothing is recorded. Meta and `TikTok` are sent a test only with a test code
+    /// (`test_code`, or the destination's own), so that it never counts as a real conversion:
+    /// without one the answer is `409`, and nothing is sent.
     pub async fn test_destination(
         &self,
         space: &SpaceRef,
@@ -209,6 +209,21 @@ impl App {
                     format!("no destination {name:?} in this space"),
                 )
             })?;
+        if let Target::TiktokEvents(t) = &d.target {
+            if test_code.is_none() && t.test_event_code.is_none() {
+                return Err(Error::field(
+                    Code::Conflict,
+                    "test_event_code",
+                    format!(
+                        "{name} has no test_event_code, and a test without one would count as \
+                         a real payment: open TikTok's Events Manager, choose the pixel, open \
+                         the Test events tab and copy its code (TEST12345); then send it as \
+                         {{\"test_event_code\": \"TEST12345\"}} with the test, or set it on \
+                         the destination"
+                    ),
+                ));
+            }
+        }
         if let Target::MetaCapi(meta) = &d.target {
             if test_code.is_none() && meta.test_event_code.is_none() {
                 return Err(Error::field(

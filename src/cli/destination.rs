@@ -66,6 +66,7 @@ pub(super) fn list_text(list: &[DestinationView]) -> String {
             d.url
                 .as_deref()
                 .or(d.pixel_id.as_deref())
+                .or(d.pixel_code.as_deref())
                 .unwrap_or_default()
         );
         if let Some(reason) = &d.paused_reason {

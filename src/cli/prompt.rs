@@ -28,13 +28,13 @@ pub(super) fn read_new_password() -> Result<Password, Box<dyn std::error::Error>
     Ok(Password(password))
 }
 
-/// A Meta access token: asked without echo on a terminal, else the first line of standard
+/// An ad platform's access token (Meta's, `TikTok`'s): asked without echo on a terminal, else the first line of standard
 /// input (`tracker destination create ... < token.txt`).
 pub(super) fn read_access_token() -> Result<String, Box<dyn std::error::Error>> {
     use std::io::BufRead;
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
-        return prompt_hidden("Meta access token: ");
+        return prompt_hidden("Access token: ");
     }
     let mut line = String::new();
     stdin.lock().read_line(&mut line)?;

@@ -130,7 +130,7 @@ pub(super) fn complete(mut request: Request) -> Result<Request, Box<dyn std::err
                 DestinationRequest::Create {
                     kind, access_token, ..
                 },
-        } if kind == "meta_capi" => {
+        } if kind == "meta_capi" || kind == "tiktok_events" => {
             *access_token = Some(crate::domain::password::SecretText(
                 prompt::read_access_token()?,
             ));

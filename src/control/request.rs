@@ -194,13 +194,13 @@ pub enum LinkRequest {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum DestinationRequest {
     /// Create a destination: each new event of the space that it takes is sent there, at least
-    /// once. A `meta_capi` destination's access token is asked on a terminal, else read from the
-    /// first line of standard input (never a flag, which `ps` would show); a webhook's signing
-    /// secret is printed once
+    /// once. A `meta_capi` or `tiktok_events` destination's access token is asked on a
+    /// terminal, else read from the first line of standard input (never a flag, which `ps`
+    /// would show); a webhook's signing secret is printed once
     Create {
         space: String,
         name: String,
-        #[arg(long, value_parser = ["meta_capi", "postback", "webhook"])]
+        #[arg(long, value_parser = ["meta_capi", "postback", "webhook", "tiktok_events"])]
         kind: String,
         /// Only these event kinds, comma-separated [default: all four]
         #[arg(long, value_name = "KINDS", value_delimiter = ',')]
@@ -238,7 +238,8 @@ pub enum DestinationRequest {
         name: String,
         #[command(flatten)]
         fields: Box<ChangeFlags>,
-        /// Give a `meta_capi` destination a new access token (asked, never a flag)
+        /// Give a `meta_capi` or `tiktok_events` destination a new access token (asked, never a
+        /// flag)
         #[arg(long)]
         new_token: bool,
         /// Read by the command line, never a flag.
@@ -282,6 +283,12 @@ pub struct SettingsFlags {
     /// postback: the word `{status}` gives for a kind, as `deposit=sale`; repeatable
     #[arg(long = "status", value_name = "KIND=WORD")]
     pub statuses: Vec<String>,
+    /// `tiktok_events`: the pixel's code
+    #[arg(long, value_name = "CODE")]
+    pub pixel_code: Option<String>,
+    /// `tiktok_events`: the Business API's address
+    #[arg(long, value_name = "URL")]
+    pub api_url: Option<String>,
 }
 
 /// The fields `tracker destination change` may set; those not given stay as they are.
@@ -307,11 +314,14 @@ pub struct ChangeFlags {
 }
 
 impl SettingsFlags {
-    /// The flags as a destination's fields: `fields` with the three maps set where given.
+    /// The flags as a destination's fields: `fields` with the three maps, and `TikTok`'s pixel
+    /// code and address, set where given.
     fn into_fields(self, mut fields: DestinationFields) -> Result<DestinationFields, Error> {
         fields.event_names = pairs("event_names", &self.event_names)?;
         fields.currency_rates = pairs("currency_rates", &self.currency_rates)?;
         fields.statuses = pairs("statuses", &self.statuses)?;
+        fields.pixel_code = self.pixel_code;
+        fields.api_url = self.api_url;
         Ok(fields)
     }
 }

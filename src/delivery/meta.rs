@@ -1,4 +1,5 @@
-//! Sending a batch to Meta's Conversions API so that one bad event never sinks the others.
+//! Sending a batch to Meta's Conversions API (or `TikTok`'s Events API, whose answers mean the
+//! same things) so that one bad event never sinks the others.
 //!
 //! Meta refuses a whole request when one of its events is bad. When its answer names the
 //! events (`data[i]`), those are refused with its message and the rest are tried again at once.
@@ -34,8 +35,9 @@ pub enum Fate {
     TokenRejected(Answered),
 }
 
-/// What Meta's answer means: refused here (a private address) counts as a refusal of all.
-fn verdict(answered: &Answered) -> MetaAnswer {
+/// What the platform's answer means by `judge`: refused here (a private address) counts as a
+/// refusal of all.
+fn verdict(answered: &Answered, judge: fn(u16, &str) -> MetaAnswer) -> MetaAnswer {
     if answered.refused_here {
         return MetaAnswer::Refused {
             named: Vec::new(),
@@ -44,7 +46,7 @@ fn verdict(answered: &Answered) -> MetaAnswer {
     }
     match answered.status {
         None => MetaAnswer::Retry { after_ms: None },
-        Some(status) => meta_answer(status, &answered.body),
+        Some(status) => judge(status, &answered.body),
     }
 }
 
@@ -61,7 +63,23 @@ fn with_message(answered: &Answered, message: &str) -> Answered {
 ///
 /// # Panics
 /// Never: every entry is sent until sending stops, and then shares how it stopped.
-pub async fn send_batch<F, Fut>(data: &[Value], mut post: F) -> Vec<Fate>
+pub async fn send_batch<F, Fut>(data: &[Value], post: F) -> Vec<Fate>
+where
+    F: FnMut(Vec<Value>) -> Fut,
+    Fut: Future<Output = Answered>,
+{
+    send_batch_judged(data, meta_answer, post).await
+}
+
+/// [`send_batch`], with the answers read by `judge` (`meta_answer`, `tiktok_answer`).
+///
+/// # Panics
+/// Never: every entry is sent until sending stops, and then shares how it stopped.
+pub async fn send_batch_judged<F, Fut>(
+    data: &[Value],
+    judge: fn(u16, &str) -> MetaAnswer,
+    mut post: F,
+) -> Vec<Fate>
 where
     F: FnMut(Vec<Value>) -> Fut,
     Fut: Future<Output = Answered>,
@@ -96,7 +114,7 @@ where
             None => (set, Vec::new(), None),
         };
         let answered = post(pick(&tried)).await;
-        match verdict(&answered) {
+        match verdict(&answered, judge) {
             MetaAnswer::Delivered => {
                 for &i in &tried {
                     fates[i] = Some(Fate::Delivered(answered.clone()));

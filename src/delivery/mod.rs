@@ -14,6 +14,7 @@
 pub mod format;
 pub mod meta;
 pub mod outgoing;
+pub mod tiktok;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,7 +27,8 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::config::Delivery;
 use crate::domain::destination::{
-    Attempt, Destination, Kind, Meta, Outcome, Paused, Target, answer_head, outcome_of,
+    Attempt, Destination, Kind, Meta, MetaAnswer, Outcome, Paused, Target, Tiktok, answer_head,
+    meta_answer, outcome_of, tiktok_answer,
 };
 use crate::domain::feed::FeedEvent;
 use crate::metrics::Metrics;
@@ -199,6 +201,7 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
         let limit = match d.target.kind() {
             Kind::MetaCapi => format::META_BATCH,
             Kind::Postback | Kind::Webhook => BATCH_EACH,
+            Kind::TiktokEvents => tiktok::TIKTOK_BATCH,
         };
         let now = senders.now_ms();
         let batch = match senders.store.due_deliveries(d.clone(), now, limit).await {
@@ -356,6 +359,7 @@ async fn send(
     let allow_private = senders.settings.allow_private_destinations;
     let attempts = match &d.target {
         Target::MetaCapi(meta) => return send_meta(senders, client, meta, &items).await,
+        Target::TiktokEvents(t) => return send_tiktok(senders, client, t, &items).await,
         Target::Postback { url, statuses } => {
             futures_util::stream::iter(items)
                 .map(|due| async move {
@@ -420,30 +424,83 @@ fn signing_secrets(target: &Target, now_ms: u64) -> Vec<&str> {
     }
 }
 
-/// Sends one batch of a Meta destination: the events Meta could not take are refused here, the
-/// rest go in requests ([`meta::send_batch`]) until each is taken, refused or to be retried.
+/// What a batch for an ad platform (Meta's Conversions API, `TikTok`'s Events API) is sent by:
+/// its entries, its address and requests, and the reading of its answers.
+struct Platform<'a> {
+    kind: Kind,
+    /// The request's entry of an event, or why the event is never put in a request.
+    entry: &'a (dyn Fn(&Due, u64) -> Result<serde_json::Value, String> + Sync),
+    url: String,
+    /// The request of a set of entries, to the checked address.
+    request: &'a (dyn Fn(reqwest::Url, &[serde_json::Value]) -> reqwest::RequestBuilder + Sync),
+    judge: fn(u16, &str) -> MetaAnswer,
+}
+
+/// Sends one batch of a Meta destination: an event Meta would refuse (older than 7 days less
+/// one hour, nothing to match, a currency without a rate) is refused here.
 async fn send_meta(
     senders: &Senders,
     client: &reqwest::Client,
     meta: &Meta,
     items: &[Due],
 ) -> (Vec<Attempt>, Option<String>) {
+    let entry = |due: &Due, now: u64| {
+        if now.saturating_sub(due.event.occurred_at_ms) > format::META_SEND_WITHIN_MS {
+            return Err(
+                "not sent: the event happened more than 7 days less one hour ago, and \
+                        Meta refuses an event older than 7 days"
+                    .to_owned(),
+            );
+        }
+        format::meta_event(&due.event, due.hints.as_ref(), &meta.rules)
+    };
+    let request = |url, data: &[serde_json::Value]| meta_request(client, url, meta, data);
+    let platform = Platform {
+        kind: Kind::MetaCapi,
+        entry: &entry,
+        url: format::meta_url(meta),
+        request: &request,
+        judge: meta_answer,
+    };
+    send_to_platform(senders, &platform, items).await
+}
+
+/// Sends one batch of a `TikTok` destination: an event it could not take (nothing to match, a
+/// currency without a rate) is refused here.
+async fn send_tiktok(
+    senders: &Senders,
+    client: &reqwest::Client,
+    t: &Tiktok,
+    items: &[Due],
+) -> (Vec<Attempt>, Option<String>) {
+    let entry =
+        |due: &Due, _now: u64| tiktok::tiktok_event(&due.event, due.hints.as_ref(), &t.rules);
+    let request = |url, data: &[serde_json::Value]| tiktok::tiktok_request(client, url, t, data);
+    let platform = Platform {
+        kind: Kind::TiktokEvents,
+        entry: &entry,
+        url: tiktok::tiktok_url(t),
+        request: &request,
+        judge: tiktok_answer,
+    };
+    send_to_platform(senders, &platform, items).await
+}
+
+/// Sends one batch to an ad platform: the events it could not take are refused here, the rest
+/// go in requests ([`meta::send_batch_judged`]) until each is taken, refused or to be retried.
+/// Answers an attempt for each delivery, and the platform's message when the destination's
+/// access token no longer works.
+async fn send_to_platform(
+    senders: &Senders,
+    platform: &Platform<'_>,
+    items: &[Due],
+) -> (Vec<Attempt>, Option<String>) {
     let now = senders.now_ms();
-    let rules = &meta.rules;
     let mut attempts = Vec::with_capacity(items.len());
     let mut data = Vec::new();
     let mut in_request = Vec::new();
     for due in items {
-        if now.saturating_sub(due.event.occurred_at_ms) > format::META_SEND_WITHIN_MS {
-            attempts.push(refused(
-                due,
-                now,
-                "not sent: the event happened more than 7 days less one hour ago, and Meta \
-                 refuses an event older than 7 days",
-            ));
-            continue;
-        }
-        match format::meta_event(&due.event, due.hints.as_ref(), rules) {
+        match (platform.entry)(due, now) {
             Ok(e) => {
                 data.push(e);
                 in_request.push(due);
@@ -455,7 +512,7 @@ async fn send_meta(
         return (attempts, None);
     }
     let allow_private = senders.settings.allow_private_destinations;
-    let url = match outgoing::check_before_send(&format::meta_url(meta), allow_private) {
+    let url = match outgoing::check_before_send(&platform.url, allow_private) {
         Ok(url) => url,
         Err(why) => {
             let answered = refused_answer(&why);
@@ -463,8 +520,8 @@ async fn send_meta(
             return (attempts, None);
         }
     };
-    let fates = meta::send_batch(&data, |entries| {
-        let request = meta_request(client, url.clone(), meta, &entries);
+    let fates = meta::send_batch_judged(&data, platform.judge, |entries| {
+        let request = (platform.request)(url.clone(), &entries);
         async move {
             let started = Instant::now();
             let answered =
@@ -472,7 +529,7 @@ async fn send_meta(
                     .await;
             senders
                 .metrics
-                .delivery_latency(Kind::MetaCapi, started.elapsed());
+                .delivery_latency(platform.kind, started.elapsed());
             answered
         }
     })
@@ -589,7 +646,7 @@ pub struct Tested {
 }
 
 /// Sends a destination one synthetic event (`format::test_event`), a new one each time, and
-/// answers what came back; to Meta with `test_code` (the caller has checked there is one), so
+/// answers what came back; to Meta and `TikTok` with `test_code` (the caller has checked there is one), so
 /// it shows only in Events Manager's Test events tab. Nothing is recorded.
 pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>) -> Tested {
     let allow_private = senders.settings.allow_private_destinations;
@@ -605,6 +662,7 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                     format::postback_url(url, &event, statuses, None)
                 }
                 Target::Webhook { url, .. } => url.clone(),
+                Target::TiktokEvents(t) => tiktok::tiktok_url(t),
             };
             match outgoing::check_before_send(&url, allow_private) {
                 Err(why) => refused_answer(&why),
@@ -628,6 +686,16 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                             &event,
                             now,
                         ),
+                        Target::TiktokEvents(t) => {
+                            let t = Tiktok {
+                                test_event_code: test_code.or_else(|| t.test_event_code.clone()),
+                                ..t.clone()
+                            };
+                            let data: Vec<_> = tiktok::tiktok_event(&event, None, &t.rules)
+                                .into_iter()
+                                .collect();
+                            tiktok::tiktok_request(&client, url, &t, &data)
+                        }
                     };
                     outgoing::exchange(request, now).await
                 }
@@ -636,9 +704,13 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
     };
     Tested {
         destination: d.name.clone(),
-        delivered: answered
-            .status
-            .is_some_and(|s| outcome_of(s) == Outcome::Delivered),
+        // `TikTok` answers `200` to a refusal too: its `code` says whether it took the event.
+        delivered: match (&d.target, answered.status) {
+            (Target::TiktokEvents(_), Some(s)) => {
+                tiktok_answer(s, &answered.body) == MetaAnswer::Delivered
+            }
+            (_, status) => status.is_some_and(|s| outcome_of(s) == Outcome::Delivered),
+        },
         status: answered.status,
         answer: answered.answer,
     }

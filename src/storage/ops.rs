@@ -244,6 +244,7 @@ impl<'t> Txn<'t> {
         // Every read that can fail before the first write (the module's rule).
         let click = resolved.as_ref().map(|r| ClickFacts {
             has_fbclid: r.click.fbclid.is_some(),
+            has_ttclid: r.click.ttclid.is_some(),
         });
         let deliveries = self.deliveries_for(space, event.kind, click)?;
         self.inbox_seq += 1;

@@ -31,7 +31,7 @@ use crate::domain::currency::CurrencyRates;
 use crate::domain::destination::{
     Attempt, ClickFacts, DeliveryQuery, DeliveryView, Destination, DestinationPatch,
     DestinationView, EventNames, EventSet, Kind, LastError, MAX_DESTINATIONS, Meta, MetaRules,
-    NewDestination, Paused, PreviousSecret, Secret, State, StateCounts, Statuses, Target,
+    NewDestination, Paused, PreviousSecret, Secret, State, StateCounts, Statuses, Target, Tiktok,
     next_state,
 };
 use crate::domain::event::EventKind;
@@ -647,6 +647,14 @@ fn record_of(d: &Destination) -> DestinationRecord {
             r.previous_secret = previous.as_ref().map(|p| p.secret.expose().to_owned());
             r.previous_secret_until_ms = previous.as_ref().map(|p| p.until_ms);
         }
+        Target::TiktokEvents(t) => {
+            r.pixel_id = Some(t.pixel_code.clone());
+            r.access_token = Some(t.access_token.expose().to_owned());
+            r.test_event_code.clone_from(&t.test_event_code);
+            r.graph_url = Some(t.api_url.clone());
+            r.event_names = pairs(&t.rules.event_names.0);
+            r.currency_rates = pairs(&t.rules.currency_rates.shown());
+        }
     }
     r
 }
@@ -660,6 +668,18 @@ fn destination_of(no: u32, r: DestinationRecord) -> Result<Option<Destination>, 
         StoreError::Corrupt(format!("destination {no} ({:?}) lacks its {what}", r.name))
     };
     let kind = Kind::from_u8(r.kind).ok_or_else(|| corrupt("kind"))?;
+    let rules = || -> Result<MetaRules, StoreError> {
+        Ok(MetaRules {
+            event_names: EventNames(r.event_names.iter().cloned().collect()),
+            currency_rates: CurrencyRates::parse(&r.currency_rates.iter().cloned().collect())
+                .map_err(|e| {
+                    StoreError::Corrupt(format!(
+                        "destination {no} ({:?}) has a rate that does not read: {}",
+                        r.name, e.message
+                    ))
+                })?,
+        })
+    };
     let target = match kind {
         Kind::MetaCapi => Target::MetaCapi(Meta {
             pixel_id: r.pixel_id.clone().ok_or_else(|| corrupt("pixel_id"))?,
@@ -670,16 +690,14 @@ fn destination_of(no: u32, r: DestinationRecord) -> Result<Option<Destination>, 
                 .clone()
                 .ok_or_else(|| corrupt("api_version"))?,
             graph_url: r.graph_url.clone().ok_or_else(|| corrupt("graph_url"))?,
-            rules: MetaRules {
-                event_names: EventNames(r.event_names.iter().cloned().collect()),
-                currency_rates: CurrencyRates::parse(&r.currency_rates.iter().cloned().collect())
-                    .map_err(|e| {
-                    StoreError::Corrupt(format!(
-                        "destination {no} ({:?}) has a rate that does not read: {}",
-                        r.name, e.message
-                    ))
-                })?,
-            },
+            rules: rules()?,
+        }),
+        Kind::TiktokEvents => Target::TiktokEvents(Tiktok {
+            pixel_code: r.pixel_id.clone().ok_or_else(|| corrupt("pixel code"))?,
+            access_token: Secret::new(r.access_token.clone().ok_or_else(|| corrupt("token"))?),
+            test_event_code: r.test_event_code.clone(),
+            api_url: r.graph_url.clone().ok_or_else(|| corrupt("api_url"))?,
+            rules: rules()?,
         }),
         Kind::Postback => Target::Postback {
             url: r.url.clone().ok_or_else(|| corrupt("url"))?,
@@ -979,7 +997,10 @@ pub fn due(
             batch.sent_through = Some(inbox_id);
         }
     }
-    let want_hints = destination.target.kind() == Kind::MetaCapi;
+    let want_hints = matches!(
+        destination.target.kind(),
+        Kind::MetaCapi | Kind::TiktokEvents
+    );
     let want_query = destination.target.kind() == Kind::Postback;
     let clicks = s.txn().open_table(CLICKS)?;
     for inbox_id in ids {

@@ -11,9 +11,9 @@ use sha2::{Digest as _, Sha256};
 use crate::support::receiver::{Receiver, Reply};
 use crate::support::{DAY_MS, NOW_MS, Space, TestServer, assert_duplicate_of, assert_queued};
 
-const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
-async fn private_server() -> TestServer {
+pub(crate) async fn private_server() -> TestServer {
     TestServer::start_with(|c| {
         c.delivery.allow_private_destinations = true;
         c.delivery.timeout = Duration::from_millis(500);
@@ -21,20 +21,20 @@ async fn private_server() -> TestServer {
     .await
 }
 
-async fn destination(s: &TestServer, space: &Space, body: &Value) -> Value {
+pub(crate) async fn destination(s: &TestServer, space: &Space, body: &Value) -> Value {
     let r = s.post_as(space, "/destinations", &body.to_string()).await;
     assert_eq!(r.status, 201, "{}", r.text());
     r.json()["destination"].clone()
 }
 
-async fn deliveries(s: &TestServer, space: &Space, query: &str) -> Vec<Value> {
+pub(crate) async fn deliveries(s: &TestServer, space: &Space, query: &str) -> Vec<Value> {
     let r = s.read_as(space, &format!("/deliveries{query}")).await;
     assert_eq!(r.status, 200, "{}", r.text());
     r.json()["deliveries"].as_array().unwrap().clone()
 }
 
 /// Waits until the delivery of `inbox_id` is in `state`, and answers it.
-async fn delivery_in(s: &TestServer, inbox_id: u64, state: &str) -> Value {
+pub(crate) async fn delivery_in(s: &TestServer, inbox_id: u64, state: &str) -> Value {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let all = deliveries(s, &s.a, "?limit=1000").await;
@@ -1138,7 +1138,7 @@ async fn a_throttle_answered_as_400_is_retried_no_sooner_than_60_s_later() {
 }
 
 /// The destinations of space `a` as `GET /destinations` lists them.
-async fn listed(s: &TestServer) -> Vec<Value> {
+pub(crate) async fn listed(s: &TestServer) -> Vec<Value> {
     let r = s.read_as(&s.a, "/destinations").await;
     assert_eq!(r.status, 200, "{}", r.text());
     r.json()["destinations"].as_array().unwrap().clone()
@@ -1155,7 +1155,7 @@ pub(crate) async fn patch(s: &TestServer, name: &str, body: &str) -> crate::supp
 }
 
 /// The value of a series of `/metrics` without labels.
-fn metric(s: &TestServer, name: &str) -> Option<String> {
+pub(crate) fn metric(s: &TestServer, name: &str) -> Option<String> {
     s.metrics_text()
         .lines()
         .find_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_owned))

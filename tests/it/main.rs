@@ -42,3 +42,4 @@ mod readme;
 mod retention;
 mod support;
 mod telegram;
+mod tiktok;

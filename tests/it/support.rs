@@ -38,6 +38,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 mod http1;
 pub mod receiver;
 pub mod telegram;
+pub mod tiktok;
 
 /// A parsed HTTP response.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::address::check_url;
-use super::kind::{Destination, EventSet, Kind, Meta, Secret, Target};
+use super::kind::{Destination, EventSet, Kind, Meta, Secret, Target, Tiktok};
 use super::macros::{Statuses, check_postback};
 use super::meta::{EventNames, MetaRules};
 use crate::domain::currency::CurrencyRates;
@@ -16,6 +16,8 @@ use crate::error::{Code, Error};
 /// The Graph API version used unless a destination names one.
 pub const DEFAULT_API_VERSION: &str = "v25.0";
 pub const DEFAULT_GRAPH_URL: &str = "https://graph.facebook.com";
+/// `TikTok`'s Business API, where a `tiktok_events` destination sends unless told otherwise.
+pub const DEFAULT_TIKTOK_API_URL: &str = "https://business-api.tiktok.com";
 
 /// A destination as given, checked; what the writer stores.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +48,10 @@ pub struct DestinationFields {
     pub currency_rates: Option<BTreeMap<String, String>>,
     /// `postback`: the word `{status}` gives per event kind.
     pub statuses: Option<BTreeMap<String, String>>,
+    /// `tiktok_events`: the pixel's code.
+    pub pixel_code: Option<String>,
+    /// `tiktok_events`: the Business API's address.
+    pub api_url: Option<String>,
 }
 
 pub(super) fn missing(field: &'static str, why: &str) -> Error {
@@ -82,42 +88,32 @@ impl DestinationFields {
             None => EventSet::ALL,
             Some(names) => EventSet::parse(names)?,
         };
-        let meta_fields = [
-            ("pixel_id", self.pixel_id.is_some()),
-            ("access_token", self.access_token.is_some()),
-            ("test_event_code", self.test_event_code.is_some()),
-            ("api_version", self.api_version.is_some()),
-            ("graph_url", self.graph_url.is_some()),
-            ("event_names", self.event_names.is_some()),
-            ("currency_rates", self.currency_rates.is_some()),
-        ];
+        if let Some(field) = self
+            .given()
+            .into_iter()
+            .find(|field| !kind_fields(kind).contains(field))
+        {
+            return Err(not_for(field, kind));
+        }
         let only_attributed = self.only_attributed;
-        let target = if kind == Kind::MetaCapi {
-            if self.url.is_some() {
-                return Err(not_for("url", kind));
-            }
-            if self.statuses.is_some() {
-                return Err(not_for("statuses", kind));
-            }
-            Target::MetaCapi(meta(self, allow_private)?)
-        } else {
-            if let Some((field, _)) = meta_fields.iter().find(|(_, given)| *given) {
-                return Err(not_for(field, kind));
-            }
-            let url = self
-                .url
-                .ok_or_else(|| missing("url", "(where the events are sent)"))?;
-            if kind == Kind::Postback {
+        let target = match kind {
+            Kind::MetaCapi => Target::MetaCapi(meta(self, allow_private)?),
+            Kind::TiktokEvents => Target::TiktokEvents(tiktok(&self, allow_private)?),
+            Kind::Postback => {
+                let url = self
+                    .url
+                    .ok_or_else(|| missing("url", "(where the events are sent)"))?;
                 check_postback(&url, allow_private)?;
                 let statuses = match &self.statuses {
                     Some(words) => Statuses::parse(words)?,
                     None => Statuses::default(),
                 };
                 Target::Postback { url, statuses }
-            } else {
-                if self.statuses.is_some() {
-                    return Err(not_for("statuses", kind));
-                }
+            }
+            Kind::Webhook => {
+                let url = self
+                    .url
+                    .ok_or_else(|| missing("url", "(where the events are sent)"))?;
                 check_url("url", &url, allow_private)?;
                 Target::Webhook {
                     url,
@@ -134,6 +130,27 @@ impl DestinationFields {
             only_attributed: only_attributed.unwrap_or(kind != Kind::Webhook),
             target,
         })
+    }
+
+    /// The fields of a kind of their own that were given.
+    fn given(&self) -> Vec<&'static str> {
+        [
+            ("pixel_id", self.pixel_id.is_some()),
+            ("access_token", self.access_token.is_some()),
+            ("test_event_code", self.test_event_code.is_some()),
+            ("api_version", self.api_version.is_some()),
+            ("graph_url", self.graph_url.is_some()),
+            ("url", self.url.is_some()),
+            ("event_names", self.event_names.is_some()),
+            ("currency_rates", self.currency_rates.is_some()),
+            ("statuses", self.statuses.is_some()),
+            ("pixel_code", self.pixel_code.is_some()),
+            ("api_url", self.api_url.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, given)| *given)
+        .map(|(field, _)| field)
+        .collect()
     }
 
     /// The fields of a stored destination, as a way in would give them (its secrets as they
@@ -162,6 +179,14 @@ impl DestinationFields {
                 f.statuses = Some(statuses.0.clone());
             }
             Target::Webhook { url, .. } => f.url = Some(url.clone()),
+            Target::TiktokEvents(t) => {
+                f.pixel_code = Some(t.pixel_code.clone());
+                f.access_token = Some(t.access_token.expose().to_owned());
+                f.test_event_code.clone_from(&t.test_event_code);
+                f.api_url = Some(t.api_url.clone());
+                f.event_names = Some(t.rules.event_names.0.clone());
+                f.currency_rates = Some(t.rules.currency_rates.shown());
+            }
         }
         f
     }
@@ -226,7 +251,9 @@ impl DestinationPatch {
                 "event_names" => f.event_names = None,
                 "currency_rates" => f.currency_rates = None,
                 "statuses" => f.statuses = None,
+                "api_url" => f.api_url = None,
                 "pixel_id" => return Err(required("pixel_id")),
+                "pixel_code" => return Err(required("pixel_code")),
                 "access_token" => return Err(required("access_token")),
                 _ => return Err(required("url")),
             }
@@ -247,7 +274,9 @@ impl DestinationPatch {
             url,
             event_names,
             currency_rates,
-            statuses
+            statuses,
+            pixel_code,
+            api_url
         );
         let mut new = f.check(allow_private)?;
         if let (
@@ -320,6 +349,7 @@ pub fn check_test_event_code(code: &str) -> Result<(), Error> {
 }
 
 fn meta(f: DestinationFields, allow_private: bool) -> Result<Meta, Error> {
+    let rules = rules(&f)?;
     let invalid = |field: &'static str, why: String| Error::field(Code::InvalidField, field, why);
     let pixel_id = f
         .pixel_id
@@ -330,19 +360,10 @@ fn meta(f: DestinationFields, allow_private: bool) -> Result<Meta, Error> {
             format!("pixel_id is 1 to 32 digits, got {}", quoted(&pixel_id)),
         ));
     }
-    let access_token = f.access_token.ok_or_else(|| {
-        missing(
-            "access_token",
-            "(a Conversions API access token from Events Manager)",
-        )
-    })?;
-    if access_token.len() > 1024 || !access_token.bytes().all(|b| b.is_ascii_graphic()) {
-        // Never quoted: it is a credential.
-        return Err(invalid(
-            "access_token",
-            "access_token is at most 1024 visible ASCII characters".into(),
-        ));
-    }
+    let access_token = access_token(
+        f.access_token,
+        "(a Conversions API access token from Events Manager)",
+    )?;
     if let Some(code) = &f.test_event_code {
         check_test_event_code(code)?;
     }
@@ -366,36 +387,129 @@ fn meta(f: DestinationFields, allow_private: bool) -> Result<Meta, Error> {
             ),
         ));
     }
-    let graph_url = f.graph_url.unwrap_or_else(|| DEFAULT_GRAPH_URL.to_owned());
-    let parsed = check_url("graph_url", &graph_url, allow_private)?;
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(invalid(
-            "graph_url",
+    let graph_url = base_url(
+        "graph_url",
+        f.graph_url.as_deref().unwrap_or(DEFAULT_GRAPH_URL),
+        allow_private,
+    )?;
+    Ok(Meta {
+        pixel_id,
+        access_token,
+        test_event_code: f.test_event_code,
+        api_version,
+        graph_url,
+        rules,
+    })
+}
+
+fn tiktok(f: &DestinationFields, allow_private: bool) -> Result<Tiktok, Error> {
+    let pixel_code = f.pixel_code.clone().ok_or_else(|| {
+        missing(
+            "pixel_code",
+            "(the pixel's code from TikTok's Events Manager, letters and digits)",
+        )
+    })?;
+    if !(1..=64).contains(&pixel_code.len())
+        || !pixel_code.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        return Err(Error::field(
+            Code::InvalidField,
+            "pixel_code",
             format!(
-                "graph_url is a base address without a query, got {}",
-                quoted(&graph_url)
+                "pixel_code is 1 to 64 letters and digits (C4ABCDEFGHIJ12345678), got {}",
+                quoted(&pixel_code)
             ),
         ));
     }
-    let event_names = match &f.event_names {
-        Some(names) => EventNames::parse(names)?,
-        None => EventNames::default(),
-    };
-    let currency_rates = match &f.currency_rates {
-        Some(rates) => CurrencyRates::parse(rates)?,
-        None => CurrencyRates::default(),
-    };
-    Ok(Meta {
-        pixel_id,
-        access_token: Secret::new(access_token),
-        test_event_code: f.test_event_code,
-        api_version,
-        graph_url: graph_url.trim_end_matches('/').to_owned(),
-        rules: MetaRules {
-            event_names,
-            currency_rates,
+    let access_token = access_token(
+        f.access_token.clone(),
+        "(an Events API access token from TikTok's Events Manager)",
+    )?;
+    if let Some(code) = &f.test_event_code {
+        check_test_event_code(code)?;
+    }
+    let api_url = base_url(
+        "api_url",
+        f.api_url.as_deref().unwrap_or(DEFAULT_TIKTOK_API_URL),
+        allow_private,
+    )?;
+    Ok(Tiktok {
+        pixel_code,
+        access_token,
+        test_event_code: f.test_event_code.clone(),
+        api_url,
+        rules: rules(f)?,
+    })
+}
+
+/// The rule of an ad platform's access token: given, at most 1024 visible ASCII characters.
+fn access_token(token: Option<String>, what: &str) -> Result<Secret, Error> {
+    let token = token.ok_or_else(|| missing("access_token", what))?;
+    if token.len() > 1024 || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        // Never quoted: it is a credential.
+        return Err(Error::field(
+            Code::InvalidField,
+            "access_token",
+            "access_token is at most 1024 visible ASCII characters",
+        ));
+    }
+    Ok(Secret::new(token))
+}
+
+/// The rule of an ad platform's base address (`graph_url`, `api_url`): an address a
+/// destination may reach, without a query; kept without a trailing `/`.
+fn base_url(field: &'static str, url: &str, allow_private: bool) -> Result<String, Error> {
+    let parsed = check_url(field, url, allow_private)?;
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(Error::field(
+            Code::InvalidField,
+            field,
+            format!(
+                "{field} is a base address without a query, got {}",
+                quoted(url)
+            ),
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// An ad platform's event names and currency rates.
+fn rules(f: &DestinationFields) -> Result<MetaRules, Error> {
+    Ok(MetaRules {
+        event_names: match &f.event_names {
+            Some(names) => EventNames::parse(names)?,
+            None => EventNames::default(),
+        },
+        currency_rates: match &f.currency_rates {
+            Some(rates) => CurrencyRates::parse(rates)?,
+            None => CurrencyRates::default(),
         },
     })
+}
+
+/// The fields of their own a kind takes; another kind's are refused.
+fn kind_fields(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::MetaCapi => &[
+            "pixel_id",
+            "access_token",
+            "test_event_code",
+            "api_version",
+            "graph_url",
+            "event_names",
+            "currency_rates",
+        ],
+        Kind::Postback => &["url", "statuses"],
+        Kind::Webhook => &["url"],
+        Kind::TiktokEvents => &[
+            "pixel_code",
+            "access_token",
+            "test_event_code",
+            "api_url",
+            "event_names",
+            "currency_rates",
+        ],
+    }
 }
 
 #[cfg(test)]
@@ -408,8 +522,11 @@ pub(super) mod tests {
             name: Some("meta".into()),
             kind: Some(kind.into()),
             pixel_id: (kind == "meta_capi").then(|| "1234567890".into()),
-            access_token: (kind == "meta_capi").then(|| "EAAB-token-abcd".into()),
-            url: (kind != "meta_capi").then(|| "https://example.com/pb?c={uid}".into()),
+            access_token: matches!(kind, "meta_capi" | "tiktok_events")
+                .then(|| "EAAB-token-abcd".into()),
+            url: matches!(kind, "postback" | "webhook")
+                .then(|| "https://example.com/pb?c={uid}".into()),
+            pixel_code: (kind == "tiktok_events").then(|| "C4ABCDEFGHIJ12345678".into()),
             ..DestinationFields::default()
         }
     }
@@ -464,6 +581,78 @@ pub(super) mod tests {
         ok.api_version = Some("v9.0".into());
         ok.test_event_code = Some("TEST12345".into());
         assert!(ok.check(false).is_ok());
+    }
+
+    /// Each rule of a `TikTok` destination's fields, with a value just inside and one just
+    /// outside it.
+    #[test]
+    fn tiktok_takes_its_own_fields_each_by_its_rule() {
+        let t = fields("tiktok_events").check(false).unwrap();
+        assert!(t.only_attributed);
+        let Target::TiktokEvents(tiktok) = &t.target else {
+            panic!("{t:?}")
+        };
+        assert_eq!(tiktok.api_url, DEFAULT_TIKTOK_API_URL);
+        assert_eq!(tiktok.access_token.last4(), "…abcd");
+        assert!(!format!("{t:?}").contains("EAAB"), "{t:?}");
+        let set = |field: &str, value: &str| {
+            let mut f = fields("tiktok_events");
+            let v = Some(value.to_owned());
+            match field {
+                "pixel_code" => f.pixel_code = v,
+                "access_token" => f.access_token = v,
+                "test_event_code" => f.test_event_code = v,
+                "api_url" => f.api_url = v,
+                "pixel_id" => f.pixel_id = v,
+                "graph_url" => f.graph_url = v,
+                "api_version" => f.api_version = v,
+                "url" => f.url = v,
+                _ => f.statuses = Some([("deposit".into(), value.into())].into()),
+            }
+            f.check(false)
+        };
+        for (field, inside, outside) in [
+            ("pixel_code", "A".repeat(64), "A".repeat(65)),
+            ("pixel_code", "C4AB12".into(), "C4AB-12".into()),
+            ("access_token", "t".repeat(1024), "t".repeat(1025)),
+            ("access_token", "a!~".into(), "a b".into()),
+            ("test_event_code", "TEST12345".into(), "TEST 12345".into()),
+            (
+                "api_url",
+                "https://business-api.tiktok.com/".into(),
+                "http://business-api.tiktok.com".into(),
+            ),
+            (
+                "api_url",
+                "https://tiktok.example/base".into(),
+                "https://tiktok.example/base?x=1".into(),
+            ),
+        ] {
+            assert!(set(field, &inside).is_ok(), "{field} {inside}");
+            assert_eq!(
+                set(field, &outside).unwrap_err().field,
+                Some(field),
+                "{field} {outside}"
+            );
+        }
+        let mut no_code = fields("tiktok_events");
+        no_code.pixel_code = None;
+        assert_eq!(no_code.check(false).unwrap_err().field, Some("pixel_code"));
+        for other in ["pixel_id", "graph_url", "api_version", "url", "statuses"] {
+            assert_eq!(set(other, "1").unwrap_err().field, Some(other), "{other}");
+        }
+        let mut meta_with_code = fields("meta_capi");
+        meta_with_code.pixel_code = Some("C4AB".into());
+        assert_eq!(
+            meta_with_code.check(false).unwrap_err().field,
+            Some("pixel_code")
+        );
+        let mut meta_with_api_url = fields("meta_capi");
+        meta_with_api_url.api_url = Some("https://x.example".into());
+        assert_eq!(
+            meta_with_api_url.check(false).unwrap_err().field,
+            Some("api_url")
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The kinds of destination and what each holds: its target (Meta's pixel and token, a
-//! postback's or a webhook's URL), its secrets (write-only), the events it wants, and the
+//! The kinds of destination and what each holds: its target (Meta's pixel and token, `TikTok`'s
+//! pixel code and token, a postback's or a webhook's URL), its secrets (write-only), the events it wants, and the
 //! directory of a space's destinations the writer keeps.
 
 use std::collections::HashMap;
@@ -32,10 +32,17 @@ pub enum Kind {
     Postback = 2,
     /// A `POST` of the event as the feed shows it, signed.
     Webhook = 3,
+    /// `TikTok`'s Events API: `POST <api_url>/open_api/v1.3/event/track/`.
+    TiktokEvents = 4,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::MetaCapi, Kind::Postback, Kind::Webhook];
+    pub const ALL: [Kind; 4] = [
+        Kind::MetaCapi,
+        Kind::Postback,
+        Kind::Webhook,
+        Kind::TiktokEvents,
+    ];
 
     #[must_use]
     pub fn as_str(self) -> &'static str {
@@ -43,6 +50,7 @@ impl Kind {
             Kind::MetaCapi => "meta_capi",
             Kind::Postback => "postback",
             Kind::Webhook => "webhook",
+            Kind::TiktokEvents => "tiktok_events",
         }
     }
 
@@ -60,7 +68,7 @@ impl Kind {
                     Code::InvalidField,
                     "kind",
                     format!(
-                        "kind is meta_capi, postback or webhook, got {}",
+                        "kind is meta_capi, postback, webhook or tiktok_events, got {}",
                         quoted(text)
                     ),
                 )
@@ -114,6 +122,22 @@ pub struct Meta {
     pub rules: MetaRules,
 }
 
+/// `TikTok`'s Events API: the pixel and the token that may send to it. Its event names and
+/// currency rates follow the rules of Meta's (`TikTok`'s default names are its own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tiktok {
+    /// The pixel's code in Events Manager (`C4ABCDEFGHIJ12345678`), sent as
+    /// `event_source_id`.
+    pub pixel_code: String,
+    /// Sent in the `Access-Token` header.
+    pub access_token: Secret,
+    /// Sent as `test_event_code`: the events show in Events Manager's Test events tab only.
+    pub test_event_code: Option<String>,
+    /// The Business API's base address, without a trailing `/`.
+    pub api_url: String,
+    pub rules: MetaRules,
+}
+
 /// A webhook's signing secret that was replaced: it still signs beside the new one until
 /// `until_ms`, so a receiver can be given the new one without losing a delivery.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,6 +169,7 @@ pub enum Target {
         /// The secret it had before a rotation, while it still signs.
         previous: Option<PreviousSecret>,
     },
+    TiktokEvents(Tiktok),
 }
 
 impl Target {
@@ -154,6 +179,7 @@ impl Target {
             Target::MetaCapi(_) => Kind::MetaCapi,
             Target::Postback { .. } => Kind::Postback,
             Target::Webhook { .. } => Kind::Webhook,
+            Target::TiktokEvents(_) => Kind::TiktokEvents,
         }
     }
 
@@ -163,6 +189,7 @@ impl Target {
         match self {
             Target::MetaCapi(m) => &m.graph_url,
             Target::Postback { url, .. } | Target::Webhook { url, .. } => url,
+            Target::TiktokEvents(t) => &t.api_url,
         }
     }
 }
@@ -233,8 +260,8 @@ pub struct Destination {
 
 impl Destination {
     /// Whether an event of `kind` goes to this destination: one of its kinds, and when it takes
-    /// only attributed events, one with a click (for Meta, a click with an `fbclid`: without one
-    /// Meta cannot match it to an ad).
+    /// only attributed events, one with a click (for Meta, a click with an `fbclid`, for
+    /// `TikTok` one with a `ttclid`: without it the platform cannot match it to an ad).
     #[must_use]
     pub fn wants(&self, kind: EventKind, click: Option<ClickFacts>) -> bool {
         if !self.events.contains(kind) {
@@ -246,6 +273,7 @@ impl Destination {
         match (self.target.kind(), click) {
             (_, None) => false,
             (Kind::MetaCapi, Some(c)) => c.has_fbclid,
+            (Kind::TiktokEvents, Some(c)) => c.has_ttclid,
             (_, Some(_)) => true,
         }
     }
@@ -255,6 +283,7 @@ impl Destination {
 #[derive(Clone, Copy, Debug)]
 pub struct ClickFacts {
     pub has_fbclid: bool,
+    pub has_ttclid: bool,
 }
 
 /// The live destinations of every space, in memory: what the writer looks an event's
@@ -327,8 +356,14 @@ mod tests {
             created_at_ms: 0,
             paused: None,
         };
-        let with = Some(ClickFacts { has_fbclid: true });
-        let without = Some(ClickFacts { has_fbclid: false });
+        let with = Some(ClickFacts {
+            has_fbclid: true,
+            has_ttclid: false,
+        });
+        let without = Some(ClickFacts {
+            has_fbclid: false,
+            has_ttclid: true,
+        });
         assert!(d.wants(EventKind::Deposit, with));
         assert!(!d.wants(EventKind::Contact, with));
         assert!(!d.wants(EventKind::Deposit, without));
@@ -338,6 +373,10 @@ mod tests {
         d.target = fields("postback").check(false).unwrap().target;
         d.only_attributed = true;
         assert!(d.wants(EventKind::Deposit, without));
+        assert!(!d.wants(EventKind::Deposit, None));
+        d.target = fields("tiktok_events").check(false).unwrap().target;
+        assert!(d.wants(EventKind::Deposit, without));
+        assert!(!d.wants(EventKind::Deposit, with));
         assert!(!d.wants(EventKind::Deposit, None));
     }
 }

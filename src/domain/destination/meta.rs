@@ -60,13 +60,25 @@ impl EventNames {
     /// its customer's first.
     #[must_use]
     pub fn name_for(&self, event: &str, first_deposit: bool) -> &str {
+        self.name_or(event, first_deposit, standard_name)
+    }
+
+    /// The name an event of kind `event` is sent as, where the destination sets one;
+    /// `standard`'s name for the kind otherwise (each platform has its own standard events).
+    #[must_use]
+    pub fn name_or(
+        &self,
+        event: &str,
+        first_deposit: bool,
+        standard: fn(&str) -> &'static str,
+    ) -> &str {
         let set = |kind: &str| self.0.get(kind).map(String::as_str);
         let own = if event == "deposit" && first_deposit {
             set("first_deposit").or_else(|| set("deposit"))
         } else {
             set(event)
         };
-        own.unwrap_or_else(|| standard_name(event))
+        own.unwrap_or_else(|| standard(event))
     }
 }
 

@@ -1,5 +1,6 @@
 //! Destinations and deliveries (`docs/api.md#destinations`): where a space's events are sent
-//! on to (Meta's Conversions API, an affiliate postback, a signed webhook), the rules of their
+//! on to (Meta's Conversions API, an affiliate postback, a signed webhook, `TikTok`'s Events
+//! API), the rules of their
 //! fields, which events each one takes, and the states a delivery goes through.
 //!
 //! Every way in (`POST /destinations`, `tracker destination create`, the admin page) turns what
@@ -12,7 +13,8 @@
 //! of each kind's fields), `address.rs` (which addresses a destination may reach), `macros.rs`
 //! (a postback's URL macros), `meta.rs` (Meta's event names and what its answers mean),
 //! `request.rs` (the bodies and queries that name destinations and deliveries), `delivery.rs`
-//! (a delivery's states and its retries) and `view.rs` (what answers show).
+//! (a delivery's states and its retries), `view.rs` (what answers show) and `tiktok.rs`
+//! (`TikTok`'s event names and what its answers mean).
 
 mod address;
 mod delivery;
@@ -21,6 +23,7 @@ mod kind;
 mod macros;
 mod meta;
 mod request;
+mod tiktok;
 mod view;
 
 pub use address::{MAX_URL_LEN, check_url, is_private, private_address};
@@ -29,12 +32,12 @@ pub use delivery::{
     StateCounts, answer_head, next_state, outcome_of, retry_delay_ms,
 };
 pub use fields::{
-    DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, DestinationFields, DestinationPatch, NewDestination,
-    check_name, check_test_event_code, new_signing_secret,
+    DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, DEFAULT_TIKTOK_API_URL, DestinationFields,
+    DestinationPatch, NewDestination, check_name, check_test_event_code, new_signing_secret,
 };
 pub use kind::{
     ClickFacts, Destination, Directory, EventSet, Kind, MAX_DESTINATIONS, Meta, Paused,
-    PreviousSecret, ROTATION_GRACE_MS, Secret, Target,
+    PreviousSecret, ROTATION_GRACE_MS, Secret, Target, Tiktok,
 };
 pub use macros::{MACROS, QUERY_MACRO, Statuses, fill_macros, query_param};
 pub use meta::{
@@ -44,4 +47,5 @@ pub use request::{
     DEFAULT_DELIVERIES_PAGE, DeliveryQuery, DestinationBody, MAX_DELIVERIES_PAGE, RetryBody,
     RetryRequest, TestBody,
 };
+pub use tiktok::{tiktok_answer, tiktok_standard_name};
 pub use view::{DeliveryView, DestinationState, DestinationView, LastError};

@@ -15,7 +15,9 @@ use crate::error::{Code, Error};
 /// The body of `POST /destinations`. The fields of each kind (`docs/api.md#destinations`):
 /// `meta_capi` takes `pixel_id` and `access_token` (required), `test_event_code`, `api_version`,
 /// `graph_url`, `event_names`, `currency_rates`; `postback` takes `url` (required) and
-/// `statuses`; `webhook` takes `url` (required). A field of another kind is refused. An empty
+/// `statuses`; `webhook` takes `url` (required); `tiktok_events` takes `pixel_code` and
+/// `access_token` (required), `test_event_code`, `api_url`, `event_names`, `currency_rates`.
+/// A field of another kind is refused. An empty
 /// string or `null` counts as absent. The body of `PATCH /destinations/<name>` too, where an
 /// absent field is left as it is and `null` sets it back to its default.
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -61,17 +63,17 @@ pub struct DestinationBody<'a> {
         pattern(r"^(https://[!-~]+)?$")
     )]
     url: Option<&'a RawValue>,
-    /// `meta_capi`: the event name sent for `contact`, `subscribed`, `registration`, `deposit`
-    /// or `first_deposit` (a customer's first deposit; without one, a deposit's): one of
-    /// Meta's standard events or a custom name, `[A-Za-z0-9_ ]{1,40}`.
+    /// `meta_capi`, `tiktok_events`: the event name sent for `contact`, `subscribed`,
+    /// `registration`, `deposit` or `first_deposit` (a customer's first deposit; without one, a
+    /// deposit's): one of the platform's standard events or a custom name, `[A-Za-z0-9_ ]{1,40}`.
     #[serde(borrow)]
     #[schemars(
         with = "Option<BTreeMap<String, String>>",
         example = r#"{"deposit": "Purchase", "first_deposit": "FirstDeposit"}"#
     )]
     event_names: Option<&'a RawValue>,
-    /// `meta_capi`: what one unit of a currency Meta does not take (not ISO 4217) is worth
-    /// in one that it does: `{"XTR": "0.013 USD"}`.
+    /// `meta_capi`, `tiktok_events`: what one unit of a currency the platform does not take
+    /// (not ISO 4217) is worth in one that it does: `{"XTR": "0.013 USD"}`.
     #[serde(borrow)]
     #[schemars(with = "Option<BTreeMap<String, String>>")]
     currency_rates: Option<&'a RawValue>,
@@ -79,6 +81,22 @@ pub struct DestinationBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<BTreeMap<String, String>>")]
     statuses: Option<&'a RawValue>,
+    /// `tiktok_events`: the pixel's code in `TikTok`'s Events Manager.
+    #[serde(borrow)]
+    #[schemars(
+        with = "Option<String>",
+        pattern(r"^([A-Za-z0-9]{1,64})?$"),
+        example = &"C4ABCDEFGHIJ12345678"
+    )]
+    pixel_code: Option<&'a RawValue>,
+    /// `tiktok_events`: the Business API's address. Default `https://business-api.tiktok.com`.
+    #[serde(borrow)]
+    #[schemars(
+        with = "Option<String>",
+        length(max = 2048),
+        pattern(r"^(https://[!-~]+)?$")
+    )]
+    api_url: Option<&'a RawValue>,
 }
 
 impl DestinationFields {
@@ -128,6 +146,8 @@ impl DestinationFields {
             event_names: map("event_names", b.event_names)?,
             currency_rates: map("currency_rates", b.currency_rates)?,
             statuses: map("statuses", b.statuses)?,
+            pixel_code: text("pixel_code", b.pixel_code)?,
+            api_url: text("api_url", b.api_url)?,
         })
     }
 }

@@ -46,15 +46,21 @@ pub struct DestinationView {
     pub api_version: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub graph_url: Option<String>,
-    /// `meta_capi`: the event names it sets, by kind (and `first_deposit`).
+    /// `meta_capi`, `tiktok_events`: the event names it sets, by kind (and `first_deposit`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub event_names: Option<BTreeMap<String, String>>,
-    /// `meta_capi`: its rates, `{"XTR": "0.013 USD"}`.
+    /// `meta_capi`, `tiktok_events`: its rates, `{"XTR": "0.013 USD"}`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub currency_rates: Option<BTreeMap<String, String>>,
     /// `postback`: the words of `{status}`, by kind.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub statuses: Option<BTreeMap<String, String>>,
+    /// `tiktok_events`: the pixel's code.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pixel_code: Option<String>,
+    /// `tiktok_events`: the Business API's address.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub api_url: Option<String>,
     /// Only in the answer that created a webhook or rotated its secret: shown once.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub signing_secret: Option<String>,
@@ -89,6 +95,8 @@ impl DestinationView {
             event_names: None,
             currency_rates: None,
             statuses: None,
+            pixel_code: None,
+            api_url: None,
             signing_secret: None,
             previous_secret_until_ms: None,
             created_at_ms: d.created_at_ms,
@@ -119,6 +127,14 @@ impl DestinationView {
             Target::Webhook { url, previous, .. } => {
                 view.url = Some(url.clone());
                 view.previous_secret_until_ms = previous.as_ref().map(|p| p.until_ms);
+            }
+            Target::TiktokEvents(t) => {
+                view.pixel_code = Some(t.pixel_code.clone());
+                view.access_token = Some(t.access_token.last4());
+                view.test_event_code.clone_from(&t.test_event_code);
+                view.api_url = Some(t.api_url.clone());
+                view.event_names = Some(t.rules.event_names.0.clone());
+                view.currency_rates = Some(t.rules.currency_rates.shown());
             }
         }
         view

@@ -13,6 +13,10 @@ use crate::storage::StoreError;
 ///
 /// Version 2 added the fields after `graph_url` (its settings, a rotated secret's grace, a
 /// pause); a version 1 record is read with them empty.
+///
+/// A `tiktok_events` destination (kind 4) is a kind value, not a version: it keeps its pixel
+/// code in `pixel_id` and its `api_url` in `graph_url`, beside its `access_token`,
+/// `test_event_code`, `event_names` and `currency_rates`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct DestinationRecord {
     pub space_no: u32,

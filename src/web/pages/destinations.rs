@@ -133,7 +133,10 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
             address: d.url.clone().unwrap_or_else(|| {
                 format!(
                     "pixel {} (token {})",
-                    d.pixel_id.clone().unwrap_or_default(),
+                    d.pixel_id
+                        .clone()
+                        .or_else(|| d.pixel_code.clone())
+                        .unwrap_or_default(),
                     d.access_token.clone().unwrap_or_default()
                 )
             }),
@@ -210,6 +213,8 @@ pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
         event_names: form_pairs(ctx, "event_names"),
         currency_rates: form_pairs(ctx, "currency_rates"),
         statuses: form_pairs(ctx, "statuses"),
+        pixel_code: field("pixel_code"),
+        api_url: None,
     };
     let space = space(ctx).await?;
     let created = ctx.app.create_destination(&space, fields).await?;
