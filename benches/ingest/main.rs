@@ -951,6 +951,24 @@ fn report_ingest(rows: &[Row], conns: &[usize]) {
                 );
             }
         }
+        // TikTok's and Google's click ids cost what Meta's does.
+        for case in [Case::LinkTtclid, Case::LinkGclid] {
+            if let (Some(row), Some(fbclid)) = (find(case), find(Case::LinkFbclid)) {
+                let ratio = row.rate / fbclid.rate.max(1e-9);
+                println!(
+                    "{} / GET /l/<slug> fbclid at {conns} connections: {:.0} / {:.0} = \
+                     {ratio:.2}x{}",
+                    row.label,
+                    row.rate,
+                    fbclid.rate,
+                    match (conns, ratio >= 0.95) {
+                        (64, true) => " (target >= 0.95x: met)",
+                        (64, false) => " (target >= 0.95x: NOT met)",
+                        _ => "",
+                    }
+                );
+            }
+        }
     }
     note_busy(rows);
 }

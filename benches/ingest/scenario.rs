@@ -63,6 +63,10 @@ pub enum Case {
     Link,
     /// The same with a new `fbclid` each visit, as Meta's ads add it.
     LinkFbclid,
+    /// The same with a new TikTok `ttclid` each visit.
+    LinkTtclid,
+    /// The same with a new Google `gclid` each visit.
+    LinkGclid,
     /// `POST /events` of unique events naming a Telegram user (one to five bound clicks) and no
     /// uid: attributed by the user's first bound click.
     TgUnique,
@@ -81,7 +85,7 @@ pub const BATCH_EVENTS: u64 = 100;
 pub const BENCH_LINK: &str = "bench-link";
 
 impl Case {
-    pub const ALL: [Case; 12] = [
+    pub const ALL: [Case; 14] = [
         Case::Healthz,
         Case::DryRun,
         Case::Unique,
@@ -94,6 +98,8 @@ impl Case {
         Case::Clicks,
         Case::Link,
         Case::LinkFbclid,
+        Case::LinkTtclid,
+        Case::LinkGclid,
     ];
 
     /// The short name used on the command line (`--only unique,dry_run`).
@@ -111,6 +117,8 @@ impl Case {
             Case::Clicks => "clicks",
             Case::Link => "link",
             Case::LinkFbclid => "link_fbclid",
+            Case::LinkTtclid => "link_ttclid",
+            Case::LinkGclid => "link_gclid",
         }
     }
 
@@ -129,6 +137,8 @@ impl Case {
             Case::Clicks => "POST /clicks",
             Case::Link => "GET /l/<slug>",
             Case::LinkFbclid => "GET /l/<slug> fbclid",
+            Case::LinkTtclid => "GET /l/<slug> ttclid",
+            Case::LinkGclid => "GET /l/<slug> gclid",
         }
     }
 
@@ -158,7 +168,9 @@ impl Case {
             Case::Duplicate => r#""status":"duplicate""#,
             Case::Clicks => r#""created":true"#,
             // hyper writes header names in lower case.
-            Case::Link | Case::LinkFbclid => "location: https://t.me/bench_bot?start=",
+            Case::Link | Case::LinkFbclid | Case::LinkTtclid | Case::LinkGclid => {
+                "location: https://t.me/bench_bot?start="
+            }
         }
     }
 }
@@ -283,12 +295,19 @@ impl Template {
                     lit("}"),
                 ],
             ),
-            Case::Link | Case::LinkFbclid => {
+            Case::Link | Case::LinkFbclid | Case::LinkTtclid | Case::LinkGclid => {
                 let mut target = vec![Piece::Lit(format!(
                     "/l/{BENCH_LINK}?utm_source=fb&utm_campaign=bench"
                 ))];
-                if case == Case::LinkFbclid {
-                    target.push(Piece::Lit(format!("&fbclid=IwAR{}-{tag}-", fx.run)));
+                // Each platform's click id as its ads add it: a new one each visit.
+                let click_id = match case {
+                    Case::LinkFbclid => Some(format!("&fbclid=IwAR{}-{tag}-", fx.run)),
+                    Case::LinkTtclid => Some(format!("&ttclid=E.C.P.{}-{tag}-", fx.run)),
+                    Case::LinkGclid => Some(format!("&gclid=Cj0KCQiA{}-{tag}-", fx.run)),
+                    _ => None,
+                };
+                if let Some(click_id) = click_id {
+                    target.push(Piece::Lit(click_id));
                     target.push(Piece::Unique);
                 }
                 Template {
