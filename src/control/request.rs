@@ -200,7 +200,7 @@ pub enum DestinationRequest {
     Create {
         space: String,
         name: String,
-        #[arg(long, value_parser = ["meta_capi", "postback", "webhook"])]
+        #[arg(long, value_parser = ["meta_capi", "postback", "webhook", "google_ads"])]
         kind: String,
         /// Only these event kinds, comma-separated [default: all four]
         #[arg(long, value_name = "KINDS", value_delimiter = ',')]
@@ -246,7 +246,7 @@ pub enum DestinationRequest {
         access_token: Option<SecretText>,
     },
     /// Give a webhook a new signing secret, printed once; the old one signs beside it for
-    /// 24 hours
+    /// 24 hours. A `google_ads` destination gets a new password, printed once
     RotateSecret { space: String, name: String },
     /// List a space's destinations with their deliveries counted by state and the last error
     List { space: String },
@@ -282,6 +282,15 @@ pub struct SettingsFlags {
     /// postback: the word `{status}` gives for a kind, as `deposit=sale`; repeatable
     #[arg(long = "status", value_name = "KIND=WORD")]
     pub statuses: Vec<String>,
+    /// `google_ads`: the conversion action's name for a kind, as `deposit="Telegram deposit"`;
+    /// repeatable
+    #[arg(long = "conversion-name", value_name = "KIND=NAME")]
+    #[serde(default)]
+    pub conversion_names: Vec<String>,
+    /// `google_ads`: the user name Google Ads fetches the file with (default google)
+    #[arg(long, value_name = "NAME")]
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 /// The fields `tracker destination change` may set; those not given stay as they are.
@@ -312,6 +321,8 @@ impl SettingsFlags {
         fields.event_names = pairs("event_names", &self.event_names)?;
         fields.currency_rates = pairs("currency_rates", &self.currency_rates)?;
         fields.statuses = pairs("statuses", &self.statuses)?;
+        fields.conversion_names = pairs("conversion_names", &self.conversion_names)?;
+        fields.user = self.user;
         Ok(fields)
     }
 }

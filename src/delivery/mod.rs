@@ -199,6 +199,8 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
         let limit = match d.target.kind() {
             Kind::MetaCapi => format::META_BATCH,
             Kind::Postback | Kind::Webhook => BATCH_EACH,
+            // Google Ads fetches its file: nothing is ever queued for it to send.
+            Kind::GoogleAds => return,
         };
         let now = senders.now_ms();
         let batch = match senders.store.due_deliveries(d.clone(), now, limit).await {
@@ -396,6 +398,8 @@ async fn send(
                 .collect()
                 .await
         }
+        // Never queued (`Destination::wants`): Google Ads fetches its file.
+        Target::GoogleAds(_) => Vec::new(),
     };
     (attempts, None)
 }
@@ -605,6 +609,8 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                     format::postback_url(url, &event, statuses, None)
                 }
                 Target::Webhook { url, .. } => url.clone(),
+                // Refused before it is sent: a test of Google Ads is answered `409` above.
+                Target::GoogleAds(_) => String::new(),
             };
             match outgoing::check_before_send(&url, allow_private) {
                 Err(why) => refused_answer(&why),
@@ -620,7 +626,7 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                                 .collect();
                             meta_request(&client, url, &meta, &data)
                         }
-                        Target::Postback { .. } => client.get(url),
+                        Target::Postback { .. } | Target::GoogleAds(_) => client.get(url),
                         Target::Webhook { .. } => webhook_request(
                             &client,
                             url,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::address::check_url;
+use super::google::{self, ConversionNames, Google};
 use super::kind::{Destination, EventSet, Kind, Meta, Secret, Target};
 use super::macros::{Statuses, check_postback};
 use super::meta::{EventNames, MetaRules};
@@ -46,6 +47,10 @@ pub struct DestinationFields {
     pub currency_rates: Option<BTreeMap<String, String>>,
     /// `postback`: the word `{status}` gives per event kind.
     pub statuses: Option<BTreeMap<String, String>>,
+    /// `google_ads`: the conversion action name written per kind (and `first_deposit`).
+    pub conversion_names: Option<BTreeMap<String, String>>,
+    /// `google_ads`: the user name Google Ads fetches the file with.
+    pub user: Option<String>,
 }
 
 pub(super) fn missing(field: &'static str, why: &str) -> Error {
@@ -76,7 +81,7 @@ impl DestinationFields {
             &self
                 .kind
                 .take()
-                .ok_or_else(|| missing("kind", "(meta_capi, postback or webhook)"))?,
+                .ok_or_else(|| missing("kind", "(meta_capi, postback, webhook or google_ads)"))?,
         )?;
         let events = match &self.events {
             None => EventSet::ALL,
@@ -92,7 +97,33 @@ impl DestinationFields {
             ("currency_rates", self.currency_rates.is_some()),
         ];
         let only_attributed = self.only_attributed;
-        let target = if kind == Kind::MetaCapi {
+        let google_fields = [
+            ("conversion_names", self.conversion_names.is_some()),
+            ("user", self.user.is_some()),
+        ];
+        if kind != Kind::GoogleAds {
+            if let Some((field, _)) = google_fields.iter().find(|(_, given)| *given) {
+                return Err(not_for(field, kind));
+            }
+        }
+        let target = if kind == Kind::GoogleAds {
+            if let Some((field, _)) = meta_fields.iter().find(|(_, given)| *given) {
+                return Err(not_for(field, kind));
+            }
+            if self.url.is_some() {
+                return Err(not_for("url", kind));
+            }
+            if self.statuses.is_some() {
+                return Err(not_for("statuses", kind));
+            }
+            let conversion_names = match &self.conversion_names {
+                Some(names) => ConversionNames::parse(names)?,
+                None => ConversionNames::default(),
+            };
+            let user = self.user.unwrap_or_else(|| google::DEFAULT_USER.to_owned());
+            google::check_user(&user)?;
+            Target::GoogleAds(Google::new(conversion_names, user))
+        } else if kind == Kind::MetaCapi {
             if self.url.is_some() {
                 return Err(not_for("url", kind));
             }
@@ -162,6 +193,10 @@ impl DestinationFields {
                 f.statuses = Some(statuses.0.clone());
             }
             Target::Webhook { url, .. } => f.url = Some(url.clone()),
+            Target::GoogleAds(g) => {
+                f.conversion_names = Some(g.conversion_names.0.clone());
+                f.user = Some(g.user.clone());
+            }
         }
         f
     }
@@ -226,6 +261,8 @@ impl DestinationPatch {
                 "event_names" => f.event_names = None,
                 "currency_rates" => f.currency_rates = None,
                 "statuses" => f.statuses = None,
+                "conversion_names" => f.conversion_names = None,
+                "user" => f.user = None,
                 "pixel_id" => return Err(required("pixel_id")),
                 "access_token" => return Err(required("access_token")),
                 _ => return Err(required("url")),
@@ -247,7 +284,9 @@ impl DestinationPatch {
             url,
             event_names,
             currency_rates,
-            statuses
+            statuses,
+            conversion_names,
+            user
         );
         let mut new = f.check(allow_private)?;
         if let (
@@ -265,6 +304,14 @@ impl DestinationPatch {
         {
             signing_secret.clone_from(kept);
             previous.clone_from(kept_previous);
+        }
+        // Google keeps its password (a rotation replaces it) and what its fetches came to.
+        if let (Target::GoogleAds(new), Target::GoogleAds(kept)) =
+            (&mut new.target, &current.target)
+        {
+            new.password = kept.password;
+            new.new_password = None;
+            new.fetches = kept.fetches;
         }
         Ok(new)
     }
@@ -409,7 +456,8 @@ pub(super) mod tests {
             kind: Some(kind.into()),
             pixel_id: (kind == "meta_capi").then(|| "1234567890".into()),
             access_token: (kind == "meta_capi").then(|| "EAAB-token-abcd".into()),
-            url: (kind != "meta_capi").then(|| "https://example.com/pb?c={uid}".into()),
+            url: (kind != "meta_capi" && kind != "google_ads")
+                .then(|| "https://example.com/pb?c={uid}".into()),
             ..DestinationFields::default()
         }
     }

@@ -8,7 +8,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use super::{MetaRules, Statuses};
+use super::{Google, MetaRules, Statuses};
 use crate::domain::event::EventKind;
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
@@ -32,10 +32,17 @@ pub enum Kind {
     Postback = 2,
     /// A `POST` of the event as the feed shows it, signed.
     Webhook = 3,
+    /// Nothing pushed: Google Ads fetches a file of conversions (`google.rs`).
+    GoogleAds = 5,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::MetaCapi, Kind::Postback, Kind::Webhook];
+    pub const ALL: [Kind; 4] = [
+        Kind::MetaCapi,
+        Kind::Postback,
+        Kind::Webhook,
+        Kind::GoogleAds,
+    ];
 
     #[must_use]
     pub fn as_str(self) -> &'static str {
@@ -43,6 +50,7 @@ impl Kind {
             Kind::MetaCapi => "meta_capi",
             Kind::Postback => "postback",
             Kind::Webhook => "webhook",
+            Kind::GoogleAds => "google_ads",
         }
     }
 
@@ -60,7 +68,7 @@ impl Kind {
                     Code::InvalidField,
                     "kind",
                     format!(
-                        "kind is meta_capi, postback or webhook, got {}",
+                        "kind is meta_capi, postback, webhook or google_ads, got {}",
                         quoted(text)
                     ),
                 )
@@ -145,6 +153,8 @@ pub enum Target {
         /// The secret it had before a rotation, while it still signs.
         previous: Option<PreviousSecret>,
     },
+    /// Nothing is sent: Google Ads fetches the file of its conversions.
+    GoogleAds(Google),
 }
 
 impl Target {
@@ -154,15 +164,18 @@ impl Target {
             Target::MetaCapi(_) => Kind::MetaCapi,
             Target::Postback { .. } => Kind::Postback,
             Target::Webhook { .. } => Kind::Webhook,
+            Target::GoogleAds(_) => Kind::GoogleAds,
         }
     }
 
-    /// The address requests go to, as configured (a postback's with its macros).
+    /// The address requests go to, as configured (a postback's with its macros); none for a
+    /// destination that is fetched from.
     #[must_use]
     pub fn address(&self) -> &str {
         match self {
             Target::MetaCapi(m) => &m.graph_url,
             Target::Postback { url, .. } | Target::Webhook { url, .. } => url,
+            Target::GoogleAds(_) => "",
         }
     }
 }
@@ -237,7 +250,8 @@ impl Destination {
     /// Meta cannot match it to an ad).
     #[must_use]
     pub fn wants(&self, kind: EventKind, click: Option<ClickFacts>) -> bool {
-        if !self.events.contains(kind) {
+        // Google Ads fetches its file: no event ever waits in a queue for it.
+        if !self.events.contains(kind) || self.target.kind() == Kind::GoogleAds {
             return false;
         }
         if !self.only_attributed {
@@ -339,5 +353,11 @@ mod tests {
         d.only_attributed = true;
         assert!(d.wants(EventKind::Deposit, without));
         assert!(!d.wants(EventKind::Deposit, None));
+        d.target = fields("google_ads").check(false).unwrap().target;
+        d.only_attributed = false;
+        assert!(
+            !d.wants(EventKind::Deposit, with),
+            "nothing is queued for Google"
+        );
     }
 }

@@ -15,7 +15,8 @@ use crate::error::{Code, Error};
 /// The body of `POST /destinations`. The fields of each kind (`docs/api.md#destinations`):
 /// `meta_capi` takes `pixel_id` and `access_token` (required), `test_event_code`, `api_version`,
 /// `graph_url`, `event_names`, `currency_rates`; `postback` takes `url` (required) and
-/// `statuses`; `webhook` takes `url` (required). A field of another kind is refused. An empty
+/// `statuses`; `webhook` takes `url` (required); `google_ads` takes `conversion_names` and
+/// `user`. A field of another kind is refused. An empty
 /// string or `null` counts as absent. The body of `PATCH /destinations/<name>` too, where an
 /// absent field is left as it is and `null` sets it back to its default.
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -79,6 +80,18 @@ pub struct DestinationBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<BTreeMap<String, String>>")]
     statuses: Option<&'a RawValue>,
+    /// `google_ads`: the name of the conversion action in Google Ads written for each event
+    /// kind (and `first_deposit`; without one, a deposit's). Default: the kind.
+    #[serde(borrow)]
+    #[schemars(
+        with = "Option<BTreeMap<String, String>>",
+        example = r#"{"deposit": "Telegram deposit"}"#
+    )]
+    conversion_names: Option<&'a RawValue>,
+    /// `google_ads`: the user name Google Ads fetches the file with. Default `google`.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", pattern(r"^[!-9;-~]{0,64}$"))]
+    user: Option<&'a RawValue>,
 }
 
 impl DestinationFields {
@@ -128,6 +141,8 @@ impl DestinationFields {
             event_names: map("event_names", b.event_names)?,
             currency_rates: map("currency_rates", b.currency_rates)?,
             statuses: map("statuses", b.statuses)?,
+            conversion_names: map("conversion_names", b.conversion_names)?,
+            user: text("user", b.user)?,
         })
     }
 }
