@@ -7,7 +7,7 @@ use crate::app::App;
 pub use crate::delivery::Tested;
 use crate::domain::destination::{
     DeliveryQuery, DeliveryView, Destination, DestinationFields, DestinationPatch, DestinationView,
-    ROTATION_GRACE_MS, State, StateCounts, Target, check_name, check_test_event_code, new_password,
+    ROTATION_GRACE_MS, State, StateCounts, Target, check_name, check_test_event_code,
     new_signing_secret,
 };
 use crate::domain::keyring::SpaceRef;
@@ -150,24 +150,13 @@ impl App {
     ) -> Result<DestinationView, Error> {
         // A name no destination can have is one no destination has: 404, as for `DELETE`.
         let now = self.now_ms();
-        let is_google = self
-            .store
-            .destination_directory()
-            .of_space(space.no)
-            .is_some_and(|list| {
-                list.iter()
-                    .any(|d| d.name == name && matches!(d.target, Target::GoogleAds(_)))
-            });
+        // A Google Ads destination makes its own new password (`Txn::rotate_signing_secret`).
         let rotated = self
             .store
             .rotate_signing_secret(
                 space.no,
                 name,
-                if is_google {
-                    new_password()
-                } else {
-                    new_signing_secret()
-                },
+                new_signing_secret(),
                 now,
                 now.saturating_add(ROTATION_GRACE_MS),
             )

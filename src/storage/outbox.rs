@@ -32,7 +32,7 @@ use crate::domain::destination::{
     Attempt, ClickFacts, ConversionNames, DeliveryQuery, DeliveryView, Destination,
     DestinationPatch, DestinationView, EventNames, EventSet, Fetches, Google, Kind, LastError,
     MAX_DESTINATIONS, Meta, MetaRules, NewDestination, PasswordDigest, Paused, PreviousSecret,
-    Secret, State, StateCounts, Statuses, Target, next_state,
+    Secret, State, StateCounts, Statuses, Target, new_password, next_state,
 };
 use crate::domain::event::EventKind;
 use crate::domain::feed::FeedEvent;
@@ -240,8 +240,7 @@ impl Txn<'_> {
         let mut d = self.live_destination(space, name)?;
         if let Target::GoogleAds(g) = &mut d.target {
             // Google Ads is given the new password by hand, at once: no grace.
-            g.password = PasswordDigest::of(new_secret.expose());
-            g.new_password = Some(new_secret);
+            g.set_password(new_password());
             self.destinations
                 .insert(d.no, records::encode(&record_of(&d)).as_slice())?;
             self.destinations_changed();

@@ -11,7 +11,6 @@ use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
-use super::Secret;
 use super::meta::NAMED_KINDS;
 use crate::domain::base62;
 use crate::domain::input::quoted;
@@ -94,16 +93,35 @@ impl std::fmt::Debug for PasswordDigest {
     }
 }
 
+/// A password for Google Ads as it is made, before only its digest is kept: never printed by
+/// `Debug`, shown once.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(String);
+
+impl Password {
+    /// The password itself, for the one answer that shows it.
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(..)")
+    }
+}
+
 /// A new password for Google Ads: 128 random bits as 22 base62 characters.
 ///
 /// # Panics
 /// Only on a broken system, whose random source fails.
 #[must_use]
-pub fn new_password() -> Secret {
+pub fn new_password() -> Password {
     let mut bytes = [0u8; 16];
     // The system's random source fails only on a broken system, where nothing else would work.
     getrandom::fill(&mut bytes).expect("the system's random source");
-    Secret::new(base62::encode(u128::from_be_bytes(bytes), 22))
+    Password(base62::encode(u128::from_be_bytes(bytes), 22))
 }
 
 /// What Google Ads' fetches of the file came to: the last one's time and rows, and how many.
@@ -122,7 +140,7 @@ pub struct Google {
     pub password: PasswordDigest,
     /// The password itself, only in the destination just made or given a new one, for the
     /// one answer that shows it; never stored.
-    pub new_password: Option<Secret>,
+    pub new_password: Option<Password>,
     pub fetches: Fetches,
 }
 
@@ -130,14 +148,22 @@ impl Google {
     /// A new Google Ads destination with a new password.
     #[must_use]
     pub fn new(conversion_names: ConversionNames, user: String) -> Google {
-        let password = new_password();
-        Google {
+        let mut google = Google {
             conversion_names,
             user,
-            password: PasswordDigest::of(password.expose()),
-            new_password: Some(password),
+            password: PasswordDigest([0; 32]),
+            new_password: None,
             fetches: Fetches::default(),
-        }
+        };
+        google.set_password(new_password());
+        google
+    }
+
+    /// Replaces the password: only its digest is kept, and the password itself for the answer
+    /// that shows it once.
+    pub fn set_password(&mut self, password: Password) {
+        self.password = PasswordDigest::of(password.expose());
+        self.new_password = Some(password);
     }
 
     /// Whether `authorization` (the request's `Authorization` header) is `Basic` with this

@@ -36,7 +36,7 @@ pub use fields::{
 };
 pub use google::{
     BRAID_COLUMNS, COLUMNS, Conversion, ConversionNames, DEFAULT_USER, Fetches, Google,
-    GoogleClick, PasswordDigest, REALM, TIME_ZONE_PARAMETER, WINDOW_MS, conversion_file,
+    GoogleClick, Password, PasswordDigest, REALM, TIME_ZONE_PARAMETER, WINDOW_MS, conversion_file,
     conversion_time, new_password,
 };
 pub use kind::{
