@@ -63,7 +63,7 @@ pub enum Case {
     Link,
     /// The same with a new `fbclid` each visit, as Meta's ads add it.
     LinkFbclid,
-    /// The same with a new TikTok `ttclid` each visit.
+    /// The same with a new `TikTok` `ttclid` each visit.
     LinkTtclid,
     /// The same with a new Google `gclid` each visit.
     LinkGclid,
@@ -172,6 +172,18 @@ impl Case {
                 "location: https://t.me/bench_bot?start="
             }
         }
+    }
+}
+
+/// The start of the click id a link case's visit adds, as each platform's ads add it (a new one
+/// each visit: [`Piece::Unique`] follows); `None` for the plain visit.
+fn click_id(case: Case, fx: &Fixture, tag: &str) -> Option<String> {
+    let run = &fx.run;
+    match case {
+        Case::LinkFbclid => Some(format!("&fbclid=IwAR{run}-{tag}-")),
+        Case::LinkTtclid => Some(format!("&ttclid=E.C.P.{run}-{tag}-")),
+        Case::LinkGclid => Some(format!("&gclid=Cj0KCQiA{run}-{tag}-")),
+        _ => None,
     }
 }
 
@@ -299,14 +311,7 @@ impl Template {
                 let mut target = vec![Piece::Lit(format!(
                     "/l/{BENCH_LINK}?utm_source=fb&utm_campaign=bench"
                 ))];
-                // Each platform's click id as its ads add it: a new one each visit.
-                let click_id = match case {
-                    Case::LinkFbclid => Some(format!("&fbclid=IwAR{}-{tag}-", fx.run)),
-                    Case::LinkTtclid => Some(format!("&ttclid=E.C.P.{}-{tag}-", fx.run)),
-                    Case::LinkGclid => Some(format!("&gclid=Cj0KCQiA{}-{tag}-", fx.run)),
-                    _ => None,
-                };
-                if let Some(click_id) = click_id {
+                if let Some(click_id) = click_id(case, fx, tag) {
                     target.push(Piece::Lit(click_id));
                     target.push(Piece::Unique);
                 }

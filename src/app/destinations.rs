@@ -38,12 +38,17 @@ impl App {
             Target::Webhook { signing_secret, .. } => Some(signing_secret.expose().to_owned()),
             _ => None,
         };
+        let password = match &new.target {
+            Target::GoogleAds(g) => g.new_password.as_ref().map(|p| p.expose().to_owned()),
+            _ => None,
+        };
         let created = self
             .store
             .create_destination(space.no, new, self.now_ms())
             .await?;
         let mut view = DestinationView::new(&created, StateCounts::default(), None);
         view.signing_secret = secret;
+        view.password = password;
         Ok(view)
     }
 
@@ -135,7 +140,9 @@ impl App {
 
     /// Gives a webhook of the space a new signing secret, shown in this answer only; for
     /// [`ROTATION_GRACE_MS`] the old one signs beside it (two signatures in
-    /// `webhook-signature`), so the receiver can switch without losing a delivery.
+    /// `webhook-signature`), so the receiver can switch without losing a delivery. A Google
+    /// Ads destination gets a new password, shown in this answer only, which replaces the old
+    /// one at once.
     pub async fn rotate_destination_secret(
         &self,
         space: &SpaceRef,
@@ -143,6 +150,7 @@ impl App {
     ) -> Result<DestinationView, Error> {
         // A name no destination can have is one no destination has: 404, as for `DELETE`.
         let now = self.now_ms();
+        // A Google Ads destination makes its own new password (`Txn::rotate_signing_secret`).
         let rotated = self
             .store
             .rotate_signing_secret(
@@ -157,8 +165,14 @@ impl App {
             .destination_view(space, |d| d.name == rotated.name)
             .await?
             .remove(0);
-        if let Target::Webhook { signing_secret, .. } = &rotated.target {
-            view.signing_secret = Some(signing_secret.expose().to_owned());
+        match &rotated.target {
+            Target::Webhook { signing_secret, .. } => {
+                view.signing_secret = Some(signing_secret.expose().to_owned());
+            }
+            Target::GoogleAds(g) => {
+                view.password = g.new_password.as_ref().map(|p| p.expose().to_owned());
+            }
+            _ => {}
         }
         Ok(view)
     }
@@ -223,6 +237,17 @@ impl App {
                     ),
                 ));
             }
+        }
+        if let Target::GoogleAds(_) = &d.target {
+            return Err(Error::new(
+                Code::Conflict,
+                format!(
+                    "{name} is a google_ads destination: nothing is sent to Google, which \
+                     fetches /conversions/{}/{name}.csv on its schedule; fetch that address \
+                     with the destination's user name and password to see what it is given",
+                    space.name
+                ),
+            ));
         }
         if let Target::MetaCapi(meta) = &d.target {
             if test_code.is_none() && meta.test_event_code.is_none() {

@@ -5,6 +5,7 @@
 //! Nothing here knows about HTTP; handlers turn requests into these calls and answers into JSON.
 
 pub mod batch;
+pub mod conversions;
 pub mod destinations;
 pub mod spaces;
 

@@ -22,12 +22,27 @@ pub(super) fn created_text(d: &DestinationView) -> String {
              webhook-signature with it, as Standard Webhooks specifies)"
         );
     }
+    if let Some(password) = &d.password {
+        let _ = write!(
+            text,
+            "\n  user name  {}\n  password   {password}\n  (shown once: give both to Google Ads' \
+             scheduled upload, which fetches /conversions/SPACE/{}.csv with them)",
+            d.user.as_deref().unwrap_or_default(),
+            d.name
+        );
+    }
     text
 }
 
 /// A changed destination, with a rotated webhook's new secret (shown once).
 pub(super) fn changed_text(d: &DestinationView) -> String {
     let mut text = match &d.signing_secret {
+        None if d.password.is_some() => format!(
+            "new password of {}\n  password  {}\n  (shown once; the old one no longer works: \
+             give this one to Google Ads' scheduled upload)",
+            d.name,
+            d.password.as_deref().unwrap_or_default()
+        ),
         Some(secret) => format!(
             "new signing secret of {}\n  signing secret  {secret}\n  (shown once; the old \
              secret signs beside it for 24 hours, so the receiver can switch to this one)",
@@ -69,6 +84,17 @@ pub(super) fn list_text(list: &[DestinationView]) -> String {
                 .or(d.pixel_code.as_deref())
                 .unwrap_or_default()
         );
+        if d.kind == crate::domain::destination::Kind::GoogleAds {
+            let _ = writeln!(
+                text,
+                "{:<20} fetched {} time(s), last {} ({} rows)",
+                "",
+                d.fetches.unwrap_or(0),
+                d.last_fetched_at_ms
+                    .map_or_else(|| "never".to_owned(), |ms| ms.to_string()),
+                d.rows_served.unwrap_or(0)
+            );
+        }
         if let Some(reason) = &d.paused_reason {
             let _ = writeln!(
                 text,

@@ -200,7 +200,7 @@ pub enum DestinationRequest {
     Create {
         space: String,
         name: String,
-        #[arg(long, value_parser = ["meta_capi", "postback", "webhook", "tiktok_events"])]
+        #[arg(long, value_parser = ["meta_capi", "postback", "webhook", "tiktok_events", "google_ads"])]
         kind: String,
         /// Only these event kinds, comma-separated [default: all four]
         #[arg(long, value_name = "KINDS", value_delimiter = ',')]
@@ -247,7 +247,7 @@ pub enum DestinationRequest {
         access_token: Option<SecretText>,
     },
     /// Give a webhook a new signing secret, printed once; the old one signs beside it for
-    /// 24 hours
+    /// 24 hours. A `google_ads` destination gets a new password, printed once
     RotateSecret { space: String, name: String },
     /// List a space's destinations with their deliveries counted by state and the last error
     List { space: String },
@@ -289,6 +289,15 @@ pub struct SettingsFlags {
     /// `tiktok_events`: the Business API's address
     #[arg(long, value_name = "URL")]
     pub api_url: Option<String>,
+    /// `google_ads`: the conversion action's name for a kind, as `deposit="Telegram deposit"`;
+    /// repeatable
+    #[arg(long = "conversion-name", value_name = "KIND=NAME")]
+    #[serde(default)]
+    pub conversion_names: Vec<String>,
+    /// `google_ads`: the user name Google Ads fetches the file with (default google)
+    #[arg(long, value_name = "NAME")]
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 /// The fields `tracker destination change` may set; those not given stay as they are.
@@ -322,6 +331,8 @@ impl SettingsFlags {
         fields.statuses = pairs("statuses", &self.statuses)?;
         fields.pixel_code = self.pixel_code;
         fields.api_url = self.api_url;
+        fields.conversion_names = pairs("conversion_names", &self.conversion_names)?;
+        fields.user = self.user;
         Ok(fields)
     }
 }

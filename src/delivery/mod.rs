@@ -202,6 +202,8 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
             Kind::MetaCapi => format::META_BATCH,
             Kind::Postback | Kind::Webhook => BATCH_EACH,
             Kind::TiktokEvents => tiktok::TIKTOK_BATCH,
+            // Google Ads fetches its file: nothing is ever queued for it to send.
+            Kind::GoogleAds => return,
         };
         let now = senders.now_ms();
         let batch = match senders.store.due_deliveries(d.clone(), now, limit).await {
@@ -400,6 +402,8 @@ async fn send(
                 .collect()
                 .await
         }
+        // Never queued (`Destination::wants`): Google Ads fetches its file.
+        Target::GoogleAds(_) => Vec::new(),
     };
     (attempts, None)
 }
@@ -663,6 +667,8 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                 }
                 Target::Webhook { url, .. } => url.clone(),
                 Target::TiktokEvents(t) => tiktok::tiktok_url(t),
+                // Refused before it is sent: a test of Google Ads is answered `409` above.
+                Target::GoogleAds(_) => String::new(),
             };
             match outgoing::check_before_send(&url, allow_private) {
                 Err(why) => refused_answer(&why),
@@ -678,7 +684,7 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                                 .collect();
                             meta_request(&client, url, &meta, &data)
                         }
-                        Target::Postback { .. } => client.get(url),
+                        Target::Postback { .. } | Target::GoogleAds(_) => client.get(url),
                         Target::Webhook { .. } => webhook_request(
                             &client,
                             url,

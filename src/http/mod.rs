@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod batch;
+pub mod conversions;
 pub mod costs;
 pub mod destinations;
 pub mod document;

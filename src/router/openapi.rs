@@ -97,7 +97,12 @@ fn assemble() -> Value {
         operation["security"] = match endpoint.guard {
             Guard::Secret(_) => json!([{"secret": []}]),
             Guard::IngestToken(_) => json!([{"ingestToken": []}]),
-            Guard::Public(_) | Guard::Page(_) => json!([]),
+            // A public endpoint may name its own scheme (the conversions file's basic
+            // authentication, checked by its handler).
+            Guard::Public(_) | Guard::Page(_) => operation
+                .get("security")
+                .cloned()
+                .unwrap_or_else(|| json!([])),
         };
         if let Some(body) = body {
             operation["requestBody"] = json!({

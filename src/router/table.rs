@@ -23,7 +23,9 @@ use crate::domain::keyring::SpaceRef;
 use crate::domain::link::LinkBody;
 use crate::domain::settings::SettingsBody;
 use crate::error::Error;
-use crate::http::{batch, costs, destinations, document, health, ingest, links, read, space};
+use crate::http::{
+    batch, conversions, costs, destinations, document, health, ingest, links, read, space,
+};
 use crate::surface::respond::Done;
 use crate::surface::{Answer, Call};
 use crate::web;
@@ -93,7 +95,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 31] = [
+pub static ROUTES: [Endpoint; 32] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -386,6 +388,16 @@ pub static ROUTES: [Endpoint; 31] = [
     },
     Endpoint {
         method: Method::GET,
+        path: "/conversions/{space}/{file}",
+        guard: Guard::Public(boxed!(conversions::get_conversions)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_conversions.json"),
+            body: None,
+            answer: None,
+        }),
+    },
+    Endpoint {
+        method: Method::GET,
         path: "/admin/{page...}",
         guard: Guard::Page(boxed!(web::serve, 2)),
         openapi: None,
@@ -417,6 +429,23 @@ impl Endpoint {
     /// Whether `path` is this endpoint's path, whatever the method; if so, its parameter.
     #[must_use]
     pub fn path_matches(&self, path: &str) -> Option<Option<String>> {
+        if self.path.matches('{').count() > 1 {
+            // `/conversions/{space}/{file}`: a segment each, given joined by `/`.
+            let mut segments = path.split('/');
+            let mut params = Vec::new();
+            for part in self.path.split('/') {
+                let segment = segments.next()?;
+                if part.starts_with('{') {
+                    if segment.is_empty() {
+                        return None;
+                    }
+                    params.push(segment);
+                } else if part != segment {
+                    return None;
+                }
+            }
+            return segments.next().is_none().then(|| Some(params.join("/")));
+        }
         let (fixed, param) = match self.path.find('{') {
             Some(at) => (&self.path[..at], Some(&self.path[at..])),
             None => (self.path, None),
@@ -474,6 +503,16 @@ mod tests {
         assert_eq!(find(&Method::POST, "/destinations/a/b/test"), None);
         assert_eq!(find(&Method::POST, "/destinations/meta/tests"), None);
         assert_eq!(find(&Method::DELETE, "/links/a/b"), None);
+        assert_eq!(
+            find(&Method::GET, "/conversions/shop/google.csv"),
+            Some((
+                "GET /conversions/{space}/{file}".into(),
+                Some("shop/google.csv".into())
+            ))
+        );
+        assert_eq!(find(&Method::GET, "/conversions/shop/google.csv/x"), None);
+        assert_eq!(find(&Method::GET, "/conversions//google.csv"), None);
+        assert_eq!(find(&Method::GET, "/conversions/shop"), None);
         // As it came: a slug is never percent-encoded, and one that is names no link.
         assert_eq!(
             find(&Method::GET, "/l/a%2Db"),

@@ -665,6 +665,22 @@ impl Store {
         self.read(move |s| outbox::destinations(s, space)).await
     }
 
+    /// The events of `space` since `since_ms` whose click has a Google click id, oldest first,
+    /// read on a snapshot (`outbox::google_conversions`).
+    pub async fn google_conversions(
+        &self,
+        space: u32,
+        since_ms: u64,
+    ) -> Result<Vec<FeedEvent>, Error> {
+        self.read(move |s| outbox::google_conversions(s, space, since_ms))
+            .await
+    }
+
+    /// Records a fetch of a Google Ads destination's file: when, and how many rows.
+    pub async fn record_fetch(&self, no: u32, at_ms: u64, rows: u64) -> Result<(), Error> {
+        self.write(move |t| t.record_fetch(no, at_ms, rows)).await
+    }
+
     /// The deliveries of `space` that `query` asks for, newest first.
     pub async fn deliveries(
         &self,

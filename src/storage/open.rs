@@ -330,6 +330,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         10 => migrate_to_v11(txn),
         11 => migrate_to_v12(txn),
         12 => migrate_to_v13(txn),
+        13 => migrate_to_v14(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -469,6 +470,14 @@ fn migrate_to_v13(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     }
     drop(meta);
     migrate_channels(txn)
+}
+
+/// Version 14: destination records that may be version 3 (a Google Ads destination's fields,
+/// `records/delivery.rs`), read as they are: nothing is rewritten, the step only marks that
+/// an older binary must not open the file.
+#[allow(clippy::unnecessary_wraps)]
+fn migrate_to_v14(_txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    Ok(())
 }
 
 /// Version 13 also: Telegram channels' tables, empty. Link records of version 1 are read as

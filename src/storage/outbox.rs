@@ -29,10 +29,10 @@ use redb::{ReadableTable, Table};
 use crate::domain::click::ClientHints;
 use crate::domain::currency::CurrencyRates;
 use crate::domain::destination::{
-    Attempt, ClickFacts, DeliveryQuery, DeliveryView, Destination, DestinationPatch,
-    DestinationView, EventNames, EventSet, Kind, LastError, MAX_DESTINATIONS, Meta, MetaRules,
-    NewDestination, Paused, PreviousSecret, Secret, State, StateCounts, Statuses, Target, Tiktok,
-    next_state,
+    Attempt, ClickFacts, ConversionNames, DeliveryQuery, DeliveryView, Destination,
+    DestinationPatch, DestinationView, EventNames, EventSet, Fetches, Google, Kind, LastError,
+    MAX_DESTINATIONS, Meta, MetaRules, NewDestination, PasswordDigest, Paused, PreviousSecret,
+    Secret, State, StateCounts, Statuses, Target, Tiktok, new_password, next_state,
 };
 use crate::domain::event::EventKind;
 use crate::domain::feed::FeedEvent;
@@ -238,6 +238,14 @@ impl Txn<'_> {
         grace_until_ms: u64,
     ) -> Result<Destination, StoreError> {
         let mut d = self.live_destination(space, name)?;
+        if let Target::GoogleAds(g) = &mut d.target {
+            // Google Ads is given the new password by hand, at once: no grace.
+            g.set_password(new_password());
+            self.destinations
+                .insert(d.no, records::encode(&record_of(&d)).as_slice())?;
+            self.destinations_changed();
+            return Ok(d);
+        }
         let Target::Webhook {
             signing_secret,
             previous,
@@ -247,7 +255,8 @@ impl Txn<'_> {
             return Err(StoreError::Refused(Error::new(
                 Code::Conflict,
                 format!(
-                    "{name} is a {} destination; only a webhook has a signing secret",
+                    "{name} is a {} destination; only a webhook has a signing secret and only \
+                     google_ads a password",
                     d.target.kind().as_str()
                 ),
             )));
@@ -263,6 +272,30 @@ impl Txn<'_> {
             .insert(d.no, records::encode(&record_of(&d)).as_slice())?;
         self.destinations_changed();
         Ok(d)
+    }
+
+    /// Records that Google Ads fetched the file of destination `no` at `at_ms` and was served
+    /// `rows` rows. A destination removed since is left as it is.
+    pub(crate) fn record_fetch(
+        &mut self,
+        no: u32,
+        at_ms: u64,
+        rows: u64,
+    ) -> Result<(), StoreError> {
+        let Some(bytes) = self.destinations.get(no)? else {
+            return Ok(());
+        };
+        let mut record: DestinationRecord = records::decode(bytes.value())?;
+        drop(bytes);
+        if record.removed_at_ms.is_some() || record.kind != Kind::GoogleAds as u8 {
+            return Ok(());
+        }
+        record.last_fetched_ms = Some(at_ms);
+        record.last_fetch_rows = rows;
+        record.fetches += 1;
+        self.destinations
+            .insert(no, records::encode(&record).as_slice())?;
+        Ok(())
     }
 
     /// Removes a live destination of `space`: it sends nothing more, and its open deliveries
@@ -284,6 +317,7 @@ impl Txn<'_> {
         record.access_token = None;
         record.signing_secret = None;
         record.previous_secret = None;
+        record.password_digest = None;
         self.destinations
             .insert(d.no, records::encode(&record).as_slice())?;
         let state = state_of(&mut self.outbox.states, &self.delivery_states, d.no)?;
@@ -655,6 +689,14 @@ fn record_of(d: &Destination) -> DestinationRecord {
             r.event_names = pairs(&t.rules.event_names.0);
             r.currency_rates = pairs(&t.rules.currency_rates.shown());
         }
+        Target::GoogleAds(g) => {
+            r.conversion_names = pairs(&g.conversion_names.0);
+            r.user = Some(g.user.clone());
+            r.password_digest = Some(g.password.0);
+            r.last_fetched_ms = g.fetches.last_at_ms;
+            r.last_fetch_rows = g.fetches.last_rows;
+            r.fetches = g.fetches.count;
+        }
     }
     r
 }
@@ -718,6 +760,17 @@ fn destination_of(no: u32, r: DestinationRecord) -> Result<Option<Destination>, 
                 _ => None,
             },
         },
+        Kind::GoogleAds => Target::GoogleAds(Google {
+            conversion_names: ConversionNames(r.conversion_names.iter().cloned().collect()),
+            user: r.user.clone().ok_or_else(|| corrupt("user"))?,
+            password: PasswordDigest(r.password_digest.ok_or_else(|| corrupt("password"))?),
+            new_password: None,
+            fetches: Fetches {
+                last_at_ms: r.last_fetched_ms,
+                last_rows: r.last_fetch_rows,
+                count: r.fetches,
+            },
+        }),
     };
     let paused = r.paused_at_ms.map(|at_ms| Paused {
         at_ms,
@@ -804,6 +857,35 @@ pub fn destinations(s: &Snapshot, space: u32) -> Result<Vec<DestinationView>, St
             ))
         })
         .collect()
+}
+
+/// The events of `space` that occurred at `since_ms` or later whose click has a Google click id,
+/// oldest first, with their clicks joined: what a Google Ads destination's file is made of.
+/// The inbox is read newest first and no further back than the first event received before
+/// `since_ms`, so the read is bounded by the window, not by the file.
+pub fn google_conversions(
+    s: &Snapshot,
+    space: u32,
+    since_ms: u64,
+) -> Result<Vec<FeedEvent>, StoreError> {
+    let inbox = s.txn().open_table(INBOX)?;
+    let mut out = Vec::new();
+    for entry in inbox.range((space, 0)..=(space, u64::MAX))?.rev() {
+        let (key, bytes) = entry?;
+        let record: EventRecord = records::decode(bytes.value())?;
+        if record.received_at_ms < since_ms {
+            break;
+        }
+        if record.occurred_at_ms < since_ms || record.uid.is_none() {
+            continue;
+        }
+        let event = read::feed_event(s, space, key.value().1, record)?;
+        if event.gclid.is_some() || event.gbraid.is_some() || event.wbraid.is_some() {
+            out.push(event);
+        }
+    }
+    out.reverse();
+    Ok(out)
 }
 
 /// The most delivery rows one `GET /deliveries` looks at per destination, so that a filter that

@@ -64,6 +64,11 @@
 //!   Telegram channels: `LINKS` records may be `LinkRecord` version 2 (with the channel of a
 //!   channel link); `INVITE_POOL`, `INVITES`, `INVITES_HANDED`, `CHANNEL_MEMBERS`,
 //!   `CHANNEL_STATES`, `TELEGRAM_OFFSETS` and `CHANNEL_STATS`, all empty.
+//! - 14: `DESTINATIONS` rows may be `DestinationRecord` version 3 (a Google Ads destination:
+//!   its conversion names, the user name and the SHA-256 of the password Google Ads fetches
+//!   its file with, and what its fetches came to); version 2 rows are read with those fields
+//!   empty and are not rewritten. The kind `google_ads` is stored as 5. Nothing to convert:
+//!   the step only records that the file may hold them.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -79,7 +84,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 13;
+pub const SCHEMA_VERSION: u64 = 14;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).

@@ -29,6 +29,7 @@ mod exposure;
 mod first_hour;
 mod fixtures;
 mod full_disk;
+mod google_ads;
 mod hostile;
 mod import;
 mod layers;

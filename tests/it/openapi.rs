@@ -652,6 +652,43 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         "/destinations/{name}/rotate-secret",
         &anonymous(&s, "POST", "/destinations/hook/rotate-secret", Some("")).await,
     );
+    // Google Ads' file: served with the destination's password, `401` without it, `404` for
+    // a path that names no file.
+    let r = as_a(
+        &s,
+        "POST",
+        "/destinations",
+        Some(r#"{"name":"gads","kind":"google_ads"}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let password = r.json()["destination"]["password"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let basic = {
+        use base64::Engine as _;
+        let pair = format!("google:{password}");
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(pair)
+        )
+    };
+    let file = format!("/conversions/{}/gads.csv", s.a.name);
+    let not_a_file = format!("/conversions/{}/gads.txt", s.a.name);
+    for (target, authorization, status) in [
+        (&file, Some(basic.clone()), 200),
+        (&file, None, 401),
+        (&not_a_file, Some(basic), 404),
+    ] {
+        let mut request = Request::get(target);
+        if let Some(a) = authorization {
+            request = request.header("Authorization", a);
+        }
+        let r = s.send(&request).await;
+        assert_eq!(r.status, status, "{target}: {}", r.text());
+        d.check("GET", "/conversions/{space}/{file}", &r);
+    }
     for (name, status) in [("pb", 200), ("pb", 404)] {
         let r = as_a(&s, "DELETE", &format!("/destinations/{name}"), None).await;
         assert_eq!(r.status, status, "{name}: {}", r.text());

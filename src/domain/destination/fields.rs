@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::address::check_url;
+use super::google::{self, ConversionNames, Google};
 use super::kind::{Destination, EventSet, Kind, Meta, Secret, Target, Tiktok};
 use super::macros::{Statuses, check_postback};
 use super::meta::{EventNames, MetaRules};
@@ -52,6 +53,10 @@ pub struct DestinationFields {
     pub pixel_code: Option<String>,
     /// `tiktok_events`: the Business API's address.
     pub api_url: Option<String>,
+    /// `google_ads`: the conversion action name written per kind (and `first_deposit`).
+    pub conversion_names: Option<BTreeMap<String, String>>,
+    /// `google_ads`: the user name Google Ads fetches the file with.
+    pub user: Option<String>,
 }
 
 pub(super) fn missing(field: &'static str, why: &str) -> Error {
@@ -78,12 +83,12 @@ impl DestinationFields {
             .take()
             .ok_or_else(|| missing("name", "(a-z, 0-9 and '-')"))?;
         check_name(&name)?;
-        let kind = Kind::parse(
-            &self
-                .kind
-                .take()
-                .ok_or_else(|| missing("kind", "(meta_capi, postback or webhook)"))?,
-        )?;
+        let kind = Kind::parse(&self.kind.take().ok_or_else(|| {
+            missing(
+                "kind",
+                "(meta_capi, postback, webhook, tiktok_events or google_ads)",
+            )
+        })?)?;
         let events = match &self.events {
             None => EventSet::ALL,
             Some(names) => EventSet::parse(names)?,
@@ -99,6 +104,15 @@ impl DestinationFields {
         let target = match kind {
             Kind::MetaCapi => Target::MetaCapi(meta(self, allow_private)?),
             Kind::TiktokEvents => Target::TiktokEvents(tiktok(&self, allow_private)?),
+            Kind::GoogleAds => {
+                let conversion_names = match &self.conversion_names {
+                    Some(names) => ConversionNames::parse(names)?,
+                    None => ConversionNames::default(),
+                };
+                let user = self.user.unwrap_or_else(|| google::DEFAULT_USER.to_owned());
+                google::check_user(&user)?;
+                Target::GoogleAds(Google::new(conversion_names, user))
+            }
             Kind::Postback => {
                 let url = self
                     .url
@@ -146,6 +160,8 @@ impl DestinationFields {
             ("statuses", self.statuses.is_some()),
             ("pixel_code", self.pixel_code.is_some()),
             ("api_url", self.api_url.is_some()),
+            ("conversion_names", self.conversion_names.is_some()),
+            ("user", self.user.is_some()),
         ]
         .into_iter()
         .filter(|(_, given)| *given)
@@ -186,6 +202,10 @@ impl DestinationFields {
                 f.api_url = Some(t.api_url.clone());
                 f.event_names = Some(t.rules.event_names.0.clone());
                 f.currency_rates = Some(t.rules.currency_rates.shown());
+            }
+            Target::GoogleAds(g) => {
+                f.conversion_names = Some(g.conversion_names.0.clone());
+                f.user = Some(g.user.clone());
             }
         }
         f
@@ -252,6 +272,8 @@ impl DestinationPatch {
                 "currency_rates" => f.currency_rates = None,
                 "statuses" => f.statuses = None,
                 "api_url" => f.api_url = None,
+                "conversion_names" => f.conversion_names = None,
+                "user" => f.user = None,
                 "pixel_id" => return Err(required("pixel_id")),
                 "pixel_code" => return Err(required("pixel_code")),
                 "access_token" => return Err(required("access_token")),
@@ -276,7 +298,9 @@ impl DestinationPatch {
             currency_rates,
             statuses,
             pixel_code,
-            api_url
+            api_url,
+            conversion_names,
+            user
         );
         let mut new = f.check(allow_private)?;
         if let (
@@ -294,6 +318,14 @@ impl DestinationPatch {
         {
             signing_secret.clone_from(kept);
             previous.clone_from(kept_previous);
+        }
+        // Google keeps its password (a rotation replaces it) and what its fetches came to.
+        if let (Target::GoogleAds(new), Target::GoogleAds(kept)) =
+            (&mut new.target, &current.target)
+        {
+            new.password = kept.password;
+            new.new_password = None;
+            new.fetches = kept.fetches;
         }
         Ok(new)
     }
@@ -509,6 +541,7 @@ fn kind_fields(kind: Kind) -> &'static [&'static str] {
             "event_names",
             "currency_rates",
         ],
+        Kind::GoogleAds => &["conversion_names", "user"],
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use super::{MetaRules, Statuses};
+use super::{Google, MetaRules, Statuses};
 use crate::domain::event::EventKind;
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
@@ -34,14 +34,17 @@ pub enum Kind {
     Webhook = 3,
     /// `TikTok`'s Events API: `POST <api_url>/open_api/v1.3/event/track/`.
     TiktokEvents = 4,
+    /// Nothing pushed: Google Ads fetches a file of conversions (`google.rs`).
+    GoogleAds = 5,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
         Kind::MetaCapi,
         Kind::Postback,
         Kind::Webhook,
         Kind::TiktokEvents,
+        Kind::GoogleAds,
     ];
 
     #[must_use]
@@ -51,6 +54,7 @@ impl Kind {
             Kind::Postback => "postback",
             Kind::Webhook => "webhook",
             Kind::TiktokEvents => "tiktok_events",
+            Kind::GoogleAds => "google_ads",
         }
     }
 
@@ -68,7 +72,7 @@ impl Kind {
                     Code::InvalidField,
                     "kind",
                     format!(
-                        "kind is meta_capi, postback, webhook or tiktok_events, got {}",
+                        "kind is meta_capi, postback, webhook, tiktok_events or google_ads, got {}",
                         quoted(text)
                     ),
                 )
@@ -170,6 +174,8 @@ pub enum Target {
         previous: Option<PreviousSecret>,
     },
     TiktokEvents(Tiktok),
+    /// Nothing is sent: Google Ads fetches the file of its conversions.
+    GoogleAds(Google),
 }
 
 impl Target {
@@ -180,16 +186,19 @@ impl Target {
             Target::Postback { .. } => Kind::Postback,
             Target::Webhook { .. } => Kind::Webhook,
             Target::TiktokEvents(_) => Kind::TiktokEvents,
+            Target::GoogleAds(_) => Kind::GoogleAds,
         }
     }
 
-    /// The address requests go to, as configured (a postback's with its macros).
+    /// The address requests go to, as configured (a postback's with its macros); none for a
+    /// destination that is fetched from.
     #[must_use]
     pub fn address(&self) -> &str {
         match self {
             Target::MetaCapi(m) => &m.graph_url,
             Target::Postback { url, .. } | Target::Webhook { url, .. } => url,
             Target::TiktokEvents(t) => &t.api_url,
+            Target::GoogleAds(_) => "",
         }
     }
 }
@@ -264,7 +273,8 @@ impl Destination {
     /// `TikTok` one with a `ttclid`: without it the platform cannot match it to an ad).
     #[must_use]
     pub fn wants(&self, kind: EventKind, click: Option<ClickFacts>) -> bool {
-        if !self.events.contains(kind) {
+        // Google Ads fetches its file: no event ever waits in a queue for it.
+        if !self.events.contains(kind) || self.target.kind() == Kind::GoogleAds {
             return false;
         }
         if !self.only_attributed {
@@ -378,5 +388,11 @@ mod tests {
         assert!(d.wants(EventKind::Deposit, without));
         assert!(!d.wants(EventKind::Deposit, with));
         assert!(!d.wants(EventKind::Deposit, None));
+        d.target = fields("google_ads").check(false).unwrap().target;
+        d.only_attributed = false;
+        assert!(
+            !d.wants(EventKind::Deposit, with),
+            "nothing is queued for Google"
+        );
     }
 }

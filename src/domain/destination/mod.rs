@@ -12,6 +12,7 @@
 //! This file holds the kinds and what a stored destination is; beside it: `fields.rs` (the rules
 //! of each kind's fields), `address.rs` (which addresses a destination may reach), `macros.rs`
 //! (a postback's URL macros), `meta.rs` (Meta's event names and what its answers mean),
+//! `google.rs` (the file Google Ads fetches, and who may fetch it),
 //! `request.rs` (the bodies and queries that name destinations and deliveries), `delivery.rs`
 //! (a delivery's states and its retries), `view.rs` (what answers show) and `tiktok.rs`
 //! (`TikTok`'s event names and what its answers mean).
@@ -19,6 +20,7 @@
 mod address;
 mod delivery;
 mod fields;
+mod google;
 mod kind;
 mod macros;
 mod meta;
@@ -34,6 +36,11 @@ pub use delivery::{
 pub use fields::{
     DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, DEFAULT_TIKTOK_API_URL, DestinationFields,
     DestinationPatch, NewDestination, check_name, check_test_event_code, new_signing_secret,
+};
+pub use google::{
+    BRAID_COLUMNS, COLUMNS, Conversion, ConversionNames, DEFAULT_USER, Fetches, Google,
+    GoogleClick, Password, PasswordDigest, REALM, TIME_ZONE_PARAMETER, WINDOW_MS, conversion_file,
+    conversion_time, new_password,
 };
 pub use kind::{
     ClickFacts, Destination, Directory, EventSet, Kind, MAX_DESTINATIONS, Meta, Paused,

@@ -16,8 +16,8 @@ use crate::error::{Code, Error};
 /// `meta_capi` takes `pixel_id` and `access_token` (required), `test_event_code`, `api_version`,
 /// `graph_url`, `event_names`, `currency_rates`; `postback` takes `url` (required) and
 /// `statuses`; `webhook` takes `url` (required); `tiktok_events` takes `pixel_code` and
-/// `access_token` (required), `test_event_code`, `api_url`, `event_names`, `currency_rates`.
-/// A field of another kind is refused. An empty
+/// `access_token` (required), `test_event_code`, `api_url`, `event_names`, `currency_rates`;
+/// `google_ads` takes `conversion_names` and `user`. A field of another kind is refused. An empty
 /// string or `null` counts as absent. The body of `PATCH /destinations/<name>` too, where an
 /// absent field is left as it is and `null` sets it back to its default.
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -97,6 +97,18 @@ pub struct DestinationBody<'a> {
         pattern(r"^(https://[!-~]+)?$")
     )]
     api_url: Option<&'a RawValue>,
+    /// `google_ads`: the name of the conversion action in Google Ads written for each event
+    /// kind (and `first_deposit`; without one, a deposit's). Default: the kind.
+    #[serde(borrow)]
+    #[schemars(
+        with = "Option<BTreeMap<String, String>>",
+        example = r#"{"deposit": "Telegram deposit"}"#
+    )]
+    conversion_names: Option<&'a RawValue>,
+    /// `google_ads`: the user name Google Ads fetches the file with. Default `google`.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", pattern(r"^[!-9;-~]{0,64}$"))]
+    user: Option<&'a RawValue>,
 }
 
 impl DestinationFields {
@@ -148,6 +160,8 @@ impl DestinationFields {
             statuses: map("statuses", b.statuses)?,
             pixel_code: text("pixel_code", b.pixel_code)?,
             api_url: text("api_url", b.api_url)?,
+            conversion_names: map("conversion_names", b.conversion_names)?,
+            user: text("user", b.user)?,
         })
     }
 }

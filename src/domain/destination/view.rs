@@ -76,6 +76,25 @@ pub struct DestinationView {
     pub paused_at_ms: Option<u64>,
     pub deliveries: StateCounts,
     pub last_error: Option<LastError>,
+    /// `google_ads`: the conversion names it sets, by kind (and `first_deposit`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub conversion_names: Option<BTreeMap<String, String>>,
+    /// `google_ads`: the user name Google Ads fetches the file with.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub user: Option<String>,
+    /// `google_ads`: the password, only in the answer that created the destination or gave it
+    /// a new one: shown once.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub password: Option<String>,
+    /// `google_ads`: when Google Ads last fetched the file (absent: never yet).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub last_fetched_at_ms: Option<u64>,
+    /// `google_ads`: the rows the last fetch was served.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rows_served: Option<u64>,
+    /// `google_ads`: how many times the file was fetched.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fetches: Option<u64>,
 }
 
 impl DestinationView {
@@ -109,6 +128,12 @@ impl DestinationView {
             paused_at_ms: d.paused.as_ref().map(|p| p.at_ms),
             deliveries,
             last_error,
+            conversion_names: None,
+            user: None,
+            password: None,
+            last_fetched_at_ms: None,
+            rows_served: None,
+            fetches: None,
         };
         match &d.target {
             Target::MetaCapi(m) => {
@@ -135,6 +160,13 @@ impl DestinationView {
                 view.api_url = Some(t.api_url.clone());
                 view.event_names = Some(t.rules.event_names.0.clone());
                 view.currency_rates = Some(t.rules.currency_rates.shown());
+            }
+            Target::GoogleAds(g) => {
+                view.conversion_names = Some(g.conversion_names.0.clone());
+                view.user = Some(g.user.clone());
+                view.last_fetched_at_ms = g.fetches.last_at_ms;
+                view.rows_served = Some(g.fetches.last_rows);
+                view.fetches = Some(g.fetches.count);
             }
         }
         view

@@ -12,7 +12,9 @@ use crate::storage::StoreError;
 /// deliveries still name it.
 ///
 /// Version 2 added the fields after `graph_url` (its settings, a rotated secret's grace, a
-/// pause); a version 1 record is read with them empty.
+/// pause); a version 1 record is read with them empty. Version 3 added those after
+/// `paused_reason` (a Google Ads destination's names, credential and fetches); a version 2
+/// record is read with them empty.
 ///
 /// A `tiktok_events` destination (kind 4) is a kind value, not a version: it keeps its pixel
 /// code in `pixel_id` and its `api_url` in `graph_url`, beside its `access_token`,
@@ -48,16 +50,94 @@ pub struct DestinationRecord {
     /// Set while it is paused: since when, and why.
     pub paused_at_ms: Option<u64>,
     pub paused_reason: Option<String>,
+    /// Google Ads' conversion names by kind, sorted by kind.
+    pub conversion_names: Vec<(String, String)>,
+    /// The user name Google Ads fetches the file with.
+    pub user: Option<String>,
+    /// The SHA-256 of the password Google Ads fetches the file with (never the password).
+    pub password_digest: Option<[u8; 32]>,
+    /// Google Ads' last fetch of the file: when, and the rows it was served; and how many.
+    pub last_fetched_ms: Option<u64>,
+    pub last_fetch_rows: u64,
+    pub fetches: u64,
 }
 impl Record for DestinationRecord {
-    const VERSION: u8 = 2;
+    const VERSION: u8 = 3;
     const NAME: &'static str = "destination";
 
     fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
         match version {
             1 => from_postcard::<DestinationRecordV1>(body).map(DestinationRecord::from),
-            2 => from_postcard(body),
+            2 => from_postcard::<DestinationRecordV2>(body).map(DestinationRecord::from),
+            3 => from_postcard(body),
             v => Err(unreadable_version::<Self>(v)),
+        }
+    }
+}
+
+/// The shape of a `DestinationRecord` of version 2.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct DestinationRecordV2 {
+    pub space_no: u32,
+    pub name: String,
+    /// `destination::Kind` as its stored discriminant.
+    pub kind: u8,
+    /// `destination::EventSet`'s bits.
+    pub events: u8,
+    pub only_attributed: bool,
+    pub created_at_ms: u64,
+    pub removed_at_ms: Option<u64>,
+    /// A postback's URL template, a webhook's URL.
+    pub url: Option<String>,
+    pub signing_secret: Option<String>,
+    pub pixel_id: Option<String>,
+    pub access_token: Option<String>,
+    pub test_event_code: Option<String>,
+    pub api_version: Option<String>,
+    pub graph_url: Option<String>,
+    /// Meta's event names by kind, sorted by kind.
+    pub event_names: Vec<(String, String)>,
+    /// Meta's currency rates as written (`"0.013 USD"`), sorted by currency.
+    pub currency_rates: Vec<(String, String)>,
+    /// A postback's `{status}` words by kind, sorted by kind.
+    pub statuses: Vec<(String, String)>,
+    /// A webhook's signing secret before its rotation, and until when it still signs.
+    pub previous_secret: Option<String>,
+    pub previous_secret_until_ms: Option<u64>,
+    /// Set while it is paused: since when, and why.
+    pub paused_at_ms: Option<u64>,
+    pub paused_reason: Option<String>,
+}
+impl Record for DestinationRecordV2 {
+    const VERSION: u8 = 2;
+    const NAME: &'static str = "destination";
+}
+
+impl From<DestinationRecordV2> for DestinationRecord {
+    fn from(v2: DestinationRecordV2) -> Self {
+        DestinationRecord {
+            space_no: v2.space_no,
+            name: v2.name,
+            kind: v2.kind,
+            events: v2.events,
+            only_attributed: v2.only_attributed,
+            created_at_ms: v2.created_at_ms,
+            removed_at_ms: v2.removed_at_ms,
+            url: v2.url,
+            signing_secret: v2.signing_secret,
+            pixel_id: v2.pixel_id,
+            access_token: v2.access_token,
+            test_event_code: v2.test_event_code,
+            api_version: v2.api_version,
+            graph_url: v2.graph_url,
+            event_names: v2.event_names,
+            currency_rates: v2.currency_rates,
+            statuses: v2.statuses,
+            previous_secret: v2.previous_secret,
+            previous_secret_until_ms: v2.previous_secret_until_ms,
+            paused_at_ms: v2.paused_at_ms,
+            paused_reason: v2.paused_reason,
+            ..DestinationRecord::default()
         }
     }
 }
@@ -182,8 +262,56 @@ mod tests {
     }
 
     #[test]
-    fn a_version_2_destination_has_its_bytes() {
+    fn a_version_2_destination_reads_without_googles_fields() {
+        let v2 = DestinationRecordV2 {
+            space_no: 1,
+            name: "w".into(),
+            kind: 3,
+            url: Some("u".into()),
+            paused_reason: Some("r".into()),
+            ..DestinationRecordV2::default()
+        };
+        let read: DestinationRecord = decode(&encode(&v2)).unwrap();
+        assert_eq!(read.paused_reason.as_deref(), Some("r"));
+        assert!(read.user.is_none() && read.password_digest.is_none() && read.fetches == 0);
+    }
+
+    #[test]
+    fn a_version_3_destination_has_its_bytes() {
         let r = DestinationRecord {
+            space_no: 1,
+            name: "g".into(),
+            kind: 5,
+            events: 15,
+            only_attributed: true,
+            created_at_ms: 1,
+            conversion_names: vec![("contact".into(), "c".into())],
+            user: Some("u".into()),
+            password_digest: Some([7; 32]),
+            last_fetched_ms: Some(2),
+            last_fetch_rows: 3,
+            fetches: 4,
+            ..DestinationRecord::default()
+        };
+        let mut bytes = vec![
+            3, // version
+            1, 1, b'g', 5, 15, 1, 1, // space, name, kind, events, only_attributed, created
+            0, // removed_at_ms
+            0, 0, 0, 0, 0, 0, 0, // url ... graph_url
+            0, 0, 0, // event_names, currency_rates, statuses
+            0, 0, 0, 0, // previous_secret, its until, paused
+            1, 7, b'c', b'o', b'n', b't', b'a', b'c', b't', 1, b'c', // conversion_names
+            1, 1, b'u', // user
+            1,    // password_digest
+        ];
+        bytes.extend([7; 32]);
+        bytes.extend([1, 2, 3, 4]); // last fetched, its rows, fetches
+        assert_golden(&r, &bytes);
+    }
+
+    #[test]
+    fn a_version_2_destination_has_its_bytes() {
+        let r = DestinationRecordV2 {
             space_no: 1,
             name: "p".into(),
             kind: 2,
@@ -194,7 +322,7 @@ mod tests {
             statuses: vec![("deposit".into(), "sale".into())],
             paused_at_ms: Some(2),
             paused_reason: Some("r".into()),
-            ..DestinationRecord::default()
+            ..DestinationRecordV2::default()
         };
         #[rustfmt::skip]
         let bytes = [

@@ -28,6 +28,8 @@ struct DestinationRow {
     /// Why it is paused, while it is.
     paused_reason: Option<String>,
     last_error: String,
+    /// A Google Ads destination's fetches: how many, the last one's time and rows.
+    fetched: Option<String>,
 }
 
 /// `a=b, c=d`: a map of settings as the page shows it and its form takes it.
@@ -77,6 +79,8 @@ struct DestinationsPage<'a> {
     log: Vec<DeliveryRow>,
     /// A new webhook's name and signing secret, shown once.
     secret: Option<(String, String)>,
+    /// A Google Ads destination's name, user name and new password, shown once.
+    password: Option<(String, String, String)>,
     tested: Option<crate::app::destinations::Tested>,
     note: Option<String>,
 }
@@ -85,6 +89,7 @@ struct DestinationsPage<'a> {
 #[derive(Default)]
 struct DestinationsShown {
     secret: Option<(String, String)>,
+    password: Option<(String, String, String)>,
     tested: Option<crate::app::destinations::Tested>,
     note: Option<String>,
 }
@@ -121,6 +126,7 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
                 ("names", pairs_text(d.event_names.as_ref())),
                 ("rates", pairs_text(d.currency_rates.as_ref())),
                 ("statuses", pairs_text(d.statuses.as_ref())),
+                ("conversion names", pairs_text(d.conversion_names.as_ref())),
             ]
             .into_iter()
             .filter(|(_, text)| !text.is_empty())
@@ -130,16 +136,30 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
             paused: d.deliveries.get(State::Paused),
             paused_reason: d.paused_reason.clone(),
             kind: d.kind.as_str(),
-            address: d.url.clone().unwrap_or_else(|| {
-                format!(
+            fetched: d.fetches.map(|count| match d.last_fetched_at_ms {
+                None => "never yet".to_owned(),
+                Some(at) => format!(
+                    "{count} time(s); last {}, {} rows served",
+                    rfc3339_s(at),
+                    d.rows_served.unwrap_or(0)
+                ),
+            }),
+            address: match (&d.url, &d.user) {
+                (Some(url), _) => url.clone(),
+                (None, Some(user)) => format!(
+                    "fetched by Google Ads from /conversions/{}/{}.csv as user {user}",
+                    ctx.param("space"),
+                    d.name
+                ),
+                (None, None) => format!(
                     "pixel {} (token {})",
                     d.pixel_id
                         .clone()
                         .or_else(|| d.pixel_code.clone())
                         .unwrap_or_default(),
                     d.access_token.clone().unwrap_or_default()
-                )
-            }),
+                ),
+            },
             events: d.events.join(", "),
             pending: d.deliveries.get(State::Pending),
             delivered: d.deliveries.get(State::Delivered),
@@ -183,6 +203,7 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
             destinations: rows,
             log,
             secret: shown.secret,
+            password: shown.password,
             tested: shown.tested,
             note: shown.note,
         },
@@ -215,11 +236,20 @@ pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
         statuses: form_pairs(ctx, "statuses"),
         pixel_code: field("pixel_code"),
         api_url: None,
+        conversion_names: form_pairs(ctx, "conversion_names"),
+        user: field("user"),
     };
     let space = space(ctx).await?;
     let created = ctx.app.create_destination(&space, fields).await?;
     let shown = DestinationsShown {
         secret: created.signing_secret.map(|s| (created.name.clone(), s)),
+        password: created.password.map(|p| {
+            (
+                created.name.clone(),
+                created.user.clone().unwrap_or_default(),
+                p,
+            )
+        }),
         note: Some(format!("Destination {} created.", created.name)),
         ..DestinationsShown::default()
     };
@@ -282,6 +312,8 @@ pub(in crate::web) async fn change(ctx: &Ctx<'_>) -> Result<Response, Error> {
         event_names: form_pairs(ctx, "event_names"),
         currency_rates: form_pairs(ctx, "currency_rates"),
         statuses: form_pairs(ctx, "statuses"),
+        conversion_names: form_pairs(ctx, "conversion_names"),
+        user: field("user"),
         ..DestinationFields::default()
     };
     let space = space(ctx).await?;
@@ -310,12 +342,28 @@ pub(in crate::web) async fn rotate(ctx: &Ctx<'_>) -> Result<Response, Error> {
         .app
         .rotate_destination_secret(&space, ctx.param("name").to_owned())
         .await?;
-    let shown = DestinationsShown {
-        secret: rotated.signing_secret.map(|s| (rotated.name.clone(), s)),
-        note: Some(format!(
+    let note = if rotated.password.is_some() {
+        format!(
+            "Google Ads destination {}: new password. The old one no longer works; give this \
+             one to Google Ads' scheduled upload.",
+            rotated.name
+        )
+    } else {
+        format!(
             "Webhook {}: new signing secret. The old one signs beside it for 24 hours.",
             rotated.name
-        )),
+        )
+    };
+    let shown = DestinationsShown {
+        secret: rotated.signing_secret.map(|s| (rotated.name.clone(), s)),
+        password: rotated.password.map(|p| {
+            (
+                rotated.name.clone(),
+                rotated.user.clone().unwrap_or_default(),
+                p,
+            )
+        }),
+        note: Some(note),
         ..DestinationsShown::default()
     };
     destinations(ctx, shown).await

@@ -1,0 +1,119 @@
+//! Google Ads' scheduled upload (`docs/destinations.md#google-ads`): the file of a `google_ads`
+//! destination's conversions, served to whoever has its user name and password, each fetch
+//! recorded with the destination and logged.
+
+use std::net::IpAddr;
+
+use crate::app::App;
+use crate::domain::destination::{
+    Conversion, Destination, GoogleClick, Target, WINDOW_MS, conversion_file,
+};
+use crate::domain::event::EventKind;
+use crate::domain::input;
+use crate::error::{Code, Error};
+
+/// The file Google Ads fetched, and how many conversions it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConversionsFile {
+    pub csv: String,
+    pub rows: u64,
+}
+
+impl App {
+    /// The file of destination `name` of space `space_name` for Google Ads, when
+    /// `authorization` is `Basic` with its user name and password: every event of its kinds
+    /// that occurred in the last 90 days and whose click has a Google click id, in Google's
+    /// click-conversion template and the space's time zone. Anything else (a wrong or missing
+    /// password, a space or destination that does not exist, or is not a Google Ads one) is
+    /// `unauthorized` with nothing of the file, and logged at WARN without the password. The
+    /// fetch is recorded (time and rows) before the file is answered.
+    pub async fn conversions_file(
+        &self,
+        space_name: &str,
+        name: &str,
+        authorization: Option<&str>,
+        client: Option<IpAddr>,
+    ) -> Result<ConversionsFile, Error> {
+        let refused = |why: &str| {
+            tracing::warn!(
+                space = space_name,
+                destination = name,
+                client = ?client,
+                why,
+                "conversions file refused"
+            );
+            Error::unauthorized(
+                "this file needs the destination's user name and password (HTTP basic \
+                 authentication), as its answer showed them when it was created",
+            )
+        };
+        if !input::is_lowercase_name(space_name) || !input::is_lowercase_name(name) {
+            return Err(refused("no such destination"));
+        }
+        let space = match self.space_named(space_name.to_owned()).await {
+            Ok(space) => space,
+            Err(e) if matches!(e.code, Code::NotFound | Code::InvalidField) => {
+                return Err(refused("no such space"));
+            }
+            Err(e) => return Err(e),
+        };
+        let found: Option<std::sync::Arc<Destination>> = self
+            .store
+            .destination_directory()
+            .of_space(space.no)
+            .and_then(|list| list.iter().find(|d| d.name == name).cloned());
+        let Some(d) = found else {
+            return Err(refused("no such destination"));
+        };
+        let Target::GoogleAds(google) = &d.target else {
+            return Err(refused("not a google_ads destination"));
+        };
+        if !google.admits(authorization) {
+            return Err(refused(if authorization.is_some() {
+                "wrong user name or password"
+            } else {
+                "no Authorization header"
+            }));
+        }
+        let now = self.now_ms();
+        let settings = self.store.space_settings(space.no).await?;
+        let events = self
+            .store
+            .google_conversions(space.no, now.saturating_sub(WINDOW_MS))
+            .await?;
+        let rows: Vec<Conversion> = events
+            .into_iter()
+            .filter_map(|e| {
+                let kind = EventKind::from_name(&e.event)?;
+                if !d.events.contains(kind) {
+                    return None;
+                }
+                let name = google
+                    .conversion_names
+                    .name_for(&e.event, e.first_deposit == Some(true))
+                    .to_owned();
+                Some(Conversion {
+                    click: GoogleClick::of(e.gclid, e.gbraid, e.wbraid)?,
+                    name,
+                    at_ms: e.occurred_at_ms,
+                    value: e.value,
+                    currency: e.currency,
+                })
+            })
+            .collect();
+        let csv = conversion_file(
+            settings.time_zone.as_str(),
+            &settings.time_zone.zone(),
+            &rows,
+        );
+        let count = rows.len() as u64;
+        self.store.record_fetch(d.no, now, count).await?;
+        tracing::info!(
+            space = space_name,
+            destination = name,
+            rows = count,
+            "Google Ads fetched its conversions file"
+        );
+        Ok(ConversionsFile { csv, rows: count })
+    }
+}
