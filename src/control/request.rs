@@ -79,7 +79,7 @@ pub enum Request {
         #[arg(long, value_name = "NAME")]
         campaign: Option<String>,
     },
-    /// What campaigns spent: import a CSV of costs
+    /// What campaigns spent: import a CSV of costs, or fetch them from Meta
     Costs {
         #[command(subcommand)]
         request: CostsRequest,
@@ -331,6 +331,10 @@ pub enum CostsRequest {
         #[arg(skip)]
         csv: FileText,
     },
+    /// Fetch the space's spend of the last 28 days from Meta now (its `meta_ads_account` and
+    /// `meta_ads_token`), replacing those days' costs that came from Meta; costs set by hand or
+    /// by CSV stay. The server also fetches on its own, every hour and every day
+    Fetch { space: String },
 }
 
 /// A file's text carried in a request (a cost CSV): `Debug` shows its size only, so the control
@@ -411,6 +415,7 @@ pub enum Answer {
     Retried(Retried),
     SpaceSettings(SpaceSettingsSet),
     CostsImported(CostsImported),
+    CostsFetched(Box<CostsFetched>),
     Stats(StatsShown),
     EventsImported(Vec<ImportedEvent>),
 }
@@ -474,6 +479,13 @@ impl From<GroupStats> for StatsGroup {
             },
         }
     }
+}
+
+/// What `tracker costs fetch` did: the fetch, or why it failed at Meta.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct CostsFetched {
+    pub space: String,
+    pub fetch: crate::spend::FetchView,
 }
 
 /// What `tracker costs import` did.
@@ -619,6 +631,16 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
         Request::Costs {
             request: CostsRequest::Import { space, csv, .. },
         } => costs_import(app, space, &csv.0).await?,
+        Request::Costs {
+            request: CostsRequest::Fetch { space },
+        } => {
+            let space = app.space_named(space).await?;
+            let last = app.fetch_costs(&space).await?;
+            Answer::CostsFetched(Box::new(CostsFetched {
+                space: space.name.to_string(),
+                fetch: (&last).into(),
+            }))
+        }
         Request::Backup { dest } => Answer::BackedUp(app.backup(&dest).await?),
         // Repairing rewrites indexes and the rollup under the writer's feet, and redb's page
         // check needs the file to itself: both wait for the server to stop.

@@ -64,6 +64,13 @@
 //!   Telegram channels: `LINKS` records may be `LinkRecord` version 2 (with the channel of a
 //!   channel link); `INVITE_POOL`, `INVITES`, `INVITES_HANDED`, `CHANNEL_MEMBERS`,
 //!   `CHANNEL_STATES`, `TELEGRAM_OFFSETS` and `CHANNEL_STATS`, all empty.
+//! - 14: costs per campaign, ad set and ad. `COSTS` (table `costs_by_ad`) replaces `COSTS_V10`
+//!   (table `costs`): keyed by day, campaign, ad set and ad, each a `CostRecord` version 2 that
+//!   says where the cost came from (set by hand or fetched from Meta). The migration moves each
+//!   cost to ad set "" and ad "", set by hand, and deletes the old table. `SPACE_SETTINGS` may
+//!   hold the settings `meta_ads_account`, `meta_ads_token` and `meta_graph_url` (stored by
+//!   name like the others, so no new layout), and `META` the last fetch of each space's spend
+//!   from Meta (`meta_fetch:<space>`).
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -79,7 +86,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 13;
+pub const SCHEMA_VERSION: u64 = 14;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -153,10 +160,16 @@ pub const FIRST_DEPOSITS_BY_TG: TableDefinition<(u32, u64), u64> =
 pub const FIRST_DEPOSITS_BY_CLICK: TableDefinition<(u32, &str), u64> =
     TableDefinition::new("first_deposits_by_click");
 
-/// `(space, day, campaign_name) -> CostRecord`: what a campaign spent on a calendar day of the
-/// space (`domain::cost`; days since 1970-01-01). Day before campaign, so a range of days is one
-/// range of keys, whatever the grouping.
-pub const COSTS: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition::new("costs");
+/// `(space, day, campaign_name) -> CostRecord` version 1: costs by campaign, schemas 10 to 13.
+/// Only `migrate_to_v14` opens it, to move its rows to [`COSTS`] and delete it.
+pub const COSTS_V10: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition::new("costs");
+
+/// `(space, day, campaign_name, adset_name, ad_name) -> CostRecord`: what a campaign, ad set or
+/// ad spent on a calendar day of the space (`domain::cost`; days since 1970-01-01; "" for no ad
+/// set or ad), and where the cost came from (schema 14). Day before campaign, so a range of
+/// days is one range of keys, whatever the grouping.
+pub const COSTS: TableDefinition<(u32, u32, &str, &str, &str), &[u8]> =
+    TableDefinition::new("costs_by_ad");
 
 /// `(space, dimension, group, quarter) -> StatsRecord`: the counts of one group in one quarter of
 /// an hour (quarters since the epoch; hours before schema 10; `domain::stats` says what counts

@@ -282,7 +282,8 @@ async fn drill_downs_add_up_to_their_campaigns(store: &Store, version: u64) {
     );
 }
 
-/// From version 10 the fixture also holds costs, one set by the API and two imported.
+/// From version 10 the fixture also holds costs, one set by the API and two imported: from
+/// version 14 on, each the campaign's as a whole (no ad set or ad), set by hand.
 async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
     let costs: Vec<String> = store
         .costs(1, (0, u32::MAX))
@@ -291,14 +292,17 @@ async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
         .iter()
         .map(|c| {
             let c = tracker::domain::cost::CostView::from(c);
-            format!("{} {} {} {}", c.day, c.campaign_name, c.amount, c.currency)
+            format!(
+                "{} {} [{}] [{}] {} {} {}",
+                c.day, c.campaign_name, c.adset_name, c.ad_name, c.amount, c.currency, c.source
+            )
         })
         .collect();
     let want: &[&str] = if version >= 10 {
         &[
-            "2026-11-24 organic 0.99 EUR",
-            "2026-11-24 spring-sale 120.50 USD",
-            "2026-11-25 spring-sale 3 USD",
+            "2026-11-24 organic [] [] 0.99 EUR hand",
+            "2026-11-24 spring-sale [] [] 120.50 USD hand",
+            "2026-11-25 spring-sale [] [] 3 USD hand",
         ]
     } else {
         &[]
