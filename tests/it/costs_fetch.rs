@@ -359,3 +359,48 @@ async fn metas_settings_are_checked() {
     }
     s.stop().await;
 }
+
+/// The Costs page: the ad account, the last fetch (a refused token shown as a pause), and the
+/// **Fetch now** button, which runs the same fetch as `POST /costs/fetch`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_costs_page_shows_the_last_fetch_and_fetches_now() {
+    use crate::admin_page::{csrf_of, form, get_page, logged_in, post_form};
+    let api = Insights::start().await;
+    api.set_rows(vec![row(0, "autumn", "broad", "video-1", "10")]);
+    let wrong = "EAAGwrongTOKEN0123456789";
+    let s = with_meta(&api, wrong, "token_refused").await;
+    let cookie = logged_in(&s).await;
+    let page = get_page(&s, Some(&cookie), "/admin/spaces/a/costs").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let text = page.text();
+    for says in [
+        ACCOUNT,
+        "paused until a new meta_ads_token",
+        "code 190",
+        "Fetch now",
+    ] {
+        assert!(text.contains(says), "{says}: {text}");
+    }
+    assert!(!text.contains(wrong), "the token is never shown");
+    let csrf = csrf_of(&page);
+    let button = || form("/admin/spaces/a/costs/fetch", &format!("csrf={csrf}"));
+    let r = post_form(&s, Some(&cookie), button()).await;
+    assert_eq!(r.status, 409, "paused: {}", r.text());
+    assert!(
+        r.text().contains("set a new meta_ads_token"),
+        "{}",
+        r.text()
+    );
+
+    let r = patch_space(&s, &json!({"meta_ads_token": TOKEN})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    fetches(&s, "ok", 1).await;
+    let r = post_form(&s, Some(&cookie), button()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let text = r.text();
+    for says in ["28 days (", "1 costs set", "spend 10 USD", "video-1"] {
+        assert!(text.contains(says), "{says}: {text}");
+    }
+    fetches(&s, "ok", 2).await;
+    s.stop().await;
+}
