@@ -106,7 +106,7 @@ pub enum Request {
     },
 }
 
-#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[derive(Subcommand, Serialize, Deserialize, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum SpaceRequest {
     /// Create a space and print its secret and ingest token (shown once)
@@ -122,6 +122,34 @@ pub enum SpaceRequest {
         #[arg(value_name = "NAME=VALUE", required = true)]
         settings: Vec<String>,
     },
+}
+
+/// As the control socket logs it: a write-only setting's value (a token) is left out.
+impl std::fmt::Debug for SpaceRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpaceRequest::Create { name } => f.debug_struct("Create").field("name", name).finish(),
+            SpaceRequest::List => f.write_str("List"),
+            SpaceRequest::Set { space, settings } => {
+                let shown: Vec<String> = settings
+                    .iter()
+                    .map(|a| match a.split_once('=') {
+                        Some((name, value))
+                            if crate::domain::settings::is_write_only(name.trim())
+                                && !value.is_empty() =>
+                        {
+                            format!("{name}=…")
+                        }
+                        _ => a.clone(),
+                    })
+                    .collect();
+                f.debug_struct("Set")
+                    .field("space", space)
+                    .field("settings", &shown)
+                    .finish()
+            }
+        }
+    }
 }
 
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]

@@ -404,3 +404,67 @@ async fn the_costs_page_shows_the_last_fetch_and_fetches_now() {
     fetches(&s, "ok", 2).await;
     s.stop().await;
 }
+
+/// `tracker costs fetch SPACE` through a running server: refused without an ad account, then,
+/// with the settings set by `tracker space set`, the fetch's sentence; the server's log says
+/// what it fetched, never with the token.
+#[test]
+fn the_command_line_fetches_spend_from_meta() {
+    use crate::support::{TrackerProcess, run_cli, stop_cleanly};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let api = runtime.block_on(Insights::start());
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let today = u32::try_from(now_ms / u128::from(DAY_MS)).unwrap();
+    api.set_rows(vec![Row {
+        day: tracker::domain::cost::day_text(today),
+        campaign: "autumn".into(),
+        adset: "broad".into(),
+        ad: "video-1".into(),
+        spend: "12.5".into(),
+    }]);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t.redb");
+    let mut process = TrackerProcess::start_with_env(
+        dir.path(),
+        &[("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true")],
+    );
+    process.created.take().expect("first start");
+    let out = run_cli(dir.path(), &data, ["costs", "fetch", "default"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("meta_ads_account"), "{stderr}");
+
+    let graph = format!("meta_graph_url={}", api.url());
+    let account = format!("meta_ads_account={ACCOUNT}");
+    let token = format!("meta_ads_token={TOKEN}");
+    let out = run_cli(
+        dir.path(),
+        &data,
+        ["space", "set", "default", &account, &token, &graph],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+    let out = run_cli(dir.path(), &data, ["costs", "fetch", "default"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("space default: spend from Meta: 28 days (")
+            && stdout.contains("1 rows, 1 costs set")
+            && stdout.contains("spend 12.5 USD"),
+        "{stdout}"
+    );
+    let log = process.log_when(|log| log.contains("spend fetched from Meta"));
+    assert!(!log.contains(TOKEN), "the token is never logged: {log}");
+    stop_cleanly(process);
+}
