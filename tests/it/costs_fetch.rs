@@ -468,3 +468,49 @@ fn the_command_line_fetches_spend_from_meta() {
     assert!(!log.contains(TOKEN), "the token is never logged: {log}");
     stop_cleanly(process);
 }
+
+/// Not a check but a measurement (run by hand with `--ignored --nocapture`): a month of an ad
+/// account of 300 ads (8,400 rows, 17 pages of 500) fetched through the stand-in, then the
+/// drill-down by ad and the campaigns read with those costs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+async fn measure_a_month_of_300_ads() {
+    let api = Insights::start().await;
+    api.set_page_rows(500);
+    let mut rows = Vec::new();
+    for back in 0..28 {
+        for ad in 0..300 {
+            rows.push(row(
+                back,
+                &format!("campaign-{}", ad % 10),
+                &format!("adset-{}", ad % 50),
+                &format!("ad-{ad}"),
+                "12.34",
+            ));
+        }
+    }
+    api.set_rows(rows);
+    let s = with_meta(&api, TOKEN, "ok").await;
+    let started = std::time::Instant::now();
+    let r = fetch_now(&s).await;
+    let took = started.elapsed();
+    assert_eq!(r.json()["fetch"]["set"], 8400, "{}", r.text());
+    println!("POST /costs/fetch, 8400 rows in 17 pages: {took:?}");
+    for target in [
+        "/stats?by=utm_content&campaign=campaign-3",
+        "/stats?by=utm_term",
+        "/stats?by=campaign_name",
+        "/costs",
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..20 {
+            let started = std::time::Instant::now();
+            let r = s.read_as(&s.a, target).await;
+            times.push(started.elapsed());
+            assert_eq!(r.status, 200);
+        }
+        times.sort();
+        println!("GET {target}: median {:?}, max {:?}", times[10], times[19]);
+    }
+    s.stop().await;
+}

@@ -97,6 +97,11 @@ impl Insights {
         self.state.lock().unwrap().rows = rows;
     }
 
+    /// Rows per page (Meta's default is 25; the request's `limit` may ask for fewer).
+    pub fn set_page_rows(&self, rows: usize) {
+        self.state.lock().unwrap().page_rows = rows;
+    }
+
     pub fn set_currency(&self, currency: &str) {
         currency.clone_into(&mut self.state.lock().unwrap().currency);
     }
