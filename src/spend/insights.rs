@@ -124,13 +124,14 @@ fn error_words(e: &reqwest::Error) -> String {
     text
 }
 
-/// `text` with `token` cut out.
+/// `text` with `token` cut out, as it is and as a URL's query writes it (an app token's `|`
+/// is `%7C` there).
 fn hide(text: &str, token: &str) -> String {
     if token.is_empty() {
-        text.to_owned()
-    } else {
-        text.replace(token, "…")
+        return text.to_owned();
     }
+    let encoded: String = url::form_urlencoded::byte_serialize(token.as_bytes()).collect();
+    text.replace(token, "…").replace(&encoded, "…")
 }
 
 /// The origin of a URL (scheme, host, port), to hold `paging.next` to the address asked.
@@ -261,5 +262,9 @@ mod tests {
         assert!(url.starts_with("http://127.0.0.1:9/v23.0/act_42/insights?level=ad&time_increment=1&fields=campaign_name%2Cadset_name%2Cad_name%2Cspend%2Caccount_currency&time_range=%7B%22since%22%3A%222026-11-24%22%2C%22until%22%3A%222026-11-26%22%7D"), "{url}");
         assert!(url.ends_with("&access_token=TOKEN"), "{url}");
         assert_eq!(hide("x TOKEN y", "TOKEN"), "x … y");
+        assert_eq!(
+            hide("?access_token=12%7Cab&x TOKEN", "12|ab"),
+            "?access_token=…&x TOKEN"
+        );
     }
 }

@@ -304,6 +304,18 @@ async fn an_error_answer_is_the_fetchs_result() {
     let why = fetch["error"].as_str().unwrap();
     assert!(why.contains("Invalid parameter"), "{why}");
     assert!(!r.text().contains(TOKEN), "the token is never shown");
+    // No answer at all: the transport's words, which quote the URL, without the token.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let r = patch_space(&s, &json!({"meta_graph_url": gone})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = fetch_now(&s).await;
+    let fetch = &r.json()["fetch"];
+    assert_eq!(fetch["result"], "failed", "{}", r.text());
+    let why = fetch["error"].as_str().unwrap();
+    assert!(why.contains("did not answer"), "{why}");
+    assert!(!r.text().contains(TOKEN), "the token is never shown: {why}");
     s.stop().await;
 }
 
