@@ -526,3 +526,50 @@ async fn measure_a_month_of_300_ads() {
     }
     s.stop().await;
 }
+
+/// The `time_range` of the `n`th request to the stand-in.
+fn range_asked(api: &Insights, n: usize) -> String {
+    api.asked()[n].query["time_range"].clone()
+}
+
+/// On its own, the server fetches the last 3 days every hour and the last 28 once a day, in
+/// the space's time zone: a test's clock moved on, and the loop woken to look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_hour_three_days_and_every_day_twenty_eight() {
+    let api = Insights::start().await;
+    let s = with_meta(&api, TOKEN, "ok").await;
+    let range = |since: &str, until: &str| format!(r#"{{"since":"{since}","until":"{until}"}}"#);
+    assert_eq!(range_asked(&api, 0), range(&day(27), &day(0)));
+    let wake = || s.app.as_ref().unwrap().spend.wake.notify_one();
+    // Not yet an hour: nothing.
+    s.clock.advance(59 * 60 * 1000);
+    wake();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(api.asked().len(), 1);
+    s.clock.advance(60 * 1000);
+    wake();
+    fetches(&s, "ok", 2).await;
+    assert_eq!(range_asked(&api, 1), range(&day(2), &day(0)));
+    // A day after the first: the month again, of the new today.
+    s.clock.advance(DAY_MS - 60 * 60 * 1000);
+    wake();
+    fetches(&s, "ok", 3).await;
+    let today = TODAY + 1;
+    let day_of = |n: u64| tracker::domain::cost::day_text(u32::try_from(n).unwrap());
+    assert_eq!(
+        range_asked(&api, 2),
+        range(&day_of(today - 27), &day_of(today))
+    );
+    // In the space's zone: at 08:00 UTC it is still the day before in Honolulu (UTC-10); the
+    // settings' change fetches the month at once.
+    let r = patch_space(&s, &json!({"time_zone": "Pacific/Honolulu"})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = patch_space(&s, &json!({"meta_ads_account": ACCOUNT})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    fetches(&s, "ok", 4).await;
+    assert_eq!(
+        range_asked(&api, 3),
+        range(&day_of(today - 1 - 27), &day_of(today - 1))
+    );
+    s.stop().await;
+}
