@@ -47,6 +47,13 @@
 //!   (`telegram/pool.rs`); the Bot API client (`telegram/api.rs`), on the senders' HTTP client.
 //!   Handed a narrow [`telegram::Shared`]; what it reports ([`telegram::Status`]) the
 //!   application reads.
+//! - [`spend`]: spend fetched from Meta's insights into costs by campaign, ad set and ad, run in
+//!   the background too: every hour the last 3 days, every day the last 28, for each space with
+//!   a `meta_ads_account` and token, replacing those days' costs that came from Meta (`spend/
+//!   mod.rs`, the one fetch every way in calls); the insights client, on the senders' HTTP
+//!   client (`insights.rs`). Handed a narrow [`spend::Shared`]; what it reports
+//!   ([`spend::Status`]) the application reads. In the layer of [`telegram`], importing
+//!   nothing of it.
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, the uid rule, exact
 //!   decimals, dedup keys, credentials and the keyring, clicks and bindings, the rate limit,
 //!   tracking links, a space's settings, the feed, stats and the rejection log, the outcomes
@@ -102,7 +109,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["http", "web"],
     &["surface"],
     &["app"],
-    &["telegram"],
+    &["telegram", "spend"],
     &["delivery"],
     &["storage", "s3"],
     &["config", "metrics"],
@@ -123,6 +130,7 @@ pub mod metrics;
 pub mod router;
 pub mod s3;
 pub mod server;
+pub mod spend;
 pub mod storage;
 pub mod surface;
 pub mod telegram;

@@ -210,11 +210,18 @@ pub struct Metrics {
     /// Each channel link's invite links by [`CHANNEL_INVITE_STATES`], as the pool's loop last
     /// read them (by slug).
     channel_invites: std::sync::Mutex<std::collections::BTreeMap<String, [u64; 3]>>,
+    /// Fetches of spend from Meta, by [`COSTS_FETCH_RESULTS`].
+    costs_fetch: [AtomicU64; COSTS_FETCH_RESULTS.len()],
 }
 
 /// What `tracker_channel_invites` gives per channel link, by its `state` label: invite links in
 /// the pool (ready to hand out), handed out, and used to join.
 pub const CHANNEL_INVITE_STATES: [&str; 3] = ["pool", "handed_out", "used"];
+
+/// What `tracker_costs_fetch` counts (`docs/costs.md`), by its `result` label: fetches of spend
+/// from Meta that replaced the days' costs, that failed, and that found the token refused
+/// (which pauses fetching until a new one is set).
+pub const COSTS_FETCH_RESULTS: [&str; 3] = ["ok", "failed", "token_refused"];
 
 /// What `tracker_telegram` counts (`docs/channels.md`), by its `what` label: joins through the
 /// tracker's invite links and through anything else, leaves, join requests, invite links made,
@@ -251,6 +258,7 @@ impl Default for Metrics {
             delivery_seconds: std::array::from_fn(|_| Histogram::seconds()),
             telegram: std::array::from_fn(|_| AtomicU64::new(0)),
             channel_invites: std::sync::Mutex::default(),
+            costs_fetch: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -289,6 +297,14 @@ impl Metrics {
     /// A new click was stored (a back-fill that created one, a tracking-link visit).
     pub fn click(&self) {
         self.clicks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a fetch of spend from Meta that came to `result` (one of
+    /// [`COSTS_FETCH_RESULTS`]).
+    pub fn costs_fetch(&self, result: &str) {
+        if let Some(i) = COSTS_FETCH_RESULTS.iter().position(|r| *r == result) {
+            self.costs_fetch[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Adds `n` to the Telegram count `what` (one of [`TELEGRAM_COUNTS`]).
@@ -467,6 +483,7 @@ impl Collector for Scrape {
         encode_background(m, &mut encoder)?;
         encode_deliveries(m, &self.writer, &mut encoder)?;
         encode_telegram(m, &mut encoder)?;
+        encode_costs_fetch(m, &mut encoder)?;
         let w = &self.writer;
         w.batch_size.encode(encoder.encode_descriptor(
             "tracker_writer_batch_size",
@@ -589,6 +606,22 @@ fn encode_telegram(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::Re
             ConstGauge::new(i64::try_from(*n).unwrap_or(i64::MAX))
                 .encode(invites.encode_family(&set)?)?;
         }
+    }
+    Ok(())
+}
+
+/// Fetches of spend from Meta: [`COSTS_FETCH_RESULTS`].
+fn encode_costs_fetch(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    let mut fetches = encoder.encode_descriptor(
+        "tracker_costs_fetch",
+        "Fetches of spend from Meta's insights into costs, by result: ok, failed, and \
+         token_refused (fetching paused until a new meta_ads_token).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (result, count) in COSTS_FETCH_RESULTS.iter().zip(&m.costs_fetch) {
+        let set = labels([("result", Cow::Borrowed(*result))]);
+        ConstCounter::new(count.load(Ordering::Relaxed)).encode(fetches.encode_family(&set)?)?;
     }
     Ok(())
 }

@@ -56,6 +56,8 @@ pub struct App {
     /// What the Telegram tasks report (each bot's name, each channel link's last Bot API
     /// error), and their wake-up (`telegram/`).
     pub telegram: Arc<crate::telegram::Status>,
+    /// Each space's last fetch of spend from Meta, and the fetch loop's wake-up (`spend/`).
+    pub spend: Arc<crate::spend::Status>,
 }
 
 /// A place among a space's waiting followers, given back when dropped.
@@ -201,6 +203,7 @@ impl App {
             waiting: Arc::default(),
             delivery_wake: Arc::default(),
             telegram: Arc::default(),
+            spend: Arc::default(),
             metrics: Arc::new(Metrics::default()),
             store,
             settings,
@@ -218,6 +221,32 @@ impl App {
             settings: self.settings.delivery,
             wake: self.delivery_wake.clone(),
         }
+    }
+
+    /// What the fetch of spend from Meta is handed (`spend/`).
+    #[must_use]
+    pub fn spend_tasks(&self) -> crate::spend::Shared {
+        crate::spend::Shared {
+            store: self.store.clone(),
+            settings: self.settings.clone(),
+            clock: self.clock.clone(),
+            status: self.spend.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    /// Fetches the space's spend of the last 28 days from Meta now (`POST /costs/fetch`,
+    /// `tracker costs fetch`, the Costs page's button): the same fetch the hourly and daily
+    /// ones are ([`crate::spend::fetch`]). A fetch that fails at Meta is answered as its
+    /// result, not an error.
+    pub async fn fetch_costs(&self, space: &SpaceRef) -> Result<crate::spend::LastFetch, Error> {
+        crate::spend::fetch(&self.spend_tasks(), space.no, crate::spend::MONTH_DAYS).await
+    }
+
+    /// The space's last fetch of spend from Meta since the server started.
+    #[must_use]
+    pub fn last_costs_fetch(&self, space: &SpaceRef) -> Option<crate::spend::LastFetch> {
+        self.spend.last(space.no)
     }
 
     /// What the Telegram tasks are handed (`telegram/`).
@@ -711,9 +740,15 @@ impl App {
         if let Some(token) = token.as_deref().filter(|t| !t.is_empty()) {
             self.check_bot_token(space, token).await?;
         }
+        let meta = ["meta_ads_account", "meta_ads_token", "meta_graph_url"]
+            .iter()
+            .any(|name| patch.value(name).is_some());
         let settings = self.store.update_settings(space.no, patch).await?;
         if token.is_some() {
             self.telegram.wake.notify_one();
+        }
+        if meta {
+            self.spend.settings_changed(space.no);
         }
         Ok(settings)
     }

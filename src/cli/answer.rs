@@ -38,6 +38,7 @@ pub(super) fn print(out: Output, answer: &Answer, base: &str, dest: Option<&Path
         Answer::Retried(retried) => destination::retried_text(retried),
         Answer::Stats(shown) => stats::table_text(shown),
         Answer::CostsImported(done) => costs::imported_text(done),
+        Answer::CostsFetched(done) => costs::fetched_text(done),
         Answer::BackedUp(done) => data_file::backed_up_text(done, dest),
     };
     write_line(&text);

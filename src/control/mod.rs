@@ -11,8 +11,9 @@ mod request;
 mod socket;
 
 pub use request::{
-    AdminRequest, Answer, CostsImported, CostsRequest, DestinationDeleted, DestinationRequest,
-    EventTexts, FileText, ImportedEvent, KeysRequest, LinkDeleted, LinkRequest, PasswordSet,
-    Request, SpaceRequest, SpaceSettingsSet, StatsGroup, StatsRates, StatsShown, execute,
+    AdminRequest, Answer, CostsFetched, CostsImported, CostsRequest, DestinationDeleted,
+    DestinationRequest, EventTexts, FileText, ImportedEvent, KeysRequest, LinkDeleted, LinkRequest,
+    PasswordSet, Request, SpaceRequest, SpaceSettingsSet, StatsGroup, StatsRates, StatsShown,
+    execute,
 };
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

@@ -79,7 +79,7 @@ pub enum Request {
         #[arg(long, value_name = "NAME")]
         campaign: Option<String>,
     },
-    /// What campaigns spent: import a CSV of costs
+    /// What campaigns spent: import a CSV of costs, or fetch them from Meta
     Costs {
         #[command(subcommand)]
         request: CostsRequest,
@@ -106,7 +106,7 @@ pub enum Request {
     },
 }
 
-#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[derive(Subcommand, Serialize, Deserialize, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum SpaceRequest {
     /// Create a space and print its secret and ingest token (shown once)
@@ -122,6 +122,34 @@ pub enum SpaceRequest {
         #[arg(value_name = "NAME=VALUE", required = true)]
         settings: Vec<String>,
     },
+}
+
+/// As the control socket logs it: a write-only setting's value (a token) is left out.
+impl std::fmt::Debug for SpaceRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpaceRequest::Create { name } => f.debug_struct("Create").field("name", name).finish(),
+            SpaceRequest::List => f.write_str("List"),
+            SpaceRequest::Set { space, settings } => {
+                let shown: Vec<String> = settings
+                    .iter()
+                    .map(|a| match a.split_once('=') {
+                        Some((name, value))
+                            if crate::domain::settings::is_write_only(name.trim())
+                                && !value.is_empty() =>
+                        {
+                            format!("{name}=…")
+                        }
+                        _ => a.clone(),
+                    })
+                    .collect();
+                f.debug_struct("Set")
+                    .field("space", space)
+                    .field("settings", &shown)
+                    .finish()
+            }
+        }
+    }
 }
 
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
@@ -352,6 +380,10 @@ pub enum CostsRequest {
         #[arg(skip)]
         csv: FileText,
     },
+    /// Fetch the space's spend of the last 28 days from Meta now (its `meta_ads_account` and
+    /// `meta_ads_token`), replacing those days' costs that came from Meta; costs set by hand or
+    /// by CSV stay. The server also fetches on its own, every hour and every day
+    Fetch { space: String },
 }
 
 /// A file's text carried in a request (a cost CSV): `Debug` shows its size only, so the control
@@ -432,6 +464,7 @@ pub enum Answer {
     Retried(Retried),
     SpaceSettings(SpaceSettingsSet),
     CostsImported(CostsImported),
+    CostsFetched(Box<CostsFetched>),
     Stats(StatsShown),
     EventsImported(Vec<ImportedEvent>),
 }
@@ -503,6 +536,13 @@ impl From<GroupStats> for StatsGroup {
             },
         }
     }
+}
+
+/// What `tracker costs fetch` did: the fetch, or why it failed at Meta.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct CostsFetched {
+    pub space: String,
+    pub fetch: crate::spend::FetchView,
 }
 
 /// What `tracker costs import` did.
@@ -648,6 +688,16 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
         Request::Costs {
             request: CostsRequest::Import { space, csv, .. },
         } => costs_import(app, space, &csv.0).await?,
+        Request::Costs {
+            request: CostsRequest::Fetch { space },
+        } => {
+            let space = app.space_named(space).await?;
+            let last = app.fetch_costs(&space).await?;
+            Answer::CostsFetched(Box::new(CostsFetched {
+                space: space.name.to_string(),
+                fetch: (&last).into(),
+            }))
+        }
         Request::Backup { dest } => Answer::BackedUp(app.backup(&dest).await?),
         // Repairing rewrites indexes and the rollup under the writer's feet, and redb's page
         // check needs the file to itself: both wait for the server to stop.

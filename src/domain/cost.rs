@@ -3,9 +3,11 @@
 //! costs import` and the CSV import (our columns, or the header of Meta Ads Manager's daily
 //! export).
 //!
-//! A cost is keyed by the space's calendar day (in its time zone) and the campaign name; setting
-//! it again replaces it, an amount of 0 removes it. Amounts are exact decimals; nothing is
-//! converted between currencies.
+//! A cost is keyed by the space's calendar day (in its time zone), the campaign name, the ad set
+//! name and the ad name (both optional, "" for the campaign as a whole); setting it again
+//! replaces it, an amount of 0 removes it. It remembers where it came from ([`Source`]): set by
+//! hand (`POST /costs`, a CSV) or fetched from Meta's insights, which replaces only what it
+//! fetched before. Amounts are exact decimals; nothing is converted between currencies.
 
 use std::collections::BTreeMap;
 
@@ -18,23 +20,74 @@ use crate::error::{Code, Error};
 
 /// The longest campaign name, as a click's `campaign_name`.
 pub const MAX_CAMPAIGN_CHARS: usize = crate::domain::click::CAMPAIGN_NAME_MAX_CHARS;
+/// The longest ad set or ad name (Meta's names, and a click's `utm_term` or `utm_content`).
+pub const MAX_AD_CHARS: usize = 512;
 /// The most rows one import takes: 90 days of 1000 campaigns, and some.
 pub const MAX_IMPORT_ROWS: usize = 100_000;
 
 /// Our CSV's columns, in the order of the template the admin page offers; an import finds them
 /// by name, in any order.
 pub const CSV_COLUMNS: [&str; 4] = ["day", "campaign_name", "amount", "currency"];
+/// Our CSV's optional columns: the ad set and the ad a cost is of (absent or empty: the whole
+/// campaign, or the whole ad set).
+pub const CSV_AD_COLUMNS: [&str; 2] = ["adset_name", "ad_name"];
+/// The same two in the header of Meta Ads Manager's export (lower case, as compared).
+const META_AD_COLUMNS: [&str; 2] = ["ad set name", "ad name"];
+
+/// Where a cost came from: what a fetch from Meta replaces is only what it fetched before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Source {
+    /// `POST /costs`, a CSV import (the admin page, `tracker costs import`).
+    #[default]
+    Hand,
+    /// Meta's insights, fetched by the tracker.
+    Meta,
+}
+
+impl Source {
+    /// The stored byte (part of the cost record: changing it is a schema version).
+    #[must_use]
+    pub fn code(self) -> u8 {
+        match self {
+            Source::Hand => 0,
+            Source::Meta => 1,
+        }
+    }
+
+    /// The source of a stored byte; an unknown byte reads as set by hand, which a fetch leaves.
+    #[must_use]
+    pub fn of_code(code: u8) -> Source {
+        if code == 1 {
+            Source::Meta
+        } else {
+            Source::Hand
+        }
+    }
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Hand => "hand",
+            Source::Meta => "meta",
+        }
+    }
+}
 
 /// A calendar day as days since 1970-01-01, as the cost table keys it.
 pub type Day = u32;
 
-/// What one campaign spent on one day.
+/// What one campaign, ad set or ad spent on one day.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cost {
     pub day: Day,
     pub campaign_name: String,
+    /// The ad set, "" for the campaign as a whole.
+    pub adset_name: String,
+    /// The ad, "" for the ad set (or campaign) as a whole.
+    pub ad_name: String,
     pub amount: Decimal,
     pub currency: String,
+    pub source: Source,
 }
 
 /// A cost as every way out shows it.
@@ -42,8 +95,14 @@ pub struct Cost {
 pub struct CostView {
     pub day: String,
     pub campaign_name: String,
+    /// The ad set, "" for the campaign as a whole.
+    pub adset_name: String,
+    /// The ad, "" for the ad set (or campaign) as a whole.
+    pub ad_name: String,
     pub amount: String,
     pub currency: String,
+    /// `hand` (`POST /costs`, a CSV import) or `meta` (fetched from Meta's insights).
+    pub source: String,
 }
 
 impl From<&Cost> for CostView {
@@ -51,8 +110,11 @@ impl From<&Cost> for CostView {
         CostView {
             day: day_text(c.day),
             campaign_name: c.campaign_name.clone(),
+            adset_name: c.adset_name.clone(),
+            ad_name: c.ad_name.clone(),
             amount: c.amount.to_string(),
             currency: c.currency.clone(),
+            source: c.source.as_str().to_owned(),
         }
     }
 }
@@ -117,11 +179,44 @@ pub fn day_range(from: Option<&str>, to: Option<&str>) -> Result<(Day, Day), Err
     Ok((from, to))
 }
 
+/// An ad set or ad name as sent, checked: at most [`MAX_AD_CHARS`] characters (the spaces
+/// around it included), then trimmed; "" (or only spaces) for none.
+fn ad_part(text: &str, field: &'static str) -> Result<String, Error> {
+    let chars = text.chars().count();
+    if chars > MAX_AD_CHARS {
+        return Err(Error::field(
+            Code::InvalidField,
+            field,
+            format!("{field} must be at most {MAX_AD_CHARS} characters, got {chars}"),
+        ));
+    }
+    Ok(text.trim().to_owned())
+}
+
+/// The ad set and ad of a cost, as sent: either may be empty.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AdNames<'a> {
+    pub adset_name: &'a str,
+    pub ad_name: &'a str,
+}
+
 impl Cost {
-    /// One cost from its four fields as text, checked.
+    /// One cost of a campaign as a whole from its four fields as text, checked, set by hand.
     pub fn new(
         day: &str,
         campaign_name: &str,
+        amount: &str,
+        currency: &str,
+    ) -> Result<Cost, Error> {
+        Cost::of_ad(day, campaign_name, AdNames::default(), amount, currency)
+    }
+
+    /// One cost of a campaign, ad set or ad from its fields as text, checked, set by hand (a
+    /// fetch from Meta sets [`Cost::source`] after).
+    pub fn of_ad(
+        day: &str,
+        campaign_name: &str,
+        ad: AdNames<'_>,
         amount: &str,
         currency: &str,
     ) -> Result<Cost, Error> {
@@ -155,16 +250,21 @@ impl Cost {
                 )
             })?;
         let currency = crate::domain::event::check_currency(currency.trim())?;
+        let adset_name = ad_part(ad.adset_name, "adset_name")?;
+        let ad_name = ad_part(ad.ad_name, "ad_name")?;
         Ok(Cost {
             day,
             campaign_name: campaign_name.to_owned(),
+            adset_name,
+            ad_name,
             amount,
             currency,
+            source: Source::Hand,
         })
     }
 
-    /// A `POST /costs` body: `{"day", "campaign_name", "amount", "currency"}`, all required;
-    /// `amount` a string or a JSON number.
+    /// A `POST /costs` body: `{"day", "campaign_name", "amount", "currency"}`, all required,
+    /// and `adset_name`, `ad_name`, optional; `amount` a string or a JSON number.
     pub fn from_json(body: &[u8]) -> Result<Cost, Error> {
         let b: CostBody = input::parse_body(body)?;
         let day = input::json_string(required(b.day, "day")?, "day")?;
@@ -176,11 +276,35 @@ impl Cost {
             None => input::json_string(amount_raw, "amount")?,
         };
         let currency = input::json_string(required(b.currency, "currency")?, "currency")?;
-        Cost::new(&day, &campaign, &amount, &currency)
+        let optional = |raw: Option<&RawValue>, field| match raw {
+            None => Ok(String::new()),
+            Some(raw) if raw.get() == "null" => Ok(String::new()),
+            Some(raw) => input::json_string(raw, field),
+        };
+        let adset_name = optional(b.adset_name, "adset_name")?;
+        let ad_name = optional(b.ad_name, "ad_name")?;
+        let ad = AdNames {
+            adset_name: &adset_name,
+            ad_name: &ad_name,
+        };
+        Cost::of_ad(&day, &campaign, ad, &amount, &currency)
+    }
+
+    /// The campaign, with its ad set and ad where it has them: `autumn / broad / video-1`.
+    #[must_use]
+    pub fn label(&self) -> String {
+        let mut label = self.campaign_name.clone();
+        for part in [&self.adset_name, &self.ad_name] {
+            if !part.is_empty() {
+                label.push_str(" / ");
+                label.push_str(part);
+            }
+        }
+        label
     }
 }
 
-/// The body of `POST /costs`: every field required.
+/// The body of `POST /costs`: every field required but the ad set and the ad.
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CostBody<'a> {
@@ -203,6 +327,16 @@ pub struct CostBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "String", pattern(r"^[A-Za-z0-9]{3,10}$"))]
     currency: Option<&'a RawValue>,
+    /// The ad set (a click's `utm_term`): at most 512 characters; absent or "" for the campaign
+    /// as a whole.
+    #[serde(borrow, default)]
+    #[schemars(with = "Option<String>", length(max = MAX_AD_CHARS))]
+    adset_name: Option<&'a RawValue>,
+    /// The ad (a click's `utm_content`): at most 512 characters; absent or "" for the ad set (or
+    /// campaign) as a whole.
+    #[serde(borrow, default)]
+    #[schemars(with = "Option<String>", length(max = MAX_AD_CHARS))]
+    ad_name: Option<&'a RawValue>,
 }
 
 // Read by `Cost::new`; this type only describes it in `/openapi.json`.
@@ -221,6 +355,9 @@ struct Columns {
     amount: usize,
     /// The currency column, or for Meta's export the currency its amount column names.
     currency: Result<usize, String>,
+    /// The ad set and ad columns, where the file has them.
+    adset: Option<usize>,
+    ad: Option<usize>,
 }
 
 impl Columns {
@@ -234,11 +371,14 @@ impl Columns {
         if let (Some(day), Some(campaign), Some(amount), Some(currency)) =
             (day, campaign, amount, currency)
         {
+            let [adset, ad] = CSV_AD_COLUMNS.map(find);
             return Ok(Columns {
                 day,
                 campaign,
                 amount,
                 currency: Ok(currency),
+                adset,
+                ad,
             });
         }
         let spent = names.iter().enumerate().find_map(|(i, n)| {
@@ -248,11 +388,14 @@ impl Columns {
         if let (Some(day), Some(campaign), Some((amount, currency))) =
             (find("day"), find("campaign name"), spent)
         {
+            let [adset, ad] = META_AD_COLUMNS.map(find);
             return Ok(Columns {
                 day,
                 campaign,
                 amount,
                 currency: Err(currency),
+                adset,
+                ad,
             });
         }
         Err(Error::field(
@@ -269,7 +412,7 @@ impl Columns {
 /// the rows, days and campaigns it read, so the marketer sees that the whole file went in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CsvCosts {
-    /// One per day and campaign, by day, then campaign.
+    /// One per day, campaign, ad set and ad, in that order.
     pub costs: Vec<Cost>,
     pub rows: usize,
 }
@@ -343,9 +486,12 @@ impl<'a> LineCounter<'a> {
 
 /// Every cost of a CSV file: a header row (ours or Meta's, [`Columns`]) and one cost per row. A
 /// row with an empty amount spent (Meta's export writes none for a day without spend) is a
-/// cost of 0. Rows of the same day and campaign add up (an export by ad set has one row per ad
-/// set); in two currencies they are refused. The error names the line at fault.
+/// cost of 0. The ad set and ad columns are optional (ours `adset_name`, `ad_name`; Meta's `Ad
+/// set name`, `Ad name`). Rows of the same day, campaign, ad set and ad add up (an export by
+/// age or placement has several); in two currencies they are refused. The error names the line
+/// at fault.
 pub fn parse_csv(text: &str) -> Result<CsvCosts, Error> {
+    type Key = (Day, String, String, String);
     let mut lines = LineCounter::new(text);
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -358,7 +504,7 @@ pub fn parse_csv(text: &str) -> Result<CsvCosts, Error> {
         .map_err(|e| Error::field(Code::InvalidField, "csv", format!("line 1: {e}")))?
         .clone();
     let columns = Columns::of(&header)?;
-    let mut costs: BTreeMap<(Day, String), (Cost, u64)> = BTreeMap::new();
+    let mut costs: BTreeMap<Key, (Cost, u64)> = BTreeMap::new();
     let mut rows = 0;
     for (row, record) in reader.records().enumerate() {
         let record = record.map_err(|e| {
@@ -389,15 +535,26 @@ pub fn parse_csv(text: &str) -> Result<CsvCosts, Error> {
             Ok(i) => field(*i),
             Err(named) => named.as_str(),
         };
-        let cost = Cost::new(
+        let ad = AdNames {
+            adset_name: columns.adset.map_or("", field),
+            ad_name: columns.ad.map_or("", field),
+        };
+        let cost = Cost::of_ad(
             field(columns.day),
             field(columns.campaign),
+            ad,
             amount,
             currency,
         )
         .map_err(|e| at_line(line, &e))?;
         rows += 1;
-        match costs.entry((cost.day, cost.campaign_name.clone())) {
+        let key = (
+            cost.day,
+            cost.campaign_name.clone(),
+            cost.adset_name.clone(),
+            cost.ad_name.clone(),
+        );
+        match costs.entry(key) {
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert((cost, line));
             }
@@ -410,7 +567,7 @@ pub fn parse_csv(text: &str) -> Result<CsvCosts, Error> {
                         format!(
                             "line {line}: {} on {} is in {} here and in {} on line {first_line}; \
                              a campaign's day has one currency",
-                            quoted(&cost.campaign_name),
+                            quoted(&cost.label()),
                             day_text(cost.day),
                             cost.currency,
                             sum.currency
@@ -523,6 +680,64 @@ mod tests {
                 ("2026-11-25".into(), "winter", "0".into(), "EUR")
             ]
         );
+    }
+
+    #[test]
+    fn ad_sets_and_ads_are_optional_and_bounded() {
+        let ad = |adset_name, ad_name| AdNames {
+            adset_name,
+            ad_name,
+        };
+        let c = Cost::of_ad("2026-11-24", "autumn", ad(" broad ", "v1"), "1", "USD").unwrap();
+        assert_eq!((c.adset_name.as_str(), c.ad_name.as_str()), ("broad", "v1"));
+        assert_eq!(c.label(), "autumn / broad / v1");
+        let long = "x".repeat(MAX_AD_CHARS);
+        let over = format!("{long}x");
+        assert!(Cost::of_ad("2026-11-24", "a", ad(&long, &long), "1", "USD").is_ok());
+        for (adset, ad_name, field) in [(&over, &long, "adset_name"), (&long, &over, "ad_name")] {
+            let e = Cost::of_ad("2026-11-24", "a", ad(adset, ad_name), "1", "USD").unwrap_err();
+            assert_eq!(e.field, Some(field));
+        }
+        let body = br#"{"day":"2026-11-24","campaign_name":"a","adset_name":"s","ad_name":"d","amount":1,"currency":"USD"}"#;
+        let c = Cost::from_json(body).unwrap();
+        assert_eq!((c.adset_name.as_str(), c.ad_name.as_str()), ("s", "d"));
+        let plain = br#"{"day":"2026-11-24","campaign_name":"a","amount":1,"currency":"USD"}"#;
+        assert_eq!(Cost::from_json(plain).unwrap().adset_name, "");
+        let bad =
+            br#"{"day":"2026-11-24","campaign_name":"a","ad_name":7,"amount":1,"currency":"USD"}"#;
+        assert_eq!(Cost::from_json(bad).unwrap_err().field, Some("ad_name"));
+    }
+
+    #[test]
+    fn csv_rows_are_kept_per_ad_set_and_ad() {
+        let ours = "day,campaign_name,adset_name,ad_name,amount,currency\n\
+                    2026-11-24,a,s1,d1,1,USD\n2026-11-24,a,s1,d2,2,USD\n2026-11-24,a,s1,d1,3,USD\n";
+        let read = parse_csv(ours).unwrap();
+        let seen: Vec<_> = read
+            .costs
+            .iter()
+            .map(|c| (c.label(), c.amount.to_string()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a / s1 / d1".into(), "4".into()),
+                ("a / s1 / d2".into(), "2".into())
+            ]
+        );
+        let meta = "Day,Campaign name,Ad set name,Ad name,Amount spent (EUR)\n\
+                    2026-11-24,a,s1,d1,1.5\n";
+        let c = &parse_csv(meta).unwrap().costs[0];
+        assert_eq!(
+            (c.label(), c.currency.as_str()),
+            ("a / s1 / d1".into(), "EUR")
+        );
+        let long = format!(
+            "day,campaign_name,ad_name,amount,currency\n2026-11-24,a,{},1,USD\n",
+            "x".repeat(MAX_AD_CHARS + 1)
+        );
+        let e = parse_csv(&long).unwrap_err();
+        assert!(e.message.starts_with("line 2: ad_name"), "{}", e.message);
     }
 
     #[test]

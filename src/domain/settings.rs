@@ -60,6 +60,97 @@ pub struct SpaceSettings {
     /// The token of the space's Telegram bot (`docs/channels.md`), which makes invite links of
     /// channel links and reads who joined. Write-only: answers show its last 4 characters.
     pub telegram_bot_token: Option<Secret>,
+    /// Meta's ad account whose spend the tracker fetches (`docs/costs.md`): `act_<digits>`.
+    pub meta_ads_account: Option<String>,
+    /// An access token with `ads_read` on that account. Write-only: answers show its last 4
+    /// characters.
+    pub meta_ads_token: Option<Secret>,
+    /// Where Meta's Graph API is (a stand-in's address in tests): an `http` or `https` origin.
+    pub meta_graph_url: GraphUrl,
+}
+
+/// The rule of a Meta ad account id: `act_` and 1 to 20 digits.
+fn check_ad_account(text: &str) -> Result<(), String> {
+    let digits = text.strip_prefix("act_").unwrap_or("");
+    if (1..=20).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "is an ad account id act_ and 1 to 20 digits (act_1234567890), or \"\" to remove \
+             it, got {}",
+            quoted(text)
+        ))
+    }
+}
+
+/// The longest Meta access token taken.
+pub const META_TOKEN_MAX_CHARS: usize = 1024;
+
+/// The rule of a Meta access token: 16 to [`META_TOKEN_MAX_CHARS`] letters, digits, `_`, `-`,
+/// `.` or `|` (system user and app tokens both).
+fn check_meta_token(text: &str) -> Result<(), String> {
+    let ok = (16..=META_TOKEN_MAX_CHARS).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'|'));
+    if ok {
+        Ok(())
+    } else {
+        // The value itself is never repeated: it may be a real token with a typo.
+        Err(format!(
+            "is an access token with ads_read (16 to {META_TOKEN_MAX_CHARS} letters, digits, \
+             '_', '-', '.' or '|'), or \"\" to remove it"
+        ))
+    }
+}
+
+/// The address of Meta's Graph API: an `http` or `https` origin with an optional path, no
+/// query, at most 256 characters; `https://graph.facebook.com` by default. Kept without a
+/// trailing `/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphUrl(String);
+
+/// Meta's own Graph API.
+pub const META_GRAPH_URL: &str = "https://graph.facebook.com";
+
+impl Default for GraphUrl {
+    fn default() -> Self {
+        GraphUrl(META_GRAPH_URL.to_owned())
+    }
+}
+
+impl GraphUrl {
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    fn parse(text: &str) -> Result<GraphUrl, String> {
+        if text.is_empty() {
+            return Ok(GraphUrl::default());
+        }
+        let bad = || {
+            format!(
+                "is an http or https address without a query, at most 256 characters, such as \
+                 {META_GRAPH_URL}, or \"\" for that one, got {}",
+                quoted(text)
+            )
+        };
+        if text.chars().count() > 256 {
+            return Err(bad());
+        }
+        let url = url::Url::parse(text).map_err(|_| bad())?;
+        let plain = matches!(url.scheme(), "http" | "https")
+            && url.host_str().is_some()
+            && url.query().is_none()
+            && url.fragment().is_none()
+            && url.username().is_empty()
+            && url.password().is_none();
+        if !plain {
+            return Err(bad());
+        }
+        Ok(GraphUrl(text.trim_end_matches('/').to_owned()))
+    }
 }
 
 /// The rule of a Telegram bot token as `@BotFather` gives it: the bot's id, `:`, and 30 to 64 of
@@ -144,7 +235,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 4] = [
+pub const SETTINGS: [Setting; 7] = [
     Setting {
         name: "attribution",
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
@@ -212,10 +303,60 @@ pub const SETTINGS: [Setting; 4] = [
             Ok(())
         },
     },
+    Setting {
+        name: "meta_ads_account",
+        about: "Meta's ad account whose spend is fetched into costs by campaign, ad set and ad \
+                (act_ and its digits, as Ads Manager's address shows it). \"\" stops fetching.",
+        choices: &[],
+        json: JsonType::String,
+        get: |s| s.meta_ads_account.clone().unwrap_or_default(),
+        set: |s, text| {
+            s.meta_ads_account = if text.is_empty() {
+                None
+            } else {
+                check_ad_account(text)?;
+                Some(text.to_owned())
+            };
+            Ok(())
+        },
+    },
+    Setting {
+        name: "meta_ads_token",
+        about: "An access token with ads_read on that ad account (it may be the Meta \
+                destination's). Write-only: shown by its last 4 characters. \"\" removes it.",
+        choices: &[],
+        json: JsonType::String,
+        get: |s| {
+            s.meta_ads_token
+                .as_ref()
+                .map_or_else(String::new, |t| t.expose().to_owned())
+        },
+        set: |s, text| {
+            s.meta_ads_token = if text.is_empty() {
+                None
+            } else {
+                check_meta_token(text)?;
+                Some(Secret::new(text.to_owned()))
+            };
+            Ok(())
+        },
+    },
+    Setting {
+        name: "meta_graph_url",
+        about: "Where Meta's Graph API is, for fetching spend: https://graph.facebook.com \
+                unless a stand-in is used. \"\" sets it back.",
+        choices: &[],
+        json: JsonType::String,
+        get: |s| s.meta_graph_url.as_str().to_owned(),
+        set: |s, text| {
+            s.meta_graph_url = GraphUrl::parse(text)?;
+            Ok(())
+        },
+    },
 ];
 
 /// The settings whose value is a secret: stored as it is, shown by its last 4 characters.
-const WRITE_ONLY: [&str; 1] = ["telegram_bot_token"];
+const WRITE_ONLY: [&str; 2] = ["telegram_bot_token", "meta_ads_token"];
 
 /// Whether setting `name` is write-only (a secret, shown by its last 4 characters).
 #[must_use]
@@ -341,8 +482,12 @@ impl<'de> Deserialize<'de> for SpaceSettings {
                 .map(|(n, v)| (n.as_str(), v.as_str())),
         )
         .map_err(de::Error::custom)?;
-        if let Some((_, v)) = texts.iter().find(|p| is_shown(p)) {
-            settings.telegram_bot_token = Some(Secret::new(v.clone()));
+        for (name, v) in texts.iter().filter(|p| is_shown(p)) {
+            let shown = Some(Secret::new(v.clone()));
+            match name.as_str() {
+                "meta_ads_token" => settings.meta_ads_token = shown,
+                _ => settings.telegram_bot_token = shown,
+            }
         }
         Ok(settings)
     }
@@ -628,6 +773,9 @@ mod tests {
             meta_client_hints: true,
             time_zone: TimeZoneName::parse("Asia/Kathmandu").unwrap(),
             telegram_bot_token: Some(Secret::new(TOKEN.to_owned())),
+            meta_ads_account: Some("act_42".into()),
+            meta_ads_token: Some(Secret::new("EAAGtoken0123456789".into())),
+            meta_graph_url: GraphUrl::parse("http://127.0.0.1:9").unwrap(),
         };
         let pairs = s.pairs();
         assert_eq!(
@@ -637,6 +785,9 @@ mod tests {
                 ("meta_client_hints", "true".to_owned()),
                 ("time_zone", "Asia/Kathmandu".to_owned()),
                 ("telegram_bot_token", "…saw0".to_owned()),
+                ("meta_ads_account", "act_42".to_owned()),
+                ("meta_ads_token", "…6789".to_owned()),
+                ("meta_graph_url", "http://127.0.0.1:9".to_owned()),
             ]
         );
         let stored = s.stored_pairs();
@@ -647,7 +798,9 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({"attribution": "last_touch", "meta_client_hints": true,
-                "time_zone": "Asia/Kathmandu", "telegram_bot_token": "…saw0"})
+                "time_zone": "Asia/Kathmandu", "telegram_bot_token": "…saw0",
+                "meta_ads_account": "act_42", "meta_ads_token": "…6789",
+                "meta_graph_url": "http://127.0.0.1:9"})
         );
         let shown = serde_json::from_value::<SpaceSettings>(json.clone()).unwrap();
         assert_eq!(
@@ -656,6 +809,63 @@ mod tests {
             "shown as it was"
         );
         assert!(SpaceSettings::from_pairs([("colour", "red")]).is_err());
+    }
+
+    #[test]
+    fn metas_ad_account_token_and_address_have_their_shapes() {
+        assert!(check_ad_account("act_1").is_ok());
+        assert!(check_ad_account(&format!("act_{}", "9".repeat(20))).is_ok());
+        for bad in [
+            "act_",
+            "1234",
+            "act_12a",
+            &format!("act_{}", "9".repeat(21)),
+        ] {
+            assert!(check_ad_account(bad).is_err(), "{bad}");
+        }
+        let t = |n: usize| "E".repeat(n);
+        assert!(check_meta_token(&t(16)).is_ok());
+        assert!(check_meta_token(&t(META_TOKEN_MAX_CHARS)).is_ok());
+        assert!(check_meta_token("EAAB|x.y-z_0123456789").is_ok());
+        for bad in [t(15), t(META_TOKEN_MAX_CHARS + 1), format!("{} x", t(20))] {
+            let why = check_meta_token(&bad).unwrap_err();
+            assert!(!why.contains(&bad), "the value is never repeated");
+        }
+        assert_eq!(GraphUrl::parse("").unwrap(), GraphUrl::default());
+        assert_eq!(
+            GraphUrl::parse("http://127.0.0.1:9/graph/")
+                .unwrap()
+                .as_str(),
+            "http://127.0.0.1:9/graph"
+        );
+        let long = format!("https://a.example/{}", "p".repeat(256 - 18));
+        assert_eq!(long.len(), 256);
+        assert!(GraphUrl::parse(&long).is_ok());
+        for bad in [
+            format!("{long}p"),
+            "ftp://a.example".into(),
+            "https://a.example/?x=1".into(),
+            "graph.facebook.com".into(),
+            "https://u:p@a.example".into(),
+        ] {
+            assert!(GraphUrl::parse(&bad).is_err(), "{bad}");
+        }
+        let patch = SettingsPatch::new([
+            ("meta_ads_account".into(), "act_42".into()),
+            ("meta_ads_token".into(), t(20)),
+        ])
+        .unwrap();
+        let mut s = SpaceSettings::default();
+        patch.apply(&mut s).unwrap();
+        let shown: Vec<_> = s.pairs().into_iter().skip(4).collect();
+        assert_eq!(
+            shown,
+            [
+                ("meta_ads_account", "act_42".to_owned()),
+                ("meta_ads_token", "…EEEE".to_owned()),
+                ("meta_graph_url", META_GRAPH_URL.to_owned()),
+            ]
+        );
     }
 
     #[test]

@@ -72,10 +72,11 @@ impl Dimension {
         }
     }
 
-    /// Whether a cost (a campaign's, per day) belongs to this grouping's groups.
+    /// Whether a cost belongs to this grouping's groups: a campaign's or a day's (the sum of
+    /// its rows), an ad set's or an ad's (the rows that name it); a link has none.
     #[must_use]
     pub fn has_costs(self) -> bool {
-        matches!(self, Dimension::Campaign | Dimension::Day)
+        !matches!(self, Dimension::Link)
     }
 
     pub fn parse(by: Option<&str>) -> Result<Dimension, Error> {

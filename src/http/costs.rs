@@ -1,4 +1,5 @@
-//! What campaigns spent (`docs/api.md#costs`): set one day's cost of a campaign, and list them.
+//! What campaigns spent (`docs/api.md#costs`): set one day's cost of a campaign, ad set or ad,
+//! list them, and fetch them from Meta now.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -56,6 +57,28 @@ pub async fn get_costs(call: Call, space: SpaceRef) -> Result<Response, Error> {
         &CostsAnswer {
             ok: Success,
             costs: costs.iter().map(CostView::from).collect(),
+        },
+    ))
+}
+
+/// The answer of `POST /costs/fetch`: what the fetch did, or why it failed at Meta.
+#[derive(Serialize, JsonSchema)]
+pub struct FetchAnswer {
+    pub ok: Success,
+    pub fetch: crate::spend::FetchView,
+}
+
+/// `POST /costs/fetch`: fetches the space's spend of the last 28 days from Meta now, replacing
+/// those days' costs that came from Meta.
+pub async fn post_costs_fetch(call: Call, space: SpaceRef) -> Result<Response, Error> {
+    // The body is ignored, but held to the bound every body is.
+    call.body.read(call.app.settings.max_body_bytes).await?;
+    let last = call.app.fetch_costs(&space).await?;
+    Ok(respond::json(
+        StatusCode::OK,
+        &FetchAnswer {
+            ok: Success,
+            fetch: (&last).into(),
         },
     ))
 }

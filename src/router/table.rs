@@ -95,7 +95,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 32] = [
+pub static ROUTES: [Endpoint; 33] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -354,6 +354,16 @@ pub static ROUTES: [Endpoint; 32] = [
             file: include_str!("openapi/post_costs.json"),
             body: Some(schema::<CostBody<'static>>()),
             answer: Some((200, schema::<costs::CostAnswer>())),
+        }),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/costs/fetch",
+        guard: Guard::Secret(boxed!(costs::post_costs_fetch, 2)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_costs_fetch.json"),
+            body: None,
+            answer: Some((200, schema::<costs::FetchAnswer>())),
         }),
     },
     Endpoint {

@@ -149,7 +149,7 @@ pub async fn serve_with_metrics(
 }
 
 /// The server's background work: retention, the senders of conversions out (`delivery/`), the
-/// Telegram bots of channel links (`telegram/`), and
+/// Telegram bots of channel links (`telegram/`), the fetch of spend from Meta (`spend/`), and
 /// the backup schedule when `backup_dir` is set (not for an ephemeral store, which writes no
 /// file). Stopping them aborts a send in flight: it is sent again after the next start.
 fn start_background(app: &Arc<App>) -> JoinSet<()> {
@@ -157,6 +157,7 @@ fn start_background(app: &Arc<App>) -> JoinSet<()> {
     tasks.spawn(retention::run(app.clone()));
     tasks.spawn(crate::delivery::run_beside(app.senders()));
     tasks.spawn(crate::telegram::run(app.telegram_tasks()));
+    tasks.spawn(crate::spend::run(app.spend_tasks()));
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
             "backups are set (backup_dir or [backup_s3]), but an ephemeral server writes no \

@@ -644,6 +644,19 @@ impl Store {
         self.read(move |s| read_stats::costs(s, space, days)).await
     }
 
+    /// A fetch of Meta's spend for the days `[from, to]` of `space`: replaces those days' costs
+    /// that came from Meta with `costs`, leaving those set by hand (`Txn::replace_meta_costs`);
+    /// answers how many were set and how many of Meta's earlier ones removed.
+    pub async fn replace_meta_costs(
+        &self,
+        space: u32,
+        days: (Day, Day),
+        costs: Vec<Cost>,
+    ) -> Result<(usize, usize), Error> {
+        self.write(move |t| t.replace_meta_costs(space, days, &costs))
+            .await
+    }
+
     /// Sets costs of `space` (an amount of 0 removes one); answers how many were set and
     /// removed.
     pub async fn set_costs(&self, space: u32, costs: Vec<Cost>) -> Result<(usize, usize), Error> {

@@ -437,7 +437,7 @@ fn migrate_to_v10(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     for (key, bytes) in firsts {
         inbox.insert(key, bytes.as_slice())?;
     }
-    txn.open_table(crate::storage::schema::COSTS)?;
+    txn.open_table(crate::storage::schema::COSTS_V10)?;
     drop((inbox, clicks, depositors));
     rollup::rebuild_in(txn, Err)
 }
@@ -472,11 +472,30 @@ fn migrate_to_v13(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     migrate_channels(txn)
 }
 
-/// Version 14: destination records that may be version 3 (a Google Ads destination's fields,
-/// `records/delivery.rs`), read as they are: nothing is rewritten, the step only marks that
-/// an older binary must not open the file.
-#[allow(clippy::unnecessary_wraps)]
-fn migrate_to_v14(_txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+/// Version 14: costs per campaign, ad set and ad. Each cost of the campaign-keyed table moves to
+/// the new one as the campaign's (ad set "", ad ""), set by hand, its amount and currency as
+/// they were; the old table is deleted. Space settings need nothing: Meta's ad account, token
+/// and address are stored by name like every setting. Destination records may from now on be
+/// version 3 (a Google Ads destination's fields, `records/delivery.rs`); those there are read
+/// as they are.
+fn migrate_to_v14(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::storage::schema::{COSTS, COSTS_V10};
+    let mut costs = txn.open_table(COSTS)?;
+    {
+        let old = txn.open_table(COSTS_V10)?;
+        for entry in old.iter()? {
+            let (key, bytes) = entry?;
+            let (space, day, campaign) = key.value();
+            let mut cost: records::CostRecord = records::decode(bytes.value())?;
+            cost.source = crate::domain::cost::Source::Hand.code();
+            costs.insert(
+                (space, day, campaign, "", ""),
+                records::encode(&cost).as_slice(),
+            )?;
+        }
+    }
+    drop(costs);
+    txn.delete_table(COSTS_V10)?;
     Ok(())
 }
 

@@ -48,6 +48,9 @@ use crate::storage::schema::{
 };
 use crate::storage::schema::{COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
 
+/// The key of [`COSTS`]: space, day, campaign, ad set, ad.
+type CostKey = (u32, u32, &'static str, &'static str, &'static str);
+
 /// What one batch changes of the destinations and their deliveries.
 #[derive(Default)]
 pub(super) struct OutboxBatch {
@@ -86,7 +89,7 @@ pub(crate) struct Txn<'t> {
     pub(super) links_by_space: Table<'t, (u32, &'static str), ()>,
     pub(super) admin: Table<'t, &'static str, &'static [u8]>,
     depositors: Depositors<'t>,
-    costs: Table<'t, (u32, u32, &'static str), &'static [u8]>,
+    costs: Table<'t, CostKey, &'static [u8]>,
     /// The stats counts of this batch, written once at its end.
     pub(super) rollup: Rollup,
     /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
@@ -295,8 +298,9 @@ impl<'t> Txn<'t> {
             .decide(space, user, resolved.map(|r| r.uid.as_str()), inbox_id)
     }
 
-    /// Sets what each campaign of `costs` spent on its day in `space`, replacing what was set
-    /// before; an amount of 0 removes it. Answers how many were set and removed.
+    /// Sets what each campaign, ad set or ad of `costs` spent on its day in `space`, replacing
+    /// what was set before, wherever it came from; an amount of 0 removes it. Answers how many
+    /// were set and removed.
     pub(crate) fn set_costs(
         &mut self,
         space: u32,
@@ -304,18 +308,74 @@ impl<'t> Txn<'t> {
     ) -> Result<(usize, usize), StoreError> {
         let (mut set, mut removed) = (0, 0);
         for c in costs {
-            let key = (space, c.day, c.campaign_name.as_str());
+            let key = (
+                space,
+                c.day,
+                c.campaign_name.as_str(),
+                c.adset_name.as_str(),
+                c.ad_name.as_str(),
+            );
             if c.amount.is_zero() {
                 removed += usize::from(self.costs.remove(key)?.is_some());
             } else {
                 let record = records::CostRecord {
                     amount: c.amount.to_string(),
                     currency: c.currency.clone(),
+                    source: c.source.code(),
                 };
                 self.costs
                     .insert(key, records::encode(&record).as_slice())?;
                 set += 1;
             }
+        }
+        Ok((set, removed))
+    }
+
+    /// A fetch of Meta's spend for the days `[from, to]` of `space`: removes the costs of those
+    /// days that came from Meta, then sets `costs` (each of those days, from Meta), except where
+    /// a cost set by hand has the same key, which stays. Answers how many were set and how many
+    /// of the old ones were removed.
+    pub(crate) fn replace_meta_costs(
+        &mut self,
+        space: u32,
+        (from, to): (u32, u32),
+        costs: &[Cost],
+    ) -> Result<(usize, usize), StoreError> {
+        let meta = crate::domain::cost::Source::Meta.code();
+        let mut removed = 0;
+        if from <= to {
+            let end = to.saturating_add(1);
+            // A row that does not read is kept: it is not known to be Meta's.
+            self.costs.retain_in(
+                (space, from, "", "", "")..(space, end, "", "", ""),
+                |_, bytes| {
+                    let keep = records::with_cost_row(bytes, |r| r.source != meta).unwrap_or(true);
+                    removed += usize::from(!keep);
+                    keep
+                },
+            )?;
+        }
+        let mut set = 0;
+        for c in costs.iter().filter(|c| (from..=to).contains(&c.day)) {
+            let key = (
+                space,
+                c.day,
+                c.campaign_name.as_str(),
+                c.adset_name.as_str(),
+                c.ad_name.as_str(),
+            );
+            if self.costs.get(key)?.is_some() || c.amount.is_zero() {
+                // Set by hand (Meta's own rows of these days are gone), or nothing spent.
+                continue;
+            }
+            let record = records::CostRecord {
+                amount: c.amount.to_string(),
+                currency: c.currency.clone(),
+                source: meta,
+            };
+            self.costs
+                .insert(key, records::encode(&record).as_slice())?;
+            set += 1;
         }
         Ok((set, removed))
     }

@@ -247,8 +247,10 @@ impl Rows<'_> {
 }
 
 /// What each group of `grouping` spent over the quarters `[from, to)`, by currency: the costs
-/// of the days of `zone` that begin in the range, by campaign or by day (a link has none), of
-/// its one campaign where it has one.
+/// of the days of `zone` that begin in the range, by campaign, by day, by ad set (`utm_term`) or
+/// by ad (`utm_content`) (a link has none; a cost of no ad set or ad counts for none of those
+/// groups), of its one campaign where it has one. A campaign's or a day's cost is the sum of
+/// all its rows.
 fn group_costs(
     s: &Snapshot,
     space: u32,
@@ -268,42 +270,42 @@ fn group_costs(
     }
     let last = stats::local_day(zone, to - 1);
     // Looked up by reference: a row allocates only a group or currency not seen before.
-    each_cost(
-        s,
-        space,
-        (first, last),
-        |day, campaign, amount, currency| {
-            if grouping
-                .campaign
-                .as_ref()
-                .is_some_and(|one| one != campaign)
-            {
-                return Ok(());
+    each_cost(s, space, (first, last), |row| {
+        if grouping
+            .campaign
+            .as_ref()
+            .is_some_and(|one| one != row.campaign)
+        {
+            return Ok(());
+        }
+        let (amount, currency) = (row.amount, row.currency);
+        let day_text;
+        let group = match grouping.by {
+            Dimension::Day => {
+                day_text = cost::day_text(row.day);
+                day_text.as_str()
             }
-            let day_text;
-            let group = match grouping.by {
-                Dimension::Day => {
-                    day_text = cost::day_text(day);
-                    day_text.as_str()
-                }
-                _ => campaign,
-            };
-            let by_currency = match spent.get_mut(group) {
-                Some(c) => c,
-                None => spent.entry(group.to_owned()).or_default(),
-            };
-            let sum = match by_currency.get_mut(currency) {
-                Some(sum) => sum,
-                None => by_currency
-                    .entry(currency.to_owned())
-                    .or_insert_with(Decimal::zero),
-            };
-            *sum = sum
-                .checked_add(amount)
-                .ok_or_else(|| StoreError::Corrupt("a cost sum overflowed".into()))?;
-            Ok(())
-        },
-    )?;
+            Dimension::AdSet if row.adset.is_empty() => return Ok(()),
+            Dimension::AdSet => row.adset,
+            Dimension::Ad if row.ad.is_empty() => return Ok(()),
+            Dimension::Ad => row.ad,
+            _ => row.campaign,
+        };
+        let by_currency = match spent.get_mut(group) {
+            Some(c) => c,
+            None => spent.entry(group.to_owned()).or_default(),
+        };
+        let sum = match by_currency.get_mut(currency) {
+            Some(sum) => sum,
+            None => by_currency
+                .entry(currency.to_owned())
+                .or_insert_with(Decimal::zero),
+        };
+        *sum = sum
+            .checked_add(amount)
+            .ok_or_else(|| StoreError::Corrupt("a cost sum overflowed".into()))?;
+        Ok(())
+    })?;
     Ok(spent.into_iter().collect())
 }
 
@@ -361,45 +363,69 @@ fn pieces(from: u32, to: u32) -> Vec<(u8, u32, u32)> {
     all
 }
 
-/// `space`'s costs on the days `[from, to]` (both included), by day, then campaign.
+/// `space`'s costs on the days `[from, to]` (both included), by day, then campaign, ad set and
+/// ad.
 pub fn costs(
     s: &Snapshot,
     space: u32,
     days: (cost::Day, cost::Day),
 ) -> Result<Vec<Cost>, StoreError> {
     let mut costs = Vec::new();
-    each_cost(s, space, days, |day, campaign, amount, currency| {
+    each_cost(s, space, days, |row| {
         costs.push(Cost {
-            day,
-            campaign_name: campaign.to_owned(),
-            amount,
-            currency: currency.to_owned(),
+            day: row.day,
+            campaign_name: row.campaign.to_owned(),
+            adset_name: row.adset.to_owned(),
+            ad_name: row.ad.to_owned(),
+            amount: row.amount,
+            currency: row.currency.to_owned(),
+            source: row.source,
         });
         Ok(())
     })?;
     Ok(costs)
 }
 
-/// Calls `each` with the day, campaign, amount and currency of each of `space`'s costs on the
-/// days `[from, to]` (both included), by day, then campaign.
+/// One stored cost, its text borrowed from the stored key and value.
+struct CostAt<'a> {
+    day: cost::Day,
+    campaign: &'a str,
+    adset: &'a str,
+    ad: &'a str,
+    amount: Decimal,
+    currency: &'a str,
+    source: cost::Source,
+}
+
+/// Calls `each` with each of `space`'s costs on the days `[from, to]` (both included), by day,
+/// then campaign, ad set and ad.
 fn each_cost(
     s: &Snapshot,
     space: u32,
     (from, to): (cost::Day, cost::Day),
-    mut each: impl FnMut(cost::Day, &str, Decimal, &str) -> Result<(), StoreError>,
+    mut each: impl FnMut(CostAt<'_>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     if from > to {
         return Ok(());
     }
     let table = s.txn().open_table(COSTS)?;
-    for entry in table.range((space, from, "")..(space, to.saturating_add(1), ""))? {
+    let end = to.saturating_add(1);
+    for entry in table.range((space, from, "", "", "")..(space, end, "", "", ""))? {
         let (key, bytes) = entry?;
-        let (_, day, campaign) = key.value();
+        let (_, day, campaign, adset, ad) = key.value();
         records::with_cost_row(bytes.value(), |r| {
             let amount = Decimal::parse(r.amount).map_err(|e| {
                 StoreError::Corrupt(format!("cost of {campaign:?} on day {day}: {e}"))
             })?;
-            each(day, campaign, amount, r.currency)
+            each(CostAt {
+                day,
+                campaign,
+                adset,
+                ad,
+                amount,
+                currency: r.currency,
+                source: cost::Source::of_code(r.source),
+            })
         })??;
     }
     Ok(())

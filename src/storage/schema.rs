@@ -64,11 +64,16 @@
 //!   Telegram channels: `LINKS` records may be `LinkRecord` version 2 (with the channel of a
 //!   channel link); `INVITE_POOL`, `INVITES`, `INVITES_HANDED`, `CHANNEL_MEMBERS`,
 //!   `CHANNEL_STATES`, `TELEGRAM_OFFSETS` and `CHANNEL_STATS`, all empty.
-//! - 14: `DESTINATIONS` rows may be `DestinationRecord` version 3 (a Google Ads destination:
-//!   its conversion names, the user name and the SHA-256 of the password Google Ads fetches
-//!   its file with, and what its fetches came to); version 2 rows are read with those fields
-//!   empty and are not rewritten. The kind `google_ads` is stored as 5. Nothing to convert:
-//!   the step only records that the file may hold them.
+//! - 14: costs per campaign, ad set and ad. `COSTS` (table `costs_by_ad`) replaces `COSTS_V10`
+//!   (table `costs`): keyed by day, campaign, ad set and ad, each a `CostRecord` version 2 that
+//!   says where the cost came from (set by hand or fetched from Meta). The migration moves each
+//!   cost to ad set "" and ad "", set by hand, and deletes the old table. `SPACE_SETTINGS` may
+//!   hold the settings `meta_ads_account`, `meta_ads_token` and `meta_graph_url` (stored by
+//!   name like the others, so no new layout). `DESTINATIONS` rows may be `DestinationRecord`
+//!   version 3 (a Google Ads destination, kind 5: its conversion names, the user name and the
+//!   SHA-256 of the password Google Ads fetches its file with, and what its fetches came to);
+//!   version 2 rows are read with those fields empty and are not rewritten. A `tiktok_events`
+//!   destination (kind 4) uses version 2's fields.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -158,10 +163,16 @@ pub const FIRST_DEPOSITS_BY_TG: TableDefinition<(u32, u64), u64> =
 pub const FIRST_DEPOSITS_BY_CLICK: TableDefinition<(u32, &str), u64> =
     TableDefinition::new("first_deposits_by_click");
 
-/// `(space, day, campaign_name) -> CostRecord`: what a campaign spent on a calendar day of the
-/// space (`domain::cost`; days since 1970-01-01). Day before campaign, so a range of days is one
-/// range of keys, whatever the grouping.
-pub const COSTS: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition::new("costs");
+/// `(space, day, campaign_name) -> CostRecord` version 1: costs by campaign, schemas 10 to 13.
+/// Only `migrate_to_v14` opens it, to move its rows to [`COSTS`] and delete it.
+pub const COSTS_V10: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition::new("costs");
+
+/// `(space, day, campaign_name, adset_name, ad_name) -> CostRecord`: what a campaign, ad set or
+/// ad spent on a calendar day of the space (`domain::cost`; days since 1970-01-01; "" for no ad
+/// set or ad), and where the cost came from (schema 14). Day before campaign, so a range of
+/// days is one range of keys, whatever the grouping.
+pub const COSTS: TableDefinition<(u32, u32, &str, &str, &str), &[u8]> =
+    TableDefinition::new("costs_by_ad");
 
 /// `(space, dimension, group, quarter) -> StatsRecord`: the counts of one group in one quarter of
 /// an hour (quarters since the epoch; hours before schema 10; `domain::stats` says what counts

@@ -12,11 +12,11 @@ use crate::support::{Request, Response, TestServer, TrackerProcess, assert_queue
 
 const PASSWORD: &str = "correct horse battery staple";
 
-fn form(target: &str, body: &str) -> (String, String) {
+pub(crate) fn form(target: &str, body: &str) -> (String, String) {
     (target.to_owned(), body.to_owned())
 }
 
-async fn post_form(
+pub(crate) async fn post_form(
     server: &TestServer,
     cookie: Option<&str>,
     (target, body): (String, String),
@@ -48,7 +48,7 @@ async fn post_form_at(
     send(addr, &request).await
 }
 
-async fn get_page(server: &TestServer, cookie: Option<&str>, target: &str) -> Response {
+pub(crate) async fn get_page(server: &TestServer, cookie: Option<&str>, target: &str) -> Response {
     let mut request = Request::get(target);
     if let Some(cookie) = cookie {
         request = request.header("Cookie", cookie);
@@ -73,7 +73,7 @@ fn set_cookie<'a>(response: &'a Response, name: &str) -> Option<&'a str> {
 }
 
 /// The CSRF token in a page's forms.
-fn csrf_of(page: &Response) -> String {
+pub(crate) fn csrf_of(page: &Response) -> String {
     let text = page.text();
     let start = text
         .find("name=\"csrf\" value=\"")
@@ -137,7 +137,7 @@ async fn set_password(server: &TestServer) {
         .unwrap();
 }
 
-async fn logged_in(server: &TestServer) -> String {
+pub(crate) async fn logged_in(server: &TestServer) -> String {
     set_password(server).await;
     let response = log_in(server, "admin", PASSWORD).await;
     assert_eq!(response.status, 303, "{}", response.text());

@@ -282,7 +282,8 @@ async fn drill_downs_add_up_to_their_campaigns(store: &Store, version: u64) {
     );
 }
 
-/// From version 10 the fixture also holds costs, one set by the API and two imported.
+/// From version 10 the fixture also holds costs, one set by the API and two imported: from
+/// version 14 on, each the campaign's as a whole (no ad set or ad), set by hand.
 async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
     let costs: Vec<String> = store
         .costs(1, (0, u32::MAX))
@@ -291,18 +292,25 @@ async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
         .iter()
         .map(|c| {
             let c = tracker::domain::cost::CostView::from(c);
-            format!("{} {} {} {}", c.day, c.campaign_name, c.amount, c.currency)
+            format!(
+                "{} {} [{}] [{}] {} {} {}",
+                c.day, c.campaign_name, c.adset_name, c.ad_name, c.amount, c.currency, c.source
+            )
         })
         .collect();
-    let want: &[&str] = if version >= 10 {
-        &[
-            "2026-11-24 organic 0.99 EUR",
-            "2026-11-24 spring-sale 120.50 USD",
-            "2026-11-25 spring-sale 3 USD",
+    let mut want: Vec<&str> = if version >= 10 {
+        vec![
+            "2026-11-24 organic [] [] 0.99 EUR hand",
+            "2026-11-24 spring-sale [] [] 120.50 USD hand",
+            "2026-11-25 spring-sale [] [] 3 USD hand",
         ]
     } else {
-        &[]
+        Vec::new()
     };
+    // From version 14 also a cost of one ad set's ad.
+    if version >= 14 {
+        want.push("2026-11-25 spring-sale [set-1] [ad-1] 4.25 USD hand");
+    }
     assert_eq!(costs, want, "v{version}");
 }
 
@@ -366,8 +374,13 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
     // What follows from the counts and the costs is tested with the costs
     // (`numbers::stats_with_costs_equal_a_count_made_from_the_feed`).
     for g in got.as_array_mut().unwrap() {
-        for derived in ["cost", "roi", "cpa", "epc", "rates"] {
+        for derived in ["cost", "roi", "cpa", "epc", "rates", "cost_per_subscriber"] {
             g.as_object_mut().unwrap().remove(derived);
+        }
+        // No fixture has a channel join or leave (channels came with version 13).
+        for channel in ["joins", "leaves", "subscribers_kept"] {
+            assert_eq!(g[channel], 0, "v{version}: {g}");
+            g.as_object_mut().unwrap().remove(channel);
         }
     }
     let expected = campaigns_in(version);
@@ -441,18 +454,36 @@ async fn deliveries_are_what_the_file_holds(store: &Store, version: u64, events:
             (version >= 13).then(|| [("registration".to_owned(), "lead".to_owned())].into()),
             "{destinations:?}"
         );
+        // From version 14 also a TikTok destination and a Google Ads one fetched once.
         assert_eq!(
             destinations.len(),
-            1 + usize::from(version >= 13),
+            1 + usize::from(version >= 13) + 2 * usize::from(version >= 14),
             "{destinations:?}"
         );
+        if version >= 14 {
+            let named = |name: &str| destinations.iter().find(|d| d.name == name).unwrap();
+            assert_eq!(named("tt").pixel_code.as_deref(), Some("C4FIXTURE"));
+            assert_eq!(named("gads").fetches, Some(1), "{destinations:?}");
+            assert_eq!(
+                named("gads").conversion_names,
+                Some([("deposit".to_owned(), "Telegram deposit".to_owned())].into())
+            );
+        }
         let counts = destinations[0].deliveries;
         assert_eq!(counts.0.iter().sum::<u64>(), events, "{destinations:?}");
         assert_eq!(
             counts.get(tracker::domain::destination::State::Delivered),
             0
         );
-        assert!(store.space_settings(1).await.unwrap().meta_client_hints);
+        let settings = store.space_settings(1).await.unwrap();
+        assert!(settings.meta_client_hints);
+        if version >= 14 {
+            assert_eq!(
+                settings.meta_ads_account.as_deref(),
+                Some("act_1234567"),
+                "{settings:?}"
+            );
+        }
     } else {
         assert!(destinations.is_empty(), "v{version}: {destinations:?}");
     }

@@ -17,6 +17,7 @@ mod clicks;
 mod compact;
 mod connections;
 mod contrib;
+mod costs_fetch;
 mod credentials;
 mod dedup;
 mod deliveries;

@@ -215,7 +215,8 @@ async fn a_cost_is_set_replaced_listed_and_removed() {
         (
             200,
             json!({"ok": true, "removed": false, "cost": {"day": "2026-11-24",
-                "campaign_name": "autumn-fb", "amount": "120.00", "currency": "USD"}})
+                "campaign_name": "autumn-fb", "adset_name": "", "ad_name": "",
+                "amount": "120.00", "currency": "USD", "source": "hand"}})
         )
     );
     post(r#"{"day":"2026-11-25","campaign_name":"autumn-fb","amount":0.1,"currency":"USD"}"#).await;

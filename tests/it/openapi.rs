@@ -426,6 +426,21 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     ];
     post_all(&s, &mut d, "/costs", &costs).await;
 
+    // Spend fetched from Meta: refused without an ad account; with one at an address that
+    // does not answer, the fetch runs and fails there (200, its result `failed`).
+    post_all(
+        &s,
+        &mut d,
+        "/costs/fetch",
+        &[("", 409), (big.as_str(), 413)],
+    )
+    .await;
+    let meta = r#"{"meta_ads_account":"act_1","meta_ads_token":"EAAGopenapi0123456789","meta_graph_url":"http://127.0.0.1:9"}"#;
+    let r = as_a(&s, "PATCH", "/space", Some(meta)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answers = post_all(&s, &mut d, "/costs/fetch", &[("", 200)]).await;
+    assert_eq!(answers[0].json()["fetch"]["result"], "failed");
+
     // The read side.
     let long_campaign = format!("/stats?campaign={}", "c".repeat(257));
     let wait_after = format!(

@@ -36,6 +36,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 // HTTP client
 
 mod http1;
+pub mod insights;
 pub mod receiver;
 pub mod telegram;
 pub mod tiktok;

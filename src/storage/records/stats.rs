@@ -80,22 +80,26 @@ pub fn with_stats_row<T>(
     }
 }
 
-/// A stored [`CostRecord`] read in place.
+/// A stored [`CostRecord`] read in place. The same fields in the same order as the record.
 #[derive(Deserialize, Debug, PartialEq, Eq)]
 pub struct CostRow<'a> {
     pub amount: &'a str,
     pub currency: &'a str,
+    pub source: u8,
 }
 
-/// Calls `f` with the cost `bytes` holds, read in place (a cost has one version; any other is
-/// `decode`'s error).
+/// Calls `f` with the cost `bytes` holds: read in place when it has the current version,
+/// through [`CostRecord`] when it is older.
 pub fn with_cost_row<T>(bytes: &[u8], f: impl FnOnce(&CostRow<'_>) -> T) -> Result<T, StoreError> {
-    match bytes.split_first() {
-        Some((&CostRecord::VERSION, body)) => Ok(f(&postcard_in_place(CostRecord::NAME, body)?)),
-        _ => Err(decode::<CostRecord>(bytes)
-            .err()
-            .unwrap_or_else(|| StoreError::Corrupt("cost record has no known version".into()))),
+    if let Some((&CostRecord::VERSION, body)) = bytes.split_first() {
+        return Ok(f(&postcard_in_place(CostRecord::NAME, body)?));
     }
+    let record = decode::<CostRecord>(bytes)?;
+    Ok(f(&CostRow {
+        amount: &record.amount,
+        currency: &record.currency,
+        source: record.source,
+    }))
 }
 
 /// The shape of a `StatsRecord` of version 1 (schemas 3 to 8).
@@ -111,15 +115,31 @@ impl Record for StatsRecordV1 {
     const NAME: &'static str = "stats";
 }
 
-/// What a campaign spent on a day (`COSTS`): the exact decimal text and its currency.
+/// What a campaign, ad set or ad spent on a day (`COSTS`): the exact decimal text, its
+/// currency, and where it came from (`domain::cost::Source::code`). Version 2 (schema 14) adds
+/// `source` at the end; a version 1 body (schemas 10 to 13, in `COSTS_V10`) reads as set by
+/// hand.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct CostRecord {
     pub amount: String,
     pub currency: String,
+    pub source: u8,
 }
 impl Record for CostRecord {
-    const VERSION: u8 = 1;
+    const VERSION: u8 = 2;
     const NAME: &'static str = "cost";
+
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
+        match version {
+            1 => {
+                let mut v2 = body.to_vec();
+                v2.push(0);
+                from_postcard(&v2)
+            }
+            2 => from_postcard(body),
+            v => Err(unreadable_version::<Self>(v)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -133,9 +153,19 @@ mod tests {
         let cost = CostRecord {
             amount: "120.50".into(),
             currency: "USD".into(),
+            source: 1,
         };
-        let bytes = [&[1, 6][..], b"120.50", &[3], b"USD"].concat();
+        let bytes = [&[2, 6][..], b"120.50", &[3], b"USD", &[1]].concat();
         assert_golden(&cost, &bytes);
+        // Version 1, as schemas 10 to 13 wrote it: set by hand.
+        let v1 = [&[1, 6][..], b"120.50", &[3], b"USD"].concat();
+        let read: CostRecord = decode(&v1).unwrap();
+        assert_eq!(read, CostRecord { source: 0, ..cost });
+        assert_eq!(
+            with_cost_row(&v1, |r| r.source).unwrap(),
+            0,
+            "an old row reads through the record"
+        );
     }
 
     /// Pins a stats row: version 2 (with first deposits last) as written, version 1 as schemas
@@ -166,14 +196,16 @@ mod tests {
         let cost = CostRecord {
             amount: "120.00".into(),
             currency: "USD".into(),
+            source: 1,
         };
         assert_eq!(
             with_cost_row(&encode(&cost), |r| (
                 r.amount.to_owned(),
-                r.currency.to_owned()
+                r.currency.to_owned(),
+                r.source
             ))
             .unwrap(),
-            (cost.amount.clone(), cost.currency.clone())
+            (cost.amount.clone(), cost.currency.clone(), 1)
         );
     }
 

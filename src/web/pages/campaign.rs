@@ -22,7 +22,7 @@ struct DrillTable {
     columns: Vec<(&'static str, &'static str)>,
     sort: &'static str,
     rows: Vec<GroupRow>,
-    /// Whether its groups have costs (days); links, ads and ad sets have none, and no Cost and
+    /// Whether its groups have costs (days, ads and ad sets); links have none, and no Cost and
     /// ROI columns on the page (the CSV keeps them, empty, so every table has one shape).
     costs: bool,
 }

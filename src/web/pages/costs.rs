@@ -1,6 +1,8 @@
-//! A space's costs page: the costs of a range of days, the upload of a CSV file (ours or Meta's
-//! export) through the same import as `tracker costs import`, and the CSV's header row to fill
-//! in.
+//! A space's costs page: the costs of a range of days (by campaign, ad set and ad, and where
+//! each came from), the upload of a CSV file (ours or Meta's export) through the same import as
+//! `tracker costs import`, the CSV's header row to fill in, and the fetch of spend from Meta:
+//! its last result and a button that fetches now through the same fetch as `tracker costs
+//! fetch`.
 
 use askama::Template;
 use warp::http::StatusCode;
@@ -31,13 +33,32 @@ struct CostsPage<'a> {
     costs: Vec<crate::domain::cost::CostView>,
     /// More costs are in the range than are listed.
     cut: bool,
+    /// The space's Meta ad account, when it and a token are set.
+    meta_account: Option<String>,
+    /// The last fetch of spend from Meta: when it ran, and what it did in a sentence.
+    last_fetch: Option<String>,
+    /// Whether the last fetch failed (shown as an error, not a notice).
+    fetch_failed: bool,
+    /// A fetch just asked for by the button.
+    fetched: bool,
 }
 
 /// `GET .../costs?from=&to=`: the upload form, the costs of a range of days (as `GET /costs`
 /// reads them), and what an upload just imported.
 pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
-    costs_page(ctx, &space, Err(None)).await
+    costs_page(ctx, &space, Err(None), false).await
+}
+
+/// The button: fetches the space's spend from Meta now, through the same fetch as `tracker
+/// costs fetch`; the page shows what it did, or why it could not start.
+pub(in crate::web) async fn fetch(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let space = space(ctx).await?;
+    match ctx.app.fetch_costs(&space).await {
+        Ok(_) => costs_page(ctx, &space, Err(None), true).await,
+        Err(e) if e.code == Code::Conflict => costs_page(ctx, &space, Err(Some(e)), true).await,
+        Err(e) => Err(e),
+    }
 }
 
 /// The upload: the file's text through the same import as `tracker costs import`. A refused
@@ -53,7 +74,7 @@ pub(in crate::web) async fn import(ctx: &Ctx<'_>) -> Result<Response, Error> {
         )),
         Some(csv) => ctx.app.import_costs(&space, csv).await,
     };
-    costs_page(ctx, &space, imported.map_err(Some)).await
+    costs_page(ctx, &space, imported.map_err(Some), false).await
 }
 
 /// The costs page after `upload`: what it imported (its days are the range listed), or why it
@@ -62,6 +83,7 @@ async fn costs_page(
     ctx: &Ctx<'_>,
     space: &SpaceRef,
     upload: Result<CostsImport, Option<Error>>,
+    fetched: bool,
 ) -> Result<Response, Error> {
     use crate::domain::cost::{Day, day_range, day_text};
     let q = ctx.query;
@@ -78,6 +100,16 @@ async fn costs_page(
             (today.saturating_sub(30), today)
         }
     };
+    let settings = ctx.app.space_settings(space).await?;
+    let meta_account = settings
+        .meta_ads_account
+        .filter(|_| settings.meta_ads_token.is_some());
+    let last_fetch = ctx.app.last_costs_fetch(space);
+    let fetch_failed = last_fetch
+        .as_ref()
+        .is_some_and(|f| !matches!(f, crate::spend::LastFetch::Done(_)));
+    let last_fetch =
+        last_fetch.map(|f| format!("{}: {}", crate::clock::rfc3339_s(f.at_ms()), f.summary()));
     let mut costs = ctx.app.costs(space, (first, last)).await?;
     let cut = costs.len() > COSTS_SHOWN;
     costs.truncate(COSTS_SHOWN);
@@ -106,6 +138,10 @@ async fn costs_page(
             to: bound(last, Day::MAX),
             costs: costs.iter().map(Into::into).collect(),
             cut,
+            meta_account,
+            last_fetch,
+            fetch_failed,
+            fetched,
         },
     ))
 }

@@ -1,0 +1,412 @@
+//! Spend fetched from Meta into costs (`docs/costs.md#fetched-from-meta`): for each space with a
+//! `meta_ads_account` and a `meta_ads_token`, its ad account's insights by ad and day
+//! (`insights.rs`), the last 3 days every hour and the last 28 days once a day, in the space's
+//! time zone. A fetch replaces the costs of its days that came from Meta; costs set by hand
+//! (`POST /costs`, a CSV) stay. [`fetch`] is the one fetch, run by the loop ([`run`]), by `POST
+//! /costs/fetch`, `tracker costs fetch` and the Costs page's button alike.
+//!
+//! A token Meta refuses (`190`, `10`, `200` to `299`) pauses the space's fetching, as it pauses
+//! a Meta destination, until a new token is set. Each fetch's result is kept for the Costs page
+//! and the command line ([`Status`]), logged (never with the token), and counted in
+//! `/metrics` (`tracker_costs_fetch_total{result}`).
+//!
+//! Like `telegram/`, the loop is handed a narrow [`Shared`] rather than the application.
+
+pub mod insights;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::clock::Clock;
+use crate::config::Settings;
+use crate::domain::cost::{self, Day};
+use crate::domain::decimal::Decimal;
+use crate::domain::stats;
+use crate::error::{Code, Error};
+use crate::metrics::Metrics;
+use crate::storage::Store;
+
+/// The days every hour's fetch reads: today and the two before.
+pub const RECENT_DAYS: u32 = 3;
+/// The days the daily fetch (and a fetch asked for now) reads.
+pub const MONTH_DAYS: u32 = 28;
+const HOUR_MS: u64 = 3_600_000;
+const DAY_MS: u64 = 24 * HOUR_MS;
+/// How often the loop looks at the spaces without being woken.
+const LOOK_EVERY: Duration = Duration::from_secs(30);
+
+/// What a fetch that worked did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fetched {
+    pub at_ms: u64,
+    /// The days read, both included.
+    pub first: Day,
+    pub last: Day,
+    /// Rows Meta answered, and those left out (a name over its bound, a spend that does not
+    /// read).
+    pub rows: usize,
+    pub skipped: usize,
+    /// Costs set (one per day, campaign, ad set and ad), and costs from Meta the fetch removed
+    /// before (its days' earlier fetch).
+    pub set: usize,
+    pub removed: usize,
+    /// The spend read, per currency.
+    pub spend: BTreeMap<String, Decimal>,
+}
+
+impl Fetched {
+    /// In a sentence, for the Costs page, the command line and the log.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let spend = if self.spend.is_empty() {
+            "no spend".to_owned()
+        } else {
+            let parts: Vec<String> = self.spend.iter().map(|(c, a)| format!("{a} {c}")).collect();
+            format!("spend {}", parts.join(", "))
+        };
+        let skipped = if self.skipped == 0 {
+            String::new()
+        } else {
+            format!(
+                " ({} left out: a name too long or a spend that does not read)",
+                self.skipped
+            )
+        };
+        format!(
+            "{} days ({} to {}): {} rows{skipped}, {} costs set, {} replaced, {spend}",
+            self.last - self.first + 1,
+            cost::day_text(self.first),
+            cost::day_text(self.last),
+            self.rows,
+            self.set,
+            self.removed,
+        )
+    }
+}
+
+/// A space's last fetch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LastFetch {
+    Done(Fetched),
+    Failed {
+        at_ms: u64,
+        message: String,
+    },
+    /// Meta refused the token: fetching waits for a new one.
+    TokenRefused {
+        at_ms: u64,
+        message: String,
+    },
+}
+
+impl LastFetch {
+    /// `ok`, `failed` or `token_refused`, as `/metrics` labels it.
+    #[must_use]
+    pub fn result(&self) -> &'static str {
+        match self {
+            LastFetch::Done(_) => "ok",
+            LastFetch::Failed { .. } => "failed",
+            LastFetch::TokenRefused { .. } => "token_refused",
+        }
+    }
+
+    #[must_use]
+    pub fn at_ms(&self) -> u64 {
+        match self {
+            LastFetch::Done(f) => f.at_ms,
+            LastFetch::Failed { at_ms, .. } | LastFetch::TokenRefused { at_ms, .. } => *at_ms,
+        }
+    }
+
+    /// In a sentence.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        match self {
+            LastFetch::Done(f) => f.summary(),
+            LastFetch::Failed { message, .. } => format!("failed: {message}"),
+            LastFetch::TokenRefused { message, .. } => {
+                format!("paused until a new meta_ads_token: {message}")
+            }
+        }
+    }
+}
+
+/// What the fetches report, read by the application; and the loop's wake-up.
+#[derive(Default)]
+pub struct Status {
+    last: Mutex<HashMap<u32, LastFetch>>,
+    /// The spaces whose settings changed: fetched at the loop's next look.
+    changed: Mutex<HashSet<u32>>,
+    /// Wakes the loop: a space's Meta settings were set.
+    pub wake: Notify,
+}
+
+impl Status {
+    /// The space's last fetch, if any since the server started.
+    #[must_use]
+    pub fn last(&self, space: u32) -> Option<LastFetch> {
+        self.last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&space)
+            .cloned()
+    }
+
+    /// The space's Meta settings were set: a refused token's pause ends (a new token is tried),
+    /// and the loop fetches the space's month at once.
+    pub fn settings_changed(&self, space: u32) {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(last.get(&space), Some(LastFetch::TokenRefused { .. })) {
+            last.remove(&space);
+        }
+        drop(last);
+        self.changed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(space);
+        self.wake.notify_one();
+    }
+
+    fn paused(&self, space: u32) -> Option<String> {
+        match self.last(space) {
+            Some(LastFetch::TokenRefused { message, .. }) => Some(message),
+            _ => None,
+        }
+    }
+
+    fn take_changed(&self, space: u32) -> bool {
+        self.changed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&space)
+    }
+}
+
+/// What a fetch is handed.
+pub struct Shared {
+    pub store: Arc<Store>,
+    pub settings: Settings,
+    pub clock: Arc<dyn Clock>,
+    pub status: Arc<Status>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Fetches the last `days` days (today in the space's zone and those before) of `space`'s spend
+/// from Meta, and replaces those days' costs that came from Meta. The result, a failure too, is
+/// kept ([`Status::last`]), logged and counted.
+///
+/// # Errors
+/// `conflict` when the space has no `meta_ads_account` or `meta_ads_token`, or its token was
+/// refused and no new one was set since; a store's error. A fetch that fails at Meta is not an
+/// error: it is the answer's [`LastFetch`].
+pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, Error> {
+    let settings = shared.store.space_settings(space).await?;
+    let (Some(account), Some(token)) = (&settings.meta_ads_account, &settings.meta_ads_token)
+    else {
+        return Err(Error::new(
+            Code::Conflict,
+            "set the space's meta_ads_account and meta_ads_token first",
+        ));
+    };
+    if let Some(message) = shared.status.paused(space) {
+        return Err(Error::new(
+            Code::Conflict,
+            format!(
+                "fetching is paused since Meta refused the token ({message}): set a new \
+                 meta_ads_token"
+            ),
+        ));
+    }
+    let now = shared.clock.now_ms();
+    let zone = settings.time_zone.zone();
+    let today = stats::local_day(&zone, stats::quarter_of(now));
+    let first = today.saturating_sub(days.max(1) - 1);
+    let client = crate::delivery::outgoing::client(&shared.settings.delivery).map_err(|e| {
+        tracing::error!(error = %e, "a client for Meta's Graph API");
+        Error::internal()
+    })?;
+    let allow_private = shared.settings.delivery.allow_private_destinations;
+    let read = insights::fetch(
+        &client,
+        |url| crate::delivery::outgoing::check_before_send(url, allow_private),
+        settings.meta_graph_url.as_str(),
+        account,
+        token.expose(),
+        (first, today),
+    )
+    .await;
+    let last = match read {
+        Ok(read) => {
+            let mut spend: BTreeMap<String, Decimal> = BTreeMap::new();
+            for c in &read.costs {
+                let sum = spend
+                    .entry(c.currency.clone())
+                    .or_insert_with(Decimal::zero);
+                *sum = sum.checked_add(c.amount).unwrap_or(*sum);
+            }
+            let (set, removed) = shared
+                .store
+                .replace_meta_costs(space, (first, today), read.costs)
+                .await?;
+            LastFetch::Done(Fetched {
+                at_ms: now,
+                first,
+                last: today,
+                rows: read.rows,
+                skipped: read.skipped,
+                set,
+                removed,
+                spend,
+            })
+        }
+        Err(insights::Failure::TokenRefused(message)) => LastFetch::TokenRefused {
+            at_ms: now,
+            message,
+        },
+        Err(insights::Failure::Failed(message)) => LastFetch::Failed {
+            at_ms: now,
+            message,
+        },
+    };
+    match &last {
+        LastFetch::Done(_) => {
+            tracing::info!(space, account = %account, result = %last.summary(), "spend fetched from Meta");
+        }
+        _ => {
+            tracing::warn!(space, account = %account, result = %last.summary(), "spend not fetched from Meta");
+        }
+    }
+    shared.metrics.costs_fetch(last.result());
+    shared
+        .status
+        .last
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(space, last.clone());
+    Ok(last)
+}
+
+/// When a space is next due: the hour's fetch and the day's.
+#[derive(Clone, Copy, Default)]
+struct Due {
+    recent: u64,
+    month: u64,
+}
+
+/// Runs beside the server: each space with Meta's settings fetched every hour (the last
+/// [`RECENT_DAYS`]) and every day (the last [`MONTH_DAYS`]), the month first after a start or
+/// a change of its settings.
+pub async fn run(shared: Shared) {
+    let mut due: HashMap<u32, Due> = HashMap::new();
+    loop {
+        let woken = shared.status.wake.notified();
+        for space in with_accounts(&shared).await {
+            let changed = shared.status.take_changed(space);
+            let when = due.entry(space).or_default();
+            let now = shared.clock.now_ms();
+            let days = if changed || now >= when.month {
+                when.month = now.saturating_add(DAY_MS);
+                when.recent = now.saturating_add(HOUR_MS);
+                MONTH_DAYS
+            } else if now >= when.recent {
+                when.recent = now.saturating_add(HOUR_MS);
+                RECENT_DAYS
+            } else {
+                continue;
+            };
+            if shared.status.paused(space).is_some() {
+                continue;
+            }
+            if let Err(e) = fetch(&shared, space, days).await {
+                tracing::warn!(space, error = %e.message, "spend not fetched from Meta");
+            }
+        }
+        let _ = tokio::time::timeout(LOOK_EVERY, woken).await;
+    }
+}
+
+/// The spaces with an ad account and a token.
+async fn with_accounts(shared: &Shared) -> Vec<u32> {
+    let spaces = match shared.store.list_spaces(HashMap::new()).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing spaces for Meta's spend");
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for summary in spaces {
+        let s = &summary.settings;
+        if s.meta_ads_account.is_none() || s.meta_ads_token.is_none() {
+            continue;
+        }
+        if let Ok(space) = shared.store.space_no(summary.space.clone()).await {
+            out.push(space);
+        }
+    }
+    out
+}
+
+/// A fetch as every way out shows it (`POST /costs/fetch`, `tracker costs fetch`).
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct FetchView {
+    /// `ok`, `failed`, or `token_refused` (fetching paused until a new `meta_ads_token`).
+    pub result: String,
+    /// When it ran (UTC).
+    pub at: String,
+    /// The days read, both included (a fetch that worked).
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// Rows Meta answered, rows left out, costs set, and costs from Meta's earlier fetch of the
+    /// same days removed.
+    pub rows: usize,
+    pub skipped: usize,
+    pub set: usize,
+    pub removed: usize,
+    /// The spend read, per currency, exact decimals.
+    pub spend: BTreeMap<String, String>,
+    /// Why it failed (the token never in it).
+    pub error: Option<String>,
+    /// What it did, in a sentence.
+    pub summary: String,
+}
+
+impl From<&LastFetch> for FetchView {
+    fn from(last: &LastFetch) -> FetchView {
+        let mut view = FetchView {
+            result: last.result().to_owned(),
+            at: crate::clock::rfc3339_s(last.at_ms()),
+            from: None,
+            to: None,
+            rows: 0,
+            skipped: 0,
+            set: 0,
+            removed: 0,
+            spend: BTreeMap::new(),
+            error: None,
+            summary: last.summary(),
+        };
+        match last {
+            LastFetch::Done(f) => {
+                view.from = Some(cost::day_text(f.first));
+                view.to = Some(cost::day_text(f.last));
+                (view.rows, view.skipped, view.set, view.removed) =
+                    (f.rows, f.skipped, f.set, f.removed);
+                view.spend = f
+                    .spend
+                    .iter()
+                    .map(|(c, a)| (c.clone(), a.to_string()))
+                    .collect();
+            }
+            LastFetch::Failed { message, .. } | LastFetch::TokenRefused { message, .. } => {
+                view.error = Some(message.clone());
+            }
+        }
+        view
+    }
+}

@@ -1,0 +1,271 @@
+//! A stand-in for Meta's Marketing API insights on 127.0.0.1: a small HTTP/1.1 server that
+//! answers `GET /<version>/<act_id>/insights` as the Graph API documents it, for one ad account
+//! and one access token.
+//!
+//! - The query's `level` must be `ad`, `time_increment` `1`, `fields` must name
+//!   `campaign_name`, `adset_name`, `ad_name`, `spend` and `account_currency`; `time_range`
+//!   (`{"since":"YYYY-MM-DD","until":"YYYY-MM-DD"}`) picks the rows by their `date_start`.
+//! - Pages of [`Insights::page_rows`] rows (`limit` is read, and the smaller taken), with
+//!   `paging.cursors` and, while rows remain, `paging.next`: the same URL with `after`.
+//! - Each row carries the account's `account_currency`, `date_start` and `date_stop`.
+//! - An access token other than the account's is answered `400` with Meta's `OAuthException`
+//!   code `190`; another account `400` code `100`.
+//! - [`Insights::fail_next`] answers the next requests with an error of the test's choosing
+//!   (`500` with a transient code `2`, say).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The ad account and a token of Meta's shape.
+pub const ACCOUNT: &str = "act_1234567890";
+pub const TOKEN: &str = "EAAGstandinTOKEN0123456789abcdefXYZ";
+
+/// One ad's spend on one day.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub day: String,
+    pub campaign: String,
+    pub adset: String,
+    pub ad: String,
+    pub spend: String,
+}
+
+/// One request as it arrived: its path and its query's pairs.
+#[derive(Clone, Debug)]
+pub struct Asked {
+    pub path: String,
+    pub query: HashMap<String, String>,
+}
+
+#[derive(Default)]
+struct State {
+    rows: Vec<Row>,
+    currency: String,
+    page_rows: usize,
+    /// Answers for the next requests, first first.
+    failures: Vec<(u16, Value)>,
+    asked: Vec<Asked>,
+}
+
+pub struct Insights {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Insights {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Insights {
+    /// Starts the stand-in with no rows, in `USD`, 2 rows a page.
+    pub async fn start() -> Insights {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let state = Arc::new(Mutex::new(State {
+            currency: "USD".into(),
+            page_rows: 2,
+            ..State::default()
+        }));
+        let s = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(serve(stream, s.clone()));
+            }
+        });
+        Insights { addr, state, task }
+    }
+
+    /// The address to set as `meta_graph_url`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Replaces the account's rows.
+    pub fn set_rows(&self, rows: Vec<Row>) {
+        self.state.lock().unwrap().rows = rows;
+    }
+
+    /// Rows per page (Meta's default is 25; the request's `limit` may ask for fewer).
+    pub fn set_page_rows(&self, rows: usize) {
+        self.state.lock().unwrap().page_rows = rows;
+    }
+
+    pub fn set_currency(&self, currency: &str) {
+        currency.clone_into(&mut self.state.lock().unwrap().currency);
+    }
+
+    /// Answers the next request `status` with `body` (after those already queued).
+    pub fn fail_next(&self, status: u16, body: Value) {
+        self.state.lock().unwrap().failures.push((status, body));
+    }
+
+    /// Every request so far.
+    #[must_use]
+    pub fn asked(&self) -> Vec<Asked> {
+        self.state.lock().unwrap().asked.clone()
+    }
+}
+
+/// Meta's error answer.
+#[must_use]
+pub fn error(code: i64, kind: &str, message: &str) -> Value {
+    json!({"error": {"message": message, "type": kind, "code": code,
+        "fbtrace_id": "AbCdEfStandIn"}})
+}
+
+fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> (u16, Value) {
+    let mut s = state.lock().unwrap();
+    s.asked.push(Asked {
+        path: path.to_owned(),
+        query: query.clone(),
+    });
+    if !s.failures.is_empty() {
+        return s.failures.remove(0);
+    }
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let [version, account, "insights"] = parts.as_slice() else {
+        return (
+            400,
+            error(2500, "OAuthException", "Unknown path components"),
+        );
+    };
+    if !version.starts_with('v') {
+        return (
+            400,
+            error(2500, "OAuthException", "Unknown path components"),
+        );
+    }
+    let get = |k: &str| query.get(k).map_or("", String::as_str);
+    if get("access_token") != TOKEN {
+        return (
+            400,
+            error(
+                190,
+                "OAuthException",
+                "Invalid OAuth access token - Cannot parse access token",
+            ),
+        );
+    }
+    if *account != ACCOUNT {
+        return (
+            400,
+            error(
+                100,
+                "OAuthException",
+                "Unsupported get request: no such ad account",
+            ),
+        );
+    }
+    let fields: Vec<&str> = get("fields").split(',').collect();
+    let wanted = [
+        "campaign_name",
+        "adset_name",
+        "ad_name",
+        "spend",
+        "account_currency",
+    ];
+    if get("level") != "ad"
+        || get("time_increment") != "1"
+        || wanted.iter().any(|f| !fields.contains(f))
+    {
+        return (
+            400,
+            error(100, "OAuthException", "(#100) Invalid parameter"),
+        );
+    }
+    let range: Value = serde_json::from_str(get("time_range")).unwrap_or(Value::Null);
+    let (Some(since), Some(until)) = (range["since"].as_str(), range["until"].as_str()) else {
+        return (
+            400,
+            error(100, "OAuthException", "(#100) time_range is invalid"),
+        );
+    };
+    let rows: Vec<&Row> = s
+        .rows
+        .iter()
+        .filter(|r| since <= r.day.as_str() && r.day.as_str() <= until)
+        .collect();
+    let limit: usize = get("limit").parse().unwrap_or(25);
+    let per_page = s.page_rows.min(limit).max(1);
+    let after: usize = get("after").parse().unwrap_or(0);
+    let page: Vec<Value> = rows
+        .iter()
+        .skip(after)
+        .take(per_page)
+        .map(|r| {
+            json!({"campaign_name": r.campaign, "adset_name": r.adset, "ad_name": r.ad,
+                "spend": r.spend, "account_currency": s.currency,
+                "date_start": r.day, "date_stop": r.day})
+        })
+        .collect();
+    let end = after + page.len();
+    let mut paging = json!({"cursors": {"before": after.to_string(), "after": end.to_string()}});
+    if end < rows.len() {
+        let mut next: Vec<(String, String)> = query
+            .iter()
+            .filter(|(k, _)| *k != "after")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        next.push(("after".into(), end.to_string()));
+        let text: String = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(next)
+            .finish();
+        paging["next"] = json!(format!("http://{{host}}{path}?{text}"));
+    }
+    (200, json!({"data": page, "paging": paging}))
+}
+
+async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
+    let host = stream
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let mut buf = Vec::new();
+    loop {
+        let head_end = loop {
+            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            let mut chunk = [0; 8192];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        buf.drain(..head_end);
+        let target = head
+            .split("\r\n")
+            .next()
+            .unwrap_or_default()
+            .split(' ')
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+        let query: HashMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let (status, body) = answer(&state, path, &query);
+        let text = body.to_string().replace("{host}", &host);
+        let reply = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+            text.len()
+        );
+        if stream.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
