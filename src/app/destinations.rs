@@ -223,43 +223,34 @@ impl App {
                     format!("no destination {name:?} in this space"),
                 )
             })?;
-        if let Target::TiktokEvents(t) = &d.target {
-            if test_code.is_none() && t.test_event_code.is_none() {
-                return Err(Error::field(
+        // The ad platforms' own test code, where the destination has one to hold.
+        let platform = match &d.target {
+            Target::MetaCapi(meta) => Some(("Meta", "purchase", &meta.test_event_code)),
+            Target::TiktokEvents(t) => Some(("TikTok", "payment", &t.test_event_code)),
+            Target::GoogleAds(_) => {
+                return Err(Error::new(
                     Code::Conflict,
-                    "test_event_code",
                     format!(
-                        "{name} has no test_event_code, and a test without one would count as \
-                         a real payment: open TikTok's Events Manager, choose the pixel, open \
-                         the Test events tab and copy its code (TEST12345); then send it as \
-                         {{\"test_event_code\": \"TEST12345\"}} with the test, or set it on \
-                         the destination"
+                        "{name} is a google_ads destination: nothing is sent to Google, which \
+                         fetches /conversions/{}/{name}.csv on its schedule; fetch that address \
+                         with the destination's user name and password to see what it is given",
+                        space.name
                     ),
                 ));
             }
-        }
-        if let Target::GoogleAds(_) = &d.target {
-            return Err(Error::new(
-                Code::Conflict,
-                format!(
-                    "{name} is a google_ads destination: nothing is sent to Google, which \
-                     fetches /conversions/{}/{name}.csv on its schedule; fetch that address \
-                     with the destination's user name and password to see what it is given",
-                    space.name
-                ),
-            ));
-        }
-        if let Target::MetaCapi(meta) = &d.target {
-            if test_code.is_none() && meta.test_event_code.is_none() {
+            Target::Postback { .. } | Target::Webhook { .. } => None,
+        };
+        if let Some((platform, conversion, own_code)) = platform {
+            if test_code.is_none() && own_code.is_none() {
                 return Err(Error::field(
                     Code::Conflict,
                     "test_event_code",
                     format!(
                         "{name} has no test_event_code, and a test without one would count as \
-                         a real purchase: open Meta's Events Manager, choose the pixel, open \
-                         the Test events tab and copy its code (TEST12345); then send it as \
-                         {{\"test_event_code\": \"TEST12345\"}} with the test, or set it on \
-                         the destination"
+                         a real {conversion}: open {platform}'s Events Manager, choose the \
+                         pixel, open the Test events tab and copy its code (TEST12345); then \
+                         send it as {{\"test_event_code\": \"TEST12345\"}} with the test, or \
+                         set it on the destination"
                     ),
                 ));
             }

@@ -383,7 +383,11 @@ fn channel_groups(slug: Option<&str>, campaign: Option<&str>) -> Vec<(u8, String
         let campaign = campaign.unwrap_or_default();
         groups.push((Dimension::Link.code(), slug.to_owned()));
         groups.push((Dimension::Campaign.code(), campaign.to_owned()));
-        if let Some(code) = Dimension::Link.in_campaign_code() {
+        // As `STATS`: a campaign's drill-down rows only for a click with a campaign.
+        if let Some(code) = Dimension::Link
+            .in_campaign_code()
+            .filter(|_| !campaign.is_empty())
+        {
             groups.push((code, rollup::in_campaign(campaign, slug)));
         }
     }
@@ -454,18 +458,29 @@ pub fn each_channel_row(
             }
         }
         ChannelGroups::Prefixed(prefix) => {
-            // Every row of the dimension from the prefix on, each group's quarters in order; a
-            // quarter outside the range is passed over. Channel rows are few (a quarter of an
-            // hour with a join or a leave), so this reads them rather than seeking per group.
-            for entry in table.range((space, code, prefix, 0)..(space, code + 1, "", 0))? {
-                let (key, value) = entry?;
-                let (_, _, group, quarter) = key.value();
+            use std::ops::Bound;
+            // One seek per group, then its rows in the range: the history before and after
+            // the range is not read.
+            let end = Bound::Excluded((space, code + 1, "", 0));
+            let mut previous: Option<String> = None;
+            loop {
+                let start = match &previous {
+                    None => Bound::Included((space, code, prefix, 0)),
+                    Some(group) => Bound::Excluded((space, code, group.as_str(), u32::MAX)),
+                };
+                let Some(first) = table.range::<(u32, u8, &str, u32)>((start, end))?.next() else {
+                    break;
+                };
+                let group = first?.0.value().2.to_owned();
                 if !group.starts_with(prefix) {
                     break;
                 }
-                if (from..to).contains(&quarter) {
-                    each(group, quarter, value.value());
+                let g = group.as_str();
+                for entry in table.range((space, code, g, from)..(space, code, g, to.max(from)))? {
+                    let (key, value) = entry?;
+                    each(g, key.value().3, value.value());
                 }
+                previous = Some(group);
             }
         }
     }

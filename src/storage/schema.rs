@@ -272,7 +272,8 @@ pub const TELEGRAM_OFFSETS: TableDefinition<u32, u64> = TableDefinition::new("te
 
 /// `(space, dimension, group, quarter) -> (joins, leaves)`: channel joins and leaves per group
 /// and quarter of an hour, as `STATS` keys its rows (dimension 0 campaign, 1 link, 2 the whole
-/// space, "" as group), for stats by campaign, link and day in the space's zone.
+/// space with "" as group, 5 a link within its campaign as `rollup::in_campaign` names it), for
+/// stats by campaign, link and day in the space's zone and a campaign's drill-down.
 pub const CHANNEL_STATS: TableDefinition<(u32, u8, &str, u32), (u64, u64)> =
     TableDefinition::new("channel_stats");
 

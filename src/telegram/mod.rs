@@ -218,6 +218,10 @@ pub async fn run(shared: Shared) {
             }
         }
         let look_every = if bots.is_empty() {
+            // No bot: no pool is filled or read, and `/metrics` shows none.
+            shared
+                .status
+                .channel_invites(std::collections::BTreeMap::new());
             IDLE_LOOK_EVERY
         } else {
             pools.look(&shared, &bots).await;

@@ -71,8 +71,12 @@ pub fn tiktok_answer(status: u16, body: &str) -> MetaAnswer {
         return MetaAnswer::Retry { after_ms: None };
     }
     match (outcome_of(status), code) {
-        (Outcome::Delivered, Some(0) | None) => MetaAnswer::Delivered,
-        (Outcome::Failed | Outcome::Held, _) => MetaAnswer::Retry { after_ms: None },
+        (Outcome::Delivered, Some(0)) => MetaAnswer::Delivered,
+        // TikTok always says its `code`: a 2xx without one (a proxy's page, an `api_url` that
+        // is not TikTok's) took nothing, and is tried again rather than counted delivered.
+        (Outcome::Delivered, None) | (Outcome::Failed | Outcome::Held, _) => {
+            MetaAnswer::Retry { after_ms: None }
+        }
         _ => MetaAnswer::Refused {
             named: Vec::new(),
             message,
@@ -115,6 +119,10 @@ mod tests {
             MetaAnswer::TokenRejected { .. }
         ));
         let again = MetaAnswer::Retry { after_ms: None };
+        // A 2xx that is not TikTok's answer took nothing.
+        assert_eq!(tiktok_answer(200, "<html>Welcome to nginx</html>"), again);
+        assert_eq!(tiktok_answer(200, r#"{"message":"OK"}"#), again);
+        assert_eq!(tiktok_answer(200, r#"{"code":"0"}"#), again);
         assert_eq!(tiktok_answer(200, &answer(50_000)), again);
         assert_eq!(tiktok_answer(200, &answer(59_999)), again);
         assert_eq!(tiktok_answer(503, "down"), again);
