@@ -29,20 +29,30 @@ pub(super) struct GroupRow {
     pub(super) kept: i64,
 }
 
-/// A row of the CSV download: the group under its own label, then the figures.
-impl serde::Serialize for GroupRow {
+/// A row of the CSV download: the group under its own label, then the figures; a table whose
+/// groups had channel joins or leaves ([`has_channels`]) also has `joins` and
+/// `subscribers_kept`, as the page shows them.
+struct CsvRow<'a> {
+    row: &'a GroupRow,
+    channels: bool,
+}
+
+impl serde::Serialize for CsvRow<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut row = serializer.serialize_struct("GroupRow", 9)?;
-        row.serialize_field(self.label, &self.group)?;
-        row.serialize_field("clicks", &self.clicks)?;
-        row.serialize_field("registrations", &self.registrations)?;
-        row.serialize_field("first_deposits", &self.first_deposits)?;
-        row.serialize_field("revenue", &self.revenue)?;
-        row.serialize_field("cost", &self.cost)?;
-        row.serialize_field("roi", &self.roi)?;
-        row.serialize_field("joins", &self.joins)?;
-        row.serialize_field("subscribers_kept", &self.kept)?;
+        use serde::ser::SerializeMap;
+        let r = self.row;
+        let mut row = serializer.serialize_map(None)?;
+        row.serialize_entry(r.label, &r.group)?;
+        row.serialize_entry("clicks", &r.clicks)?;
+        row.serialize_entry("registrations", &r.registrations)?;
+        row.serialize_entry("first_deposits", &r.first_deposits)?;
+        row.serialize_entry("revenue", &r.revenue)?;
+        row.serialize_entry("cost", &r.cost)?;
+        row.serialize_entry("roi", &r.roi)?;
+        if self.channels {
+            row.serialize_entry("joins", &r.joins)?;
+            row.serialize_entry("subscribers_kept", &r.kept)?;
+        }
         row.end()
     }
 }
@@ -238,8 +248,9 @@ pub(super) fn group_rows(
 /// A table as a CSV download named `file` (every cell formula-safe: `domain::spreadsheet`).
 pub(super) fn table_csv(rows: &[GroupRow], file: &str) -> Result<Response, Error> {
     let mut csv = crate::domain::spreadsheet::CsvRows::new(Vec::new());
-    for r in rows {
-        csv.row(r)
+    let channels = has_channels(rows);
+    for row in rows {
+        csv.row(&CsvRow { row, channels })
             .map_err(|e| Error::new(Code::Internal, e.to_string()))?;
     }
     let body = csv
@@ -282,6 +293,27 @@ mod tests {
         assert_eq!(row("Channel joins").1, "4");
         assert_eq!(row("Subscribers kept").1, "3");
         assert!(whats(&group(0, 0), &group(0, 2)).contains(&"Subscribers kept"));
+    }
+
+    /// The CSV download has the channel columns exactly when the page's table does.
+    #[test]
+    fn the_csv_has_channel_columns_only_where_the_table_does() {
+        let header = |rows: &[GroupRow]| {
+            let mut csv = crate::domain::spreadsheet::CsvRows::new(Vec::new());
+            let channels = has_channels(rows);
+            for row in rows {
+                csv.row(&CsvRow { row, channels }).unwrap();
+            }
+            let text = String::from_utf8(csv.take_written().unwrap()).unwrap();
+            text.lines().next().unwrap().to_owned()
+        };
+        let plain = group_rows(vec![group(0, 0)], "campaign", "clicks");
+        assert_eq!(
+            header(&plain),
+            "campaign,clicks,registrations,first_deposits,revenue,cost,roi"
+        );
+        let joined = group_rows(vec![group(0, 0), group(3, 1)], "campaign", "clicks");
+        assert!(header(&joined).ends_with(",roi,joins,subscribers_kept"));
     }
 
     /// The campaign table shows its channel columns where some campaign had them.
