@@ -7,13 +7,16 @@
 //! opened itself when no server has the file open. Either way it is the same call to the same
 //! `App` method, so a rotation made either way is the same rotation.
 
+mod answer;
 mod request;
 mod socket;
 
+pub use answer::{
+    Answer, CostsFetched, CostsImported, DestinationDeleted, ImportedEvent, LinkDeleted,
+    PasswordSet, SpaceSettingsSet, StatsGroup, StatsRates, StatsShown,
+};
 pub use request::{
-    AdminRequest, Answer, CostsFetched, CostsImported, CostsRequest, DestinationDeleted,
-    DestinationRequest, EventTexts, FileText, ImportedEvent, KeysRequest, LinkDeleted, LinkRequest,
-    PasswordSet, Request, SpaceRequest, SpaceSettingsSet, StatsGroup, StatsRates, StatsShown,
-    execute,
+    AdminRequest, CostsRequest, DestinationRequest, EventTexts, FileText, KeysRequest, LinkRequest,
+    Request, SpaceRequest, execute,
 };
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

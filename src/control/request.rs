@@ -5,29 +5,24 @@
 //! server); its answer likewise the other way. The command line prints an [`Answer`] as it is:
 //! [`Answer::json`] for `--json`, and its own text for people (`cli`).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Subcommand;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::app::App;
-use crate::app::destinations::Retried;
-use crate::app::spaces::{CreatedSpace, Revoked, Rotated};
-use crate::domain::credential::Kind;
-use crate::domain::destination::{
-    DeliveryQuery, DeliveryView, DestinationFields, DestinationPatch, DestinationView, State,
+use crate::control::answer::{
+    Answer, CostsFetched, CostsImported, DestinationDeleted, ImportedEvent, LinkDeleted,
+    PasswordSet, SpaceSettingsSet, StatsGroup, StatsShown,
 };
-use crate::domain::feed::{FeedPage, PageRequest};
-use crate::domain::link::{ChannelFields, LinkView, NewLink};
+use crate::domain::credential::Kind;
+use crate::domain::destination::{DeliveryQuery, DestinationFields, DestinationPatch, State};
+use crate::domain::feed::PageRequest;
+use crate::domain::link::{ChannelFields, NewLink};
 use crate::domain::password::{Password, SecretText};
-use crate::domain::settings::{SettingsPatch, SpaceSettings};
-use crate::domain::stats::{GroupStats, Grouping};
+use crate::domain::settings::SettingsPatch;
+use crate::domain::stats::Grouping;
 use crate::error::{Code, Error};
-use crate::storage::backup::BackupStats;
-use crate::storage::check::Report;
-use crate::storage::read::SpaceSummary;
 
 /// One request of the command line, sent as parsed.
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
@@ -410,23 +405,6 @@ impl std::fmt::Debug for EventTexts {
     }
 }
 
-/// What became of one event of an import's batch: what `POST /events/batch` answers for it.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum ImportedEvent {
-    Queued {
-        inbox_id: Option<String>,
-    },
-    Duplicate {
-        inbox_id: Option<String>,
-    },
-    Refused {
-        code: String,
-        error: String,
-        field: Option<String>,
-    },
-}
-
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum AdminRequest {
@@ -438,167 +416,6 @@ pub enum AdminRequest {
         #[arg(skip)]
         password: Password,
     },
-}
-
-/// What a [`Request`] answers.
-#[derive(Serialize, Deserialize, Debug)]
-#[serde(tag = "answer", content = "result", rename_all = "snake_case")]
-pub enum Answer {
-    SpaceCreated(CreatedSpace),
-    Spaces(Vec<SpaceSummary>),
-    Rotated(Rotated),
-    Revoked(Revoked),
-    BackedUp(BackupStats),
-    Checked(Report),
-    LinkCreated(LinkView),
-    Links(Vec<LinkView>),
-    LinkDeleted(LinkDeleted),
-    PasswordSet(PasswordSet),
-    Page(FeedPage),
-    DestinationCreated(Box<DestinationView>),
-    /// A destination changed, or a webhook's secret rotated (the new one shown once).
-    DestinationChanged(Box<DestinationView>),
-    Destinations(Vec<DestinationView>),
-    DestinationDeleted(DestinationDeleted),
-    Deliveries(Vec<DeliveryView>),
-    Retried(Retried),
-    SpaceSettings(SpaceSettingsSet),
-    CostsImported(CostsImported),
-    CostsFetched(Box<CostsFetched>),
-    Stats(StatsShown),
-    EventsImported(Vec<ImportedEvent>),
-}
-
-/// What `tracker stats` shows: `GET /stats`'s groups.
-#[derive(Serialize, Deserialize, Debug)]
-pub struct StatsShown {
-    pub space: String,
-    pub by: String,
-    pub groups: Vec<StatsGroup>,
-}
-
-/// One group of [`StatsShown`]: a [`GroupStats`] as it crosses the control socket, field for
-/// field and in the same order, so `--json` prints what `GET /stats` gives. Its own type because
-/// a decoded answer owns its strings (the event kinds); a field added to one and not the other
-/// fails `a_stats_group_prints_as_the_api_gives_it`, or does not compile.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct StatsGroup {
-    pub group: Option<String>,
-    pub clicks: u64,
-    pub bound_clicks: u64,
-    pub events: BTreeMap<String, u64>,
-    pub first_deposits: u64,
-    pub deposits: BTreeMap<String, String>,
-    pub cost: BTreeMap<String, String>,
-    pub roi: BTreeMap<String, String>,
-    pub cpa: BTreeMap<String, String>,
-    pub epc: BTreeMap<String, String>,
-    pub joins: u64,
-    pub leaves: u64,
-    pub subscribers_kept: i64,
-    pub cost_per_subscriber: BTreeMap<String, String>,
-    pub rates: StatsRates,
-}
-
-/// A group's funnel rates ([`crate::domain::stats::Rates`]), decoded.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct StatsRates {
-    pub bound: Option<String>,
-    pub registration: Option<String>,
-    pub first_deposit: Option<String>,
-}
-
-impl From<GroupStats> for StatsGroup {
-    fn from(g: GroupStats) -> StatsGroup {
-        StatsGroup {
-            group: g.group,
-            clicks: g.clicks,
-            bound_clicks: g.bound_clicks,
-            events: g
-                .events
-                .into_iter()
-                .map(|(kind, n)| (kind.to_owned(), n))
-                .collect(),
-            first_deposits: g.first_deposits,
-            deposits: g.deposits,
-            cost: g.cost,
-            roi: g.roi,
-            cpa: g.cpa,
-            epc: g.epc,
-            joins: g.joins,
-            leaves: g.leaves,
-            subscribers_kept: g.subscribers_kept,
-            cost_per_subscriber: g.cost_per_subscriber,
-            rates: StatsRates {
-                bound: g.rates.bound,
-                registration: g.rates.registration,
-                first_deposit: g.rates.first_deposit,
-            },
-        }
-    }
-}
-
-/// What `tracker costs fetch` did: the fetch, or why it failed at Meta.
-#[derive(Serialize, Deserialize, Debug)]
-pub struct CostsFetched {
-    pub space: String,
-    pub fetch: crate::spend::FetchView,
-}
-
-/// What `tracker costs import` did.
-#[derive(Serialize, Deserialize, Debug)]
-pub struct CostsImported {
-    pub space: String,
-    /// The file's rows. (This and the fields below `removed` default for an answer of a server
-    /// from before them.)
-    #[serde(default)]
-    pub rows: usize,
-    /// Costs set (rows of the same campaign and day add up to one).
-    pub set: usize,
-    /// Costs removed by an amount of 0.
-    pub removed: usize,
-    /// The days and the campaigns the file names.
-    #[serde(default)]
-    pub days: usize,
-    #[serde(default)]
-    pub campaigns: usize,
-    /// What the import did, in a sentence (`CostsImport::summary`).
-    #[serde(default)]
-    pub summary: String,
-}
-
-/// A space's settings after a change, as `GET /space` shows them.
-#[derive(Serialize, Deserialize, Debug)]
-pub struct SpaceSettingsSet {
-    pub space: String,
-    pub settings: SpaceSettings,
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-pub struct LinkDeleted {
-    pub deleted: bool,
-    pub space: String,
-    pub slug: String,
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-pub struct DestinationDeleted {
-    pub deleted: bool,
-    pub space: String,
-    pub name: String,
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-pub struct PasswordSet {
-    pub password_set: bool,
-}
-
-impl Answer {
-    /// What `--json` prints: the answer's own fields, as the API would give them.
-    #[must_use]
-    pub fn json(&self) -> Value {
-        serde_json::to_value(self).map_or(Value::Null, |mut v| v["result"].take())
-    }
 }
 
 /// Runs `request` against `app`: the one place the socket and the command line dispatch.
@@ -914,43 +731,5 @@ mod tests {
             text,
             r#"{"op":"keys","request":{"op":"rotate","space":"a","kind":"ingest"}}"#
         );
-    }
-
-    /// `tracker stats --json` prints the groups exactly as `GET /stats` gives them, and a
-    /// group survives the trip over the socket.
-    #[test]
-    fn a_stats_group_prints_as_the_api_gives_it() {
-        use crate::domain::decimal::Decimal;
-        use crate::domain::stats::Counts;
-        let counts = Counts {
-            clicks: 3,
-            bound_clicks: 2,
-            events: [2, 1, 1, 1],
-            deposits: [("USD".to_owned(), Decimal::parse("12.50").unwrap())].into(),
-            first_deposits: 1,
-            joins: 4,
-            leaves: 2,
-        };
-        let cost = [("USD".to_owned(), Decimal::parse("5").unwrap())].into();
-        let api = GroupStats::new(Some("spring".into()), &counts, &cost);
-        let shown = StatsGroup::from(api.clone());
-        let text = serde_json::to_string(&shown).unwrap();
-        assert_eq!(text, serde_json::to_string(&api).unwrap());
-        assert_eq!(serde_json::from_str::<StatsGroup>(&text).unwrap(), shown);
-    }
-
-    #[test]
-    fn an_answer_round_trips_and_prints_its_own_fields() {
-        let a = Answer::PasswordSet(PasswordSet { password_set: true });
-        let text = serde_json::to_string(&a).unwrap();
-        assert_eq!(
-            text,
-            r#"{"answer":"password_set","result":{"password_set":true}}"#
-        );
-        assert!(matches!(
-            serde_json::from_str::<Answer>(&text).unwrap(),
-            Answer::PasswordSet(_)
-        ));
-        assert_eq!(a.json(), serde_json::json!({"password_set": true}));
     }
 }

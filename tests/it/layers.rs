@@ -440,6 +440,41 @@ fn every_import_in_src_points_down() {
     }
 }
 
+/// The most lines a file of `src/` has before its `#[cfg(test)]` module: past it, a file holds
+/// more than one thing and wants a room of its own.
+const MAX_FILE_LINES: usize = 800;
+
+/// The lines of `text` before its first line that begins `#[cfg(test)]`.
+fn lines_outside_tests(text: &str) -> usize {
+    text.lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .count()
+}
+
+#[test]
+fn no_file_in_src_has_more_than_800_lines_outside_its_tests() {
+    assert_eq!(lines_outside_tests("a\nb\n#[cfg(test)]\nmod tests {}\n"), 2);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![root];
+    let (mut long, mut read) = (Vec::new(), 0);
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                read += 1;
+                let n = lines_outside_tests(&std::fs::read_to_string(&path).unwrap());
+                if n > MAX_FILE_LINES {
+                    long.push(format!("{} ({n} lines)", path.display()));
+                }
+            }
+        }
+    }
+    assert!(read > 50, "only {read} files read");
+    assert!(long.is_empty(), "over {MAX_FILE_LINES} lines: {long:?}");
+}
+
 #[test]
 fn no_file_in_src_or_the_benchmark_imports_itself_through_others() {
     for dir in ["src", "benches/ingest"] {
