@@ -93,17 +93,24 @@ pub fn meta_event(
         "user_data": user,
     });
     if event.event == "deposit" {
-        let value = event.value.as_deref().unwrap_or("0");
-        let (amount, currency) = rules.currency_rates.to_iso(value, &event.currency)?;
-        let number = amount
-            .to_string()
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite())
-            .ok_or_else(|| format!("not sent: the value {value} is no number Meta can take"))?;
-        e["custom_data"] = json!({ "value": number, "currency": currency });
+        e["custom_data"] = iso_value(event, rules, "Meta")?;
     }
     Ok(e)
+}
+
+/// A deposit's `value` and `currency` as an ad platform (`platform`, named in a refusal) takes
+/// them: converted to ISO 4217 by the destination's `currency_rates`, the value a JSON number;
+/// or why it cannot be sent (a currency without a rate, a value no number can hold).
+pub fn iso_value(event: &FeedEvent, rules: &MetaRules, platform: &str) -> Result<Value, String> {
+    let value = event.value.as_deref().unwrap_or("0");
+    let (amount, currency) = rules.currency_rates.to_iso(value, &event.currency)?;
+    let number = amount
+        .to_string()
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite())
+        .ok_or_else(|| format!("not sent: the value {value} is no number {platform} can take"))?;
+    Ok(json!({ "value": number, "currency": currency }))
 }
 
 /// The address of a Meta destination's requests.

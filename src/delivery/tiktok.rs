@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::format::{platform_event_id, sha256_hex};
+use super::format::{iso_value, platform_event_id, sha256_hex};
 use crate::domain::click::ClientHints;
 use crate::domain::destination::{MetaRules, Tiktok, is_private, tiktok_standard_name};
 use crate::domain::feed::FeedEvent;
@@ -59,15 +59,7 @@ pub fn tiktok_event(
         "user": user,
     });
     if event.event == "deposit" {
-        let value = event.value.as_deref().unwrap_or("0");
-        let (amount, currency) = rules.currency_rates.to_iso(value, &event.currency)?;
-        let number = amount
-            .to_string()
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite())
-            .ok_or_else(|| format!("not sent: the value {value} is no number TikTok can take"))?;
-        e["properties"] = json!({ "value": number, "currency": currency });
+        e["properties"] = iso_value(event, rules, "TikTok")?;
     }
     Ok(e)
 }
