@@ -6,8 +6,9 @@
 //! holds exactly `--feed-events` events whatever other rows ran, spread the way a real space's
 //! are: 1000 clicks over 200 campaigns and 5 links (half of them bound), events in every hour
 //! of the last 89 days for every campaign (as far as the events reach: a million events are
-//! 5000 a campaign), and a cost for every campaign on each of the last 90 days (18,000, imported
-//! as a CSV through `tracker costs import`). `GET /stats` by campaign over all time then reads
+//! 5000 a campaign), and costs for every campaign on each of the last 90 days, the campaign's
+//! own and one for each of its 2 ad sets' 2 ads (90,000, imported as a CSV through `tracker
+//! costs import`). `GET /stats` by campaign over all time then reads
 //! each campaign's day rows, its quarter rows of the partial days, and every cost: a space
 //! whose million events all fell in one hour would make it look free. The events are filled through the server's own ingest path (`POST /events` over 64
 //! connections with the in-repo client, which counts exactly).
@@ -36,6 +37,10 @@ pub const CLICKS: u64 = 1000;
 pub const HOURS: u64 = 89 * 24;
 /// Days back from now with a cost for every campaign.
 pub const COST_DAYS: u64 = 90;
+/// Ad sets and ads of each set with a cost of their own on each of those days, beside the
+/// campaign's: costs kept per ad, as Meta's insights give them.
+const COST_AD_SETS: u64 = 2;
+const COST_ADS: u64 = 2;
 /// The hours in which each campaign has events, once `events` are stored.
 pub fn hours_used(events: u64) -> u64 {
     events.div_ceil(CAMPAIGNS).min(HOURS)
@@ -199,12 +204,12 @@ pub fn create_space(
     })
 }
 
-/// A cost for every campaign on each of the last [`COST_DAYS`] UTC days, through `tracker costs
-/// import` (the admin socket of the running server).
+/// Costs for every campaign on each of the last [`COST_DAYS`] UTC days, its own and one per
+/// ad of its ad sets, through `tracker costs import` (the admin socket of the running server).
 fn import_costs(mut cli: Command, run: &str, now_ms: u64) -> Result<(), String> {
     use std::fmt::Write as _;
     let today = now_ms / (24 * HOUR_MS);
-    let mut csv = String::from("day,campaign_name,amount,currency\n");
+    let mut csv = String::from("day,campaign_name,adset_name,ad_name,amount,currency\n");
     for back in 0..COST_DAYS {
         let ms = i64::try_from((today - back) * 24 * HOUR_MS).unwrap_or(0);
         let day = jiff::Timestamp::from_millisecond(ms)
@@ -212,7 +217,12 @@ fn import_costs(mut cli: Command, run: &str, now_ms: u64) -> Result<(), String> 
             .to_zoned_datetime(jiff::tz::TimeZone::UTC)
             .date();
         for c in 0..CAMPAIGNS {
-            let _ = writeln!(csv, "{day},campaign-{c},{}.{:02},USD", 10 + c, back % 100);
+            let _ = writeln!(csv, "{day},campaign-{c},,,{}.{:02},USD", 10 + c, back % 100);
+            for set in 0..COST_AD_SETS {
+                for ad in 0..COST_ADS {
+                    let _ = writeln!(csv, "{day},campaign-{c},set-{set},ad-{ad},1.{ad}0,USD");
+                }
+            }
         }
     }
     let path = std::env::temp_dir().join(format!("tracker-bench-costs-{run}.csv"));
