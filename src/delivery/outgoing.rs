@@ -166,8 +166,16 @@ pub async fn exchange_reading(
     }
 }
 
-/// An error in a sentence, with its causes (reqwest's own says only "error sending request").
+/// An error in a sentence, with its causes, its URL's secrets redacted.
 fn error_text(e: &reqwest::Error) -> String {
+    // A URL in reqwest's message may carry a postback's query: keep the words, not the URL.
+    crate::domain::credential::redact(&error_words(e))
+}
+
+/// A transport error in words, with its causes (reqwest's own says only "error sending
+/// request"). Its URL is left as it is: a caller whose URL holds a token cuts it out.
+#[must_use]
+pub fn error_words(e: &reqwest::Error) -> String {
     let mut text = if e.is_timeout() {
         "timed out".to_owned()
     } else {
@@ -182,8 +190,7 @@ fn error_text(e: &reqwest::Error) -> String {
         }
         source = s.source();
     }
-    // A URL in reqwest's message may carry a postback's query: keep the words, not the URL.
-    crate::domain::credential::redact(&text)
+    text
 }
 
 /// `Retry-After` in milliseconds from `now_ms`: delta seconds, or an HTTP date.

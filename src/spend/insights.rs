@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use crate::delivery::outgoing::error_words;
 use crate::domain::cost::{self, AdNames, Cost, Day, Source};
 use crate::domain::destination::{MetaAnswer, meta_answer};
 
@@ -102,26 +103,6 @@ fn first_url(base: &str, account: &str, token: &str, (first, last): (Day, Day)) 
         .append_pair("access_token", token)
         .finish();
     format!("{base}/{GRAPH_VERSION}/{account}/insights?{query}")
-}
-
-/// A transport error in words, with its causes. The URL in them holds the token: the caller
-/// cuts it out.
-fn error_words(e: &reqwest::Error) -> String {
-    let mut text = if e.is_timeout() {
-        "timed out".to_owned()
-    } else {
-        e.to_string()
-    };
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let line = s.to_string();
-        if !text.contains(&line) {
-            text.push_str(": ");
-            text.push_str(&line);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// `text` with `token` cut out, as it is and as a URL's query writes it (an app token's `|`

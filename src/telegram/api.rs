@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::config::{Delivery, Telegram};
+use crate::delivery::outgoing::error_words;
 
 /// Why a call did not succeed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,24 +133,4 @@ impl BotApi {
     fn hide(&self, text: &str) -> String {
         text.replace(&self.token, "<token>")
     }
-}
-
-/// A transport error in words, with its causes.
-fn error_words(e: &reqwest::Error) -> String {
-    let mut text = if e.is_timeout() {
-        "timed out".to_owned()
-    } else {
-        // The URL holds the token: the caller cuts it out of the words.
-        e.to_string()
-    };
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let line = s.to_string();
-        if !text.contains(&line) {
-            text.push_str(": ");
-            text.push_str(&line);
-        }
-        source = s.source();
-    }
-    text
 }
