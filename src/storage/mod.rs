@@ -12,6 +12,7 @@ pub mod channels;
 pub mod check;
 mod commit;
 pub mod compact;
+mod cost_sums;
 pub mod dedup_buffer;
 mod destination_rows;
 mod error;

@@ -331,6 +331,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         11 => migrate_to_v12(txn),
         12 => migrate_to_v13(txn),
         13 => migrate_to_v14(txn),
+        14 => migrate_to_v15(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -497,6 +498,15 @@ fn migrate_to_v14(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     drop(costs);
     txn.delete_table(COSTS_V10)?;
     Ok(())
+}
+
+/// Version 15: `COST_SUMS`, the sums of every cost by campaign and for the whole space, by day
+/// and by blocks of days (`storage/cost_sums.rs`), built from `COSTS`.
+fn migrate_to_v15(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::storage::cost_sums;
+    use crate::storage::schema::{COST_SUMS, COSTS};
+    let all = cost_sums::all_sums(&txn.open_table(COSTS)?)?;
+    cost_sums::rewrite(&mut txn.open_table(COST_SUMS)?, &all)
 }
 
 /// Version 13 also: Telegram channels' tables, empty. Link records of version 1 are read as

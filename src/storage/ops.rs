@@ -35,6 +35,7 @@ use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::Counts;
 use crate::storage::StoreError;
 use crate::storage::attribution;
+use crate::storage::cost_sums::{self, CostKey};
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::first_deposit::Depositors;
@@ -46,10 +47,7 @@ use crate::storage::schema::{
     DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX, LINKS, LINKS_BY_SPACE, META,
     META_INBOX_SEQ, REJECTION_COUNTS, REJECTIONS, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
-use crate::storage::schema::{COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
-
-/// The key of [`COSTS`]: space, day, campaign, ad set, ad.
-type CostKey = (u32, u32, &'static str, &'static str, &'static str);
+use crate::storage::schema::{COST_SUMS, COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
 
 /// What one batch changes of the destinations and their deliveries.
 #[derive(Default)]
@@ -307,6 +305,7 @@ impl<'t> Txn<'t> {
         costs: &[Cost],
     ) -> Result<(usize, usize), StoreError> {
         let (mut set, mut removed) = (0, 0);
+        let mut touched = cost_sums::Touched::default();
         for c in costs {
             let key = (
                 space,
@@ -315,6 +314,7 @@ impl<'t> Txn<'t> {
                 c.adset_name.as_str(),
                 c.ad_name.as_str(),
             );
+            touched.add(space, c.day, &c.campaign_name);
             if c.amount.is_zero() {
                 removed += usize::from(self.costs.remove(key)?.is_some());
             } else {
@@ -328,7 +328,14 @@ impl<'t> Txn<'t> {
                 set += 1;
             }
         }
+        self.resum_costs(&touched)?;
         Ok((set, removed))
+    }
+
+    /// Writes again the sums of the costs `touched` names (`storage/cost_sums.rs`).
+    fn resum_costs(&mut self, touched: &cost_sums::Touched) -> Result<(), StoreError> {
+        let mut sums = self.transaction.open_table(COST_SUMS)?;
+        cost_sums::resum(&self.costs, &mut sums, touched)
     }
 
     /// A fetch of Meta's spend for the days `[from, to]` of `space`: removes the costs of those
@@ -343,8 +350,14 @@ impl<'t> Txn<'t> {
     ) -> Result<(usize, usize), StoreError> {
         let meta = crate::domain::cost::Source::Meta.code();
         let mut removed = 0;
+        let mut touched = cost_sums::Touched::default();
         if from <= to {
             let end = to.saturating_add(1);
+            // The old rows' days and campaigns lose Meta's part, whatever comes back.
+            touched.add_rows(
+                &self.costs,
+                (space, from, "", "", "")..(space, end, "", "", ""),
+            )?;
             // A row that does not read is kept: it is not known to be Meta's.
             self.costs.retain_in(
                 (space, from, "", "", "")..(space, end, "", "", ""),
@@ -375,8 +388,10 @@ impl<'t> Txn<'t> {
             };
             self.costs
                 .insert(key, records::encode(&record).as_slice())?;
+            touched.add(space, c.day, &c.campaign_name);
             set += 1;
         }
+        self.resum_costs(&touched)?;
         Ok((set, removed))
     }
 

@@ -12,10 +12,11 @@ use crate::domain::decimal::Decimal;
 use crate::domain::stats::{self, Counts, Dimension, GroupStats, Grouping};
 use crate::storage::StoreError;
 use crate::storage::channels::{self, ChannelGroups};
+use crate::storage::cost_sums;
 use crate::storage::read::Snapshot;
 use crate::storage::records;
 use crate::storage::rollup;
-use crate::storage::schema::{COSTS, STATS};
+use crate::storage::schema::{COST_SUMS, COSTS, STATS};
 
 /// `space`'s counts by `grouping` over the quarters `[from, to)`, one entry per group, the
 /// groups in order (days ascending; the group without a name first), with days and costs in
@@ -250,7 +251,8 @@ impl Rows<'_> {
 /// of the days of `zone` that begin in the range, by campaign, by day, by ad set (`utm_term`) or
 /// by ad (`utm_content`) (a link has none; a cost of no ad set or ad counts for none of those
 /// groups), of its one campaign where it has one. A campaign's or a day's cost is the sum of
-/// all its rows.
+/// all its rows, read from their sums (`storage/cost_sums.rs`); an ad set's or ad's from the
+/// costs themselves.
 fn group_costs(
     s: &Snapshot,
     space: u32,
@@ -268,29 +270,10 @@ fn group_costs(
     if stats::day_start(zone, first) < from {
         first += 1;
     }
-    let last = stats::local_day(zone, to - 1);
+    let days = (first, stats::local_day(zone, to - 1));
+    let campaign = grouping.campaign.as_deref();
     // Looked up by reference: a row allocates only a group or currency not seen before.
-    each_cost(s, space, (first, last), |row| {
-        if grouping
-            .campaign
-            .as_ref()
-            .is_some_and(|one| one != row.campaign)
-        {
-            return Ok(());
-        }
-        let (amount, currency) = (row.amount, row.currency);
-        let day_text;
-        let group = match grouping.by {
-            Dimension::Day => {
-                day_text = cost::day_text(row.day);
-                day_text.as_str()
-            }
-            Dimension::AdSet if row.adset.is_empty() => return Ok(()),
-            Dimension::AdSet => row.adset,
-            Dimension::Ad if row.ad.is_empty() => return Ok(()),
-            Dimension::Ad => row.ad,
-            _ => row.campaign,
-        };
+    let mut add = |group: &str, currency: &str, amount: Decimal| {
         let by_currency = match spent.get_mut(group) {
             Some(c) => c,
             None => spent.entry(group.to_owned()).or_default(),
@@ -305,7 +288,29 @@ fn group_costs(
             .checked_add(amount)
             .ok_or_else(|| StoreError::Corrupt("a cost sum overflowed".into()))?;
         Ok(())
-    })?;
+    };
+    match grouping.by {
+        Dimension::Day => {
+            let sums = s.txn().open_table(COST_SUMS)?;
+            cost_sums::each_day_sum(&sums, space, days, campaign, |day, currency, amount| {
+                add(&cost::day_text(day), currency, amount)
+            })?;
+        }
+        Dimension::AdSet | Dimension::Ad => {
+            let by_ad = grouping.by == Dimension::Ad;
+            each_cost(s, space, days, campaign, |row| {
+                let group = if by_ad { row.ad } else { row.adset };
+                if group.is_empty() {
+                    return Ok(());
+                }
+                add(group, row.currency, row.amount)
+            })?;
+        }
+        _ => {
+            let sums = s.txn().open_table(COST_SUMS)?;
+            cost_sums::each_campaign_sum(&sums, space, days, campaign, &mut add)?;
+        }
+    }
     Ok(spent.into_iter().collect())
 }
 
@@ -371,7 +376,7 @@ pub fn costs(
     days: (cost::Day, cost::Day),
 ) -> Result<Vec<Cost>, StoreError> {
     let mut costs = Vec::new();
-    each_cost(s, space, days, |row| {
+    each_cost(s, space, days, None, |row| {
         costs.push(Cost {
             day: row.day,
             campaign_name: row.campaign.to_owned(),
@@ -398,37 +403,53 @@ struct CostAt<'a> {
 }
 
 /// Calls `each` with each of `space`'s costs on the days `[from, to]` (both included), by day,
-/// then campaign, ad set and ad.
+/// then campaign, ad set and ad; with `campaign`, that campaign's only, read day by day from
+/// the days its sums say it has a cost.
 fn each_cost(
     s: &Snapshot,
     space: u32,
     (from, to): (cost::Day, cost::Day),
+    campaign: Option<&str>,
     mut each: impl FnMut(CostAt<'_>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     if from > to {
         return Ok(());
     }
     let table = s.txn().open_table(COSTS)?;
-    let end = to.saturating_add(1);
-    for entry in table.range((space, from, "", "", "")..(space, end, "", "", ""))? {
-        let (key, bytes) = entry?;
-        let (_, day, campaign, adset, ad) = key.value();
-        records::with_cost_row(bytes.value(), |r| {
-            let amount = Decimal::parse(r.amount).map_err(|e| {
-                StoreError::Corrupt(format!("cost of {campaign:?} on day {day}: {e}"))
-            })?;
-            each(CostAt {
-                day,
-                campaign,
-                adset,
-                ad,
-                amount,
-                currency: r.currency,
-                source: cost::Source::of_code(r.source),
+    let mut read = |range: std::ops::RangeFrom<(u32, u32, &str, &str, &str)>,
+                    until: (u32, Option<&str>)| {
+        for entry in table.range(range)? {
+            let (key, bytes) = entry?;
+            let (s, day, campaign, adset, ad) = key.value();
+            if s != space || day > until.0 || until.1.is_some_and(|c| c != campaign) {
+                break;
+            }
+            records::with_cost_row(bytes.value(), |r| {
+                let amount = Decimal::parse(r.amount).map_err(|e| {
+                    StoreError::Corrupt(format!("cost of {campaign:?} on day {day}: {e}"))
+                })?;
+                each(CostAt {
+                    day,
+                    campaign,
+                    adset,
+                    ad,
+                    amount,
+                    currency: r.currency,
+                    source: cost::Source::of_code(r.source),
+                })
+            })??;
+        }
+        Ok::<_, StoreError>(())
+    };
+    match campaign {
+        None => read((space, from, "", "", "").., (to, None)),
+        Some(c) => {
+            let sums = s.txn().open_table(COST_SUMS)?;
+            cost_sums::campaign_days(&sums, space, (from, to), c, |day, _| {
+                read((space, day, c, "", "").., (day, Some(c)))
             })
-        })??;
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -74,6 +74,9 @@
 //!   SHA-256 of the password Google Ads fetches its file with, and what its fetches came to);
 //!   version 2 rows are read with those fields empty and are not rewritten. A `tiktok_events`
 //!   destination (kind 4) uses version 2's fields.
+//! - 15: `COST_SUMS`, the sums of `COSTS` per campaign and for the whole space, by day and by
+//!   blocks of 8 and 64 days, built by the migration from `COSTS`: stats by campaign or by day
+//!   read a few sums per campaign instead of each ad's cost of each day.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -89,7 +92,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 14;
+pub const SCHEMA_VERSION: u64 = 15;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -173,6 +176,15 @@ pub const COSTS_V10: TableDefinition<(u32, u32, &str), &[u8]> = TableDefinition:
 /// days is one range of keys, whatever the grouping.
 pub const COSTS: TableDefinition<(u32, u32, &str, &str, &str), &[u8]> =
     TableDefinition::new("costs_by_ad");
+
+/// `(space, level, period, campaign_name) -> CostSumRecord`: the sum of [`COSTS`] by currency
+/// (`storage/cost_sums.rs`), kept by the writer with every change of a cost (schema 15). Level
+/// 0, 1 and 2: a campaign's costs (ad sets and ads included) over one day, a block of 8 days
+/// and a block of 64 days (period `n`: days `n * size` to `n * size + size - 1`); the same
+/// levels with `cost_sums::WHOLE_SPACE` (0x80) added: every campaign's, with "" as the
+/// campaign. Period before campaign, so a range of days is one range of keys at each level.
+pub const COST_SUMS: TableDefinition<(u32, u8, u32, &str), &[u8]> =
+    TableDefinition::new("cost_sums");
 
 /// `(space, dimension, group, quarter) -> StatsRecord`: the counts of one group in one quarter of
 /// an hour (quarters since the epoch; hours before schema 10; `domain::stats` says what counts
@@ -312,6 +324,7 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(FIRST_DEPOSITS_BY_TG)?;
     v.visit(FIRST_DEPOSITS_BY_CLICK)?;
     v.visit(COSTS)?;
+    v.visit(COST_SUMS)?;
     v.visit(INVITE_POOL)?;
     v.visit(INVITES)?;
     v.visit(INVITES_HANDED)?;

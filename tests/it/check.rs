@@ -10,8 +10,8 @@ use std::process::Output;
 use redb::{ReadableDatabase, ReadableTable};
 use serde_json::Value;
 use tracker::storage::schema::{
-    CLICKS_BY_FBCLID, CLICKS_BY_TG, DEDUP, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG, INBOX,
-    META, META_INBOX_SEQ, SPACE_SETTINGS, STATS, TG_TOUCHES,
+    CLICKS_BY_FBCLID, CLICKS_BY_TG, COST_SUMS, DEDUP, FIRST_DEPOSITS_BY_CLICK,
+    FIRST_DEPOSITS_BY_TG, INBOX, META, META_INBOX_SEQ, SPACE_SETTINGS, STATS, TG_TOUCHES,
 };
 
 use crate::support::{
@@ -95,6 +95,13 @@ async fn fill(addr: std::net::SocketAddr, creds: &FirstStart) {
         s,
         "/bind",
         &format!(r#"{{"uid":"{uid}","tg_id":4242}}"#),
+    )
+    .await;
+    post(
+        addr,
+        s,
+        "/costs",
+        r#"{"day":"2026-11-24","campaign_name":"c1","adset_name":"s1","ad_name":"a1","amount":"2.50","currency":"USD"}"#,
     )
     .await;
     for body in [
@@ -320,6 +327,23 @@ async fn each_kind_of_damage_is_found_named_and_repaired_where_derivable() {
                 tracker::storage::records::encode(&record).as_slice(),
             )
             .unwrap();
+        // A campaign's day that sums to more than its cost.
+        let mut sums = txn.open_table(COST_SUMS).unwrap();
+        let day = sums
+            .iter()
+            .unwrap()
+            .map(Result::unwrap)
+            .find(|(k, _)| k.value().1 == 0)
+            .map(|(k, _)| k.value().2)
+            .expect("a campaign's day sum");
+        let wrong = tracker::storage::records::CostSumRecord {
+            sums: vec![("USD".into(), "3.50".into())],
+        };
+        sums.insert(
+            (1, 0, day, "c1"),
+            tracker::storage::records::encode(&wrong).as_slice(),
+        )
+        .unwrap();
     });
     let f = findings(&before, "findings");
     assert!(
@@ -333,6 +357,13 @@ async fn each_kind_of_damage_is_found_named_and_repaired_where_derivable() {
         f.iter().any(|(t, k, p, r)| t == "stats"
             && k.contains("dimension 5")
             && p.contains("but the file counts")
+            && *r),
+        "{before}"
+    );
+    assert!(
+        f.iter().any(|(t, k, p, r)| t == "cost_sums"
+            && k.contains(r#"level 0x0, period 20781, campaign "c1""#)
+            && p.contains("holds 3.50 USD but the costs add up to 2.50 USD")
             && *r),
         "{before}"
     );

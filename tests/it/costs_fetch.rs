@@ -180,8 +180,48 @@ async fn an_ad_account_brings_costs_by_ad_and_a_second_fetch_replaces_them() {
         ],
         "replaced, never added; the costs set by hand stay"
     );
+    // Stats by campaign and by day add up the costs as they are now: the lookalike's day has
+    // none left, and Meta's old 10.50 and 2 count no more.
+    assert_eq!(
+        spent_by(&s, "campaign_name").await,
+        [
+            r#""autumn" {"EUR":"102"}"#,
+            r#""manual" {"EUR":"5"}"#,
+            r#""winter" {"EUR":"1"}"#
+        ]
+    );
+    assert_eq!(
+        spent_by(&s, "day").await,
+        [
+            format!(r#""{}" {{"EUR":"1"}}"#, day(27)),
+            format!(r#""{}" {{"EUR":"5"}}"#, day(2)),
+            format!(r#""{}" {{"EUR":"102"}}"#, day(0)),
+        ]
+    );
+    // 0 by hand removes a cost, and its campaign's and day's sums with it.
+    let zero = json!({"day": day(2), "campaign_name": "manual", "amount": "0", "currency": "EUR"});
+    let r = s.post_as(&s.a, "/costs", &zero.to_string()).await;
+    assert_eq!(r.json()["removed"], true, "{}", r.text());
+    assert_eq!(
+        spent_by(&s, "campaign_name").await,
+        [r#""autumn" {"EUR":"102"}"#, r#""winter" {"EUR":"1"}"#]
+    );
+    assert_eq!(spent_by(&s, "day").await.len(), 2);
     fetches(&s, "ok", 2).await;
     s.stop().await;
+}
+
+/// Each group of space `a`'s stats `by` with a cost: `group cost`.
+async fn spent_by(s: &TestServer, by: &str) -> Vec<String> {
+    let r = s.read_as(&s.a, &format!("/stats?by={by}")).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["cost"] != json!({}))
+        .map(|g| format!("{} {}", g["group"], g["cost"]))
+        .collect()
 }
 
 /// The stats of space `a` grouped `by` within campaign `autumn`: `group cost` each, and the

@@ -285,6 +285,7 @@ async fn drill_downs_add_up_to_their_campaigns(store: &Store, version: u64) {
 /// From version 10 the fixture also holds costs, one set by the API and two imported: from
 /// version 14 on, each the campaign's as a whole (no ad set or ad), set by hand.
 async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
+    use tracker::domain::stats::Dimension;
     let costs: Vec<String> = store
         .costs(1, (0, u32::MAX))
         .await
@@ -312,6 +313,49 @@ async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
         want.push("2026-11-25 spring-sale [set-1] [ad-1] 4.25 USD hand");
     }
     assert_eq!(costs, want, "v{version}");
+    // Stats read a campaign's and a day's cost from the sums the migration to version 15
+    // made: each the sum of its rows.
+    // The fixtures' costs are on 2026-11-24 and 25 (days 20781 and 20782), read in a range
+    // of a week around them (by day, every day of the range is read).
+    let quarters = (20_778 * 96, 20_785 * 96);
+    let cost_by = |by| async move {
+        let grouping = tracker::domain::stats::Grouping::all(by);
+        let groups = store
+            .stats(1, grouping, quarters, jiff::tz::TimeZone::UTC)
+            .await
+            .unwrap();
+        let costs: Vec<String> = groups
+            .iter()
+            .filter(|g| !g.cost.is_empty())
+            .map(|g| format!("{} {:?}", g.group.as_deref().unwrap_or("-"), g.cost))
+            .collect();
+        costs
+    };
+    let (campaigns, days) = match version {
+        ..10 => (vec![], vec![]),
+        10..14 => (
+            vec![
+                r#"organic {"EUR": "0.99"}"#,
+                r#"spring-sale {"USD": "123.50"}"#,
+            ],
+            vec![
+                r#"2026-11-24 {"EUR": "0.99", "USD": "120.50"}"#,
+                r#"2026-11-25 {"USD": "3"}"#,
+            ],
+        ),
+        _ => (
+            vec![
+                r#"organic {"EUR": "0.99"}"#,
+                r#"spring-sale {"USD": "127.75"}"#,
+            ],
+            vec![
+                r#"2026-11-24 {"EUR": "0.99", "USD": "120.50"}"#,
+                r#"2026-11-25 {"USD": "7.25"}"#,
+            ],
+        ),
+    };
+    assert_eq!(cost_by(Dimension::Campaign).await, campaigns, "v{version}");
+    assert_eq!(cost_by(Dimension::Day).await, days, "v{version}");
 }
 
 /// The campaign groups of space 1 the fixture of `version` holds, as `GET /stats` shows them

@@ -1,6 +1,6 @@
 //! The checks of the counters against what they count: the `stats` rollup (hour and day rows)
 //! against a count of every click, binding and event by the writer's rule, and
-//! `rejection_counts` past every stored rejection.
+//! `rejection_counts` past every stored rejection, and `cost_sums` against the costs.
 
 use std::collections::BTreeMap;
 
@@ -11,9 +11,12 @@ use super::fixes::Fix;
 use crate::domain::rejection::KEPT_PER_SPACE;
 use crate::domain::stats::Counts;
 use crate::storage::StoreError;
+use crate::storage::cost_sums;
 use crate::storage::records::{self, RejectionRecord};
 use crate::storage::rollup::{self, RowKey};
-use crate::storage::schema::{CLICKS, INBOX, REJECTION_COUNTS, REJECTIONS, STATS};
+use crate::storage::schema::{
+    CLICKS, COST_SUMS, COSTS, INBOX, REJECTION_COUNTS, REJECTIONS, STATS,
+};
 
 pub(super) fn check_stats(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreError> {
     let mut unreadable = 0;
@@ -83,6 +86,59 @@ pub(super) fn check_stats(txn: &ReadTransaction, c: &mut Checker) -> Result<(), 
         c.fixes.push(Fix::RebuildStats);
     }
     Ok(())
+}
+
+/// Each row of `cost_sums` against the sum of the costs it covers; a wrong, missing or stray
+/// row is rebuilt from the costs.
+pub(super) fn check_cost_sums(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreError> {
+    let mut want = cost_sums::all_sums(&txn.open_table(COSTS)?)?;
+    let mut wrong = Vec::new();
+    for entry in txn.open_table(COST_SUMS)?.iter()? {
+        let (key, bytes) = entry?;
+        let (space, code, period, campaign) = key.value();
+        let row = (space, code, period, campaign.to_owned());
+        let counted = want.remove(&row).unwrap_or_default();
+        match cost_sums::stored(bytes.value()) {
+            Ok(stored) if stored == counted => {}
+            Ok(stored) => wrong.push((
+                row,
+                format!(
+                    "holds {} but the costs add up to {}",
+                    show_sums(&stored),
+                    show_sums(&counted)
+                ),
+            )),
+            Err(e) => wrong.push((row, e.to_string())),
+        }
+    }
+    for (row, counted) in want {
+        wrong.push((
+            row,
+            format!("is missing; the costs add up to {}", show_sums(&counted)),
+        ));
+    }
+    let any = !wrong.is_empty();
+    for ((space, code, period, campaign), problem) in wrong {
+        c.findings.push(Finding {
+            table: "cost_sums".into(),
+            key: format!("space {space}, level {code:#x}, period {period}, campaign {campaign:?}"),
+            problem: format!("the sum {problem} (it is rebuilt from the costs)"),
+            repairable: true,
+        });
+    }
+    if any {
+        c.fixes.push(Fix::RebuildCostSums);
+    }
+    Ok(())
+}
+
+/// Sums by currency as `12.50 USD, 1 EUR`, or `nothing`.
+fn show_sums(sums: &cost_sums::Sums) -> String {
+    if sums.is_empty() {
+        return "nothing".into();
+    }
+    let each: Vec<String> = sums.iter().map(|(c, s)| format!("{s} {c}")).collect();
+    each.join(", ")
 }
 
 pub(super) fn check_rejections(txn: &ReadTransaction, c: &mut Checker) -> Result<(), StoreError> {

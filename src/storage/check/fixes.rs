@@ -4,11 +4,13 @@
 use redb::WriteTransaction;
 
 use crate::storage::StoreError;
+use crate::storage::cost_sums;
 use crate::storage::dedup_buffer::EntryKey;
 use crate::storage::records::{self, TgTouchRecord};
 use crate::storage::rollup;
 use crate::storage::schema::{
-    CLICKS_BY_FBCLID, CLICKS_BY_TG, DEDUP, LINKS_BY_SPACE, META, REJECTION_COUNTS, TG_TOUCHES,
+    CLICKS_BY_FBCLID, CLICKS_BY_TG, COST_SUMS, COSTS, DEDUP, LINKS_BY_SPACE, META,
+    REJECTION_COUNTS, TG_TOUCHES,
 };
 
 /// A fix for a repairable finding: one write to a derived table.
@@ -24,6 +26,7 @@ pub(super) enum Fix {
     InsertLinkBySpace((u32, String)),
     RemoveLinkBySpace((u32, String)),
     RebuildStats,
+    RebuildCostSums,
     SetMeta(&'static str, u64),
     SetRejectionCount(u32, u64),
 }
@@ -37,6 +40,7 @@ pub(super) fn apply(txn: &WriteTransaction, fixes: Vec<Fix>) -> Result<(), Store
     let mut meta = txn.open_table(META)?;
     let mut counts = txn.open_table(REJECTION_COUNTS)?;
     let mut rebuild_stats = false;
+    let mut rebuild_cost_sums = false;
     for fix in fixes {
         match fix {
             Fix::InsertDedup(k, v) => {
@@ -70,6 +74,7 @@ pub(super) fn apply(txn: &WriteTransaction, fixes: Vec<Fix>) -> Result<(), Store
                 links_by_space.remove((s, slug.as_str()))?;
             }
             Fix::RebuildStats => rebuild_stats = true,
+            Fix::RebuildCostSums => rebuild_cost_sums = true,
             Fix::SetMeta(name, v) => {
                 meta.insert(name, v)?;
             }
@@ -80,6 +85,10 @@ pub(super) fn apply(txn: &WriteTransaction, fixes: Vec<Fix>) -> Result<(), Store
     }
     if rebuild_stats {
         rollup::rebuild_in(txn, |_| Ok(()))?;
+    }
+    if rebuild_cost_sums {
+        let all = cost_sums::all_sums(&txn.open_table(COSTS)?)?;
+        cost_sums::rewrite(&mut txn.open_table(COST_SUMS)?, &all)?;
     }
     Ok(())
 }

@@ -47,7 +47,7 @@ use std::path::Path;
 use redb::ReadTransaction;
 
 use self::clicks::{check_clicks, check_touches};
-use self::counters::{check_rejections, check_stats};
+use self::counters::{check_cost_sums, check_rejections, check_stats};
 use self::findings::Checker;
 pub use self::findings::{Finding, Report};
 use self::first_deposits::check_first_deposits;
@@ -204,6 +204,7 @@ fn run(txn: &ReadTransaction, expiry: Expiry) -> Result<Checker, StoreError> {
     check_settings(txn, &mut c, &spaces)?;
     check_links(txn, &mut c, &spaces)?;
     check_stats(txn, &mut c)?;
+    check_cost_sums(txn, &mut c)?;
     check_rejections(txn, &mut c)?;
     Ok(c)
 }

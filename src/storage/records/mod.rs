@@ -28,5 +28,6 @@ pub use self::space::{
     ChannelRecord, CredentialRecord, LinkRecord, RejectionRecord, SpaceRecord, SpaceSettingsRecord,
 };
 pub use self::stats::{
-    CostRecord, CostRow, StatsRecord, StatsRecordV1, StatsRow, with_cost_row, with_stats_row,
+    CostRecord, CostRow, CostSumRecord, CostSumRow, StatsRecord, StatsRecordV1, StatsRow,
+    with_cost_row, with_cost_sum_row, with_stats_row,
 };

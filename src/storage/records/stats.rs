@@ -142,6 +142,42 @@ impl Record for CostRecord {
     }
 }
 
+/// The sum of a campaign's or the whole space's costs over a day or a block of days
+/// (`COST_SUMS`), by currency: each currency once, in order, its sum as exact decimal text.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct CostSumRecord {
+    pub sums: Vec<(String, String)>,
+}
+impl Record for CostSumRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "cost sum";
+}
+
+/// A stored [`CostSumRecord`] read in place: its currencies and sums borrowed from the stored
+/// bytes. The same fields in the same order as the record.
+#[derive(Deserialize, Debug, PartialEq, Eq)]
+pub struct CostSumRow<'a> {
+    #[serde(borrow)]
+    pub sums: Vec<(&'a str, &'a str)>,
+}
+
+/// Calls `f` with the cost sum `bytes` holds, read in place.
+pub fn with_cost_sum_row<T>(
+    bytes: &[u8],
+    f: impl FnOnce(&CostSumRow<'_>) -> T,
+) -> Result<T, StoreError> {
+    if let Some((&CostSumRecord::VERSION, body)) = bytes.split_first() {
+        return Ok(f(&postcard_in_place(CostSumRecord::NAME, body)?));
+    }
+    let record = decode::<CostSumRecord>(bytes)?;
+    let sums = record
+        .sums
+        .iter()
+        .map(|(c, s)| (c.as_str(), s.as_str()))
+        .collect();
+    Ok(f(&CostSumRow { sums }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +202,30 @@ mod tests {
             0,
             "an old row reads through the record"
         );
+    }
+
+    #[test]
+    fn cost_sum_record_bytes_are_stable() {
+        let sum = CostSumRecord {
+            sums: vec![
+                ("EUR".into(), "7.5".into()),
+                ("USD".into(), "120.50".into()),
+            ],
+        };
+        let bytes = [
+            &[1, 2, 3][..],
+            b"EUR",
+            &[3],
+            b"7.5",
+            &[3],
+            b"USD",
+            &[6],
+            b"120.50",
+        ]
+        .concat();
+        assert_golden(&sum, &bytes);
+        let read = with_cost_sum_row(&bytes, |r| format!("{:?}", r.sums)).unwrap();
+        assert_eq!(read, r#"[("EUR", "7.5"), ("USD", "120.50")]"#);
     }
 
     /// Pins a stats row: version 2 (with first deposits last) as written, version 1 as schemas
