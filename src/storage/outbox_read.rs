@@ -161,7 +161,16 @@ pub fn deliveries(
             .then_with(|| a.1.destination.cmp(&b.1.destination))
     });
     out.truncate(query.limit);
-    Ok(out.into_iter().map(|(_, v)| v).collect())
+    let inbox = s.txn().open_table(INBOX)?;
+    out.into_iter()
+        .map(|(inbox_id, mut v)| {
+            if let Some(bytes) = inbox.get((space, inbox_id))? {
+                let record: EventRecord = records::decode(bytes.value())?;
+                v.event_id = Some(s.event_id(&record, inbox_id)?.to_string());
+            }
+            Ok(v)
+        })
+        .collect()
 }
 
 /// A delivery's row as `GET /deliveries` shows it (an empty row: pending); an open one shown
@@ -174,6 +183,7 @@ fn delivery_view(
 ) -> Result<DeliveryView, StoreError> {
     let mut v = DeliveryView {
         inbox_id: inbox_id.to_string(),
+        event_id: None,
         destination: destination.to_owned(),
         state: State::Pending,
         attempts: 0,

@@ -138,6 +138,24 @@ async fn a_webhook_gets_each_new_event_once_signed_as_the_feed_shows_it() {
             req.headers
         );
     }
+    // The delivery log names each delivery's event by the id its receiver saw.
+    let mut logged: Vec<(Value, Value)> = deliveries(&s, &s.a, "")
+        .await
+        .iter()
+        .map(|d| (d["inbox_id"].clone(), d["event_id"].clone()))
+        .collect();
+    let mut sent: Vec<(Value, Value)> = got
+        .iter()
+        .map(|req| {
+            (
+                req.json()["inbox_id"].clone(),
+                req.json()["event_id"].clone(),
+            )
+        })
+        .collect();
+    logged.sort_by_key(|p| p.0.to_string());
+    sent.sort_by_key(|p| p.0.to_string());
+    assert_eq!(logged, sent);
     let listed = s.read_as(&s.a, "/destinations").await.json();
     assert_eq!(listed["destinations"][0]["deliveries"]["delivered"], 2);
     s.stop().await;

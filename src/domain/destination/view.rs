@@ -177,6 +177,9 @@ impl DestinationView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeliveryView {
     pub inbox_id: String,
+    /// The event's `event_id`, which receivers deduplicate by; `None` once retention removed
+    /// the event.
+    pub event_id: Option<String>,
     pub destination: String,
     pub state: State,
     pub attempts: u32,
