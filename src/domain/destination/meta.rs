@@ -113,8 +113,9 @@ pub enum MetaAnswer {
     Retry {
         after_ms: Option<u64>,
     },
-    /// The access token no longer works (expired, revoked, its permission withdrawn): nothing
-    /// is sent until the destination has a new one.
+    /// The access token no longer works (expired, revoked, its permission withdrawn), or the
+    /// pixel it names is not there for it: no event could ever go, so nothing is sent until
+    /// the destination is changed (a new token or pixel), rather than each event going dead.
     TokenRejected {
         message: String,
     },
@@ -171,7 +172,11 @@ pub fn meta_answer(status: u16, body: &str) -> MetaAnswer {
     } else {
         format!("Meta: {message} (code {code})")
     };
-    if is_token_error(code) {
+    // `100` with subcode `33`: "Unsupported post request. Object with ID ... does not exist,
+    // cannot be loaded due to missing permissions, or does not support this operation": the
+    // pixel id is wrong, or the token may not use it.
+    let subcode = error.get("error_subcode").and_then(Value::as_i64);
+    if is_token_error(code) || (code == 100 && subcode == Some(33)) {
         MetaAnswer::TokenRejected { message }
     } else if is_throttle(code) {
         MetaAnswer::Retry {
@@ -252,6 +257,20 @@ mod tests {
             meta_answer(400, &error(80_015, "")),
             MetaAnswer::Refused { .. }
         ));
+        // A pixel that is not there pauses; another subcode of 100 is the events' fault.
+        assert!(matches!(
+            meta_answer(400, &error(100, r#","error_subcode":33"#)),
+            MetaAnswer::TokenRejected { .. }
+        ));
+        for other in [r#","error_subcode":32"#, r#","error_subcode":34"#, ""] {
+            assert!(
+                matches!(
+                    meta_answer(400, &error(100, other)),
+                    MetaAnswer::Refused { .. }
+                ),
+                "{other}"
+            );
+        }
     }
 
     #[test]
