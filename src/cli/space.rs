@@ -35,7 +35,7 @@ pub(super) fn list_text(spaces: &[SpaceSummary]) -> String {
             settings_text(&s.settings)
         );
         for c in &s.credentials {
-            let state = c.state(SystemClock.now_ms());
+            let state = c.state(SystemClock.now_ms(), rfc3339_s);
             let used = c.last_used_ms.map_or_else(|| "never".to_owned(), rfc3339_s);
             let _ = writeln!(
                 text,

@@ -188,10 +188,10 @@ pub struct CredentialSummary {
 
 impl CredentialSummary {
     /// Whether it works at `now_ms`, in words: `active`, `in grace until …`, `expired …` or
-    /// `revoked …`.
+    /// `revoked …`, each time written by `at` (UTC for the command line, the space's zone on a
+    /// page).
     #[must_use]
-    pub fn state(&self, now_ms: u64) -> String {
-        let at = crate::clock::rfc3339_s;
+    pub fn state(&self, now_ms: u64, at: impl Fn(u64) -> String) -> String {
         match (self.revoked_at_ms, self.valid_until_ms) {
             (Some(t), _) => format!("revoked {}", at(t)),
             (None, Some(until)) if until <= now_ms => format!("expired {}", at(until)),

@@ -344,6 +344,14 @@ async fn a_state_changing_form_without_the_sessions_csrf_token_changes_nothing()
     let created_secret = credential_in(&response, "secret");
     assert!(created_secret.starts_with("trk_sk_"), "{created_secret}");
     assert!(space_names(&server).await.contains(&"c".to_owned()));
+    // Its times are in its zone.
+    let mut zone = Request::post(
+        "/space",
+        Some(&created_secret),
+        r#"{"time_zone":"Asia/Kolkata"}"#,
+    );
+    zone.method = "PATCH";
+    assert_eq!(send(server.addr, &zone).await.status, 200);
     // A rotation through the page gives a secret that the API takes.
     let rotated = post_form(
         &server,
@@ -368,6 +376,17 @@ async fn a_state_changing_form_without_the_sessions_csrf_token_changes_nothing()
         .text();
     let shown = &secret[..tracker::domain::credential::PUBLIC_LEN];
     assert!(keys.contains(&format!("{shown}…")), "{keys}");
+    // The replaced secret's grace ends at the time the rotation named, in the space's zone.
+    let until = keys
+        .split_once("in grace until ")
+        .map_or_else(|| panic!("{keys}"), |(_, rest)| &rest[..19]);
+    assert!(
+        rotated
+            .text()
+            .contains(&format!("keeps working until {until} (Asia/Kolkata)")),
+        "{until}: {}",
+        rotated.text()
+    );
     let response = send(
         server.addr,
         &Request::post(

@@ -69,7 +69,7 @@ async fn keys(
         .unwrap_or_default()
         .into_iter()
         .map(|c| CredentialRow {
-            state: c.state(now),
+            state: c.state(now, time),
             kind: c.kind,
             prefix: c.prefix,
             created: time(c.created_at_ms),
