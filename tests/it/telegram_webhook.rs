@@ -65,6 +65,16 @@ async fn post_update(s: &TestServer, space: &str, secret: Option<&str>, body: &s
     s.send(&request).await
 }
 
+/// What the Settings page says of space `a`'s bot.
+async fn bot_sentence(s: &TestServer) -> String {
+    let app = s.app.clone().expect("the server's application");
+    let no = app.store.space_no(s.a.name.clone()).await.unwrap();
+    app.telegram
+        .bot(no)
+        .map(|b| b.describe())
+        .unwrap_or_default()
+}
+
 /// The webhook's secret, as the stand-in was given it.
 fn secret(api: &BotApi) -> String {
     api.webhook().unwrap().secret_token.expect("a secret_token")
@@ -92,6 +102,16 @@ async fn a_join_by_webhook_binds_the_click_and_the_same_update_counts_once() {
         "{allowed:?}"
     );
     assert_eq!(api.calls("getUpdates"), 0, "no polling beside the webhook");
+    // The Settings page's sentence about the bot.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while bot_sentence(&s).await != "@tracker_test_bot, updates by webhook" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}",
+            bot_sentence(&s).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let to = visit(&s, "news", "fbclid=IwAR-hook-1").await;
     let join = api.push_join(CHANNEL, USER, Some(&to));
@@ -220,6 +240,7 @@ async fn back_to_polling_the_webhook_is_deleted_first() {
         "{log:?}"
     );
     assert!(api.webhook().is_none());
+    assert_eq!(bot_sentence(&s).await, "@tracker_test_bot");
     let r = post_update(&s, &s.a.name, Some("anything"), "{}").await;
     assert_error(&r, 404, "not_found", None);
     api.push_join(CHANNEL, USER, Some(&to));
