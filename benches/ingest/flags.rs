@@ -45,8 +45,8 @@ pub struct Flags {
     /// Only these rows: ingest cases (each at every --conns), the rows of conversions out
     /// (`send_meta`, `send_webhook`, `dest_blackhole` and `dest_answering` at every --conns, `pending_1m` and
     /// `client_hints` at the first), and the read rows feed, stats, dashboard and export (beside
-    /// unique ingest at 64 connections, on a space of --feed-events). All of them when not
-    /// given.
+    /// unique ingest at 64 connections, on a space of --feed-events), and `joins` (Telegram
+    /// joins read and committed, after the ingest rows). All of them when not given.
     #[arg(
         long,
         value_name = "ROW,..",
@@ -153,6 +153,8 @@ enum Row {
     Ingest(Case),
     Out(OutRow),
     Read(ReadRow),
+    /// `joins` (`channel.rs`).
+    Joins,
 }
 
 /// Reads a row's name: those of the ingest cases, then of conversions out, then of the read
@@ -165,8 +167,14 @@ fn row_names() -> impl TypedValueParser<Value = Row> {
         Row::Ingest(case) => case.name(),
         Row::Out(out) => out.name(),
         Row::Read(read) => read.name(),
+        Row::Joins => "joins",
     };
-    let rows: Vec<Row> = cases.into_iter().chain(outs).chain(reads).collect();
+    let rows: Vec<Row> = cases
+        .into_iter()
+        .chain(outs)
+        .chain(reads)
+        .chain([Row::Joins])
+        .collect();
     PossibleValuesParser::new(rows.iter().map(name).collect::<Vec<_>>()).map(move |chosen| {
         *rows
             .iter()
@@ -183,19 +191,21 @@ impl Flags {
     }
 
     fn into_args(self) -> Args {
-        let (cases, outs, reads) = match self.only {
+        let (cases, outs, reads, joins) = match self.only {
             None => (
                 Case::ALL.to_vec(),
                 OutRow::ALL.to_vec(),
                 ReadRow::ALL.to_vec(),
+                true,
             ),
             Some(rows) => {
-                let mut chosen = (Vec::new(), Vec::new(), Vec::new());
+                let mut chosen = (Vec::new(), Vec::new(), Vec::new(), false);
                 for row in rows {
                     match row {
                         Row::Ingest(case) => chosen.0.push(case),
                         Row::Out(out) => chosen.1.push(out),
                         Row::Read(read) => chosen.2.push(read),
+                        Row::Joins => chosen.3 = true,
                     }
                 }
                 chosen
@@ -224,6 +234,7 @@ impl Flags {
             metrics: self.metrics,
             rounds: self.rounds.max(1),
             rate_limit: self.rate_limit,
+            joins,
         }
     }
 }

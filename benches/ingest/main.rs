@@ -24,6 +24,7 @@
 //! See BENCHMARKS.md for the results on the project's machine.
 
 mod anchor;
+mod channel;
 mod client;
 mod cpu;
 mod dashboard;
@@ -121,6 +122,8 @@ struct Args {
     rounds: u64,
     /// `rate_limit` and `rate_burst` for the server; off when `None`.
     rate_limit: Option<u64>,
+    /// The `joins` row (`channel.rs`), after the ingest rows.
+    joins: bool,
 }
 
 fn main() -> ExitCode {
@@ -188,6 +191,12 @@ impl Bench {
                 settings.push_str("metrics_listen = \"127.0.0.1:0\"\n");
             }
         }
+        // A channel link's rows: the server talks to the Bot API stand-in.
+        let channels = matches!(args.mode, Mode::Full | Mode::Smoke)
+            && (args.cases.contains(&Case::ChannelLink) || args.joins);
+        if channels {
+            settings.push_str(&channel::settings()?);
+        }
         let server = Server::start(dir.path(), args.log.as_deref(), &settings)?;
         let mut fixture = Fixture {
             secret: server.secret.clone(),
@@ -214,6 +223,9 @@ impl Bench {
         let made = client::fetch_all(server.addr, 1, vec![Template::bench_link(&fixture)]);
         if !made.iter().all(|(status, _)| (200..300).contains(status)) {
             return Err(format!("setting up the tracking link: {made:?}"));
+        }
+        if channels {
+            channel::setup(server.addr, &fixture.secret)?;
         }
         let requests = (0..KNOWN_EVENTS)
             .map(|i| Template::known_event(&fixture, i))
@@ -678,7 +690,11 @@ fn full(args: &Args) -> Result<(), String> {
             std::thread::sleep(Duration::from_secs(1));
         }
     }
+    if args.cases.contains(&Case::ChannelLink) {
+        channel::report_link(bench.server.addr, &bench.fixture.secret);
+    }
     let ingest_peak = bench.server.peak_rss().unwrap_or(0);
+    let joins = channel_joins(&mut bench, args, channel::JOINS)?;
     let out_plan = outbound::OutPlan {
         conns: &args.conns,
         duration: args.duration,
@@ -718,6 +734,9 @@ fn full(args: &Args) -> Result<(), String> {
     })?;
     println!();
     report_ingest(&rows, &args.conns);
+    if let Some(joins) = &joins {
+        channel::report_joins(joins);
+    }
     if let Some(anchor) = &anchor {
         report_anchor(&rows, anchor);
     }
@@ -950,6 +969,19 @@ fn report_ingest(rows: &[Row], conns: &[usize]) {
                     }
                 );
             }
+        }
+        if let (Some(channel), Some(link)) = (find(Case::ChannelLink), find(Case::Link)) {
+            let ratio = channel.rate / link.rate.max(1e-9);
+            println!(
+                "{} / {} at {conns} connections: {:.0} / {:.0} = {ratio:.2}x; p99 {} ms (target \
+                 >= 0.9x: {})",
+                channel.label,
+                link.label,
+                channel.rate,
+                link.rate,
+                ms(channel.p99),
+                if ratio >= 0.9 { "met" } else { "NOT met" }
+            );
         }
         report_click_ids(rows, conns);
     }
@@ -1477,6 +1509,12 @@ fn smoke(args: &Args) -> Result<(), String> {
             }
         }
     }
+    if args.cases.contains(&Case::ChannelLink) {
+        channel::report_link(bench.server.addr, &bench.fixture.secret);
+    }
+    if let Some(joins) = channel_joins(&mut bench, args, channel::SMOKE_JOINS)? {
+        channel::report_joins(&joins);
+    }
     let out_plan = outbound::OutPlan::smoke(&[CONNS], args.pending, REQUESTS);
     let mut outs = outbound::run(&mut bench, None, &args.outs, &out_plan)?;
     failures.append(&mut outs.failures);
@@ -1522,6 +1560,18 @@ fn smoke(args: &Args) -> Result<(), String> {
     } else {
         Err(failures.join("; "))
     }
+}
+
+/// The `joins` row (`channel.rs`) with `n` joins, if asked for; the `subscribed` events it
+/// recorded are counted as acknowledged.
+fn channel_joins(bench: &mut Bench, args: &Args, n: u64) -> Result<Option<channel::Joins>, String> {
+    if !args.joins {
+        return Ok(None);
+    }
+    let visits = (n / 100).clamp(10, channel::POOL);
+    let joins = channel::joins(bench.server.addr, &bench.fixture.secret, n, visits)?;
+    bench.acked_events += joins.subscribed;
+    Ok(Some(joins))
 }
 
 fn soak(args: &Args) -> Result<(), String> {

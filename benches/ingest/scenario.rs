@@ -67,6 +67,9 @@ pub enum Case {
     LinkTtclid,
     /// The same with a new Google `gclid` each visit.
     LinkGclid,
+    /// `GET /l/<slug>` of a link to a Telegram channel (`channel.rs`), its pool of invite links
+    /// filled before the row: each visit a click that takes an invite link.
+    ChannelLink,
     /// `POST /events` of unique events naming a Telegram user (one to five bound clicks) and no
     /// uid: attributed by the user's first bound click.
     TgUnique,
@@ -85,7 +88,7 @@ pub const BATCH_EVENTS: u64 = 100;
 pub const BENCH_LINK: &str = "bench-link";
 
 impl Case {
-    pub const ALL: [Case; 14] = [
+    pub const ALL: [Case; 15] = [
         Case::Healthz,
         Case::DryRun,
         Case::Unique,
@@ -100,6 +103,7 @@ impl Case {
         Case::LinkFbclid,
         Case::LinkTtclid,
         Case::LinkGclid,
+        Case::ChannelLink,
     ];
 
     /// The short name used on the command line (`--only unique,dry_run`).
@@ -119,6 +123,7 @@ impl Case {
             Case::LinkFbclid => "link_fbclid",
             Case::LinkTtclid => "link_ttclid",
             Case::LinkGclid => "link_gclid",
+            Case::ChannelLink => "channel_link",
         }
     }
 
@@ -139,6 +144,7 @@ impl Case {
             Case::LinkFbclid => "GET /l/<slug> fbclid",
             Case::LinkTtclid => "GET /l/<slug> ttclid",
             Case::LinkGclid => "GET /l/<slug> gclid",
+            Case::ChannelLink => "GET /l/<slug> channel",
         }
     }
 
@@ -171,6 +177,8 @@ impl Case {
             Case::Link | Case::LinkFbclid | Case::LinkTtclid | Case::LinkGclid => {
                 "location: https://t.me/bench_bot?start="
             }
+            // An invite link of the pool, or the fallback once the pool is empty.
+            Case::ChannelLink => "location: https://t.me/+",
         }
     }
 }
@@ -307,26 +315,11 @@ impl Template {
                     lit("}"),
                 ],
             ),
-            Case::Link | Case::LinkFbclid | Case::LinkTtclid | Case::LinkGclid => {
-                let mut target = vec![Piece::Lit(format!(
-                    "/l/{BENCH_LINK}?utm_source=fb&utm_campaign=bench"
-                ))];
-                if let Some(click_id) = click_id(case, fx, tag) {
-                    target.push(Piece::Lit(click_id));
-                    target.push(Piece::Unique);
-                }
-                Template {
-                    method: "GET",
-                    target,
-                    // A phone's browser: crawlers' agents get a preview and record nothing.
-                    headers: vec![(
-                        "User-Agent",
-                        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148"
-                            .to_owned(),
-                    )],
-                    body: None,
-                }
-            }
+            Case::Link
+            | Case::LinkFbclid
+            | Case::LinkTtclid
+            | Case::LinkGclid
+            | Case::ChannelLink => Template::visit(case, fx, tag),
             Case::Clicks => post(
                 "/clicks",
                 vec![
@@ -336,6 +329,33 @@ impl Template {
                     lit(r#"","campaign_name":"bench campaign"}"#),
                 ],
             ),
+        }
+    }
+
+    /// A visit of a tracking link by a phone's browser: [`BENCH_LINK`], or the channel link
+    /// for `channel_link`, with a new click id each time for the click-id cases.
+    fn visit(case: Case, fx: &Fixture, tag: &str) -> Template {
+        let slug = if case == Case::ChannelLink {
+            crate::channel::BENCH_CHANNEL
+        } else {
+            BENCH_LINK
+        };
+        let mut target = vec![Piece::Lit(format!(
+            "/l/{slug}?utm_source=fb&utm_campaign=bench"
+        ))];
+        if let Some(click_id) = click_id(case, fx, tag) {
+            target.push(Piece::Lit(click_id));
+            target.push(Piece::Unique);
+        }
+        Template {
+            method: "GET",
+            target,
+            // A phone's browser: crawlers' agents get a preview and record nothing.
+            headers: vec![(
+                "User-Agent",
+                "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148".to_owned(),
+            )],
+            body: None,
         }
     }
 

@@ -85,10 +85,14 @@ pub struct Telegram {
     pub invite_ttl: Duration,
     /// `telegram_poll_timeout`: how long one `getUpdates` waits for an update (long polling).
     pub poll_timeout: Duration,
+    /// `telegram_webhook`: updates come to `POST /telegram/<space>` (set with `setWebhook`)
+    /// instead of long polling; needs an `https://` `public_url`.
+    pub webhook: bool,
 }
 
 /// `telegram_api_url`, `invite_pool` (1 to `MAX_INVITE_POOL`), `invite_ttl` (at least a
-/// minute) and `telegram_poll_timeout` (0 to 50 s, Telegram's longest).
+/// minute), `telegram_poll_timeout` (0 to 50 s, Telegram's longest) and `telegram_webhook`
+/// (only with an `https://` `public_url`: Telegram refuses any other webhook).
 fn telegram_settings(raw: &mut RawSettings) -> Result<Telegram, ConfigError> {
     use crate::domain::channel::MAX_INVITE_POOL;
     let allow_private = raw.allow_private_destinations.unwrap_or(false);
@@ -123,11 +127,21 @@ fn telegram_settings(raw: &mut RawSettings) -> Result<Telegram, ConfigError> {
             "`telegram_poll_timeout` must be between 0s and 50s".to_owned(),
         ));
     }
+    let webhook = raw.telegram_webhook.unwrap_or(false);
+    let public_url = raw.public_url.as_deref().unwrap_or_default();
+    if webhook && !public_url.starts_with("https://") {
+        return Err(ConfigError(format!(
+            "`telegram_webhook = true` needs an https:// `public_url` (Telegram sends updates \
+             to https:// addresses only: \"bad webhook: An HTTPS URL must be provided for \
+             webhook\"), got {public_url:?}; or set `telegram_webhook = false` to poll"
+        )));
+    }
     Ok(Telegram {
         api_url,
         invite_pool,
         invite_ttl,
         poll_timeout,
+        webhook,
     })
 }
 
@@ -254,6 +268,7 @@ struct RawSettings {
     invite_pool: Option<u32>,
     invite_ttl: Option<String>,
     telegram_poll_timeout: Option<String>,
+    telegram_webhook: Option<bool>,
 }
 
 impl RawSettings {

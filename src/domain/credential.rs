@@ -206,6 +206,16 @@ pub fn random_bits() -> u128 {
     u128::from_be_bytes(random)
 }
 
+/// Compares two tokens in time that does not depend on where they differ (a different length
+/// answers at once: token lengths are no secret). Every check of a token given in a request
+/// against one the tracker holds goes through here (the admin page's form tokens, Telegram's
+/// webhook secret).
+#[must_use]
+pub fn same_token(a: &str, b: &str) -> bool {
+    use subtle::ConstantTimeEq as _;
+    a.as_bytes().ct_eq(b.as_bytes()).into()
+}
+
 /// Replaces credential-looking values in `text` (a query string, an error) with their public
 /// prefix, so nothing that is logged can be used.
 #[must_use]

@@ -14,3 +14,4 @@ pub mod ingest;
 pub mod links;
 pub mod read;
 pub mod space;
+pub mod telegram;

@@ -24,7 +24,7 @@ use crate::domain::link::LinkBody;
 use crate::domain::settings::SettingsBody;
 use crate::error::Error;
 use crate::http::{
-    batch, conversions, costs, destinations, document, health, ingest, links, read, space,
+    batch, conversions, costs, destinations, document, health, ingest, links, read, space, telegram,
 };
 use crate::surface::respond::Done;
 use crate::surface::{Answer, Call};
@@ -95,7 +95,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 33] = [
+pub static ROUTES: [Endpoint; 34] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -405,6 +405,13 @@ pub static ROUTES: [Endpoint; 33] = [
             body: None,
             answer: None,
         }),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/telegram/{space}",
+        guard: Guard::Public(boxed!(telegram::post_update)),
+        // Telegram's, not a user's: `http/telegram.rs`.
+        openapi: None,
     },
     Endpoint {
         method: Method::GET,

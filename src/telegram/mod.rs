@@ -1,5 +1,6 @@
 //! Telegram channels in the background (`docs/channels.md`): for each space with a
-//! `telegram_bot_token`, a task that reads the bot's updates (`updates.rs`), and one loop that
+//! `telegram_bot_token`, a task that reads the bot's updates (`updates.rs`) or, with
+//! `telegram_webhook`, sets the webhook they come to (`hook.rs`), and one loop that
 //! keeps each channel link's pool of invite links full and revokes those handed out and never
 //! used (`pool.rs`). The Bot API client is `api.rs`.
 //!
@@ -8,6 +9,7 @@
 //! API error, counts for `/metrics`) is read by the application for its answers and pages.
 
 pub mod api;
+pub mod hook;
 mod pool;
 pub mod updates;
 
@@ -31,14 +33,21 @@ pub struct BotStatus {
     pub me: Option<Me>,
     /// Why the last call failed, until one works.
     pub error: Option<String>,
+    /// Whether Telegram accepted the webhook (`telegram_webhook`) since this process started.
+    pub webhook: bool,
 }
 
 impl BotStatus {
     /// In a sentence, for the Settings page and the command line.
     #[must_use]
     pub fn describe(&self) -> String {
+        let hooked = if self.webhook {
+            ", updates by webhook"
+        } else {
+            ""
+        };
         match (&self.me, &self.error) {
-            (Some(me), None) => format!("@{}", me.username),
+            (Some(me), None) => format!("@{}{hooked}", me.username),
             (Some(me), Some(e)) => format!("@{}: {e}", me.username),
             (None, Some(e)) => e.clone(),
             (None, None) => "not asked yet".to_owned(),
@@ -56,6 +65,10 @@ pub struct Status {
     pub wake: Notify,
     /// Where what happens is counted for `/metrics` (the application's), once the tasks run.
     metrics: std::sync::OnceLock<Arc<Metrics>>,
+    /// The `secret_token` of the webhooks this process sets (`hook.rs`).
+    secret: hook::WebhookSecret,
+    /// The spaces whose updates come by webhook now.
+    hooks: hook::Hooks,
 }
 
 impl Status {
@@ -77,6 +90,7 @@ impl Status {
         *status = BotStatus {
             me: Some(me.clone()),
             error: None,
+            webhook: status.webhook,
         };
     }
 
@@ -108,7 +122,16 @@ impl Status {
         status.error = Some(text);
     }
 
+    /// Telegram accepted `space`'s webhook: a call worked.
+    fn webhook_set(&self, space: u32) {
+        let mut bots = self.bots.lock().unwrap_or_else(PoisonError::into_inner);
+        let status = bots.entry(space).or_default();
+        status.webhook = true;
+        status.error = None;
+    }
+
     pub fn forget_bot(&self, space: u32) {
+        self.hooks.remove(space);
         self.bots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -186,6 +209,9 @@ impl Shared {
     }
 }
 
+/// A space's bot: its token, a client of it, and the space's name.
+type Bot = (String, BotApi, String);
+
 /// How often the loop looks at the spaces' tokens and pools without being woken.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
@@ -198,23 +224,29 @@ const IDLE_LOOK_EVERY: Duration = Duration::from_secs(60);
 pub async fn run(shared: Shared) {
     let shared = Arc::new(shared);
     let mut readers: HashMap<u32, (String, tokio::task::JoinHandle<()>)> = HashMap::new();
+    let webhook = shared.settings.telegram.webhook;
     let mut pools = pool::Pools::default();
     let mut bots = HashMap::new();
     loop {
         let woken = shared.status.wake.notified();
         bots = with_bots(&shared, bots).await;
         readers.retain(|space, (token, task)| {
-            let keep = bots.get(space).is_some_and(|(t, _)| t == token);
+            let keep = bots.get(space).is_some_and(|(t, _, _)| t == token);
             if !keep {
                 task.abort();
                 shared.status.forget_bot(*space);
             }
             keep
         });
-        for (space, (token, api)) in &bots {
+        for (space, (token, api, name)) in &bots {
             if !readers.contains_key(space) {
-                let task = tokio::spawn(updates::poll(shared.clone(), *space, api.clone()));
-                readers.insert(*space, (token.clone(), task));
+                let (shared, space, api) = (shared.clone(), *space, api.clone());
+                let task = if webhook {
+                    tokio::spawn(hook::run(shared, space, name.clone(), api))
+                } else {
+                    tokio::spawn(updates::poll(shared, space, api))
+                };
+                readers.insert(space, (token.clone(), task));
             }
         }
         let look_every = if bots.is_empty() {
@@ -231,13 +263,10 @@ pub async fn run(shared: Shared) {
     }
 }
 
-/// Each space's bot token and its client; a client of `before` is kept while its space's token
-/// is the same (a client holds its connections and TLS set-up: making one each pass would
-/// reconnect to Telegram every second).
-async fn with_bots(
-    shared: &Shared,
-    mut before: HashMap<u32, (String, BotApi)>,
-) -> HashMap<u32, (String, BotApi)> {
+/// Each space's bot token, its client and the space's name; a client of `before` is kept while
+/// its space's token is the same (a client holds its connections and TLS set-up: making one each
+/// pass would reconnect to Telegram every second).
+async fn with_bots(shared: &Shared, mut before: HashMap<u32, Bot>) -> HashMap<u32, Bot> {
     let mut out = HashMap::new();
     let spaces = match shared.store.list_spaces(HashMap::new()).await {
         Ok(s) => s,
@@ -255,14 +284,17 @@ async fn with_bots(
         };
         if let Some(kept) = before
             .remove(&space)
-            .filter(|(t, _)| t.as_str() == token.expose())
+            .filter(|(t, _, _)| t.as_str() == token.expose())
         {
             out.insert(space, kept);
             continue;
         }
         match shared.api(token.expose()) {
             Ok(api) => {
-                out.insert(space, (token.expose().to_owned(), api));
+                out.insert(
+                    space,
+                    (token.expose().to_owned(), api, summary.space.clone()),
+                );
             }
             Err(e) => tracing::error!(error = %e, "a client of the Bot API"),
         }

@@ -31,9 +31,9 @@ pub(super) struct Pools {
 impl Pools {
     /// One pass: fills every channel link's pool of the spaces in `bots` (not of a space whose
     /// bot was asked to wait), gives `/metrics` every one's invite links, then revokes.
-    pub(super) async fn look(&mut self, shared: &Shared, bots: &HashMap<u32, (String, BotApi)>) {
+    pub(super) async fn look(&mut self, shared: &Shared, bots: &HashMap<u32, super::Bot>) {
         let mut invites = BTreeMap::new();
-        for (space, (_, api)) in bots {
+        for (space, (_, api, _)) in bots {
             let waiting = self
                 .wait_until
                 .get(space)
@@ -133,7 +133,7 @@ async fn fill_space(
 }
 
 /// Revokes invite links handed out before `invite_ttl` ago and never used.
-async fn revoke(shared: &Shared, bots: &HashMap<u32, (String, BotApi)>) {
+async fn revoke(shared: &Shared, bots: &HashMap<u32, super::Bot>) {
     let ttl_ms = u64::try_from(shared.settings.telegram.invite_ttl.as_millis()).unwrap_or(u64::MAX);
     let now_ms = shared.clock.now_ms();
     let Ok(due) = shared
@@ -152,7 +152,7 @@ async fn revoke(shared: &Shared, bots: &HashMap<u32, (String, BotApi)>) {
             continue;
         };
         let chat_id = c.chat_id;
-        let Some((_, api)) = bots.get(&space) else {
+        let Some((_, api, _)) = bots.get(&space) else {
             continue;
         };
         let params = json!({"chat_id": chat_id, "invite_link": url});

@@ -4,7 +4,8 @@
 //! then drops it. So a run of updates is applied, with the offset past it, in one commit
 //! (`storage/channels.rs`) before that next call: a crash before the commit reads the run again,
 //! and one after it finds the offset stored. Join requests to approve are approved before the
-//! commit, so a crash between the two approves again (harmless) rather than never.
+//! commit, so a crash between the two approves again (harmless) rather than never. Updates that
+//! come by webhook (`hook.rs`) are applied by the same [`apply`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,20 +88,70 @@ fn one(update: &Value, me: &Me, approve: &mut Vec<(i64, u64)>) -> ChannelUpdate 
     ChannelUpdate::Other
 }
 
-/// Reads `space`'s bot's updates for as long as it runs: the task of one space's token.
-pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
-    let me = loop {
+/// The bot of `space` as `getMe` answers it, asking until it does (the Settings page shows why
+/// not meanwhile).
+pub(super) async fn who(shared: &Shared, space: u32, api: &BotApi) -> Me {
+    loop {
         match api.get_me().await {
             Ok(me) => {
                 shared.status.bot_found(space, &me);
-                break me;
+                return me;
             }
             Err(e) => {
                 shared.status.bot_failed(space, &e);
                 tokio::time::sleep(pause_after(&e)).await;
             }
         }
+    }
+}
+
+/// Applies a page of `space`'s bot's updates, the one way both readers (polling and the
+/// webhook) do: join requests to approve are approved, then the updates' effects and the
+/// offset past them are committed in one transaction. Answers once that commit is durable.
+///
+/// # Errors
+/// If the commit fails: nothing of the page is recorded, and it is to be applied again.
+pub async fn apply(
+    shared: &Shared,
+    space: u32,
+    api: &BotApi,
+    page: &Page,
+) -> Result<(), crate::error::Error> {
+    let Some(next) = page.next_offset else {
+        return Ok(());
     };
+    for (chat_id, user_id) in &page.approve {
+        let params = json!({"chat_id": chat_id, "user_id": user_id});
+        match api
+            .call("approveChatJoinRequest", &params, Duration::ZERO)
+            .await
+        {
+            Ok(_) => {}
+            // Approved before a crash, or withdrawn: nothing to do.
+            Err(e) => tracing::warn!(space, error = %e, "approving a join request"),
+        }
+    }
+    let now_ms = shared.clock.now_ms();
+    let currency = shared.settings.default_currency.clone();
+    let applied = shared
+        .store
+        .apply_updates(space, page.updates.clone(), next, currency, now_ms)
+        .await?;
+    shared.metrics.applied(&applied);
+    Ok(())
+}
+
+/// Reads `space`'s bot's updates by long polling for as long as it runs: the task of one
+/// space's token when `telegram_webhook` is off. A webhook left set (the setting was on before)
+/// is deleted first, without dropping the updates Telegram holds: while one is set, Telegram
+/// answers `getUpdates` with `409 Conflict`.
+pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
+    let me = who(&shared, space, &api).await;
+    let no_webhook = json!({"drop_pending_updates": false});
+    while let Err(e) = api.call("deleteWebhook", &no_webhook, Duration::ZERO).await {
+        shared.status.bot_failed(space, &e);
+        tokio::time::sleep(pause_after(&e)).await;
+    }
     let mut offset = loop {
         match shared.store.telegram_offset(space).await {
             Ok(o) => break o,
@@ -128,42 +179,17 @@ pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
         let Some(next) = page.next_offset else {
             continue;
         };
-        for (chat_id, user_id) in &page.approve {
-            let params = json!({"chat_id": chat_id, "user_id": user_id});
-            match api
-                .call("approveChatJoinRequest", &params, Duration::ZERO)
-                .await
-            {
-                Ok(_) => {}
-                // Approved before a crash, or withdrawn: nothing to do.
-                Err(e) => tracing::warn!(space, error = %e, "approving a join request"),
-            }
-        }
-        loop {
-            let now_ms = shared.clock.now_ms();
-            let currency = shared.settings.default_currency.clone();
-            match shared
-                .store
-                .apply_updates(space, page.updates.clone(), next, currency, now_ms)
-                .await
-            {
-                Ok(applied) => {
-                    shared.metrics.applied(&applied);
-                    break;
-                }
-                // Not acknowledged: the same page is applied again until it commits.
-                Err(e) => {
-                    tracing::warn!(space, error = %e, "recording Telegram updates; trying again");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
+        // Not acknowledged until it commits: the same page is applied again until then.
+        while let Err(e) = apply(&shared, space, &api, &page).await {
+            tracing::warn!(space, error = %e, "recording Telegram updates; trying again");
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
         offset = next;
     }
 }
 
 /// How long to wait after a failed call before the next.
-fn pause_after(e: &ApiError) -> Duration {
+pub(super) fn pause_after(e: &ApiError) -> Duration {
     match e {
         ApiError::RetryAfter(s) => Duration::from_secs((*s).max(1)),
         ApiError::Unauthorized(_) => Duration::from_secs(60),

@@ -37,9 +37,10 @@ use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 
 use hmac::{KeyInit as _, Mac as _};
-use subtle::ConstantTimeEq as _;
 
 use crate::domain::client::address_key;
+/// The one comparison of tokens, in time that does not depend on where they differ.
+pub use crate::domain::credential::same_token;
 
 /// A session ends after this long without a request ...
 pub const IDLE_MS: u64 = 12 * 60 * 60 * 1000;
@@ -157,13 +158,6 @@ impl LoginForms {
         self.accepts_cookie(Some(cookie), now_ms)
             && hex::decode(field).is_ok_and(|tag| self.mac_of(cookie).verify_slice(&tag).is_ok())
     }
-}
-
-/// Compares two tokens in time that does not depend on where they differ (a different length
-/// answers at once: token lengths are no secret).
-#[must_use]
-pub fn same_token(a: &str, b: &str) -> bool {
-    a.as_bytes().ct_eq(b.as_bytes()).into()
 }
 
 struct Session {

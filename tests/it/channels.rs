@@ -15,12 +15,12 @@ use crate::support::{
     DAY_MS, NOW_MS, Request, Response, TestServer, TrackerProcess, assert_error, send,
 };
 
-const CHANNEL: i64 = -1_001_234_567_890;
-const WAIT: Duration = Duration::from_secs(10);
-const FALLBACK: &str = "https://t.me/+fallbackHash01";
-const POOL: u32 = 3;
+pub(crate) const CHANNEL: i64 = -1_001_234_567_890;
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const FALLBACK: &str = "https://t.me/+fallbackHash01";
+pub(crate) const POOL: u32 = 3;
 /// The users who join.
-const USER: u64 = 555_000_111;
+pub(crate) const USER: u64 = 555_000_111;
 const ASKING_USER: u64 = 42_000;
 
 /// The server with the stand-in as its Bot API, a small pool and short long polls.
@@ -40,7 +40,7 @@ async fn server(api: &BotApi) -> TestServer {
     .await
 }
 
-async fn patch_space(s: &TestServer, body: &Value) -> Response {
+pub(crate) async fn patch_space(s: &TestServer, body: &Value) -> Response {
     let body = body.to_string();
     let mut request = Request::post("/space", Some(&s.a.secret), &body);
     request.method = "PATCH";
@@ -66,7 +66,7 @@ async fn create_link(s: &TestServer, body: &Value) -> Response {
 }
 
 /// The channel link `news` of campaign `autumn`.
-async fn news_link(s: &TestServer, join_requests: bool) -> Value {
+pub(crate) async fn news_link(s: &TestServer, join_requests: bool) -> Value {
     let r = create_link(
         s,
         &json!({"slug": "news", "channel": "@news_ch", "fallback": FALLBACK,
@@ -78,7 +78,7 @@ async fn news_link(s: &TestServer, join_requests: bool) -> Value {
 }
 
 /// `GET /links`' entry of `slug`.
-async fn link_view(s: &TestServer, slug: &str) -> Value {
+pub(crate) async fn link_view(s: &TestServer, slug: &str) -> Value {
     let links = s.read_as(&s.a, "/links").await.json();
     links["links"]
         .as_array()
@@ -90,7 +90,11 @@ async fn link_view(s: &TestServer, slug: &str) -> Value {
 }
 
 /// Waits until `GET /links` shows `slug`'s state as `done` says.
-async fn wait_for_state(s: &TestServer, slug: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn wait_for_state(
+    s: &TestServer,
+    slug: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let view = link_view(s, slug).await;
@@ -128,7 +132,7 @@ async fn wait_for_invites(s: &TestServer, counts: [u32; 3]) {
 }
 
 /// A visit of `/l/<slug>`: answers where it sent the visitor.
-async fn visit(s: &TestServer, slug: &str, query: &str) -> String {
+pub(crate) async fn visit(s: &TestServer, slug: &str, query: &str) -> String {
     let target = format!("/l/{slug}?{query}");
     let r = s
         .send(&Request::get(&target).header("User-Agent", "Mozilla/5.0 (iPhone)"))
@@ -138,7 +142,7 @@ async fn visit(s: &TestServer, slug: &str, query: &str) -> String {
 }
 
 /// The space's feed, waiting until it holds `n` events.
-async fn feed(s: &TestServer, n: usize) -> Vec<Value> {
+pub(crate) async fn feed(s: &TestServer, n: usize) -> Vec<Value> {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let page = s.read_as(&s.a, "/events?limit=1000").await.json();

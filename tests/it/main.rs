@@ -44,4 +44,5 @@ mod readme;
 mod retention;
 mod support;
 mod telegram;
+mod telegram_webhook;
 mod tiktok;

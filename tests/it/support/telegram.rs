@@ -13,6 +13,14 @@
 //!   `timeout` seconds (long polling); without `chat_member` in `allowed_updates`, no
 //!   `chat_member` update is sent.
 //! - [`BotApi::throttle`] answers `createChatInviteLink` `429` with `parameters.retry_after`.
+//! - `setWebhook` (refusing, as Telegram does, a URL that is not `https://` and a
+//!   `secret_token` that is not 1 to 256 of `A-Za-z0-9_-`), `deleteWebhook` (keeping the updates
+//!   unless `drop_pending_updates`) and `getWebhookInfo`; while a webhook is set, `getUpdates`
+//!   is answered `409 Conflict`. [`BotApi::deliver`] then does what Telegram does with the
+//!   updates: `POST`s each, in order and one at a time, to the webhook's path at the address
+//!   the test gives (the tracker behind the `https://` `public_url`, which the stand-in never
+//!   dials), with the `X-Telegram-Bot-Api-Secret-Token` header, dropping an update once
+//!   answered `2xx` and keeping it (to send again) otherwise.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -60,8 +68,20 @@ pub struct Poll {
     pub allowed_updates: Option<Vec<String>>,
 }
 
+/// The webhook `setWebhook` set.
+#[derive(Clone, Debug)]
+pub struct Webhook {
+    pub url: String,
+    pub secret_token: Option<String>,
+    pub allowed_updates: Option<Vec<String>>,
+    pub max_connections: Option<u64>,
+}
+
 #[derive(Default)]
 struct State {
+    webhook: Option<Webhook>,
+    /// Every method called, in order.
+    log: Vec<String>,
     chats: Vec<Chat>,
     invites: Vec<Invite>,
     /// Updates not yet dropped, by id.
@@ -173,6 +193,75 @@ impl BotApi {
             .get(method)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// The webhook set, if one is.
+    #[must_use]
+    pub fn webhook(&self) -> Option<Webhook> {
+        self.state.lock().unwrap().webhook.clone()
+    }
+
+    /// Every method called so far, in order.
+    #[must_use]
+    pub fn log(&self) -> Vec<String> {
+        self.state.lock().unwrap().log.clone()
+    }
+
+    /// What Telegram does with a webhook set: `POST`s each update kept that the webhook's
+    /// `allowed_updates` ask for (by default, all but `chat_member`), in order and one at a
+    /// time, to the webhook's path at `tracker` (`http://`: the TLS of the `https://` URL ends
+    /// before it), with its secret in `X-Telegram-Bot-Api-Secret-Token`. An update answered
+    /// `2xx` is dropped; at the first that is not, delivery stops and it is kept (Telegram
+    /// sends it again later). Answers each update's id and the status it was answered.
+    ///
+    /// # Panics
+    /// If no webhook is set.
+    pub async fn deliver(&self, tracker: SocketAddr) -> Vec<(u64, u16)> {
+        let hook = self.webhook().expect("a webhook is set");
+        let path = hook
+            .url
+            .strip_prefix("https://")
+            .and_then(|rest| rest.find('/').map(|at| rest[at..].to_owned()))
+            .unwrap_or_else(|| "/".to_owned());
+        let wanted = |u: &Value| {
+            let kind = u
+                .as_object()
+                .and_then(|o| o.keys().find(|k| *k != "update_id").cloned())
+                .unwrap_or_default();
+            match &hook.allowed_updates {
+                Some(list) if !list.is_empty() => list.contains(&kind),
+                _ => kind != "chat_member",
+            }
+        };
+        let mut answered = Vec::new();
+        loop {
+            let next = {
+                let s = self.state.lock().unwrap();
+                s.updates
+                    .iter()
+                    .find(|(_, u)| wanted(u))
+                    .map(|(id, u)| (*id, u.to_string()))
+            };
+            let Some((id, body)) = next else {
+                return answered;
+            };
+            let mut request = crate::support::Request::post(&path, None, &body);
+            if let Some(secret) = &hook.secret_token {
+                request = request.header("X-Telegram-Bot-Api-Secret-Token", secret.clone());
+            }
+            let status = crate::support::send(tracker, &request).await.status;
+            answered.push((id, status));
+            if !(200..300).contains(&status) {
+                return answered;
+            }
+            self.state.lock().unwrap().updates.remove(&id);
+        }
+    }
+
+    /// The update `id` as Telegram would send it, while it is kept.
+    #[must_use]
+    pub fn update(&self, id: u64) -> Option<Value> {
+        self.state.lock().unwrap().updates.get(&id).cloned()
     }
 
     /// Updates kept: not yet acknowledged by a `getUpdates` with an offset above them.
@@ -346,17 +435,50 @@ async fn answer(
     state: &Arc<Mutex<State>>,
     arrived: &Arc<Notify>,
 ) -> (u16, Value) {
-    *state
-        .lock()
-        .unwrap()
-        .calls
-        .entry(method.to_owned())
-        .or_default() += 1;
+    {
+        let mut s = state.lock().unwrap();
+        *s.calls.entry(method.to_owned()).or_default() += 1;
+        s.log.push(method.to_owned());
+    }
     if method == "getUpdates" {
+        if state.lock().unwrap().webhook.is_some() {
+            return refused(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; \
+                 use deleteWebhook to delete the webhook first",
+            );
+        }
         return get_updates(params, state, arrived).await;
     }
     let mut s = state.lock().unwrap();
     match method {
+        "setWebhook" => set_webhook(&mut s, params),
+        "deleteWebhook" => {
+            let was = s.webhook.take().is_some();
+            if params["drop_pending_updates"] == true {
+                s.updates.clear();
+            }
+            let mut answer = ok(json!(true));
+            answer.1["description"] = if was {
+                "Webhook was deleted"
+            } else {
+                "Webhook is already deleted"
+            }
+            .into();
+            answer
+        }
+        "getWebhookInfo" => {
+            let hook = s.webhook.clone();
+            let mut info = json!({"url": hook.as_ref().map_or("", |h| h.url.as_str()),
+                "has_custom_certificate": false, "pending_update_count": s.updates.len()});
+            if let Some(h) = hook {
+                info["max_connections"] = h.max_connections.unwrap_or(40).into();
+                if let Some(a) = h.allowed_updates {
+                    info["allowed_updates"] = a.into();
+                }
+            }
+            ok(info)
+        }
         "getMe" => ok(
             json!({"id": BOT_ID, "is_bot": true, "first_name": "Tracker test",
             "username": BOT_USERNAME, "can_join_groups": true,
@@ -395,6 +517,49 @@ async fn answer(
         }
         _ => refused(404, "Not Found"),
     }
+}
+
+/// `setWebhook`, with Telegram's checks of `url` and `secret_token`.
+fn set_webhook(s: &mut State, params: &Value) -> (u16, Value) {
+    let url = params["url"].as_str().unwrap_or_default();
+    if url.is_empty() {
+        s.webhook = None;
+        let mut answer = ok(json!(true));
+        answer.1["description"] = "Webhook was deleted".into();
+        return answer;
+    }
+    if !url.starts_with("https://") {
+        return refused(
+            400,
+            "Bad Request: bad webhook: An HTTPS URL must be provided for webhook",
+        );
+    }
+    let secret = params["secret_token"].as_str().map(str::to_owned);
+    if secret.as_deref().is_some_and(|t| {
+        t.is_empty()
+            || t.len() > 256
+            || !t
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    }) {
+        return refused(
+            400,
+            "Bad Request: secret token contains unallowed characters",
+        );
+    }
+    s.webhook = Some(Webhook {
+        url: url.to_owned(),
+        secret_token: secret,
+        allowed_updates: params["allowed_updates"].as_array().map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        }),
+        max_connections: params["max_connections"].as_u64(),
+    });
+    let mut answer = ok(json!(true));
+    answer.1["description"] = "Webhook was set".into();
+    answer
 }
 
 fn get_chat_member(s: &State, params: &Value) -> (u16, Value) {

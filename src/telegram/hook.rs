@@ -1,0 +1,168 @@
+//! Updates by webhook (`docs/channels.md#updates-by-webhook`): with `telegram_webhook = true`,
+//! the task of each space's token sets the bot's webhook (`setWebhook`) to
+//! `<public_url>/telegram/<space>`, with a secret this process made at start ([`WebhookSecret`]: in memory only, never logged or
+//! stored), and Telegram then sends each update there, one `POST` at a time.
+//!
+//! [`receive`] applies an update through the poller's own [`updates::apply`] and answers only
+//! once its effects are committed: Telegram sends an update again until it is answered `2xx`. The
+//! offset past each update is committed with it, as the poller's is: an update whose id is below
+//! the stored offset was applied already and changes nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::domain::credential::{random_id, same_token};
+use crate::error::{Code, Error};
+use crate::telegram::Shared;
+use crate::telegram::api::{BotApi, Me};
+use crate::telegram::updates::{self, ALLOWED_UPDATES, pause_after};
+
+/// The header Telegram sends the webhook's `secret_token` in.
+pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
+
+/// The `secret_token` of every webhook this process sets: 44 characters of `A-Za-z0-9` (Telegram
+/// takes 1 to 256 of `A-Za-z0-9_-`), 256 random bits, made when the process starts. Only ever
+/// sent to Telegram; shown nowhere (its `Debug` hides it).
+pub struct WebhookSecret(String);
+
+impl Default for WebhookSecret {
+    fn default() -> WebhookSecret {
+        WebhookSecret(format!("{}{}", random_id(), random_id()))
+    }
+}
+
+impl std::fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebhookSecret(…)")
+    }
+}
+
+/// A space whose bot's updates come by webhook: the bot, its client (to approve join requests)
+/// and a lock that applies its updates one at a time (an update's id is checked against the
+/// stored offset and the offset past it committed, with no other update in between).
+struct Hooked {
+    me: Me,
+    api: BotApi,
+    one_at_a_time: tokio::sync::Mutex<()>,
+}
+
+/// The spaces whose updates the webhook takes now (by space number).
+#[derive(Default)]
+pub struct Hooks(Mutex<HashMap<u32, Arc<Hooked>>>);
+
+impl Hooks {
+    fn get(&self, space: u32) -> Option<Arc<Hooked>> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&space)
+            .cloned()
+    }
+
+    fn insert(&self, space: u32, hooked: Hooked) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(space, Arc::new(hooked));
+    }
+
+    pub(super) fn remove(&self, space: u32) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&space);
+    }
+}
+
+/// The task of one space's token when `telegram_webhook` is on: learns the bot (`getMe`), takes
+/// its updates at the webhook from then on, and sets the webhook, trying until Telegram accepts
+/// it (the Settings page shows why not meanwhile). It then has nothing more to do.
+pub async fn run(shared: Arc<Shared>, space: u32, name: String, api: BotApi) {
+    let me = updates::who(&shared, space, &api).await;
+    shared.status.hooks.insert(
+        space,
+        Hooked {
+            me,
+            api: api.clone(),
+            one_at_a_time: tokio::sync::Mutex::new(()),
+        },
+    );
+    let url = format!("{}/telegram/{name}", shared.settings.public_url);
+    let params = json!({
+        "url": url,
+        "secret_token": shared.status.secret.0,
+        "allowed_updates": ALLOWED_UPDATES,
+        // One update at a time, in order: an update's id above the stored offset is a new one.
+        "max_connections": 1,
+    });
+    while let Err(e) = api.call("setWebhook", &params, Duration::ZERO).await {
+        shared.status.bot_failed(space, &e);
+        tokio::time::sleep(pause_after(&e)).await;
+    }
+    tracing::info!(space, %url, "Telegram webhook set");
+    shared.status.webhook_set(space);
+    std::future::pending::<()>().await;
+}
+
+/// Checks the `X-Telegram-Bot-Api-Secret-Token` of a request to the webhook, before anything
+/// else is read: `401` when it is missing or not this process's secret.
+///
+/// # Errors
+/// `unauthorized`, the same for a missing and a wrong secret; `not_found` while
+/// `telegram_webhook` is off.
+pub fn authenticate(shared: &Shared, secret: Option<&str>) -> Result<(), Error> {
+    if !shared.settings.telegram.webhook {
+        return Err(Error::new(
+            Code::NotFound,
+            "updates by webhook are off (telegram_webhook = false)",
+        ));
+    }
+    match secret {
+        Some(s) if same_token(s, &shared.status.secret.0) => Ok(()),
+        Some(_) => Err(Error::unauthorized(
+            "the X-Telegram-Bot-Api-Secret-Token is not the one this webhook was set with",
+        )),
+        None => Err(Error::unauthorized(
+            "an update needs the X-Telegram-Bot-Api-Secret-Token header Telegram sends",
+        )),
+    }
+}
+
+/// `POST /telegram/<space>` once [`authenticate`]d: applies the `Update` in `body` to `space`
+/// (its name), committed before this answers. An update applied already changes nothing.
+///
+/// # Errors
+/// `not_found` for a space that is not there or whose bot's updates are not taken here (yet);
+/// `invalid_json` for a body that is not an `Update`; the store's error when the commit fails
+/// (nothing is recorded, and Telegram sends the update again).
+pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Error> {
+    let not_here = || {
+        Error::new(
+            Code::NotFound,
+            "no Telegram bot of a space of that name takes its updates here",
+        )
+    };
+    let no = shared
+        .store
+        .space_no(space.to_owned())
+        .await
+        .map_err(|_| not_here())?;
+    let hooked = shared.status.hooks.get(no).ok_or_else(not_here)?;
+    let update: Value = serde_json::from_slice(body)
+        .map_err(|e| Error::new(Code::InvalidJson, format!("not an Update: {e}")))?;
+    let Some(id) = update["update_id"].as_u64() else {
+        return Err(Error::new(
+            Code::InvalidJson,
+            "an Update has a numeric update_id",
+        ));
+    };
+    let page = updates::page(&Value::Array(vec![update]), &hooked.me);
+    let _one = hooked.one_at_a_time.lock().await;
+    if id < shared.store.telegram_offset(no).await? {
+        return Ok(());
+    }
+    updates::apply(shared, no, &hooked.api, &page).await
+}
