@@ -224,6 +224,20 @@ mod tests {
         assert_ne!(fields(&moved)["eid"], a["eid"]);
     }
 
+    /// The made `eid` is the documented digest, so a file imported by an older release answers
+    /// `duplicate` when imported again: a string by its content, a number as written.
+    #[test]
+    fn the_made_eid_is_the_digest_of_the_fields_as_written() {
+        let json = ndjson_line(
+            r#"{"event":"deposit","uid":"u\u0031","value":"12.10","occurred_at_ms":1700000000000}"#,
+        )
+        .unwrap()
+        .unwrap();
+        let digest = Sha256::digest("deposit\u{1f}u1\u{1f}\u{1f}12.10\u{1f}\u{1f}1700000000000");
+        let expected = format!("import-{}", hex::encode(&digest[..16]));
+        assert_eq!(fields(&json)["eid"], expected.as_str());
+    }
+
     #[test]
     fn a_given_eid_is_kept_and_an_empty_one_is_made() {
         let kept = ndjson_line(r#"{"event":"contact","eid":"mine"}"#)
