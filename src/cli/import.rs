@@ -8,6 +8,7 @@
 
 use std::io::{BufRead as _, BufReader, Read};
 use std::path::Path;
+use std::sync::mpsc::{Receiver, SyncSender};
 
 use serde::Serialize;
 
@@ -46,33 +47,46 @@ struct Refusal {
     field: Option<String>,
 }
 
-/// The batch being filled, and where its results go.
-struct Importer<'a> {
-    settings: &'a Settings,
-    target: Target,
-    space: String,
-    /// The events waiting, each with its line's number.
+/// What the reading thread hands the sending one, in the file's order.
+enum Piece {
+    /// Events to record in one batch, each with its line's number.
+    Batch {
+        events: Vec<String>,
+        lines: Vec<u64>,
+    },
+    /// A line that is not an event, or an event larger than any batch.
+    Refused { line: u64, error: Error },
+}
+
+/// Batches read but not yet sent: the reading thread stays at most this many batches ahead of
+/// the one being recorded, so an import's memory is a few batches whatever the file's size.
+/// Two is enough for the reading of the next batch to overlap the commit of this one.
+const BATCHES_AHEAD: usize = 2;
+
+/// The batch being filled on the reading thread, and where it goes when full.
+struct Batcher {
     events: Vec<String>,
     lines: Vec<u64>,
     bytes: u64,
-    done: Imported,
+    out: SyncSender<Piece>,
 }
 
-impl Importer<'_> {
-    /// Adds a line's event, sending the batch first when the event would not fit in it.
-    fn add(&mut self, line: u64, json: String) -> CliResult {
-        self.done.events += 1;
+/// The sending side has stopped (it failed, and says why): reading stops too.
+struct Stopped;
+
+impl Batcher {
+    /// Adds a line's event, handing the batch on first when the event would not fit in it.
+    fn add(&mut self, line: u64, json: String) -> Result<(), Stopped> {
         let size = json.len() as u64 + 1;
         if size + 16 > MAX_BATCH_BYTES {
             let error = Error::new(
                 Code::PayloadTooLarge,
                 format!("the event is larger than a batch's limit of {MAX_BATCH_BYTES} bytes"),
             );
-            self.refuse(line, error.code.as_str(), error.message, None);
-            return Ok(());
+            return self.refuse(line, error);
         }
         if self.events.len() == MAX_BATCH_EVENTS || self.bytes + size + 16 > MAX_BATCH_BYTES {
-            self.send()?;
+            self.hand_on()?;
         }
         self.events.push(json);
         self.lines.push(line);
@@ -80,6 +94,35 @@ impl Importer<'_> {
         Ok(())
     }
 
+    fn refuse(&mut self, line: u64, error: Error) -> Result<(), Stopped> {
+        self.out
+            .send(Piece::Refused { line, error })
+            .map_err(|_| Stopped)
+    }
+
+    /// Hands the waiting events on as one batch.
+    fn hand_on(&mut self) -> Result<(), Stopped> {
+        if self.events.is_empty() {
+            return Ok(());
+        }
+        let piece = Piece::Batch {
+            events: std::mem::replace(&mut self.events, Vec::with_capacity(MAX_BATCH_EVENTS)),
+            lines: std::mem::replace(&mut self.lines, Vec::with_capacity(MAX_BATCH_EVENTS)),
+        };
+        self.bytes = 0;
+        self.out.send(piece).map_err(|_| Stopped)
+    }
+}
+
+/// Where batches are recorded, and what became of their events.
+struct Importer<'a> {
+    settings: &'a Settings,
+    target: Target,
+    space: String,
+    done: Imported,
+}
+
+impl Importer<'_> {
     /// A line refused before it was sent (it is not an event) or by the tracker.
     fn refuse(&mut self, line: u64, status: &str, error: String, field: Option<String>) {
         self.done.refused += 1;
@@ -100,20 +143,17 @@ impl Importer<'_> {
         self.refuse(line, error.code.as_str(), error.message.clone(), field);
     }
 
-    /// Records the waiting events in one batch and counts what became of each.
-    fn send(&mut self) -> CliResult {
-        if self.events.is_empty() {
-            return Ok(());
-        }
+    /// Records `events` in one batch and counts what became of each.
+    fn send(&mut self, events: Vec<String>, lines: Vec<u64>) -> CliResult {
+        self.done.events += events.len() as u64;
         let request = Request::ImportEvents {
             space: self.space.clone(),
-            events: EventTexts(std::mem::take(&mut self.events)),
+            events: EventTexts(events),
         };
         let results = match self.target.run(self.settings, request)? {
             Answer::EventsImported(results) => results,
             other => return Err(format!("the server answered a batch with {other:?}").into()),
         };
-        let lines = std::mem::take(&mut self.lines);
         if results.len() != lines.len() {
             return Err("the server answered a batch with a result missing".into());
         }
@@ -126,12 +166,13 @@ impl Importer<'_> {
                 }
             }
         }
-        self.bytes = 0;
         Ok(())
     }
 }
 
-/// `tracker import SPACE FILE`.
+/// `tracker import SPACE FILE`: one thread reads the file into batches while this one records
+/// them, in the file's order, one at a time, so the reading of the next batch overlaps the
+/// commit of this one.
 pub(super) fn import(
     settings: &Settings,
     output: Output,
@@ -140,8 +181,8 @@ pub(super) fn import(
     format: Option<ExportFormat>,
 ) -> CliResult {
     let stdin = file.as_os_str() == "-";
-    let (reader, size): (Box<dyn Read>, Option<u64>) = if stdin {
-        (Box::new(std::io::stdin().lock()), None)
+    let (reader, size): (Box<dyn Read + Send>, Option<u64>) = if stdin {
+        (Box::new(std::io::stdin()), None)
     } else {
         let opened = std::fs::File::open(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
@@ -172,20 +213,51 @@ pub(super) fn import(
         settings,
         target: Target::Undecided,
         space: space.to_owned(),
-        events: Vec::with_capacity(MAX_BATCH_EVENTS),
-        lines: Vec::with_capacity(MAX_BATCH_EVENTS),
-        bytes: 0,
         done: Imported {
             space: space.to_owned(),
             file: file.display().to_string(),
             ..Imported::default()
         },
     };
-    match format {
-        ExportFormat::Ndjson => read_ndjson(reader, &mut importer, &progress)?,
-        ExportFormat::Csv => read_csv(reader, &mut importer, &progress)?,
+    let (out, pieces) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
+    let (sent, read) = std::thread::scope(|scope| {
+        let progress = &progress;
+        let reading = std::thread::Builder::new()
+            .name("tracker-import-read".into())
+            .spawn_scoped(scope, move || {
+                let mut batcher = Batcher {
+                    events: Vec::with_capacity(MAX_BATCH_EVENTS),
+                    lines: Vec::with_capacity(MAX_BATCH_EVENTS),
+                    bytes: 0,
+                    out,
+                };
+                let read = match format {
+                    ExportFormat::Ndjson => read_ndjson(reader, &mut batcher, progress),
+                    ExportFormat::Csv => read_csv(reader, &mut batcher, progress),
+                };
+                match read {
+                    Ok(Ok(())) => batcher.hand_on().map_err(|Stopped| None),
+                    Ok(Err(Stopped)) => Err(None),
+                    Err(e) => Err(Some(format!("cannot read {}: {e}", file.display()))),
+                }
+            });
+        let reading = match reading {
+            Ok(reading) => reading,
+            Err(e) => return (Err(e.into()), Ok(())),
+        };
+        let sent = record(&mut importer, &pieces);
+        // The reading thread is waiting on a full channel if the sending stopped early.
+        drop(pieces);
+        let read = reading
+            .join()
+            .unwrap_or_else(|_| Err(Some("the thread reading the file failed".to_owned())));
+        (sent, read)
+    });
+    // A failure to read says why the import stopped; a failure to send ends the reading.
+    if let Err(Some(e)) = read {
+        return Err(e.into());
     }
-    importer.send()?;
+    sent?;
     progress.finish_and_clear();
     let done = importer.done;
     output.print(&done, &summary_text(&done));
@@ -200,28 +272,44 @@ pub(super) fn import(
     Ok(())
 }
 
+/// Records what the reading thread hands on, in its order, until it has read the whole file.
+fn record(importer: &mut Importer<'_>, pieces: &Receiver<Piece>) -> CliResult {
+    for piece in pieces {
+        match piece {
+            Piece::Batch { events, lines } => importer.send(events, lines)?,
+            Piece::Refused { line, error } => importer.refuse_line(line, &error),
+        }
+    }
+    Ok(())
+}
+
+/// Reads NDJSON lines into batches; the outer error is the file's, the inner says the sending
+/// stopped.
 fn read_ndjson(
-    reader: Box<dyn Read>,
-    importer: &mut Importer<'_>,
+    reader: Box<dyn Read + Send>,
+    batcher: &mut Batcher,
     progress: &indicatif::ProgressBar,
-) -> CliResult {
+) -> std::io::Result<Result<(), Stopped>> {
     let mut reader = BufReader::with_capacity(1 << 16, reader);
     let (mut line, mut number, mut read) = (Vec::new(), 0_u64, 0_u64);
     loop {
         line.clear();
         let n = reader.read_until(b'\n', &mut line)?;
         if n == 0 {
-            return Ok(());
+            return Ok(Ok(()));
         }
         number += 1;
         read += n as u64;
         let event = std::str::from_utf8(&line)
             .map_err(|e| Error::new(Code::InvalidJson, format!("the line is not UTF-8: {e}")))
             .and_then(import::ndjson_line);
-        match event {
-            Ok(Some(json)) => importer.add(number, json)?,
-            Ok(None) => {}
-            Err(e) => importer.refuse_line(number, &e),
+        let handed = match event {
+            Ok(Some(json)) => batcher.add(number, json),
+            Ok(None) => Ok(()),
+            Err(e) => batcher.refuse(number, e),
+        };
+        if handed.is_err() {
+            return Ok(handed);
         }
         if number % 1024 == 0 {
             progress.set_position(read);
@@ -229,11 +317,12 @@ fn read_ndjson(
     }
 }
 
+/// Reads CSV rows into batches, as [`read_ndjson`] reads lines.
 fn read_csv(
-    reader: Box<dyn Read>,
-    importer: &mut Importer<'_>,
+    reader: Box<dyn Read + Send>,
+    batcher: &mut Batcher,
     progress: &indicatif::ProgressBar,
-) -> CliResult {
+) -> std::io::Result<Result<(), Stopped>> {
     let mut rows = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
@@ -246,16 +335,18 @@ fn read_csv(
             Err(e) => {
                 let line = e.position().map_or(0, csv::Position::line);
                 let error = Error::new(Code::InvalidJson, format!("the row is not CSV: {e}"));
-                importer.refuse_line(line, &error);
+                if batcher.refuse(line, error).is_err() {
+                    return Ok(Err(Stopped));
+                }
                 // An error of UTF-8 leaves the reader on the next row; any other ends the file.
                 if matches!(e.kind(), csv::ErrorKind::Utf8 { .. }) {
                     continue;
                 }
-                return Ok(());
+                return Ok(Ok(()));
             }
         };
         if !more {
-            return Ok(());
+            return Ok(Ok(()));
         }
         let line = record.position().map_or(0, csv::Position::line);
         let cells: Vec<String> = record.iter().map(str::to_owned).collect();
@@ -274,9 +365,12 @@ fn read_csv(
                 if cells.iter().all(String::is_empty) {
                     continue;
                 }
-                match import::csv_row(names, &cells) {
-                    Ok(json) => importer.add(line, json)?,
-                    Err(e) => importer.refuse_line(line, &e),
+                let handed = match import::csv_row(names, &cells) {
+                    Ok(json) => batcher.add(line, json),
+                    Err(e) => batcher.refuse(line, e),
+                };
+                if handed.is_err() {
+                    return Ok(handed);
                 }
             }
         }

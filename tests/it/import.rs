@@ -186,3 +186,42 @@ async fn an_import_goes_through_the_running_server() {
     );
     stop_cleanly(process);
 }
+
+/// The file is read ahead of the batches being recorded: a line that is not an event, read
+/// while an earlier batch is still being recorded, is listed after that batch's refusals and
+/// before the next one's, and the events keep the file's order in the feed.
+#[test]
+fn refusals_are_listed_in_the_file_order_across_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = stopped_server(dir.path());
+    let at = now_ms() - 3_600_000;
+    let file = dir.path().join("history.ndjson");
+    let lines: Vec<String> = (1..=2600_u64)
+        .map(|line| match line {
+            10 | 2600 => json!({"event": "deposit", "value": "x"}).to_string(),
+            1500 => "not json".to_owned(),
+            _ => json!({"event": "contact", "uid": format!("u-{line}"), "occurred_at_ms": at})
+                .to_string(),
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let (summary, ok) = import(dir.path(), &data, &file, &[]);
+    assert!(!ok, "{summary}");
+    assert_eq!(counts(&summary), (2600, 2597, 0, 3), "{summary}");
+    let listed: Vec<&Value> = summary["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["line"])
+        .collect();
+    assert_eq!(listed, [10, 1500, 2600], "{summary}");
+    let uids: Vec<String> = exported(dir.path(), &data)
+        .iter()
+        .map(|e| e["uid"].as_str().unwrap().to_owned())
+        .collect();
+    let expected: Vec<String> = (1..=2600_u64)
+        .filter(|l| ![10, 1500, 2600].contains(l))
+        .map(|l| format!("u-{l}"))
+        .collect();
+    assert_eq!(uids, expected);
+}
