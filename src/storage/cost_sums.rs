@@ -207,28 +207,39 @@ fn add(total: &mut Sums, currency: &str, amount: &str) -> Result<(), StoreError>
 }
 
 /// The key ranges of sum rows that cover the days `[first, last]` once each, as `(level, lo,
-/// hi)` periods of that level: the largest aligned block that fits at each step, so a range of
-/// months reads a row per 64 days and at most 14 rows of days and 8-day blocks at its ends.
+/// hi)` periods of that level: the whole blocks of the top level inside the range, then each
+/// end's rest covered the same way one level down, so a range of months reads a row per 64 days
+/// and at most 14 rows of days and 8-day blocks at its ends. Computed per level, not per
+/// period: an all-time range spans tens of millions of days.
 pub(crate) fn pieces(first: u32, last: u32) -> Vec<(u8, u32, u32)> {
-    let mut out: Vec<(u8, u32, u32)> = Vec::new();
-    let end = u64::from(last) + 1;
-    let mut day = u64::from(first);
-    while day < end {
-        let level = (0..LEVEL_DAYS.len())
-            .rev()
-            .find(|&l| {
-                let size = u64::from(LEVEL_DAYS[l]);
-                day % size == 0 && day + size <= end
-            })
-            .unwrap_or(0);
-        let size = u64::from(LEVEL_DAYS[level]);
-        let period = u32::try_from(day / size).unwrap_or(u32::MAX);
-        match out.last_mut() {
-            Some((l, _, hi)) if usize::from(*l) == level && *hi == period => *hi += 1,
-            _ => out.push((level as u8, period, period + 1)),
+    fn cover(lo: u64, hi: u64, level: usize, out: &mut Vec<(u8, u32, u32)>) {
+        if lo >= hi {
+            return;
         }
-        day += size;
+        let size = u64::from(LEVEL_DAYS[level]);
+        let (a, b) = (lo.div_ceil(size), hi / size);
+        if level == 0 || a >= b {
+            if level == 0 {
+                out.push((0, period(lo), period(hi)));
+            } else {
+                cover(lo, hi, level - 1, out);
+            }
+            return;
+        }
+        cover(lo, a * size, level - 1, out);
+        out.push((level as u8, period(a), period(b)));
+        cover(b * size, hi, level - 1, out);
     }
+    fn period(n: u64) -> u32 {
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+    let mut out = Vec::new();
+    cover(
+        u64::from(first),
+        u64::from(last) + 1,
+        LEVEL_DAYS.len() - 1,
+        &mut out,
+    );
     out
 }
 
@@ -369,6 +380,9 @@ mod tests {
             }
         }
         assert!(levels_used.iter().all(|&n| n > 0), "{levels_used:?}");
+        // All time: one range of 64-day blocks, whatever its length.
+        assert_eq!(pieces(0, u32::MAX), vec![(2, 0, 67_108_864)]);
+        assert_eq!(pieces(3, 40_000_000).len(), 4);
         // 90 days from a block's start: one 64-day block, three 8-day blocks, two days.
         assert_eq!(
             pieces(128, 217),
