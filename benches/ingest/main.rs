@@ -943,7 +943,11 @@ fn report_ingest(rows: &[Row], conns: &[usize]) {
                 batch.label,
                 batch.rate,
                 ms(batch.p99),
-                if events >= 150_000.0 {
+                // A refused batch stored nothing: any such answer means the row measured
+                // something else (wrk once sent its default request, the script not loading).
+                if batch.non_2xx > 0 {
+                    "NOT met: some answers were not 2xx"
+                } else if events >= 150_000.0 {
                     "met"
                 } else {
                     "NOT met"

@@ -523,7 +523,8 @@ impl Template {
             let _ = write!(s, "[ {} ] = {}, ", lua_str(k), lua_str(v));
         }
         s.push_str("}\n");
-        let expr = |pieces: &[Piece]| {
+        // Each piece's Lua expression, joined by `sep`.
+        let expr_joined = |pieces: &[Piece], sep: &str| {
             pieces
                 .iter()
                 .map(|p| match p {
@@ -545,13 +546,18 @@ impl Template {
                     ),
                 })
                 .collect::<Vec<_>>()
-                .join(" .. ")
+                .join(sep)
         };
+        let expr = |pieces: &[Piece]| expr_joined(pieces, " .. ");
         s.push_str("function request()\n  n = n + 1\n");
         let _ = writeln!(s, "  local target = {}", expr(&self.target));
         match &self.body {
             Some(body) => {
-                let _ = writeln!(s, "  local body = {}", expr(body));
+                // The pieces as one table, joined once: a batch's body as one `..` expression
+                // is hundreds of operands, past what LuaJIT's parser takes ("chunk has too many
+                // syntax levels"), and wrk then sends its default request instead.
+                let items = expr_joined(body, ", ");
+                let _ = writeln!(s, "  local body = table.concat({{ {items} }})");
                 let _ = writeln!(
                     s,
                     "  return wrk.format({}, target, headers, body)",
