@@ -887,11 +887,15 @@ fn figures(values: &[f64], decimals: usize) -> String {
 
 /// The ingest rows' figures against their targets: `dry_run` beside durable unique, and the
 /// server CPU each request took; and which rows were measured beside other work.
-fn report_ingest(rows: &[Row], conns: &[usize]) {
-    for &conns in conns {
+fn report_ingest(rows: &[Row], all_conns: &[usize]) {
+    for (i, &conns) in all_conns.iter().enumerate() {
+        // `--conns 16,16` measures each row twice: the second figure is each case's second
+        // row at that count, not its first again.
+        let round = all_conns[..i].iter().filter(|&&c| c == conns).count();
         let find = |case| {
             rows.iter()
-                .find(|r| r.case == Some(case) && r.conns == conns)
+                .filter(|r| r.case == Some(case) && r.conns == conns)
+                .nth(round)
         };
         if let (Some(unique), Some(health)) = (find(Case::Unique), find(Case::Healthz)) {
             println!(
