@@ -37,9 +37,7 @@ pub(crate) struct Touched(BTreeSet<(u32, u32, String)>);
 
 impl Touched {
     pub(crate) fn add(&mut self, space: u32, day: u32, campaign: &str) {
-        if !self.0.contains(&(space, day, campaign.to_owned())) {
-            self.0.insert((space, day, campaign.to_owned()));
-        }
+        self.0.insert((space, day, campaign.to_owned()));
     }
 
     /// Each cost row of `costs` in `range`, as changed.
@@ -194,6 +192,15 @@ fn add_sums(total: &mut Sums, bytes: &[u8]) -> Result<(), StoreError> {
 fn add(total: &mut Sums, currency: &str, amount: &str) -> Result<(), StoreError> {
     let amount = Decimal::parse(amount)
         .map_err(|e| StoreError::Corrupt(format!("a cost in {currency}: {e}")))?;
+    add_amount(total, currency, amount)
+}
+
+/// Adds `amount` to `total`'s sum in `currency`, allocating only a currency not seen before.
+pub(crate) fn add_amount(
+    total: &mut Sums,
+    currency: &str,
+    amount: Decimal,
+) -> Result<(), StoreError> {
     let sum = match total.get_mut(currency) {
         Some(sum) => sum,
         None => total

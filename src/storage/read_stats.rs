@@ -278,16 +278,7 @@ fn group_costs(
             Some(c) => c,
             None => spent.entry(group.to_owned()).or_default(),
         };
-        let sum = match by_currency.get_mut(currency) {
-            Some(sum) => sum,
-            None => by_currency
-                .entry(currency.to_owned())
-                .or_insert_with(Decimal::zero),
-        };
-        *sum = sum
-            .checked_add(amount)
-            .ok_or_else(|| StoreError::Corrupt("a cost sum overflowed".into()))?;
-        Ok(())
+        cost_sums::add_amount(by_currency, currency, amount)
     };
     match grouping.by {
         Dimension::Day => {
