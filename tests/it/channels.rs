@@ -25,6 +25,14 @@ const ASKING_USER: u64 = 42_000;
 
 /// The server with the stand-in as its Bot API, a small pool and short long polls.
 async fn server(api: &BotApi) -> TestServer {
+    server_with(api, |_| {}).await
+}
+
+/// A server whose Telegram calls go to `api`, with a pool of [`POOL`], then `configure`d.
+pub(crate) async fn server_with(
+    api: &BotApi,
+    configure: impl FnOnce(&mut tracker::config::Settings),
+) -> TestServer {
     let url = api.url();
     TestServer::start_with(move |c| {
         c.delivery.allow_private_destinations = true;
@@ -36,6 +44,7 @@ async fn server(api: &BotApi) -> TestServer {
             per_second: 0,
             burst: 0,
         };
+        configure(c);
     })
     .await
 }

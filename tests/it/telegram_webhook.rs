@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tracker::domain::rate::Rate;
 use tracker::storage::fault;
 
 use crate::channels::{
@@ -25,19 +24,10 @@ const PUBLIC_URL: &str = "https://t.example.com";
 /// The server with the stand-in as its Bot API and updates by webhook; `max_body_bytes` at
 /// `max_body`.
 async fn server(api: &BotApi, max_body: u64) -> TestServer {
-    let url = api.url();
-    TestServer::start_with(move |c| {
-        c.delivery.allow_private_destinations = true;
-        c.telegram.api_url = url;
-        c.telegram.invite_pool = POOL;
-        c.telegram.poll_timeout = Duration::from_secs(1);
+    crate::channels::server_with(api, move |c| {
         c.telegram.webhook = true;
         PUBLIC_URL.clone_into(&mut c.public_url);
         c.max_body_bytes = max_body;
-        c.address_rate_limit = Rate {
-            per_second: 0,
-            burst: 0,
-        };
     })
     .await
 }

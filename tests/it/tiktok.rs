@@ -472,3 +472,159 @@ fn the_command_line_creates_a_tiktok_destination() {
         "{text}"
     );
 }
+
+/// SIGKILL while the search by halves for a refused event is on its way (a half sent, its answer
+/// not back), then a restart: the refused event is dead, and every other acknowledged event is
+/// taken, none lost with the halves that were in memory only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkill_during_the_search_by_halves_loses_no_event() {
+    use crate::support::{TrackerProcess, first_start, send};
+
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true")];
+    let (first, space) = first_start(dir.path());
+    first.kill_hard();
+    let process = TrackerProcess::start_with_env(dir.path(), &env);
+    let api = TiktokApi::start(PIXEL, "tt-right-token-1234").await;
+    api.refuse_event("bad-500");
+    let bad = paused_with_a_batch_behind(&process, &space, &api).await;
+
+    // The paused request and the whole batch are answered; the first half is kept.
+    api.hold_from(Some(2));
+    let resume = send(
+        process.addr,
+        &crate::support::Request {
+            method: "PATCH",
+            ..crate::support::Request::post(
+                "/destinations/tiktok",
+                Some(&space.secret),
+                r#"{"access_token":"tt-right-token-1234"}"#,
+            )
+        },
+    )
+    .await;
+    assert_eq!(resume.status, 200, "{}", resume.text());
+    let got = api.wait_for(3, WAIT).await;
+    assert_eq!(got[1].events().len(), MAX_EVENTS, "the whole batch first");
+    assert_ne!(got[1].code, 0, "refused whole");
+    assert!(!got[2].answered && got[2].events().len() < MAX_EVENTS);
+    process.kill_hard();
+    assert_eq!(api.taken().len(), 0, "nothing taken before the kill");
+
+    api.hold_from(None);
+    let process = TrackerProcess::start_with_env(dir.path(), &env);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let counts = loop {
+        let r = send(
+            process.addr,
+            &crate::support::Request::get("/destinations")
+                .header("Authorization", format!("Bearer {}", space.secret)),
+        )
+        .await;
+        let counts = r.json()["destinations"][0]["deliveries"].clone();
+        if counts["delivered"] == 1000 && counts["dead"] == 1 {
+            break counts;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not all delivered after the restart: {counts}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(counts["retrying"], 0, "{counts}");
+    let taken: std::collections::BTreeSet<String> = api
+        .taken()
+        .iter()
+        .map(|e| e["event_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        taken.len(),
+        1000,
+        "every acknowledged event but the bad one"
+    );
+    assert!(!taken.contains("bad-500"));
+    let log = send(
+        process.addr,
+        &crate::support::Request::get("/deliveries?limit=1000")
+            .header("Authorization", format!("Bearer {}", space.secret)),
+    )
+    .await
+    .json();
+    let dead: Vec<&Value> = log["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["state"] == "dead")
+        .collect();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0]["inbox_id"], bad, "{dead:?}");
+    crate::support::stop_cleanly(process);
+}
+
+/// A `tiktok_events` destination of `process` with a token `api` does not take, paused by its
+/// first deposit, and a batch of 1000 deposits waiting behind it, the 501st `bad-500`; answers
+/// that one's `inbox_id`.
+async fn paused_with_a_batch_behind(
+    process: &crate::support::TrackerProcess,
+    space: &crate::support::Space,
+    api: &TiktokApi,
+) -> Value {
+    use crate::support::{post_json, post_json_status};
+    // A token the stand-in does not take: the first event pauses the destination, and the
+    // batch waits behind it.
+    post_json_status(
+        process.addr,
+        &space.secret,
+        "/destinations",
+        &json!({"name": "tiktok", "kind": "tiktok_events", "pixel_code": PIXEL,
+                "access_token": TOKEN, "api_url": api.url(),
+                "currency_rates": {"XTR": "0.013 USD"}})
+        .to_string(),
+        201,
+    )
+    .await;
+    let click = post_json(
+        process.addr,
+        &space.secret,
+        "/clicks",
+        r#"{"link_slug":"ad","ttclid":"E.C.P.tt-1","campaign_name":"c"}"#,
+    )
+    .await;
+    let uid = click["uid"].as_str().unwrap().to_owned();
+    post_json(
+        process.addr,
+        &space.secret,
+        "/bind",
+        &format!(r#"{{"uid":"{uid}","tg_id":777000111}}"#),
+    )
+    .await;
+    let deposit = |eid: &str| json!({"event": "deposit", "uid": uid, "eid": eid, "value": "100", "currency": "XTR"});
+    let first_event = post_json(
+        process.addr,
+        &space.secret,
+        "/events",
+        &deposit("d-first").to_string(),
+    )
+    .await;
+    assert_eq!(first_event["status"], "queued", "{first_event}");
+    api.wait_for(1, WAIT).await;
+    let events: Vec<Value> = (0..1000)
+        .map(|i| {
+            deposit(&if i == 500 {
+                "bad-500".into()
+            } else {
+                format!("d-{i}")
+            })
+        })
+        .collect();
+    let batch = post_json(
+        process.addr,
+        &space.secret,
+        "/events/batch",
+        &json!({ "events": events }).to_string(),
+    )
+    .await;
+    let results = batch["results"].as_array().unwrap();
+    assert!(results.iter().all(|r| r["status"] == "queued"), "{batch}");
+    results[500]["inbox_id"].clone()
+}

@@ -28,8 +28,10 @@ pub struct Request {
     pub path: String,
     pub access_token: Option<String>,
     pub body: Value,
-    /// The `code` it was answered.
+    /// The `code` it was answered, or would have been when held.
     pub code: i64,
+    /// Whether the answer was sent ([`TiktokApi::hold_from`] keeps it back).
+    pub answered: bool,
 }
 
 impl Request {
@@ -46,6 +48,8 @@ struct Shared {
     throttles: Mutex<u32>,
     bad_event_ids: Mutex<Vec<String>>,
     received: Mutex<Vec<Request>>,
+    /// Requests after this many are kept and never answered.
+    hold_from: Mutex<Option<usize>>,
     arrived: Notify,
 }
 
@@ -103,17 +107,23 @@ impl TiktokApi {
             .push(event_id.to_owned());
     }
 
+    /// Keeps every request after the first `n` it has received unanswered, as a request still
+    /// on its way when the sender dies; `None` answers all again.
+    pub fn hold_from(&self, n: Option<usize>) {
+        *self.shared.hold_from.lock().unwrap() = n;
+    }
+
     #[must_use]
     pub fn received(&self) -> Vec<Request> {
         self.shared.received.lock().unwrap().clone()
     }
 
-    /// The events of every request it took (`code` 0), in order.
+    /// The events of every request it took (`code` 0) and answered so, in order.
     #[must_use]
     pub fn taken(&self) -> Vec<Value> {
         self.received()
             .iter()
-            .filter(|r| r.code == 0)
+            .filter(|r| r.code == 0 && r.answered)
             .flat_map(Request::events)
             .collect()
     }
@@ -246,14 +256,29 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or(Value::Null);
         buf.drain(..head_end + length);
         let (code, message) = judge(&shared, &method, &path, token.as_deref(), &body);
-        shared.received.lock().unwrap().push(Request {
-            method,
-            path,
-            access_token: token,
-            body,
-            code,
-        });
+        let unanswered = {
+            let mut received = shared.received.lock().unwrap();
+            let keep = shared
+                .hold_from
+                .lock()
+                .unwrap()
+                .is_some_and(|n| received.len() >= n);
+            received.push(Request {
+                method,
+                path,
+                access_token: token,
+                body,
+                code,
+                answered: !keep,
+            });
+            keep
+        };
         shared.arrived.notify_waiters();
+        if unanswered {
+            // Until the sender hangs up.
+            let _ = stream.read(&mut [0u8; 1]).await;
+            return;
+        }
         let answer =
             json!({"code": code, "message": message, "request_id": "stand-in", "data": {}})
                 .to_string();
