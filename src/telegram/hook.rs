@@ -107,6 +107,27 @@ pub async fn run(shared: Arc<Shared>, space: u32, name: String, api: BotApi) {
     std::future::pending::<()>().await;
 }
 
+/// The token of `space`'s bot was removed or replaced: its webhook is deleted, so that the bot
+/// does not keep sending its updates to an address that now answers `404` and can be read by
+/// `getUpdates` elsewhere (the updates Telegram holds are kept for that reader). One try in the
+/// background; a failure (a token Telegram revoked) is logged.
+pub(super) fn forget(shared: &Shared, space: u32, token: &str) {
+    let api = match shared.api(token) {
+        Ok(api) => api,
+        Err(e) => {
+            tracing::warn!(space, error = %e, "a client of the Bot API");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        let params = json!({"drop_pending_updates": false});
+        match api.call("deleteWebhook", &params, Duration::ZERO).await {
+            Ok(_) => tracing::info!(space, "Telegram webhook deleted: the bot token was removed"),
+            Err(e) => tracing::warn!(space, error = %e, "deleting the webhook of a removed bot"),
+        }
+    });
+}
+
 /// Checks the `X-Telegram-Bot-Api-Secret-Token` of a request to the webhook, before anything
 /// else is read: `401` when it is missing or not this process's secret.
 ///

@@ -235,6 +235,10 @@ pub async fn run(shared: Shared) {
             if !keep {
                 task.abort();
                 shared.status.forget_bot(*space);
+                // Unless another space now has the same bot, whose webhook this would undo.
+                if webhook && !bots.values().any(|(t, _, _)| t == token) {
+                    hook::forget(&shared, *space, token);
+                }
             }
             keep
         });

@@ -240,6 +240,24 @@ async fn back_to_polling_the_webhook_is_deleted_first() {
     api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
 }
 
+/// A bot token removed from its space: its webhook is deleted (the updates Telegram holds
+/// kept), so the bot stops sending to an address that now answers `404`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_bot_token_has_its_webhook_deleted() {
+    let api = BotApi::start().await;
+    let s = hooked(&api, 1 << 20).await;
+    let before = api.log().iter().filter(|m| *m == "deleteWebhook").count();
+    let r = patch_space(&s, &json!({"telegram_bot_token": ""})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    api.wait_until(WAIT, |a| a.webhook().is_none()).await;
+    assert_eq!(
+        api.log().iter().filter(|m| *m == "deleteWebhook").count(),
+        before + 1
+    );
+    let r = post_update(&s, &s.a.name, None, "{}").await;
+    assert_eq!(r.status, 401, "{}", r.text());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_secret_is_never_logged_and_an_http_public_url_is_refused_at_start() {
     let api = BotApi::start().await;
