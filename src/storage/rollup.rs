@@ -481,15 +481,15 @@ mod tests {
             click(Some(""), Some("l1"), None),
             click(None, None, None),
             // The same fields split differently must not share a fold entry.
-            click(Some("1:a"), Some(""), None),
-            click(Some("1"), Some("a"), None),
+            click(Some("ab"), Some(""), None),
+            click(Some("a"), Some("b"), None),
             None,
         ];
         let quarter_ms = 15 * 60_000;
         let mut folded = Rollup::default();
         let mut alone = BTreeMap::<RowKey, Counts>::new();
         for i in 0..200_u64 {
-            let space = 1 + u32::try_from(i % 2).unwrap();
+            let space = 1 + u32::try_from(i / 8 % 2).unwrap();
             let c = clicks[(i % 8) as usize].as_ref();
             let at_ms = 1_700_000_000_000 + (i % 3) * quarter_ms + i;
             let kind = [EventKind::Contact, EventKind::Deposit][(i % 2) as usize];
