@@ -6,7 +6,7 @@
 //! [`Rollup`], so the two cannot disagree. A batch of events of one campaign touches its few
 //! rows once, not once per event.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
@@ -69,10 +69,69 @@ pub fn day_of(quarter: u32) -> u32 {
     quarter / QUARTERS_PER_DAY
 }
 
-/// Counts added since the last write, by row.
+/// Counts added since the last write: first folded by the groups they fall in, then spread
+/// over their rows.
+///
+/// Why two steps: one event counts in up to 24 rows (each of its up to eight groups by quarter,
+/// day and block), and most events of a batch fall in the same few groups (one campaign's
+/// link, ad and ad set, in the current quarter). So an event adds its counts to one fold entry
+/// (its space, quarter and the click fields its groups come from), and each fold entry is
+/// spread over its rows once, when the rows are written (or [`count_all`] ends). The sums are
+/// the same either way: counts only add up.
 #[derive(Debug, Default)]
 pub struct Rollup {
+    /// Counts by the fold key [`fold_key`] writes, not yet spread over rows.
+    folded: HashMap<String, Folded>,
+    /// The fold key of the latest count, kept to make the next one without an allocation.
+    key: String,
     rows: BTreeMap<RowKey, Counts>,
+}
+
+/// Counts of one space and quarter whose click fields give the same groups.
+#[derive(Debug)]
+struct Folded {
+    space: u32,
+    quarter: u32,
+    /// The click's campaign and link ("" for none), and its query if it names a `utm_`
+    /// parameter (the ad and the ad set come from it).
+    campaign: String,
+    link: String,
+    query: Option<String>,
+    counts: Counts,
+}
+
+/// The click fields the groups of a count come from: its campaign and link (`""` for none, as
+/// a group has it) and its query, if it names a `utm_` parameter (the ad and the ad set).
+fn group_fields(click: Option<&ClickRecord>) -> (&str, &str, Option<&str>) {
+    fn field(f: Option<&Option<String>>) -> &str {
+        f.and_then(Option::as_deref).unwrap_or("")
+    }
+    (
+        field(click.map(|c| &c.campaign_name)),
+        field(click.map(|c| &c.link_slug)),
+        click
+            .and_then(|c| c.raw_query.as_deref())
+            .filter(|q| q.contains("utm_")),
+    )
+}
+
+/// Writes into `key` what tells one fold entry from another: the space, the quarter, and the
+/// group fields, each but the last after its length, so no two differ only in where one ends.
+fn fold_key(key: &mut String, space: u32, quarter: u32, fields: (&str, &str, Option<&str>)) {
+    use std::fmt::Write as _;
+    let (campaign, link, query) = fields;
+    key.clear();
+    // Writing to a `String` cannot fail.
+    let _ = write!(
+        key,
+        "{space}/{quarter}/{}:{campaign}{}:{link}",
+        campaign.len(),
+        link.len()
+    );
+    if let Some(q) = query {
+        key.push('?');
+        key.push_str(q);
+    }
 }
 
 impl Rollup {
@@ -102,62 +161,94 @@ impl Rollup {
         self.add(space, click, occurred_at_ms, counts);
     }
 
+    /// Adds `counts` to its fold entry.
     fn add(&mut self, space: u32, click: Option<&ClickRecord>, at_ms: u64, counts: &Counts) {
         let quarter = quarter_of(at_ms);
-        let group =
-            |g: Option<&Option<String>>| g.and_then(Option::as_deref).unwrap_or("").to_owned();
-        // The ad and the ad set, from the click's query (which keeps `utm_content` and
-        // `utm_term`; only `fbclid` and `utm_campaign` go to fields of their own).
-        let query = click
-            .and_then(|c| c.raw_query.as_deref())
-            .filter(|q| q.contains("utm_"))
-            .map(Query::parse);
-        let utm = |name: &str| {
-            query
-                .as_ref()
-                .and_then(|q| q.get(name))
-                .unwrap_or("")
-                .to_owned()
-        };
-        let campaign = group(click.map(|c| &c.campaign_name));
-        // At most 8 groups: one allocation.
-        let mut rows = Vec::with_capacity(8);
-        rows.push((Dimension::Day.code(), String::new()));
-        for (dimension, sub) in [
-            (Dimension::Link, group(click.map(|c| &c.link_slug))),
-            (Dimension::Ad, utm("utm_content")),
-            (Dimension::AdSet, utm("utm_term")),
-        ] {
-            // A campaign's drill-down row; its days are its own campaign rows, read by day, and
-            // the group without a campaign has none.
-            if let (Some(code), false) = (dimension.in_campaign_code(), campaign.is_empty()) {
-                rows.push((code, in_campaign(&campaign, &sub)));
-            }
-            rows.push((dimension.code(), sub));
-        }
-        rows.push((Dimension::Campaign.code(), campaign));
-        for (code, group) in rows {
-            for key in [
-                (
+        let fields = group_fields(click);
+        fold_key(&mut self.key, space, quarter, fields);
+        let added = if let Some(folded) = self.folded.get_mut(self.key.as_str()) {
+            folded.counts.add(counts)
+        } else {
+            let (campaign, link, query) = fields;
+            self.folded.insert(
+                self.key.clone(),
+                Folded {
                     space,
-                    code | BLOCK_ROWS,
-                    group.clone(),
-                    day_of(quarter) / BLOCK_DAYS,
-                ),
-                (space, code | DAY_ROWS, group.clone(), day_of(quarter)),
-                (space, code, group, quarter),
+                    quarter,
+                    campaign: campaign.to_owned(),
+                    link: link.to_owned(),
+                    query: query.map(str::to_owned),
+                    counts: counts.clone(),
+                },
+            );
+            Ok(())
+        };
+        if let Err(e) = added {
+            tracing::error!(error = %e, space, "stats rollup");
+        }
+    }
+
+    /// Spreads every fold entry over the rows it counts in.
+    fn spread(&mut self) {
+        for (_, f) in self.folded.drain() {
+            let query = f.query.as_deref().map(Query::parse);
+            let utm = |name: &str| {
+                query
+                    .as_ref()
+                    .and_then(|q| q.get(name))
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            let campaign = f.campaign;
+            // At most 8 groups: one allocation.
+            let mut groups = Vec::with_capacity(8);
+            groups.push((Dimension::Day.code(), String::new()));
+            for (dimension, sub) in [
+                (Dimension::Link, f.link),
+                (Dimension::Ad, utm("utm_content")),
+                (Dimension::AdSet, utm("utm_term")),
             ] {
-                if let Err(e) = self.rows.entry(key).or_default().add(counts) {
-                    tracing::error!(error = %e, space, "stats rollup");
+                // A campaign's drill-down row; its days are its own campaign rows, read by day,
+                // and the group without a campaign has none.
+                if let (Some(code), false) = (dimension.in_campaign_code(), campaign.is_empty()) {
+                    groups.push((code, in_campaign(&campaign, &sub)));
+                }
+                groups.push((dimension.code(), sub));
+            }
+            groups.push((Dimension::Campaign.code(), campaign));
+            let (space, quarter) = (f.space, f.quarter);
+            for (code, group) in groups {
+                for key in [
+                    (
+                        space,
+                        code | BLOCK_ROWS,
+                        group.clone(),
+                        day_of(quarter) / BLOCK_DAYS,
+                    ),
+                    (space, code | DAY_ROWS, group.clone(), day_of(quarter)),
+                    (space, code, group, quarter),
+                ] {
+                    if let Err(e) = self.rows.entry(key).or_default().add(&f.counts) {
+                        tracing::error!(error = %e, space, "stats rollup");
+                    }
                 }
             }
         }
     }
 
-    /// The rows counted so far.
+    /// The rows counted so far, once spread: a rollup from [`count_all`] is spread whole.
     #[must_use]
     pub fn rows(&self) -> &BTreeMap<RowKey, Counts> {
+        debug_assert!(
+            self.folded.is_empty(),
+            "rows read before the folds were spread"
+        );
         &self.rows
+    }
+
+    /// How many fold entries and rows are held: what a rebuild bounds.
+    fn held(&self) -> usize {
+        self.folded.len() + self.rows.len()
     }
 
     /// Adds every row's counts to the table and empties the rollup.
@@ -165,6 +256,7 @@ impl Rollup {
         &mut self,
         table: &mut Table<'_, (u32, u8, &'static str, u32), &'static [u8]>,
     ) -> Result<(), StoreError> {
+        self.spread();
         for ((space, dimension, group, hour), counts) in std::mem::take(&mut self.rows) {
             let key = (space, dimension, group.as_str(), hour);
             let stored = match table.get(key)? {
@@ -259,7 +351,7 @@ pub fn rebuild(
 ) -> Result<(), StoreError> {
     stats.retain(|_, _| false)?;
     let mut rest = count(clicks, inbox, damaged, |rollup| {
-        if rollup.rows.len() >= max_rows {
+        if rollup.held() >= max_rows {
             rollup.write(stats)?;
         }
         Ok(())
@@ -327,6 +419,7 @@ fn count(
         }
         after_each(&mut rollup)?;
     }
+    rollup.spread();
     Ok(rollup)
 }
 
@@ -361,6 +454,68 @@ mod tests {
         assert!(in_campaign("ab", "").starts_with(&in_campaign_prefix("ab")));
         assert!(!in_campaign("abc", "").starts_with(&in_campaign_prefix("ab")));
         assert!(!in_campaign("a", "\0x").starts_with(&in_campaign_prefix("a\0")));
+    }
+
+    /// Folding counts by their groups before spreading them over rows counts what spreading
+    /// each alone does: events of one click and quarter add up in one fold entry, and clicks
+    /// whose fields differ (a campaign, a link, a `utm_` query, none, an empty name) or other
+    /// quarters and spaces keep entries of their own.
+    #[test]
+    fn folded_counts_equal_each_count_spread_alone() {
+        let click = |campaign: Option<&str>, link: Option<&str>, query: Option<&str>| {
+            Some(ClickRecord {
+                campaign_name: campaign.map(str::to_owned),
+                link_slug: link.map(str::to_owned),
+                raw_query: query.map(str::to_owned),
+                ..ClickRecord::default()
+            })
+        };
+        let clicks = [
+            click(
+                Some("spring"),
+                Some("l1"),
+                Some("utm_content=ad1&utm_term=s1"),
+            ),
+            click(Some("spring"), Some("l1"), Some("utm_content=ad2")),
+            click(Some("spring"), Some("l2"), Some("ref=x")),
+            click(Some(""), Some("l1"), None),
+            click(None, None, None),
+            // The same fields split differently must not share a fold entry.
+            click(Some("ab"), Some(""), None),
+            click(Some("a"), Some("b"), None),
+            None,
+        ];
+        let quarter_ms = 15 * 60_000;
+        let mut folded = Rollup::default();
+        let mut alone = BTreeMap::<RowKey, Counts>::new();
+        for i in 0..200_u64 {
+            let space = 1 + u32::try_from(i / 8 % 2).unwrap();
+            let c = clicks[(i % 8) as usize].as_ref();
+            let at_ms = 1_700_000_000_000 + (i % 3) * quarter_ms + i;
+            let kind = [EventKind::Contact, EventKind::Deposit][(i % 2) as usize];
+            let value = Decimal::parse(&format!("{}.25", i % 7)).unwrap();
+            let currency = ["USD", "EUR"][(i % 4 / 2) as usize];
+            let counts = Counts::event(kind, Some(value), currency, i % 5 == 0);
+            folded.event(space, c, at_ms, &counts);
+            let mut one = Rollup::default();
+            one.event(space, c, at_ms, &counts);
+            if i % 10 == 0 {
+                folded.click(space, c.unwrap_or(&ClickRecord::default()));
+                one.click(space, c.unwrap_or(&ClickRecord::default()));
+            }
+            one.spread();
+            for (key, counts) in one.rows {
+                alone.entry(key).or_default().add(&counts).unwrap();
+            }
+        }
+        folded.spread();
+        assert_eq!(folded.rows(), &alone);
+        let day_rows = alone
+            .iter()
+            .filter(|((_, code, _, _), _)| *code == Dimension::Day.code() | DAY_ROWS)
+            .map(|(_, c)| c.events.iter().sum::<u64>())
+            .sum::<u64>();
+        assert_eq!(day_rows, 200, "each event once in its day row");
     }
 
     /// A rebuild that writes out every row as soon as it is counted holds what one that keeps

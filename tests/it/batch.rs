@@ -274,3 +274,49 @@ async fn acknowledged_batches_survive_a_sigkill_under_load() {
     );
     stop_cleanly(process);
 }
+
+/// The writer adds a batch's counts up by the groups they fall in before it spreads them over
+/// the stats rows: two deposits of one batch on one click and quarter count twice, and a third
+/// on a click of another campaign counts in that campaign alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_one_batch_on_one_click_each_count_in_the_stats() {
+    let s = TestServer::start().await;
+    let spring = s
+        .click(&s.a, r#"{"campaign_name":"spring","link_slug":"l1"}"#)
+        .await;
+    let autumn = s.click(&s.a, r#"{"campaign_name":"autumn"}"#).await;
+    let events = [
+        json!({"event": "deposit", "uid": spring, "eid": "d-1", "value": "12.50", "occurred_at_ms": NOW_MS}),
+        json!({"event": "deposit", "uid": spring, "eid": "d-2", "value": "0.75", "occurred_at_ms": NOW_MS + 1}),
+        json!({"event": "deposit", "uid": autumn, "eid": "d-3", "value": "3", "occurred_at_ms": NOW_MS}),
+    ];
+    let got = results(&post_batch(&s, &events).await);
+    assert!(got.iter().all(|r| r["status"] == "queued"), "{got:?}");
+    let r = s.read_as(&s.a, "/stats?by=campaign_name").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answer = r.json();
+    let group = |name: &str| {
+        answer["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["group"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {answer}"))
+            .clone()
+    };
+    let (spring, autumn) = (group("spring"), group("autumn"));
+    assert_eq!(spring["events"]["deposit"], 2, "{spring}");
+    assert_eq!(spring["deposits"], json!({"USD": "13.25"}), "{spring}");
+    assert_eq!(spring["clicks"], 1, "{spring}");
+    assert_eq!(autumn["events"]["deposit"], 1, "{autumn}");
+    assert_eq!(autumn["deposits"], json!({"USD": "3"}), "{autumn}");
+    let link = s.read_as(&s.a, "/stats?by=link_slug").await.json();
+    let l1 = link["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == "l1")
+        .unwrap_or_else(|| panic!("no l1 in {link}"))
+        .clone();
+    assert_eq!(l1["events"]["deposit"], 2, "{l1}");
+}
