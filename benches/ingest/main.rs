@@ -37,6 +37,7 @@ mod outbound;
 mod reads;
 mod scenario;
 mod server;
+mod stand_in;
 mod wrk;
 
 use std::fmt::Write as _;
