@@ -193,6 +193,24 @@ fn counts_when(
     }
 }
 
+/// B's settings: the schedule and `[backup_s3]` at `moto`, the secret key in a file of mode
+/// 0600 written into `dir`.
+fn settings(moto: &Moto, dir: &Path) -> Result<String, String> {
+    let secret_file = dir.join("s3-secret");
+    std::fs::write(&secret_file, SECRET_KEY)
+        .and_then(|()| {
+            std::fs::set_permissions(&secret_file, std::fs::Permissions::from_mode(0o600))
+        })
+        .map_err(|e| format!("writing {}: {e}", secret_file.display()))?;
+    Ok(format!(
+        "backup_every = \"1m\"\nbackup_keep = {KEEP}\n[backup_s3]\nendpoint = \"http://{}\"\n\
+         region = \"us-east-1\"\nbucket = \"{BUCKET}\"\nprefix = \"{PREFIX}\"\n\
+         access_key_id = \"bench\"\nsecret_access_key_file = \"{}\"\n",
+        moto.addr,
+        secret_file.display()
+    ))
+}
+
 /// Runs the row and prints it; answers what failed.
 pub fn run(args: &Args, wrk_path: Option<&str>) -> Result<Vec<String>, String> {
     let conns = args.conns.first().copied().unwrap_or(64);
@@ -202,19 +220,7 @@ pub fn run(args: &Args, wrk_path: Option<&str>) -> Result<Vec<String>, String> {
         .prefix("tracker-bench-s3-")
         .tempdir()
         .map_err(|e| format!("a temporary directory: {e}"))?;
-    let secret_file = secrets.path().join("s3-secret");
-    std::fs::write(&secret_file, SECRET_KEY)
-        .and_then(|()| {
-            std::fs::set_permissions(&secret_file, std::fs::Permissions::from_mode(0o600))
-        })
-        .map_err(|e| format!("writing {}: {e}", secret_file.display()))?;
-    let backups = format!(
-        "backup_every = \"1m\"\nbackup_keep = {KEEP}\n[backup_s3]\nendpoint = \"http://{}\"\n\
-         region = \"us-east-1\"\nbucket = \"{BUCKET}\"\nprefix = \"{PREFIX}\"\n\
-         access_key_id = \"bench\"\nsecret_access_key_file = \"{}\"\n",
-        moto.addr,
-        secret_file.display()
-    );
+    let backups = settings(&moto, secrets.path())?;
     println!(
         "\nunique_backup: unique at {conns} connections for {} s on each of three new servers \
          (/metrics on): A plain; B with backup_every = \"1m\", backup_keep = {KEEP} and \
@@ -232,7 +238,13 @@ pub fn run(args: &Args, wrk_path: Option<&str>) -> Result<Vec<String>, String> {
         ("A': unique", false),
     ] {
         let extra = if with_backups { backups.as_str() } else { "" };
-        let mut bench = Bench::start_with(args, true, extra)?;
+        // Set up for the unique row alone: no other case's spaces, stand-ins or bindings.
+        let unique_only = Args {
+            cases: vec![Case::Unique],
+            joins: false,
+            ..args.clone()
+        };
+        let mut bench = Bench::start_with(&unique_only, true, extra)?;
         let metrics = bench
             .server
             .metrics
