@@ -7,7 +7,10 @@
 //! `pgbench` sends, over as many connections as the tracker's row and two threads, a bare
 //! `INSERT ... ON CONFLICT DO NOTHING` of an event with a random external id into a table with
 //! a unique key: what the tracker does for an event with an `eid`, without HTTP, JSON,
-//! validation, attribution or the rollup. The cluster is stopped and removed afterwards.
+//! validation, attribution or the rollup. With the `batch` row, also `pg_batch`: the same
+//! insert of 100 rows a transaction (one `INSERT ... SELECT` of 100 new events, `ON CONFLICT
+//! DO NOTHING` on the same key) at the batch row's 16 connections, the rows a second to compare
+//! with the batch row's events a second. The cluster is stopped and removed afterwards.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,29 +38,62 @@ VALUES (1, 'e-' || :client_id || '-' || :n, 'deposit', 12.50, 'USD') \
 ON CONFLICT (space, eid) DO NOTHING;
 ";
 
+/// `pg_batch`'s transaction: [`BATCH_ROWS`] new events in one statement.
+const BATCH: &str = "\\set n random(1, 1000000000000000)
+INSERT INTO events (space, eid, event, value, currency) \
+SELECT 1, 'b-' || :client_id || '-' || :n || '-' || i, 'deposit', 12.50, 'USD' \
+FROM generate_series(1, 100) AS i \
+ON CONFLICT (space, eid) DO NOTHING;
+";
+
+/// Rows in each of `pg_batch`'s transactions, as the batch row sends events in each request.
+pub const BATCH_ROWS: u64 = 100;
+
 const PORT: &str = "5499";
 
 /// What `--anchor` measured.
 pub struct Anchor {
     pub version: String,
-    pub tps: f64,
+    /// The bare insert, transactions a second, and its connections.
+    pub tps: Option<(f64, usize)>,
+    /// `pg_batch`: transactions of [`BATCH_ROWS`] rows a second, and its connections.
+    pub batch_tps: Option<(f64, usize)>,
 }
 
-/// Runs pgbench against a throwaway cluster for `duration` over `conns` connections.
-pub fn measure(conns: usize, duration: Duration) -> Result<Anchor, String> {
+/// Runs pgbench against a throwaway cluster for `duration`: the bare insert over `bare`
+/// connections, then `pg_batch` over `batch`, each if asked.
+pub fn measure(
+    bare: Option<usize>,
+    batch: Option<usize>,
+    duration: Duration,
+) -> Result<Anchor, String> {
     let bin = find_or_install()?;
     let dir = tempfile::Builder::new()
         .prefix("tracker-anchor-")
         .tempdir()
         .map_err(|e| format!("anchor: a temporary directory: {e}"))?;
     let cluster = Cluster::start(&bin, dir.path())?;
-    let result = cluster.pgbench(conns, duration);
+    let result = (|| {
+        let tps = match bare {
+            Some(conns) => Some((cluster.pgbench("insert.sql", conns, duration)?, conns)),
+            None => None,
+        };
+        let batch_tps = match batch {
+            Some(conns) => Some((cluster.pgbench("batch.sql", conns, duration)?, conns)),
+            None => None,
+        };
+        Ok::<_, String>((tps, batch_tps))
+    })();
     cluster.stop();
-    let tps = result?;
+    let (tps, batch_tps) = result?;
     let version = run_as(cluster.user.as_ref(), &bin.join("postgres"), &["--version"])
         .map(|v| v.trim().to_owned())
         .unwrap_or_default();
-    Ok(Anchor { version, tps })
+    Ok(Anchor {
+        version,
+        tps,
+        batch_tps,
+    })
 }
 
 /// The directory of `PostgreSQL`'s programs, installing Debian's package if it is missing.
@@ -130,7 +166,8 @@ impl Cluster {
         )?;
         let setup = dir.join("setup.sql");
         let insert = dir.join("insert.sql");
-        for (path, text) in [(&setup, SETUP), (&insert, INSERT)] {
+        let batch = dir.join("batch.sql");
+        for (path, text) in [(&setup, SETUP), (&insert, INSERT), (&batch, BATCH)] {
             std::fs::write(path, text).map_err(|e| format!("anchor: {}: {e}", path.display()))?;
         }
         if let Some(user) = &cluster.user {
@@ -138,6 +175,7 @@ impl Cluster {
                 .arg(user)
                 .arg(&setup)
                 .arg(&insert)
+                .arg(&batch)
                 .status();
         }
         let socket = cluster.socket.display().to_string();
@@ -151,10 +189,10 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// Transactions a second over `duration`, without the initial connection time.
-    fn pgbench(&self, conns: usize, duration: Duration) -> Result<f64, String> {
+    /// Transactions of `script` a second over `duration`, without the initial connection time.
+    fn pgbench(&self, script: &str, conns: usize, duration: Duration) -> Result<f64, String> {
         let socket = self.socket.display().to_string();
-        let script = self.socket.join("insert.sql").display().to_string();
+        let script = self.socket.join(script).display().to_string();
         let (clients, seconds) = (conns.to_string(), duration.as_secs().max(1).to_string());
         let out = self.run(
             "pgbench",

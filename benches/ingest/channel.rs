@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -111,37 +111,15 @@ impl BotApi {
             return;
         };
         let mut read = BufReader::new(stream);
-        loop {
-            let mut first = String::new();
-            match read.read_line(&mut first) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                match read.read_line(&mut line) {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) if line == "\r\n" => break,
-                    Ok(_) => {
-                        if let Some((name, value)) = line.split_once(':') {
-                            if name.eq_ignore_ascii_case("content-length") {
-                                length = value.trim().parse().unwrap_or(0);
-                            }
-                        }
-                    }
-                }
-            }
-            let mut body = vec![0; length];
-            if read.read_exact(&mut body).is_err() {
-                return;
-            }
-            let method = first
+        while let Some(request) = crate::stand_in::read(&mut read) {
+            let method = request
+                .line
                 .split(' ')
                 .nth(1)
                 .and_then(|path| path.rsplit('/').next())
                 .unwrap_or_default()
                 .to_owned();
+            let body = request.body;
             let params: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             let answer = self.answer(&method, &params);
             let reply = format!(

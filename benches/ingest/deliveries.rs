@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -115,28 +115,11 @@ fn answer_each(stream: TcpStream, tally: Option<&Tally>) {
         return;
     };
     let mut read = BufReader::new(stream);
-    loop {
-        let (mut length, mut delivery) = (0, None);
-        loop {
-            let mut line = String::new();
-            match read.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) if line == "\r\n" => break,
-                Ok(_) => {
-                    if let Some((name, value)) = line.split_once(':') {
-                        if name.eq_ignore_ascii_case("content-length") {
-                            length = value.trim().parse().unwrap_or(0);
-                        } else if name.eq_ignore_ascii_case("webhook-id") {
-                            delivery = Some(value.trim().to_owned());
-                        }
-                    }
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        if read.read_exact(&mut body).is_err() {
-            return;
-        }
+    while let Some(request) = crate::stand_in::read(&mut read) {
+        let (delivery, body) = (
+            request.header("webhook-id").map(str::to_owned),
+            request.body,
+        );
         if let Some(tally) = tally {
             tally.count(delivery, &body);
         }

@@ -10,7 +10,7 @@ use clap::{ArgAction, Parser};
 use crate::outbound::OutRow;
 use crate::reads::ReadRow;
 use crate::scenario::Case;
-use crate::{Args, ClientChoice, MetricsChoice, Mode};
+use crate::{Args, ClientChoice, MetricsChoice, Mode, OwnRows};
 
 /// How fast the real tracker takes events, durably, on this machine.
 ///
@@ -45,8 +45,11 @@ pub struct Flags {
     /// Only these rows: ingest cases (each at every --conns), the rows of conversions out
     /// (`send_meta`, `send_webhook`, `dest_blackhole` and `dest_answering` at every --conns, `pending_1m` and
     /// `client_hints` at the first), and the read rows feed, stats, dashboard and export (beside
-    /// unique ingest at 64 connections, on a space of --feed-events), and `joins` (Telegram
-    /// joins read and committed, after the ingest rows). All of them when not given.
+    /// unique ingest at 64 connections, on a space of --feed-events), `joins` (Telegram
+    /// joins read and committed, after the ingest rows), `unique_backup` (unique at the first
+    /// --conns with scheduled backups uploaded to S3 beside it, on servers of its own; at least
+    /// 150 s a row, three rows) and `import` (`tracker import` of --import-events). All of
+    /// them when not given.
     #[arg(
         long,
         value_name = "ROW,..",
@@ -72,19 +75,24 @@ pub struct Flags {
     #[arg(long, value_name = "N")]
     pending: Option<u64>,
 
+    /// Events in the `import` row's NDJSON file [default: 1000000, and 10000 with --smoke].
+    #[arg(long, value_name = "N")]
+    import_events: Option<u64>,
+
     /// With --soak: the fewest seconds it runs.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     soak_secs: u64,
 
     /// With --soak: the fewest events it stores [default: 1000000]; given without a mode flag, it
-    /// asks for --soak. The soak reports the rate, the pages read and the file's bytes per
-    /// stored event at each million.
+    /// asks for --soak. The soak reports each 10 s stretch against its first on the new file,
+    /// and the pages read and the file's bytes per stored event at each million.
     #[arg(long, value_name = "N")]
     soak_events: Option<u64>,
 
     /// Also measures `PostgreSQL`'s durable `INSERT ... ON CONFLICT` with pgbench at 64
-    /// connections, on a throwaway cluster in the same run (installed from Debian's packages
-    /// when missing and running as root), and prints the tracker's unique row against it.
+    /// connections (and with the batch row, `pg_batch`: 100 rows a transaction at 16), on a
+    /// throwaway cluster in the same run (installed from Debian's packages when missing and
+    /// running as root), and prints the tracker's unique and batch rows against them.
     #[arg(long)]
     anchor: bool,
 
@@ -124,8 +132,9 @@ struct ModeFlags {
     #[arg(long)]
     smoke: bool,
 
-    /// Unique events at 64 connections until --soak-events are stored and at least --soak-secs
-    /// have passed, printing the server's RSS every 10 s.
+    /// Unique events at 64 connections in 10 s stretches (wrk, or --client) until --soak-events
+    /// are stored and at least --soak-secs have passed, each stretch against the first on the
+    /// new file, with the server's RSS.
     #[arg(long)]
     soak: bool,
 
@@ -155,6 +164,10 @@ enum Row {
     Read(ReadRow),
     /// `joins` (`channel.rs`).
     Joins,
+    /// `unique_backup` (`backup_s3.rs`).
+    Backup,
+    /// `import` (`import.rs`).
+    Import,
 }
 
 /// Reads a row's name: those of the ingest cases, then of conversions out, then of the read
@@ -168,12 +181,14 @@ fn row_names() -> impl TypedValueParser<Value = Row> {
         Row::Out(out) => out.name(),
         Row::Read(read) => read.name(),
         Row::Joins => "joins",
+        Row::Backup => "unique_backup",
+        Row::Import => "import",
     };
     let rows: Vec<Row> = cases
         .into_iter()
         .chain(outs)
         .chain(reads)
-        .chain([Row::Joins])
+        .chain([Row::Joins, Row::Backup, Row::Import])
         .collect();
     PossibleValuesParser::new(rows.iter().map(name).collect::<Vec<_>>()).map(move |chosen| {
         *rows
@@ -191,21 +206,23 @@ impl Flags {
     }
 
     fn into_args(self) -> Args {
-        let (cases, outs, reads, joins) = match self.only {
+        let (cases, outs, reads, [joins, backup_row, import_row]) = match self.only {
             None => (
                 Case::ALL.to_vec(),
                 OutRow::ALL.to_vec(),
                 ReadRow::ALL.to_vec(),
-                true,
+                [true; 3],
             ),
             Some(rows) => {
-                let mut chosen = (Vec::new(), Vec::new(), Vec::new(), false);
+                let mut chosen = (Vec::new(), Vec::new(), Vec::new(), [false; 3]);
                 for row in rows {
                     match row {
                         Row::Ingest(case) => chosen.0.push(case),
                         Row::Out(out) => chosen.1.push(out),
                         Row::Read(read) => chosen.2.push(read),
-                        Row::Joins => chosen.3 = true,
+                        Row::Joins => chosen.3[0] = true,
+                        Row::Backup => chosen.3[1] = true,
+                        Row::Import => chosen.3[2] = true,
                     }
                 }
                 chosen
@@ -235,6 +252,11 @@ impl Flags {
             rounds: self.rounds.max(1),
             rate_limit: self.rate_limit,
             joins,
+            own: OwnRows {
+                backup: backup_row,
+                import: import_row,
+                import_events: self.import_events,
+            },
         }
     }
 }

@@ -12,8 +12,12 @@
 //!   `N` no row reaches, what the token bucket costs on the hot path (BENCHMARKS.md).
 //! - `--smoke`: a few hundred requests per row with the in-repo client, every count checked;
 //!   exits non-zero on any failure. Cheap enough for CI.
-//! - `--soak`: unique events at 64 connections until 1 million are stored and at least
-//!   `--soak-secs` (default 300) have passed, printing the server's RSS every 10 s.
+//! - `--soak`: unique events at 64 connections in 10 s stretches (wrk unless `--client
+//!   builtin`) until 1 million are stored and at least `--soak-secs` (default 300) have passed,
+//!   each stretch against the first on the new file, with the server's RSS.
+//! - Rows on servers of their own, after the table: `unique_backup` (`backup_s3.rs`: unique
+//!   while scheduled backups go to S3, against plain unique before and after) and `import`
+//!   (`import.rs`: `tracker import` of 1 M events into a new data file, then again).
 //! - `--metrics on|off|both`: the server with `/metrics` counting every request, or not
 //!   (default off); `both` runs two servers side by side and measures the chosen ingest rows on
 //!   each, alternating, `--rounds N` times (default 3): the cost of counting, in one run.
@@ -24,6 +28,7 @@
 //! See BENCHMARKS.md for the results on the project's machine.
 
 mod anchor;
+mod backup_s3;
 mod channel;
 mod client;
 mod cpu;
@@ -33,10 +38,12 @@ mod flags;
 // The integration tests' HTTP/1.1 response reader: one reader for both clients.
 #[path = "../../tests/it/support/http1.rs"]
 mod http1;
+mod import;
 mod outbound;
 mod reads;
 mod scenario;
 mod server;
+mod stand_in;
 mod wrk;
 
 use std::fmt::Write as _;
@@ -124,6 +131,43 @@ struct Args {
     rate_limit: Option<u64>,
     /// The `joins` row (`channel.rs`), after the ingest rows.
     joins: bool,
+    /// The rows on servers of their own, after the table.
+    own: OwnRows,
+}
+
+/// The rows that start servers of their own, after everything else.
+#[derive(Clone)]
+struct OwnRows {
+    /// `unique_backup` (`backup_s3.rs`).
+    backup: bool,
+    /// `import` (`import.rs`).
+    import: bool,
+    /// Events in the import row's file; default 1,000,000, and 10,000 with `--smoke`.
+    import_events: Option<u64>,
+}
+
+/// Runs the rows of `args.own` and answers what failed; under `--smoke` the import is small
+/// and `unique_backup` is skipped, saying why.
+fn own_rows(args: &Args, wrk_path: Option<&str>) -> Result<Vec<String>, String> {
+    let smoke = args.mode == Mode::Smoke;
+    let mut failures = Vec::new();
+    if args.own.backup {
+        if smoke {
+            println!(
+                "unique_backup: skipped under --smoke: it needs two scheduled backups during its \
+                 load, at least {} s (run it with --only unique_backup)",
+                backup_s3::MIN_LOAD.as_secs()
+            );
+        } else {
+            failures.append(&mut backup_s3::run(args, wrk_path)?);
+        }
+    }
+    if args.own.import {
+        let default = if smoke { 10_000 } else { 1_000_000 };
+        let events = args.own.import_events.unwrap_or(default);
+        failures.append(&mut import::run(events, args.keep)?);
+    }
+    Ok(failures)
 }
 
 fn main() -> ExitCode {
@@ -165,6 +209,12 @@ impl Bench {
 
     /// [`Bench::start`], with a server that counts for `/metrics` or not.
     fn start_counting(args: &Args, metrics: bool) -> Result<Bench, String> {
+        Bench::start_with(args, metrics, "")
+    }
+
+    /// [`Bench::start_counting`], with `extra` (TOML) after every other setting: a table such
+    /// as `[backup_s3]` goes there.
+    fn start_with(args: &Args, metrics: bool, extra: &str) -> Result<Bench, String> {
         let dir = tempfile::Builder::new()
             .prefix("tracker-bench-")
             .tempdir()
@@ -197,6 +247,7 @@ impl Bench {
         if channels {
             settings.push_str(&channel::settings()?);
         }
+        settings.push_str(extra);
         let server = Server::start(dir.path(), args.log.as_deref(), &settings)?;
         let mut fixture = Fixture {
             secret: server.secret.clone(),
@@ -661,6 +712,17 @@ fn load_generator(args: &Args) -> Result<Option<String>, String> {
     })
 }
 
+/// `--anchor`: the bare insert beside the unique row (or alone when neither row runs),
+/// `pg_batch` beside the batch row at its 16 connections.
+fn measure_anchor(args: &Args) -> Result<Option<anchor::Anchor>, String> {
+    if !args.anchor {
+        return Ok(None);
+    }
+    let batch = args.cases.contains(&Case::Batch);
+    let bare = args.cases.contains(&Case::Unique) || !batch;
+    anchor::measure(bare.then_some(64), batch.then_some(16), args.duration).map(Some)
+}
+
 fn full(args: &Args) -> Result<(), String> {
     let wrk_path = load_generator(args)?;
     println!("machine: {}", machine());
@@ -704,11 +766,7 @@ fn full(args: &Args) -> Result<(), String> {
     };
     let mut outs = outbound::run(&mut bench, wrk_path.as_deref(), &args.outs, &out_plan)?;
     // Beside the ingest rows, on the same quiet machine: the server waits idle meanwhile.
-    let anchor = if args.anchor {
-        Some(anchor::measure(64, args.duration)?)
-    } else {
-        None
-    };
+    let anchor = measure_anchor(args)?;
     let plan = ReadPlan {
         events: args.feed_events.unwrap_or(1_000_000),
         duration: args.duration,
@@ -758,6 +816,8 @@ fn full(args: &Args) -> Result<(), String> {
     if let Err(e) = stored.verdict {
         failures.push(e);
     }
+    // The rows on servers of their own, once the table's server has stopped.
+    failures.append(&mut own_rows(args, wrk_path.as_deref())?);
     if failures.is_empty() {
         Ok(())
     } else {
@@ -1031,25 +1091,62 @@ fn report_click_ids(rows: &[Row], conns: usize) {
     }
 }
 
-/// The unique row at 64 connections against `PostgreSQL`'s insert in the same run.
+/// The unique row against `PostgreSQL`'s insert in the same run, and the batch row's events
+/// against `pg_batch`'s rows, each at the same connections.
 fn report_anchor(rows: &[Row], anchor: &anchor::Anchor) {
-    let unique = rows
-        .iter()
-        .find(|r| r.case == Some(Case::Unique) && r.conns == 64);
-    match unique {
-        Some(unique) => println!(
-            "durable unique / {} (pgbench, INSERT ... ON CONFLICT, 64 connections): {:.0} / \
-             {:.0} = {:.2}x",
-            anchor.version,
-            unique.rate,
-            anchor.tps,
-            unique.rate / anchor.tps.max(1e-9)
-        ),
-        None => println!(
-            "{}: {:.0} transactions/s (pgbench, INSERT ... ON CONFLICT, 64 connections); \
-             no unique row at 64 connections to compare",
-            anchor.version, anchor.tps
-        ),
+    let find = |case, conns| {
+        rows.iter()
+            .find(|r| r.case == Some(case) && r.conns == conns)
+    };
+    if let Some((tps, conns)) = anchor.tps {
+        match find(Case::Unique, conns) {
+            Some(unique) => println!(
+                "durable unique / {} (pgbench, INSERT ... ON CONFLICT, {conns} connections): \
+                 {:.0} / {tps:.0} = {:.2}x",
+                anchor.version,
+                unique.rate,
+                unique.rate / tps.max(1e-9)
+            ),
+            None => println!(
+                "{}: {tps:.0} transactions/s (pgbench, INSERT ... ON CONFLICT, {conns} \
+                 connections); no unique row at {conns} connections to compare",
+                anchor.version
+            ),
+        }
+    }
+    if let Some((tps, conns)) = anchor.batch_tps {
+        #[allow(clippy::cast_precision_loss)]
+        let (pg_rows, per) = (
+            tps * anchor::BATCH_ROWS as f64,
+            scenario::BATCH_EVENTS as f64,
+        );
+        match find(Case::Batch, conns) {
+            Some(batch) => {
+                let events = batch.rate * per;
+                println!(
+                    "{} / {} pg_batch (pgbench, {} rows a transaction, ON CONFLICT DO NOTHING, \
+                     {conns} connections): {events:.0} / {pg_rows:.0} rows/s ({tps:.0} \
+                     transactions/s) = {:.2}x (target >= 1x: {})",
+                    batch.label,
+                    anchor.version,
+                    anchor::BATCH_ROWS,
+                    events / pg_rows.max(1e-9),
+                    if batch.non_2xx > 0 {
+                        "NOT met: some answers were not 2xx"
+                    } else if events >= pg_rows {
+                        "met"
+                    } else {
+                        "NOT met"
+                    }
+                );
+            }
+            None => println!(
+                "{} pg_batch: {pg_rows:.0} rows/s ({tps:.0} transactions of {} rows, {conns} \
+                 connections); no batch row at {conns} connections to compare",
+                anchor.version,
+                anchor::BATCH_ROWS
+            ),
+        }
     }
 }
 
@@ -1562,6 +1659,7 @@ fn smoke(args: &Args) -> Result<(), String> {
     if let Err(e) = stored.verdict {
         failures.push(e);
     }
+    failures.append(&mut own_rows(args, None)?);
     if failures.is_empty() {
         println!("smoke: ok");
         Ok(())
@@ -1582,6 +1680,11 @@ fn channel_joins(bench: &mut Bench, args: &Args, n: u64) -> Result<Option<channe
     Ok(Some(joins))
 }
 
+/// `--soak`: unique events at 64 connections in stretches of 10 s on one server and one new
+/// data file, each a run of the load generator (wrk unless `--client builtin`), until
+/// `--soak-events` are stored and `--soak-secs` have passed. Each stretch is reported against
+/// the first on the new file (same server, same connections): the figure a user sees after
+/// months of data. After the run, the first stretch past each million, and the RSS.
 fn soak(args: &Args) -> Result<(), String> {
     const CONNS: usize = 64;
     const CHUNK: Duration = Duration::from_secs(10);
@@ -1590,6 +1693,7 @@ fn soak(args: &Args) -> Result<(), String> {
         metrics: MetricsChoice::On,
         ..args.clone()
     };
+    let wrk_path = load_generator(args)?;
     let mut bench = Bench::start(args)?;
     let metrics = bench
         .server
@@ -1597,20 +1701,27 @@ fn soak(args: &Args) -> Result<(), String> {
         .ok_or("the server did not print its metrics address")?;
     println!("machine: {}", machine());
     println!(
-        "soak: unique events over {CONNS} connections (in-repo client) until {} are stored and \
-         {} s have passed",
-        args.soak_events, args.soak_secs
+        "soak: unique events over {CONNS} connections ({}), {} s stretches, until {} are stored \
+         and {} s have passed; \"vs first\": each stretch's rate / the first stretch's, on the \
+         new file",
+        wrk_path
+            .as_deref()
+            .map_or("the in-repo client (2 threads)", |_| "wrk -t2"),
+        CHUNK.as_secs(),
+        args.soak_events,
+        args.soak_secs
     );
     println!(
-        "| {:>6} | {:>10} | {:>8} | {:>8} | {:>8} | {:>9} | {:>11} |",
-        "t s", "stored", "req/s", "p99 ms", "RSS MiB", "file MiB", "pages/event"
+        "| {:>6} | {:>10} | {:>8} | {:>9} | {:>8} | {:>8} | {:>9} | {:>11} |",
+        "t s", "stored", "req/s", "vs first", "p99 ms", "RSS MiB", "file MiB", "pages/event"
     );
     let started = Instant::now();
     // Four times the asked time, and room for the asked events at 2,000 a second at worst.
     let limit = Duration::from_secs((args.soak_secs.max(60) * 4).max(args.soak_events / 2_000));
     let mut samples: Vec<(u64, u64)> = Vec::new();
     let mut milestones: Vec<Milestone> = Vec::new();
-    let mut seq_base = 0u64;
+    let mut first: Option<f64> = None;
+    let mut last: Option<(u64, f64)> = None;
     let mut read_before = file_bytes_read(metrics)?;
     loop {
         let elapsed = started.elapsed();
@@ -1622,19 +1733,8 @@ fn soak(args: &Args) -> Result<(), String> {
             println!("soak: stopping at the time limit of {} s", limit.as_secs());
             break;
         }
-        // Each chunk numbers its requests afresh: a new tag keeps the eids unique.
-        let chunk = Template::of(Case::Unique, &bench.fixture, &format!("soak{seq_base}"));
-        seq_base += 1;
         let acked_before = bench.acked_events;
-        let o = bench.builtin(
-            chunk,
-            Case::Unique,
-            Load {
-                conns: CONNS,
-                duration: Some(CHUNK),
-                max_requests: None,
-            },
-        );
+        let row = measure_alone(&mut bench, wrk_path.as_deref(), Case::Unique, CONNS, CHUNK)?;
         let read = file_bytes_read(metrics)?;
         let events = bench.acked_events.saturating_sub(acked_before).max(1);
         #[allow(clippy::cast_precision_loss)]
@@ -1643,37 +1743,61 @@ fn soak(args: &Args) -> Result<(), String> {
         let rss = bench.server.rss().unwrap_or(0);
         let file = std::fs::metadata(&bench.server.data).map_or(0, |m| m.len());
         samples.push((bench.acked_events, rss));
+        let first_rate = *first.get_or_insert(row.rate);
+        last = Some((bench.acked_events, row.rate));
         let millions = bench.acked_events / 1_000_000;
         if milestones.is_empty() || millions > milestones.last().map_or(0, |m| m.millions) {
             milestones.push(Milestone {
                 millions,
                 stored: bench.acked_events,
-                rate: o.rate(),
+                rate: row.rate,
                 pages,
                 file,
             });
         }
         println!(
-            "| {:>6} | {:>10} | {:>8.0} | {:>8} | {:>8.1} | {:>9.1} | {:>11.3} |",
+            "| {:>6} | {:>10} | {:>8.0} | {:>8.2}x | {:>8} | {:>8.1} | {:>9.1} | {:>11.3} |",
             started.elapsed().as_secs(),
             bench.acked_events,
-            o.rate(),
-            ms(o.latency.quantile(0.99)),
+            row.rate,
+            row.rate / first_rate.max(1e-9),
+            ms(row.p99),
             mib(rss),
             mib(file),
             pages
         );
-        if o.non_2xx > 0 || o.errors > 0 {
-            println!("  ({} non-2xx, {} errors)", o.non_2xx, o.errors);
+        if row.non_2xx > 0 || row.errors > 0 {
+            println!("  ({} non-2xx, {} errors)", row.non_2xx, row.errors);
         }
     }
     let acked = bench.acked_events;
     let stored = bench.finish(args.keep)?;
     println!();
     report_milestones(&milestones);
+    if let (Some(first), Some(last)) = (first, last) {
+        report_last_stretch(first, last, CHUNK);
+    }
     report_soak_rss(&samples, args.soak_events.min(acked), args.soak_events);
     report_stored(&stored);
     stored.verdict
+}
+
+/// The soak's last stretch (`(stored, rate)` at its end) against its first, on the new file.
+fn report_last_stretch(first: f64, (at, rate): (u64, f64), chunk: Duration) {
+    let ratio = rate / first.max(1e-9);
+    println!(
+        "the last {} s stretch (ending at {at} stored) / the first on the new file, same server \
+         and connections: {rate:.0} / {first:.0} = {ratio:.2}x{}",
+        chunk.as_secs(),
+        if at >= 10_000_000 {
+            format!(
+                " (target >= 0.9x at 10 M stored: {})",
+                if ratio >= 0.9 { "met" } else { "NOT met" }
+            )
+        } else {
+            String::new()
+        }
+    );
 }
 
 /// RSS once `from` events were stored, and its range from then to the end.
@@ -1704,7 +1828,7 @@ fn report_soak_rss(samples: &[(u64, u64)], from: u64, soak_events: u64) {
     }
 }
 
-/// The first soak chunk after each million stored events (and the very first chunk: a new file).
+/// The first soak stretch after each million stored events (and the very first: a new file).
 struct Milestone {
     millions: u64,
     stored: u64,
@@ -1715,15 +1839,18 @@ struct Milestone {
     file: u64,
 }
 
-/// The soak's rate per million stored events, against the first chunk on a new file.
+/// The soak's rate per million stored events, against the first stretch on the new file.
 fn report_milestones(milestones: &[Milestone]) {
     let Some(first) = milestones.first() else {
         return;
     };
-    println!("per million stored events (the first 10 s chunk past each million):");
+    println!(
+        "per million stored events (the first 10 s stretch past each million; \"vs first\": \
+         against the first stretch on the new file, the row of 0 millions):"
+    );
     println!(
         "| {:>8} | {:>10} | {:>8} | {:>9} | {:>11} | {:>12} |",
-        "millions", "stored", "req/s", "vs new", "pages/event", "file B/event"
+        "millions", "stored", "req/s", "vs first", "pages/event", "file B/event"
     );
     for m in milestones {
         #[allow(clippy::cast_precision_loss)]
