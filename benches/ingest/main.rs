@@ -1056,9 +1056,10 @@ fn report_ingest(rows: &[Row], all_conns: &[usize]) {
     note_busy(rows);
 }
 
-/// The rows of `TikTok`'s and Google's click ids against Meta's `fbclid` at `conns`: the mean of
-/// every round of each row (`--conns 64,64,64` alternates the rows), as one round moves with
-/// the machine. Target: each within 0.95x of `fbclid`'s.
+/// The rows of `TikTok`'s and Google's click ids against Meta's `fbclid` at `conns`, and the
+/// channel link's against the bot link's: the mean of every round of each row (`--conns
+/// 64,64,64` alternates the rows), as one round moves with the machine. Targets: within 0.95x
+/// of `fbclid`'s, and at least 0.9x of the bot link's.
 fn report_click_ids(rows: &[Row], conns: usize) {
     let mean = |case| {
         let rates: Vec<f64> = rows
@@ -1074,6 +1075,18 @@ fn report_click_ids(rows: &[Row], conns: usize) {
             )
         })
     };
+    // A channel link's visit against the bot link's, the same way: the rows alternate, so the
+    // file each round writes into grows alike for both.
+    if let (Some((rate, rounds)), Some((link, _))) = (mean(Case::ChannelLink), mean(Case::Link)) {
+        let ratio = rate / link.max(1e-9);
+        println!(
+            "{} / {} at {conns} connections, mean of {rounds} round(s): {rate:.0} / {link:.0} = \
+             {ratio:.2}x (target >= 0.9x: {})",
+            Case::ChannelLink.label(),
+            Case::Link.label(),
+            if ratio >= 0.9 { "met" } else { "NOT met" }
+        );
+    }
     for case in [Case::LinkTtclid, Case::LinkGclid] {
         if let (Some((rate, rounds)), Some((fbclid, _))) = (mean(case), mean(Case::LinkFbclid)) {
             let ratio = rate / fbclid.max(1e-9);
