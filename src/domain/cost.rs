@@ -152,8 +152,12 @@ pub fn day_text(day: Day) -> String {
 /// The calendar date of a [`Day`].
 #[must_use]
 pub fn date_of(day: Day) -> jiff::civil::Date {
-    epoch()
-        .checked_add(jiff::Span::new().days(i64::from(day)))
+    // `Span::days` panics past its range (about 20,000 years), which a `from_ms` in the year
+    // 13600 reached (found by schemathesis): every day past the last date is that date.
+    jiff::Span::new()
+        .try_days(i64::from(day))
+        .ok()
+        .and_then(|span| epoch().checked_add(span).ok())
         .unwrap_or(jiff::civil::Date::MAX)
 }
 
@@ -614,6 +618,18 @@ mod tests {
                 Some("day"),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn a_day_past_the_last_date_is_the_last_date() {
+        let last = jiff::civil::date(9999, 12, 31);
+        let days = u32::try_from((last - epoch()).get_days()).unwrap();
+        assert_eq!(date_of(days), last);
+        assert_eq!(date_of(days - 1), jiff::civil::date(9999, 12, 30));
+        // Just past jiff's own range of a span's days, and the farthest day there is.
+        for far in [days + 1, 7_304_485, u32::MAX] {
+            assert_eq!(date_of(far), jiff::civil::Date::MAX, "{far}");
         }
     }
 

@@ -73,13 +73,14 @@ pub enum TelegramIdJson {
 }
 
 // Read by the field's own rule; this type only describes it in `/openapi.json`.
-/// An exact decimal: a JSON number or a string holding one, at most 28 significant digits; no
-/// NaN, infinity, `12,5` or hex. Stored exactly as written.
+/// An exact decimal: a JSON number or a string holding one, at most 28 significant digits,
+/// with an exponent of 1 to 4 digits allowed (`1.5E3`, as JSON encoders write large and small
+/// numbers); no NaN, infinity, `12,5` or hex. Stored exactly as written, an exponent applied.
 #[derive(JsonSchema)]
 #[schemars(untagged)]
 pub enum DecimalJson {
     Number(f64),
-    Text(#[schemars(pattern(r"^-?[0-9]+(\.[0-9]+)?$"))] String),
+    Text(#[schemars(pattern(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]{1,4})?$"))] String),
 }
 
 #[must_use]
