@@ -355,17 +355,20 @@ fn between(
         };
         let (low, high) = (a.min(a2), a.max(a2));
         let s = deliveries::states(addr, &fixture.secret)?;
-        let met = if row == OutRow::DestAnswering {
-            format!(
-                "target >= 0.9x of their mean: {}",
-                verdict(b >= 0.9 * f64::midpoint(a, a2))
-            )
+        // The issue's figures, each against the mean of the plain rows around it: 0.75x with
+        // both destinations answering (argued for on two cores shared with the load and the
+        // receiver), 0.95x with neither answering (the outbox's own cost). The figure to hold
+        // them to is the mean of three rounds (`--conns 64,64,64`).
+        let target = if row == OutRow::DestAnswering {
+            0.75
         } else {
-            format!(
-                "target within that noise: {}",
-                verdict(b >= low - (high - low))
-            )
+            0.95
         };
+        let met = format!(
+            "target >= {target}x of their mean: {}; within the plain rows' own noise: {}",
+            verdict(b >= target * f64::midpoint(a, a2)),
+            verdict(b >= low - (high - low))
+        );
         println!(
             "  {} at {conns} connections: unique into the space with {what} / plain unique \
              before and after: {b:.0} / {a:.0} and {a2:.0} = {:.2}x and {:.2}x, {:.2}x of their \
