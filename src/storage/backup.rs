@@ -45,6 +45,33 @@ pub fn backup(src: &ReadTransaction, dest: &Path) -> Result<BackupStats, StoreEr
     Ok(BackupStats { rows, bytes })
 }
 
+/// The nice value of a copy made beside the server's load: the lowest priority there is. A copy
+/// is seconds of inserting every row again; ingest on two cores is bound by its flushes, and the
+/// copy still gets the time they leave.
+const NICE: i32 = 19;
+
+/// [`backup`] of a running server's snapshot: on a thread of its own at [`NICE`] (a thread's
+/// priority cannot be raised again without privilege, so the reader thread that asked keeps
+/// its own and waits), so that a scheduled backup takes the CPU ingest leaves, not a share of
+/// ingest's.
+pub fn beside_the_load(src: &ReadTransaction, dest: &Path) -> Result<BackupStats, StoreError> {
+    std::thread::scope(|scope| {
+        let copy = std::thread::Builder::new()
+            .name("backup".into())
+            .spawn_scoped(scope, || {
+                if let Err(e) =
+                    rustix::process::setpriority_process(Some(rustix::thread::gettid()), NICE)
+                {
+                    tracing::warn!(error = %e, "the backup runs at the server's priority");
+                }
+                backup(src, dest)
+            })
+            .map_err(|e| StoreError::Redb(redb::Error::Io(e)))?;
+        copy.join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 fn write_copy(src: &ReadTransaction, dest: &Path) -> Result<u64, StoreError> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()

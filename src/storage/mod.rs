@@ -629,7 +629,7 @@ impl Store {
     /// A consistent copy of the data file at `dest`, from one snapshot.
     pub async fn backup(&self, dest: PathBuf) -> Result<backup::BackupStats, Error> {
         self.read(move |s| {
-            backup::backup(s.txn(), &dest).map_err(|e| {
+            backup::beside_the_load(s.txn(), &dest).map_err(|e| {
                 StoreError::Refused(Error::new(
                     crate::error::Code::Unavailable,
                     format!("backup to {} failed: {e}", dest.display()),
