@@ -216,16 +216,7 @@ fn timed(command: &Command) -> Result<Run, String> {
         .spawn()
         .map_err(|e| format!("running tracker import: {e}"))?;
     let pid = child.id();
-    let polled = (!time.exists()).then(|| {
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while let Some(kib) = crate::server::status_kib(pid, "VmHWM:") {
-                peak = kib;
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            peak
-        })
-    });
+    let polled = (!time.exists()).then(|| crate::server::poll_peak_rss(pid));
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
     let wall = started.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -554,16 +554,7 @@ pub fn export(
         .spawn()
         .map_err(|e| format!("running tracker export: {e}"))?;
     let pid = child.id();
-    let polled = (!time.exists()).then(|| {
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while let Some(kib) = crate::server::status_kib(pid, "VmHWM:") {
-                peak = kib;
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            peak
-        })
-    });
+    let polled = (!time.exists()).then(|| crate::server::poll_peak_rss(pid));
     let mut stdout = child.stdout.take().expect("stdout was piped");
     let mut stderr = child.stderr.take().expect("stderr was piped");
     let errors = std::thread::spawn(move || {

@@ -182,6 +182,20 @@ pub fn command(bin: &Path, config: &Path, data: &Path) -> Command {
     c
 }
 
+/// Reads process `pid`'s peak RSS (`VmHWM`, KiB) every 5 ms until it is gone, on a thread of its
+/// own: the last value read, for a command run where `/usr/bin/time` is not there to report
+/// its `ru_maxrss`.
+pub fn poll_peak_rss(pid: u32) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut peak = 0;
+        while let Some(kib) = status_kib(pid, "VmHWM:") {
+            peak = kib;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        peak
+    })
+}
+
 /// A `kB` line of `/proc/PID/status`.
 pub fn status_kib(pid: u32, key: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
