@@ -734,7 +734,7 @@ fn full(args: &Args) -> Result<(), String> {
             .map_or("the in-repo client (2 threads)", |_| "wrk -t2"),
         args.duration.as_secs(),
         bench.server.bin.display(),
-        env!("CARGO_BIN_EXE_tracker"),
+        server::tracker_binary().display(),
         bench.server.pid(),
     );
     println!(

@@ -14,7 +14,18 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The binary cargo built for this bench (same profile: release).
-const TRACKER: &str = env!("CARGO_BIN_EXE_tracker");
+const BUILT: &str = env!("CARGO_BIN_EXE_tracker");
+
+/// The environment variable that names another `tracker` binary to measure instead of the one
+/// cargo built: an older build, for an A/B of the same rows run by this bench. (Not
+/// `TRACKER_...`: the tracker reads those as its settings.)
+pub const BINARY_VAR: &str = "BENCH_TRACKER_BINARY";
+
+/// The binary under test: the one [`BINARY_VAR`] names, else the one cargo built.
+#[must_use]
+pub fn tracker_binary() -> PathBuf {
+    std::env::var_os(BINARY_VAR).map_or_else(|| PathBuf::from(BUILT), PathBuf::from)
+}
 
 pub struct Server {
     child: Child,
@@ -39,8 +50,9 @@ impl Server {
         std::fs::write(&config, text).map_err(|e| format!("writing {}: {e}", config.display()))?;
         let data = dir.join("bench.redb");
         let bin = dir.join("tracker");
-        std::fs::copy(TRACKER, &bin)
-            .map_err(|e| format!("copying {TRACKER} to {}: {e}", bin.display()))?;
+        let tracker = tracker_binary();
+        std::fs::copy(&tracker, &bin)
+            .map_err(|e| format!("copying {} to {}: {e}", tracker.display(), bin.display()))?;
         let stderr = match log {
             Some(path) => Stdio::from(
                 File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?,
