@@ -1724,10 +1724,7 @@ fn soak(args: &Args) -> Result<(), String> {
         args.soak_events,
         args.soak_secs
     );
-    println!(
-        "| {:>6} | {:>10} | {:>8} | {:>9} | {:>8} | {:>8} | {:>9} | {:>11} |",
-        "t s", "stored", "req/s", "vs first", "p99 ms", "RSS MiB", "file MiB", "pages/event"
-    );
+    print_soak_header();
     let started = Instant::now();
     // Four times the asked time, and room for the asked events at 2,000 a second at worst.
     let limit = Duration::from_secs((args.soak_secs.max(60) * 4).max(args.soak_events / 2_000));
@@ -1736,6 +1733,7 @@ fn soak(args: &Args) -> Result<(), String> {
     let mut first: Option<f64> = None;
     let mut last: Option<(u64, f64)> = None;
     let mut read_before = file_bytes_read(metrics)?;
+    let mut written_before = bench.server.storage_writes().unwrap_or(0);
     loop {
         let elapsed = started.elapsed();
         if elapsed >= Duration::from_secs(args.soak_secs) && bench.acked_events >= args.soak_events
@@ -1753,6 +1751,10 @@ fn soak(args: &Args) -> Result<(), String> {
         #[allow(clippy::cast_precision_loss)]
         let pages = (read.saturating_sub(read_before)) as f64 / 4096.0 / events as f64;
         read_before = read;
+        let written = bench.server.storage_writes().unwrap_or(0);
+        #[allow(clippy::cast_precision_loss)]
+        let written_pages = written.saturating_sub(written_before) as f64 / 4096.0 / events as f64;
+        written_before = written;
         let rss = bench.server.rss().unwrap_or(0);
         let file = std::fs::metadata(&bench.server.data).map_or(0, |m| m.len());
         samples.push((bench.acked_events, rss));
@@ -1765,11 +1767,12 @@ fn soak(args: &Args) -> Result<(), String> {
                 stored: bench.acked_events,
                 rate: row.rate,
                 pages,
+                written_pages,
                 file,
             });
         }
         println!(
-            "| {:>6} | {:>10} | {:>8.0} | {:>8.2}x | {:>8} | {:>8.1} | {:>9.1} | {:>11.3} |",
+            "| {:>6} | {:>10} | {:>8.0} | {:>8.2}x | {:>8} | {:>8.1} | {:>9.1} | {:>11.3} | {:>13.3} |",
             started.elapsed().as_secs(),
             bench.acked_events,
             row.rate,
@@ -1777,7 +1780,8 @@ fn soak(args: &Args) -> Result<(), String> {
             ms(row.p99),
             mib(rss),
             mib(file),
-            pages
+            pages,
+            written_pages
         );
         if row.non_2xx > 0 || row.errors > 0 {
             println!("  ({} non-2xx, {} errors)", row.non_2xx, row.errors);
@@ -1793,6 +1797,23 @@ fn soak(args: &Args) -> Result<(), String> {
     report_soak_rss(&samples, args.soak_events.min(acked), args.soak_events);
     report_stored(&stored);
     stored.verdict
+}
+
+/// The heading of the soak's table, one row a stretch: "pages/event" is what the server read
+/// from its data file per event stored in the stretch, "written/event" what it sent to storage.
+fn print_soak_header() {
+    println!(
+        "| {:>6} | {:>10} | {:>8} | {:>9} | {:>8} | {:>8} | {:>9} | {:>11} | {:>13} |",
+        "t s",
+        "stored",
+        "req/s",
+        "vs first",
+        "p99 ms",
+        "RSS MiB",
+        "file MiB",
+        "pages/event",
+        "written/event"
+    );
 }
 
 /// The soak's last stretch (`(stored, rate)` at its end) against its first, on the new file.
@@ -1848,6 +1869,8 @@ struct Milestone {
     rate: f64,
     /// Pages (4 KiB) read from the file per event stored in the chunk.
     pages: f64,
+    /// Pages (4 KiB) the server sent to storage per event stored in the chunk.
+    written_pages: f64,
     /// The data file's size then.
     file: u64,
 }
@@ -1862,19 +1885,20 @@ fn report_milestones(milestones: &[Milestone]) {
          against the first stretch on the new file, the row of 0 millions):"
     );
     println!(
-        "| {:>8} | {:>10} | {:>8} | {:>9} | {:>11} | {:>12} |",
-        "millions", "stored", "req/s", "vs first", "pages/event", "file B/event"
+        "| {:>8} | {:>10} | {:>8} | {:>9} | {:>11} | {:>13} | {:>12} |",
+        "millions", "stored", "req/s", "vs first", "pages/event", "written/event", "file B/event"
     );
     for m in milestones {
         #[allow(clippy::cast_precision_loss)]
         let per_event = m.file as f64 / m.stored.max(1) as f64;
         println!(
-            "| {:>8} | {:>10} | {:>8.0} | {:>8.2}x | {:>11.3} | {:>12.0} |",
+            "| {:>8} | {:>10} | {:>8.0} | {:>8.2}x | {:>11.3} | {:>13.3} | {:>12.0} |",
             m.millions,
             m.stored,
             m.rate,
             m.rate / first.rate.max(1e-9),
             m.pages,
+            m.written_pages,
             per_event
         );
     }

@@ -151,6 +151,14 @@ impl Server {
         status_kib(self.pid(), "VmRSS:").map(|k| k * 1024)
     }
 
+    /// The bytes the server has sent to storage so far (`write_bytes` of `/proc/<pid>/io`):
+    /// the data file's pages, its log aside.
+    pub fn storage_writes(&self) -> Option<u64> {
+        let io = std::fs::read_to_string(format!("/proc/{}/io", self.pid())).ok()?;
+        let line = io.lines().find(|l| l.starts_with("write_bytes:"))?;
+        line["write_bytes:".len()..].trim().parse().ok()
+    }
+
     /// Asks the server to stop (SIGTERM, as a service manager would) and waits for it: it
     /// finishes requests in flight, commits, and closes the data file.
     pub fn stop(mut self) -> Result<ExitStatus, String> {
