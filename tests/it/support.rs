@@ -37,6 +37,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 mod http1;
 pub mod insights;
+mod loopback;
 pub mod receiver;
 pub mod telegram;
 pub mod tiktok;
