@@ -781,6 +781,11 @@ mod tests {
         })
     }
 
+    /// What [`load_text`] refuses `text` and `env` with, no flags given.
+    fn load_error(text: &str, env: &[(&str, &str)]) -> ConfigError {
+        load_text(text, env, Flags::default()).unwrap_err()
+    }
+
     /// The keys of [`RawSettings`], read from its derived `Deserialize`: serde hands a struct's
     /// field names to `deserialize_struct`, and this deserializer keeps them and stops there.
     fn raw_settings_keys() -> &'static [&'static str] {
@@ -855,18 +860,13 @@ mod tests {
 
     #[test]
     fn errors_name_the_key() {
-        let e = load_text(
-            "listen = \"127.0.0.1:1\"\ndedup_windw = \"1h\"\n",
-            &[],
-            Flags::default(),
-        )
-        .unwrap_err();
+        let e = load_error("listen = \"127.0.0.1:1\"\ndedup_windw = \"1h\"\n", &[]);
         assert!(e.0.contains("unknown field `dedup_windw`"), "{e}");
         assert!(e.0.contains("line 2, column 1"), "{e}");
         assert!(e.0.contains("expected one of `listen`"), "{e}");
-        let e = load_text("dedup_window = \"soon\"\n", &[], Flags::default()).unwrap_err();
+        let e = load_error("dedup_window = \"soon\"\n", &[]);
         assert!(e.0.contains("dedup_window"), "{e}");
-        let e = load_text("", &[("TRACKER_LISTN", "x")], Flags::default()).unwrap_err();
+        let e = load_error("", &[("TRACKER_LISTN", "x")]);
         assert!(e.0.contains("TRACKER_LISTN"), "{e}");
         assert!(e.0.contains("expected one of `listen`"), "{e}");
         for (name, value) in [
@@ -874,30 +874,28 @@ mod tests {
             ("TRACKER_RATE_LIMIT", "-1"),
             ("TRACKER_MAX_BODY_BYTES", "99999999999999999999"),
         ] {
-            let e = load_text("", &[(name, value)], Flags::default()).unwrap_err();
+            let e = load_error("", &[(name, value)]);
             assert!(
                 e.0.starts_with(&format!("environment variable {name}: ")),
                 "{e}"
             );
         }
-        let e = load_text("listen = \"nowhere\"\n", &[], Flags::default()).unwrap_err();
+        let e = load_error("listen = \"nowhere\"\n", &[]);
         assert!(e.0.contains("listen"), "{e}");
-        let e = load_text("max_body_bytes = \"big\"\n", &[], Flags::default()).unwrap_err();
+        let e = load_error("max_body_bytes = \"big\"\n", &[]);
         assert!(e.0.contains("max_body_bytes"), "{e}");
         assert!(e.0.contains("invalid type: string \"big\""), "{e}");
-        let e = load_text("log_format = \"xml\"\n", &[], Flags::default()).unwrap_err();
+        let e = load_error("log_format = \"xml\"\n", &[]);
         assert!(e.0.contains("log_format"), "{e}");
     }
 
     /// A syntax error in the file names the file, the line and the column, and shows the line.
     #[test]
     fn a_syntax_error_names_the_file_line_and_column() {
-        let e = load_text(
+        let e = load_error(
             "listen = \"127.0.0.1:8080\"\nrate_limit = 5\npublic_url = \"https://x\n",
             &[],
-            Flags::default(),
-        )
-        .unwrap_err();
+        );
         assert!(
             e.0.contains("tracker.toml: TOML parse error at line 3, column"),
             "{e}"
@@ -956,7 +954,7 @@ mod tests {
             );
             assert!(e.0.contains(&format!("got {bad:?}")), "{e}");
         }
-        let e = load_text("", &[("TRACKER_LOG_LEVEL", "verbose")], Flags::default()).unwrap_err();
+        let e = load_error("", &[("TRACKER_LOG_LEVEL", "verbose")]);
         assert!(e.0.contains("`log_level`"), "{e}");
     }
 
@@ -999,7 +997,7 @@ mod tests {
             assert!(with(key, "0s").is_ok(), "{key}");
         }
         // Through the environment the same bound holds, and it is the key that is named.
-        let e = load_text("", &[("TRACKER_DEDUP_WINDOW", "0s")], Flags::default()).unwrap_err();
+        let e = load_error("", &[("TRACKER_DEDUP_WINDOW", "0s")]);
         assert!(e.0.contains("`dedup_window`"), "{e}");
     }
 
@@ -1101,7 +1099,7 @@ mod tests {
         );
         let s = load_text("metrics_listen = \"127.0.0.1:9464\"", &[], Flags::default()).unwrap();
         assert_eq!(s.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
-        let e = load_text("metrics_listen = \"9464\"", &[], Flags::default()).unwrap_err();
+        let e = load_error("metrics_listen = \"9464\"", &[]);
         assert!(e.0.contains("metrics_listen"), "{e}");
     }
 
@@ -1244,45 +1242,36 @@ mod tests {
         let s3 = s.backups.unwrap().s3.unwrap();
         assert_eq!((s3.prefix.as_str(), s3.region.as_str()), ("prod/", "auto"));
         assert_eq!(s3.bucket, "tracker-backups");
-        let e = load_text("", &[("TRACKER_BACKUP_S3_BUCKT", "x")], Flags::default()).unwrap_err();
+        let e = load_error("", &[("TRACKER_BACKUP_S3_BUCKT", "x")]);
         assert!(e.0.contains("TRACKER_BACKUP_S3_BUCKT"), "{e}");
     }
 
     #[test]
     fn the_s3_secret_is_refused_in_the_file_and_needed_once() {
-        let e = load_text(
-            &s3_text("secret_access_key = \"in-the-file\"\n"),
-            &[SECRET],
-            Flags::default(),
-        )
-        .unwrap_err();
+        let e = load_error(&s3_text("secret_access_key = \"in-the-file\"\n"), &[SECRET]);
         assert!(
             e.0.contains("`secret_access_key` is never read from the configuration file"),
             "{e}"
         );
         assert!(e.0.contains(S3_SECRET_ENV), "{e}");
         assert!(!e.0.contains("in-the-file"), "{e}");
-        let e = load_text(&s3_text(""), &[], Flags::default()).unwrap_err();
+        let e = load_error(&s3_text(""), &[]);
         assert!(e.0.contains("needs the secret key"), "{e}");
-        let e = load_text(
+        let e = load_error(
             &s3_text("secret_access_key_file = \"/nonexistent/secret\"\n"),
             &[],
-            Flags::default(),
-        )
-        .unwrap_err();
+        );
         assert!(
             e.0.contains("cannot read `backup_s3.secret_access_key_file`"),
             "{e}"
         );
-        let e = load_text(
+        let e = load_error(
             &s3_text("secret_access_key_file = \"/nonexistent/secret\"\n"),
             &[SECRET],
-            Flags::default(),
-        )
-        .unwrap_err();
+        );
         assert!(e.0.contains("given twice"), "{e}");
         for bad in ["", "has space", &"k".repeat(257)] {
-            let e = load_text(&s3_text(""), &[(S3_SECRET_ENV, bad)], Flags::default()).unwrap_err();
+            let e = load_error(&s3_text(""), &[(S3_SECRET_ENV, bad)]);
             assert!(e.0.contains("1 to 256 visible ASCII"), "{e}");
             assert!(bad.is_empty() || !e.0.contains(bad), "{e}");
         }
@@ -1389,7 +1378,7 @@ mod tests {
                 .filter(|l| !l.starts_with(&format!("{key} =")))
                 .collect::<Vec<_>>()
                 .join("\n");
-            let e = load_text(&text, &[SECRET], Flags::default()).unwrap_err();
+            let e = load_error(&text, &[SECRET]);
             assert!(e.0.contains(&format!("[backup_s3] needs `{key}`")), "{e}");
         }
     }
