@@ -187,13 +187,10 @@ pub(crate) async fn bound_click(s: &TestServer, name: &str, id: &str, tg: u64) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meta_gets_the_documented_request_batched_with_only_clicks_it_can_match() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    destination(
+    let meta = meta_sending_to(
         &s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
-                "access_token": "EAAB-token-wxyz", "test_event_code": "TEST123",
-                "graph_url": meta.url("")}),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz", "test_event_code": "TEST123"}),
     )
     .await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
@@ -469,12 +466,10 @@ async fn a_name_that_resolves_to_a_private_address_is_never_dialled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_test_button_answers_what_the_remote_answered() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    destination(
+    let meta = meta_sending_to(
         &s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "tok-1234",
-                "test_event_code": "TEST9", "graph_url": meta.url("")}),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "tok-1234",
+                "test_event_code": "TEST9"}),
     )
     .await;
     let t = s.post_as(&s.a, "/destinations/meta/test", "").await.json();
@@ -846,12 +841,9 @@ async fn client_hints_are_kept_only_where_asked_and_only_for_7_days() {
         c.delivery.max_age = Duration::from_secs(3600);
     })
     .await;
-    let meta = Receiver::meta(NOW_MS).await;
-    destination(
+    let meta = meta_sending_to(
         &s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "t-1234",
-                "graph_url": meta.url("")}),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "t-1234"}),
     )
     .await;
     let link = s
@@ -1036,14 +1028,22 @@ async fn a_private_address_allowed_once_is_not_sent_to_once_it_is_not() {
     s.stop().await;
 }
 
-async fn meta_destination(s: &TestServer, meta: &Receiver) {
-    destination(
+/// Meta's stand-in, and destination `meta` of space `a` (pixel `1234567890`) sending to it.
+async fn meta_destination(s: &TestServer) -> Receiver {
+    meta_sending_to(
         s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
-                "access_token": "EAAB-token-wxyz", "graph_url": meta.url("")}),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz"}),
     )
-    .await;
+    .await
+}
+
+/// Meta's stand-in, and the Meta destination `fields` of space `a` sending to it.
+async fn meta_sending_to(s: &TestServer, mut fields: Value) -> Receiver {
+    let meta = Receiver::meta(NOW_MS).await;
+    fields["graph_url"] = json!(meta.url(""));
+    destination(s, &s.a, &fields).await;
+    meta
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1054,8 +1054,7 @@ async fn a_deposit_in_a_currency_meta_does_not_take_never_sinks_its_batch() {
         c.delivery.timeout = WAIT;
     })
     .await;
-    let meta = Receiver::meta(NOW_MS).await;
-    meta_destination(&s, &meta).await;
+    let meta = meta_destination(&s).await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
     // Held: the next 1000 events wait for it, then go in one batch.
     meta.then([Reply::Held]);
@@ -1105,8 +1104,7 @@ async fn a_deposit_in_a_currency_meta_does_not_take_never_sinks_its_batch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttle_answered_as_400_is_retried_no_sooner_than_60_s_later() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    meta_destination(&s, &meta).await;
+    let meta = meta_destination(&s).await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
     meta.then([
         Reply::meta_throttled(),
@@ -1235,8 +1233,7 @@ pub(crate) fn metric(s: &TestServer, name: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    meta_destination(&s, &meta).await;
+    let meta = meta_destination(&s).await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
     meta.revoke("EAAB-token-wxyz");
     let first = assert_queued(
@@ -1299,12 +1296,10 @@ async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_converts_stars_and_a_first_deposit_has_its_own_name() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    destination(
+    let meta = meta_sending_to(
         &s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
-                "access_token": "EAAB-token-wxyz", "graph_url": meta.url(""),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz",
                 "currency_rates": {"XTR": "0.013 USD"},
                 "event_names": {"first_deposit": "FirstDeposit"}}),
     )
