@@ -28,9 +28,8 @@ pub(crate) async fn destination(s: &TestServer, space: &Space, body: &Value) -> 
 }
 
 pub(crate) async fn deliveries(s: &TestServer, space: &Space, query: &str) -> Vec<Value> {
-    let r = s.read_as(space, &format!("/deliveries{query}")).await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["deliveries"].as_array().unwrap().clone()
+    s.list_as(space, &format!("/deliveries{query}"), "deliveries")
+        .await
 }
 
 /// Webhook `hook` of space `a`, sent to `r`'s `/hook`; answers it as created.
@@ -1162,19 +1161,13 @@ pub(crate) async fn retried_no_sooner_than_60_s(
 
 /// The destinations of space `a` as `GET /destinations` lists them.
 pub(crate) async fn listed(s: &TestServer) -> Vec<Value> {
-    let r = s.read_as(&s.a, "/destinations").await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["destinations"].as_array().unwrap().clone()
+    s.list_as(&s.a, "/destinations", "destinations").await
 }
 
 /// `PATCH /destinations/<name>` of space `a`.
 pub(crate) async fn patch(s: &TestServer, name: &str, body: &str) -> crate::support::Response {
-    let target = format!("/destinations/{name}");
-    s.send(&crate::support::Request {
-        method: "PATCH",
-        ..crate::support::Request::post(&target, Some(&s.a.secret), body)
-    })
-    .await
+    s.patch_as(&s.a, &format!("/destinations/{name}"), body)
+        .await
 }
 
 /// Asserts that space `a`'s only destination is paused, saying why (`reason` is part of it),

@@ -355,13 +355,8 @@ async fn patch(
     name: &str,
     body: &Value,
 ) -> crate::support::Response {
-    let target = format!("/destinations/{name}");
-    let text = body.to_string();
-    s.send(&crate::support::Request {
-        method: "PATCH",
-        ..crate::support::Request::post(&target, Some(&space.secret), &text)
-    })
-    .await
+    s.patch_as(space, &format!("/destinations/{name}"), &body.to_string())
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,13 +42,10 @@ async fn google_of(s: &TestServer) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_holds_the_google_clicks_conversions_in_googles_template() {
     let s = TestServer::start().await;
-    let mut zone = Request::post(
-        "/space",
-        Some(&s.a.secret),
-        r#"{"time_zone":"Asia/Kolkata"}"#,
-    );
-    zone.method = "PATCH";
-    assert_eq!(s.send(&zone).await.status, 200);
+    let zone = s
+        .patch_as(&s.a, "/space", r#"{"time_zone":"Asia/Kolkata"}"#)
+        .await;
+    assert_eq!(zone.status, 200);
     let r = s
         .post_as(
             &s.a,
@@ -208,13 +205,14 @@ async fn a_wrong_password_gets_nothing_and_a_new_one_replaces_it() {
     assert!(r.text().contains("secret-gclid"));
     assert_eq!(google_of(&s).await["fetches"], 2);
     // A change keeps the password.
-    let mut change = Request::post(
-        "/destinations/ads",
-        Some(&s.a.secret),
-        r#"{"conversion_names":{"contact":"Lead"}}"#,
-    );
-    change.method = "PATCH";
-    assert_eq!(s.send(&change).await.status, 200);
+    let change = s
+        .patch_as(
+            &s.a,
+            "/destinations/ads",
+            r#"{"conversion_names":{"contact":"Lead"}}"#,
+        )
+        .await;
+    assert_eq!(change.status, 200);
     let r = fetch(&s, &target, Some(basic("gads", &new))).await;
     assert!(r.text().contains("secret-gclid,Lead,"), "{}", r.text());
     s.stop().await;

@@ -573,9 +573,7 @@ async fn stats_with_costs_equal_a_count_made_from_the_feed() {
     ] {
         let s = TestServer::start().await;
         let patch = format!(r#"{{"time_zone":"{zone}"}}"#);
-        let mut request = Request::post("/space", Some(&s.a.secret), &patch);
-        request.method = "PATCH";
-        assert_eq!(s.send(&request).await.status, 200);
+        assert_eq!(s.patch_as(&s.a, "/space", &patch).await.status, 200);
         let start: jiff::civil::DateTime = start.parse().unwrap();
         let day0 = u64::try_from(start.in_tz(zone).unwrap().timestamp().as_millisecond()).unwrap();
         s.clock.set(day0);

@@ -133,6 +133,15 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// A PATCH with a JSON body and, if given, `Authorization: Bearer <secret>`.
+    #[must_use]
+    pub fn patch(target: &'a str, secret: Option<&str>, body: &'a str) -> Self {
+        Request {
+            method: "PATCH",
+            ..Request::post(target, secret, body)
+        }
+    }
+
     #[must_use]
     pub fn header(mut self, name: &'a str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
@@ -567,6 +576,12 @@ impl TestServer {
             .await
     }
 
+    /// `PATCH <path>` with `space`'s secret.
+    pub async fn patch_as(&self, space: &Space, path: &str, body: &str) -> Response {
+        self.send(&Request::patch(path, Some(&space.secret), body))
+            .await
+    }
+
     /// `POST /events` as space `a`.
     pub async fn post_event(&self, body: &str) -> Response {
         self.post_as(&self.a, "/events", body).await
@@ -583,6 +598,13 @@ impl TestServer {
         let request =
             Request::get(target).header("Authorization", format!("Bearer {}", space.secret));
         self.send(&request).await
+    }
+
+    /// `GET <target>` with `space`'s secret, answered `200`: the array under `key` (`"costs"`).
+    pub async fn list_as(&self, space: &Space, target: &str, key: &str) -> Vec<Value> {
+        let r = self.read_as(space, target).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()[key].as_array().unwrap().clone()
     }
 
     /// `GET /e` as space `a`.

@@ -35,9 +35,7 @@ async fn three_bound_clicks(s: &TestServer) -> [String; 3] {
 
 /// `PATCH /space` as space `a`.
 async fn patch(s: &TestServer, body: &str) -> Response {
-    let mut request = Request::post("/space", Some(&s.a.secret), body);
-    request.method = "PATCH";
-    s.send(&request).await
+    s.patch_as(&s.a, "/space", body).await
 }
 
 /// `PATCH /space` as space `a`, which must succeed; answers the JSON.
@@ -282,9 +280,8 @@ async fn each_event_uses_the_setting_in_force_when_it_is_written() {
     let change = {
         let (addr, secret, barrier) = (s.addr, s.a.secret.clone(), barrier.clone());
         tokio::spawn(async move {
-            let mut request =
-                Request::post("/space", Some(&secret), r#"{"attribution":"last_touch"}"#);
-            request.method = "PATCH";
+            let request =
+                Request::patch("/space", Some(&secret), r#"{"attribution":"last_touch"}"#);
             barrier.wait().await;
             tokio::task::yield_now().await;
             send(addr, &request).await

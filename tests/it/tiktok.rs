@@ -427,14 +427,11 @@ async fn a_sigkill_during_the_search_by_halves_loses_no_event() {
     api.hold_from(Some(2));
     let resume = send(
         process.addr,
-        &crate::support::Request {
-            method: "PATCH",
-            ..crate::support::Request::post(
-                "/destinations/tiktok",
-                Some(&space.secret),
-                r#"{"access_token":"tt-right-token-1234"}"#,
-            )
-        },
+        &crate::support::Request::patch(
+            "/destinations/tiktok",
+            Some(&space.secret),
+            r#"{"access_token":"tt-right-token-1234"}"#,
+        ),
     )
     .await;
     assert_eq!(resume.status, 200, "{}", resume.text());
