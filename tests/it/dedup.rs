@@ -10,7 +10,7 @@ use tracker::storage::fault;
 
 use crate::support::{
     Connection, DAY_MS, NOW_MS, Request, Response, TestServer, assert_duplicate_of, assert_error,
-    assert_queued, event_answer,
+    assert_queued, contact_at, event_answer,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,7 +396,7 @@ async fn assert_stopped_for_good(s: &mut TestServer, cause: &str) {
     assert!(reason.contains(cause), "{reason}");
     assert!(
         s.store
-            .record_event(1, valid_contact(s.clock.now_ms()), None)
+            .record_event(1, contact_at(s.clock.now_ms()), None)
             .await
             .is_err(),
         "a write after the store stopped for good must be refused"
@@ -464,21 +464,6 @@ async fn a_dead_writer_refuses_writes_and_ends_the_serve_loop_with_an_error() {
         None,
     );
     assert_stopped_for_good(&mut s, "panicked").await;
-}
-
-fn valid_contact(now_ms: u64) -> tracker::domain::event::ValidEvent {
-    tracker::domain::event::ValidEvent {
-        kind: tracker::domain::event::EventKind::Contact,
-        uid: None,
-        tg_id: None,
-        value: None,
-        currency: "USD".into(),
-        eid: None,
-        occurred_at_ms: now_ms,
-        time_supplied: false,
-        received_at_ms: now_ms,
-        source: tracker::domain::event::Source::Post,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -613,7 +598,7 @@ async fn a_record_that_does_not_decode_fails_only_its_own_request() {
         .map(|i| {
             let store = store.clone();
             tokio::spawn(async move {
-                let mut event = valid_contact(now);
+                let mut event = contact_at(now);
                 event.eid = Some(format!("batch-{i}"));
                 let key = tracker::domain::dedup::dedup_key(&event, DAY_MS);
                 store.record_event(1, event, key).await

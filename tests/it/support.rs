@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use tracker::app::App;
 use tracker::clock::{Clock, ManualClock};
 use tracker::config::Settings;
+use tracker::domain::event::{EventKind, Source, ValidEvent};
 use tracker::storage::{Store, StoreError, StoreOptions};
 
 /// The in-process server's "now": a fixed instant, so time rules are tested by moving the clock.
@@ -168,6 +169,30 @@ impl<'a> Request<'a> {
         bytes.extend_from_slice(self.body.unwrap_or_default());
         bytes
     }
+}
+
+/// A contact received at `now_ms` with no uid, Telegram id, value or `eid`, as `POST /events`
+/// validates it: for a test that writes to a store directly.
+#[must_use]
+pub fn contact_at(now_ms: u64) -> ValidEvent {
+    ValidEvent {
+        kind: EventKind::Contact,
+        uid: None,
+        tg_id: None,
+        value: None,
+        currency: "USD".into(),
+        eid: None,
+        occurred_at_ms: now_ms,
+        time_supplied: false,
+        received_at_ms: now_ms,
+        source: Source::Post,
+    }
+}
+
+/// The data file at `path`, opened as the server opens it.
+#[must_use]
+pub fn store_at(path: &Path) -> Arc<Store> {
+    Arc::new(Store::open(path, &StoreOptions::default()).unwrap().0)
 }
 
 /// The operations of `store`, as the server would run them, at `now_ms` by a manual clock.

@@ -641,31 +641,20 @@ async fn events_by_telegram_id_in_memory_at_a_sigkill_stay_deduplicated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_uid_outside_todays_rule_reads_and_exports_as_it_is() {
     use tracker::domain::dedup::dedup_key;
-    use tracker::domain::event::{EventKind, Source, ValidEvent};
+    use tracker::domain::event::ValidEvent;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.redb");
     let old = "legacy.click/{1}~";
     let secret = {
-        let (store, _) =
-            tracker::storage::Store::open(&path, &tracker::storage::StoreOptions::default())
-                .unwrap();
-        let store = Arc::new(store);
+        let store = crate::support::store_at(&path);
         let created = crate::support::app_on(&store, NOW_MS)
             .create_space("default")
             .await
             .unwrap();
         // Written as a release with the wider rule wrote it: storage takes any text.
         let event = ValidEvent {
-            kind: EventKind::Contact,
             uid: Some(old.to_owned()),
-            tg_id: None,
-            value: None,
-            currency: "USD".into(),
-            eid: None,
-            occurred_at_ms: NOW_MS,
-            time_supplied: false,
-            received_at_ms: NOW_MS,
-            source: Source::Post,
+            ..crate::support::contact_at(NOW_MS)
         };
         let key = dedup_key(&event, DAY_MS);
         assert!(!store.record_event(1, event, key).await.unwrap().duplicate);
