@@ -166,6 +166,31 @@ async fn assert_click_bound(
     );
 }
 
+/// A server started by [`started_with_each_rule`].
+struct Started {
+    process: TrackerProcess,
+    /// The first space's credentials.
+    creds: FirstStart,
+    /// The bound click's uid.
+    uid: String,
+    /// The events of each dedup rule, as [`events_of_each_rule`] answers them.
+    by_rule: Vec<(String, u64)>,
+}
+
+/// The real server started for the first time in `dir`, with a click of `fbclid` bound to
+/// Telegram user `tg_id` and an event of each dedup rule.
+async fn started_with_each_rule(dir: &Path, fbclid: &str, tg_id: u64) -> Started {
+    let (process, creds) = first_start(dir);
+    let uid = bound_click(process.addr, &creds.secret, fbclid, tg_id).await;
+    let by_rule = events_of_each_rule(process.addr, &creds.secret, &uid).await;
+    Started {
+        process,
+        creds,
+        uid,
+        by_rule,
+    }
+}
+
 /// One event of each rule without an eid, for `uid`: `(body, inbox_id)`. Their dedup entries
 /// are derived from different fields, so each is a separate check of the re-derivation.
 async fn events_of_each_rule(addr: SocketAddr, secret: &str, uid: &str) -> Vec<(String, u64)> {
@@ -325,11 +350,13 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
     let data = dir.path().join("t.redb");
     // Named as `TrackerProcess` expects, so the copy can be served as it is.
     let dest = copy_dir.path().join("t.redb");
-    let (process, creds) = first_start(dir.path());
+    let Started {
+        process,
+        creds,
+        uid,
+        by_rule,
+    } = started_with_each_rule(dir.path(), "IwAR-backup", 4242).await;
     let addr = process.addr;
-
-    let uid = bound_click(addr, &creds.secret, "IwAR-backup", 4242).await;
-    let by_rule = events_of_each_rule(addr, &creds.secret, &uid).await;
 
     let load = Arc::new(Load::default());
     let senders: Vec<_> = (0..SENDERS)
@@ -439,10 +466,13 @@ async fn a_backup_with_no_server_running_opens_the_data_file_itself() {
     let copy_dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("t.redb");
     let dest = copy_dir.path().join("t.redb");
-    let (process, creds) = first_start(dir.path());
+    let Started {
+        process,
+        creds,
+        uid,
+        by_rule,
+    } = started_with_each_rule(dir.path(), "IwAR-offline", 99).await;
     let addr = process.addr;
-    let uid = bound_click(addr, &creds.secret, "IwAR-offline", 99).await;
-    let by_rule = events_of_each_rule(addr, &creds.secret, &uid).await;
     let mut eids = Vec::new();
     for n in 0..20 {
         let body = format!(r#"{{"event":"deposit","eid":"offline-{n}","value":"{n}"}}"#);

@@ -119,6 +119,15 @@ fn setup() -> Setup {
 
 /// Stores the setup's events in spaces 1 and 2 of a new file; answers the file.
 async fn stored(dir: &Path, s: &Setup) -> std::path::PathBuf {
+    let events: Vec<&ValidEvent> = [&s.outside, &s.edge, &s.inside]
+        .into_iter()
+        .chain(&s.permanent)
+        .collect();
+    stored_in_two_spaces(dir, &events).await
+}
+
+/// Stores `events`, each new, in spaces `a` (1) and `b` (2) of a new file; answers the file.
+async fn stored_in_two_spaces(dir: &Path, events: &[&ValidEvent]) -> std::path::PathBuf {
     let path = dir.join("t.redb");
     let store = store_at(&path);
     for name in ["a", "b"] {
@@ -128,15 +137,21 @@ async fn stored(dir: &Path, s: &Setup) -> std::path::PathBuf {
             .unwrap();
     }
     for space in [1, 2] {
-        for e in [&s.outside, &s.edge, &s.inside]
-            .into_iter()
-            .chain(&s.permanent)
-        {
-            assert!(!record(&store, space, e.clone()).await.duplicate);
+        for e in events {
+            assert!(!record(&store, space, (*e).clone()).await.duplicate);
         }
     }
     close(store);
     path
+}
+
+/// Opens the file at `path`, sweeps it at `now_ms` in steps of `limit`, and closes it: answers
+/// the entries scanned and removed.
+async fn swept(path: &Path, now_ms: u64, limit: usize) -> (u64, u64) {
+    let store = store_at(path);
+    let counts = sweep(&store, now_ms, limit).await;
+    close(store);
+    counts
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,11 +164,8 @@ async fn retention_removes_exactly_the_entries_that_can_no_longer_match() {
 
     // One window after the edge entry: it and the one before it can never match again.
     let now = NOW_MS + W;
-    let store = store_at(&path);
     // Steps of two entries, so that a step ends inside a space and between spaces.
-    let (scanned, removed) = sweep(&store, now, 2).await;
-    assert_eq!((scanned, removed), (6, 4));
-    close(store);
+    assert_eq!(swept(&path, now, 2).await, (6, 4));
     let after = dedup_table(&path);
     let mut want = before.clone();
     for space in [1, 2] {
@@ -343,34 +355,19 @@ fn deposit_by_tg(tg_id: u64, at_ms: u64) -> ValidEvent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_prunes_the_telegram_ids_windowed_deposits_too() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.redb");
-    let store = store_at(&path);
-    for name in ["a", "b"] {
-        crate::support::app_on(&store, NOW_MS)
-            .create_space(name)
-            .await
-            .unwrap();
-    }
     let milestone = ValidEvent {
         kind: EventKind::Contact,
         ..deposit_by_tg(7, NOW_MS - 10 * W)
     };
     let expired = [deposit("u-old", NOW_MS - 1), deposit_by_tg(7, NOW_MS - 1)];
     let kept = [deposit("u-new", NOW_MS + 1), deposit_by_tg(8, NOW_MS + 1)];
-    for space in [1, 2] {
-        for e in expired.iter().chain(&kept).chain([&milestone]) {
-            assert!(!record(&store, space, e.clone()).await.duplicate);
-        }
-    }
-    close(store);
+    let events: Vec<&ValidEvent> = expired.iter().chain(&kept).chain([&milestone]).collect();
+    let path = stored_in_two_spaces(dir.path(), &events).await;
     let before = dedup_table(&path);
     assert_eq!(before.len(), 10);
 
     let now = NOW_MS + W;
-    let store = store_at(&path);
-    let (scanned, removed) = sweep(&store, now, 1).await;
-    assert_eq!((scanned, removed), (8, 4));
-    close(store);
+    assert_eq!(swept(&path, now, 1).await, (8, 4));
     let mut want = before;
     for space in [1, 2] {
         for e in &expired {
