@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use tracker::domain::client::Cidr;
 
-use crate::support::{Request, Response, TestServer, TrackerProcess, assert_queued, send};
+use crate::support::{
+    Request, Response, TestServer, TrackerProcess, assert_queued, assert_succeeded, send,
+};
 
 const PASSWORD: &str = "correct horse battery staple";
 
@@ -803,11 +805,7 @@ fn the_admin_password_command_sets_the_password_a_login_checks() {
     assert!(!short.status.success());
     assert!(String::from_utf8_lossy(&short.stderr).contains("at least 12"));
     let ok = set("twelve-chars");
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    assert_succeeded(&ok);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let login = |password: &str| runtime.block_on(log_in_at(first.addr, "admin", password));
     assert_eq!(login(&generated).status, 401);

@@ -23,8 +23,8 @@ use tokio::sync::Notify;
 
 use crate::support::{
     Connection, EventAnswer, FirstStart, Request, TrackerProcess, assert_duplicate_of,
-    assert_queued, dedup_entries_derived, event_answer, first_start, post_json, rows_in, run_cli,
-    send, stop_cleanly,
+    assert_queued, assert_succeeded, dedup_entries_derived, event_answer, first_start, post_json,
+    rows_in, run_cli, send, stop_cleanly,
 };
 
 /// Concurrent senders of unique events while the backup runs (the suite runs on 2 cores).
@@ -490,11 +490,7 @@ async fn a_backup_with_no_server_running_opens_the_data_file_itself() {
     })
     .await
     .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     // A clean stop wrote every dedup entry: each of the 23 events is one INBOX and one DEDUP row,
     // beside the stats rows and the first deposits the writer keeps; every row of every table is
     // in the copy.

@@ -11,7 +11,9 @@ use serde_json::json;
 
 use crate::channels::patch_space;
 use crate::support::insights::{ACCOUNT, Insights, Row, TOKEN, error};
-use crate::support::{DAY_MS, IO_TIMEOUT, NOW_MS, Response, TestServer, assert_error};
+use crate::support::{
+    DAY_MS, IO_TIMEOUT, NOW_MS, Response, TestServer, assert_error, assert_succeeded,
+};
 
 /// Today of the test's clock, in UTC (the spaces' zone), as a day number.
 const TODAY: u64 = NOW_MS / DAY_MS;
@@ -488,19 +490,11 @@ fn the_command_line_fetches_spend_from_meta() {
         &data,
         ["space", "set", "default", &account, &token, &graph],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
     let out = run_cli(dir.path(), &data, ["costs", "fetch", "default"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     assert!(
         stdout.starts_with("space default: spend from Meta: 28 days (")
             && stdout.contains("1 rows, 1 costs set")

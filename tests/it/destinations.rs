@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Space, TestServer, assert_error, run_cli};
+use crate::support::{Space, TestServer, assert_error, assert_succeeded, run_cli};
 
 async fn create(s: &TestServer, space: &Space, body: &Value) -> crate::support::Response {
     s.post_as(space, "/destinations", &body.to_string()).await
@@ -650,11 +650,7 @@ fn the_control_log_never_holds_an_access_token() {
         .unwrap();
     writeln!(child.stdin.take().unwrap(), "{token}").unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let log = process.log_when(|log| log.contains("control command"));
     assert!(
         log.contains("control command"),

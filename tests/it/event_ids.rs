@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::receiver::{Received, Receiver};
-use crate::support::{NOW_MS, TestServer, app_on, contact_at, run_cli, store_at};
+use crate::support::{NOW_MS, TestServer, app_on, assert_succeeded, contact_at, run_cli, store_at};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -211,11 +211,7 @@ async fn exports_carry_the_event_id() {
         ids
     };
     let ndjson = run_cli(dir.path(), &path, ["export", "default"]);
-    assert!(
-        ndjson.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ndjson.stderr)
-    );
+    assert_succeeded(&ndjson);
     let lines: Vec<Value> = String::from_utf8_lossy(&ndjson.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -226,11 +222,7 @@ async fn exports_carry_the_event_id() {
         .collect();
     assert_eq!(exported, ids);
     let csv = run_cli(dir.path(), &path, ["export", "default", "--format", "csv"]);
-    assert!(
-        csv.status.success(),
-        "{}",
-        String::from_utf8_lossy(&csv.stderr)
-    );
+    assert_succeeded(&csv);
     let text = String::from_utf8_lossy(&csv.stdout);
     let mut rows = text.lines();
     let header: Vec<&str> = rows.next().unwrap().split(',').collect();

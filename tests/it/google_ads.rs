@@ -7,7 +7,9 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::support::{NOW_MS, Request, Response, TestServer, assert_error, assert_queued};
+use crate::support::{
+    NOW_MS, Request, Response, TestServer, assert_error, assert_queued, google_password,
+};
 
 const WINDOW_MS: u64 = 90 * 86_400_000;
 
@@ -151,11 +153,7 @@ async fn a_wrong_password_gets_nothing_and_a_new_one_replaces_it() {
             r#"{"name":"ads","kind":"google_ads","user":"gads"}"#,
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    let password = r.json()["destination"]["password"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let password = google_password(&r, 201);
     let uid = s.click(&s.a, r#"{"gclid":"secret-gclid"}"#).await;
     assert_queued(
         &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
@@ -188,11 +186,7 @@ async fn a_wrong_password_gets_nothing_and_a_new_one_replaces_it() {
     );
 
     let r = s.post_as(&s.a, "/destinations/ads/rotate-secret", "").await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    let new = r.json()["destination"]["password"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let new = google_password(&r, 200);
     assert_ne!(new, password);
     assert_eq!(
         fetch(&s, &target, Some(basic("gads", &password)))
@@ -275,11 +269,7 @@ fn fetches_are_logged_and_a_wrong_password_is_warned_of() {
             r#"{"name":"google","kind":"google_ads"}"#,
         ),
     ));
-    assert_eq!(r.status, 201, "{}", r.text());
-    let password = r.json()["destination"]["password"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let password = google_password(&r, 201);
     let wrong = "WrongPassword0123456789";
     let get = |auth: String| {
         runtime.block_on(crate::support::send(

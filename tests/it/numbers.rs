@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use tracker::clock::Clock as _;
 
 use crate::support::{
-    Mix, Request, TestServer, assert_error, event_answer, first_start, run_cli, send, stop_cleanly,
+    Mix, Request, TestServer, assert_error, assert_succeeded, event_answer, first_start, run_cli,
+    send, stop_cleanly,
 };
 
 const USER: u64 = 123_456;
@@ -336,11 +337,7 @@ fn the_command_line_imports_costs_from_both_headers() {
         cost_lines(&r.json()["costs"])
     };
     let ok = |out: std::process::Output| {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_succeeded(&out);
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     let ours = "day,campaign_name,amount,currency\n2026-11-24,autumn,120.00,USD\n2026-11-25,autumn,80,USD\n";

@@ -171,6 +171,27 @@ impl<'a> Request<'a> {
     }
 }
 
+/// The password of the Google Ads destination in `response`, answered `status` (`201` as it is
+/// created, `200` as it is given a new one): the only time it is shown.
+#[must_use]
+pub fn google_password(response: &Response, status: u16) -> String {
+    assert_eq!(response.status, status, "{}", response.text());
+    response.json()["destination"]["password"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Asserts that a command ran by a test exited with success, showing its standard error if not.
+#[track_caller]
+pub fn assert_succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A contact received at `now_ms` with no uid, Telegram id, value or `eid`, as `POST /events`
 /// validates it: for a test that writes to a store directly.
 #[must_use]

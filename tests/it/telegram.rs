@@ -11,8 +11,8 @@ use tokio::sync::Barrier;
 
 use crate::support::{
     DAY_MS, NOW_MS, Request, Response, TestServer, TrackerProcess, assert_duplicate_of,
-    assert_error, assert_queued, dedup_entries_derived, event_answer, first_start, post_json,
-    run_cli, send, stop_cleanly,
+    assert_error, assert_queued, assert_succeeded, dedup_entries_derived, event_answer,
+    first_start, post_json, run_cli, send, stop_cleanly,
 };
 
 const HOUR_MS: u64 = 3_600_000;
@@ -508,11 +508,7 @@ fn the_command_line_sets_and_lists_a_spaces_settings() {
     let cli = |args: &[&str]| run_cli(dir.path(), &data, args);
     let out = cli(&["space", "set", "default", "attribution=last_touch"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     assert_eq!(
         stdout.trim(),
         "space default: attribution=last_touch meta_client_hints=false time_zone=UTC telegram_bot_token= meta_ads_account= meta_ads_token= meta_graph_url=https://graph.facebook.com"
@@ -684,11 +680,7 @@ async fn a_stored_uid_outside_todays_rule_reads_and_exports_as_it_is() {
     for format in ["ndjson", "csv"] {
         let out = run_cli(dir.path(), &path, ["export", "default", "--format", format]);
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_succeeded(&out);
         assert!(text.contains(old), "{format}: {text}");
     }
 }
