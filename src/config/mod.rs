@@ -458,14 +458,9 @@ pub fn load(
 
 fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, ConfigError> {
     let telegram = telegram_settings(&mut raw)?;
-    let raw_connections = RawConnections {
-        header_timeout: raw.header_timeout.take(),
-        body_timeout: raw.body_timeout.take(),
-        idle_timeout: raw.idle_timeout.take(),
-        shutdown_timeout: raw.shutdown_timeout.take(),
-        max_connections: raw.max_connections.take(),
-        max_connections_per_address: raw.max_connections_per_address.take(),
-    };
+    // Read before `raw` is used up; a refusal is still reported where the connection keys'
+    // turn comes.
+    let connections = connection_limits(&raw);
     let listen_text = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".into());
     let listen = listen_text.parse().map_err(|_| {
         ConfigError(format!(
@@ -544,7 +539,7 @@ fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, Confi
         log_level,
         public_url: public_url.trim_end_matches('/').to_owned(),
         link_preview_agents,
-        connections: connection_limits(&raw_connections)?,
+        connections: connections?,
         metrics_listen,
         backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep, s3)?,
         delivery: delivery_settings(
@@ -647,7 +642,7 @@ const ADDRESS_BURST: u32 = 20;
 
 /// The connection keys (`docs/api.md#limits`). A timeout of zero would cut every client off,
 /// and one over an hour is no bound at all: both are refused.
-fn connection_limits(raw: &RawConnections) -> Result<ConnectionLimits, ConfigError> {
+fn connection_limits(raw: &RawSettings) -> Result<ConnectionLimits, ConfigError> {
     let bounded = |key: &str, value: &Option<String>, default: &str| {
         let d = duration(key, value.clone(), default, Duration::ZERO)?;
         if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
@@ -679,16 +674,6 @@ fn connection_limits(raw: &RawConnections) -> Result<ConnectionLimits, ConfigErr
         max_connections,
         max_connections_per_address,
     })
-}
-
-/// The connection keys as written, taken out of [`RawSettings`] before it is used up.
-struct RawConnections {
-    header_timeout: Option<String>,
-    body_timeout: Option<String>,
-    idle_timeout: Option<String>,
-    shutdown_timeout: Option<String>,
-    max_connections: Option<u32>,
-    max_connections_per_address: Option<u32>,
 }
 
 impl Settings {
