@@ -302,7 +302,8 @@ impl Counts {
     }
 }
 
-/// One group of a `GET /stats` answer, and of `tracker stats` over the control socket.
+// Also what `tracker stats` decodes from the control socket (hence `Deserialize`).
+/// One group of a `GET /stats` answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GroupStats {
     /// The campaign, link slug or UTC day (`2026-11-22`); `null` for events and clicks without
@@ -310,8 +311,8 @@ pub struct GroupStats {
     pub group: Option<String>,
     pub clicks: u64,
     pub bound_clicks: u64,
-    /// New events by kind (duplicates are not counted). The kinds' own names, borrowed; owned
-    /// only once decoded (from the control socket).
+    /// New events by kind (duplicates are not counted).
+    // The kinds' own names, borrowed; owned once decoded from the control socket.
     pub events: BTreeMap<Cow<'static, str>, u64>,
     /// New deposits that were their user's first.
     pub first_deposits: u64,
