@@ -359,8 +359,7 @@ async fn a_failed_flush_stops_the_store_and_a_restart_counts_the_retry_once() {
     assert_eq!(s.send(&Request::get("/healthz")).await.status, 200);
     // The window has passed: this one is new, replaces the dedup entry, and its flush fails.
     s.clock.advance(window_ms + 1);
-    s.fault.store(fault::FAIL_SYNC, Ordering::SeqCst);
-    assert_error(&s.post_event(body).await, 503, "unavailable", None);
+    refused_as_storage_fails(&s, fault::FAIL_SYNC, body).await;
     // Even with the disk working again, nothing more is accepted by this process.
     assert_stopped_for_good(&mut s, "flush").await;
     assert!(
@@ -382,6 +381,14 @@ async fn a_failed_flush_stops_the_store_and_a_restart_counts_the_retry_once() {
         assert!(!retry.duplicate, "{retry:?}");
     }
     s.stop().await;
+}
+
+/// Makes the store fail as `fault` says, then posts `body`: it is refused `503 unavailable`.
+async fn refused_as_storage_fails(s: &TestServer, fault: u8, body: &str) -> Response {
+    s.fault.store(fault, Ordering::SeqCst);
+    let refused = s.post_event(body).await;
+    assert_error(&refused, 503, "unavailable", None);
+    refused
 }
 
 /// With the disk working again, the serve loop has ended with a failure that names `cause`,
@@ -412,8 +419,7 @@ async fn a_commit_that_fails_after_its_flush_stops_the_store_and_the_retry_is_a_
     let mut s = TestServer::start().await;
     let first = assert_queued(&s.post_event(r#"{"event":"contact"}"#).await);
     let body = r#"{"event":"deposit","eid":"after-flush","value":"7"}"#;
-    s.fault.store(fault::FAIL_AFTER_SYNC, Ordering::SeqCst);
-    assert_error(&s.post_event(body).await, 503, "unavailable", None);
+    refused_as_storage_fails(&s, fault::FAIL_AFTER_SYNC, body).await;
     // The same process takes nothing more, so it cannot store the retry a second time.
     assert_stopped_for_good(&mut s, "after a flush").await;
 
@@ -428,13 +434,7 @@ async fn a_commit_that_fails_after_its_flush_stops_the_store_and_the_retry_is_a_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_answers_503_after_a_failed_flush() {
     let mut s = TestServer::start().await;
-    s.fault.store(fault::FAIL_SYNC, Ordering::SeqCst);
-    assert_error(
-        &s.post_event(r#"{"event":"contact","eid":"x"}"#).await,
-        503,
-        "unavailable",
-        None,
-    );
+    refused_as_storage_fails(&s, fault::FAIL_SYNC, r#"{"event":"contact","eid":"x"}"#).await;
     // The listener closes as the serve loop ends; ask before that, through a connection opened
     // now, or accept that the port is already closed.
     let health = s.store.health();
@@ -456,13 +456,8 @@ async fn healthz_answers_503_after_a_failed_flush() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_writer_refuses_writes_and_ends_the_serve_loop_with_an_error() {
     let mut s = TestServer::start().await;
-    s.fault.store(fault::PANIC_ON_WRITE, Ordering::SeqCst);
-    assert_error(
-        &s.post_event(r#"{"event":"contact","eid":"boom"}"#).await,
-        503,
-        "unavailable",
-        None,
-    );
+    let boom = r#"{"event":"contact","eid":"boom"}"#;
+    refused_as_storage_fails(&s, fault::PANIC_ON_WRITE, boom).await;
     assert_stopped_for_good(&mut s, "panicked").await;
 }
 
@@ -477,9 +472,7 @@ async fn a_failed_commit_answers_503_and_stores_nothing() {
     let click = s.click(&s.a, r#"{"link_slug":"fault"}"#).await;
     let bind = |tg_id: u64| format!(r#"{{"uid":"{click}","tg_id":{tg_id}}}"#);
 
-    s.fault.store(fault::FAIL_ALL, Ordering::SeqCst);
-    let failed = s.post_event(body).await;
-    assert_error(&failed, 503, "unavailable", None);
+    let failed = refused_as_storage_fails(&s, fault::FAIL_ALL, body).await;
     assert!(
         failed.header("retry-after").is_some(),
         "{:?}",
