@@ -6,9 +6,10 @@
 
 use std::fmt::Write as _;
 
-use crate::control::{StatsGroup, StatsShown};
+use crate::control::StatsShown;
 use crate::domain::display;
 use crate::domain::event::EventKind;
+use crate::domain::stats::GroupStats;
 
 pub(super) fn table_text(shown: &StatsShown) -> String {
     let mut text = format!(
@@ -38,7 +39,7 @@ pub(super) fn table_text(shown: &StatsShown) -> String {
     text.trim_end().to_owned()
 }
 
-fn group_line(g: &StatsGroup) -> String {
+fn group_line(g: &GroupStats) -> String {
     let events = |kind: EventKind| g.events.get(kind.as_str()).copied().unwrap_or(0);
     format!(
         "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  {} / {} / {} / {} / {}",
@@ -60,20 +61,20 @@ fn group_line(g: &StatsGroup) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::StatsRates;
+    use crate::domain::stats::Rates;
 
-    fn group(name: Option<&str>) -> StatsGroup {
+    fn group(name: Option<&str>) -> GroupStats {
         let money = |pairs: &[(&str, &str)]| {
             pairs
                 .iter()
                 .map(|(c, v)| ((*c).to_owned(), (*v).to_owned()))
                 .collect()
         };
-        StatsGroup {
+        GroupStats {
             group: name.map(Into::into),
             clicks: 40,
             bound_clicks: 30,
-            events: [("registration".to_owned(), 12), ("deposit".to_owned(), 5)].into(),
+            events: [("registration".into(), 12), ("deposit".into(), 5)].into(),
             first_deposits: 4,
             deposits: money(&[("USD", "120.50")]),
             cost: money(&[("USD", "100")]),
@@ -84,7 +85,7 @@ mod tests {
             leaves: 0,
             subscribers_kept: 0,
             cost_per_subscriber: money(&[]),
-            rates: StatsRates {
+            rates: Rates {
                 bound: Some("0.7500".into()),
                 registration: Some("0.4000".into()),
                 first_deposit: Some("0.3333".into()),

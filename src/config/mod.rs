@@ -458,14 +458,9 @@ pub fn load(
 
 fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, ConfigError> {
     let telegram = telegram_settings(&mut raw)?;
-    let raw_connections = RawConnections {
-        header_timeout: raw.header_timeout.take(),
-        body_timeout: raw.body_timeout.take(),
-        idle_timeout: raw.idle_timeout.take(),
-        shutdown_timeout: raw.shutdown_timeout.take(),
-        max_connections: raw.max_connections.take(),
-        max_connections_per_address: raw.max_connections_per_address.take(),
-    };
+    // Read before `raw` is used up; a refusal is still reported where the connection keys'
+    // turn comes.
+    let connections = connection_limits(&raw);
     let listen_text = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".into());
     let listen = listen_text.parse().map_err(|_| {
         ConfigError(format!(
@@ -544,7 +539,7 @@ fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, Confi
         log_level,
         public_url: public_url.trim_end_matches('/').to_owned(),
         link_preview_agents,
-        connections: connection_limits(&raw_connections)?,
+        connections: connections?,
         metrics_listen,
         backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep, s3)?,
         delivery: delivery_settings(
@@ -647,7 +642,7 @@ const ADDRESS_BURST: u32 = 20;
 
 /// The connection keys (`docs/api.md#limits`). A timeout of zero would cut every client off,
 /// and one over an hour is no bound at all: both are refused.
-fn connection_limits(raw: &RawConnections) -> Result<ConnectionLimits, ConfigError> {
+fn connection_limits(raw: &RawSettings) -> Result<ConnectionLimits, ConfigError> {
     let bounded = |key: &str, value: &Option<String>, default: &str| {
         let d = duration(key, value.clone(), default, Duration::ZERO)?;
         if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
@@ -679,16 +674,6 @@ fn connection_limits(raw: &RawConnections) -> Result<ConnectionLimits, ConfigErr
         max_connections,
         max_connections_per_address,
     })
-}
-
-/// The connection keys as written, taken out of [`RawSettings`] before it is used up.
-struct RawConnections {
-    header_timeout: Option<String>,
-    body_timeout: Option<String>,
-    idle_timeout: Option<String>,
-    shutdown_timeout: Option<String>,
-    max_connections: Option<u32>,
-    max_connections_per_address: Option<u32>,
 }
 
 impl Settings {
@@ -781,6 +766,11 @@ mod tests {
         })
     }
 
+    /// What [`load_text`] refuses `text` and `env` with, no flags given.
+    fn load_error(text: &str, env: &[(&str, &str)]) -> ConfigError {
+        load_text(text, env, Flags::default()).unwrap_err()
+    }
+
     /// The keys of [`RawSettings`], read from its derived `Deserialize`: serde hands a struct's
     /// field names to `deserialize_struct`, and this deserializer keeps them and stops there.
     fn raw_settings_keys() -> &'static [&'static str] {
@@ -855,18 +845,13 @@ mod tests {
 
     #[test]
     fn errors_name_the_key() {
-        let e = load_text(
-            "listen = \"127.0.0.1:1\"\ndedup_windw = \"1h\"\n",
-            &[],
-            Flags::default(),
-        )
-        .unwrap_err();
+        let e = load_error("listen = \"127.0.0.1:1\"\ndedup_windw = \"1h\"\n", &[]);
         assert!(e.0.contains("unknown field `dedup_windw`"), "{e}");
         assert!(e.0.contains("line 2, column 1"), "{e}");
         assert!(e.0.contains("expected one of `listen`"), "{e}");
-        let e = load_text("dedup_window = \"soon\"\n", &[], Flags::default()).unwrap_err();
+        let e = load_error("dedup_window = \"soon\"\n", &[]);
         assert!(e.0.contains("dedup_window"), "{e}");
-        let e = load_text("", &[("TRACKER_LISTN", "x")], Flags::default()).unwrap_err();
+        let e = load_error("", &[("TRACKER_LISTN", "x")]);
         assert!(e.0.contains("TRACKER_LISTN"), "{e}");
         assert!(e.0.contains("expected one of `listen`"), "{e}");
         for (name, value) in [
@@ -874,30 +859,28 @@ mod tests {
             ("TRACKER_RATE_LIMIT", "-1"),
             ("TRACKER_MAX_BODY_BYTES", "99999999999999999999"),
         ] {
-            let e = load_text("", &[(name, value)], Flags::default()).unwrap_err();
+            let e = load_error("", &[(name, value)]);
             assert!(
                 e.0.starts_with(&format!("environment variable {name}: ")),
                 "{e}"
             );
         }
-        let e = load_text("listen = \"nowhere\"\n", &[], Flags::default()).unwrap_err();
+        let e = load_error("listen = \"nowhere\"\n", &[]);
         assert!(e.0.contains("listen"), "{e}");
-        let e = load_text("max_body_bytes = \"big\"\n", &[], Flags::default()).unwrap_err();
+        let e = load_error("max_body_bytes = \"big\"\n", &[]);
         assert!(e.0.contains("max_body_bytes"), "{e}");
         assert!(e.0.contains("invalid type: string \"big\""), "{e}");
-        let e = load_text("log_format = \"xml\"\n", &[], Flags::default()).unwrap_err();
+        let e = load_error("log_format = \"xml\"\n", &[]);
         assert!(e.0.contains("log_format"), "{e}");
     }
 
     /// A syntax error in the file names the file, the line and the column, and shows the line.
     #[test]
     fn a_syntax_error_names_the_file_line_and_column() {
-        let e = load_text(
+        let e = load_error(
             "listen = \"127.0.0.1:8080\"\nrate_limit = 5\npublic_url = \"https://x\n",
             &[],
-            Flags::default(),
-        )
-        .unwrap_err();
+        );
         assert!(
             e.0.contains("tracker.toml: TOML parse error at line 3, column"),
             "{e}"
@@ -956,7 +939,7 @@ mod tests {
             );
             assert!(e.0.contains(&format!("got {bad:?}")), "{e}");
         }
-        let e = load_text("", &[("TRACKER_LOG_LEVEL", "verbose")], Flags::default()).unwrap_err();
+        let e = load_error("", &[("TRACKER_LOG_LEVEL", "verbose")]);
         assert!(e.0.contains("`log_level`"), "{e}");
     }
 
@@ -999,7 +982,7 @@ mod tests {
             assert!(with(key, "0s").is_ok(), "{key}");
         }
         // Through the environment the same bound holds, and it is the key that is named.
-        let e = load_text("", &[("TRACKER_DEDUP_WINDOW", "0s")], Flags::default()).unwrap_err();
+        let e = load_error("", &[("TRACKER_DEDUP_WINDOW", "0s")]);
         assert!(e.0.contains("`dedup_window`"), "{e}");
     }
 
@@ -1101,7 +1084,7 @@ mod tests {
         );
         let s = load_text("metrics_listen = \"127.0.0.1:9464\"", &[], Flags::default()).unwrap();
         assert_eq!(s.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
-        let e = load_text("metrics_listen = \"9464\"", &[], Flags::default()).unwrap_err();
+        let e = load_error("metrics_listen = \"9464\"", &[]);
         assert!(e.0.contains("metrics_listen"), "{e}");
     }
 
@@ -1244,45 +1227,36 @@ mod tests {
         let s3 = s.backups.unwrap().s3.unwrap();
         assert_eq!((s3.prefix.as_str(), s3.region.as_str()), ("prod/", "auto"));
         assert_eq!(s3.bucket, "tracker-backups");
-        let e = load_text("", &[("TRACKER_BACKUP_S3_BUCKT", "x")], Flags::default()).unwrap_err();
+        let e = load_error("", &[("TRACKER_BACKUP_S3_BUCKT", "x")]);
         assert!(e.0.contains("TRACKER_BACKUP_S3_BUCKT"), "{e}");
     }
 
     #[test]
     fn the_s3_secret_is_refused_in_the_file_and_needed_once() {
-        let e = load_text(
-            &s3_text("secret_access_key = \"in-the-file\"\n"),
-            &[SECRET],
-            Flags::default(),
-        )
-        .unwrap_err();
+        let e = load_error(&s3_text("secret_access_key = \"in-the-file\"\n"), &[SECRET]);
         assert!(
             e.0.contains("`secret_access_key` is never read from the configuration file"),
             "{e}"
         );
         assert!(e.0.contains(S3_SECRET_ENV), "{e}");
         assert!(!e.0.contains("in-the-file"), "{e}");
-        let e = load_text(&s3_text(""), &[], Flags::default()).unwrap_err();
+        let e = load_error(&s3_text(""), &[]);
         assert!(e.0.contains("needs the secret key"), "{e}");
-        let e = load_text(
+        let e = load_error(
             &s3_text("secret_access_key_file = \"/nonexistent/secret\"\n"),
             &[],
-            Flags::default(),
-        )
-        .unwrap_err();
+        );
         assert!(
             e.0.contains("cannot read `backup_s3.secret_access_key_file`"),
             "{e}"
         );
-        let e = load_text(
+        let e = load_error(
             &s3_text("secret_access_key_file = \"/nonexistent/secret\"\n"),
             &[SECRET],
-            Flags::default(),
-        )
-        .unwrap_err();
+        );
         assert!(e.0.contains("given twice"), "{e}");
         for bad in ["", "has space", &"k".repeat(257)] {
-            let e = load_text(&s3_text(""), &[(S3_SECRET_ENV, bad)], Flags::default()).unwrap_err();
+            let e = load_error(&s3_text(""), &[(S3_SECRET_ENV, bad)]);
             assert!(e.0.contains("1 to 256 visible ASCII"), "{e}");
             assert!(bad.is_empty() || !e.0.contains(bad), "{e}");
         }
@@ -1389,7 +1363,7 @@ mod tests {
                 .filter(|l| !l.starts_with(&format!("{key} =")))
                 .collect::<Vec<_>>()
                 .join("\n");
-            let e = load_text(&text, &[SECRET], Flags::default()).unwrap_err();
+            let e = load_error(&text, &[SECRET]);
             assert!(e.0.contains(&format!("[backup_s3] needs `{key}`")), "{e}");
         }
     }

@@ -13,7 +13,7 @@ mod socket;
 
 pub use answer::{
     Answer, CostsFetched, CostsImported, DestinationDeleted, ImportedEvent, LinkDeleted,
-    PasswordSet, SpaceSettingsSet, StatsGroup, StatsRates, StatsShown,
+    PasswordSet, SpaceSettingsSet, StatsShown,
 };
 pub use request::{
     AdminRequest, CostsRequest, DestinationRequest, EventTexts, FileText, KeysRequest, LinkRequest,

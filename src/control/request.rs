@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::app::App;
 use crate::control::answer::{
     Answer, CostsFetched, CostsImported, DestinationDeleted, ImportedEvent, LinkDeleted,
-    PasswordSet, SpaceSettingsSet, StatsGroup, StatsShown,
+    PasswordSet, SpaceSettingsSet, StatsShown,
 };
 use crate::domain::credential::Kind;
 use crate::domain::destination::{DeliveryQuery, DestinationFields, DestinationPatch, State};
@@ -576,7 +576,7 @@ async fn stats(
     Ok(Answer::Stats(StatsShown {
         space: space.name.to_string(),
         by: by.as_str().to_owned(),
-        groups: groups.into_iter().map(StatsGroup::from).collect(),
+        groups,
     }))
 }
 

@@ -308,14 +308,8 @@ pub struct BindInput {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindBody<'a> {
-    /// A click id: 1 to 64 of `A-Z a-z 0-9 _ -`, a Telegram `start` parameter. Anything else (an
-    /// unreplaced macro such as `{clickid}`, `%%CLICK_ID%%` or `$subid`) is `invalid_uid`.
     #[serde(borrow)]
-    #[schemars(
-        with = "String",
-        length(min = 1, max = 64),
-        pattern(r"^[A-Za-z0-9_-]+$")
-    )]
+    #[schemars(with = "input::UidJson")]
     uid: Option<&'a RawValue>,
     /// The Telegram user the click is bound to.
     #[serde(borrow)]

@@ -263,14 +263,8 @@ pub struct EventBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "EventKind")]
     event: Option<&'a RawValue>,
-    /// A click id: 1 to 64 of `A-Z a-z 0-9 _ -`, a Telegram `start` parameter. Anything else (an
-    /// unreplaced macro such as `{clickid}`, `%%CLICK_ID%%` or `$subid`) is `invalid_uid`.
     #[serde(borrow)]
-    #[schemars(
-        with = "Option<String>",
-        length(min = 1, max = 64),
-        pattern(r"^[A-Za-z0-9_-]+$")
-    )]
+    #[schemars(with = "Option<input::UidJson>")]
     uid: Option<&'a RawValue>,
     /// The Telegram user the event is about. Without a `uid`, the event is attributed to a click
     /// bound to this user; with one, the `uid` decides and the id is kept.

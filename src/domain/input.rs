@@ -62,6 +62,14 @@ pub fn json_number_text(raw: &RawValue) -> Option<&str> {
     (first.is_ascii_digit() || *first == b'-').then_some(text)
 }
 
+// Read by the uid's own rule; this type only describes it in `/openapi.json`, where it stands
+// in place (no schema of its own), described as the field.
+/// A click id: 1 to 64 of `A-Z a-z 0-9 _ -`, a Telegram `start` parameter. Anything else (an
+/// unreplaced macro such as `{clickid}`, `%%CLICK_ID%%` or `$subid`) is `invalid_uid`.
+#[derive(JsonSchema)]
+#[schemars(inline, transparent)]
+pub struct UidJson(#[schemars(length(min = 1, max = 64), pattern(r"^[A-Za-z0-9_-]+$"))] pub String);
+
 // Read by `click::tg_id_text`; this type only describes it in `/openapi.json`.
 /// A Telegram user id, 1 to 2^53-1 (the largest integer every JSON parser holds exactly): a JSON
 /// integer or a string of digits.

@@ -707,17 +707,22 @@ mod tests {
         assert!(!is_preview(None, &agents));
     }
 
-    #[test]
-    fn a_visit_takes_fbclid_and_utm_campaign_from_the_query() {
-        let link = Link {
+    /// Link `spring` of space 1 to bot `shop_bot`, with `campaign_name`.
+    fn spring_link(campaign_name: Option<&str>) -> Link {
+        Link {
             space: 1,
             slug: "spring".into(),
             destination: Destination::Bot("shop_bot".into()),
-            campaign_name: Some("link-campaign".into()),
+            campaign_name: campaign_name.map(Into::into),
             mode: Mode::Redirect,
             created_at_ms: 0,
             deleted: false,
-        };
+        }
+    }
+
+    #[test]
+    fn a_visit_takes_fbclid_and_utm_campaign_from_the_query() {
+        let link = spring_link(Some("link-campaign"));
         let c = visit_click(&link, "fbclid=IwAR1&utm_campaign=ads%201", 5);
         assert_eq!(c.fbclid.as_deref(), Some("IwAR1"));
         assert_eq!(c.campaign_name.as_deref(), Some("ads 1"));
@@ -735,15 +740,7 @@ mod tests {
     /// `fbclid`; a longer one is dropped from the fields and stays in the rest of the query.
     #[test]
     fn a_visit_takes_the_ad_platforms_click_ids() {
-        let link = Link {
-            space: 1,
-            slug: "spring".into(),
-            destination: Destination::Bot("shop_bot".into()),
-            campaign_name: None,
-            mode: Mode::Redirect,
-            created_at_ms: 0,
-            deleted: false,
-        };
+        let link = spring_link(None);
         let c = visit_click(
             &link,
             "ttclid=E.C.P.x&gclid=Cj0K&utm_source=g&gbraid=0AA&wbraid=Cl1",
@@ -779,15 +776,7 @@ mod tests {
     /// `utm_campaign`), and is cut to `VISIT_QUERY_BOUND`; other parameters stay, in order.
     #[test]
     fn a_visit_stores_the_rest_of_the_query_bounded() {
-        let link = Link {
-            space: 1,
-            slug: "spring".into(),
-            destination: Destination::Bot("shop_bot".into()),
-            campaign_name: None,
-            mode: Mode::Redirect,
-            created_at_ms: 0,
-            deleted: false,
-        };
+        let link = spring_link(None);
         let c = visit_click(
             &link,
             "utm_source=fb&fbclid=IwAR1&utm_campaign=ads%201&utm_content=ad-7&x=1",

@@ -15,10 +15,11 @@
 //!   a click made later never takes an earlier event's uid: the feed, which joins clicks at read
 //!   time, and the stats always agree.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::domain::decimal::Decimal;
 use crate::domain::event::EventKind;
@@ -301,8 +302,9 @@ impl Counts {
     }
 }
 
+// Also what `tracker stats` decodes from the control socket (hence `Deserialize`).
 /// One group of a `GET /stats` answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GroupStats {
     /// The campaign, link slug or UTC day (`2026-11-22`); `null` for events and clicks without
     /// one.
@@ -310,7 +312,8 @@ pub struct GroupStats {
     pub clicks: u64,
     pub bound_clicks: u64,
     /// New events by kind (duplicates are not counted).
-    pub events: BTreeMap<&'static str, u64>,
+    // The kinds' own names, borrowed; owned once decoded from the control socket.
+    pub events: BTreeMap<Cow<'static, str>, u64>,
     /// New deposits that were their user's first.
     pub first_deposits: u64,
     /// Deposit sums by currency, as exact decimal strings.
@@ -382,7 +385,7 @@ pub fn returns_text<'a>(
 }
 
 /// The funnel's stage rates of a group (see [`GroupStats::rates`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Rates {
     pub bound: Option<String>,
     pub registration: Option<String>,
@@ -462,7 +465,7 @@ impl GroupStats {
             bound_clicks: counts.bound_clicks,
             events: EventKind::ALL
                 .iter()
-                .map(|k| (k.as_str(), counts.events[*k as usize - 1]))
+                .map(|k| (Cow::Borrowed(k.as_str()), counts.events[*k as usize - 1]))
                 .collect(),
             first_deposits: counts.first_deposits,
             deposits: counts

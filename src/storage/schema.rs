@@ -437,6 +437,7 @@ mod tests {
             key_layout(DEDUP, &(7, 3, DIGEST)),
             expect("dedup", "(u32,u8,u128)", &dedup)
         );
+        // A click's key, in `CLICKS` and `CLICK_HINTS` alike.
         #[rustfmt::skip]
         let click = [
             7, 0, 0, 0, // space
@@ -497,14 +498,9 @@ mod tests {
             key_layout(DELIVERY_QUEUE, &(7, u64::MAX, 0x0102_0304_0506_0708)),
             expect("delivery_queue", "(u32,u64,u64)", &queued)
         );
-        #[rustfmt::skip]
-        let hints = [
-            7, 0, 0, 0, // space
-            b'u', b'i', b'd', b'-', b'1', // uid, no length
-        ];
         assert_eq!(
             key_layout(CLICK_HINTS, &(7, "uid-1")),
-            expect("click_hints", "(u32,&str)", &hints)
+            expect("click_hints", "(u32,&str)", &click)
         );
         #[rustfmt::skip]
         let inbox = [

@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use tracker::domain::client::Cidr;
 
-use crate::support::{Request, Response, TestServer, TrackerProcess, assert_queued, send};
+use crate::support::{
+    Request, Response, TestServer, TrackerProcess, assert_queued, assert_succeeded, send,
+};
 
 const PASSWORD: &str = "correct horse battery staple";
 
@@ -345,12 +347,11 @@ async fn a_state_changing_form_without_the_sessions_csrf_token_changes_nothing()
     assert!(created_secret.starts_with("trk_sk_"), "{created_secret}");
     assert!(space_names(&server).await.contains(&"c".to_owned()));
     // Its times are in its zone.
-    let mut zone = Request::post(
+    let zone = Request::patch(
         "/space",
         Some(&created_secret),
         r#"{"time_zone":"Asia/Kolkata"}"#,
     );
-    zone.method = "PATCH";
     assert_eq!(send(server.addr, &zone).await.status, 200);
     // A rotation through the page gives a secret that the API takes.
     let rotated = post_form(
@@ -804,11 +805,7 @@ fn the_admin_password_command_sets_the_password_a_login_checks() {
     assert!(!short.status.success());
     assert!(String::from_utf8_lossy(&short.stderr).contains("at least 12"));
     let ok = set("twelve-chars");
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    assert_succeeded(&ok);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let login = |password: &str| runtime.block_on(log_in_at(first.addr, "admin", password));
     assert_eq!(login(&generated).status, 401);
@@ -1272,11 +1269,9 @@ async fn upload_answers(
 
 /// Space `a`'s costs as `GET /costs` lists them: `day campaign amount currency`.
 async fn costs_of_a(server: &TestServer) -> Vec<String> {
-    let r = server.read_as(&server.a, "/costs").await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["costs"]
-        .as_array()
-        .unwrap()
+    server
+        .list_as(&server.a, "/costs", "costs")
+        .await
         .iter()
         .map(|c| {
             format!(
@@ -1633,13 +1628,10 @@ async fn the_spaces_page_shows_a_failed_upload_of_a_scheduled_backup() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_keys_page_shows_times_in_the_space_zone_and_the_spaces_page_in_utc() {
     let server = TestServer::start().await;
-    let mut patch = Request::post(
-        "/space",
-        Some(&server.a.secret),
-        r#"{"time_zone":"Asia/Kolkata"}"#,
-    );
-    patch.method = "PATCH";
-    assert_eq!(server.send(&patch).await.status, 200);
+    let zone = server
+        .patch_as(&server.a, "/space", r#"{"time_zone":"Asia/Kolkata"}"#)
+        .await;
+    assert_eq!(zone.status, 200);
     let cookie = logged_in(&server).await;
     let keys = get_page(&server, Some(&cookie), "/admin/spaces/a")
         .await

@@ -22,9 +22,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::support::{
-    Connection, EventAnswer, FirstStart, Request, TrackerProcess, assert_duplicate_of,
-    assert_queued, dedup_entries_derived, event_answer, first_start, post_json, rows_in, run_cli,
-    send, stop_cleanly,
+    Connection, EventAnswer, FirstStart, Request, Response, TrackerProcess, assert_duplicate_of,
+    assert_queued, assert_succeeded, dedup_entries_derived, event_answer, first_start, post_json,
+    rows_in, run_cli, send, stop_cleanly,
 };
 
 /// Concurrent senders of unique events while the backup runs (the suite runs on 2 cores).
@@ -164,6 +164,69 @@ async fn assert_click_bound(
         json!({"ok": true, "matched": true, "tg_id": tg_id, "conflict": true}),
         "the binding is in the copy"
     );
+}
+
+/// A server started by [`started_with_each_rule`], and where a backup of it goes.
+struct Started {
+    /// The server's folder, holding its data file `data`.
+    dir: tempfile::TempDir,
+    data: PathBuf,
+    /// The backup's folder, and the backup `dest` in it: named as `TrackerProcess` expects, so
+    /// the copy can be served as it is.
+    copy_dir: tempfile::TempDir,
+    dest: PathBuf,
+    /// The first space's credentials.
+    creds: FirstStart,
+    /// The bound click: its fbclid, its Telegram user and its uid.
+    fbclid: &'static str,
+    tg_id: u64,
+    uid: String,
+    /// The events of each dedup rule, as [`events_of_each_rule`] answers them.
+    by_rule: Vec<(String, u64)>,
+}
+
+/// The real server started for the first time in a new folder, with a click of `fbclid` bound
+/// to Telegram user `tg_id` and an event of each dedup rule.
+async fn started_with_each_rule(fbclid: &'static str, tg_id: u64) -> (TrackerProcess, Started) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy_dir = tempfile::tempdir().unwrap();
+    let (data, dest) = (dir.path().join("t.redb"), copy_dir.path().join("t.redb"));
+    let (process, creds) = first_start(dir.path());
+    let uid = bound_click(process.addr, &creds.secret, fbclid, tg_id).await;
+    let by_rule = events_of_each_rule(process.addr, &creds.secret, &uid).await;
+    let started = Started {
+        dir,
+        data,
+        copy_dir,
+        dest,
+        creds,
+        fbclid,
+        tg_id,
+        uid,
+        by_rule,
+    };
+    (process, started)
+}
+
+impl Started {
+    /// `POST /events` of `body` as the first space, to the server at `addr`.
+    async fn post_event(&self, addr: SocketAddr, body: &str) -> Response {
+        send(
+            addr,
+            &Request::post("/events", Some(&self.creds.secret), body),
+        )
+        .await
+    }
+
+    /// Asserts that the server at `addr` (a copy) has the click with its binding, both
+    /// credentials, and the events of each dedup rule.
+    async fn assert_served_by(&self, addr: SocketAddr) {
+        assert_click_bound(addr, &self.creds, self.fbclid, &self.uid, self.tg_id).await;
+        for (body, id) in &self.by_rule {
+            let r = self.post_event(addr, body).await;
+            assert_duplicate_of(&r, *id);
+        }
+    }
 }
 
 /// One event of each rule without an eid, for `uid`: `(body, inbox_id)`. Their dedup entries
@@ -320,33 +383,38 @@ fn assert_a_prefix_of_the_commits(answers: &[(Ack, EventAnswer)]) -> (u64, usize
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let copy_dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("t.redb");
-    // Named as `TrackerProcess` expects, so the copy can be served as it is.
-    let dest = copy_dir.path().join("t.redb");
-    let (process, creds) = first_start(dir.path());
+    let (process, setup) = started_with_each_rule("IwAR-backup", 4242).await;
     let addr = process.addr;
-
-    let uid = bound_click(addr, &creds.secret, "IwAR-backup", 4242).await;
-    let by_rule = events_of_each_rule(addr, &creds.secret, &uid).await;
 
     let load = Arc::new(Load::default());
     let senders: Vec<_> = (0..SENDERS)
-        .map(|s| tokio::spawn(send_events(addr, creds.secret.clone(), s, load.clone())))
+        .map(|s| {
+            tokio::spawn(send_events(
+                addr,
+                setup.creds.secret.clone(),
+                s,
+                load.clone(),
+            ))
+        })
         .collect();
     tokio::time::timeout(Duration::from_secs(20), load.ready_for_backup.notified())
         .await
         .expect("the load reaches the backup point");
     load.backup_started.store(true, Ordering::SeqCst);
-    let out = run_backup_async(data.clone(), dest.clone(), true, dir.path().to_owned()).await;
+    let out = run_backup_async(
+        setup.data.clone(),
+        setup.dest.clone(),
+        true,
+        setup.dir.path().to_owned(),
+    )
+    .await;
     load.stop.store(true, Ordering::SeqCst);
     let mut acks = Vec::new();
     for s in senders {
         acks.extend(s.await.expect("sender"));
     }
-    let rows = assert_backed_up(&out, &dest);
-    assert_no_credential_in(&dest, &creds);
+    let rows = assert_backed_up(&out, &setup.dest);
+    assert_no_credential_in(&setup.dest, &setup.creds);
     let during = acks.iter().filter(|a| !a.before_backup).count();
     assert!(
         during > 0,
@@ -359,7 +427,7 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
     );
     stop_cleanly(process);
     // The copy made under load keeps every rule of `tracker check`, before anything opens it.
-    let checked = crate::check::run_check(&dest, None, false, copy_dir.path());
+    let checked = crate::check::run_check(&setup.dest, None, false, setup.copy_dir.path());
     assert!(
         checked.status.success(),
         "the backup fails tracker check: {}{}",
@@ -367,7 +435,7 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
         String::from_utf8_lossy(&checked.stderr)
     );
 
-    let copy = TrackerProcess::start(copy_dir.path());
+    let copy = TrackerProcess::start(setup.copy_dir.path());
     assert!(
         copy.created.is_none(),
         "the copy has the default space, so nothing is created on its first start"
@@ -380,33 +448,22 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
     );
 
     // The click, the binding, both credentials, and the events of each dedup rule.
-    assert_click_bound(addr, &creds, "IwAR-backup", &uid, 4242).await;
-    for (body, id) in &by_rule {
-        let r = send(addr, &Request::post("/events", Some(&creds.secret), body)).await;
-        assert_duplicate_of(&r, *id);
-    }
+    setup.assert_served_by(addr).await;
 
     // Every event acknowledged before the backup started is in the copy with its inbox_id; the
     // copy holds a prefix of the commits (no hole), and nothing after it.
     let total = acks.len();
-    let answers = resend(addr, &creds.secret, acks).await;
+    let answers = resend(addr, &setup.creds.secret, acks).await;
     assert_eq!(answers.len(), total);
     let (cutoff, after_snapshot) = assert_a_prefix_of_the_commits(&answers);
-    let next = assert_queued(
-        &send(
-            addr,
-            &Request::post(
-                "/events",
-                Some(&creds.secret),
-                r#"{"event":"registration"}"#,
-            ),
-        )
-        .await,
-    );
+    let next = assert_queued(&setup.post_event(addr, r#"{"event":"registration"}"#).await);
     assert_eq!(next, cutoff + after_snapshot as u64 + 1);
     let ingest = send(
         addr,
-        &Request::get(&format!("/e?token={}&event=subscribed", creds.ingest_token)),
+        &Request::get(&format!(
+            "/e?token={}&event=subscribed",
+            setup.creds.ingest_token
+        )),
     )
     .await;
     assert_eq!(
@@ -417,7 +474,7 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
 
     // Rows: META, the space, its 2 credentials, the click with its 2 index rows, and each event
     // in the copy once in INBOX and at most once in DEDUP (the rest were in memory).
-    let in_copy = (answers.len() - after_snapshot + by_rule.len()) as u64;
+    let in_copy = (answers.len() - after_snapshot + setup.by_rule.len()) as u64;
     let fixed = META_ROWS + 1 + 2 + 3;
     assert!(
         (fixed + in_copy..=fixed + 2 * in_copy).contains(&rows),
@@ -435,78 +492,64 @@ async fn a_backup_under_load_is_a_consistent_snapshot_with_every_acknowledged_wr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_with_no_server_running_opens_the_data_file_itself() {
-    let dir = tempfile::tempdir().unwrap();
-    let copy_dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("t.redb");
-    let dest = copy_dir.path().join("t.redb");
-    let (process, creds) = first_start(dir.path());
+    let (process, setup) = started_with_each_rule("IwAR-offline", 99).await;
     let addr = process.addr;
-    let uid = bound_click(addr, &creds.secret, "IwAR-offline", 99).await;
-    let by_rule = events_of_each_rule(addr, &creds.secret, &uid).await;
     let mut eids = Vec::new();
     for n in 0..20 {
         let body = format!(r#"{{"event":"deposit","eid":"offline-{n}","value":"{n}"}}"#);
-        let r = send(addr, &Request::post("/events", Some(&creds.secret), &body)).await;
+        let r = setup.post_event(addr, &body).await;
         eids.push((body, assert_queued(&r)));
     }
     stop_cleanly(process);
-    let socket = tracker::control::socket_path(&data);
+    let socket = tracker::control::socket_path(&setup.data);
     assert!(!socket.exists(), "a clean stop removes the control socket");
 
     // The text form: one line for a person.
     let out = tokio::task::spawn_blocking({
-        let (data, dest, cwd) = (data.clone(), dest.clone(), dir.path().to_owned());
+        let (data, dest, cwd) = (
+            setup.data.clone(),
+            setup.dest.clone(),
+            setup.dir.path().to_owned(),
+        );
         move || run_backup(&data, &dest, false, &cwd)
     })
     .await
     .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     // A clean stop wrote every dedup entry: each of the 23 events is one INBOX and one DEDUP row,
     // beside the stats rows and the first deposits the writer keeps; every row of every table is
     // in the copy.
-    let events = (eids.len() + by_rule.len()) as u64;
-    let rows = rows_in(&data);
+    let events = (eids.len() + setup.by_rule.len()) as u64;
+    let rows = rows_in(&setup.data);
     let derived_rows = rows - (META_ROWS + 1 + 2 + 3 + 2 * events);
     // (Each group the events count in has a quarter, a day and a block row.)
     assert!(
         (1..=30).contains(&derived_rows),
         "{derived_rows} stats and first deposit rows"
     );
-    let bytes = std::fs::metadata(&dest).expect("the backup file").len();
+    let bytes = std::fs::metadata(&setup.dest)
+        .expect("the backup file")
+        .len();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!(
             "backed up {rows} rows ({bytes} bytes) to {}\n",
-            dest.display()
+            setup.dest.display()
         )
     );
-    assert_no_credential_in(&dest, &creds);
+    assert_no_credential_in(&setup.dest, &setup.creds);
     assert!(!socket.exists(), "the direct path opens no socket");
 
-    let copy = TrackerProcess::start(copy_dir.path());
+    let copy = TrackerProcess::start(setup.copy_dir.path());
     assert!(copy.created.is_none(), "the copy has the default space");
     let addr = copy.addr;
-    assert_click_bound(addr, &creds, "IwAR-offline", &uid, 99).await;
-    for (body, id) in by_rule.iter().chain(&eids) {
-        let r = send(addr, &Request::post("/events", Some(&creds.secret), body)).await;
+    setup.assert_served_by(addr).await;
+    for (body, id) in &eids {
+        let r = setup.post_event(addr, body).await;
         assert_duplicate_of(&r, *id);
     }
     let last = eids.last().expect("events").1;
-    let next = assert_queued(
-        &send(
-            addr,
-            &Request::post(
-                "/events",
-                Some(&creds.secret),
-                r#"{"event":"registration"}"#,
-            ),
-        )
-        .await,
-    );
+    let next = assert_queued(&setup.post_event(addr, r#"{"event":"registration"}"#).await);
     assert_eq!(
         next,
         last + 1,
@@ -515,13 +558,9 @@ async fn a_backup_with_no_server_running_opens_the_data_file_itself() {
     stop_cleanly(copy);
 
     // The original is untouched by the backup and still opens.
-    let again = TrackerProcess::start(dir.path());
+    let again = TrackerProcess::start(setup.dir.path());
     assert!(again.created.is_none());
-    let r = send(
-        again.addr,
-        &Request::post("/events", Some(&creds.secret), &eids[0].0),
-    )
-    .await;
+    let r = setup.post_event(again.addr, &eids[0].0).await;
     assert_duplicate_of(&r, eids[0].1);
     stop_cleanly(again);
 }

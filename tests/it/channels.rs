@@ -50,10 +50,7 @@ pub(crate) async fn server_with(
 }
 
 pub(crate) async fn patch_space(s: &TestServer, body: &Value) -> Response {
-    let body = body.to_string();
-    let mut request = Request::post("/space", Some(&s.a.secret), &body);
-    request.method = "PATCH";
-    s.send(&request).await
+    s.patch_as(&s.a, "/space", &body.to_string()).await
 }
 
 /// A server whose space `a` has the stand-in's bot, and the channel `@news_ch`.

@@ -1,6 +1,7 @@
 //! The `tracker` binary's own promises: configuration errors stop it before anything is opened,
 //! a data file from a newer release is refused untouched, and `default-config` is the example.
 
+use crate::support::assert_succeeded;
 use std::io::Write as _;
 use std::process::{Command, Output};
 
@@ -45,11 +46,7 @@ fn a_data_file_from_a_newer_release_is_refused_untouched() {
     use redb::ReadableDatabase as _;
     let dir = tempfile::tempdir().unwrap();
     let out = tracker(dir.path(), "", &["init"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let data = dir.path().join("tracker.redb");
     {
         let db = redb::Database::open(&data).unwrap();

@@ -8,14 +8,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::receiver::{Receiver, Reply};
-use crate::support::{Request, TrackerProcess, assert_queued, post_json_status, run_cli, send};
+use crate::support::{
+    Request, TrackerProcess, assert_queued, assert_succeeded, post_json_status, run_cli, send,
+};
 
 fn stdout_of(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(out);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

@@ -198,11 +198,10 @@ async fn meta_gets_the_prelanders_cookies_and_hints() {
     assert!(off.get("client_ip_address").is_none(), "{off}");
     assert!(off.get("client_user_agent").is_none(), "{off}");
 
-    let patch = Request {
-        method: "PATCH",
-        ..Request::post("/space", Some(&s.a.secret), r#"{"meta_client_hints":true}"#)
-    };
-    assert_eq!(s.send(&patch).await.status, 200);
+    let patch = s
+        .patch_as(&s.a, "/space", r#"{"meta_client_hints":true}"#)
+        .await;
+    assert_eq!(patch.status, 200);
     let on = send(2).await;
     assert_eq!(on["fbp"], "fb.1.1700000000000.42", "{on}");
     assert_eq!(on["fbc"], "fb.1.1699999999999.IwAR-p2", "{on}");

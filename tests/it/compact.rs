@@ -9,7 +9,8 @@ use serde_json::Value;
 use tracker::storage::schema::ADMIN;
 
 use crate::support::{
-    Request, TrackerProcess, assert_queued, first_start, run_cli, send, stop_cleanly,
+    Request, TrackerProcess, assert_queued, assert_succeeded, first_start, run_cli, send,
+    stop_cleanly,
 };
 
 fn run_compact(dir: &std::path::Path) -> Output {
@@ -81,11 +82,7 @@ async fn compact_needs_the_server_stopped_and_then_shrinks_the_file() {
         "the junk's pages are still in the file: {before} bytes"
     );
     let out = run_compact(dir.path());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let sizes: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(sizes["bytes_before"], before, "{sizes}");
     let after = data.metadata().unwrap().len();

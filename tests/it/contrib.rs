@@ -2,6 +2,7 @@
 //! misspelt hardening key is only a warning, so the test reads what it prints), and the
 //! Caddyfile is one Caddy accepts. `.ci/run` installs both; outside CI a missing tool skips.
 
+use crate::support::assert_succeeded;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -78,11 +79,7 @@ fn the_caddyfile_is_valid_where_caddy_is_installed() {
         eprintln!("SKIPPED: caddy is not installed (apt-get install caddy); Caddyfile not checked");
         return;
     };
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
 }
 
 /// The VPS guide (docs/vps.md) makes the data file and its admin password before it starts the

@@ -7,10 +7,13 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::channels::patch_space;
 use crate::support::insights::{ACCOUNT, Insights, Row, TOKEN, error};
-use crate::support::{DAY_MS, IO_TIMEOUT, NOW_MS, Request, Response, TestServer, assert_error};
+use crate::support::{
+    DAY_MS, IO_TIMEOUT, NOW_MS, Response, TestServer, assert_error, assert_succeeded,
+};
 
 /// Today of the test's clock, in UTC (the spaces' zone), as a day number.
 const TODAY: u64 = NOW_MS / DAY_MS;
@@ -28,13 +31,6 @@ fn row(back: u64, campaign: &str, adset: &str, ad: &str, spend: &str) -> Row {
         ad: ad.into(),
         spend: spend.into(),
     }
-}
-
-async fn patch_space(s: &TestServer, body: &Value) -> Response {
-    let body = body.to_string();
-    let mut request = Request::post("/space", Some(&s.a.secret), &body);
-    request.method = "PATCH";
-    s.send(&request).await
 }
 
 /// Waits until `/metrics` has counted `n` fetches that came to `result`.
@@ -74,11 +70,8 @@ async fn with_meta(api: &Insights, token: &str, result: &str) -> TestServer {
 
 /// `GET /costs` as space `a`: `day campaign/adset/ad amount currency source` each.
 async fn costs(s: &TestServer) -> Vec<String> {
-    let r = s.read_as(&s.a, "/costs").await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["costs"]
-        .as_array()
-        .unwrap()
+    s.list_as(&s.a, "/costs", "costs")
+        .await
         .iter()
         .map(|c| {
             let t = |f: &str| c[f].as_str().unwrap().to_owned();
@@ -497,19 +490,11 @@ fn the_command_line_fetches_spend_from_meta() {
         &data,
         ["space", "set", "default", &account, &token, &graph],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
     let out = run_cli(dir.path(), &data, ["costs", "fetch", "default"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     assert!(
         stdout.starts_with("space default: spend from Meta: 28 days (")
             && stdout.contains("1 rows, 1 costs set")

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::support::assert_succeeded;
 use serde_json::Value;
 use tracker::app::App;
 use tracker::clock::{Clock, ManualClock};
@@ -279,11 +280,7 @@ fn race_rotations(data: &Path, kinds: &[&'static str]) {
         .collect();
     for r in racers {
         let out = r.join().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_succeeded(&out);
     }
 }
 
@@ -301,11 +298,7 @@ fn racing_rotations_without_a_server_leave_one_active_credential_per_kind() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("t.redb");
     let out = cli(&data, &["init"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     race_rotations(&data, &["secret"; 4]);
     let out = cli(&data, &["space", "list"]);
     let list: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -10,7 +10,7 @@ use tracker::storage::fault;
 
 use crate::support::{
     Connection, DAY_MS, NOW_MS, Request, Response, TestServer, assert_duplicate_of, assert_error,
-    assert_queued, event_answer,
+    assert_queued, contact_at, event_answer,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -359,8 +359,7 @@ async fn a_failed_flush_stops_the_store_and_a_restart_counts_the_retry_once() {
     assert_eq!(s.send(&Request::get("/healthz")).await.status, 200);
     // The window has passed: this one is new, replaces the dedup entry, and its flush fails.
     s.clock.advance(window_ms + 1);
-    s.fault.store(fault::FAIL_SYNC, Ordering::SeqCst);
-    assert_error(&s.post_event(body).await, 503, "unavailable", None);
+    refused_as_storage_fails(&s, fault::FAIL_SYNC, body).await;
     // Even with the disk working again, nothing more is accepted by this process.
     assert_stopped_for_good(&mut s, "flush").await;
     assert!(
@@ -384,6 +383,14 @@ async fn a_failed_flush_stops_the_store_and_a_restart_counts_the_retry_once() {
     s.stop().await;
 }
 
+/// Makes the store fail as `fault` says, then posts `body`: it is refused `503 unavailable`.
+async fn refused_as_storage_fails(s: &TestServer, fault: u8, body: &str) -> Response {
+    s.fault.store(fault, Ordering::SeqCst);
+    let refused = s.post_event(body).await;
+    assert_error(&refused, 503, "unavailable", None);
+    refused
+}
+
 /// With the disk working again, the serve loop has ended with a failure that names `cause`,
 /// and the store refuses every write: the process must be restarted to recover from the file
 /// (after a failed flush, or a writer that died).
@@ -396,7 +403,7 @@ async fn assert_stopped_for_good(s: &mut TestServer, cause: &str) {
     assert!(reason.contains(cause), "{reason}");
     assert!(
         s.store
-            .record_event(1, valid_contact(s.clock.now_ms()), None)
+            .record_event(1, contact_at(s.clock.now_ms()), None)
             .await
             .is_err(),
         "a write after the store stopped for good must be refused"
@@ -412,8 +419,7 @@ async fn a_commit_that_fails_after_its_flush_stops_the_store_and_the_retry_is_a_
     let mut s = TestServer::start().await;
     let first = assert_queued(&s.post_event(r#"{"event":"contact"}"#).await);
     let body = r#"{"event":"deposit","eid":"after-flush","value":"7"}"#;
-    s.fault.store(fault::FAIL_AFTER_SYNC, Ordering::SeqCst);
-    assert_error(&s.post_event(body).await, 503, "unavailable", None);
+    refused_as_storage_fails(&s, fault::FAIL_AFTER_SYNC, body).await;
     // The same process takes nothing more, so it cannot store the retry a second time.
     assert_stopped_for_good(&mut s, "after a flush").await;
 
@@ -428,13 +434,7 @@ async fn a_commit_that_fails_after_its_flush_stops_the_store_and_the_retry_is_a_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_answers_503_after_a_failed_flush() {
     let mut s = TestServer::start().await;
-    s.fault.store(fault::FAIL_SYNC, Ordering::SeqCst);
-    assert_error(
-        &s.post_event(r#"{"event":"contact","eid":"x"}"#).await,
-        503,
-        "unavailable",
-        None,
-    );
+    refused_as_storage_fails(&s, fault::FAIL_SYNC, r#"{"event":"contact","eid":"x"}"#).await;
     // The listener closes as the serve loop ends; ask before that, through a connection opened
     // now, or accept that the port is already closed.
     let health = s.store.health();
@@ -456,29 +456,9 @@ async fn healthz_answers_503_after_a_failed_flush() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_writer_refuses_writes_and_ends_the_serve_loop_with_an_error() {
     let mut s = TestServer::start().await;
-    s.fault.store(fault::PANIC_ON_WRITE, Ordering::SeqCst);
-    assert_error(
-        &s.post_event(r#"{"event":"contact","eid":"boom"}"#).await,
-        503,
-        "unavailable",
-        None,
-    );
+    let boom = r#"{"event":"contact","eid":"boom"}"#;
+    refused_as_storage_fails(&s, fault::PANIC_ON_WRITE, boom).await;
     assert_stopped_for_good(&mut s, "panicked").await;
-}
-
-fn valid_contact(now_ms: u64) -> tracker::domain::event::ValidEvent {
-    tracker::domain::event::ValidEvent {
-        kind: tracker::domain::event::EventKind::Contact,
-        uid: None,
-        tg_id: None,
-        value: None,
-        currency: "USD".into(),
-        eid: None,
-        occurred_at_ms: now_ms,
-        time_supplied: false,
-        received_at_ms: now_ms,
-        source: tracker::domain::event::Source::Post,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -492,9 +472,7 @@ async fn a_failed_commit_answers_503_and_stores_nothing() {
     let click = s.click(&s.a, r#"{"link_slug":"fault"}"#).await;
     let bind = |tg_id: u64| format!(r#"{{"uid":"{click}","tg_id":{tg_id}}}"#);
 
-    s.fault.store(fault::FAIL_ALL, Ordering::SeqCst);
-    let failed = s.post_event(body).await;
-    assert_error(&failed, 503, "unavailable", None);
+    let failed = refused_as_storage_fails(&s, fault::FAIL_ALL, body).await;
     assert!(
         failed.header("retry-after").is_some(),
         "{:?}",
@@ -613,7 +591,7 @@ async fn a_record_that_does_not_decode_fails_only_its_own_request() {
         .map(|i| {
             let store = store.clone();
             tokio::spawn(async move {
-                let mut event = valid_contact(now);
+                let mut event = contact_at(now);
                 event.eid = Some(format!("batch-{i}"));
                 let key = tracker::domain::dedup::dedup_key(&event, DAY_MS);
                 store.record_event(1, event, key).await

@@ -28,9 +28,18 @@ pub(crate) async fn destination(s: &TestServer, space: &Space, body: &Value) -> 
 }
 
 pub(crate) async fn deliveries(s: &TestServer, space: &Space, query: &str) -> Vec<Value> {
-    let r = s.read_as(space, &format!("/deliveries{query}")).await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["deliveries"].as_array().unwrap().clone()
+    s.list_as(space, &format!("/deliveries{query}"), "deliveries")
+        .await
+}
+
+/// Webhook `hook` of space `a`, sent to `r`'s `/hook`; answers it as created.
+async fn webhook(s: &TestServer, r: &Receiver) -> Value {
+    destination(
+        s,
+        &s.a,
+        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
+    )
+    .await
 }
 
 /// Waits until the delivery of `inbox_id` is in `state`, and answers it.
@@ -77,12 +86,7 @@ fn verify(secret: &str, req: &crate::support::receiver::Received, body: &[u8]) -
 async fn a_webhook_gets_each_new_event_once_signed_as_the_feed_shows_it() {
     let s = private_server().await;
     let r = Receiver::start().await;
-    let hook = destination(
-        &s,
-        &s.a,
-        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
-    )
-    .await;
+    let hook = webhook(&s, &r).await;
     let secret = hook["signing_secret"].as_str().unwrap().to_owned();
     let first = assert_queued(
         &s.post_event(r#"{"event":"deposit","eid":"o-1","value":"12.50","currency":"USD"}"#)
@@ -163,10 +167,16 @@ async fn a_webhook_gets_each_new_event_once_signed_as_the_feed_shows_it() {
 
 /// A click with an fbclid, bound to Telegram user `tg`; answers its uid.
 async fn click(s: &TestServer, fbclid: &str, tg: u64) -> String {
+    bound_click(s, "fbclid", fbclid, tg).await
+}
+
+/// A click of link `ad` in campaign `c` with the ad platform's click id `name` set to `id`,
+/// bound to Telegram user `tg`; answers its uid.
+pub(crate) async fn bound_click(s: &TestServer, name: &str, id: &str, tg: u64) -> String {
     let uid = s
         .click(
             &s.a,
-            &format!(r#"{{"link_slug":"ad","fbclid":"{fbclid}","campaign_name":"c"}}"#),
+            &format!(r#"{{"link_slug":"ad","{name}":"{id}","campaign_name":"c"}}"#),
         )
         .await;
     assert_eq!(s.bind(&s.a, &uid, tg).await.status, 200);
@@ -176,13 +186,10 @@ async fn click(s: &TestServer, fbclid: &str, tg: u64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meta_gets_the_documented_request_batched_with_only_clicks_it_can_match() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    destination(
+    let meta = meta_sending_to(
         &s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
-                "access_token": "EAAB-token-wxyz", "test_event_code": "TEST123",
-                "graph_url": meta.url("")}),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz", "test_event_code": "TEST123"}),
     )
     .await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
@@ -309,12 +316,7 @@ async fn failures_back_off_honour_retry_after_and_end_dead_until_retried() {
     })
     .await;
     let r = Receiver::start().await;
-    destination(
-        &s,
-        &s.a,
-        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
-    )
-    .await;
+    webhook(&s, &r).await;
     r.then([
         Reply::Status(500, vec![], "down".into()),
         Reply::Status(429, vec![("Retry-After", "120".into())], "slow down".into()),
@@ -399,12 +401,7 @@ async fn a_delivery_still_failing_after_delivery_max_age_is_dead() {
     .await;
     let r = Receiver::start().await;
     r.always(Reply::Status(503, vec![], "down".into()));
-    destination(
-        &s,
-        &s.a,
-        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
-    )
-    .await;
+    webhook(&s, &r).await;
     let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u"}"#).await);
     let d = delivery_in(&s, id, "retrying").await;
     // Retried while its next attempt is within the 60 s ...
@@ -468,12 +465,10 @@ async fn a_name_that_resolves_to_a_private_address_is_never_dialled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_test_button_answers_what_the_remote_answered() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    destination(
+    let meta = meta_sending_to(
         &s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "tok-1234",
-                "test_event_code": "TEST9", "graph_url": meta.url("")}),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "tok-1234",
+                "test_event_code": "TEST9"}),
     )
     .await;
     let t = s.post_as(&s.a, "/destinations/meta/test", "").await.json();
@@ -552,12 +547,7 @@ async fn the_test_button_answers_what_the_remote_answered() {
 async fn a_rotated_webhook_secret_signs_beside_the_old_one_for_24_hours() {
     let s = private_server().await;
     let r = Receiver::start().await;
-    let hook = destination(
-        &s,
-        &s.a,
-        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
-    )
-    .await;
+    let hook = webhook(&s, &r).await;
     let old = hook["signing_secret"].as_str().unwrap().to_owned();
     let rotated = s
         .post_as(&s.a, "/destinations/hook/rotate-secret", "")
@@ -664,12 +654,7 @@ async fn delivered_rows_are_pruned_after_delivery_retention_and_counts_stay() {
     })
     .await;
     let r = Receiver::start().await;
-    destination(
-        &s,
-        &s.a,
-        &json!({"name": "hook", "kind": "webhook", "url": r.url("/hook")}),
-    )
-    .await;
+    webhook(&s, &r).await;
     r.then([Reply::Status(404, vec![], "gone".into())]);
     let dead = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u0"}"#).await);
     delivery_in(&s, dead, "dead").await;
@@ -855,12 +840,9 @@ async fn client_hints_are_kept_only_where_asked_and_only_for_7_days() {
         c.delivery.max_age = Duration::from_secs(3600);
     })
     .await;
-    let meta = Receiver::meta(NOW_MS).await;
-    destination(
+    let meta = meta_sending_to(
         &s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "t-1234",
-                "graph_url": meta.url("")}),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1", "access_token": "t-1234"}),
     )
     .await;
     let link = s
@@ -1045,14 +1027,22 @@ async fn a_private_address_allowed_once_is_not_sent_to_once_it_is_not() {
     s.stop().await;
 }
 
-async fn meta_destination(s: &TestServer, meta: &Receiver) {
-    destination(
+/// Meta's stand-in, and destination `meta` of space `a` (pixel `1234567890`) sending to it.
+async fn meta_destination(s: &TestServer) -> Receiver {
+    meta_sending_to(
         s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
-                "access_token": "EAAB-token-wxyz", "graph_url": meta.url("")}),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz"}),
     )
-    .await;
+    .await
+}
+
+/// Meta's stand-in, and the Meta destination `fields` of space `a` sending to it.
+async fn meta_sending_to(s: &TestServer, mut fields: Value) -> Receiver {
+    let meta = Receiver::meta(NOW_MS).await;
+    fields["graph_url"] = json!(meta.url(""));
+    destination(s, &s.a, &fields).await;
+    meta
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1063,8 +1053,7 @@ async fn a_deposit_in_a_currency_meta_does_not_take_never_sinks_its_batch() {
         c.delivery.timeout = WAIT;
     })
     .await;
-    let meta = Receiver::meta(NOW_MS).await;
-    meta_destination(&s, &meta).await;
+    let meta = meta_destination(&s).await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
     // Held: the next 1000 events wait for it, then go in one batch.
     meta.then([Reply::Held]);
@@ -1114,21 +1103,34 @@ async fn a_deposit_in_a_currency_meta_does_not_take_never_sinks_its_batch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttle_answered_as_400_is_retried_no_sooner_than_60_s_later() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    meta_destination(&s, &meta).await;
+    let meta = meta_destination(&s).await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
     meta.then([
         Reply::meta_throttled(),
         Reply::meta_throttled(),
         Reply::meta_throttled(),
     ]);
+    retried_no_sooner_than_60_s(&s, &uid, "limit reached", || meta.received().len()).await;
+    s.stop().await;
+}
+
+/// Posts a contact of `uid` and follows its delivery through three throttled attempts, each
+/// answered as `answer` says: the next is due no sooner than 60 s after the last, is not sent a
+/// moment sooner (`sent` counts the stand-in's requests), and is sent then. The fourth is
+/// delivered.
+pub(crate) async fn retried_no_sooner_than_60_s(
+    s: &TestServer,
+    uid: &str,
+    answer: &str,
+    sent: impl Fn() -> usize,
+) {
     let id = assert_queued(
         &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
             .await,
     );
     for tried in 1..=3 {
         let d = loop {
-            let d = delivery_in(&s, id, "retrying").await;
+            let d = delivery_in(s, id, "retrying").await;
             if d["attempts"] == tried {
                 break d;
             }
@@ -1137,39 +1139,78 @@ async fn a_throttle_answered_as_400_is_retried_no_sooner_than_60_s_later() {
         let last = d["last_attempt_at_ms"].as_u64().unwrap();
         let next = d["next_attempt_at_ms"].as_u64().unwrap();
         assert!(next >= last + 60_000, "retried too soon: {d}");
-        assert!(
-            d["last_answer"].as_str().unwrap().contains("limit reached"),
-            "{d}"
-        );
+        assert!(d["last_answer"].as_str().unwrap().contains(answer), "{d}");
         // Not a moment sooner.
         s.clock.set(next - 1);
         s.app.as_ref().unwrap().delivery_wake.notify_waiters();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(meta.received().len(), usize::try_from(tried).unwrap());
+        assert_eq!(sent(), usize::try_from(tried).unwrap());
         s.clock.set(next);
-        meta.wait_for(usize::try_from(tried).unwrap() + 1, WAIT)
-            .await;
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while sent() <= usize::try_from(tried).unwrap() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "attempt {tried} not sent again"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
-    let d = delivery_in(&s, id, "delivered").await;
+    let d = delivery_in(s, id, "delivered").await;
     assert_eq!(d["attempts"], 4, "{d}");
-    s.stop().await;
 }
 
 /// The destinations of space `a` as `GET /destinations` lists them.
 pub(crate) async fn listed(s: &TestServer) -> Vec<Value> {
-    let r = s.read_as(&s.a, "/destinations").await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["destinations"].as_array().unwrap().clone()
+    s.list_as(&s.a, "/destinations", "destinations").await
 }
 
 /// `PATCH /destinations/<name>` of space `a`.
 pub(crate) async fn patch(s: &TestServer, name: &str, body: &str) -> crate::support::Response {
-    let target = format!("/destinations/{name}");
-    s.send(&crate::support::Request {
-        method: "PATCH",
-        ..crate::support::Request::post(&target, Some(&s.a.secret), body)
-    })
-    .await
+    s.patch_as(&s.a, &format!("/destinations/{name}"), body)
+        .await
+}
+
+/// Asserts that space `a`'s only destination is paused, saying why (`reason` is part of it),
+/// with `paused` deliveries waiting and none dead, and that `/metrics` counts it.
+pub(crate) async fn assert_paused(s: &TestServer, reason: &str, paused: u64) {
+    let m = &listed(s).await[0];
+    assert_eq!(m["state"], "paused", "{m}");
+    assert!(m["paused_reason"].as_str().unwrap().contains(reason), "{m}");
+    assert_eq!(m["deliveries"]["paused"], paused, "{m}");
+    assert_eq!(m["deliveries"]["dead"], 0, "{m}");
+    assert_eq!(
+        metric(s, "tracker_destinations_paused").as_deref(),
+        Some("1")
+    );
+}
+
+/// Posts deposits `p-0` to `p-2` of `uid`; answers their inbox ids.
+pub(crate) async fn three_deposits(s: &TestServer, uid: &str) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(assert_queued(
+            &s.post_event(&format!(
+                r#"{{"event":"deposit","uid":"{uid}","eid":"p-{i}","value":"5","currency":"USD"}}"#
+            ))
+            .await,
+        ));
+    }
+    ids
+}
+
+/// Gives destination `name` of space `a` the access token `token` (`<prefix>-<last 4>`): it is
+/// active again, shows only the token's last 4 characters, and delivers `waiting`.
+pub(crate) async fn new_token_delivers(s: &TestServer, name: &str, token: &str, waiting: &[u64]) {
+    let patched = patch(s, name, &format!(r#"{{"access_token":"{token}"}}"#)).await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    let m = patched.json()["destination"].clone();
+    let (prefix, last4) = token.rsplit_once('-').unwrap();
+    assert_eq!(m["state"], "active", "{m}");
+    assert_eq!(m["access_token"], format!("…{last4}"), "{m}");
+    assert!(!patched.text().contains(prefix), "write-only");
+    for id in waiting {
+        delivery_in(s, *id, "delivered").await;
+    }
 }
 
 /// The value of a series of `/metrics` without labels.
@@ -1185,8 +1226,7 @@ pub(crate) fn metric(s: &TestServer, name: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    meta_destination(&s, &meta).await;
+    let meta = meta_destination(&s).await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
     meta.revoke("EAAB-token-wxyz");
     let first = assert_queued(
@@ -1202,32 +1242,11 @@ async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
         "{d}"
     );
     assert_eq!(d["next_attempt_at_ms"], Value::Null, "{d}");
-    let m = &listed(&s).await[0];
-    assert_eq!(m["state"], "paused", "{m}");
-    assert!(
-        m["paused_reason"]
-            .as_str()
-            .unwrap()
-            .contains("Error validating access token"),
-        "{m}"
-    );
-    assert_eq!(m["deliveries"]["dead"], 0, "{m}");
-    assert_eq!(m["deliveries"]["paused"], 1, "{m}");
-    assert_eq!(
-        metric(&s, "tracker_destinations_paused").as_deref(),
-        Some("1")
-    );
+    assert_paused(&s, "Error validating access token", 1).await;
 
     // While paused, nothing is sent, however long it waits: more events wait with it.
     let mut waiting = vec![first];
-    for i in 0..3 {
-        waiting.push(assert_queued(
-            &s.post_event(&format!(
-                r#"{{"event":"deposit","uid":"{uid}","eid":"p-{i}","value":"5","currency":"USD"}}"#
-            ))
-            .await,
-        ));
-    }
+    waiting.extend(three_deposits(&s, &uid).await);
     s.clock.set(NOW_MS + 4 * DAY_MS);
     s.app.as_ref().unwrap().delivery_wake.notify_waiters();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -1247,15 +1266,7 @@ async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
     assert_eq!(bad.status, 422, "{}", bad.text());
     assert_eq!(listed(&s).await[0]["state"], "paused");
 
-    let patched = patch(&s, "meta", r#"{"access_token":"EAAB-new-token-9876"}"#).await;
-    assert_eq!(patched.status, 200, "{}", patched.text());
-    let m = patched.json()["destination"].clone();
-    assert_eq!(m["state"], "active", "{m}");
-    assert_eq!(m["access_token"], "…9876", "{m}");
-    assert!(!patched.text().contains("EAAB-new-token"), "write-only");
-    for id in &waiting {
-        delivery_in(&s, *id, "delivered").await;
-    }
+    new_token_delivers(&s, "meta", "EAAB-new-token-9876", &waiting).await;
     let m = &listed(&s).await[0];
     assert_eq!(m["deliveries"]["delivered"], 4, "{m}");
     assert_eq!(m["deliveries"]["dead"], 0, "{m}");
@@ -1278,12 +1289,10 @@ async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_converts_stars_and_a_first_deposit_has_its_own_name() {
     let s = private_server().await;
-    let meta = Receiver::meta(NOW_MS).await;
-    destination(
+    let meta = meta_sending_to(
         &s,
-        &s.a,
-        &json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
-                "access_token": "EAAB-token-wxyz", "graph_url": meta.url(""),
+        json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
+                "access_token": "EAAB-token-wxyz",
                 "currency_rates": {"XTR": "0.013 USD"},
                 "event_names": {"first_deposit": "FirstDeposit"}}),
     )

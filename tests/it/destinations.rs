@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Space, TestServer, assert_error, run_cli};
+use crate::support::{Space, TestServer, assert_error, assert_succeeded, run_cli};
 
 async fn create(s: &TestServer, space: &Space, body: &Value) -> crate::support::Response {
     s.post_as(space, "/destinations", &body.to_string()).await
@@ -355,13 +355,8 @@ async fn patch(
     name: &str,
     body: &Value,
 ) -> crate::support::Response {
-    let target = format!("/destinations/{name}");
-    let text = body.to_string();
-    s.send(&crate::support::Request {
-        method: "PATCH",
-        ..crate::support::Request::post(&target, Some(&space.secret), &text)
-    })
-    .await
+    s.patch_as(space, &format!("/destinations/{name}"), &body.to_string())
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -655,11 +650,7 @@ fn the_control_log_never_holds_an_access_token() {
         .unwrap();
     writeln!(child.stdin.take().unwrap(), "{token}").unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let log = process.log_when(|log| log.contains("control command"));
     assert!(
         log.contains("control command"),

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-use crate::support::{Request, assert_queued, send};
+use crate::support::{Request, assert_queued, assert_succeeded, send};
 
 /// A credential pair the tracker made, from a scratch data file elsewhere.
 fn known_credentials() -> (String, String) {
@@ -18,11 +18,7 @@ fn known_credentials() -> (String, String) {
         .arg("init")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     (
         v["secret"].as_str().unwrap().to_owned(),

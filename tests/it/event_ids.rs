@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::receiver::{Received, Receiver};
-use crate::support::{NOW_MS, TestServer, app_on, run_cli};
+use crate::support::{NOW_MS, TestServer, app_on, assert_succeeded, contact_at, run_cli, store_at};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -189,15 +189,11 @@ async fn events_before_and_after_a_restore_have_different_ids() {
 /// `tracker export` writes each event's `event_id`, in NDJSON and in CSV (a column of its own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exports_carry_the_event_id() {
-    use tracker::domain::event::{EventKind, Source, ValidEvent};
+    use tracker::domain::event::ValidEvent;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tracker.redb");
     let ids = {
-        let store = std::sync::Arc::new(
-            tracker::storage::Store::open(&path, &tracker::storage::StoreOptions::default())
-                .unwrap()
-                .0,
-        );
+        let store = store_at(&path);
         app_on(&store, NOW_MS)
             .create_space("default")
             .await
@@ -205,16 +201,8 @@ async fn exports_carry_the_event_id() {
         let mut ids = Vec::new();
         for uid in ["u-1", "u-2"] {
             let event = ValidEvent {
-                kind: EventKind::Contact,
                 uid: Some(uid.into()),
-                tg_id: None,
-                value: None,
-                currency: "USD".into(),
-                eid: None,
-                occurred_at_ms: NOW_MS,
-                time_supplied: false,
-                received_at_ms: NOW_MS,
-                source: Source::Post,
+                ..contact_at(NOW_MS)
             };
             let outcome = store.record_event(1, event, None).await.unwrap();
             ids.push(outcome.event_id.to_string());
@@ -223,11 +211,7 @@ async fn exports_carry_the_event_id() {
         ids
     };
     let ndjson = run_cli(dir.path(), &path, ["export", "default"]);
-    assert!(
-        ndjson.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ndjson.stderr)
-    );
+    assert_succeeded(&ndjson);
     let lines: Vec<Value> = String::from_utf8_lossy(&ndjson.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -238,11 +222,7 @@ async fn exports_carry_the_event_id() {
         .collect();
     assert_eq!(exported, ids);
     let csv = run_cli(dir.path(), &path, ["export", "default", "--format", "csv"]);
-    assert!(
-        csv.status.success(),
-        "{}",
-        String::from_utf8_lossy(&csv.stderr)
-    );
+    assert_succeeded(&csv);
     let text = String::from_utf8_lossy(&csv.stdout);
     let mut rows = text.lines();
     let header: Vec<&str> = rows.next().unwrap().split(',').collect();

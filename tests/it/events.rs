@@ -176,6 +176,25 @@ async fn eid_is_1_to_256_visible_ascii_characters() {
     s.stop().await;
 }
 
+/// Posts a deposit with `field` set to each of `values` (JSON, as written), and asserts that
+/// each is refused `status` with `code`, naming `field`; answers the error bodies.
+async fn deposit_refused<V: std::fmt::Display>(
+    s: &TestServer,
+    field: &str,
+    values: impl IntoIterator<Item = V>,
+    status: u16,
+    code: &str,
+) -> Vec<Value> {
+    let mut bodies = Vec::new();
+    for value in values {
+        let r = s
+            .post_event(&format!(r#"{{"event":"deposit","{field}":{value}}}"#))
+            .await;
+        bodies.push(assert_error(&r, status, code, Some(field)));
+    }
+    bodies
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn value_is_a_finite_decimal_of_at_most_28_significant_digits() {
     let s = TestServer::start().await;
@@ -194,7 +213,7 @@ async fn value_is_a_finite_decimal_of_at_most_28_significant_digits() {
             .await;
         assert_queued(&r);
     }
-    for bad in [
+    let bad = [
         digits29.to_owned(),
         format!("\"{digits29}\""),
         "\"12,5\"".to_owned(),
@@ -204,23 +223,22 @@ async fn value_is_a_finite_decimal_of_at_most_28_significant_digits() {
         "\"\"".to_owned(),
         "\"1 000\"".to_owned(),
         "1e400".to_owned(),
-    ] {
-        let r = s
-            .post_event(&format!(r#"{{"event":"deposit","value":{bad}}}"#))
-            .await;
-        let body = assert_error(&r, 422, "invalid_value", Some("value"));
+    ];
+    for body in deposit_refused(&s, "value", bad, 422, "invalid_value").await {
         assert!(
             body["error"].as_str().unwrap().contains("value"),
             "the sentence names the field: {body}"
         );
     }
     // Not a number and not a string: the wrong JSON type.
-    for wrong in ["true", "[1]", "{\"amount\":1}"] {
-        let r = s
-            .post_event(&format!(r#"{{"event":"deposit","value":{wrong}}}"#))
-            .await;
-        assert_error(&r, 400, "invalid_json", Some("value"));
-    }
+    deposit_refused(
+        &s,
+        "value",
+        ["true", "[1]", "{\"amount\":1}"],
+        400,
+        "invalid_json",
+    )
+    .await;
     // A bare NaN is not JSON at all.
     let r = s.post_event(r#"{"event":"deposit","value":NaN}"#).await;
     assert_error(&r, 400, "invalid_json", None);
@@ -377,12 +395,8 @@ async fn occurred_at_ms_is_within_90_days_back_and_10_minutes_ahead() {
         body["error"].as_str().unwrap().contains("seconds"),
         "a seconds value is called that: {body}"
     );
-    for bad in ["-1", "1.8e12", "1800000000000.5"] {
-        let r = s
-            .post_event(&format!(r#"{{"event":"deposit","occurred_at_ms":{bad}}}"#))
-            .await;
-        assert_error(&r, 422, "invalid_time", Some("occurred_at_ms"));
-    }
+    let bad = ["-1", "1.8e12", "1800000000000.5"];
+    deposit_refused(&s, "occurred_at_ms", bad, 422, "invalid_time").await;
     // A string is the wrong JSON type for an integer field.
     let r = s
         .post_event(&format!(

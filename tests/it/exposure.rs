@@ -11,7 +11,9 @@ use serde_json::Value;
 use tracker::domain::client::Cidr;
 use tracker::domain::rate::Rate;
 
-use crate::support::{Request, Response, TestServer, assert_error, assert_queued, send};
+use crate::support::{
+    Request, Response, TestServer, assert_error, assert_queued, assert_succeeded, send,
+};
 
 const BROWSER: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) [FBAN/FBIOS]";
 
@@ -342,11 +344,7 @@ fn a_csv_export_never_holds_a_live_formula() {
         .args(["export", "default", "--format", "csv"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let mut reader = csv::Reader::from_reader(out.stdout.as_slice());
     let header = reader.headers().unwrap().clone();
     let rows: Vec<Value> = reader

@@ -162,7 +162,7 @@ fn first_deposits_are_decided(events: &[tracker::domain::feed::FeedEvent], versi
 type Counted = (
     u64,
     u64,
-    std::collections::BTreeMap<&'static str, u64>,
+    std::collections::BTreeMap<std::borrow::Cow<'static, str>, u64>,
     u64,
     std::collections::BTreeMap<String, String>,
 );
@@ -177,7 +177,7 @@ fn added_up(groups: &[tracker::domain::stats::GroupStats]) -> Counted {
         clicks += g.clicks;
         bound += g.bound_clicks;
         for (kind, n) in &g.events {
-            *events.entry(*kind).or_insert(0) += n;
+            *events.entry(kind.clone()).or_insert(0) += n;
         }
         firsts += g.first_deposits;
         for (currency, value) in &g.deposits {

@@ -7,7 +7,9 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::support::{NOW_MS, Request, Response, TestServer, assert_error, assert_queued};
+use crate::support::{
+    NOW_MS, Request, Response, TestServer, assert_error, assert_queued, google_password,
+};
 
 const WINDOW_MS: u64 = 90 * 86_400_000;
 
@@ -42,13 +44,10 @@ async fn google_of(s: &TestServer) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_holds_the_google_clicks_conversions_in_googles_template() {
     let s = TestServer::start().await;
-    let mut zone = Request::post(
-        "/space",
-        Some(&s.a.secret),
-        r#"{"time_zone":"Asia/Kolkata"}"#,
-    );
-    zone.method = "PATCH";
-    assert_eq!(s.send(&zone).await.status, 200);
+    let zone = s
+        .patch_as(&s.a, "/space", r#"{"time_zone":"Asia/Kolkata"}"#)
+        .await;
+    assert_eq!(zone.status, 200);
     let r = s
         .post_as(
             &s.a,
@@ -154,11 +153,7 @@ async fn a_wrong_password_gets_nothing_and_a_new_one_replaces_it() {
             r#"{"name":"ads","kind":"google_ads","user":"gads"}"#,
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    let password = r.json()["destination"]["password"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let password = google_password(&r, 201);
     let uid = s.click(&s.a, r#"{"gclid":"secret-gclid"}"#).await;
     assert_queued(
         &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
@@ -191,11 +186,7 @@ async fn a_wrong_password_gets_nothing_and_a_new_one_replaces_it() {
     );
 
     let r = s.post_as(&s.a, "/destinations/ads/rotate-secret", "").await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    let new = r.json()["destination"]["password"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let new = google_password(&r, 200);
     assert_ne!(new, password);
     assert_eq!(
         fetch(&s, &target, Some(basic("gads", &password)))
@@ -208,13 +199,14 @@ async fn a_wrong_password_gets_nothing_and_a_new_one_replaces_it() {
     assert!(r.text().contains("secret-gclid"));
     assert_eq!(google_of(&s).await["fetches"], 2);
     // A change keeps the password.
-    let mut change = Request::post(
-        "/destinations/ads",
-        Some(&s.a.secret),
-        r#"{"conversion_names":{"contact":"Lead"}}"#,
-    );
-    change.method = "PATCH";
-    assert_eq!(s.send(&change).await.status, 200);
+    let change = s
+        .patch_as(
+            &s.a,
+            "/destinations/ads",
+            r#"{"conversion_names":{"contact":"Lead"}}"#,
+        )
+        .await;
+    assert_eq!(change.status, 200);
     let r = fetch(&s, &target, Some(basic("gads", &new))).await;
     assert!(r.text().contains("secret-gclid,Lead,"), "{}", r.text());
     s.stop().await;
@@ -277,11 +269,7 @@ fn fetches_are_logged_and_a_wrong_password_is_warned_of() {
             r#"{"name":"google","kind":"google_ads"}"#,
         ),
     ));
-    assert_eq!(r.status, 201, "{}", r.text());
-    let password = r.json()["destination"]["password"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let password = google_password(&r, 201);
     let wrong = "WrongPassword0123456789";
     let get = |auth: String| {
         runtime.block_on(crate::support::send(

@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{Connection, Request, TrackerProcess, first_start, run_cli, stop_cleanly};
+use crate::support::{
+    Connection, Request, TrackerProcess, assert_succeeded, first_start, run_cli, stop_cleanly,
+};
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -50,11 +52,7 @@ fn stopped_server(dir: &Path) -> std::path::PathBuf {
 /// Every event of the default space, read through `tracker export` on the file.
 fn exported(dir: &Path, data: &Path) -> Vec<Value> {
     let out = run_cli(dir, data, ["export", "default"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

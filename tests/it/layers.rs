@@ -9,6 +9,23 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+/// Every `.rs` file below `root`, in its folders too.
+fn rust_files(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
 /// A source tree: each file's module path (`["http", "routes"]`) and its code.
 struct Tree {
     files: BTreeMap<Vec<String>, String>,
@@ -17,22 +34,14 @@ struct Tree {
 impl Tree {
     fn read(root: &Path) -> Tree {
         let mut files = BTreeMap::new();
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    let module = module_of(root, &path);
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    // `lib.rs` and `main.rs` are both the crate's root.
-                    files
-                        .entry(module)
-                        .or_insert_with(String::new)
-                        .push_str(&code_of(&text));
-                }
-            }
+        for path in rust_files(root) {
+            let module = module_of(root, &path);
+            let text = std::fs::read_to_string(&path).unwrap();
+            // `lib.rs` and `main.rs` are both the crate's root.
+            files
+                .entry(module)
+                .or_insert_with(String::new)
+                .push_str(&code_of(&text));
         }
         Tree { files }
     }
@@ -455,20 +464,12 @@ fn lines_outside_tests(text: &str) -> usize {
 fn no_file_in_src_has_more_than_800_lines_outside_its_tests() {
     assert_eq!(lines_outside_tests("a\nb\n#[cfg(test)]\nmod tests {}\n"), 2);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut stack = vec![root];
     let (mut long, mut read) = (Vec::new(), 0);
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                read += 1;
-                let n = lines_outside_tests(&std::fs::read_to_string(&path).unwrap());
-                if n > MAX_FILE_LINES {
-                    long.push(format!("{} ({n} lines)", path.display()));
-                }
-            }
+    for path in rust_files(&root) {
+        read += 1;
+        let n = lines_outside_tests(&std::fs::read_to_string(&path).unwrap());
+        if n > MAX_FILE_LINES {
+            long.push(format!("{} ({n} lines)", path.display()));
         }
     }
     assert!(read > 50, "only {read} files read");

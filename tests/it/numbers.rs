@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use tracker::clock::Clock as _;
 
 use crate::support::{
-    Mix, Request, TestServer, assert_error, event_answer, first_start, run_cli, send, stop_cleanly,
+    Mix, Request, TestServer, assert_error, assert_succeeded, event_answer, first_start, run_cli,
+    send, stop_cleanly,
 };
 
 const USER: u64 = 123_456;
@@ -336,11 +337,7 @@ fn the_command_line_imports_costs_from_both_headers() {
         cost_lines(&r.json()["costs"])
     };
     let ok = |out: std::process::Output| {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_succeeded(&out);
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     let ours = "day,campaign_name,amount,currency\n2026-11-24,autumn,120.00,USD\n2026-11-25,autumn,80,USD\n";
@@ -573,9 +570,7 @@ async fn stats_with_costs_equal_a_count_made_from_the_feed() {
     ] {
         let s = TestServer::start().await;
         let patch = format!(r#"{{"time_zone":"{zone}"}}"#);
-        let mut request = Request::post("/space", Some(&s.a.secret), &patch);
-        request.method = "PATCH";
-        assert_eq!(s.send(&request).await.status, 200);
+        assert_eq!(s.patch_as(&s.a, "/space", &patch).await.status, 200);
         let start: jiff::civil::DateTime = start.parse().unwrap();
         let day0 = u64::try_from(start.in_tz(zone).unwrap().timestamp().as_millisecond()).unwrap();
         s.clock.set(day0);

@@ -680,11 +680,7 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         Some(r#"{"name":"gads","kind":"google_ads"}"#),
     )
     .await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    let password = r.json()["destination"]["password"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let password = crate::support::google_password(&r, 201);
     let basic = {
         use base64::Engine as _;
         let pair = format!("google:{password}");

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Value, json};
 
 use crate::support::{
-    DAY_MS, Mix, NOW_MS, Request, Space, TestServer, assert_error, assert_queued, event_answer,
+    DAY_MS, Mix, NOW_MS, Request, Space, TestServer, assert_error, assert_queued, assert_succeeded,
+    event_answer,
 };
 
 /// Every event of `space`'s feed, page by page from the start, and the number of pages.
@@ -764,11 +765,7 @@ async fn rejection_log(s: &TestServer) -> Value {
 
 /// The records an export printed: NDJSON lines, or CSV rows read back with their header.
 fn exported_records(out: std::process::Output, format: &str) -> Vec<Value> {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     if format == "ndjson" {
         return text

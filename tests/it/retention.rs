@@ -7,12 +7,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tracker::domain::dedup::{Expiry, dedup_key};
-use tracker::domain::event::{EventKind, Source, ValidEvent};
+use tracker::domain::event::{EventKind, ValidEvent};
 use tracker::domain::outcome::EventOutcome;
+use tracker::storage::Store;
 use tracker::storage::schema::{DEDUP, META, META_DEDUP_REDO_FROM};
-use tracker::storage::{Store, StoreOptions};
 
-use crate::support::{DAY_MS, NOW_MS, TestServer};
+use crate::support::{DAY_MS, NOW_MS, TestServer, contact_at, store_at};
 
 const W: u64 = DAY_MS;
 
@@ -20,14 +20,9 @@ fn event(kind: EventKind, uid: &str, eid: Option<&str>, value: &str, at_ms: u64)
     ValidEvent {
         kind,
         uid: Some(uid.into()),
-        tg_id: None,
         value: Some(tracker::domain::decimal::Decimal::parse(value).unwrap()),
-        currency: "USD".into(),
         eid: eid.map(Into::into),
-        occurred_at_ms: at_ms,
-        time_supplied: false,
-        received_at_ms: at_ms,
-        source: Source::Post,
+        ..contact_at(at_ms)
     }
 }
 
@@ -39,10 +34,6 @@ fn deposit(uid: &str, at_ms: u64) -> ValidEvent {
 fn entry_key(space: u32, e: &ValidEvent) -> (u32, u8, u128) {
     let k = dedup_key(e, W).unwrap();
     (space, k.rule, k.digest)
-}
-
-fn open(path: &Path) -> Arc<Store> {
-    Arc::new(Store::open(path, &StoreOptions::default()).unwrap().0)
 }
 
 /// Closes `store` cleanly, which writes every buffered dedup entry to the table.
@@ -128,8 +119,17 @@ fn setup() -> Setup {
 
 /// Stores the setup's events in spaces 1 and 2 of a new file; answers the file.
 async fn stored(dir: &Path, s: &Setup) -> std::path::PathBuf {
+    let events: Vec<&ValidEvent> = [&s.outside, &s.edge, &s.inside]
+        .into_iter()
+        .chain(&s.permanent)
+        .collect();
+    stored_in_two_spaces(dir, &events).await
+}
+
+/// Stores `events`, each new, in spaces `a` (1) and `b` (2) of a new file; answers the file.
+async fn stored_in_two_spaces(dir: &Path, events: &[&ValidEvent]) -> std::path::PathBuf {
     let path = dir.join("t.redb");
-    let store = open(&path);
+    let store = store_at(&path);
     for name in ["a", "b"] {
         crate::support::app_on(&store, NOW_MS)
             .create_space(name)
@@ -137,15 +137,21 @@ async fn stored(dir: &Path, s: &Setup) -> std::path::PathBuf {
             .unwrap();
     }
     for space in [1, 2] {
-        for e in [&s.outside, &s.edge, &s.inside]
-            .into_iter()
-            .chain(&s.permanent)
-        {
-            assert!(!record(&store, space, e.clone()).await.duplicate);
+        for e in events {
+            assert!(!record(&store, space, (*e).clone()).await.duplicate);
         }
     }
     close(store);
     path
+}
+
+/// Opens the file at `path`, sweeps it at `now_ms` in steps of `limit`, and closes it: answers
+/// the entries scanned and removed.
+async fn swept(path: &Path, now_ms: u64, limit: usize) -> (u64, u64) {
+    let store = store_at(path);
+    let counts = sweep(&store, now_ms, limit).await;
+    close(store);
+    counts
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,11 +164,8 @@ async fn retention_removes_exactly_the_entries_that_can_no_longer_match() {
 
     // One window after the edge entry: it and the one before it can never match again.
     let now = NOW_MS + W;
-    let store = open(&path);
     // Steps of two entries, so that a step ends inside a space and between spaces.
-    let (scanned, removed) = sweep(&store, now, 2).await;
-    assert_eq!((scanned, removed), (6, 4));
-    close(store);
+    assert_eq!(swept(&path, now, 2).await, (6, 4));
     let after = dedup_table(&path);
     let mut want = before.clone();
     for space in [1, 2] {
@@ -188,7 +191,7 @@ async fn retention_removes_exactly_the_entries_that_can_no_longer_match() {
     assert!(missing[1].contains("space 2, inbox_id 8 "), "{missing:#?}");
 
     // The decisions are those of the window, as before the pruning.
-    let store = open(&path);
+    let store = store_at(&path);
     let inside = record(&store, 1, deposit("u-in", now)).await;
     assert!(inside.duplicate, "{inside:?}");
     assert_eq!(inside.inbox_id, 3);
@@ -208,7 +211,7 @@ async fn a_redo_after_pruning_keeps_each_keys_newest_entry() {
     let s = setup();
     let path = stored(dir.path(), &s).await;
     let now = NOW_MS + W;
-    let store = open(&path);
+    let store = store_at(&path);
     assert_eq!(sweep(&store, now, 1024).await.1, 4);
     // The pruned outside key gets a new event (a new window), stored as new.
     let again = record(&store, 1, deposit("u-out", now)).await;
@@ -228,7 +231,7 @@ async fn a_redo_after_pruning_keeps_each_keys_newest_entry() {
             .unwrap();
         txn.commit().unwrap();
     }
-    let store = open(&path);
+    let store = store_at(&path);
     close(store);
     let table = dedup_table(&path);
     assert_eq!(
@@ -240,7 +243,7 @@ async fn a_redo_after_pruning_keeps_each_keys_newest_entry() {
     // decide nothing, `check` is clean, and the next sweep takes them again.
     assert!(table.contains_key(&entry_key(1, &s.edge)));
     assert!(check(&path, now).clean(), "{:#?}", check(&path, now));
-    let store = open(&path);
+    let store = store_at(&path);
     let out = record(&store, 1, deposit("u-out", now + 1)).await;
     assert!(out.duplicate && out.inbox_id == again.inbox_id, "{out:?}");
     assert!(
@@ -264,7 +267,7 @@ async fn the_dedup_table_does_not_grow_from_expired_entries() {
     const PER_WINDOW: usize = 400;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.redb");
-    let store = open(&path);
+    let store = store_at(&path);
     crate::support::app_on(&store, NOW_MS)
         .create_space("a")
         .await
@@ -273,7 +276,7 @@ async fn the_dedup_table_does_not_grow_from_expired_entries() {
     let mut sizes = Vec::new();
     for round in 0..4u64 {
         let at = NOW_MS + round * 2 * W;
-        let store = open(&path);
+        let store = store_at(&path);
         let recorded = (0..PER_WINDOW).map(|i| {
             let store = store.clone();
             async move { record(&store, 1, deposit(&format!("u-{round}-{i}"), at)).await }
@@ -282,7 +285,7 @@ async fn the_dedup_table_does_not_grow_from_expired_entries() {
         assert!(outcomes.iter().all(|o| !o.duplicate));
         close(store);
         // Written out by the clean close; a window later the sweep takes them all.
-        let store = open(&path);
+        let store = store_at(&path);
         let (scanned, removed) = sweep(&store, at + W, 1024).await;
         assert_eq!((scanned, removed), (PER_WINDOW as u64, PER_WINDOW as u64));
         let (events, usage) = store.usage().await.unwrap();
@@ -352,34 +355,19 @@ fn deposit_by_tg(tg_id: u64, at_ms: u64) -> ValidEvent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_prunes_the_telegram_ids_windowed_deposits_too() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.redb");
-    let store = open(&path);
-    for name in ["a", "b"] {
-        crate::support::app_on(&store, NOW_MS)
-            .create_space(name)
-            .await
-            .unwrap();
-    }
     let milestone = ValidEvent {
         kind: EventKind::Contact,
         ..deposit_by_tg(7, NOW_MS - 10 * W)
     };
     let expired = [deposit("u-old", NOW_MS - 1), deposit_by_tg(7, NOW_MS - 1)];
     let kept = [deposit("u-new", NOW_MS + 1), deposit_by_tg(8, NOW_MS + 1)];
-    for space in [1, 2] {
-        for e in expired.iter().chain(&kept).chain([&milestone]) {
-            assert!(!record(&store, space, e.clone()).await.duplicate);
-        }
-    }
-    close(store);
+    let events: Vec<&ValidEvent> = expired.iter().chain(&kept).chain([&milestone]).collect();
+    let path = stored_in_two_spaces(dir.path(), &events).await;
     let before = dedup_table(&path);
     assert_eq!(before.len(), 10);
 
     let now = NOW_MS + W;
-    let store = open(&path);
-    let (scanned, removed) = sweep(&store, now, 1).await;
-    assert_eq!((scanned, removed), (8, 4));
-    close(store);
+    assert_eq!(swept(&path, now, 1).await, (8, 4));
     let mut want = before;
     for space in [1, 2] {
         for e in &expired {
@@ -389,7 +377,7 @@ async fn retention_prunes_the_telegram_ids_windowed_deposits_too() {
     assert_eq!(dedup_table(&path), want);
     assert!(check(&path, now).clean(), "{:#?}", check(&path, now));
     // The decisions are the window's: the expired user's deposit is new, the other's is not.
-    let store = open(&path);
+    let store = store_at(&path);
     assert!(!record(&store, 1, deposit_by_tg(7, now)).await.duplicate);
     assert!(record(&store, 1, deposit_by_tg(8, now)).await.duplicate);
     assert!(record(&store, 2, milestone).await.duplicate);

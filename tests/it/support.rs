@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 use tracker::app::App;
 use tracker::clock::{Clock, ManualClock};
 use tracker::config::Settings;
+use tracker::domain::event::{EventKind, Source, ValidEvent};
 use tracker::storage::{Store, StoreError, StoreOptions};
 
 /// The in-process server's "now": a fixed instant, so time rules are tested by moving the clock.
@@ -37,6 +38,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 mod http1;
 pub mod insights;
+mod loopback;
 pub mod receiver;
 pub mod telegram;
 pub mod tiktok;
@@ -132,6 +134,15 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// A PATCH with a JSON body and, if given, `Authorization: Bearer <secret>`.
+    #[must_use]
+    pub fn patch(target: &'a str, secret: Option<&str>, body: &'a str) -> Self {
+        Request {
+            method: "PATCH",
+            ..Request::post(target, secret, body)
+        }
+    }
+
     #[must_use]
     pub fn header(mut self, name: &'a str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
@@ -158,6 +169,51 @@ impl<'a> Request<'a> {
         bytes.extend_from_slice(self.body.unwrap_or_default());
         bytes
     }
+}
+
+/// The password of the Google Ads destination in `response`, answered `status` (`201` as it is
+/// created, `200` as it is given a new one): the only time it is shown.
+#[must_use]
+pub fn google_password(response: &Response, status: u16) -> String {
+    assert_eq!(response.status, status, "{}", response.text());
+    response.json()["destination"]["password"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Asserts that a command ran by a test exited with success, showing its standard error if not.
+#[track_caller]
+pub fn assert_succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A contact received at `now_ms` with no uid, Telegram id, value or `eid`, as `POST /events`
+/// validates it: for a test that writes to a store directly.
+#[must_use]
+pub fn contact_at(now_ms: u64) -> ValidEvent {
+    ValidEvent {
+        kind: EventKind::Contact,
+        uid: None,
+        tg_id: None,
+        value: None,
+        currency: "USD".into(),
+        eid: None,
+        occurred_at_ms: now_ms,
+        time_supplied: false,
+        received_at_ms: now_ms,
+        source: Source::Post,
+    }
+}
+
+/// The data file at `path`, opened as the server opens it.
+#[must_use]
+pub fn store_at(path: &Path) -> Arc<Store> {
+    Arc::new(Store::open(path, &StoreOptions::default()).unwrap().0)
 }
 
 /// The operations of `store`, as the server would run them, at `now_ms` by a manual clock.
@@ -566,6 +622,12 @@ impl TestServer {
             .await
     }
 
+    /// `PATCH <path>` with `space`'s secret.
+    pub async fn patch_as(&self, space: &Space, path: &str, body: &str) -> Response {
+        self.send(&Request::patch(path, Some(&space.secret), body))
+            .await
+    }
+
     /// `POST /events` as space `a`.
     pub async fn post_event(&self, body: &str) -> Response {
         self.post_as(&self.a, "/events", body).await
@@ -582,6 +644,13 @@ impl TestServer {
         let request =
             Request::get(target).header("Authorization", format!("Bearer {}", space.secret));
         self.send(&request).await
+    }
+
+    /// `GET <target>` with `space`'s secret, answered `200`: the array under `key` (`"costs"`).
+    pub async fn list_as(&self, space: &Space, target: &str, key: &str) -> Vec<Value> {
+        let r = self.read_as(space, target).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()[key].as_array().unwrap().clone()
     }
 
     /// `GET /e` as space `a`.

@@ -11,8 +11,8 @@ use tokio::sync::Barrier;
 
 use crate::support::{
     DAY_MS, NOW_MS, Request, Response, TestServer, TrackerProcess, assert_duplicate_of,
-    assert_error, assert_queued, dedup_entries_derived, event_answer, first_start, post_json,
-    run_cli, send, stop_cleanly,
+    assert_error, assert_queued, assert_succeeded, dedup_entries_derived, event_answer,
+    first_start, post_json, run_cli, send, stop_cleanly,
 };
 
 const HOUR_MS: u64 = 3_600_000;
@@ -35,9 +35,7 @@ async fn three_bound_clicks(s: &TestServer) -> [String; 3] {
 
 /// `PATCH /space` as space `a`.
 async fn patch(s: &TestServer, body: &str) -> Response {
-    let mut request = Request::post("/space", Some(&s.a.secret), body);
-    request.method = "PATCH";
-    s.send(&request).await
+    s.patch_as(&s.a, "/space", body).await
 }
 
 /// `PATCH /space` as space `a`, which must succeed; answers the JSON.
@@ -282,9 +280,8 @@ async fn each_event_uses_the_setting_in_force_when_it_is_written() {
     let change = {
         let (addr, secret, barrier) = (s.addr, s.a.secret.clone(), barrier.clone());
         tokio::spawn(async move {
-            let mut request =
-                Request::post("/space", Some(&secret), r#"{"attribution":"last_touch"}"#);
-            request.method = "PATCH";
+            let request =
+                Request::patch("/space", Some(&secret), r#"{"attribution":"last_touch"}"#);
             barrier.wait().await;
             tokio::task::yield_now().await;
             send(addr, &request).await
@@ -511,11 +508,7 @@ fn the_command_line_sets_and_lists_a_spaces_settings() {
     let cli = |args: &[&str]| run_cli(dir.path(), &data, args);
     let out = cli(&["space", "set", "default", "attribution=last_touch"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     assert_eq!(
         stdout.trim(),
         "space default: attribution=last_touch meta_client_hints=false time_zone=UTC telegram_bot_token= meta_ads_account= meta_ads_token= meta_graph_url=https://graph.facebook.com"
@@ -644,31 +637,20 @@ async fn events_by_telegram_id_in_memory_at_a_sigkill_stay_deduplicated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_uid_outside_todays_rule_reads_and_exports_as_it_is() {
     use tracker::domain::dedup::dedup_key;
-    use tracker::domain::event::{EventKind, Source, ValidEvent};
+    use tracker::domain::event::ValidEvent;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.redb");
     let old = "legacy.click/{1}~";
     let secret = {
-        let (store, _) =
-            tracker::storage::Store::open(&path, &tracker::storage::StoreOptions::default())
-                .unwrap();
-        let store = Arc::new(store);
+        let store = crate::support::store_at(&path);
         let created = crate::support::app_on(&store, NOW_MS)
             .create_space("default")
             .await
             .unwrap();
         // Written as a release with the wider rule wrote it: storage takes any text.
         let event = ValidEvent {
-            kind: EventKind::Contact,
             uid: Some(old.to_owned()),
-            tg_id: None,
-            value: None,
-            currency: "USD".into(),
-            eid: None,
-            occurred_at_ms: NOW_MS,
-            time_supplied: false,
-            received_at_ms: NOW_MS,
-            source: Source::Post,
+            ..crate::support::contact_at(NOW_MS)
         };
         let key = dedup_key(&event, DAY_MS);
         assert!(!store.record_event(1, event, key).await.unwrap().duplicate);
@@ -698,11 +680,7 @@ async fn a_stored_uid_outside_todays_rule_reads_and_exports_as_it_is() {
     for format in ["ndjson", "csv"] {
         let out = run_cli(dir.path(), &path, ["export", "default", "--format", format]);
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_succeeded(&out);
         assert!(text.contains(old), "{format}: {text}");
     }
 }

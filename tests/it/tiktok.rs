@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::deliveries::{
-    WAIT, deliveries, delivery_in, destination, listed, metric, patch, private_server,
+    WAIT, assert_paused, bound_click, deliveries, delivery_in, destination, listed,
+    new_token_delivers, patch, private_server, retried_no_sooner_than_60_s, three_deposits,
 };
 use crate::support::tiktok::{MAX_EVENTS, TRACK_PATH, TiktokApi};
 use crate::support::{NOW_MS, TestServer, assert_queued};
@@ -32,14 +33,7 @@ async fn tiktok_destination(s: &TestServer, api: &TiktokApi, token: &str) -> Val
 
 /// A click with a `ttclid`, bound to Telegram user `tg`; answers its uid.
 async fn tiktok_click(s: &TestServer, ttclid: &str, tg: u64) -> String {
-    let uid = s
-        .click(
-            &s.a,
-            &format!(r#"{{"link_slug":"ad","ttclid":"{ttclid}","campaign_name":"c"}}"#),
-        )
-        .await;
-    assert_eq!(s.bind(&s.a, &uid, tg).await.status, 200);
-    uid
+    bound_click(s, "ttclid", ttclid, tg).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,38 +121,7 @@ async fn a_throttle_is_retried_no_sooner_than_60_s_later_and_then_delivered() {
     tiktok_destination(&s, &api, TOKEN).await;
     let uid = tiktok_click(&s, "E.C.P.tt-1", 777_000_111).await;
     api.throttle(3);
-    let id = assert_queued(
-        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
-            .await,
-    );
-    for tried in 1..=3 {
-        let d = loop {
-            let d = delivery_in(&s, id, "retrying").await;
-            if d["attempts"] == tried {
-                break d;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        let last = d["last_attempt_at_ms"].as_u64().unwrap();
-        let next = d["next_attempt_at_ms"].as_u64().unwrap();
-        assert!(next >= last + 60_000, "retried too soon: {d}");
-        assert!(
-            d["last_answer"]
-                .as_str()
-                .unwrap()
-                .contains("Too many requests"),
-            "{d}"
-        );
-        s.clock.set(next - 1);
-        s.app.as_ref().unwrap().delivery_wake.notify_waiters();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(api.received().len(), usize::try_from(tried).unwrap());
-        s.clock.set(next);
-        api.wait_for(usize::try_from(tried).unwrap() + 1, WAIT)
-            .await;
-    }
-    let d = delivery_in(&s, id, "delivered").await;
-    assert_eq!(d["attempts"], 4, "{d}");
+    retried_no_sooner_than_60_s(&s, &uid, "Too many requests", || api.received().len()).await;
     assert_eq!(api.taken().len(), 1);
     s.stop().await;
 }
@@ -178,14 +141,7 @@ async fn a_bad_token_pauses_and_a_new_token_delivers_everything() {
     let d = delivery_in(&s, first, "paused").await;
     assert!(d["last_answer"].as_str().unwrap().contains("40105"), "{d}");
     let mut waiting = vec![first];
-    for i in 0..3 {
-        waiting.push(assert_queued(
-            &s.post_event(&format!(
-                r#"{{"event":"deposit","uid":"{uid}","eid":"p-{i}","value":"5","currency":"USD"}}"#
-            ))
-            .await,
-        ));
-    }
+    waiting.extend(three_deposits(&s, &uid).await);
     s.app.as_ref().unwrap().delivery_wake.notify_waiters();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
@@ -193,31 +149,9 @@ async fn a_bad_token_pauses_and_a_new_token_delivers_everything() {
         1,
         "a paused destination sends nothing"
     );
-    let m = &listed(&s).await[0];
-    assert_eq!(m["state"], "paused", "{m}");
-    assert!(
-        m["paused_reason"]
-            .as_str()
-            .unwrap()
-            .contains("access token is invalid"),
-        "{m}"
-    );
-    assert_eq!(m["deliveries"]["paused"], 4, "{m}");
-    assert_eq!(m["deliveries"]["dead"], 0, "{m}");
-    assert_eq!(
-        metric(&s, "tracker_destinations_paused").as_deref(),
-        Some("1")
-    );
+    assert_paused(&s, "access token is invalid", 4).await;
 
-    let patched = patch(&s, "tiktok", r#"{"access_token":"tt-new-token-9876"}"#).await;
-    assert_eq!(patched.status, 200, "{}", patched.text());
-    let m = patched.json()["destination"].clone();
-    assert_eq!(m["state"], "active", "{m}");
-    assert_eq!(m["access_token"], "…9876", "{m}");
-    assert!(!patched.text().contains("tt-new-token"), "write-only");
-    for id in &waiting {
-        delivery_in(&s, *id, "delivered").await;
-    }
+    new_token_delivers(&s, "tiktok", "tt-new-token-9876", &waiting).await;
     let m = &listed(&s).await[0];
     assert_eq!(m["deliveries"]["delivered"], 4, "{m}");
     assert_eq!(m["deliveries"]["dead"], 0, "{m}");
@@ -493,14 +427,11 @@ async fn a_sigkill_during_the_search_by_halves_loses_no_event() {
     api.hold_from(Some(2));
     let resume = send(
         process.addr,
-        &crate::support::Request {
-            method: "PATCH",
-            ..crate::support::Request::post(
-                "/destinations/tiktok",
-                Some(&space.secret),
-                r#"{"access_token":"tt-right-token-1234"}"#,
-            )
-        },
+        &crate::support::Request::patch(
+            "/destinations/tiktok",
+            Some(&space.secret),
+            r#"{"access_token":"tt-right-token-1234"}"#,
+        ),
     )
     .await;
     assert_eq!(resume.status, 200, "{}", resume.text());

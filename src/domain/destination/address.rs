@@ -102,6 +102,16 @@ pub fn private_address(field: &'static str, address: &str) -> Error {
 /// The longest URL (or URL template) a destination takes.
 pub const MAX_URL_LEN: usize = 2048;
 
+// Read by [`check_url`]; this type only describes a destination's `https://` address in
+// `/openapi.json`, where it stands in place (no schema of its own) and each field says what the
+// address is for.
+#[derive(schemars::JsonSchema)]
+#[schemars(inline, transparent)]
+pub struct HttpsUrlJson(
+    #[schemars(length(max = MAX_URL_LEN), pattern(r"^(https://[!-~]+)?$"))]
+    pub String,
+);
+
 /// Checks a destination's URL: `https://` (or `http://` when private addresses are allowed),
 /// a host, no user name or password, and, when its host is an IP address, a public one unless
 /// `allow_private`. A host name is checked after it resolves, before each send.

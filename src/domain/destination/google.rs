@@ -11,7 +11,7 @@ use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
-use super::meta::NAMED_KINDS;
+use super::meta::{check_named, named};
 use crate::domain::base62;
 use crate::domain::input::quoted;
 use crate::domain::spreadsheet::safe_cell;
@@ -33,45 +33,28 @@ pub const REALM: &str = "tracker conversions";
 pub struct ConversionNames(pub BTreeMap<String, String>);
 
 impl ConversionNames {
-    /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`], each name 1 to 100
+    /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`](super::NAMED_KINDS), each name 1 to 100
     /// characters without control characters (the name of a conversion action in Google Ads,
     /// exactly as it is written there).
     pub fn parse(names: &BTreeMap<String, String>) -> Result<ConversionNames, Error> {
-        let invalid = |why: String| Error::field(Code::InvalidField, "conversion_names", why);
-        for (kind, name) in names {
-            if !NAMED_KINDS.contains(&kind.as_str()) {
-                return Err(invalid(format!(
-                    "conversion_names names {}, which is none of {}",
-                    quoted(kind),
-                    NAMED_KINDS.join(", ")
-                )));
-            }
-            let chars = name.chars().count();
-            if !(1..=100).contains(&chars)
-                || name.chars().any(char::is_control)
-                || name.trim() != name
-            {
-                return Err(invalid(format!(
-                    "conversion_names.{kind} is the name of a conversion action in Google Ads: \
-                     1 to 100 characters, no control characters and no space at either end, \
-                     got {}",
-                    quoted(name)
-                )));
-            }
-        }
+        check_named(
+            "conversion_names",
+            names,
+            "the name of a conversion action in Google Ads: 1 to 100 characters, no control \
+             characters and no space at either end",
+            |name| {
+                (1..=100).contains(&name.chars().count())
+                    && !name.chars().any(char::is_control)
+                    && name.trim() == name
+            },
+        )?;
         Ok(ConversionNames(names.clone()))
     }
 
     /// The conversion name an event of kind `event` is written as.
     #[must_use]
     pub fn name_for<'a>(&'a self, event: &'a str, first_deposit: bool) -> &'a str {
-        let set = |kind: &str| self.0.get(kind).map(String::as_str);
-        let own = if event == "deposit" && first_deposit {
-            set("first_deposit").or_else(|| set("deposit"))
-        } else {
-            set(event)
-        };
-        own.unwrap_or(event)
+        named(&self.0, event, first_deposit).unwrap_or(event)
     }
 }
 

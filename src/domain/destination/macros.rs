@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::check_url;
+use super::meta::{check_named, named};
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
 
@@ -66,39 +67,24 @@ impl Statuses {
     /// From `{"registration": "lead"}`: each key an event kind or `first_deposit`, each word 1
     /// to 40 letters, digits, `_`, `-` and `.`.
     pub fn parse(words: &BTreeMap<String, String>) -> Result<Statuses, Error> {
-        let invalid = |why: String| Error::field(Code::InvalidField, "statuses", why);
-        for (kind, word) in words {
-            if !super::NAMED_KINDS.contains(&kind.as_str()) {
-                return Err(invalid(format!(
-                    "statuses names {}, which is none of {}",
-                    quoted(kind),
-                    super::NAMED_KINDS.join(", ")
-                )));
-            }
-            let ok = (1..=40).contains(&word.len())
-                && word
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
-            if !ok {
-                return Err(invalid(format!(
-                    "statuses.{kind} is 1 to 40 of A-Z, a-z, 0-9, '_', '-' and '.', got {}",
-                    quoted(word)
-                )));
-            }
-        }
+        check_named(
+            "statuses",
+            words,
+            "1 to 40 of A-Z, a-z, 0-9, '_', '-' and '.'",
+            |word| {
+                (1..=40).contains(&word.len())
+                    && word
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+            },
+        )?;
         Ok(Statuses(words.clone()))
     }
 
     /// The word for an event of kind `event`; a first deposit's own, else a deposit's.
     #[must_use]
     pub fn word_for<'a>(&'a self, event: &'a str, first_deposit: bool) -> &'a str {
-        let set = |kind: &str| self.0.get(kind).map(String::as_str);
-        let own = if event == "deposit" && first_deposit {
-            set("first_deposit").or_else(|| set("deposit"))
-        } else {
-            set(event)
-        };
-        own.unwrap_or(event)
+        named(&self.0, event, first_deposit).unwrap_or(event)
     }
 }
 

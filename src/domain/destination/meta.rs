@@ -32,27 +32,18 @@ impl EventNames {
     /// [`NAMED_KINDS`], each name one of Meta's standard events or a custom name of 1 to 40
     /// letters, digits, `_` and spaces.
     pub fn parse(names: &BTreeMap<String, String>) -> Result<EventNames, Error> {
-        let invalid = |why: String| Error::field(Code::InvalidField, "event_names", why);
-        for (kind, name) in names {
-            if !NAMED_KINDS.contains(&kind.as_str()) {
-                return Err(invalid(format!(
-                    "event_names names {}, which is none of {}",
-                    quoted(kind),
-                    NAMED_KINDS.join(", ")
-                )));
-            }
-            let custom_ok = (1..=40).contains(&name.len())
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b' ');
-            if !custom_ok {
-                return Err(invalid(format!(
-                    "event_names.{kind} is one of Meta's standard events (Purchase, Lead, ...) \
-                     or 1 to 40 of A-Z, a-z, 0-9, '_' and ' ', got {}",
-                    quoted(name)
-                )));
-            }
-        }
+        check_named(
+            "event_names",
+            names,
+            "one of Meta's standard events (Purchase, Lead, ...) or 1 to 40 of A-Z, a-z, 0-9, \
+             '_' and ' '",
+            |name| {
+                (1..=40).contains(&name.len())
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b' ')
+            },
+        )?;
         Ok(EventNames(names.clone()))
     }
 
@@ -72,13 +63,52 @@ impl EventNames {
         first_deposit: bool,
         standard: fn(&str) -> &'static str,
     ) -> &str {
-        let set = |kind: &str| self.0.get(kind).map(String::as_str);
-        let own = if event == "deposit" && first_deposit {
-            set("first_deposit").or_else(|| set("deposit"))
-        } else {
-            set(event)
-        };
-        own.unwrap_or_else(|| standard(event))
+        named(&self.0, event, first_deposit).unwrap_or_else(|| standard(event))
+    }
+}
+
+/// Checks a destination's `field` that sets something for event kinds (`{"deposit": ...}`):
+/// each key one of [`NAMED_KINDS`], each value `ok`, else an error that says the value is
+/// `rule`.
+pub fn check_named(
+    field: &'static str,
+    names: &BTreeMap<String, String>,
+    rule: &str,
+    ok: impl Fn(&str) -> bool,
+) -> Result<(), Error> {
+    let invalid = |why: String| Error::field(Code::InvalidField, field, why);
+    for (kind, name) in names {
+        if !NAMED_KINDS.contains(&kind.as_str()) {
+            return Err(invalid(format!(
+                "{field} names {}, which is none of {}",
+                quoted(kind),
+                NAMED_KINDS.join(", ")
+            )));
+        }
+        if !ok(name) {
+            return Err(invalid(format!(
+                "{field}.{kind} is {rule}, got {}",
+                quoted(name)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What `names` (checked by [`check_named`]) sets for an event of kind `event`: for a deposit
+/// that was its customer's first, `first_deposit`'s, else `deposit`'s; `None` where it sets
+/// nothing.
+#[must_use]
+pub fn named<'a>(
+    names: &'a BTreeMap<String, String>,
+    event: &str,
+    first_deposit: bool,
+) -> Option<&'a str> {
+    let set = |kind: &str| names.get(kind).map(String::as_str);
+    if event == "deposit" && first_deposit {
+        set("first_deposit").or_else(|| set("deposit"))
+    } else {
+        set(event)
     }
 }
 

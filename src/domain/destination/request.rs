@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::address::HttpsUrlJson;
 use super::delivery::State;
 use super::fields::{DestinationFields, DestinationPatch, check_name, missing};
 use crate::domain::input::{self, quoted};
@@ -50,18 +51,10 @@ pub struct DestinationBody<'a> {
     #[schemars(with = "Option<String>", pattern(r"^(v[0-9]{1,3}\.[0-9]{1,3})?$"))]
     api_version: Option<&'a RawValue>,
     #[serde(borrow)]
-    #[schemars(
-        with = "Option<String>",
-        length(max = 2048),
-        pattern(r"^(https://[!-~]+)?$")
-    )]
+    #[schemars(with = "Option<HttpsUrlJson>")]
     graph_url: Option<&'a RawValue>,
     #[serde(borrow)]
-    #[schemars(
-        with = "Option<String>",
-        length(max = 2048),
-        pattern(r"^(https://[!-~]+)?$")
-    )]
+    #[schemars(with = "Option<HttpsUrlJson>")]
     url: Option<&'a RawValue>,
     /// `meta_capi`, `tiktok_events`: the event name sent for `contact`, `subscribed`,
     /// `registration`, `deposit` or `first_deposit` (a customer's first deposit; without one, a
@@ -91,11 +84,7 @@ pub struct DestinationBody<'a> {
     pixel_code: Option<&'a RawValue>,
     /// `tiktok_events`: the Business API's address. Default `https://business-api.tiktok.com`.
     #[serde(borrow)]
-    #[schemars(
-        with = "Option<String>",
-        length(max = 2048),
-        pattern(r"^(https://[!-~]+)?$")
-    )]
+    #[schemars(with = "Option<HttpsUrlJson>")]
     api_url: Option<&'a RawValue>,
     /// `google_ads`: the name of the conversion action in Google Ads written for each event
     /// kind (and `first_deposit`; without one, a deposit's). Default: the kind.

@@ -72,7 +72,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
             bound: g.bound_clicks,
             events: kinds
                 .iter()
-                .map(|k| (*k, g.events.get(k).copied().unwrap_or(0)))
+                .map(|k| (*k, g.events.get(*k).copied().unwrap_or(0)))
                 .collect(),
             first_deposits: g.first_deposits,
             deposits: by_currency(&g.deposits),

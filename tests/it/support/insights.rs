@@ -14,12 +14,12 @@
 //!   (`500` with a transient code `2`, say).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
+
+use super::loopback::{Listening, listen, read_request, write_json};
 
 /// The ad account and a token of Meta's shape.
 pub const ACCOUNT: &str = "act_1234567890";
@@ -53,43 +53,27 @@ struct State {
 }
 
 pub struct Insights {
-    addr: SocketAddr,
     state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Insights {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    listening: Listening,
 }
 
 impl Insights {
     /// Starts the stand-in with no rows, in `USD`, 2 rows a page.
     pub async fn start() -> Insights {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let state = Arc::new(Mutex::new(State {
             currency: "USD".into(),
             page_rows: 2,
             ..State::default()
         }));
         let s = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                tokio::spawn(serve(stream, s.clone()));
-            }
-        });
-        Insights { addr, state, task }
+        let listening = listen(move |stream| serve(stream, s.clone())).await;
+        Insights { state, listening }
     }
 
     /// The address to set as `meta_graph_url`.
     #[must_use]
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.listening.addr)
     }
 
     /// Replaces the account's rows.
@@ -233,38 +217,17 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         .map(|a| a.to_string())
         .unwrap_or_default();
     let mut buf = Vec::new();
-    loop {
-        let head_end = loop {
-            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break at + 4;
-            }
-            let mut chunk = [0; 8192];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        buf.drain(..head_end);
-        let target = head
-            .split("\r\n")
-            .next()
-            .unwrap_or_default()
-            .split(' ')
-            .nth(1)
-            .unwrap_or_default()
-            .to_owned();
-        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    while let Some(request) = read_request(&mut stream, &mut buf).await {
+        let (path, query) = request
+            .target
+            .split_once('?')
+            .unwrap_or((&request.target, ""));
         let query: HashMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
             .into_owned()
             .collect();
         let (status, body) = answer(&state, path, &query);
         let text = body.to_string().replace("{host}", &host);
-        let reply = format!(
-            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
-            text.len()
-        );
-        if stream.write_all(reply.as_bytes()).await.is_err() {
+        if write_json(&mut stream, status, &[], &text).await.is_err() {
             return;
         }
     }

@@ -4,40 +4,18 @@
 //! Meta's documented one), an affiliate network's postback URL and a webhook.
 
 use std::collections::VecDeque;
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+use super::loopback::{self, Listening, hold_until_closed, listen, read_request, write_json};
+
 /// One request as it arrived.
-#[derive(Clone, Debug)]
-pub struct Received {
-    pub method: String,
-    pub target: String,
-    /// Names in lowercase.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Received {
-    #[must_use]
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    #[must_use]
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-}
+pub use super::loopback::Incoming as Received;
 
 /// How to answer a request.
 #[derive(Clone, Debug)]
@@ -102,20 +80,12 @@ struct Shared {
 pub struct Receiver {
     pub addr: SocketAddr,
     shared: Arc<Shared>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _listening: Listening,
 }
 
 impl Receiver {
     /// Starts a receiver that answers `200` to everything.
     pub async fn start() -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let shared = Arc::new(Shared {
             received: Mutex::default(),
             next: Mutex::default(),
@@ -126,15 +96,12 @@ impl Receiver {
             released: tokio::sync::Semaphore::new(0),
         });
         let s = shared.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                tokio::spawn(serve(stream, s.clone()));
-            }
-        });
-        Receiver { addr, shared, task }
+        let listening = listen(move |stream| serve(stream, s.clone())).await;
+        Receiver {
+            addr: listening.addr,
+            shared,
+            _listening: listening,
+        }
     }
 
     /// Starts Meta's stand-in: every request is checked by [`meta_shape`], with `now_ms` the
@@ -178,68 +145,13 @@ impl Receiver {
 
     /// Waits until at least `n` requests have arrived (at most `within`), and answers them all.
     pub async fn wait_for(&self, n: usize, within: Duration) -> Vec<Received> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let arrived = self.shared.arrived.notified();
-            let got = self.received();
-            if got.len() >= n {
-                return got;
-            }
-            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
-                let got = self.received();
-                assert!(
-                    got.len() >= n,
-                    "expected {n} requests, got {}: {got:#?}",
-                    got.len()
-                );
-                return got;
-            }
-        }
+        loopback::wait_for(&self.shared.arrived, n, within, || self.received()).await
     }
 }
 
 async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     let mut buf = Vec::new();
-    loop {
-        let head_end = loop {
-            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break at + 4;
-            }
-            let mut chunk = [0; 8192];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let mut first = lines.next().unwrap_or_default().split(' ');
-        let method = first.next().unwrap_or_default().to_owned();
-        let target = first.next().unwrap_or_default().to_owned();
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
-        let length: usize = headers
-            .iter()
-            .find(|(n, _)| n == "content-length")
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0);
-        while buf.len() < head_end + length {
-            let mut chunk = [0; 16384];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let body = buf[head_end..head_end + length].to_vec();
-        buf.drain(..head_end + length);
-        let received = Received {
-            method,
-            target,
-            headers,
-            body,
-        };
+    while let Some(received) = read_request(&mut stream, &mut buf).await {
         let mut reply = reply_for(&shared, &received);
         shared.received.lock().unwrap().push(received);
         shared.arrived.notify_waiters();
@@ -252,22 +164,14 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         match reply {
             Reply::Held => return,
             Reply::Hang => {
-                // Hold the connection until the client closes it.
-                let mut sink = [0; 1024];
-                while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+                hold_until_closed(&mut stream).await;
                 return;
             }
             Reply::Status(status, extra, body) => {
-                let mut answer = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-                    body.len()
-                );
-                for (name, value) in extra {
-                    let _ = write!(answer, "{name}: {value}\r\n");
-                }
-                answer.push_str("\r\n");
-                answer.push_str(&body);
-                if stream.write_all(answer.as_bytes()).await.is_err() {
+                if write_json(&mut stream, status, &extra, &body)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }

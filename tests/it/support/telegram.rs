@@ -28,9 +28,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::Notify;
+
+use super::loopback::{Listening, listen, read_request, write_json};
 
 /// The bot's id, its username and a token of Telegram's shape.
 pub const BOT_ID: u64 = 7_000_000_001;
@@ -99,39 +100,24 @@ pub struct BotApi {
     pub addr: SocketAddr,
     state: Arc<Mutex<State>>,
     arrived: Arc<Notify>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for BotApi {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _listening: Listening,
 }
 
 impl BotApi {
     /// Starts the stand-in with no channels.
     pub async fn start() -> BotApi {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let state = Arc::new(Mutex::new(State {
             next_update_id: 100,
             ..State::default()
         }));
         let arrived = Arc::new(Notify::new());
         let (s, a) = (state.clone(), arrived.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                tokio::spawn(serve(stream, s.clone(), a.clone()));
-            }
-        });
+        let listening = listen(move |stream| serve(stream, s.clone(), a.clone())).await;
         BotApi {
-            addr,
+            addr: listening.addr,
             state,
             arrived,
-            task,
+            _listening: listening,
         }
     }
 
@@ -711,43 +697,9 @@ async fn get_updates(
 
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, arrived: Arc<Notify>) {
     let mut buf = Vec::new();
-    loop {
-        let head_end = loop {
-            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break at + 4;
-            }
-            let mut chunk = [0; 8192];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let target = head
-            .split("\r\n")
-            .next()
-            .unwrap_or_default()
-            .split(' ')
-            .nth(1)
-            .unwrap_or_default()
-            .to_owned();
-        let length: usize = head
-            .split("\r\n")
-            .filter_map(|l| l.split_once(':'))
-            .find(|(n, _)| n.trim().eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.trim().parse().ok())
-            .unwrap_or(0);
-        while buf.len() < head_end + length {
-            let mut chunk = [0; 16384];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let body = buf[head_end..head_end + length].to_vec();
-        buf.drain(..head_end + length);
-        let params: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
-        let path = target.split('?').next().unwrap_or_default();
+    while let Some(request) = read_request(&mut stream, &mut buf).await {
+        let params: Value = serde_json::from_slice(&request.body).unwrap_or(json!({}));
+        let path = request.target.split('?').next().unwrap_or_default();
         let (status, answer_body) = match path
             .strip_prefix("/bot")
             .and_then(|rest| rest.split_once('/'))
@@ -759,11 +711,7 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, arrived: Arc<Not
             None => refused(404, "Not Found"),
         };
         let text = answer_body.to_string();
-        let reply = format!(
-            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
-            text.len()
-        );
-        if stream.write_all(reply.as_bytes()).await.is_err() {
+        if write_json(&mut stream, status, &[], &text).await.is_err() {
             return;
         }
     }

@@ -12,9 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::Notify;
+
+use super::loopback::{self, Listening, hold_until_closed, listen, read_request, write_json};
 
 /// The path of the Events API's endpoint.
 pub const TRACK_PATH: &str = "/open_api/v1.3/event/track/";
@@ -56,35 +57,24 @@ struct Shared {
 pub struct TiktokApi {
     pub addr: std::net::SocketAddr,
     shared: Arc<Shared>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for TiktokApi {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _listening: Listening,
 }
 
 impl TiktokApi {
     /// Starts the stand-in for pixel `pixel_code`, taking the access token `token`.
     pub async fn start(pixel_code: &str, token: &str) -> TiktokApi {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let shared = Arc::new(Shared {
             token: Mutex::new(token.to_owned()),
             pixel_code: pixel_code.to_owned(),
             ..Shared::default()
         });
         let s = shared.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                tokio::spawn(serve(stream, s.clone()));
-            }
-        });
-        TiktokApi { addr, shared, task }
+        let listening = listen(move |stream| serve(stream, s.clone())).await;
+        TiktokApi {
+            addr: listening.addr,
+            shared,
+            _listening: listening,
+        }
     }
 
     /// Its base address, a destination's `api_url`.
@@ -130,19 +120,7 @@ impl TiktokApi {
 
     /// Waits until at least `n` requests have arrived (at most `within`), and answers them.
     pub async fn wait_for(&self, n: usize, within: Duration) -> Vec<Request> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let arrived = self.shared.arrived.notified();
-            let got = self.received();
-            if got.len() >= n {
-                return got;
-            }
-            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
-                let got = self.received();
-                assert!(got.len() >= n, "expected {n} requests, got {got:#?}");
-                return got;
-            }
-        }
+        loopback::wait_for(&self.shared.arrived, n, within, || self.received()).await
     }
 }
 
@@ -218,43 +196,10 @@ fn judge(
 /// Answers the requests of one connection, one after another.
 async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     let mut buf = Vec::new();
-    loop {
-        let head_end = loop {
-            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break at + 4;
-            }
-            let mut chunk = [0u8; 8192];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let mut first = lines.next().unwrap_or_default().split(' ');
-        let method = first.next().unwrap_or_default().to_owned();
-        let path = first.next().unwrap_or_default().to_owned();
-        let mut length = 0;
-        let mut token = None;
-        for line in lines {
-            if let Some((name, value)) = line.split_once(':') {
-                match name.trim().to_ascii_lowercase().as_str() {
-                    "content-length" => length = value.trim().parse().unwrap_or(0),
-                    "access-token" => token = Some(value.trim().to_owned()),
-                    _ => {}
-                }
-            }
-        }
-        while buf.len() < head_end + length {
-            let mut chunk = [0u8; 8192];
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let body: Value =
-            serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or(Value::Null);
-        buf.drain(..head_end + length);
+    while let Some(request) = read_request(&mut stream, &mut buf).await {
+        let token = request.header("access-token").map(str::to_owned);
+        let body = request.json();
+        let (method, path) = (request.method, request.target);
         let (code, message) = judge(&shared, &method, &path, token.as_deref(), &body);
         let unanswered = {
             let mut received = shared.received.lock().unwrap();
@@ -276,17 +221,13 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         shared.arrived.notify_waiters();
         if unanswered {
             // Until the sender hangs up.
-            let _ = stream.read(&mut [0u8; 1]).await;
+            hold_until_closed(&mut stream).await;
             return;
         }
         let answer =
             json!({"code": code, "message": message, "request_id": "stand-in", "data": {}})
                 .to_string();
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
-            answer.len()
-        );
-        if stream.write_all(response.as_bytes()).await.is_err() {
+        if write_json(&mut stream, 200, &[], &answer).await.is_err() {
             return;
         }
     }
