@@ -10,48 +10,28 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::domain::click;
+use crate::domain::codes::stored_codes;
 use crate::domain::decimal::Decimal;
 use crate::domain::input::{self, Query, json_number_text, quoted};
 use crate::domain::uid;
 use crate::error::{Code, Error};
 
-/// The four canonical events. The discriminants are stored on disk; never renumber them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum EventKind {
-    Contact = 1,
-    Subscribed = 2,
-    Registration = 3,
-    Deposit = 4,
+stored_codes! {
+    /// The four canonical events. The discriminants are stored on disk; never renumber them.
+    #[derive(Serialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EventKind {
+        Contact = 1 => "contact",
+        Subscribed = 2 => "subscribed",
+        Registration = 3 => "registration",
+        Deposit = 4 => "deposit",
+    }
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 4] = [
-        EventKind::Contact,
-        EventKind::Subscribed,
-        EventKind::Registration,
-        EventKind::Deposit,
-    ];
-
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::Contact => "contact",
-            EventKind::Subscribed => "subscribed",
-            EventKind::Registration => "registration",
-            EventKind::Deposit => "deposit",
-        }
-    }
-
     #[must_use]
     pub fn from_name(name: &str) -> Option<EventKind> {
         EventKind::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-
-    #[must_use]
-    pub fn from_u8(n: u8) -> Option<EventKind> {
-        EventKind::ALL.into_iter().find(|k| *k as u8 == n)
     }
 }
 
@@ -155,63 +135,29 @@ impl std::fmt::Display for EventId {
     }
 }
 
-/// The way in an event came by, reported as `source` in the feed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Source {
-    /// `POST /events`, with the space's secret.
-    Post = 1,
-    /// `GET /e`, a postback with the ingest token.
-    Get = 2,
-    /// A join of a Telegram channel, read from the bot's updates (`docs/channels.md`).
-    Telegram = 3,
-}
-
-impl Source {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Post => "post",
-            Source::Get => "get",
-            Source::Telegram => "telegram",
-        }
-    }
-
-    #[must_use]
-    pub fn from_u8(n: u8) -> Option<Source> {
-        [Source::Post, Source::Get, Source::Telegram]
-            .into_iter()
-            .find(|s| *s as u8 == n)
+stored_codes! {
+    /// The way in an event came by, reported as `source` in the feed.
+    pub enum Source {
+        /// `POST /events`, with the space's secret.
+        Post = 1 => "post",
+        /// `GET /e`, a postback with the ingest token.
+        Get = 2 => "get",
+        /// A join of a Telegram channel, read from the bot's updates (`docs/channels.md`).
+        Telegram = 3 => "telegram",
     }
 }
 
-/// How a stored event was attributed to its click, reported as `attributed_by` in the answer and
-/// the feed. The discriminants are stored on disk; never renumber them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum AttributedBy {
-    /// Its `uid` names a click of the space.
-    Uid = 1,
-    /// It named no `uid`, and its Telegram id has a bound click, chosen by the space's
-    /// `attribution` setting.
-    TgId = 2,
-}
-
-impl AttributedBy {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttributedBy::Uid => "uid",
-            AttributedBy::TgId => "tg_id",
-        }
-    }
-
-    #[must_use]
-    pub fn from_u8(n: u8) -> Option<AttributedBy> {
-        [AttributedBy::Uid, AttributedBy::TgId]
-            .into_iter()
-            .find(|a| *a as u8 == n)
+stored_codes! {
+    /// How a stored event was attributed to its click, reported as `attributed_by` in the answer
+    /// and the feed. The discriminants are stored on disk; never renumber them.
+    #[derive(Serialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum AttributedBy {
+        /// Its `uid` names a click of the space.
+        Uid = 1 => "uid",
+        /// It named no `uid`, and its Telegram id has a bound click, chosen by the space's
+        /// `attribution` setting.
+        TgId = 2 => "tg_id",
     }
 }
 

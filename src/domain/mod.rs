@@ -6,6 +6,7 @@ pub mod batch;
 pub mod channel;
 pub mod click;
 pub mod client;
+pub mod codes;
 pub mod cost;
 pub mod credential;
 pub mod currency;

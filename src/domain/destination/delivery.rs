@@ -5,58 +5,34 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::codes::stored_codes;
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
 
-/// The state of one delivery (`docs/api.md#deliveries`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum State {
-    /// Not tried yet (or tried, and the outcome not yet committed).
-    Pending = 0,
-    Delivered = 1,
-    /// Failed, and tried again at `next_attempt_at_ms`.
-    Retrying = 2,
-    /// Refused for good, or still failing after `delivery_max_age`.
-    Dead = 3,
-    /// Its destination was removed before it was delivered.
-    Cancelled = 4,
-    /// Waiting while its destination is paused (its credential no longer taken). Never stored
-    /// in a delivery's row: an open delivery of a paused destination is shown so.
-    Paused = 5,
+stored_codes! {
+    /// The state of one delivery (`docs/api.md#deliveries`).
+    #[derive(Serialize, Deserialize, schemars::JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum State {
+        /// Not tried yet (or tried, and the outcome not yet committed).
+        Pending = 0 => "pending",
+        Delivered = 1 => "delivered",
+        /// Failed, and tried again at `next_attempt_at_ms`.
+        Retrying = 2 => "retrying",
+        /// Refused for good, or still failing after `delivery_max_age`.
+        Dead = 3 => "dead",
+        /// Its destination was removed before it was delivered.
+        Cancelled = 4 => "cancelled",
+        /// Waiting while its destination is paused (its credential no longer taken). Never
+        /// stored in a delivery's row: an open delivery of a paused destination is shown so.
+        Paused = 5 => "paused",
+    }
 }
 
 /// How many states are stored in a destination's counts: every state but [`State::Paused`].
 pub const STORED_STATES: usize = 5;
 
 impl State {
-    pub const ALL: [State; 6] = [
-        State::Pending,
-        State::Delivered,
-        State::Retrying,
-        State::Dead,
-        State::Cancelled,
-        State::Paused,
-    ];
-
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Pending => "pending",
-            State::Delivered => "delivered",
-            State::Retrying => "retrying",
-            State::Dead => "dead",
-            State::Cancelled => "cancelled",
-            State::Paused => "paused",
-        }
-    }
-
-    #[must_use]
-    pub fn from_u8(n: u8) -> Option<State> {
-        State::ALL.into_iter().find(|s| *s as u8 == n)
-    }
-
     /// A state as a query or body names it; the error names `field`.
     pub fn parse(text: &str, field: &'static str) -> Result<State, Error> {
         State::ALL

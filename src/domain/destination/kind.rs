@@ -9,6 +9,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use serde::{Deserialize, Serialize};
 
 use super::{Google, MetaRules, Statuses};
+use crate::domain::codes::stored_codes;
 use crate::domain::event::EventKind;
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
@@ -21,48 +22,25 @@ pub const MAX_DESTINATIONS: usize = 32;
 /// credential's grace.
 pub const ROTATION_GRACE_MS: u64 = 24 * 3_600_000;
 
-/// Where a destination sends its events.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum Kind {
-    /// Meta's Conversions API: `POST <graph_url>/<api_version>/<pixel_id>/events`.
-    MetaCapi = 1,
-    /// A `GET` of a URL template with the event's fields in its macros.
-    Postback = 2,
-    /// A `POST` of the event as the feed shows it, signed.
-    Webhook = 3,
-    /// `TikTok`'s Events API: `POST <api_url>/open_api/v1.3/event/track/`.
-    TiktokEvents = 4,
-    /// Nothing pushed: Google Ads fetches a file of conversions (`google.rs`).
-    GoogleAds = 5,
+stored_codes! {
+    /// Where a destination sends its events.
+    #[derive(Serialize, Deserialize, schemars::JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Kind {
+        /// Meta's Conversions API: `POST <graph_url>/<api_version>/<pixel_id>/events`.
+        MetaCapi = 1 => "meta_capi",
+        /// A `GET` of a URL template with the event's fields in its macros.
+        Postback = 2 => "postback",
+        /// A `POST` of the event as the feed shows it, signed.
+        Webhook = 3 => "webhook",
+        /// `TikTok`'s Events API: `POST <api_url>/open_api/v1.3/event/track/`.
+        TiktokEvents = 4 => "tiktok_events",
+        /// Nothing pushed: Google Ads fetches a file of conversions (`google.rs`).
+        GoogleAds = 5 => "google_ads",
+    }
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
-        Kind::MetaCapi,
-        Kind::Postback,
-        Kind::Webhook,
-        Kind::TiktokEvents,
-        Kind::GoogleAds,
-    ];
-
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::MetaCapi => "meta_capi",
-            Kind::Postback => "postback",
-            Kind::Webhook => "webhook",
-            Kind::TiktokEvents => "tiktok_events",
-            Kind::GoogleAds => "google_ads",
-        }
-    }
-
-    #[must_use]
-    pub fn from_u8(n: u8) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| *k as u8 == n)
-    }
-
     pub(super) fn parse(text: &str) -> Result<Kind, Error> {
         Kind::ALL
             .into_iter()
