@@ -152,13 +152,8 @@ fn no_link(slug: &str) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    use crate::domain::destination;
-    use crate::domain::link::{Destination, Directory, Mode, NewLink};
-    use crate::storage::dedup_buffer::DedupBuffer;
-    use crate::storage::fbclid_buffer::FbclidBuffer;
-    use crate::storage::open::open_in_memory;
-    use crate::storage::ops::Txn;
-    use crate::storage::ops::tests::visit;
+    use crate::domain::link::{Destination, Mode, NewLink};
+    use crate::storage::ops::tests::{Bare, visit};
 
     fn link(slug: &str) -> NewLink {
         NewLink {
@@ -173,12 +168,9 @@ mod tests {
     /// batch must still be seen by the visits after it.
     #[test]
     fn a_visit_sees_a_link_created_or_deleted_earlier_in_its_batch() {
-        let db = open_in_memory().unwrap().db;
-        let txn = db.begin_write().unwrap();
-        let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
-        let directory = Directory::default();
-        let destinations = destination::Directory::default();
-        let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0, &destinations).unwrap();
+        let bare = Bare::new();
+        let txn = bare.db.begin_write().unwrap();
+        let mut t = bare.open(&txn);
         assert!(t.link_click("a", visit(), false).is_err());
         t.create_link(1, &link("a"), 1).unwrap();
         assert!(t.link_click("a", visit(), false).unwrap().0.created);

@@ -307,29 +307,28 @@ impl<'t> Txn<'t> {
         let (mut set, mut removed) = (0, 0);
         let mut touched = cost_sums::Touched::default();
         for c in costs {
-            let key = (
-                space,
-                c.day,
-                c.campaign_name.as_str(),
-                c.adset_name.as_str(),
-                c.ad_name.as_str(),
-            );
             touched.add(space, c.day, &c.campaign_name);
             if c.amount.is_zero() {
-                removed += usize::from(self.costs.remove(key)?.is_some());
+                removed += usize::from(self.costs.remove(cost_key(space, c))?.is_some());
             } else {
-                let record = records::CostRecord {
-                    amount: c.amount.to_string(),
-                    currency: c.currency.clone(),
-                    source: c.source.code(),
-                };
-                self.costs
-                    .insert(key, records::encode(&record).as_slice())?;
+                self.insert_cost(space, c, c.source.code())?;
                 set += 1;
             }
         }
         self.resum_costs(&touched)?;
         Ok((set, removed))
+    }
+
+    /// Stores cost `c` of `space`, from `source`, over the one its key had.
+    fn insert_cost(&mut self, space: u32, c: &Cost, source: u8) -> Result<(), StoreError> {
+        let record = records::CostRecord {
+            amount: c.amount.to_string(),
+            currency: c.currency.clone(),
+            source,
+        };
+        self.costs
+            .insert(cost_key(space, c), records::encode(&record).as_slice())?;
+        Ok(())
     }
 
     /// Writes again the sums of the costs `touched` names (`storage/cost_sums.rs`).
@@ -370,24 +369,11 @@ impl<'t> Txn<'t> {
         }
         let mut set = 0;
         for c in costs.iter().filter(|c| (from..=to).contains(&c.day)) {
-            let key = (
-                space,
-                c.day,
-                c.campaign_name.as_str(),
-                c.adset_name.as_str(),
-                c.ad_name.as_str(),
-            );
-            if self.costs.get(key)?.is_some() || c.amount.is_zero() {
+            if self.costs.get(cost_key(space, c))?.is_some() || c.amount.is_zero() {
                 // Set by hand (Meta's own rows of these days are gone), or nothing spent.
                 continue;
             }
-            let record = records::CostRecord {
-                amount: c.amount.to_string(),
-                currency: c.currency.clone(),
-                source: meta,
-            };
-            self.costs
-                .insert(key, records::encode(&record).as_slice())?;
+            self.insert_cost(space, c, meta)?;
             touched.add(space, c.day, &c.campaign_name);
             set += 1;
         }
@@ -637,6 +623,17 @@ impl<'t> Txn<'t> {
     }
 }
 
+/// The `COSTS` key of cost `c` of `space`: its day, campaign, ad set and ad.
+fn cost_key(space: u32, c: &Cost) -> (u32, u32, &str, &str, &str) {
+    (
+        space,
+        c.day,
+        c.campaign_name.as_str(),
+        c.adset_name.as_str(),
+        c.ad_name.as_str(),
+    )
+}
+
 /// The settings of `space` from `cache`, read from `table` once per batch.
 fn cached_settings<'c>(
     cache: &'c mut HashMap<u32, SpaceSettings>,
@@ -656,6 +653,34 @@ pub(super) mod tests {
     use super::*;
     use crate::storage::open::open_in_memory;
 
+    /// A data file in memory with what the writer hands a transaction, all empty: its dedup
+    /// and `fbclid` buffers, the links' and the destinations' directories.
+    pub(in crate::storage) struct Bare {
+        pub db: redb::Database,
+        dedup: DedupBuffer,
+        fbclid: FbclidBuffer,
+        directory: Directory,
+        destinations: destination::Directory,
+    }
+
+    impl Bare {
+        pub(in crate::storage) fn new() -> Bare {
+            Bare {
+                db: open_in_memory().unwrap().db,
+                dedup: DedupBuffer::default(),
+                fbclid: FbclidBuffer::default(),
+                directory: Directory::default(),
+                destinations: destination::Directory::default(),
+            }
+        }
+
+        /// A [`Txn`] in `txn` as the writer opens one.
+        pub(in crate::storage) fn open<'t>(&'t self, txn: &'t WriteTransaction) -> Txn<'t> {
+            let (dedup, fbclid, directory) = (&self.dedup, &self.fbclid, &self.directory);
+            Txn::open(txn, dedup, fbclid, directory, 0, &self.destinations).unwrap()
+        }
+    }
+
     pub(in crate::storage) fn visit() -> NewClick {
         NewClick {
             link_slug: None,
@@ -674,14 +699,11 @@ pub(super) mod tests {
     fn an_event_after_a_settings_change_in_its_batch_uses_the_new_setting() {
         use crate::domain::dedup::tests::by_tg;
         use crate::domain::event::{AttributedBy, EventKind};
-        let db = open_in_memory().unwrap().db;
-        let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
-        let directory = Directory::default();
-        let destinations = destination::Directory::default();
+        let bare = Bare::new();
         let batch = |op: &mut dyn FnMut(&mut Txn<'_>)| {
-            let txn = db.begin_write().unwrap();
+            let txn = bare.db.begin_write().unwrap();
             {
-                let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0, &destinations).unwrap();
+                let mut t = bare.open(&txn);
                 op(&mut t);
                 t.write_clicks().unwrap();
             }
@@ -728,12 +750,9 @@ pub(super) mod tests {
         use crate::domain::destination::DestinationFields;
         use crate::domain::event::EventKind;
         use redb::ReadableTableMetadata as _;
-        let db = open_in_memory().unwrap().db;
-        let (dedup, fbclid) = (DedupBuffer::default(), FbclidBuffer::default());
-        let directory = Directory::default();
-        let destinations = destination::Directory::default();
-        let txn = db.begin_write().unwrap();
-        let mut t = Txn::open(&txn, &dedup, &fbclid, &directory, 0, &destinations).unwrap();
+        let bare = Bare::new();
+        let txn = bare.db.begin_write().unwrap();
+        let mut t = bare.open(&txn);
         let fields = DestinationFields {
             name: Some("hook".into()),
             kind: Some("webhook".into()),
