@@ -217,34 +217,22 @@ impl RejectionQueue {
 
 pub(super) struct Writer {
     path: PathBuf,
-    ephemeral: bool,
     fault: Option<FaultSwitch>,
     cache_bytes: usize,
-    slot: Arc<DbSlot>,
     db: Option<Arc<Database>>,
     flush_failed: FlushFailed,
-    keyring: Arc<Keyring>,
-    links: Arc<Directory>,
-    destinations: Arc<destination::Directory>,
-    destinations_changed: Arc<watch::Sender<u64>>,
-    /// Dedup entries not yet in the table; readers share it (`Store::judge_event`).
-    pending: Arc<RwLock<DedupBuffer>>,
     /// `clicks_by_fbclid` entries not yet in the table; only the writer reads that index.
     fbclid: FbclidBuffer,
     /// Past the time of every uid committed so far (`Txn::uid_floor`).
     uid_floor: u64,
-    health: Arc<watch::Sender<Health>>,
-    rejections: Arc<RejectionQueue>,
-    /// The last `inbox_id` committed, for followers of the feed (`GET /events/wait`).
-    committed: Arc<watch::Sender<u64>>,
     last_flush: Instant,
     /// Set while commits fail and the disk may recover.
     failing: Option<Failing>,
-    metrics: Arc<WriterMetrics>,
-    commits: Arc<AtomicU64>,
     /// What a commit changed that could not be read back into memory since: read again after
     /// every commit until it can be.
     stale: Stale,
+    /// What the store shares with its writer.
+    shared: Shared,
 }
 
 /// The in-memory copies a failed read left behind the file.
@@ -296,7 +284,9 @@ enum Failure {
     Fatal,
 }
 
-/// What the writer shares with the [`Store`](crate::storage::Store).
+/// What the writer shares with the [`Store`](crate::storage::Store): each made once, when the
+/// store opens, and held by both.
+#[derive(Clone)]
 pub(super) struct Shared {
     /// The data is in memory only: a failed commit can never be recovered by reopening.
     pub(super) ephemeral: bool,
@@ -331,27 +321,16 @@ impl Writer {
             .clone();
         Writer {
             path,
-            ephemeral: shared.ephemeral,
             fault,
             cache_bytes,
-            slot: shared.slot,
             db,
             flush_failed,
-            keyring: shared.keyring,
-            links: shared.links,
-            destinations: shared.destinations,
-            destinations_changed: shared.destinations_changed,
-            pending: shared.pending,
             fbclid,
             uid_floor: 0,
-            health: shared.health,
-            rejections: shared.rejections,
-            committed: shared.committed,
             last_flush: Instant::now(),
             failing: None,
-            metrics: shared.metrics,
-            commits: shared.commits,
             stale: Stale::default(),
+            shared,
         }
     }
 
@@ -384,7 +363,7 @@ impl Writer {
             while let Some(message) = next.take() {
                 match message {
                     Message::Job(job) => {
-                        self.metrics.queued.fetch_sub(1, Ordering::Relaxed);
+                        self.shared.metrics.queued.fetch_sub(1, Ordering::Relaxed);
                         batch.push(job);
                     }
                     Message::Wake => {}
@@ -400,7 +379,7 @@ impl Writer {
                 }
             }
             let flush = stopping || self.last_flush.elapsed() >= LAST_USED_FLUSH;
-            if batch.is_empty() && !flush && self.rejections.is_empty() {
+            if batch.is_empty() && !flush && self.shared.rejections.is_empty() {
                 continue;
             }
             // At a stop, every buffered dedup entry goes to the table: a cleanly closed file
@@ -443,16 +422,16 @@ impl Writer {
             }
             return Err(Failure::Recoverable);
         };
-        let pending = self.pending.clone();
+        let pending = self.shared.pending.clone();
         let pending = pending.read().unwrap_or_else(PoisonError::into_inner);
-        let rejections = self.rejections.take();
+        let rejections = self.shared.rejections.take();
         let rejected = rejections.len() as u64;
         let flushes_before = self.flush_failed.done();
         let started = Instant::now();
         let result = (|| -> Result<(Changed, Buffered, u64), StoreError> {
             let txn = db.begin_write()?;
             let (changed, buffered, inbox_seq) = {
-                let (links, dests) = (&self.links, &self.destinations);
+                let (links, dests) = (&self.shared.links, &self.shared.destinations);
                 let mut t = Txn::open(&txn, &pending, &self.fbclid, links, self.uid_floor, dests)?;
                 t.outbox.changed = self.stale.destinations;
                 for job in batch.iter_mut() {
@@ -460,7 +439,7 @@ impl Writer {
                 }
                 let newest_uid = t.write_clicks()?;
                 if flush_last_used {
-                    t.flush_last_used(&self.keyring.last_used())?;
+                    t.flush_last_used(&self.shared.keyring.last_used())?;
                 }
                 t.record_rejections(rejections)?;
                 t.rollup.write(&mut t.stats)?;
@@ -471,20 +450,21 @@ impl Writer {
                 (changed, buffered, t.inbox_seq)
             };
             // Odd while redb makes the commit visible: see `reader.rs`, "Freshness".
-            self.commits.fetch_add(1, Ordering::Release);
+            self.shared.commits.fetch_add(1, Ordering::Release);
             let done = commit(txn);
-            self.commits.fetch_add(1, Ordering::Release);
+            self.shared.commits.fetch_add(1, Ordering::Release);
             done?;
             Ok((changed, buffered, inbox_seq))
         })();
         drop(pending);
         match result {
             Ok((changed, buffered, inbox_seq)) => {
-                self.metrics
+                self.shared
+                    .metrics
                     .commit_seconds
                     .observe_duration(started.elapsed());
                 if !batch.is_empty() {
-                    self.metrics.batch_size.observe(batch.len() as u64);
+                    self.shared.metrics.batch_size.observe(batch.len() as u64);
                 }
                 self.committed(&db, changed, buffered, inbox_seq, flush_last_used);
                 for job in batch.drain(..) {
@@ -493,7 +473,8 @@ impl Writer {
                 Ok(())
             }
             Err(e) => {
-                self.rejections
+                self.shared
+                    .rejections
                     .dropped
                     .fetch_add(rejected, Ordering::Relaxed);
                 let flush_failed = self.flush_failed.failed();
@@ -515,7 +496,7 @@ impl Writer {
                     );
                     tracing::error!("{reason}");
                     // Before answering: a client that reads the 503 finds `/healthz` failed.
-                    self.health.send_replace(Health::Failed(reason));
+                    self.shared.health.send_replace(Health::Failed(reason));
                     Failure::Fatal
                 } else {
                     self.commit_failed(&e);
@@ -545,10 +526,11 @@ impl Writer {
                 after = %humantime::format_duration(Duration::from_secs(failing.since.elapsed().as_secs())),
                 "storage is writable again"
             );
-            self.health.send_replace(Health::Serving);
+            self.shared.health.send_replace(Health::Serving);
         }
         // A reader that sees the answer sees the entries.
-        self.pending
+        self.shared
+            .pending
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .apply(buffered.dedup);
@@ -562,15 +544,15 @@ impl Writer {
         // A rotation is in force when its command returns, and a new link answers when its
         // creation does.
         if !changed.links.is_empty() {
-            self.links.apply(changed.links);
+            self.shared.links.apply(changed.links);
         }
         self.stale.keyring |= changed.credentials;
         self.stale.destinations |= changed.destinations;
         let delivery_states = changed.delivery_states;
         self.reload(db);
-        self.metrics.moved_deliveries(&delivery_states);
+        self.shared.metrics.moved_deliveries(&delivery_states);
         // Followers wake after the commit and find the events in their next snapshot.
-        self.committed.send_if_modified(|last| {
+        self.shared.committed.send_if_modified(|last| {
             let newer = inbox_seq > *last;
             *last = inbox_seq.max(*last);
             newer
@@ -589,7 +571,7 @@ impl Writer {
                     "{reason}; answering 503 and trying again by itself until it works (the \
                      next line in this log says when)"
                 );
-                self.health.send_replace(Health::Unwritable(reason));
+                self.shared.health.send_replace(Health::Unwritable(reason));
                 self.failing = Some(Failing {
                     since: now,
                     commits: 1,
@@ -608,7 +590,7 @@ impl Writer {
 
     /// Whether the data file's filesystem has [`ROOM_TO_RECOVER`] free, or cannot say.
     fn room_to_write(&self) -> bool {
-        if self.ephemeral {
+        if self.shared.ephemeral {
             return true;
         }
         open::free_bytes(&self.path).is_none_or(|free| free >= ROOM_TO_RECOVER)
@@ -625,7 +607,7 @@ impl Writer {
                 .and_then(|txn| read::keyring_entries(&txn))
             {
                 Ok(entries) => {
-                    self.keyring.replace(entries);
+                    self.shared.keyring.replace(entries);
                     self.stale.keyring = false;
                 }
                 Err(e) => failed = Some(("credentials", e)),
@@ -638,11 +620,12 @@ impl Writer {
                 .and_then(|txn| crate::storage::outbox::all_destinations(&txn))
             {
                 Ok(all) => {
-                    self.metrics
+                    self.shared
+                        .metrics
                         .set_paused_destinations(all.iter().filter(|d| d.paused.is_some()).count());
-                    self.destinations.replace(all);
+                    self.shared.destinations.replace(all);
                     self.stale.destinations = false;
-                    self.destinations_changed.send_modify(|n| *n += 1);
+                    self.shared.destinations_changed.send_modify(|n| *n += 1);
                 }
                 Err(e) => failed = Some(("destinations", e)),
             }
@@ -662,7 +645,7 @@ impl Writer {
 
     /// The database, reopened first if an earlier commit failed.
     fn database(&mut self) -> Option<Arc<Database>> {
-        if self.db.is_none() && !self.ephemeral {
+        if self.db.is_none() && !self.shared.ephemeral {
             match open::reopen_database(&self.path, self.fault.as_ref(), self.cache_bytes) {
                 Ok(opened) => {
                     tracing::info!("data file reopened after a storage failure");
@@ -672,7 +655,11 @@ impl Writer {
                     // `fbclid_redo_from` still cover them for a crash.
                     let db = Arc::new(opened.db);
                     self.flush_failed = opened.flush_failed;
-                    *self.slot.write().unwrap_or_else(PoisonError::into_inner) = Some(db.clone());
+                    *self
+                        .shared
+                        .slot
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(db.clone());
                     self.db = Some(db);
                 }
                 Err(e) => tracing::debug!(error = %e, "data file cannot be reopened yet"),
@@ -685,12 +672,20 @@ impl Writer {
     /// the next batch reopens the file (and repairs it if needed), or, after a failed flush,
     /// so that nothing reads from it again.
     fn let_go_of_file(&mut self) {
-        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = None;
+        *self
+            .shared
+            .slot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         self.db = None;
     }
 
     fn close(mut self) {
-        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = None;
+        *self
+            .shared
+            .slot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         if let Some(mut db) = self.db.take() {
             // Readers hold their own Arc for the length of a batch of reads (and a reader that
             // has just answered may not have let go yet): wait a moment for them, so that the

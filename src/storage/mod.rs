@@ -110,21 +110,11 @@ impl Default for StoreOptions {
 pub struct Store {
     writes: SyncSender<Message>,
     readers: Readers,
-    keyring: Arc<Keyring>,
-    links: Arc<Directory>,
-    destinations: Arc<destination::Directory>,
-    /// Bumped after each commit that changed a destination: the sender starts and stops its
-    /// tasks by it.
-    destinations_changed: Arc<watch::Sender<u64>>,
-    pending: Arc<RwLock<DedupBuffer>>,
-    health: Arc<watch::Sender<Health>>,
-    rejections: Arc<RejectionQueue>,
-    committed: Arc<watch::Sender<u64>>,
+    /// What the store shares with its writer: the keyring, links and destinations as of the
+    /// last commit, the dedup buffer, health, the commit counters and the writer's metrics.
+    shared: commit::Shared,
     writer: Mutex<Option<JoinHandle<()>>>,
     path: PathBuf,
-    ephemeral: bool,
-    /// Queue depth, batch sizes and commit times, for `/metrics`.
-    writer_metrics: Arc<WriterMetrics>,
 }
 
 impl Store {
@@ -156,13 +146,23 @@ impl Store {
                 DedupBuffer::load(&txn)?,
             )
         };
-        let slot = Arc::new(RwLock::new(Some(db)));
-        let pending = Arc::new(RwLock::new(dedup));
-        let health = Arc::new(watch::Sender::new(Health::Serving));
-        let rejections = Arc::new(RejectionQueue::default());
-        let committed = Arc::new(watch::Sender::new(0));
-        let destinations_changed = Arc::new(watch::Sender::new(0));
-        let commits = Arc::new(AtomicU64::new(0));
+        let shared = commit::Shared {
+            ephemeral: options.ephemeral,
+            slot: Arc::new(RwLock::new(Some(db))),
+            keyring,
+            links,
+            destinations,
+            // Bumped after each commit that changed a destination: the sender starts and
+            // stops its tasks by it.
+            destinations_changed: Arc::new(watch::Sender::new(0)),
+            pending: Arc::new(RwLock::new(dedup)),
+            health: Arc::new(watch::Sender::new(Health::Serving)),
+            rejections: Arc::new(RejectionQueue::default()),
+            committed: Arc::new(watch::Sender::new(0)),
+            // Queue depth, batch sizes and commit times, for `/metrics`.
+            metrics: writer_metrics,
+            commits: Arc::new(AtomicU64::new(0)),
+        };
         let (writes, queue) = mpsc::sync_channel(options.queue_capacity);
         let commit_loop = commit::Writer::new(
             path.to_owned(),
@@ -170,22 +170,9 @@ impl Store {
             options.cache_bytes,
             opened.flush_failed,
             fbclid,
-            commit::Shared {
-                ephemeral: options.ephemeral,
-                slot: slot.clone(),
-                keyring: keyring.clone(),
-                links: links.clone(),
-                destinations: destinations.clone(),
-                destinations_changed: destinations_changed.clone(),
-                pending: pending.clone(),
-                health: health.clone(),
-                rejections: rejections.clone(),
-                committed: committed.clone(),
-                metrics: writer_metrics.clone(),
-                commits: commits.clone(),
-            },
+            shared.clone(),
         );
-        let thread_health = health.clone();
+        let thread_health = shared.health.clone();
         let io = |e| StoreError::Redb(redb::Error::Io(e));
         let handle = std::thread::Builder::new()
             .name("tracker-writer".into())
@@ -201,24 +188,20 @@ impl Store {
                 }
             })
             .map_err(io)?;
-        let readers =
-            Readers::start(&slot, &commits, options.readers, options.queue_capacity).map_err(io)?;
+        let readers = Readers::start(
+            &shared.slot,
+            &shared.commits,
+            options.readers,
+            options.queue_capacity,
+        )
+        .map_err(io)?;
         Ok((
             Store {
                 writes,
                 readers,
-                keyring,
-                links,
-                destinations,
-                destinations_changed,
-                pending,
-                health,
-                rejections,
-                committed,
+                shared,
                 writer: Mutex::new(Some(handle)),
                 path: path.to_owned(),
-                ephemeral: options.ephemeral,
-                writer_metrics,
             },
             created,
         ))
@@ -226,25 +209,25 @@ impl Store {
 
     #[must_use]
     pub fn keyring(&self) -> &Arc<Keyring> {
-        &self.keyring
+        &self.shared.keyring
     }
 
     /// The link with `slug`, deleted or not, from memory.
     #[must_use]
     pub fn link(&self, slug: &str) -> Option<Arc<Link>> {
-        self.links.get(slug)
+        self.shared.links.get(slug)
     }
 
     /// The live destinations, as of the last commit.
     #[must_use]
     pub fn destination_directory(&self) -> &Arc<destination::Directory> {
-        &self.destinations
+        &self.shared.destinations
     }
 
     /// Changes after each commit that created or removed a destination.
     #[must_use]
     pub fn destination_changes(&self) -> watch::Receiver<u64> {
-        self.destinations_changed.subscribe()
+        self.shared.destinations_changed.subscribe()
     }
 
     #[must_use]
@@ -255,24 +238,24 @@ impl Store {
     /// What the writer counts, for `/metrics`.
     #[must_use]
     pub fn writer_metrics(&self) -> &Arc<WriterMetrics> {
-        &self.writer_metrics
+        &self.shared.metrics
     }
 
     /// Whether the data lives in memory only (`serve --ephemeral`).
     #[must_use]
     pub fn is_ephemeral(&self) -> bool {
-        self.ephemeral
+        self.shared.ephemeral
     }
 
     /// Whether the store still writes.
     #[must_use]
     pub fn health(&self) -> Health {
-        self.health.borrow().clone()
+        self.shared.health.borrow().clone()
     }
 
     /// Resolves with the reason once the store has failed for good.
     pub fn failed(&self) -> impl Future<Output = String> + Send + 'static {
-        let mut health = self.health.subscribe();
+        let mut health = self.shared.health.subscribe();
         async move {
             let reason = match health.wait_for(|h| matches!(h, Health::Failed(_))).await {
                 Ok(h) => match &*h {
@@ -498,7 +481,7 @@ impl Store {
     /// Never waits and never takes a write's place: when too many are waiting it is dropped
     /// and counted ([`Store::rejections_dropped`]).
     pub fn record_rejection(&self, space: u32, rejection: Rejection) {
-        if self.rejections.push(space, rejection) {
+        if self.shared.rejections.push(space, rejection) {
             // A busy writer commits them with its next batch anyway.
             let _ = self.writes.try_send(Message::Wake);
         }
@@ -507,13 +490,13 @@ impl Store {
     /// Rejections dropped since start (the writer was busy, or their batch failed).
     #[must_use]
     pub fn rejections_dropped(&self) -> u64 {
-        self.rejections.dropped()
+        self.shared.rejections.dropped()
     }
 
     /// The last `inbox_id` committed, changing with each commit that stores events.
     #[must_use]
     pub fn commits(&self) -> watch::Receiver<u64> {
-        self.committed.subscribe()
+        self.shared.committed.subscribe()
     }
 
     // --- Reads: each is one function of `read.rs`, run by a reader thread. ---
@@ -608,7 +591,8 @@ impl Store {
         // every later snapshot has it (dedup_buffer.rs), and the reader begins its snapshot
         // after this.
         let buffered = key.as_ref().and_then(|k| {
-            self.pending
+            self.shared
+                .pending
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
                 .get(&dedup_buffer::entry_key(space, k))
@@ -676,7 +660,7 @@ impl Store {
         let (reply, answer) = oneshot::channel();
         let message = Message::Job(Box::new(Write::new(op, reply)));
         // Counted before the send: the writer may take the job before `try_send` returns.
-        let queued = &self.writer_metrics.queued;
+        let queued = &self.shared.metrics.queued;
         queued.fetch_add(1, Ordering::Relaxed);
         match self.writes.try_send(message) {
             Ok(()) => {}
