@@ -219,6 +219,9 @@ pub(super) struct Writer {
     path: PathBuf,
     fault: Option<FaultSwitch>,
     cache_bytes: usize,
+    /// The open file, shared with the readers; never held by the store itself, so that the
+    /// file closes when the writer and the readers let go of it.
+    slot: Arc<DbSlot>,
     db: Option<Arc<Database>>,
     flush_failed: FlushFailed,
     /// `clicks_by_fbclid` entries not yet in the table; only the writer reads that index.
@@ -290,7 +293,6 @@ enum Failure {
 pub(super) struct Shared {
     /// The data is in memory only: a failed commit can never be recovered by reopening.
     pub(super) ephemeral: bool,
-    pub(super) slot: Arc<DbSlot>,
     pub(super) keyring: Arc<Keyring>,
     pub(super) links: Arc<Directory>,
     pub(super) destinations: Arc<destination::Directory>,
@@ -312,17 +314,15 @@ impl Writer {
         cache_bytes: usize,
         flush_failed: FlushFailed,
         fbclid: FbclidBuffer,
+        slot: Arc<DbSlot>,
         shared: Shared,
     ) -> Writer {
-        let db = shared
-            .slot
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let db = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
         Writer {
             path,
             fault,
             cache_bytes,
+            slot,
             db,
             flush_failed,
             fbclid,
@@ -655,11 +655,7 @@ impl Writer {
                     // `fbclid_redo_from` still cover them for a crash.
                     let db = Arc::new(opened.db);
                     self.flush_failed = opened.flush_failed;
-                    *self
-                        .shared
-                        .slot
-                        .write()
-                        .unwrap_or_else(PoisonError::into_inner) = Some(db.clone());
+                    *self.slot.write().unwrap_or_else(PoisonError::into_inner) = Some(db.clone());
                     self.db = Some(db);
                 }
                 Err(e) => tracing::debug!(error = %e, "data file cannot be reopened yet"),
@@ -672,20 +668,12 @@ impl Writer {
     /// the next batch reopens the file (and repairs it if needed), or, after a failed flush,
     /// so that nothing reads from it again.
     fn let_go_of_file(&mut self) {
-        *self
-            .shared
-            .slot
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = None;
+        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = None;
         self.db = None;
     }
 
     fn close(mut self) {
-        *self
-            .shared
-            .slot
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = None;
+        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = None;
         if let Some(mut db) = self.db.take() {
             // Readers hold their own Arc for the length of a batch of reads (and a reader that
             // has just answered may not have let go yet): wait a moment for them, so that the

@@ -146,9 +146,9 @@ impl Store {
                 DedupBuffer::load(&txn)?,
             )
         };
+        let slot = Arc::new(RwLock::new(Some(db)));
         let shared = commit::Shared {
             ephemeral: options.ephemeral,
-            slot: Arc::new(RwLock::new(Some(db))),
             keyring,
             links,
             destinations,
@@ -170,6 +170,7 @@ impl Store {
             options.cache_bytes,
             opened.flush_failed,
             fbclid,
+            slot.clone(),
             shared.clone(),
         );
         let thread_health = shared.health.clone();
@@ -189,7 +190,7 @@ impl Store {
             })
             .map_err(io)?;
         let readers = Readers::start(
-            &shared.slot,
+            &slot,
             &shared.commits,
             options.readers,
             options.queue_capacity,
