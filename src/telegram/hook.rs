@@ -157,8 +157,8 @@ pub fn authenticate(shared: &Shared, secret: Option<&str>) -> Result<(), Error> 
 ///
 /// # Errors
 /// `not_found` for a space that is not there or whose bot's updates are not taken here (yet);
-/// `invalid_json` for a body that is not an `Update`; the store's error when the commit fails
-/// (nothing is recorded, and Telegram sends the update again).
+/// `invalid_json` for a body that is not an `Update`; the store's error when a read or the
+/// commit fails (nothing is recorded, and Telegram sends the update again).
 pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Error> {
     let not_here = || {
         Error::new(
@@ -166,11 +166,17 @@ pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Er
             "no Telegram bot of a space of that name takes its updates here",
         )
     };
+    // Only a space that is not there is `not_found` (as for the conversions file): a read that
+    // fails (the file let go of after a failed commit) is the store's error, a 5xx, as a
+    // failed commit is.
     let no = shared
         .store
         .space_no(space.to_owned())
         .await
-        .map_err(|_| not_here())?;
+        .map_err(|e| match e.code {
+            Code::NotFound | Code::InvalidField => not_here(),
+            _ => e,
+        })?;
     let hooked = shared.status.hooks.get(no).ok_or_else(not_here)?;
     let update: Value = serde_json::from_slice(body)
         .map_err(|e| Error::new(Code::InvalidJson, format!("not an Update: {e}")))?;

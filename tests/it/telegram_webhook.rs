@@ -178,7 +178,11 @@ async fn a_missing_or_wrong_secret_an_unknown_space_or_a_body_too_large_changes_
     assert_eq!(state["joins"], 0, "{state}");
 
     // A commit that fails is not answered 2xx: Telegram keeps the update and sends it again.
+    // An event whose commit fails first makes the writer let go of the file, so the update's
+    // reads fail too: that is a 5xx as well, never a `not_found`.
     s.fault.store(fault::FAIL_ALL, Ordering::SeqCst);
+    let r = s.post_event(r#"{"event":"contact"}"#).await;
+    assert_error(&r, 503, "unavailable", None);
     let answered = api.deliver(s.addr).await;
     assert_eq!(answered.len(), 1);
     assert!(answered[0].1 >= 500, "{answered:?}");
