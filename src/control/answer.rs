@@ -2,6 +2,7 @@
 //! [`Request`](super::Request) answers), and the answers' own types: serialised once by the
 //! server, decoded once by the command line, which prints it as it is ([`Answer::json`] for
 //! `--json`, its own text for people: `cli`).
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

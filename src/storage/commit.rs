@@ -296,11 +296,16 @@ pub(super) struct Shared {
     pub(super) keyring: Arc<Keyring>,
     pub(super) links: Arc<Directory>,
     pub(super) destinations: Arc<destination::Directory>,
+    /// Bumped after each commit that changed a destination: the sender starts and stops its
+    /// tasks by it.
     pub(super) destinations_changed: Arc<watch::Sender<u64>>,
+    /// Dedup entries not yet in the table; readers share it (`Store::judge_event`).
     pub(super) pending: Arc<RwLock<DedupBuffer>>,
     pub(super) health: Arc<watch::Sender<Health>>,
     pub(super) rejections: Arc<RejectionQueue>,
+    /// The last `inbox_id` committed, for followers of the feed (`GET /events/wait`).
     pub(super) committed: Arc<watch::Sender<u64>>,
+    /// Queue depth, batch sizes and commit times, for `/metrics`.
     pub(super) metrics: Arc<WriterMetrics>,
     /// Commits so far, counted before a commit's buffers change or its batch is answered: a
     /// reader snapshot begun at a count holds every commit up to it (`reader.rs`).

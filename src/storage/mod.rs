@@ -152,14 +152,11 @@ impl Store {
             keyring,
             links,
             destinations,
-            // Bumped after each commit that changed a destination: the sender starts and
-            // stops its tasks by it.
             destinations_changed: Arc::new(watch::Sender::new(0)),
             pending: Arc::new(RwLock::new(dedup)),
             health: Arc::new(watch::Sender::new(Health::Serving)),
             rejections: Arc::new(RejectionQueue::default()),
             committed: Arc::new(watch::Sender::new(0)),
-            // Queue depth, batch sizes and commit times, for `/metrics`.
             metrics: writer_metrics,
             commits: Arc::new(AtomicU64::new(0)),
         };
