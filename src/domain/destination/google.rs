@@ -11,7 +11,7 @@ use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
-use super::meta::{check_named, named};
+use super::named::{check_named, named};
 use crate::domain::base62;
 use crate::domain::input::quoted;
 use crate::domain::spreadsheet::safe_cell;
@@ -33,9 +33,9 @@ pub const REALM: &str = "tracker conversions";
 pub struct ConversionNames(pub BTreeMap<String, String>);
 
 impl ConversionNames {
-    /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`](super::NAMED_KINDS), each name 1 to 100
-    /// characters without control characters (the name of a conversion action in Google Ads,
-    /// exactly as it is written there).
+    /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`](super::NAMED_KINDS),
+    /// each name 1 to 100 characters without control characters (the name of a conversion
+    /// action in Google Ads, exactly as it is written there).
     pub fn parse(names: &BTreeMap<String, String>) -> Result<ConversionNames, Error> {
         check_named(
             "conversion_names",

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::check_url;
-use super::meta::{check_named, named};
+use super::named::{check_named, named};
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
 

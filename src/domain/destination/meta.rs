@@ -7,20 +7,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::named::{check_named, named};
 use super::{Outcome, outcome_of};
 use crate::domain::currency::CurrencyRates;
-use crate::domain::input::quoted;
-use crate::error::{Code, Error};
-
-/// The event kinds an event name may be set for: the four kinds, and `first_deposit` (a deposit
-/// that is its customer's first; without a name of its own, a deposit's).
-pub const NAMED_KINDS: [&str; 5] = [
-    "contact",
-    "subscribed",
-    "registration",
-    "deposit",
-    "first_deposit",
-];
+use crate::error::Error;
 
 /// The event name sent for each kind, where the destination sets one; Meta's standard event
 /// for the kind otherwise.
@@ -29,7 +19,7 @@ pub struct EventNames(pub BTreeMap<String, String>);
 
 impl EventNames {
     /// From `{"deposit": "Purchase", "first_deposit": "FirstDeposit"}`: each key one of
-    /// [`NAMED_KINDS`], each name one of Meta's standard events or a custom name of 1 to 40
+    /// [`NAMED_KINDS`](super::NAMED_KINDS), each name one of Meta's standard events or a custom name of 1 to 40
     /// letters, digits, `_` and spaces.
     pub fn parse(names: &BTreeMap<String, String>) -> Result<EventNames, Error> {
         check_named(
@@ -64,51 +54,6 @@ impl EventNames {
         standard: fn(&str) -> &'static str,
     ) -> &str {
         named(&self.0, event, first_deposit).unwrap_or_else(|| standard(event))
-    }
-}
-
-/// Checks a destination's `field` that sets something for event kinds (`{"deposit": ...}`):
-/// each key one of [`NAMED_KINDS`], each value `ok`, else an error that says the value is
-/// `rule`.
-pub fn check_named(
-    field: &'static str,
-    names: &BTreeMap<String, String>,
-    rule: &str,
-    ok: impl Fn(&str) -> bool,
-) -> Result<(), Error> {
-    let invalid = |why: String| Error::field(Code::InvalidField, field, why);
-    for (kind, name) in names {
-        if !NAMED_KINDS.contains(&kind.as_str()) {
-            return Err(invalid(format!(
-                "{field} names {}, which is none of {}",
-                quoted(kind),
-                NAMED_KINDS.join(", ")
-            )));
-        }
-        if !ok(name) {
-            return Err(invalid(format!(
-                "{field}.{kind} is {rule}, got {}",
-                quoted(name)
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// What `names` (checked by [`check_named`]) sets for an event of kind `event`: for a deposit
-/// that was its customer's first, `first_deposit`'s, else `deposit`'s; `None` where it sets
-/// nothing.
-#[must_use]
-pub fn named<'a>(
-    names: &'a BTreeMap<String, String>,
-    event: &str,
-    first_deposit: bool,
-) -> Option<&'a str> {
-    let set = |kind: &str| names.get(kind).map(String::as_str);
-    if event == "deposit" && first_deposit {
-        set("first_deposit").or_else(|| set("deposit"))
-    } else {
-        set(event)
     }
 }
 

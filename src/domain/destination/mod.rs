@@ -11,8 +11,9 @@
 //!
 //! This file holds the kinds and what a stored destination is; beside it: `fields.rs` (the rules
 //! of each kind's fields), `address.rs` (which addresses a destination may reach), `macros.rs`
-//! (a postback's URL macros), `meta.rs` (Meta's event names and what its answers mean),
-//! `google.rs` (the file Google Ads fetches, and who may fetch it),
+//! (a postback's URL macros), `named.rs` (settings by event kind: names and status words),
+//! `meta.rs` (Meta's event names and what its answers mean), `google.rs` (the file Google Ads
+//! fetches, and who may fetch it),
 //! `request.rs` (the bodies and queries that name destinations and deliveries), `delivery.rs`
 //! (a delivery's states and its retries), `view.rs` (what answers show) and `tiktok.rs`
 //! (`TikTok`'s event names and what its answers mean).
@@ -24,6 +25,7 @@ mod google;
 mod kind;
 mod macros;
 mod meta;
+mod named;
 mod request;
 mod tiktok;
 mod view;
@@ -47,9 +49,8 @@ pub use kind::{
     PreviousSecret, ROTATION_GRACE_MS, Secret, Target, Tiktok,
 };
 pub use macros::{MACROS, QUERY_MACRO, Statuses, fill_macros, query_param};
-pub use meta::{
-    EventNames, MetaAnswer, MetaRules, NAMED_KINDS, THROTTLE_WAIT_MS, meta_answer, standard_name,
-};
+pub use meta::{EventNames, MetaAnswer, MetaRules, THROTTLE_WAIT_MS, meta_answer, standard_name};
+pub use named::NAMED_KINDS;
 pub use request::{
     DEFAULT_DELIVERIES_PAGE, DeliveryQuery, DestinationBody, MAX_DELIVERIES_PAGE, RetryBody,
     RetryRequest, TestBody,
