@@ -59,8 +59,8 @@ impl From<&credential::Issued> for NewCredential {
 }
 
 /// Where a sweep of retention stands: the last windowed dedup entry looked at, as
-/// `(space, rule, digest)`; the next step starts after it.
-pub type PruneCursor = (u32, u8, u128);
+/// `(generation, space, rule, digest)`; the next step starts after it.
+pub type PruneCursor = (u32, u32, u8, u128);
 
 /// What one step of retention did (`Store::prune_dedup`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

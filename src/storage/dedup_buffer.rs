@@ -1,11 +1,23 @@
-//! Dedup entries on their way to the `DEDUP` table, written one slice of the key space per commit.
+//! Dedup entries on their way to the `DEDUP` table, written one slice of the key space per commit
+//! into the table's newest generation.
 //!
-//! Why: a dedup key is a digest, so each new event's entry lands in a random leaf of the `DEDUP`
-//! table, and writing each at once would rewrite a leaf per event (copy the page, insert,
-//! checksum, write it, free the old one), much of the writer's time. Instead a new entry waits
-//! here, in memory, and each commit writes the entries of the next slice of the key space, so
-//! that a sweep over the whole table takes [`SWEEP_COMMITS`] commits: an entry waits at most
-//! about one sweep, and a leaf takes several entries in one write.
+//! Why: a dedup key is a digest, so each new event's entry lands in a random leaf of whatever
+//! range of the table it is written to, and writing each at once would rewrite a leaf per event
+//! (copy the page, insert, checksum, write it, free the old one), much of the writer's time.
+//! Instead a new entry waits here, in memory, and each commit writes the entries of the next
+//! slice of the key space, so that a sweep over the whole key space takes [`SWEEP_COMMITS`]
+//! commits: an entry waits at most about one sweep, and a leaf takes several entries in one
+//! write.
+//!
+//! Generations: that works only while the range written to has few leaves against the entries
+//! waiting here. Over the whole table it did not: at 10 M entries, 134 Ki leaves against at most
+//! 64 Ki entries, each entry written cost a leaf read and a leaf written, and the write rate
+//! fell with the file. So the table's key begins with a generation ([`GEN_ENTRIES`] entries each,
+//! one after another): entries are written to the newest generation only, whose leaves stay
+//! few (about 3,500) however large the table grows. A look-up asks the generations the filter
+//! (`key_filter::GenFilter`) says may hold the key, newest first, and takes the first entry it
+//! finds: the only keys written twice are a windowed rule's whose earlier entry had expired,
+//! and retention prunes the expired one.
 //!
 //! Nothing is lost in a crash, because the inbox is the redo log: an entry is only ever here
 //! once its event is committed in the inbox, and an event record holds every field its key is
@@ -16,8 +28,9 @@
 //!
 //! Readers see the union of this buffer and the table. An entry leaves the buffer only after the
 //! commit that wrote it to the table, and enters it only after the commit of its event. A reader
-//! looks here first and opens its snapshot after that, so an entry that has left the buffer is in
-//! the reader's snapshot.
+//! looks here first (and takes the generations to ask from the filter under the same lock) and
+//! opens its snapshot after that, so an entry that has left the buffer is in the reader's
+//! snapshot, in a generation it asks.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -27,12 +40,14 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{AttributedBy, Source, ValidEvent};
 use crate::storage::StoreError;
-use crate::storage::key_filter::{self, KeyFilter};
+use crate::storage::key_filter::{self, GenFilter};
 use crate::storage::records::{self, EventRecord};
 use crate::storage::schema::{DEDUP, INBOX, META, META_DEDUP_REDO_FROM, META_INBOX_SEQ, SPACES};
 
-/// A `DEDUP` table key: `(space, rule, digest)`.
+/// A dedup key as the buffer holds it: `(space, rule, digest)`.
 pub type EntryKey = (u32, u8, u128);
+/// A `DEDUP` table key: `(generation, space, rule, digest)`.
+pub type TableKey = (u32, u32, u8, u128);
 /// A `DEDUP` table value: the earlier event's `(inbox_id, received_at_ms)`.
 pub type Earlier = (u64, u64);
 
@@ -41,20 +56,55 @@ pub type Earlier = (u64, u64);
 const SWEEP_COMMITS: usize = 2048;
 /// The most entries the buffer holds after a commit (~5 MiB); past it, commits write more.
 const CAPACITY: usize = 64 * 1024;
+/// Entries per generation of `DEDUP`: about 3,500 leaves (14 MiB), so a buffer of 64 Ki entries
+/// writes 18 to a leaf, and the leaves written to fit redb's cache. 40 generations at 10 M.
+pub const GEN_ENTRIES: usize = 256 * 1024;
 
 #[must_use]
 pub fn entry_key(space: u32, key: &DedupKey) -> EntryKey {
     (space, key.rule, key.digest)
 }
 
+/// `key`'s place in generation `generation` of the table.
+#[must_use]
+pub fn table_key(generation: u32, &(space, rule, digest): &EntryKey) -> TableKey {
+    (generation, space, rule, digest)
+}
+
+/// The entry of `key` in the newest of `gens` (newest first) that holds one.
+///
+/// # Errors
+/// A redb error.
+pub fn newest_in(
+    table: &impl ReadableTable<TableKey, Earlier>,
+    gens: impl IntoIterator<Item = u32>,
+    key: &EntryKey,
+) -> Result<Option<Earlier>, StoreError> {
+    for generation in gens {
+        if let Some(found) = table.get(table_key(generation, key))? {
+            return Ok(Some(found.value()));
+        }
+    }
+    Ok(None)
+}
+
+/// Where a reader finds a key's entry: in the buffer, or else in one of these generations of
+/// the table, newest first (none: the key has no entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    Buffered(Earlier),
+    InTable(Vec<u32>),
+}
+
 /// The entries not yet in the table, in table order, and the filter of every key the table may
 /// hold.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct DedupBuffer {
     entries: BTreeMap<EntryKey, Earlier>,
-    /// Every key of the table and of this buffer (`key_filter.rs`): a new event's key that it
-    /// does not hold needs no look-up in the table.
-    in_table: KeyFilter,
+    /// Every key of the table, by generation (`key_filter.rs`): a new event's key that it does
+    /// not hold needs no look-up in the table, and one it may hold, a look-up in a few
+    /// generations.
+    in_table: GenFilter,
     /// Where the inbox ids of `entries` came from, a commit at a time, oldest first: the first
     /// one's smallest id is where a redo must start.
     ages: Ages,
@@ -70,26 +120,67 @@ pub struct Change {
     pub fresh: HashMap<EntryKey, Earlier>,
     /// Entries this transaction writes to the table.
     flushed: Vec<(EntryKey, Earlier)>,
+    /// The generation each of `flushed` is written to.
+    gens: Vec<u32>,
+}
+
+impl Default for DedupBuffer {
+    /// An empty buffer in front of an empty table.
+    fn default() -> DedupBuffer {
+        DedupBuffer::with_filter(GenFilter::new(GEN_ENTRIES))
+    }
 }
 
 impl DedupBuffer {
+    fn with_filter(in_table: GenFilter) -> DedupBuffer {
+        DedupBuffer {
+            entries: BTreeMap::new(),
+            in_table,
+            ages: Ages::default(),
+            cursor: None,
+        }
+    }
+
     /// An empty buffer, with the filter of the keys already in the table.
     ///
     /// # Errors
     /// A redb error.
     pub fn load(txn: &redb::ReadTransaction) -> Result<DedupBuffer, StoreError> {
-        Ok(DedupBuffer {
-            entries: BTreeMap::new(),
-            in_table: KeyFilter::of_dedup(txn)?,
-            ages: Ages::default(),
-            cursor: None,
-        })
+        let table = txn.open_table(DEDUP)?;
+        Ok(DedupBuffer::with_filter(GenFilter::of_dedup(
+            &table,
+            GEN_ENTRIES,
+        )?))
     }
 
-    /// Whether the table may hold `key`: `false` only if it certainly does not.
+    /// `key`'s entry in `table` (not in this buffer), asking only the generations that may
+    /// hold it.
+    ///
+    /// # Errors
+    /// A redb error.
+    pub fn in_table(
+        &self,
+        table: &impl ReadableTable<TableKey, Earlier>,
+        key: &EntryKey,
+    ) -> Result<Option<Earlier>, StoreError> {
+        newest_in(
+            table,
+            self.in_table.may_hold(&key_filter::dedup_key(key)),
+            key,
+        )
+    }
+
+    /// Where a reader finds `key`'s entry, given a snapshot begun after this call.
     #[must_use]
-    pub fn may_be_in_table(&self, key: &EntryKey) -> bool {
-        self.in_table.may_hold(&key_filter::dedup_key(key))
+    pub fn held(&self, key: &EntryKey) -> Held {
+        match self.get(key) {
+            Some(earlier) => Held::Buffered(earlier),
+            None => Held::InTable(
+                self.in_table
+                    .may_hold(&key_filter::dedup_key(key))
+                    .collect(),
+            ),
+        }
     }
 
     #[must_use]
@@ -113,14 +204,18 @@ impl DedupBuffer {
     pub fn flush_slice(
         &self,
         change: &mut Change,
-        table: &mut Table<'_, EntryKey, Earlier>,
+        table: &mut Table<'_, TableKey, Earlier>,
         all: bool,
         next_inbox_id: u64,
     ) -> Result<u64, StoreError> {
         let flushed = &mut change.flushed;
         *flushed = next_slice(&self.entries, self.cursor, all);
+        let mut newest = self.in_table.newest();
+        change.gens.clear();
         for (key, earlier) in flushed.iter() {
-            table.insert(key, earlier)?;
+            let generation = next_gen(&mut newest, self.in_table.per_gen());
+            table.insert(table_key(generation, key), earlier)?;
+            change.gens.push(generation);
         }
         // Where a redo starts once this commit is applied: at the oldest commit that still has
         // an entry here, or at this commit's events.
@@ -138,7 +233,9 @@ impl DedupBuffer {
         if let Some((last, _)) = change.flushed.last() {
             self.cursor = Some(*last);
         }
-        for (key, earlier) in change.flushed {
+        for ((key, earlier), generation) in change.flushed.into_iter().zip(change.gens) {
+            self.in_table
+                .insert(generation, &key_filter::dedup_key(&key));
             // Only if the buffer still holds what was written; it is the writer's alone, so it
             // does, but a newer entry must never be dropped for an older one.
             if self.entries.get(&key) == Some(&earlier) {
@@ -148,13 +245,22 @@ impl DedupBuffer {
         }
         self.ages.arrive(change.fresh.values().map(|(id, _)| *id));
         for (key, earlier) in change.fresh {
-            self.in_table.insert(&key_filter::dedup_key(&key));
             if let Some(old) = self.entries.insert(key, earlier) {
                 self.ages.leave(old.0);
             }
         }
         self.ages.drop_empty();
     }
+}
+
+/// The generation the next entry goes to, given the newest generation and its entries so far:
+/// that one, or once it holds `per_gen`, the one after it.
+fn next_gen(newest: &mut (u32, usize), per_gen: usize) -> u32 {
+    if newest.1 >= per_gen {
+        *newest = (newest.0 + 1, 0);
+    }
+    newest.1 += 1;
+    newest.0
 }
 
 /// The buffer's entries by the commit that brought them. Inbox ids only grow, so each commit's
@@ -357,6 +463,8 @@ pub fn redo(txn: &WriteTransaction) -> Result<Option<u64>, StoreError> {
     }
     let inbox = txn.open_table(INBOX)?;
     let mut table = txn.open_table(DEDUP)?;
+    let mut filter = GenFilter::of_dedup(&table, GEN_ENTRIES)?;
+    let mut newest = filter.newest();
     let mut written = 0;
     for space in spaces {
         for entry in inbox.range((space, from)..=(space, u64::MAX))? {
@@ -370,9 +478,12 @@ pub fn redo(txn: &WriteTransaction) -> Result<Option<u64>, StoreError> {
             let k = entry_key(space, &key);
             // Events are read in id order, and every stored event with a key was new for it
             // then, so the highest id is the entry's.
-            let stored = table.get(&k)?.map(|g| g.value());
+            let fkey = key_filter::dedup_key(&k);
+            let stored = newest_in(&table, filter.may_hold(&fkey), &k)?;
             if stored.is_none_or(|(id, _)| id < inbox_id) {
-                table.insert(&k, &(inbox_id, event.received_at_ms))?;
+                let generation = next_gen(&mut newest, GEN_ENTRIES);
+                table.insert(table_key(generation, &k), &(inbox_id, event.received_at_ms))?;
+                filter.insert(generation, &fkey);
                 written += 1;
             }
         }
@@ -396,7 +507,8 @@ mod tests {
             .unwrap()
             .map(|e| {
                 let (k, v) = e.unwrap();
-                (k.value(), v.value())
+                let (_, space, rule, digest) = k.value();
+                ((space, rule, digest), v.value())
             })
             .collect()
     }
@@ -565,7 +677,7 @@ mod tests {
             let first = entry_key(space, keys[0].as_ref().unwrap());
             txn.open_table(DEDUP)
                 .unwrap()
-                .insert(first, (1, events[0].received_at_ms))
+                .insert(table_key(0, &first), (1, events[0].received_at_ms))
                 .unwrap();
             let mut meta = txn.open_table(META).unwrap();
             meta.insert(META_INBOX_SEQ, events.len() as u64).unwrap();
@@ -593,6 +705,96 @@ mod tests {
         // Done once: the next open has nothing to do.
         let txn = db.begin_write().unwrap();
         assert_eq!(redo(&txn).unwrap(), None);
+    }
+
+    /// A digest as a dedup key has one: 128 bits of a hash of `n`.
+    fn digest(n: u64) -> u128 {
+        let mix = |mut z: u64| {
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        u128::from(mix(n)) << 64 | u128::from(mix(!n))
+    }
+
+    /// How many entries each generation of the table holds.
+    fn generations(db: &Database) -> BTreeMap<u32, usize> {
+        use redb::ReadableDatabase;
+        let txn = db.begin_read().unwrap();
+        let mut by = BTreeMap::new();
+        for e in txn.open_table(DEDUP).unwrap().iter().unwrap() {
+            *by.entry(e.unwrap().0.value().0).or_insert(0) += 1;
+        }
+        by
+    }
+
+    #[test]
+    fn entries_fill_one_generation_after_another_and_each_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let mut buffer = DedupBuffer::with_filter(GenFilter::new(100));
+        let mut all = BTreeMap::new();
+        let mut id = 0u64;
+        for _ in 0..50 {
+            let fresh: Vec<_> = (0..21)
+                .map(|_| {
+                    id += 1;
+                    ((1, 2, digest(id)), (id, id * 10))
+                })
+                .collect();
+            all.extend(fresh.iter().copied());
+            commit(&db, &mut buffer, &fresh, false);
+        }
+        commit(&db, &mut buffer, &[], true);
+        // 1,050 entries: ten full generations and the eleventh begun, none written twice.
+        let mut want: BTreeMap<u32, usize> = (0..10).map(|g| (g, 100)).collect();
+        want.insert(10, 50);
+        assert_eq!(generations(&db), want);
+        assert_eq!(buffer.in_table.newest(), (10, 50));
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        let table = txn.open_table(DEDUP).unwrap();
+        for (k, v) in &all {
+            assert_eq!(buffer.in_table(&table, k).unwrap(), Some(*v), "{k:?}");
+        }
+        // A key never given is asked of few generations, and found in none.
+        let asked: usize = (10_000..11_000)
+            .map(|i| {
+                let k = (1, 2, digest(i));
+                assert_eq!(buffer.in_table(&table, &k).unwrap(), None);
+                buffer.in_table.may_hold(&key_filter::dedup_key(&k)).count()
+            })
+            .sum();
+        assert!(asked < 50, "{asked} generations asked for 1000 new keys");
+        // A reader is told the same: the generations to ask, or the buffer's entry.
+        let k = *all.keys().next().unwrap();
+        let Held::InTable(gens) = buffer.held(&k) else {
+            panic!("written out")
+        };
+        assert_eq!(newest_in(&table, gens, &k).unwrap(), all.get(&k).copied());
+    }
+
+    /// A windowed rule's key stored again after its window: the new entry goes to the newest
+    /// generation, the expired one stays in its own until pruned, and look-ups find the new one.
+    #[test]
+    fn a_key_written_again_in_a_newer_generation_is_found_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let mut buffer = DedupBuffer::with_filter(GenFilter::new(4));
+        let k = (1, 4, 77);
+        let others: Vec<_> = (11..=14u64).map(|i| ((1, 2, digest(i)), (i, 0))).collect();
+        commit(&db, &mut buffer, &[(k, (10, 100))], true);
+        commit(&db, &mut buffer, &others, true);
+        commit(&db, &mut buffer, &[(k, (20, 200))], true);
+        // A commit writes what was in the buffer before it: one more writes the last entry.
+        commit(&db, &mut buffer, &[], true);
+        assert_eq!(generations(&db), BTreeMap::from([(0, 4), (1, 2)]));
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        let table = txn.open_table(DEDUP).unwrap();
+        assert_eq!(
+            table.get(table_key(0, &k)).unwrap().unwrap().value(),
+            (10, 100)
+        );
+        assert_eq!(buffer.in_table(&table, &k).unwrap(), Some((20, 200)));
     }
 
     #[test]

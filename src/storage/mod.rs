@@ -588,14 +588,14 @@ impl Store {
         // The buffer before the snapshot: an entry leaves the buffer only once the table in
         // every later snapshot has it (dedup_buffer.rs), and the reader begins its snapshot
         // after this.
-        let buffered = key.as_ref().and_then(|k| {
+        let held = key.as_ref().map(|k| {
             self.shared
                 .pending
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
-                .get(&dedup_buffer::entry_key(space, k))
+                .held(&dedup_buffer::entry_key(space, k))
         });
-        self.read(move |s| read::judge_event(s, space, &event, key.as_ref(), buffered))
+        self.read(move |s| read::judge_event(s, space, &event, key.as_ref(), held))
             .await
     }
 

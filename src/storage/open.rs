@@ -332,6 +332,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         12 => migrate_to_v13(txn),
         13 => migrate_to_v14(txn),
         14 => migrate_to_v15(txn),
+        15 => migrate_to_v16(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -344,7 +345,7 @@ fn migrate_to_v1(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(SPACES)?;
     txn.open_table(CREDENTIALS)?;
     txn.open_table(INBOX)?;
-    txn.open_table(DEDUP)?;
+    txn.open_table(crate::storage::schema::DEDUP_V15)?;
     txn.open_table(CLICKS)?;
     txn.open_table(CLICKS_BY_FBCLID)?;
     txn.open_table(CLICKS_BY_TG)?;
@@ -509,6 +510,30 @@ fn migrate_to_v15(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     cost_sums::rewrite(&mut txn.open_table(COST_SUMS)?, &all)
 }
 
+/// Version 16: `DEDUP` by generation. The entries of `DEDUP_V15` move in key order,
+/// [`GEN_ENTRIES`](crate::storage::dedup_buffer::GEN_ENTRIES) to a generation (each one a run of
+/// keys written one after another), and the old table is deleted.
+fn migrate_to_v16(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    dedup_to_generations(txn, crate::storage::dedup_buffer::GEN_ENTRIES)
+}
+
+fn dedup_to_generations(txn: &redb::WriteTransaction, per_gen: usize) -> Result<(), StoreError> {
+    use crate::storage::dedup_buffer::table_key;
+    use crate::storage::schema::DEDUP_V15;
+    let mut dedup = txn.open_table(DEDUP)?;
+    {
+        let old = txn.open_table(DEDUP_V15)?;
+        for (i, entry) in old.iter()?.enumerate() {
+            let (key, value) = entry?;
+            let generation = u32::try_from(i / per_gen).unwrap_or(u32::MAX);
+            dedup.insert(table_key(generation, &key.value()), value.value())?;
+        }
+    }
+    drop(dedup);
+    txn.delete_table(DEDUP_V15)?;
+    Ok(())
+}
+
 /// Version 13 also: Telegram channels' tables, empty. Link records of version 1 are read as
 /// they are (no channel).
 fn migrate_channels(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
@@ -584,6 +609,58 @@ mod tests {
                 .unwrap()
                 .created
         );
+    }
+
+    /// Version 16's step: the old table's entries, in key order, `per_gen` to a generation,
+    /// each with its value; the old table gone.
+    #[test]
+    fn dedup_entries_move_to_generations_in_key_order() {
+        use crate::storage::dedup_buffer::{Earlier, EntryKey};
+        use crate::storage::schema::DEDUP_V15;
+        use redb::{ReadableDatabase as _, TableHandle as _};
+        let (_dir, db) = test_database();
+        let old: Vec<(EntryKey, Earlier)> = (0..25u64)
+            .map(|i| {
+                (
+                    (1 + (i % 2) as u32, 2, u128::from(i * 7919 % 101)),
+                    (i, i * 10),
+                )
+            })
+            .collect();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(DEDUP_V15).unwrap();
+            for (k, v) in &old {
+                t.insert(k, v).unwrap();
+            }
+        }
+        dedup_to_generations(&txn, 10).unwrap();
+        txn.commit().unwrap();
+        let txn = db.begin_read().unwrap();
+        let moved: Vec<_> = txn
+            .open_table(DEDUP)
+            .unwrap()
+            .iter()
+            .unwrap()
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                (k.value(), v.value())
+            })
+            .collect();
+        let mut sorted = old.clone();
+        sorted.sort_unstable();
+        let want: Vec<_> = sorted
+            .iter()
+            .enumerate()
+            .map(|(i, ((s, r, d), v))| (((i / 10) as u32, *s, *r, *d), *v))
+            .collect();
+        assert_eq!(moved, want);
+        let names: Vec<String> = txn
+            .list_tables()
+            .unwrap()
+            .map(|t| t.name().to_owned())
+            .collect();
+        assert!(!names.contains(&"dedup".to_owned()), "{names:?}");
     }
 
     /// Writes `version` as the file's schema version, as a release that wrote it would have.

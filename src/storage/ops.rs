@@ -74,7 +74,7 @@ pub(crate) struct Txn<'t> {
     pub(super) spaces: Table<'t, &'static str, &'static [u8]>,
     pub(super) credentials: Table<'t, &'static [u8; 32], &'static [u8]>,
     inbox: Table<'t, (u32, u64), &'static [u8]>,
-    pub(super) dedup: Table<'t, (u32, u8, u128), (u64, u64)>,
+    pub(super) dedup: Table<'t, dedup_buffer::TableKey, dedup_buffer::Earlier>,
     pub(super) clicks: Table<'t, (u32, &'static str), &'static [u8]>,
     pub(super) by_fbclid: Table<'t, (u32, u128), &'static str>,
     by_tg: Table<'t, (u32, u64, &'static str), ()>,
@@ -223,8 +223,7 @@ impl<'t> Txn<'t> {
                 .or_else(|| self.pending.get(k))
             {
                 Some(e) => Some(e),
-                None if self.pending.may_be_in_table(k) => self.dedup.get(k)?.map(|g| g.value()),
-                None => None,
+                None => self.pending.in_table(&self.dedup, k)?,
             };
             if let Some(inbox_id) = dedup::duplicate_of(key, earlier, event.received_at_ms) {
                 let Some(bytes) = self.inbox.get((space, inbox_id))? else {
@@ -400,9 +399,9 @@ impl<'t> Txn<'t> {
     }
 
     /// One step of retention: looks at up to `limit` entries of the windowed dedup rules after
-    /// `after` (from the start if `None`), in key order, space by space and rule by rule, and
-    /// removes those that `expiry` says can never match again. Entries of the permanent rules
-    /// are never looked at.
+    /// `after` (from the start if `None`), in key order, generation by generation, space by
+    /// space and rule by rule, and removes those that `expiry` says can never match again.
+    /// Entries of the permanent rules are never looked at.
     ///
     /// Only the table is pruned. An entry still in the dedup buffer is newer than the table's
     /// entry for its key, and is looked at by a later sweep once written; one that the redo of
@@ -416,50 +415,58 @@ impl<'t> Txn<'t> {
     ) -> Result<PruneStep, StoreError> {
         let mut step = PruneStep::default();
         let mut expired = Vec::new();
-        let (mut space, mut rule, mut after_digest) =
-            after.map_or((0, WINDOWED_RULES[0], None), |(s, r, d)| (s, r, Some(d)));
+        let (mut generation, mut space, mut rule, mut after_digest) = after
+            .map_or((0, 0, WINDOWED_RULES[0], None), |(g, s, r, d)| {
+                (g, s, r, Some(d))
+            });
         loop {
             let start = match after_digest {
-                Some(d) => Bound::Excluded((space, rule, d)),
-                None => Bound::Included((space, rule, 0)),
+                Some(d) => Bound::Excluded((generation, space, rule, d)),
+                None => Bound::Included((generation, space, rule, 0)),
             };
-            let end = Bound::Included((space, rule, u128::MAX));
+            let end = Bound::Included((generation, space, rule, u128::MAX));
             let room = limit.saturating_sub(step.scanned as usize);
             let mut last = None;
             for entry in self
                 .dedup
-                .range::<(u32, u8, u128)>((start, end))?
+                .range::<dedup_buffer::TableKey>((start, end))?
                 .take(room)
             {
                 let (key, value) = entry?;
                 let (_, at_ms) = value.value();
                 step.scanned += 1;
-                last = Some(key.value().2);
+                last = Some(key.value().3);
                 if expiry.expired(rule, at_ms) {
                     expired.push(key.value());
                 }
             }
             if step.scanned as usize >= limit {
-                step.next = last.or(after_digest).map(|d| (space, rule, d));
+                step.next = last.or(after_digest).map(|d| (generation, space, rule, d));
                 break;
             }
             // This rule's entries of the space are done: on to the next windowed rule, or the
-            // next space that has entries.
+            // next space (of this generation or a later one) that has entries.
             if let Some(&next_rule) = WINDOWED_RULES.iter().find(|&&r| r > rule) {
                 (rule, after_digest) = (next_rule, None);
                 continue;
             }
-            let next_space = match space.checked_add(1) {
-                Some(s) => self
+            let from = match space.checked_add(1) {
+                Some(s) => Some((generation, s)),
+                None => generation.checked_add(1).map(|g| (g, 0)),
+            };
+            let next = match from {
+                Some((g, s)) => self
                     .dedup
-                    .range((s, 0, 0)..)?
+                    .range((g, s, 0, 0)..)?
                     .next()
                     .transpose()?
-                    .map(|(k, _)| k.value().0),
+                    .map(|(k, _)| (k.value().0, k.value().1)),
                 None => None,
             };
-            match next_space {
-                Some(s) => (space, rule, after_digest) = (s, WINDOWED_RULES[0], None),
+            match next {
+                Some((g, s)) => {
+                    (generation, space, rule, after_digest) = (g, s, WINDOWED_RULES[0], None);
+                }
                 None => break,
             }
         }
@@ -690,6 +697,68 @@ pub(super) mod tests {
             clicked_at_ms: 1_700_000_000_000,
             ids: click::ClickIds::default(),
             hints: None,
+        }
+    }
+
+    /// Retention walks every generation: expired windowed entries go from each, in steps of
+    /// any size, and nothing else is touched.
+    #[test]
+    fn pruning_takes_expired_entries_from_every_generation() {
+        use crate::domain::dedup::WINDOWED_RULES;
+        let [windowed, other_windowed] = WINDOWED_RULES;
+        let permanent = 1;
+        let bare = Bare::new();
+        let expiry = Expiry {
+            now_ms: 1_000_000,
+            window_ms: 1_000,
+        };
+        // Generations 0, 1 and 3 (2 pruned empty), spaces 1, 2 and u32::MAX: old windowed
+        // entries (at 5), fresh ones (at 999_500) and permanent ones (at 5).
+        let mut want_left = Vec::new();
+        let txn = bare.db.begin_write().unwrap();
+        {
+            let mut t = bare.open(&txn);
+            for generation in [0, 1, 3] {
+                for space in [1, 2, u32::MAX] {
+                    for d in 0..3u128 {
+                        for (rule, at) in [(windowed, 5), (other_windowed, 999_500), (permanent, 5)]
+                        {
+                            let k = (generation, space, rule, d);
+                            t.dedup.insert(k, (1, at)).unwrap();
+                            if !expiry.expired(rule, at) {
+                                want_left.push(k);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        txn.commit().unwrap();
+        want_left.sort_unstable();
+        for limit in [1, 2, 7, 1000] {
+            let mut after = None;
+            let mut removed = 0;
+            loop {
+                let txn = bare.db.begin_write().unwrap();
+                let step = bare.open(&txn).prune_dedup(after, expiry, limit).unwrap();
+                txn.commit().unwrap();
+                removed += step.removed;
+                match step.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+            // The first sweep takes the 27 old ones; later sweeps find none.
+            assert_eq!(removed, if limit == 1 { 27 } else { 0 }, "limit {limit}");
+            let txn = redb::ReadableDatabase::begin_read(&bare.db).unwrap();
+            let left: Vec<_> = txn
+                .open_table(DEDUP)
+                .unwrap()
+                .iter()
+                .unwrap()
+                .map(|e| e.unwrap().0.value())
+                .collect();
+            assert_eq!(left, want_left, "limit {limit}");
         }
     }
 

@@ -27,6 +27,7 @@ use crate::domain::settings::SpaceSettings;
 use crate::domain::stats::{Counts, Dimension};
 use crate::storage::StoreError;
 use crate::storage::attribution;
+use crate::storage::dedup_buffer::{self, Held};
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
 use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRecord};
 use crate::storage::rollup;
@@ -41,7 +42,7 @@ use crate::storage::schema::{
 pub struct Snapshot {
     pub(super) txn: ReadTransaction,
     clicks: ReadOnlyTable<(u32, &'static str), &'static [u8]>,
-    dedup: ReadOnlyTable<(u32, u8, u128), (u64, u64)>,
+    dedup: ReadOnlyTable<dedup_buffer::TableKey, dedup_buffer::Earlier>,
     touches: ReadOnlyTable<(u32, u64), &'static [u8]>,
     /// The file's event id salt, read when an event without a stored id is first shown.
     salt: std::sync::OnceLock<u128>,
@@ -261,14 +262,14 @@ pub type Judged = (Option<(u64, EventId)>, Option<AttributedBy>);
 
 /// What storing `event` would do now, without storing it: `(duplicate_of, attributed_by)`,
 /// attributed as the writer would (`storage/attribution.rs`); `duplicate_of` is the earlier
-/// event's `inbox_id` and `event_id`. `buffered` is the key's entry in the writer's dedup
-/// buffer, which is newer than the table's.
+/// event's `inbox_id` and `event_id`. `held` is where the writer's dedup buffer says the key's
+/// entry is: in the buffer (newer than the table's), or in which generations of the table.
 pub fn judge_event(
     snapshot: &Snapshot,
     space: u32,
     event: &ValidEvent,
     key: Option<&DedupKey>,
-    buffered: Option<(u64, u64)>,
+    held: Option<Held>,
 ) -> Result<Judged, StoreError> {
     let attributed_by = attribution::resolve(
         &snapshot.clicks,
@@ -281,12 +282,14 @@ pub fn judge_event(
     let duplicate_of = match key {
         None => None,
         Some(key) => {
-            let earlier = match buffered {
-                Some(e) => Some(e),
-                None => snapshot
-                    .dedup
-                    .get((space, key.rule, key.digest))?
-                    .map(|g| g.value()),
+            let earlier = match held {
+                Some(Held::Buffered(e)) => Some(e),
+                Some(Held::InTable(gens)) => dedup_buffer::newest_in(
+                    &snapshot.dedup,
+                    gens,
+                    &dedup_buffer::entry_key(space, key),
+                )?,
+                None => None,
             };
             dedup::duplicate_of(key, earlier, event.received_at_ms)
         }

@@ -77,6 +77,11 @@
 //! - 15: `COST_SUMS`, the sums of `COSTS` per campaign and for the whole space, by day and by
 //!   blocks of 8 and 64 days, built by the migration from `COSTS`: stats by campaign or by day
 //!   read a few sums per campaign instead of each ad's cost of each day.
+//! - 16: `DEDUP` (table `dedup_by_generation`) replaces `DEDUP_V15` (table `dedup`): each key
+//!   begins with the entry's generation, a run of about 256 Ki entries written one after
+//!   another (`dedup_buffer.rs`), so new entries go to the leaves of the newest generation only,
+//!   not to a random leaf of the whole table. The migration moves the entries in key order,
+//!   256 Ki to a generation, and deletes the old table.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -92,7 +97,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 15;
+pub const SCHEMA_VERSION: u64 = 16;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -126,10 +131,17 @@ pub const CREDENTIALS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new(
 /// `(space, inbox_id) -> EventRecord`: the inbox, read per space in commit order by a range.
 pub const INBOX: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("inbox");
 
-/// `(space, rule, 128-bit digest of the rule's fields) -> (inbox_id, received_at_ms)`: one entry
-/// per dedup key (`domain::dedup`). The time lets the windowed rule decide without reading the
-/// event. The newest entries may be in the writer's memory instead (`dedup_buffer.rs`).
-pub const DEDUP: TableDefinition<(u32, u8, u128), (u64, u64)> = TableDefinition::new("dedup");
+/// `(generation, space, rule, 128-bit digest of the rule's fields) -> (inbox_id,
+/// received_at_ms)`: the entry of a dedup key (`domain::dedup`), in the generation it was
+/// written in (`dedup_buffer.rs`). The time lets the windowed rule decide without reading the
+/// event. A windowed rule's key may have an expired entry in an older generation too; the
+/// newest generation's is the key's. The newest entries may be in the writer's memory instead.
+pub const DEDUP: TableDefinition<(u32, u32, u8, u128), (u64, u64)> =
+    TableDefinition::new("dedup_by_generation");
+
+/// `DEDUP` up to version 15: `(space, rule, digest) -> (inbox_id, received_at_ms)`, read only
+/// by the migration to version 16.
+pub const DEDUP_V15: TableDefinition<(u32, u8, u128), (u64, u64)> = TableDefinition::new("dedup");
 
 /// `(space, uid) -> ClickRecord`, including its binding to a Telegram user, so that binding is a
 /// compare-and-set on one record. A uid made since schema 7 begins with the click's time, so new
@@ -429,13 +441,14 @@ mod tests {
         const DIGEST: u128 = 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10;
         #[rustfmt::skip]
         let dedup = [
+            2, 1, 0, 0, // generation
             7, 0, 0, 0, // space
             3, // rule
             16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, // digest
         ];
         assert_eq!(
-            key_layout(DEDUP, &(7, 3, DIGEST)),
-            expect("dedup", "(u32,u8,u128)", &dedup)
+            key_layout(DEDUP, &(258, 7, 3, DIGEST)),
+            expect("dedup_by_generation", "(u32,u32,u8,u128)", &dedup)
         );
         // A click's key, in `CLICKS` and `CLICK_HINTS` alike.
         #[rustfmt::skip]

@@ -5,7 +5,7 @@ use redb::WriteTransaction;
 
 use crate::storage::StoreError;
 use crate::storage::cost_sums;
-use crate::storage::dedup_buffer::EntryKey;
+use crate::storage::dedup_buffer::TableKey;
 use crate::storage::records::{self, TgTouchRecord};
 use crate::storage::rollup;
 use crate::storage::schema::{
@@ -15,8 +15,8 @@ use crate::storage::schema::{
 
 /// A fix for a repairable finding: one write to a derived table.
 pub(super) enum Fix {
-    InsertDedup(EntryKey, (u64, u64)),
-    RemoveDedup(EntryKey),
+    InsertDedup(TableKey, (u64, u64)),
+    RemoveDedup(TableKey),
     InsertFbclid((u32, u128), String),
     RemoveFbclid((u32, u128)),
     InsertTg((u32, u64, String)),

@@ -10,7 +10,8 @@ use super::findings::Checker;
 use super::fixes::Fix;
 use crate::domain::dedup::{self, Expiry};
 use crate::storage::StoreError;
-use crate::storage::dedup_buffer::{self, EntryKey};
+use crate::storage::dedup_buffer::{self, GEN_ENTRIES, TableKey};
+use crate::storage::key_filter::{self, GenFilter};
 use crate::storage::records::{self, EventRecord};
 use crate::storage::schema::{DEDUP, INBOX, META_INBOX_SEQ};
 
@@ -23,6 +24,9 @@ pub(super) fn check_inbox(
 ) -> Result<(), StoreError> {
     let inbox = txn.open_table(INBOX)?;
     let dedup_table = txn.open_table(DEDUP)?;
+    let gens = GenFilter::of_dedup(&dedup_table, GEN_ENTRIES)?;
+    // A missing entry is written to the newest generation, as the writer would.
+    let newest_gen = gens.newest().0;
     let mut largest = 0;
     for entry in inbox.iter()? {
         let (key, bytes) = entry?;
@@ -49,18 +53,22 @@ pub(super) fn check_inbox(
             continue;
         };
         let k = dedup_buffer::entry_key(space, &k);
-        let stored = dedup_table.get(k)?.map(|v| v.value());
+        let stored =
+            dedup_buffer::newest_in(&dedup_table, gens.may_hold(&key_filter::dedup_key(&k)), &k)?;
         // The entry names the newest event with its key, unless retention may have pruned it.
         let needed = inbox_id < redo_from && !expiry.expired(k.1, event.received_at_ms);
         if needed && stored.is_none_or(|(id, _)| id < inbox_id) {
             c.derivable(
                 "dedup",
-                dedup_key_text(k),
+                dedup_key_text(dedup_buffer::table_key(newest_gen, &k)),
                 match stored {
                     None => format!("event {at} has no dedup entry: a retry of it would be stored again"),
                     Some((id, _)) => format!("the dedup entry names inbox_id {id}, older than event {at} with the same key"),
                 },
-                Fix::InsertDedup(k, (inbox_id, event.received_at_ms)),
+                Fix::InsertDedup(
+                    dedup_buffer::table_key(newest_gen, &k),
+                    (inbox_id, event.received_at_ms),
+                ),
             );
         }
     }
@@ -76,7 +84,8 @@ pub(super) fn check_inbox(
         let (key, value) = entry?;
         let k = key.value();
         let (inbox_id, received_at_ms) = value.value();
-        let row = inbox.get((k.0, inbox_id))?;
+        let (_, space, rule, digest) = k;
+        let row = inbox.get((space, inbox_id))?;
         let derived = row
             .map(|bytes| {
                 records::decode::<EventRecord>(bytes.value())
@@ -89,13 +98,12 @@ pub(super) fn check_inbox(
                 "dedup",
                 dedup_key_text(k),
                 format!(
-                    "the entry names inbox_id {inbox_id} of space {}, which is not in the inbox",
-                    k.0
+                    "the entry names inbox_id {inbox_id} of space {space}, which is not in the inbox"
                 ),
                 Fix::RemoveDedup(k),
             ),
             Ok(Some((event_key, at))) => {
-                if event_key.map(|e| dedup_buffer::entry_key(k.0, &e)) != Some(k) {
+                if event_key.map(|e| dedup_buffer::entry_key(space, &e)) != Some((space, rule, digest)) {
                     c.derivable(
                         "dedup",
                         dedup_key_text(k),
@@ -118,6 +126,6 @@ pub(super) fn check_inbox(
     Ok(())
 }
 
-fn dedup_key_text((space, rule, digest): EntryKey) -> String {
-    format!("space {space}, rule {rule}, digest {digest:032x}")
+fn dedup_key_text((generation, space, rule, digest): TableKey) -> String {
+    format!("generation {generation}, space {space}, rule {rule}, digest {digest:032x}")
 }
