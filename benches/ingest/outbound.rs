@@ -379,22 +379,7 @@ fn between(
             mib(bench.server.rss().unwrap_or(0)),
         );
     }
-    if ratios.len() > 1 {
-        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
-        let target = target_of(row);
-        println!(
-            "  {}: mean of {} rounds {mean:.3}x of plain unique (rounds {}; target >= {target}x: \
-             {})",
-            row.name(),
-            ratios.len(),
-            ratios
-                .iter()
-                .map(|r| format!("{r:.3}x"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            verdict(mean >= target)
-        );
-    }
+    print_mean_of_rounds(row, &ratios);
     if row == OutRow::DestAnswering {
         check_owed(&tally, acked, slack, results);
     }
@@ -402,6 +387,28 @@ fn between(
         deliveries::remove_destination(addr, &fixture.secret, name)?;
     }
     Ok(())
+}
+
+/// The mean of the rounds' ratios of B to plain unique, the figure the issue holds the row to,
+/// when there was more than one round.
+fn print_mean_of_rounds(row: OutRow, ratios: &[f64]) {
+    if ratios.len() < 2 {
+        return;
+    }
+    let (sum, count) = ratios.iter().fold((0.0, 0.0), |(s, n), r| (s + r, n + 1.0));
+    let mean = sum / count;
+    let target = target_of(row);
+    println!(
+        "  {}: mean of {count} rounds {mean:.3}x of plain unique (rounds {}; target >= \
+         {target}x: {})",
+        row.name(),
+        ratios
+            .iter()
+            .map(|r| format!("{r:.3}x"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        verdict(mean >= target)
+    );
 }
 
 /// The figure `row`'s B is held to against plain unique: 0.75x with both destinations answering
