@@ -16,8 +16,9 @@
 //! one after another): entries are written to the newest generation only, whose leaves stay
 //! few (about 3,500) however large the table grows. A look-up asks the generations the filter
 //! (`key_filter::GenFilter`) says may hold the key, newest first, and takes the first entry it
-//! finds: the only keys written twice are a windowed rule's whose earlier entry had expired,
-//! and retention prunes the expired one.
+//! finds, so a key written again in a newer generation (a windowed rule's whose earlier entry
+//! had expired, or an entry a redo or a repair writes) is found there; retention prunes an
+//! expired one, and an older entry of a permanent rule left beside a newer one is never read.
 //!
 //! Nothing is lost in a crash, because the inbox is the redo log: an entry is only ever here
 //! once its event is committed in the inbox, and an event record holds every field its key is
@@ -254,8 +255,10 @@ impl DedupBuffer {
 }
 
 /// The generation the next entry goes to, given the newest generation and its entries so far:
-/// that one, or once it holds `per_gen`, the one after it.
-fn next_gen(newest: &mut (u32, usize), per_gen: usize) -> u32 {
+/// that one, or once it holds `per_gen`, the one after it. Every writer of entries (the flush,
+/// the redo, `tracker check --repair`) goes through it, so a newer entry is never in an older
+/// generation than an older entry of its key, and no generation outgrows its filter level.
+pub(crate) fn next_gen(newest: &mut (u32, usize), per_gen: usize) -> u32 {
     if newest.1 >= per_gen {
         *newest = (newest.0 + 1, 0);
     }

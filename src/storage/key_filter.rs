@@ -172,8 +172,15 @@ impl KeyFilter {
 const GEN_BITS_PER_KEY: usize = 14;
 
 /// Which generations of `DEDUP` may hold a key (`dedup_buffer.rs`): a level per generation, each
-/// sized for a full one, so the filter takes 1.75 bytes per key at any size and never grows by
-/// doubling. A generation's keys are given to its level only.
+/// sized for a full one (1.75 bytes per key it takes), so the filter never grows by doubling. A
+/// generation's keys are given to its level only. A generation that retention has emptied keeps
+/// its level until the next start, which builds the filter from what the table holds.
+///
+/// The cost that grows: each look-up asks every level, and each wrongly says "maybe" about one
+/// time in 500, a read of a generation that is not written to and so not in redb's cache: about
+/// 0.08 reads per new event at 40 generations (10 M events), 0.75 at 380 (100 M). Merging full
+/// generations into fewer, larger ones (each is a sorted run, so a merge reads and writes in
+/// order) would bound it; not built.
 #[derive(Debug)]
 pub struct GenFilter {
     /// Oldest first, with each generation's number.
@@ -222,14 +229,16 @@ impl GenFilter {
 
     /// `key` is in generation `generation` of the table.
     pub fn insert(&mut self, generation: u32, key: &Key) {
-        if self.gens.last().is_none_or(|(g, _)| *g < generation) {
-            self.gens
-                .push((generation, Level::with_bits(self.per_gen, GEN_BITS_PER_KEY)));
-        }
-        // Nearly always the newest; a repair may add to an older one.
-        if let Ok(i) = self.gens.binary_search_by_key(&generation, |(g, _)| *g) {
-            self.gens[i].1.insert(key);
-        }
+        // Nearly always the newest or the one after it; never dropped when it is another.
+        let i = match self.gens.binary_search_by_key(&generation, |(g, _)| *g) {
+            Ok(i) => i,
+            Err(i) => {
+                let level = Level::with_bits(self.per_gen, GEN_BITS_PER_KEY);
+                self.gens.insert(i, (generation, level));
+                i
+            }
+        };
+        self.gens[i].1.insert(key);
     }
 
     /// The generations that may hold `key`, newest first: every one that does is among them.
@@ -322,6 +331,27 @@ mod tests {
         let most = 2 * (room * BITS_PER_KEY / 8 + BLOCK_BITS / 8);
         assert!(f.bytes() <= most, "{} > {most}", f.bytes());
         assert!((0..=room as u64).all(|i| f.may_hold(&key(i))));
+    }
+
+    /// A key given to any generation, in any order, is found there: never dropped because its
+    /// generation is not the newest.
+    #[test]
+    fn a_generation_filter_finds_each_key_in_its_generation_newest_first() {
+        let mut f = GenFilter::new(1000);
+        for (generation, n) in [(3, 1), (1, 2), (7, 3), (3, 4), (0, 5)] {
+            f.insert(generation, &key(n));
+        }
+        f.insert(7, &key(1));
+        assert_eq!(f.newest(), (7, 2));
+        assert_eq!(f.may_hold(&key(1)).collect::<Vec<_>>(), vec![7, 3]);
+        for (n, generation) in [(2, 1), (3, 7), (4, 3), (5, 0)] {
+            assert_eq!(
+                f.may_hold(&key(n)).collect::<Vec<_>>(),
+                vec![generation],
+                "{n}"
+            );
+        }
+        assert_eq!(f.may_hold(&key(99)).count(), 0);
     }
 
     #[test]

@@ -25,8 +25,9 @@ pub(super) fn check_inbox(
     let inbox = txn.open_table(INBOX)?;
     let dedup_table = txn.open_table(DEDUP)?;
     let gens = GenFilter::of_dedup(&dedup_table, GEN_ENTRIES)?;
-    // A missing entry is written to the newest generation, as the writer would.
-    let newest_gen = gens.newest().0;
+    // A missing entry is written to the newest generation, as the writer would, and to the next
+    // once that one is full.
+    let mut newest = gens.newest();
     let mut largest = 0;
     for entry in inbox.iter()? {
         let (key, bytes) = entry?;
@@ -58,17 +59,16 @@ pub(super) fn check_inbox(
         // The entry names the newest event with its key, unless retention may have pruned it.
         let needed = inbox_id < redo_from && !expiry.expired(k.1, event.received_at_ms);
         if needed && stored.is_none_or(|(id, _)| id < inbox_id) {
+            let at_key =
+                dedup_buffer::table_key(dedup_buffer::next_gen(&mut newest, GEN_ENTRIES), &k);
             c.derivable(
                 "dedup",
-                dedup_key_text(dedup_buffer::table_key(newest_gen, &k)),
+                dedup_key_text(at_key),
                 match stored {
                     None => format!("event {at} has no dedup entry: a retry of it would be stored again"),
                     Some((id, _)) => format!("the dedup entry names inbox_id {id}, older than event {at} with the same key"),
                 },
-                Fix::InsertDedup(
-                    dedup_buffer::table_key(newest_gen, &k),
-                    (inbox_id, event.received_at_ms),
-                ),
+                Fix::InsertDedup(at_key, (inbox_id, event.received_at_ms)),
             );
         }
     }
