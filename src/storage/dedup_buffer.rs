@@ -142,16 +142,20 @@ impl DedupBuffer {
         }
     }
 
-    /// An empty buffer, with the filter of the keys already in the table.
+    /// An empty buffer, with the filter of the keys already in the table: `built` if the open's
+    /// [`redo`] made it, else read from the table.
     ///
     /// # Errors
     /// A redb error.
-    pub fn load(txn: &redb::ReadTransaction) -> Result<DedupBuffer, StoreError> {
-        let table = txn.open_table(DEDUP)?;
-        Ok(DedupBuffer::with_filter(GenFilter::of_dedup(
-            &table,
-            GEN_ENTRIES,
-        )?))
+    pub fn load(
+        txn: &redb::ReadTransaction,
+        built: Option<GenFilter>,
+    ) -> Result<DedupBuffer, StoreError> {
+        let filter = match built {
+            Some(filter) => filter,
+            None => GenFilter::of_dedup(&txn.open_table(DEDUP)?, GEN_ENTRIES)?,
+        };
+        Ok(DedupBuffer::with_filter(filter))
     }
 
     /// `key`'s entry in `table` (not in this buffer), asking only the generations that may
@@ -448,9 +452,11 @@ pub(crate) fn event_of(record: EventRecord, inbox_id: u64) -> Result<ValidEvent,
 }
 
 /// Writes the table entries of every event from `META_DEDUP_REDO_FROM` on that the table lacks,
-/// in `txn`. Returns how many it wrote, or `None` if there was nothing to do (a file closed
-/// cleanly, or written before the buffer existed, has every entry in the table).
-pub fn redo(txn: &WriteTransaction) -> Result<Option<u64>, StoreError> {
+/// in `txn`. Returns how many it wrote and the filter of every key of the table after it (built
+/// to find the generations to ask; [`DedupBuffer::load`] takes it once `txn` commits, instead of
+/// reading the table again), or `None` if there was nothing to do (a file closed cleanly, or
+/// written before the buffer existed, has every entry in the table).
+pub fn redo(txn: &WriteTransaction) -> Result<Option<(u64, GenFilter)>, StoreError> {
     let mut meta = txn.open_table(META)?;
     let Some(from) = meta.get(META_DEDUP_REDO_FROM)?.map(|v| v.value()) else {
         return Ok(None);
@@ -492,7 +498,7 @@ pub fn redo(txn: &WriteTransaction) -> Result<Option<u64>, StoreError> {
         }
     }
     meta.insert(META_DEDUP_REDO_FROM, seq + 1)?;
-    Ok(Some(written))
+    Ok(Some((written, filter)))
 }
 
 #[cfg(test)]
@@ -692,8 +698,27 @@ mod tests {
         // Seven writes: the first entry was there, the registration has no key, the two
         // windowed deposits share one, written for the earlier and then for the later, and the
         // three by Telegram id are keyed by it, not by the click they resolved to.
-        assert_eq!(redo(&txn).unwrap(), Some(7));
+        let (written, filter) = redo(&txn).unwrap().expect("entries to redo");
+        assert_eq!(written, 7);
         txn.commit().unwrap();
+        // The filter handed to the store holds every key in its generation, as one read from
+        // the table would.
+        {
+            use redb::ReadableDatabase;
+            let read = db.begin_read().unwrap();
+            let t = read.open_table(DEDUP).unwrap();
+            // The same newest generation (the count may differ: a key written twice counts
+            // twice in the filter and once in the table).
+            assert_eq!(
+                filter.newest().0,
+                GenFilter::of_dedup(&t, GEN_ENTRIES).unwrap().newest().0
+            );
+            for e in t.iter().unwrap() {
+                let (generation, space, rule, digest) = e.unwrap().0.value();
+                let key = key_filter::dedup_key(&(space, rule, digest));
+                assert!(filter.may_hold(&key).any(|g| g == generation));
+            }
+        }
         let table: BTreeMap<_, _> = table_contents(&db).into_iter().collect();
         let want: BTreeMap<_, _> = [(0, 1), (1, 2), (2, 3), (5, 6), (6, 7), (7, 8), (8, 9)]
             .into_iter()
@@ -707,7 +732,7 @@ mod tests {
         assert_eq!(table, want);
         // Done once: the next open has nothing to do.
         let txn = db.begin_write().unwrap();
-        assert_eq!(redo(&txn).unwrap(), None);
+        assert!(redo(&txn).unwrap().is_none());
     }
 
     /// A digest as a dedup key has one: 128 bits of a hash of `n`.

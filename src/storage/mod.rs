@@ -127,6 +127,7 @@ impl Store {
             open::open_database(path, options.fault.as_ref(), options.cache_bytes)?
         };
         let created = opened.created;
+        let dedup_filter = opened.dedup_filter;
         let db = Arc::new(opened.db);
         let keyring = Arc::new(Keyring::default());
         let links = Arc::new(Directory::default());
@@ -143,7 +144,7 @@ impl Store {
             writer_metrics.set_delivery_states(outbox::state_totals(&txn)?);
             (
                 fbclid_buffer::FbclidBuffer::load(&txn)?,
-                DedupBuffer::load(&txn)?,
+                DedupBuffer::load(&txn, dedup_filter)?,
             )
         };
         let slot = Arc::new(RwLock::new(Some(db)));

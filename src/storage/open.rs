@@ -29,6 +29,9 @@ pub struct Opened {
     pub flush_failed: FlushFailed,
     /// Whether the file was created by this open.
     pub created: bool,
+    /// The filter of the dedup table's keys, when the open's redo built it (after a stop that
+    /// was not clean): the store takes it instead of reading the whole table again.
+    pub dedup_filter: Option<crate::storage::key_filter::GenFilter>,
 }
 
 /// How the server holds its data file open: enough page cache for the hot part of the indexes
@@ -186,12 +189,20 @@ fn open_up_to_date(
     }
     // The writer's own reopen after a failed write passes `redo: false`: the redo writes, which
     // a full disk refuses, and the writer's buffers still hold every entry the file lacks.
+    let mut dedup_filter = None;
     if redo {
-        redo_index(
-            &db,
-            crate::storage::dedup_buffer::redo,
-            "dedup entries derived again from the inbox",
-        )?;
+        let txn = db.begin_write()?;
+        match crate::storage::dedup_buffer::redo(&txn)? {
+            None => txn.abort()?,
+            Some((written, filter)) => {
+                txn.commit()?;
+                tracing::info!(
+                    entries = written,
+                    "dedup entries derived again from the inbox"
+                );
+                dedup_filter = Some(filter);
+            }
+        }
         redo_index(
             &db,
             crate::storage::fbclid_buffer::redo,
@@ -202,6 +213,7 @@ fn open_up_to_date(
         db,
         flush_failed,
         created: !existed,
+        dedup_filter,
     })
 }
 
@@ -230,12 +242,13 @@ pub fn open_in_memory() -> Result<Opened, StoreError> {
         db,
         flush_failed: FlushFailed::default(),
         created: true,
+        dedup_filter: None,
     })
 }
 
 /// Writes the index entries that were only in the writer's memory when the file was last closed
-/// without a clean stop, with `redo` (`dedup_buffer.rs`, `fbclid_buffer.rs`), and logs how many
-/// with `what`.
+/// without a clean stop, with `redo` (`fbclid_buffer.rs`; the dedup index's, above, also gives
+/// back its filter), and logs how many with `what`.
 fn redo_index(
     db: &Database,
     redo: fn(&redb::WriteTransaction) -> Result<Option<u64>, StoreError>,
