@@ -457,6 +457,11 @@ pub(crate) fn event_of(record: EventRecord, inbox_id: u64) -> Result<ValidEvent,
 /// reading the table again), or `None` if there was nothing to do (a file closed cleanly, or
 /// written before the buffer existed, has every entry in the table).
 pub fn redo(txn: &WriteTransaction) -> Result<Option<(u64, GenFilter)>, StoreError> {
+    redo_in(txn, GEN_ENTRIES)
+}
+
+/// [`redo`] with generations of `per_gen` entries.
+fn redo_in(txn: &WriteTransaction, per_gen: usize) -> Result<Option<(u64, GenFilter)>, StoreError> {
     let mut meta = txn.open_table(META)?;
     let Some(from) = meta.get(META_DEDUP_REDO_FROM)?.map(|v| v.value()) else {
         return Ok(None);
@@ -472,7 +477,7 @@ pub fn redo(txn: &WriteTransaction) -> Result<Option<(u64, GenFilter)>, StoreErr
     }
     let inbox = txn.open_table(INBOX)?;
     let mut table = txn.open_table(DEDUP)?;
-    let mut filter = GenFilter::of_dedup(&table, GEN_ENTRIES)?;
+    let mut filter = GenFilter::of_dedup(&table, per_gen)?;
     let mut newest = filter.newest();
     let mut written = 0;
     for space in spaces {
@@ -490,7 +495,7 @@ pub fn redo(txn: &WriteTransaction) -> Result<Option<(u64, GenFilter)>, StoreErr
             let fkey = key_filter::dedup_key(&k);
             let stored = newest_in(&table, filter.may_hold(&fkey), &k)?;
             if stored.is_none_or(|(id, _)| id < inbox_id) {
-                let generation = next_gen(&mut newest, GEN_ENTRIES);
+                let generation = next_gen(&mut newest, per_gen);
                 table.insert(table_key(generation, &k), &(inbox_id, event.received_at_ms))?;
                 filter.insert(generation, &fkey);
                 written += 1;
@@ -661,6 +666,14 @@ mod tests {
 
     #[test]
     fn redo_writes_the_entries_the_table_lacks_and_keeps_newer_ones() {
+        // With full-size generations (all in the first), and with generations of two entries,
+        // so that the redo rolls over and a key written twice lands in two of them.
+        for per_gen in [GEN_ENTRIES, 2] {
+            redo_with_generations_of(per_gen);
+        }
+    }
+
+    fn redo_with_generations_of(per_gen: usize) {
         let (_dir, db) = crate::storage::open::test_database();
         let space = 7;
         let events = events();
@@ -698,8 +711,12 @@ mod tests {
         // Seven writes: the first entry was there, the registration has no key, the two
         // windowed deposits share one, written for the earlier and then for the later, and the
         // three by Telegram id are keyed by it, not by the click they resolved to.
-        let (written, filter) = redo(&txn).unwrap().expect("entries to redo");
+        let (written, filter) = redo_in(&txn, per_gen).unwrap().expect("entries to redo");
         assert_eq!(written, 7);
+        if per_gen == 2 {
+            // 1 entry there and 7 written, two to a generation.
+            assert_eq!(filter.newest(), (3, 2));
+        }
         txn.commit().unwrap();
         // The filter handed to the store holds every key in its generation, as one read from
         // the table would.
@@ -711,7 +728,7 @@ mod tests {
             // twice in the filter and once in the table).
             assert_eq!(
                 filter.newest().0,
-                GenFilter::of_dedup(&t, GEN_ENTRIES).unwrap().newest().0
+                GenFilter::of_dedup(&t, per_gen).unwrap().newest().0
             );
             for e in t.iter().unwrap() {
                 let (generation, space, rule, digest) = e.unwrap().0.value();
@@ -730,6 +747,20 @@ mod tests {
             })
             .collect();
         assert_eq!(table, want);
+        // A look-up through the filter finds each key's newest entry, in whichever generation.
+        {
+            use redb::ReadableDatabase;
+            let read = db.begin_read().unwrap();
+            let t = read.open_table(DEDUP).unwrap();
+            for (k, v) in &want {
+                let gens = filter.may_hold(&key_filter::dedup_key(k));
+                assert_eq!(
+                    newest_in(&t, gens, k).unwrap(),
+                    Some(*v),
+                    "{per_gen}: {k:?}"
+                );
+            }
+        }
         // Done once: the next open has nothing to do.
         let txn = db.begin_write().unwrap();
         assert!(redo(&txn).unwrap().is_none());
