@@ -168,11 +168,12 @@ impl DedupBuffer {
         table: &impl ReadableTable<TableKey, Earlier>,
         key: &EntryKey,
     ) -> Result<Option<Earlier>, StoreError> {
-        newest_in(
-            table,
-            self.in_table.may_hold(&key_filter::dedup_key(key)),
-            key,
-        )
+        newest_in(table, self.gens_to_ask(key), key)
+    }
+
+    /// The generations of the table that may hold `key`, newest first.
+    fn gens_to_ask(&self, key: &EntryKey) -> impl Iterator<Item = u32> + '_ {
+        self.in_table.may_hold(&key_filter::dedup_key(key))
     }
 
     /// Where a reader finds `key`'s entry, given a snapshot begun after this call.
@@ -180,11 +181,7 @@ impl DedupBuffer {
     pub fn held(&self, key: &EntryKey) -> Held {
         match self.get(key) {
             Some(earlier) => Held::Buffered(earlier),
-            None => Held::InTable(
-                self.in_table
-                    .may_hold(&key_filter::dedup_key(key))
-                    .collect(),
-            ),
+            None => Held::InTable(self.gens_to_ask(key).collect()),
         }
     }
 

@@ -242,7 +242,7 @@ impl GenFilter {
     }
 
     /// The generations that may hold `key`, newest first: every one that does is among them.
-    pub fn may_hold(&self, key: &Key) -> impl Iterator<Item = u32> + '_ {
+    pub fn may_hold<'a>(&'a self, key: &Key) -> impl Iterator<Item = u32> + use<'a> {
         let key = *key;
         self.gens
             .iter()

@@ -191,18 +191,18 @@ fn open_up_to_date(
     // a full disk refuses, and the writer's buffers still hold every entry the file lacks.
     let mut dedup_filter = None;
     if redo {
-        let txn = db.begin_write()?;
-        match crate::storage::dedup_buffer::redo(&txn)? {
-            None => txn.abort()?,
-            Some((written, filter)) => {
-                txn.commit()?;
-                tracing::info!(
-                    entries = written,
-                    "dedup entries derived again from the inbox"
-                );
-                dedup_filter = Some(filter);
-            }
-        }
+        // The dedup redo also hands on the filter it built, kept only if its commit succeeds.
+        redo_index(
+            &db,
+            |txn| {
+                let redone = crate::storage::dedup_buffer::redo(txn)?;
+                Ok(redone.map(|(written, filter)| {
+                    dedup_filter = Some(filter);
+                    written
+                }))
+            },
+            "dedup entries derived again from the inbox",
+        )?;
         redo_index(
             &db,
             crate::storage::fbclid_buffer::redo,
@@ -247,11 +247,11 @@ pub fn open_in_memory() -> Result<Opened, StoreError> {
 }
 
 /// Writes the index entries that were only in the writer's memory when the file was last closed
-/// without a clean stop, with `redo` (`fbclid_buffer.rs`; the dedup index's, above, also gives
-/// back its filter), and logs how many with `what`.
+/// without a clean stop, with `redo` (`dedup_buffer.rs`, `fbclid_buffer.rs`), and logs how many
+/// with `what`.
 fn redo_index(
     db: &Database,
-    redo: fn(&redb::WriteTransaction) -> Result<Option<u64>, StoreError>,
+    redo: impl FnOnce(&redb::WriteTransaction) -> Result<Option<u64>, StoreError>,
     what: &'static str,
 ) -> Result<(), StoreError> {
     let txn = db.begin_write()?;
