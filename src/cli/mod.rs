@@ -244,6 +244,10 @@ pub fn main() -> ExitCode {
 /// Log lines the writer thread may hold before new ones are dropped (`init_tracing`).
 const LOG_BUFFER_LINES: usize = 32_768;
 
+/// The thread's buffer: it takes every line queued, then writes them to stderr at once, one
+/// system call for many lines under load, and each line as soon as it comes when idle.
+const LOG_WRITE_BYTES: usize = 64 * 1024;
+
 /// Sends logs to stderr through a thread of their own, and returns the guard that flushes them:
 /// keep it until the command ends.
 ///
@@ -258,7 +262,10 @@ fn init_tracing(settings: &Settings) -> WorkerGuard {
         .lossy(true)
         .buffered_lines_limit(LOG_BUFFER_LINES)
         .thread_name("tracker-log")
-        .finish(std::io::stderr());
+        .finish(std::io::BufWriter::with_capacity(
+            LOG_WRITE_BYTES,
+            std::io::stderr(),
+        ));
     let filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
