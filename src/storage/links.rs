@@ -23,7 +23,7 @@ impl Txn<'_> {
         link: &NewLink,
         now_ms: u64,
     ) -> Result<Link, StoreError> {
-        if self.links.get(link.slug.as_str())?.is_some() {
+        if self.links.open()?.get(link.slug.as_str())?.is_some() {
             return Err(StoreError::Refused(Error::field(
                 Code::Conflict,
                 "slug",
@@ -73,8 +73,10 @@ impl Txn<'_> {
             channel,
         };
         self.links
+            .open()?
             .insert(link.slug.as_str(), records::encode(&record).as_slice())?;
         self.links_by_space
+            .open()?
             .insert((space, link.slug.as_str()), ())?;
         self.link_spaces.remove(link.slug.as_str());
         let created = read::link_of(&link.slug, record)?;
@@ -90,7 +92,7 @@ impl Txn<'_> {
         slug: &str,
         now_ms: u64,
     ) -> Result<(), StoreError> {
-        let mut record: LinkRecord = match self.links.get(slug)? {
+        let mut record: LinkRecord = match self.links.open()?.get(slug)? {
             Some(bytes) => records::decode(bytes.value())?,
             None => return Err(no_link(slug)),
         };
@@ -100,6 +102,7 @@ impl Txn<'_> {
         if record.deleted_at_ms.is_none() {
             record.deleted_at_ms = Some(now_ms);
             self.links
+                .open()?
                 .insert(slug, records::encode(&record).as_slice())?;
             self.link_spaces.remove(slug);
             self.changed_links.push(read::link_of(slug, record)?);
@@ -119,7 +122,7 @@ impl Txn<'_> {
         let space = if let Some(space) = self.link_spaces.get(slug) {
             *space
         } else {
-            let space = match self.links.get(slug)? {
+            let space = match self.links.open()?.get(slug)? {
                 Some(bytes) => {
                     let record: LinkRecord = records::decode(bytes.value())?;
                     record.deleted_at_ms.is_none().then_some(record.space_no)

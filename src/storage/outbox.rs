@@ -41,7 +41,6 @@ pub use crate::storage::destination_rows::{all_destinations, state_totals};
 pub use crate::storage::outbox_read::{
     Due, DueBatch, deliveries, destinations, due, google_conversions,
 };
-
 /// The state row of destination `no`: this batch's, or the stored one, or a new one.
 fn state_of<'b>(
     states: &'b mut HashMap<u32, DeliveryStateRecord>,
@@ -89,7 +88,7 @@ impl Txn<'_> {
     ) -> Result<Vec<u32>, StoreError> {
         let list: Arc<[Arc<Destination>]> = if self.outbox.changed {
             if !self.outbox.read_since_change.contains_key(&space) {
-                let live = live_destinations(&self.destinations, Some(space))?;
+                let live = live_destinations(&*self.destinations.open()?, Some(space))?;
                 self.outbox
                     .read_since_change
                     .insert(space, live.into_iter().map(Arc::new).collect());
@@ -103,7 +102,11 @@ impl Txn<'_> {
         };
         let mut wanted = Vec::new();
         for d in list.iter().filter(|d| d.wants(kind, click)) {
-            state_of(&mut self.outbox.states, &self.delivery_states, d.no)?;
+            state_of(
+                &mut self.outbox.states,
+                &*self.delivery_states.open()?,
+                d.no,
+            )?;
             wanted.push(d.no);
         }
         Ok(wanted)
@@ -117,8 +120,8 @@ impl Txn<'_> {
         wanted: &[u32],
     ) -> Result<(), StoreError> {
         for &no in wanted {
-            self.deliveries.insert((no, inbox_id), &[][..])?;
-            let state = state_of(&mut self.outbox.states, &self.delivery_states, no)?;
+            self.deliveries.open()?.insert((no, inbox_id), &[][..])?;
+            let state = state_of(&mut self.outbox.states, &*self.delivery_states.open()?, no)?;
             counts_mut(state).moved(None, State::Pending, &mut self.outbox.moved);
         }
         Ok(())
@@ -132,7 +135,7 @@ impl Txn<'_> {
         new: &NewDestination,
         now_ms: u64,
     ) -> Result<Destination, StoreError> {
-        let live = live_destinations(&self.destinations, Some(space))?;
+        let live = live_destinations(&*self.destinations.open()?, Some(space))?;
         if live.len() >= MAX_DESTINATIONS {
             return Err(StoreError::Refused(Error::new(
                 Code::Conflict,
@@ -171,6 +174,7 @@ impl Txn<'_> {
             paused: None,
         };
         self.destinations
+            .open()?
             .insert(no, records::encode(&record_of(&destination)).as_slice())?;
         self.destinations_changed();
         Ok(destination)
@@ -183,8 +187,8 @@ impl Txn<'_> {
     }
 
     /// The live destination `name` of `space`.
-    fn live_destination(&self, space: u32, name: &str) -> Result<Destination, StoreError> {
-        live_destinations(&self.destinations, Some(space))?
+    fn live_destination(&mut self, space: u32, name: &str) -> Result<Destination, StoreError> {
+        live_destinations(&*self.destinations.open()?, Some(space))?
             .into_iter()
             .find(|d| d.name == name)
             .ok_or_else(|| no_destination(name))
@@ -212,6 +216,7 @@ impl Txn<'_> {
             ..current
         };
         self.destinations
+            .open()?
             .insert(changed.no, records::encode(&record_of(&changed)).as_slice())?;
         self.destinations_changed();
         Ok(changed)
@@ -232,6 +237,7 @@ impl Txn<'_> {
             // Google Ads is given the new password by hand, at once: no grace.
             g.set_password(new_password());
             self.destinations
+                .open()?
                 .insert(d.no, records::encode(&record_of(&d)).as_slice())?;
             self.destinations_changed();
             return Ok(d);
@@ -259,6 +265,7 @@ impl Txn<'_> {
             until_ms: grace_until_ms.max(now_ms),
         });
         self.destinations
+            .open()?
             .insert(d.no, records::encode(&record_of(&d)).as_slice())?;
         self.destinations_changed();
         Ok(d)
@@ -272,7 +279,7 @@ impl Txn<'_> {
         at_ms: u64,
         rows: u64,
     ) -> Result<(), StoreError> {
-        let Some(bytes) = self.destinations.get(no)? else {
+        let Some(bytes) = self.destinations.open()?.get(no)? else {
             return Ok(());
         };
         let mut record: DestinationRecord = records::decode(bytes.value())?;
@@ -284,6 +291,7 @@ impl Txn<'_> {
         record.last_fetch_rows = rows;
         record.fetches += 1;
         self.destinations
+            .open()?
             .insert(no, records::encode(&record).as_slice())?;
         Ok(())
     }
@@ -296,7 +304,7 @@ impl Txn<'_> {
         name: &str,
         now_ms: u64,
     ) -> Result<(), StoreError> {
-        let Some(d) = live_destinations(&self.destinations, Some(space))?
+        let Some(d) = live_destinations(&*self.destinations.open()?, Some(space))?
             .into_iter()
             .find(|d| d.name == name)
         else {
@@ -309,8 +317,13 @@ impl Txn<'_> {
         record.previous_secret = None;
         record.password_digest = None;
         self.destinations
+            .open()?
             .insert(d.no, records::encode(&record).as_slice())?;
-        let state = state_of(&mut self.outbox.states, &self.delivery_states, d.no)?;
+        let state = state_of(
+            &mut self.outbox.states,
+            &*self.delivery_states.open()?,
+            d.no,
+        )?;
         for open in [State::Pending, State::Retrying] {
             let n = state.counts[open as usize];
             state.counts[open as usize] = 0;
@@ -341,6 +354,7 @@ impl Txn<'_> {
     ) -> Result<(Vec<Option<State>>, bool), StoreError> {
         let Some(mut destination) = self
             .destinations
+            .open()?
             .get(no)?
             .map(|bytes| records::decode::<DestinationRecord>(bytes.value()))
             .transpose()?
@@ -348,20 +362,16 @@ impl Txn<'_> {
         else {
             return Ok((vec![None; attempts.len()], false));
         };
-        let mut paused_now = false;
-        if let Some(pause) = pause {
-            if destination.paused_at_ms.is_none() {
-                destination.paused_at_ms = Some(pause.at_ms);
-                destination.paused_reason = Some(pause.reason);
-                self.destinations
-                    .insert(no, records::encode(&destination).as_slice())?;
-                self.destinations_changed();
-                paused_now = true;
-            }
-        }
+        let paused_now = match pause {
+            Some(pause) => self.pause(no, &mut destination, pause)?,
+            None => false,
+        };
+        let deliveries = self.deliveries.open()?;
+        let queue = self.delivery_queue.open()?;
+        let states = self.delivery_states.open()?;
         let mut stored = Vec::with_capacity(attempts.len());
         for a in attempts {
-            stored.push(match self.deliveries.get((no, a.inbox_id))? {
+            stored.push(match deliveries.get((no, a.inbox_id))? {
                 None => None,
                 Some(bytes) if bytes.value().is_empty() => Some(None),
                 Some(bytes) => Some(Some(records::decode::<DeliveryRecord>(bytes.value())?)),
@@ -391,15 +401,15 @@ impl Txn<'_> {
             let since_ms = since.unwrap_or(a.received_at_ms);
             let (to, next) = next_state(a, tried, since_ms, max_age_ms);
             if let Some(due) = queued_at {
-                self.delivery_queue.remove((no, due, a.inbox_id))?;
+                queue.remove((no, due, a.inbox_id))?;
             }
             match to {
                 State::Retrying => {
                     let due = next.unwrap_or(a.at_ms);
-                    self.delivery_queue.insert((no, due, a.inbox_id), ())?;
+                    queue.insert((no, due, a.inbox_id), ())?;
                 }
                 State::Dead => {
-                    self.delivery_queue.insert((no, DEAD, a.inbox_id), ())?;
+                    queue.insert((no, DEAD, a.inbox_id), ())?;
                 }
                 _ => {}
             }
@@ -412,9 +422,8 @@ impl Txn<'_> {
                 last_status: a.status.unwrap_or(0),
                 last_answer: a.answer.clone(),
             };
-            self.deliveries
-                .insert((no, a.inbox_id), records::encode(&record).as_slice())?;
-            let state = state_of(&mut self.outbox.states, &self.delivery_states, no)?;
+            deliveries.insert((no, a.inbox_id), records::encode(&record).as_slice())?;
+            let state = state_of(&mut self.outbox.states, states, no)?;
             counts_mut(state).moved(Some(from), to, &mut self.outbox.moved);
             if to != State::Delivered {
                 last_error = Some(LastErrorRecord {
@@ -426,7 +435,7 @@ impl Txn<'_> {
             }
             results.push(Some(to));
         }
-        let state = state_of(&mut self.outbox.states, &self.delivery_states, no)?;
+        let state = state_of(&mut self.outbox.states, states, no)?;
         if let Some(through) = sent_through {
             state.sent_through = state.sent_through.max(through);
         }
@@ -442,6 +451,26 @@ impl Txn<'_> {
         Ok((results, paused_now))
     }
 
+    /// Pauses `destination` (number `no`) for `pause`, unless it is paused already; answers
+    /// whether it paused now.
+    fn pause(
+        &mut self,
+        no: u32,
+        destination: &mut DestinationRecord,
+        pause: Paused,
+    ) -> Result<bool, StoreError> {
+        if destination.paused_at_ms.is_some() {
+            return Ok(false);
+        }
+        destination.paused_at_ms = Some(pause.at_ms);
+        destination.paused_reason = Some(pause.reason);
+        self.destinations
+            .open()?
+            .insert(no, records::encode(&*destination).as_slice())?;
+        self.destinations_changed();
+        Ok(true)
+    }
+
     /// Puts up to `limit` dead deliveries of destination `name` of `space` back in the queue,
     /// due now, with `delivery_max_age` counted from now. Answers how many, and whether more
     /// are dead.
@@ -452,7 +481,7 @@ impl Txn<'_> {
         now_ms: u64,
         limit: usize,
     ) -> Result<(u64, bool), StoreError> {
-        let Some(d) = live_destinations(&self.destinations, Some(space))?
+        let Some(d) = live_destinations(&*self.destinations.open()?, Some(space))?
             .into_iter()
             .find(|d| d.name == name)
         else {
@@ -461,6 +490,7 @@ impl Txn<'_> {
         let mut dead = Vec::new();
         for entry in self
             .delivery_queue
+            .open()?
             .range((d.no, DEAD, 0)..=(d.no, DEAD, u64::MAX))?
             .take(limit + 1)
         {
@@ -470,7 +500,7 @@ impl Txn<'_> {
         dead.truncate(limit);
         let mut records = Vec::with_capacity(dead.len());
         for inbox_id in &dead {
-            let record = match self.deliveries.get((d.no, *inbox_id))? {
+            let record = match self.deliveries.open()?.get((d.no, *inbox_id))? {
                 Some(bytes) if !bytes.value().is_empty() => {
                     records::decode::<DeliveryRecord>(bytes.value())?
                 }
@@ -485,14 +515,21 @@ impl Txn<'_> {
             records.push(record);
         }
         for (inbox_id, mut record) in dead.iter().copied().zip(records) {
-            self.delivery_queue.remove((d.no, DEAD, inbox_id))?;
-            self.delivery_queue.insert((d.no, now_ms, inbox_id), ())?;
+            self.delivery_queue.open()?.remove((d.no, DEAD, inbox_id))?;
+            self.delivery_queue
+                .open()?
+                .insert((d.no, now_ms, inbox_id), ())?;
             record.state = State::Retrying as u8;
             record.next_attempt_ms = Some(now_ms);
             record.since_ms = Some(now_ms);
             self.deliveries
+                .open()?
                 .insert((d.no, inbox_id), records::encode(&record).as_slice())?;
-            let state = state_of(&mut self.outbox.states, &self.delivery_states, d.no)?;
+            let state = state_of(
+                &mut self.outbox.states,
+                &*self.delivery_states.open()?,
+                d.no,
+            )?;
             counts_mut(state).moved(Some(State::Dead), State::Retrying, &mut self.outbox.moved);
         }
         Ok((dead.len() as u64, more))
@@ -511,7 +548,11 @@ impl Txn<'_> {
         let mut old: Vec<(u32, String)> = Vec::new();
         let mut space = Some(from);
         while let Some(s) = space {
-            for entry in self.click_hints.range((s, "")..=(s, "\u{10ffff}"))? {
+            for entry in self
+                .click_hints
+                .open()?
+                .range((s, "")..=(s, "\u{10ffff}"))?
+            {
                 let (key, bytes) = entry?;
                 let record: ClickHintsRecord = records::decode(bytes.value())?;
                 if record.clicked_at_ms >= before_ms || old.len() >= limit {
@@ -525,6 +566,7 @@ impl Txn<'_> {
             space = match s.checked_add(1) {
                 Some(next) => self
                     .click_hints
+                    .open()?
                     .range((next, "")..)?
                     .next()
                     .transpose()?
@@ -534,7 +576,7 @@ impl Txn<'_> {
         }
         let removed = old.len() as u64;
         for (s, uid) in old {
-            self.click_hints.remove((s, uid.as_str()))?;
+            self.click_hints.open()?.remove((s, uid.as_str()))?;
         }
         Ok((removed, space))
     }
@@ -556,14 +598,18 @@ impl Txn<'_> {
         let mut looked = 0;
         let mut cursor = Some(from);
         while let Some((no, after)) = cursor {
-            let removed_before = match self.destinations.get(no)? {
+            let removed_before = match self.destinations.open()?.get(no)? {
                 Some(bytes) => records::decode::<DestinationRecord>(bytes.value())?
                     .removed_at_ms
                     .is_some_and(|at| at < before_ms),
                 None => false,
             };
             let mut go_on = None;
-            for entry in self.deliveries.range((no, after)..=(no, u64::MAX))? {
+            for entry in self
+                .deliveries
+                .open()?
+                .range((no, after)..=(no, u64::MAX))?
+            {
                 let (key, bytes) = entry?;
                 let inbox_id = key.value().1;
                 if looked == limit {
@@ -596,6 +642,7 @@ impl Txn<'_> {
             cursor = match no.checked_add(1) {
                 Some(next) => self
                     .deliveries
+                    .open()?
                     .range((next, 0)..)?
                     .next()
                     .transpose()?
@@ -604,9 +651,9 @@ impl Txn<'_> {
             };
         }
         for ((no, inbox_id), queued) in &doomed {
-            self.deliveries.remove((*no, *inbox_id))?;
+            self.deliveries.open()?.remove((*no, *inbox_id))?;
             if let Some(due) = queued {
-                self.delivery_queue.remove((*no, *due, *inbox_id))?;
+                self.delivery_queue.open()?.remove((*no, *due, *inbox_id))?;
             }
         }
         Ok((doomed.len() as u64, cursor))
@@ -616,6 +663,7 @@ impl Txn<'_> {
     pub(crate) fn write_delivery_states(&mut self) -> Result<(), StoreError> {
         for (no, state) in std::mem::take(&mut self.outbox.states) {
             self.delivery_states
+                .open()?
                 .insert(no, records::encode(&state).as_slice())?;
         }
         Ok(())

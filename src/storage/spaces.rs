@@ -16,7 +16,7 @@ use crate::storage::schema::{ADMIN_PASSWORD, META_SPACE_SEQ};
 impl Txn<'_> {
     /// Replaces the admin password's hash (a PHC string; never the password).
     pub(crate) fn set_admin_password(&mut self, hash: &str) -> Result<(), StoreError> {
-        self.admin.insert(ADMIN_PASSWORD, hash.as_bytes())?;
+        self.admin.open()?.insert(ADMIN_PASSWORD, hash.as_bytes())?;
         Ok(())
     }
     /// Creates space `name` with its first secret and ingest token; answers its number.
@@ -27,7 +27,7 @@ impl Txn<'_> {
         ingest: &NewCredential,
         now_ms: u64,
     ) -> Result<u32, StoreError> {
-        if self.spaces.get(name)?.is_some() {
+        if self.spaces.open()?.get(name)?.is_some() {
             return Err(StoreError::Refused(Error::field(
                 Code::Conflict,
                 "space",
@@ -43,6 +43,7 @@ impl Txn<'_> {
             created_at_ms: now_ms,
         };
         self.spaces
+            .open()?
             .insert(name, records::encode(&record).as_slice())?;
         self.insert_credential(no, secret, now_ms)?;
         self.insert_credential(no, ingest, now_ms)?;
@@ -100,7 +101,7 @@ impl Txn<'_> {
         seen: &[(credential::CredentialDigest, u64)],
     ) -> Result<(), StoreError> {
         for (digest, at) in seen {
-            let record = match self.credentials.get(digest)? {
+            let record = match self.credentials.open()?.get(digest)? {
                 None => continue,
                 Some(bytes) => match records::decode::<CredentialRecord>(bytes.value()) {
                     Ok(r) => r,
@@ -116,6 +117,7 @@ impl Txn<'_> {
                     ..record
                 };
                 self.credentials
+                    .open()?
                     .insert(digest, records::encode(&record).as_slice())?;
             }
         }
@@ -123,8 +125,8 @@ impl Txn<'_> {
     }
 
     /// The number of space `name`, or the refusal a caller reads when there is none.
-    fn existing_space(&self, name: &str) -> Result<u32, StoreError> {
-        match self.spaces.get(name)? {
+    fn existing_space(&mut self, name: &str) -> Result<u32, StoreError> {
+        match self.spaces.open()?.get(name)? {
             None => Err(refused(format!("no space named {name:?}"))),
             Some(bytes) => Ok(records::decode::<SpaceRecord>(bytes.value())?.no),
         }
@@ -146,6 +148,7 @@ impl Txn<'_> {
             last_used_ms: 0,
         };
         self.credentials
+            .open()?
             .insert(&c.digest, records::encode(&record).as_slice())?;
         Ok(())
     }
@@ -159,7 +162,7 @@ impl Txn<'_> {
         mut change: impl FnMut(&mut CredentialRecord),
     ) -> Result<(), StoreError> {
         let mut updates = Vec::new();
-        for entry in self.credentials.iter()? {
+        for entry in self.credentials.open()?.iter()? {
             let (digest, bytes) = entry?;
             let mut record: CredentialRecord = records::decode(bytes.value())?;
             if record.space_no == space_no && record.kind == kind as u8 {
@@ -172,6 +175,7 @@ impl Txn<'_> {
         }
         for (digest, record) in updates {
             self.credentials
+                .open()?
                 .insert(&digest, records::encode(&record).as_slice())?;
         }
         Ok(())
