@@ -852,26 +852,13 @@ pub(super) mod tests {
     #[test]
     fn an_event_whose_deliveries_cannot_be_enqueued_writes_nothing() {
         use crate::domain::dedup::tests::by_tg;
-        use crate::domain::destination::DestinationFields;
         use crate::domain::event::EventKind;
         use redb::ReadableTableMetadata as _;
         let bare = Bare::new();
         let txn = bare.db.begin_write().unwrap();
         let mut t = bare.open(&txn);
-        let fields = DestinationFields {
-            name: Some("hook".into()),
-            kind: Some("webhook".into()),
-            url: Some("http://127.0.0.1:9/hook".into()),
-            ..DestinationFields::default()
-        };
-        let hook = t
-            .create_destination(1, &fields.check(true).unwrap(), 1)
-            .unwrap();
-        t.delivery_states
-            .open()
-            .unwrap()
-            .insert(hook.no, &[0xff, 0xff][..])
-            .unwrap();
+        let hook = create_hook(&mut t);
+        corrupt_state_row(&mut t, hook);
         let seq = t.inbox_seq;
         let refused = t.record_event(1, by_tg(EventKind::Deposit, 7, None), None);
         assert!(
@@ -885,6 +872,113 @@ pub(super) mod tests {
             t.depositors.by_tg.len().unwrap(),
             0,
             "no first deposit used up"
+        );
+    }
+
+    /// A destination `hook` of space 1 with event 5's delivery pending, committed; answers its
+    /// number.
+    fn hook_with_a_pending_delivery(bare: &Bare) -> u32 {
+        let txn = bare.db.begin_write().unwrap();
+        let no = {
+            let mut t = bare.open(&txn);
+            let no = create_hook(&mut t);
+            t.enqueue_deliveries(5, &[no]).unwrap();
+            t.write_delivery_states().unwrap();
+            no
+        };
+        txn.commit().unwrap();
+        no
+    }
+
+    /// Creates webhook destination `hook` of space 1 in `t`; answers its number.
+    fn create_hook(t: &mut Txn<'_>) -> u32 {
+        use crate::domain::destination::DestinationFields;
+        let fields = DestinationFields {
+            name: Some("hook".into()),
+            kind: Some("webhook".into()),
+            url: Some("http://127.0.0.1:9/hook".into()),
+            ..DestinationFields::default()
+        };
+        t.create_destination(1, &fields.check(true).unwrap(), 1)
+            .unwrap()
+            .no
+    }
+
+    /// Makes the stored state row of destination `no` undecodable.
+    fn corrupt_state_row(t: &mut Txn<'_>, no: u32) {
+        let table = t.delivery_states.open().unwrap();
+        table.insert(no, &[0xff, 0xff][..]).unwrap();
+    }
+
+    /// The stored record of destination `no`, as `t` sees it.
+    fn destination_record(t: &mut Txn<'_>, no: u32) -> records::DestinationRecord {
+        let table = t.destinations.open().unwrap();
+        records::decode(table.get(no).unwrap().unwrap().value()).unwrap()
+    }
+
+    /// An answer that pauses the destination, at a delivery whose destination's state row no
+    /// longer decodes: the request fails before its first write, so neither the pause nor the
+    /// attempt is left behind in the batch that commits.
+    #[test]
+    fn an_attempt_whose_state_row_is_corrupt_writes_nothing() {
+        use crate::domain::destination::{Attempt, Outcome, Paused};
+        use redb::ReadableTableMetadata as _;
+        let bare = Bare::new();
+        let hook = hook_with_a_pending_delivery(&bare);
+        let txn = bare.db.begin_write().unwrap();
+        let mut t = bare.open(&txn);
+        corrupt_state_row(&mut t, hook);
+        let attempt = Attempt {
+            inbox_id: 5,
+            received_at_ms: 1,
+            at_ms: 2,
+            status: Some(401),
+            answer: "the token has expired".into(),
+            outcome: Outcome::Held,
+            retry_after_ms: None,
+            jitter: 0.5,
+        };
+        let pause = Paused {
+            at_ms: 2,
+            reason: "the token has expired".into(),
+        };
+        let refused = t.record_attempts(hook, &[attempt], None, 3_600_000, Some(pause));
+        assert!(
+            matches!(refused, Err(StoreError::Corrupt(_))),
+            "{refused:?}"
+        );
+        assert_eq!(
+            destination_record(&mut t, hook).paused_at_ms,
+            None,
+            "not paused"
+        );
+        let deliveries = t.deliveries.open().unwrap();
+        let delivery = deliveries.get((hook, 5)).unwrap().unwrap();
+        assert!(
+            delivery.value().is_empty(),
+            "the delivery still pending, untried"
+        );
+        drop(delivery);
+        assert_eq!(t.delivery_queue.open().unwrap().len().unwrap(), 0);
+    }
+
+    /// Removing a destination whose state row no longer decodes fails before its first write.
+    #[test]
+    fn removing_a_destination_whose_state_row_is_corrupt_writes_nothing() {
+        let bare = Bare::new();
+        let hook = hook_with_a_pending_delivery(&bare);
+        let txn = bare.db.begin_write().unwrap();
+        let mut t = bare.open(&txn);
+        corrupt_state_row(&mut t, hook);
+        let refused = t.remove_destination(1, "hook", 3);
+        assert!(
+            matches!(refused, Err(StoreError::Corrupt(_))),
+            "{refused:?}"
+        );
+        assert_eq!(
+            destination_record(&mut t, hook).removed_at_ms,
+            None,
+            "not removed"
         );
     }
 }

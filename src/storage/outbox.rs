@@ -41,6 +41,7 @@ pub use crate::storage::destination_rows::{all_destinations, state_totals};
 pub use crate::storage::outbox_read::{
     Due, DueBatch, deliveries, destinations, due, google_conversions,
 };
+
 /// The state row of destination `no`: this batch's, or the stored one, or a new one.
 fn state_of<'b>(
     states: &'b mut HashMap<u32, DeliveryStateRecord>,
@@ -316,6 +317,12 @@ impl Txn<'_> {
         record.signing_secret = None;
         record.previous_secret = None;
         record.password_digest = None;
+        // Its state row decoded before the first write (the module's rule).
+        state_of(
+            &mut self.outbox.states,
+            &*self.delivery_states.open()?,
+            d.no,
+        )?;
         self.destinations
             .open()?
             .insert(d.no, records::encode(&record).as_slice())?;
@@ -362,6 +369,17 @@ impl Txn<'_> {
         else {
             return Ok((vec![None; attempts.len()], false));
         };
+        // Every read and decode before the first write (the module's rule): the deliveries, and
+        // the destination's state row, which `state_of` keeps for the rest of the batch.
+        let mut stored = Vec::with_capacity(attempts.len());
+        for a in attempts {
+            stored.push(match self.deliveries.open()?.get((no, a.inbox_id))? {
+                None => None,
+                Some(bytes) if bytes.value().is_empty() => Some(None),
+                Some(bytes) => Some(Some(records::decode::<DeliveryRecord>(bytes.value())?)),
+            });
+        }
+        state_of(&mut self.outbox.states, &*self.delivery_states.open()?, no)?;
         let paused_now = match pause {
             Some(pause) => self.pause(no, &mut destination, pause)?,
             None => false,
@@ -369,14 +387,6 @@ impl Txn<'_> {
         let deliveries = self.deliveries.open()?;
         let queue = self.delivery_queue.open()?;
         let states = self.delivery_states.open()?;
-        let mut stored = Vec::with_capacity(attempts.len());
-        for a in attempts {
-            stored.push(match deliveries.get((no, a.inbox_id))? {
-                None => None,
-                Some(bytes) if bytes.value().is_empty() => Some(None),
-                Some(bytes) => Some(Some(records::decode::<DeliveryRecord>(bytes.value())?)),
-            });
-        }
         let mut results = Vec::with_capacity(attempts.len());
         let mut last_error = None;
         for (a, before) in attempts.iter().zip(stored) {
