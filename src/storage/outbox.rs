@@ -318,7 +318,7 @@ impl Txn<'_> {
         record.previous_secret = None;
         record.password_digest = None;
         // Its state row decoded before the first write (the module's rule).
-        state_of(
+        let state = state_of(
             &mut self.outbox.states,
             &*self.delivery_states.open()?,
             d.no,
@@ -326,11 +326,6 @@ impl Txn<'_> {
         self.destinations
             .open()?
             .insert(d.no, records::encode(&record).as_slice())?;
-        let state = state_of(
-            &mut self.outbox.states,
-            &*self.delivery_states.open()?,
-            d.no,
-        )?;
         for open in [State::Pending, State::Retrying] {
             let n = state.counts[open as usize];
             state.counts[open as usize] = 0;
@@ -386,7 +381,7 @@ impl Txn<'_> {
         };
         let deliveries = self.deliveries.open()?;
         let queue = self.delivery_queue.open()?;
-        let states = self.delivery_states.open()?;
+        let state = state_of(&mut self.outbox.states, &*self.delivery_states.open()?, no)?;
         let mut results = Vec::with_capacity(attempts.len());
         let mut last_error = None;
         for (a, before) in attempts.iter().zip(stored) {
@@ -433,7 +428,6 @@ impl Txn<'_> {
                 last_answer: a.answer.clone(),
             };
             deliveries.insert((no, a.inbox_id), records::encode(&record).as_slice())?;
-            let state = state_of(&mut self.outbox.states, states, no)?;
             counts_mut(state).moved(Some(from), to, &mut self.outbox.moved);
             if to != State::Delivered {
                 last_error = Some(LastErrorRecord {
@@ -445,7 +439,6 @@ impl Txn<'_> {
             }
             results.push(Some(to));
         }
-        let state = state_of(&mut self.outbox.states, states, no)?;
         if let Some(through) = sent_through {
             state.sent_through = state.sent_through.max(through);
         }
