@@ -89,6 +89,24 @@ pub fn newest_in(
     Ok(None)
 }
 
+/// The generations of the table that `filter` says may hold `key`, newest first.
+fn gens_to_ask<'a>(filter: &'a GenFilter, key: &EntryKey) -> impl Iterator<Item = u32> + use<'a> {
+    filter.may_hold(&key_filter::dedup_key(key))
+}
+
+/// `key`'s entry in `table`, asking only the generations that `filter` says may hold it: the
+/// one look-up of the writer, its redo and `tracker check`.
+///
+/// # Errors
+/// A redb error.
+pub fn find(
+    table: &impl ReadableTable<TableKey, Earlier>,
+    filter: &GenFilter,
+    key: &EntryKey,
+) -> Result<Option<Earlier>, StoreError> {
+    newest_in(table, gens_to_ask(filter, key), key)
+}
+
 /// Where a reader finds a key's entry: in the buffer, or else in one of these generations of
 /// the table, newest first (none: the key has no entry).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,12 +186,7 @@ impl DedupBuffer {
         table: &impl ReadableTable<TableKey, Earlier>,
         key: &EntryKey,
     ) -> Result<Option<Earlier>, StoreError> {
-        newest_in(table, self.gens_to_ask(key), key)
-    }
-
-    /// The generations of the table that may hold `key`, newest first.
-    fn gens_to_ask(&self, key: &EntryKey) -> impl Iterator<Item = u32> + '_ {
-        self.in_table.may_hold(&key_filter::dedup_key(key))
+        find(table, &self.in_table, key)
     }
 
     /// Where a reader finds `key`'s entry, given a snapshot begun after this call.
@@ -181,7 +194,7 @@ impl DedupBuffer {
     pub fn held(&self, key: &EntryKey) -> Held {
         match self.get(key) {
             Some(earlier) => Held::Buffered(earlier),
-            None => Held::InTable(self.gens_to_ask(key).collect()),
+            None => Held::InTable(gens_to_ask(&self.in_table, key).collect()),
         }
     }
 
@@ -489,12 +502,11 @@ fn redo_in(txn: &WriteTransaction, per_gen: usize) -> Result<Option<(u64, GenFil
             let k = entry_key(space, &key);
             // Events are read in id order, and every stored event with a key was new for it
             // then, so the highest id is the entry's.
-            let fkey = key_filter::dedup_key(&k);
-            let stored = newest_in(&table, filter.may_hold(&fkey), &k)?;
+            let stored = find(&table, &filter, &k)?;
             if stored.is_none_or(|(id, _)| id < inbox_id) {
                 let generation = next_gen(&mut newest, per_gen);
                 table.insert(table_key(generation, &k), &(inbox_id, event.received_at_ms))?;
-                filter.insert(generation, &fkey);
+                filter.insert(generation, &key_filter::dedup_key(&k));
                 written += 1;
             }
         }

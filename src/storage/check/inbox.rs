@@ -11,7 +11,7 @@ use super::fixes::Fix;
 use crate::domain::dedup::{self, Expiry};
 use crate::storage::StoreError;
 use crate::storage::dedup_buffer::{self, GEN_ENTRIES, TableKey};
-use crate::storage::key_filter::{self, GenFilter};
+use crate::storage::key_filter::GenFilter;
 use crate::storage::records::{self, EventRecord};
 use crate::storage::schema::{DEDUP, INBOX, META_INBOX_SEQ};
 
@@ -54,8 +54,7 @@ pub(super) fn check_inbox(
             continue;
         };
         let k = dedup_buffer::entry_key(space, &k);
-        let stored =
-            dedup_buffer::newest_in(&dedup_table, gens.may_hold(&key_filter::dedup_key(&k)), &k)?;
+        let stored = dedup_buffer::find(&dedup_table, &gens, &k)?;
         // The entry names the newest event with its key, unless retention may have pruned it.
         let needed = inbox_id < redo_from && !expiry.expired(k.1, event.received_at_ms);
         if needed && stored.is_none_or(|(id, _)| id < inbox_id) {
