@@ -223,9 +223,23 @@ async fn text_of(client: &Client, css: &str) -> String {
         .unwrap()
 }
 
-/// The address of the page the browser shows.
-async fn url_of(client: &Client) -> String {
-    client.current_url().await.unwrap().to_string()
+/// The address of the page the browser shows once it contains `part`: a click on a link may
+/// return before the browser has begun to load the link's page. Panics after 20 s, naming the
+/// address it still shows.
+async fn url_with(client: &Client, part: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let url = client.current_url().await.unwrap().to_string();
+        if url.contains(part) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the address never came to contain {part:?}: {url}"
+        );
+        // Waiting for the browser to navigate; not a time rule of the tracker.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The path of the page once an element of it (`css`) is there.
@@ -251,7 +265,7 @@ async fn click(client: &Client, css: &str) {
 }
 
 #[test]
-fn the_admin_page_works_in_a_real_browser() {
+fn the_admin_page_works_in_a_real_browser() -> Result<(), String> {
     if !browser_installed() {
         let why = "chromium and chromedriver could not be installed: the admin page was NOT \
                    tested in a browser";
@@ -261,7 +275,7 @@ fn the_admin_page_works_in_a_real_browser() {
             std::io::stderr(),
             "\n*** SKIPPED the_admin_page_works_in_a_real_browser: {why} ***\n"
         );
-        return;
+        return Ok(());
     }
     let dir = tempfile::tempdir().unwrap();
     // The Destinations page sends to a receiver on loopback.
@@ -275,17 +289,30 @@ fn the_admin_page_works_in_a_real_browser() {
         .expect("the first start's password");
     let (_driver, port) = start_driver();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let shown = runtime.block_on(drive(
-        tracker.addr,
-        &password,
-        port,
-        &dir.path().join("profile"),
-    ));
+    let driven = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(drive(
+            tracker.addr,
+            &password,
+            port,
+            &dir.path().join("profile"),
+        ))
+    }));
+    // A failure's message once more, after its backtrace and without one of its own: a report
+    // that keeps only the end of the output still shows what failed.
+    let shown = driven.map_err(|failure| {
+        let message = failure
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| failure.downcast_ref::<&str>().copied())
+            .unwrap_or("(no message)");
+        format!("the browser test failed: {message}")
+    })?;
     let log = tracker.stderr();
     for secret in shown.iter().chain([&password]) {
         assert!(!log.contains(secret.as_str()), "{secret} in the log: {log}");
     }
     crate::support::stop_cleanly(tracker);
+    Ok(())
 }
 
 /// Drives the pages; answers the credentials they showed.
@@ -429,7 +456,7 @@ async fn links_postback_stats(browser: &Browser, base: &str) {
         "a bar a day"
     );
     click(browser, "#sort a:nth-child(4)").await;
-    assert!(url_of(browser).await.contains("sort=first_deposits"));
+    url_with(browser, "sort=first_deposits").await;
     look(browser, "09-dashboard").await;
 }
 
@@ -538,7 +565,8 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
         .unwrap();
     click(browser, "#campaigns a[href*='campaign=tg%2Dcampaign']").await;
     assert_eq!(text_of(browser, "#campaign").await, "tg-campaign");
-    assert!(url_of(browser).await.contains("from="), "the range is kept");
+    // The range is kept.
+    url_with(browser, "from=").await;
     let links = text_of(browser, "#links tbody").await;
     assert!(
         links.contains("spring-fb") && links.contains("(none)"),
@@ -547,7 +575,7 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
     let ads = text_of(browser, "#ads tbody").await;
     assert!(ads.contains("carousel-summer-2026"), "{ads}");
     click(browser, "#ads-sort a:nth-child(1)").await;
-    assert!(url_of(browser).await.contains("sort=ads.group"));
+    url_with(browser, "sort=ads.group").await;
     let days = text_of(browser, "#days tbody").await;
     assert!(days.contains('1'), "{days}");
     look(browser, "14-campaign-drill-down").await;
