@@ -148,6 +148,22 @@ pub fn subscribed_eid(chat_id: i64, tg_id: u64) -> String {
     format!("tg-join:{chat_id}:{tg_id}")
 }
 
+/// How far below the stored offset an update Telegram sends again can be: the offset is past
+/// the last update applied, and Telegram sends an update again only while it is not yet
+/// acknowledged: the last page applied before a restart (at most 100 updates, whose ids may be
+/// spread by the bot's other kinds of update, which the tracker never asks for) or, by webhook,
+/// the one update whose answer was lost (just below the offset).
+pub const RESENT_WITHIN: u64 = 10_000;
+
+/// Whether update `id` was applied already, `offset` being the stored offset past the last
+/// update applied. An id below the offset by more than [`RESENT_WITHIN`] is a new update:
+/// after a week without updates, Telegram chooses the next update's id at random, and it may
+/// be below the offset (the Bot API's `Update.update_id`).
+#[must_use]
+pub fn applied_already(id: u64, offset: u64) -> bool {
+    id < offset && offset - id <= RESENT_WITHIN
+}
+
 /// What one of the bot's updates says about a channel, as the writer applies it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChannelUpdate {
@@ -186,6 +202,24 @@ pub struct UpdatesApplied {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_update_just_below_the_offset_was_applied_and_one_far_below_is_new() {
+        let offset = 1_000_000;
+        assert!(!applied_already(offset, offset), "the next update");
+        assert!(!applied_already(offset + 5, offset));
+        assert!(
+            applied_already(offset - 1, offset),
+            "a webhook's update sent again"
+        );
+        assert!(applied_already(offset - RESENT_WITHIN, offset));
+        assert!(
+            !applied_already(offset - RESENT_WITHIN - 1, offset),
+            "ids chosen anew after a quiet week"
+        );
+        assert!(!applied_already(3, offset));
+        assert!(applied_already(0, RESENT_WITHIN));
+    }
 
     #[test]
     fn a_channel_is_a_username_or_a_chat_id() {

@@ -5,8 +5,9 @@
 //!
 //! [`receive`] applies an update through the poller's own [`updates::apply`] and answers only
 //! once its effects are committed: Telegram sends an update again until it is answered `2xx`. The
-//! offset past each update is committed with it, as the poller's is: an update whose id is below
-//! the stored offset was applied already and changes nothing.
+//! offset past each update is committed with it, as the poller's is: an update whose id is just
+//! below the stored offset was applied already and changes nothing
+//! ([`channel::applied_already`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::domain::channel;
 use crate::domain::credential::{random_id, same_token};
 use crate::error::{Code, Error};
 use crate::telegram::Shared;
@@ -95,7 +97,8 @@ pub async fn run(shared: Arc<Shared>, space: u32, name: String, api: BotApi) {
         "url": url,
         "secret_token": shared.status.secret.0,
         "allowed_updates": ALLOWED_UPDATES,
-        // One update at a time, in order: an update's id above the stored offset is a new one.
+        // One update at a time, in order: an update sent again is the one just below the
+        // stored offset.
         "max_connections": 1,
     });
     while let Err(e) = api.call("setWebhook", &params, Duration::ZERO).await {
@@ -186,10 +189,11 @@ pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Er
             "an Update has a numeric update_id",
         ));
     };
-    let page = updates::page(&Value::Array(vec![update]), &hooked.me);
     let _one = hooked.one_at_a_time.lock().await;
-    if id < shared.store.telegram_offset(no).await? {
+    let offset = shared.store.telegram_offset(no).await?;
+    if channel::applied_already(id, offset) {
         return Ok(());
     }
+    let page = updates::page(&Value::Array(vec![update]), &hooked.me, offset);
     updates::apply(shared, no, &hooked.api, &page).await
 }

@@ -30,16 +30,20 @@ pub struct Page {
     pub next_offset: Option<u64>,
 }
 
-/// Reads a `getUpdates` result (an array of `Update`) for the bot `me`.
+/// Reads a `getUpdates` result (an array of `Update`) for the bot `me`, `offset` being the
+/// stored offset: an update applied already ([`channel::applied_already`]) is acknowledged and
+/// left out.
 #[must_use]
-pub fn page(result: &Value, me: &Me) -> Page {
+pub fn page(result: &Value, me: &Me, offset: u64) -> Page {
     let mut page = Page::default();
     for update in result.as_array().map(Vec::as_slice).unwrap_or_default() {
         let Some(id) = update["update_id"].as_u64() else {
             continue;
         };
         page.next_offset = Some(page.next_offset.unwrap_or(0).max(id + 1));
-        page.updates.push(one(update, me, &mut page.approve));
+        if !channel::applied_already(id, offset) {
+            page.updates.push(one(update, me, &mut page.approve));
+        }
     }
     page
 }
@@ -152,7 +156,7 @@ pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
         shared.status.bot_failed(space, &e);
         tokio::time::sleep(pause_after(&e)).await;
     }
-    let mut offset = loop {
+    let mut stored = loop {
         match shared.store.telegram_offset(space).await {
             Ok(o) => break o,
             Err(e) => {
@@ -161,16 +165,25 @@ pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
             }
         }
     };
+    // An offset is sent only to acknowledge the page just applied. Any other call asks for the
+    // updates not yet acknowledged, whatever their ids: an offset sent then would drop an update
+    // whose id Telegram chose anew below it after a quiet week. The first call may so bring the
+    // last page applied before a restart again; [`page`] leaves it out.
+    let mut acknowledge: Option<u64> = None;
     let wait = shared.settings.telegram.poll_timeout;
     loop {
-        let params = json!({
-            "offset": offset,
+        let mut params = json!({
             "timeout": wait.as_secs(),
             "allowed_updates": ALLOWED_UPDATES,
         });
+        if let Some(offset) = acknowledge.take() {
+            params["offset"] = offset.into();
+        }
         let page = match api.call("getUpdates", &params, wait).await {
-            Ok(result) => page(&result, &me),
+            Ok(result) => page(&result, &me, stored),
             Err(e) => {
+                // A failed call may not have acknowledged: the next one does.
+                acknowledge = params["offset"].as_u64();
                 shared.status.bot_failed(space, &e);
                 tokio::time::sleep(pause_after(&e)).await;
                 continue;
@@ -184,7 +197,7 @@ pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
             tracing::warn!(space, error = %e, "recording Telegram updates; trying again");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        offset = next;
+        (stored, acknowledge) = (next, Some(next));
     }
 }
 
@@ -222,7 +235,7 @@ mod tests {
                     "creates_join_request": false, "is_primary": false, "is_revoked": false}
             }
         }]);
-        let p = page(&result, &me());
+        let p = page(&result, &me(), 0);
         assert_eq!(p.next_offset, Some(8));
         assert_eq!(
             p.updates,
@@ -245,18 +258,47 @@ mod tests {
                 "creator": {"id": creator}, "creates_join_request": asks}}})
         };
         assert_eq!(
-            page(&json!([request(42, true)]), &me()).approve,
+            page(&json!([request(42, true)]), &me(), 0).approve,
             vec![(-1001, 5)]
         );
-        assert!(page(&json!([request(43, true)]), &me()).approve.is_empty());
-        assert!(page(&json!([request(42, false)]), &me()).approve.is_empty());
+        assert!(
+            page(&json!([request(43, true)]), &me(), 0)
+                .approve
+                .is_empty()
+        );
+        assert!(
+            page(&json!([request(42, false)]), &me(), 0)
+                .approve
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_update_applied_already_is_acknowledged_and_left_out() {
+        let join = |id: u64, user: u64| {
+            json!({"update_id": id, "chat_member": {
+                "chat": {"id": -1001, "type": "channel"}, "from": {"id": user}, "date": 1,
+                "old_chat_member": {"status": "left", "user": {"id": user}},
+                "new_chat_member": {"status": "member", "user": {"id": user}}}})
+        };
+        // The last page before a restart, read again, and a new update after it.
+        let p = page(&json!([join(499, 1), join(500, 2)]), &me(), 500);
+        assert_eq!(p.next_offset, Some(501));
+        assert_eq!(p.updates.len(), 1);
+        assert!(matches!(
+            p.updates[0],
+            ChannelUpdate::Member { tg_id: 2, .. }
+        ));
+        // An id Telegram chose anew, far below the offset.
+        let p = page(&json!([join(7, 3)]), &me(), 500_000);
+        assert_eq!((p.next_offset, p.updates.len()), (Some(8), 1));
     }
 
     #[test]
     fn other_updates_are_acknowledged_and_ignored() {
-        let p = page(&json!([{"update_id": 3, "message": {}}]), &me());
+        let p = page(&json!([{"update_id": 3, "message": {}}]), &me(), 0);
         assert_eq!(p.updates, vec![ChannelUpdate::Other]);
         assert_eq!(p.next_offset, Some(4));
-        assert_eq!(page(&json!([]), &me()).next_offset, None);
+        assert_eq!(page(&json!([]), &me(), 0).next_offset, None);
     }
 }

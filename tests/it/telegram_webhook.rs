@@ -1,7 +1,8 @@
 //! A channel's updates by webhook (`telegram_webhook = true`, `docs/channels.md#updates`),
 //! through the Bot API's stand-in (`support/telegram.rs`), which sets the webhook as Telegram
 //! does and delivers the updates it holds to `POST /telegram/<space>` with the secret header:
-//! a join binds the click and records one `subscribed`; an update posted twice counts once; a
+//! a join binds the click and records one `subscribed`; an update posted twice counts once, and
+//! one whose id Telegram chose anew after a quiet week, far below the last, counts; a
 //! missing or wrong secret, an unknown space and a body over the bound are refused and change
 //! nothing; a commit that fails is answered so that Telegram sends the update again; the switch
 //! back to polling deletes the webhook first; the secret is never logged.
@@ -16,7 +17,7 @@ use crate::channels::{
     CHANNEL, FALLBACK, POOL, USER, WAIT, feed, link_view, news_link, patch_space, visit,
     wait_for_state,
 };
-use crate::support::telegram::{BotApi, TOKEN};
+use crate::support::telegram::{BotApi, FIRST_UPDATE_ID, TOKEN};
 use crate::support::{Request, Response, TestServer, TrackerProcess, assert_error, send};
 
 const PUBLIC_URL: &str = "https://t.example.com";
@@ -132,6 +133,19 @@ async fn a_join_by_webhook_binds_the_click_and_the_same_update_counts_once() {
         "{state}"
     );
     assert_eq!(feed(&s, 1).await.len(), 1, "one subscribed event");
+
+    // After a week without updates Telegram chooses the next update's id anew, here far below
+    // the stored offset: a new update all the same, and the ids go on from it.
+    api.choose_update_ids_anew(FIRST_UPDATE_ID / 2);
+    for (n, user) in [(2, USER + 1), (3, USER + 2)] {
+        let to = visit(&s, "news", "").await;
+        let id = api.push_join(CHANNEL, user, Some(&to));
+        assert!(id < join, "{id} {join}");
+        assert_eq!(api.deliver(s.addr).await, vec![(id, 200)]);
+        let state = &link_view(&s, "news").await["channel_state"];
+        assert_eq!(state["joins"], n, "{state}");
+    }
+    assert_eq!(feed(&s, 3).await.len(), 3, "a subscribed event each");
     assert_eq!(api.calls("getUpdates"), 0);
 }
 

@@ -11,7 +11,8 @@
 //! - `getUpdates` with Telegram's rules: updates are kept until a call asks for an offset above
 //!   their id, which drops them for good; a call with nothing to answer waits up to its
 //!   `timeout` seconds (long polling); without `chat_member` in `allowed_updates`, no
-//!   `chat_member` update is sent.
+//!   `chat_member` update is sent. Ids go up by one from a bot-sized number, until
+//!   [`BotApi::choose_update_ids_anew`] does what Telegram does after a week without updates.
 //! - [`BotApi::throttle`] answers `createChatInviteLink` `429` with `parameters.retry_after`.
 //! - `setWebhook` (refusing, as Telegram does, a URL that is not `https://` and a
 //!   `secret_token` that is not 1 to 256 of `A-Za-z0-9_-`), `deleteWebhook` (keeping the updates
@@ -61,10 +62,14 @@ pub struct Invite {
     pub revoked: bool,
 }
 
+/// The id of the stand-in's first update.
+pub const FIRST_UPDATE_ID: u64 = 700_000_000;
+
 /// One `getUpdates` call as it arrived.
 #[derive(Clone, Debug)]
 pub struct Poll {
-    pub offset: i64,
+    /// `None`: the call asked for the updates not yet acknowledged, whatever their ids.
+    pub offset: Option<i64>,
     pub timeout: u64,
     pub allowed_updates: Option<Vec<String>>,
 }
@@ -107,7 +112,8 @@ impl BotApi {
     /// Starts the stand-in with no channels.
     pub async fn start() -> BotApi {
         let state = Arc::new(Mutex::new(State {
-            next_update_id: 100,
+            // As large as a real bot's: ids chosen anew after a quiet week can lie far below.
+            next_update_id: FIRST_UPDATE_ID,
             ..State::default()
         }));
         let arrived = Arc::new(Notify::new());
@@ -254,6 +260,13 @@ impl BotApi {
     #[must_use]
     pub fn kept_updates(&self) -> Vec<u64> {
         self.state.lock().unwrap().updates.keys().copied().collect()
+    }
+
+    /// What Telegram does after a week without updates: the next update's id is chosen anew,
+    /// here `next` (the Bot API's `Update.update_id`: "chosen randomly instead of
+    /// sequentially"), and the ids go on from it.
+    pub fn choose_update_ids_anew(&self, next: u64) {
+        self.state.lock().unwrap().next_update_id = next;
     }
 
     /// Adds an update (`kind`: `chat_member`, `chat_join_request`, ...); answers its id.
@@ -642,7 +655,7 @@ async fn get_updates(
     state: &Arc<Mutex<State>>,
     arrived: &Arc<Notify>,
 ) -> (u16, Value) {
-    let offset = params["offset"].as_i64().unwrap_or(0);
+    let offset = params["offset"].as_i64();
     let timeout = params["timeout"].as_u64().unwrap_or(0);
     let allowed: Option<Vec<String>> = params["allowed_updates"].as_array().map(|a| {
         a.iter()
@@ -670,7 +683,7 @@ async fn get_updates(
         let notified = arrived.notified();
         {
             let mut s = state.lock().unwrap();
-            if offset > 0 {
+            if let Some(offset) = offset.filter(|o| *o > 0) {
                 let below: Vec<u64> = s
                     .updates
                     .range(..u64::try_from(offset).unwrap_or(0))
