@@ -15,6 +15,7 @@
 
 use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -68,10 +69,18 @@ fn browser_installed() -> bool {
     present()
 }
 
+/// Chromedriver, in a process group of its own with the browser it starts: dropped, the whole
+/// group is killed, so a failed test leaves no browser running.
 struct Driver(Child);
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        if let Some(group) = i32::try_from(self.0.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -89,6 +98,7 @@ fn start_driver() -> (Driver, u16) {
     let port = free_port();
     let child = Command::new(CHROMEDRIVER)
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
