@@ -7,7 +7,10 @@
 //! refused event is in the other, which is halved in turn without being tried whole; if it is
 //! refused, the other half waits and is tried once the refused event is found. A batch of 1000
 //! with one bad event costs at most 11 requests more than a good one (one per halving, ten
-//! of them, and one for the halves that waited).
+//! of them, and one for the halves that waited). Once three refused events have been found so,
+//! a refused half's other half is tried at once rather than waiting ([`BOTH_HALVES_AFTER`]):
+//! when many or all events are bad (a refusal that is the destination's, not an event's), that
+//! costs about two requests an event instead of ten.
 //!
 //! Sending stops at the first answer that is no refusal (a throttle, a transient error, a
 //! token that no longer works): every event not yet taken shares it.
@@ -22,6 +25,12 @@ use crate::domain::destination::{MetaAnswer, answer_head, meta_answer};
 /// The most of Meta's answer that is read: its error, with the `data[i]` it names, is longer
 /// than what a delivery keeps.
 pub const META_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Refused events found one by one (with no event named) after which a refused half's other
+/// half is tried at once instead of waiting: a batch with a few bad events is searched as
+/// before (one in 1000 at most 11 more requests), while one in which every event is refused
+/// costs about two requests an event (2,022 for 1000) instead of ten (8,987).
+const BOTH_HALVES_AFTER: usize = 3;
 
 /// What became of one event of a batch.
 #[derive(Clone, Debug)]
@@ -91,6 +100,7 @@ where
     // Halves that wait while the refused event of their other half is searched for.
     let mut waiting: Vec<usize> = Vec::new();
     let mut stopped: Option<Fate> = None;
+    let mut found = 0;
     while stopped.is_none() {
         let Some((set, refusal)) = work.pop() else {
             if waiting.is_empty() {
@@ -131,10 +141,15 @@ where
                 if named.is_empty() {
                     if tried.len() == 1 {
                         fates[tried[0]] = Some(Fate::Refused(refused));
+                        found += 1;
                     } else {
                         work.push((tried, Some(refused)));
                     }
-                    waiting.extend(rest);
+                    if found >= BOTH_HALVES_AFTER {
+                        work.push((rest, None));
+                    } else {
+                        waiting.extend(rest);
+                    }
                 } else {
                     for &i in &named {
                         fates[i] = Some(Fate::Refused(refused.clone()));
@@ -245,6 +260,29 @@ mod tests {
         }
         let (fates, _) = run(1000, &[3, 640, 641], false);
         assert_eq!(refused(&fates), [3, 640, 641]);
+    }
+
+    #[test]
+    fn a_batch_whose_every_event_is_refused_costs_about_two_requests_an_event() {
+        let all: Vec<u64> = (0..1000).collect();
+        let (fates, requests) = run(1000, &all, false);
+        assert_eq!(refused(&fates).len(), 1000);
+        assert!(requests <= 2100, "{requests} requests");
+        // A few bad events cost what they did before (34 requests for these three).
+        let (fates, requests) = run(1000, &[3, 640, 641], false);
+        assert_eq!(refused(&fates), [3, 640, 641]);
+        assert!(requests <= 34, "{requests} requests");
+        let spread: Vec<u64> = (0..50).map(|i| i * 20 + 7).collect();
+        let (fates, requests) = run(1000, &spread, false);
+        assert_eq!(refused(&fates).len(), 50);
+        assert_eq!(
+            fates
+                .iter()
+                .filter(|f| matches!(f, Fate::Delivered(_)))
+                .count(),
+            950
+        );
+        assert!(requests <= 450, "{requests} requests");
     }
 
     #[test]
