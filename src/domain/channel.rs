@@ -148,17 +148,17 @@ pub fn subscribed_eid(chat_id: i64, tg_id: u64) -> String {
     format!("tg-join:{chat_id}:{tg_id}")
 }
 
-/// How far below the stored offset an update Telegram sends again can be: the offset is past
-/// the last update applied, and Telegram sends an update again only while it is not yet
-/// acknowledged: the last page applied before a restart (at most 100 updates, whose ids may be
-/// spread by the bot's other kinds of update, which the tracker never asks for) or, by webhook,
-/// the one update whose answer was lost (just below the offset).
-pub const RESENT_WITHIN: u64 = 10_000;
+/// How far below the stored offset an update `getUpdates` brings again can be: the offset is
+/// past the last update applied, and Telegram brings an update again only while it is not yet
+/// acknowledged, which is only the last page applied before a restart: at most 100 updates
+/// (`getUpdates`' `limit`), whose ids follow each other (the Bot API queues no update of a kind
+/// `allowed_updates` leaves out, and the tracker always asks for the same kinds).
+pub const RESENT_WITHIN: u64 = 100;
 
-/// Whether update `id` was applied already, `offset` being the stored offset past the last
-/// update applied. An id below the offset by more than [`RESENT_WITHIN`] is a new update:
-/// after a week without updates, Telegram chooses the next update's id at random, and it may
-/// be below the offset (the Bot API's `Update.update_id`).
+/// Whether update `id`, read by `getUpdates`, was applied already, `offset` being the stored
+/// offset past the last update applied. An id below the offset by more than [`RESENT_WITHIN`]
+/// is a new update: after a week without updates, Telegram chooses the next update's id at
+/// random, and it may be below the offset (the Bot API's `Update.update_id`).
 #[must_use]
 pub fn applied_already(id: u64, offset: u64) -> bool {
     id < offset && offset - id <= RESENT_WITHIN
@@ -208,10 +208,7 @@ mod tests {
         let offset = 1_000_000;
         assert!(!applied_already(offset, offset), "the next update");
         assert!(!applied_already(offset + 5, offset));
-        assert!(
-            applied_already(offset - 1, offset),
-            "a webhook's update sent again"
-        );
+        assert!(applied_already(offset - 1, offset), "the last one applied");
         assert!(applied_already(offset - RESENT_WITHIN, offset));
         assert!(
             !applied_already(offset - RESENT_WITHIN - 1, offset),

@@ -5,9 +5,8 @@
 //!
 //! [`receive`] applies an update through the poller's own [`updates::apply`] and answers only
 //! once its effects are committed: Telegram sends an update again until it is answered `2xx`. The
-//! offset past each update is committed with it, as the poller's is: an update whose id is just
-//! below the stored offset was applied already and changes nothing
-//! ([`channel::applied_already`]).
+//! offset past each update is committed with it, as the poller's is. An update sent again is told
+//! by its id among the latest applied ([`Recent`]), not by the stored offset.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,7 +14,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::domain::channel;
 use crate::domain::credential::{random_id, same_token};
 use crate::error::{Code, Error};
 use crate::telegram::Shared;
@@ -43,12 +41,44 @@ impl std::fmt::Debug for WebhookSecret {
 }
 
 /// A space whose bot's updates come by webhook: the bot, its client (to approve join requests)
-/// and a lock that applies its updates one at a time (an update's id is checked against the
-/// stored offset and the offset past it committed, with no other update in between).
+/// and the ids of the updates applied lately, whose lock applies the updates one at a time.
 struct Hooked {
     me: Me,
     api: BotApi,
-    one_at_a_time: tokio::sync::Mutex<()>,
+    applied: tokio::sync::Mutex<Recent>,
+}
+
+/// How many of the latest applied updates' ids a webhook remembers.
+const RECENT_IDS: usize = 4096;
+
+/// The ids of the last [`RECENT_IDS`] updates applied by webhook, to tell an update Telegram
+/// sends again (its answer was lost) from a new one. The stored offset cannot tell them apart:
+/// Telegram keeps each user's updates in order but not all users' (an update answered `503`
+/// comes again after later ones of other users), and after a week without updates it chooses
+/// the next id anew, perhaps below the offset. An update sent again after a restart, when these
+/// are forgotten, is applied again and changes nothing: a join or leave that already holds is
+/// not counted twice, and no later update of the same user can have come before it.
+#[derive(Default)]
+struct Recent {
+    order: std::collections::VecDeque<u64>,
+    ids: std::collections::HashSet<u64>,
+}
+
+impl Recent {
+    fn contains(&self, id: u64) -> bool {
+        self.ids.contains(&id)
+    }
+
+    fn add(&mut self, id: u64) {
+        if self.ids.insert(id) {
+            self.order.push_back(id);
+            if self.order.len() > RECENT_IDS
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.ids.remove(&oldest);
+            }
+        }
+    }
 }
 
 /// The spaces whose updates the webhook takes now (by space number).
@@ -89,7 +119,7 @@ pub async fn run(shared: Arc<Shared>, space: u32, name: String, api: BotApi) {
         Hooked {
             me,
             api: api.clone(),
-            one_at_a_time: tokio::sync::Mutex::new(()),
+            applied: tokio::sync::Mutex::new(Recent::default()),
         },
     );
     let url = format!("{}/telegram/{name}", shared.settings.public_url);
@@ -97,8 +127,7 @@ pub async fn run(shared: Arc<Shared>, space: u32, name: String, api: BotApi) {
         "url": url,
         "secret_token": shared.status.secret.0,
         "allowed_updates": ALLOWED_UPDATES,
-        // One update at a time, in order: an update sent again is the one just below the
-        // stored offset.
+        // One update at a time.
         "max_connections": 1,
     });
     while let Err(e) = api.call("setWebhook", &params, Duration::ZERO).await {
@@ -189,11 +218,12 @@ pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Er
             "an Update has a numeric update_id",
         ));
     };
-    let _one = hooked.one_at_a_time.lock().await;
-    let offset = shared.store.telegram_offset(no).await?;
-    if channel::applied_already(id, offset) {
+    let mut applied = hooked.applied.lock().await;
+    if applied.contains(id) {
         return Ok(());
     }
-    let page = updates::page(&Value::Array(vec![update]), &hooked.me, offset);
-    updates::apply(shared, no, &hooked.api, &page).await
+    let page = updates::page(&Value::Array(vec![update]), &hooked.me, |_| false);
+    updates::apply(shared, no, &hooked.api, &page).await?;
+    applied.add(id);
+    Ok(())
 }

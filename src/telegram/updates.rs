@@ -30,18 +30,17 @@ pub struct Page {
     pub next_offset: Option<u64>,
 }
 
-/// Reads a `getUpdates` result (an array of `Update`) for the bot `me`, `offset` being the
-/// stored offset: an update applied already ([`channel::applied_already`]) is acknowledged and
-/// left out.
+/// Reads a `getUpdates` result (an array of `Update`) for the bot `me`: an update whose id
+/// `applied` says was applied already is acknowledged and left out.
 #[must_use]
-pub fn page(result: &Value, me: &Me, offset: u64) -> Page {
+pub fn page(result: &Value, me: &Me, applied: impl Fn(u64) -> bool) -> Page {
     let mut page = Page::default();
     for update in result.as_array().map(Vec::as_slice).unwrap_or_default() {
         let Some(id) = update["update_id"].as_u64() else {
             continue;
         };
         page.next_offset = Some(page.next_offset.unwrap_or(0).max(id + 1));
-        if !channel::applied_already(id, offset) {
+        if !applied(id) {
             page.updates.push(one(update, me, &mut page.approve));
         }
     }
@@ -180,7 +179,7 @@ pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
             params["offset"] = offset.into();
         }
         let page = match api.call("getUpdates", &params, wait).await {
-            Ok(result) => page(&result, &me, stored),
+            Ok(result) => page(&result, &me, |id| channel::applied_already(id, stored)),
             Err(e) => {
                 // A failed call may not have acknowledged: the next one does.
                 acknowledge = params["offset"].as_u64();
@@ -235,7 +234,7 @@ mod tests {
                     "creates_join_request": false, "is_primary": false, "is_revoked": false}
             }
         }]);
-        let p = page(&result, &me(), 0);
+        let p = page(&result, &me(), |_| false);
         assert_eq!(p.next_offset, Some(8));
         assert_eq!(
             p.updates,
@@ -258,16 +257,16 @@ mod tests {
                 "creator": {"id": creator}, "creates_join_request": asks}}})
         };
         assert_eq!(
-            page(&json!([request(42, true)]), &me(), 0).approve,
+            page(&json!([request(42, true)]), &me(), |_| false).approve,
             vec![(-1001, 5)]
         );
         assert!(
-            page(&json!([request(43, true)]), &me(), 0)
+            page(&json!([request(43, true)]), &me(), |_| false)
                 .approve
                 .is_empty()
         );
         assert!(
-            page(&json!([request(42, false)]), &me(), 0)
+            page(&json!([request(42, false)]), &me(), |_| false)
                 .approve
                 .is_empty()
         );
@@ -282,7 +281,9 @@ mod tests {
                 "new_chat_member": {"status": "member", "user": {"id": user}}}})
         };
         // The last page before a restart, read again, and a new update after it.
-        let p = page(&json!([join(499, 1), join(500, 2)]), &me(), 500);
+        let p = page(&json!([join(499, 1), join(500, 2)]), &me(), |id| {
+            channel::applied_already(id, 500)
+        });
         assert_eq!(p.next_offset, Some(501));
         assert_eq!(p.updates.len(), 1);
         assert!(matches!(
@@ -290,15 +291,17 @@ mod tests {
             ChannelUpdate::Member { tg_id: 2, .. }
         ));
         // An id Telegram chose anew, far below the offset.
-        let p = page(&json!([join(7, 3)]), &me(), 500_000);
+        let p = page(&json!([join(7, 3)]), &me(), |id| {
+            channel::applied_already(id, 500_000)
+        });
         assert_eq!((p.next_offset, p.updates.len()), (Some(8), 1));
     }
 
     #[test]
     fn other_updates_are_acknowledged_and_ignored() {
-        let p = page(&json!([{"update_id": 3, "message": {}}]), &me(), 0);
+        let p = page(&json!([{"update_id": 3, "message": {}}]), &me(), |_| false);
         assert_eq!(p.updates, vec![ChannelUpdate::Other]);
         assert_eq!(p.next_offset, Some(4));
-        assert_eq!(page(&json!([]), &me(), 0).next_offset, None);
+        assert_eq!(page(&json!([]), &me(), |_| false).next_offset, None);
     }
 }

@@ -1,8 +1,9 @@
 //! A channel's updates by webhook (`telegram_webhook = true`, `docs/channels.md#updates`),
 //! through the Bot API's stand-in (`support/telegram.rs`), which sets the webhook as Telegram
 //! does and delivers the updates it holds to `POST /telegram/<space>` with the secret header:
-//! a join binds the click and records one `subscribed`; an update posted twice counts once, and
-//! one whose id Telegram chose anew after a quiet week, far below the last, counts; a
+//! a join binds the click and records one `subscribed`; an update posted twice counts once; one
+//! whose id Telegram chose anew after a quiet week, far below the last, counts, and so does one
+//! answered `503` and sent again after another user's later one; a
 //! missing or wrong secret, an unknown space and a body over the bound are refused and change
 //! nothing; a commit that fails is answered so that Telegram sends the update again; the switch
 //! back to polling deletes the webhook first; the secret is never logged.
@@ -147,6 +148,57 @@ async fn a_join_by_webhook_binds_the_click_and_the_same_update_counts_once() {
     }
     assert_eq!(feed(&s, 3).await.len(), 3, "a subscribed event each");
     assert_eq!(api.calls("getUpdates"), 0);
+}
+
+/// Telegram keeps each user's updates in order but not all users': an update answered `503`
+/// comes again after a later one of another user, and is applied then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_sent_again_after_another_users_later_one_counts() {
+    let api = BotApi::start().await;
+    let s = hooked(&api, 1 << 20).await;
+    let secret = secret(&api);
+    let space = s.a.name.clone();
+    let to_a = visit(&s, "news", "").await;
+    let to_b = visit(&s, "news", "").await;
+    let a = api.push_join(CHANNEL, USER, Some(&to_a));
+    let b = api.push_join(CHANNEL, USER + 1, Some(&to_b));
+    assert!(a < b);
+    let body = |id| api.update(id).unwrap().to_string();
+    let (body_a, body_b) = (body(a), body(b));
+
+    // A's commit fails (the writer lets go of the file after an event's failed commit).
+    s.fault.store(fault::FAIL_ALL, Ordering::SeqCst);
+    let r = s.post_event(r#"{"event":"contact"}"#).await;
+    assert_error(&r, 503, "unavailable", None);
+    let r = post_update(&s, &space, Some(&secret), &body_a).await;
+    assert!(r.status >= 500, "{}", r.text());
+    s.fault.store(fault::WORKS, Ordering::SeqCst);
+    // B's, once the file is open again; then A's again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = post_update(&s, &space, Some(&secret), &body_b).await;
+        if r.status == 200 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{}", r.text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = post_update(&s, &space, Some(&secret), &body_a).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let state = &link_view(&s, "news").await["channel_state"];
+    assert_eq!(
+        (state["joins"].clone(), state["used"].clone()),
+        (json!(2), json!(2)),
+        "{state}"
+    );
+    let events = feed(&s, 2).await;
+    assert_eq!(events.len(), 2, "a subscribed event each: {events:?}");
+    // Sent yet again (its answer lost): nothing more.
+    let r = post_update(&s, &space, Some(&secret), &body_a).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(feed(&s, 2).await.len(), 2);
+    let state = &link_view(&s, "news").await["channel_state"];
+    assert_eq!(state["joins"], 2, "{state}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
