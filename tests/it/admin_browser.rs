@@ -274,8 +274,18 @@ async fn click(client: &Client, css: &str) {
         .unwrap();
 }
 
+/// A failure's message, written as it is (not quoted, its new lines kept) when the test
+/// returns it.
+struct Failure(String);
+
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[test]
-fn the_admin_page_works_in_a_real_browser() -> Result<(), String> {
+fn the_admin_page_works_in_a_real_browser() -> Result<(), Failure> {
     if !browser_installed() {
         let why = "chromium and chromedriver could not be installed: the admin page was NOT \
                    tested in a browser";
@@ -315,7 +325,7 @@ fn the_admin_page_works_in_a_real_browser() -> Result<(), String> {
             .map(String::as_str)
             .or_else(|| failure.downcast_ref::<&str>().copied())
             .unwrap_or("(no message)");
-        format!("the browser test failed: {message}")
+        Failure(format!("the browser test failed: {message}"))
     })?;
     let log = tracker.stderr();
     for secret in shown.iter().chain([&password]) {
