@@ -665,8 +665,9 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
 
 /// The dashboard's charts over 14 days of first deposits and costs (and today's clicks): axes
 /// with dates and values at both widths, each day's numbers on hover. A picture of the charts
-/// at each width goes to `docs/chart-375.png` and `docs/chart-1280.png`, and the dashboard on a
-/// desktop's screen to `docs/admin-page.png` (the README's).
+/// at each width goes to `chart-375.png` and `chart-1280.png`, and the dashboard on a desktop's
+/// screen to `admin-page.png` (the README's), under `target/admin-screenshots/`, or into `docs/`
+/// with `TRACKER_DOCS_PICTURES=1` (a run changes no file of the repository unless asked).
 async fn charts(browser: &Browser, base: &str, addr: SocketAddr, secret: &str) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -727,7 +728,11 @@ async fn charts(browser: &Browser, base: &str, addr: SocketAddr, secret: &str) {
         "{hover}"
     );
     look(browser, "18-dashboard-charts").await;
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let docs = if std::env::var_os("TRACKER_DOCS_PICTURES").is_some() {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs")
+    } else {
+        screenshots()
+    };
     for (width, _, mobile) in SCREENS {
         // Tall enough for all the charts in one picture.
         browser.screen(width, 3000, mobile).await;
