@@ -147,13 +147,14 @@ impl Txn<'_> {
     }
 
     /// Applies a run of the bot of `space`'s updates and stores `next_offset`, the update to
-    /// read next, in the same transaction: an update's effects are committed before it is
-    /// acknowledged, and one read again after a crash finds them there and changes nothing.
+    /// read next, if given (the poller's), in the same transaction: an update's effects are
+    /// committed before it is acknowledged, and one read again after a crash finds them there
+    /// and changes nothing.
     pub(crate) fn apply_updates(
         &mut self,
         space: u32,
         updates: &[ChannelUpdate],
-        next_offset: u64,
+        next_offset: Option<u64>,
         currency: &str,
         now_ms: u64,
     ) -> Result<UpdatesApplied, StoreError> {
@@ -196,9 +197,11 @@ impl Txn<'_> {
                 ChannelUpdate::Other => {}
             }
         }
-        self.transaction
-            .open_table(TELEGRAM_OFFSETS)?
-            .insert(space, next_offset)?;
+        if let Some(next_offset) = next_offset {
+            self.transaction
+                .open_table(TELEGRAM_OFFSETS)?
+                .insert(space, next_offset)?;
+        }
         Ok(applied)
     }
 

@@ -369,12 +369,13 @@ impl Store {
             .await
     }
 
-    /// Applies the bot of `space`'s `updates` and stores `next_offset` in the same commit.
+    /// Applies the bot of `space`'s `updates` and stores `next_offset`, if given, in the same
+    /// commit.
     pub async fn apply_updates(
         &self,
         space: u32,
         updates: Vec<ChannelUpdate>,
-        next_offset: u64,
+        next_offset: Option<u64>,
         currency: String,
         now_ms: u64,
     ) -> Result<UpdatesApplied, Error> {

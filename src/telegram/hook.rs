@@ -5,8 +5,8 @@
 //!
 //! [`receive`] applies an update through the poller's own [`updates::apply`] and answers only
 //! once its effects are committed: Telegram sends an update again until it is answered `2xx`. The
-//! offset past each update is committed with it, as the poller's is. An update sent again is told
-//! by its id among the latest applied ([`Recent`]), not by the stored offset.
+//! webhook commits no offset (its updates come in order per user only). An update sent again is
+//! told by its id among the latest applied ([`Recent`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::domain::channel;
 use crate::domain::credential::{random_id, same_token};
 use crate::error::{Code, Error};
 use crate::telegram::Shared;
@@ -52,12 +53,14 @@ struct Hooked {
 const RECENT_IDS: usize = 4096;
 
 /// The ids of the last [`RECENT_IDS`] updates applied by webhook, to tell an update Telegram
-/// sends again (its answer was lost) from a new one. The stored offset cannot tell them apart:
-/// Telegram keeps each user's updates in order but not all users' (an update answered `503`
-/// comes again after later ones of other users), and after a week without updates it chooses
-/// the next id anew, perhaps below the offset. An update sent again after a restart, when these
-/// are forgotten, is applied again and changes nothing: a join or leave that already holds is
-/// not counted twice, and no later update of the same user can have come before it.
+/// sends again (its answer was lost) from a new one. No offset can: Telegram keeps each user's
+/// updates in order but not all users' (an update answered `503` comes again after later ones
+/// of other users), and after a week without updates it chooses the next id anew. So the
+/// webhook stores no offset; the stored one is the poller's, and an update just below it is
+/// the poller's last page, not yet acknowledged when the tracker went over to the webhook
+/// ([`channel::applied_already`]). An update sent again after a restart, when these ids are
+/// forgotten, is applied again and changes nothing: a join or leave that already holds is not
+/// counted twice, and no later update of the same user can have come before it.
 #[derive(Default)]
 struct Recent {
     order: std::collections::VecDeque<u64>,
@@ -219,11 +222,12 @@ pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Er
         ));
     };
     let mut applied = hooked.applied.lock().await;
-    if applied.contains(id) {
+    if applied.contains(id) || channel::applied_already(id, shared.store.telegram_offset(no).await?)
+    {
         return Ok(());
     }
     let page = updates::page(&Value::Array(vec![update]), &hooked.me, |_| false);
-    updates::apply(shared, no, &hooked.api, &page).await?;
+    updates::apply(shared, no, &hooked.api, &page, None).await?;
     applied.add(id);
     Ok(())
 }

@@ -109,8 +109,10 @@ pub(super) async fn who(shared: &Shared, space: u32, api: &BotApi) -> Me {
 }
 
 /// Applies a page of `space`'s bot's updates, the one way both readers (polling and the
-/// webhook) do: join requests to approve are approved, then the updates' effects and the
-/// offset past them are committed in one transaction. Answers once that commit is durable.
+/// webhook) do: join requests to approve are approved, then the updates' effects and
+/// `offset`, if given, are committed in one transaction. Answers once that commit is durable.
+/// Only the poller gives an offset (the one past its page): the webhook's updates come in
+/// order per user only, so no offset is past every update it applied.
 ///
 /// # Errors
 /// If the commit fails: nothing of the page is recorded, and it is to be applied again.
@@ -119,10 +121,11 @@ pub async fn apply(
     space: u32,
     api: &BotApi,
     page: &Page,
+    offset: Option<u64>,
 ) -> Result<(), crate::error::Error> {
-    let Some(next) = page.next_offset else {
+    if page.updates.is_empty() && offset.is_none() {
         return Ok(());
-    };
+    }
     for (chat_id, user_id) in &page.approve {
         let params = json!({"chat_id": chat_id, "user_id": user_id});
         match api
@@ -138,7 +141,7 @@ pub async fn apply(
     let currency = shared.settings.default_currency.clone();
     let applied = shared
         .store
-        .apply_updates(space, page.updates.clone(), next, currency, now_ms)
+        .apply_updates(space, page.updates.clone(), offset, currency, now_ms)
         .await?;
     shared.metrics.applied(&applied);
     Ok(())
@@ -192,7 +195,7 @@ pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
             continue;
         };
         // Not acknowledged until it commits: the same page is applied again until then.
-        while let Err(e) = apply(&shared, space, &api, &page).await {
+        while let Err(e) = apply(&shared, space, &api, &page, Some(next)).await {
             tracing::warn!(space, error = %e, "recording Telegram updates; trying again");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }

@@ -269,6 +269,12 @@ impl BotApi {
         self.state.lock().unwrap().next_update_id = next;
     }
 
+    /// What Telegram does with update `id` once the webhook answered it `2xx` (sent by the
+    /// test itself rather than by [`BotApi::deliver`]): drops it.
+    pub fn answered(&self, id: u64) {
+        self.state.lock().unwrap().updates.remove(&id);
+    }
+
     /// Adds an update (`kind`: `chat_member`, `chat_join_request`, ...); answers its id.
     pub fn push(&self, kind: &str, object: Value) -> u64 {
         let id = {
