@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::channel::UpdatesApplied;
+use crate::error::Code;
 use crate::metrics::Metrics;
 use crate::storage::Store;
 use crate::telegram::api::{ApiError, BotApi, Me};
@@ -283,8 +284,18 @@ async fn with_bots(shared: &Shared, mut before: HashMap<u32, Bot>) -> HashMap<u3
         let Some(token) = summary.settings.telegram_bot_token else {
             continue;
         };
-        let Ok(space) = shared.store.space_no(summary.space.clone()).await else {
-            continue;
+        let space = match shared.store.space_no(summary.space.clone()).await {
+            Ok(space) => space,
+            // Removed since the listing.
+            Err(e) if matches!(e.code, Code::NotFound | Code::InvalidField) => continue,
+            // The data file cannot be read now: every bot is kept as it was, as when the
+            // listing fails. Dropping one would stop its reader (and delete its webhook at
+            // Telegram) until the next look, a minute away once no bot is left.
+            Err(e) => {
+                tracing::warn!(error = %e, "reading a space for its Telegram bot");
+                out.extend(before);
+                return out;
+            }
         };
         if let Some(kept) = before
             .remove(&space)
