@@ -99,6 +99,27 @@ struct State {
     approved: Vec<(i64, u64)>,
     polls: Vec<Poll>,
     calls: HashMap<String, u64>,
+    /// Connections whose requests are still being read or answered.
+    open: usize,
+}
+
+/// Counts a connection as open while it lives.
+struct Open(Arc<Mutex<State>>);
+
+impl Open {
+    fn new(state: &Arc<Mutex<State>>) -> Open {
+        state.lock().unwrap().open += 1;
+        Open(state.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .open -= 1;
+    }
 }
 
 pub struct BotApi {
@@ -173,6 +194,13 @@ impl BotApi {
     #[must_use]
     pub fn polls(&self) -> Vec<Poll> {
         self.state.lock().unwrap().polls.clone()
+    }
+
+    /// Connections still being read or answered: none once a killed client's last request
+    /// (a long poll included) has been read and answered.
+    #[must_use]
+    pub fn open_connections(&self) -> usize {
+        self.state.lock().unwrap().open
     }
 
     /// How many times `method` was called.
@@ -715,6 +743,7 @@ async fn get_updates(
 }
 
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, arrived: Arc<Notify>) {
+    let _open = Open::new(&state);
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut stream, &mut buf).await {
         let params: Value = serde_json::from_slice(&request.body).unwrap_or(json!({}));
