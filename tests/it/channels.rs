@@ -452,14 +452,21 @@ async fn bad_channel_links_are_refused_clearly() {
     assert_eq!(ok.status, 201, "{}", ok.text());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_restart_a_taken_invite_link_is_not_handed_out_again_and_a_join_counts_once() {
-    let api = BotApi::start().await;
-    let s = with_bot(&api).await;
+/// A server with the bot, the link `news` and its pool full, and user [`USER`]'s join through
+/// the invite link a first visit took (told to the stand-in); answers the server and that link.
+async fn joined_through_news(api: &BotApi) -> (TestServer, String) {
+    let s = with_bot(api).await;
     news_link(&s, false).await;
     wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
     let first = visit(&s, "news", "").await;
     api.push_join(CHANNEL, USER, Some(&first));
+    (s, first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_a_taken_invite_link_is_not_handed_out_again_and_a_join_counts_once() {
+    let api = BotApi::start().await;
+    let (s, first) = joined_through_news(&api).await;
     assert_eq!(feed(&s, 1).await.len(), 1);
     let s = s.restart().await;
     // The join read again after the restart (as after a crash before its acknowledgement).
@@ -491,11 +498,7 @@ async fn quiet(api: &BotApi) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_whose_ids_telegram_chose_anew_after_a_quiet_week_count() {
     let api = BotApi::start().await;
-    let s = with_bot(&api).await;
-    news_link(&s, false).await;
-    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
-    let first = visit(&s, "news", "").await;
-    api.push_join(CHANNEL, USER, Some(&first));
+    let (s, _) = joined_through_news(&api).await;
     wait_for_state(&s, "news", |c| c["joins"] == 1).await;
     api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
 
