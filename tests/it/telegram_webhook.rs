@@ -6,7 +6,8 @@
 //! answered `503` and sent again after another user's later one; a
 //! missing or wrong secret, an unknown space and a body over the bound are refused and change
 //! nothing; a commit that fails is answered so that Telegram sends the update again; the switch
-//! back to polling deletes the webhook first; the secret is never logged.
+//! back to polling deletes the webhook first; a page the poller committed and never
+//! acknowledged counts once when the webhook sends it again; the secret is never logged.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -332,6 +333,52 @@ async fn an_update_the_webhook_left_waiting_is_read_by_polling_after_the_switch(
     wait_for_state(&s, "news", |c| c["joins"] == 2).await;
     api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
     assert_eq!(feed(&s, 2).await.len(), 2, "a subscribed event each");
+}
+
+/// From polling to the webhook after the poller committed a page and its acknowledgement never
+/// reached Telegram (the process stopped, or the network failed, in between): Telegram sends
+/// the page again by webhook, and a join and a leave of one user in it count once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_polled_and_never_acknowledged_counts_once_when_the_webhook_sends_it_again() {
+    let api = BotApi::start().await;
+    api.add_channel(CHANNEL, "news_ch");
+    let s = crate::channels::server_with(&api, |_| {}).await;
+    let r = patch_space(&s, &json!({"telegram_bot_token": TOKEN})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    news_link(&s, false).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let to = visit(&s, "news", "").await;
+    api.lose_acknowledgements(true);
+    api.hold_updates(true);
+    let join = api.push_join(CHANNEL, USER, Some(&to));
+    let leave = api.push_leave(CHANNEL, USER, "left");
+    api.hold_updates(false);
+    wait_for_state(&s, "news", |c| c["joins"] == 1 && c["leaves"] == 1).await;
+    let acknowledging = i64::try_from(leave + 1).unwrap();
+    api.wait_until(WAIT, |a| {
+        a.polls().iter().any(|p| p.offset == Some(acknowledging))
+    })
+    .await;
+    assert_eq!(
+        api.kept_updates(),
+        [join, leave],
+        "the page was never acknowledged"
+    );
+    let s = s
+        .restart_with(|c| {
+            c.telegram.webhook = true;
+            PUBLIC_URL.clone_into(&mut c.public_url);
+        })
+        .await;
+    api.wait_until(WAIT, |a| a.webhook().is_some()).await;
+    assert_eq!(api.deliver(s.addr).await, [(join, 200), (leave, 200)]);
+    let state = &link_view(&s, "news").await["channel_state"];
+    assert_eq!(
+        (state["joins"].clone(), state["leaves"].clone()),
+        (json!(1), json!(1)),
+        "{state}"
+    );
+    assert_eq!(feed_now(&s).await.len(), 1, "one subscribed event");
 }
 
 /// A bot token removed from its space: its webhook is deleted (the updates Telegram holds

@@ -13,7 +13,9 @@
 //!   `timeout` seconds (long polling); without `chat_member` in `allowed_updates`, no
 //!   `chat_member` update is sent. Ids go up by one from a bot-sized number, until
 //!   [`BotApi::choose_update_ids_anew`] does what Telegram does after a week without updates.
-//! - [`BotApi::throttle`] answers `createChatInviteLink` `429` with `parameters.retry_after`.
+//! - [`BotApi::throttle`] answers `createChatInviteLink` `429` with `parameters.retry_after`;
+//!   [`BotApi::hold_updates`] gathers the updates pushed meanwhile into one page;
+//!   [`BotApi::lose_acknowledgements`] loses every `getUpdates` that acknowledges (`502`).
 //! - `setWebhook` (refusing, as Telegram does, a URL that is not `https://` and a
 //!   `secret_token` that is not 1 to 256 of `A-Za-z0-9_-`), `deleteWebhook` (keeping the updates
 //!   unless `drop_pending_updates`) and `getWebhookInfo`; while a webhook is set, `getUpdates`
@@ -101,6 +103,10 @@ struct State {
     calls: HashMap<String, u64>,
     /// Connections whose requests are still being read or answered.
     open: usize,
+    /// While set, `getUpdates` answers as if no update were kept ([`BotApi::hold_updates`]).
+    held: bool,
+    /// While set, a `getUpdates` with an offset is lost ([`BotApi::lose_acknowledgements`]).
+    lose_acknowledgements: bool,
 }
 
 /// Counts a connection as open while it lives.
@@ -295,6 +301,21 @@ impl BotApi {
     /// sequentially"), and the ids go on from it.
     pub fn choose_update_ids_anew(&self, next: u64) {
         self.state.lock().unwrap().next_update_id = next;
+    }
+
+    /// While `held`, `getUpdates` answers as if no update were kept (a long poll waits), so
+    /// that the updates pushed meanwhile come in one page once released.
+    pub fn hold_updates(&self, held: bool) {
+        self.state.lock().unwrap().held = held;
+        self.arrived.notify_waiters();
+    }
+
+    /// While set, every `getUpdates` that carries an offset is lost on its way, as when the
+    /// network fails between a commit and the next call: recorded in [`BotApi::polls`], then
+    /// answered `502 Bad Gateway` (as Telegram's front answers when it cannot reach the Bot
+    /// API) without the offset acknowledging anything.
+    pub fn lose_acknowledgements(&self, lose: bool) {
+        self.state.lock().unwrap().lose_acknowledgements = lose;
     }
 
     /// What Telegram does with update `id` once the webhook answered it `2xx` (sent by the
@@ -696,11 +717,17 @@ async fn get_updates(
             .filter_map(|v| v.as_str().map(str::to_owned))
             .collect()
     });
-    state.lock().unwrap().polls.push(Poll {
-        offset,
-        timeout,
-        allowed_updates: allowed.clone(),
-    });
+    {
+        let mut s = state.lock().unwrap();
+        s.polls.push(Poll {
+            offset,
+            timeout,
+            allowed_updates: allowed.clone(),
+        });
+        if offset.is_some() && s.lose_acknowledgements {
+            return refused(502, "Bad Gateway");
+        }
+    }
     // By default Telegram sends every kind but `chat_member` (and a few others).
     let wanted = |u: &Value| {
         let kind = u
@@ -730,7 +757,7 @@ async fn get_updates(
             let found: Vec<Value> = s
                 .updates
                 .values()
-                .filter(|u| wanted(u))
+                .filter(|u| !s.held && wanted(u))
                 .take(100)
                 .cloned()
                 .collect();
