@@ -60,13 +60,15 @@ impl Bucket {
     /// When the client cannot be built from the settings.
     pub fn new(settings: &S3Settings, bucket: Option<&str>) -> Result<Bucket, S3Error> {
         let name = bucket.unwrap_or(&settings.bucket).to_owned();
+        // Bounded by time alone (`retry_for`): a count of tries would end first, since ten of
+        // these growing pauses add up to about 5 s, and a throttle (`503 SlowDown`) lasts longer.
         let retry = RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: Duration::from_millis(200),
                 max_backoff: Duration::from_secs(30),
                 base: 2.0,
             },
-            max_retries: 10,
+            max_retries: usize::MAX,
             retry_timeout: settings.retry_for,
         };
         // A part of 8 MiB in 5 minutes is 28 KB/s: slow links still finish a part.

@@ -3,7 +3,8 @@
 //! arrive in the bucket and only `backup_keep` stay; an endpoint that is down is logged and
 //! counted while the server goes on; `tracker backup s3://` and `tracker restore s3://` carry
 //! a data file to an empty directory with the same feed; a restore refuses a running server's
-//! file and a damaged copy, changing nothing.
+//! file and a damaged copy, changing nothing; an upload during a throttle longer than ten tries
+//! arrives within `retry_for`.
 //!
 //! Without moto (no Python or no `PyPI`) the tests that need it print why and pass, except under
 //! `CI=true`, where they fail.
@@ -603,5 +604,85 @@ async fn a_large_backup_is_uploaded_in_parts_and_comes_back_whole() {
         bucket.download("a/large.bin", &mut file).await.unwrap(),
         size as u64
     );
+    assert!(std::fs::read(&back).unwrap() == bytes);
+}
+
+/// In front of moto: until `until`, each request is read and answered `503 SlowDown` as S3
+/// throttles (and the connection closed); after it, connections are passed through to moto.
+/// Answers the proxy and the count of requests throttled.
+async fn throttling_proxy(
+    moto: &str,
+    until: Instant,
+) -> (
+    crate::support::loopback::Listening,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::AsyncWriteExt as _;
+    let moto = moto.trim_start_matches("http://").to_owned();
+    let throttled = Arc::new(AtomicU64::new(0));
+    let count = throttled.clone();
+    let listening = crate::support::loopback::listen(move |mut stream| {
+        let (moto, count) = (moto.clone(), count.clone());
+        async move {
+            if Instant::now() < until {
+                let mut buf = Vec::new();
+                if crate::support::loopback::read_request(&mut stream, &mut buf)
+                    .await
+                    .is_some()
+                {
+                    count.fetch_add(1, Ordering::Relaxed);
+                    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown\
+                        </Code><Message>Please reduce your request rate.</Message></Error>";
+                    let answer = format!(
+                        "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n\
+                         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                }
+                return;
+            }
+            if let Ok(mut upstream) = tokio::net::TcpStream::connect(&moto).await {
+                let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
+            }
+        }
+    })
+    .await;
+    (listening, throttled)
+}
+
+/// S3 throttles with `503 SlowDown` for longer than ten tries take (about 5 s): the upload is
+/// tried again until `retry_for` and arrives once the throttle ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_during_a_throttle_arrives_within_retry_for() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("slow");
+    let throttle = Duration::from_secs(12);
+    let until = Instant::now() + throttle;
+    let (proxy, throttled) = throttling_proxy(&moto.endpoint, until).await;
+    let mut s3 = s3_settings(&format!("http://{}", proxy.addr), "slow", "");
+    s3.retry_for = Duration::from_secs(60);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("small.bin");
+    let bytes = b"a backup made while S3 throttles".repeat(100);
+    std::fs::write(&path, &bytes).unwrap();
+    let bucket = Bucket::new(&s3, None).unwrap();
+    let sent = bucket
+        .upload(&path, "during-throttle.bin")
+        .await
+        .expect("uploaded once the throttle ended");
+    assert_eq!(sent, bytes.len() as u64);
+    assert!(Instant::now() >= until, "arrived during the throttle");
+    let tries = throttled.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(tries >= 2, "throttled {tries} times");
+    let direct = Bucket::new(&moto.settings("slow", ""), None).unwrap();
+    let back = dir.path().join("back.bin");
+    let mut file = std::fs::File::create(&back).unwrap();
+    direct
+        .download("during-throttle.bin", &mut file)
+        .await
+        .unwrap();
     assert!(std::fs::read(&back).unwrap() == bytes);
 }

@@ -38,7 +38,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 mod http1;
 pub mod insights;
-mod loopback;
+pub mod loopback;
 pub mod receiver;
 pub mod telegram;
 pub mod tiktok;
