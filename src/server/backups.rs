@@ -107,8 +107,76 @@ pub fn rotate(dir: &Path, keep: u32, live: &Path) -> std::io::Result<Vec<PathBuf
     Ok(deleted)
 }
 
+/// The process ids a temporary copy of the schedule's names, if `name` is one: `.<backup>.
+/// upload-<pid>` (a copy for the upload, without `backup_dir`), `.<backup>.partial-<pid>` (a
+/// copy being written) and `..<backup>.upload-<pid>.partial-<pid>` (the first while written),
+/// and `.<backup>.upload` (a copy for the upload of an earlier version, which named no process).
+fn temporary_of(name: &str) -> Option<Vec<u32>> {
+    fn pid(text: &str) -> Option<u32> {
+        (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| text.parse().ok())
+            .flatten()
+    }
+    let rest = name.strip_prefix('.')?;
+    let end = rest.find(SUFFIX)? + SUFFIX.len();
+    let (backup, tail) = rest.split_at(end);
+    if let Some(inner) = backup.strip_prefix('.') {
+        // `..<backup>.upload-<pid>.partial-<pid>`
+        backup_time(inner)?;
+        let (upload, partial) = tail.strip_prefix(".upload-")?.split_once(".partial-")?;
+        return Some(vec![pid(upload)?, pid(partial)?]);
+    }
+    backup_time(backup)?;
+    if tail == ".upload" {
+        return Some(Vec::new());
+    }
+    let n = tail
+        .strip_prefix(".upload-")
+        .or_else(|| tail.strip_prefix(".partial-"))?;
+    Some(vec![pid(n)?])
+}
+
+/// Deletes the temporary copies ([`temporary_of`]) in `dir` that a process which is no longer
+/// running left there (stopped or killed while it wrote or uploaded a backup), or that an
+/// earlier process with this one's id left (a container's tracker is often process 1 at every
+/// start). Another running process's copies are kept: two servers may share the folder.
+/// Answers the files deleted.
+pub fn delete_leftovers(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let own = std::process::id();
+    let running = |pid: u32| {
+        pid != own
+            && rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0))
+                .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+    };
+    let mut deleted = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let Some(pids) = entry.file_name().to_str().and_then(temporary_of) else {
+            continue;
+        };
+        if pids.into_iter().any(running) || !entry.file_type()?.is_file() {
+            continue;
+        }
+        std::fs::remove_file(entry.path())?;
+        deleted.push(entry.path());
+    }
+    Ok(deleted)
+}
+
 /// Makes backups on `schedule` until the task is dropped (at shutdown).
 pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
+    let dir = local_dir(&app, &schedule);
+    match tokio::task::spawn_blocking(move || delete_leftovers(&dir)).await {
+        Ok(Ok(deleted)) => {
+            for path in deleted {
+                tracing::info!(path = %path.display(), "deleted a backup copy a stopped process left");
+            }
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "looking for backup copies a stopped process left");
+        }
+        Err(_) => {}
+    }
     let every_ms = u64::try_from(schedule.every.as_millis()).unwrap_or(u64::MAX);
     let retry_ms = u64::try_from(RETRY_AFTER.min(schedule.every).as_millis()).unwrap_or(u64::MAX);
     let newest = match (&schedule.dir, &schedule.s3) {
@@ -182,7 +250,8 @@ fn local_dir(app: &App, schedule: &BackupSchedule) -> PathBuf {
 
 /// One scheduled backup at `now_ms` into `schedule.dir`, then the rotation; answers the new
 /// file and what it holds. Without `backup_dir`, the file is written beside the data file
-/// under a hidden name (`.tracker-20261124T031500Z.redb.upload`) for the upload to send.
+/// under a hidden name (`.tracker-20261124T031500Z.redb.upload-<pid>`) for the upload to
+/// send.
 ///
 /// # Errors
 /// When the copy cannot be written (the directory is missing or unwritable, the disk is full,
@@ -193,8 +262,12 @@ pub async fn backup_once(
     now_ms: u64,
 ) -> Result<(PathBuf, BackupStats), Error> {
     let Some(dir) = schedule.dir.clone() else {
-        let dest = local_dir(app, schedule).join(format!(".{}.upload", backup_name(now_ms)));
-        // Left by a process that stopped before it could delete it.
+        let dest = local_dir(app, schedule).join(format!(
+            ".{}.upload-{}",
+            backup_name(now_ms),
+            std::process::id()
+        ));
+        // Left by a process with the same id that stopped before it could delete it.
         let _ = tokio::fs::remove_file(&dest).await;
         let stats = app.store.backup(dest.clone()).await?;
         return Ok((dest, stats));
@@ -316,6 +389,75 @@ mod tests {
         ] {
             assert_eq!(backup_time(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn temporary_copies_are_known_by_name_with_the_processes_they_name() {
+        let b = "tracker-20261124T031500Z.redb";
+        assert_eq!(temporary_of(&format!(".{b}.upload")), Some(vec![]));
+        assert_eq!(temporary_of(&format!(".{b}.upload-42")), Some(vec![42]));
+        assert_eq!(temporary_of(&format!(".{b}.partial-7")), Some(vec![7]));
+        assert_eq!(
+            temporary_of(&format!("..{b}.upload-42.partial-43")),
+            Some(vec![42, 43])
+        );
+        for other in [
+            b.to_owned(),
+            format!("{b}.upload-42"),
+            format!(".{b}.upload-"),
+            format!(".{b}.upload-4x"),
+            format!(".{b}.partial-"),
+            format!(".{b}.uploaded"),
+            format!("..{b}.upload-42"),
+            format!("..{b}.partial-42"),
+            ".tracker.redb.partial-42".to_owned(),
+            ".tracker-20261124T031560Z.redb.upload-42".to_owned(),
+            ".notes.redb.upload-42".to_owned(),
+        ] {
+            assert_eq!(temporary_of(&other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn leftovers_of_stopped_processes_go_and_a_running_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = "tracker-20261124T031500Z.redb";
+        // A process id no process has: above the kernel's largest.
+        let gone = 4_194_305;
+        let own = std::process::id();
+        // The test runner's parent: running, and not this process.
+        let other =
+            rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get().unsigned_abs());
+        let leftovers = [
+            format!(".{b}.upload"),
+            format!(".{b}.upload-{gone}"),
+            format!(".{b}.upload-{own}"),
+            format!(".{b}.partial-{gone}"),
+            format!("..{b}.upload-{gone}.partial-{gone}"),
+        ];
+        let kept = [
+            format!(".{b}.upload-{other}"),
+            format!("..{b}.upload-{other}.partial-{gone}"),
+            b.to_owned(),
+            "tracker.redb".to_owned(),
+            "notes.txt".to_owned(),
+        ];
+        for n in leftovers.iter().chain(&kept) {
+            std::fs::write(dir.path().join(n), n).unwrap();
+        }
+        let mut deleted = delete_leftovers(dir.path()).unwrap();
+        deleted.sort();
+        let mut expected: Vec<PathBuf> = leftovers.iter().map(|n| dir.path().join(n)).collect();
+        expected.sort();
+        assert_eq!(deleted, expected);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut kept = kept.to_vec();
+        kept.sort();
+        assert_eq!(left, kept);
     }
 
     #[test]
