@@ -6,7 +6,7 @@
 //! for one without (so that importing the file again stores nothing twice), is
 //! `domain::import`.
 
-use std::io::{BufRead as _, BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
 
@@ -74,16 +74,50 @@ struct Batcher {
 /// The sending side has stopped (it failed, and says why): reading stops too.
 struct Stopped;
 
+/// What a line whose event cannot fit in one batch is refused with.
+fn larger_than_a_batch() -> Error {
+    Error::new(
+        Code::PayloadTooLarge,
+        format!("the event is larger than a batch's limit of {MAX_BATCH_BYTES} bytes"),
+    )
+}
+
+/// Reads one line (through its `\n`) into `line`, keeping at most a batch's bytes of it: the
+/// rest of a longer line (a file without line ends, a JSON array on one line) is read and
+/// dropped, so memory stays bounded whatever the file. Answers the bytes read and whether
+/// `line` holds the whole line.
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<(u64, bool)> {
+    let n = reader
+        .by_ref()
+        .take(MAX_BATCH_BYTES)
+        .read_until(b'\n', line)? as u64;
+    if n < MAX_BATCH_BYTES || line.last() == Some(&b'\n') {
+        return Ok((n, true));
+    }
+    let mut skipped = 0_u64;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok((n + skipped, false));
+        }
+        let (used, end) = match buf.iter().position(|b| *b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buf.len(), false),
+        };
+        reader.consume(used);
+        skipped += used as u64;
+        if end {
+            return Ok((n + skipped, false));
+        }
+    }
+}
+
 impl Batcher {
     /// Adds a line's event, handing the batch on first when the event would not fit in it.
     fn add(&mut self, line: u64, json: String) -> Result<(), Stopped> {
         let size = json.len() as u64 + 1;
         if size + 16 > MAX_BATCH_BYTES {
-            let error = Error::new(
-                Code::PayloadTooLarge,
-                format!("the event is larger than a batch's limit of {MAX_BATCH_BYTES} bytes"),
-            );
-            return self.refuse(line, error);
+            return self.refuse(line, larger_than_a_batch());
         }
         if self.events.len() == MAX_BATCH_EVENTS || self.bytes + size + 16 > MAX_BATCH_BYTES {
             self.hand_on()?;
@@ -294,15 +328,25 @@ fn read_ndjson(
     let (mut line, mut number, mut read) = (Vec::new(), 0_u64, 0_u64);
     loop {
         line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
+        let (n, whole) = read_line(&mut reader, &mut line)?;
         if n == 0 {
             return Ok(Ok(()));
         }
         number += 1;
-        read += n as u64;
-        let event = std::str::from_utf8(&line)
-            .map_err(|e| Error::new(Code::InvalidJson, format!("the line is not UTF-8: {e}")))
-            .and_then(import::ndjson_line);
+        read += n;
+        // A byte order mark (Windows tools write one) begins the file, not its first event.
+        let text = if number == 1 {
+            line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(&line)
+        } else {
+            &line
+        };
+        let event = if whole {
+            std::str::from_utf8(text)
+                .map_err(|e| Error::new(Code::InvalidJson, format!("the line is not UTF-8: {e}")))
+                .and_then(import::ndjson_line)
+        } else {
+            Err(larger_than_a_batch())
+        };
         let handed = match event {
             Ok(Some(json)) => batcher.add(number, json),
             Ok(None) => Ok(()),
@@ -403,4 +447,46 @@ fn summary_text(done: &Imported) -> String {
         let _ = write!(text, "\n... and {unlisted} more refused lines");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_longer_than_a_batch_is_read_past_holding_no_more_than_a_batch() {
+        let long = 3 * MAX_BATCH_BYTES as usize;
+        let mut text = vec![b'x'; long];
+        text.extend_from_slice(b"\n{\"next\":1}\nlast without an end");
+        let mut reader = BufReader::with_capacity(1 << 16, text.as_slice());
+        let mut line = Vec::new();
+        assert_eq!(
+            read_line(&mut reader, &mut line).unwrap(),
+            (long as u64 + 1, false)
+        );
+        assert_eq!(line.len() as u64, MAX_BATCH_BYTES, "held of the long line");
+        // A line just within the bound is whole, and so is a last line without its `\n`.
+        line.clear();
+        assert_eq!(read_line(&mut reader, &mut line).unwrap(), (11, true));
+        assert_eq!(line, b"{\"next\":1}\n");
+        line.clear();
+        assert_eq!(read_line(&mut reader, &mut line).unwrap(), (19, true));
+        line.clear();
+        assert_eq!(read_line(&mut reader, &mut line).unwrap(), (0, true));
+        let mut edge = vec![b'y'; MAX_BATCH_BYTES as usize - 1];
+        edge.push(b'\n');
+        let mut reader = BufReader::new(edge.as_slice());
+        line.clear();
+        assert_eq!(
+            read_line(&mut reader, &mut line).unwrap(),
+            (MAX_BATCH_BYTES, true)
+        );
+        let over = vec![b'y'; MAX_BATCH_BYTES as usize + 1];
+        let mut reader = BufReader::new(over.as_slice());
+        line.clear();
+        assert_eq!(
+            read_line(&mut reader, &mut line).unwrap(),
+            (MAX_BATCH_BYTES + 1, false)
+        );
+    }
 }

@@ -223,3 +223,39 @@ fn refusals_are_listed_in_the_file_order_across_batches() {
         .collect();
     assert_eq!(uids, expected);
 }
+
+/// A byte order mark before the first line (as Windows tools write) is not part of its event,
+/// and a line longer than a batch (here 3 MiB, as a file without line ends would be) is refused
+/// by its number, read past without being held whole, while the lines around it go in.
+#[test]
+fn a_byte_order_mark_is_skipped_and_a_line_larger_than_a_batch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = stopped_server(dir.path());
+    let at = now_ms() - 3_600_000;
+    let event = |uid: &str| json!({"event": "contact", "uid": uid, "occurred_at_ms": at});
+    let long = format!(
+        "{{\"event\":\"contact\",\"uid\":\"{}\"}}",
+        "x".repeat(3 << 20)
+    );
+    let text = format!(
+        "\u{feff}{}\n{long}\n{}\n",
+        event("after-the-mark"),
+        event("after-the-long-line")
+    );
+    let file = dir.path().join("history.ndjson");
+    std::fs::write(&file, text).unwrap();
+    let (summary, ok) = import(dir.path(), &data, &file, &[]);
+    assert!(!ok, "{summary}");
+    assert_eq!(counts(&summary), (3, 2, 0, 1), "{summary}");
+    let refused = &summary["refusals"][0];
+    assert_eq!(refused["line"], 2, "{summary}");
+    assert_eq!(refused["status"], "payload_too_large", "{summary}");
+    let uids: Vec<Value> = exported(dir.path(), &data)
+        .iter()
+        .map(|e| e["uid"].clone())
+        .collect();
+    assert_eq!(
+        uids,
+        [json!("after-the-mark"), json!("after-the-long-line")]
+    );
+}
