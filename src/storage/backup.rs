@@ -13,6 +13,58 @@ use redb::{
 use crate::storage::StoreError;
 use crate::storage::schema::{self, TableVisitor};
 
+/// Free bytes a copy must leave on the data file's own filesystem, for the file to go on
+/// growing: a copy that took the last of it would turn every new event away.
+pub const ROOM_LEFT: u64 = 64 << 20;
+
+/// Whether a copy of the data file (`file_bytes` long) fits on its own filesystem, which has
+/// `free` bytes free, leaving [`ROOM_LEFT`]: the copy is at most as large as the file (it holds
+/// the same rows, written afresh).
+///
+/// # Errors
+/// What is free, what the copy needs, and what to do, when it does not fit.
+pub fn enough_room(free: u64, file_bytes: u64) -> Result<(), String> {
+    let need = file_bytes.saturating_add(ROOM_LEFT);
+    if free >= need {
+        return Ok(());
+    }
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    Err(format!(
+        "no room for a copy on the data file's own disk: {} MiB free, and a copy of the {} MiB \
+         data file must leave {} MiB for it to grow ({} MiB in all); free some space, or write \
+         backups to another disk (backup_dir)",
+        mib(free),
+        mib(file_bytes),
+        mib(ROOM_LEFT),
+        mib(need)
+    ))
+}
+
+/// [`enough_room`] for a copy at `dest` of the data file at `live`, when `dest` is on the
+/// same filesystem as `live`; a copy on another filesystem cannot take the data file's room, and
+/// if that one fills, the copy fails by itself and changes nothing.
+///
+/// # Errors
+/// As [`enough_room`].
+pub fn room_for_copy(live: &Path, dest: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."));
+    let (Ok(file), Ok(there)) = (std::fs::metadata(live), std::fs::metadata(dir)) else {
+        // The copy itself says what is missing.
+        return Ok(());
+    };
+    if file.dev() != there.dev() {
+        return Ok(());
+    }
+    match crate::storage::open::free_bytes(dir) {
+        Some(free) => enough_room(free, file.len()),
+        None => Ok(()),
+    }
+}
+
 /// What a backup copied: the rows of every table (`schema::count_rows`, as `tracker check`
 /// counts them) and the copy's size.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
@@ -113,5 +165,38 @@ impl TableVisitor for Copy<'_> {
             to.insert(k.value(), v.value())?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_must_leave_room_for_the_data_file_to_grow() {
+        let file = 300 << 20;
+        assert_eq!(enough_room(file + ROOM_LEFT, file), Ok(()));
+        let refused = enough_room(file + ROOM_LEFT - 1, file).unwrap_err();
+        assert!(
+            refused.contains("364 MiB free")
+                && refused.contains("300 MiB data file")
+                && refused.contains("364 MiB in all")
+                && refused.contains("backup_dir"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_copy_on_another_filesystem_or_beside_a_missing_file_is_not_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.redb");
+        assert_eq!(
+            room_for_copy(&missing, &dir.path().join("copy.redb")),
+            Ok(())
+        );
+        // /proc is a filesystem of its own, with no free space at all.
+        let live = dir.path().join("t.redb");
+        std::fs::write(&live, b"data").unwrap();
+        assert_eq!(room_for_copy(&live, Path::new("/proc/copy.redb")), Ok(()));
     }
 }

@@ -610,8 +610,17 @@ impl Store {
         self.read(move |s| read::list_spaces(s.txn(), &seen)).await
     }
 
-    /// A consistent copy of the data file at `dest`, from one snapshot.
+    /// A consistent copy of the data file at `dest`, from one snapshot; refused, writing
+    /// nothing, where it would leave the data file too little room ([`backup::room_for_copy`]).
     pub async fn backup(&self, dest: PathBuf) -> Result<backup::BackupStats, Error> {
+        let (live, to) = (self.path().to_owned(), dest.clone());
+        let room = tokio::task::spawn_blocking(move || backup::room_for_copy(&live, &to)).await;
+        if let Ok(Err(why)) = room {
+            return Err(Error::new(
+                crate::error::Code::Unavailable,
+                format!("backup to {} refused: {why}", dest.display()),
+            ));
+        }
         self.read(move |s| {
             backup::beside_the_load(s.txn(), &dest).map_err(|e| {
                 StoreError::Refused(Error::new(

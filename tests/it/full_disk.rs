@@ -60,6 +60,22 @@ impl SmallFilesystem {
         })
     }
 
+    /// [`SmallFilesystem::mount`], or `None` with why, outside CI, where it must mount.
+    fn mount_or_skip() -> Option<SmallFilesystem> {
+        match SmallFilesystem::mount() {
+            Ok(fs) => Some(fs),
+            Err(why) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "the full-disk tests need a small filesystem they can mount (run as root): \
+                     {why}"
+                );
+                eprintln!("SKIPPED: no small filesystem could be mounted ({why})");
+                None
+            }
+        }
+    }
+
     fn path(&self) -> &Path {
         self.mount_point.path()
     }
@@ -205,27 +221,28 @@ async fn assert_feed_holds(addr: std::net::SocketAddr, secret: &str, events: usi
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_disk_refuses_new_writes_keeps_every_acknowledged_one_and_recovers_by_itself() {
-    let fs = match SmallFilesystem::mount() {
-        Ok(fs) => fs,
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "the full-disk test needs a small filesystem it can mount (run as root): {why}"
-            );
-            eprintln!(
-                "SKIPPED: no small filesystem could be mounted ({why}); full disk not tested"
-            );
-            return;
-        }
-    };
-    // The log and the config stay on the real disk (a full one would fail the log's writes);
-    // only the data file is on the small filesystem.
+/// A first start whose data file is on `fs`: the log and the config stay on the real disk (a
+/// full one would fail the log's writes) in the directory answered.
+fn started_on(
+    fs: &SmallFilesystem,
+) -> (
+    tempfile::TempDir,
+    TrackerProcess,
+    crate::support::FirstStart,
+) {
     let dir = tempfile::tempdir().expect("temp dir");
     std::os::unix::fs::symlink(fs.path().join("t.redb"), dir.path().join("t.redb"))
         .expect("link the data file");
     let (process, creds) = first_start(dir.path());
+    (dir, process, creds)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_new_writes_keeps_every_acknowledged_one_and_recovers_by_itself() {
+    let Some(fs) = SmallFilesystem::mount_or_skip() else {
+        return;
+    };
+    let (dir, process, creds) = started_on(&fs);
     let secret = creds.secret;
     let addr = process.addr;
     let mut conn = Connection::open(addr).await.expect("connect");
@@ -341,4 +358,41 @@ fn assert_a_start_on_the_full_disk_exits_and_says_why(dir: &Path) {
             assert!(!log.contains("panicked"), "{log}");
         }
     }
+}
+
+/// A backup onto the data file's own small filesystem, where the copy would leave it less than
+/// the room it needs to grow, is refused before anything is written, and events still go in; a
+/// backup to another filesystem is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_that_would_leave_the_data_file_no_room_is_refused() {
+    let Some(fs) = SmallFilesystem::mount_or_skip() else {
+        return;
+    };
+    let (dir, process, creds) = started_on(&fs);
+    let data = dir.path().join("t.redb");
+    let beside = fs.path().join("copy.redb");
+    let out = crate::support::run_cli(dir.path(), &data, ["backup", beside.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("no room for a copy on the data file's own disk")
+            && said.contains("backup_dir"),
+        "{said}"
+    );
+    assert!(!beside.exists(), "nothing written");
+    let elsewhere = dir.path().join("copy.redb");
+    let out = crate::support::run_cli(dir.path(), &data, ["backup", elsewhere.to_str().unwrap()]);
+    crate::support::assert_succeeded(&out);
+    assert!(elsewhere.exists());
+    let r = send(
+        process.addr,
+        &Request::post(
+            "/events",
+            Some(&creds.secret),
+            &event_body("after-the-refused-backup", 0, None),
+        ),
+    )
+    .await;
+    crate::support::assert_queued(&r);
+    crate::support::stop_cleanly(process);
 }
