@@ -226,7 +226,7 @@ impl Bucket {
         let mut deleted = Vec::new();
         for (_, key) in backups.into_iter().take(surplus) {
             self.store
-                .delete(&Path::from(key.as_str()))
+                .delete(&object_path(&key)?)
                 .await
                 .map_err(|e| self.failed("deleting", &key, e))?;
             deleted.push(key);
@@ -246,7 +246,13 @@ impl Bucket {
         time_of: impl Fn(&str) -> Option<u64>,
     ) -> Result<Vec<(u64, String)>, S3Error> {
         let listed_prefix = prefix.trim_end_matches('/');
-        let under = (!listed_prefix.is_empty()).then(|| Path::from(listed_prefix));
+        // Read as an upload's key is (`object_path`): `Path::from` would escape a `~` or a `%`
+        // and list nothing that was uploaded.
+        let under = if listed_prefix.is_empty() {
+            None
+        } else {
+            Some(object_path(listed_prefix)?)
+        };
         let objects: Vec<_> = self
             .store
             .list(under.as_ref())

@@ -216,8 +216,9 @@ async fn events_in(s3: &S3Settings, key: &str) -> u64 {
 async fn scheduled_backups_arrive_in_the_bucket_and_only_backup_keep_stay() {
     let Some(moto) = Moto::start() else { return };
     moto.create_bucket("scheduled");
-    let s3 = moto.settings("scheduled", "tracker/");
-    let foreign = "tracker/tracker-notes.txt";
+    // A prefix with a character a URL escapes: the keys uploaded are the keys listed.
+    let s3 = moto.settings("scheduled", "tracker~prod/");
+    let foreign = "tracker~prod/tracker-notes.txt";
     let notes = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(notes.path(), "kept").unwrap();
     Bucket::new(&s3, None)
@@ -235,7 +236,7 @@ async fn scheduled_backups_arrive_in_the_bucket_and_only_backup_keep_stay() {
         });
     })
     .await;
-    let key = |day: u64| format!("tracker/{}", backup_name(NOW_MS + day * DAY_MS));
+    let key = |day: u64| format!("tracker~prod/{}", backup_name(NOW_MS + day * DAY_MS));
     uploaded_when(&s3, |k| k == [key(0)]).await;
     for day in 1..=3u64 {
         for i in 0..4 {
