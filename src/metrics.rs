@@ -344,6 +344,20 @@ impl Metrics {
         last.success_ms = Some(now_ms);
     }
 
+    /// At start, the newest scheduled backup already in the bucket, made at `at_ms`: the last
+    /// success until this process uploads one, so that an alert on the age of the last upload
+    /// holds across a restart instead of going quiet until the first upload works.
+    pub fn backup_found_uploaded(&self, at_ms: u64) {
+        let mut last = self
+            .uploads
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if last.success_ms.is_none() {
+            last.success_ms = Some(at_ms);
+        }
+    }
+
     /// A scheduled backup's upload failed at `now_ms`, for the reason `error`.
     pub fn backup_upload_failed(&self, now_ms: u64, error: String) {
         self.uploads.counts[1].fetch_add(1, Ordering::Relaxed);
@@ -562,8 +576,8 @@ fn encode_background(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::
         let seconds = ms as f64 / 1000.0;
         ConstGauge::new(seconds).encode(encoder.encode_descriptor(
             "tracker_backup_upload_last_success_timestamp",
-            "When the last upload of a scheduled backup to [backup_s3] completed, in seconds \
-             since 1970.",
+            "When the last upload of a scheduled backup to [backup_s3] completed (at start, the \
+             time of the newest backup in the bucket), in seconds since 1970.",
             Some(&Unit::Seconds),
             MetricType::Gauge,
         )?)?;

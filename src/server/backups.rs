@@ -179,6 +179,13 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
     }
     let every_ms = u64::try_from(schedule.every.as_millis()).unwrap_or(u64::MAX);
     let retry_ms = u64::try_from(RETRY_AFTER.min(schedule.every).as_millis()).unwrap_or(u64::MAX);
+    let in_bucket = match &schedule.s3 {
+        Some(s3) => newest_uploaded(s3.clone()).await,
+        None => None,
+    };
+    if let Some(at) = in_bucket {
+        app.metrics.backup_found_uploaded(at);
+    }
     let newest = match (&schedule.dir, &schedule.s3) {
         (Some(dir), _) => {
             let dir = dir.clone();
@@ -188,7 +195,7 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
                 .and_then(Result::ok)
                 .and_then(|b| b.last().map(|(at, _)| *at))
         }
-        (None, Some(s3)) => newest_uploaded(s3.clone()).await,
+        (None, Some(_)) => in_bucket,
         (None, None) => None,
     };
     let mut due = newest.map_or(0, |at| at.saturating_add(every_ms));

@@ -1610,7 +1610,7 @@ async fn the_spaces_page_shows_a_failed_upload_of_a_scheduled_backup() {
         "{text}"
     );
     assert!(
-        text.contains("Last upload: none yet since the server started."),
+        text.contains("Last upload: none found in the bucket yet."),
         "{text}"
     );
     assert!(text.contains("The last upload failed at "), "{text}");

@@ -279,6 +279,60 @@ async fn scheduled_backups_arrive_in_the_bucket_and_only_backup_keep_stay() {
     server.stop().await;
 }
 
+/// A restart with backups already in the bucket: until this process uploads one, the newest's
+/// time is the last success in `/metrics`, so an alert on its age does not go quiet, and the
+/// schedule waits `backup_every` after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_the_newest_backup_in_the_bucket_is_the_last_success() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("restarted");
+    let s3 = moto.settings("restarted", "tracker/");
+    let made = NOW_MS - 3_600_000;
+    let copy = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(copy.path(), "an earlier process's backup").unwrap();
+    let bucket = Bucket::new(&s3, None).unwrap();
+    for at in [made - DAY_MS, made] {
+        let key = format!("tracker/{}", backup_name(at));
+        bucket.upload(copy.path(), &key).await.unwrap();
+    }
+    let configured = s3.clone();
+    let server = TestServer::start_with(move |s| {
+        s.backups = Some(BackupSchedule {
+            dir: None,
+            every: Duration::from_secs(86_400),
+            keep: 7,
+            s3: Some(configured),
+        });
+    })
+    .await;
+    assert_eq!(made % 1000, 0, "a backup's name is to the second");
+    let line = format!(
+        "tracker_backup_upload_last_success_timestamp_seconds {}.0\n",
+        made / 1000
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server.metrics_text().contains(&line) {
+        assert!(
+            Instant::now() < deadline,
+            "{line}: {}",
+            server.metrics_text()
+        );
+        // Polling the server's background work; not a time rule of the tracker.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let text = server.metrics_text();
+    assert!(
+        text.contains("tracker_backup_uploads_total{outcome=\"uploaded\"} 0\n"),
+        "{text}"
+    );
+    assert_eq!(
+        uploaded(&s3).await.len(),
+        2,
+        "nothing uploaded before its time"
+    );
+    server.stop().await;
+}
+
 /// The real binary with `[backup_s3]` pointing at a port nobody listens on: a warning in the
 /// log (without the secret key), `failed` counted in `/metrics`, and ingest goes on.
 #[test]

@@ -52,7 +52,7 @@ fn uploads(ctx: &Ctx<'_>) -> Option<Uploads> {
         to: format!("s3://{}/{}", s3.bucket, s3.prefix),
         last_success: last
             .success_ms
-            .map_or_else(|| "none yet since the server started".to_owned(), utc),
+            .map_or_else(|| "none found in the bucket yet".to_owned(), utc),
         failing,
     })
 }
