@@ -13,6 +13,7 @@
 //! every byte of a backup, and that work belongs on a thread of its own, never on the threads
 //! that answer requests (nor on the writer, which never waits for it).
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io::{Read as _, Write as _};
 use std::path::Path as FilePath;
@@ -21,9 +22,8 @@ use std::time::Duration;
 use futures_util::TryStreamExt as _;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
-use object_store::{
-    BackoffConfig, ClientOptions, ObjectStore as _, PutPayload, RetryConfig, WriteMultipart,
-};
+use object_store::{BackoffConfig, ClientOptions, ObjectStore as _, PutPayload, RetryConfig};
+use tokio::task::{JoinError, JoinHandle};
 
 use crate::config::S3Settings;
 
@@ -32,6 +32,29 @@ use crate::config::S3Settings;
 pub const PART_BYTES: usize = 8 * 1024 * 1024;
 /// Parts of one upload in flight at once.
 const PARTS_IN_FLIGHT: usize = 2;
+/// The most parts S3 takes in one upload.
+const MAX_PARTS: u64 = 10_000;
+
+/// The size of each part of a multipart upload of `size` bytes: [`PART_BYTES`], or for a file
+/// too large for [`MAX_PARTS`] of those (above about 78 GiB), whole MiB enough to stay within.
+fn part_bytes(size: u64) -> usize {
+    let fewest = size.div_ceil(MAX_PARTS).div_ceil(1 << 20) << 20;
+    usize::try_from(fewest).map_or(usize::MAX, |b| b.max(PART_BYTES))
+}
+
+/// Reads into `buf` until it is full or the file ends; answers the bytes read.
+fn read_full(source: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
 
 /// A failure of object storage, in words that name the bucket and key and never the secret key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,8 +136,8 @@ impl Bucket {
     }
 
     /// Uploads the file at `file` under `key`: one request up to [`PART_BYTES`], else a
-    /// multipart upload (aborted if it fails, so no parts are left to be billed). Answers the
-    /// bytes sent.
+    /// multipart upload of parts of [`part_bytes`], two in flight (aborted if any part or the
+    /// completion fails, so no parts are left to be billed). Answers the bytes sent.
     ///
     /// # Errors
     /// When the file cannot be read or the service does not take it (after the retries).
@@ -135,36 +158,57 @@ impl Bucket {
                 .map_err(|e| self.failed("uploading to", key, e))?;
             return Ok(sent);
         }
-        let upload = self
+        let mut upload = self
             .store
             .put_multipart(&location)
             .await
             .map_err(|e| self.failed("starting a multipart upload to", key, e))?;
-        let mut parts = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
-        let mut buffer = vec![0; PART_BYTES];
+        let part_bytes = part_bytes(size);
+        let mut in_flight: VecDeque<JoinHandle<object_store::Result<()>>> = VecDeque::new();
         let mut sent = 0_u64;
-        let result = loop {
-            let n = match source.read(&mut buffer) {
-                Ok(0) => break Ok(()),
-                Ok(n) => n,
-                Err(e) => break Err(S3Error(format!("cannot read {}: {e}", file.display()))),
-            };
-            if let Err(e) = parts.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                break Err(self.failed("uploading a part to", key, e));
-            }
-            parts.write(&buffer[..n]);
-            sent += n as u64;
+        let joined = |part: Result<object_store::Result<()>, JoinError>| match part {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.failed("uploading a part to", key, e)),
+            Err(e) => Err(S3Error(format!(
+                "uploading a part to {} stopped: {e}",
+                self.address(key)
+            ))),
         };
-        match result {
-            Ok(()) => {
-                parts
-                    .finish()
-                    .await
-                    .map_err(|e| self.failed("completing the upload to", key, e))?;
-                Ok(sent)
+        let result = async {
+            loop {
+                let mut part = vec![0; part_bytes];
+                let n = read_full(&mut source, &mut part)
+                    .map_err(|e| S3Error(format!("cannot read {}: {e}", file.display())))?;
+                if n == 0 {
+                    break;
+                }
+                part.truncate(n);
+                if in_flight.len() >= PARTS_IN_FLIGHT
+                    && let Some(first) = in_flight.pop_front()
+                {
+                    joined(first.await)?;
+                }
+                in_flight.push_back(tokio::spawn(upload.put_part(PutPayload::from(part))));
+                sent += n as u64;
             }
+            while let Some(part) = in_flight.pop_front() {
+                joined(part.await)?;
+            }
+            upload
+                .complete()
+                .await
+                .map_err(|e| self.failed("completing the upload to", key, e))
+        }
+        .await;
+        match result {
+            Ok(_) => Ok(sent),
             Err(e) => {
-                let _ = parts.abort().await;
+                // Every part, the last ones and the completion included: none is left to be
+                // billed (an abort after a completion that did happen changes nothing).
+                for part in &in_flight {
+                    part.abort();
+                }
+                let _ = upload.abort().await;
                 Err(e)
             }
         }
@@ -318,6 +362,19 @@ pub fn on_own_runtime<T>(work: impl Future<Output = Result<T, S3Error>>) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_grow_only_where_ten_thousand_would_not_hold_the_file() {
+        let most = MAX_PARTS * PART_BYTES as u64;
+        assert_eq!(part_bytes(0), PART_BYTES);
+        assert_eq!(part_bytes(most), PART_BYTES);
+        assert_eq!(part_bytes(most + 1), PART_BYTES + (1 << 20));
+        for size in [most + 1, 200 << 30, 5 << 40] {
+            let part = part_bytes(size) as u64;
+            assert!(size.div_ceil(part) <= MAX_PARTS, "{size}: {part}");
+            assert_eq!(part % (1 << 20), 0, "{size}: whole MiB");
+        }
+    }
 
     #[test]
     fn addresses_are_a_bucket_and_a_key() {

@@ -80,16 +80,23 @@ impl Moto {
 
     /// Creates `bucket` (moto takes an unsigned `PUT /bucket`).
     fn create_bucket(&self, bucket: &str) {
+        self.ask("PUT", &format!("/{bucket}"));
+    }
+
+    /// `method target` sent to moto unsigned, with no body; its whole answer, which must be
+    /// `200`.
+    fn ask(&self, method: &str, target: &str) -> String {
         let addr = self.endpoint.trim_start_matches("http://");
         let mut stream = TcpStream::connect(addr).unwrap();
         write!(
             stream,
-            "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         )
         .unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).unwrap();
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        answer
     }
 
     fn settings(&self, bucket: &str, prefix: &str) -> S3Settings {
@@ -752,4 +759,91 @@ async fn an_upload_during_a_throttle_arrives_within_retry_for() {
         .await
         .unwrap();
     assert!(std::fs::read(&back).unwrap() == bytes);
+}
+
+/// In front of moto, a request a connection: one that `refused` picks is answered `500
+/// InternalError` as S3 answers a failure of its own; the others are passed to moto, and its
+/// answer back.
+async fn refusing_proxy(
+    moto: &str,
+    refused: fn(&crate::support::loopback::Incoming) -> bool,
+) -> crate::support::loopback::Listening {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let moto = moto.trim_start_matches("http://").to_owned();
+    crate::support::loopback::listen(move |mut stream| {
+        let moto = moto.clone();
+        async move {
+            let mut buf = Vec::new();
+            let Some(request) = crate::support::loopback::read_request(&mut stream, &mut buf).await
+            else {
+                return;
+            };
+            if refused(&request) {
+                let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>\
+                            InternalError</Code><Message>We encountered an internal error. \
+                            Please try again.</Message></Error>";
+                let answer = format!(
+                    "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                return;
+            }
+            let Ok(mut upstream) = tokio::net::TcpStream::connect(&moto).await else {
+                return;
+            };
+            let mut head = format!("{} {} HTTP/1.1\r\n", request.method, request.target);
+            for (name, value) in request.headers.iter().filter(|(n, _)| n != "connection") {
+                head.push_str(name);
+                head.push_str(": ");
+                head.push_str(value);
+                head.push_str("\r\n");
+            }
+            head.push_str("connection: close\r\n\r\n");
+            let mut sent = head.into_bytes();
+            sent.extend_from_slice(&request.body);
+            let mut answer = Vec::new();
+            if upstream.write_all(&sent).await.is_ok()
+                && upstream.read_to_end(&mut answer).await.is_ok()
+            {
+                let _ = stream.write_all(&answer).await;
+            }
+        }
+    })
+    .await
+}
+
+/// A multipart upload whose last part fails (after the retries) is aborted at the store: no
+/// parts are left to be billed, and no object is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multipart_upload_whose_last_part_fails_leaves_no_parts() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("parts");
+    let proxy = refusing_proxy(&moto.endpoint, |r| {
+        r.method == "PUT" && r.target.contains("partNumber=3")
+    })
+    .await;
+    let mut s3 = s3_settings(&format!("http://{}", proxy.addr), "parts", "");
+    s3.retry_for = Duration::from_secs(1);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("three-parts.bin");
+    std::fs::write(&path, vec![7_u8; 2 * tracker::s3::PART_BYTES + 12_345]).unwrap();
+    let failed = Bucket::new(&s3, None)
+        .unwrap()
+        .upload(&path, "three-parts.bin")
+        .await
+        .unwrap_err();
+    assert!(
+        failed.0.contains("s3://parts/three-parts.bin"),
+        "{failed:?}"
+    );
+    // ListMultipartUploads: the uploads begun and neither completed nor aborted.
+    let listing = moto.ask("GET", "/parts?uploads");
+    assert!(
+        listing.contains("ListMultipartUploadsResult") && !listing.contains("<Upload>"),
+        "{listing}"
+    );
+    let direct = Bucket::new(&moto.settings("parts", ""), None).unwrap();
+    assert!(!direct.exists("three-parts.bin").await.unwrap());
 }
