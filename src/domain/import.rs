@@ -8,7 +8,8 @@
 //! works out when it stores an event, so they are left out, and anything else is refused as an
 //! unknown field, as `POST /events` refuses it. A CSV cell written with a leading `'` by the
 //! export (a text that a spreadsheet would take for a formula, `spreadsheet.rs`) is read back
-//! without it; an empty cell, like a JSON `null`, is an absent field.
+//! without it; an empty cell, like a JSON `null`, is an absent field. A field named twice in a
+//! line (a key twice, a column twice in the header) is refused, as `POST /events` refuses it.
 //!
 //! **The made `eid`.** A line without an `eid` (absent, `null` or empty) gets
 //! `import-` followed by the first 32 hex digits of the SHA-256 of its event fields' text:
@@ -64,7 +65,7 @@ pub fn ndjson_line(line: &str) -> Result<Option<String>, Error> {
     if line.trim().is_empty() {
         return Ok(None);
     }
-    let fields: BTreeMap<String, &RawValue> = serde_json::from_str(line).map_err(|e| {
+    let Pairs(fields) = serde_json::from_str(line).map_err(|e| {
         let text = e.to_string();
         let text = text.split(" at line ").next().unwrap_or(&text);
         Error::new(
@@ -72,11 +73,55 @@ pub fn ndjson_line(line: &str) -> Result<Option<String>, Error> {
             format!("the line is not a JSON object: {text}"),
         )
     })?;
-    let fields = fields
-        .into_iter()
-        .map(|(name, raw)| (name, raw.get().to_owned()))
-        .collect();
+    let fields = once(
+        fields
+            .into_iter()
+            .map(|(name, raw)| (name, raw.get().to_owned())),
+    )?;
     Ok(Some(event_json(fields)))
+}
+
+/// A JSON object's fields in their order, a repeated name as often as it comes (a map would
+/// keep one of them without a word).
+struct Pairs<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for Pairs<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Pairs<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Pairs<'de>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(pair) = map.next_entry::<String, &'de RawValue>()? {
+                    out.push(pair);
+                }
+                Ok(Pairs(out))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+/// A line's fields by name, each named once: a name given twice is refused, as `POST /events`
+/// refuses a body with a field twice, rather than one of the two kept.
+fn once<V>(fields: impl Iterator<Item = (String, V)>) -> Result<BTreeMap<String, V>, Error> {
+    let mut out = BTreeMap::new();
+    for (name, json) in fields {
+        if out.contains_key(&name) {
+            return Err(Error::new(
+                Code::InvalidJson,
+                format!("duplicate field `{name}`: give each field once"),
+            ));
+        }
+        out.insert(name, json);
+    }
+    Ok(out)
 }
 
 /// One CSV row, under `header`, as the JSON of one event.
@@ -91,20 +136,24 @@ pub fn csv_row(header: &[String], row: &[String]) -> Result<String, Error> {
             ),
         ));
     }
-    let fields = header
-        .iter()
-        .zip(row)
-        .filter(|(_, cell)| !cell.is_empty())
-        .map(|(name, cell)| {
-            let cell = crate::domain::spreadsheet::cell_text(cell);
-            // `occurred_at_ms` is a JSON integer in an event; every other field takes a string.
-            let json = if name == "occurred_at_ms" && cell.bytes().all(|b| b.is_ascii_digit()) {
-                cell.to_owned()
-            } else {
-                serde_json::Value::String(cell.to_owned()).to_string()
-            };
-            (name.clone(), json)
-        })
+    let fields = header.iter().zip(row).map(|(name, cell)| {
+        // An empty cell is an absent field, left out once the names are checked: a column
+        // twice in the header is refused whatever its cells hold.
+        if cell.is_empty() {
+            return (name.clone(), None);
+        }
+        let cell = crate::domain::spreadsheet::cell_text(cell);
+        // `occurred_at_ms` is a JSON integer in an event; every other field takes a string.
+        let json = if name == "occurred_at_ms" && cell.bytes().all(|b| b.is_ascii_digit()) {
+            cell.to_owned()
+        } else {
+            serde_json::Value::String(cell.to_owned()).to_string()
+        };
+        (name.clone(), Some(json))
+    });
+    let fields = once(fields)?
+        .into_iter()
+        .filter_map(|(name, json)| Some((name, json?)))
         .collect();
     Ok(event_json(fields))
 }
@@ -171,6 +220,30 @@ mod tests {
         assert_eq!(fields(&json)["eid"], "tx-1");
         assert_eq!(ndjson_line("  ").unwrap(), None);
         assert_eq!(ndjson_line("[1]").err().unwrap().code, Code::InvalidJson);
+    }
+
+    #[test]
+    fn a_field_given_twice_is_refused_in_either_format() {
+        for refused in [
+            ndjson_line(r#"{"event":"contact","uid":"a","uid":"b"}"#).map(|_| ()),
+            csv_row(
+                &["event".into(), "uid".into(), "uid".into()],
+                &["contact".into(), "a".into(), String::new()],
+            )
+            .map(|_| ()),
+        ] {
+            let e = refused.unwrap_err();
+            assert_eq!(e.code, Code::InvalidJson);
+            assert!(e.message.contains("duplicate field `uid`"), "{}", e.message);
+        }
+        // Once each, and an empty cell, still are an event.
+        assert!(ndjson_line(r#"{"event":"contact","uid":"a"}"#).is_ok());
+        let row = csv_row(
+            &["event".into(), "uid".into(), "tg_id".into()],
+            &["contact".into(), "a".into(), String::new()],
+        )
+        .unwrap();
+        assert!(!row.contains("tg_id"), "{row}");
     }
 
     #[test]
