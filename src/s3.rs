@@ -254,28 +254,15 @@ impl Bucket {
         Ok(received)
     }
 
-    /// Deletes the oldest backups directly under `prefix` beyond the newest `keep` (as
-    /// [`Bucket::backups`] finds them); nothing else is ever deleted. Answers the keys deleted.
+    /// Deletes `key`.
     ///
     /// # Errors
-    /// When the listing or a delete fails (after the retries).
-    pub async fn rotate(
-        &self,
-        prefix: &str,
-        keep: u32,
-        time_of: impl Fn(&str) -> Option<u64>,
-    ) -> Result<Vec<String>, S3Error> {
-        let backups = self.backups(prefix, time_of).await?;
-        let surplus = backups.len().saturating_sub(keep as usize);
-        let mut deleted = Vec::new();
-        for (_, key) in backups.into_iter().take(surplus) {
-            self.store
-                .delete(&object_path(&key)?)
-                .await
-                .map_err(|e| self.failed("deleting", &key, e))?;
-            deleted.push(key);
-        }
-        Ok(deleted)
+    /// When the service does not (after the retries).
+    pub async fn delete(&self, key: &str) -> Result<(), S3Error> {
+        self.store
+            .delete(&object_path(key)?)
+            .await
+            .map_err(|e| self.failed("deleting", key, e))
     }
 
     /// The backups directly under `prefix`, oldest first, with their times: `time_of` tells a

@@ -91,16 +91,42 @@ fn own_backups(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
     Ok(found)
 }
 
-/// Deletes the oldest of the schedule's own backups in `dir` beyond the newest `keep`; answers
-/// the files deleted. `live` is the server's data file: a server restored by serving one of
-/// these backups in place has a data file named like one, and it is never counted or deleted.
-pub fn rotate(dir: &Path, keep: u32, live: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// Which of `backups` (with the times in their names) go, to keep `keep`: the oldest beyond the
+/// newest `keep`, but never `made`, the one just made (at `made_at`), which counts as kept; and
+/// a backup named after `made_at` (by a clock that was ahead) counts as older than any other.
+/// So after a clock that ran ahead, the new backups stay and the future ones go in their turn,
+/// instead of each new one sorting as the oldest and going at once.
+fn beyond_keep<T: PartialEq>(
+    mut backups: Vec<(u64, T)>,
+    keep: u32,
+    made: &T,
+    made_at: u64,
+) -> Vec<T> {
+    backups.sort_by_key(|(at, _)| (*at <= made_at, *at));
+    let surplus = backups.len().saturating_sub(keep as usize);
+    backups
+        .into_iter()
+        .map(|(_, b)| b)
+        .filter(|b| b != made)
+        .take(surplus)
+        .collect()
+}
+
+/// Deletes the oldest of the schedule's own backups in `dir` beyond the newest `keep`, never
+/// `made` ([`beyond_keep`]); answers the files deleted. `live` is the server's data file: a
+/// server restored by serving one of these backups in place has a data file named like one, and
+/// it is never counted or deleted.
+pub fn rotate(dir: &Path, keep: u32, live: &Path, made: &Path) -> std::io::Result<Vec<PathBuf>> {
     let live = std::fs::canonicalize(live).ok();
     let mut backups = own_backups(dir)?;
     backups.retain(|(_, path)| live.is_none() || std::fs::canonicalize(path).ok() != live);
-    let surplus = backups.len().saturating_sub(keep as usize);
     let mut deleted = Vec::new();
-    for (_, path) in backups.into_iter().take(surplus) {
+    let made_at = made
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(backup_time)
+        .unwrap_or(u64::MAX);
+    for path in beyond_keep(backups, keep, &made.to_path_buf(), made_at) {
         std::fs::remove_file(&path)?;
         deleted.push(path);
     }
@@ -198,7 +224,16 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
         (None, Some(_)) => in_bucket,
         (None, None) => None,
     };
-    let mut due = newest.map_or(0, |at| at.saturating_add(every_ms));
+    // A newest backup named in the future (by a clock that was ahead) says nothing of when the
+    // last one was made: one is made at once, rather than none until that time has passed.
+    let start = app.now_ms();
+    let mut due = newest.map_or(0, |at| {
+        if at > start {
+            start
+        } else {
+            at.saturating_add(every_ms)
+        }
+    });
     let mut failing = false;
     loop {
         clock::sleep_until(&*app.clock, due).await;
@@ -281,8 +316,8 @@ pub async fn backup_once(
     };
     let dest = dir.join(backup_name(now_ms));
     let stats = app.store.backup(dest.clone()).await?;
-    let (keep, live) = (schedule.keep, app.store.path().to_owned());
-    let rotated = tokio::task::spawn_blocking(move || rotate(&dir, keep, &live))
+    let (keep, live, made) = (schedule.keep, app.store.path().to_owned(), dest.clone());
+    let rotated = tokio::task::spawn_blocking(move || rotate(&dir, keep, &live, &made))
         .await
         .map_err(|_| Error::internal())?;
     match rotated {
@@ -315,7 +350,7 @@ async fn upload(app: &App, s3: &S3Settings, file: &Path, name: &str, keep: u32) 
         s3::on_own_runtime(async move {
             let bucket = Bucket::new(&settings, None)?;
             let bytes = bucket.upload(&file_owned, &key_owned).await?;
-            let rotated = bucket.rotate(&settings.prefix, keep, backup_time).await;
+            let rotated = rotate_bucket(&bucket, &settings.prefix, keep, &key_owned).await;
             Ok((bytes, bucket.address(&key_owned), rotated))
         })
     })
@@ -349,6 +384,27 @@ async fn upload(app: &App, s3: &S3Settings, file: &Path, name: &str, keep: u32) 
             );
         }
     }
+}
+
+/// Deletes the oldest backups directly under `prefix` beyond the newest `keep`, never `made`
+/// ([`beyond_keep`]); nothing else is ever deleted. Answers the keys deleted.
+async fn rotate_bucket(
+    bucket: &Bucket,
+    prefix: &str,
+    keep: u32,
+    made: &str,
+) -> Result<Vec<String>, S3Error> {
+    let mut deleted = Vec::new();
+    let backups = bucket.backups(prefix, backup_time).await?;
+    let made_at = made
+        .strip_prefix(prefix)
+        .and_then(backup_time)
+        .unwrap_or(u64::MAX);
+    for key in beyond_keep(backups, keep, &made.to_owned(), made_at) {
+        bucket.delete(&key).await?;
+        deleted.push(key);
+    }
+    Ok(deleted)
 }
 
 /// The time of the newest backup uploaded under the prefix, for a schedule without
@@ -483,7 +539,8 @@ mod tests {
         for n in others {
             std::fs::write(dir.path().join(n), n).unwrap();
         }
-        let deleted = rotate(dir.path(), 2, &dir.path().join("tracker.redb")).unwrap();
+        let made = dir.path().join(&names[4]);
+        let deleted = rotate(dir.path(), 2, &dir.path().join("tracker.redb"), &made).unwrap();
         assert_eq!(
             deleted,
             names[..3]
@@ -501,9 +558,38 @@ mod tests {
         want.sort();
         assert_eq!(left, want);
         assert!(
-            rotate(dir.path(), 2, &dir.path().join("tracker.redb"))
+            rotate(dir.path(), 2, &dir.path().join("tracker.redb"), &made)
                 .unwrap()
                 .is_empty()
+        );
+    }
+
+    /// After a clock that was ahead named backups in the future, each new backup sorts as the
+    /// oldest: it is kept all the same, and the future ones go in their turn.
+    #[test]
+    fn a_new_backup_is_kept_beside_backups_named_in_the_future() {
+        let dir = tempfile::tempdir().unwrap();
+        let ms = 1_795_490_100_000;
+        let future: Vec<String> = (0..3)
+            .map(|i| backup_name(ms + 365 * 86_400_000 + i * 86_400_000))
+            .collect();
+        for n in &future {
+            std::fs::write(dir.path().join(n), n).unwrap();
+        }
+        let live = dir.path().join("tracker.redb");
+        for day in 0..3 {
+            let made = dir.path().join(backup_name(ms + day * 86_400_000));
+            std::fs::write(&made, "new").unwrap();
+            let deleted = rotate(dir.path(), 3, &live, &made).unwrap();
+            assert_eq!(deleted, vec![dir.path().join(&future[day as usize])]);
+            assert!(made.exists(), "day {day}");
+        }
+        assert_eq!(own_backups(dir.path()).unwrap().len(), 3);
+        assert_eq!(beyond_keep(vec![(1, 'a'), (2, 'b')], 1, &'a', 1), vec!['b']);
+        assert_eq!(beyond_keep(vec![(1, 'a'), (2, 'b')], 1, &'b', 2), vec!['a']);
+        assert_eq!(
+            beyond_keep(vec![(1, 'a'), (2, 'b')], 2, &'a', 1),
+            Vec::<char>::new()
         );
     }
 
@@ -518,7 +604,7 @@ mod tests {
             std::fs::write(dir.path().join(n), n).unwrap();
         }
         let live = dir.path().join(&names[0]);
-        let deleted = rotate(dir.path(), 2, &live).unwrap();
+        let deleted = rotate(dir.path(), 2, &live, &dir.path().join(&names[3])).unwrap();
         assert_eq!(deleted, vec![dir.path().join(&names[1])]);
         assert!(live.exists());
     }

@@ -134,6 +134,30 @@ async fn scheduled_backups_appear_rotate_and_hold_what_was_acknowledged() {
 
 /// A backup directory that is not there: the backup fails, ingest goes on, and once the
 /// directory exists the next try (ten minutes later) writes the backup.
+/// Backups named in the future by a clock that was ahead: a backup is made at the start all the
+/// same, and each new one is kept while the future ones go in their turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backups_named_in_the_future_hold_back_no_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let future: Vec<String> = (0..2)
+        .map(|i| backup_name(NOW_MS + (365 + i) * DAY_MS))
+        .collect();
+    for name in &future {
+        std::fs::write(dir.path().join(name), "made by a clock a year ahead").unwrap();
+    }
+    let server = backing_up_daily(dir.path(), 2).await;
+    let names = names_when(dir.path(), |n| n.contains(&backup_name(NOW_MS))).await;
+    assert_eq!(names, [backup_name(NOW_MS), future[1].clone()]);
+    server.clock.advance(DAY_MS);
+    let names = names_when(dir.path(), |n| n.contains(&backup_name(NOW_MS + DAY_MS))).await;
+    assert_eq!(
+        names,
+        [backup_name(NOW_MS), backup_name(NOW_MS + DAY_MS)],
+        "the future ones gone, the new ones kept"
+    );
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_backup_is_tried_again_while_ingest_goes_on() {
     let parent = tempfile::tempdir().unwrap();
