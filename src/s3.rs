@@ -284,13 +284,16 @@ impl Bucket {
         } else {
             Some(object_path(listed_prefix)?)
         };
-        let objects: Vec<_> = self
+        // Only the objects directly under the prefix (`/` as the delimiter, every page): a
+        // bucket's other folders are not read, and a key there that the client cannot read
+        // does not stop the listing.
+        let listed = self
             .store
-            .list(under.as_ref())
-            .try_collect()
+            .list_with_delimiter(under.as_ref())
             .await
             .map_err(|e| self.failed("listing", prefix, e))?;
-        let mut backups: Vec<(u64, String)> = objects
+        let mut backups: Vec<(u64, String)> = listed
+            .objects
             .into_iter()
             .filter_map(|meta| {
                 let key = meta.location.to_string();

@@ -226,6 +226,9 @@ async fn scheduled_backups_arrive_in_the_bucket_and_only_backup_keep_stay() {
     // A prefix with a character a URL escapes: the keys uploaded are the keys listed.
     let s3 = moto.settings("scheduled", "tracker~prod/");
     let foreign = "tracker~prod/tracker-notes.txt";
+    // In a folder under the prefix, a key the client cannot read (an empty folder name): the
+    // listing reads only what is directly under the prefix.
+    moto.ask("PUT", "/scheduled/tracker~prod/elsewhere//odd.bin");
     let notes = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(notes.path(), "kept").unwrap();
     Bucket::new(&s3, None)
