@@ -22,11 +22,14 @@ use serde_json::Value;
 /// spreadsheet would take `text` for a formula.
 #[must_use]
 pub fn safe_cell(text: &str) -> Cow<'_, str> {
-    let risky = text
+    // A text that already starts with `'` before one (`'=x`) gets its own `'` as well (`''=x`):
+    // else it would be written as it is and read back as `=x`, the text `=x` is written as.
+    let after_quotes = text.trim_start_matches('\'');
+    let risky = after_quotes
         .bytes()
         .next()
         .is_some_and(|b| matches!(b, b'=' | b'+' | b'-' | b'@' | b'\t' | b'\r'));
-    if risky && !is_plain_number(text) {
+    if risky && !is_plain_number(after_quotes) {
         Cow::Owned(format!("'{text}"))
     } else {
         Cow::Borrowed(text)
@@ -146,9 +149,14 @@ mod tests {
 
     #[test]
     fn a_cell_reads_back_as_it_was_written() {
-        for text in ["=1+2", "@x", "-x", "'quoted", "'", "-3.50", "plain", ""] {
-            assert_eq!(cell_text(&safe_cell(text)), text);
+        for text in [
+            "=1+2", "@x", "-x", "'quoted", "'", "-3.50", "plain", "", "'=x", "''=x", "'-1", "'-x",
+            "''", "'-3.50",
+        ] {
+            assert_eq!(cell_text(&safe_cell(text)), text, "{text:?}");
         }
+        // Two texts never share a cell.
+        assert_ne!(safe_cell("'=x"), safe_cell("=x"));
     }
 
     #[test]
@@ -171,6 +179,9 @@ mod tests {
             ("-12", "-12"),
             ("+7", "+7"),
             ("49.90", "49.90"),
+            ("'=1", "''=1"),
+            ("'-3.50", "'-3.50"),
+            ("'plain", "'plain"),
         ] {
             assert_eq!(safe_cell(given), written, "{given:?}");
         }
