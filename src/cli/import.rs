@@ -396,13 +396,18 @@ fn read_csv(
         let cells: Vec<String> = record.iter().map(str::to_owned).collect();
         match &header {
             None => {
-                let names = cells
+                let names: Vec<String> = cells
                     .iter()
                     .map(|c| {
                         let c = c.trim_start_matches('\u{feff}');
                         crate::domain::spreadsheet::cell_text(c).to_owned()
                     })
                     .collect();
+                // A column named twice would refuse every row: the header is refused once, and
+                // the file with it.
+                if let Err(e) = import::csv_header(&names) {
+                    return Ok(batcher.refuse(line, e));
+                }
                 header = Some(names);
             }
             Some(names) => {

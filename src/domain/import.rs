@@ -124,6 +124,14 @@ fn once<V>(fields: impl Iterator<Item = (String, V)>) -> Result<BTreeMap<String,
     Ok(out)
 }
 
+/// A CSV header row, checked: a column named twice is refused, as every row under it would be.
+///
+/// # Errors
+/// `invalid_json` naming the column.
+pub fn csv_header(names: &[String]) -> Result<(), Error> {
+    once(names.iter().map(|n| (n.clone(), ()))).map(|_| ())
+}
+
 /// One CSV row, under `header`, as the JSON of one event.
 pub fn csv_row(header: &[String], row: &[String]) -> Result<String, Error> {
     if row.len() != header.len() {

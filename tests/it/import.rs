@@ -259,3 +259,26 @@ fn a_byte_order_mark_is_skipped_and_a_line_larger_than_a_batch_is_refused() {
         [json!("after-the-mark"), json!("after-the-long-line")]
     );
 }
+
+/// A CSV column named twice in the header: the header is refused once, naming the column, and
+/// no row is imported (each would be refused for it).
+#[test]
+fn a_csv_header_naming_a_column_twice_is_refused_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = stopped_server(dir.path());
+    let file = dir.path().join("history.csv");
+    let rows = "contact,u-0,\ncontact,u-1,\ncontact,u-2,\n";
+    std::fs::write(&file, format!("event,uid,uid\n{rows}")).unwrap();
+    let (summary, ok) = import(dir.path(), &data, &file, &[]);
+    assert!(!ok, "{summary}");
+    assert_eq!(summary["refused"], 1, "{summary}");
+    let refused = &summary["refusals"][0];
+    assert_eq!(refused["line"], 1, "{summary}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("duplicate field `uid`")),
+        "{summary}"
+    );
+    assert!(exported(dir.path(), &data).is_empty());
+}
