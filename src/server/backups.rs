@@ -136,7 +136,8 @@ pub fn rotate(dir: &Path, keep: u32, live: &Path, made: &Path) -> std::io::Resul
 /// The process ids a temporary copy of the schedule's names, if `name` is one: `.<backup>.
 /// upload-<pid>` (a copy for the upload, without `backup_dir`), `.<backup>.partial-<pid>` (a
 /// copy being written) and `..<backup>.upload-<pid>.partial-<pid>` (the first while written),
-/// and `.<backup>.upload` (a copy for the upload of an earlier version, which named no process).
+/// and an earlier version's copy for the upload, which named no process: `.<backup>.upload`,
+/// and `..<backup>.upload.partial-<pid>` while written.
 fn temporary_of(name: &str) -> Option<Vec<u32>> {
     fn pid(text: &str) -> Option<u32> {
         (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
@@ -149,6 +150,10 @@ fn temporary_of(name: &str) -> Option<Vec<u32>> {
     if let Some(inner) = backup.strip_prefix('.') {
         // `..<backup>.upload-<pid>.partial-<pid>`
         backup_time(inner)?;
+        if let Some(n) = tail.strip_prefix(".upload.partial-") {
+            // An earlier version's copy for the upload, while written.
+            return Some(vec![pid(n)?]);
+        }
         let (upload, partial) = tail.strip_prefix(".upload-")?.split_once(".partial-")?;
         return Some(vec![pid(upload)?, pid(partial)?]);
     }
@@ -162,19 +167,28 @@ fn temporary_of(name: &str) -> Option<Vec<u32>> {
     Some(vec![pid(n)?])
 }
 
+/// What [`delete_leftovers`] deleted, and what it could not, with why.
+pub type Leftovers = (Vec<PathBuf>, Vec<(PathBuf, String)>);
+
 /// Deletes the temporary copies ([`temporary_of`]) in `dir` that a process which is no longer
 /// running left there (stopped or killed while it wrote or uploaded a backup), or that an
 /// earlier process with this one's id left (a container's tracker is often process 1 at every
-/// start). Another running process's copies are kept: two servers may share the folder.
-/// Answers the files deleted.
-pub fn delete_leftovers(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// start). Another running process's copies are kept, so two servers may share the folder: a
+/// process that answers to its id is running (one of another user's included), and a copy
+/// locked by whoever is uploading it ([`hold_while_uploaded`]: another container's process 1)
+/// is in use. Answers the files deleted, and the files that could not be, with why.
+pub fn delete_leftovers(dir: &Path) -> std::io::Result<Leftovers> {
     let own = std::process::id();
     let running = |pid: u32| {
         pid != own
-            && rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0))
-                .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+            && rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)).is_some_and(|p| {
+                !matches!(
+                    rustix::process::test_kill_process(p),
+                    Err(rustix::io::Errno::SRCH)
+                )
+            })
     };
-    let mut deleted = Vec::new();
+    let (mut deleted, mut kept) = (Vec::new(), Vec::new());
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let Some(pids) = entry.file_name().to_str().and_then(temporary_of) else {
@@ -183,57 +197,91 @@ pub fn delete_leftovers(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         if pids.into_iter().any(running) || !entry.file_type()?.is_file() {
             continue;
         }
-        std::fs::remove_file(entry.path())?;
-        deleted.push(entry.path());
+        let path = entry.path();
+        let gone = std::fs::File::open(&path).and_then(|file| {
+            if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                .is_err()
+            {
+                return Ok(false);
+            }
+            std::fs::remove_file(&path).map(|()| true)
+        });
+        match gone {
+            Ok(true) => deleted.push(path),
+            Ok(false) => {}
+            // Deleted meanwhile by another server starting beside this one.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => kept.push((path, e.to_string())),
+        }
     }
-    Ok(deleted)
+    Ok((deleted, kept))
+}
+
+/// Opens the copy at `path` and holds a shared lock on it until the answer is dropped, so that
+/// a server starting meanwhile beside this one ([`delete_leftovers`]) leaves it alone.
+fn hold_while_uploaded(path: &Path) -> Option<std::fs::File> {
+    let file = std::fs::File::open(path).ok()?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).ok()?;
+    Some(file)
 }
 
 /// Makes backups on `schedule` until the task is dropped (at shutdown).
 pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
     let dir = local_dir(&app, &schedule);
+    let folder = dir.clone();
     match tokio::task::spawn_blocking(move || delete_leftovers(&dir)).await {
-        Ok(Ok(deleted)) => {
+        Ok(Ok((deleted, kept))) => {
             for path in deleted {
                 tracing::info!(path = %path.display(), "deleted a backup copy a stopped process left");
             }
+            for (path, error) in kept {
+                tracing::warn!(path = %path.display(), error, "a backup copy a stopped process left could not be deleted");
+            }
         }
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "looking for backup copies a stopped process left");
+            tracing::warn!(
+                error = %e,
+                dir = %folder.display(),
+                "looking for backup copies a stopped process left"
+            );
         }
         Err(_) => {}
     }
     let every_ms = u64::try_from(schedule.every.as_millis()).unwrap_or(u64::MAX);
     let retry_ms = u64::try_from(RETRY_AFTER.min(schedule.every).as_millis()).unwrap_or(u64::MAX);
-    let in_bucket = match &schedule.s3 {
-        Some(s3) => newest_uploaded(s3.clone()).await,
-        None => None,
-    };
-    if let Some(at) = in_bucket {
-        app.metrics.backup_found_uploaded(at);
-    }
+    // A backup named in the future (by a clock that once ran ahead) says nothing of when the
+    // last one was made: the newest is the newest up to now, and with none a backup is made at
+    // once.
+    let start = app.now_ms();
     let newest = match (&schedule.dir, &schedule.s3) {
-        (Some(dir), _) => {
+        (Some(dir), s3) => {
+            if let Some(s3) = s3 {
+                // The last upload's time for `/metrics`, without holding the first local backup
+                // back while the bucket is slow or down.
+                let (app, s3) = (app.clone(), s3.clone());
+                tokio::spawn(async move {
+                    if let Some(at) = newest_uploaded(s3, start).await {
+                        app.metrics.backup_found_uploaded(at);
+                    }
+                });
+            }
             let dir = dir.clone();
             tokio::task::spawn_blocking(move || own_backups(&dir))
                 .await
                 .ok()
                 .and_then(Result::ok)
-                .and_then(|b| b.last().map(|(at, _)| *at))
+                .and_then(|b| newest_until(&b, start))
         }
-        (None, Some(_)) => in_bucket,
+        (None, Some(s3)) => {
+            let at = newest_uploaded(s3.clone(), start).await;
+            if let Some(at) = at {
+                app.metrics.backup_found_uploaded(at);
+            }
+            at
+        }
         (None, None) => None,
     };
-    // A newest backup named in the future (by a clock that was ahead) says nothing of when the
-    // last one was made: one is made at once, rather than none until that time has passed.
-    let start = app.now_ms();
-    let mut due = newest.map_or(0, |at| {
-        if at > start {
-            start
-        } else {
-            at.saturating_add(every_ms)
-        }
-    });
+    let mut due = newest.map_or(0, |at| at.saturating_add(every_ms));
     let mut failing = false;
     loop {
         clock::sleep_until(&*app.clock, due).await;
@@ -252,12 +300,17 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
                     "scheduled backup written"
                 );
                 due = now.saturating_add(every_ms);
+                let held = schedule
+                    .s3
+                    .as_ref()
+                    .and_then(|_| hold_while_uploaded(&path));
                 if let Some(s3) = &schedule.s3 {
                     upload(&app, s3, &path, &backup_name(now), schedule.keep).await;
                 }
                 if schedule.dir.is_none() {
                     let _ = tokio::fs::remove_file(&path).await;
                 }
+                drop(held);
             }
             Err(e) => {
                 app.metrics.backup(false);
@@ -281,13 +334,10 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
 /// Where a backup is written: `backup_dir`, or without it the data file's folder (the copy
 /// is only there until it is uploaded).
 fn local_dir(app: &App, schedule: &BackupSchedule) -> PathBuf {
-    schedule.dir.clone().unwrap_or_else(|| {
-        app.store
-            .path()
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default()
-    })
+    schedule
+        .dir
+        .clone()
+        .unwrap_or_else(|| crate::storage::backup::folder_of(app.store.path()).to_path_buf())
 }
 
 /// One scheduled backup at `now_ms` into `schedule.dir`, then the rotation; answers the new
@@ -407,10 +457,11 @@ async fn rotate_bucket(
     Ok(deleted)
 }
 
-/// The time of the newest backup uploaded under the prefix, for a schedule without
-/// `backup_dir` to follow across restarts; `None` when there is none or the bucket cannot be
-/// listed (then a backup is made at once).
-async fn newest_uploaded(s3: S3Settings) -> Option<u64> {
+/// The time of the newest backup uploaded under the prefix by `now_ms` ([`newest_until`]), for
+/// a schedule without `backup_dir` to follow across restarts and for the last upload's time in
+/// `/metrics`; `None` when there is none or the bucket cannot be listed (then a schedule
+/// without `backup_dir` makes a backup at once).
+async fn newest_uploaded(s3: S3Settings, now_ms: u64) -> Option<u64> {
     tokio::task::spawn_blocking(move || {
         s3::on_own_runtime(async move {
             let bucket = Bucket::new(&s3, None)?;
@@ -420,7 +471,17 @@ async fn newest_uploaded(s3: S3Settings) -> Option<u64> {
     .await
     .ok()
     .and_then(Result::ok)
-    .and_then(|b| b.last().map(|(at, _)| *at))
+    .and_then(|b| newest_until(&b, now_ms))
+}
+
+/// The time of the newest of `backups` (oldest first) made by `now_ms`: one named later was
+/// named by a clock that ran ahead.
+fn newest_until<T>(backups: &[(u64, T)], now_ms: u64) -> Option<u64> {
+    backups
+        .iter()
+        .rev()
+        .map(|(at, _)| *at)
+        .find(|at| *at <= now_ms)
 }
 
 #[cfg(test)]
@@ -497,10 +558,15 @@ mod tests {
             format!(".{b}.upload-{own}"),
             format!(".{b}.partial-{gone}"),
             format!("..{b}.upload-{gone}.partial-{gone}"),
+            format!("..{b}.upload.partial-{gone}"),
         ];
+        // Another server's (its process running), and one held by an upload in progress (as
+        // another container's process 1 holds its own, with this one's id).
+        let uploading = format!(".{b}.upload-4194306");
         let kept = [
             format!(".{b}.upload-{other}"),
             format!("..{b}.upload-{other}.partial-{gone}"),
+            uploading.clone(),
             b.to_owned(),
             "tracker.redb".to_owned(),
             "notes.txt".to_owned(),
@@ -508,7 +574,10 @@ mod tests {
         for n in leftovers.iter().chain(&kept) {
             std::fs::write(dir.path().join(n), n).unwrap();
         }
-        let mut deleted = delete_leftovers(dir.path()).unwrap();
+        let held = hold_while_uploaded(&dir.path().join(&uploading)).expect("locked");
+        let (mut deleted, failed) = delete_leftovers(dir.path()).unwrap();
+        drop(held);
+        assert!(failed.is_empty(), "{failed:?}");
         deleted.sort();
         let mut expected: Vec<PathBuf> = leftovers.iter().map(|n| dir.path().join(n)).collect();
         expected.sort();

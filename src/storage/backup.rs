@@ -28,16 +28,26 @@ pub fn enough_room(free: u64, file_bytes: u64) -> Result<(), String> {
     if free >= need {
         return Ok(());
     }
-    let mib = |b: u64| b.div_ceil(1 << 20);
+    let (down, up) = (|b: u64| b >> 20, |b: u64| b.div_ceil(1 << 20));
     Err(format!(
         "no room for a copy on the data file's own disk: {} MiB free, and a copy of the {} MiB \
          data file must leave {} MiB for it to grow ({} MiB in all); free some space, or write \
-         backups to another disk (backup_dir)",
-        mib(free),
-        mib(file_bytes),
-        mib(ROOM_LEFT),
-        mib(need)
+         the copy to another disk (`backup_dir` for scheduled backups, another DEST for \
+         `tracker backup`)",
+        down(free),
+        up(file_bytes),
+        up(ROOM_LEFT),
+        up(need)
     ))
+}
+
+/// The folder a file's path names: its parent, or `.` for a bare file name (`tracker.redb`,
+/// which Rust gives the parent `""`, a folder nothing can be read from).
+#[must_use]
+pub fn folder_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."))
 }
 
 /// [`enough_room`] for a copy at `dest` of the data file at `live`, when `dest` is on the
@@ -48,10 +58,7 @@ pub fn enough_room(free: u64, file_bytes: u64) -> Result<(), String> {
 /// As [`enough_room`].
 pub fn room_for_copy(live: &Path, dest: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
-    let dir = dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| Path::new("."));
+    let dir = folder_of(dest);
     let (Ok(file), Ok(there)) = (std::fs::metadata(live), std::fs::metadata(dir)) else {
         // The copy itself says what is missing.
         return Ok(());
@@ -173,12 +180,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_bare_file_name_is_in_the_current_folder() {
+        assert_eq!(folder_of(Path::new("tracker.redb")), Path::new("."));
+        assert_eq!(folder_of(Path::new("data/tracker.redb")), Path::new("data"));
+        assert_eq!(folder_of(Path::new("/tracker.redb")), Path::new("/"));
+    }
+
+    #[test]
     fn a_copy_must_leave_room_for_the_data_file_to_grow() {
         let file = 300 << 20;
         assert_eq!(enough_room(file + ROOM_LEFT, file), Ok(()));
         let refused = enough_room(file + ROOM_LEFT - 1, file).unwrap_err();
         assert!(
-            refused.contains("364 MiB free")
+            refused.contains("363 MiB free")
                 && refused.contains("300 MiB data file")
                 && refused.contains("364 MiB in all")
                 && refused.contains("backup_dir"),

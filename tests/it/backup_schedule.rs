@@ -132,8 +132,6 @@ async fn scheduled_backups_appear_rotate_and_hold_what_was_acknowledged() {
     }
 }
 
-/// A backup directory that is not there: the backup fails, ingest goes on, and once the
-/// directory exists the next try (ten minutes later) writes the backup.
 /// Backups named in the future by a clock that was ahead: a backup is made at the start all the
 /// same, and each new one is kept while the future ones go in their turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,6 +156,8 @@ async fn backups_named_in_the_future_hold_back_no_new_one() {
     server.stop().await;
 }
 
+/// A backup directory that is not there: the backup fails, ingest goes on, and once the
+/// directory exists the next try (ten minutes later) writes the backup.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_backup_is_tried_again_while_ingest_goes_on() {
     let parent = tempfile::tempdir().unwrap();
