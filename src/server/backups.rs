@@ -92,41 +92,31 @@ fn own_backups(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
 }
 
 /// Which of `backups` (with the times in their names) go, to keep `keep`: the oldest beyond the
-/// newest `keep`, but never `made`, the one just made (at `made_at`), which counts as kept; and
-/// a backup named after `made_at` (by a clock that was ahead) counts as older than any other.
-/// So after a clock that ran ahead, the new backups stay and the future ones go in their turn,
-/// instead of each new one sorting as the oldest and going at once.
-fn beyond_keep<T: PartialEq>(
-    mut backups: Vec<(u64, T)>,
-    keep: u32,
-    made: &T,
-    made_at: u64,
-) -> Vec<T> {
+/// newest `keep`, but never the one just made (named by its time, `made_at`), which counts as
+/// kept; and a backup named after `made_at` (by a clock that was ahead) counts as older than
+/// any other. So after a clock that ran ahead, the new backups stay and the future ones go in
+/// their turn, instead of each new one sorting as the oldest and going at once.
+fn beyond_keep<T>(mut backups: Vec<(u64, T)>, keep: u32, made_at: u64) -> Vec<T> {
     backups.sort_by_key(|(at, _)| (*at <= made_at, *at));
     let surplus = backups.len().saturating_sub(keep as usize);
     backups
         .into_iter()
+        .filter(|(at, _)| *at != made_at)
         .map(|(_, b)| b)
-        .filter(|b| b != made)
         .take(surplus)
         .collect()
 }
 
-/// Deletes the oldest of the schedule's own backups in `dir` beyond the newest `keep`, never
-/// `made` ([`beyond_keep`]); answers the files deleted. `live` is the server's data file: a
+/// Deletes the oldest of the schedule's own backups in `dir` beyond the newest `keep`, never the
+/// one made at `made_at` ([`beyond_keep`]); answers the files deleted. `live` is the server's data file: a
 /// server restored by serving one of these backups in place has a data file named like one, and
 /// it is never counted or deleted.
-pub fn rotate(dir: &Path, keep: u32, live: &Path, made: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub fn rotate(dir: &Path, keep: u32, live: &Path, made_at: u64) -> std::io::Result<Vec<PathBuf>> {
     let live = std::fs::canonicalize(live).ok();
     let mut backups = own_backups(dir)?;
     backups.retain(|(_, path)| live.is_none() || std::fs::canonicalize(path).ok() != live);
     let mut deleted = Vec::new();
-    let made_at = made
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(backup_time)
-        .unwrap_or(u64::MAX);
-    for path in beyond_keep(backups, keep, &made.to_path_buf(), made_at) {
+    for path in beyond_keep(backups, keep, made_at) {
         std::fs::remove_file(&path)?;
         deleted.push(path);
     }
@@ -140,7 +130,9 @@ pub fn rotate(dir: &Path, keep: u32, live: &Path, made: &Path) -> std::io::Resul
 /// and `..<backup>.upload.partial-<pid>` while written.
 fn temporary_of(name: &str) -> Option<Vec<u32>> {
     fn pid(text: &str) -> Option<u32> {
-        (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        // Digits only: `parse` alone would take a `+`.
+        text.bytes()
+            .all(|b| b.is_ascii_digit())
             .then(|| text.parse().ok())
             .flatten()
     }
@@ -305,7 +297,7 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
                     .as_ref()
                     .and_then(|_| hold_while_uploaded(&path));
                 if let Some(s3) = &schedule.s3 {
-                    upload(&app, s3, &path, &backup_name(now), schedule.keep).await;
+                    upload(&app, s3, &path, now, schedule.keep).await;
                 }
                 if schedule.dir.is_none() {
                     let _ = tokio::fs::remove_file(&path).await;
@@ -366,8 +358,8 @@ pub async fn backup_once(
     };
     let dest = dir.join(backup_name(now_ms));
     let stats = app.store.backup(dest.clone()).await?;
-    let (keep, live, made) = (schedule.keep, app.store.path().to_owned(), dest.clone());
-    let rotated = tokio::task::spawn_blocking(move || rotate(&dir, keep, &live, &made))
+    let (keep, live) = (schedule.keep, app.store.path().to_owned());
+    let rotated = tokio::task::spawn_blocking(move || rotate(&dir, keep, &live, now_ms))
         .await
         .map_err(|_| Error::internal())?;
     match rotated {
@@ -393,14 +385,14 @@ pub async fn backup_once(
 /// Uploads the backup at `file` as `prefix` + `name`, then deletes the oldest uploaded beyond
 /// `keep`; logs and counts how it went. Never fails the schedule: the next backup is made and
 /// uploaded at its time whatever happened to this one.
-async fn upload(app: &App, s3: &S3Settings, file: &Path, name: &str, keep: u32) {
-    let key = format!("{}{name}", s3.prefix);
+async fn upload(app: &App, s3: &S3Settings, file: &Path, made_at: u64, keep: u32) {
+    let key = format!("{}{}", s3.prefix, backup_name(made_at));
     let (settings, file_owned, key_owned) = (s3.clone(), file.to_owned(), key.clone());
     let sent = tokio::task::spawn_blocking(move || {
         s3::on_own_runtime(async move {
             let bucket = Bucket::new(&settings, None)?;
             let bytes = bucket.upload(&file_owned, &key_owned).await?;
-            let rotated = rotate_bucket(&bucket, &settings.prefix, keep, &key_owned).await;
+            let rotated = rotate_bucket(&bucket, &settings.prefix, keep, made_at).await;
             Ok((bytes, bucket.address(&key_owned), rotated))
         })
     })
@@ -436,21 +428,17 @@ async fn upload(app: &App, s3: &S3Settings, file: &Path, name: &str, keep: u32) 
     }
 }
 
-/// Deletes the oldest backups directly under `prefix` beyond the newest `keep`, never `made`
-/// ([`beyond_keep`]); nothing else is ever deleted. Answers the keys deleted.
+/// Deletes the oldest backups directly under `prefix` beyond the newest `keep`, never the one
+/// made at `made_at` ([`beyond_keep`]); nothing else is ever deleted. Answers the keys deleted.
 async fn rotate_bucket(
     bucket: &Bucket,
     prefix: &str,
     keep: u32,
-    made: &str,
+    made_at: u64,
 ) -> Result<Vec<String>, S3Error> {
     let mut deleted = Vec::new();
     let backups = bucket.backups(prefix, backup_time).await?;
-    let made_at = made
-        .strip_prefix(prefix)
-        .and_then(backup_time)
-        .unwrap_or(u64::MAX);
-    for key in beyond_keep(backups, keep, &made.to_owned(), made_at) {
+    for key in beyond_keep(backups, keep, made_at) {
         bucket.delete(&key).await?;
         deleted.push(key);
     }
@@ -608,8 +596,8 @@ mod tests {
         for n in others {
             std::fs::write(dir.path().join(n), n).unwrap();
         }
-        let made = dir.path().join(&names[4]);
-        let deleted = rotate(dir.path(), 2, &dir.path().join("tracker.redb"), &made).unwrap();
+        let made = ms + 4 * 60_000;
+        let deleted = rotate(dir.path(), 2, &dir.path().join("tracker.redb"), made).unwrap();
         assert_eq!(
             deleted,
             names[..3]
@@ -627,7 +615,7 @@ mod tests {
         want.sort();
         assert_eq!(left, want);
         assert!(
-            rotate(dir.path(), 2, &dir.path().join("tracker.redb"), &made)
+            rotate(dir.path(), 2, &dir.path().join("tracker.redb"), made)
                 .unwrap()
                 .is_empty()
         );
@@ -647,17 +635,18 @@ mod tests {
         }
         let live = dir.path().join("tracker.redb");
         for day in 0..3 {
-            let made = dir.path().join(backup_name(ms + day * 86_400_000));
+            let made_at = ms + day * 86_400_000;
+            let made = dir.path().join(backup_name(made_at));
             std::fs::write(&made, "new").unwrap();
-            let deleted = rotate(dir.path(), 3, &live, &made).unwrap();
+            let deleted = rotate(dir.path(), 3, &live, made_at).unwrap();
             assert_eq!(deleted, vec![dir.path().join(&future[day as usize])]);
             assert!(made.exists(), "day {day}");
         }
         assert_eq!(own_backups(dir.path()).unwrap().len(), 3);
-        assert_eq!(beyond_keep(vec![(1, 'a'), (2, 'b')], 1, &'a', 1), vec!['b']);
-        assert_eq!(beyond_keep(vec![(1, 'a'), (2, 'b')], 1, &'b', 2), vec!['a']);
+        assert_eq!(beyond_keep(vec![(1, 'a'), (2, 'b')], 1, 1), vec!['b']);
+        assert_eq!(beyond_keep(vec![(1, 'a'), (2, 'b')], 1, 2), vec!['a']);
         assert_eq!(
-            beyond_keep(vec![(1, 'a'), (2, 'b')], 2, &'a', 1),
+            beyond_keep(vec![(1, 'a'), (2, 'b')], 2, 1),
             Vec::<char>::new()
         );
     }
@@ -673,7 +662,7 @@ mod tests {
             std::fs::write(dir.path().join(n), n).unwrap();
         }
         let live = dir.path().join(&names[0]);
-        let deleted = rotate(dir.path(), 2, &live, &dir.path().join(&names[3])).unwrap();
+        let deleted = rotate(dir.path(), 2, &live, ms + 3 * 60_000).unwrap();
         assert_eq!(deleted, vec![dir.path().join(&names[1])]);
         assert!(live.exists());
     }

@@ -174,6 +174,20 @@ fn refused(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// A test server that backs up once a day (on its clock) to `s3` only, keeping `keep`.
+async fn uploading_daily(s3: &S3Settings, keep: u32) -> TestServer {
+    let configured = s3.clone();
+    TestServer::start_with(move |s| {
+        s.backups = Some(BackupSchedule {
+            dir: None,
+            every: Duration::from_secs(86_400),
+            keep,
+            s3: Some(configured),
+        });
+    })
+    .await
+}
+
 /// The scheduled backups under `prefix`, oldest first.
 async fn uploaded(s3: &S3Settings) -> Vec<String> {
     Bucket::new(s3, None)
@@ -236,16 +250,7 @@ async fn scheduled_backups_arrive_in_the_bucket_and_only_backup_keep_stay() {
         .upload(notes.path(), foreign)
         .await
         .unwrap();
-    let configured = s3.clone();
-    let server = TestServer::start_with(move |s| {
-        s.backups = Some(BackupSchedule {
-            dir: None,
-            every: Duration::from_secs(86_400),
-            keep: 2,
-            s3: Some(configured),
-        });
-    })
-    .await;
+    let server = uploading_daily(&s3, 2).await;
     let key = |day: u64| format!("tracker~prod/{}", backup_name(NOW_MS + day * DAY_MS));
     uploaded_when(&s3, |k| k == [key(0)]).await;
     for day in 1..=3u64 {
@@ -306,16 +311,7 @@ async fn after_a_restart_the_newest_backup_in_the_bucket_is_the_last_success() {
         let key = format!("tracker/{}", backup_name(at));
         bucket.upload(copy.path(), &key).await.unwrap();
     }
-    let configured = s3.clone();
-    let server = TestServer::start_with(move |s| {
-        s.backups = Some(BackupSchedule {
-            dir: None,
-            every: Duration::from_secs(86_400),
-            keep: 7,
-            s3: Some(configured),
-        });
-    })
-    .await;
+    let server = uploading_daily(&s3, 7).await;
     assert_eq!(made % 1000, 0, "a backup's name is to the second");
     let line = format!(
         "tracker_backup_upload_last_success_timestamp_seconds {}.0\n",
