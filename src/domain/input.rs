@@ -6,6 +6,8 @@
 //! postback macro that was never replaced (`{clickid}`, `[uid]`, `%7Bsubid%7D`) is refused with
 //! the field's own code and a sentence that says so.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -91,20 +93,179 @@ pub enum DecimalJson {
     Text(#[schemars(pattern(r"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]{1,4})?$"))] String),
 }
 
+/// One shape of a body whose fields depend on a choice in it (a destination's `kind`, a link's
+/// `bot`, `target` or `channel`), for `/openapi.json`.
+pub struct Variant {
+    pub title: &'static str,
+    /// A field whose value picks this shape: `("kind", "webhook")`.
+    pub tag: Option<(&'static str, &'static str)>,
+    /// The fields it takes, as the body's type describes them.
+    pub fields: Vec<&'static str>,
+    /// Of its fields, those it cannot do without: given, a non-empty string.
+    pub required: Vec<&'static str>,
+    /// Of the other fields, those it cannot take even as `null` or empty.
+    pub never: Vec<&'static str>,
+}
+
+/// A body type's schema (`flat`: every field optional) as one closed object per [`Variant`],
+/// combined by `combine` (`oneOf`, or `anyOf` when the shapes overlap). A variant takes its own
+/// fields as `flat` describes them, its required ones listed as required when `require` (a
+/// change gives only what it changes); every other field of the type only as the server reads
+/// it as absent: `null`, or an empty string where the field is text (and those it names
+/// `never` not at all).
+///
+/// # Panics
+///
+/// If `flat` is not an object schema with properties (the body types are; `/openapi.json` is
+/// built in a unit test).
+#[must_use]
+pub fn by_variant(
+    flat: &schemars::Schema,
+    variants: &[Variant],
+    require: bool,
+    combine: &str,
+    description: &str,
+) -> schemars::Schema {
+    use serde_json::{Map, Value, json};
+    let properties = flat
+        .get("properties")
+        .and_then(Value::as_object)
+        .expect("a body type has properties");
+    let shapes: Vec<Value> = variants
+        .iter()
+        .map(|variant| {
+            let mut fields = Map::new();
+            let mut required = Vec::new();
+            for (name, schema) in properties {
+                let name = name.as_str();
+                let mut schema = schema.clone();
+                if variant.tag.is_some_and(|(tag, _)| tag == name) || variant.never.contains(&name)
+                {
+                    continue;
+                }
+                if variant.required.contains(&name) {
+                    schema["type"] = "string".into();
+                    schema["minLength"] = 1.into();
+                    if require {
+                        required.push(name);
+                    }
+                } else if !variant.fields.contains(&name) {
+                    let text = match &schema["type"] {
+                        Value::String(t) => t == "string",
+                        Value::Array(types) => types.iter().any(|t| t == "string"),
+                        _ => false,
+                    };
+                    schema = if text {
+                        json!({"type": ["string", "null"], "maxLength": 0})
+                    } else {
+                        json!({"type": "null"})
+                    };
+                } else if require
+                    && flat
+                        .get("required")
+                        .and_then(Value::as_array)
+                        .is_some_and(|r| r.iter().any(|f| f == name))
+                {
+                    required.push(name);
+                }
+                fields.insert(name.to_owned(), schema);
+            }
+            if let Some((tag, value)) = variant.tag {
+                fields.insert(tag.to_owned(), json!({"const": value}));
+                if require {
+                    required.push(tag);
+                }
+            }
+            json!({
+                "title": variant.title,
+                "type": "object",
+                "properties": fields,
+                "required": required,
+                "additionalProperties": false,
+            })
+        })
+        .collect();
+    let mut schema = Map::new();
+    schema.insert("description".into(), description.into());
+    schema.insert(combine.into(), shapes.into());
+    schema.into()
+}
+
 #[must_use]
 pub fn wrong_type(field: &'static str, expected: &str, raw: &RawValue) -> Error {
-    let got = match raw.get().as_bytes().first() {
+    let got = type_name(raw);
+    Error::field(
+        Code::InvalidJson,
+        field,
+        format!("field `{field}` must be {expected}, got {got}"),
+    )
+}
+
+/// What JSON type `raw` is, for an error sentence.
+fn type_name(raw: &RawValue) -> &'static str {
+    match raw.get().as_bytes().first() {
         Some(b'"') => "a string",
         Some(b'{') => "an object",
         Some(b'[') => "an array",
         Some(b't' | b'f') => "a boolean",
         Some(b'n') => "null",
         _ => "a number",
+    }
+}
+
+/// A JSON array of strings (`expected` says what they are), or `invalid_json` naming the field
+/// and, when the array is one, its first item that is not a string.
+pub fn json_strings(
+    raw: &RawValue,
+    field: &'static str,
+    expected: &str,
+) -> Result<Vec<String>, Error> {
+    let items: Vec<&RawValue> =
+        serde_json::from_str(raw.get()).map_err(|_| wrong_type(field, expected, raw))?;
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            serde_json::from_str(item.get())
+                .map_err(|_| wrong_member(field, expected, &format!("item {i}"), item))
+        })
+        .collect()
+}
+
+/// A JSON object of strings (`expected` says what they are), or `invalid_json` naming the field
+/// and, when the value is an object, a member that is not a string (the first by name).
+pub fn json_string_map(
+    raw: &RawValue,
+    field: &'static str,
+    expected: &str,
+) -> Result<BTreeMap<String, String>, Error> {
+    let members: BTreeMap<String, &RawValue> =
+        serde_json::from_str(raw.get()).map_err(|_| wrong_type(field, expected, raw))?;
+    members
+        .into_iter()
+        .map(|(name, value)| match serde_json::from_str(value.get()) {
+            Ok(text) => Ok((name, text)),
+            Err(_) => Err(wrong_member(field, expected, &quoted(&name), value)),
+        })
+        .collect()
+}
+
+/// The error of a container whose member `which` (`item 2`, `"deposit"`) has the wrong type.
+fn wrong_member(field: &'static str, expected: &str, which: &str, member: &RawValue) -> Error {
+    let container = if which.starts_with('"') {
+        "an object"
+    } else {
+        "an array"
+    };
+    let got = if member.get().starts_with('"') {
+        "not a valid string"
+    } else {
+        type_name(member)
     };
     Error::field(
         Code::InvalidJson,
         field,
-        format!("field `{field}` must be {expected}, got {got}"),
+        format!("field `{field}` must be {expected}, got {container} whose {which} is {got}"),
     )
 }
 
@@ -386,6 +547,60 @@ fn is_macro_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn raw(json: &str) -> Box<RawValue> {
+        RawValue::from_string(json.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn an_array_of_strings_names_its_first_item_of_another_type() {
+        let names = "an array of event names";
+        let got = |json: &str| json_strings(&raw(json), "events", names).map_err(|e| e.message);
+        assert_eq!(
+            got(r#"["deposit", "contact"]"#).unwrap(),
+            ["deposit", "contact"]
+        );
+        assert_eq!(got("[]").unwrap(), Vec::<String>::new());
+        let wrong = |json: &str, what: &str| {
+            assert_eq!(
+                got(json).unwrap_err(),
+                format!("field `events` must be an array of event names, got {what}"),
+                "{json}"
+            );
+        };
+        wrong(r#"["deposit", {}]"#, "an array whose item 1 is an object");
+        wrong("[[]]", "an array whose item 0 is an array");
+        wrong(r#"["a", "b", null]"#, "an array whose item 2 is null");
+        wrong(
+            r#"["\ud800"]"#,
+            "an array whose item 0 is not a valid string",
+        );
+        wrong(r#""deposit""#, "a string");
+        wrong("{}", "an object");
+    }
+
+    #[test]
+    fn an_object_of_strings_names_a_member_of_another_type() {
+        let got = |json: &str| {
+            json_string_map(&raw(json), "statuses", "an object of strings").map_err(|e| e.message)
+        };
+        let map = got(r#"{"deposit": "sale", "contact": "lead"}"#).unwrap();
+        assert_eq!(map.get("deposit").map(String::as_str), Some("sale"));
+        assert_eq!(map.len(), 2);
+        let wrong = |json: &str, what: &str| {
+            assert_eq!(
+                got(json).unwrap_err(),
+                format!("field `statuses` must be an object of strings, got {what}"),
+                "{json}"
+            );
+        };
+        wrong(
+            r#"{"deposit": "sale", "contact": 1}"#,
+            r#"an object whose "contact" is a number"#,
+        );
+        wrong(r#"{"a": ["x"]}"#, r#"an object whose "a" is an array"#);
+        wrong(r#"["x"]"#, "an array");
+    }
 
     #[test]
     fn macros_are_recognised() {

@@ -314,8 +314,7 @@ pub fn check_target(target: &str) -> Result<(), Error> {
     }
 }
 
-/// The body of `POST /links`. A link has a `bot` or a `target`, not both (`missing_field` for
-/// neither, `invalid_field` for both). An empty string or `null` counts as absent.
+/// The body of `POST /links`, as read; in `/openapi.json`, [`NewLinkJson`].
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkBody<'a> {
@@ -360,6 +359,51 @@ pub struct LinkBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<String>", pattern(r"^(redirect|page)?$"))]
     mode: Option<&'a RawValue>,
+}
+
+// Read as a `LinkBody`; this type only describes it in `/openapi.json`.
+/// The body of `POST /links`: one shape per place a link sends to, a `bot`, a `target` or a
+/// `channel` (with its `fallback`).
+pub struct NewLinkJson;
+
+impl JsonSchema for NewLinkJson {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NewLinkBody".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let flat = <LinkBody<'_> as JsonSchema>::json_schema(generator);
+        let shape = |title, own: &[&'static str]| input::Variant {
+            title,
+            tag: None,
+            fields: ["slug", "campaign_name", "mode"]
+                .iter()
+                .chain(own)
+                .copied()
+                .collect(),
+            required: own
+                .iter()
+                .copied()
+                .filter(|f| *f != "join_requests")
+                .collect(),
+            never: Vec::new(),
+        };
+        let variants = [
+            shape("bot", &["bot"]),
+            shape("target", &["target"]),
+            shape("channel", &["channel", "fallback", "join_requests"]),
+        ];
+        input::by_variant(
+            &flat,
+            &variants,
+            true,
+            "oneOf",
+            "A new link: its slug, and where it sends visitors, one of a Telegram `bot`, a \
+             `target` URL or a Telegram `channel` (with its `fallback`). An empty string or \
+             `null` counts as absent (`missing_field` for none of the three, `invalid_field` for \
+             two).",
+        )
+    }
 }
 
 impl NewLink {

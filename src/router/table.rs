@@ -17,10 +17,10 @@ use warp::reply::Response;
 use crate::domain::batch::BatchBody;
 use crate::domain::click::{BindBody, ClickBody};
 use crate::domain::cost::CostBody;
-use crate::domain::destination::{DestinationBody, RetryBody, TestBody};
+use crate::domain::destination::{DestinationChangeJson, NewDestinationJson, RetryBody, TestBody};
 use crate::domain::event::EventBody;
 use crate::domain::keyring::SpaceRef;
-use crate::domain::link::LinkBody;
+use crate::domain::link::NewLinkJson;
 use crate::domain::settings::SettingsBody;
 use crate::error::Error;
 use crate::http::{
@@ -222,7 +222,7 @@ pub static ROUTES: [Endpoint; 34] = [
         guard: Guard::Secret(boxed!(links::post_links, 2)),
         openapi: Some(Operation {
             file: include_str!("openapi/post_links.json"),
-            body: Some(schema::<LinkBody<'static>>()),
+            body: Some(schema::<NewLinkJson>()),
             answer: Some((201, schema::<links::LinkAnswer>())),
         }),
     },
@@ -252,7 +252,7 @@ pub static ROUTES: [Endpoint; 34] = [
         guard: Guard::Secret(boxed!(destinations::post_destinations, 2)),
         openapi: Some(Operation {
             file: include_str!("openapi/post_destinations.json"),
-            body: Some(schema::<DestinationBody<'static>>()),
+            body: Some(schema::<NewDestinationJson>()),
             answer: Some((201, schema::<destinations::DestinationAnswer>())),
         }),
     },
@@ -272,7 +272,7 @@ pub static ROUTES: [Endpoint; 34] = [
         guard: Guard::Secret(boxed!(destinations::patch_destination, 2)),
         openapi: Some(Operation {
             file: include_str!("openapi/patch_destination.json"),
-            body: Some(schema::<DestinationBody<'static>>()),
+            body: Some(schema::<DestinationChangeJson>()),
             answer: Some((200, schema::<destinations::DestinationAnswer>())),
         }),
     },

@@ -70,6 +70,19 @@ impl Document {
         );
     }
 
+    /// Whether `body` is a request body the operation `method path` describes.
+    fn takes(&self, method: &str, path: &str, body: &str) -> bool {
+        let operation = &self.doc["paths"][path][method.to_ascii_lowercase()];
+        let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
+        assert!(schema.is_object(), "{method} {path} describes no JSON body");
+        let mut root = schema.clone();
+        root["components"] = self.doc["components"].clone();
+        let validator = jsonschema::draft202012::new(&root)
+            .unwrap_or_else(|e| panic!("the body schema of {method} {path} does not compile: {e}"));
+        let instance: Value = serde_json::from_str(body).expect("a JSON body");
+        validator.is_valid(&instance)
+    }
+
     /// Checks `r` as an answer of the operation `method path` (the document's path template).
     #[track_caller]
     fn check(&mut self, method: &str, path: &str, r: &Response) {
@@ -519,6 +532,37 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         (big.as_str(), 413),
     ];
     post_all(&s, &mut d, "/links", &links).await;
+    // The body's schema is the server's rule: a bot, a target or a channel, only one.
+    let described = [true, true, true, true, false, false, false, false];
+    for ((body, _), takes) in links.iter().zip(described) {
+        assert_eq!(d.takes("POST", "/links", body), takes, "{body}");
+    }
+    for (body, takes) in [
+        (
+            r#"{"slug":"c","channel":"@news","fallback":"https://t.me/+abc"}"#,
+            true,
+        ),
+        (
+            r#"{"slug":"c","channel":"@news","fallback":"https://t.me/+a","join_requests":true}"#,
+            true,
+        ),
+        (r#"{"slug":"c","channel":"@news"}"#, false),
+        (
+            r#"{"slug":"c","bot":"shop_bot","join_requests":false}"#,
+            false,
+        ),
+        (
+            r#"{"slug":"c","bot":"shop_bot","join_requests":null,"fallback":""}"#,
+            true,
+        ),
+        (
+            r#"{"slug":"c","bot":"shop_bot","target":"https://a.example/{uid}"}"#,
+            false,
+        ),
+        (r#"{"slug":"c","bot":"","target":""}"#, false),
+    ] {
+        assert_eq!(d.takes("POST", "/links", body), takes, "{body}");
+    }
     let r = as_a(&s, "GET", "/links", None).await;
     assert_eq!(r.json()["links"].as_array().map(Vec::len), Some(3));
     d.check("GET", "/links", &r);
@@ -587,6 +631,67 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         (big.as_str(), 413),
     ];
     post_all(&s, &mut d, "/destinations", &destinations).await;
+    // The body's schema is the server's rule: each kind with its own fields, those it requires.
+    // (A name taken and a private address are the server's to know.)
+    let described = [true, true, true, true, false, false, true];
+    for ((body, _), takes) in destinations.iter().zip(described) {
+        assert_eq!(d.takes("POST", "/destinations", body), takes, "{body}");
+    }
+    for (body, takes) in [
+        (r#"{"name":"g","kind":"google_ads"}"#, true),
+        (
+            r#"{"name":"t","kind":"tiktok_events","pixel_code":"C4AB","access_token":"x"}"#,
+            true,
+        ),
+        (
+            r#"{"name":"t","kind":"tiktok_events","access_token":"x"}"#,
+            false,
+        ),
+        (
+            r#"{"name":"w","kind":"webhook","url":"https://x.example","statuses":{}}"#,
+            false,
+        ),
+        (
+            r#"{"name":"m","kind":"meta_capi","pixel_id":"","access_token":"x"}"#,
+            false,
+        ),
+        (r#"{"kind":"google_ads"}"#, false),
+        // Another kind's field as the server reads it as absent: null, or empty text.
+        (
+            r#"{"name":"w","kind":"webhook","url":"https://x.example","pixel_id":""}"#,
+            true,
+        ),
+        (
+            r#"{"name":"w","kind":"webhook","url":"https://x.example","statuses":null}"#,
+            true,
+        ),
+        (
+            r#"{"name":"w","kind":"webhook","url":"https://x.example","pixel_id":"1"}"#,
+            false,
+        ),
+    ] {
+        assert_eq!(d.takes("POST", "/destinations", body), takes, "{body}");
+    }
+    for (body, takes) in [
+        (
+            r#"{"access_token":"EAAB-new-1234","currency_rates":{"XTR":"0.013 USD"}}"#,
+            true,
+        ),
+        (r#"{"kind":"postback","statuses":{"deposit":"sale"}}"#, true),
+        ("{}", true),
+        (r#"{"access_token":null}"#, false),
+        (r#"{"url":""}"#, false),
+        (r#"{"statuses":null,"graph_url":""}"#, true),
+        (r#"{"url":"https://x.example","pixel_id":"1"}"#, false),
+        (r#"{"name":"meta","kind":"meta_capi"}"#, true),
+        (r#"{"name":"Meta"}"#, false),
+    ] {
+        assert_eq!(
+            d.takes("PATCH", "/destinations/{name}", body),
+            takes,
+            "{body}"
+        );
+    }
     let r = as_a(&s, "GET", "/destinations", None).await;
     assert_eq!(r.json()["destinations"].as_array().map(Vec::len), Some(3));
     d.check("GET", "/destinations", &r);

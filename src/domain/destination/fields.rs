@@ -519,8 +519,18 @@ fn rules(f: &DestinationFields) -> Result<MetaRules, Error> {
     })
 }
 
+/// Of a kind's own fields, those it cannot do without: `missing_field` when absent.
+pub(super) fn kind_required(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::MetaCapi => &["pixel_id", "access_token"],
+        Kind::Postback | Kind::Webhook => &["url"],
+        Kind::TiktokEvents => &["pixel_code", "access_token"],
+        Kind::GoogleAds => &[],
+    }
+}
+
 /// The fields of their own a kind takes; another kind's are refused.
-fn kind_fields(kind: Kind) -> &'static [&'static str] {
+pub(super) fn kind_fields(kind: Kind) -> &'static [&'static str] {
     match kind {
         Kind::MetaCapi => &[
             "pixel_id",
@@ -561,6 +571,38 @@ pub(super) mod tests {
                 .then(|| "https://example.com/pb?c={uid}".into()),
             pixel_code: (kind == "tiktok_events").then(|| "C4ABCDEFGHIJ12345678".into()),
             ..DestinationFields::default()
+        }
+    }
+
+    /// `kind_required`, which `/openapi.json` describes, is what `check` asks for: a kind's
+    /// smallest valid fields are those, and taking any one away is `missing_field` for it.
+    #[test]
+    fn the_required_fields_of_each_kind_are_what_check_asks_for() {
+        for kind in Kind::ALL {
+            let least = fields(kind.as_str());
+            let mut given = least.given();
+            given.sort_unstable();
+            let mut required = kind_required(kind).to_vec();
+            required.sort_unstable();
+            assert_eq!(given, required, "{kind:?}");
+            assert!(least.clone().check(false).is_ok(), "{kind:?}");
+            for &field in kind_required(kind) {
+                assert!(kind_fields(kind).contains(&field), "{field}");
+                let mut f = least.clone();
+                match field {
+                    "pixel_id" => f.pixel_id = None,
+                    "access_token" => f.access_token = None,
+                    "pixel_code" => f.pixel_code = None,
+                    "url" => f.url = None,
+                    _ => panic!("a required field this test cannot take away: {field}"),
+                }
+                let e = f.check(false).unwrap_err();
+                assert_eq!(
+                    (e.code, e.field),
+                    (Code::MissingField, Some(field)),
+                    "{kind:?}"
+                );
+            }
         }
     }
 

@@ -52,8 +52,8 @@ pub use macros::{MACROS, QUERY_MACRO, Statuses, fill_macros, query_param};
 pub use meta::{EventNames, MetaAnswer, MetaRules, THROTTLE_WAIT_MS, meta_answer, standard_name};
 pub use named::NAMED_KINDS;
 pub use request::{
-    DEFAULT_DELIVERIES_PAGE, DeliveryQuery, DestinationBody, MAX_DELIVERIES_PAGE, RetryBody,
-    RetryRequest, TestBody,
+    DEFAULT_DELIVERIES_PAGE, DeliveryQuery, DestinationBody, DestinationChangeJson,
+    MAX_DELIVERIES_PAGE, NewDestinationJson, RetryBody, RetryRequest, TestBody,
 };
 pub use tiktok::{tiktok_answer, tiktok_standard_name};
 pub use view::{DeliveryView, DestinationState, DestinationView, LastError};

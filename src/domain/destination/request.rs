@@ -9,18 +9,15 @@ use serde_json::value::RawValue;
 
 use super::address::HttpsUrlJson;
 use super::delivery::State;
-use super::fields::{DestinationFields, DestinationPatch, check_name, missing};
+use super::fields::{
+    DestinationFields, DestinationPatch, check_name, kind_fields, kind_required, missing,
+};
+use super::kind::Kind;
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
-/// The body of `POST /destinations`. The fields of each kind (`docs/api.md#destinations`):
-/// `meta_capi` takes `pixel_id` and `access_token` (required), `test_event_code`, `api_version`,
-/// `graph_url`, `event_names`, `currency_rates`; `postback` takes `url` (required) and
-/// `statuses`; `webhook` takes `url` (required); `tiktok_events` takes `pixel_code` and
-/// `access_token` (required), `test_event_code`, `api_url`, `event_names`, `currency_rates`;
-/// `google_ads` takes `conversion_names` and `user`. A field of another kind is refused. An empty
-/// string or `null` counts as absent. The body of `PATCH /destinations/<name>` too, where an
-/// absent field is left as it is and `null` sets it back to its default.
+/// The body of `POST /destinations` and of `PATCH /destinations/<name>`, as read. In
+/// `/openapi.json` each is described by kind ([`NewDestinationJson`], [`DestinationChangeJson`]).
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DestinationBody<'a> {
@@ -62,7 +59,7 @@ pub struct DestinationBody<'a> {
     #[serde(borrow)]
     #[schemars(
         with = "Option<BTreeMap<String, String>>",
-        example = r#"{"deposit": "Purchase", "first_deposit": "FirstDeposit"}"#
+        example = serde_json::json!({"deposit": "Purchase", "first_deposit": "FirstDeposit"})
     )]
     event_names: Option<&'a RawValue>,
     /// `meta_capi`, `tiktok_events`: what one unit of a currency the platform does not take
@@ -91,13 +88,90 @@ pub struct DestinationBody<'a> {
     #[serde(borrow)]
     #[schemars(
         with = "Option<BTreeMap<String, String>>",
-        example = r#"{"deposit": "Telegram deposit"}"#
+        example = serde_json::json!({"deposit": "Telegram deposit"})
     )]
     conversion_names: Option<&'a RawValue>,
     /// `google_ads`: the user name Google Ads fetches the file with. Default `google`.
     #[serde(borrow)]
     #[schemars(with = "Option<String>", pattern(r"^[!-9;-~]{0,64}$"))]
     user: Option<&'a RawValue>,
+}
+
+// Read as a `DestinationBody`; this type only describes it in `/openapi.json`.
+/// The body of `POST /destinations`: one object per kind (`docs/api.md#destinations`), each
+/// with its own fields and those it requires; a field of another kind is refused. An empty
+/// string or `null` counts as absent.
+pub struct NewDestinationJson;
+
+// Read as a `DestinationBody`; this type only describes it in `/openapi.json`.
+/// The body of `PATCH /destinations/<name>`: the fields of the destination's kind to change. An
+/// absent field is left as it is, `null` sets it back to its default; a required field cannot
+/// be taken away, and the name and kind cannot change.
+pub struct DestinationChangeJson;
+
+impl schemars::JsonSchema for NewDestinationJson {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NewDestinationBody".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        by_kind(generator, true, "oneOf")
+    }
+}
+
+impl schemars::JsonSchema for DestinationChangeJson {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DestinationChangeBody".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        by_kind(generator, false, "anyOf")
+    }
+}
+
+/// `DestinationBody`'s schema as one shape per kind, from the table the checks use
+/// ([`kind_fields`], [`kind_required`]). A new destination requires its name, kind and the
+/// kind's required fields; a change requires nothing (its name and kind, given, must be the
+/// destination's: the server's to know) and clears what it gives as `null` or empty.
+fn by_kind(
+    generator: &mut schemars::SchemaGenerator,
+    create: bool,
+    combine: &str,
+) -> schemars::Schema {
+    let flat = <DestinationBody<'_> as schemars::JsonSchema>::json_schema(generator);
+    let variants: Vec<input::Variant> = Kind::ALL
+        .into_iter()
+        .map(|kind| input::Variant {
+            title: kind.as_str(),
+            tag: Some(("kind", kind.as_str())),
+            fields: ["name", "events", "only_attributed"]
+                .into_iter()
+                .chain(kind_fields(kind).iter().copied())
+                .collect(),
+            required: kind_required(kind).to_vec(),
+            // A change clears a field given as `null` or empty, and no kind's required field
+            // can be cleared.
+            never: if create {
+                Vec::new()
+            } else {
+                Kind::ALL
+                    .into_iter()
+                    .flat_map(|k| kind_required(k).iter().copied())
+                    .filter(|f| !kind_fields(kind).contains(f))
+                    .collect()
+            },
+        })
+        .collect();
+    let description = if create {
+        "A new destination: the fields of its kind (`docs/api.md#destinations`), those it \
+         requires among them; a field of another kind is refused. An empty string or `null` \
+         counts as absent."
+    } else {
+        "A change of a destination: fields of its kind to set. An absent field is left as it \
+         is, `null` sets it back to its default; a required field cannot be taken away, and the \
+         name and kind cannot change."
+    };
+    input::by_variant(&flat, &variants, create, combine, description)
 }
 
 impl DestinationFields {
@@ -113,10 +187,11 @@ impl DestinationFields {
             }
         };
         let events = match b.events {
-            Some(raw) if raw.get() != "null" => Some(
-                serde_json::from_str::<Vec<String>>(raw.get())
-                    .map_err(|_| input::wrong_type("events", "an array of event names", raw))?,
-            ),
+            Some(raw) if raw.get() != "null" => Some(input::json_strings(
+                raw,
+                "events",
+                "an array of event names",
+            )?),
             _ => None,
         };
         let only_attributed = match b.only_attributed {
@@ -127,9 +202,9 @@ impl DestinationFields {
                    v: Option<&RawValue>|
          -> Result<Option<BTreeMap<String, String>>, Error> {
             match v {
-                Some(raw) if raw.get() != "null" => serde_json::from_str(raw.get())
-                    .map(Some)
-                    .map_err(|_| input::wrong_type(name, "an object of strings", raw)),
+                Some(raw) if raw.get() != "null" => {
+                    input::json_string_map(raw, name, "an object of strings").map(Some)
+                }
                 _ => Ok(None),
             }
         };
