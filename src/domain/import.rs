@@ -151,9 +151,11 @@ pub fn csv_row(header: &[String], row: &[String]) -> Result<String, Error> {
             return (name.clone(), None);
         }
         let cell = crate::domain::spreadsheet::cell_text(cell);
-        // `occurred_at_ms` is a JSON integer in an event; every other field takes a string.
+        // `occurred_at_ms` is a JSON integer in an event, which has no leading zeros (a cell is
+        // text: `0170...` holds the number `170...`); every other field takes a string.
         let json = if name == "occurred_at_ms" && cell.bytes().all(|b| b.is_ascii_digit()) {
-            cell.to_owned()
+            let digits = cell.trim_start_matches('0');
+            if digits.is_empty() { "0" } else { digits }.to_owned()
         } else {
             serde_json::Value::String(cell.to_owned()).to_string()
         };
@@ -214,6 +216,25 @@ fn field_text(json: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A CSV cell is text: `occurred_at_ms` with leading zeros is the same number, and the
+    /// same event (a JSON integer cannot be written with them).
+    #[test]
+    fn a_csv_time_with_leading_zeros_is_the_same_number() {
+        let header = [
+            "event".to_owned(),
+            "uid".to_owned(),
+            "occurred_at_ms".to_owned(),
+        ];
+        let row = |at: &str| ["contact".to_owned(), "u1".to_owned(), at.to_owned()];
+        let plain = csv_row(&header, &row("1700000000000")).unwrap();
+        assert_eq!(csv_row(&header, &row("001700000000000")).unwrap(), plain);
+        let parsed: serde_json::Value = serde_json::from_str(&plain).unwrap();
+        assert_eq!(parsed["occurred_at_ms"], 1_700_000_000_000_u64);
+        let zero: serde_json::Value =
+            serde_json::from_str(&csv_row(&header, &row("000")).unwrap()).unwrap();
+        assert_eq!(zero["occurred_at_ms"], 0);
+    }
 
     fn fields(json: &str) -> serde_json::Value {
         serde_json::from_str(json).unwrap()
