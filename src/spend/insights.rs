@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::delivery::outgoing::error_words;
 use crate::domain::cost::{self, AdNames, Cost, Day, Source};
-use crate::domain::destination::{MetaAnswer, meta_answer};
+use crate::domain::destination::{MetaAnswer, meta_answer, names_unknown_object};
 
 /// The Graph API version asked for.
 pub const GRAPH_VERSION: &str = "v23.0";
@@ -59,9 +59,10 @@ pub struct Insights {
     pub skipped: usize,
 }
 
+/// A page of insights. `data` is required: a `200` without it (a proxy's or another service's
+/// answer at `meta_graph_url`) is not a page of no spend, which would remove the range's costs.
 #[derive(Deserialize)]
 struct Page {
-    #[serde(default)]
     data: Vec<Row>,
     #[serde(default)]
     paging: Option<Paging>,
@@ -120,6 +121,27 @@ fn origin(url: &reqwest::Url) -> String {
     url.origin().ascii_serialization()
 }
 
+/// Meta's answer `status` with `body`, as a fetch takes it: `Ok` for a page to read.
+fn check_answer(status: u16, body: &str, account: &str, token: &str) -> Result<(), Failure> {
+    let failed = |m: &str| Failure::Failed(hide(m, token));
+    match meta_answer(status, body) {
+        MetaAnswer::Delivered => Ok(()),
+        // A wrong account is not a refused token: the fetch fails naming the setting, and the
+        // next hour tries again.
+        MetaAnswer::TokenRejected { message } if names_unknown_object(body) => {
+            Err(failed(&format!(
+                "{message}: Meta has no ad account {account} that this token may read; check \
+                 meta_ads_account, and that the token's user has the account"
+            )))
+        }
+        MetaAnswer::TokenRejected { message } => Err(Failure::TokenRefused(hide(&message, token))),
+        MetaAnswer::Retry { .. } | MetaAnswer::Refused { .. } => {
+            let words: String = body.chars().take(300).collect();
+            Err(failed(&format!("Meta answered {status}: {words}")))
+        }
+    }
+}
+
 /// Every row of the days `[first, last]` of `account` at `base` (`meta_graph_url`), page by
 /// page. `check` refuses an address before it is requested (a private one unless allowed): the
 /// insights' address without its query (which holds the token), and every `paging.next` must
@@ -165,16 +187,7 @@ pub async fn fetch(
                 error_words(&e)
             ))
         })?;
-        match meta_answer(status, &body) {
-            MetaAnswer::Delivered => {}
-            MetaAnswer::TokenRejected { message } => {
-                return Err(Failure::TokenRefused(hide(&message, token)));
-            }
-            MetaAnswer::Retry { .. } | MetaAnswer::Refused { .. } => {
-                let words: String = body.chars().take(300).collect();
-                return Err(failed(&format!("Meta answered {status}: {words}")));
-            }
-        }
+        check_answer(status, &body, account, token)?;
         let page: Page = serde_json::from_str(&body).map_err(|e| {
             failed(&format!(
                 "Meta answered {status} with a body that is not insights: {e}"

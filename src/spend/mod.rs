@@ -298,7 +298,7 @@ struct Due {
 
 /// Runs beside the server: each space with Meta's settings fetched every hour (the last
 /// [`RECENT_DAYS`]) and every day (the last [`MONTH_DAYS`]), the month first after a start or
-/// a change of its settings.
+/// a change of its settings, and again at the next hour after a month's fetch that failed.
 pub async fn run(shared: Shared) {
     let mut due: HashMap<u32, Due> = HashMap::new();
     loop {
@@ -320,8 +320,15 @@ pub async fn run(shared: Shared) {
             if shared.status.paused(space).is_some() {
                 continue;
             }
-            if let Err(e) = fetch(&shared, space, days).await {
-                tracing::warn!(space, error = %e.message, "spend not fetched from Meta");
+            match fetch(&shared, space, days).await {
+                Ok(LastFetch::Done(_)) => {}
+                // The month's revisions are not left for a day: the next hour fetches the month
+                // again, not only its last days.
+                Ok(_) if days == MONTH_DAYS => when.month = when.recent,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(space, error = %e.message, "spend not fetched from Meta");
+                }
             }
         }
         let _ = tokio::time::timeout(LOOK_EVERY, woken).await;

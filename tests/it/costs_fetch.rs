@@ -352,6 +352,83 @@ async fn an_error_answer_is_the_fetchs_result() {
     s.stop().await;
 }
 
+/// An ad account Meta does not know (or the token's user does not have) fails the fetch naming
+/// the setting, and pauses nothing: a refused token is not what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_ad_account_is_named_and_pauses_nothing() {
+    let api = Insights::start().await;
+    api.set_rows(vec![row(0, "autumn", "broad", "video-1", "10")]);
+    let s = with_meta(&api, TOKEN, "ok").await;
+    let r = patch_space(&s, &json!({"meta_ads_account": "act_999"})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    fetches(&s, "failed", 1).await;
+    let r = fetch_now(&s).await;
+    assert_eq!(r.status, 200, "not paused: {}", r.text());
+    let fetch = &r.json()["fetch"];
+    assert_eq!(fetch["result"], "failed");
+    let why = fetch["error"].as_str().unwrap();
+    assert!(
+        why.contains("act_999") && why.contains("check meta_ads_account"),
+        "{why}"
+    );
+    assert!(!why.contains("meta_ads_token"), "{why}");
+    s.stop().await;
+}
+
+/// A month's fetch that failed is tried again, whole, at the next hour: Meta's revisions of
+/// the month's days are not left for a day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_month_is_fetched_again_at_the_next_hour() {
+    let api = Insights::start().await;
+    api.fail_next(
+        500,
+        error(2, "OAuthException", "Service temporarily unavailable"),
+    );
+    let s = with_meta(&api, TOKEN, "failed").await;
+    let range = |since: &str, until: &str| format!(r#"{{"since":"{since}","until":"{until}"}}"#);
+    assert_eq!(range_asked(&api, 0), range(&day(27), &day(0)));
+    let wake = || s.app.as_ref().unwrap().spend.wake.notify_one();
+    s.clock.advance(60 * 60 * 1000);
+    wake();
+    fetches(&s, "ok", 1).await;
+    assert_eq!(range_asked(&api, 1), range(&day(27), &day(0)));
+    // Then, done, the hours fetch their last days again.
+    s.clock.advance(60 * 60 * 1000);
+    wake();
+    fetches(&s, "ok", 2).await;
+    assert_eq!(range_asked(&api, 2), range(&day(2), &day(0)));
+    s.stop().await;
+}
+
+/// A `200` that is not a page of insights (a proxy's `{}` at `meta_graph_url`) fails the fetch
+/// and keeps the costs: read as a page of no spend, it would remove the whole range's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_without_data_keeps_the_costs() {
+    let api = Insights::start().await;
+    api.set_rows(vec![row(1, "autumn", "broad", "video-1", "10")]);
+    let s = with_meta(&api, TOKEN, "ok").await;
+    let stored = [format!("{} autumn/broad/video-1 10 USD meta", day(1))];
+    assert_eq!(costs(&s).await, stored);
+    for body in [json!({}), json!({"ok": true}), json!({"data": null})] {
+        api.fail_next(200, body.clone());
+        let r = fetch_now(&s).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let fetch = &r.json()["fetch"];
+        assert_eq!(fetch["result"], "failed", "{body}: {}", r.text());
+        assert!(
+            fetch["error"].as_str().unwrap().contains("not insights"),
+            "{body}: {fetch}"
+        );
+        assert_eq!(costs(&s).await, stored, "{body}");
+    }
+    // A page with no rows is no spend, and removes it.
+    api.set_rows(vec![]);
+    let r = fetch_now(&s).await;
+    assert_eq!(r.json()["fetch"]["result"], "ok", "{}", r.text());
+    assert_eq!(costs(&s).await, Vec::<String>::new());
+    s.stop().await;
+}
+
 /// `POST /costs`'s `adset_name` and `ad_name`: optional, at most 512 characters each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ad_set_and_ad_names_are_optional_and_bounded() {

@@ -113,6 +113,25 @@ fn is_token_error(code: i64) -> bool {
     matches!(code, 10 | 190 | 200..=299)
 }
 
+/// `100` with subcode `33`: "Unsupported post request. Object with ID ... does not exist,
+/// cannot be loaded due to missing permissions, or does not support this operation": the id
+/// asked for (a pixel, an ad account) is wrong, or the token may not use it.
+fn is_unknown_object(code: i64, subcode: Option<i64>) -> bool {
+    code == 100 && subcode == Some(33)
+}
+
+/// Whether Meta's error answer `body` says the object asked for is unknown or out of the
+/// token's reach ([`is_unknown_object`]), which [`meta_answer`] takes for a refused token.
+#[must_use]
+pub fn names_unknown_object(body: &str) -> bool {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let Some(error) = parsed.as_ref().and_then(|v| v.get("error")) else {
+        return false;
+    };
+    let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+    is_unknown_object(code, error.get("error_subcode").and_then(Value::as_i64))
+}
+
 /// What an answer of `status` with `body` means (`None`: no answer came).
 #[must_use]
 pub fn meta_answer(status: u16, body: &str) -> MetaAnswer {
@@ -147,11 +166,8 @@ pub fn meta_answer(status: u16, body: &str) -> MetaAnswer {
     } else {
         format!("Meta: {message} (code {code})")
     };
-    // `100` with subcode `33`: "Unsupported post request. Object with ID ... does not exist,
-    // cannot be loaded due to missing permissions, or does not support this operation": the
-    // pixel id is wrong, or the token may not use it.
     let subcode = error.get("error_subcode").and_then(Value::as_i64);
-    if is_token_error(code) || (code == 100 && subcode == Some(33)) {
+    if is_token_error(code) || is_unknown_object(code, subcode) {
         MetaAnswer::TokenRejected { message }
     } else if is_throttle(code) {
         MetaAnswer::Retry {

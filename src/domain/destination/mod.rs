@@ -49,7 +49,10 @@ pub use kind::{
     PreviousSecret, ROTATION_GRACE_MS, Secret, Target, Tiktok,
 };
 pub use macros::{MACROS, QUERY_MACRO, Statuses, fill_macros, query_param};
-pub use meta::{EventNames, MetaAnswer, MetaRules, THROTTLE_WAIT_MS, meta_answer, standard_name};
+pub use meta::{
+    EventNames, MetaAnswer, MetaRules, THROTTLE_WAIT_MS, meta_answer, names_unknown_object,
+    standard_name,
+};
 pub use named::NAMED_KINDS;
 pub use request::{
     DEFAULT_DELIVERIES_PAGE, DeliveryQuery, DestinationBody, DestinationChangeJson,

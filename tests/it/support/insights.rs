@@ -109,6 +109,22 @@ pub fn error(code: i64, kind: &str, message: &str) -> Value {
         "fbtrace_id": "AbCdEfStandIn"}})
 }
 
+/// As Meta answers an object (an ad account) that does not exist or the token's user does not
+/// have: `100` with subcode `33`.
+fn unknown_object(id: &str) -> Value {
+    let mut e = error(
+        100,
+        "GraphMethodException",
+        &format!(
+            "Unsupported get request. Object with ID '{id}' does not exist, cannot be loaded due \
+             to missing permissions, or does not support this operation. Please read the Graph \
+             API documentation at https://developers.facebook.com/docs/graph-api"
+        ),
+    );
+    e["error"]["error_subcode"] = 33.into();
+    e
+}
+
 fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> (u16, Value) {
     let mut s = state.lock().unwrap();
     s.asked.push(Asked {
@@ -143,14 +159,7 @@ fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> 
         );
     }
     if *account != ACCOUNT {
-        return (
-            400,
-            error(
-                100,
-                "OAuthException",
-                "Unsupported get request: no such ad account",
-            ),
-        );
+        return (400, unknown_object(account));
     }
     let fields: Vec<&str> = get("fields").split(',').collect();
     let wanted = [
