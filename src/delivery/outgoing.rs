@@ -81,9 +81,11 @@ pub fn client(settings: &Delivery) -> Result<reqwest::Client, reqwest::Error> {
 }
 
 /// Refuses a URL whose host is a private IP address (unless allowed), before it is requested;
-/// answers it parsed, for the request (so it is parsed once).
+/// answers it parsed, for the request (so it is parsed once). A postback's URL is filled in by
+/// then, so it may be longer than its template ([`destination::MAX_FILLED_URL_LEN`]).
 pub fn check_before_send(url: &str, allow_private: bool) -> Result<reqwest::Url, String> {
-    destination::check_url("url", url, allow_private).map_err(|e| e.message)
+    destination::check_url_of("url", url, allow_private, destination::MAX_FILLED_URL_LEN)
+        .map_err(|e| e.message)
 }
 
 /// What a request came to: the answer's status and first bytes, or what went wrong.

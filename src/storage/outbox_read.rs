@@ -294,7 +294,7 @@ pub fn due(
         };
         let click_query = match (&event.uid, want_query) {
             (Some(uid), true) => match clicks.get((destination.space, uid.as_str()))? {
-                Some(bytes) => records::decode::<ClickRecord>(bytes.value())?.raw_query,
+                Some(bytes) => click_query(&records::decode::<ClickRecord>(bytes.value())?),
                 None => None,
             },
             _ => None,
@@ -307,6 +307,25 @@ pub fn due(
         });
     }
     Ok(batch)
+}
+
+/// The query `{q.NAME}` reads for a click: the visit's query as kept, with the click ids the
+/// visit took out of it into fields of their own (`fbclid`, `gclid`, ...) put back after it.
+fn click_query(c: &ClickRecord) -> Option<String> {
+    let ids = [
+        ("fbclid", &c.fbclid),
+        ("ttclid", &c.ttclid),
+        ("gclid", &c.gclid),
+        ("gbraid", &c.gbraid),
+        ("wbraid", &c.wbraid),
+    ];
+    let mut query = url::form_urlencoded::Serializer::new(c.raw_query.clone().unwrap_or_default());
+    for (name, id) in ids {
+        if let Some(id) = id {
+            query.append_pair(name, id);
+        }
+    }
+    Some(query.finish()).filter(|q| !q.is_empty())
 }
 
 fn hints_of(r: &ClickHintsRecord) -> Option<ClientHints> {

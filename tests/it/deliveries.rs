@@ -644,6 +644,43 @@ async fn postback_statuses_first_deposits_and_the_click_s_own_query() {
     s.stop().await;
 }
 
+/// A postback's URL once filled may pass the template's 2048 bytes (each macro's value
+/// percent-encoded), and is sent; `{q.NAME}` finds the click ids the visit kept in fields of
+/// their own (`gclid`, `fbclid`) and takes the first value that is not empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_filled_postback_is_sent_with_the_click_s_ids() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    let template = "/pb?g={q.gclid}&f={q.fbclid}&k={q.k}&sub={q.subid}&c={campaign_name}";
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "pb", "kind": "postback", "url": r.url(template)}),
+    )
+    .await;
+    let link = s
+        .post_as(&s.a, "/links", r#"{"slug":"ad","bot":"shop_bot"}"#)
+        .await;
+    assert_eq!(link.status, 201, "{}", link.text());
+    let zh = |n: usize| "%D0%B6".repeat(n);
+    let query = format!(
+        "fb-1&gclid=CjwK123&k=&k=7&subid={}&utm_campaign={}",
+        zh(150),
+        zh(256)
+    );
+    let uid = visit(&s, "ad", &query).await;
+    let id = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    delivery_in(&s, id, "delivered").await;
+    let targets: Vec<String> = r.received().iter().map(|g| g.target.clone()).collect();
+    let expected = format!("/pb?g=CjwK123&f=fb-1&k=7&sub={}&c={}", zh(150), zh(256));
+    assert!(r.url(&expected).len() > 2048, "{}", expected.len());
+    assert_eq!(targets, [expected]);
+    s.stop().await;
+}
+
 /// Delivered rows are deleted once `delivery_retention` has passed since their delivery, and
 /// not a moment sooner; the destination's counts stay, and dead ones stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -102,6 +102,11 @@ pub fn private_address(field: &'static str, address: &str) -> Error {
 /// The longest URL (or URL template) a destination takes.
 pub const MAX_URL_LEN: usize = 2048;
 
+/// The longest URL a postback sends, once its template's macros are filled: each macro's value
+/// percent-encoded (a Cyrillic campaign name of 256 characters is 3,072 bytes), so well past
+/// the template's bound. A receiver that takes less answers `414`, which the delivery shows.
+pub const MAX_FILLED_URL_LEN: usize = 32 * 1024;
+
 // Read by [`check_url`]; this type only describes a destination's `https://` address in
 // `/openapi.json`, where it stands in place (no schema of its own) and each field says what the
 // address is for.
@@ -116,6 +121,16 @@ pub struct HttpsUrlJson(
 /// a host, no user name or password, and, when its host is an IP address, a public one unless
 /// `allow_private`. A host name is checked after it resolves, before each send.
 pub fn check_url(field: &'static str, text: &str, allow_private: bool) -> Result<url::Url, Error> {
+    check_url_of(field, text, allow_private, MAX_URL_LEN)
+}
+
+/// [`check_url`] of a URL of at most `max_len` bytes.
+pub fn check_url_of(
+    field: &'static str,
+    text: &str,
+    allow_private: bool,
+    max_len: usize,
+) -> Result<url::Url, Error> {
     let bad = |why: &str| {
         Error::field(
             Code::InvalidField,
@@ -123,9 +138,9 @@ pub fn check_url(field: &'static str, text: &str, allow_private: bool) -> Result
             format!("{field} {why}, got {}", quoted(text)),
         )
     };
-    if text.len() > MAX_URL_LEN || !text.bytes().all(|b| b.is_ascii_graphic()) {
+    if text.len() > max_len || !text.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(bad(&format!(
-            "must be at most {MAX_URL_LEN} visible ASCII characters"
+            "must be at most {max_len} visible ASCII characters"
         )));
     }
     let url = url::Url::parse(text).map_err(|e| bad(&format!("is not a URL ({e})")))?;

@@ -43,8 +43,9 @@ fn is_macro(name: &str) -> bool {
         })
 }
 
-/// The value of parameter `name` in `query` (a URL's query, without `?`): the first one,
-/// percent-decoded, `+` as a space; `None` when it has none.
+/// The value of parameter `name` in `query` (a URL's query, a leading `?` ignored): the first
+/// one that is not empty, as everywhere in the tracker, percent-decoded, `+` as a space; `None`
+/// when it has none.
 #[must_use]
 pub fn query_param(query: &str, name: &str) -> Option<String> {
     let decode = |text: &str| {
@@ -52,9 +53,10 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
             .decode_utf8_lossy()
             .into_owned()
     };
+    let query = query.strip_prefix('?').unwrap_or(query);
     query.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (decode(k) == name).then(|| decode(v))
+        (!v.is_empty() && decode(k) == name).then(|| decode(v))
     })
 }
 
@@ -209,10 +211,16 @@ mod tests {
 
     #[test]
     fn query_parameters_are_read_decoded_and_first_wins() {
-        let q = "subid=abc%20d&clickid=1+2&subid=second&flag&e=%D0%AF";
+        let q = "subid=abc%20d&clickid=1+2&subid=second&flag&e=%D0%AF&k=&k=7";
         assert_eq!(query_param(q, "subid").as_deref(), Some("abc d"));
         assert_eq!(query_param(q, "clickid").as_deref(), Some("1 2"));
-        assert_eq!(query_param(q, "flag").as_deref(), Some(""));
+        assert_eq!(query_param(q, "flag"), None, "empty: absent");
+        assert_eq!(
+            query_param(q, "k").as_deref(),
+            Some("7"),
+            "the first not empty"
+        );
+        assert_eq!(query_param("?subid=9&x=1", "subid").as_deref(), Some("9"));
         assert_eq!(query_param(q, "e").as_deref(), Some("Я"));
         assert_eq!(query_param(q, "none"), None);
         let filled = fill_macros("https://n.example/?s={q.subid}&c={q.none}", |m| {

@@ -30,7 +30,10 @@ mod request;
 mod tiktok;
 mod view;
 
-pub use address::{HttpsUrlJson, MAX_URL_LEN, check_url, is_private, private_address};
+pub use address::{
+    HttpsUrlJson, MAX_FILLED_URL_LEN, MAX_URL_LEN, check_url, check_url_of, is_private,
+    private_address,
+};
 pub use delivery::{
     ANSWER_BYTES, Attempt, FIRST_RETRY_MS, MAX_RETRY_MS, Outcome, STORED_STATES, State,
     StateCounts, answer_head, next_state, outcome_of, retry_delay_ms,
