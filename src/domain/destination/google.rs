@@ -35,17 +35,20 @@ pub struct ConversionNames(pub BTreeMap<String, String>);
 impl ConversionNames {
     /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`](super::NAMED_KINDS),
     /// each name 1 to 100 characters without control characters (the name of a conversion
-    /// action in Google Ads, exactly as it is written there).
+    /// action in Google Ads, exactly as it is written there), and one the file writes as it is:
+    /// not beginning with `=`, `+`, `-` or `@`, which [`safe_cell`] writes after a `'` (so no
+    /// spreadsheet takes it for a formula) and Google would then match to no action.
     pub fn parse(names: &BTreeMap<String, String>) -> Result<ConversionNames, Error> {
         check_named(
             "conversion_names",
             names,
             "the name of a conversion action in Google Ads: 1 to 100 characters, no control \
-             characters and no space at either end",
+             characters, no space at either end, and not beginning with =, +, - or @",
             |name| {
                 (1..=100).contains(&name.chars().count())
                     && !name.chars().any(char::is_control)
                     && name.trim() == name
+                    && safe_cell(name) == name
             },
         )?;
         Ok(ConversionNames(names.clone()))
@@ -317,7 +320,19 @@ mod tests {
         assert_eq!(set.name_for("deposit", true), "Telegram deposit");
         let ok = "n".repeat(100);
         let long = "n".repeat(101);
-        for (name, good) in [(&ok, true), (&long, false), (&" x".to_owned(), false)] {
+        let plain = |text: &str| text.to_owned();
+        for (name, good) in [
+            (&ok, true),
+            (&long, false),
+            (&plain(" x"), false),
+            (&plain("Lead - form"), true),
+            (&plain("-Purchase"), false),
+            (&plain("=x"), false),
+            (&plain("+x"), false),
+            (&plain("@x"), false),
+            (&plain("'=x"), false),
+            (&plain("'x"), true),
+        ] {
             let map = BTreeMap::from([("contact".to_owned(), name.clone())]);
             assert_eq!(ConversionNames::parse(&map).is_ok(), good, "{name:?}");
         }
