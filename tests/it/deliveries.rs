@@ -644,6 +644,30 @@ async fn postback_statuses_first_deposits_and_the_click_s_own_query() {
     s.stop().await;
 }
 
+/// A `token=` in a postback's URL is the network's credential: `GET /destinations` shows it
+/// redacted, and the postback carries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_in_a_postback_url_is_shown_redacted_and_sent() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "pb", "kind": "postback", "only_attributed": false,
+                "url": r.url("/pb?token=netSECRET99&c={uid}")}),
+    )
+    .await;
+    let shown = listed(&s).await;
+    assert!(!format!("{shown:?}").contains("netSECRET99"), "{shown:?}");
+    let url = shown[0]["url"].as_str().unwrap();
+    assert!(url.ends_with("/pb?token=[redacted]&c={uid}"), "{url}");
+    let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u-1"}"#).await);
+    delivery_in(&s, id, "delivered").await;
+    let targets: Vec<String> = r.received().iter().map(|g| g.target.clone()).collect();
+    assert_eq!(targets, ["/pb?token=netSECRET99&c=u-1"]);
+    s.stop().await;
+}
+
 /// A postback's URL once filled may pass the template's 2048 bytes (each macro's value
 /// percent-encoded), and is sent; `{q.NAME}` finds the click ids the visit kept in fields of
 /// their own (`gclid`, `fbclid`) and takes the first value that is not empty.

@@ -145,12 +145,14 @@ impl DestinationView {
                 view.event_names = Some(m.rules.event_names.0.clone());
                 view.currency_rates = Some(m.rules.currency_rates.shown());
             }
+            // A `token=` in the URL is the receiver's credential: shown redacted, as the log
+            // and the delivery's answer show it.
             Target::Postback { url, statuses } => {
-                view.url = Some(url.clone());
+                view.url = Some(crate::domain::credential::redact(url));
                 view.statuses = Some(statuses.0.clone());
             }
             Target::Webhook { url, previous, .. } => {
-                view.url = Some(url.clone());
+                view.url = Some(crate::domain::credential::redact(url));
                 view.previous_secret_until_ms = previous.as_ref().map(|p| p.until_ms);
             }
             Target::TiktokEvents(t) => {
