@@ -18,8 +18,9 @@ use crate::delivery::outgoing::error_words;
 use crate::domain::cost::{self, AdNames, Cost, Day, Source};
 use crate::domain::destination::{MetaAnswer, meta_answer, names_unknown_object};
 
-/// The Graph API version asked for.
-pub const GRAPH_VERSION: &str = "v23.0";
+/// The Graph API version asked for: the one Meta destinations use unless told otherwise, so
+/// one constant follows Meta's retirements.
+pub const GRAPH_VERSION: &str = crate::domain::destination::DEFAULT_API_VERSION;
 /// The fields asked for, per ad and day.
 pub const FIELDS: &str = "campaign_name,adset_name,ad_name,spend,account_currency";
 /// The most pages one fetch follows (a page holds up to 25 rows by default, more with
@@ -253,7 +254,7 @@ mod tests {
     #[test]
     fn the_first_url_asks_for_ads_by_day_and_hides_nothing_it_needs() {
         let url = first_url("http://127.0.0.1:9", "act_42", "TOKEN", (20781, 20783));
-        assert!(url.starts_with("http://127.0.0.1:9/v23.0/act_42/insights?level=ad&time_increment=1&fields=campaign_name%2Cadset_name%2Cad_name%2Cspend%2Caccount_currency&time_range=%7B%22since%22%3A%222026-11-24%22%2C%22until%22%3A%222026-11-26%22%7D"), "{url}");
+        assert!(url.starts_with("http://127.0.0.1:9/v25.0/act_42/insights?level=ad&time_increment=1&fields=campaign_name%2Cadset_name%2Cad_name%2Cspend%2Caccount_currency&time_range=%7B%22since%22%3A%222026-11-24%22%2C%22until%22%3A%222026-11-26%22%7D"), "{url}");
         assert!(url.ends_with("&access_token=TOKEN"), "{url}");
         assert_eq!(hide("x TOKEN y", "TOKEN"), "x … y");
         assert_eq!(

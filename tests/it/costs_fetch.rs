@@ -119,7 +119,7 @@ async fn an_ad_account_brings_costs_by_ad_and_a_second_fetch_replaces_them() {
     let asked = api.asked();
     assert_eq!(asked.len(), 2, "{asked:#?}");
     let first = &asked[0].query;
-    assert_eq!(asked[0].path, format!("/v23.0/{ACCOUNT}/insights"));
+    assert_eq!(asked[0].path, format!("/v25.0/{ACCOUNT}/insights"));
     assert_eq!(
         (first["level"].as_str(), first["time_increment"].as_str()),
         ("ad", "1")
