@@ -122,6 +122,65 @@ fn origin(url: &reqwest::Url) -> String {
     url.origin().ascii_serialization()
 }
 
+/// An ad account's fields, as [`account_zone`] asks for them.
+#[derive(Deserialize)]
+struct Account {
+    timezone_name: String,
+}
+
+/// The ad account's time zone (`timezone_name`, an IANA name): the zone whose days Meta's
+/// insights are by.
+///
+/// # Errors
+/// [`Failure`]: what Meta or the transport said, the token cut out.
+pub async fn account_zone(
+    client: &reqwest::Client,
+    check: impl Fn(&str) -> Result<reqwest::Url, String>,
+    base: &str,
+    account: &str,
+    token: &str,
+) -> Result<String, Failure> {
+    let failed = |m: &str| Failure::Failed(hide(m, token));
+    let mut url = check(&format!("{base}/{GRAPH_VERSION}/{account}"))
+        .map_err(|e| failed(&format!("meta_graph_url: {e}")))?;
+    url.query_pairs_mut()
+        .append_pair("fields", "timezone_name")
+        .append_pair("access_token", token);
+    let (status, body) = get(client, url, account, token).await?;
+    serde_json::from_str::<Account>(&body)
+        .map(|a| a.timezone_name)
+        .map_err(|e| {
+            failed(&format!(
+                "Meta answered {status} without the account's zone: {e}"
+            ))
+        })
+}
+
+/// One request to Meta's Graph API: the answer's status and body when it is one to read.
+async fn get(
+    client: &reqwest::Client,
+    url: reqwest::Url,
+    account: &str,
+    token: &str,
+) -> Result<(u16, String), Failure> {
+    let failed = |m: &str| Failure::Failed(hide(m, token));
+    let response = client.get(url).send().await.map_err(|e| {
+        failed(&format!(
+            "Meta's Graph API did not answer: {}",
+            error_words(&e)
+        ))
+    })?;
+    let status = response.status().as_u16();
+    let body = response.text().await.map_err(|e| {
+        failed(&format!(
+            "Meta's Graph API did not answer whole: {}",
+            error_words(&e)
+        ))
+    })?;
+    check_answer(status, &body, account, token)?;
+    Ok((status, body))
+}
+
 /// Meta's answer `status` with `body`, as a fetch takes it: `Ok` for a page to read.
 fn check_answer(status: u16, body: &str, account: &str, token: &str) -> Result<(), Failure> {
     let failed = |m: &str| Failure::Failed(hide(m, token));
@@ -175,20 +234,7 @@ pub async fn fetch(
                 "Meta's insights went on past {MAX_PAGES} pages"
             )));
         }
-        let response = client.get(url).send().await.map_err(|e| {
-            failed(&format!(
-                "Meta's Graph API did not answer: {}",
-                error_words(&e)
-            ))
-        })?;
-        let status = response.status().as_u16();
-        let body = response.text().await.map_err(|e| {
-            failed(&format!(
-                "Meta's Graph API did not answer whole: {}",
-                error_words(&e)
-            ))
-        })?;
-        check_answer(status, &body, account, token)?;
+        let (status, body) = get(client, url, account, token).await?;
         let page: Page = serde_json::from_str(&body).map_err(|e| {
             failed(&format!(
                 "Meta answered {status} with a body that is not insights: {e}"

@@ -55,6 +55,9 @@ pub struct Fetched {
     pub removed: usize,
     /// The spend read, per currency.
     pub spend: BTreeMap<String, Decimal>,
+    /// The ad account's time zone, where it is not the space's: Meta's days are the account's,
+    /// set against the space's days of clicks and events.
+    pub other_zone: Option<String>,
 }
 
 impl Fetched {
@@ -75,8 +78,16 @@ impl Fetched {
                 self.skipped
             )
         };
+        let zone = match &self.other_zone {
+            None => String::new(),
+            Some(zone) => format!(
+                "; Meta counts days in the ad account's time zone, {zone}, and this space in \
+                 another: set the space's time_zone to {zone} to set each day's spend against \
+                 the same day's clicks"
+            ),
+        };
         format!(
-            "{} days ({} to {}): {} rows{skipped}, {} costs set, {} replaced, {spend}",
+            "{} days ({} to {}): {} rows{skipped}, {} costs set, {} replaced, {spend}{zone}",
             self.last - self.first + 1,
             cost::day_text(self.first),
             cost::day_text(self.last),
@@ -185,6 +196,22 @@ impl Status {
     }
 }
 
+/// Whether the zone named `account` (Meta's `timezone_name`) has the days of `space`'s zone:
+/// the same offset now and half a year either side (an alias such as `US/Pacific`, or another
+/// name with the same rules, is not another zone). A name the bundled database does not know is
+/// taken as another zone.
+fn same_days(account: &str, space: &jiff::tz::TimeZone, now_ms: u64) -> bool {
+    let Ok(theirs) = jiff::tz::db().get(account) else {
+        return false;
+    };
+    let half_year: i64 = 183 * 24 * 3_600_000;
+    let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+    [now - half_year, now, now.saturating_add(half_year)]
+        .into_iter()
+        .filter_map(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .all(|t| theirs.to_offset(t) == space.to_offset(t))
+}
+
 /// What a fetch is handed.
 pub struct Shared {
     pub store: Arc<Store>,
@@ -229,15 +256,25 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
         Error::internal()
     })?;
     let allow_private = shared.settings.delivery.allow_private_destinations;
+    let check = |url: &str| crate::delivery::outgoing::check_before_send(url, allow_private);
+    let base = settings.meta_graph_url.as_str();
     let read = insights::fetch(
         &client,
-        |url| crate::delivery::outgoing::check_before_send(url, allow_private),
-        settings.meta_graph_url.as_str(),
+        check,
+        base,
         account,
         token.expose(),
         (first, today),
     )
     .await;
+    // Asked after the spend, and only as advice: a fetch whose zone cannot be read still counts.
+    let other_zone = match &read {
+        Ok(_) => insights::account_zone(&client, check, base, account, token.expose())
+            .await
+            .ok()
+            .filter(|z| !same_days(z, &zone, now)),
+        Err(_) => None,
+    };
     let last = match read {
         Ok(read) => {
             let mut spend: BTreeMap<String, Decimal> = BTreeMap::new();
@@ -260,6 +297,7 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
                 set,
                 removed,
                 spend,
+                other_zone,
             })
         }
         Err(insights::Failure::TokenRefused(message)) => LastFetch::TokenRefused {

@@ -375,6 +375,45 @@ async fn a_wrong_ad_account_is_named_and_pauses_nothing() {
     s.stop().await;
 }
 
+/// Meta counts an account's days in its own time zone: a space in another is told so by the
+/// fetch's result, and a zone with the same days (an alias) is not another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ad_account_in_another_time_zone_is_named() {
+    let api = Insights::start().await;
+    api.set_rows(vec![row(0, "autumn", "broad", "video-1", "10")]);
+    let s = with_meta(&api, TOKEN, "ok").await;
+    let summary = |r: &crate::support::Response| {
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["fetch"]["result"], "ok", "{}", r.text());
+        r.json()["fetch"]["summary"].as_str().unwrap().to_owned()
+    };
+    let said = summary(&fetch_now(&s).await);
+    assert!(
+        said.contains("ad account's time zone, America/Los_Angeles")
+            && said.contains("set the space's time_zone to America/Los_Angeles"),
+        "{said}"
+    );
+    assert!(api.zone_asked() >= 2, "each fetch asks");
+    for (space, account) in [
+        ("America/Los_Angeles", "America/Los_Angeles"),
+        ("America/Los_Angeles", "US/Pacific"),
+        ("UTC", "Etc/UTC"),
+    ] {
+        let r = patch_space(&s, &json!({"time_zone": space})).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        api.set_zone(account);
+        let said = summary(&fetch_now(&s).await);
+        assert!(!said.contains("time zone"), "{space} / {account}: {said}");
+    }
+    api.set_zone("Europe/Berlin");
+    let said = summary(&fetch_now(&s).await);
+    assert!(
+        said.contains("ad account's time zone, Europe/Berlin"),
+        "{said}"
+    );
+    s.stop().await;
+}
+
 /// A month's fetch that failed is tried again, whole, at the next hour: Meta's revisions of
 /// the month's days are not left for a day.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,10 @@
 //! - Each row carries the account's `account_currency`, `date_start` and `date_stop`.
 //! - An access token other than the account's is answered `400` with Meta's `OAuthException`
 //!   code `190`; another account `400` code `100`.
+//! - `GET /<version>/<act_id>?fields=timezone_name` answers the account's time zone
+//!   ([`Insights::set_zone`], `America/Los_Angeles` unless set, as an account made in the US
+//!   has), counted apart from the insights' requests ([`Insights::zone_asked`]) and never
+//!   answered by [`Insights::fail_next`].
 //! - [`Insights::fail_next`] answers the next requests with an error of the test's choosing
 //!   (`500` with a transient code `2`, say).
 
@@ -50,6 +54,8 @@ struct State {
     /// Answers for the next requests, first first.
     failures: Vec<(u16, Value)>,
     asked: Vec<Asked>,
+    zone: String,
+    zone_asked: usize,
 }
 
 pub struct Insights {
@@ -63,6 +69,7 @@ impl Insights {
         let state = Arc::new(Mutex::new(State {
             currency: "USD".into(),
             page_rows: 2,
+            zone: "America/Los_Angeles".into(),
             ..State::default()
         }));
         let s = state.clone();
@@ -84,6 +91,17 @@ impl Insights {
     /// Rows per page (Meta's default is 25; the request's `limit` may ask for fewer).
     pub fn set_page_rows(&self, rows: usize) {
         self.state.lock().unwrap().page_rows = rows;
+    }
+
+    /// The account's `timezone_name`.
+    pub fn set_zone(&self, zone: &str) {
+        zone.clone_into(&mut self.state.lock().unwrap().zone);
+    }
+
+    /// How many times the account's time zone was asked.
+    #[must_use]
+    pub fn zone_asked(&self) -> usize {
+        self.state.lock().unwrap().zone_asked
     }
 
     pub fn set_currency(&self, currency: &str) {
@@ -125,8 +143,37 @@ fn unknown_object(id: &str) -> Value {
     e
 }
 
+/// `GET /<version>/<act_id>?fields=timezone_name`, as Meta answers it.
+fn zone_answer(zone: &str, account: &str, query: &HashMap<String, String>) -> (u16, Value) {
+    if query.get("access_token").map(String::as_str) != Some(TOKEN) {
+        return (
+            400,
+            error(190, "OAuthException", "Invalid OAuth access token"),
+        );
+    }
+    if account != ACCOUNT {
+        return (400, unknown_object(account));
+    }
+    if query.get("fields").map(String::as_str) != Some("timezone_name") {
+        return (
+            400,
+            error(
+                100,
+                "OAuthException",
+                "(#100) Tried accessing nonexisting field",
+            ),
+        );
+    }
+    (200, json!({"timezone_name": zone, "id": account}))
+}
+
 fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> (u16, Value) {
     let mut s = state.lock().unwrap();
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    if let [_, account] = parts.as_slice() {
+        s.zone_asked += 1;
+        return zone_answer(&s.zone, account, query);
+    }
     s.asked.push(Asked {
         path: path.to_owned(),
         query: query.clone(),
