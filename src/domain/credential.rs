@@ -237,14 +237,28 @@ pub fn redact(text: &str) -> String {
     }
     out.push_str(rest);
     // A `token=` that was not a credential of ours is still somebody's secret.
-    redact_token_param(&out)
+    redact_token_param(&out, |value| value.starts_with("trk_"))
 }
+
+/// What a destination's URL shows (`GET /destinations`, the Destinations page): each `token=`
+/// value as [`REDACTED`], ours too, and nothing else changed; a value that is a macro of the
+/// template (`token={q.token}`) is no secret and is kept.
+#[must_use]
+pub fn redact_url_token(url: &str) -> String {
+    redact_token_param(url, |value| {
+        value.len() > 2 && value.starts_with('{') && value.ends_with('}')
+    })
+}
+
+/// What a redacted `token=` shows in place of the value. A URL given with it is refused
+/// ([`crate::domain::destination::check_url`]): it is a shown URL sent back, not a token.
+pub const REDACTED: &str = "[redacted]";
 
 /// Every `token=` value in `text`, a query or a URL inside a sentence (`...?token=x): error`),
 /// with its name at the start, after `?` or `&`. The name is compared decoded, as
 /// `input::Query` reads it: `%74oken=` is a token too. A value ends at `&`, `#`, a space, a
 /// quote or a bracket, so the words after a URL are kept.
-fn redact_token_param(text: &str) -> String {
+fn redact_token_param(text: &str, keep: impl Fn(&str) -> bool) -> String {
     let ends_value =
         |c: char| matches!(c, '&' | '#' | '"' | '\'' | ')' | '>' | ']') || c.is_whitespace();
     let starts_name = |c: char| matches!(c, '?' | '&') || ends_value(c);
@@ -264,10 +278,8 @@ fn redact_token_param(text: &str) -> String {
         out.push_str(before);
         out.push('=');
         let value = &after[..value_len];
-        if !value.starts_with("trk_")
-            && crate::domain::percent::decode(name).as_deref() == Some("token")
-        {
-            out.push_str("[redacted]");
+        if !keep(value) && crate::domain::percent::decode(name).as_deref() == Some("token") {
+            out.push_str(REDACTED);
         } else {
             out.push_str(value);
         }
@@ -280,6 +292,27 @@ fn redact_token_param(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_destination_url_shows_its_token_redacted_and_nothing_else_changed() {
+        let shown = |url: &str| redact_url_token(url);
+        assert_eq!(
+            shown("https://n.example/pb?token=s3cr3t&src=trk_spring_sale_2026&c={uid}"),
+            "https://n.example/pb?token=[redacted]&src=trk_spring_sale_2026&c={uid}"
+        );
+        assert_eq!(
+            shown("https://t.example/e?token=trk_it_36de0123456789abcdefghijkl&x=1"),
+            "https://t.example/e?token=[redacted]&x=1"
+        );
+        assert_eq!(
+            shown("https://n.example/pb?token={q.token}&c={uid}"),
+            "https://n.example/pb?token={q.token}&c={uid}"
+        );
+        assert_eq!(
+            shown("https://n.example/pb?%74oken=x"),
+            "https://n.example/pb?%74oken=[redacted]"
+        );
+    }
 
     #[test]
     fn a_token_after_a_wide_space_is_redacted_and_nothing_panics() {

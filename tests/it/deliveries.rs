@@ -661,6 +661,17 @@ async fn a_token_in_a_postback_url_is_shown_redacted_and_sent() {
     assert!(!format!("{shown:?}").contains("netSECRET99"), "{shown:?}");
     let url = shown[0]["url"].as_str().unwrap();
     assert!(url.ends_with("/pb?token=[redacted]&c={uid}"), "{url}");
+    // The shown URL sent back, edited, is not a token: refused, the stored one kept.
+    let edited = url.replace("c={uid}", "sub={uid}");
+    let changed = patch(&s, "pb", &json!({"url": edited}).to_string()).await;
+    let e = crate::support::assert_error(&changed, 422, "invalid_field", Some("url"));
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .contains("give the token itself"),
+        "{e}"
+    );
     let id = assert_queued(&s.post_event(r#"{"event":"contact","uid":"u-1"}"#).await);
     delivery_in(&s, id, "delivered").await;
     let targets: Vec<String> = r.received().iter().map(|g| g.target.clone()).collect();

@@ -103,7 +103,7 @@ pub fn private_address(field: &'static str, address: &str) -> Error {
 pub const MAX_URL_LEN: usize = 2048;
 
 /// The longest URL a postback sends, once its template's macros are filled: each macro's value
-/// percent-encoded (a Cyrillic campaign name of 256 characters is 3,072 bytes), so well past
+/// percent-encoded (a Cyrillic campaign name of 256 characters is 1,536 bytes), so well past
 /// the template's bound. A receiver that takes less answers `414`, which the delivery shows.
 pub const MAX_FILLED_URL_LEN: usize = 32 * 1024;
 
@@ -142,6 +142,11 @@ pub fn check_url_of(
         return Err(bad(&format!(
             "must be at most {max_len} visible ASCII characters"
         )));
+    }
+    if text.contains(crate::domain::credential::REDACTED) {
+        return Err(bad(
+            "holds [redacted], which a shown URL has in place of its token: give the token itself",
+        ));
     }
     let url = url::Url::parse(text).map_err(|e| bad(&format!("is not a URL ({e})")))?;
     match url.scheme() {

@@ -36,14 +36,16 @@ impl ConversionNames {
     /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`](super::NAMED_KINDS),
     /// each name 1 to 100 characters without control characters (the name of a conversion
     /// action in Google Ads, exactly as it is written there), and one the file writes as it is:
-    /// not beginning with `=`, `+`, `-` or `@`, which [`safe_cell`] writes after a `'` (so no
-    /// spreadsheet takes it for a formula) and Google would then match to no action.
+    /// not one a spreadsheet would take for a formula (beginning with `=`, `+`, `-` or `@`, and
+    /// not a plain number), which [`safe_cell`] writes after a `'` and Google would then match
+    /// to no action.
     pub fn parse(names: &BTreeMap<String, String>) -> Result<ConversionNames, Error> {
         check_named(
             "conversion_names",
             names,
             "the name of a conversion action in Google Ads: 1 to 100 characters, no control \
-             characters, no space at either end, and not beginning with =, +, - or @",
+             characters, no space at either end, and not beginning with =, +, - or @ \
+             unless it is a number",
             |name| {
                 (1..=100).contains(&name.chars().count())
                     && !name.chars().any(char::is_control)
@@ -327,6 +329,7 @@ mod tests {
             (&plain(" x"), false),
             (&plain("Lead - form"), true),
             (&plain("-Purchase"), false),
+            (&plain("-5"), true),
             (&plain("=x"), false),
             (&plain("+x"), false),
             (&plain("@x"), false),

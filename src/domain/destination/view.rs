@@ -148,11 +148,11 @@ impl DestinationView {
             // A `token=` in the URL is the receiver's credential: shown redacted, as the log
             // and the delivery's answer show it.
             Target::Postback { url, statuses } => {
-                view.url = Some(crate::domain::credential::redact(url));
+                view.url = Some(crate::domain::credential::redact_url_token(url));
                 view.statuses = Some(statuses.0.clone());
             }
             Target::Webhook { url, previous, .. } => {
-                view.url = Some(crate::domain::credential::redact(url));
+                view.url = Some(crate::domain::credential::redact_url_token(url));
                 view.previous_secret_until_ms = previous.as_ref().map(|p| p.until_ms);
             }
             Target::TiktokEvents(t) => {
