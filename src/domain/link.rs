@@ -341,7 +341,10 @@ pub struct LinkBody<'a> {
     /// A Telegram channel: its `@username` or chat id (`-100...`); the space's bot must be an
     /// admin of it allowed to invite users.
     #[serde(borrow)]
-    #[schemars(with = "Option<String>")]
+    #[schemars(
+        with = "Option<String>",
+        pattern(r"^\s*(@?[A-Za-z][A-Za-z0-9_]{4,31}|-[0-9]{1,18})?\s*$")
+    )]
     channel: Option<&'a RawValue>,
     /// For a channel: whether its invite links ask to join (the tracker approves); default
     /// `false`.
@@ -350,7 +353,10 @@ pub struct LinkBody<'a> {
     /// For a channel: an invite link of it (`https://t.me/+...`), where visitors go when the
     /// pool of invite links is empty.
     #[serde(borrow)]
-    #[schemars(with = "Option<String>")]
+    #[schemars(
+        with = "Option<String>",
+        pattern(r"^(https://t\.me/(\+|joinchat/)[A-Za-z0-9_-]{1,64})?$")
+    )]
     fallback: Option<&'a RawValue>,
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = CAMPAIGN_NAME_MAX_CHARS))]

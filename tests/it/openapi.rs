@@ -539,14 +539,30 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     }
     for (body, takes) in [
         (
-            r#"{"slug":"c","channel":"@news","fallback":"https://t.me/+abc"}"#,
+            r#"{"slug":"c","channel":"@newsroom","fallback":"https://t.me/+abc"}"#,
             true,
         ),
         (
-            r#"{"slug":"c","channel":"@news","fallback":"https://t.me/+a","join_requests":true}"#,
+            r#"{"slug":"c","channel":"@newsroom","fallback":"https://t.me/+a","join_requests":true}"#,
             true,
         ),
         (r#"{"slug":"c","channel":"@news"}"#, false),
+        (
+            r#"{"slug":"c","channel":" -1001234567890 ","fallback":"https://t.me/joinchat/a_b-C"}"#,
+            true,
+        ),
+        (
+            r#"{"slug":"c","channel":"news","fallback":"https://t.me/+abc"}"#,
+            false,
+        ),
+        (
+            r#"{"slug":"c","channel":"@newsroom","fallback":"https://t.me/news"}"#,
+            false,
+        ),
+        (
+            r#"{"slug":"c","channel":"@1news","fallback":"https://t.me/+abc"}"#,
+            false,
+        ),
         (
             r#"{"slug":"c","bot":"shop_bot","join_requests":false}"#,
             false,
