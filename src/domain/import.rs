@@ -15,8 +15,8 @@
 //! `import-` followed by the first 32 hex digits of the SHA-256 of its event fields' text:
 //! `event`, `uid`, `tg_id`, `value`, `currency` and `occurred_at_ms`, in that order, each as
 //! given (a string's content, a number's digits as written, a CSV time without its leading
-//! zeros, absent as nothing), joined by the unit separator U+001F. The same event in NDJSON and in CSV gets the same `eid`; two lines
-//! with the same event fields are the same event.
+//! zeros, absent as nothing), joined by the unit separator U+001F. The same event in NDJSON
+//! and in CSV gets the same `eid`; two lines with the same event fields are the same event.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

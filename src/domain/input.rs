@@ -131,6 +131,11 @@ pub fn by_variant(
         .get("properties")
         .and_then(Value::as_object)
         .expect("a body type has properties");
+    let flat_required = |name: &str| {
+        flat.get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|r| r.iter().any(|f| f == name))
+    };
     let shapes: Vec<Value> = variants
         .iter()
         .map(|variant| {
@@ -138,11 +143,11 @@ pub fn by_variant(
             let mut required = Vec::new();
             for (name, schema) in properties {
                 let name = name.as_str();
-                let mut schema = schema.clone();
                 if variant.tag.is_some_and(|(tag, _)| tag == name) || variant.never.contains(&name)
                 {
                     continue;
                 }
+                let mut schema = schema.clone();
                 if variant.required.contains(&name) {
                     schema["type"] = "string".into();
                     schema["minLength"] = 1.into();
@@ -160,12 +165,7 @@ pub fn by_variant(
                     } else {
                         json!({"type": "null"})
                     };
-                } else if require
-                    && flat
-                        .get("required")
-                        .and_then(Value::as_array)
-                        .is_some_and(|r| r.iter().any(|f| f == name))
-                {
+                } else if require && flat_required(name) {
                     required.push(name);
                 }
                 fields.insert(name.to_owned(), schema);
@@ -226,8 +226,9 @@ pub fn json_strings(
         .into_iter()
         .enumerate()
         .map(|(i, item)| {
-            serde_json::from_str(item.get())
-                .map_err(|_| wrong_member(field, expected, &format!("item {i}"), item))
+            serde_json::from_str(item.get()).map_err(|_| {
+                wrong_member(field, expected, ("an array", &format!("item {i}")), item)
+            })
         })
         .collect()
 }
@@ -245,18 +246,24 @@ pub fn json_string_map(
         .into_iter()
         .map(|(name, value)| match serde_json::from_str(value.get()) {
             Ok(text) => Ok((name, text)),
-            Err(_) => Err(wrong_member(field, expected, &quoted(&name), value)),
+            Err(_) => Err(wrong_member(
+                field,
+                expected,
+                ("an object", &quoted(&name)),
+                value,
+            )),
         })
         .collect()
 }
 
-/// The error of a container whose member `which` (`item 2`, `"deposit"`) has the wrong type.
-fn wrong_member(field: &'static str, expected: &str, which: &str, member: &RawValue) -> Error {
-    let container = if which.starts_with('"') {
-        "an object"
-    } else {
-        "an array"
-    };
+/// The error of a container (`an array`) whose member `which` (`item 2`, `"deposit"`) has the
+/// wrong type.
+fn wrong_member(
+    field: &'static str,
+    expected: &str,
+    (container, which): (&str, &str),
+    member: &RawValue,
+) -> Error {
     let got = if member.get().starts_with('"') {
         "not a valid string"
     } else {

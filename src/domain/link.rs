@@ -379,25 +379,23 @@ impl JsonSchema for NewLinkJson {
 
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let flat = <LinkBody<'_> as JsonSchema>::json_schema(generator);
-        let shape = |title, own: &[&'static str]| input::Variant {
+        // Each shape's own fields: those it requires, then any optional ones.
+        let shape = |title, required: &[&'static str], optional: &[&'static str]| input::Variant {
             title,
             tag: None,
             fields: ["slug", "campaign_name", "mode"]
                 .iter()
-                .chain(own)
+                .chain(required)
+                .chain(optional)
                 .copied()
                 .collect(),
-            required: own
-                .iter()
-                .copied()
-                .filter(|f| *f != "join_requests")
-                .collect(),
+            required: required.to_vec(),
             never: Vec::new(),
         };
         let variants = [
-            shape("bot", &["bot"]),
-            shape("target", &["target"]),
-            shape("channel", &["channel", "fallback", "join_requests"]),
+            shape("bot", &["bot"], &[]),
+            shape("target", &["target"], &[]),
+            shape("channel", &["channel", "fallback"], &["join_requests"]),
         ];
         input::by_variant(
             &flat,
