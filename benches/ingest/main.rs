@@ -172,6 +172,16 @@ fn own_rows(args: &Args, wrk_path: Option<&str>) -> Result<Vec<String>, String> 
 
 fn main() -> ExitCode {
     let args = Flags::args();
+    if cfg!(debug_assertions) && args.mode != Mode::Smoke {
+        // `cargo test --bench ingest` builds this and the server without optimizations: fine
+        // for `--smoke`, which judges no figure, and misleading for every figure.
+        eprintln!(
+            "FAILED: this is an unoptimized build, whose figures mean nothing: run \
+             `cargo bench --bench ingest` for figures (`cargo test --bench ingest -- --smoke` \
+             checks the harness only)"
+        );
+        return ExitCode::from(2);
+    }
     let result = match args.mode {
         Mode::Full if args.metrics == MetricsChoice::Both => metrics_cost(&args),
         Mode::Full => full(&args),

@@ -13,7 +13,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The binary cargo built for this bench (same profile: release).
+/// The binary cargo built for this bench, in the same profile: release under `cargo bench`, the
+/// test profile under `cargo test --bench ingest` (for `--smoke` only; `main` refuses the rest).
 const BUILT: &str = env!("CARGO_BIN_EXE_tracker");
 
 /// The environment variable that names another `tracker` binary to measure instead of the one
