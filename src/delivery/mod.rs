@@ -435,6 +435,8 @@ struct Platform<'a> {
     /// The request's entry of an event, or why the event is never put in a request.
     entry: &'a (dyn Fn(&Due, u64) -> Result<serde_json::Value, String> + Sync),
     url: String,
+    /// The access token the requests carry, cut out of whatever the platform answers.
+    secret: &'a str,
     /// The request of a set of entries, to the checked address.
     request: &'a (dyn Fn(reqwest::Url, &[serde_json::Value]) -> reqwest::RequestBuilder + Sync),
     judge: fn(u16, &str) -> MetaAnswer,
@@ -463,6 +465,7 @@ async fn send_meta(
         kind: Kind::MetaCapi,
         entry: &entry,
         url: format::meta_url(meta),
+        secret: meta.access_token.expose(),
         request: &request,
         judge: meta_answer,
     };
@@ -484,6 +487,7 @@ async fn send_tiktok(
         kind: Kind::TiktokEvents,
         entry: &entry,
         url: tiktok::tiktok_url(t),
+        secret: t.access_token.expose(),
         request: &request,
         judge: tiktok_answer,
     };
@@ -530,7 +534,8 @@ async fn send_to_platform(
             let started = Instant::now();
             let answered =
                 outgoing::exchange_reading(request, senders.now_ms(), meta::META_ANSWER_BYTES)
-                    .await;
+                    .await
+                    .without_secret(platform.secret);
             senders
                 .metrics
                 .delivery_latency(platform.kind, started.elapsed());
@@ -703,7 +708,14 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                             tiktok::tiktok_request(&client, url, &t, &data)
                         }
                     };
-                    outgoing::exchange(request, now).await
+                    let secret = match &d.target {
+                        Target::MetaCapi(meta) => meta.access_token.expose(),
+                        Target::TiktokEvents(t) => t.access_token.expose(),
+                        _ => "",
+                    };
+                    outgoing::exchange(request, now)
+                        .await
+                        .without_secret(secret)
                 }
             }
         }

@@ -1356,6 +1356,57 @@ async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
     s.stop().await;
 }
 
+/// Meta's `190` may quote the token it refused ("Malformed access token ..."): the token is cut
+/// out of what the delivery, the destination and the test button show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_meta_quotes_back_is_never_shown() {
+    let s = private_server().await;
+    let meta = meta_destination(&s).await;
+    let quoting = || {
+        Reply::Status(
+            400,
+            Vec::new(),
+            json!({"error": {"message": "Malformed access token EAAB-token-wxyz",
+                "type": "OAuthException", "code": 190, "fbtrace_id": "stand-in"}})
+            .to_string(),
+        )
+    };
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    meta.then([quoting()]);
+    let first = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    let d = delivery_in(&s, first, "paused").await;
+    assert_eq!(
+        d["last_answer"].as_str().unwrap(),
+        "Meta: Malformed access token [redacted] (code 190)",
+        "{d}"
+    );
+    assert_paused(&s, "Malformed access token [redacted]", 1).await;
+    meta.then([quoting()]);
+    let t = s
+        .post_as(
+            &s.a,
+            "/destinations/meta/test",
+            r#"{"test_event_code":"TEST1"}"#,
+        )
+        .await;
+    assert!(
+        t.text().contains("Malformed access token [redacted]"),
+        "{}",
+        t.text()
+    );
+    for shown in [
+        t.text(),
+        s.get_as(&s.a, "/destinations", "").await.text(),
+        s.get_as(&s.a, "/deliveries", "").await.text(),
+    ] {
+        assert!(!shown.contains("token-wxyz"), "{shown}");
+    }
+    s.stop().await;
+}
+
 /// A Meta destination's stored settings: `{"XTR": "0.013 USD"}` converts a Stars deposit to
 /// dollars, and a first deposit is sent by its own event name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
