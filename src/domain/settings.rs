@@ -607,12 +607,26 @@ impl SettingsPatch {
     /// is there for one that came over the control socket unchecked.
     pub fn apply(&self, settings: &mut SpaceSettings) -> Result<(), Error> {
         let checked = SettingsPatch::new(self.changes.clone())?;
+        let graph_url = settings.meta_graph_url.clone();
         for (name, value) in &checked.changes {
             if let Some(s) = setting(name) {
                 (s.set)(settings, value).map_err(|why| {
                     Error::field(Code::InvalidField, s.name, format!("`{}` {why}", s.name))
                 })?;
             }
+        }
+        // The stored token, which nobody can read back, goes only to the address it was given
+        // for.
+        if settings.meta_graph_url != graph_url
+            && settings.meta_ads_token.is_some()
+            && self.value("meta_ads_token").is_none()
+        {
+            return Err(Error::field(
+                Code::InvalidField,
+                "meta_ads_token",
+                "changing `meta_graph_url` sends `meta_ads_token` to another address: give \
+                 `meta_ads_token` again in the same change",
+            ));
         }
         Ok(())
     }
@@ -866,6 +880,41 @@ mod tests {
                 ("meta_graph_url", META_GRAPH_URL.to_owned()),
             ]
         );
+    }
+
+    /// A stored `meta_ads_token` goes only where it was given: a new `meta_graph_url` takes a
+    /// new token in the same change; the same address, or no token stored, needs none.
+    #[test]
+    fn a_new_graph_url_takes_a_new_ads_token() {
+        let t = "EAAB".repeat(5);
+        let stored = || {
+            let mut s = SpaceSettings::default();
+            SettingsPatch::new([("meta_ads_token".into(), t.clone())])
+                .unwrap()
+                .apply(&mut s)
+                .unwrap();
+            s
+        };
+        let change = |pairs: &[(&str, &str)], s: &mut SpaceSettings| {
+            SettingsPatch::new(
+                pairs
+                    .iter()
+                    .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
+            )
+            .unwrap()
+            .apply(s)
+        };
+        let elsewhere = ("meta_graph_url", "https://collector.example");
+        let e = change(&[elsewhere], &mut stored()).unwrap_err();
+        assert_eq!(
+            (e.code, e.field),
+            (Code::InvalidField, Some("meta_ads_token"))
+        );
+        assert!(e.message.contains("meta_graph_url"), "{e:?}");
+        assert!(change(&[elsewhere, ("meta_ads_token", &t)], &mut stored()).is_ok());
+        assert!(change(&[elsewhere, ("meta_ads_token", "")], &mut stored()).is_ok());
+        assert!(change(&[("meta_graph_url", META_GRAPH_URL)], &mut stored()).is_ok());
+        assert!(change(&[elsewhere], &mut SpaceSettings::default()).is_ok());
     }
 
     #[test]

@@ -341,7 +341,11 @@ async fn an_error_answer_is_the_fetchs_result() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let gone = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let r = patch_space(&s, &json!({"meta_graph_url": gone})).await;
+    let r = patch_space(
+        &s,
+        &json!({"meta_graph_url": gone, "meta_ads_token": TOKEN}),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let r = fetch_now(&s).await;
     let fetch = &r.json()["fetch"];
@@ -507,8 +511,11 @@ async fn metas_settings_are_checked() {
         (json!({"meta_ads_account": "1234"}), false),
         (json!({"meta_ads_token": "E".repeat(16)}), true),
         (json!({"meta_ads_token": "E".repeat(15)}), false),
-        (json!({"meta_graph_url": "https://graph.example"}), true),
         (json!({"meta_graph_url": "ftp://graph.example"}), false),
+        (
+            json!({"meta_graph_url": "https://graph.example", "meta_ads_token": "E".repeat(16)}),
+            true,
+        ),
     ] {
         let r = patch_space(&s, &body).await;
         let field = body.as_object().unwrap().keys().next().unwrap().clone();
@@ -518,6 +525,11 @@ async fn metas_settings_are_checked() {
             assert_error(&r, 422, "invalid_field", Some(&field));
         }
     }
+    // The stored token goes only where it was given: a new address alone is refused.
+    let r = patch_space(&s, &json!({"meta_graph_url": "https://other.example"})).await;
+    assert_error(&r, 422, "invalid_field", Some("meta_ads_token"));
+    let r = patch_space(&s, &json!({"meta_graph_url": "https://graph.example"})).await;
+    assert_eq!(r.status, 200, "the same address: {}", r.text());
     s.stop().await;
 }
 

@@ -258,6 +258,7 @@ impl DestinationPatch {
         {
             return Err(fixed("kind"));
         }
+        let gave_token = set.access_token.is_some();
         let mut f = DestinationFields::of(current);
         for field in &self.cleared {
             match field.as_str() {
@@ -303,6 +304,7 @@ impl DestinationPatch {
             user
         );
         let mut new = f.check(allow_private)?;
+        check_token_address(&current.target, &new.target, gave_token)?;
         if let (
             Target::Webhook {
                 signing_secret,
@@ -328,6 +330,33 @@ impl DestinationPatch {
             new.fetches = kept.fetches;
         }
         Ok(new)
+    }
+}
+
+/// A change that moves an ad platform's address (`graph_url`, `api_url`) from `before` to
+/// `after` must give a new token (`gave_token`): the stored token, which nobody can read back,
+/// goes only to the address it was given for.
+fn check_token_address(before: &Target, after: &Target, gave_token: bool) -> Result<(), Error> {
+    let moved = match (before, after) {
+        _ if gave_token => None,
+        (Target::MetaCapi(b), Target::MetaCapi(a)) if a.graph_url != b.graph_url => {
+            Some("graph_url")
+        }
+        (Target::TiktokEvents(b), Target::TiktokEvents(a)) if a.api_url != b.api_url => {
+            Some("api_url")
+        }
+        _ => None,
+    };
+    match moved {
+        None => Ok(()),
+        Some(field) => Err(Error::field(
+            Code::InvalidField,
+            "access_token",
+            format!(
+                "changing {field} sends the access token to another address: give access_token \
+                 again in the same change"
+            ),
+        )),
     }
 }
 
@@ -603,6 +632,58 @@ pub(super) mod tests {
                     "{kind:?}"
                 );
             }
+        }
+    }
+
+    /// A change of the address a stored token is sent to must give the token again; the same
+    /// address, or a new token with the new address, is taken.
+    #[test]
+    fn a_new_platform_address_takes_a_new_token() {
+        for (kind, field) in [("meta_capi", "graph_url"), ("tiktok_events", "api_url")] {
+            let new = fields(kind).check(false).unwrap();
+            let current = Destination {
+                no: 1,
+                space: 1,
+                name: new.name,
+                events: new.events,
+                only_attributed: new.only_attributed,
+                target: new.target,
+                created_at_ms: 0,
+                paused: None,
+            };
+            let change = |address: &str, token: Option<&str>| {
+                let mut set = DestinationFields {
+                    access_token: token.map(str::to_owned),
+                    ..DestinationFields::default()
+                };
+                match field {
+                    "graph_url" => set.graph_url = Some(address.to_owned()),
+                    _ => set.api_url = Some(address.to_owned()),
+                }
+                DestinationPatch {
+                    set,
+                    cleared: Vec::new(),
+                }
+                .apply(&current, false)
+            };
+            let elsewhere = "https://collector.example";
+            let e = change(elsewhere, None).unwrap_err();
+            assert_eq!(
+                (e.code, e.field),
+                (Code::InvalidField, Some("access_token")),
+                "{kind}"
+            );
+            assert!(e.message.contains(field), "{e:?}");
+            assert!(
+                change(elsewhere, Some("EAAB-new-token-1")).is_ok(),
+                "{kind}"
+            );
+            let same = DestinationFields::of(&current);
+            let same = match field {
+                "graph_url" => same.graph_url,
+                _ => same.api_url,
+            };
+            assert!(change(&same.unwrap(), None).is_ok(), "{kind}");
         }
     }
 
