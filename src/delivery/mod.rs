@@ -256,10 +256,10 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
                             destination = %d.name,
                             space = d.space,
                             error = ?p.reason,
-                            "the destination is paused: its credential is no longer taken; \
-                             its deliveries wait until it is given a new one (PATCH \
-                             /destinations/<name>, tracker destination change, or the admin \
-                             page)"
+                            "the destination is paused: the remote no longer takes its credential \
+                             (or its pixel or API version); its deliveries wait until it is \
+                             changed (PATCH /destinations/<name>, tracker destination change, \
+                             or the admin page)"
                         );
                     }
                     break;

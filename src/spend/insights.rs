@@ -16,7 +16,9 @@ use serde::Deserialize;
 
 use crate::delivery::outgoing::error_words;
 use crate::domain::cost::{self, AdNames, Cost, Day, Source};
-use crate::domain::destination::{MetaAnswer, meta_answer, names_unknown_object};
+use crate::domain::destination::{
+    MetaAnswer, meta_answer, names_old_version, names_unknown_object,
+};
 
 /// The Graph API version asked for: the one Meta destinations use unless told otherwise, so
 /// one constant follows Meta's retirements.
@@ -194,6 +196,11 @@ fn check_answer(status: u16, body: &str, account: &str, token: &str) -> Result<(
                  meta_ads_account, and that the token's user has the account"
             )))
         }
+        // Nor is a version Meta no longer serves: the fetch's version is this build's.
+        MetaAnswer::TokenRejected { message } if names_old_version(body) => Err(failed(&format!(
+            "{message}: this tracker asks Meta's Graph API {GRAPH_VERSION}, which Meta no longer \
+             serves; a newer release of the tracker asks a newer version"
+        ))),
         MetaAnswer::TokenRejected { message } => Err(Failure::TokenRefused(hide(&message, token))),
         MetaAnswer::Retry { .. } | MetaAnswer::Refused { .. } => {
             let words: String = body.chars().take(300).collect();
@@ -307,5 +314,24 @@ mod tests {
             hide("?access_token=12%7Cab&x TOKEN", "12|ab"),
             "?access_token=…&x TOKEN"
         );
+    }
+
+    /// A refused token stops the hourly fetches until a new one is given; a version Meta no
+    /// longer serves is no fault of the token, and fails this fetch only, saying why.
+    #[test]
+    fn an_old_version_fails_the_fetch_and_blames_no_token() {
+        let answer = |code: i64| {
+            format!(
+                r#"{{"error":{{"message":"(#{code}) no","type":"OAuthException","code":{code}}}}}"#
+            )
+        };
+        let check = |code| check_answer(400, &answer(code), "act_1", "TOKEN");
+        assert!(matches!(check(190), Err(Failure::TokenRefused(_))));
+        for code in [2635, 12] {
+            let Err(Failure::Failed(why)) = check(code) else {
+                panic!("{code}: {:?}", check(code))
+            };
+            assert!(why.contains(GRAPH_VERSION), "{why}");
+        }
     }
 }

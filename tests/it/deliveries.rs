@@ -1356,6 +1356,41 @@ async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
     s.stop().await;
 }
 
+/// Meta answers `2635` to an API version it no longer serves: that is the destination's fault,
+/// not the events', so it pauses with nothing dead, and a new `api_version` delivers what waited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_version_meta_no_longer_serves_pauses_until_changed() {
+    let s = private_server().await;
+    let meta = meta_destination(&s).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    meta.then([Reply::Status(
+        400,
+        Vec::new(),
+        json!({"error": {"message": "(#2635) You are calling a deprecated version of the Ads \
+            API. Please update to the latest version: v26.0.", "type": "OAuthException",
+            "code": 2635, "fbtrace_id": "stand-in"}})
+        .to_string(),
+    )]);
+    let mut waiting = vec![assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    )];
+    delivery_in(&s, waiting[0], "paused").await;
+    assert_paused(&s, "deprecated version", 1).await;
+    waiting.extend(three_deposits(&s, &uid).await);
+    let patched = patch(&s, "meta", r#"{"api_version":"v26.0"}"#).await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    for id in &waiting {
+        delivery_in(&s, *id, "delivered").await;
+    }
+    let m = &listed(&s).await[0];
+    assert_eq!(m["deliveries"]["delivered"], 4, "{m}");
+    assert_eq!(m["deliveries"]["dead"], 0, "{m}");
+    let last = meta.received().last().unwrap().target.clone();
+    assert!(last.starts_with("/v26.0/"), "{last}");
+    s.stop().await;
+}
+
 /// Meta's `190` may quote the token it refused ("Malformed access token ..."): the token is cut
 /// out of what the delivery, the destination and the test button show.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,9 +88,10 @@ pub enum MetaAnswer {
     Retry {
         after_ms: Option<u64>,
     },
-    /// The access token no longer works (expired, revoked, its permission withdrawn), or the
-    /// pixel it names is not there for it: no event could ever go, so nothing is sent until
-    /// the destination is changed (a new token or pixel), rather than each event going dead.
+    /// The access token no longer works (expired, revoked, its permission withdrawn), the
+    /// pixel it names is not there for it, or the API version is no longer served: no event
+    /// could ever go, so nothing is sent until the destination is changed (a new token, pixel
+    /// or `api_version`), rather than each event going dead.
     TokenRejected {
         message: String,
     },
@@ -102,15 +103,24 @@ pub enum MetaAnswer {
 }
 
 /// Meta's throttling codes: the application's, the user's, the page's, the ad account's, the
-/// Conversions API's and the business use cases' rate limits.
+/// Conversions API's and the business use cases' rate limits, and `368` (temporarily blocked
+/// for a policy: "wait and retry", as Meta's error guide says).
 fn is_throttle(code: i64) -> bool {
-    matches!(code, 4 | 17 | 32 | 341 | 613 | 80_000..=80_014)
+    matches!(code, 4 | 17 | 32 | 341 | 368 | 613 | 80_000..=80_014)
 }
 
-/// A token that no longer works: `190` (invalid or expired), `10` and `200` to `299` (a
-/// permission it lacks).
+/// A refusal that is the destination's, not an event's, so that no event could ever go until
+/// the destination is changed: a token that no longer works (`190` invalid or expired, `102`
+/// its session, `10` and `200` to `299` a permission it lacks), or an API version Meta no
+/// longer serves (`2635` "a deprecated version of the Ads API", `12` "this API version is
+/// deprecated"), which a new `api_version` mends.
 fn is_token_error(code: i64) -> bool {
-    matches!(code, 10 | 190 | 200..=299)
+    matches!(code, 10 | 102 | 190 | 200..=299) || is_old_version(code)
+}
+
+/// An API version Meta no longer serves: `2635` and `12`.
+fn is_old_version(code: i64) -> bool {
+    matches!(code, 12 | 2635)
 }
 
 /// `100` with subcode `33`: "Unsupported post request. Object with ID ... does not exist,
@@ -124,12 +134,24 @@ fn is_unknown_object(code: i64, subcode: Option<i64>) -> bool {
 /// token's reach ([`is_unknown_object`]), which [`meta_answer`] takes for a refused token.
 #[must_use]
 pub fn names_unknown_object(body: &str) -> bool {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let Some(error) = parsed.as_ref().and_then(|v| v.get("error")) else {
-        return false;
-    };
-    let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
-    is_unknown_object(code, error.get("error_subcode").and_then(Value::as_i64))
+    error_codes(body).is_some_and(|(code, subcode)| is_unknown_object(code, subcode))
+}
+
+/// Whether Meta's error answer `body` says the API version asked for is no longer served
+/// ([`is_old_version`]), which [`meta_answer`] takes for a refusal of the destination.
+#[must_use]
+pub fn names_old_version(body: &str) -> bool {
+    error_codes(body).is_some_and(|(code, _)| is_old_version(code))
+}
+
+/// The `code` and `error_subcode` of Meta's error answer `body`.
+fn error_codes(body: &str) -> Option<(i64, Option<i64>)> {
+    let parsed: Value = serde_json::from_str(body).ok()?;
+    let error = parsed.get("error")?;
+    Some((
+        error.get("code").and_then(Value::as_i64).unwrap_or(0),
+        error.get("error_subcode").and_then(Value::as_i64),
+    ))
 }
 
 /// What an answer of `status` with `body` means (`None`: no answer came).
@@ -224,7 +246,7 @@ mod tests {
         let throttled = MetaAnswer::Retry {
             after_ms: Some(THROTTLE_WAIT_MS),
         };
-        for code in [4, 17, 32, 341, 613, 80_000, 80_014] {
+        for code in [4, 17, 32, 341, 368, 613, 80_000, 80_014] {
             assert_eq!(meta_answer(400, &error(code, "")), throttled, "{code}");
         }
         let again = MetaAnswer::Retry { after_ms: None };
@@ -235,7 +257,7 @@ mod tests {
             again
         );
         assert_eq!(meta_answer(503, "down"), again);
-        for code in [190, 10, 200, 299] {
+        for code in [190, 102, 10, 200, 299, 2635, 12] {
             assert!(
                 matches!(
                     meta_answer(400, &error(code, "")),
@@ -244,10 +266,15 @@ mod tests {
                 "{code}"
             );
         }
-        assert!(matches!(
-            meta_answer(400, &error(80_015, "")),
-            MetaAnswer::Refused { .. }
-        ));
+        for code in [80_015, 2634, 2636, 11, 13, 101, 103, 367, 369] {
+            assert!(
+                matches!(
+                    meta_answer(400, &error(code, "")),
+                    MetaAnswer::Refused { .. }
+                ),
+                "{code}"
+            );
+        }
         // A pixel that is not there pauses; another subcode of 100 is the events' fault.
         assert!(matches!(
             meta_answer(400, &error(100, r#","error_subcode":33"#)),

@@ -53,8 +53,8 @@ pub use kind::{
 };
 pub use macros::{MACROS, QUERY_MACRO, Statuses, fill_macros, query_param};
 pub use meta::{
-    EventNames, MetaAnswer, MetaRules, THROTTLE_WAIT_MS, meta_answer, names_unknown_object,
-    standard_name,
+    EventNames, MetaAnswer, MetaRules, THROTTLE_WAIT_MS, meta_answer, names_old_version,
+    names_unknown_object, standard_name,
 };
 pub use named::NAMED_KINDS;
 pub use request::{
