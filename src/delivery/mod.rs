@@ -237,7 +237,7 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
         let (attempts, token_rejected) = send(&senders, &client, &d, batch.items).await;
         let at_ms = senders.now_ms();
         failures.note(&d.name, &attempts, at_ms);
-        let pause = token_rejected.map(|reason| Paused { at_ms, reason });
+        let pause = token_rejected.map(|reason| (Paused { at_ms, reason }, d.clone()));
         loop {
             match senders
                 .store
@@ -251,7 +251,7 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
                 .await
             {
                 Ok((_, paused_now)) => {
-                    if let (true, Some(p)) = (paused_now, &pause) {
+                    if let (true, Some((p, _))) = (paused_now, &pause) {
                         tracing::error!(
                             destination = %d.name,
                             space = d.space,

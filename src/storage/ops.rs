@@ -942,7 +942,14 @@ pub(super) mod tests {
             at_ms: 2,
             reason: "the token has expired".into(),
         };
-        let refused = t.record_attempts(hook, &[attempt], None, 3_600_000, Some(pause));
+        let sent_with = crate::storage::destination_rows::destination_of(
+            hook,
+            destination_record(&mut t, hook),
+        )
+        .unwrap()
+        .unwrap();
+        let refused =
+            t.record_attempts(hook, &[attempt], None, 3_600_000, Some((pause, &sent_with)));
         assert!(
             matches!(refused, Err(StoreError::Corrupt(_))),
             "{refused:?}"

@@ -345,14 +345,17 @@ impl Txn<'_> {
     /// state, `None` where nothing changed.
     ///
     /// With `pause` (the remote no longer takes the destination's credential, and says so), the
-    /// destination is paused in the same write; answers whether this write paused it.
+    /// destination is paused in the same write, unless it was changed since it was sent with
+    /// (its `Destination` in `pause`): a new token given while the refused request was on its
+    /// way is not paused by the old one's refusal, and its held deliveries are due at once.
+    /// Answers whether this write paused it.
     pub(crate) fn record_attempts(
         &mut self,
         no: u32,
         attempts: &[Attempt],
         sent_through: Option<u64>,
         max_age_ms: u64,
-        pause: Option<Paused>,
+        pause: Option<(Paused, &Destination)>,
     ) -> Result<(Vec<Option<State>>, bool), StoreError> {
         let Some(mut destination) = self
             .destinations
@@ -376,8 +379,10 @@ impl Txn<'_> {
         }
         state_of(&mut self.outbox.states, &*self.delivery_states.open()?, no)?;
         let paused_now = match pause {
-            Some(pause) => self.pause(no, &mut destination, pause)?,
-            None => false,
+            Some((pause, sent_with)) if record_of(sent_with) == destination => {
+                self.pause(no, &mut destination, pause)?
+            }
+            _ => false,
         };
         let deliveries = self.deliveries.open()?;
         let queue = self.delivery_queue.open()?;

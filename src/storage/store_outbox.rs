@@ -64,17 +64,21 @@ impl Store {
     }
 
     /// Records what attempts at deliveries of destination `no` came to (`outbox.rs`), pausing
-    /// it with `pause`; answers whether this paused it.
+    /// it with `pause` unless it changed since it was sent with; answers whether this paused
+    /// it.
     pub async fn record_attempts(
         &self,
         no: u32,
         attempts: Vec<Attempt>,
         sent_through: Option<u64>,
         max_age_ms: u64,
-        pause: Option<Paused>,
+        pause: Option<(Paused, Arc<Destination>)>,
     ) -> Result<(Vec<Option<State>>, bool), Error> {
-        self.write(move |t| t.record_attempts(no, &attempts, sent_through, max_age_ms, pause))
-            .await
+        self.write(move |t| {
+            let pause = pause.as_ref().map(|(p, d)| (p.clone(), &**d));
+            t.record_attempts(no, &attempts, sent_through, max_age_ms, pause)
+        })
+        .await
     }
 
     /// One step of deleting old delivered and cancelled deliveries (retention).

@@ -1356,6 +1356,32 @@ async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
     s.stop().await;
 }
 
+/// A new token given while a request with the old one is on its way: Meta's `190` to that
+/// request no longer pauses the destination, and the delivery it held goes with the new token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_of_the_old_token_does_not_pause_a_new_one() {
+    let s = private_server().await;
+    let meta = meta_destination(&s).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    meta.then([Reply::HeldThen(Box::new(Reply::meta_token_revoked()))]);
+    let first = assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    meta.wait_for(1, Duration::from_secs(10)).await;
+    let patched = patch(&s, "meta", r#"{"access_token":"EAAB-new-token-9876"}"#).await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    meta.release();
+    delivery_in(&s, first, "delivered").await;
+    let m = &listed(&s).await[0];
+    assert_eq!(m["state"], "active", "{m}");
+    assert_eq!(m["deliveries"]["delivered"], 1, "{m}");
+    let got = meta.received();
+    assert_eq!(got.len(), 2, "sent again once, with the new token");
+    assert_eq!(got[1].json()["access_token"], "EAAB-new-token-9876");
+    s.stop().await;
+}
+
 /// Meta answers `2635` to an API version it no longer serves: that is the destination's fault,
 /// not the events', so it pauses with nothing dead, and a new `api_version` delivers what waited.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

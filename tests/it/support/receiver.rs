@@ -26,6 +26,8 @@ pub enum Reply {
     Hang,
     /// Answer `200` once the test calls [`Receiver::release`].
     Held,
+    /// Answer this once the test calls [`Receiver::release`].
+    HeldThen(Box<Reply>),
 }
 
 impl Reply {
@@ -155,14 +157,17 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         let mut reply = reply_for(&shared, &received);
         shared.received.lock().unwrap().push(received);
         shared.arrived.notify_waiters();
-        if matches!(reply, Reply::Held) {
+        if matches!(reply, Reply::Held | Reply::HeldThen(_)) {
             if let Ok(permit) = shared.released.acquire().await {
                 permit.forget();
             }
-            reply = Reply::ok();
+            reply = match reply {
+                Reply::HeldThen(then) => *then,
+                _ => Reply::ok(),
+            };
         }
         match reply {
-            Reply::Held => return,
+            Reply::Held | Reply::HeldThen(_) => return,
             Reply::Hang => {
                 hold_until_closed(&mut stream).await;
                 return;
