@@ -150,7 +150,8 @@ fn telegram_settings(raw: &mut RawSettings) -> Result<Telegram, ConfigError> {
 pub struct Delivery {
     /// Whether a destination may be on a loopback, private or link-local address, and `http://`.
     pub allow_private_destinations: bool,
-    /// A delivery still failing this long after its event was received is `dead`.
+    /// A delivery still failing this long after its first attempt (or its first after its
+    /// destination was paused) is `dead`.
     pub max_age: Duration,
     /// The longest one request to a destination may take, connecting included.
     pub timeout: Duration,

@@ -25,7 +25,7 @@ use redb::{ReadableTable, Table};
 
 use crate::domain::destination::{
     Attempt, ClickFacts, Destination, DestinationPatch, Kind, MAX_DESTINATIONS, NewDestination,
-    Paused, PreviousSecret, Secret, State, Target, new_password, next_state,
+    Outcome, Paused, PreviousSecret, Secret, State, Target, new_password, next_state,
 };
 use crate::domain::event::EventKind;
 use crate::error::{Code, Error};
@@ -408,8 +408,11 @@ impl Txn<'_> {
                 continue;
             }
             let tried = attempts_before + 1;
-            let since_ms = since.unwrap_or(a.received_at_ms);
-            let (to, next) = next_state(a, tried, since_ms, max_age_ms);
+            // `delivery_max_age` counts from the first attempt, or the first after a pause (a
+            // held attempt leaves none), or a retry by hand: a delivery that waited unsent, its
+            // destination paused or its sender busy, is not dead at its first failure.
+            let since = (a.outcome != Outcome::Held).then(|| since.unwrap_or(a.at_ms));
+            let (to, next) = next_state(a, tried, since.unwrap_or(a.at_ms), max_age_ms);
             if let Some(due) = queued_at {
                 queue.remove((no, due, a.inbox_id))?;
             }

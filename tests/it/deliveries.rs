@@ -1356,6 +1356,51 @@ async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
     s.stop().await;
 }
 
+/// A destination paused longer than `delivery_max_age` (4 days against 72 h): once it is given
+/// a new token, a throttle at its first request leaves every waiting delivery its retries, and
+/// all of them arrive; the age counts from the first attempt after the pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_longer_than_the_max_age_kills_nothing_after_it() {
+    let s = private_server().await;
+    let meta = meta_destination(&s).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    meta.revoke("EAAB-token-wxyz");
+    let mut waiting = vec![assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    )];
+    delivery_in(&s, waiting[0], "paused").await;
+    waiting.extend(three_deposits(&s, &uid).await);
+    let resumed_at = NOW_MS + 4 * DAY_MS;
+    s.clock.set(resumed_at);
+    meta.then([Reply::meta_throttled()]);
+    let patched = patch(&s, "meta", r#"{"access_token":"EAAB-new-token-9876"}"#).await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    for id in &waiting {
+        // The held one shows `retrying` due at once until the sender has tried it again.
+        let d = loop {
+            let d = delivery_in(&s, *id, "retrying").await;
+            if d["last_attempt_at_ms"] == resumed_at {
+                break d;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(
+            d["next_attempt_at_ms"].as_u64().unwrap() >= resumed_at + 60_000,
+            "{d}"
+        );
+    }
+    assert_eq!(listed(&s).await[0]["deliveries"]["dead"], 0);
+    s.clock.set(resumed_at + 3_600_000);
+    for id in &waiting {
+        delivery_in(&s, *id, "delivered").await;
+    }
+    let m = &listed(&s).await[0];
+    assert_eq!(m["deliveries"]["delivered"], 4, "{m}");
+    assert_eq!(m["deliveries"]["dead"], 0, "{m}");
+    s.stop().await;
+}
+
 /// A new token given while a request with the old one is on its way: Meta's `190` to that
 /// request no longer pauses the destination, and the delivery it held goes with the new token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

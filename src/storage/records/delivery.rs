@@ -224,8 +224,12 @@ pub struct DeliveryRecord {
     pub last_attempt_ms: u64,
     /// Set while `retrying`: when it is tried next.
     pub next_attempt_ms: Option<u64>,
-    /// Where `delivery_max_age` counts from when not the event's receipt: the time a retry was
-    /// asked for by hand.
+    /// Where `delivery_max_age` counts from: the first attempt, or the first after a pause, or
+    /// the time a retry was asked for by hand. `None` after a held attempt (its destination
+    /// paused): the next attempt sets it. (A row an earlier release wrote may hold `None` after a
+    /// failed attempt, which meant the event's receipt; it now counts from its next attempt,
+    /// which gives it at most one more `delivery_max_age`. An older release reads both as it
+    /// did.)
     pub since_ms: Option<u64>,
     /// The last answer's HTTP status; 0 when none came.
     pub last_status: u16,
