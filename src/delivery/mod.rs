@@ -184,7 +184,6 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
     };
     let mut commits = senders.store.commits();
     let mut edits = senders.store.destination_changes();
-    let max_age_ms = senders.settings.max_age_ms();
     let mut failures = FailureLog::default();
     loop {
         commits.borrow_and_update();
@@ -238,40 +237,99 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
         let at_ms = senders.now_ms();
         failures.note(&d.name, &attempts, at_ms);
         let pause = token_rejected.map(|reason| (Paused { at_ms, reason }, d.clone()));
-        loop {
-            match senders
-                .store
-                .record_attempts(
-                    d.no,
-                    attempts.clone(),
-                    batch.sent_through,
-                    max_age_ms,
-                    pause.clone(),
-                )
-                .await
-            {
-                Ok((_, paused_now)) => {
-                    if let (true, Some((p, _))) = (paused_now, &pause) {
-                        tracing::error!(
-                            destination = %d.name,
-                            space = d.space,
-                            error = ?p.reason,
-                            "the destination is paused: the remote no longer takes its credential \
-                             (or its pixel or API version); its deliveries wait until it is \
-                             changed (PATCH /destinations/<name>, tracker destination change, \
-                             or the admin page)"
-                        );
-                    }
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(destination = %d.name, error = %e, "recording deliveries");
-                    tokio::time::sleep(STORE_RETRY).await;
-                }
-            }
-        }
+        record(&senders, &d, &attempts, batch.sent_through, pause).await;
         for a in &attempts {
             senders.metrics.delivery_outcome(d.target.kind(), a.outcome);
+        }
+        if let Some(until) = asked_to_wait(&attempts, at_ms)
+            && !hold_until(&senders, &mut edits, until).await
+        {
+            return;
+        }
+    }
+}
+
+/// Records what a batch's `attempts` came to, trying again until the write succeeds: a delivery
+/// leaves `pending` or `retrying` only in that write. With `pause`, the destination is paused
+/// in it (unless it changed since it was sent with), and the pause is logged once.
+async fn record(
+    senders: &Senders,
+    d: &Destination,
+    attempts: &[Attempt],
+    sent_through: Option<u64>,
+    pause: Option<(Paused, Arc<Destination>)>,
+) {
+    let max_age_ms = senders.settings.max_age_ms();
+    loop {
+        match senders
+            .store
+            .record_attempts(
+                d.no,
+                attempts.to_vec(),
+                sent_through,
+                max_age_ms,
+                pause.clone(),
+            )
+            .await
+        {
+            Ok((_, paused_now)) => {
+                if let (true, Some((p, _))) = (paused_now, &pause) {
+                    tracing::error!(
+                        destination = %d.name,
+                        space = d.space,
+                        error = ?p.reason,
+                        "the destination is paused: the remote no longer takes its credential \
+                         (or its pixel or API version); its deliveries wait until it is \
+                         changed (PATCH /destinations/<name>, tracker destination change, \
+                         or the admin page)"
+                    );
+                }
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(destination = %d.name, error = %e, "recording deliveries");
+                tokio::time::sleep(STORE_RETRY).await;
+            }
+        }
+    }
+}
+
+/// Until when the remote asked the destination to wait, when it asked that of every attempt
+/// of a batch (a throttle, a `Retry-After`): the next batch is not sent before that, since it
+/// would only be refused too, and a throttled API counts the refused requests against the
+/// limit. An answer of another kind (a timeout, a `5xx` without `Retry-After`) holds nothing.
+fn asked_to_wait(attempts: &[Attempt], at_ms: u64) -> Option<u64> {
+    let mut shortest: Option<u64> = None;
+    for a in attempts {
+        match a.outcome {
+            Outcome::Delivered | Outcome::Held => return None,
+            // Refused for good (here, or by the remote): no answer about waiting.
+            Outcome::Refused => {}
+            Outcome::Failed => {
+                let wait = a.retry_after_ms?;
+                shortest = Some(shortest.map_or(wait, |s| s.min(wait)));
+            }
+        }
+    }
+    shortest.map(|wait| at_ms.saturating_add(wait))
+}
+
+/// Waits until `until` by the senders' clock, or a change of a destination, or a retry by
+/// hand; answers `false` when the server is stopping.
+async fn hold_until(
+    senders: &Senders,
+    edits: &mut tokio::sync::watch::Receiver<u64>,
+    until: u64,
+) -> bool {
+    loop {
+        let now = senders.now_ms();
+        if now >= until {
+            return true;
+        }
+        tokio::select! {
+            edited = edits.changed() => return edited.is_ok(),
+            () = senders.wake.notified() => return true,
+            () = tokio::time::sleep(Duration::from_millis(until - now).min(IDLE_POLL)) => {}
         }
     }
 }
@@ -326,7 +384,6 @@ fn jitter() -> f64 {
 fn attempt(due: &Due, at_ms: u64, answered: &outgoing::Answered) -> Attempt {
     Attempt {
         inbox_id: due.inbox_id,
-        received_at_ms: due.event.received_at_ms,
         at_ms,
         status: answered.status,
         answer: answer_head(&crate::domain::credential::redact(&answered.answer)),
@@ -340,7 +397,6 @@ fn attempt(due: &Due, at_ms: u64, answered: &outgoing::Answered) -> Attempt {
 fn refused(due: &Due, at_ms: u64, why: &str) -> Attempt {
     Attempt {
         inbox_id: due.inbox_id,
-        received_at_ms: due.event.received_at_ms,
         at_ms,
         status: None,
         answer: answer_head(&crate::domain::credential::redact(why)),

@@ -930,7 +930,6 @@ pub(super) mod tests {
         corrupt_state_row(&mut t, hook);
         let attempt = Attempt {
             inbox_id: 5,
-            received_at_ms: 1,
             at_ms: 2,
             status: Some(401),
             answer: "the token has expired".into(),

@@ -185,7 +185,12 @@ pub(crate) async fn bound_click(s: &TestServer, name: &str, id: &str, tg: u64) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meta_gets_the_documented_request_batched_with_only_clicks_it_can_match() {
-    let s = private_server().await;
+    // The held request must outlast the posts below on a loaded machine.
+    let s = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.timeout = WAIT;
+    })
+    .await;
     let meta = meta_sending_to(
         &s,
         json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1234567890",
@@ -1353,6 +1358,58 @@ async fn a_revoked_token_pauses_the_destination_and_a_new_token_delivers_all() {
         metric(&s, "tracker_destinations_paused").as_deref(),
         Some("0")
     );
+    s.stop().await;
+}
+
+/// A receiver that asks every request of a batch to wait (`429` with `Retry-After: 120`) is sent
+/// no next batch before then: the other events wait in the file, and go once the wait is over
+/// and the receiver takes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttle_holds_the_destination_not_only_its_batch() {
+    let s = private_server().await;
+    let r = Receiver::start().await;
+    r.always(Reply::Status(
+        429,
+        vec![("retry-after", "120".into())],
+        "slow down".into(),
+    ));
+    webhook(&s, &r).await;
+    let uid = click(&s, "IwAR-1", 777_000_111).await;
+    for i in 0..300 {
+        assert_queued(
+            &s.post_event(&format!(
+                r#"{{"event":"deposit","uid":"{uid}","eid":"t-{i}","value":"5","currency":"USD"}}"#
+            ))
+            .await,
+        );
+    }
+    let distinct = || {
+        let mut ids: Vec<String> = r
+            .received()
+            .iter()
+            .filter_map(|q| q.header("webhook-id").map(str::to_owned))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    };
+    r.wait_for(1, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = r.received().len();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(r.received().len(), held, "nothing more is sent while held");
+    assert!(held < 300, "only the first batch went: {held}");
+    r.always(Reply::ok());
+    s.clock.set(NOW_MS + 121_000);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while distinct() < 300 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after the wait every event is sent: {} of 300",
+            distinct()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     s.stop().await;
 }
 

@@ -144,9 +144,6 @@ pub fn retry_delay_ms(attempts: u32, jitter: f64, retry_after_ms: Option<u64>) -
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     pub inbox_id: u64,
-    /// When the event was received: where `delivery_max_age` counts from, unless a retry asked
-    /// by hand moved it.
-    pub received_at_ms: u64,
     pub at_ms: u64,
     /// The answer's HTTP status; `None` when none came (refused, timed out, not sent).
     pub status: Option<u16>,
@@ -252,7 +249,6 @@ mod tests {
         assert_eq!(outcome_of(302), Outcome::Refused);
         let attempt = Attempt {
             inbox_id: 1,
-            received_at_ms: 0,
             at_ms: 1_000,
             status: Some(500),
             answer: String::new(),
