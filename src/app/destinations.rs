@@ -94,15 +94,23 @@ impl App {
                 ),
             ));
         }
-        let mut retried = 0;
+        let (mut retried, mut from) = (0, 0);
         loop {
-            let (n, more) = self
+            let (n, next) = self
                 .store
-                .retry_dead(space.no, name.clone(), self.now_ms(), RETRY_PER_COMMIT)
+                .retry_dead(
+                    space.no,
+                    name.clone(),
+                    self.now_ms(),
+                    from,
+                    RETRY_PER_COMMIT,
+                )
                 .await?;
             retried += n;
-            if !more {
-                break;
+            // On from the last step: one that dies again meanwhile is not taken twice.
+            match next {
+                Some(next) => from = next,
+                None => break,
             }
         }
         self.delivery_wake.notify_waiters();

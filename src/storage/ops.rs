@@ -890,6 +890,38 @@ pub(super) mod tests {
         no
     }
 
+    /// A retry by hand in steps goes on from where the last step stopped: a delivery retried
+    /// and dead again before the next step is not taken twice.
+    #[test]
+    fn a_retry_in_steps_takes_each_dead_delivery_once() {
+        use crate::domain::destination::{Attempt, Outcome};
+        let bare = Bare::new();
+        let txn = bare.db.begin_write().unwrap();
+        let mut t = bare.open(&txn);
+        let hook = create_hook(&mut t);
+        let refused = |inbox_id| Attempt {
+            inbox_id,
+            at_ms: 2,
+            status: Some(400),
+            answer: "no".into(),
+            outcome: Outcome::Refused,
+            retry_after_ms: None,
+            jitter: 0.5,
+        };
+        for id in 1..=3 {
+            t.enqueue_deliveries(id, &[hook]).unwrap();
+        }
+        let all: Vec<_> = (1..=3).map(refused).collect();
+        t.record_attempts(hook, &all, Some(3), 3_600_000, None)
+            .unwrap();
+        assert_eq!(t.retry_dead(1, "hook", 10, 0, 2).unwrap(), (2, Some(3)));
+        // Event 1's retry is refused again before the next step.
+        t.record_attempts(hook, &[refused(1)], None, 3_600_000, None)
+            .unwrap();
+        assert_eq!(t.retry_dead(1, "hook", 11, 3, 2).unwrap(), (1, None));
+        assert_eq!(t.retry_dead(1, "hook", 12, 0, 2).unwrap(), (1, None));
+    }
+
     /// Creates webhook destination `hook` of space 1 in `t`; answers its number.
     fn create_hook(t: &mut Txn<'_>) -> u32 {
         use crate::domain::destination::DestinationFields;

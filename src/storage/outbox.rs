@@ -482,16 +482,18 @@ impl Txn<'_> {
         Ok(true)
     }
 
-    /// Puts up to `limit` dead deliveries of destination `name` of `space` back in the queue,
-    /// due now, with `delivery_max_age` counted from now. Answers how many, and whether more
-    /// are dead.
+    /// Puts up to `limit` dead deliveries of destination `name` of `space`, of events `from` on,
+    /// back in the queue, due now, with `delivery_max_age` counted from now. Answers how many,
+    /// and the event to go on from when more are dead after them: a caller going through all of
+    /// them in steps moves on, and never takes again one that died again meanwhile.
     pub(crate) fn retry_dead(
         &mut self,
         space: u32,
         name: &str,
         now_ms: u64,
+        from: u64,
         limit: usize,
-    ) -> Result<(u64, bool), StoreError> {
+    ) -> Result<(u64, Option<u64>), StoreError> {
         let Some(d) = live_destinations(&*self.destinations.open()?, Some(space))?
             .into_iter()
             .find(|d| d.name == name)
@@ -502,12 +504,12 @@ impl Txn<'_> {
         for entry in self
             .delivery_queue
             .open()?
-            .range((d.no, DEAD, 0)..=(d.no, DEAD, u64::MAX))?
+            .range((d.no, DEAD, from)..=(d.no, DEAD, u64::MAX))?
             .take(limit + 1)
         {
             dead.push(entry?.0.value().2);
         }
-        let more = dead.len() > limit;
+        let next = (dead.len() > limit).then(|| dead[limit]);
         dead.truncate(limit);
         let mut records = Vec::with_capacity(dead.len());
         for inbox_id in &dead {
@@ -543,7 +545,7 @@ impl Txn<'_> {
             )?;
             counts_mut(state).moved(Some(State::Dead), State::Retrying, &mut self.outbox.moved);
         }
-        Ok((dead.len() as u64, more))
+        Ok((dead.len() as u64, next))
     }
 
     /// One step of retention: removes up to `limit` visitors' hints of clicks made before

@@ -92,15 +92,17 @@ impl Store {
             .await
     }
 
-    /// Puts up to `limit` dead deliveries of a destination of `space` back in the queue.
+    /// Puts up to `limit` dead deliveries of a destination of `space`, from event `from` on,
+    /// back in the queue; answers how many, and the event to go on from when more are dead.
     pub async fn retry_dead(
         &self,
         space: u32,
         name: String,
         now_ms: u64,
+        from: u64,
         limit: usize,
-    ) -> Result<(u64, bool), Error> {
-        self.write(move |t| t.retry_dead(space, &name, now_ms, limit))
+    ) -> Result<(u64, Option<u64>), Error> {
+        self.write(move |t| t.retry_dead(space, &name, now_ms, from, limit))
             .await
     }
 
