@@ -26,9 +26,10 @@ use tokio::task::JoinSet;
 
 use crate::clock::Clock;
 use crate::config::Delivery;
+use crate::domain::credential::cut_secret;
 use crate::domain::destination::{
-    Attempt, Destination, Kind, Meta, MetaAnswer, Outcome, Paused, Target, Tiktok, answer_head,
-    meta_answer, outcome_of, tiktok_answer,
+    Attempt, Destination, Kind, MAX_RETRY_MS, MaxAge, Meta, MetaAnswer, Outcome, Paused, Target,
+    Tiktok, answer_head, meta_answer, outcome_of, tiktok_answer,
 };
 use crate::domain::feed::FeedEvent;
 use crate::metrics::Metrics;
@@ -185,6 +186,8 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
     let mut commits = senders.store.commits();
     let mut edits = senders.store.destination_changes();
     let mut failures = FailureLog::default();
+    // When the destination last resumed from a pause, as this task saw it.
+    let (mut paused, mut resumed_at_ms) = (false, 0);
     loop {
         commits.borrow_and_update();
         edits.borrow_and_update();
@@ -192,10 +195,14 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
             return;
         };
         if d.paused.is_some() {
+            paused = true;
             if edits.changed().await.is_err() {
                 return;
             }
             continue;
+        }
+        if std::mem::take(&mut paused) {
+            resumed_at_ms = senders.now_ms();
         }
         let limit = match d.target.kind() {
             Kind::MetaCapi => format::META_BATCH,
@@ -237,7 +244,11 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
         let at_ms = senders.now_ms();
         failures.note(&d.name, &attempts, at_ms);
         let pause = token_rejected.map(|reason| (Paused { at_ms, reason }, d.clone()));
-        record(&senders, &d, &attempts, batch.sent_through, pause).await;
+        let age = MaxAge {
+            ms: senders.settings.max_age_ms(),
+            floor_ms: resumed_at_ms,
+        };
+        record(&senders, &d, &attempts, batch.sent_through, age, pause).await;
         for a in &attempts {
             senders.metrics.delivery_outcome(d.target.kind(), a.outcome);
         }
@@ -257,19 +268,13 @@ async fn record(
     d: &Destination,
     attempts: &[Attempt],
     sent_through: Option<u64>,
+    age: MaxAge,
     pause: Option<(Paused, Arc<Destination>)>,
 ) {
-    let max_age_ms = senders.settings.max_age_ms();
     loop {
         match senders
             .store
-            .record_attempts(
-                d.no,
-                attempts.to_vec(),
-                sent_through,
-                max_age_ms,
-                pause.clone(),
-            )
+            .record_attempts(d.no, attempts.to_vec(), sent_through, age, pause.clone())
             .await
         {
             Ok((_, paused_now)) => {
@@ -306,7 +311,8 @@ fn asked_to_wait(attempts: &[Attempt], at_ms: u64) -> Option<u64> {
             // Refused for good (here, or by the remote): no answer about waiting.
             Outcome::Refused => {}
             Outcome::Failed => {
-                let wait = a.retry_after_ms?;
+                // At most what a delivery's own retry honours.
+                let wait = a.retry_after_ms?.min(MAX_RETRY_MS);
                 shortest = Some(shortest.map_or(wait, |s| s.min(wait)));
             }
         }
@@ -590,8 +596,7 @@ async fn send_to_platform(
             let started = Instant::now();
             let answered =
                 outgoing::exchange_reading(request, senders.now_ms(), meta::META_ANSWER_BYTES)
-                    .await
-                    .without_secret(platform.secret);
+                    .await;
             senders
                 .metrics
                 .delivery_latency(platform.kind, started.elapsed());
@@ -626,6 +631,11 @@ async fn send_to_platform(
             }
         });
     }
+    // What is kept of an answer (shown, logged) never holds the token, which Meta may quote.
+    for a in &mut attempts {
+        a.answer = cut_secret(&a.answer, platform.secret);
+    }
+    let token_rejected = token_rejected.map(|m| cut_secret(&m, platform.secret));
     (attempts, token_rejected)
 }
 
@@ -764,14 +774,7 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
                             tiktok::tiktok_request(&client, url, &t, &data)
                         }
                     };
-                    let secret = match &d.target {
-                        Target::MetaCapi(meta) => meta.access_token.expose(),
-                        Target::TiktokEvents(t) => t.access_token.expose(),
-                        _ => "",
-                    };
-                    outgoing::exchange(request, now)
-                        .await
-                        .without_secret(secret)
+                    outgoing::exchange(request, now).await
                 }
             }
         }
@@ -786,6 +789,6 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
             (_, status) => status.is_some_and(|s| outcome_of(s) == Outcome::Delivered),
         },
         status: answered.status,
-        answer: answered.answer,
+        answer: cut_secret(&answered.answer, d.target.platform_token()),
     }
 }

@@ -103,27 +103,6 @@ pub struct Answered {
     pub refused_here: bool,
 }
 
-impl Answered {
-    /// This answer with every copy of `secret`, the credential its request carried, cut out:
-    /// Meta's `190` may quote the token it refused ("Malformed access token EAAB…"), and what an
-    /// answer says is kept with the delivery, shown on the page and logged.
-    #[must_use]
-    pub fn without_secret(mut self, secret: &str) -> Answered {
-        if secret.is_empty() {
-            return self;
-        }
-        let redacted = crate::domain::credential::REDACTED;
-        self.body = self.body.replace(secret, redacted);
-        self.answer = if self.body.is_empty() {
-            self.answer.replace(secret, redacted)
-        } else {
-            // Made again from the body: a copy cut by the answer's length is not left in part.
-            answer_head(&self.body)
-        };
-        self
-    }
-}
-
 /// Sends `request` and reads the first bytes of its answer.
 pub async fn exchange(request: reqwest::RequestBuilder, now_ms: u64) -> Answered {
     exchange_reading(request, now_ms, ANSWER_BYTES).await

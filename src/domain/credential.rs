@@ -240,6 +240,30 @@ pub fn redact(text: &str) -> String {
     redact_token_param(&out, |value| value.starts_with("trk_"))
 }
 
+/// `text` with every copy of `secret`, a destination's own credential, as [`REDACTED`], and a
+/// copy cut short at the end of `text` (an answer kept to its first bytes) cut off: Meta's
+/// `190` may quote the token it refused ("Malformed access token EAAB…"). A secret shorter
+/// than [`MIN_CUT`] is no real token and is left alone, so that it cannot rewrite ordinary
+/// words.
+#[must_use]
+pub fn cut_secret(text: &str, secret: &str) -> String {
+    if secret.len() < MIN_CUT {
+        return text.to_owned();
+    }
+    let mut out = text.replace(secret, REDACTED);
+    if let Some(n) = (MIN_CUT / 2..secret.len())
+        .rev()
+        .find(|&n| secret.is_char_boundary(n) && out.ends_with(&secret[..n]))
+    {
+        out.truncate(out.len() - n);
+        out.push_str(REDACTED);
+    }
+    out
+}
+
+/// The shortest secret [`cut_secret`] cuts out.
+pub const MIN_CUT: usize = 8;
+
 /// What a destination's URL shows (`GET /destinations`, the Destinations page): each `token=`
 /// value as [`REDACTED`], ours too, and nothing else changed; a value that is a macro of the
 /// template (`token={q.token}`) is no secret and is kept.
@@ -292,6 +316,30 @@ fn redact_token_param(text: &str, keep: impl Fn(&str) -> bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_is_cut_out_whole_or_cut_short() {
+        let token = "EAAB-token-wxyz";
+        assert_eq!(
+            cut_secret(&format!("Malformed access token {token} (code 190)"), token),
+            "Malformed access token [redacted] (code 190)"
+        );
+        assert_eq!(
+            cut_secret(&format!("{token} and {token}"), token),
+            "[redacted] and [redacted]"
+        );
+        // Kept to its first bytes, the answer ends inside the token.
+        assert_eq!(cut_secret("token EAAB-tok", token), "token [redacted]");
+        assert_eq!(
+            cut_secret("ends in EAA", token),
+            "ends in EAA",
+            "too short to tell"
+        );
+        // A secret too short to be a token rewrites nothing.
+        assert_eq!(cut_secret("an error code", "code"), "an error code");
+        assert_eq!(cut_secret("12345678", "12345678"), "[redacted]");
+        assert_eq!(cut_secret("1234567", "1234567"), "1234567");
+    }
 
     #[test]
     fn a_destination_url_shows_its_token_redacted_and_nothing_else_changed() {

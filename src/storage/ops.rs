@@ -912,15 +912,20 @@ pub(super) mod tests {
             t.enqueue_deliveries(id, &[hook]).unwrap();
         }
         let all: Vec<_> = (1..=3).map(refused).collect();
-        t.record_attempts(hook, &all, Some(3), 3_600_000, None)
-            .unwrap();
+        t.record_attempts(hook, &all, Some(3), AGE, None).unwrap();
         assert_eq!(t.retry_dead(1, "hook", 10, 0, 2).unwrap(), (2, Some(3)));
         // Event 1's retry is refused again before the next step.
-        t.record_attempts(hook, &[refused(1)], None, 3_600_000, None)
+        t.record_attempts(hook, &[refused(1)], None, AGE, None)
             .unwrap();
         assert_eq!(t.retry_dead(1, "hook", 11, 3, 2).unwrap(), (1, None));
         assert_eq!(t.retry_dead(1, "hook", 12, 0, 2).unwrap(), (1, None));
     }
+
+    /// An hour's `delivery_max_age`, from the first attempt.
+    const AGE: crate::domain::destination::MaxAge = crate::domain::destination::MaxAge {
+        ms: 3_600_000,
+        floor_ms: 0,
+    };
 
     /// Creates webhook destination `hook` of space 1 in `t`; answers its number.
     fn create_hook(t: &mut Txn<'_>) -> u32 {
@@ -979,8 +984,7 @@ pub(super) mod tests {
         )
         .unwrap()
         .unwrap();
-        let refused =
-            t.record_attempts(hook, &[attempt], None, 3_600_000, Some((pause, &sent_with)));
+        let refused = t.record_attempts(hook, &[attempt], None, AGE, Some((pause, &sent_with)));
         assert!(
             matches!(refused, Err(StoreError::Corrupt(_))),
             "{refused:?}"

@@ -24,8 +24,9 @@ use std::sync::Arc;
 use redb::{ReadableTable, Table};
 
 use crate::domain::destination::{
-    Attempt, ClickFacts, Destination, DestinationPatch, Kind, MAX_DESTINATIONS, NewDestination,
-    Outcome, Paused, PreviousSecret, Secret, State, Target, new_password, next_state,
+    Attempt, ClickFacts, Destination, DestinationPatch, Kind, MAX_DESTINATIONS, MaxAge,
+    NewDestination, Outcome, Paused, PreviousSecret, Secret, State, Target, new_password,
+    next_state,
 };
 use crate::domain::event::EventKind;
 use crate::error::{Code, Error};
@@ -36,7 +37,9 @@ use crate::storage::records::{
 };
 use crate::storage::schema::META_DESTINATION_SEQ;
 
-use crate::storage::destination_rows::{DEAD, live_destinations, no_destination, record_of};
+use crate::storage::destination_rows::{
+    DEAD, destination_of, live_destinations, no_destination, record_of,
+};
 pub use crate::storage::destination_rows::{all_destinations, state_totals};
 pub use crate::storage::outbox_read::{
     Due, DueBatch, deliveries, destinations, due, google_conversions,
@@ -354,7 +357,7 @@ impl Txn<'_> {
         no: u32,
         attempts: &[Attempt],
         sent_through: Option<u64>,
-        max_age_ms: u64,
+        age: MaxAge,
         pause: Option<(Paused, &Destination)>,
     ) -> Result<(Vec<Option<State>>, bool), StoreError> {
         let Some(mut destination) = self
@@ -379,10 +382,8 @@ impl Txn<'_> {
         }
         state_of(&mut self.outbox.states, &*self.delivery_states.open()?, no)?;
         let paused_now = match pause {
-            Some((pause, sent_with)) if record_of(sent_with) == destination => {
-                self.pause(no, &mut destination, pause)?
-            }
-            _ => false,
+            Some((pause, sent_with)) => self.pause(no, &mut destination, pause, sent_with)?,
+            None => false,
         };
         let deliveries = self.deliveries.open()?;
         let queue = self.delivery_queue.open()?;
@@ -411,8 +412,9 @@ impl Txn<'_> {
             // `delivery_max_age` counts from the first attempt, or the first after a pause (a
             // held attempt leaves none), or a retry by hand: a delivery that waited unsent, its
             // destination paused or its sender busy, is not dead at its first failure.
-            let since = (a.outcome != Outcome::Held).then(|| since.unwrap_or(a.at_ms));
-            let (to, next) = next_state(a, tried, since.unwrap_or(a.at_ms), max_age_ms);
+            let since =
+                (a.outcome != Outcome::Held).then(|| since.unwrap_or(a.at_ms).max(age.floor_ms));
+            let (to, next) = next_state(a, tried, since.unwrap_or(a.at_ms), age.ms);
             if let Some(due) = queued_at {
                 queue.remove((no, due, a.inbox_id))?;
             }
@@ -462,15 +464,22 @@ impl Txn<'_> {
         Ok((results, paused_now))
     }
 
-    /// Pauses `destination` (number `no`) for `pause`, unless it is paused already; answers
-    /// whether it paused now.
+    /// Pauses `destination` (number `no`) for `pause`, unless it is paused already or changed
+    /// since it was `sent_with`; answers whether it paused now.
     fn pause(
         &mut self,
         no: u32,
         destination: &mut DestinationRecord,
         pause: Paused,
+        sent_with: &Destination,
     ) -> Result<bool, StoreError> {
         if destination.paused_at_ms.is_some() {
+            return Ok(false);
+        }
+        // Changed since the refused request was sent (a new token given meanwhile): not paused
+        // by the old one's refusal. Both sides read the same way, so only a change differs.
+        let stored = destination_of(no, destination.clone())?.map(|d| record_of(&d));
+        if stored != Some(record_of(sent_with)) {
             return Ok(false);
         }
         destination.paused_at_ms = Some(pause.at_ms);

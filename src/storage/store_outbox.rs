@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{Store, outbox};
 use crate::domain::destination::{
-    Attempt, DeliveryQuery, DeliveryView, Destination, DestinationPatch, DestinationView,
+    Attempt, DeliveryQuery, DeliveryView, Destination, DestinationPatch, DestinationView, MaxAge,
     NewDestination, Paused, Secret, State,
 };
 use crate::domain::feed::FeedEvent;
@@ -71,12 +71,12 @@ impl Store {
         no: u32,
         attempts: Vec<Attempt>,
         sent_through: Option<u64>,
-        max_age_ms: u64,
+        age: MaxAge,
         pause: Option<(Paused, Arc<Destination>)>,
     ) -> Result<(Vec<Option<State>>, bool), Error> {
         self.write(move |t| {
             let pause = pause.as_ref().map(|(p, d)| (p.clone(), &**d));
-            t.record_attempts(no, &attempts, sent_through, max_age_ms, pause)
+            t.record_attempts(no, &attempts, sent_through, age, pause)
         })
         .await
     }

@@ -1394,8 +1394,16 @@ async fn a_throttle_holds_the_destination_not_only_its_batch() {
         ids.len()
     };
     r.wait_for(1, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let held = r.received().len();
+    // The first batch's requests, 32 at a time, until they stop coming.
+    let mut held = 0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = r.received().len();
+        if now == held {
+            break;
+        }
+        held = now;
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(r.received().len(), held, "nothing more is sent while held");
     assert!(held < 300, "only the first batch went: {held}");
@@ -1414,19 +1422,27 @@ async fn a_throttle_holds_the_destination_not_only_its_batch() {
 }
 
 /// A destination paused longer than `delivery_max_age` (4 days against 72 h): once it is given
-/// a new token, a throttle at its first request leaves every waiting delivery its retries, and
-/// all of them arrive; the age counts from the first attempt after the pause.
+/// a new token, a throttle at its first request leaves every waiting delivery its retries (one
+/// that was already retrying before the pause too), and all of them arrive; the age counts
+/// from the first attempt after the pause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_longer_than_the_max_age_kills_nothing_after_it() {
     let s = private_server().await;
     let meta = meta_destination(&s).await;
     let uid = click(&s, "IwAR-1", 777_000_111).await;
-    meta.revoke("EAAB-token-wxyz");
+    // One already retrying when the pause comes, and not in the batch that pauses it.
+    meta.then([Reply::Status(503, Vec::new(), "down".into())]);
     let mut waiting = vec![assert_queued(
-        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+        &s.post_event(&format!(r#"{{"event":"registration","uid":"{uid}"}}"#))
             .await,
     )];
-    delivery_in(&s, waiting[0], "paused").await;
+    delivery_in(&s, waiting[0], "retrying").await;
+    meta.revoke("EAAB-token-wxyz");
+    waiting.push(assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    ));
+    delivery_in(&s, waiting[1], "paused").await;
     waiting.extend(three_deposits(&s, &uid).await);
     let resumed_at = NOW_MS + 4 * DAY_MS;
     s.clock.set(resumed_at);
@@ -1453,7 +1469,7 @@ async fn a_pause_longer_than_the_max_age_kills_nothing_after_it() {
         delivery_in(&s, *id, "delivered").await;
     }
     let m = &listed(&s).await[0];
-    assert_eq!(m["deliveries"]["delivered"], 4, "{m}");
+    assert_eq!(m["deliveries"]["delivered"], 5, "{m}");
     assert_eq!(m["deliveries"]["dead"], 0, "{m}");
     s.stop().await;
 }

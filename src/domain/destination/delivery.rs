@@ -181,6 +181,16 @@ pub fn outcome_of(status: u16) -> Outcome {
     }
 }
 
+/// How long a delivery is tried: `delivery_max_age` (`ms`), counted from its first attempt,
+/// but never from before `floor_ms`, when its destination last resumed from a pause as its
+/// sender saw it (0: not since the sender started), so that a delivery already retrying when
+/// the destination paused is not dead at its first failure after the pause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxAge {
+    pub ms: u64,
+    pub floor_ms: u64,
+}
+
 /// A delivery's state after `attempt`, its attempts so far, and when it is next tried.
 /// `since_ms` is where `delivery_max_age` counts from: a failure after that is `dead`.
 #[must_use]

@@ -157,6 +157,17 @@ pub enum Target {
 }
 
 impl Target {
+    /// The access token an ad platform is sent, which its answers may quote back: cut out of
+    /// every answer before it is kept or shown (`credential::cut_secret`).
+    #[must_use]
+    pub fn platform_token(&self) -> &str {
+        match self {
+            Target::MetaCapi(meta) => meta.access_token.expose(),
+            Target::TiktokEvents(t) => t.access_token.expose(),
+            Target::Postback { .. } | Target::Webhook { .. } | Target::GoogleAds(_) => "",
+        }
+    }
+
     #[must_use]
     pub fn kind(&self) -> Kind {
         match self {

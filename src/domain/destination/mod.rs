@@ -35,7 +35,7 @@ pub use address::{
     private_address,
 };
 pub use delivery::{
-    ANSWER_BYTES, Attempt, FIRST_RETRY_MS, MAX_RETRY_MS, Outcome, STORED_STATES, State,
+    ANSWER_BYTES, Attempt, FIRST_RETRY_MS, MAX_RETRY_MS, MaxAge, Outcome, STORED_STATES, State,
     StateCounts, answer_head, next_state, outcome_of, retry_delay_ms,
 };
 pub use fields::{

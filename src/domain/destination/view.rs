@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Destination, Kind, State, StateCounts, Target};
+use crate::domain::credential::cut_secret;
 
 /// A destination's last failure, as its list shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -124,10 +125,17 @@ impl DestinationView {
             } else {
                 DestinationState::Active
             },
-            paused_reason: d.paused.as_ref().map(|p| p.reason.clone()),
+            // Cut again when shown: an answer kept by an older release may quote the token.
+            paused_reason: d
+                .paused
+                .as_ref()
+                .map(|p| cut_secret(&p.reason, d.target.platform_token())),
             paused_at_ms: d.paused.as_ref().map(|p| p.at_ms),
             deliveries,
-            last_error,
+            last_error: last_error.map(|e| LastError {
+                answer: cut_secret(&e.answer, d.target.platform_token()),
+                ..e
+            }),
             conversion_names: None,
             user: None,
             password: None,
