@@ -193,7 +193,8 @@ pub fn authenticate(shared: &Shared, secret: Option<&str>) -> Result<(), Error> 
 /// # Errors
 /// `not_found` for a space that is not there or whose bot's updates are not taken here (yet);
 /// `invalid_json` for a body that is not an `Update`; the store's error when a read or the
-/// commit fails (nothing is recorded, and Telegram sends the update again).
+/// commit fails, and `unavailable` when a join request cannot be approved now (nothing is
+/// recorded, and Telegram sends the update again).
 pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Error> {
     let not_here = || {
         Error::new(

@@ -4,8 +4,10 @@
 //! then drops it. So a run of updates is applied, with the offset past it, in one commit
 //! (`storage/channels.rs`) before that next call: a crash before the commit reads the run again,
 //! and one after it finds the offset stored. Join requests to approve are approved before the
-//! commit, so a crash between the two approves again (harmless) rather than never. Updates that
-//! come by webhook (`hook.rs`) are applied by the same [`apply`].
+//! commit, so a crash between the two approves again (harmless) rather than never; an approval
+//! Telegram cannot make now (`429`, no answer) holds the commit back, and the run is applied
+//! again once Telegram's `retry_after` has passed. Updates that come by webhook (`hook.rs`) are
+//! applied by the same [`apply`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::domain::channel::{self, ChannelUpdate};
+use crate::error::{Code, Error};
 use crate::telegram::Shared;
 use crate::telegram::api::{ApiError, BotApi, Me};
 
@@ -115,27 +118,37 @@ pub(super) async fn who(shared: &Shared, space: u32, api: &BotApi) -> Me {
 /// order per user only, so no offset is past every update it applied.
 ///
 /// # Errors
-/// If the commit fails: nothing of the page is recorded, and it is to be applied again.
+/// If a join request could not be approved now ([`approve_again`]: its `retry_after_s` says
+/// how long to wait) or the commit fails: nothing of the page is recorded, and it is to be
+/// applied again. Requests approved before the failure are approved again then, which
+/// Telegram refuses as handled already.
 pub async fn apply(
     shared: &Shared,
     space: u32,
     api: &BotApi,
     page: &Page,
     offset: Option<u64>,
-) -> Result<(), crate::error::Error> {
+) -> Result<(), Error> {
     if page.updates.is_empty() && offset.is_none() {
         return Ok(());
     }
     for (chat_id, user_id) in &page.approve {
         let params = json!({"chat_id": chat_id, "user_id": user_id});
-        match api
+        let Err(e) = api
             .call("approveChatJoinRequest", &params, Duration::ZERO)
             .await
-        {
-            Ok(_) => {}
-            // Approved before a crash, or withdrawn: nothing to do.
-            Err(e) => tracing::warn!(space, error = %e, "approving a join request"),
+        else {
+            continue;
+        };
+        if approve_again(&e) {
+            shared.status.bot_failed(space, &e);
+            let pause = u32::try_from(pause_after(&e).as_secs()).unwrap_or(u32::MAX);
+            return Err(
+                Error::new(Code::Unavailable, format!("approving a join request: {e}"))
+                    .retry_after(pause),
+            );
         }
+        tracing::warn!(space, error = %e, "approving a join request; left to the channel's admins");
     }
     let now_ms = shared.clock.now_ms();
     let currency = shared.settings.default_currency.clone();
@@ -194,12 +207,27 @@ pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
         let Some(next) = page.next_offset else {
             continue;
         };
-        // Not acknowledged until it commits: the same page is applied again until then.
+        // Not acknowledged until it commits: the same page is applied again until then, no
+        // sooner than Telegram asks.
         while let Err(e) = apply(&shared, space, &api, &page, Some(next)).await {
             tracing::warn!(space, error = %e, "recording Telegram updates; trying again");
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            let pause = e.retry_after_s.map_or(1, u64::from);
+            tokio::time::sleep(Duration::from_secs(pause)).await;
         }
         (stored, acknowledge) = (next, Some(next));
+    }
+}
+
+/// Whether a join request whose approval failed with `e` is to be approved again later (the
+/// page is not committed): Telegram asked to wait (`429`), did not answer, failed (`5xx`), or
+/// refused the token, all of which pass. Any other refusal is final, and trying again would hold
+/// back every later update of the bot: the request was handled already (approved before a
+/// crash, `USER_ALREADY_PARTICIPANT`), withdrawn (`HIDE_REQUESTER_MISSING`), or the bot may no
+/// longer approve; it is left to the channel's admins.
+fn approve_again(e: &ApiError) -> bool {
+    match e {
+        ApiError::RetryAfter(_) | ApiError::Transport(_) | ApiError::Unauthorized(_) => true,
+        ApiError::Refused(code, _) => *code >= 500,
     }
 }
 
@@ -298,6 +326,27 @@ mod tests {
             channel::applied_already(id, 500_000)
         });
         assert_eq!((p.next_offset, p.updates.len()), (Some(8), 1));
+    }
+
+    #[test]
+    fn an_approval_is_tried_again_unless_telegram_says_it_is_handled() {
+        let again = [
+            ApiError::RetryAfter(3),
+            ApiError::Transport("connection reset".into()),
+            ApiError::Refused(502, "Bad Gateway".into()),
+            ApiError::Unauthorized("Unauthorized".into()),
+        ];
+        assert!(again.iter().all(approve_again));
+        let handled = [
+            ApiError::Refused(400, "Bad Request: USER_ALREADY_PARTICIPANT".into()),
+            ApiError::Refused(400, "Bad Request: HIDE_REQUESTER_MISSING".into()),
+            ApiError::Refused(
+                403,
+                "Forbidden: bot is not a member of the channel chat".into(),
+            ),
+            ApiError::Refused(499, "just below a server's error".into()),
+        ];
+        assert!(!handled.iter().any(approve_again));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Links that lead to a Telegram channel (`docs/channels.md`), through the Bot API's stand-in
 //! (`support/telegram.rs`): a visit goes to an invite link the tracker made ahead; a join
 //! through it binds the click and records one `subscribed` event that destinations send; join
-//! requests are approved when the link asks; leaves are counted; a throttled Bot API sends
-//! visitors to the fallback until the pool refills; bad input is refused with a clear answer.
+//! requests are approved when the link asks, after Telegram's `retry_after` when it asks to
+//! wait; leaves are counted; a throttled Bot API sends visitors to the fallback until the pool
+//! refills; bad input is refused with a clear answer.
 
 use std::time::Duration;
 
@@ -290,6 +291,41 @@ async fn a_join_request_is_approved_when_the_link_asks() {
     assert_eq!(
         (events[0]["event"].clone(), events[0]["tg_id"].clone()),
         (json!("subscribed"), json!(ASKING_USER))
+    );
+    wait_for_state(&s, "news", |c| c["joins"] == 1 && c["used"] == 1).await;
+}
+
+/// Telegram answers the approval `429` once: the page is not acknowledged, and is applied
+/// again once `retry_after` has passed (not before), so the join is approved and recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_request_telegram_asks_to_wait_for_is_approved_after_retry_after() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, true).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let to = visit(&s, "news", "fbclid=IwAR-wait-1").await;
+    api.throttle_next_approval(2);
+    api.push_join_request(CHANNEL, ASKING_USER, &to);
+    api.wait_until(WAIT, |a| a.approved() == vec![(CHANNEL, ASKING_USER)])
+        .await;
+    let asked = api.approvals_asked();
+    assert_eq!(asked.len(), 2, "a 429, then the approval: {asked:?}");
+    assert!(
+        asked[1] - asked[0] >= Duration::from_secs(2),
+        "asked again before retry_after: {asked:?}"
+    );
+    let events = feed(&s, 1).await;
+    assert_eq!(
+        (
+            events[0]["event"].clone(),
+            events[0]["tg_id"].clone(),
+            events[0]["fbclid"].clone()
+        ),
+        (
+            json!("subscribed"),
+            json!(ASKING_USER),
+            json!("IwAR-wait-1")
+        )
     );
     wait_for_state(&s, "news", |c| c["joins"] == 1 && c["used"] == 1).await;
 }

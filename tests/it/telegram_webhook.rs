@@ -3,7 +3,8 @@
 //! does and delivers the updates it holds to `POST /telegram/<space>` with the secret header:
 //! a join binds the click and records one `subscribed`; an update posted twice counts once; one
 //! whose id Telegram chose anew after a quiet week, far below the last, counts, and so does one
-//! answered `503` and sent again after another user's later one; a
+//! answered `503` and sent again after another user's later one; a join request whose
+//! approval Telegram asks to wait for is answered `503` and approved when sent again; a
 //! missing or wrong secret, an unknown space and a body over the bound are refused and change
 //! nothing; a commit that fails is answered so that Telegram sends the update again; the switch
 //! back to polling deletes the webhook first; a page the poller committed and never
@@ -271,6 +272,39 @@ async fn a_missing_or_wrong_secret_an_unknown_space_or_a_body_too_large_changes_
     assert_eq!(feed(&s, 1).await.len(), 1, "the join, once");
     let state = &link_view(&s, "news").await["channel_state"];
     assert_eq!(state["joins"], 1, "{state}");
+}
+
+/// A join request by webhook whose approval Telegram answers `429`: the update is answered
+/// `503` with Telegram's `retry_after` and nothing is recorded, so Telegram sends it again;
+/// sent again, it is approved and the join that follows counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_request_telegram_asks_to_wait_for_is_sent_again_and_approved() {
+    let api = BotApi::start().await;
+    api.add_channel(CHANNEL, "news_ch");
+    let s = server(&api, 1 << 20).await;
+    let r = patch_space(&s, &json!({"telegram_bot_token": TOKEN})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    news_link(&s, true).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    api.wait_until(WAIT, |a| a.webhook().is_some()).await;
+    let to = visit(&s, "news", "fbclid=IwAR-hook-wait").await;
+    api.throttle_next_approval(3);
+    let request = api.push_join_request(CHANNEL, USER, &to);
+    let body = api.update(request).unwrap().to_string();
+    let r = post_update(&s, &s.a.name, Some(&secret(&api)), &body).await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("3"));
+    assert!(api.approved().is_empty());
+    let state = &link_view(&s, "news").await["channel_state"];
+    assert_eq!(state["joins"], 0, "{state}");
+    let delivered: Vec<u16> = api.deliver(s.addr).await.iter().map(|d| d.1).collect();
+    assert_eq!(delivered, vec![200, 200], "the request, then the join");
+    assert_eq!(api.approved(), vec![(CHANNEL, USER)]);
+    let events = feed(&s, 1).await;
+    assert_eq!(
+        (events[0]["event"].clone(), events[0]["fbclid"].clone()),
+        (json!("subscribed"), json!("IwAR-hook-wait"))
+    );
 }
 
 /// The space's feed as it is now.

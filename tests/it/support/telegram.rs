@@ -13,7 +13,8 @@
 //!   `timeout` seconds (long polling); without `chat_member` in `allowed_updates`, no
 //!   `chat_member` update is sent. Ids go up by one from a bot-sized number, until
 //!   [`BotApi::choose_update_ids_anew`] does what Telegram does after a week without updates.
-//! - [`BotApi::throttle`] answers `createChatInviteLink` `429` with `parameters.retry_after`;
+//! - [`BotApi::throttle`] answers `createChatInviteLink` `429` with `parameters.retry_after`,
+//!   and [`BotApi::throttle_next_approval`] the next `approveChatJoinRequest`;
 //!   [`BotApi::hold_updates`] gathers the updates pushed meanwhile into one page;
 //!   [`BotApi::lose_acknowledgements`] loses every `getUpdates` that acknowledges (`502`).
 //! - `setWebhook` (refusing, as Telegram does, a URL that is not `https://` and a
@@ -98,6 +99,10 @@ struct State {
     /// `createChatInviteLink` answered `429` with this `retry_after` while set.
     throttle: Option<u64>,
     throttled: u64,
+    /// The next `approveChatJoinRequest` is answered `429` with this `retry_after`.
+    throttle_approval: Option<u64>,
+    /// When each `approveChatJoinRequest` arrived.
+    approvals_asked: Vec<tokio::time::Instant>,
     approved: Vec<(i64, u64)>,
     polls: Vec<Poll>,
     calls: HashMap<String, u64>,
@@ -185,6 +190,18 @@ impl BotApi {
     #[must_use]
     pub fn throttled(&self) -> u64 {
         self.state.lock().unwrap().throttled
+    }
+
+    /// Answers the next `approveChatJoinRequest` `429` with `retry_after`, as Telegram does
+    /// when a bot approves too fast; the one after is answered as usual.
+    pub fn throttle_next_approval(&self, retry_after: u64) {
+        self.state.lock().unwrap().throttle_approval = Some(retry_after);
+    }
+
+    /// When each `approveChatJoinRequest` arrived, answered or not.
+    #[must_use]
+    pub fn approvals_asked(&self) -> Vec<tokio::time::Instant> {
+        self.state.lock().unwrap().approvals_asked.clone()
     }
 
     #[must_use]
@@ -638,15 +655,20 @@ fn get_chat_member(s: &State, params: &Value) -> (u16, Value) {
     }
 }
 
+/// `429 Too Many Requests` as Telegram answers it.
+fn too_many(retry_after: u64) -> (u16, Value) {
+    (
+        429,
+        json!({"ok": false, "error_code": 429,
+                "description": format!("Too Many Requests: retry after {retry_after}"),
+                "parameters": {"retry_after": retry_after}}),
+    )
+}
+
 fn create_invite(s: &mut State, params: &Value) -> (u16, Value) {
     if let Some(retry_after) = s.throttle {
         s.throttled += 1;
-        return (
-            429,
-            json!({"ok": false, "error_code": 429,
-                        "description": format!("Too Many Requests: retry after {retry_after}"),
-                        "parameters": {"retry_after": retry_after}}),
-        );
+        return too_many(retry_after);
     }
     let Some(c) = find_chat(s, &params["chat_id"]).cloned() else {
         return refused(400, "Bad Request: chat not found");
@@ -677,6 +699,10 @@ fn create_invite(s: &mut State, params: &Value) -> (u16, Value) {
 /// `approveChatJoinRequest`: the request's join follows as a `chat_member` update, through the
 /// invite link the request came by.
 fn approve(s: &mut State, params: &Value) -> (u16, Value) {
+    s.approvals_asked.push(tokio::time::Instant::now());
+    if let Some(retry_after) = s.throttle_approval.take() {
+        return too_many(retry_after);
+    }
     let (chat_id, user) = (
         params["chat_id"].as_i64().unwrap_or(0),
         params["user_id"].as_u64().unwrap_or(0),
