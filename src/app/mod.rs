@@ -737,13 +737,21 @@ impl App {
         patch: SettingsPatch,
     ) -> Result<SpaceSettings, Error> {
         let token = patch.value("telegram_bot_token").map(str::to_owned);
-        if let Some(token) = token.as_deref().filter(|t| !t.is_empty()) {
-            self.check_bot_token(space, token).await?;
-        }
+        let bot = match token.as_deref().filter(|t| !t.is_empty()) {
+            Some(token) => Some(self.check_bot_token(token).await?),
+            None => None,
+        };
         let meta = ["meta_ads_account", "meta_ads_token", "meta_graph_url"]
             .iter()
             .any(|name| patch.value(name).is_some());
+        // The store may still refuse the token (another space's bot): the space's bot is
+        // reported only once it is the space's.
         let settings = self.store.update_settings(space.no, patch).await?;
+        match bot {
+            Some(Ok(me)) => self.telegram.bot_found(space.no, &me),
+            Some(Err(e)) => self.telegram.bot_failed(space.no, &e),
+            None => {}
+        }
         if token.is_some() {
             self.telegram.wake.notify_one();
         }
@@ -755,27 +763,23 @@ impl App {
 
     /// `getMe` with a new bot token: a token Telegram refuses is refused here, and nothing is
     /// stored; one that cannot be checked now (Telegram unreachable) is kept, and the Settings
-    /// page says why it is not yet in use.
-    async fn check_bot_token(&self, space: &SpaceRef, token: &str) -> Result<(), Error> {
+    /// page says why it is not yet in use. Answers the bot, or why it is not known yet.
+    async fn check_bot_token(
+        &self,
+        token: &str,
+    ) -> Result<Result<crate::telegram::api::Me, crate::telegram::api::ApiError>, Error> {
         use crate::telegram::api::ApiError;
         let api = self.telegram_tasks().api(token).map_err(|e| {
             tracing::error!(error = %e, "a client of the Bot API");
             Error::internal()
         })?;
         match api.get_me().await {
-            Ok(me) => {
-                self.telegram.bot_found(space.no, &me);
-                Ok(())
-            }
             Err(e @ ApiError::Unauthorized(_)) => Err(Error::field(
                 Code::InvalidField,
                 "telegram_bot_token",
                 format!("`telegram_bot_token`: {e}"),
             )),
-            Err(e) => {
-                self.telegram.bot_failed(space.no, &e);
-                Ok(())
-            }
+            bot => Ok(bot),
         }
     }
 

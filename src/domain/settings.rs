@@ -176,6 +176,41 @@ fn check_bot_token(text: &str) -> Result<(), String> {
     }
 }
 
+/// The bot a token is of: the number before its `:`, which a new token `@BotFather` issues for
+/// the same bot keeps.
+fn bot_id(token: &str) -> &str {
+    token.split_once(':').map_or(token, |(id, _)| id)
+}
+
+/// The rule that one bot serves one space: the reader of each space's bot acknowledges the
+/// updates it reads, and Telegram then drops them, so two spaces of one bot would each lose
+/// joins of the other's. `token` is refused when its bot is that of a token of `others`
+/// (`(space, token)` of every other space with one).
+///
+/// # Errors
+/// `invalid_field` naming `telegram_bot_token` and the space whose bot it is.
+pub fn check_bot_unshared<'a>(
+    token: &str,
+    others: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), Error> {
+    let bot = bot_id(token);
+    match others.into_iter().find(|(_, t)| bot_id(t) == bot) {
+        None => Ok(()),
+        Some((space, _)) => Err(Error::field(
+            Code::InvalidField,
+            "telegram_bot_token",
+            format!(
+                "`telegram_bot_token`: this bot (id {bot}) is the bot of space {} already, and \
+                 a bot serves one space only (each space would read and acknowledge the other's \
+                 updates, and joins would be lost): make this space a bot of its own with \
+                 @BotFather (/newbot), or first remove the token from space {}",
+                quoted(space),
+                quoted(space)
+            ),
+        )),
+    }
+}
+
 /// An IANA time zone name known to the bundled time-zone database (`Europe/Berlin`); `UTC` by
 /// default.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -915,6 +950,27 @@ mod tests {
         assert!(change(&[elsewhere, ("meta_ads_token", "")], &mut stored()).is_ok());
         assert!(change(&[("meta_graph_url", META_GRAPH_URL)], &mut stored()).is_ok());
         assert!(change(&[elsewhere], &mut SpaceSettings::default()).is_ok());
+    }
+
+    #[test]
+    fn a_bot_serves_one_space() {
+        let key = "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0";
+        let shops = [("shop", "7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0")];
+        // The same bot, by the token @BotFather issued it since: refused, naming the space.
+        let e = check_bot_unshared("7000000001:BBBdqTcvCH1vGWJxfSeofSAs0K5PALDsaw9", shops)
+            .unwrap_err();
+        assert_eq!(
+            (e.code, e.field),
+            (Code::InvalidField, Some("telegram_bot_token"))
+        );
+        assert!(e.message.contains("\"shop\""), "{}", e.message);
+        assert!(!e.message.contains(key), "the token is never repeated");
+        // Bots whose ids are one apart, or begin alike: each a bot of its own.
+        for other in ["7000000002", "7000000000", "700000000", "70000000011"] {
+            let token = format!("{other}:{key}");
+            assert!(check_bot_unshared(&token, shops).is_ok(), "{other}");
+        }
+        assert!(check_bot_unshared(shops[0].1, []).is_ok());
     }
 
     #[test]

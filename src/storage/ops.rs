@@ -26,12 +26,12 @@ use redb::{Key, ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 use crate::domain::click::{self, NewClick};
 use crate::domain::cost::Cost;
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
-use crate::domain::destination::{self, ClickFacts};
+use crate::domain::destination::{self, ClickFacts, Secret};
 use crate::domain::event::{EventId, EventKind, ValidEvent};
 use crate::domain::link::{Directory, Link};
 use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, PruneCursor, PruneStep};
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
-use crate::domain::settings::{SettingsPatch, SpaceSettings};
+use crate::domain::settings::{SettingsPatch, SpaceSettings, check_bot_unshared};
 use crate::domain::stats::Counts;
 use crate::storage::StoreError;
 use crate::storage::attribution;
@@ -40,7 +40,7 @@ use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::first_deposit::Depositors;
 use crate::storage::read;
-use crate::storage::records::{self, ClickHintsRecord, ClickRecord, RejectionRecord};
+use crate::storage::records::{self, ClickHintsRecord, ClickRecord, RejectionRecord, SpaceRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
     ADMIN, CLICK_HINTS, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, DELIVERIES,
@@ -410,7 +410,9 @@ impl<'t> Txn<'t> {
         Ok((set, removed))
     }
 
-    /// Applies `patch` to the settings of `space`; answers them as they now are.
+    /// Applies `patch` to the settings of `space`; answers them as they now are. A bot token
+    /// whose bot is another space's is refused here, where every way in passes and no other
+    /// write can come between the check and the change ([`check_bot_unshared`]).
     pub(crate) fn update_settings(
         &mut self,
         space: u32,
@@ -418,6 +420,11 @@ impl<'t> Txn<'t> {
     ) -> Result<SpaceSettings, StoreError> {
         let mut settings = attribution::settings(&self.space_settings, space)?;
         patch.apply(&mut settings).map_err(StoreError::Refused)?;
+        if let Some(token) = patch.value("telegram_bot_token").filter(|t| !t.is_empty()) {
+            let others = self.other_bot_tokens(space)?;
+            let others = others.iter().map(|(n, t)| (n.as_str(), t.expose()));
+            check_bot_unshared(token, others).map_err(StoreError::Refused)?;
+        }
         if !patch.is_empty() {
             self.space_settings.insert(
                 space,
@@ -426,6 +433,23 @@ impl<'t> Txn<'t> {
             self.settings_cache.insert(space, settings.clone());
         }
         Ok(settings)
+    }
+
+    /// Every space but `space` that has a bot token: its name and the token.
+    fn other_bot_tokens(&mut self, space: u32) -> Result<Vec<(String, Secret)>, StoreError> {
+        let mut out = Vec::new();
+        for entry in self.spaces.open()?.iter()? {
+            let (name, bytes) = entry?;
+            let no = records::decode::<SpaceRecord>(bytes.value())?.no;
+            if no == space {
+                continue;
+            }
+            if let Some(token) = attribution::settings(&self.space_settings, no)?.telegram_bot_token
+            {
+                out.push((name.value().to_owned(), token));
+            }
+        }
+        Ok(out)
     }
 
     /// One step of retention: looks at up to `limit` entries of the windowed dedup rules after

@@ -404,6 +404,49 @@ async fn bad_bot_tokens_and_links_without_a_bot_are_refused_clearly() {
     assert_error(&shape, 422, "invalid_field", Some("telegram_bot_token"));
 }
 
+/// One bot serves one space: space `b` given space `a`'s bot is refused, naming the field and
+/// space `a`, and nothing changes; a bot whose id is one apart is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_of_another_space_is_refused_and_another_bot_is_taken() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    let app = s.app.clone().expect("the server's application");
+    let b = app.store.space_no(s.b.name.clone()).await.unwrap();
+    let patch_b = |token: &str| {
+        let body = json!({"telegram_bot_token": token}).to_string();
+        let s = &s;
+        async move { s.patch_as(&s.b, "/space", &body).await }
+    };
+    let refused = patch_b(TOKEN).await;
+    let e = assert_error(&refused, 422, "invalid_field", Some("telegram_bot_token"));
+    let says = e["error"].as_str().unwrap();
+    assert!(
+        says.contains(&format!("{:?}", s.a.name)) && says.contains("serves one space"),
+        "{e}"
+    );
+    assert!(!says.contains("AAHdq"), "the token is never repeated: {e}");
+    let settings = |space| {
+        let s = &s;
+        async move { s.read_as(space, "/space").await.json()["settings"]["telegram_bot_token"].clone() }
+    };
+    assert_eq!(settings(&s.b).await, "", "nothing stored");
+    assert_eq!(settings(&s.a).await, "…saw0");
+    assert_eq!(app.telegram.bot(b), None, "no bot shown for b");
+
+    let next_bot = "7000000002:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw2";
+    api.add_other_bot(next_bot);
+    let taken = patch_b(next_bot).await;
+    assert_eq!(taken.status, 200, "{}", taken.text());
+    assert_eq!(settings(&s.b).await, "…saw2");
+    assert_eq!(
+        app.telegram.bot(b).map(|bot| bot.describe()).as_deref(),
+        Some("@other_7000000002_bot")
+    );
+    // Space a may still change its own token for its own bot.
+    let again = patch_space(&s, &json!({"telegram_bot_token": TOKEN})).await;
+    assert_eq!(again.status, 200, "{}", again.text());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_channel_links_are_refused_clearly() {
     let api = BotApi::start().await;

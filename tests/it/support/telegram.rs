@@ -3,7 +3,8 @@
 //! (`{"ok": true, "result": ...}`, or `{"ok": false, "error_code", "description",
 //! "parameters": {"retry_after"}}`), for one bot and the channels the test gives it.
 //!
-//! - `getMe`; a token other than the bot's is answered `401 Unauthorized`.
+//! - `getMe`; a token other than the bot's is answered `401 Unauthorized`, unless
+//!   [`BotApi::add_other_bot`] made it another bot's (one with no channel and no update).
 //! - `getChat`, `getChatMember` (the bot is an admin that may invite users, unless the test
 //!   says otherwise), `createChatInviteLink` (a `ChatInviteLink` made by the bot),
 //!   `revokeChatInviteLink`, `approveChatJoinRequest` (which, as Telegram does, brings the
@@ -112,6 +113,8 @@ struct State {
     held: bool,
     /// While set, a `getUpdates` with an offset is lost ([`BotApi::lose_acknowledgements`]).
     lose_acknowledgements: bool,
+    /// Tokens of other bots ([`BotApi::add_other_bot`]).
+    other_bots: Vec<String>,
 }
 
 /// Counts a connection as open while it lives.
@@ -163,6 +166,12 @@ impl BotApi {
     #[must_use]
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Makes `token` another bot's, the bot its id names (`@other_<id>_bot`): it has no channel
+    /// and no update, and its long polls wait their `timeout` and find nothing.
+    pub fn add_other_bot(&self, token: &str) {
+        self.state.lock().unwrap().other_bots.push(token.to_owned());
     }
 
     pub fn add_chat(&self, chat: Chat) {
@@ -795,6 +804,26 @@ async fn get_updates(
     }
 }
 
+/// A call to another bot than the stand-in's ([`BotApi::add_other_bot`]).
+async fn other_bot(token: &str, method: &str, params: &Value) -> (u16, Value) {
+    let id: u64 = token
+        .split(':')
+        .next()
+        .and_then(|id| id.parse().ok())
+        .unwrap_or(0);
+    match method {
+        "getMe" => ok(json!({"id": id, "is_bot": true, "first_name": "Other",
+            "username": format!("other_{id}_bot")})),
+        "getUpdates" => {
+            let wait = params["timeout"].as_u64().unwrap_or(0);
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            ok(json!([]))
+        }
+        "deleteWebhook" => ok(json!(true)),
+        _ => refused(400, "Bad Request: chat not found"),
+    }
+}
+
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, arrived: Arc<Notify>) {
     let _open = Open::new(&state);
     let mut buf = Vec::new();
@@ -807,6 +836,11 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, arrived: Arc<Not
         {
             Some((token, method)) if token == TOKEN => {
                 answer(method, &params, &state, &arrived).await
+            }
+            Some((token, method))
+                if state.lock().unwrap().other_bots.iter().any(|t| t == token) =>
+            {
+                other_bot(token, method, &params).await
             }
             Some(_) => refused(401, "Unauthorized"),
             None => refused(404, "Not Found"),
