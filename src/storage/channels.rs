@@ -188,7 +188,8 @@ impl Txn<'_> {
                         Some(bytes) => records::decode(bytes.value())?,
                         None => MemberRecord::default(),
                     };
-                    if member.requested_via.is_none() && invite_link.is_some() {
+                    // The latest request is the one a join without a link answers.
+                    if member.requested_via != *invite_link {
                         member.requested_via.clone_from(invite_link);
                         members.insert(key, records::encode(&member).as_slice())?;
                     }
@@ -228,9 +229,10 @@ impl Txn<'_> {
             // Seen already: the same update read again.
             return Ok(());
         }
-        let via = invite_link
-            .map(str::to_owned)
-            .or_else(|| member.requested_via.take());
+        // A join answers the user's request, whatever link it names: the request is spent, and
+        // a later join without a link (through search) is not credited to it.
+        let requested_via = member.requested_via.take();
+        let via = invite_link.map(str::to_owned).or(requested_via);
         let invite = match &via {
             Some(url) => match self.transaction.open_table(INVITES)?.get(url.as_str())? {
                 Some(bytes) => Some(records::decode::<InviteRecord>(bytes.value())?),

@@ -276,12 +276,18 @@ async fn a_join_through_an_invite_link_binds_the_click_and_is_sent_to_meta() {
     }));
 }
 
+/// A server with the bot and the link `news` whose invite links ask to join, its pool full.
+async fn with_asking_news(api: &BotApi) -> TestServer {
+    let s = with_bot(api).await;
+    news_link(&s, true).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    s
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_request_is_approved_when_the_link_asks() {
     let api = BotApi::start().await;
-    let s = with_bot(&api).await;
-    news_link(&s, true).await;
-    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let s = with_asking_news(&api).await;
     assert!(api.invites().iter().all(|i| i.creates_join_request));
     let to = visit(&s, "news", "").await;
     api.push_join_request(CHANNEL, ASKING_USER, &to);
@@ -300,9 +306,7 @@ async fn a_join_request_is_approved_when_the_link_asks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_request_telegram_asks_to_wait_for_is_approved_after_retry_after() {
     let api = BotApi::start().await;
-    let s = with_bot(&api).await;
-    news_link(&s, true).await;
-    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let s = with_asking_news(&api).await;
     let to = visit(&s, "news", "fbclid=IwAR-wait-1").await;
     api.throttle_next_approval(2);
     api.push_join_request(CHANNEL, ASKING_USER, &to);
@@ -328,6 +332,53 @@ async fn a_join_request_telegram_asks_to_wait_for_is_approved_after_retry_after(
         )
     );
     wait_for_state(&s, "news", |c| c["joins"] == 1 && c["used"] == 1).await;
+}
+
+/// Waits until every update the stand-in holds was applied and acknowledged.
+async fn all_applied(api: &BotApi) {
+    api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
+}
+
+/// A join without a link (through search, or a request an admin approved) is credited to the
+/// link of the user's latest join request, and only until a join answers that request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_without_a_link_is_credited_to_the_latest_request_not_yet_joined_by() {
+    let api = BotApi::start().await;
+    let s = with_asking_news(&api).await;
+    let unattributed = |n: u32| {
+        let metrics = s.metrics_text();
+        let line = format!("tracker_telegram_total{{what=\"unattributed_joins\"}} {n}\n");
+        assert!(metrics.contains(&line), "{line} not in\n{metrics}");
+    };
+
+    // Asked, approved and joined through the link; then left, and joined again by search.
+    let to = visit(&s, "news", "").await;
+    api.push_join_request(CHANNEL, ASKING_USER, &to);
+    wait_for_state(&s, "news", |c| c["joins"] == 1).await;
+    api.push_leave(CHANNEL, ASKING_USER, "left");
+    api.push_join(CHANNEL, ASKING_USER, None);
+    all_applied(&api).await;
+    let state = &link_view(&s, "news").await["channel_state"];
+    assert_eq!(
+        (state["joins"].clone(), state["leaves"].clone()),
+        (json!(1), json!(1)),
+        "the request was spent by the first join: {state}"
+    );
+    unattributed(1);
+
+    // Asked through the link (the bot may no longer approve), then again through the
+    // channel's own link, and approved by an admin: the later request counts.
+    let to = visit(&s, "news", "").await;
+    api.refuse_next_approval("Bad Request: CHAT_ADMIN_REQUIRED");
+    api.push_join_request(CHANNEL, USER, &to);
+    api.push_join_request(CHANNEL, USER, FALLBACK);
+    api.push_join(CHANNEL, USER, None);
+    all_applied(&api).await;
+    assert_eq!(api.approved(), vec![(CHANNEL, ASKING_USER)]);
+    let state = &link_view(&s, "news").await["channel_state"];
+    assert_eq!(state["joins"], 1, "not the earlier request's link: {state}");
+    unattributed(2);
+    assert_eq!(feed(&s, 1).await.len(), 1, "one subscribed event");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

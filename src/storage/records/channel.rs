@@ -35,7 +35,8 @@ pub struct MemberRecord {
     pub campaign_name: Option<String>,
     pub joined_at_ms: u64,
     pub left_at_ms: Option<u64>,
-    /// The invite link of the user's pending request to join, until the join that follows.
+    /// The invite link of the user's latest request to join (`None` for one through no link),
+    /// until the join that follows.
     pub requested_via: Option<String>,
 }
 impl Record for MemberRecord {
