@@ -21,8 +21,9 @@
 //!   the client's address the connection layer puts on it, and the one mapping from errors to
 //!   answers (`surface/respond.rs`).
 //! - [`app`]: the operations every way in shares, as methods of [`app::App`]: authenticate,
-//!   record an event, back-fill a click, bind, links, a space's settings, the feed, stats and
-//!   rejections (`app/mod.rs`); spaces, credentials, the admin password and backups (`app/spaces.rs`).
+//!   record an event, back-fill a click, bind, links, the feed, stats and rejections
+//!   (`app/mod.rs`); a space's settings (`app/settings.rs`); spaces, credentials, the admin
+//!   password and backups (`app/spaces.rs`).
 //! - [`control`]: how the command line reaches a running server: one typed
 //!   [`control::Request`] (the command line's subcommands themselves) and its
 //!   [`control::Answer`], over a Unix socket beside the data file, or run on the file directly

@@ -7,6 +7,7 @@
 pub mod batch;
 pub mod conversions;
 pub mod destinations;
+pub mod settings;
 pub mod spaces;
 
 use std::collections::HashMap;
@@ -29,7 +30,6 @@ use crate::domain::link::{self, Link, LinkView, NewLink};
 use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome};
 use crate::domain::rate::{Limiter, SpaceLimiter};
 use crate::domain::rejection::Rejection;
-use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::{GroupStats, Grouping, Range};
 use crate::error::{Code, Error};
 use crate::metrics::{EventStatus, Metrics};
@@ -722,75 +722,6 @@ impl App {
             self.metrics.click();
         }
         Ok(outcome)
-    }
-
-    /// The space's settings.
-    pub async fn space_settings(&self, space: &SpaceRef) -> Result<SpaceSettings, Error> {
-        self.store.space_settings(space.no).await
-    }
-
-    /// Changes the space's settings (`PATCH /space`, `tracker space set`, the Settings page):
-    /// committed, and in force for every event written after, before this answers.
-    pub async fn update_settings(
-        &self,
-        space: &SpaceRef,
-        patch: SettingsPatch,
-    ) -> Result<SpaceSettings, Error> {
-        let token = patch.value("telegram_bot_token").map(str::to_owned);
-        let bot = match token.as_deref().filter(|t| !t.is_empty()) {
-            Some(token) => Some(self.check_bot_token(token).await?),
-            None => None,
-        };
-        let meta = ["meta_ads_account", "meta_ads_token", "meta_graph_url"]
-            .iter()
-            .any(|name| patch.value(name).is_some());
-        // The store may still refuse the token (another space's bot): the space's bot is
-        // reported only once it is the space's.
-        let settings = self.store.update_settings(space.no, patch).await?;
-        match bot {
-            Some(Ok(me)) => self.telegram.bot_found(space.no, &me),
-            Some(Err(e)) => self.telegram.bot_failed(space.no, &e),
-            None => {}
-        }
-        if token.is_some() {
-            self.telegram.wake.notify_one();
-        }
-        if meta {
-            self.spend.settings_changed(space.no);
-        }
-        Ok(settings)
-    }
-
-    /// `getMe` with a new bot token: a token Telegram refuses is refused here, and nothing is
-    /// stored; one that cannot be checked now (Telegram unreachable) is kept, and the Settings
-    /// page says why it is not yet in use. Answers the bot, or why it is not known yet.
-    async fn check_bot_token(
-        &self,
-        token: &str,
-    ) -> Result<Result<crate::telegram::api::Me, crate::telegram::api::ApiError>, Error> {
-        use crate::telegram::api::ApiError;
-        let api = self.telegram_tasks().api(token).map_err(|e| {
-            tracing::error!(error = %e, "a client of the Bot API");
-            Error::internal()
-        })?;
-        match api.get_me().await {
-            Err(e @ ApiError::Unauthorized(_)) => Err(Error::field(
-                Code::InvalidField,
-                "telegram_bot_token",
-                format!("`telegram_bot_token`: {e}"),
-            )),
-            bot => Ok(bot),
-        }
-    }
-
-    /// The space's Telegram bot in a sentence: its `@username`, or why it is not in use.
-    pub async fn telegram_bot(&self, space: &SpaceRef) -> Result<Option<String>, Error> {
-        let settings = self.store.space_settings(space.no).await?;
-        Ok(settings.telegram_bot_token.map(|_| {
-            self.telegram
-                .bot(space.no)
-                .map_or_else(|| "not asked yet".to_owned(), |b| b.describe())
-        }))
     }
 
     /// Binds a click to a Telegram user, first binding wins.

@@ -1,0 +1,77 @@
+//! A space's settings (`docs/api.md#space-settings`): read and changed the one way every way in
+//! does (`PATCH /space`, `tracker space set`, the Settings page). A new Telegram bot token is
+//! checked with Telegram here before the store takes it; the store holds the rules that need
+//! every space (one bot serves one space).
+
+use crate::app::App;
+use crate::domain::keyring::SpaceRef;
+use crate::domain::settings::{SettingsPatch, SpaceSettings};
+use crate::error::{Code, Error};
+use crate::telegram::api::{ApiError, Me};
+
+impl App {
+    /// The space's settings.
+    pub async fn space_settings(&self, space: &SpaceRef) -> Result<SpaceSettings, Error> {
+        self.store.space_settings(space.no).await
+    }
+
+    /// Changes the space's settings (`PATCH /space`, `tracker space set`, the Settings page):
+    /// committed, and in force for every event written after, before this answers.
+    pub async fn update_settings(
+        &self,
+        space: &SpaceRef,
+        patch: SettingsPatch,
+    ) -> Result<SpaceSettings, Error> {
+        let token = patch.value("telegram_bot_token").map(str::to_owned);
+        let bot = match token.as_deref().filter(|t| !t.is_empty()) {
+            Some(token) => Some(self.check_bot_token(token).await?),
+            None => None,
+        };
+        let meta = ["meta_ads_account", "meta_ads_token", "meta_graph_url"]
+            .iter()
+            .any(|name| patch.value(name).is_some());
+        // The store may still refuse the token (another space's bot): the space's bot is
+        // reported only once it is the space's.
+        let settings = self.store.update_settings(space.no, patch).await?;
+        match bot {
+            Some(Ok(me)) => self.telegram.bot_found(space.no, &me),
+            Some(Err(e)) => self.telegram.bot_failed(space.no, &e),
+            None => {}
+        }
+        if token.is_some() {
+            self.telegram.wake.notify_one();
+        }
+        if meta {
+            self.spend.settings_changed(space.no);
+        }
+        Ok(settings)
+    }
+
+    /// `getMe` with a new bot token: a token Telegram refuses is refused here, and nothing is
+    /// stored; one that cannot be checked now (Telegram unreachable) is kept, and the Settings
+    /// page says why it is not yet in use. Answers the bot, or why it is not known yet.
+    async fn check_bot_token(&self, token: &str) -> Result<Result<Me, ApiError>, Error> {
+        let api = self.telegram_tasks().api(token).map_err(|e| {
+            tracing::error!(error = %e, "a client of the Bot API");
+            Error::internal()
+        })?;
+        match api.get_me().await {
+            Err(e @ ApiError::Unauthorized(_)) => Err(Error::field(
+                Code::InvalidField,
+                "telegram_bot_token",
+                format!("`telegram_bot_token`: {e}"),
+            )),
+            bot => Ok(bot),
+        }
+    }
+
+    /// The space's Telegram bot in a sentence: its `@username`, or why it is not in use.
+    pub async fn telegram_bot(&self, space: &SpaceRef) -> Result<Option<String>, Error> {
+        let settings = self.store.space_settings(space.no).await?;
+        Ok(settings.telegram_bot_token.map(|_| {
+            self.telegram
+                .bot(space.no)
+                .map_or_else(|| "not asked yet".to_owned(), |b| b.describe())
+        }))
+    }
+}
