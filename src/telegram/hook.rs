@@ -227,8 +227,8 @@ pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Er
     {
         return Ok(());
     }
-    let page = updates::page(&Value::Array(vec![update]), &hooked.me, |_| false);
-    updates::apply(shared, no, &hooked.api, &page, None).await?;
+    let mut page = updates::page(&Value::Array(vec![update]), &hooked.me, |_| false);
+    updates::apply(shared, no, &hooked.api, &mut page, None).await?;
     applied.add(id);
     Ok(())
 }

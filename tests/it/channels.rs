@@ -334,6 +334,32 @@ async fn a_join_request_telegram_asks_to_wait_for_is_approved_after_retry_after(
     wait_for_state(&s, "news", |c| c["joins"] == 1 && c["used"] == 1).await;
 }
 
+/// Two join requests in one page, the second's approval answered `429`: the page applied
+/// again asks Telegram only for the second, not for the first again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_applied_again_asks_only_for_the_approvals_it_did_not_get() {
+    let api = BotApi::start().await;
+    let s = with_asking_news(&api).await;
+    let first = visit(&s, "news", "").await;
+    let second = visit(&s, "news", "").await;
+    api.hold_updates(true);
+    api.push_join_request(CHANNEL, ASKING_USER, &first);
+    api.push_join_request(CHANNEL, ASKING_USER + 1, &second);
+    api.throttle_approval_after(1, 1);
+    api.hold_updates(false);
+    wait_for_state(&s, "news", |c| c["joins"] == 2).await;
+    all_applied(&api).await;
+    assert_eq!(
+        api.approvals_asked().len(),
+        3,
+        "the first, the second answered 429, the second again"
+    );
+    assert_eq!(
+        api.approved(),
+        vec![(CHANNEL, ASKING_USER), (CHANNEL, ASKING_USER + 1)]
+    );
+}
+
 /// Waits until every update the stand-in holds was applied and acknowledged.
 async fn all_applied(api: &BotApi) {
     api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;

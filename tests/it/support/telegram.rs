@@ -15,8 +15,9 @@
 //!   `chat_member` update is sent. Ids go up by one from a bot-sized number, until
 //!   [`BotApi::choose_update_ids_anew`] does what Telegram does after a week without updates.
 //! - [`BotApi::throttle`] answers `createChatInviteLink` `429` with `parameters.retry_after`,
-//!   and [`BotApi::throttle_next_approval`] the next `approveChatJoinRequest`, which
-//!   [`BotApi::refuse_next_approval`] refuses instead;
+//!   and [`BotApi::throttle_next_approval`] the next `approveChatJoinRequest` (or
+//!   [`BotApi::throttle_approval_after`] a later one), which [`BotApi::refuse_next_approval`]
+//!   refuses instead;
 //!   [`BotApi::hold_updates`] gathers the updates pushed meanwhile into one page;
 //!   [`BotApi::lose_acknowledgements`] loses every `getUpdates` that acknowledges (`502`).
 //! - `setWebhook` (refusing, as Telegram does, a URL that is not `https://` and a
@@ -101,8 +102,9 @@ struct State {
     /// `createChatInviteLink` answered `429` with this `retry_after` while set.
     throttle: Option<u64>,
     throttled: u64,
-    /// The answer to the next `approveChatJoinRequest`, when not the usual one.
-    next_approval: Option<(u16, Value)>,
+    /// The answers to the next `approveChatJoinRequest`s, in order; `None` (and an empty
+    /// queue) for the usual one.
+    next_approvals: std::collections::VecDeque<Option<(u16, Value)>>,
     /// When each `approveChatJoinRequest` arrived.
     approvals_asked: Vec<tokio::time::Instant>,
     approved: Vec<(i64, u64)>,
@@ -205,14 +207,22 @@ impl BotApi {
     /// Answers the next `approveChatJoinRequest` `429` with `retry_after`, as Telegram does
     /// when a bot approves too fast; the one after is answered as usual.
     pub fn throttle_next_approval(&self, retry_after: u64) {
-        self.state.lock().unwrap().next_approval = Some(too_many(retry_after));
+        self.throttle_approval_after(0, retry_after);
+    }
+
+    /// Answers `approveChatJoinRequest` as usual `after` times more, then `429` with
+    /// `retry_after` once.
+    pub fn throttle_approval_after(&self, after: usize, retry_after: u64) {
+        let mut answers = vec![None; after];
+        answers.push(Some(too_many(retry_after)));
+        self.state.lock().unwrap().next_approvals = answers.into();
     }
 
     /// Answers the next `approveChatJoinRequest` `400` with `description` (such as `Bad
     /// Request: CHAT_ADMIN_REQUIRED`, when the bot may no longer approve): the request stays
     /// pending, for the channel's admins.
     pub fn refuse_next_approval(&self, description: &str) {
-        self.state.lock().unwrap().next_approval = Some(refused(400, description));
+        self.state.lock().unwrap().next_approvals = [Some(refused(400, description))].into();
     }
 
     /// When each `approveChatJoinRequest` arrived, answered or not.
@@ -717,7 +727,7 @@ fn create_invite(s: &mut State, params: &Value) -> (u16, Value) {
 /// invite link the request came by.
 fn approve(s: &mut State, params: &Value) -> (u16, Value) {
     s.approvals_asked.push(tokio::time::Instant::now());
-    if let Some(answer) = s.next_approval.take() {
+    if let Some(Some(answer)) = s.next_approvals.pop_front() {
         return answer;
     }
     let (chat_id, user) = (
