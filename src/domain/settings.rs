@@ -319,8 +319,9 @@ pub const SETTINGS: [Setting; 7] = [
         name: "telegram_bot_token",
         about: "The token of the space's Telegram bot, from @BotFather, for links that lead to a \
                 channel: the bot, an admin of the channel allowed to invite users, makes an \
-                invite link per click and reads who joined. Write-only: shown by its last 4 \
-                characters. \"\" removes it.",
+                invite link per click and reads who joined. A bot serves one space: another \
+                space's bot is refused. Write-only: shown by its last 4 characters. \"\" \
+                removes it.",
         choices: &[],
         json: JsonType::String,
         get: |s| {
