@@ -71,7 +71,11 @@ impl Target {
                         Ok((store, _)) => {
                             let app =
                                 App::new(settings.clone(), Arc::new(store), Arc::new(SystemClock));
-                            let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+                            // Timers and sockets: some operations call out (a new bot
+                            // token is checked with Telegram, a channel link's channel too).
+                            let runtime = tokio::runtime::Builder::new_current_thread()
+                                .enable_all()
+                                .build()?;
                             *self = Target::Local { app, runtime };
                         }
                         // Another command has the file for a moment, or a server is starting.

@@ -13,7 +13,8 @@ use tracker::domain::rate::Rate;
 use crate::support::receiver::Receiver;
 use crate::support::telegram::{BotApi, Chat, FIRST_UPDATE_ID, TOKEN};
 use crate::support::{
-    DAY_MS, NOW_MS, Request, Response, TestServer, TrackerProcess, assert_error, send,
+    DAY_MS, NOW_MS, Request, Response, TestServer, TrackerProcess, assert_error, run_cli_with_env,
+    send,
 };
 
 pub(crate) const CHANNEL: i64 = -1_001_234_567_890;
@@ -522,6 +523,65 @@ async fn a_bot_of_another_space_is_refused_and_another_bot_is_taken() {
     // Space a may still change its own token for its own bot.
     let again = patch_space(&s, &json!({"telegram_bot_token": TOKEN})).await;
     assert_eq!(again.status, 200, "{}", again.text());
+}
+
+/// `tracker space set` on the file (no server running) meets the same rule as `PATCH /space`:
+/// space `shop` given space `default`'s bot is refused and keeps no token; another bot is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_is_refused_another_spaces_bot_too() {
+    let api = BotApi::start().await;
+    let next_bot = "7000000002:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw2";
+    api.add_other_bot(next_bot);
+    let dir = tempfile::tempdir().unwrap();
+    let (url, data) = (api.url(), dir.path().join("t.redb"));
+    let env = [
+        ("TRACKER_TELEGRAM_API_URL", url.as_str()),
+        ("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true"),
+    ];
+    // The command blocks its worker; the stand-in answers on the other.
+    let cli = |args: &[&str]| {
+        let out = tokio::task::block_in_place(|| run_cli_with_env(dir.path(), &data, args, &env));
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    assert_eq!(cli(&["init"]).0, Some(0));
+    assert_eq!(cli(&["space", "create", "shop"]).0, Some(0));
+    let set = |space: &str, token: &str| {
+        cli(&[
+            "space",
+            "set",
+            space,
+            &format!("telegram_bot_token={token}"),
+        ])
+    };
+    let (code, _, stderr) = set("default", TOKEN);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = set("shop", TOKEN);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("telegram_bot_token") && stderr.contains("\"default\""),
+        "{stderr}"
+    );
+    let (_, list, _) = cli(&["--json", "space", "list"]);
+    let tokens: Vec<(Value, Value)> = serde_json::from_str::<Value>(&list)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["space"].clone(),
+                s["settings"]["telegram_bot_token"].clone(),
+            )
+        })
+        .collect();
+    assert!(tokens.contains(&(json!("shop"), json!(""))), "{tokens:?}");
+    assert!(
+        tokens.contains(&(json!("default"), json!("…saw0"))),
+        "{tokens:?}"
+    );
+    let (code, _, stderr) = set("shop", next_bot);
+    assert_eq!(code, Some(0), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

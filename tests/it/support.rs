@@ -964,6 +964,20 @@ where
     I: IntoIterator<Item = A>,
     A: AsRef<std::ffi::OsStr>,
 {
+    run_cli_with_env(cwd, data, args, &[])
+}
+
+/// [`run_cli`] with `env` (`TRACKER_*` settings) set too.
+pub fn run_cli_with_env<I, A>(
+    cwd: &Path,
+    data: &Path,
+    args: I,
+    env: &[(&str, &str)],
+) -> std::process::Output
+where
+    I: IntoIterator<Item = A>,
+    A: AsRef<std::ffi::OsStr>,
+{
     let config = cwd.join("empty-cli.toml");
     std::fs::write(&config, "").expect("write an empty config");
     Command::new(env!("CARGO_BIN_EXE_tracker"))
@@ -976,6 +990,7 @@ where
         .env_remove("TRACKER_LISTEN")
         .env_remove("TRACKER_DATA")
         .env("TRACKER_LOG_LEVEL", "warn")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("run tracker")
