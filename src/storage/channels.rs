@@ -399,22 +399,30 @@ fn channel_groups(slug: Option<&str>, campaign: Option<&str>) -> Vec<(u8, String
     groups
 }
 
-/// Up to `limit` invite links handed out before `before_ms` and never used: to revoke. A read:
+/// Up to `limit` invite links of the spaces `of_space` takes, handed out before `before_ms` and never used: to
+/// revoke. A read:
 /// the pool's loop asks every second, and an idle server must not commit (and flush) for it.
 pub fn invites_to_revoke(
     s: &Snapshot,
     before_ms: u64,
     limit: usize,
+    of_space: impl Fn(u32) -> bool,
 ) -> Result<Vec<(u32, String, String)>, StoreError> {
     let handed = s.txn.open_table(INVITES_HANDED)?;
     let invites = s.txn.open_table(INVITES)?;
     let mut out = Vec::new();
-    for entry in handed.range((0, "")..(before_ms, ""))?.take(limit) {
+    for entry in handed.range((0, "")..(before_ms, ""))? {
+        if out.len() == limit {
+            break;
+        }
         let (key, _) = entry?;
         let url = key.value().1;
         if let Some(bytes) = invites.get(url)? {
             let record: InviteRecord = records::decode(bytes.value())?;
-            out.push((record.space_no, record.slug, url.to_owned()));
+            // Another space's (without a bot now, or asked to wait) never holds these back.
+            if of_space(record.space_no) {
+                out.push((record.space_no, record.slug, url.to_owned()));
+            }
         }
     }
     Ok(out)

@@ -388,9 +388,12 @@ impl Store {
         &self,
         before_ms: u64,
         limit: usize,
+        spaces: std::collections::HashSet<u32>,
     ) -> Result<Vec<(u32, String, String)>, Error> {
-        self.read(move |s| channels::invites_to_revoke(s, before_ms, limit))
-            .await
+        self.read(move |s| {
+            channels::invites_to_revoke(s, before_ms, limit, |space| spaces.contains(&space))
+        })
+        .await
     }
 
     /// Marks invite links revoked.

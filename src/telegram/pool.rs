@@ -5,7 +5,7 @@
 //!
 //! A visit never waits for any of this: it takes what the pool holds, or goes to the fallback.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -46,7 +46,7 @@ impl Pools {
             }
         }
         shared.status.channel_invites(invites);
-        revoke(shared, bots).await;
+        revoke(shared, bots, &mut self.wait_until).await;
     }
 }
 
@@ -132,19 +132,42 @@ async fn fill_space(
     Ok(())
 }
 
-/// Revokes invite links handed out before `invite_ttl` ago and never used.
-async fn revoke(shared: &Shared, bots: &HashMap<u32, super::Bot>) {
+/// Revokes invite links handed out before `invite_ttl` ago and never used, of the spaces in
+/// `bots` whose bot was not asked to wait (`wait_until`). A `429` makes its space wait
+/// `retry_after` (its pools too: Telegram's limit is the bot's), and any failure stops only
+/// its own space's revocations in this pass, never another space's.
+async fn revoke(
+    shared: &Shared,
+    bots: &HashMap<u32, super::Bot>,
+    wait_until: &mut HashMap<u32, Instant>,
+) {
     let ttl_ms = u64::try_from(shared.settings.telegram.invite_ttl.as_millis()).unwrap_or(u64::MAX);
     let now_ms = shared.clock.now_ms();
+    let ready: HashSet<u32> = bots
+        .keys()
+        .copied()
+        .filter(|space| {
+            wait_until
+                .get(space)
+                .is_none_or(|until| Instant::now() >= *until)
+        })
+        .collect();
+    if ready.is_empty() {
+        return;
+    }
     let Ok(due) = shared
         .store
-        .invites_to_revoke(now_ms.saturating_sub(ttl_ms), REVOKE_PER_PASS)
+        .invites_to_revoke(now_ms.saturating_sub(ttl_ms), REVOKE_PER_PASS, ready)
         .await
     else {
         return;
     };
     let mut done = Vec::new();
+    let mut stopped = HashSet::new();
     for (space, slug, url) in due {
+        if stopped.contains(&space) {
+            continue;
+        }
         let Some(Destination::Channel(c)) = shared.store.link(&slug).map(|l| l.destination.clone())
         else {
             // Its link is gone: nothing to revoke it for.
@@ -163,8 +186,11 @@ async fn revoke(shared: &Shared, bots: &HashMap<u32, super::Bot>) {
             // Refused: already revoked, or expired, at Telegram; not waited on either way.
             Ok(_) | Err(ApiError::Refused(..)) => done.push(url),
             Err(e) => {
+                if let ApiError::RetryAfter(s) = e {
+                    wait_until.insert(space, Instant::now() + Duration::from_secs(s.max(1)));
+                }
                 shared.status.set_link_error(&slug, Some(&e));
-                break;
+                stopped.insert(space);
             }
         }
     }

@@ -759,21 +759,55 @@ async fn invite_links_handed_out_and_never_used_are_revoked_after_invite_ttl() {
     let used = visit(&s, "news", "").await;
     api.push_join(CHANNEL, USER, Some(&used));
     wait_for_state(&s, "news", |c| c["used"] == 1).await;
-    let revoked = |a: &BotApi| -> Vec<String> {
-        a.invites()
-            .into_iter()
-            .filter(|i| i.revoked)
-            .map(|i| i.url)
-            .collect()
-    };
     // Just inside `invite_ttl` (7 days): kept.
     s.clock.advance(7 * DAY_MS - 1_000);
     tokio::time::sleep(Duration::from_millis(2_500)).await;
-    assert_eq!(revoked(&api), Vec::<String>::new());
+    assert_eq!(revoked_invites(&api), Vec::<String>::new());
     s.clock.advance(2_000);
-    api.wait_until(WAIT, |a| !revoked(a).is_empty()).await;
+    api.wait_until(WAIT, |a| !revoked_invites(a).is_empty())
+        .await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(revoked(&api), vec![unused], "only the one never used");
+    assert_eq!(
+        revoked_invites(&api),
+        vec![unused],
+        "only the one never used"
+    );
+}
+
+/// The invite links the stand-in has revoked.
+fn revoked_invites(a: &BotApi) -> Vec<String> {
+    a.invites()
+        .into_iter()
+        .filter(|i| i.revoked)
+        .map(|i| i.url)
+        .collect()
+}
+
+/// Telegram answers a revocation `429` with `retry_after`: the space's revocations wait that
+/// long (not the pool loop's second) before the next call, and both unused links end revoked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_telegram_asks_to_wait_for_waits_retry_after() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, false).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let unused = [visit(&s, "news", "").await, visit(&s, "news", "").await];
+    api.throttle_next_revoke(3);
+    s.clock.advance(7 * DAY_MS + 1_000);
+    api.wait_until(Duration::from_secs(20), |a| revoked_invites(a).len() == 2)
+        .await;
+    let mut got = revoked_invites(&api);
+    got.sort();
+    let mut want = unused.to_vec();
+    want.sort();
+    assert_eq!(got, want);
+    let asked = api.revokes_asked();
+    assert!(asked.len() >= 3, "{asked:?}");
+    let waited = asked[1] - asked[0];
+    assert!(
+        waited >= Duration::from_secs(3),
+        "the next revocation {waited:?} after a 429 with retry_after 3"
+    );
 }
 
 /// The group of `GET /stats?<query>` named `group` (`null` for the one without a name).

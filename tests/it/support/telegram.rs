@@ -107,6 +107,10 @@ struct State {
     next_approvals: std::collections::VecDeque<Option<(u16, Value)>>,
     /// When each `approveChatJoinRequest` arrived.
     approvals_asked: Vec<tokio::time::Instant>,
+    /// `retry_after` of a `429` to answer the next `revokeChatInviteLink` with.
+    throttle_revoke: Option<u64>,
+    /// When each `revokeChatInviteLink` arrived, answered or not.
+    revokes_asked: Vec<tokio::time::Instant>,
     approved: Vec<(i64, u64)>,
     polls: Vec<Poll>,
     calls: HashMap<String, u64>,
@@ -223,6 +227,18 @@ impl BotApi {
     /// pending, for the channel's admins.
     pub fn refuse_next_approval(&self, description: &str) {
         self.state.lock().unwrap().next_approvals = [Some(refused(400, description))].into();
+    }
+
+    /// Answers the next `revokeChatInviteLink` `429` with `retry_after`; the one after is
+    /// answered as usual.
+    pub fn throttle_next_revoke(&self, retry_after: u64) {
+        self.state.lock().unwrap().throttle_revoke = Some(retry_after);
+    }
+
+    /// When each `revokeChatInviteLink` arrived, answered or not.
+    #[must_use]
+    pub fn revokes_asked(&self) -> Vec<tokio::time::Instant> {
+        self.state.lock().unwrap().revokes_asked.clone()
     }
 
     /// When each `approveChatJoinRequest` arrived, answered or not.
@@ -595,6 +611,10 @@ async fn answer(
         "getChatMember" => get_chat_member(&s, params),
         "createChatInviteLink" => create_invite(&mut s, params),
         "revokeChatInviteLink" => {
+            s.revokes_asked.push(tokio::time::Instant::now());
+            if let Some(retry_after) = s.throttle_revoke.take() {
+                return too_many(retry_after);
+            }
             let url = params["invite_link"]
                 .as_str()
                 .unwrap_or_default()
