@@ -164,17 +164,33 @@ pub fn applied_already(id: u64, offset: u64) -> bool {
     id < offset && offset - id <= RESENT_WITHIN
 }
 
+/// How long Telegram keeps an update for its bot: 24 hours, with a margin for the clocks.
+pub const UPDATE_KEPT_MS: u64 = 25 * 3_600_000;
+
+/// When a membership change that Telegram dates `date_ms` happened, as the tracker counts it
+/// at `now_ms`: its date, so that one read late (after an outage, up to the 24 hours Telegram
+/// keeps it) counts in the hour it happened, not the hour it is read in. A date in the future
+/// or older than Telegram keeps an update says the two clocks disagree: then `now_ms`.
+#[must_use]
+pub fn happened_at(date_ms: Option<u64>, now_ms: u64) -> u64 {
+    date_ms
+        .filter(|&at| at <= now_ms && now_ms - at <= UPDATE_KEPT_MS)
+        .unwrap_or(now_ms)
+}
+
 /// What one of the bot's updates says about a channel, as the writer applies it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChannelUpdate {
     /// A `chat_member` update: a user's membership changed from `was_member` to `is_member`,
-    /// through `invite_link` if the user joined by one.
+    /// through `invite_link` if the user joined by one, at `at_ms` (the update's `date`; `None`
+    /// when it has none, then the time it is applied).
     Member {
         chat_id: i64,
         tg_id: u64,
         was_member: bool,
         is_member: bool,
         invite_link: Option<String>,
+        at_ms: Option<u64>,
     },
     /// A `chat_join_request`: a user asked to join through `invite_link`.
     JoinRequest {
@@ -202,6 +218,20 @@ pub struct UpdatesApplied {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_counts_when_telegram_dates_it_unless_the_clocks_disagree() {
+        let now = 10 * UPDATE_KEPT_MS;
+        assert_eq!(happened_at(Some(now - 7_200_000), now), now - 7_200_000);
+        assert_eq!(
+            happened_at(Some(now - UPDATE_KEPT_MS), now),
+            now - UPDATE_KEPT_MS
+        );
+        assert_eq!(happened_at(Some(now - UPDATE_KEPT_MS - 1), now), now);
+        assert_eq!(happened_at(Some(now), now), now);
+        assert_eq!(happened_at(Some(now + 1), now), now);
+        assert_eq!(happened_at(None, now), now);
+    }
 
     #[test]
     fn an_update_just_below_the_offset_was_applied_and_one_far_below_is_new() {

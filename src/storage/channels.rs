@@ -167,16 +167,21 @@ impl Txn<'_> {
                     was_member,
                     is_member,
                     invite_link,
-                } => match channel::member_change(*was_member, *is_member) {
-                    channel::MemberChange::Joined => {
-                        let at = (space, *chat_id, *tg_id);
-                        self.joined(at, invite_link.as_deref(), currency, now_ms, &mut applied)?;
+                    at_ms,
+                } => {
+                    let times = (channel::happened_at(*at_ms, now_ms), now_ms);
+                    let key = (space, *chat_id, *tg_id);
+                    match channel::member_change(*was_member, *is_member) {
+                        channel::MemberChange::Joined => {
+                            let link = invite_link.as_deref();
+                            self.joined(key, link, currency, times, &mut applied)?;
+                        }
+                        channel::MemberChange::Left => {
+                            self.left(key, times.0, &mut applied)?;
+                        }
+                        channel::MemberChange::Other => {}
                     }
-                    channel::MemberChange::Left => {
-                        self.left((space, *chat_id, *tg_id), now_ms, &mut applied)?;
-                    }
-                    channel::MemberChange::Other => {}
-                },
+                }
                 ChannelUpdate::JoinRequest {
                     chat_id,
                     tg_id,
@@ -214,7 +219,7 @@ impl Txn<'_> {
         (space, chat_id, tg_id): (u32, i64, u64),
         invite_link: Option<&str>,
         currency: &str,
-        now_ms: u64,
+        (at_ms, now_ms): (u64, u64),
         applied: &mut UpdatesApplied,
     ) -> Result<(), StoreError> {
         let key = (space, chat_id, tg_id);
@@ -242,14 +247,15 @@ impl Txn<'_> {
         }
         .filter(|i| i.space_no == space);
         member.member = true;
-        member.joined_at_ms = now_ms;
+        member.joined_at_ms = at_ms;
         member.left_at_ms = None;
         let groups;
         if let Some(mut invite) = invite {
             let url = via.unwrap_or_default();
             let campaign = match &invite.uid {
                 Some(uid) => {
-                    self.join_through(space, uid, tg_id, chat_id, currency, now_ms, applied)?
+                    let times = (at_ms, now_ms);
+                    self.join_through(space, uid, tg_id, chat_id, currency, times, applied)?
                 }
                 None => None,
             };
@@ -282,7 +288,7 @@ impl Txn<'_> {
         self.transaction
             .open_table(CHANNEL_MEMBERS)?
             .insert(key, records::encode(&member).as_slice())?;
-        self.count_channel(space, &groups, now_ms, (1, 0))
+        self.count_channel(space, &groups, at_ms, (1, 0))
     }
 
     /// Binds click `uid` to `tg_id` (the first binding wins) and records its `subscribed` event
@@ -296,7 +302,7 @@ impl Txn<'_> {
         tg_id: u64,
         chat_id: i64,
         currency: &str,
-        now_ms: u64,
+        (at_ms, now_ms): (u64, u64),
         applied: &mut UpdatesApplied,
     ) -> Result<Option<String>, StoreError> {
         let campaign = match self.clicks.get((space, uid))? {
@@ -305,7 +311,7 @@ impl Txn<'_> {
             // of the same user can share a batch (the invite link is answered after it).
             None => None,
         };
-        self.bind(space, uid, tg_id, now_ms)?;
+        self.bind(space, uid, tg_id, at_ms)?;
         let event = ValidEvent {
             kind: EventKind::Subscribed,
             uid: Some(uid.to_owned()),
@@ -313,7 +319,7 @@ impl Txn<'_> {
             value: None,
             currency: currency.to_owned(),
             eid: Some(channel::subscribed_eid(chat_id, tg_id)),
-            occurred_at_ms: now_ms,
+            occurred_at_ms: at_ms,
             time_supplied: false,
             received_at_ms: now_ms,
             source: Source::Telegram,

@@ -74,6 +74,7 @@ fn one(update: &Value, me: &Me, approve: &mut Vec<(i64, u64)>) -> ChannelUpdate 
             was_member: member(&m["old_chat_member"]),
             is_member: member(&m["new_chat_member"]),
             invite_link: invite(m),
+            at_ms: m["date"].as_u64().map(|s| s.saturating_mul(1000)),
         };
     }
     if let Some(r) = update.get("chat_join_request") {
@@ -281,6 +282,7 @@ mod tests {
                 was_member: false,
                 is_member: true,
                 invite_link: Some("https://t.me/+abc".into()),
+                at_ms: Some(1000),
             }]
         );
     }

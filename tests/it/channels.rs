@@ -277,6 +277,30 @@ async fn a_join_through_an_invite_link_binds_the_click_and_is_sent_to_meta() {
     }));
 }
 
+/// A join read late (Telegram keeps an update 24 hours) counts when Telegram dates it: its
+/// `subscribed` event occurred then. A date older than Telegram keeps an update says the clocks
+/// disagree, and counts now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_read_late_counts_when_it_happened() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, false).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let (first, second) = (visit(&s, "news", "").await, visit(&s, "news", "").await);
+    // Read three hours after the visits (the tracker was down), of a join an hour after them.
+    let (joined, read) = (NOW_MS + 3_600_000, NOW_MS + 3 * 3_600_000);
+    s.clock.advance(read - NOW_MS);
+    api.push_join_at(CHANNEL, USER, Some(&first), joined / 1000);
+    let events = feed(&s, 1).await;
+    assert_eq!(events[0]["occurred_at_ms"], joined, "{}", events[0]);
+    assert_eq!(events[0]["received_at_ms"], read, "{}", events[0]);
+    let other_clock = (read - 2 * DAY_MS) / 1000;
+    api.push_join_at(CHANNEL, USER + 1, Some(&second), other_clock);
+    let events = feed(&s, 2).await;
+    let late = events.iter().find(|e| e["tg_id"] == USER + 1).unwrap();
+    assert_eq!(late["occurred_at_ms"], read, "{late}");
+}
+
 /// A server with the bot and the link `news` whose invite links ask to join, its pool full.
 async fn with_asking_news(api: &BotApi) -> TestServer {
     let s = with_bot(api).await;

@@ -408,6 +408,18 @@ impl BotApi {
         self.push("chat_member", object)
     }
 
+    /// [`BotApi::push_join`], dated `date_s` (unix seconds) instead of now: an update read
+    /// late, or one from a clock that disagrees.
+    pub fn push_join_at(&self, chat_id: i64, user: u64, invite: Option<&str>, date_s: u64) -> u64 {
+        let object = {
+            let s = self.state.lock().unwrap();
+            let mut v = member_updated(&s, chat_id, user, "left", "member", invite);
+            v["date"] = date_s.into();
+            v
+        };
+        self.push("chat_member", object)
+    }
+
     /// User `user` leaves channel `chat_id` (`left`), or is removed (`kicked`).
     pub fn push_leave(&self, chat_id: i64, user: u64, status: &str) -> u64 {
         let object = {
