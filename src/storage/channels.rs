@@ -259,6 +259,12 @@ impl Txn<'_> {
                 }
                 None => None,
             };
+            if invite.uid.is_none() {
+                // Used while still in the pool (an admin posted it from the channel's list of
+                // invite links): never handed to a click after, which would credit that click
+                // with everyone who joins through it.
+                self.take_out_of_pool(&invite.slug, &url)?;
+            }
             if invite.used_by.is_none() {
                 invite.used_by = Some(tg_id);
                 if let Some(at) = invite.handed_at_ms {
@@ -289,6 +295,23 @@ impl Txn<'_> {
             .open_table(CHANNEL_MEMBERS)?
             .insert(key, records::encode(&member).as_slice())?;
         self.count_channel(space, &groups, at_ms, (1, 0))
+    }
+
+    /// Removes invite link `url` from the pool of channel link `slug`, if it is there.
+    fn take_out_of_pool(&mut self, slug: &str, url: &str) -> Result<(), StoreError> {
+        let mut pool = self.transaction.open_table(INVITE_POOL)?;
+        let mut found = None;
+        for entry in pool.range((slug, 0)..=(slug, u64::MAX))? {
+            let (key, value) = entry?;
+            if value.value() == url {
+                found = Some(key.value().1);
+                break;
+            }
+        }
+        if let Some(number) = found {
+            pool.remove((slug, number))?;
+        }
+        Ok(())
     }
 
     /// Binds click `uid` to `tg_id` (the first binding wins) and records its `subscribed` event

@@ -301,6 +301,25 @@ async fn a_join_read_late_counts_when_it_happened() {
     assert_eq!(late["occurred_at_ms"], read, "{late}");
 }
 
+/// An invite link used while still in the pool (an admin posted it from the channel's list):
+/// its join counts for the link, and it is never handed to a visitor after, whose click would
+/// be credited with everyone who joins through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_link_used_before_it_is_handed_out_is_never_handed_out() {
+    let api = BotApi::start().await;
+    let s = with_bot(&api).await;
+    news_link(&s, false).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    let posted = api.invites()[0].url.clone();
+    api.push_join(CHANNEL, USER, Some(&posted));
+    wait_for_state(&s, "news", |c| c["joins"] == 1).await;
+    let mut handed = Vec::new();
+    for _ in 0..POOL {
+        handed.push(visit(&s, "news", "").await);
+    }
+    assert!(!handed.contains(&posted), "{posted} handed out: {handed:?}");
+}
+
 /// A server with the bot and the link `news` whose invite links ask to join, its pool full.
 async fn with_asking_news(api: &BotApi) -> TestServer {
     let s = with_bot(api).await;
