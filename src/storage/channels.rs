@@ -265,7 +265,10 @@ impl Txn<'_> {
                 // with everyone who joins through it.
                 self.take_out_of_pool(&invite.slug, &url)?;
             }
-            if invite.used_by.is_none() {
+            // `used` counts invite links used, once each: not again when their user comes
+            // back through the same link, nor for another user it was passed to.
+            let first_use = invite.used_by.is_none();
+            if first_use {
                 invite.used_by = Some(tg_id);
                 if let Some(at) = invite.handed_at_ms {
                     self.transaction
@@ -278,7 +281,7 @@ impl Txn<'_> {
             }
             let mut states = self.transaction.open_table(CHANNEL_STATES)?;
             let mut state = state_of(&states, &invite.slug)?;
-            state.used += u64::from(invite.used_by == Some(tg_id));
+            state.used += u64::from(first_use);
             state.joins += 1;
             states.insert(invite.slug.as_str(), records::encode(&state).as_slice())?;
             groups = channel_groups(Some(&invite.slug), campaign.as_deref());

@@ -722,6 +722,20 @@ async fn joined_through_news(api: &BotApi) -> (TestServer, String) {
     (s, first)
 }
 
+/// A user who leaves and comes back through the same invite link joins twice, and the link
+/// still counts as used once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_used_again_by_its_user_counts_as_used_once() {
+    let api = BotApi::start().await;
+    let (s, first) = joined_through_news(&api).await;
+    wait_for_state(&s, "news", |c| c["joins"] == 1 && c["used"] == 1).await;
+    api.push_leave(CHANNEL, USER, "left");
+    wait_for_state(&s, "news", |c| c["leaves"] == 1).await;
+    api.push_join(CHANNEL, USER, Some(&first));
+    let state = wait_for_state(&s, "news", |c| c["joins"] == 2).await;
+    assert_eq!(state["channel_state"]["used"], 1, "{state}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_restart_a_taken_invite_link_is_not_handed_out_again_and_a_join_counts_once() {
     let api = BotApi::start().await;
