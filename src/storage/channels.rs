@@ -246,6 +246,11 @@ impl Txn<'_> {
             None => None,
         }
         .filter(|i| i.space_no == space);
+        // Never before the click took its invite link: Telegram's clock may run behind ours.
+        let at_ms = invite
+            .as_ref()
+            .and_then(|i| i.handed_at_ms)
+            .map_or(at_ms, |handed| at_ms.max(handed));
         member.member = true;
         member.joined_at_ms = at_ms;
         member.left_at_ms = None;
@@ -451,7 +456,7 @@ pub fn invites_to_revoke(
         let url = key.value().1;
         if let Some(bytes) = invites.get(url)? {
             let record: InviteRecord = records::decode(bytes.value())?;
-            // Another space's (without a bot now, or asked to wait) never holds these back.
+            // A space passed over (its bot asked to wait) never holds the others back.
             if of_space(record.space_no) {
                 out.push((record.space_no, record.slug, url.to_owned()));
             }

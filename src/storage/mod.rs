@@ -383,15 +383,16 @@ impl Store {
             .await
     }
 
-    /// Up to `limit` invite links handed out before `before_ms` and never used.
+    /// Up to `limit` invite links handed out before `before_ms` and never used, of every space
+    /// but those `passed_over`.
     pub async fn invites_to_revoke(
         &self,
         before_ms: u64,
         limit: usize,
-        spaces: std::collections::HashSet<u32>,
+        passed_over: std::collections::HashSet<u32>,
     ) -> Result<Vec<(u32, String, String)>, Error> {
         self.read(move |s| {
-            channels::invites_to_revoke(s, before_ms, limit, |space| spaces.contains(&space))
+            channels::invites_to_revoke(s, before_ms, limit, |space| !passed_over.contains(&space))
         })
         .await
     }

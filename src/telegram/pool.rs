@@ -132,10 +132,12 @@ async fn fill_space(
     Ok(())
 }
 
-/// Revokes invite links handed out before `invite_ttl` ago and never used, of the spaces in
-/// `bots` whose bot was not asked to wait (`wait_until`). A `429` makes its space wait
-/// `retry_after` (its pools too: Telegram's limit is the bot's), and any failure stops only
-/// its own space's revocations in this pass, never another space's.
+/// Revokes invite links handed out before `invite_ttl` ago and never used. A space whose bot
+/// was asked to wait (`wait_until`) is passed over; a failure makes its space wait (a `429` its
+/// `retry_after`, another failure as a failed call of the bot waits) and stops only that space,
+/// so one space's failures never hold back another's. The links of a space with no bot (its
+/// token removed, or the space gone) cannot be revoked: they are left to Telegram and no
+/// longer looked at, so that they neither hold back the others nor are read again each pass.
 async fn revoke(
     shared: &Shared,
     bots: &HashMap<u32, super::Bot>,
@@ -143,21 +145,14 @@ async fn revoke(
 ) {
     let ttl_ms = u64::try_from(shared.settings.telegram.invite_ttl.as_millis()).unwrap_or(u64::MAX);
     let now_ms = shared.clock.now_ms();
-    let ready: HashSet<u32> = bots
-        .keys()
-        .copied()
-        .filter(|space| {
-            wait_until
-                .get(space)
-                .is_none_or(|until| Instant::now() >= *until)
-        })
+    let waiting: HashSet<u32> = wait_until
+        .iter()
+        .filter(|(_, until)| Instant::now() < **until)
+        .map(|(space, _)| *space)
         .collect();
-    if ready.is_empty() {
-        return;
-    }
     let Ok(due) = shared
         .store
-        .invites_to_revoke(now_ms.saturating_sub(ttl_ms), REVOKE_PER_PASS, ready)
+        .invites_to_revoke(now_ms.saturating_sub(ttl_ms), REVOKE_PER_PASS, waiting)
         .await
     else {
         return;
@@ -176,6 +171,8 @@ async fn revoke(
         };
         let chat_id = c.chat_id;
         let Some((_, api, _)) = bots.get(&space) else {
+            // No bot to revoke it with: left to Telegram, and no longer looked at.
+            done.push(url);
             continue;
         };
         let params = json!({"chat_id": chat_id, "invite_link": url});
@@ -186,9 +183,7 @@ async fn revoke(
             // Refused: already revoked, or expired, at Telegram; not waited on either way.
             Ok(_) | Err(ApiError::Refused(..)) => done.push(url),
             Err(e) => {
-                if let ApiError::RetryAfter(s) = e {
-                    wait_until.insert(space, Instant::now() + Duration::from_secs(s.max(1)));
-                }
+                wait_until.insert(space, Instant::now() + super::updates::pause_after(&e));
                 shared.status.set_link_error(&slug, Some(&e));
                 stopped.insert(space);
             }

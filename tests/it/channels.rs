@@ -279,7 +279,7 @@ async fn a_join_through_an_invite_link_binds_the_click_and_is_sent_to_meta() {
 
 /// A join read late (Telegram keeps an update 24 hours) counts when Telegram dates it: its
 /// `subscribed` event occurred then. A date older than Telegram keeps an update says the clocks
-/// disagree, and counts now.
+/// disagree, and counts now; a date before the click took its invite link counts then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_read_late_counts_when_it_happened() {
     let api = BotApi::start().await;
@@ -299,6 +299,12 @@ async fn a_join_read_late_counts_when_it_happened() {
     let events = feed(&s, 2).await;
     let late = events.iter().find(|e| e["tg_id"] == USER + 1).unwrap();
     assert_eq!(late["occurred_at_ms"], read, "{late}");
+    // Telegram's clock a minute behind ours: the join is never before its click took the link.
+    let third = visit(&s, "news", "").await;
+    api.push_join_at(CHANNEL, USER + 2, Some(&third), (read - 60_000) / 1000);
+    let events = feed(&s, 3).await;
+    let behind = events.iter().find(|e| e["tg_id"] == USER + 2).unwrap();
+    assert_eq!(behind["occurred_at_ms"], read, "{behind}");
 }
 
 /// An invite link used while still in the pool (an admin posted it from the channel's list):
