@@ -421,11 +421,11 @@ async fn send(
     items: Vec<Due>,
 ) -> (Vec<Attempt>, Option<String>) {
     let allow_private = senders.settings.allow_private_destinations;
-    let attempts = match &d.target {
-        Target::MetaCapi(meta) => return send_meta(senders, client, meta, &items).await,
-        Target::TiktokEvents(t) => return send_tiktok(senders, client, t, &items).await,
+    let (mut attempts, token_rejected) = match &d.target {
+        Target::MetaCapi(meta) => send_meta(senders, client, meta, &items).await,
+        Target::TiktokEvents(t) => send_tiktok(senders, client, t, &items).await,
         Target::Postback { url, statuses } => {
-            futures_util::stream::iter(items)
+            let attempts = futures_util::stream::iter(items)
                 .map(|due| async move {
                     let filled =
                         format::postback_url(url, &due.event, statuses, due.click_query.as_deref());
@@ -436,14 +436,15 @@ async fn send(
                     finish(senders, &due, &answered)
                 })
                 .buffer_unordered(IN_FLIGHT)
-                .collect()
-                .await
+                .collect::<Vec<_>>()
+                .await;
+            (attempts, None)
         }
         Target::Webhook { url, .. } => {
             // A webhook's URL is the same for every delivery: checked and parsed once a batch.
             let checked = &outgoing::check_before_send(url, allow_private);
             let secrets = &signing_secrets(&d.target, senders.now_ms());
-            futures_util::stream::iter(items)
+            let attempts = futures_util::stream::iter(items)
                 .map(|due| async move {
                     let answered = match checked {
                         Err(why) => refused_answer(why),
@@ -461,13 +462,21 @@ async fn send(
                     finish(senders, &due, &answered)
                 })
                 .buffer_unordered(IN_FLIGHT)
-                .collect()
-                .await
+                .collect::<Vec<_>>()
+                .await;
+            (attempts, None)
         }
         // Never queued (`Destination::wants`): Google Ads fetches its file.
-        Target::GoogleAds(_) => Vec::new(),
+        Target::GoogleAds(_) => (Vec::new(), None),
     };
-    (attempts, None)
+    // What is kept of an answer (shown, logged) never holds the token, which Meta may quote.
+    let token = d.target.platform_token();
+    if !token.is_empty() {
+        for a in &mut attempts {
+            a.answer = cut_secret(&a.answer, token);
+        }
+    }
+    (attempts, token_rejected.map(|m| cut_secret(&m, token)))
 }
 
 /// The secrets a webhook signs with at `now_ms`: its own, and the one a rotation replaced
@@ -497,8 +506,6 @@ struct Platform<'a> {
     /// The request's entry of an event, or why the event is never put in a request.
     entry: &'a (dyn Fn(&Due, u64) -> Result<serde_json::Value, String> + Sync),
     url: String,
-    /// The access token the requests carry, cut out of whatever the platform answers.
-    secret: &'a str,
     /// The request of a set of entries, to the checked address.
     request: &'a (dyn Fn(reqwest::Url, &[serde_json::Value]) -> reqwest::RequestBuilder + Sync),
     judge: fn(u16, &str) -> MetaAnswer,
@@ -527,7 +534,6 @@ async fn send_meta(
         kind: Kind::MetaCapi,
         entry: &entry,
         url: format::meta_url(meta),
-        secret: meta.access_token.expose(),
         request: &request,
         judge: meta_answer,
     };
@@ -549,7 +555,6 @@ async fn send_tiktok(
         kind: Kind::TiktokEvents,
         entry: &entry,
         url: tiktok::tiktok_url(t),
-        secret: t.access_token.expose(),
         request: &request,
         judge: tiktok_answer,
     };
@@ -631,11 +636,6 @@ async fn send_to_platform(
             }
         });
     }
-    // What is kept of an answer (shown, logged) never holds the token, which Meta may quote.
-    for a in &mut attempts {
-        a.answer = cut_secret(&a.answer, platform.secret);
-    }
-    let token_rejected = token_rejected.map(|m| cut_secret(&m, platform.secret));
     (attempts, token_rejected)
 }
 

@@ -436,9 +436,9 @@ fn channel_groups(slug: Option<&str>, campaign: Option<&str>) -> Vec<(u8, String
     groups
 }
 
-/// Up to `limit` invite links of the spaces `of_space` takes, handed out before `before_ms` and never used: to
-/// revoke. A read:
-/// the pool's loop asks every second, and an idle server must not commit (and flush) for it.
+/// Up to `limit` invite links of the spaces `of_space` takes, handed out before `before_ms` and
+/// never used: to revoke. A read: the pool's loop asks every second, and an idle server must not
+/// commit (and flush) for it.
 pub fn invites_to_revoke(
     s: &Snapshot,
     before_ms: u64,
