@@ -10,7 +10,7 @@ use redb::{
     Database, Key, ReadTransaction, ReadableTable, TableDefinition, Value, WriteTransaction,
 };
 
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::schema::{self, TableVisitor};
 
 /// Free bytes a copy must leave on the data file's own filesystem, for the file to go on

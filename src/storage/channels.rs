@@ -12,7 +12,7 @@ use crate::domain::channel::{self, ChannelUpdate, UpdatesApplied};
 use crate::domain::dedup;
 use crate::domain::event::{EventKind, Source, ValidEvent};
 use crate::domain::stats::{Dimension, quarter_of};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read::Snapshot;
 use crate::storage::records::{self, ChannelStateRecord, ClickRecord, InviteRecord, MemberRecord};

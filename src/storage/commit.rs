@@ -47,7 +47,8 @@ use crate::storage::file::FlushFailed;
 use crate::storage::ops::Txn;
 use crate::storage::reader::DbSlot;
 use crate::storage::schema::{META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ};
-use crate::storage::{StoreError, open, read};
+use crate::storage::error::StoreError;
+use crate::storage::{open, read};
 
 /// Whether the store can still write. Once `Failed`, it stays so: the process must exit and be
 /// started again, which recovers from the file (`commit.rs`).

@@ -40,7 +40,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{AttributedBy, Source, ValidEvent};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::key_filter::{self, GenFilter};
 use crate::storage::records::{self, EventRecord};
 use crate::storage::schema::{DEDUP, INBOX, META, META_DEDUP_REDO_FROM, META_INBOX_SEQ, SPACES};

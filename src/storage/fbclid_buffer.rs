@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click;
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::dedup_buffer;
 use crate::storage::key_filter::KeyFilter;
 use crate::storage::records::{self, ClickRecord, SpaceRecord};

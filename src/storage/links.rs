@@ -10,7 +10,7 @@ use crate::domain::click::NewClick;
 use crate::domain::link::{Destination, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
 use crate::domain::outcome::ClickOutcome;
 use crate::error::{Code, Error};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read;
 use crate::storage::records::{self, ChannelRecord, LinkRecord};

@@ -9,7 +9,7 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase, ReadableTable};
 
 use crate::domain::stats::Counts;
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::attribution;
 use crate::storage::fault::FaultSwitch;
 use crate::storage::file::{DataFile, FlushFailed};

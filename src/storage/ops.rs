@@ -33,7 +33,7 @@ use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, PruneCurso
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
 use crate::domain::settings::{SettingsPatch, SpaceSettings, check_bot_unshared};
 use crate::domain::stats::Counts;
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::attribution;
 use crate::storage::cost_sums::{self, CostKey};
 use crate::storage::dedup_buffer::{self, DedupBuffer};

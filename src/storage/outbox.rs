@@ -30,7 +30,7 @@ use crate::domain::destination::{
 };
 use crate::domain::event::EventKind;
 use crate::error::{Code, Error};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::records::{
     self, ClickHintsRecord, DeliveryRecord, DeliveryStateRecord, DestinationRecord, LastErrorRecord,

@@ -12,7 +12,7 @@ use crate::domain::destination::{
     DeliveryQuery, DeliveryView, Destination, DestinationView, Kind, State, StateCounts,
 };
 use crate::domain::feed::FeedEvent;
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::read::{self, Snapshot};
 use crate::storage::records::{
     self, ClickHintsRecord, ClickRecord, DeliveryRecord, DestinationRecord, EventRecord,

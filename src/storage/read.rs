@@ -25,7 +25,7 @@ use crate::domain::link::{Destination, Link, Mode};
 use crate::domain::rejection::Rejection;
 use crate::domain::settings::SpaceSettings;
 use crate::domain::stats::{Counts, Dimension};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::attribution;
 use crate::storage::dedup_buffer::{self, Held};
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};

@@ -10,7 +10,7 @@ use redb::ReadOnlyTable;
 use crate::domain::cost::{self, Cost};
 use crate::domain::decimal::Decimal;
 use crate::domain::stats::{self, Counts, Dimension, GroupStats, Grouping};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::channels::{self, ChannelGroups};
 use crate::storage::cost_sums;
 use crate::storage::read::Snapshot;

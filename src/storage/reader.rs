@@ -35,7 +35,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use tokio::sync::oneshot;
 
 use crate::error::Error;
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::read::Snapshot;
 
 /// The database handle that readers share with the writer. The writer replaces it when it

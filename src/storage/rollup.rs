@@ -15,7 +15,7 @@ use crate::domain::input::Query;
 
 use crate::domain::decimal::Decimal;
 use crate::domain::stats::{Counts, Dimension, QUARTERS_PER_DAY, quarter_of};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::records::{self, ClickRecord, EventRecord, StatsRecord, StatsRow};
 use crate::storage::schema::{CLICKS, INBOX, STATS};
 

@@ -94,7 +94,7 @@
 
 use redb::{Key, TableDefinition, Value};
 
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
 pub const SCHEMA_VERSION: u64 = 16;

@@ -8,7 +8,7 @@ use redb::ReadableTable;
 use crate::domain::credential::{self, Kind};
 use crate::domain::outcome::NewCredential;
 use crate::error::{Code, Error};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
 use crate::storage::schema::{ADMIN_PASSWORD, META_SPACE_SEQ};

@@ -3,7 +3,7 @@
 
 use redb::WriteTransaction;
 
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::cost_sums;
 use crate::storage::dedup_buffer::TableKey;
 use crate::storage::records::{self, TgTouchRecord};

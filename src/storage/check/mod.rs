@@ -58,7 +58,8 @@ use crate::storage::schema::{
     self, META, META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ, META_SCHEMA_VERSION,
     META_SPACE_SEQ, SCHEMA_VERSION,
 };
-use crate::storage::{StoreError, open};
+use crate::storage::error::StoreError;
+use crate::storage::open;
 
 /// Checks every invariant of the snapshot `txn` as of `expiry`; never writes.
 pub fn check(txn: &ReadTransaction, expiry: Expiry) -> Result<Report, StoreError> {

@@ -9,7 +9,7 @@ use redb::{ReadTransaction, ReadableTable};
 use super::findings::Checker;
 use super::fixes::Fix;
 use crate::domain::credential::Kind;
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::attribution;
 use crate::storage::records::{self, CredentialRecord, LinkRecord, SpaceRecord};
 use crate::storage::schema::{
