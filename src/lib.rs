@@ -40,7 +40,7 @@
 //!   settings) rather than the application; its HTTP client with the address checks
 //!   (`outgoing.rs`), and what each
 //!   kind of destination is sent (`format.rs`). The deliveries themselves are written with their
-//!   event (`storage/outbox.rs`).
+//!   event (`storage/destinations/outbox.rs`).
 //! - [`telegram`]: links that lead to a Telegram channel, run in the background through the
 //!   space's bot: a reader of the bot's updates per space (`telegram/updates.rs`: joins, leaves
 //!   and join requests, each run committed before it is acknowledged), and the loop that keeps
@@ -61,13 +61,17 @@
 //!   storage answers, and how money, rates and returns are shown (`domain/display.rs`, for the
 //!   pages and the command line alike).
 //! - [`storage`]: the data file, behind one type, [`storage::Store`], with an async method per
-//!   operation. Every table in `storage/schema.rs`, record encodings in `records/` (a file per
-//!   family of records), opening and numbered migrations in `open.rs`; the write operations in
-//!   `ops.rs` (links, spaces and deliveries in `links.rs`, `spaces.rs`, `outbox.rs`), run by the
-//!   commit loop (`commit.rs`, one thread that group-commits); the read operations in `read.rs`
-//!   (stats and costs in `read_stats.rs`), run by the reader threads (`reader.rs`); which click
-//!   an event is attributed to, by uid or Telegram id, in `attribution.rs`, for both; `tracker
-//!   check` and its repairs in `check/`. Never knows about HTTP.
+//!   operation; private modules behind a curated `pub use` in `storage/mod.rs`. Every table in
+//!   `storage/schema.rs`, record encodings in `records/` (a file per family of records). The
+//!   engine in `engine/`: the file and its backend, opening and the numbered migrations
+//!   (`open.rs`), the commit loop (`commit.rs`, one thread that group-commits), the reader
+//!   threads (`reader.rs`), backup and compact. The writer's indexes of digests in `index/`
+//!   (the dedup and `fbclid` buffers, their key filters). The write operations in `ops.rs`
+//!   (events, clicks, settings, costs), with a file per family of tables for the rest: links
+//!   (`links.rs`), spaces and credentials (`spaces.rs`), channels (`channels.rs`), destinations
+//!   and deliveries (`destinations/`); the reads in `read.rs` (stats and costs in
+//!   `read_stats.rs`); which click an event is attributed to in `attribution.rs`, for both;
+//!   `tracker check` and its repairs in `check/`. Never knows about HTTP.
 //! - [`s3`]: S3-compatible object storage (`[backup_s3]`), where backups go off the machine:
 //!   a file uploaded, a key downloaded, old backups under a prefix deleted.
 //! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
@@ -82,12 +86,14 @@
 //!
 //! # Adding an operation
 //!
-//! - Storage: a write is one method on `Txn` in `storage/ops.rs` (it reads and decodes before
-//!   it inserts, and returns `StoreError::Refused` for a request the caller must change) and one
-//!   async method on `Store` that hands it to `write`; a read is one function on a `Snapshot`
-//!   in `storage/read.rs` and one `Store` method. A new table is declared once in
-//!   `storage/schema.rs` and created by a new numbered migration in `storage/open.rs` (a schema
-//!   version, with a fixture file from the version before).
+//! - Storage: a write is one method on `Txn` (it reads and decodes before it inserts, and
+//!   returns `StoreError::Refused` for a request the caller must change), in the file of its
+//!   family of tables (`storage/links.rs`, `storage/destinations/outbox.rs`, ...) or in
+//!   `storage/ops.rs`, and one async method on `Store` that hands it to `write`; a read is one
+//!   function on a `Snapshot` (in `storage/read.rs` or its family's file) and one `Store`
+//!   method that hands it to `read`. A new table is declared once in `storage/schema.rs` and
+//!   created by a new numbered migration in `storage/engine/open.rs` (a schema version, with a
+//!   fixture file from the version before).
 //! - The operation: one method on [`app::App`], which every way in calls.
 //! - An endpoint: one entry in `router/table.rs` naming its request and answer types (each
 //!   `#[derive(JsonSchema)]`), its operation file in `router/openapi/` (summary, parameters,

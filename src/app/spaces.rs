@@ -125,7 +125,7 @@ impl App {
     pub async fn backup(
         &self,
         dest: &std::path::Path,
-    ) -> Result<crate::storage::backup::BackupStats, Error> {
+    ) -> Result<crate::storage::BackupStats, Error> {
         if dest.exists() {
             return Err(Error::field(
                 Code::InvalidField,

@@ -3,7 +3,7 @@
 //! (`outgoing.rs`) and formats (`format.rs`), all on one thread of their own that runs at a lower
 //! CPU priority than the server: ingest first, deliveries with the time that is left.
 //!
-//! A task reads what is due through the reader path (`storage/outbox.rs`, `due`), sends it, and
+//! A task reads what is due through the reader path (`storage/destinations`, `due`), sends it, and
 //! records what each attempt came to through the writer, one write per batch. A delivery leaves
 //! `pending` or `retrying` only in that write: a crash before it sends the delivery again after
 //! the restart (at least once; receivers deduplicate). A destination that is slow, failing or
@@ -34,7 +34,7 @@ use crate::domain::destination::{
 use crate::domain::feed::FeedEvent;
 use crate::metrics::Metrics;
 use crate::storage::Store;
-use crate::storage::outbox::Due;
+use crate::storage::Due;
 use meta::Fate;
 
 /// What the senders need of the application, handed to them by the layer above: the store,

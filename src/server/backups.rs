@@ -33,7 +33,7 @@ use crate::clock;
 use crate::config::{BackupSchedule, S3Settings};
 use crate::error::Error;
 use crate::s3::{self, Bucket, S3Error};
-use crate::storage::backup::BackupStats;
+use crate::storage::BackupStats;
 
 const PREFIX: &str = "tracker-";
 const SUFFIX: &str = ".redb";
@@ -329,7 +329,7 @@ fn local_dir(app: &App, schedule: &BackupSchedule) -> PathBuf {
     schedule
         .dir
         .clone()
-        .unwrap_or_else(|| crate::storage::backup::folder_of(app.store.path()).to_path_buf())
+        .unwrap_or_else(|| crate::storage::folder_of(app.store.path()).to_path_buf())
 }
 
 /// One scheduled backup at `now_ms` into `schedule.dir`, then the rotation; answers the new

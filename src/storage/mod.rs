@@ -1,34 +1,29 @@
 //! Storage: the one data file, its schema, and the only code that touches redb.
 //!
 //! [`Store`] is the whole interface: one async method per operation, writes and reads alike.
-//! Behind it, writes go to the commit loop (`commit.rs`), one thread that group-commits the
-//! operations of `ops.rs`; reads go to the reader threads (`reader.rs`), which run the reads of
-//! `read.rs` against shared snapshots. Nothing outside this module sees a channel, a
-//! transaction or a table, and nothing here knows about HTTP.
+//! Behind it, writes go to the commit loop (`engine/commit.rs`), one thread that group-commits
+//! the operations of `ops.rs` and of the files of each family of tables; reads go to the reader
+//! threads (`engine/reader.rs`), which run the reads of `read.rs` against shared snapshots.
+//! Nothing outside this module sees a channel, a transaction or a table, and nothing here knows
+//! about HTTP.
+//!
+//! The modules are private; what the rest of the crate and the tests use is re-exported below.
+//! Public are only the file's format, which tests write by hand (`schema`, `records`), the
+//! reads the benchmark measures the file with (`read`), and `tracker check` (`check`).
 
 mod attribution;
-pub mod backup;
-pub mod channels;
+mod channels;
 pub mod check;
-mod commit;
-pub mod compact;
 mod cost_sums;
-pub mod dedup_buffer;
-mod destination_rows;
+mod destinations;
+mod engine;
 mod error;
-pub mod fault;
-pub mod fbclid_buffer;
-mod file;
 mod first_deposit;
-pub mod key_filter;
+mod index;
 mod links;
-pub mod open;
 mod ops;
-pub mod outbox;
-pub mod outbox_read;
 pub mod read;
-pub mod read_stats;
-mod reader;
+mod read_stats;
 pub mod records;
 mod rollup;
 pub mod schema;
@@ -62,20 +57,29 @@ use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::{GroupStats, Grouping};
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
-use commit::{Message, RejectionQueue, Write};
-use dedup_buffer::DedupBuffer;
-use fault::FaultSwitch;
+use engine::commit::{Message, RejectionQueue, Write};
+use index::dedup_buffer::DedupBuffer;
+use engine::fault::FaultSwitch;
 use ops::Txn;
 use read::{Snapshot, SpaceSummary, TableUsage};
-use reader::Readers;
+use engine::reader::Readers;
 
-pub use commit::Health;
+pub use channels::ChannelCounts;
+pub use destinations::outbox::Due;
+pub use engine::backup::{BackupStats, folder_of};
+pub use engine::commit::Health;
+pub use engine::compact::compact_file;
+pub use engine::fault;
+pub use engine::open::{
+    COMMAND_CACHE_BYTES, SERVER_CACHE_BYTES, holds_data, open_database, require_existing,
+    require_unused,
+};
 pub use error::StoreError;
 
 /// Bytes read from the data file by this process since it started (`file.rs`).
 #[must_use]
 pub fn file_bytes_read() -> u64 {
-    file::BYTES_READ.load(Ordering::Relaxed)
+    engine::file::BYTES_READ.load(Ordering::Relaxed)
 }
 
 /// Tunables of the store; the defaults suit a small VPS.
@@ -89,7 +93,7 @@ pub struct StoreOptions {
     pub ephemeral: bool,
     /// Test hook: a switch that makes the disk fail.
     pub fault: Option<FaultSwitch>,
-    /// redb's page cache (`open::SERVER_CACHE_BYTES` for the server).
+    /// redb's page cache ([`SERVER_CACHE_BYTES`] for the server).
     pub cache_bytes: usize,
 }
 
@@ -101,7 +105,7 @@ impl Default for StoreOptions {
             readers: std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)),
             ephemeral: false,
             fault: None,
-            cache_bytes: open::SERVER_CACHE_BYTES,
+            cache_bytes: engine::open::SERVER_CACHE_BYTES,
         }
     }
 }
@@ -112,7 +116,7 @@ pub struct Store {
     readers: Readers,
     /// What the store shares with its writer: the keyring, links and destinations as of the
     /// last commit, the dedup buffer, health, the commit counters and the writer's metrics.
-    shared: commit::Shared,
+    shared: engine::commit::Shared,
     writer: Mutex<Option<JoinHandle<()>>>,
     path: PathBuf,
 }
@@ -122,9 +126,9 @@ impl Store {
     /// Returns the store and whether the file was created now.
     pub fn open(path: &Path, options: &StoreOptions) -> Result<(Store, bool), StoreError> {
         let opened = if options.ephemeral {
-            open::open_in_memory()?
+            engine::open::open_in_memory()?
         } else {
-            open::open_database(path, options.fault.as_ref(), options.cache_bytes)?
+            engine::open::open_database(path, options.fault.as_ref(), options.cache_bytes)?
         };
         let created = opened.created;
         let dedup_filter = opened.dedup_filter;
@@ -137,18 +141,18 @@ impl Store {
             let txn = redb::ReadableDatabase::begin_read(&*db)?;
             keyring.replace(read::keyring_entries(&txn)?);
             links.replace(read::all_links(&txn)?);
-            let all = outbox::all_destinations(&txn)?;
+            let all = destinations::outbox::all_destinations(&txn)?;
             writer_metrics
                 .set_paused_destinations(all.iter().filter(|d| d.paused.is_some()).count());
             destinations.replace(all);
-            writer_metrics.set_delivery_states(outbox::state_totals(&txn)?);
+            writer_metrics.set_delivery_states(destinations::outbox::state_totals(&txn)?);
             (
-                fbclid_buffer::FbclidBuffer::load(&txn)?,
+                index::fbclid_buffer::FbclidBuffer::load(&txn)?,
                 DedupBuffer::load(&txn, dedup_filter)?,
             )
         };
         let slot = Arc::new(RwLock::new(Some(db)));
-        let shared = commit::Shared {
+        let shared = engine::commit::Shared {
             ephemeral: options.ephemeral,
             keyring,
             links,
@@ -162,7 +166,7 @@ impl Store {
             commits: Arc::new(AtomicU64::new(0)),
         };
         let (writes, queue) = mpsc::sync_channel(options.queue_capacity);
-        let commit_loop = commit::Writer::new(
+        let commit_loop = engine::commit::Writer::new(
             path.to_owned(),
             options.fault.clone(),
             options.cache_bytes,
@@ -310,7 +314,7 @@ impl Store {
         space: u32,
         events: Vec<(ValidEvent, Option<DedupKey>)>,
     ) -> Result<Vec<Result<EventOutcome, Error>>, Error> {
-        self.write(move |t| commit::record_events(t, space, events))
+        self.write(move |t| engine::commit::record_events(t, space, events))
             .await
     }
 
@@ -599,7 +603,7 @@ impl Store {
                 .pending
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
-                .held(&dedup_buffer::entry_key(space, k))
+                .held(&index::dedup_buffer::entry_key(space, k))
         });
         self.read(move |s| read::judge_event(s, space, &event, key.as_ref(), held))
             .await
@@ -615,10 +619,11 @@ impl Store {
     }
 
     /// A consistent copy of the data file at `dest`, from one snapshot; refused, writing
-    /// nothing, where it would leave the data file too little room ([`backup::room_for_copy`]).
-    pub async fn backup(&self, dest: PathBuf) -> Result<backup::BackupStats, Error> {
+    /// nothing, where it would leave the data file too little room
+    /// ([`engine::backup::room_for_copy`]).
+    pub async fn backup(&self, dest: PathBuf) -> Result<engine::backup::BackupStats, Error> {
         let (live, to) = (self.path().to_owned(), dest.clone());
-        let room = tokio::task::spawn_blocking(move || backup::room_for_copy(&live, &to)).await;
+        let room = tokio::task::spawn_blocking(move || engine::backup::room_for_copy(&live, &to)).await;
         if let Ok(Err(why)) = room {
             return Err(Error::new(
                 crate::error::Code::Unavailable,
@@ -626,7 +631,7 @@ impl Store {
             ));
         }
         self.read(move |s| {
-            backup::beside_the_load(s.txn(), &dest).map_err(|e| {
+            engine::backup::beside_the_load(s.txn(), &dest).map_err(|e| {
                 StoreError::Refused(Error::new(
                     crate::error::Code::Unavailable,
                     format!("backup to {} failed: {e}", dest.display()),

@@ -36,8 +36,8 @@ use crate::domain::stats::Counts;
 use crate::storage::error::StoreError;
 use crate::storage::attribution;
 use crate::storage::cost_sums::{self, CostKey};
-use crate::storage::dedup_buffer::{self, DedupBuffer};
-use crate::storage::fbclid_buffer::{self, FbclidBuffer};
+use crate::storage::index::dedup_buffer::{self, DedupBuffer};
+use crate::storage::index::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::first_deposit::Depositors;
 use crate::storage::read;
 use crate::storage::records::{self, ClickHintsRecord, ClickRecord, RejectionRecord, SpaceRecord};
@@ -718,7 +718,7 @@ fn cached_settings<'c>(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::storage::open::open_in_memory;
+    use crate::storage::engine::open::open_in_memory;
 
     /// A data file in memory with what the writer hands a transaction, all empty: its dedup
     /// and `fbclid` buffers, the links' and the destinations' directories.
@@ -1002,7 +1002,7 @@ pub(super) mod tests {
             at_ms: 2,
             reason: "the token has expired".into(),
         };
-        let sent_with = crate::storage::destination_rows::destination_of(
+        let sent_with = crate::storage::destinations::destination_rows::destination_of(
             hook,
             destination_record(&mut t, hook),
         )

@@ -27,7 +27,7 @@ use crate::domain::settings::SpaceSettings;
 use crate::domain::stats::{Counts, Dimension};
 use crate::storage::error::StoreError;
 use crate::storage::attribution;
-use crate::storage::dedup_buffer::{self, Held};
+use crate::storage::index::dedup_buffer::{self, Held};
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
 use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRecord};
 use crate::storage::rollup;

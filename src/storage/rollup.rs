@@ -522,7 +522,7 @@ mod tests {
     /// every row in memory holds, which is what `count_all` counts.
     #[test]
     fn a_bounded_rebuild_counts_what_one_in_memory_does() {
-        let (_dir, db) = crate::storage::open::test_database();
+        let (_dir, db) = crate::storage::engine::open::test_database();
         let txn = db.begin_write().unwrap();
         {
             let mut clicks = txn.open_table(CLICKS).unwrap();

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use super::{Store, outbox};
+use super::Store;
+use super::destinations::outbox;
 use crate::domain::destination::{
     Attempt, DeliveryQuery, DeliveryView, Destination, DestinationPatch, DestinationView, MaxAge,
     NewDestination, Paused, Secret, State,

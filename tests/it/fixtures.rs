@@ -99,10 +99,10 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
             "v{version}"
         );
         drop(store);
-        let db = tracker::storage::open::open_database(
+        let db = tracker::storage::open_database(
             &path,
             None,
-            tracker::storage::open::SERVER_CACHE_BYTES,
+            tracker::storage::SERVER_CACHE_BYTES,
         )
         .unwrap()
         .db;

@@ -5,7 +5,7 @@ use redb::WriteTransaction;
 
 use crate::storage::error::StoreError;
 use crate::storage::cost_sums;
-use crate::storage::dedup_buffer::TableKey;
+use crate::storage::index::dedup_buffer::TableKey;
 use crate::storage::records::{self, TgTouchRecord};
 use crate::storage::rollup;
 use crate::storage::schema::{

@@ -59,7 +59,7 @@ use crate::storage::schema::{
     META_SPACE_SEQ, SCHEMA_VERSION,
 };
 use crate::storage::error::StoreError;
-use crate::storage::open;
+use crate::storage::engine::open;
 
 /// Checks every invariant of the snapshot `txn` as of `expiry`; never writes.
 pub fn check(txn: &ReadTransaction, expiry: Expiry) -> Result<Report, StoreError> {

@@ -26,8 +26,8 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click;
 use crate::storage::error::StoreError;
-use crate::storage::dedup_buffer;
-use crate::storage::key_filter::KeyFilter;
+use crate::storage::index::dedup_buffer;
+use crate::storage::index::key_filter::KeyFilter;
 use crate::storage::records::{self, ClickRecord, SpaceRecord};
 use crate::storage::schema::{CLICKS, CLICKS_BY_FBCLID, META, META_FBCLID_REDO_FROM, SPACES};
 

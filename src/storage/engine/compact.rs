@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::storage::error::StoreError;
-use crate::storage::open;
+use crate::storage::engine::open;
 
 /// The file's size before and after.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

@@ -21,7 +21,7 @@ use crate::storage::schema::{
     CLICK_HINTS, CLICKS, DELIVERIES, DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX,
 };
 
-use crate::storage::destination_rows::{
+use crate::storage::destinations::destination_rows::{
     DEAD, last_error_of, live_destinations, no_destination, stored_state,
 };
 

@@ -37,11 +37,11 @@ use crate::storage::records::{
 };
 use crate::storage::schema::META_DESTINATION_SEQ;
 
-use crate::storage::destination_rows::{
+use crate::storage::destinations::destination_rows::{
     DEAD, destination_of, live_destinations, no_destination, record_of,
 };
-pub use crate::storage::destination_rows::{all_destinations, state_totals};
-pub use crate::storage::outbox_read::{
+pub use crate::storage::destinations::destination_rows::{all_destinations, state_totals};
+pub use crate::storage::destinations::outbox_read::{
     Due, DueBatch, deliveries, destinations, due, google_conversions,
 };
 

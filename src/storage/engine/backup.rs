@@ -66,7 +66,7 @@ pub fn room_for_copy(live: &Path, dest: &Path) -> Result<(), String> {
     if file.dev() != there.dev() {
         return Ok(());
     }
-    match crate::storage::open::free_bytes(dir) {
+    match crate::storage::engine::open::free_bytes(dir) {
         Some(free) => enough_room(free, file.len()),
         None => Ok(()),
     }
