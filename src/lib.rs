@@ -20,10 +20,12 @@
 //! - [`surface`]: what both of them share, below them: a request taken apart ([`surface::Call`]),
 //!   the client's address the connection layer puts on it, and the one mapping from errors to
 //!   answers (`surface/respond.rs`).
-//! - [`app`]: the operations every way in shares, as methods of [`app::App`]: authenticate,
-//!   record an event, back-fill a click, bind, links, the feed, stats and rejections
-//!   (`app/mod.rs`); a space's settings (`app/settings.rs`); spaces, credentials, the admin
-//!   password and backups (`app/spaces.rs`).
+//! - [`app`]: the operations every way in shares, as methods of [`app::App`], a file per
+//!   resource: who a request acts for, with the rate limits (`app/auth.rs`); events, clicks
+//!   and bindings (`app/events.rs`); links (`app/links.rs`); the feed, stats and rejections
+//!   (`app/reads.rs`); costs (`app/costs.rs`); a space's settings (`app/settings.rs`); spaces,
+//!   credentials, the admin password and backups (`app/spaces.rs`); destinations
+//!   (`app/destinations.rs`). `app/mod.rs` is the [`app::App`] type and its making.
 //! - [`control`]: how the command line reaches a running server: one typed
 //!   [`control::Request`] (the command line's subcommands themselves) and its
 //!   [`control::Answer`], over a Unix socket beside the data file, or run on the file directly
