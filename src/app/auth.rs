@@ -90,7 +90,8 @@ impl App {
     /// The space named `name`, as a credential would have given it: how the command line and
     /// the admin page, which act for a space by name, reach the same operations.
     pub async fn space_named(&self, name: String) -> Result<SpaceRef, Error> {
-        let no = self.store.space_no(name.clone()).await?;
+        let wanted = name.clone();
+        let no = self.store.read(move |s| s.space_no(&wanted)).await?;
         Ok(SpaceRef {
             no,
             name: name.into(),

@@ -41,7 +41,11 @@ impl App {
             }
         }
         if !valid.is_empty() {
-            let outcomes = self.store.record_events(space.no, valid).await?;
+            let no = space.no;
+            let outcomes = self
+                .store
+                .write(move |t| t.record_events(no, valid))
+                .await?;
             for ((place, basis), outcome) in places.into_iter().zip(outcomes) {
                 results[place] = Some(outcome.map(|o| EventResult::stored(o, basis)));
             }

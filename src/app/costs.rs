@@ -81,7 +81,8 @@ impl App {
         space: &SpaceRef,
         days: (crate::domain::cost::Day, crate::domain::cost::Day),
     ) -> Result<Vec<crate::domain::cost::Cost>, Error> {
-        self.store.costs(space.no, days).await
+        let no = space.no;
+        self.store.read(move |s| s.costs(no, days)).await
     }
 
     /// Sets costs (`POST /costs`, `tracker costs import`): each replaces what its campaign's day
@@ -91,7 +92,8 @@ impl App {
         space: &SpaceRef,
         costs: Vec<crate::domain::cost::Cost>,
     ) -> Result<CostsSet, Error> {
-        let (set, removed) = self.store.set_costs(space.no, costs).await?;
+        let no = space.no;
+        let (set, removed) = self.store.write(move |t| t.set_costs(no, &costs)).await?;
         Ok(CostsSet { set, removed })
     }
 

@@ -101,7 +101,11 @@ impl App {
         body: &[u8],
     ) -> Result<ClickOutcome, Error> {
         let click = NewClick::from_json(body, self.now_ms())?;
-        let outcome = self.store.back_fill_click(space.no, click).await?;
+        let no = space.no;
+        let outcome = self
+            .store
+            .write(move |t| t.back_fill_click(no, click))
+            .await?;
         if outcome.created {
             self.metrics.click();
         }
@@ -110,8 +114,9 @@ impl App {
 
     /// Binds a click to a Telegram user, first binding wins.
     pub async fn bind(&self, space: &SpaceRef, input: BindInput) -> Result<BindOutcome, Error> {
+        let (no, now) = (space.no, self.now_ms());
         self.store
-            .bind(space.no, input.uid, input.tg_id, self.now_ms())
+            .write(move |t| t.bind(no, &input.uid, input.tg_id, now))
             .await
     }
 }

@@ -40,9 +40,10 @@ impl App {
             self.resolve_channel(space, c).await?;
         }
         let is_channel = matches!(link.destination, link::Destination::Channel(_));
+        let (no, now) = (space.no, self.now_ms());
         let link = self
             .store
-            .create_link(space.no, link, self.now_ms())
+            .write(move |t| t.create_link(no, &link, now))
             .await?;
         if is_channel {
             self.telegram.wake.notify_one();
@@ -61,9 +62,10 @@ impl App {
     ) -> Result<(), Error> {
         use crate::telegram::api::ApiError;
         let bad = |message: String| Error::field(Code::InvalidField, "channel", message);
+        let no = space.no;
         let token = self
             .store
-            .space_settings(space.no)
+            .read(move |s| s.space_settings(no))
             .await?
             .telegram_bot_token
             .ok_or_else(|| {
@@ -134,7 +136,8 @@ impl App {
         let Some(state) = &mut view.channel_state else {
             return Ok(());
         };
-        let counts = self.store.channel_counts(view.slug.clone()).await?;
+        let slug = view.slug.clone();
+        let counts = self.store.read(move |s| s.channel_counts(&slug)).await?;
         state.pool = counts.pool;
         state.handed_out = counts.state.handed_out;
         state.used = counts.state.used;
@@ -148,9 +151,10 @@ impl App {
     /// The space's links with their click counts.
     pub async fn links(&self, space: &SpaceRef) -> Result<Vec<LinkView>, Error> {
         let public_url = self.settings.public_url();
+        let no = space.no;
         let mut views: Vec<LinkView> = self
             .store
-            .links(space.no)
+            .read(move |s| s.links(no))
             .await?
             .iter()
             .map(|(link, clicks, bound)| LinkView::new(link, &public_url, *clicks, *bound))
@@ -163,7 +167,10 @@ impl App {
 
     /// Deletes a link of the space: its address answers `410` from now on.
     pub async fn delete_link(&self, space: &SpaceRef, slug: String) -> Result<(), Error> {
-        self.store.delete_link(space.no, slug, self.now_ms()).await
+        let (no, now) = (space.no, self.now_ms());
+        self.store
+            .write(move |t| t.delete_link(no, &slug, now))
+            .await
     }
 
     /// A visit of `/l/<slug>`: what to answer, and the click it recorded (committed before
@@ -193,7 +200,12 @@ impl App {
             fbc: None,
         });
         let channel = matches!(link.destination, link::Destination::Channel(_));
-        match self.store.link_click(slug.to_owned(), click, channel).await {
+        let visited = slug.to_owned();
+        match self
+            .store
+            .write(move |t| t.link_click(&visited, click, channel))
+            .await
+        {
             Ok((outcome, invite)) => {
                 self.metrics.click();
                 if channel {

@@ -39,12 +39,16 @@ impl App {
         before: Option<u64>,
         limit: usize,
     ) -> Result<(Vec<crate::domain::feed::FeedEvent>, Option<u64>), Error> {
-        self.store.feed_newest(space.no, before, limit).await
+        let no = space.no;
+        self.store
+            .read(move |s| s.feed_newest(no, before, limit))
+            .await
     }
 
     /// A page of the space's feed.
     pub async fn feed(&self, space: &SpaceRef, page: PageRequest) -> Result<FeedPage, Error> {
-        self.store.feed(space.no, page).await
+        let no = space.no;
+        self.store.read(move |s| s.feed(no, page)).await
     }
 
     /// A page of the space's feed as soon as it holds an event after `page.after`, or an empty
@@ -81,7 +85,8 @@ impl App {
         loop {
             // Marked seen before the read: a commit after it wakes the wait below.
             commits.borrow_and_update();
-            let found = self.store.feed(space.no, page).await?;
+            let no = space.no;
+            let found = self.store.read(move |s| s.feed(no, page)).await?;
             if !found.events.is_empty() {
                 return Ok(found);
             }
@@ -103,7 +108,11 @@ impl App {
     ) -> Result<((u32, u32), Vec<GroupStats>), Error> {
         let zone = self.space_settings(space).await?.time_zone.zone();
         let quarters = range.quarters(&zone);
-        let groups = self.store.stats(space.no, grouping, quarters, zone).await?;
+        let no = space.no;
+        let groups = self
+            .store
+            .read(move |s| s.stats(no, &grouping, quarters, &zone))
+            .await?;
         Ok((quarters, groups))
     }
 
@@ -113,6 +122,7 @@ impl App {
         space: &SpaceRef,
         limit: usize,
     ) -> Result<Vec<Rejection>, Error> {
-        self.store.rejections(space.no, limit).await
+        let no = space.no;
+        self.store.read(move |s| s.rejections(no, limit)).await
     }
 }

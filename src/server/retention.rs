@@ -95,7 +95,7 @@ pub async fn sweep_hints(app: &App) -> Result<u64, Error> {
     loop {
         let (n, next) = app
             .store
-            .prune_click_hints(from, before, STEP_ENTRIES)
+            .write(move |t| t.prune_click_hints(from, before, STEP_ENTRIES))
             .await?;
         removed += n;
         match next {
@@ -116,7 +116,7 @@ pub async fn sweep_deliveries(app: &App) -> Result<u64, Error> {
     loop {
         let (n, next) = app
             .store
-            .prune_deliveries(from, before, STEP_ENTRIES)
+            .write(move |t| t.prune_deliveries(from, before, STEP_ENTRIES))
             .await?;
         removed += n;
         match next {
@@ -137,7 +137,10 @@ pub async fn sweep(app: &App, window_ms: u64) -> Result<u64, Error> {
             now_ms: app.now_ms().saturating_sub(MARGIN_MS),
             window_ms,
         };
-        let step = app.store.prune_dedup(after, expiry, STEP_ENTRIES).await?;
+        let step = app
+            .store
+            .write(move |t| t.prune_dedup(after, expiry, STEP_ENTRIES))
+            .await?;
         removed += step.removed;
         app.metrics.pruned(step.removed);
         match step.next {

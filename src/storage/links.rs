@@ -17,7 +17,7 @@ use crate::storage::records::{self, ChannelRecord, LinkRecord};
 
 impl Txn<'_> {
     /// Stores a new tracking link; a slug taken in any space is refused without saying which.
-    pub(crate) fn create_link(
+    pub fn create_link(
         &mut self,
         space: u32,
         link: &NewLink,
@@ -86,12 +86,7 @@ impl Txn<'_> {
 
     /// Deletes a link of `space`: its public address answers `410` from now on, and its slug
     /// stays taken. Deleting a deleted link again is a harmless retry.
-    pub(crate) fn delete_link(
-        &mut self,
-        space: u32,
-        slug: &str,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
+    pub fn delete_link(&mut self, space: u32, slug: &str, now_ms: u64) -> Result<(), StoreError> {
         let mut record: LinkRecord = match self.links.open()?.get(slug)? {
             Some(bytes) => records::decode(bytes.value())?,
             None => return Err(no_link(slug)),
@@ -113,7 +108,7 @@ impl Txn<'_> {
     /// A visit of `/l/<slug>`: the click, if the link still exists when the batch runs; for a
     /// channel link (`channel`), also the invite link of its pool the click takes, if one is
     /// left (`channels.rs`), in the same transaction, so it is handed out once.
-    pub(crate) fn link_click(
+    pub fn link_click(
         &mut self,
         slug: &str,
         click: NewClick,

@@ -33,12 +33,12 @@ use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, PruneCurso
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
 use crate::domain::settings::{SettingsPatch, SpaceSettings, check_bot_unshared};
 use crate::domain::stats::Counts;
-use crate::storage::error::StoreError;
 use crate::storage::attribution;
 use crate::storage::cost_sums::{self, CostKey};
+use crate::storage::error::StoreError;
+use crate::storage::first_deposit::Depositors;
 use crate::storage::index::dedup_buffer::{self, DedupBuffer};
 use crate::storage::index::fbclid_buffer::{self, FbclidBuffer};
-use crate::storage::first_deposit::Depositors;
 use crate::storage::read;
 use crate::storage::records::{self, ClickHintsRecord, ClickRecord, RejectionRecord, SpaceRecord};
 use crate::storage::rollup::Rollup;
@@ -95,7 +95,7 @@ impl<'t, K: Key + 'static, V: Value + 'static> Lazy<'t, K, V> {
 
 /// The tables of one write transaction, opened once per batch (the rarely used ones when first
 /// used), and what the batch's operations share.
-pub(crate) struct Txn<'t> {
+pub struct Txn<'t> {
     /// The transaction itself, for the tables only some operations use (Telegram channels'),
     /// opened by those operations when they run rather than by every batch.
     pub(super) transaction: &'t WriteTransaction,
@@ -225,7 +225,7 @@ impl<'t> Txn<'t> {
 
     /// Stores `event` in the inbox of `space` unless its dedup key names an earlier event,
     /// attributed to its click (`storage/attribution.rs`) under the settings in force now.
-    pub(crate) fn record_event(
+    pub fn record_event(
         &mut self,
         space: u32,
         event: ValidEvent,
@@ -327,11 +327,7 @@ impl<'t> Txn<'t> {
     /// Sets what each campaign, ad set or ad of `costs` spent on its day in `space`, replacing
     /// what was set before, wherever it came from; an amount of 0 removes it. Answers how many
     /// were set and removed.
-    pub(crate) fn set_costs(
-        &mut self,
-        space: u32,
-        costs: &[Cost],
-    ) -> Result<(usize, usize), StoreError> {
+    pub fn set_costs(&mut self, space: u32, costs: &[Cost]) -> Result<(usize, usize), StoreError> {
         let (mut set, mut removed) = (0, 0);
         let mut touched = cost_sums::Touched::default();
         for c in costs {
@@ -370,7 +366,7 @@ impl<'t> Txn<'t> {
     /// days that came from Meta, then sets `costs` (each of those days, from Meta), except where
     /// a cost set by hand has the same key, which stays. Answers how many were set and how many
     /// of the old ones were removed.
-    pub(crate) fn replace_meta_costs(
+    pub fn replace_meta_costs(
         &mut self,
         space: u32,
         (from, to): (u32, u32),
@@ -413,7 +409,7 @@ impl<'t> Txn<'t> {
     /// Applies `patch` to the settings of `space`; answers them as they now are. A bot token
     /// whose bot is another space's is refused here, where every way in passes and no other
     /// write can come between the check and the change ([`check_bot_unshared`]).
-    pub(crate) fn update_settings(
+    pub fn update_settings(
         &mut self,
         space: u32,
         patch: &SettingsPatch,
@@ -461,7 +457,7 @@ impl<'t> Txn<'t> {
     /// entry for its key, and is looked at by a later sweep once written; one that the redo of
     /// an open writes again (its event is after `dedup_redo_from`) is the newest entry of its
     /// key, expired or not, exactly as if it had never been pruned, and a later sweep takes it.
-    pub(crate) fn prune_dedup(
+    pub fn prune_dedup(
         &mut self,
         after: Option<PruneCursor>,
         expiry: Expiry,
@@ -532,7 +528,7 @@ impl<'t> Txn<'t> {
     }
 
     /// Stores a new click with a fresh `uid`, or answers the click that has the same `fbclid`.
-    pub(crate) fn back_fill_click(
+    pub fn back_fill_click(
         &mut self,
         space: u32,
         click: NewClick,
@@ -632,7 +628,7 @@ impl<'t> Txn<'t> {
     }
 
     /// Binds click `uid` to `tg_id` by compare-and-set: the first binding wins.
-    pub(crate) fn bind(
+    pub fn bind(
         &mut self,
         space: u32,
         uid: &str,

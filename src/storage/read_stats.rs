@@ -10,71 +10,92 @@ use redb::ReadOnlyTable;
 use crate::domain::cost::{self, Cost};
 use crate::domain::decimal::Decimal;
 use crate::domain::stats::{self, Counts, Dimension, GroupStats, Grouping};
-use crate::storage::error::StoreError;
 use crate::storage::channels::{self, ChannelGroups};
 use crate::storage::cost_sums;
+use crate::storage::error::StoreError;
 use crate::storage::read::Snapshot;
 use crate::storage::records;
 use crate::storage::rollup;
 use crate::storage::schema::{COST_SUMS, COSTS, STATS};
 
-/// `space`'s counts by `grouping` over the quarters `[from, to)`, one entry per group, the
-/// groups in order (days ascending; the group without a name first), with days and costs in
-/// `zone`. Whole UTC days are read from the day rows, the rest from the quarter rows
-/// (`rollup::DAY_ROWS`); a day of `zone` is read as its own range, so it is exact in any zone.
-/// One campaign's groups are its drill-down rows (`rollup::in_campaign`), its days its own rows.
-pub fn stats(
-    s: &Snapshot,
-    space: u32,
-    grouping: &Grouping,
-    (from, to): (u32, u32),
-    zone: &jiff::tz::TimeZone,
-) -> Result<Vec<GroupStats>, StoreError> {
-    let table = s.txn().open_table(STATS)?;
-    let rows = Rows {
-        table: &table,
-        space,
-        pieces: pieces(from, to),
-    };
-    let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
-    let campaign = grouping.campaign.as_deref();
-    match (grouping.by, campaign) {
-        (Dimension::Day, _) => {
-            let (code, group) = match campaign {
-                Some(c) => (Dimension::Campaign.code(), c),
-                None => (Dimension::Day.code(), ""),
-            };
-            rows.by_day(code, group, (from, to), zone, &mut groups)?;
-        }
-        (Dimension::Campaign, Some(c)) => {
-            if let Some(total) = rows.total(Dimension::Campaign.code(), c)? {
-                groups.insert(c.to_owned(), total);
+impl Snapshot {
+    /// `space`'s counts by `grouping` over the quarters `[from, to)`, one entry per group, the
+    /// groups in order (days ascending; the group without a name first), with days and costs in
+    /// `zone`. Whole UTC days are read from the day rows, the rest from the quarter rows
+    /// (`rollup::DAY_ROWS`); a day of `zone` is read as its own range, so it is exact in any zone.
+    /// One campaign's groups are its drill-down rows (`rollup::in_campaign`), its days its own rows.
+    pub fn stats(
+        &self,
+        space: u32,
+        grouping: &Grouping,
+        (from, to): (u32, u32),
+        zone: &jiff::tz::TimeZone,
+    ) -> Result<Vec<GroupStats>, StoreError> {
+        let table = self.txn().open_table(STATS)?;
+        let rows = Rows {
+            table: &table,
+            space,
+            pieces: pieces(from, to),
+        };
+        let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
+        let campaign = grouping.campaign.as_deref();
+        match (grouping.by, campaign) {
+            (Dimension::Day, _) => {
+                let (code, group) = match campaign {
+                    Some(c) => (Dimension::Campaign.code(), c),
+                    None => (Dimension::Day.code(), ""),
+                };
+                rows.by_day(code, group, (from, to), zone, &mut groups)?;
+            }
+            (Dimension::Campaign, Some(c)) => {
+                if let Some(total) = rows.total(Dimension::Campaign.code(), c)? {
+                    groups.insert(c.to_owned(), total);
+                }
+            }
+            (by, Some(c)) => {
+                let code = by.in_campaign_code().unwrap_or(by.code());
+                let (start, end) = rollup::in_campaign_range(c);
+                let end = Bound::Excluded((space, code, end.as_str(), 0));
+                rows.each_group(code, &start, end, &mut groups)?;
+            }
+            (by, None) => {
+                let end = Bound::Excluded((space, by.code() + 1, "", 0));
+                rows.each_group(by.code(), "", end, &mut groups)?;
             }
         }
-        (by, Some(c)) => {
-            let code = by.in_campaign_code().unwrap_or(by.code());
-            let (start, end) = rollup::in_campaign_range(c);
-            let end = Bound::Excluded((space, code, end.as_str(), 0));
-            rows.each_group(code, &start, end, &mut groups)?;
+        add_channel_counts(self, space, grouping, (from, to), zone, &mut groups)?;
+        let spent = group_costs(self, space, grouping, (from, to), zone)?;
+        for group in spent.keys() {
+            groups.entry(group.clone()).or_default();
         }
-        (by, None) => {
-            let end = Bound::Excluded((space, by.code() + 1, "", 0));
-            rows.each_group(by.code(), "", end, &mut groups)?;
-        }
+        let none = BTreeMap::new();
+        Ok(groups
+            .into_iter()
+            .map(|(group, counts)| {
+                let cost = spent.get(&group).unwrap_or(&none);
+                GroupStats::new((!group.is_empty()).then_some(group), &counts, cost)
+            })
+            .collect())
     }
-    add_channel_counts(s, space, grouping, (from, to), zone, &mut groups)?;
-    let spent = group_costs(s, space, grouping, (from, to), zone)?;
-    for group in spent.keys() {
-        groups.entry(group.clone()).or_default();
+
+    /// `space`'s costs on the days `[from, to]` (both included), by day, then campaign, ad set and
+    /// ad.
+    pub fn costs(&self, space: u32, days: (cost::Day, cost::Day)) -> Result<Vec<Cost>, StoreError> {
+        let mut costs = Vec::new();
+        each_cost(self, space, days, None, |row| {
+            costs.push(Cost {
+                day: row.day,
+                campaign_name: row.campaign.to_owned(),
+                adset_name: row.adset.to_owned(),
+                ad_name: row.ad.to_owned(),
+                amount: row.amount,
+                currency: row.currency.to_owned(),
+                source: row.source,
+            });
+            Ok(())
+        })?;
+        Ok(costs)
     }
-    let none = BTreeMap::new();
-    Ok(groups
-        .into_iter()
-        .map(|(group, counts)| {
-            let cost = spent.get(&group).unwrap_or(&none);
-            GroupStats::new((!group.is_empty()).then_some(group), &counts, cost)
-        })
-        .collect())
 }
 
 /// Adds the channel joins and leaves of the quarters `[from, to)` to the groups of `grouping`
@@ -357,29 +378,6 @@ fn pieces(from: u32, to: u32) -> Vec<(u8, u32, u32)> {
     all.push((0, end_day * PER_DAY, to));
     all.retain(|&(_, lo, hi)| lo < hi);
     all
-}
-
-/// `space`'s costs on the days `[from, to]` (both included), by day, then campaign, ad set and
-/// ad.
-pub fn costs(
-    s: &Snapshot,
-    space: u32,
-    days: (cost::Day, cost::Day),
-) -> Result<Vec<Cost>, StoreError> {
-    let mut costs = Vec::new();
-    each_cost(s, space, days, None, |row| {
-        costs.push(Cost {
-            day: row.day,
-            campaign_name: row.campaign.to_owned(),
-            adset_name: row.adset.to_owned(),
-            ad_name: row.ad.to_owned(),
-            amount: row.amount,
-            currency: row.currency.to_owned(),
-            source: row.source,
-        });
-        Ok(())
-    })?;
-    Ok(costs)
 }
 
 /// One stored cost, its text borrowed from the stored key and value.

@@ -15,12 +15,12 @@ use crate::storage::schema::{ADMIN_PASSWORD, META_SPACE_SEQ};
 
 impl Txn<'_> {
     /// Replaces the admin password's hash (a PHC string; never the password).
-    pub(crate) fn set_admin_password(&mut self, hash: &str) -> Result<(), StoreError> {
+    pub fn set_admin_password(&mut self, hash: &str) -> Result<(), StoreError> {
         self.admin.open()?.insert(ADMIN_PASSWORD, hash.as_bytes())?;
         Ok(())
     }
     /// Creates space `name` with its first secret and ingest token; answers its number.
-    pub(crate) fn create_space(
+    pub fn create_space(
         &mut self,
         name: &str,
         secret: &NewCredential,
@@ -53,7 +53,7 @@ impl Txn<'_> {
 
     /// Makes `new` the active credential of its kind; the one it replaces keeps working for
     /// `grace_ms`. Answers when that one stops, `None` if none was active.
-    pub(crate) fn rotate(
+    pub fn rotate(
         &mut self,
         space: &str,
         new: &NewCredential,
@@ -75,12 +75,7 @@ impl Txn<'_> {
     }
 
     /// Ends every live credential of `kind` in `space` at once; answers how many.
-    pub(crate) fn revoke(
-        &mut self,
-        space: &str,
-        kind: Kind,
-        now_ms: u64,
-    ) -> Result<usize, StoreError> {
+    pub fn revoke(&mut self, space: &str, kind: Kind, now_ms: u64) -> Result<usize, StoreError> {
         let no = self.existing_space(space)?;
         let mut count = 0;
         self.update_credentials(no, kind, |c| {

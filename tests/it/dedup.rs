@@ -600,7 +600,7 @@ async fn a_record_that_does_not_decode_fails_only_its_own_request() {
         .collect();
     let bind = {
         let store = store.clone();
-        tokio::spawn(async move { store.bind(1, "damaged".into(), 42, now).await })
+        tokio::spawn(async move { store.write(move |t| t.bind(1, "damaged", 42, now)).await })
     };
     let bound = bind
         .await

@@ -3,8 +3,8 @@
 
 use redb::WriteTransaction;
 
-use crate::storage::error::StoreError;
 use crate::storage::cost_sums;
+use crate::storage::error::StoreError;
 use crate::storage::index::dedup_buffer::TableKey;
 use crate::storage::records::{self, TgTouchRecord};
 use crate::storage::rollup;

@@ -25,153 +25,232 @@ use crate::storage::destinations::destination_rows::{
     DEAD, last_error_of, live_destinations, no_destination, stored_state,
 };
 
-/// The live destinations of `space`, oldest first, each with its counts and last failure.
-pub fn destinations(s: &Snapshot, space: u32) -> Result<Vec<DestinationView>, StoreError> {
-    let states = s.txn().open_table(DELIVERY_STATES)?;
-    live_destinations(&s.txn().open_table(DESTINATIONS)?, Some(space))?
-        .iter()
-        .map(|d| {
-            let state = stored_state(&states, d.no)?;
-            Ok(DestinationView::new(
-                d,
-                StateCounts::of_stored(state.counts, d.paused.is_some()),
-                last_error_of(state.last_error),
-            ))
-        })
-        .collect()
-}
-
-/// The events of `space` that occurred at `since_ms` or later whose click has a Google click id,
-/// oldest first, with their clicks joined: what a Google Ads destination's file is made of.
-/// The inbox is read newest first and no further back than the first event received before
-/// `since_ms`, so the read is bounded by the window, not by the file.
-pub fn google_conversions(
-    s: &Snapshot,
-    space: u32,
-    since_ms: u64,
-) -> Result<Vec<FeedEvent>, StoreError> {
-    let inbox = s.txn().open_table(INBOX)?;
-    let mut out = Vec::new();
-    for entry in inbox.range((space, 0)..=(space, u64::MAX))?.rev() {
-        let (key, bytes) = entry?;
-        let record: EventRecord = records::decode(bytes.value())?;
-        if record.received_at_ms < since_ms {
-            break;
-        }
-        if record.occurred_at_ms < since_ms || record.uid.is_none() {
-            continue;
-        }
-        let event = read::feed_event(s, space, key.value().1, record)?;
-        if event.gclid.is_some() || event.gbraid.is_some() || event.wbraid.is_some() {
-            out.push(event);
-        }
+impl Snapshot {
+    /// The live destinations of `space`, oldest first, each with its counts and last failure.
+    pub fn destinations(&self, space: u32) -> Result<Vec<DestinationView>, StoreError> {
+        let states = self.txn().open_table(DELIVERY_STATES)?;
+        live_destinations(&self.txn().open_table(DESTINATIONS)?, Some(space))?
+            .iter()
+            .map(|d| {
+                let state = stored_state(&states, d.no)?;
+                Ok(DestinationView::new(
+                    d,
+                    StateCounts::of_stored(state.counts, d.paused.is_some()),
+                    last_error_of(state.last_error),
+                ))
+            })
+            .collect()
     }
-    out.reverse();
-    Ok(out)
+
+    /// The events of `space` that occurred at `since_ms` or later whose click has a Google click id,
+    /// oldest first, with their clicks joined: what a Google Ads destination's file is made of.
+    /// The inbox is read newest first and no further back than the first event received before
+    /// `since_ms`, so the read is bounded by the window, not by the file.
+    pub fn google_conversions(
+        &self,
+        space: u32,
+        since_ms: u64,
+    ) -> Result<Vec<FeedEvent>, StoreError> {
+        let inbox = self.txn().open_table(INBOX)?;
+        let mut out = Vec::new();
+        for entry in inbox.range((space, 0)..=(space, u64::MAX))?.rev() {
+            let (key, bytes) = entry?;
+            let record: EventRecord = records::decode(bytes.value())?;
+            if record.received_at_ms < since_ms {
+                break;
+            }
+            if record.occurred_at_ms < since_ms || record.uid.is_none() {
+                continue;
+            }
+            let event = read::feed_event(self, space, key.value().1, record)?;
+            if event.gclid.is_some() || event.gbraid.is_some() || event.wbraid.is_some() {
+                out.push(event);
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// The deliveries of `space` that `query` asks for, newest event first: each destination's
+    /// (removed ones included, their open deliveries shown `cancelled`), merged.
+    pub fn deliveries(
+        &self,
+        space: u32,
+        query: &DeliveryQuery,
+    ) -> Result<Vec<DeliveryView>, StoreError> {
+        let table = self.txn().open_table(DESTINATIONS)?;
+        let states = self.txn().open_table(DELIVERY_STATES)?;
+        let deliveries = self.txn().open_table(DELIVERIES)?;
+        let queue = self.txn().open_table(DELIVERY_QUEUE)?;
+        let mut found = false;
+        let mut out: Vec<(u64, DeliveryView)> = Vec::new();
+        for entry in table.iter()? {
+            let (no, bytes) = entry?;
+            let no = no.value();
+            let record: DestinationRecord = records::decode(bytes.value())?;
+            if record.space_no != space
+                || query
+                    .destination
+                    .as_ref()
+                    .is_some_and(|n| *n != record.name)
+            {
+                continue;
+            }
+            let (removed, paused) = (
+                record.removed_at_ms.is_some(),
+                record.paused_at_ms.is_some(),
+            );
+            if query.destination.is_some() && removed {
+                continue;
+            }
+            found = true;
+            let sent_through = stored_state(&states, no)?.sent_through;
+            // A removed destination's open deliveries are cancelled; a paused one's wait.
+            let open_shown = match (removed, paused) {
+                (true, _) => Some(State::Cancelled),
+                (false, true) => Some(State::Paused),
+                (false, false) => None,
+            };
+            let view = |inbox_id: u64, stored: &[u8]| {
+                delivery_view(&record.name, inbox_id, stored, open_shown)
+            };
+            let mut taken = 0;
+            if query.state == Some(State::Dead) && !removed {
+                for entry in queue
+                    .range((no, DEAD, 0)..=(no, DEAD, u64::MAX))?
+                    .rev()
+                    .take(query.limit)
+                {
+                    let inbox_id = entry?.0.value().2;
+                    if let Some(bytes) = deliveries.get((no, inbox_id))? {
+                        out.push((inbox_id, view(inbox_id, bytes.value())?));
+                    }
+                }
+                continue;
+            }
+            let start = if query.state == Some(State::Pending) && !removed {
+                Bound::Excluded((no, sent_through))
+            } else {
+                Bound::Included((no, 0))
+            };
+            for entry in deliveries
+                .range::<(u32, u64)>((start, Bound::Included((no, u64::MAX))))?
+                .rev()
+                .take(SCAN_LIMIT)
+            {
+                let (key, bytes) = entry?;
+                let inbox_id = key.value().1;
+                let v = view(inbox_id, bytes.value())?;
+                if query.state.is_none_or(|want| want == v.state) {
+                    out.push((inbox_id, v));
+                    taken += 1;
+                    if taken == query.limit {
+                        break;
+                    }
+                }
+            }
+        }
+        if let (Some(name), false) = (&query.destination, found) {
+            return Err(no_destination(name));
+        }
+        out.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then_with(|| a.1.destination.cmp(&b.1.destination))
+        });
+        out.truncate(query.limit);
+        let inbox = self.txn().open_table(INBOX)?;
+        out.into_iter()
+            .map(|(inbox_id, mut v)| {
+                if let Some(bytes) = inbox.get((space, inbox_id))? {
+                    let record: EventRecord = records::decode(bytes.value())?;
+                    v.event_id = Some(self.event_id(&record, inbox_id)?.to_string());
+                }
+                Ok(v)
+            })
+            .collect()
+    }
+
+    /// Up to `limit` deliveries of `destination` that may be tried at `now_ms`.
+    pub fn due(
+        &self,
+        destination: &Destination,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<DueBatch, StoreError> {
+        let no = destination.no;
+        let queue = self.txn().open_table(DELIVERY_QUEUE)?;
+        let deliveries = self.txn().open_table(DELIVERIES)?;
+        let inbox = self.txn().open_table(INBOX)?;
+        let hints = self.txn().open_table(CLICK_HINTS)?;
+        let sent_through = stored_state(&self.txn().open_table(DELIVERY_STATES)?, no)?.sent_through;
+        let mut batch = DueBatch::default();
+        let mut ids = Vec::new();
+        for entry in queue.range((no, 0, 0)..(no, DEAD, 0))? {
+            let (due_ms, inbox_id) = {
+                let (k, ()) = (entry?.0.value(), ());
+                (k.1, k.2)
+            };
+            if due_ms > now_ms {
+                batch.next_due_ms = Some(due_ms);
+                break;
+            }
+            if ids.len() == limit {
+                break;
+            }
+            ids.push(inbox_id);
+        }
+        if ids.len() < limit {
+            for entry in deliveries
+                .range((no, sent_through.saturating_add(1))..=(no, u64::MAX))?
+                .take(limit - ids.len())
+            {
+                let inbox_id = entry?.0.value().1;
+                ids.push(inbox_id);
+                batch.sent_through = Some(inbox_id);
+            }
+        }
+        let want_hints = matches!(
+            destination.target.kind(),
+            Kind::MetaCapi | Kind::TiktokEvents
+        );
+        let want_query = destination.target.kind() == Kind::Postback;
+        let clicks = self.txn().open_table(CLICKS)?;
+        for inbox_id in ids {
+            let Some(bytes) = inbox.get((destination.space, inbox_id))? else {
+                return Err(StoreError::Corrupt(format!(
+                    "delivery of destination {no} names event {inbox_id}, which the inbox lacks"
+                )));
+            };
+            let record: EventRecord = records::decode(bytes.value())?;
+            let event = read::feed_event(self, destination.space, inbox_id, record)?;
+            let hints = match (&event.uid, want_hints) {
+                (Some(uid), true) => match hints.get((destination.space, uid.as_str()))? {
+                    Some(bytes) => hints_of(&records::decode(bytes.value())?),
+                    None => None,
+                },
+                _ => None,
+            };
+            let click_query = match (&event.uid, want_query) {
+                (Some(uid), true) => match clicks.get((destination.space, uid.as_str()))? {
+                    Some(bytes) => click_query(&records::decode::<ClickRecord>(bytes.value())?),
+                    None => None,
+                },
+                _ => None,
+            };
+            batch.items.push(Due {
+                inbox_id,
+                event,
+                hints,
+                click_query,
+            });
+        }
+        Ok(batch)
+    }
 }
 
 /// The most delivery rows one `GET /deliveries` looks at per destination, so that a filter that
 /// matches little of a long history answers in bounded time.
 const SCAN_LIMIT: usize = 100_000;
-
-/// The deliveries of `space` that `query` asks for, newest event first: each destination's
-/// (removed ones included, their open deliveries shown `cancelled`), merged.
-pub fn deliveries(
-    s: &Snapshot,
-    space: u32,
-    query: &DeliveryQuery,
-) -> Result<Vec<DeliveryView>, StoreError> {
-    let table = s.txn().open_table(DESTINATIONS)?;
-    let states = s.txn().open_table(DELIVERY_STATES)?;
-    let deliveries = s.txn().open_table(DELIVERIES)?;
-    let queue = s.txn().open_table(DELIVERY_QUEUE)?;
-    let mut found = false;
-    let mut out: Vec<(u64, DeliveryView)> = Vec::new();
-    for entry in table.iter()? {
-        let (no, bytes) = entry?;
-        let no = no.value();
-        let record: DestinationRecord = records::decode(bytes.value())?;
-        if record.space_no != space
-            || query
-                .destination
-                .as_ref()
-                .is_some_and(|n| *n != record.name)
-        {
-            continue;
-        }
-        let (removed, paused) = (
-            record.removed_at_ms.is_some(),
-            record.paused_at_ms.is_some(),
-        );
-        if query.destination.is_some() && removed {
-            continue;
-        }
-        found = true;
-        let sent_through = stored_state(&states, no)?.sent_through;
-        // A removed destination's open deliveries are cancelled; a paused one's wait.
-        let open_shown = match (removed, paused) {
-            (true, _) => Some(State::Cancelled),
-            (false, true) => Some(State::Paused),
-            (false, false) => None,
-        };
-        let view = |inbox_id: u64, stored: &[u8]| {
-            delivery_view(&record.name, inbox_id, stored, open_shown)
-        };
-        let mut taken = 0;
-        if query.state == Some(State::Dead) && !removed {
-            for entry in queue
-                .range((no, DEAD, 0)..=(no, DEAD, u64::MAX))?
-                .rev()
-                .take(query.limit)
-            {
-                let inbox_id = entry?.0.value().2;
-                if let Some(bytes) = deliveries.get((no, inbox_id))? {
-                    out.push((inbox_id, view(inbox_id, bytes.value())?));
-                }
-            }
-            continue;
-        }
-        let start = if query.state == Some(State::Pending) && !removed {
-            Bound::Excluded((no, sent_through))
-        } else {
-            Bound::Included((no, 0))
-        };
-        for entry in deliveries
-            .range::<(u32, u64)>((start, Bound::Included((no, u64::MAX))))?
-            .rev()
-            .take(SCAN_LIMIT)
-        {
-            let (key, bytes) = entry?;
-            let inbox_id = key.value().1;
-            let v = view(inbox_id, bytes.value())?;
-            if query.state.is_none_or(|want| want == v.state) {
-                out.push((inbox_id, v));
-                taken += 1;
-                if taken == query.limit {
-                    break;
-                }
-            }
-        }
-    }
-    if let (Some(name), false) = (&query.destination, found) {
-        return Err(no_destination(name));
-    }
-    out.sort_by(|a, b| {
-        b.0.cmp(&a.0)
-            .then_with(|| a.1.destination.cmp(&b.1.destination))
-    });
-    out.truncate(query.limit);
-    let inbox = s.txn().open_table(INBOX)?;
-    out.into_iter()
-        .map(|(inbox_id, mut v)| {
-            if let Some(bytes) = inbox.get((space, inbox_id))? {
-                let record: EventRecord = records::decode(bytes.value())?;
-                v.event_id = Some(s.event_id(&record, inbox_id)?.to_string());
-            }
-            Ok(v)
-        })
-        .collect()
-}
 
 /// A delivery's row as `GET /deliveries` shows it (an empty row: pending); an open one shown
 /// as `open_shown` when its destination says so (removed, paused).
@@ -230,83 +309,6 @@ pub struct DueBatch {
     pub sent_through: Option<u64>,
     /// When the earliest retry not yet due is due, if any.
     pub next_due_ms: Option<u64>,
-}
-
-/// Up to `limit` deliveries of `destination` that may be tried at `now_ms`.
-pub fn due(
-    s: &Snapshot,
-    destination: &Destination,
-    now_ms: u64,
-    limit: usize,
-) -> Result<DueBatch, StoreError> {
-    let no = destination.no;
-    let queue = s.txn().open_table(DELIVERY_QUEUE)?;
-    let deliveries = s.txn().open_table(DELIVERIES)?;
-    let inbox = s.txn().open_table(INBOX)?;
-    let hints = s.txn().open_table(CLICK_HINTS)?;
-    let sent_through = stored_state(&s.txn().open_table(DELIVERY_STATES)?, no)?.sent_through;
-    let mut batch = DueBatch::default();
-    let mut ids = Vec::new();
-    for entry in queue.range((no, 0, 0)..(no, DEAD, 0))? {
-        let (due_ms, inbox_id) = {
-            let (k, ()) = (entry?.0.value(), ());
-            (k.1, k.2)
-        };
-        if due_ms > now_ms {
-            batch.next_due_ms = Some(due_ms);
-            break;
-        }
-        if ids.len() == limit {
-            break;
-        }
-        ids.push(inbox_id);
-    }
-    if ids.len() < limit {
-        for entry in deliveries
-            .range((no, sent_through.saturating_add(1))..=(no, u64::MAX))?
-            .take(limit - ids.len())
-        {
-            let inbox_id = entry?.0.value().1;
-            ids.push(inbox_id);
-            batch.sent_through = Some(inbox_id);
-        }
-    }
-    let want_hints = matches!(
-        destination.target.kind(),
-        Kind::MetaCapi | Kind::TiktokEvents
-    );
-    let want_query = destination.target.kind() == Kind::Postback;
-    let clicks = s.txn().open_table(CLICKS)?;
-    for inbox_id in ids {
-        let Some(bytes) = inbox.get((destination.space, inbox_id))? else {
-            return Err(StoreError::Corrupt(format!(
-                "delivery of destination {no} names event {inbox_id}, which the inbox lacks"
-            )));
-        };
-        let record: EventRecord = records::decode(bytes.value())?;
-        let event = read::feed_event(s, destination.space, inbox_id, record)?;
-        let hints = match (&event.uid, want_hints) {
-            (Some(uid), true) => match hints.get((destination.space, uid.as_str()))? {
-                Some(bytes) => hints_of(&records::decode(bytes.value())?),
-                None => None,
-            },
-            _ => None,
-        };
-        let click_query = match (&event.uid, want_query) {
-            (Some(uid), true) => match clicks.get((destination.space, uid.as_str()))? {
-                Some(bytes) => click_query(&records::decode::<ClickRecord>(bytes.value())?),
-                None => None,
-            },
-            _ => None,
-        };
-        batch.items.push(Due {
-            inbox_id,
-            event,
-            hints,
-            click_query,
-        });
-    }
-    Ok(batch)
 }
 
 /// The query `{q.NAME}` reads for a click: the visit's query as kept, with the click ids the

@@ -40,16 +40,16 @@ use crate::domain::outcome::EventOutcome;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
-use crate::storage::index::dedup_buffer::{self, DedupBuffer};
 use crate::storage::engine::fault::FaultSwitch;
-use crate::storage::index::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::engine::file::FlushFailed;
-use crate::storage::ops::Txn;
-use crate::storage::engine::reader::DbSlot;
-use crate::storage::schema::{META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ};
-use crate::storage::error::StoreError;
 use crate::storage::engine::open;
+use crate::storage::engine::reader::DbSlot;
+use crate::storage::error::StoreError;
+use crate::storage::index::dedup_buffer::{self, DedupBuffer};
+use crate::storage::index::fbclid_buffer::{self, FbclidBuffer};
+use crate::storage::ops::Txn;
 use crate::storage::read;
+use crate::storage::schema::{META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ};
 
 /// Whether the store can still write. Once `Failed`, it stays so: the process must exit and be
 /// started again, which recovers from the file (`commit.rs`).
@@ -161,20 +161,22 @@ fn own_answer<T>(result: Result<T, StoreError>) -> Result<Result<T, Error>, Stor
     }
 }
 
-/// The batch entry (`POST /events/batch`, `tracker import`): each event recorded in order by the
-/// one operation a single event goes through ([`Txn::record_event`]), inside the batch's
-/// transaction, so each is deduplicated against the store and the events before it, attributed,
-/// counted and given its deliveries exactly as if it came alone. Each event's refusal is its own
-/// answer, as each request's is in a batch of requests.
-pub(in crate::storage) fn record_events(
-    t: &mut Txn<'_>,
-    space: u32,
-    events: Vec<(ValidEvent, Option<DedupKey>)>,
-) -> Result<Vec<Result<EventOutcome, Error>>, StoreError> {
-    events
-        .into_iter()
-        .map(|(event, key)| own_answer(t.record_event(space, event, key)))
-        .collect()
+impl Txn<'_> {
+    /// The batch entry (`POST /events/batch`, `tracker import`): each event recorded in order by
+    /// the one operation a single event goes through ([`Txn::record_event`]), inside the batch's
+    /// transaction, so each is deduplicated against the store and the events before it,
+    /// attributed, counted and given its deliveries exactly as if it came alone. Each event's
+    /// refusal is its own answer, as each request's is in a batch of requests.
+    pub fn record_events(
+        &mut self,
+        space: u32,
+        events: Vec<(ValidEvent, Option<DedupKey>)>,
+    ) -> Result<Vec<Result<EventOutcome, Error>>, StoreError> {
+        events
+            .into_iter()
+            .map(|(event, key)| own_answer(self.record_event(space, event, key)))
+            .collect()
+    }
 }
 
 /// Refused requests on their way to the rejection log: bounded, and never in the way of a

@@ -9,10 +9,10 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase, ReadableTable};
 
 use crate::domain::stats::Counts;
-use crate::storage::error::StoreError;
 use crate::storage::attribution;
 use crate::storage::engine::fault::FaultSwitch;
 use crate::storage::engine::file::{DataFile, FlushFailed};
+use crate::storage::error::StoreError;
 use crate::storage::records;
 use crate::storage::rollup::{self, DAY_ROWS};
 use crate::storage::schema::{
