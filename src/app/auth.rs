@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
-use super::App;
+use crate::app::App;
 use crate::domain::client;
 use crate::domain::keyring::{self, SpaceRef};
 use crate::domain::rejection::Rejection;

@@ -3,7 +3,8 @@
 //! write transaction, and one result per event, in order, as `POST /events` would have answered
 //! it.
 
-use crate::app::{App, EventResult};
+use crate::app::App;
+use crate::app::events::EventResult;
 use crate::domain::batch;
 use crate::domain::event::{EventInput, POST_NAMES};
 use crate::domain::keyring::SpaceRef;

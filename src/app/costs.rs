@@ -1,7 +1,7 @@
 //! A space's costs: read by day and campaign, set by hand or from a CSV file, and fetched
 //! from Meta's insights.
 
-use super::App;
+use crate::app::App;
 use crate::domain::keyring::SpaceRef;
 use crate::error::{Code, Error};
 

@@ -1,7 +1,7 @@
 //! What comes in about conversions: an event recorded (or judged, for a dry run), a click
 //! back-filled, a click bound to a Telegram user.
 
-use super::App;
+use crate::app::App;
 use crate::domain::click::{BindInput, NewClick};
 use crate::domain::dedup::{self, Basis, DedupKey};
 use crate::domain::event::{self, AttributedBy, EventId, EventInput, FieldNames, ValidEvent};

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::App;
+use crate::app::App;
 use crate::domain::click::{ClientHints, MAX_USER_AGENT};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::{self, Link, LinkView, NewLink};

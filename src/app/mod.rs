@@ -8,14 +8,14 @@
 //! this file makes it and hands the background tasks their narrow parts of it. Nothing here
 //! knows about HTTP; handlers turn requests into these calls and answers into JSON.
 
-mod auth;
+pub mod auth;
 pub mod batch;
 pub mod conversions;
-mod costs;
+pub mod costs;
 pub mod destinations;
-mod events;
-mod links;
-mod reads;
+pub mod events;
+pub mod links;
+pub mod reads;
 pub mod settings;
 pub mod spaces;
 
@@ -30,11 +30,6 @@ use crate::domain::event::EventRules;
 use crate::domain::rate::{Limiter, SpaceLimiter};
 use crate::metrics::Metrics;
 use crate::storage::Store;
-
-pub use auth::Presented;
-pub use costs::{CostsImport, CostsSet};
-pub use events::EventResult;
-pub use links::Visit;
 
 pub struct App {
     pub store: Arc<Store>,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::App;
+use crate::app::App;
 use crate::domain::feed::{FeedPage, MAX_WAITERS_PER_SPACE, PageRequest};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::rejection::Rejection;
