@@ -62,18 +62,20 @@
 //!   tracking links, a space's settings, the feed, stats and the rejection log, the outcomes
 //!   storage answers, and how money, rates and returns are shown (`domain/display.rs`, for the
 //!   pages and the command line alike).
-//! - [`storage`]: the data file, behind one type, [`storage::Store`], with an async method per
-//!   operation; private modules behind a curated `pub use` in `storage/mod.rs`. Every table in
-//!   `storage/schema.rs`, record encodings in `records/` (a file per family of records). The
-//!   engine in `engine/`: the file and its backend, opening and the numbered migrations
-//!   (`open.rs`), the commit loop (`commit.rs`, one thread that group-commits), the reader
-//!   threads (`reader.rs`), backup and compact. The writer's indexes of digests in `index/`
-//!   (the dedup and `fbclid` buffers, their key filters). The write operations in `ops.rs`
-//!   (events, clicks, settings, costs), with a file per family of tables for the rest: links
-//!   (`links.rs`), spaces and credentials (`spaces.rs`), channels (`channels.rs`), destinations
-//!   and deliveries (`destinations/`); the reads in `read.rs` (stats and costs in
-//!   `read_stats.rs`); which click an event is attributed to in `attribution.rs`, for both;
-//!   `tracker check` and its repairs in `check/`. Never knows about HTTP.
+//! - [`storage`]: the data file, behind one type, [`storage::Store`], which runs every
+//!   operation one way: a write, one method of `Txn`, through [`storage::Store::write`]; a read,
+//!   one method of `Snapshot`, through [`storage::Store::read`]. Private modules behind a
+//!   curated `pub use` in `storage/mod.rs`. Every table in `storage/schema.rs`, record encodings
+//!   in `records/` (a file per family of records). The engine in `engine/`: the file and its
+//!   backend, opening and the numbered migrations (`open.rs`), the commit loop (`commit.rs`,
+//!   one thread that group-commits), the reader threads (`reader.rs`), backup and compact. The
+//!   writer's indexes of digests in `index/` (the dedup and `fbclid` buffers, their key
+//!   filters). A file per family of tables with its writes and reads: links (`links.rs`),
+//!   spaces and credentials (`spaces.rs`), channels (`channels.rs`), destinations and
+//!   deliveries (`destinations/`); events, clicks, settings and costs written in `ops.rs` and
+//!   read in `read.rs` (stats and costs in `read_stats.rs`); which click an event is
+//!   attributed to in `attribution.rs`, for both; `tracker check` and its repairs in `check/`.
+//!   Never knows about HTTP.
 //! - [`s3`]: S3-compatible object storage (`[backup_s3]`), where backups go off the machine:
 //!   a file uploaded, a key downloaded, old backups under a prefix deleted.
 //! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
@@ -83,19 +85,18 @@
 //! from above, never imports it (`tests/it/layers.rs` reads the sources and fails otherwise).
 //!
 //! A request flows: router → guard (credential) → handler → [`app::App`] (validate with
-//! `domain`) → a [`storage::Store`] method → commit loop → one write transaction per batch →
-//! fsync → answer. What each endpoint does, field by field, is `docs/api.md`.
+//! `domain`) → an operation handed to [`storage::Store`] → commit loop → one write transaction
+//! per batch → fsync → answer. What each endpoint does, field by field, is `docs/api.md`.
 //!
 //! # Adding an operation
 //!
 //! - Storage: a write is one method on `Txn` (it reads and decodes before it inserts, and
 //!   returns `StoreError::Refused` for a request the caller must change), in the file of its
 //!   family of tables (`storage/links.rs`, `storage/destinations/outbox.rs`, ...) or in
-//!   `storage/ops.rs`, and one async method on `Store` that hands it to `write`; a read is one
-//!   function on a `Snapshot` (in `storage/read.rs` or its family's file) and one `Store`
-//!   method that hands it to `read`. A new table is declared once in `storage/schema.rs` and
-//!   created by a new numbered migration in `storage/engine/open.rs` (a schema version, with a
-//!   fixture file from the version before).
+//!   `storage/ops.rs`, which callers hand to `Store::write`; a read is one method on a
+//!   `Snapshot`, in its family's file or `storage/read.rs`, handed to `Store::read`. A new
+//!   table is declared once in `storage/schema.rs` and created by a new numbered migration in
+//!   `storage/engine/open.rs` (a schema version, with a fixture file from the version before).
 //! - The operation: one method on [`app::App`], which every way in calls.
 //! - An endpoint: one entry in `router/table.rs` naming its request and answer types (each
 //!   `#[derive(JsonSchema)]`), its operation file in `router/openapi/` (summary, parameters,

@@ -16,7 +16,7 @@ use crate::domain::outcome::NewCredential;
 use crate::domain::password;
 use crate::error::{Code, Error};
 use crate::storage::Snapshot;
-use crate::storage::read::SpaceSummary;
+use crate::storage::SpaceSummary;
 
 /// The rule of a space id: `[a-z0-9][a-z0-9-]{0,31}`.
 pub fn check_space_name(name: &str) -> Result<(), Error> {

@@ -14,8 +14,8 @@ use crate::domain::link::LinkView;
 use crate::domain::settings::SpaceSettings;
 use crate::domain::stats::GroupStats;
 use crate::storage::BackupStats;
+use crate::storage::SpaceSummary;
 use crate::storage::check::Report;
-use crate::storage::read::SpaceSummary;
 
 /// What a [`Request`] answers.
 #[derive(Serialize, Deserialize, Debug)]

@@ -67,7 +67,8 @@ pub use engine::open::{
 };
 pub use error::StoreError;
 pub use ops::Txn;
-pub use read::{Snapshot, SpaceSummary};
+pub use read::Snapshot;
+pub use spaces::{CredentialSummary, SpaceSummary};
 
 /// Bytes read from the data file by this process since it started (`file.rs`).
 #[must_use]
@@ -132,8 +133,8 @@ impl Store {
         let writer_metrics = Arc::new(WriterMetrics::default());
         let (fbclid, dedup) = {
             let txn = redb::ReadableDatabase::begin_read(&*db)?;
-            keyring.replace(read::keyring_entries(&txn)?);
-            links.replace(read::all_links(&txn)?);
+            keyring.replace(spaces::keyring_entries(&txn)?);
+            links.replace(links::all_links(&txn)?);
             let all = destinations::outbox::all_destinations(&txn)?;
             writer_metrics
                 .set_paused_destinations(all.iter().filter(|d| d.paused.is_some()).count());

@@ -1,12 +1,13 @@
 //! The write operations, each one function on [`Txn`]: the tables of the batch's write
 //! transaction, with what the batch shares (the next `inbox_id`, the dedup buffer).
 //!
-//! The commit loop (`commit.rs`) runs each request's operation inside one transaction and answers
-//! after the commit; [`Store`](crate::storage::Store) gives each operation its typed, async
-//! method. Adding a write is one function here and one method there. The writes of one thing a
-//! reader looks for have a file of their own, each an `impl Txn`: links in `links.rs`, Telegram
-//! channels in `channels.rs`, spaces
-//! and credentials in `spaces.rs`, destinations and deliveries in `outbox.rs`.
+//! The commit loop (`engine/commit.rs`) runs each request's operation inside one transaction and
+//! answers after the commit; callers hand an operation to
+//! [`Store::write`](crate::storage::Store::write). Adding a write is one method of `Txn`. The
+//! writes here are events, clicks and bindings, settings, costs and retention; those of the
+//! other families of tables have a file of their own, each an `impl Txn`: links in `links.rs`,
+//! Telegram channels in `channels.rs`, spaces and credentials in `spaces.rs`, destinations and
+//! deliveries in `destinations/outbox.rs`.
 //!
 //! How an operation fails decides how far the failure reaches (`commit.rs`):
 //! - [`StoreError::Refused`]: the caller's request is refused (a taken name); that request is

@@ -48,8 +48,8 @@ use crate::storage::error::StoreError;
 use crate::storage::index::dedup_buffer::{self, DedupBuffer};
 use crate::storage::index::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::ops::Txn;
-use crate::storage::read;
 use crate::storage::schema::{META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ};
+use crate::storage::spaces;
 
 /// Whether the store can still write. Once `Failed`, it stays so: the process must exit and be
 /// started again, which recovers from the file (`commit.rs`).
@@ -613,7 +613,7 @@ impl Writer {
             match db
                 .begin_read()
                 .map_err(StoreError::from)
-                .and_then(|txn| read::keyring_entries(&txn))
+                .and_then(|txn| spaces::keyring_entries(&txn))
             {
                 Ok(entries) => {
                     self.shared.keyring.replace(entries);
