@@ -4,10 +4,10 @@
 //! The commit loop (`engine/commit.rs`) runs each request's operation inside one transaction and
 //! answers after the commit; callers hand an operation to
 //! [`Store::write`](crate::storage::Store::write). Adding a write is one method of `Txn`. The
-//! writes here are events, clicks and bindings, settings, costs and retention; those of the
-//! other families of tables have a file of their own, each an `impl Txn`: links in `links.rs`,
-//! Telegram channels in `channels.rs`, spaces and credentials in `spaces.rs`, destinations and
-//! deliveries in `destinations/outbox.rs`.
+//! writes here are events, clicks and bindings, settings and retention; those of the other
+//! families of tables have a file of their own, each an `impl Txn`: links in `links.rs`,
+//! Telegram channels in `channels.rs`, spaces and credentials in `spaces.rs`, costs in
+//! `costs.rs`, destinations and deliveries in `destinations/outbox.rs`.
 //!
 //! How an operation fails decides how far the failure reaches (`commit.rs`):
 //! - [`StoreError::Refused`]: the caller's request is refused (a taken name); that request is
@@ -25,7 +25,6 @@ use std::ops::Bound;
 use redb::{Key, ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 
 use crate::domain::click::{self, NewClick};
-use crate::domain::cost::Cost;
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
 use crate::domain::destination::{self, ClickFacts, Secret};
 use crate::domain::event::{EventId, EventKind, ValidEvent};
@@ -35,7 +34,7 @@ use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
 use crate::domain::settings::{SettingsPatch, SpaceSettings, check_bot_unshared};
 use crate::domain::stats::Counts;
 use crate::storage::attribution;
-use crate::storage::cost_sums::{self, CostKey};
+use crate::storage::cost_sums::CostKey;
 use crate::storage::error::StoreError;
 use crate::storage::first_deposit::Depositors;
 use crate::storage::index::dedup_buffer::{self, DedupBuffer};
@@ -48,7 +47,7 @@ use crate::storage::schema::{
     DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX, LINKS, LINKS_BY_SPACE, META,
     META_INBOX_SEQ, REJECTION_COUNTS, REJECTIONS, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
-use crate::storage::schema::{COST_SUMS, COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
+use crate::storage::schema::{COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
 
 /// What one batch changes of the destinations and their deliveries.
 #[derive(Default)]
@@ -117,7 +116,7 @@ pub struct Txn<'t> {
     pub(super) links_by_space: Lazy<'t, (u32, &'static str), ()>,
     pub(super) admin: Lazy<'t, &'static str, &'static [u8]>,
     depositors: Depositors<'t>,
-    costs: Lazy<'t, CostKey, &'static [u8]>,
+    pub(super) costs: Lazy<'t, CostKey, &'static [u8]>,
     /// The stats counts of this batch, written once at its end.
     pub(super) rollup: Rollup,
     /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
@@ -323,88 +322,6 @@ impl<'t> Txn<'t> {
         let user = event.tg_id.or(resolved.and_then(|r| r.click.tg_id));
         self.depositors
             .decide(space, user, resolved.map(|r| r.uid.as_str()), inbox_id)
-    }
-
-    /// Sets what each campaign, ad set or ad of `costs` spent on its day in `space`, replacing
-    /// what was set before, wherever it came from; an amount of 0 removes it. Answers how many
-    /// were set and removed.
-    pub fn set_costs(&mut self, space: u32, costs: &[Cost]) -> Result<(usize, usize), StoreError> {
-        let (mut set, mut removed) = (0, 0);
-        let mut touched = cost_sums::Touched::default();
-        for c in costs {
-            touched.add(space, c.day, &c.campaign_name);
-            if c.amount.is_zero() {
-                removed += usize::from(self.costs.open()?.remove(cost_key(space, c))?.is_some());
-            } else {
-                self.insert_cost(space, c, c.source.code())?;
-                set += 1;
-            }
-        }
-        self.resum_costs(&touched)?;
-        Ok((set, removed))
-    }
-
-    /// Stores cost `c` of `space`, from `source`, over the one its key had.
-    fn insert_cost(&mut self, space: u32, c: &Cost, source: u8) -> Result<(), StoreError> {
-        let record = records::CostRecord {
-            amount: c.amount.to_string(),
-            currency: c.currency.clone(),
-            source,
-        };
-        self.costs
-            .open()?
-            .insert(cost_key(space, c), records::encode(&record).as_slice())?;
-        Ok(())
-    }
-
-    /// Writes again the sums of the costs `touched` names (`storage/cost_sums.rs`).
-    fn resum_costs(&mut self, touched: &cost_sums::Touched) -> Result<(), StoreError> {
-        let mut sums = self.transaction.open_table(COST_SUMS)?;
-        cost_sums::resum(&*self.costs.open()?, &mut sums, touched)
-    }
-
-    /// A fetch of Meta's spend for the days `[from, to]` of `space`: removes the costs of those
-    /// days that came from Meta, then sets `costs` (each of those days, from Meta), except where
-    /// a cost set by hand has the same key, which stays. Answers how many were set and how many
-    /// of the old ones were removed.
-    pub fn replace_meta_costs(
-        &mut self,
-        space: u32,
-        (from, to): (u32, u32),
-        costs: &[Cost],
-    ) -> Result<(usize, usize), StoreError> {
-        let meta = crate::domain::cost::Source::Meta.code();
-        let mut removed = 0;
-        let mut touched = cost_sums::Touched::default();
-        if from <= to {
-            let end = to.saturating_add(1);
-            // The old rows' days and campaigns lose Meta's part, whatever comes back.
-            touched.add_rows(
-                &*self.costs.open()?,
-                (space, from, "", "", "")..(space, end, "", "", ""),
-            )?;
-            // A row that does not read is kept: it is not known to be Meta's.
-            self.costs.open()?.retain_in(
-                (space, from, "", "", "")..(space, end, "", "", ""),
-                |_, bytes| {
-                    let keep = records::with_cost_row(bytes, |r| r.source != meta).unwrap_or(true);
-                    removed += usize::from(!keep);
-                    keep
-                },
-            )?;
-        }
-        let mut set = 0;
-        for c in costs.iter().filter(|c| (from..=to).contains(&c.day)) {
-            if self.costs.open()?.get(cost_key(space, c))?.is_some() || c.amount.is_zero() {
-                // Set by hand (Meta's own rows of these days are gone), or nothing spent.
-                continue;
-            }
-            self.insert_cost(space, c, meta)?;
-            touched.add(space, c.day, &c.campaign_name);
-            set += 1;
-        }
-        self.resum_costs(&touched)?;
-        Ok((set, removed))
     }
 
     /// Applies `patch` to the settings of `space`; answers them as they now are. A bot token
@@ -685,17 +602,6 @@ impl<'t> Txn<'t> {
         }
         Ok(())
     }
-}
-
-/// The `COSTS` key of cost `c` of `space`: its day, campaign, ad set and ad.
-fn cost_key(space: u32, c: &Cost) -> (u32, u32, &str, &str, &str) {
-    (
-        space,
-        c.day,
-        c.campaign_name.as_str(),
-        c.adset_name.as_str(),
-        c.ad_name.as_str(),
-    )
 }
 
 /// The settings of `space` from `cache`, read from `table` once per batch.
