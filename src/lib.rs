@@ -72,8 +72,9 @@
 //!   writer's indexes of digests in `index/` (the dedup and `fbclid` buffers, their key
 //!   filters). A file per family of tables with its writes and reads: links (`links.rs`),
 //!   spaces and credentials (`spaces.rs`), channels (`channels.rs`), destinations and
-//!   deliveries (`destinations/`), costs (`costs.rs`); events, clicks and settings written in
-//!   `ops.rs` and read in `read.rs`, stats read in `read_stats.rs`; which click an event is
+//!   deliveries (`destinations/`), costs (`costs.rs`), clicks and bindings (`clicks.rs`);
+//!   events and settings written in `ops.rs` and read in `read.rs`, stats read in
+//!   `read_stats.rs`; which click an event is
 //!   attributed to in `attribution.rs`, for both; `tracker check` and its repairs in `check/`.
 //!   Never knows about HTTP.
 //! - [`s3`]: S3-compatible object storage (`[backup_s3]`), where backups go off the machine:

@@ -6,7 +6,7 @@
 //! [`Snapshot`] handed to [`Store::read`] (`store.read(move |s| s.feed(..))`), which a reader
 //! thread (`engine/reader.rs`) runs against a shared snapshot. The writes and reads of each
 //! family of tables live in its own file (`links.rs`, `spaces.rs`, `channels.rs`, `costs.rs`,
-//! `destinations/`; events, clicks and settings in `ops.rs` and `read.rs`, stats in
+//! `clicks.rs`, `destinations/`; events and settings in `ops.rs` and `read.rs`, stats in
 //! `read_stats.rs`). Nothing outside this module sees a channel, a redb transaction or a
 //! table, and nothing here knows about HTTP.
 //!
@@ -17,6 +17,7 @@
 mod attribution;
 mod channels;
 pub mod check;
+mod clicks;
 mod cost_sums;
 mod costs;
 mod destinations;

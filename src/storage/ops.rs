@@ -4,10 +4,10 @@
 //! The commit loop (`engine/commit.rs`) runs each request's operation inside one transaction and
 //! answers after the commit; callers hand an operation to
 //! [`Store::write`](crate::storage::Store::write). Adding a write is one method of `Txn`. The
-//! writes here are events, clicks and bindings, settings and retention; those of the other
-//! families of tables have a file of their own, each an `impl Txn`: links in `links.rs`,
-//! Telegram channels in `channels.rs`, spaces and credentials in `spaces.rs`, costs in
-//! `costs.rs`, destinations and deliveries in `destinations/outbox.rs`.
+//! writes here are events, settings, rejections and retention; those of the other families of
+//! tables have a file of their own, each an `impl Txn`: clicks and bindings in `clicks.rs`,
+//! links in `links.rs`, Telegram channels in `channels.rs`, spaces and credentials in
+//! `spaces.rs`, costs in `costs.rs`, destinations and deliveries in `destinations/outbox.rs`.
 //!
 //! How an operation fails decides how far the failure reaches (`commit.rs`):
 //! - [`StoreError::Refused`]: the caller's request is refused (a taken name); that request is
@@ -24,12 +24,11 @@ use std::ops::Bound;
 
 use redb::{Key, ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 
-use crate::domain::click::{self, NewClick};
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
 use crate::domain::destination::{self, ClickFacts, Secret};
 use crate::domain::event::{EventId, EventKind, ValidEvent};
 use crate::domain::link::{Directory, Link};
-use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, PruneCursor, PruneStep};
+use crate::domain::outcome::{EventOutcome, PruneCursor, PruneStep};
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
 use crate::domain::settings::{SettingsPatch, SpaceSettings, check_bot_unshared};
 use crate::domain::stats::Counts;
@@ -40,7 +39,7 @@ use crate::storage::first_deposit::Depositors;
 use crate::storage::index::dedup_buffer::{self, DedupBuffer};
 use crate::storage::index::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::read;
-use crate::storage::records::{self, ClickHintsRecord, ClickRecord, RejectionRecord, SpaceRecord};
+use crate::storage::records::{self, RejectionRecord, SpaceRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
     ADMIN, CLICK_HINTS, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, DELIVERIES,
@@ -102,20 +101,20 @@ pub struct Txn<'t> {
     pub(super) meta: Table<'t, &'static str, u64>,
     pub(super) spaces: Lazy<'t, &'static str, &'static [u8]>,
     pub(super) credentials: Lazy<'t, &'static [u8; 32], &'static [u8]>,
-    inbox: Table<'t, (u32, u64), &'static [u8]>,
+    pub(super) inbox: Table<'t, (u32, u64), &'static [u8]>,
     pub(super) dedup: Table<'t, dedup_buffer::TableKey, dedup_buffer::Earlier>,
     pub(super) clicks: Table<'t, (u32, &'static str), &'static [u8]>,
     pub(super) by_fbclid: Table<'t, (u32, u128), &'static str>,
-    by_tg: Lazy<'t, (u32, u64, &'static str), ()>,
-    touches: Table<'t, (u32, u64), &'static [u8]>,
-    space_settings: Table<'t, u32, &'static [u8]>,
+    pub(super) by_tg: Lazy<'t, (u32, u64, &'static str), ()>,
+    pub(super) touches: Table<'t, (u32, u64), &'static [u8]>,
+    pub(super) space_settings: Table<'t, u32, &'static [u8]>,
     pub(super) stats: Table<'t, (u32, u8, &'static str, u32), &'static [u8]>,
-    rejections: Lazy<'t, (u32, u32), &'static [u8]>,
-    rejection_counts: Lazy<'t, u32, u64>,
+    pub(super) rejections: Lazy<'t, (u32, u32), &'static [u8]>,
+    pub(super) rejection_counts: Lazy<'t, u32, u64>,
     pub(super) links: Lazy<'t, &'static str, &'static [u8]>,
     pub(super) links_by_space: Lazy<'t, (u32, &'static str), ()>,
     pub(super) admin: Lazy<'t, &'static str, &'static [u8]>,
-    depositors: Depositors<'t>,
+    pub(super) depositors: Depositors<'t>,
     pub(super) costs: Lazy<'t, CostKey, &'static [u8]>,
     /// The stats counts of this batch, written once at its end.
     pub(super) rollup: Rollup,
@@ -128,11 +127,11 @@ pub struct Txn<'t> {
     /// The running server's links, as of the batch before: what the bound per space counts.
     pub(super) links_directory: &'t Directory,
     /// Dedup entries older than this transaction, not yet in `DEDUP`.
-    pending: &'t DedupBuffer,
+    pub(super) pending: &'t DedupBuffer,
     /// The dedup entries this transaction adds and writes out.
     pub(super) change: dedup_buffer::Change,
     /// `clicks_by_fbclid` entries older than this transaction, not yet in the table.
-    fbclid_pending: &'t FbclidBuffer,
+    pub(super) fbclid_pending: &'t FbclidBuffer,
     /// The `clicks_by_fbclid` entries this transaction adds and writes out.
     pub(super) fbclid_change: fbclid_buffer::Change,
     /// This batch's new clicks, encoded, written in key order at its end ([`Txn::write_clicks`]):
@@ -140,10 +139,10 @@ pub struct Txn<'t> {
     /// the time, and redb splits the last leaf evenly for a key that is not past every other,
     /// leaving half-empty leaves behind. No request of the batch can name them: their uids are
     /// answered after the commit.
-    new_clicks: BTreeMap<(u32, String), Vec<u8>>,
+    pub(super) new_clicks: BTreeMap<(u32, String), Vec<u8>>,
     /// The earliest time a new uid of this batch may begin with: past every uid of the batches
     /// before, so that a batch's clicks come after the last one's.
-    uid_floor: u64,
+    pub(super) uid_floor: u64,
     /// The space of each link this batch's visits named, `None` if it has none or is deleted: a
     /// batch of visits mostly names one link, read and decoded once. Any change to a link
     /// drops its entry.
@@ -151,9 +150,9 @@ pub struct Txn<'t> {
     /// Each space's settings, read once per batch when an event by Telegram id or a link click
     /// needs them; a change of the settings in the batch replaces them, so every event and click
     /// uses the settings in force when it is written.
-    settings_cache: HashMap<u32, SpaceSettings>,
+    pub(super) settings_cache: HashMap<u32, SpaceSettings>,
     /// This batch's visitors' hints of new clicks, written in key order with the clicks.
-    new_hints: BTreeMap<(u32, String), Vec<u8>>,
+    pub(super) new_hints: BTreeMap<(u32, String), Vec<u8>>,
     /// The live destinations as of the last commit (`Store`'s directory).
     pub(super) directory: &'t destination::Directory,
     /// What this batch changes of the destinations and their deliveries (`outbox.rs`).
@@ -445,137 +444,9 @@ impl<'t> Txn<'t> {
         Ok(step)
     }
 
-    /// Stores a new click with a fresh `uid`, or answers the click that has the same `fbclid`.
-    pub fn back_fill_click(
-        &mut self,
-        space: u32,
-        click: NewClick,
-    ) -> Result<ClickOutcome, StoreError> {
-        let fbclid_key = click.fbclid.as_deref().map(click::fbclid_key);
-        if let Some(k) = fbclid_key {
-            // Newest first: this transaction's clicks, then the buffer, then the table.
-            let key = (space, k);
-            let known = match self
-                .fbclid_change
-                .get(&key)
-                .or_else(|| self.fbclid_pending.get(&key))
-            {
-                Some(uid) => Some(uid.to_owned()),
-                None if self.fbclid_pending.may_be_in_table(&key) => {
-                    self.by_fbclid.get(key)?.map(|g| g.value().to_owned())
-                }
-                None => None,
-            };
-            if let Some(uid) = known {
-                return Ok(ClickOutcome {
-                    uid,
-                    created: false,
-                });
-            }
-        }
-        let uid = loop {
-            // 128 random bits: a collision is astronomically unlikely, but never overwrite.
-            let uid = click::new_uid(click.clicked_at_ms.max(self.uid_floor));
-            if !self.new_clicks.contains_key(&(space, uid.clone()))
-                && self.clicks.get((space, uid.as_str()))?.is_none()
-            {
-                break uid;
-            }
-        };
-        let hints = match click.hints {
-            Some(h) if self.settings_of(space)?.meta_client_hints => Some(ClickHintsRecord {
-                clicked_at_ms: click.clicked_at_ms,
-                ip: match h.ip {
-                    Some(std::net::IpAddr::V4(v4)) => v4.octets().to_vec(),
-                    Some(std::net::IpAddr::V6(v6)) => v6.octets().to_vec(),
-                    None => Vec::new(),
-                },
-                user_agent: h.user_agent,
-                fbc: h.fbc,
-            }),
-            _ => None,
-        };
-        let ids = click.ids;
-        let record = ClickRecord {
-            link_slug: click.link_slug,
-            fbclid: click.fbclid,
-            campaign_name: click.campaign_name,
-            raw_query: click.raw_query,
-            clicked_at_ms: click.clicked_at_ms,
-            tg_id: None,
-            bound_at_ms: None,
-            ttclid: ids.ttclid,
-            gclid: ids.gclid,
-            gbraid: ids.gbraid,
-            wbraid: ids.wbraid,
-            fbp: ids.fbp,
-        };
-        // First the step that can refuse, so that a refusal leaves nothing behind.
-        if let Some(k) = fbclid_key {
-            self.fbclid_change.add((space, k), &uid)?;
-        }
-        if let Some(hints) = hints {
-            self.new_hints
-                .insert((space, uid.clone()), records::encode(&hints));
-        }
-        self.new_clicks
-            .insert((space, uid.clone()), records::encode(&record));
-        self.rollup.click(space, &record);
-        Ok(ClickOutcome { uid, created: true })
-    }
-
-    /// Writes the batch's new clicks in key order; answers the latest time their uids begin with.
-    pub(super) fn write_clicks(&mut self) -> Result<Option<u64>, StoreError> {
-        let mut newest = None;
-        for ((space, uid), record) in std::mem::take(&mut self.new_clicks) {
-            self.clicks
-                .insert((space, uid.as_str()), record.as_slice())?;
-            newest = newest.max(click::uid_time(&uid));
-        }
-        for ((space, uid), record) in std::mem::take(&mut self.new_hints) {
-            self.click_hints
-                .open()?
-                .insert((space, uid.as_str()), record.as_slice())?;
-        }
-        Ok(newest)
-    }
-
     /// The settings of `space` in force now in this batch.
-    fn settings_of(&mut self, space: u32) -> Result<&SpaceSettings, StoreError> {
+    pub(super) fn settings_of(&mut self, space: u32) -> Result<&SpaceSettings, StoreError> {
         cached_settings(&mut self.settings_cache, &self.space_settings, space)
-    }
-
-    /// Binds click `uid` to `tg_id` by compare-and-set: the first binding wins.
-    pub fn bind(
-        &mut self,
-        space: u32,
-        uid: &str,
-        tg_id: u64,
-        now_ms: u64,
-    ) -> Result<BindOutcome, StoreError> {
-        let mut record: ClickRecord = match self.clicks.get((space, uid))? {
-            None => return Ok(BindOutcome::Unmatched),
-            Some(bytes) => records::decode(bytes.value())?,
-        };
-        if let Some(existing) = record.tg_id {
-            return Ok(BindOutcome::Bound {
-                tg_id: existing,
-                conflict: existing != tg_id,
-            });
-        }
-        let touch = attribution::stored_touch(&self.touches, space, tg_id)?;
-        record.tg_id = Some(tg_id);
-        record.bound_at_ms = Some(now_ms);
-        self.clicks
-            .insert((space, uid), records::encode(&record).as_slice())?;
-        self.by_tg.open()?.insert((space, tg_id, uid), ())?;
-        attribution::bound(&mut self.touches, (space, tg_id), touch, uid, now_ms)?;
-        self.depositors.bound(space, uid, tg_id)?;
-        self.rollup.binding(space, &record);
-        Ok(BindOutcome::Bound {
-            tg_id,
-            conflict: false,
-        })
     }
 
     /// Adds refused requests to their spaces' rejection logs, each replacing the space's oldest
@@ -621,6 +492,7 @@ fn cached_settings<'c>(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::domain::click::{self, NewClick};
     use crate::storage::engine::open::open_in_memory;
 
     /// A data file in memory with what the writer hands a transaction, all empty: its dedup
