@@ -2,7 +2,7 @@
 //! space of a million events, each timed while durable ingest runs at full rate beside it, and
 //! `tracker export` of that space: wall time and the export process's peak RSS.
 //!
-//! The reads go to a space of their own (`spread`), made through the admin socket, so that it
+//! The reads go to a space of their own (`spread`), made through the control socket, so that it
 //! holds exactly `--feed-events` events whatever other rows ran, spread the way a real space's
 //! are: 1000 clicks over 200 campaigns and 5 links (half of them bound), events in every hour
 //! of the last 89 days for every campaign (as far as the events reach: a million events are
@@ -132,7 +132,7 @@ pub fn space_create(cli: Command, name: &str) -> Result<serde_json::Value, Strin
         .map_err(|e| format!("reading what tracker space create printed: {e}"))
 }
 
-/// Runs `cli` with `args` (a command on the running server, through its admin socket);
+/// Runs `cli` with `args` (a command on the running server, through its control socket);
 /// answers what it printed, or what it said when it failed.
 pub fn tracker(mut cli: Command, args: &[&str]) -> Result<Vec<u8>, String> {
     let what = format!("tracker {}", args.join(" "));
@@ -170,7 +170,7 @@ pub fn space_fixture(cli: Command, name: &str, run: &str) -> Result<Fixture, Str
     })
 }
 
-/// Makes the space through the running server's admin socket (`tracker space create`), and its
+/// Makes the space through the running server's control socket (`tracker space create`), and its
 /// clicks and bindings over HTTP.
 pub fn create_space(
     cli: impl Fn() -> Command,
@@ -205,7 +205,7 @@ pub fn create_space(
 }
 
 /// Costs for every campaign on each of the last [`COST_DAYS`] UTC days, its own and one per
-/// ad of its ad sets, through `tracker costs import` (the admin socket of the running server).
+/// ad of its ad sets, through `tracker costs import` (the control socket of the running server).
 fn import_costs(mut cli: Command, run: &str, now_ms: u64) -> Result<(), String> {
     use std::fmt::Write as _;
     let today = now_ms / (24 * HOUR_MS);

@@ -132,7 +132,7 @@ impl Server {
     }
 
     /// `tracker --json` with this server's configuration and data file, for another command
-    /// (`space create`, `export`): it reaches the server through the admin socket while the
+    /// (`space create`, `export`): it reaches the server through the control socket while the
     /// server runs, and opens the data file itself once it has stopped.
     pub fn command(&self) -> Command {
         command(&self.bin, &self.config, &self.data)
