@@ -8,10 +8,10 @@
 //! of the last 89 days for every campaign (as far as the events reach: a million events are
 //! 5000 a campaign), and costs for every campaign on each of the last 90 days, the campaign's
 //! own and one for each of its 2 ad sets' 2 ads (90,000, imported as a CSV through `tracker
-//! costs import`). `GET /stats` by campaign over all time then reads
-//! each campaign's day rows, its quarter rows of the partial days, and every cost: a space
-//! whose million events all fell in one hour would make it look free. The events are filled through the server's own ingest path (`POST /events` over 64
-//! connections with the in-repo client, which counts exactly).
+//! costs import`). `GET /stats` by campaign over all time then reads each campaign's day rows,
+//! its quarter rows of the partial days, and every cost: a space whose million events all fell
+//! in one hour would make it look free. The events are filled through the server's own ingest
+//! path (`POST /events` over 64 connections with the in-repo client, which counts exactly).
 //!
 //! The side client is sequential (one connection, one request at a time), on its own thread: the
 //! load client's connection (`client::roundtrip`) driven by a runtime of that thread alone. Its
