@@ -37,21 +37,20 @@
 //! - [`delivery`]: conversions out, run in the background too: a sender task per destination
 //!   (`delivery/mod.rs`) that reads due deliveries through the reader path and records outcomes
 //!   through the writer, handed a narrow [`delivery::Senders`] (store, counters, clock,
-//!   settings) rather than the application; its HTTP client with the address checks
-//!   (`outgoing.rs`), and what each
-//!   kind of destination is sent (`format.rs`). The deliveries themselves are written with their
-//!   event (`storage/outbox.rs`).
+//!   settings) rather than the application, and what each kind of destination is sent
+//!   (`format.rs`). The deliveries themselves are written with their event
+//!   (`storage/outbox.rs`).
 //! - [`telegram`]: links that lead to a Telegram channel, run in the background through the
 //!   space's bot: a reader of the bot's updates per space (`telegram/updates.rs`: joins, leaves
 //!   and join requests, each run committed before it is acknowledged), and the loop that keeps
 //!   each channel link's pool of invite links made ahead and revokes unused ones
-//!   (`telegram/pool.rs`); the Bot API client (`telegram/api.rs`), on the senders' HTTP client.
+//!   (`telegram/pool.rs`); the Bot API client (`telegram/api.rs`), on the [`outbound`] client.
 //!   Handed a narrow [`telegram::Shared`]; what it reports ([`telegram::Status`]) the
 //!   application reads.
 //! - [`spend`]: spend fetched from Meta's insights into costs by campaign, ad set and ad, run in
 //!   the background too: every hour the last 3 days, every day the last 28, for each space with
 //!   a `meta_ads_account` and token, replacing those days' costs that came from Meta (`spend/
-//!   mod.rs`, the one fetch every way in calls); the insights client, on the senders' HTTP
+//!   mod.rs`, the one fetch every way in calls); the insights client, on the [`outbound`]
 //!   client (`insights.rs`). Handed a narrow [`spend::Shared`]; what it reports
 //!   ([`spend::Status`]) the application reads. In the layer of [`telegram`], importing
 //!   nothing of it.
@@ -70,6 +69,10 @@
 //!   check` and its repairs in `check/`. Never knows about HTTP.
 //! - [`s3`]: S3-compatible object storage (`[backup_s3]`), where backups go off the machine:
 //!   a file uploaded, a key downloaded, old backups under a prefix deleted.
+//! - [`outbound`]: the guarded HTTP client of everything that sends out (the senders, the
+//!   Telegram bots, the fetch of spend): addresses checked when a name is resolved and before a
+//!   URL written with an address is requested, timeouts, no redirects or proxy, answers read up
+//!   to a bound. Below everything that sends, so none of them sits above another only to use it.
 //! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
 //!   type with its stable codes, and the counters of `/metrics`.
 //!
@@ -113,6 +116,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["telegram", "spend"],
     &["delivery"],
     &["storage", "s3"],
+    &["outbound"],
     &["config", "metrics"],
     &["domain"],
     &["clock", "error"],
@@ -128,6 +132,7 @@ pub mod domain;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod outbound;
 pub mod router;
 pub mod s3;
 pub mod server;

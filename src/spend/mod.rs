@@ -251,12 +251,12 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
     let zone = settings.time_zone.zone();
     let today = stats::local_day(&zone, stats::quarter_of(now));
     let first = today.saturating_sub(days.max(1) - 1);
-    let client = crate::delivery::outgoing::client(&shared.settings.delivery).map_err(|e| {
+    let client = crate::outbound::client(&shared.settings.delivery).map_err(|e| {
         tracing::error!(error = %e, "a client for Meta's Graph API");
         Error::internal()
     })?;
     let allow_private = shared.settings.delivery.allow_private_destinations;
-    let check = |url: &str| crate::delivery::outgoing::check_before_send(url, allow_private);
+    let check = |url: &str| crate::outbound::check_before_send(url, allow_private);
     let base = settings.meta_graph_url.as_str();
     let read = insights::fetch(
         &client,
