@@ -15,6 +15,7 @@
 pub mod insights;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use crate::domain::stats;
 use crate::error::{Code, Error};
 use crate::metrics::Metrics;
 use crate::storage::Store;
+use crate::workers::Worker;
 
 /// The days every hour's fetch reads: today and the two before.
 pub const RECENT_DAYS: u32 = 3;
@@ -370,6 +372,14 @@ pub async fn run(shared: Shared) {
             }
         }
         let _ = tokio::time::timeout(LOOK_EVERY, woken).await;
+    }
+}
+
+impl Worker for Shared {
+    const NAME: &'static str = "spend";
+
+    fn run(self) -> impl Future<Output = ()> + Send {
+        run(self)
     }
 }
 
