@@ -110,7 +110,7 @@
 
 /// The layers, the highest first. A module imports only modules of lower layers, never its
 /// own layer's others or a higher one's: what a lower layer needs from above is handed to it
-/// (the route labels into [`metrics::Metrics`] at start, a narrow handle into the senders).
+/// (the route labels into [`metrics::Metrics`] at start, a narrow handle into each worker).
 /// `tests/it/layers.rs` reads the sources and holds every file to this order.
 pub const LAYERS: &[&[&str]] = &[
     &["cli"],

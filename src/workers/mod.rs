@@ -75,3 +75,59 @@ impl Workers {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::sync::oneshot;
+
+    /// Works until it is stopped; says so when its work is dropped.
+    struct UntilStopped(Option<oneshot::Sender<()>>);
+
+    impl Drop for UntilStopped {
+        fn drop(&mut self) {
+            if let Some(said) = self.0.take() {
+                let _ = said.send(());
+            }
+        }
+    }
+
+    impl Worker for UntilStopped {
+        const NAME: &'static str = "until_stopped";
+
+        async fn run(self) {
+            let _held = self;
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn worker() -> (UntilStopped, oneshot::Receiver<()>) {
+        let (said, stopped) = oneshot::channel();
+        (UntilStopped(Some(said)), stopped)
+    }
+
+    #[tokio::test]
+    async fn stop_ends_every_worker_and_returns_once_each_has_ended() {
+        let mut workers = Workers::default();
+        let (first, mut first_stopped) = worker();
+        let (second, mut second_stopped) = worker();
+        workers.start(first);
+        workers.start(second);
+        tokio::task::yield_now().await;
+        assert!(first_stopped.try_recv().is_err());
+        workers.stop().await;
+        assert_eq!(first_stopped.try_recv(), Ok(()));
+        assert_eq!(second_stopped.try_recv(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_roof_dropped_without_stop_stops_its_workers_all_the_same() {
+        let mut workers = Workers::default();
+        let (only, stopped) = worker();
+        workers.start(only);
+        drop(workers);
+        let ended = tokio::time::timeout(Duration::from_secs(5), stopped).await;
+        assert!(matches!(ended, Ok(Ok(()))), "{ended:?}");
+    }
+}
