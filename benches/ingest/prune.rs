@@ -56,7 +56,7 @@ pub fn run(args: &Args) -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
     // Past the window (2 s) and retention's margin before an entry may go.
-    let expirable = Duration::from_millis(tracker::server::retention::MARGIN_MS + 2000);
+    let expirable = Duration::from_millis(tracker::workers::retention::MARGIN_MS + 2000);
     std::thread::sleep(
         expirable
             .saturating_sub(started.elapsed())
