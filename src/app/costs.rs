@@ -63,15 +63,23 @@ impl CostsImport {
 impl App {
     /// Fetches the space's spend of the last 28 days from Meta now (`POST /costs/fetch`,
     /// `tracker costs fetch`, the Costs page's button): the same fetch the hourly and daily
-    /// ones are ([`crate::spend::fetch`]). A fetch that fails at Meta is answered as its
+    /// ones are ([`crate::workers::spend::fetch`]). A fetch that fails at Meta is answered as its
     /// result, not an error.
-    pub async fn fetch_costs(&self, space: &SpaceRef) -> Result<crate::spend::LastFetch, Error> {
-        crate::spend::fetch(&self.spend_tasks(), space.no, crate::spend::MONTH_DAYS).await
+    pub async fn fetch_costs(
+        &self,
+        space: &SpaceRef,
+    ) -> Result<crate::workers::spend::LastFetch, Error> {
+        crate::workers::spend::fetch(
+            &self.spend_tasks(),
+            space.no,
+            crate::workers::spend::MONTH_DAYS,
+        )
+        .await
     }
 
     /// The space's last fetch of spend from Meta since the server started.
     #[must_use]
-    pub fn last_costs_fetch(&self, space: &SpaceRef) -> Option<crate::spend::LastFetch> {
+    pub fn last_costs_fetch(&self, space: &SpaceRef) -> Option<crate::workers::spend::LastFetch> {
         self.spend.last(space.no)
     }
 

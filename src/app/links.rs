@@ -60,7 +60,7 @@ impl App {
         space: &SpaceRef,
         channel: &mut crate::domain::channel::Channel,
     ) -> Result<(), Error> {
-        use crate::telegram::api::ApiError;
+        use crate::workers::telegram::api::ApiError;
         let bad = |message: String| Error::field(Code::InvalidField, "channel", message);
         let no = space.no;
         let token = self

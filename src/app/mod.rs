@@ -51,9 +51,9 @@ pub struct App {
     pub delivery_wake: Arc<tokio::sync::Notify>,
     /// What the Telegram tasks report (each bot's name, each channel link's last Bot API
     /// error), and their wake-up (`telegram/`).
-    pub telegram: Arc<crate::telegram::Status>,
+    pub telegram: Arc<crate::workers::telegram::Status>,
     /// Each space's last fetch of spend from Meta, and the fetch loop's wake-up (`spend/`).
-    pub spend: Arc<crate::spend::Status>,
+    pub spend: Arc<crate::workers::spend::Status>,
 }
 
 impl App {
@@ -88,10 +88,10 @@ impl App {
         }
     }
 
-    /// What the fetch of spend from Meta is handed (`spend/`).
+    /// What the fetch of spend from Meta is handed (`workers/spend/`).
     #[must_use]
-    pub fn spend_tasks(&self) -> crate::spend::Shared {
-        crate::spend::Shared {
+    pub fn spend_tasks(&self) -> crate::workers::spend::Shared {
+        crate::workers::spend::Shared {
             store: self.store.clone(),
             settings: self.settings.clone(),
             clock: self.clock.clone(),
@@ -100,10 +100,35 @@ impl App {
         }
     }
 
-    /// What the Telegram tasks are handed (`telegram/`).
+    /// What retention is handed (`workers/retention.rs`).
     #[must_use]
-    pub fn telegram_tasks(&self) -> crate::telegram::Shared {
-        crate::telegram::Shared::new(
+    pub fn retention(&self) -> crate::workers::retention::Retention {
+        crate::workers::retention::Retention::new(
+            self.store.clone(),
+            self.clock.clone(),
+            self.metrics.clone(),
+            &self.settings,
+        )
+    }
+
+    /// What the backup schedule is handed (`workers/backups.rs`).
+    #[must_use]
+    pub fn backups(
+        &self,
+        schedule: crate::config::BackupSchedule,
+    ) -> crate::workers::backups::Backups {
+        crate::workers::backups::Backups {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            metrics: self.metrics.clone(),
+            schedule,
+        }
+    }
+
+    /// What the Telegram tasks are handed (`workers/telegram/`).
+    #[must_use]
+    pub fn telegram_tasks(&self) -> crate::workers::telegram::Shared {
+        crate::workers::telegram::Shared::new(
             self.store.clone(),
             self.settings.clone(),
             self.clock.clone(),

@@ -19,8 +19,8 @@ use std::future::Future;
 
 use serde_json::Value;
 
-use super::outgoing::Answered;
 use crate::domain::destination::{MetaAnswer, answer_head, meta_answer};
+use crate::outbound::Answered;
 
 /// The most of Meta's answer that is read: its error, with the `data[i]` it names, is longer
 /// than what a delivery keeps.

@@ -13,7 +13,6 @@
 
 pub mod format;
 pub mod meta;
-pub mod outgoing;
 pub mod tiktok;
 
 use std::collections::HashMap;
@@ -33,6 +32,7 @@ use crate::domain::destination::{
 };
 use crate::domain::feed::FeedEvent;
 use crate::metrics::Metrics;
+use crate::outbound as outgoing;
 use crate::storage::Due;
 use crate::storage::Store;
 use meta::Fate;

@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::delivery::outgoing::error_words;
 use crate::domain::cost::{self, AdNames, Cost, Day, Source};
 use crate::domain::destination::{
     MetaAnswer, meta_answer, names_old_version, names_unknown_object,
 };
+use crate::outbound::error_words;
 
 /// The Graph API version asked for: the one Meta destinations use unless told otherwise, so
 /// one constant follows Meta's retirements.
