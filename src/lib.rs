@@ -20,10 +20,12 @@
 //! - [`surface`]: what both of them share, below them: a request taken apart ([`surface::Call`]),
 //!   the client's address the connection layer puts on it, and the one mapping from errors to
 //!   answers (`surface/respond.rs`).
-//! - [`app`]: the operations every way in shares, as methods of [`app::App`]: authenticate,
-//!   record an event, back-fill a click, bind, links, the feed, stats and rejections
-//!   (`app/mod.rs`); a space's settings (`app/settings.rs`); spaces, credentials, the admin
-//!   password and backups (`app/spaces.rs`).
+//! - [`app`]: the operations every way in shares, as methods of [`app::App`], a file per
+//!   resource: who a request acts for, with the rate limits (`app/auth.rs`); events, clicks
+//!   and bindings (`app/events.rs`); links (`app/links.rs`); the feed, stats and rejections
+//!   (`app/reads.rs`); costs (`app/costs.rs`); a space's settings (`app/settings.rs`); spaces,
+//!   credentials, the admin password and backups (`app/spaces.rs`); destinations
+//!   (`app/destinations.rs`). `app/mod.rs` is the [`app::App`] type and its making.
 //! - [`control`]: how the command line reaches a running server: one typed
 //!   [`control::Request`] (the command line's subcommands themselves) and its
 //!   [`control::Answer`], over a Unix socket beside the data file, or run on the file directly
@@ -59,20 +61,27 @@
 //!   reads due deliveries through the reader path and records outcomes through the writer,
 //!   handed a narrow [`delivery::Senders`] (store, counters, clock, settings) rather than the
 //!   application, and what each kind of destination is sent (`format.rs`). The deliveries
-//!   themselves are written with their event (`storage/outbox.rs`).
+//!   themselves are written with their event (`storage/destinations/outbox.rs`).
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, the uid rule, exact
 //!   decimals, dedup keys, credentials and the keyring, clicks and bindings, the rate limit,
 //!   tracking links, a space's settings, the feed, stats and the rejection log, the outcomes
 //!   storage answers, and how money, rates and returns are shown (`domain/display.rs`, for the
 //!   pages and the command line alike).
-//! - [`storage`]: the data file, behind one type, [`storage::Store`], with an async method per
-//!   operation. Every table in `storage/schema.rs`, record encodings in `records/` (a file per
-//!   family of records), opening and numbered migrations in `open.rs`; the write operations in
-//!   `ops.rs` (links, spaces and deliveries in `links.rs`, `spaces.rs`, `outbox.rs`), run by the
-//!   commit loop (`commit.rs`, one thread that group-commits); the read operations in `read.rs`
-//!   (stats and costs in `read_stats.rs`), run by the reader threads (`reader.rs`); which click
-//!   an event is attributed to, by uid or Telegram id, in `attribution.rs`, for both; `tracker
-//!   check` and its repairs in `check/`. Never knows about HTTP.
+//! - [`storage`]: the data file, behind one type, [`storage::Store`], which runs every
+//!   operation one way: a write, one method of `Txn`, through [`storage::Store::write`]; a read,
+//!   one method of `Snapshot`, through [`storage::Store::read`]. Private modules behind a
+//!   curated `pub use` in `storage/mod.rs`. Every table in `storage/schema.rs`, record encodings
+//!   in `records/` (a file per family of records). The engine in `engine/`: the file and its
+//!   backend, opening and the numbered migrations (`open.rs`), the commit loop (`commit.rs`,
+//!   one thread that group-commits), the reader threads (`reader.rs`), backup and compact. The
+//!   writer's indexes of digests in `index/` (the dedup and `fbclid` buffers, their key
+//!   filters). A file per family of tables with its writes and reads: links (`links.rs`),
+//!   spaces and credentials (`spaces.rs`), channels (`channels.rs`), destinations and
+//!   deliveries (`destinations/`), costs (`costs.rs`), clicks and bindings (`clicks.rs`);
+//!   events and settings written in `ops.rs` and read in `read.rs`, stats read in
+//!   `read_stats.rs`; which click an event is
+//!   attributed to in `attribution.rs`, for both; `tracker check` and its repairs in `check/`.
+//!   Never knows about HTTP.
 //! - [`s3`]: S3-compatible object storage (`[backup_s3]`), where backups go off the machine:
 //!   a file uploaded, a key downloaded, old backups under a prefix deleted.
 //! - [`outbound`]: the guarded HTTP client of everything that sends out (the senders, the
@@ -86,17 +95,18 @@
 //! from above, never imports it (`tests/it/layers.rs` reads the sources and fails otherwise).
 //!
 //! A request flows: router → guard (credential) → handler → [`app::App`] (validate with
-//! `domain`) → a [`storage::Store`] method → commit loop → one write transaction per batch →
-//! fsync → answer. What each endpoint does, field by field, is `docs/api.md`.
+//! `domain`) → an operation handed to [`storage::Store`] → commit loop → one write transaction
+//! per batch → fsync → answer. What each endpoint does, field by field, is `docs/api.md`.
 //!
 //! # Adding an operation
 //!
-//! - Storage: a write is one method on `Txn` in `storage/ops.rs` (it reads and decodes before
-//!   it inserts, and returns `StoreError::Refused` for a request the caller must change) and one
-//!   async method on `Store` that hands it to `write`; a read is one function on a `Snapshot`
-//!   in `storage/read.rs` and one `Store` method. A new table is declared once in
-//!   `storage/schema.rs` and created by a new numbered migration in `storage/open.rs` (a schema
-//!   version, with a fixture file from the version before).
+//! - Storage: a write is one method on `Txn` (it reads and decodes before it inserts, and
+//!   returns `StoreError::Refused` for a request the caller must change), in the file of its
+//!   family of tables (`storage/links.rs`, `storage/destinations/outbox.rs`, ...) or in
+//!   `storage/ops.rs`, which callers hand to `Store::write`; a read is one method on a
+//!   `Snapshot`, in its family's file or `storage/read.rs`, handed to `Store::read`. A new
+//!   table is declared once in `storage/schema.rs` and created by a new numbered migration in
+//!   `storage/engine/open.rs` (a schema version, with a fixture file from the version before).
 //! - The operation: one method on [`app::App`], which every way in calls.
 //! - An endpoint: one entry in `router/table.rs` naming its request and answer types (each
 //!   `#[derive(JsonSchema)]`), its operation file in `router/openapi/` (summary, parameters,

@@ -3,7 +3,8 @@
 //! write transaction, and one result per event, in order, as `POST /events` would have answered
 //! it.
 
-use crate::app::{App, EventResult};
+use crate::app::App;
+use crate::app::events::EventResult;
 use crate::domain::batch;
 use crate::domain::event::{EventInput, POST_NAMES};
 use crate::domain::keyring::SpaceRef;
@@ -41,7 +42,11 @@ impl App {
             }
         }
         if !valid.is_empty() {
-            let outcomes = self.store.record_events(space.no, valid).await?;
+            let no = space.no;
+            let outcomes = self
+                .store
+                .write(move |t| t.record_events(no, valid))
+                .await?;
             for ((place, basis), outcome) in places.into_iter().zip(outcomes) {
                 results[place] = Some(outcome.map(|o| EventResult::stored(o, basis)));
             }

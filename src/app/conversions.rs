@@ -76,10 +76,12 @@ impl App {
             }));
         }
         let now = self.now_ms();
-        let settings = self.store.space_settings(space.no).await?;
+        let no = space.no;
+        let settings = self.store.read(move |s| s.space_settings(no)).await?;
+        let since_ms = now.saturating_sub(WINDOW_MS);
         let events = self
             .store
-            .google_conversions(space.no, now.saturating_sub(WINDOW_MS))
+            .read(move |s| s.google_conversions(no, since_ms))
             .await?;
         let rows: Vec<Conversion> = events
             .into_iter()
@@ -107,7 +109,10 @@ impl App {
             &rows,
         );
         let count = rows.len() as u64;
-        self.store.record_fetch(d.no, now, count).await?;
+        let destination = d.no;
+        self.store
+            .write(move |t| t.record_fetch(destination, now, count))
+            .await?;
         tracing::info!(
             space = space_name,
             destination = name,

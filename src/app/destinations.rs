@@ -42,9 +42,10 @@ impl App {
             Target::GoogleAds(g) => g.new_password.as_ref().map(|p| p.expose().to_owned()),
             _ => None,
         };
+        let (no, now) = (space.no, self.now_ms());
         let created = self
             .store
-            .create_destination(space.no, new, self.now_ms())
+            .write(move |t| t.create_destination(no, &new, now))
             .await?;
         let mut view = DestinationView::new(&created, StateCounts::default(), None);
         view.signing_secret = secret;
@@ -54,14 +55,16 @@ impl App {
 
     /// The space's live destinations, oldest first, with their counts per state and last error.
     pub async fn destinations(&self, space: &SpaceRef) -> Result<Vec<DestinationView>, Error> {
-        self.store.destinations(space.no).await
+        let no = space.no;
+        self.store.read(move |s| s.destinations(no)).await
     }
 
     /// Removes a destination of the space: it sends nothing more, and its open deliveries are
     /// cancelled.
     pub async fn remove_destination(&self, space: &SpaceRef, name: String) -> Result<(), Error> {
+        let (no, now) = (space.no, self.now_ms());
         self.store
-            .remove_destination(space.no, name, self.now_ms())
+            .write(move |t| t.remove_destination(no, &name, now))
             .await
     }
 
@@ -71,7 +74,8 @@ impl App {
         space: &SpaceRef,
         query: DeliveryQuery,
     ) -> Result<Vec<DeliveryView>, Error> {
-        self.store.deliveries(space.no, query).await
+        let no = space.no;
+        self.store.read(move |s| s.deliveries(no, &query)).await
     }
 
     /// Makes every dead delivery of a destination due again now, with `delivery_max_age`
@@ -96,15 +100,10 @@ impl App {
         }
         let (mut retried, mut from) = (0, 0);
         loop {
+            let (no, name, now) = (space.no, name.clone(), self.now_ms());
             let (n, next) = self
                 .store
-                .retry_dead(
-                    space.no,
-                    name.clone(),
-                    self.now_ms(),
-                    from,
-                    RETRY_PER_COMMIT,
-                )
+                .write(move |t| t.retry_dead(no, &name, now, from, RETRY_PER_COMMIT))
                 .await?;
             retried += n;
             // On from the last step: one that dies again meanwhile is not taken twice.
@@ -130,14 +129,10 @@ impl App {
         patch: DestinationPatch,
     ) -> Result<DestinationView, Error> {
         check_name(&name)?;
+        let (no, allow_private) = (space.no, self.settings.delivery.allow_private_destinations);
         let changed = self
             .store
-            .change_destination(
-                space.no,
-                name,
-                patch,
-                self.settings.delivery.allow_private_destinations,
-            )
+            .write(move |t| t.change_destination(no, &name, patch, allow_private))
             .await?;
         self.delivery_wake.notify_waiters();
         Ok(self
@@ -159,15 +154,14 @@ impl App {
         // A name no destination can have is one no destination has: 404, as for `DELETE`.
         let now = self.now_ms();
         // A Google Ads destination makes its own new password (`Txn::rotate_signing_secret`).
+        let (no, secret, grace_until_ms) = (
+            space.no,
+            new_signing_secret(),
+            now.saturating_add(ROTATION_GRACE_MS),
+        );
         let rotated = self
             .store
-            .rotate_signing_secret(
-                space.no,
-                name,
-                new_signing_secret(),
-                now,
-                now.saturating_add(ROTATION_GRACE_MS),
-            )
+            .write(move |t| t.rotate_signing_secret(no, &name, secret, now, grace_until_ms))
             .await?;
         let mut view = self
             .destination_view(space, |d| d.name == rotated.name)

@@ -12,7 +12,8 @@ use crate::workers::telegram::api::{ApiError, Me};
 impl App {
     /// The space's settings.
     pub async fn space_settings(&self, space: &SpaceRef) -> Result<SpaceSettings, Error> {
-        self.store.space_settings(space.no).await
+        let no = space.no;
+        self.store.read(move |s| s.space_settings(no)).await
     }
 
     /// Changes the space's settings (`PATCH /space`, `tracker space set`, the Settings page):
@@ -32,7 +33,11 @@ impl App {
             .any(|name| patch.value(name).is_some());
         // The store may still refuse the token (another space's bot): the space's bot is
         // reported only once it is the space's.
-        let settings = self.store.update_settings(space.no, patch).await?;
+        let no = space.no;
+        let settings = self
+            .store
+            .write(move |t| t.update_settings(no, &patch))
+            .await?;
         match bot {
             Some(Ok(me)) => self.telegram.bot_found(space.no, &me),
             Some(Err(e)) => self.telegram.bot_failed(space.no, &e),
@@ -67,7 +72,8 @@ impl App {
 
     /// The space's Telegram bot in a sentence: its `@username`, or why it is not in use.
     pub async fn telegram_bot(&self, space: &SpaceRef) -> Result<Option<String>, Error> {
-        let settings = self.store.space_settings(space.no).await?;
+        let no = space.no;
+        let settings = self.store.read(move |s| s.space_settings(no)).await?;
         Ok(settings.telegram_bot_token.map(|_| {
             self.telegram
                 .bot(space.no)

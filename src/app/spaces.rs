@@ -6,13 +6,17 @@
 //! too; every path commits through the writer. Credentials are made here and handed to storage
 //! only as digests.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
 use crate::domain::credential::{self, Kind};
+use crate::domain::outcome::NewCredential;
 use crate::domain::password;
 use crate::error::{Code, Error};
-use crate::storage::read::SpaceSummary;
+use crate::storage::Snapshot;
+use crate::storage::SpaceSummary;
 
 /// The rule of a space id: `[a-z0-9][a-z0-9-]{0,31}`.
 pub fn check_space_name(name: &str) -> Result<(), Error> {
@@ -70,13 +74,14 @@ impl App {
         ingest: credential::Issued,
     ) -> Result<CreatedSpace, Error> {
         check_space_name(name)?;
+        let (owned, secret_new, ingest_new, now) = (
+            name.to_owned(),
+            NewCredential::from(&secret),
+            NewCredential::from(&ingest),
+            self.now_ms(),
+        );
         self.store
-            .create_space(
-                name.to_owned(),
-                (&secret).into(),
-                (&ingest).into(),
-                self.now_ms(),
-            )
+            .write(move |t| t.create_space(&owned, &secret_new, &ingest_new, now))
             .await?;
         Ok(CreatedSpace {
             space: name.to_owned(),
@@ -89,9 +94,10 @@ impl App {
     pub async fn rotate(&self, space: &str, kind: Kind) -> Result<Rotated, Error> {
         let new = credential::generate(kind);
         let grace_ms = u64::try_from(self.settings.rotation_grace.as_millis()).unwrap_or(u64::MAX);
+        let (name, credential, now) = (space.to_owned(), NewCredential::from(&new), self.now_ms());
         let previous_valid_until_ms = self
             .store
-            .rotate(space.to_owned(), (&new).into(), grace_ms, self.now_ms())
+            .write(move |t| t.rotate(&name, &credential, grace_ms, now))
             .await?;
         Ok(Rotated {
             space: space.to_owned(),
@@ -103,9 +109,10 @@ impl App {
 
     /// Ends every live credential of `kind` at once (for a leaked key).
     pub async fn revoke(&self, space: &str, kind: Kind) -> Result<Revoked, Error> {
+        let (name, now) = (space.to_owned(), self.now_ms());
         let revoked = self
             .store
-            .revoke(space.to_owned(), kind, self.now_ms())
+            .write(move |t| t.revoke(&name, kind, now))
             .await?;
         Ok(Revoked {
             space: space.to_owned(),
@@ -117,15 +124,15 @@ impl App {
     /// Every space with its credentials (never the credentials themselves).
     pub async fn spaces(&self) -> Result<Vec<SpaceSummary>, Error> {
         // Last-used times this process has seen but not yet written back count too.
-        let seen = self.store.keyring().last_used().into_iter().collect();
-        self.store.list_spaces(seen).await
+        let seen: HashMap<_, _> = self.store.keyring().last_used().into_iter().collect();
+        self.store.read(move |s| s.list_spaces(&seen)).await
     }
 
     /// A consistent copy of the data file at `dest` (which must not exist).
     pub async fn backup(
         &self,
         dest: &std::path::Path,
-    ) -> Result<crate::storage::backup::BackupStats, Error> {
+    ) -> Result<crate::storage::BackupStats, Error> {
         if dest.exists() {
             return Err(Error::field(
                 Code::InvalidField,
@@ -147,13 +154,13 @@ impl App {
             .map_err(|e| {
                 Error::new(Code::Internal, format!("hashing the password failed: {e}"))
             })??;
-        self.store.set_admin_password(hash).await
+        self.store.write(move |t| t.set_admin_password(&hash)).await
     }
 
     /// On a server's start: when no admin password is set, sets a generated one and answers it, to
     /// be shown once.
     pub async fn ensure_password(&self) -> Result<Option<String>, Error> {
-        if self.store.admin_password().await?.is_some() {
+        if self.store.read(Snapshot::admin_password).await?.is_some() {
             return Ok(None);
         }
         let generated = password::generate();
@@ -164,7 +171,7 @@ impl App {
     /// Whether `password` is the admin password (never, while none is set). Costs tens of
     /// milliseconds of one core: callers throttle first (`web::session::LoginThrottle`).
     pub async fn check_password(&self, password: String) -> Result<bool, Error> {
-        let Some(stored) = self.store.admin_password().await? else {
+        let Some(stored) = self.store.read(Snapshot::admin_password).await? else {
             return Ok(false);
         };
         tokio::task::spawn_blocking(move || password::verify(&password, &stored))
@@ -181,6 +188,6 @@ impl App {
 
     /// The admin password's hash, if one is set.
     pub async fn admin_password(&self) -> Result<Option<String>, Error> {
-        self.store.admin_password().await
+        self.store.read(Snapshot::admin_password).await
     }
 }

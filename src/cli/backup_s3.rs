@@ -9,7 +9,7 @@ use super::request::Target;
 use super::restore::hidden_beside;
 use crate::config::Settings;
 use crate::control::{Answer, Request};
-use crate::storage::backup::BackupStats;
+use crate::storage::BackupStats;
 
 /// `tracker backup s3://BUCKET/KEY`: the same consistent copy as `tracker backup FILE` (through
 /// the running server, or of the file), written beside the data file under a hidden name,

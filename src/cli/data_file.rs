@@ -10,7 +10,7 @@ use super::output::Output;
 use crate::clock::{Clock as _, SystemClock};
 use crate::config::Settings;
 use crate::control::{self, Answer, Reached, Request};
-use crate::storage::backup::BackupStats;
+use crate::storage::BackupStats;
 
 /// `tracker backup`'s answer, naming `dest`, where the copy went.
 pub(super) fn backed_up_text(stats: &BackupStats, dest: Option<&Path>) -> String {
@@ -89,7 +89,7 @@ pub(super) fn check(
     }
 }
 
-/// `tracker compact`: offline only (`storage/compact.rs` says why).
+/// `tracker compact`: offline only (`storage/engine/compact.rs` says why).
 pub(super) fn compact(settings: &Settings, out: Output) -> CliResult {
     let path = &settings.data;
     if control::reachable(&control::socket_path(path)) {
@@ -100,7 +100,7 @@ pub(super) fn compact(settings: &Settings, out: Output) -> CliResult {
         )
         .into());
     }
-    let done = crate::storage::compact::compact_file(path)?;
+    let done = crate::storage::compact_file(path)?;
     let text = format!(
         "compacted {}: {} bytes before, {} after ({} freed)",
         path.display(),

@@ -67,7 +67,7 @@ pub(super) fn init(settings: &Settings, out: Output) -> CliResult {
         admin_password: &'a str,
     }
     let path = &settings.data;
-    if crate::storage::open::holds_data(path) {
+    if crate::storage::holds_data(path) {
         return Err(format!(
             "there is already a data file at {}; `tracker init` only makes a new one (add a \
              space to it with `tracker space create NAME`)",
@@ -76,7 +76,7 @@ pub(super) fn init(settings: &Settings, out: Output) -> CliResult {
         .into());
     }
     let options = StoreOptions {
-        cache_bytes: crate::storage::open::COMMAND_CACHE_BYTES,
+        cache_bytes: crate::storage::COMMAND_CACHE_BYTES,
         ..StoreOptions::default()
     };
     let (store, _) = Store::open(path, &options)?;

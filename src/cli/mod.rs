@@ -293,5 +293,5 @@ fn data_file_required(settings: &Settings) -> CliResult {
     if control::reachable(&control::socket_path(&settings.data)) {
         return Ok(());
     }
-    Ok(crate::storage::open::require_existing(&settings.data)?)
+    Ok(crate::storage::require_existing(&settings.data)?)
 }

@@ -61,10 +61,10 @@ impl Target {
                         return Ok(answer?);
                     }
                     // No server: the file must be there (the server may have just stopped).
-                    crate::storage::open::require_existing(&settings.data)?;
+                    crate::storage::require_existing(&settings.data)?;
                     // A command's own open: it reads what it needs once, so a small cache.
                     let options = StoreOptions {
-                        cache_bytes: crate::storage::open::COMMAND_CACHE_BYTES,
+                        cache_bytes: crate::storage::COMMAND_CACHE_BYTES,
                         ..StoreOptions::default()
                     };
                     match Store::open(&settings.data, &options) {

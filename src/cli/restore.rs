@@ -138,7 +138,7 @@ pub(super) fn restore(settings: &Settings, out: Output, source: &str) -> CliResu
 /// file's lock.
 fn refuse_if_served(data: &Path) -> CliResult {
     let served = control::reachable(&control::socket_path(data))
-        || crate::storage::open::require_unused(data).is_err();
+        || crate::storage::require_unused(data).is_err();
     if served {
         return Err(format!(
             "a server has {} open, and a restore replaces the file under it: stop the server \

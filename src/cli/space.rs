@@ -10,7 +10,7 @@ use crate::app::spaces::{CreatedSpace, Revoked, Rotated};
 use crate::clock::{Clock as _, SystemClock, rfc3339_s};
 use crate::control::SpaceSettingsSet;
 use crate::domain::settings::SpaceSettings;
-use crate::storage::read::SpaceSummary;
+use crate::storage::SpaceSummary;
 
 /// A new space's credentials, shown once, as lines to paste into a shell (`base`: the
 /// tracker's public address, for `TRACKER`).

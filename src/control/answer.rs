@@ -13,9 +13,9 @@ use crate::domain::feed::FeedPage;
 use crate::domain::link::LinkView;
 use crate::domain::settings::SpaceSettings;
 use crate::domain::stats::GroupStats;
-use crate::storage::backup::BackupStats;
+use crate::storage::BackupStats;
+use crate::storage::SpaceSummary;
 use crate::storage::check::Report;
-use crate::storage::read::SpaceSummary;
 
 /// What a [`Request`] answers.
 #[derive(Serialize, Deserialize, Debug)]

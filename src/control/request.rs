@@ -543,7 +543,7 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
 }
 
 /// An event's result as it crosses the control socket.
-fn imported_event(result: Result<crate::app::EventResult, Error>) -> ImportedEvent {
+fn imported_event(result: Result<crate::app::events::EventResult, Error>) -> ImportedEvent {
     match result {
         Ok(r) => {
             let inbox_id = r.inbox_id.map(|id| id.to_string());

@@ -3,7 +3,7 @@
 //! (`outgoing.rs`) and formats (`format.rs`), all on one thread of their own that runs at a lower
 //! CPU priority than the server: ingest first, deliveries with the time that is left.
 //!
-//! A task reads what is due through the reader path (`storage/outbox.rs`, `due`), sends it, and
+//! A task reads what is due through the reader path (`storage/destinations`, `due`), sends it, and
 //! records what each attempt came to through the writer, one write per batch. A delivery leaves
 //! `pending` or `retrying` only in that write: a crash before it sends the delivery again after
 //! the restart (at least once; receivers deduplicate). A destination that is slow, failing or
@@ -33,8 +33,8 @@ use crate::domain::destination::{
 use crate::domain::feed::FeedEvent;
 use crate::metrics::Metrics;
 use crate::outbound as outgoing;
+use crate::storage::Due;
 use crate::storage::Store;
-use crate::storage::outbox::Due;
 use meta::Fate;
 
 /// What the senders need of the application, handed to them by the layer above: the store,
@@ -212,7 +212,9 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
             Kind::GoogleAds => return,
         };
         let now = senders.now_ms();
-        let batch = match senders.store.due_deliveries(d.clone(), now, limit).await {
+        let destination = d.clone();
+        let due = senders.store.read(move |s| s.due(&destination, now, limit));
+        let batch = match due.await {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(destination = %d.name, error = %e, "reading due deliveries");
@@ -272,11 +274,12 @@ async fn record(
     pause: Option<(Paused, Arc<Destination>)>,
 ) {
     loop {
-        match senders
-            .store
-            .record_attempts(d.no, attempts.to_vec(), sent_through, age, pause.clone())
-            .await
-        {
+        let (no, recorded, pausing) = (d.no, attempts.to_vec(), pause.clone());
+        let written = senders.store.write(move |t| {
+            let pause = pausing.as_ref().map(|(p, d)| (p.clone(), &**d));
+            t.record_attempts(no, &recorded, sent_through, age, pause)
+        });
+        match written.await {
             Ok((_, paused_now)) => {
                 if let (true, Some((p, _))) = (paused_now, &pause) {
                     tracing::error!(

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use warp::reply::Response;
 
-use crate::app::{App, Presented};
+use crate::app::App;
+use crate::app::auth::Presented;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;

@@ -6,7 +6,7 @@ use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use crate::app::EventResult;
+use crate::app::events::EventResult;
 use crate::domain::click::BindInput;
 use crate::domain::dedup::Basis;
 use crate::domain::event::{AttributedBy, EventInput, GET_NAMES, POST_NAMES};

@@ -7,7 +7,7 @@ use serde::Serialize;
 use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
 
-use crate::app::Visit;
+use crate::app::links::Visit;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::{Destination, Link, LinkView, Mode, NewLink, location};
 use crate::error::Error;

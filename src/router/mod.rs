@@ -23,7 +23,8 @@ use warp::Filter;
 use warp::http::{HeaderMap, HeaderValue, Method, header};
 use warp::reply::Response;
 
-use crate::app::{App, Presented};
+use crate::app::App;
+use crate::app::auth::Presented;
 use crate::domain::input::Query;
 use crate::error::{Code, Error};
 use crate::http::access::{self, Access};

@@ -12,7 +12,7 @@ use redb::{ReadableTable, Table};
 
 use crate::domain::event::{AttributedBy, ValidEvent};
 use crate::domain::settings::{Attribution, SpaceSettings};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::records::{self, ClickRecord, SpaceSettingsRecord, TgTouchRecord};
 
 /// The click an event is attributed to, if any.

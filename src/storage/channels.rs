@@ -12,7 +12,7 @@ use crate::domain::channel::{self, ChannelUpdate, UpdatesApplied};
 use crate::domain::dedup;
 use crate::domain::event::{EventKind, Source, ValidEvent};
 use crate::domain::stats::{Dimension, quarter_of};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read::Snapshot;
 use crate::storage::records::{self, ChannelStateRecord, ClickRecord, InviteRecord, MemberRecord};
@@ -84,7 +84,7 @@ impl Txn<'_> {
     }
 
     /// Puts invite links made for channel link `slug` of `space` into its pool.
-    pub(crate) fn add_invites(
+    pub fn add_invites(
         &mut self,
         space: u32,
         slug: &str,
@@ -118,11 +118,7 @@ impl Txn<'_> {
     }
 
     /// Marks invite links revoked (or gone at Telegram): they are no longer waited on.
-    pub(crate) fn invites_revoked(
-        &mut self,
-        urls: &[String],
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
+    pub fn invites_revoked(&mut self, urls: &[String], now_ms: u64) -> Result<(), StoreError> {
         let mut handed = self.transaction.open_table(INVITES_HANDED)?;
         let mut invites = self.transaction.open_table(INVITES)?;
         let mut states = self.transaction.open_table(CHANNEL_STATES)?;
@@ -150,7 +146,7 @@ impl Txn<'_> {
     /// read next, if given (the poller's), in the same transaction: an update's effects are
     /// committed before it is acknowledged, and one read again after a crash finds them there
     /// and changes nothing.
-    pub(crate) fn apply_updates(
+    pub fn apply_updates(
         &mut self,
         space: u32,
         updates: &[ChannelUpdate],
@@ -436,55 +432,58 @@ fn channel_groups(slug: Option<&str>, campaign: Option<&str>) -> Vec<(u8, String
     groups
 }
 
-/// Up to `limit` invite links of the spaces `of_space` takes, handed out before `before_ms` and
-/// never used: to revoke. A read: the pool's loop asks every second, and an idle server must not
-/// commit (and flush) for it.
-pub fn invites_to_revoke(
-    s: &Snapshot,
-    before_ms: u64,
-    limit: usize,
-    of_space: impl Fn(u32) -> bool,
-) -> Result<Vec<(u32, String, String)>, StoreError> {
-    let handed = s.txn.open_table(INVITES_HANDED)?;
-    let invites = s.txn.open_table(INVITES)?;
-    let mut out = Vec::new();
-    for entry in handed.range((0, "")..(before_ms, ""))? {
-        if out.len() == limit {
-            break;
-        }
-        let (key, _) = entry?;
-        let url = key.value().1;
-        if let Some(bytes) = invites.get(url)? {
-            let record: InviteRecord = records::decode(bytes.value())?;
-            // A space passed over (its bot asked to wait) never holds the others back.
-            if of_space(record.space_no) {
-                out.push((record.space_no, record.slug, url.to_owned()));
+impl Snapshot {
+    /// Up to `limit` invite links of the spaces `of_space` takes, handed out before `before_ms` and
+    /// never used: to revoke. A read: the pool's loop asks every second, and an idle server must not
+    /// commit (and flush) for it.
+    pub fn invites_to_revoke(
+        &self,
+        before_ms: u64,
+        limit: usize,
+        of_space: impl Fn(u32) -> bool,
+    ) -> Result<Vec<(u32, String, String)>, StoreError> {
+        let handed = self.txn.open_table(INVITES_HANDED)?;
+        let invites = self.txn.open_table(INVITES)?;
+        let mut out = Vec::new();
+        for entry in handed.range((0, "")..(before_ms, ""))? {
+            if out.len() == limit {
+                break;
+            }
+            let (key, _) = entry?;
+            let url = key.value().1;
+            if let Some(bytes) = invites.get(url)? {
+                let record: InviteRecord = records::decode(bytes.value())?;
+                // A space passed over (its bot asked to wait) never holds the others back.
+                if of_space(record.space_no) {
+                    out.push((record.space_no, record.slug, url.to_owned()));
+                }
             }
         }
+        Ok(out)
     }
-    Ok(out)
-}
 
-/// The counts and pool of channel link `slug`.
-pub fn channel_counts(s: &Snapshot, slug: &str) -> Result<ChannelCounts, StoreError> {
-    let state = match s.txn.open_table(CHANNEL_STATES)?.get(slug)? {
-        Some(bytes) => records::decode(bytes.value())?,
-        None => ChannelStateRecord::default(),
-    };
-    let pool = s
-        .txn
-        .open_table(INVITE_POOL)?
-        .range((slug, 0)..=(slug, u64::MAX))?
-        .count() as u64;
-    Ok(ChannelCounts { state, pool })
-}
+    /// The counts and pool of channel link `slug`.
+    pub fn channel_counts(&self, slug: &str) -> Result<ChannelCounts, StoreError> {
+        let state = match self.txn.open_table(CHANNEL_STATES)?.get(slug)? {
+            Some(bytes) => records::decode(bytes.value())?,
+            None => ChannelStateRecord::default(),
+        };
+        let pool = self
+            .txn
+            .open_table(INVITE_POOL)?
+            .range((slug, 0)..=(slug, u64::MAX))?
+            .count() as u64;
+        Ok(ChannelCounts { state, pool })
+    }
 
-/// The next update of `space`'s bot to read.
-pub fn telegram_offset(s: &Snapshot, space: u32) -> Result<u64, StoreError> {
-    Ok(s.txn
-        .open_table(TELEGRAM_OFFSETS)?
-        .get(space)?
-        .map_or(0, |v| v.value()))
+    /// The next update of `space`'s bot to read.
+    pub fn telegram_offset(&self, space: u32) -> Result<u64, StoreError> {
+        Ok(self
+            .txn
+            .open_table(TELEGRAM_OFFSETS)?
+            .get(space)?
+            .map_or(0, |v| v.value()))
+    }
 }
 
 /// Calls `each` with the group, quarter and `(joins, leaves)` of each of `space`'s channel rows

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use redb::{ReadOnlyTable, ReadableTable, Table};
 
 use crate::domain::decimal::Decimal;
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::records::{self, CostSumRecord};
 
 /// Days a sum row covers at each level: a day, 8 days, 64 days. Period `n` of a level covers

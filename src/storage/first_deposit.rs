@@ -15,7 +15,7 @@
 
 use redb::{ReadableTable, Table};
 
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 
 /// The tables of the first deposits, in one write transaction.
 pub(crate) struct Depositors<'t> {

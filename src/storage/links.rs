@@ -1,23 +1,27 @@
 //! Tracking links in the data file, for the writer (methods of [`Txn`]): creating one, deleting
 //! one (its slug stays taken), and a visit of `/l/<slug>`, which becomes a click of the link's
 //! space. A batch looks each slug up once (`link_spaces`) and keeps the links it changed
-//! (`changed_links`), so a visit after a change in the same batch sees it. The reads are in
-//! `read.rs`.
+//! (`changed_links`), so a visit after a change in the same batch sees it. For the readers: a
+//! space's links with their clicks ([`Snapshot::links`]), and every link, which the server
+//! keeps in memory (`all_links`).
 
-use redb::ReadableTable;
+use redb::{ReadTransaction, ReadableTable};
 
 use crate::domain::click::NewClick;
 use crate::domain::link::{Destination, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
 use crate::domain::outcome::ClickOutcome;
+use crate::domain::stats::{Counts, Dimension};
 use crate::error::{Code, Error};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
-use crate::storage::read;
+use crate::storage::read::Snapshot;
 use crate::storage::records::{self, ChannelRecord, LinkRecord};
+use crate::storage::rollup;
+use crate::storage::schema::{LINKS, LINKS_BY_SPACE, STATS};
 
 impl Txn<'_> {
     /// Stores a new tracking link; a slug taken in any space is refused without saying which.
-    pub(crate) fn create_link(
+    pub fn create_link(
         &mut self,
         space: u32,
         link: &NewLink,
@@ -79,19 +83,14 @@ impl Txn<'_> {
             .open()?
             .insert((space, link.slug.as_str()), ())?;
         self.link_spaces.remove(link.slug.as_str());
-        let created = read::link_of(&link.slug, record)?;
+        let created = link_of(&link.slug, record)?;
         self.changed_links.push(created.clone());
         Ok(created)
     }
 
     /// Deletes a link of `space`: its public address answers `410` from now on, and its slug
     /// stays taken. Deleting a deleted link again is a harmless retry.
-    pub(crate) fn delete_link(
-        &mut self,
-        space: u32,
-        slug: &str,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
+    pub fn delete_link(&mut self, space: u32, slug: &str, now_ms: u64) -> Result<(), StoreError> {
         let mut record: LinkRecord = match self.links.open()?.get(slug)? {
             Some(bytes) => records::decode(bytes.value())?,
             None => return Err(no_link(slug)),
@@ -105,7 +104,7 @@ impl Txn<'_> {
                 .open()?
                 .insert(slug, records::encode(&record).as_slice())?;
             self.link_spaces.remove(slug);
-            self.changed_links.push(read::link_of(slug, record)?);
+            self.changed_links.push(link_of(slug, record)?);
         }
         Ok(())
     }
@@ -113,7 +112,7 @@ impl Txn<'_> {
     /// A visit of `/l/<slug>`: the click, if the link still exists when the batch runs; for a
     /// channel link (`channel`), also the invite link of its pool the click takes, if one is
     /// left (`channels.rs`), in the same transaction, so it is handed out once.
-    pub(crate) fn link_click(
+    pub fn link_click(
         &mut self,
         slug: &str,
         click: NewClick,
@@ -151,6 +150,87 @@ fn no_link(slug: &str) -> StoreError {
         Code::NotFound,
         format!("no link {slug:?} in this space"),
     ))
+}
+
+impl Snapshot {
+    /// `space`'s links that are not deleted, oldest first, each with its clicks and bound clicks
+    /// (all time, from the stats rollup: every click whose `link_slug` is the slug).
+    pub fn links(&self, space: u32) -> Result<Vec<(Link, u64, u64)>, StoreError> {
+        let table = self.txn.open_table(LINKS)?;
+        let stats = self.txn.open_table(STATS)?;
+        let code = Dimension::Link.code();
+        let mut out = Vec::new();
+        for entry in self
+            .txn
+            .open_table(LINKS_BY_SPACE)?
+            .range((space, "")..=(space, "\u{10ffff}"))?
+        {
+            let (key, _) = entry?;
+            let slug = key.value().1;
+            let Some(bytes) = table.get(slug)? else {
+                return Err(StoreError::Corrupt(format!(
+                    "links_by_space names {slug:?}, which has no link"
+                )));
+            };
+            let link = link_of(slug, records::decode(bytes.value())?)?;
+            if link.deleted {
+                continue;
+            }
+            let mut total = Counts::default();
+            for row in stats.range((space, code, slug, 0)..=(space, code, slug, u32::MAX))? {
+                let (_, bytes) = row?;
+                total
+                    .add(&rollup::counts_in(bytes.value())?)
+                    .map_err(StoreError::Corrupt)?;
+            }
+            out.push((link, total.clicks, total.bound_clicks));
+        }
+        out.sort_by_key(|(l, _, _)| l.created_at_ms);
+        Ok(out)
+    }
+}
+
+/// A stored link as the domain sees it.
+pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
+    let destination = match (r.bot, r.target, r.channel) {
+        (Some(bot), None, None) => Destination::Bot(bot),
+        (None, Some(target), None) => Destination::Target(target),
+        (None, None, Some(c)) => Destination::Channel(crate::domain::channel::Channel {
+            chat: c.chat,
+            chat_id: c.chat_id,
+            title: c.title,
+            join_requests: c.join_requests,
+            fallback: c.fallback,
+        }),
+        _ => {
+            return Err(StoreError::Corrupt(format!(
+                "link {slug:?} has not exactly one of a bot, a target and a channel"
+            )));
+        }
+    };
+    Ok(Link {
+        space: r.space_no,
+        slug: slug.to_owned(),
+        destination,
+        campaign_name: r.campaign_name,
+        mode: if r.mode == 1 {
+            Mode::Page
+        } else {
+            Mode::Redirect
+        },
+        created_at_ms: r.created_at_ms,
+        deleted: r.deleted_at_ms.is_some(),
+    })
+}
+
+/// Every link of the file, deleted ones included: what the public path looks slugs up in.
+pub fn all_links(txn: &ReadTransaction) -> Result<Vec<Link>, StoreError> {
+    let mut links = Vec::new();
+    for entry in txn.open_table(LINKS)?.iter()? {
+        let (slug, bytes) = entry?;
+        links.push(link_of(slug.value(), records::decode(bytes.value())?)?);
+    }
+    Ok(links)
 }
 
 #[cfg(test)]

@@ -1,41 +1,39 @@
 //! Storage: the one data file, its schema, and the only code that touches redb.
 //!
-//! [`Store`] is the whole interface: one async method per operation, writes and reads alike.
-//! Behind it, writes go to the commit loop (`commit.rs`), one thread that group-commits the
-//! operations of `ops.rs`; reads go to the reader threads (`reader.rs`), which run the reads of
-//! `read.rs` against shared snapshots. Nothing outside this module sees a channel, a
-//! transaction or a table, and nothing here knows about HTTP.
+//! [`Store`] is the whole interface, and runs every operation one way: a write is one method of
+//! [`Txn`] handed to [`Store::write`] (`store.write(move |t| t.create_link(..))`), which the
+//! commit loop (`engine/commit.rs`, one thread) group-commits; a read is one method of
+//! [`Snapshot`] handed to [`Store::read`] (`store.read(move |s| s.feed(..))`), which a reader
+//! thread (`engine/reader.rs`) runs against a shared snapshot. The writes and reads of each
+//! family of tables live in its own file (`links.rs`, `spaces.rs`, `channels.rs`, `costs.rs`,
+//! `clicks.rs`, `destinations/`; events and settings in `ops.rs` and `read.rs`, stats in
+//! `read_stats.rs`). Nothing outside this module sees a channel, a redb transaction or a
+//! table, and nothing here knows about HTTP.
+//!
+//! The modules are private; what the rest of the crate and the tests use is re-exported below.
+//! Public are only the file's format, which tests write by hand (`schema`, `records`), the
+//! reads the benchmark measures the file with (`read`), and `tracker check` (`check`).
 
 mod attribution;
-pub mod backup;
-pub mod channels;
+mod channels;
 pub mod check;
-mod commit;
-pub mod compact;
+mod clicks;
 mod cost_sums;
-pub mod dedup_buffer;
-mod destination_rows;
+mod costs;
+mod destinations;
+mod engine;
 mod error;
-pub mod fault;
-pub mod fbclid_buffer;
-mod file;
 mod first_deposit;
-pub mod key_filter;
+mod index;
 mod links;
-pub mod open;
 mod ops;
-pub mod outbox;
-pub mod outbox_read;
 pub mod read;
-pub mod read_stats;
-mod reader;
+mod read_stats;
 pub mod records;
 mod rollup;
 pub mod schema;
 mod spaces;
-mod store_outbox;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
@@ -44,38 +42,40 @@ use std::thread::JoinHandle;
 
 use tokio::sync::{oneshot, watch};
 
-use crate::domain::channel::{ChannelUpdate, UpdatesApplied};
-use crate::domain::click::NewClick;
-use crate::domain::cost::{Cost, Day};
-use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{DedupKey, Expiry};
 use crate::domain::destination;
 use crate::domain::event::ValidEvent;
-use crate::domain::feed::{FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::Keyring;
-use crate::domain::link::{Directory, Link, NewLink};
-use crate::domain::outcome::{
-    BindOutcome, ClickOutcome, EventOutcome, NewCredential, PruneCursor, PruneStep,
-};
+use crate::domain::link::{Directory, Link};
+use crate::domain::outcome::EventOutcome;
 use crate::domain::rejection::Rejection;
-use crate::domain::settings::{SettingsPatch, SpaceSettings};
-use crate::domain::stats::{GroupStats, Grouping};
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
-use commit::{Message, RejectionQueue, Write};
-use dedup_buffer::DedupBuffer;
-use fault::FaultSwitch;
-use ops::Txn;
-use read::{Snapshot, SpaceSummary, TableUsage};
-use reader::Readers;
+use engine::commit::{Message, RejectionQueue, Write};
+use engine::fault::FaultSwitch;
+use engine::reader::Readers;
+use index::dedup_buffer::DedupBuffer;
+use read::TableUsage;
 
-pub use commit::Health;
+pub use channels::ChannelCounts;
+pub use destinations::outbox::Due;
+pub use engine::backup::{BackupStats, folder_of};
+pub use engine::commit::Health;
+pub use engine::compact::compact_file;
+pub use engine::fault;
+pub use engine::open::{
+    COMMAND_CACHE_BYTES, SERVER_CACHE_BYTES, holds_data, open_database, require_existing,
+    require_unused,
+};
 pub use error::StoreError;
+pub use ops::Txn;
+pub use read::Snapshot;
+pub use spaces::{CredentialSummary, SpaceSummary};
 
 /// Bytes read from the data file by this process since it started (`file.rs`).
 #[must_use]
 pub fn file_bytes_read() -> u64 {
-    file::BYTES_READ.load(Ordering::Relaxed)
+    engine::file::BYTES_READ.load(Ordering::Relaxed)
 }
 
 /// Tunables of the store; the defaults suit a small VPS.
@@ -89,7 +89,7 @@ pub struct StoreOptions {
     pub ephemeral: bool,
     /// Test hook: a switch that makes the disk fail.
     pub fault: Option<FaultSwitch>,
-    /// redb's page cache (`open::SERVER_CACHE_BYTES` for the server).
+    /// redb's page cache ([`SERVER_CACHE_BYTES`] for the server).
     pub cache_bytes: usize,
 }
 
@@ -101,7 +101,7 @@ impl Default for StoreOptions {
             readers: std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)),
             ephemeral: false,
             fault: None,
-            cache_bytes: open::SERVER_CACHE_BYTES,
+            cache_bytes: engine::open::SERVER_CACHE_BYTES,
         }
     }
 }
@@ -112,7 +112,7 @@ pub struct Store {
     readers: Readers,
     /// What the store shares with its writer: the keyring, links and destinations as of the
     /// last commit, the dedup buffer, health, the commit counters and the writer's metrics.
-    shared: commit::Shared,
+    shared: engine::commit::Shared,
     writer: Mutex<Option<JoinHandle<()>>>,
     path: PathBuf,
 }
@@ -122,9 +122,9 @@ impl Store {
     /// Returns the store and whether the file was created now.
     pub fn open(path: &Path, options: &StoreOptions) -> Result<(Store, bool), StoreError> {
         let opened = if options.ephemeral {
-            open::open_in_memory()?
+            engine::open::open_in_memory()?
         } else {
-            open::open_database(path, options.fault.as_ref(), options.cache_bytes)?
+            engine::open::open_database(path, options.fault.as_ref(), options.cache_bytes)?
         };
         let created = opened.created;
         let dedup_filter = opened.dedup_filter;
@@ -135,20 +135,20 @@ impl Store {
         let writer_metrics = Arc::new(WriterMetrics::default());
         let (fbclid, dedup) = {
             let txn = redb::ReadableDatabase::begin_read(&*db)?;
-            keyring.replace(read::keyring_entries(&txn)?);
-            links.replace(read::all_links(&txn)?);
-            let all = outbox::all_destinations(&txn)?;
+            keyring.replace(spaces::keyring_entries(&txn)?);
+            links.replace(links::all_links(&txn)?);
+            let all = destinations::outbox::all_destinations(&txn)?;
             writer_metrics
                 .set_paused_destinations(all.iter().filter(|d| d.paused.is_some()).count());
             destinations.replace(all);
-            writer_metrics.set_delivery_states(outbox::state_totals(&txn)?);
+            writer_metrics.set_delivery_states(destinations::outbox::state_totals(&txn)?);
             (
-                fbclid_buffer::FbclidBuffer::load(&txn)?,
+                index::fbclid_buffer::FbclidBuffer::load(&txn)?,
                 DedupBuffer::load(&txn, dedup_filter)?,
             )
         };
         let slot = Arc::new(RwLock::new(Some(db)));
-        let shared = commit::Shared {
+        let shared = engine::commit::Shared {
             ephemeral: options.ephemeral,
             keyring,
             links,
@@ -162,7 +162,7 @@ impl Store {
             commits: Arc::new(AtomicU64::new(0)),
         };
         let (writes, queue) = mpsc::sync_channel(options.queue_capacity);
-        let commit_loop = commit::Writer::new(
+        let commit_loop = engine::commit::Writer::new(
             path.to_owned(),
             options.fault.clone(),
             options.cache_bytes,
@@ -271,7 +271,7 @@ impl Store {
         }
     }
 
-    // --- Writes: each is one operation of `ops.rs`, answered after its batch's commit. ---
+    // --- Writes that are more than one operation of `Txn`; the rest go through `write`. ---
 
     /// Stores `event` unless its dedup key names an earlier event.
     ///
@@ -301,186 +301,6 @@ impl Store {
         self.write(move |t| t.record_event(space, event, key)).await
     }
 
-    /// Stores each of `events` that its dedup key does not name an earlier one for (in the store
-    /// or earlier in `events`), in one transaction; answers one outcome per event, in order. An
-    /// event's own refusal is its answer and the others are stored; a failed commit answers the
-    /// whole batch `unavailable`.
-    pub async fn record_events(
-        &self,
-        space: u32,
-        events: Vec<(ValidEvent, Option<DedupKey>)>,
-    ) -> Result<Vec<Result<EventOutcome, Error>>, Error> {
-        self.write(move |t| commit::record_events(t, space, events))
-            .await
-    }
-
-    /// Stores a new click, or answers the one with the same `fbclid`.
-    pub async fn back_fill_click(
-        &self,
-        space: u32,
-        click: NewClick,
-    ) -> Result<ClickOutcome, Error> {
-        self.write(move |t| t.back_fill_click(space, click)).await
-    }
-
-    /// Changes settings of `space`; answers them all as they now are. Events written after
-    /// this commit use them.
-    pub async fn update_settings(
-        &self,
-        space: u32,
-        patch: SettingsPatch,
-    ) -> Result<SpaceSettings, Error> {
-        self.write(move |t| t.update_settings(space, &patch)).await
-    }
-
-    /// Binds a click to a Telegram user, first binding wins.
-    pub async fn bind(
-        &self,
-        space: u32,
-        uid: String,
-        tg_id: u64,
-        now_ms: u64,
-    ) -> Result<BindOutcome, Error> {
-        self.write(move |t| t.bind(space, &uid, tg_id, now_ms))
-            .await
-    }
-
-    /// Stores a new link of `space`; a taken slug is refused with `conflict`.
-    pub async fn create_link(&self, space: u32, link: NewLink, now_ms: u64) -> Result<Link, Error> {
-        self.write(move |t| t.create_link(space, &link, now_ms))
-            .await
-    }
-
-    /// Deletes a link of `space`.
-    pub async fn delete_link(&self, space: u32, slug: String, now_ms: u64) -> Result<(), Error> {
-        self.write(move |t| t.delete_link(space, &slug, now_ms))
-            .await
-    }
-
-    /// Puts invite links made for channel link `slug` into its pool.
-    pub async fn add_invites(
-        &self,
-        space: u32,
-        slug: String,
-        urls: Vec<String>,
-        now_ms: u64,
-    ) -> Result<(), Error> {
-        self.write(move |t| t.add_invites(space, &slug, &urls, now_ms))
-            .await
-    }
-
-    /// Applies the bot of `space`'s `updates` and stores `next_offset`, if given, in the same
-    /// commit.
-    pub async fn apply_updates(
-        &self,
-        space: u32,
-        updates: Vec<ChannelUpdate>,
-        next_offset: Option<u64>,
-        currency: String,
-        now_ms: u64,
-    ) -> Result<UpdatesApplied, Error> {
-        self.write(move |t| t.apply_updates(space, &updates, next_offset, &currency, now_ms))
-            .await
-    }
-
-    /// Up to `limit` invite links handed out before `before_ms` and never used, of every space
-    /// but those `passed_over`.
-    pub async fn invites_to_revoke(
-        &self,
-        before_ms: u64,
-        limit: usize,
-        passed_over: std::collections::HashSet<u32>,
-    ) -> Result<Vec<(u32, String, String)>, Error> {
-        self.read(move |s| {
-            channels::invites_to_revoke(s, before_ms, limit, |space| !passed_over.contains(&space))
-        })
-        .await
-    }
-
-    /// Marks invite links revoked.
-    pub async fn invites_revoked(&self, urls: Vec<String>, now_ms: u64) -> Result<(), Error> {
-        self.write(move |t| t.invites_revoked(&urls, now_ms)).await
-    }
-
-    /// Channel link `slug`'s counts and pool.
-    pub async fn channel_counts(&self, slug: String) -> Result<channels::ChannelCounts, Error> {
-        self.read(move |s| channels::channel_counts(s, &slug)).await
-    }
-
-    /// The next update of `space`'s bot to read.
-    pub async fn telegram_offset(&self, space: u32) -> Result<u64, Error> {
-        self.read(move |s| channels::telegram_offset(s, space))
-            .await
-    }
-
-    /// Records a visit's click on link `slug`, if it still exists when its batch runs.
-    pub async fn link_click(
-        &self,
-        slug: String,
-        click: NewClick,
-        channel: bool,
-    ) -> Result<(ClickOutcome, Option<String>), Error> {
-        self.write(move |t| t.link_click(&slug, click, channel))
-            .await
-    }
-
-    /// One step of removing visitors' hints older than `before_ms` (retention).
-    pub async fn prune_click_hints(
-        &self,
-        from: u32,
-        before_ms: u64,
-        limit: usize,
-    ) -> Result<(u64, Option<u32>), Error> {
-        self.write(move |t| t.prune_click_hints(from, before_ms, limit))
-            .await
-    }
-
-    /// Replaces the admin password's hash.
-    pub async fn set_admin_password(&self, hash: String) -> Result<(), Error> {
-        self.write(move |t| t.set_admin_password(&hash)).await
-    }
-
-    /// Creates a space with its first credentials; answers its number.
-    pub async fn create_space(
-        &self,
-        name: String,
-        secret: NewCredential,
-        ingest: NewCredential,
-        now_ms: u64,
-    ) -> Result<u32, Error> {
-        self.write(move |t| t.create_space(&name, &secret, &ingest, now_ms))
-            .await
-    }
-
-    /// Makes `new` the active credential of its kind; answers when the replaced one stops.
-    pub async fn rotate(
-        &self,
-        space: String,
-        new: NewCredential,
-        grace_ms: u64,
-        now_ms: u64,
-    ) -> Result<Option<u64>, Error> {
-        self.write(move |t| t.rotate(&space, &new, grace_ms, now_ms))
-            .await
-    }
-
-    /// Ends every live credential of `kind` at once; answers how many.
-    pub async fn revoke(&self, space: String, kind: Kind, now_ms: u64) -> Result<usize, Error> {
-        self.write(move |t| t.revoke(&space, kind, now_ms)).await
-    }
-
-    /// One step of retention (`retention.rs`): removes the windowed dedup entries that `expiry`
-    /// says can never match again among the next `limit` after `after`, in one small write.
-    pub async fn prune_dedup(
-        &self,
-        after: Option<PruneCursor>,
-        expiry: Expiry,
-        limit: usize,
-    ) -> Result<PruneStep, Error> {
-        self.write(move |t| t.prune_dedup(after, expiry, limit))
-            .await
-    }
-
     /// Adds a refused request to the space's rejection log, when the writer next commits.
     /// Never waits and never takes a write's place: when too many are waiting it is dropped
     /// and counted ([`Store::rejections_dropped`]).
@@ -503,85 +323,7 @@ impl Store {
         self.shared.committed.subscribe()
     }
 
-    // --- Reads: each is one function of `read.rs`, run by a reader thread. ---
-
-    /// A page of the space's inbox with attribution, in commit order.
-    pub async fn feed(&self, space: u32, page: PageRequest) -> Result<FeedPage, Error> {
-        self.read(move |s| read::feed(s, space, page)).await
-    }
-
-    /// A page of the space's inbox newest first, with attribution: the events before `before`,
-    /// and the id to ask before for the next page.
-    pub async fn feed_newest(
-        &self,
-        space: u32,
-        before: Option<u64>,
-        limit: usize,
-    ) -> Result<(Vec<FeedEvent>, Option<u64>), Error> {
-        self.read(move |s| read::feed_newest(s, space, before, limit))
-            .await
-    }
-
-    /// The admin password's hash, if one was set.
-    pub async fn admin_password(&self) -> Result<Option<String>, Error> {
-        self.read(|s| read::admin_password(s.txn())).await
-    }
-
-    /// The space's stats by `dimension` over the quarters `[from, to)`, days in `zone`.
-    pub async fn stats(
-        &self,
-        space: u32,
-        grouping: Grouping,
-        quarters: (u32, u32),
-        zone: jiff::tz::TimeZone,
-    ) -> Result<Vec<GroupStats>, Error> {
-        self.read(move |s| read_stats::stats(s, space, &grouping, quarters, &zone))
-            .await
-    }
-
-    /// The space's costs on the days `[from, to]`, by day, then campaign.
-    pub async fn costs(&self, space: u32, days: (Day, Day)) -> Result<Vec<Cost>, Error> {
-        self.read(move |s| read_stats::costs(s, space, days)).await
-    }
-
-    /// A fetch of Meta's spend for the days `[from, to]` of `space`: replaces those days' costs
-    /// that came from Meta with `costs`, leaving those set by hand (`Txn::replace_meta_costs`);
-    /// answers how many were set and how many of Meta's earlier ones removed.
-    pub async fn replace_meta_costs(
-        &self,
-        space: u32,
-        days: (Day, Day),
-        costs: Vec<Cost>,
-    ) -> Result<(usize, usize), Error> {
-        self.write(move |t| t.replace_meta_costs(space, days, &costs))
-            .await
-    }
-
-    /// Sets costs of `space` (an amount of 0 removes one); answers how many were set and
-    /// removed.
-    pub async fn set_costs(&self, space: u32, costs: Vec<Cost>) -> Result<(usize, usize), Error> {
-        self.write(move |t| t.set_costs(space, &costs)).await
-    }
-
-    /// The space's most recent rejections, newest first.
-    pub async fn rejections(&self, space: u32, limit: usize) -> Result<Vec<Rejection>, Error> {
-        self.read(move |s| read::rejections(s, space, limit)).await
-    }
-
-    /// `space`'s links with their clicks and bound clicks.
-    pub async fn links(&self, space: u32) -> Result<Vec<(Link, u64, u64)>, Error> {
-        self.read(move |s| read::links(s, space)).await
-    }
-
-    /// The number of space `name`, or the refusal that says there is none.
-    pub async fn space_no(&self, name: String) -> Result<u32, Error> {
-        self.read(move |s| read::space_no(s.txn(), &name)).await
-    }
-
-    /// The settings of `space`.
-    pub async fn space_settings(&self, space: u32) -> Result<SpaceSettings, Error> {
-        self.read(move |s| read::space_settings(s, space)).await
-    }
+    // --- Reads that are more than one read of a `Snapshot`; the rest go through `read`. ---
 
     /// What storing `event` in `space` would do now, without storing it: `(duplicate_of,
     /// attributed_by)`.
@@ -599,26 +341,19 @@ impl Store {
                 .pending
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
-                .held(&dedup_buffer::entry_key(space, k))
+                .held(&index::dedup_buffer::entry_key(space, k))
         });
         self.read(move |s| read::judge_event(s, space, &event, key.as_ref(), held))
             .await
     }
 
-    /// Every space with its credentials (never the credentials themselves). `seen` holds
-    /// last-used times newer than the stored ones.
-    pub async fn list_spaces(
-        &self,
-        seen: HashMap<CredentialDigest, u64>,
-    ) -> Result<Vec<SpaceSummary>, Error> {
-        self.read(move |s| read::list_spaces(s.txn(), &seen)).await
-    }
-
     /// A consistent copy of the data file at `dest`, from one snapshot; refused, writing
-    /// nothing, where it would leave the data file too little room ([`backup::room_for_copy`]).
-    pub async fn backup(&self, dest: PathBuf) -> Result<backup::BackupStats, Error> {
+    /// nothing, where it would leave the data file too little room
+    /// ([`engine::backup::room_for_copy`]).
+    pub async fn backup(&self, dest: PathBuf) -> Result<engine::backup::BackupStats, Error> {
         let (live, to) = (self.path().to_owned(), dest.clone());
-        let room = tokio::task::spawn_blocking(move || backup::room_for_copy(&live, &to)).await;
+        let room =
+            tokio::task::spawn_blocking(move || engine::backup::room_for_copy(&live, &to)).await;
         if let Ok(Err(why)) = room {
             return Err(Error::new(
                 crate::error::Code::Unavailable,
@@ -626,7 +361,7 @@ impl Store {
             ));
         }
         self.read(move |s| {
-            backup::beside_the_load(s.txn(), &dest).map_err(|e| {
+            engine::backup::beside_the_load(s.txn(), &dest).map_err(|e| {
                 StoreError::Refused(Error::new(
                     crate::error::Code::Unavailable,
                     format!("backup to {} failed: {e}", dest.display()),
@@ -665,8 +400,10 @@ impl Store {
         }
     }
 
-    /// Hands `op` to the commit loop and waits for its batch's commit.
-    async fn write<T: Send + 'static>(
+    /// Runs a write: hands `op`, one operation of [`Txn`] (`store.write(move |t| t.bind(..))`),
+    /// to the commit loop and answers after its batch's commit. A refusal the operation
+    /// returns is its answer; a failed commit answers `unavailable`, a full queue `busy`.
+    pub async fn write<T: Send + 'static>(
         &self,
         op: impl FnOnce(&mut Txn<'_>) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, Error> {
@@ -688,8 +425,9 @@ impl Store {
         answer.await.map_err(|_| self.gone())?
     }
 
-    /// Runs `read` on a reader thread against a snapshot begun after this call.
-    async fn read<T: Send + 'static>(
+    /// Runs a read: `read`, one read of a [`Snapshot`] (`store.read(move |s| s.feed(..))`), on
+    /// a reader thread against a snapshot begun after this call.
+    pub async fn read<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Snapshot) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, Error> {

@@ -1,12 +1,13 @@
 //! The write operations, each one function on [`Txn`]: the tables of the batch's write
 //! transaction, with what the batch shares (the next `inbox_id`, the dedup buffer).
 //!
-//! The commit loop (`commit.rs`) runs each request's operation inside one transaction and answers
-//! after the commit; [`Store`](crate::storage::Store) gives each operation its typed, async
-//! method. Adding a write is one function here and one method there. The writes of one thing a
-//! reader looks for have a file of their own, each an `impl Txn`: links in `links.rs`, Telegram
-//! channels in `channels.rs`, spaces
-//! and credentials in `spaces.rs`, destinations and deliveries in `outbox.rs`.
+//! The commit loop (`engine/commit.rs`) runs each request's operation inside one transaction and
+//! answers after the commit; callers hand an operation to
+//! [`Store::write`](crate::storage::Store::write). Adding a write is one method of `Txn`. The
+//! writes here are events, settings, rejections and retention; those of the other families of
+//! tables have a file of their own, each an `impl Txn`: clicks and bindings in `clicks.rs`,
+//! links in `links.rs`, Telegram channels in `channels.rs`, spaces and credentials in
+//! `spaces.rs`, costs in `costs.rs`, destinations and deliveries in `destinations/outbox.rs`.
 //!
 //! How an operation fails decides how far the failure reaches (`commit.rs`):
 //! - [`StoreError::Refused`]: the caller's request is refused (a taken name); that request is
@@ -23,31 +24,29 @@ use std::ops::Bound;
 
 use redb::{Key, ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 
-use crate::domain::click::{self, NewClick};
-use crate::domain::cost::Cost;
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
 use crate::domain::destination::{self, ClickFacts, Secret};
 use crate::domain::event::{EventId, EventKind, ValidEvent};
 use crate::domain::link::{Directory, Link};
-use crate::domain::outcome::{BindOutcome, ClickOutcome, EventOutcome, PruneCursor, PruneStep};
+use crate::domain::outcome::{EventOutcome, PruneCursor, PruneStep};
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
 use crate::domain::settings::{SettingsPatch, SpaceSettings, check_bot_unshared};
 use crate::domain::stats::Counts;
-use crate::storage::StoreError;
 use crate::storage::attribution;
-use crate::storage::cost_sums::{self, CostKey};
-use crate::storage::dedup_buffer::{self, DedupBuffer};
-use crate::storage::fbclid_buffer::{self, FbclidBuffer};
+use crate::storage::cost_sums::CostKey;
+use crate::storage::error::StoreError;
 use crate::storage::first_deposit::Depositors;
+use crate::storage::index::dedup_buffer::{self, DedupBuffer};
+use crate::storage::index::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::read;
-use crate::storage::records::{self, ClickHintsRecord, ClickRecord, RejectionRecord, SpaceRecord};
+use crate::storage::records::{self, RejectionRecord, SpaceRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
     ADMIN, CLICK_HINTS, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, DELIVERIES,
     DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX, LINKS, LINKS_BY_SPACE, META,
     META_INBOX_SEQ, REJECTION_COUNTS, REJECTIONS, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
-use crate::storage::schema::{COST_SUMS, COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
+use crate::storage::schema::{COSTS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG};
 
 /// What one batch changes of the destinations and their deliveries.
 #[derive(Default)]
@@ -95,28 +94,28 @@ impl<'t, K: Key + 'static, V: Value + 'static> Lazy<'t, K, V> {
 
 /// The tables of one write transaction, opened once per batch (the rarely used ones when first
 /// used), and what the batch's operations share.
-pub(crate) struct Txn<'t> {
+pub struct Txn<'t> {
     /// The transaction itself, for the tables only some operations use (Telegram channels'),
     /// opened by those operations when they run rather than by every batch.
     pub(super) transaction: &'t WriteTransaction,
     pub(super) meta: Table<'t, &'static str, u64>,
     pub(super) spaces: Lazy<'t, &'static str, &'static [u8]>,
     pub(super) credentials: Lazy<'t, &'static [u8; 32], &'static [u8]>,
-    inbox: Table<'t, (u32, u64), &'static [u8]>,
+    pub(super) inbox: Table<'t, (u32, u64), &'static [u8]>,
     pub(super) dedup: Table<'t, dedup_buffer::TableKey, dedup_buffer::Earlier>,
     pub(super) clicks: Table<'t, (u32, &'static str), &'static [u8]>,
     pub(super) by_fbclid: Table<'t, (u32, u128), &'static str>,
-    by_tg: Lazy<'t, (u32, u64, &'static str), ()>,
-    touches: Table<'t, (u32, u64), &'static [u8]>,
-    space_settings: Table<'t, u32, &'static [u8]>,
+    pub(super) by_tg: Lazy<'t, (u32, u64, &'static str), ()>,
+    pub(super) touches: Table<'t, (u32, u64), &'static [u8]>,
+    pub(super) space_settings: Table<'t, u32, &'static [u8]>,
     pub(super) stats: Table<'t, (u32, u8, &'static str, u32), &'static [u8]>,
-    rejections: Lazy<'t, (u32, u32), &'static [u8]>,
-    rejection_counts: Lazy<'t, u32, u64>,
+    pub(super) rejections: Lazy<'t, (u32, u32), &'static [u8]>,
+    pub(super) rejection_counts: Lazy<'t, u32, u64>,
     pub(super) links: Lazy<'t, &'static str, &'static [u8]>,
     pub(super) links_by_space: Lazy<'t, (u32, &'static str), ()>,
     pub(super) admin: Lazy<'t, &'static str, &'static [u8]>,
-    depositors: Depositors<'t>,
-    costs: Lazy<'t, CostKey, &'static [u8]>,
+    pub(super) depositors: Depositors<'t>,
+    pub(super) costs: Lazy<'t, CostKey, &'static [u8]>,
     /// The stats counts of this batch, written once at its end.
     pub(super) rollup: Rollup,
     /// The last `inbox_id` handed out, stored in `META` at the end of the batch.
@@ -128,11 +127,11 @@ pub(crate) struct Txn<'t> {
     /// The running server's links, as of the batch before: what the bound per space counts.
     pub(super) links_directory: &'t Directory,
     /// Dedup entries older than this transaction, not yet in `DEDUP`.
-    pending: &'t DedupBuffer,
+    pub(super) pending: &'t DedupBuffer,
     /// The dedup entries this transaction adds and writes out.
     pub(super) change: dedup_buffer::Change,
     /// `clicks_by_fbclid` entries older than this transaction, not yet in the table.
-    fbclid_pending: &'t FbclidBuffer,
+    pub(super) fbclid_pending: &'t FbclidBuffer,
     /// The `clicks_by_fbclid` entries this transaction adds and writes out.
     pub(super) fbclid_change: fbclid_buffer::Change,
     /// This batch's new clicks, encoded, written in key order at its end ([`Txn::write_clicks`]):
@@ -140,10 +139,10 @@ pub(crate) struct Txn<'t> {
     /// the time, and redb splits the last leaf evenly for a key that is not past every other,
     /// leaving half-empty leaves behind. No request of the batch can name them: their uids are
     /// answered after the commit.
-    new_clicks: BTreeMap<(u32, String), Vec<u8>>,
+    pub(super) new_clicks: BTreeMap<(u32, String), Vec<u8>>,
     /// The earliest time a new uid of this batch may begin with: past every uid of the batches
     /// before, so that a batch's clicks come after the last one's.
-    uid_floor: u64,
+    pub(super) uid_floor: u64,
     /// The space of each link this batch's visits named, `None` if it has none or is deleted: a
     /// batch of visits mostly names one link, read and decoded once. Any change to a link
     /// drops its entry.
@@ -151,9 +150,9 @@ pub(crate) struct Txn<'t> {
     /// Each space's settings, read once per batch when an event by Telegram id or a link click
     /// needs them; a change of the settings in the batch replaces them, so every event and click
     /// uses the settings in force when it is written.
-    settings_cache: HashMap<u32, SpaceSettings>,
+    pub(super) settings_cache: HashMap<u32, SpaceSettings>,
     /// This batch's visitors' hints of new clicks, written in key order with the clicks.
-    new_hints: BTreeMap<(u32, String), Vec<u8>>,
+    pub(super) new_hints: BTreeMap<(u32, String), Vec<u8>>,
     /// The live destinations as of the last commit (`Store`'s directory).
     pub(super) directory: &'t destination::Directory,
     /// What this batch changes of the destinations and their deliveries (`outbox.rs`).
@@ -225,7 +224,7 @@ impl<'t> Txn<'t> {
 
     /// Stores `event` in the inbox of `space` unless its dedup key names an earlier event,
     /// attributed to its click (`storage/attribution.rs`) under the settings in force now.
-    pub(crate) fn record_event(
+    pub fn record_event(
         &mut self,
         space: u32,
         event: ValidEvent,
@@ -324,96 +323,10 @@ impl<'t> Txn<'t> {
             .decide(space, user, resolved.map(|r| r.uid.as_str()), inbox_id)
     }
 
-    /// Sets what each campaign, ad set or ad of `costs` spent on its day in `space`, replacing
-    /// what was set before, wherever it came from; an amount of 0 removes it. Answers how many
-    /// were set and removed.
-    pub(crate) fn set_costs(
-        &mut self,
-        space: u32,
-        costs: &[Cost],
-    ) -> Result<(usize, usize), StoreError> {
-        let (mut set, mut removed) = (0, 0);
-        let mut touched = cost_sums::Touched::default();
-        for c in costs {
-            touched.add(space, c.day, &c.campaign_name);
-            if c.amount.is_zero() {
-                removed += usize::from(self.costs.open()?.remove(cost_key(space, c))?.is_some());
-            } else {
-                self.insert_cost(space, c, c.source.code())?;
-                set += 1;
-            }
-        }
-        self.resum_costs(&touched)?;
-        Ok((set, removed))
-    }
-
-    /// Stores cost `c` of `space`, from `source`, over the one its key had.
-    fn insert_cost(&mut self, space: u32, c: &Cost, source: u8) -> Result<(), StoreError> {
-        let record = records::CostRecord {
-            amount: c.amount.to_string(),
-            currency: c.currency.clone(),
-            source,
-        };
-        self.costs
-            .open()?
-            .insert(cost_key(space, c), records::encode(&record).as_slice())?;
-        Ok(())
-    }
-
-    /// Writes again the sums of the costs `touched` names (`storage/cost_sums.rs`).
-    fn resum_costs(&mut self, touched: &cost_sums::Touched) -> Result<(), StoreError> {
-        let mut sums = self.transaction.open_table(COST_SUMS)?;
-        cost_sums::resum(&*self.costs.open()?, &mut sums, touched)
-    }
-
-    /// A fetch of Meta's spend for the days `[from, to]` of `space`: removes the costs of those
-    /// days that came from Meta, then sets `costs` (each of those days, from Meta), except where
-    /// a cost set by hand has the same key, which stays. Answers how many were set and how many
-    /// of the old ones were removed.
-    pub(crate) fn replace_meta_costs(
-        &mut self,
-        space: u32,
-        (from, to): (u32, u32),
-        costs: &[Cost],
-    ) -> Result<(usize, usize), StoreError> {
-        let meta = crate::domain::cost::Source::Meta.code();
-        let mut removed = 0;
-        let mut touched = cost_sums::Touched::default();
-        if from <= to {
-            let end = to.saturating_add(1);
-            // The old rows' days and campaigns lose Meta's part, whatever comes back.
-            touched.add_rows(
-                &*self.costs.open()?,
-                (space, from, "", "", "")..(space, end, "", "", ""),
-            )?;
-            // A row that does not read is kept: it is not known to be Meta's.
-            self.costs.open()?.retain_in(
-                (space, from, "", "", "")..(space, end, "", "", ""),
-                |_, bytes| {
-                    let keep = records::with_cost_row(bytes, |r| r.source != meta).unwrap_or(true);
-                    removed += usize::from(!keep);
-                    keep
-                },
-            )?;
-        }
-        let mut set = 0;
-        for c in costs.iter().filter(|c| (from..=to).contains(&c.day)) {
-            if self.costs.open()?.get(cost_key(space, c))?.is_some() || c.amount.is_zero() {
-                // Set by hand (Meta's own rows of these days are gone), or nothing spent.
-                continue;
-            }
-            self.insert_cost(space, c, meta)?;
-            touched.add(space, c.day, &c.campaign_name);
-            set += 1;
-        }
-        self.resum_costs(&touched)?;
-        Ok((set, removed))
-    }
-
     /// Applies `patch` to the settings of `space`; answers them as they now are. A bot token
     /// whose bot is another space's is refused here, where every way in passes and no other
     /// write can come between the check and the change ([`check_bot_unshared`]).
-    pub(crate) fn update_settings(
+    pub fn update_settings(
         &mut self,
         space: u32,
         patch: &SettingsPatch,
@@ -461,7 +374,7 @@ impl<'t> Txn<'t> {
     /// entry for its key, and is looked at by a later sweep once written; one that the redo of
     /// an open writes again (its event is after `dedup_redo_from`) is the newest entry of its
     /// key, expired or not, exactly as if it had never been pruned, and a later sweep takes it.
-    pub(crate) fn prune_dedup(
+    pub fn prune_dedup(
         &mut self,
         after: Option<PruneCursor>,
         expiry: Expiry,
@@ -531,137 +444,9 @@ impl<'t> Txn<'t> {
         Ok(step)
     }
 
-    /// Stores a new click with a fresh `uid`, or answers the click that has the same `fbclid`.
-    pub(crate) fn back_fill_click(
-        &mut self,
-        space: u32,
-        click: NewClick,
-    ) -> Result<ClickOutcome, StoreError> {
-        let fbclid_key = click.fbclid.as_deref().map(click::fbclid_key);
-        if let Some(k) = fbclid_key {
-            // Newest first: this transaction's clicks, then the buffer, then the table.
-            let key = (space, k);
-            let known = match self
-                .fbclid_change
-                .get(&key)
-                .or_else(|| self.fbclid_pending.get(&key))
-            {
-                Some(uid) => Some(uid.to_owned()),
-                None if self.fbclid_pending.may_be_in_table(&key) => {
-                    self.by_fbclid.get(key)?.map(|g| g.value().to_owned())
-                }
-                None => None,
-            };
-            if let Some(uid) = known {
-                return Ok(ClickOutcome {
-                    uid,
-                    created: false,
-                });
-            }
-        }
-        let uid = loop {
-            // 128 random bits: a collision is astronomically unlikely, but never overwrite.
-            let uid = click::new_uid(click.clicked_at_ms.max(self.uid_floor));
-            if !self.new_clicks.contains_key(&(space, uid.clone()))
-                && self.clicks.get((space, uid.as_str()))?.is_none()
-            {
-                break uid;
-            }
-        };
-        let hints = match click.hints {
-            Some(h) if self.settings_of(space)?.meta_client_hints => Some(ClickHintsRecord {
-                clicked_at_ms: click.clicked_at_ms,
-                ip: match h.ip {
-                    Some(std::net::IpAddr::V4(v4)) => v4.octets().to_vec(),
-                    Some(std::net::IpAddr::V6(v6)) => v6.octets().to_vec(),
-                    None => Vec::new(),
-                },
-                user_agent: h.user_agent,
-                fbc: h.fbc,
-            }),
-            _ => None,
-        };
-        let ids = click.ids;
-        let record = ClickRecord {
-            link_slug: click.link_slug,
-            fbclid: click.fbclid,
-            campaign_name: click.campaign_name,
-            raw_query: click.raw_query,
-            clicked_at_ms: click.clicked_at_ms,
-            tg_id: None,
-            bound_at_ms: None,
-            ttclid: ids.ttclid,
-            gclid: ids.gclid,
-            gbraid: ids.gbraid,
-            wbraid: ids.wbraid,
-            fbp: ids.fbp,
-        };
-        // First the step that can refuse, so that a refusal leaves nothing behind.
-        if let Some(k) = fbclid_key {
-            self.fbclid_change.add((space, k), &uid)?;
-        }
-        if let Some(hints) = hints {
-            self.new_hints
-                .insert((space, uid.clone()), records::encode(&hints));
-        }
-        self.new_clicks
-            .insert((space, uid.clone()), records::encode(&record));
-        self.rollup.click(space, &record);
-        Ok(ClickOutcome { uid, created: true })
-    }
-
-    /// Writes the batch's new clicks in key order; answers the latest time their uids begin with.
-    pub(super) fn write_clicks(&mut self) -> Result<Option<u64>, StoreError> {
-        let mut newest = None;
-        for ((space, uid), record) in std::mem::take(&mut self.new_clicks) {
-            self.clicks
-                .insert((space, uid.as_str()), record.as_slice())?;
-            newest = newest.max(click::uid_time(&uid));
-        }
-        for ((space, uid), record) in std::mem::take(&mut self.new_hints) {
-            self.click_hints
-                .open()?
-                .insert((space, uid.as_str()), record.as_slice())?;
-        }
-        Ok(newest)
-    }
-
     /// The settings of `space` in force now in this batch.
-    fn settings_of(&mut self, space: u32) -> Result<&SpaceSettings, StoreError> {
+    pub(super) fn settings_of(&mut self, space: u32) -> Result<&SpaceSettings, StoreError> {
         cached_settings(&mut self.settings_cache, &self.space_settings, space)
-    }
-
-    /// Binds click `uid` to `tg_id` by compare-and-set: the first binding wins.
-    pub(crate) fn bind(
-        &mut self,
-        space: u32,
-        uid: &str,
-        tg_id: u64,
-        now_ms: u64,
-    ) -> Result<BindOutcome, StoreError> {
-        let mut record: ClickRecord = match self.clicks.get((space, uid))? {
-            None => return Ok(BindOutcome::Unmatched),
-            Some(bytes) => records::decode(bytes.value())?,
-        };
-        if let Some(existing) = record.tg_id {
-            return Ok(BindOutcome::Bound {
-                tg_id: existing,
-                conflict: existing != tg_id,
-            });
-        }
-        let touch = attribution::stored_touch(&self.touches, space, tg_id)?;
-        record.tg_id = Some(tg_id);
-        record.bound_at_ms = Some(now_ms);
-        self.clicks
-            .insert((space, uid), records::encode(&record).as_slice())?;
-        self.by_tg.open()?.insert((space, tg_id, uid), ())?;
-        attribution::bound(&mut self.touches, (space, tg_id), touch, uid, now_ms)?;
-        self.depositors.bound(space, uid, tg_id)?;
-        self.rollup.binding(space, &record);
-        Ok(BindOutcome::Bound {
-            tg_id,
-            conflict: false,
-        })
     }
 
     /// Adds refused requests to their spaces' rejection logs, each replacing the space's oldest
@@ -690,17 +475,6 @@ impl<'t> Txn<'t> {
     }
 }
 
-/// The `COSTS` key of cost `c` of `space`: its day, campaign, ad set and ad.
-fn cost_key(space: u32, c: &Cost) -> (u32, u32, &str, &str, &str) {
-    (
-        space,
-        c.day,
-        c.campaign_name.as_str(),
-        c.adset_name.as_str(),
-        c.ad_name.as_str(),
-    )
-}
-
 /// The settings of `space` from `cache`, read from `table` once per batch.
 fn cached_settings<'c>(
     cache: &'c mut HashMap<u32, SpaceSettings>,
@@ -718,7 +492,8 @@ fn cached_settings<'c>(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::storage::open::open_in_memory;
+    use crate::domain::click::{self, NewClick};
+    use crate::storage::engine::open::open_in_memory;
 
     /// A data file in memory with what the writer hands a transaction, all empty: its dedup
     /// and `fbclid` buffers, the links' and the destinations' directories.
@@ -1002,7 +777,7 @@ pub(super) mod tests {
             at_ms: 2,
             reason: "the token has expired".into(),
         };
-        let sent_with = crate::storage::destination_rows::destination_of(
+        let sent_with = crate::storage::destinations::destination_rows::destination_of(
             hook,
             destination_record(&mut t, hook),
         )

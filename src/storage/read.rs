@@ -1,14 +1,14 @@
-//! The read operations, each one function on a [`Snapshot`]: the keyring, the space list,
-//! `dry_run`'s dedup decision, the feed and its pages, links, rejections, what the benchmark
-//! counts. The stats and costs are read in `read_stats.rs`, on the same snapshot.
+//! A read snapshot ([`Snapshot`]) and the reads of events on it, each one of its methods:
+//! `dry_run`'s dedup decision, the feed and its pages, a space's settings, rejections, and
+//! what the benchmark counts. The reads of the other families of tables are methods of
+//! `Snapshot` in their own files: spaces and the keyring in `spaces.rs`, links in `links.rs`,
+//! channels in `channels.rs`, destinations in `destinations/`, stats and costs in
+//! `read_stats.rs`.
 //!
-//! They run on the reader threads (`reader.rs`), which [`Store`](crate::storage::Store)'s read
-//! methods feed; the keyring is also read by the writer after a commit that changed credentials.
-//! None of them writes. Adding a read is one function here and one method on `Store`.
+//! They run on the reader threads (`engine/reader.rs`), handed over by
+//! [`Store::read`](crate::storage::Store::read). None of them writes.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use redb::{
     Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
@@ -16,25 +16,18 @@ use redb::{
 };
 
 use crate::domain::click::ClickIds;
-use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{AttributedBy, EventId, EventKind, Source, ValidEvent};
 use crate::domain::feed::{self, Attribution, FeedEvent, FeedPage, PageRequest};
-use crate::domain::keyring::{KeyEntry, SpaceRef};
-use crate::domain::link::{Destination, Link, Mode};
 use crate::domain::rejection::Rejection;
 use crate::domain::settings::SpaceSettings;
-use crate::domain::stats::{Counts, Dimension};
-use crate::storage::StoreError;
 use crate::storage::attribution;
-use crate::storage::dedup_buffer::{self, Held};
-use crate::storage::records::{self, CredentialRecord, SpaceRecord};
-use crate::storage::records::{ClickRecord, EventRecord, LinkRecord, RejectionRecord};
-use crate::storage::rollup;
+use crate::storage::error::StoreError;
+use crate::storage::index::dedup_buffer::{self, Held};
+use crate::storage::records::{self, ClickRecord, EventRecord, RejectionRecord};
 use crate::storage::schema::{
-    ADMIN, ADMIN_PASSWORD, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, INBOX,
-    LINKS, LINKS_BY_SPACE, META, META_EVENT_ID_SALT_HIGH, META_EVENT_ID_SALT_LOW, REJECTIONS,
-    SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
+    CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, DEDUP, INBOX, META, META_EVENT_ID_SALT_HIGH,
+    META_EVENT_ID_SALT_LOW, REJECTIONS, SPACE_SETTINGS, STATS, TG_TOUCHES,
 };
 
 /// One read snapshot, shared by the reads of a batch, with the tables the hot reads use opened
@@ -124,138 +117,6 @@ pub(crate) fn event_id(
     }
 }
 
-fn space_names(txn: &ReadTransaction) -> Result<HashMap<u32, Arc<str>>, StoreError> {
-    let mut names = HashMap::new();
-    for entry in txn.open_table(SPACES)?.iter()? {
-        let (name, bytes) = entry?;
-        let record: SpaceRecord = records::decode(bytes.value())?;
-        names.insert(record.no, Arc::from(name.value()));
-    }
-    Ok(names)
-}
-
-/// Every stored credential, as the keyring keeps them.
-pub fn keyring_entries(
-    txn: &ReadTransaction,
-) -> Result<Vec<(CredentialDigest, KeyEntry)>, StoreError> {
-    let names = space_names(txn)?;
-    let mut out = Vec::new();
-    for entry in txn.open_table(CREDENTIALS)?.iter()? {
-        let (digest, bytes) = entry?;
-        let r: CredentialRecord = records::decode(bytes.value())?;
-        let (Some(name), Some(kind)) = (names.get(&r.space_no), Kind::from_u8(r.kind)) else {
-            return Err(StoreError::Corrupt(format!(
-                "credential {} names space {} or kind {} that does not exist",
-                r.public_prefix, r.space_no, r.kind
-            )));
-        };
-        out.push((
-            *digest.value(),
-            KeyEntry {
-                space: SpaceRef {
-                    no: r.space_no,
-                    name: name.clone(),
-                },
-                kind,
-                valid_until_ms: r.valid_until_ms,
-                revoked: r.revoked_at_ms.is_some(),
-                last_used_ms: AtomicU64::new(r.last_used_ms),
-            },
-        ));
-    }
-    Ok(out)
-}
-
-/// A space, its settings and its credentials, for `space list`. Never holds a credential, only
-/// its prefix.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct SpaceSummary {
-    pub space: String,
-    pub created_at_ms: u64,
-    pub settings: SpaceSettings,
-    pub credentials: Vec<CredentialSummary>,
-}
-
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct CredentialSummary {
-    pub kind: String,
-    pub prefix: String,
-    pub created_at_ms: u64,
-    pub last_used_ms: Option<u64>,
-    /// Set for a credential replaced by a rotation: when it stops (or stopped) working.
-    pub valid_until_ms: Option<u64>,
-    pub revoked_at_ms: Option<u64>,
-}
-
-impl CredentialSummary {
-    /// Whether it works at `now_ms`, in words: `active`, `in grace until …`, `expired …` or
-    /// `revoked …`, each time written by `at` (UTC for the command line, the space's zone on a
-    /// page).
-    #[must_use]
-    pub fn state(&self, now_ms: u64, at: impl Fn(u64) -> String) -> String {
-        match (self.revoked_at_ms, self.valid_until_ms) {
-            (Some(t), _) => format!("revoked {}", at(t)),
-            (None, Some(until)) if until <= now_ms => format!("expired {}", at(until)),
-            (None, Some(until)) => format!("in grace until {}", at(until)),
-            (None, None) => "active".to_owned(),
-        }
-    }
-
-    /// Whether it is accepted at `now_ms`.
-    #[must_use]
-    pub fn works(&self, now_ms: u64) -> bool {
-        self.revoked_at_ms.is_none() && self.valid_until_ms.is_none_or(|until| until > now_ms)
-    }
-}
-
-/// Every space, by name, with its credentials, newest first. `seen` holds last-used times
-/// newer than the stored ones (kept in memory between flushes).
-pub fn list_spaces(
-    txn: &ReadTransaction,
-    seen: &HashMap<CredentialDigest, u64, impl std::hash::BuildHasher>,
-) -> Result<Vec<SpaceSummary>, StoreError> {
-    let mut spaces = Vec::new();
-    let mut by_no = HashMap::new();
-    let settings = txn.open_table(SPACE_SETTINGS)?;
-    for entry in txn.open_table(SPACES)?.iter()? {
-        let (name, bytes) = entry?;
-        let record: SpaceRecord = records::decode(bytes.value())?;
-        by_no.insert(record.no, spaces.len());
-        spaces.push(SpaceSummary {
-            space: name.value().to_owned(),
-            created_at_ms: record.created_at_ms,
-            settings: attribution::settings(&settings, record.no)?,
-            credentials: Vec::new(),
-        });
-    }
-    for entry in txn.open_table(CREDENTIALS)?.iter()? {
-        let (digest, bytes) = entry?;
-        let r: CredentialRecord = records::decode(bytes.value())?;
-        let last_used = seen
-            .get(digest.value())
-            .copied()
-            .unwrap_or(0)
-            .max(r.last_used_ms);
-        if let Some(&i) = by_no.get(&r.space_no) {
-            spaces[i].credentials.push(CredentialSummary {
-                kind: Kind::from_u8(r.kind)
-                    .map_or("unknown", Kind::as_str)
-                    .to_owned(),
-                prefix: r.public_prefix,
-                created_at_ms: r.created_at_ms,
-                last_used_ms: (last_used > 0).then_some(last_used),
-                valid_until_ms: r.valid_until_ms,
-                revoked_at_ms: r.revoked_at_ms,
-            });
-        }
-    }
-    for s in &mut spaces {
-        s.credentials
-            .sort_by(|a, b| (&a.kind, b.created_at_ms).cmp(&(&b.kind, a.created_at_ms)));
-    }
-    Ok(spaces)
-}
-
 /// What [`judge_event`] answers: the event it would duplicate (`inbox_id` and `event_id`), and
 /// how it would be attributed.
 pub type Judged = (Option<(u64, EventId)>, Option<AttributedBy>);
@@ -274,7 +135,7 @@ pub fn judge_event(
     let attributed_by = attribution::resolve(
         &snapshot.clicks,
         &snapshot.touches,
-        || Ok(space_settings(snapshot, space)?.attribution),
+        || Ok(snapshot.space_settings(space)?.attribution),
         space,
         event,
     )?
@@ -308,11 +169,6 @@ pub fn judge_event(
         }
     };
     Ok((duplicate_of, attributed_by))
-}
-
-/// The settings of `space`.
-pub fn space_settings(s: &Snapshot, space: u32) -> Result<SpaceSettings, StoreError> {
-    attribution::settings(&s.txn.open_table(SPACE_SETTINGS)?, space)
 }
 
 /// How many events the inbox holds, over every space. The benchmark checks acknowledged events
@@ -367,59 +223,78 @@ pub fn usage<T: ReadableTableMetadata>(
     })
 }
 
-/// A page of `space`'s inbox after `page.after`, with each event's click joined now.
-pub fn feed(s: &Snapshot, space: u32, page: PageRequest) -> Result<FeedPage, StoreError> {
-    let inbox = s.txn.open_table(INBOX)?;
-    if page.after > 0 && inbox.get((space, page.after))?.is_none() {
-        return Err(StoreError::Refused(feed::foreign_cursor(page.after)));
-    }
-    let mut events = Vec::with_capacity(page.limit.min(feed::MAX_PAGE));
-    let mut more = false;
-    if let Some(first) = page.after.checked_add(1) {
-        for entry in inbox.range((space, first)..=(space, u64::MAX))? {
-            if events.len() == page.limit {
-                more = true;
-                break;
+impl Snapshot {
+    /// A page of `space`'s inbox after `page.after`, with each event's click joined now.
+    pub fn feed(&self, space: u32, page: PageRequest) -> Result<FeedPage, StoreError> {
+        let inbox = self.txn.open_table(INBOX)?;
+        if page.after > 0 && inbox.get((space, page.after))?.is_none() {
+            return Err(StoreError::Refused(feed::foreign_cursor(page.after)));
+        }
+        let mut events = Vec::with_capacity(page.limit.min(feed::MAX_PAGE));
+        let mut more = false;
+        if let Some(first) = page.after.checked_add(1) {
+            for entry in inbox.range((space, first)..=(space, u64::MAX))? {
+                if events.len() == page.limit {
+                    more = true;
+                    break;
+                }
+                let (key, bytes) = entry?;
+                let inbox_id = key.value().1;
+                let record: EventRecord = records::decode(bytes.value())?;
+                events.push(feed_event(self, space, inbox_id, record)?);
             }
+        }
+        let next = if more {
+            events.last().map(|e| e.inbox_id.clone())
+        } else {
+            None
+        };
+        Ok(FeedPage { events, next })
+    }
+
+    /// A page of the space's inbox newest first: the events before `before` (all: `None`), at most
+    /// `limit`, and the `inbox_id` to ask before for the next page, when there is one.
+    pub fn feed_newest(
+        &self,
+        space: u32,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<(Vec<FeedEvent>, Option<u64>), StoreError> {
+        let inbox = self.txn.open_table(INBOX)?;
+        let end = before.unwrap_or(u64::MAX);
+        let mut events = Vec::with_capacity(limit.min(feed::MAX_PAGE));
+        let mut older = None;
+        for entry in inbox.range((space, 0)..(space, end))?.rev() {
             let (key, bytes) = entry?;
             let inbox_id = key.value().1;
+            if events.len() == limit {
+                older = events
+                    .last()
+                    .map(|e: &FeedEvent| e.inbox_id.parse().unwrap_or(0));
+                break;
+            }
             let record: EventRecord = records::decode(bytes.value())?;
-            events.push(feed_event(s, space, inbox_id, record)?);
+            events.push(feed_event(self, space, inbox_id, record)?);
         }
+        Ok((events, older))
     }
-    let next = if more {
-        events.last().map(|e| e.inbox_id.clone())
-    } else {
-        None
-    };
-    Ok(FeedPage { events, next })
-}
 
-/// A page of the space's inbox newest first: the events before `before` (all: `None`), at most
-/// `limit`, and the `inbox_id` to ask before for the next page, when there is one.
-pub fn feed_newest(
-    s: &Snapshot,
-    space: u32,
-    before: Option<u64>,
-    limit: usize,
-) -> Result<(Vec<FeedEvent>, Option<u64>), StoreError> {
-    let inbox = s.txn.open_table(INBOX)?;
-    let end = before.unwrap_or(u64::MAX);
-    let mut events = Vec::with_capacity(limit.min(feed::MAX_PAGE));
-    let mut older = None;
-    for entry in inbox.range((space, 0)..(space, end))?.rev() {
-        let (key, bytes) = entry?;
-        let inbox_id = key.value().1;
-        if events.len() == limit {
-            older = events
-                .last()
-                .map(|e: &FeedEvent| e.inbox_id.parse().unwrap_or(0));
-            break;
+    /// `space`'s most recent rejections, newest first.
+    pub fn rejections(&self, space: u32, limit: usize) -> Result<Vec<Rejection>, StoreError> {
+        let table = self.txn.open_table(REJECTIONS)?;
+        let mut kept = Vec::new();
+        for entry in table.range((space, 0)..=(space, u32::MAX))? {
+            let (_, bytes) = entry?;
+            kept.push(records::decode::<RejectionRecord>(bytes.value())?);
         }
-        let record: EventRecord = records::decode(bytes.value())?;
-        events.push(feed_event(s, space, inbox_id, record)?);
+        kept.sort_by_key(|r| std::cmp::Reverse(r.number));
+        Ok(kept.into_iter().take(limit).map(|r| r.rejection).collect())
     }
-    Ok((events, older))
+
+    /// The settings of `space`.
+    pub fn space_settings(&self, space: u32) -> Result<SpaceSettings, StoreError> {
+        attribution::settings(&self.txn.open_table(SPACE_SETTINGS)?, space)
+    }
 }
 
 /// One stored event as the feed shows it, with its click joined now.
@@ -486,117 +361,4 @@ pub(crate) fn feed_event(
     // The Telegram id the event named, where it named one; else its click's.
     event.tg_id = r.tg_id.or(event.tg_id);
     Ok(event)
-}
-
-/// `space`'s most recent rejections, newest first.
-pub fn rejections(s: &Snapshot, space: u32, limit: usize) -> Result<Vec<Rejection>, StoreError> {
-    let table = s.txn.open_table(REJECTIONS)?;
-    let mut kept = Vec::new();
-    for entry in table.range((space, 0)..=(space, u32::MAX))? {
-        let (_, bytes) = entry?;
-        kept.push(records::decode::<RejectionRecord>(bytes.value())?);
-    }
-    kept.sort_by_key(|r| std::cmp::Reverse(r.number));
-    Ok(kept.into_iter().take(limit).map(|r| r.rejection).collect())
-}
-
-/// The number of space `name`.
-pub fn space_no(txn: &ReadTransaction, name: &str) -> Result<u32, StoreError> {
-    match txn.open_table(SPACES)?.get(name)? {
-        Some(bytes) => Ok(records::decode::<SpaceRecord>(bytes.value())?.no),
-        None => Err(StoreError::Refused(crate::error::Error::new(
-            crate::error::Code::InvalidField,
-            format!("no space named {name:?}"),
-        ))),
-    }
-}
-
-/// The admin password's hash, if one was set.
-pub fn admin_password(txn: &ReadTransaction) -> Result<Option<String>, StoreError> {
-    let table = txn.open_table(ADMIN)?;
-    let Some(bytes) = table.get(ADMIN_PASSWORD)? else {
-        return Ok(None);
-    };
-    String::from_utf8(bytes.value().to_vec())
-        .map(Some)
-        .map_err(|_| StoreError::Corrupt("the admin password hash is not text".to_owned()))
-}
-
-/// A stored link as the domain sees it.
-pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
-    let destination = match (r.bot, r.target, r.channel) {
-        (Some(bot), None, None) => Destination::Bot(bot),
-        (None, Some(target), None) => Destination::Target(target),
-        (None, None, Some(c)) => Destination::Channel(crate::domain::channel::Channel {
-            chat: c.chat,
-            chat_id: c.chat_id,
-            title: c.title,
-            join_requests: c.join_requests,
-            fallback: c.fallback,
-        }),
-        _ => {
-            return Err(StoreError::Corrupt(format!(
-                "link {slug:?} has not exactly one of a bot, a target and a channel"
-            )));
-        }
-    };
-    Ok(Link {
-        space: r.space_no,
-        slug: slug.to_owned(),
-        destination,
-        campaign_name: r.campaign_name,
-        mode: if r.mode == 1 {
-            Mode::Page
-        } else {
-            Mode::Redirect
-        },
-        created_at_ms: r.created_at_ms,
-        deleted: r.deleted_at_ms.is_some(),
-    })
-}
-
-/// Every link of the file, deleted ones included: what the public path looks slugs up in.
-pub fn all_links(txn: &ReadTransaction) -> Result<Vec<Link>, StoreError> {
-    let mut links = Vec::new();
-    for entry in txn.open_table(LINKS)?.iter()? {
-        let (slug, bytes) = entry?;
-        links.push(link_of(slug.value(), records::decode(bytes.value())?)?);
-    }
-    Ok(links)
-}
-
-/// `space`'s links that are not deleted, oldest first, each with its clicks and bound clicks
-/// (all time, from the stats rollup: every click whose `link_slug` is the slug).
-pub fn links(s: &Snapshot, space: u32) -> Result<Vec<(Link, u64, u64)>, StoreError> {
-    let table = s.txn.open_table(LINKS)?;
-    let stats = s.txn.open_table(STATS)?;
-    let code = Dimension::Link.code();
-    let mut out = Vec::new();
-    for entry in s
-        .txn
-        .open_table(LINKS_BY_SPACE)?
-        .range((space, "")..=(space, "\u{10ffff}"))?
-    {
-        let (key, _) = entry?;
-        let slug = key.value().1;
-        let Some(bytes) = table.get(slug)? else {
-            return Err(StoreError::Corrupt(format!(
-                "links_by_space names {slug:?}, which has no link"
-            )));
-        };
-        let link = link_of(slug, records::decode(bytes.value())?)?;
-        if link.deleted {
-            continue;
-        }
-        let mut total = Counts::default();
-        for row in stats.range((space, code, slug, 0)..=(space, code, slug, u32::MAX))? {
-            let (_, bytes) = row?;
-            total
-                .add(&rollup::counts_in(bytes.value())?)
-                .map_err(StoreError::Corrupt)?;
-        }
-        out.push((link, total.clicks, total.bound_clicks));
-    }
-    out.sort_by_key(|(l, _, _)| l.created_at_ms);
-    Ok(out)
 }

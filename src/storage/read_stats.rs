@@ -1,80 +1,83 @@
 //! The reads of what is counted: `GET /stats` from the rollup (`rollup.rs`), a quarter, a day
-//! or a block of days a row, with the costs of the same days; and the costs themselves. They run
-//! on the reader threads like the rest of `read.rs`, on its [`Snapshot`].
+//! or a block of days a row, with the costs of the same days (`costs.rs`). They run on the
+//! reader threads like the rest of `read.rs`, on its [`Snapshot`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 use redb::ReadOnlyTable;
 
-use crate::domain::cost::{self, Cost};
+use crate::domain::cost;
 use crate::domain::decimal::Decimal;
 use crate::domain::stats::{self, Counts, Dimension, GroupStats, Grouping};
-use crate::storage::StoreError;
 use crate::storage::channels::{self, ChannelGroups};
 use crate::storage::cost_sums;
+use crate::storage::costs;
+use crate::storage::error::StoreError;
 use crate::storage::read::Snapshot;
 use crate::storage::records;
 use crate::storage::rollup;
-use crate::storage::schema::{COST_SUMS, COSTS, STATS};
+use crate::storage::schema::{COST_SUMS, STATS};
 
-/// `space`'s counts by `grouping` over the quarters `[from, to)`, one entry per group, the
-/// groups in order (days ascending; the group without a name first), with days and costs in
-/// `zone`. Whole UTC days are read from the day rows, the rest from the quarter rows
-/// (`rollup::DAY_ROWS`); a day of `zone` is read as its own range, so it is exact in any zone.
-/// One campaign's groups are its drill-down rows (`rollup::in_campaign`), its days its own rows.
-pub fn stats(
-    s: &Snapshot,
-    space: u32,
-    grouping: &Grouping,
-    (from, to): (u32, u32),
-    zone: &jiff::tz::TimeZone,
-) -> Result<Vec<GroupStats>, StoreError> {
-    let table = s.txn().open_table(STATS)?;
-    let rows = Rows {
-        table: &table,
-        space,
-        pieces: pieces(from, to),
-    };
-    let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
-    let campaign = grouping.campaign.as_deref();
-    match (grouping.by, campaign) {
-        (Dimension::Day, _) => {
-            let (code, group) = match campaign {
-                Some(c) => (Dimension::Campaign.code(), c),
-                None => (Dimension::Day.code(), ""),
-            };
-            rows.by_day(code, group, (from, to), zone, &mut groups)?;
-        }
-        (Dimension::Campaign, Some(c)) => {
-            if let Some(total) = rows.total(Dimension::Campaign.code(), c)? {
-                groups.insert(c.to_owned(), total);
+impl Snapshot {
+    /// `space`'s counts by `grouping` over the quarters `[from, to)`, one entry per group, the
+    /// groups in order (days ascending; the group without a name first), with days and costs in
+    /// `zone`. Whole UTC days are read from the day rows, the rest from the quarter rows
+    /// (`rollup::DAY_ROWS`); a day of `zone` is read as its own range, so it is exact in any zone.
+    /// One campaign's groups are its drill-down rows (`rollup::in_campaign`), its days its own rows.
+    pub fn stats(
+        &self,
+        space: u32,
+        grouping: &Grouping,
+        (from, to): (u32, u32),
+        zone: &jiff::tz::TimeZone,
+    ) -> Result<Vec<GroupStats>, StoreError> {
+        let table = self.txn().open_table(STATS)?;
+        let rows = Rows {
+            table: &table,
+            space,
+            pieces: pieces(from, to),
+        };
+        let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
+        let campaign = grouping.campaign.as_deref();
+        match (grouping.by, campaign) {
+            (Dimension::Day, _) => {
+                let (code, group) = match campaign {
+                    Some(c) => (Dimension::Campaign.code(), c),
+                    None => (Dimension::Day.code(), ""),
+                };
+                rows.by_day(code, group, (from, to), zone, &mut groups)?;
+            }
+            (Dimension::Campaign, Some(c)) => {
+                if let Some(total) = rows.total(Dimension::Campaign.code(), c)? {
+                    groups.insert(c.to_owned(), total);
+                }
+            }
+            (by, Some(c)) => {
+                let code = by.in_campaign_code().unwrap_or(by.code());
+                let (start, end) = rollup::in_campaign_range(c);
+                let end = Bound::Excluded((space, code, end.as_str(), 0));
+                rows.each_group(code, &start, end, &mut groups)?;
+            }
+            (by, None) => {
+                let end = Bound::Excluded((space, by.code() + 1, "", 0));
+                rows.each_group(by.code(), "", end, &mut groups)?;
             }
         }
-        (by, Some(c)) => {
-            let code = by.in_campaign_code().unwrap_or(by.code());
-            let (start, end) = rollup::in_campaign_range(c);
-            let end = Bound::Excluded((space, code, end.as_str(), 0));
-            rows.each_group(code, &start, end, &mut groups)?;
+        add_channel_counts(self, space, grouping, (from, to), zone, &mut groups)?;
+        let spent = group_costs(self, space, grouping, (from, to), zone)?;
+        for group in spent.keys() {
+            groups.entry(group.clone()).or_default();
         }
-        (by, None) => {
-            let end = Bound::Excluded((space, by.code() + 1, "", 0));
-            rows.each_group(by.code(), "", end, &mut groups)?;
-        }
+        let none = BTreeMap::new();
+        Ok(groups
+            .into_iter()
+            .map(|(group, counts)| {
+                let cost = spent.get(&group).unwrap_or(&none);
+                GroupStats::new((!group.is_empty()).then_some(group), &counts, cost)
+            })
+            .collect())
     }
-    add_channel_counts(s, space, grouping, (from, to), zone, &mut groups)?;
-    let spent = group_costs(s, space, grouping, (from, to), zone)?;
-    for group in spent.keys() {
-        groups.entry(group.clone()).or_default();
-    }
-    let none = BTreeMap::new();
-    Ok(groups
-        .into_iter()
-        .map(|(group, counts)| {
-            let cost = spent.get(&group).unwrap_or(&none);
-            GroupStats::new((!group.is_empty()).then_some(group), &counts, cost)
-        })
-        .collect())
 }
 
 /// Adds the channel joins and leaves of the quarters `[from, to)` to the groups of `grouping`
@@ -289,7 +292,7 @@ fn group_costs(
         }
         Dimension::AdSet | Dimension::Ad => {
             let by_ad = grouping.by == Dimension::Ad;
-            each_cost(s, space, days, campaign, |row| {
+            costs::each_cost(s, space, days, campaign, |row| {
                 let group = if by_ad { row.ad } else { row.adset };
                 if group.is_empty() {
                     return Ok(());
@@ -357,90 +360,6 @@ fn pieces(from: u32, to: u32) -> Vec<(u8, u32, u32)> {
     all.push((0, end_day * PER_DAY, to));
     all.retain(|&(_, lo, hi)| lo < hi);
     all
-}
-
-/// `space`'s costs on the days `[from, to]` (both included), by day, then campaign, ad set and
-/// ad.
-pub fn costs(
-    s: &Snapshot,
-    space: u32,
-    days: (cost::Day, cost::Day),
-) -> Result<Vec<Cost>, StoreError> {
-    let mut costs = Vec::new();
-    each_cost(s, space, days, None, |row| {
-        costs.push(Cost {
-            day: row.day,
-            campaign_name: row.campaign.to_owned(),
-            adset_name: row.adset.to_owned(),
-            ad_name: row.ad.to_owned(),
-            amount: row.amount,
-            currency: row.currency.to_owned(),
-            source: row.source,
-        });
-        Ok(())
-    })?;
-    Ok(costs)
-}
-
-/// One stored cost, its text borrowed from the stored key and value.
-struct CostAt<'a> {
-    day: cost::Day,
-    campaign: &'a str,
-    adset: &'a str,
-    ad: &'a str,
-    amount: Decimal,
-    currency: &'a str,
-    source: cost::Source,
-}
-
-/// Calls `each` with each of `space`'s costs on the days `[from, to]` (both included), by day,
-/// then campaign, ad set and ad; with `campaign`, that campaign's only, read day by day from
-/// the days its sums say it has a cost.
-fn each_cost(
-    s: &Snapshot,
-    space: u32,
-    (from, to): (cost::Day, cost::Day),
-    campaign: Option<&str>,
-    mut each: impl FnMut(CostAt<'_>) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
-    if from > to {
-        return Ok(());
-    }
-    let table = s.txn().open_table(COSTS)?;
-    let mut read = |range: std::ops::RangeFrom<(u32, u32, &str, &str, &str)>,
-                    until: (u32, Option<&str>)| {
-        for entry in table.range(range)? {
-            let (key, bytes) = entry?;
-            let (s, day, campaign, adset, ad) = key.value();
-            if s != space || day > until.0 || until.1.is_some_and(|c| c != campaign) {
-                break;
-            }
-            records::with_cost_row(bytes.value(), |r| {
-                let amount = Decimal::parse(r.amount).map_err(|e| {
-                    StoreError::Corrupt(format!("cost of {campaign:?} on day {day}: {e}"))
-                })?;
-                each(CostAt {
-                    day,
-                    campaign,
-                    adset,
-                    ad,
-                    amount,
-                    currency: r.currency,
-                    source: cost::Source::of_code(r.source),
-                })
-            })??;
-        }
-        Ok::<_, StoreError>(())
-    };
-    match campaign {
-        None => read((space, from, "", "", "").., (to, None)),
-        Some(c) => {
-            let sums = s.txn().open_table(COST_SUMS)?;
-            cost_sums::campaign_days(&sums, space, (from, to), c, |day, _| {
-                read((space, day, c, "", "").., (day, Some(c)))
-            })
-        }
-    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::domain::input::Query;
 
 use crate::domain::decimal::Decimal;
 use crate::domain::stats::{Counts, Dimension, QUARTERS_PER_DAY, quarter_of};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::records::{self, ClickRecord, EventRecord, StatsRecord, StatsRow};
 use crate::storage::schema::{CLICKS, INBOX, STATS};
 
@@ -522,7 +522,7 @@ mod tests {
     /// every row in memory holds, which is what `count_all` counts.
     #[test]
     fn a_bounded_rebuild_counts_what_one_in_memory_does() {
-        let (_dir, db) = crate::storage::open::test_database();
+        let (_dir, db) = crate::storage::engine::open::test_database();
         let txn = db.begin_write().unwrap();
         {
             let mut clicks = txn.open_table(CLICKS).unwrap();

@@ -94,7 +94,7 @@
 
 use redb::{Key, TableDefinition, Value};
 
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
 pub const SCHEMA_VERSION: u64 = 16;
@@ -393,7 +393,7 @@ mod every_table {
 
     #[test]
     fn the_list_is_every_table_a_new_file_has() {
-        let (_dir, db) = crate::storage::open::test_database();
+        let (_dir, db) = crate::storage::engine::open::test_database();
         let in_file: BTreeSet<String> = db
             .begin_read()
             .unwrap()

@@ -34,8 +34,7 @@ use crate::config::{BackupSchedule, S3Settings};
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::s3::{self, Bucket, S3Error};
-use crate::storage::Store;
-use crate::storage::backup::BackupStats;
+use crate::storage::{BackupStats, Store};
 use crate::workers::Worker;
 
 const PREFIX: &str = "tracker-";
@@ -358,7 +357,7 @@ fn local_dir(backups: &Backups) -> PathBuf {
         .schedule
         .dir
         .clone()
-        .unwrap_or_else(|| crate::storage::backup::folder_of(backups.store.path()).to_path_buf())
+        .unwrap_or_else(|| crate::storage::folder_of(backups.store.path()).to_path_buf())
 }
 
 /// One scheduled backup at `now_ms` into `schedule.dir`, then the rotation; answers the new

@@ -142,7 +142,7 @@ pub async fn sweep_hints(retention: &Retention) -> Result<u64, Error> {
     loop {
         let (n, next) = retention
             .store
-            .prune_click_hints(from, before, STEP_ENTRIES)
+            .write(move |t| t.prune_click_hints(from, before, STEP_ENTRIES))
             .await?;
         removed += n;
         match next {
@@ -163,7 +163,7 @@ pub async fn sweep_deliveries(retention: &Retention) -> Result<u64, Error> {
     loop {
         let (n, next) = retention
             .store
-            .prune_deliveries(from, before, STEP_ENTRIES)
+            .write(move |t| t.prune_deliveries(from, before, STEP_ENTRIES))
             .await?;
         removed += n;
         match next {
@@ -186,7 +186,7 @@ pub async fn sweep(retention: &Retention, window_ms: u64) -> Result<u64, Error> 
         };
         let step = retention
             .store
-            .prune_dedup(after, expiry, STEP_ENTRIES)
+            .write(move |t| t.prune_dedup(after, expiry, STEP_ENTRIES))
             .await?;
         removed += step.removed;
         retention.metrics.pruned(step.removed);

@@ -538,7 +538,8 @@ async fn a_bot_of_another_space_is_refused_and_another_bot_is_taken() {
     let api = BotApi::start().await;
     let s = with_bot(&api).await;
     let app = s.app.clone().expect("the server's application");
-    let b = app.store.space_no(s.b.name.clone()).await.unwrap();
+    let name = s.b.name.clone();
+    let b = app.store.read(move |s| s.space_no(&name)).await.unwrap();
     let patch_b = |token: &str| {
         let body = json!({"telegram_bot_token": token}).to_string();
         let s = &s;
@@ -794,8 +795,14 @@ async fn joins_whose_ids_telegram_chose_anew_after_a_quiet_week_count() {
     api.wait_until(WAIT, |a| a.kept_updates().is_empty()).await;
     // The stored offset went down with the ids: past the last update applied.
     let app = s.app.clone().expect("the server's application");
-    let no = app.store.space_no(s.a.name.clone()).await.unwrap();
-    assert_eq!(app.store.telegram_offset(no).await.unwrap(), last + 1);
+    let name = s.a.name.clone();
+    let no = app.store.read(move |s| s.space_no(&name)).await.unwrap();
+    let offset = app
+        .store
+        .read(move |s| s.telegram_offset(no))
+        .await
+        .unwrap();
+    assert_eq!(offset, last + 1);
 
     // While it is stopped: the join comes between the stop and the start.
     wait_for_state(&s, "news", |c| c["pool"] == POOL).await;

@@ -568,12 +568,12 @@ async fn a_full_write_queue_answers_503_and_stores_nothing_for_it() {
 /// not decode is answered `500 internal`, and the unrelated requests of its batch commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_does_not_decode_fails_only_its_own_request() {
-    use tracker::storage::{Store, StoreOptions, open, schema};
+    use tracker::storage::{self, Store, StoreOptions, schema};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.redb");
     // A click record whose version byte no release writes.
     {
-        let db = open::open_database(&path, None, tracker::storage::open::SERVER_CACHE_BYTES)
+        let db = storage::open_database(&path, None, tracker::storage::SERVER_CACHE_BYTES)
             .unwrap()
             .db;
         let txn = db.begin_write().unwrap();
@@ -600,7 +600,7 @@ async fn a_record_that_does_not_decode_fails_only_its_own_request() {
         .collect();
     let bind = {
         let store = store.clone();
-        tokio::spawn(async move { store.bind(1, "damaged".into(), 42, now).await })
+        tokio::spawn(async move { store.write(move |t| t.bind(1, "damaged", 42, now)).await })
     };
     let bound = bind
         .await

@@ -99,13 +99,9 @@ async fn every_fixture_opens_migrates_and_still_deduplicates() {
             "v{version}"
         );
         drop(store);
-        let db = tracker::storage::open::open_database(
-            &path,
-            None,
-            tracker::storage::open::SERVER_CACHE_BYTES,
-        )
-        .unwrap()
-        .db;
+        let db = tracker::storage::open_database(&path, None, tracker::storage::SERVER_CACHE_BYTES)
+            .unwrap()
+            .db;
         let stored = redb::ReadableDatabase::begin_read(&db)
             .unwrap()
             .open_table(tracker::storage::schema::META)
@@ -198,7 +194,9 @@ fn added_up(groups: &[tracker::domain::stats::GroupStats]) -> Counted {
 /// for the older files) adds up to the campaign's own row, and one campaign alone is its row.
 async fn drill_downs_add_up_to_their_campaigns(store: &Store, version: u64) {
     use tracker::domain::stats::{Dimension, GroupStats, Grouping};
-    let read = |grouping| store.stats(1, grouping, (0, u32::MAX), jiff::tz::TimeZone::UTC);
+    let read = |grouping: Grouping| {
+        store.read(move |s| s.stats(1, &grouping, (0, u32::MAX), &jiff::tz::TimeZone::UTC))
+    };
     let campaigns = read(Grouping::all(Dimension::Campaign)).await.unwrap();
     // The counts of a group, without what follows from them.
     let counts = |g: &GroupStats| {
@@ -287,7 +285,7 @@ async fn drill_downs_add_up_to_their_campaigns(store: &Store, version: u64) {
 async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
     use tracker::domain::stats::Dimension;
     let costs: Vec<String> = store
-        .costs(1, (0, u32::MAX))
+        .read(|s| s.costs(1, (0, u32::MAX)))
         .await
         .unwrap()
         .iter()
@@ -321,7 +319,7 @@ async fn costs_are_what_the_file_holds(store: &Store, version: u64) {
     let cost_by = |by| async move {
         let grouping = tracker::domain::stats::Grouping::all(by);
         let groups = store
-            .stats(1, grouping, quarters, jiff::tz::TimeZone::UTC)
+            .read(move |s| s.stats(1, &grouping, quarters, &jiff::tz::TimeZone::UTC))
             .await
             .unwrap();
         let costs: Vec<String> = groups
@@ -405,13 +403,9 @@ fn campaigns_in(version: u64) -> Vec<serde_json::Value> {
 async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
     use tracker::domain::feed::PageRequest;
     use tracker::domain::stats::Dimension;
+    let grouping = tracker::domain::stats::Grouping::all(Dimension::Campaign);
     let groups = store
-        .stats(
-            1,
-            tracker::domain::stats::Grouping::all(Dimension::Campaign),
-            (0, u32::MAX),
-            jiff::tz::TimeZone::UTC,
-        )
+        .read(move |s| s.stats(1, &grouping, (0, u32::MAX), &jiff::tz::TimeZone::UTC))
         .await
         .unwrap();
     let mut got = serde_json::to_value(&groups).unwrap();
@@ -431,13 +425,15 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
     let v8 = version >= 8;
     assert_eq!(got, serde_json::Value::Array(expected), "v{version}");
     let page = store
-        .feed(
-            1,
-            PageRequest {
-                after: 0,
-                limit: 100,
-            },
-        )
+        .read(|s| {
+            s.feed(
+                1,
+                PageRequest {
+                    after: 0,
+                    limit: 100,
+                },
+            )
+        })
         .await
         .unwrap();
     assert_eq!(page.events.len() as u64, events_in(version));
@@ -470,7 +466,7 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
         );
     }
     first_deposits_are_decided(&page.events, version);
-    let settings = store.space_settings(1).await.unwrap();
+    let settings = store.read(|s| s.space_settings(1)).await.unwrap();
     let zone = if version >= 10 { "Asia/Kolkata" } else { "UTC" };
     assert_eq!(settings.time_zone.as_str(), zone, "v{version}");
     let attribution = settings.attribution;
@@ -489,7 +485,7 @@ async fn stats_count_what_the_file_holds(store: &Store, version: u64) {
 /// Schema 9: the fixture's webhook took every event of its space, each a delivery still open or
 /// tried (nothing listens where it points), and the space keeps visitors' hints.
 async fn deliveries_are_what_the_file_holds(store: &Store, version: u64, events: u64) {
-    let destinations = store.destinations(1).await.unwrap();
+    let destinations = store.read(|s| s.destinations(1)).await.unwrap();
     if version >= 9 {
         // From version 13 also a postback with its own statuses, made after the events.
         let statuses = destinations.iter().find(|d| d.name == "network");
@@ -519,7 +515,7 @@ async fn deliveries_are_what_the_file_holds(store: &Store, version: u64, events:
             counts.get(tracker::domain::destination::State::Delivered),
             0
         );
-        let settings = store.space_settings(1).await.unwrap();
+        let settings = store.read(|s| s.space_settings(1)).await.unwrap();
         assert!(settings.meta_client_hints);
         if version >= 14 {
             assert_eq!(
@@ -541,7 +537,7 @@ async fn event_ids_in(path: &std::path::Path) -> Vec<(String, Option<String>, Op
         after: 0,
         limit: 1000,
     };
-    let events = store.feed(1, page).await.unwrap().events;
+    let events = store.read(move |s| s.feed(1, page)).await.unwrap().events;
     store.close();
     events
         .into_iter()

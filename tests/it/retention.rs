@@ -73,7 +73,10 @@ async fn sweep(store: &Store, now_ms: u64, limit: usize) -> (u64, u64) {
     };
     let (mut after, mut scanned, mut removed, mut steps) = (None, 0, 0, 0);
     loop {
-        let step = store.prune_dedup(after, expiry, limit).await.unwrap();
+        let step = store
+            .write(move |t| t.prune_dedup(after, expiry, limit))
+            .await
+            .unwrap();
         assert!(step.scanned <= limit as u64, "{step:?}");
         steps += 1;
         assert!(steps < 1000, "the sweep does not end");

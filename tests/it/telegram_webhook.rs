@@ -62,7 +62,8 @@ async fn post_update(s: &TestServer, space: &str, secret: Option<&str>, body: &s
 /// What the Settings page says of space `a`'s bot.
 async fn bot_sentence(s: &TestServer) -> String {
     let app = s.app.clone().expect("the server's application");
-    let no = app.store.space_no(s.a.name.clone()).await.unwrap();
+    let name = s.a.name.clone();
+    let no = app.store.read(move |s| s.space_no(&name)).await.unwrap();
     app.telegram
         .bot(no)
         .map(|b| b.describe())

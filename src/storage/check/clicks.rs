@@ -7,8 +7,8 @@ use redb::{ReadTransaction, ReadableTable};
 use super::findings::Checker;
 use super::fixes::Fix;
 use crate::domain::click::fbclid_key;
-use crate::storage::StoreError;
 use crate::storage::attribution;
+use crate::storage::error::StoreError;
 use crate::storage::records::{self, ClickRecord, TgTouchRecord};
 use crate::storage::schema::{CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, TG_TOUCHES};
 

@@ -10,8 +10,8 @@ use super::findings::{Checker, Finding};
 use super::fixes::Fix;
 use crate::domain::rejection::KEPT_PER_SPACE;
 use crate::domain::stats::Counts;
-use crate::storage::StoreError;
 use crate::storage::cost_sums;
+use crate::storage::error::StoreError;
 use crate::storage::records::{self, RejectionRecord};
 use crate::storage::rollup::{self, RowKey};
 use crate::storage::schema::{

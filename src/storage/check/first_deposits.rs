@@ -5,7 +5,7 @@
 use redb::{ReadTransaction, ReadableTable};
 
 use super::findings::Checker;
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::records::{self, ClickRecord, EventRecord};
 use crate::storage::schema::{CLICKS, FIRST_DEPOSITS_BY_CLICK, FIRST_DEPOSITS_BY_TG, INBOX};
 

@@ -3,9 +3,9 @@
 
 use redb::WriteTransaction;
 
-use crate::storage::StoreError;
 use crate::storage::cost_sums;
-use crate::storage::dedup_buffer::TableKey;
+use crate::storage::error::StoreError;
+use crate::storage::index::dedup_buffer::TableKey;
 use crate::storage::records::{self, TgTouchRecord};
 use crate::storage::rollup;
 use crate::storage::schema::{

@@ -9,9 +9,9 @@ use redb::{ReadTransaction, ReadableTable};
 use super::findings::Checker;
 use super::fixes::Fix;
 use crate::domain::dedup::{self, Expiry};
-use crate::storage::StoreError;
-use crate::storage::dedup_buffer::{self, GEN_ENTRIES, TableKey};
-use crate::storage::key_filter::GenFilter;
+use crate::storage::error::StoreError;
+use crate::storage::index::dedup_buffer::{self, GEN_ENTRIES, TableKey};
+use crate::storage::index::key_filter::GenFilter;
 use crate::storage::records::{self, EventRecord};
 use crate::storage::schema::{DEDUP, INBOX, META_INBOX_SEQ};
 

@@ -54,11 +54,12 @@ use self::first_deposits::check_first_deposits;
 use self::inbox::check_inbox;
 use self::spaces::{check_credentials, check_links, check_settings, check_spaces};
 use crate::domain::dedup::Expiry;
+use crate::storage::engine::open;
+use crate::storage::error::StoreError;
 use crate::storage::schema::{
     self, META, META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ, META_SCHEMA_VERSION,
     META_SPACE_SEQ, SCHEMA_VERSION,
 };
-use crate::storage::{StoreError, open};
 
 /// Checks every invariant of the snapshot `txn` as of `expiry`; never writes.
 pub fn check(txn: &ReadTransaction, expiry: Expiry) -> Result<Report, StoreError> {

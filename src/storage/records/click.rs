@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::codec::{Record, from_postcard, postcard_in_place, unreadable_version};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 
 /// A click. Version 1 is the `postcard` encoding of its first seven fields; version 2 (schema
 /// 13) is the same, then the ids the click brought besides `fbclid` as a `postcard` sequence of

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 
 /// A record type, the version byte in front of its current encoding, and how its body is written
 /// and read (`postcard`, unless the type overrides `encode_body` and `decode_body`).

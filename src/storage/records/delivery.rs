@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::codec::{Record, from_postcard, unreadable_version};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 
 /// A destination (`DESTINATIONS`): its space, name and kind, which events it takes, and its
 /// kind's fields; the access token and signing secrets as they must be used (so the data file

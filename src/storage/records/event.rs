@@ -59,7 +59,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::codec::{Record, from_postcard, unreadable_version};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 
 /// One inbox entry. Version 1 is the `postcard` encoding of [`EventRecordV1`]; versions 2 and 3
 /// are the layout in the module documentation.

@@ -68,7 +68,7 @@ impl Record for LinkRecord {
     const VERSION: u8 = 2;
     const NAME: &'static str = "link";
 
-    fn decode_body(version: u8, body: &[u8]) -> Result<Self, crate::storage::StoreError> {
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, crate::storage::error::StoreError> {
         match version {
             1 => {
                 let mut v2 = body.to_vec();

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::codec::{Record, decode, from_postcard, postcard_in_place, unreadable_version};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 
 /// The counts of one rollup row (`STATS`). Deposit sums are exact decimal text. Version 2
 /// (schema 10) adds `first_deposits` at the end; version 1 rows read with none.

@@ -9,7 +9,7 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::{Frame, csv_response, frame_of, html, space};
-use crate::app::CostsImport;
+use crate::app::costs::CostsImport;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::stats;
 use crate::error::{Code, Error};

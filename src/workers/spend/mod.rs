@@ -232,7 +232,7 @@ pub struct Shared {
 /// refused and no new one was set since; a store's error. A fetch that fails at Meta is not an
 /// error: it is the answer's [`LastFetch`].
 pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, Error> {
-    let settings = shared.store.space_settings(space).await?;
+    let settings = shared.store.read(move |s| s.space_settings(space)).await?;
     let (Some(account), Some(token)) = (&settings.meta_ads_account, &settings.meta_ads_token)
     else {
         return Err(Error::new(
@@ -286,9 +286,10 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
                     .or_insert_with(Decimal::zero);
                 *sum = sum.checked_add(c.amount).unwrap_or(*sum);
             }
+            let costs = read.costs;
             let (set, removed) = shared
                 .store
-                .replace_meta_costs(space, (first, today), read.costs)
+                .write(move |t| t.replace_meta_costs(space, (first, today), &costs))
                 .await?;
             LastFetch::Done(Fetched {
                 at_ms: now,
@@ -385,7 +386,7 @@ impl Worker for Shared {
 
 /// The spaces with an ad account and a token.
 async fn with_accounts(shared: &Shared) -> Vec<u32> {
-    let spaces = match shared.store.list_spaces(HashMap::new()).await {
+    let spaces = match shared.store.read(|s| s.list_spaces(&HashMap::new())).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, "listing spaces for Meta's spend");
@@ -398,7 +399,8 @@ async fn with_accounts(shared: &Shared) -> Vec<u32> {
         if s.meta_ads_account.is_none() || s.meta_ads_token.is_none() {
             continue;
         }
-        if let Ok(space) = shared.store.space_no(summary.space.clone()).await {
+        let name = summary.space.clone();
+        if let Ok(space) = shared.store.read(move |s| s.space_no(&name)).await {
             out.push(space);
         }
     }

@@ -205,9 +205,10 @@ pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Er
     // Only a space that is not there is `not_found` (as for the conversions file): a read that
     // fails (the file let go of after a failed commit) is the store's error, a 5xx, as a
     // failed commit is.
+    let name = space.to_owned();
     let no = shared
         .store
-        .space_no(space.to_owned())
+        .read(move |s| s.space_no(&name))
         .await
         .map_err(|e| match e.code {
             Code::NotFound | Code::InvalidField => not_here(),
@@ -223,8 +224,8 @@ pub async fn receive(shared: &Shared, space: &str, body: &[u8]) -> Result<(), Er
         ));
     };
     let mut applied = hooked.applied.lock().await;
-    if applied.contains(id) || channel::applied_already(id, shared.store.telegram_offset(no).await?)
-    {
+    let offset = shared.store.read(move |s| s.telegram_offset(no)).await?;
+    if applied.contains(id) || channel::applied_already(id, offset) {
         return Ok(());
     }
     let mut page = updates::page(&Value::Array(vec![update]), &hooked.me, |_| false);

@@ -283,7 +283,7 @@ pub async fn run(shared: Shared) {
 /// pass would reconnect to Telegram every second).
 async fn with_bots(shared: &Shared, mut before: HashMap<u32, Bot>) -> HashMap<u32, Bot> {
     let mut out = HashMap::new();
-    let spaces = match shared.store.list_spaces(HashMap::new()).await {
+    let spaces = match shared.store.read(|s| s.list_spaces(&HashMap::new())).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, "listing spaces for their Telegram bots");
@@ -294,7 +294,8 @@ async fn with_bots(shared: &Shared, mut before: HashMap<u32, Bot>) -> HashMap<u3
         let Some(token) = summary.settings.telegram_bot_token else {
             continue;
         };
-        let space = match shared.store.space_no(summary.space.clone()).await {
+        let name = summary.space.clone();
+        let space = match shared.store.read(move |s| s.space_no(&name)).await {
             Ok(space) => space,
             // Removed since the listing.
             Err(e) if matches!(e.code, Code::NotFound | Code::InvalidField) => continue,

@@ -58,7 +58,7 @@ async fn fill_space(
     waiting: bool,
     invites: &mut BTreeMap<String, [u64; 3]>,
 ) -> Result<(), ApiError> {
-    let Ok(links) = shared.store.links(space).await else {
+    let Ok(links) = shared.store.read(move |s| s.links(space)).await else {
         return Ok(());
     };
     let size = if waiting {
@@ -70,7 +70,8 @@ async fn fill_space(
         let Destination::Channel(c) = &link.destination else {
             continue;
         };
-        let Ok(counts) = shared.store.channel_counts(link.slug.clone()).await else {
+        let slug = link.slug.clone();
+        let Ok(counts) = shared.store.read(move |s| s.channel_counts(&slug)).await else {
             continue;
         };
         let gauge = invites.entry(link.slug.clone()).or_insert([
@@ -110,9 +111,10 @@ async fn fill_space(
             if !made.is_empty() {
                 let n = made.len() as u64;
                 let now_ms = shared.clock.now_ms();
+                let slug = link.slug.clone();
                 if let Err(e) = shared
                     .store
-                    .add_invites(space, link.slug.clone(), made, now_ms)
+                    .write(move |t| t.add_invites(space, &slug, &made, now_ms))
                     .await
                 {
                     tracing::warn!(slug = %link.slug, error = %e, "storing invite links");
@@ -150,9 +152,14 @@ async fn revoke(
         .filter(|(_, until)| Instant::now() < **until)
         .map(|(space, _)| *space)
         .collect();
+    let before_ms = now_ms.saturating_sub(ttl_ms);
     let Ok(due) = shared
         .store
-        .invites_to_revoke(now_ms.saturating_sub(ttl_ms), REVOKE_PER_PASS, waiting)
+        .read(move |s| {
+            s.invites_to_revoke(before_ms, REVOKE_PER_PASS, |space| {
+                !waiting.contains(&space)
+            })
+        })
         .await
     else {
         return;
@@ -190,7 +197,11 @@ async fn revoke(
         }
     }
     if !done.is_empty() {
-        if let Err(e) = shared.store.invites_revoked(done, now_ms).await {
+        if let Err(e) = shared
+            .store
+            .write(move |t| t.invites_revoked(&done, now_ms))
+            .await
+        {
             tracing::warn!(error = %e, "marking invite links revoked");
         }
     }

@@ -159,9 +159,10 @@ pub async fn apply(
     }
     let now_ms = shared.clock.now_ms();
     let currency = shared.settings.default_currency.clone();
+    let updates = page.updates.clone();
     let applied = shared
         .store
-        .apply_updates(space, page.updates.clone(), offset, currency, now_ms)
+        .write(move |t| t.apply_updates(space, &updates, offset, &currency, now_ms))
         .await?;
     shared.metrics.applied(&applied);
     Ok(())
@@ -179,7 +180,7 @@ pub async fn poll(shared: Arc<Shared>, space: u32, api: BotApi) {
         tokio::time::sleep(pause_after(&e)).await;
     }
     let mut stored = loop {
-        match shared.store.telegram_offset(space).await {
+        match shared.store.read(move |s| s.telegram_offset(space)).await {
             Ok(o) => break o,
             Err(e) => {
                 tracing::warn!(space, error = %e, "reading the Telegram offset");

@@ -35,12 +35,12 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use tokio::sync::oneshot;
 
 use crate::error::Error;
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::read::Snapshot;
 
 /// The database handle that readers share with the writer. The writer replaces it when it
 /// reopens the file after an I/O failure, and empties it when it stops.
-pub(super) type DbSlot = RwLock<Option<Arc<Database>>>;
+pub(in crate::storage) type DbSlot = RwLock<Option<Arc<Database>>>;
 
 /// The most reads one batch takes from the queue before it looks at the commit count again.
 const MAX_BATCH: usize = 256;
@@ -50,14 +50,14 @@ const MAX_BATCH: usize = 256;
 type ReadJob = Box<dyn FnOnce(Result<&Snapshot, &StoreError>) + Send>;
 
 /// The queue into the reader threads. The threads end when it is dropped.
-pub(super) struct Readers {
+pub(in crate::storage) struct Readers {
     queue: Sender<ReadJob>,
 }
 
 impl Readers {
     /// Starts `threads` reader threads on the database in `slot`, with room for `capacity`
     /// waiting reads. `commits` is the writer's count of commits.
-    pub(super) fn start(
+    pub(in crate::storage) fn start(
         slot: &Arc<DbSlot>,
         commits: &Arc<AtomicU64>,
         threads: usize,
@@ -74,7 +74,7 @@ impl Readers {
     }
 
     /// Queues `read`; its answer arrives on the returned receiver.
-    pub(super) fn submit<T: Send + 'static>(
+    pub(in crate::storage) fn submit<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Snapshot) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<oneshot::Receiver<Result<T, Error>>, Error> {
@@ -149,7 +149,7 @@ mod tests {
     use std::sync::mpsc;
 
     use super::*;
-    use crate::storage::open::open_in_memory;
+    use crate::storage::engine::open::open_in_memory;
     use crate::storage::schema::META;
 
     const KEY: &str = "reader-test";

@@ -40,14 +40,16 @@ use crate::domain::outcome::EventOutcome;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
-use crate::storage::dedup_buffer::{self, DedupBuffer};
-use crate::storage::fault::FaultSwitch;
-use crate::storage::fbclid_buffer::{self, FbclidBuffer};
-use crate::storage::file::FlushFailed;
+use crate::storage::engine::fault::FaultSwitch;
+use crate::storage::engine::file::FlushFailed;
+use crate::storage::engine::open;
+use crate::storage::engine::reader::DbSlot;
+use crate::storage::error::StoreError;
+use crate::storage::index::dedup_buffer::{self, DedupBuffer};
+use crate::storage::index::fbclid_buffer::{self, FbclidBuffer};
 use crate::storage::ops::Txn;
-use crate::storage::reader::DbSlot;
 use crate::storage::schema::{META_DEDUP_REDO_FROM, META_FBCLID_REDO_FROM, META_INBOX_SEQ};
-use crate::storage::{StoreError, open, read};
+use crate::storage::spaces;
 
 /// Whether the store can still write. Once `Failed`, it stays so: the process must exit and be
 /// started again, which recovers from the file (`commit.rs`).
@@ -61,7 +63,7 @@ pub enum Health {
 }
 
 /// Where a request's answer goes, once its batch has committed.
-pub(super) type Reply<T> = oneshot::Sender<Result<T, Error>>;
+pub(in crate::storage) type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
 /// The most requests one transaction takes; bounds the latency a batch adds.
 const MAX_BATCH: usize = 4096;
@@ -70,11 +72,11 @@ const LAST_USED_FLUSH: Duration = Duration::from_secs(60);
 /// The first pause after a failed commit, before the file is reopened and written again.
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// The longest pause between tries while the disk keeps failing.
-pub(super) const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
+pub(in crate::storage) const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
 
 /// Free space on the data file's filesystem before the writer tries again after a failed
 /// commit: a few commits' worth of new pages.
-pub(super) const ROOM_TO_RECOVER: u64 = 1 << 20;
+pub(in crate::storage) const ROOM_TO_RECOVER: u64 = 1 << 20;
 
 /// How long closing waits for readers to let go of the file.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
@@ -88,7 +90,7 @@ struct Failing {
 }
 
 /// What the queue carries.
-pub(super) enum Message {
+pub(in crate::storage) enum Message {
     Job(Box<dyn Job>),
     /// Rejections are waiting (`RejectionQueue`): commit them even if no write comes.
     Wake,
@@ -97,7 +99,7 @@ pub(super) enum Message {
 }
 
 /// A write operation on its way through a batch.
-pub(super) trait Job: Send {
+pub(in crate::storage) trait Job: Send {
     /// Runs the operation inside the batch's transaction and keeps its result. An error here
     /// fails the whole batch; a failure of this request alone is kept as its answer.
     fn apply(&mut self, txn: &mut Txn<'_>) -> Result<(), StoreError>;
@@ -106,14 +108,14 @@ pub(super) trait Job: Send {
 }
 
 /// The one [`Job`]: an operation, its result once applied, and its reply.
-pub(super) struct Write<T, F> {
+pub(in crate::storage) struct Write<T, F> {
     op: Option<F>,
     result: Option<Result<T, Error>>,
     reply: Reply<T>,
 }
 
 impl<T, F> Write<T, F> {
-    pub(super) fn new(op: F, reply: Reply<T>) -> Write<T, F> {
+    pub(in crate::storage) fn new(op: F, reply: Reply<T>) -> Write<T, F> {
         Write {
             op: Some(op),
             result: None,
@@ -159,26 +161,28 @@ fn own_answer<T>(result: Result<T, StoreError>) -> Result<Result<T, Error>, Stor
     }
 }
 
-/// The batch entry (`POST /events/batch`, `tracker import`): each event recorded in order by the
-/// one operation a single event goes through ([`Txn::record_event`]), inside the batch's
-/// transaction, so each is deduplicated against the store and the events before it, attributed,
-/// counted and given its deliveries exactly as if it came alone. Each event's refusal is its own
-/// answer, as each request's is in a batch of requests.
-pub(super) fn record_events(
-    t: &mut Txn<'_>,
-    space: u32,
-    events: Vec<(ValidEvent, Option<DedupKey>)>,
-) -> Result<Vec<Result<EventOutcome, Error>>, StoreError> {
-    events
-        .into_iter()
-        .map(|(event, key)| own_answer(t.record_event(space, event, key)))
-        .collect()
+impl Txn<'_> {
+    /// The batch entry (`POST /events/batch`, `tracker import`): each event recorded in order by
+    /// the one operation a single event goes through ([`Txn::record_event`]), inside the batch's
+    /// transaction, so each is deduplicated against the store and the events before it,
+    /// attributed, counted and given its deliveries exactly as if it came alone. Each event's
+    /// refusal is its own answer, as each request's is in a batch of requests.
+    pub fn record_events(
+        &mut self,
+        space: u32,
+        events: Vec<(ValidEvent, Option<DedupKey>)>,
+    ) -> Result<Vec<Result<EventOutcome, Error>>, StoreError> {
+        events
+            .into_iter()
+            .map(|(event, key)| own_answer(self.record_event(space, event, key)))
+            .collect()
+    }
 }
 
 /// Refused requests on their way to the rejection log: bounded, and never in the way of a
 /// write. When it is full, or a batch fails, rejections are dropped and counted; events never.
 #[derive(Default)]
-pub(super) struct RejectionQueue {
+pub(in crate::storage) struct RejectionQueue {
     waiting: Mutex<Vec<(u32, Rejection)>>,
     dropped: AtomicU64,
 }
@@ -188,7 +192,7 @@ const REJECTIONS_WAITING: usize = 1024;
 
 impl RejectionQueue {
     /// Queues one; answers whether it is the first waiting (the writer may need waking).
-    pub(super) fn push(&self, space: u32, rejection: Rejection) -> bool {
+    pub(in crate::storage) fn push(&self, space: u32, rejection: Rejection) -> bool {
         let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         if waiting.len() >= REJECTIONS_WAITING {
             self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -210,12 +214,12 @@ impl RejectionQueue {
     }
 
     /// How many were dropped since start.
-    pub(super) fn dropped(&self) -> u64 {
+    pub(in crate::storage) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 }
 
-pub(super) struct Writer {
+pub(in crate::storage) struct Writer {
     path: PathBuf,
     fault: Option<FaultSwitch>,
     cache_bytes: usize,
@@ -290,30 +294,30 @@ enum Failure {
 /// What the writer shares with the [`Store`](crate::storage::Store): each made once, when the
 /// store opens, and held by both.
 #[derive(Clone)]
-pub(super) struct Shared {
+pub(in crate::storage) struct Shared {
     /// The data is in memory only: a failed commit can never be recovered by reopening.
-    pub(super) ephemeral: bool,
-    pub(super) keyring: Arc<Keyring>,
-    pub(super) links: Arc<Directory>,
-    pub(super) destinations: Arc<destination::Directory>,
+    pub(in crate::storage) ephemeral: bool,
+    pub(in crate::storage) keyring: Arc<Keyring>,
+    pub(in crate::storage) links: Arc<Directory>,
+    pub(in crate::storage) destinations: Arc<destination::Directory>,
     /// Bumped after each commit that changed a destination: the sender starts and stops its
     /// tasks by it.
-    pub(super) destinations_changed: Arc<watch::Sender<u64>>,
+    pub(in crate::storage) destinations_changed: Arc<watch::Sender<u64>>,
     /// Dedup entries not yet in the table; readers share it (`Store::judge_event`).
-    pub(super) pending: Arc<RwLock<DedupBuffer>>,
-    pub(super) health: Arc<watch::Sender<Health>>,
-    pub(super) rejections: Arc<RejectionQueue>,
+    pub(in crate::storage) pending: Arc<RwLock<DedupBuffer>>,
+    pub(in crate::storage) health: Arc<watch::Sender<Health>>,
+    pub(in crate::storage) rejections: Arc<RejectionQueue>,
     /// The last `inbox_id` committed, for followers of the feed (`GET /events/wait`).
-    pub(super) committed: Arc<watch::Sender<u64>>,
+    pub(in crate::storage) committed: Arc<watch::Sender<u64>>,
     /// Queue depth, batch sizes and commit times, for `/metrics`.
-    pub(super) metrics: Arc<WriterMetrics>,
+    pub(in crate::storage) metrics: Arc<WriterMetrics>,
     /// Commits so far, counted before a commit's buffers change or its batch is answered: a
     /// reader snapshot begun at a count holds every commit up to it (`reader.rs`).
-    pub(super) commits: Arc<AtomicU64>,
+    pub(in crate::storage) commits: Arc<AtomicU64>,
 }
 
 impl Writer {
-    pub(super) fn new(
+    pub(in crate::storage) fn new(
         path: PathBuf,
         fault: Option<FaultSwitch>,
         cache_bytes: usize,
@@ -339,7 +343,7 @@ impl Writer {
         }
     }
 
-    pub(super) fn run(mut self, queue: &Receiver<Message>) {
+    pub(in crate::storage) fn run(mut self, queue: &Receiver<Message>) {
         let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(256);
         let mut stopping = false;
         while !stopping {
@@ -609,7 +613,7 @@ impl Writer {
             match db
                 .begin_read()
                 .map_err(StoreError::from)
-                .and_then(|txn| read::keyring_entries(&txn))
+                .and_then(|txn| spaces::keyring_entries(&txn))
             {
                 Ok(entries) => {
                     self.shared.keyring.replace(entries);
@@ -622,7 +626,7 @@ impl Writer {
             match db
                 .begin_read()
                 .map_err(StoreError::from)
-                .and_then(|txn| crate::storage::outbox::all_destinations(&txn))
+                .and_then(|txn| crate::storage::destinations::outbox::all_destinations(&txn))
             {
                 Ok(all) => {
                     self.shared

@@ -30,20 +30,18 @@ use crate::domain::destination::{
 };
 use crate::domain::event::EventKind;
 use crate::error::{Code, Error};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::records::{
     self, ClickHintsRecord, DeliveryRecord, DeliveryStateRecord, DestinationRecord, LastErrorRecord,
 };
 use crate::storage::schema::META_DESTINATION_SEQ;
 
-use crate::storage::destination_rows::{
+use crate::storage::destinations::destination_rows::{
     DEAD, destination_of, live_destinations, no_destination, record_of,
 };
-pub use crate::storage::destination_rows::{all_destinations, state_totals};
-pub use crate::storage::outbox_read::{
-    Due, DueBatch, deliveries, destinations, due, google_conversions,
-};
+pub use crate::storage::destinations::destination_rows::{all_destinations, state_totals};
+pub use crate::storage::destinations::outbox_read::Due;
 
 /// The state row of destination `no`: this batch's, or the stored one, or a new one.
 fn state_of<'b>(
@@ -133,7 +131,7 @@ impl Txn<'_> {
 
     /// Stores a new destination of `space`; a name taken by a live destination of the space is
     /// refused with `conflict`.
-    pub(crate) fn create_destination(
+    pub fn create_destination(
         &mut self,
         space: u32,
         new: &NewDestination,
@@ -201,7 +199,7 @@ impl Txn<'_> {
     /// Changes destination `name` of `space` by `patch`, checked as a new one is: the same
     /// number, so its deliveries stay its own; a paused destination resumes (its waiting
     /// deliveries are due at once).
-    pub(crate) fn change_destination(
+    pub fn change_destination(
         &mut self,
         space: u32,
         name: &str,
@@ -228,7 +226,7 @@ impl Txn<'_> {
 
     /// Gives webhook `name` of `space` a new signing secret; the one it replaces still signs
     /// until `grace_until_ms`.
-    pub(crate) fn rotate_signing_secret(
+    pub fn rotate_signing_secret(
         &mut self,
         space: u32,
         name: &str,
@@ -277,12 +275,7 @@ impl Txn<'_> {
 
     /// Records that Google Ads fetched the file of destination `no` at `at_ms` and was served
     /// `rows` rows. A destination removed since is left as it is.
-    pub(crate) fn record_fetch(
-        &mut self,
-        no: u32,
-        at_ms: u64,
-        rows: u64,
-    ) -> Result<(), StoreError> {
+    pub fn record_fetch(&mut self, no: u32, at_ms: u64, rows: u64) -> Result<(), StoreError> {
         let Some(bytes) = self.destinations.open()?.get(no)? else {
             return Ok(());
         };
@@ -302,7 +295,7 @@ impl Txn<'_> {
 
     /// Removes a live destination of `space`: it sends nothing more, and its open deliveries
     /// count as cancelled. Its row stays, without its credentials.
-    pub(crate) fn remove_destination(
+    pub fn remove_destination(
         &mut self,
         space: u32,
         name: &str,
@@ -352,7 +345,7 @@ impl Txn<'_> {
     /// (its `Destination` in `pause`): a new token given while the refused request was on its
     /// way is not paused by the old one's refusal, and its held deliveries are due at once.
     /// Answers whether this write paused it.
-    pub(crate) fn record_attempts(
+    pub fn record_attempts(
         &mut self,
         no: u32,
         attempts: &[Attempt],
@@ -495,7 +488,7 @@ impl Txn<'_> {
     /// back in the queue, due now, with `delivery_max_age` counted from now. Answers how many,
     /// and the event to go on from when more are dead after them: a caller going through all of
     /// them in steps moves on, and never takes again one that died again meanwhile.
-    pub(crate) fn retry_dead(
+    pub fn retry_dead(
         &mut self,
         space: u32,
         name: &str,
@@ -561,7 +554,7 @@ impl Txn<'_> {
     /// `before_ms`, from space `from` on. A space's hints are in click order (uids begin with
     /// their time), so its old ones are its first. Answers how many it removed, and the space
     /// to go on from (`None`: every space is done).
-    pub(crate) fn prune_click_hints(
+    pub fn prune_click_hints(
         &mut self,
         from: u32,
         before_ms: u64,
@@ -610,7 +603,7 @@ impl Txn<'_> {
     /// deliveries were mostly tried in that order: its sweep stops at the first row tried since
     /// `before_ms` (a later row delivered earlier, after retries, goes at a later sweep).
     /// Answers how many it deleted, and where to go on (`None`: done).
-    pub(crate) fn prune_deliveries(
+    pub fn prune_deliveries(
         &mut self,
         from: (u32, u64),
         before_ms: u64,

@@ -9,10 +9,10 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase, ReadableTable};
 
 use crate::domain::stats::Counts;
-use crate::storage::StoreError;
 use crate::storage::attribution;
-use crate::storage::fault::FaultSwitch;
-use crate::storage::file::{DataFile, FlushFailed};
+use crate::storage::engine::fault::FaultSwitch;
+use crate::storage::engine::file::{DataFile, FlushFailed};
+use crate::storage::error::StoreError;
 use crate::storage::records;
 use crate::storage::rollup::{self, DAY_ROWS};
 use crate::storage::schema::{
@@ -31,7 +31,7 @@ pub struct Opened {
     pub created: bool,
     /// The filter of the dedup table's keys, when the open's redo built it (after a stop that
     /// was not clean): the store takes it instead of reading the whole table again.
-    pub dedup_filter: Option<crate::storage::key_filter::GenFilter>,
+    pub dedup_filter: Option<crate::storage::index::key_filter::GenFilter>,
 }
 
 /// How the server holds its data file open: enough page cache for the hot part of the indexes
@@ -195,7 +195,7 @@ fn open_up_to_date(
         redo_index(
             &db,
             |txn| {
-                let redone = crate::storage::dedup_buffer::redo(txn)?;
+                let redone = crate::storage::index::dedup_buffer::redo(txn)?;
                 Ok(redone.map(|(written, filter)| {
                     dedup_filter = Some(filter);
                     written
@@ -205,7 +205,7 @@ fn open_up_to_date(
         )?;
         redo_index(
             &db,
-            crate::storage::fbclid_buffer::redo,
+            crate::storage::index::fbclid_buffer::redo,
             "fbclid index entries derived again from the clicks",
         )?;
     }
@@ -524,14 +524,14 @@ fn migrate_to_v15(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 }
 
 /// Version 16: `DEDUP` by generation. The entries of `DEDUP_V15` move in key order,
-/// [`GEN_ENTRIES`](crate::storage::dedup_buffer::GEN_ENTRIES) to a generation (each one a run of
-/// keys written one after another), and the old table is deleted.
+/// [`GEN_ENTRIES`](crate::storage::index::dedup_buffer::GEN_ENTRIES) to a generation (each one
+/// a run of keys written one after another), and the old table is deleted.
 fn migrate_to_v16(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
-    dedup_to_generations(txn, crate::storage::dedup_buffer::GEN_ENTRIES)
+    dedup_to_generations(txn, crate::storage::index::dedup_buffer::GEN_ENTRIES)
 }
 
 fn dedup_to_generations(txn: &redb::WriteTransaction, per_gen: usize) -> Result<(), StoreError> {
-    use crate::storage::dedup_buffer::table_key;
+    use crate::storage::index::dedup_buffer::table_key;
     use crate::storage::schema::DEDUP_V15;
     let mut dedup = txn.open_table(DEDUP)?;
     {
@@ -628,7 +628,7 @@ mod tests {
     /// each with its value; the old table gone.
     #[test]
     fn dedup_entries_move_to_generations_in_key_order() {
-        use crate::storage::dedup_buffer::{Earlier, EntryKey};
+        use crate::storage::index::dedup_buffer::{Earlier, EntryKey};
         use crate::storage::schema::DEDUP_V15;
         use redb::{ReadableDatabase as _, TableHandle as _};
         let (_dir, db) = test_database();

@@ -25,9 +25,9 @@ use std::collections::{BTreeMap, HashMap};
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::click;
-use crate::storage::StoreError;
-use crate::storage::dedup_buffer;
-use crate::storage::key_filter::KeyFilter;
+use crate::storage::error::StoreError;
+use crate::storage::index::dedup_buffer;
+use crate::storage::index::key_filter::KeyFilter;
 use crate::storage::records::{self, ClickRecord, SpaceRecord};
 use crate::storage::schema::{CLICKS, CLICKS_BY_FBCLID, META, META_FBCLID_REDO_FROM, SPACES};
 

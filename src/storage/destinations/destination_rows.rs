@@ -10,7 +10,7 @@ use crate::domain::destination::{
     MetaRules, PasswordDigest, Paused, PreviousSecret, Secret, Statuses, Target, Tiktok,
 };
 use crate::error::{Code, Error};
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::records::{self, DeliveryStateRecord, DestinationRecord, LastErrorRecord};
 use crate::storage::schema::{DELIVERY_STATES, DESTINATIONS};
 

@@ -26,7 +26,7 @@
 
 use redb::{ReadableTable, ReadableTableMetadata};
 
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::schema::CLICKS_BY_FBCLID;
 
 /// A key the filter takes: `(space, 128-bit digest)`, as `clicks_by_fbclid` keys are.

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::storage::{StoreError, open};
+use crate::storage::engine::open;
+use crate::storage::error::StoreError;
 
 /// The file's size before and after.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use redb::{
     Database, Key, ReadTransaction, ReadableTable, TableDefinition, Value, WriteTransaction,
 };
 
-use crate::storage::StoreError;
+use crate::storage::error::StoreError;
 use crate::storage::schema::{self, TableVisitor};
 
 /// Free bytes a copy must leave on the data file's own filesystem, for the file to go on
@@ -66,7 +66,7 @@ pub fn room_for_copy(live: &Path, dest: &Path) -> Result<(), String> {
     if file.dev() != there.dev() {
         return Ok(());
     }
-    match crate::storage::open::free_bytes(dir) {
+    match crate::storage::engine::open::free_bytes(dir) {
         Some(free) => enough_room(free, file.len()),
         None => Ok(()),
     }

@@ -24,7 +24,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
 
-use crate::storage::fault::{FAIL_AFTER_SYNC, FAIL_ALL, FAIL_SYNC, FaultSwitch, PANIC_ON_WRITE};
+use crate::storage::engine::fault::{
+    FAIL_AFTER_SYNC, FAIL_ALL, FAIL_SYNC, FaultSwitch, PANIC_ON_WRITE,
+};
 
 /// What the flushes of one open file did, shared with the writer.
 pub type FlushFailed = Arc<Flushes>;

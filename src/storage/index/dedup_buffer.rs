@@ -40,8 +40,8 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{AttributedBy, Source, ValidEvent};
-use crate::storage::StoreError;
-use crate::storage::key_filter::{self, GenFilter};
+use crate::storage::error::StoreError;
+use crate::storage::index::key_filter::{self, GenFilter};
 use crate::storage::records::{self, EventRecord};
 use crate::storage::schema::{DEDUP, INBOX, META, META_DEDUP_REDO_FROM, META_INBOX_SEQ, SPACES};
 
@@ -203,11 +203,13 @@ impl DedupBuffer {
         self.entries.get(key).copied()
     }
 
+    #[cfg(test)]
     #[must_use]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -361,7 +363,7 @@ impl Ages {
 /// 1/[`SWEEP_COMMITS`] of them after `cursor` (the last key the previous commit wrote), wrapping
 /// around to the start of the key space, and more while the buffer is over [`CAPACITY`]. Shared
 /// by the buffers of both digest-keyed indexes (`fbclid_buffer.rs`).
-pub(super) fn next_slice<K: Ord + Copy, V: Clone>(
+pub(in crate::storage) fn next_slice<K: Ord + Copy, V: Clone>(
     entries: &BTreeMap<K, V>,
     cursor: Option<K>,
     all: bool,
@@ -683,7 +685,7 @@ mod tests {
     }
 
     fn redo_with_generations_of(per_gen: usize) {
-        let (_dir, db) = crate::storage::open::test_database();
+        let (_dir, db) = crate::storage::engine::open::test_database();
         let space = 7;
         let events = events();
         let keys: Vec<_> = events.iter().map(|e| dedup::dedup_key(e, 0)).collect();

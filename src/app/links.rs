@@ -1,0 +1,229 @@
+//! Tracking links: created (a channel link checked with the space's bot first), listed with
+//! their clicks and channel counts, deleted, and visited.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::app::App;
+use crate::domain::click::{ClientHints, MAX_USER_AGENT};
+use crate::domain::keyring::SpaceRef;
+use crate::domain::link::{self, Link, LinkView, NewLink};
+use crate::error::{Code, Error};
+
+/// What a visit of a tracking link found.
+#[derive(Debug)]
+pub enum Visit {
+    /// No link has that slug.
+    Unknown,
+    /// The link was deleted.
+    Gone,
+    /// A link preview or crawler: answered without a click.
+    Preview(Arc<Link>),
+    /// A person: the click was recorded with `uid`; for a channel link, with the invite link
+    /// it took (`None`: the pool was empty, the visitor goes to the fallback).
+    Clicked {
+        link: Arc<Link>,
+        uid: String,
+        invite: Option<String>,
+    },
+}
+
+impl App {
+    /// Creates a link of `space` from a `POST /links` body or the command line's flags.
+    pub async fn create_link(
+        &self,
+        space: &SpaceRef,
+        mut link: NewLink,
+    ) -> Result<LinkView, Error> {
+        if let link::Destination::Channel(c) = &mut link.destination {
+            self.resolve_channel(space, c).await?;
+        }
+        let is_channel = matches!(link.destination, link::Destination::Channel(_));
+        let (no, now) = (space.no, self.now_ms());
+        let link = self
+            .store
+            .write(move |t| t.create_link(no, &link, now))
+            .await?;
+        if is_channel {
+            self.telegram.wake.notify_one();
+        }
+        let mut view = LinkView::new(&link, &self.settings.public_url(), 0, 0);
+        self.fill_channel_state(&mut view).await?;
+        Ok(view)
+    }
+
+    /// Asks the space's bot about the channel a new link names: it must be a channel, and the
+    /// bot an admin of it allowed to invite users. Fills in its chat id and title.
+    async fn resolve_channel(
+        &self,
+        space: &SpaceRef,
+        channel: &mut crate::domain::channel::Channel,
+    ) -> Result<(), Error> {
+        use crate::workers::telegram::api::ApiError;
+        let bad = |message: String| Error::field(Code::InvalidField, "channel", message);
+        let no = space.no;
+        let token = self
+            .store
+            .read(move |s| s.space_settings(no))
+            .await?
+            .telegram_bot_token
+            .ok_or_else(|| {
+                bad(
+                    "a channel link needs the space's Telegram bot: set telegram_bot_token \
+                     first (docs/channels.md)"
+                        .to_owned(),
+                )
+            })?;
+        let api = self.telegram_tasks().api(token.expose()).map_err(|e| {
+            tracing::error!(error = %e, "a client of the Bot API");
+            Error::internal()
+        })?;
+        let refused = |e: ApiError| match e {
+            ApiError::Refused(_, d) => bad(format!(
+                "Telegram does not know the channel {} or the bot cannot see it ({d}); add \
+                 the bot to the channel as an admin first",
+                channel.chat
+            )),
+            other => bad(format!("the channel could not be checked: {other}")),
+        };
+        let me = api.get_me().await.map_err(|e| bad(e.to_string()))?;
+        let chat = api
+            .call(
+                "getChat",
+                &serde_json::json!({"chat_id": channel.chat}),
+                Duration::ZERO,
+            )
+            .await
+            .map_err(refused)?;
+        if chat["type"] != "channel" {
+            return Err(bad(format!(
+                "{} is a {}, not a channel",
+                channel.chat,
+                chat["type"].as_str().unwrap_or("chat of another kind")
+            )));
+        }
+        let chat_id = chat["id"]
+            .as_i64()
+            .ok_or_else(|| bad("getChat answered no id".into()))?;
+        let member = api
+            .call(
+                "getChatMember",
+                &serde_json::json!({"chat_id": chat_id, "user_id": me.id}),
+                Duration::ZERO,
+            )
+            .await
+            .map_err(refused)?;
+        let may_invite = member["status"] == "creator"
+            || (member["status"] == "administrator" && member["can_invite_users"] == true);
+        if !may_invite {
+            return Err(bad(format!(
+                "the bot @{} is not an admin of {} allowed to invite users: in the channel's \
+                 Administrators, add the bot and turn on \"Invite users via link\"",
+                me.username, channel.chat
+            )));
+        }
+        channel.chat_id = chat_id;
+        chat["title"]
+            .as_str()
+            .unwrap_or_default()
+            .clone_into(&mut channel.title);
+        Ok(())
+    }
+
+    /// A channel link's counts, pool and last Bot API error, into its view.
+    async fn fill_channel_state(&self, view: &mut LinkView) -> Result<(), Error> {
+        let Some(state) = &mut view.channel_state else {
+            return Ok(());
+        };
+        let slug = view.slug.clone();
+        let counts = self.store.read(move |s| s.channel_counts(&slug)).await?;
+        state.pool = counts.pool;
+        state.handed_out = counts.state.handed_out;
+        state.used = counts.state.used;
+        state.fallbacks = counts.state.fallbacks;
+        state.joins = counts.state.joins;
+        state.leaves = counts.state.leaves;
+        state.last_error = self.telegram.link_error(&view.slug);
+        Ok(())
+    }
+
+    /// The space's links with their click counts.
+    pub async fn links(&self, space: &SpaceRef) -> Result<Vec<LinkView>, Error> {
+        let public_url = self.settings.public_url();
+        let no = space.no;
+        let mut views: Vec<LinkView> = self
+            .store
+            .read(move |s| s.links(no))
+            .await?
+            .iter()
+            .map(|(link, clicks, bound)| LinkView::new(link, &public_url, *clicks, *bound))
+            .collect();
+        for view in &mut views {
+            self.fill_channel_state(view).await?;
+        }
+        Ok(views)
+    }
+
+    /// Deletes a link of the space: its address answers `410` from now on.
+    pub async fn delete_link(&self, space: &SpaceRef, slug: String) -> Result<(), Error> {
+        let (no, now) = (space.no, self.now_ms());
+        self.store
+            .write(move |t| t.delete_link(no, &slug, now))
+            .await
+    }
+
+    /// A visit of `/l/<slug>`: what to answer, and the click it recorded (committed before
+    /// this returns). Link previews, crawlers and `HEAD` record nothing.
+    pub async fn visit(
+        &self,
+        slug: &str,
+        raw_query: &str,
+        user_agent: Option<&str>,
+        client: Option<IpAddr>,
+        head: bool,
+    ) -> Result<Visit, Error> {
+        let Some(link) = self.store.link(slug) else {
+            return Ok(Visit::Unknown);
+        };
+        if link.deleted {
+            return Ok(Visit::Gone);
+        }
+        if head || link::is_preview(user_agent, &self.settings.link_preview_agents) {
+            return Ok(Visit::Preview(link));
+        }
+        let mut click = link::visit_click(&link, raw_query, self.now_ms());
+        // Kept only where the space opted in (`meta_client_hints`): the writer decides.
+        click.hints = client.map(|ip| ClientHints {
+            ip: Some(ip),
+            user_agent: user_agent.map(|a| a.chars().take(MAX_USER_AGENT).collect()),
+            fbc: None,
+        });
+        let channel = matches!(link.destination, link::Destination::Channel(_));
+        let visited = slug.to_owned();
+        match self
+            .store
+            .write(move |t| t.link_click(&visited, click, channel))
+            .await
+        {
+            Ok((outcome, invite)) => {
+                self.metrics.click();
+                if channel {
+                    // The pool is one shorter: its loop makes another.
+                    self.telegram.wake.notify_one();
+                    if invite.is_none() {
+                        self.metrics.telegram("fallback_visits", 1);
+                    }
+                }
+                Ok(Visit::Clicked {
+                    link,
+                    uid: outcome.uid,
+                    invite,
+                })
+            }
+            // Deleted between the look-up and the write.
+            Err(e) if e.code == Code::NotFound => Ok(Visit::Gone),
+            Err(e) => Err(e),
+        }
+    }
+}
