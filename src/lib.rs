@@ -37,9 +37,9 @@
 //! - [`delivery`]: conversions out, run in the background too: a sender task per destination
 //!   (`delivery/mod.rs`) that reads due deliveries through the reader path and records outcomes
 //!   through the writer, handed a narrow [`delivery::Senders`] (store, counters, clock,
-//!   settings) rather than the application; its HTTP client with the address checks
-//!   (`outgoing.rs`), and what each
-//!   kind of destination is sent (`format.rs`). The deliveries themselves are written with their
+//!   settings) rather than the application, which sends the plain requests each platform's
+//!   room builds and reads their answers through [`platform::Platform`]; its HTTP client with
+//!   the address checks (`outgoing.rs`). The deliveries themselves are written with their
 //!   event (`storage/outbox.rs`).
 //! - [`telegram`]: links that lead to a Telegram channel, run in the background through the
 //!   space's bot: a reader of the bot's updates per space (`telegram/updates.rs`: joins, leaves
@@ -55,6 +55,14 @@
 //!   client (`insights.rs`). Handed a narrow [`spend::Shared`]; what it reports
 //!   ([`spend::Status`]) the application reads. In the layer of [`telegram`], importing
 //!   nothing of it.
+//! - [`platform`]: destinations and the platforms they send to, a room per platform
+//!   (`meta.rs`, `tiktok.rs`, `google_ads.rs`, `postback.rs`, `webhook.rs`), each holding it
+//!   whole: its settings and their rules, its request, what its answers mean, its event names.
+//!   The platforms' shared face ([`platform::Platform`], `face.rs`), the registry that is the
+//!   only list of kinds (`registry.rs`), and what they share (the search by halves, currency
+//!   conversion, the ad platforms' rules) beside them; what every destination has whatever its
+//!   platform (events, deliveries' states, addresses) too. Pure, free of HTTP and storage, so
+//!   storage keeps its settings and the sender sends its requests.
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, the uid rule, exact
 //!   decimals, dedup keys, credentials and the keyring, clicks and bindings, the rate limit,
 //!   tracking links, a space's settings, the feed, stats and the rejection log, the outcomes
@@ -114,6 +122,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["delivery"],
     &["storage", "s3"],
     &["config", "metrics"],
+    &["platform"],
     &["domain"],
     &["clock", "error"],
 ];
@@ -128,6 +137,7 @@ pub mod domain;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod platform;
 pub mod router;
 pub mod s3;
 pub mod server;

@@ -16,13 +16,13 @@ use crate::control::answer::{
     PasswordSet, SpaceSettingsSet, StatsShown,
 };
 use crate::domain::credential::Kind;
-use crate::domain::destination::{DeliveryQuery, DestinationFields, DestinationPatch, State};
 use crate::domain::feed::PageRequest;
 use crate::domain::link::{ChannelFields, NewLink};
 use crate::domain::password::{Password, SecretText};
 use crate::domain::settings::SettingsPatch;
 use crate::domain::stats::Grouping;
 use crate::error::{Code, Error};
+use crate::platform::{DeliveryQuery, DestinationFields, DestinationPatch, State};
 
 /// One request of the command line, sent as parsed.
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]

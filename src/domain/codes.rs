@@ -45,8 +45,8 @@ pub(crate) use stored_codes;
 
 #[cfg(test)]
 mod tests {
-    use crate::domain::destination::{Kind, State};
     use crate::domain::event::{AttributedBy, EventKind, Source};
+    use crate::platform::{Kind, State};
 
     /// The stored bytes and names as they are on users' disks and in answers: a change here is
     /// a change of the data file or of the interface.

@@ -32,7 +32,6 @@ use redb::{Database, ReadableDatabase, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
 use crate::domain::dedup::DedupKey;
-use crate::domain::destination;
 use crate::domain::event::ValidEvent;
 use crate::domain::keyring::Keyring;
 use crate::domain::link::{Directory, Link};
@@ -40,6 +39,7 @@ use crate::domain::outcome::EventOutcome;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
+use crate::platform;
 use crate::storage::dedup_buffer::{self, DedupBuffer};
 use crate::storage::fault::FaultSwitch;
 use crate::storage::fbclid_buffer::{self, FbclidBuffer};
@@ -295,7 +295,7 @@ pub(super) struct Shared {
     pub(super) ephemeral: bool,
     pub(super) keyring: Arc<Keyring>,
     pub(super) links: Arc<Directory>,
-    pub(super) destinations: Arc<destination::Directory>,
+    pub(super) destinations: Arc<platform::Directory>,
     /// Bumped after each commit that changed a destination: the sender starts and stops its
     /// tasks by it.
     pub(super) destinations_changed: Arc<watch::Sender<u64>>,

@@ -5,11 +5,12 @@
 use redb::ReadableTable;
 
 use crate::domain::currency::CurrencyRates;
-use crate::domain::destination::{
-    ConversionNames, Destination, EventNames, EventSet, Fetches, Google, Kind, LastError, Meta,
-    MetaRules, PasswordDigest, Paused, PreviousSecret, Secret, Statuses, Target, Tiktok,
-};
 use crate::error::{Code, Error};
+use crate::platform::{
+    AdRules, ConversionNames, Destination, EventNames, EventSet, Fetches, Google, Kind, LastError,
+    Meta, PasswordDigest, Paused, Postback, PreviousSecret, Secret, Statuses, Target, Tiktok,
+    Webhook,
+};
 use crate::storage::StoreError;
 use crate::storage::records::{self, DeliveryStateRecord, DestinationRecord, LastErrorRecord};
 use crate::storage::schema::{DELIVERY_STATES, DESTINATIONS};
@@ -52,15 +53,15 @@ pub(crate) fn record_of(d: &Destination) -> DestinationRecord {
             r.event_names = pairs(&m.rules.event_names.0);
             r.currency_rates = pairs(&m.rules.currency_rates.shown());
         }
-        Target::Postback { url, statuses } => {
+        Target::Postback(Postback { url, statuses }) => {
             r.url = Some(url.clone());
             r.statuses = pairs(&statuses.0);
         }
-        Target::Webhook {
+        Target::Webhook(Webhook {
             url,
             signing_secret,
             previous,
-        } => {
+        }) => {
             r.url = Some(url.clone());
             r.signing_secret = Some(signing_secret.expose().to_owned());
             r.previous_secret = previous.as_ref().map(|p| p.secret.expose().to_owned());
@@ -98,8 +99,8 @@ pub(crate) fn destination_of(
         StoreError::Corrupt(format!("destination {no} ({:?}) lacks its {what}", r.name))
     };
     let kind = Kind::from_u8(r.kind).ok_or_else(|| corrupt("kind"))?;
-    let rules = || -> Result<MetaRules, StoreError> {
-        Ok(MetaRules {
+    let rules = || -> Result<AdRules, StoreError> {
+        Ok(AdRules {
             event_names: EventNames(r.event_names.iter().cloned().collect()),
             currency_rates: CurrencyRates::parse(&r.currency_rates.iter().cloned().collect())
                 .map_err(|e| {
@@ -129,11 +130,11 @@ pub(crate) fn destination_of(
             api_url: r.graph_url.clone().ok_or_else(|| corrupt("api_url"))?,
             rules: rules()?,
         }),
-        Kind::Postback => Target::Postback {
+        Kind::Postback => Target::Postback(Postback {
             url: r.url.clone().ok_or_else(|| corrupt("url"))?,
             statuses: Statuses(r.statuses.iter().cloned().collect()),
-        },
-        Kind::Webhook => Target::Webhook {
+        }),
+        Kind::Webhook => Target::Webhook(Webhook {
             url: r.url.clone().ok_or_else(|| corrupt("url"))?,
             signing_secret: Secret::new(
                 r.signing_secret
@@ -147,7 +148,7 @@ pub(crate) fn destination_of(
                 }),
                 _ => None,
             },
-        },
+        }),
         Kind::GoogleAds => Target::GoogleAds(Google {
             conversion_names: ConversionNames(r.conversion_names.iter().cloned().collect()),
             user: r.user.clone().ok_or_else(|| corrupt("user"))?,

@@ -49,7 +49,6 @@ use crate::domain::click::NewClick;
 use crate::domain::cost::{Cost, Day};
 use crate::domain::credential::{CredentialDigest, Kind};
 use crate::domain::dedup::{DedupKey, Expiry};
-use crate::domain::destination;
 use crate::domain::event::ValidEvent;
 use crate::domain::feed::{FeedEvent, FeedPage, PageRequest};
 use crate::domain::keyring::Keyring;
@@ -62,6 +61,7 @@ use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::domain::stats::{GroupStats, Grouping};
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
+use crate::platform;
 use commit::{Message, RejectionQueue, Write};
 use dedup_buffer::DedupBuffer;
 use fault::FaultSwitch;
@@ -131,7 +131,7 @@ impl Store {
         let db = Arc::new(opened.db);
         let keyring = Arc::new(Keyring::default());
         let links = Arc::new(Directory::default());
-        let destinations = Arc::new(destination::Directory::default());
+        let destinations = Arc::new(platform::Directory::default());
         let writer_metrics = Arc::new(WriterMetrics::default());
         let (fbclid, dedup) = {
             let txn = redb::ReadableDatabase::begin_read(&*db)?;
@@ -219,7 +219,7 @@ impl Store {
 
     /// The live destinations, as of the last commit.
     #[must_use]
-    pub fn destination_directory(&self) -> &Arc<destination::Directory> {
+    pub fn destination_directory(&self) -> &Arc<platform::Directory> {
         &self.shared.destinations
     }
 

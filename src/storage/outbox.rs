@@ -23,13 +23,13 @@ use std::sync::Arc;
 
 use redb::{ReadableTable, Table};
 
-use crate::domain::destination::{
-    Attempt, ClickFacts, Destination, DestinationPatch, Kind, MAX_DESTINATIONS, MaxAge,
-    NewDestination, Outcome, Paused, PreviousSecret, Secret, State, Target, new_password,
-    next_state,
-};
 use crate::domain::event::EventKind;
 use crate::error::{Code, Error};
+use crate::platform::{
+    Attempt, ClickFacts, Destination, DestinationPatch, Kind, MAX_DESTINATIONS, MaxAge,
+    NewDestination, Outcome, Paused, PreviousSecret, Secret, State, Target, Webhook, new_password,
+    next_state,
+};
 use crate::storage::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::records::{
@@ -246,11 +246,11 @@ impl Txn<'_> {
             self.destinations_changed();
             return Ok(d);
         }
-        let Target::Webhook {
+        let Target::Webhook(Webhook {
             signing_secret,
             previous,
             ..
-        } = &mut d.target
+        }) = &mut d.target
         else {
             return Err(StoreError::Refused(Error::new(
                 Code::Conflict,

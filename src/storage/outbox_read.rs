@@ -8,10 +8,10 @@ use std::ops::Bound;
 use redb::ReadableTable;
 
 use crate::domain::click::ClientHints;
-use crate::domain::destination::{
+use crate::domain::feed::FeedEvent;
+use crate::platform::{
     DeliveryQuery, DeliveryView, Destination, DestinationView, Kind, State, StateCounts,
 };
-use crate::domain::feed::FeedEvent;
 use crate::storage::StoreError;
 use crate::storage::read::{self, Snapshot};
 use crate::storage::records::{

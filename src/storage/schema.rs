@@ -240,7 +240,7 @@ pub const META_DESTINATION_SEQ: &str = "destination_seq";
 
 /// `destination number -> DestinationRecord`: every destination, removed ones included (their
 /// deliveries still name them). A space's live destinations are few; they are read by a scan
-/// and kept in memory (`domain::destination::Directory`).
+/// and kept in memory (`platform::Directory`).
 pub const DESTINATIONS: TableDefinition<u32, &[u8]> = TableDefinition::new("destinations");
 
 /// `destination number -> DeliveryStateRecord`: its counts per state, how far its pending

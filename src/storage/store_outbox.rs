@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use super::{Store, outbox};
-use crate::domain::destination::{
+use crate::domain::feed::FeedEvent;
+use crate::error::Error;
+use crate::platform::{
     Attempt, DeliveryQuery, DeliveryView, Destination, DestinationPatch, DestinationView, MaxAge,
     NewDestination, Paused, Secret, State,
 };
-use crate::domain::feed::FeedEvent;
-use crate::error::Error;
 
 impl Store {
     /// Stores a new destination of `space`; a name its live destinations use is refused with

@@ -8,8 +8,8 @@ use warp::reply::Response;
 
 use super::{Frame, form_text, frame_of, html, space};
 use crate::clock::rfc3339_s;
-use crate::domain::destination::State;
 use crate::error::Error;
+use crate::platform::State;
 use crate::web::context::Ctx;
 
 struct DestinationRow {
@@ -114,7 +114,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
 
 /// The destinations page, with what an action just did.
 async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Response, Error> {
-    use crate::domain::destination::DeliveryQuery;
+    use crate::platform::DeliveryQuery;
     let space = space(ctx).await?;
     let rows = ctx
         .app
@@ -213,7 +213,7 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
 /// `POST .../destinations`: one from the form, judged as `POST /destinations` judges it; a
 /// webhook's signing secret is shown once.
 pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
-    use crate::domain::destination::DestinationFields;
+    use crate::platform::DestinationFields;
     let field = |n| form_text(ctx, n);
     let only_attributed = match field("only_attributed").as_deref() {
         Some("true") => Some(true),
@@ -303,7 +303,7 @@ pub(in crate::web) async fn remove(ctx: &Ctx<'_>) -> Result<Response, Error> {
 /// empty one changes nothing), as `PATCH /destinations/<name>` does; a paused destination
 /// resumes.
 pub(in crate::web) async fn change(ctx: &Ctx<'_>) -> Result<Response, Error> {
-    use crate::domain::destination::{DestinationFields, DestinationPatch};
+    use crate::platform::{DestinationFields, DestinationPatch};
     let field = |n| form_text(ctx, n);
     let set = DestinationFields {
         url: field("url"),

@@ -9,10 +9,9 @@ use serde_json::value::RawValue;
 
 use super::address::HttpsUrlJson;
 use super::delivery::State;
-use super::fields::{
-    DestinationFields, DestinationPatch, check_name, kind_fields, kind_required, missing,
-};
-use super::kind::Kind;
+use super::fields::{DestinationPatch, check_name};
+use super::given::{DestinationFields, missing};
+use super::registry::Kind;
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
@@ -25,7 +24,7 @@ pub struct DestinationBody<'a> {
     #[schemars(with = "String", pattern(r"^[a-z0-9][a-z0-9-]{0,31}$"))]
     name: Option<&'a RawValue>,
     #[serde(borrow)]
-    #[schemars(with = "super::Kind")]
+    #[schemars(with = "super::registry::Kind")]
     kind: Option<&'a RawValue>,
     /// The events it is sent. Default: all four.
     #[serde(borrow)]
@@ -130,7 +129,7 @@ impl schemars::JsonSchema for DestinationChangeJson {
 }
 
 /// `DestinationBody`'s schema as one shape per kind, from the table the checks use
-/// ([`kind_fields`], [`kind_required`]). A new destination requires its name, kind and the
+/// ([`Kind::fields`], [`Kind::required`]). A new destination requires its name, kind and the
 /// kind's required fields; a change requires nothing (its name and kind, given, must be the
 /// destination's: the server's to know) and clears what it gives as `null` or empty.
 fn by_kind(
@@ -146,9 +145,9 @@ fn by_kind(
             tag: Some(("kind", kind.as_str())),
             fields: ["name", "events", "only_attributed"]
                 .into_iter()
-                .chain(kind_fields(kind).iter().copied())
+                .chain(kind.fields().iter().copied())
                 .collect(),
-            required: kind_required(kind).to_vec(),
+            required: kind.required().to_vec(),
             // A change clears a field given as `null` or empty, and no kind's required field
             // can be cleared.
             never: if create {
@@ -156,8 +155,8 @@ fn by_kind(
             } else {
                 Kind::ALL
                     .into_iter()
-                    .flat_map(|k| kind_required(k).iter().copied())
-                    .filter(|f| !kind_fields(kind).contains(f))
+                    .flat_map(|k| k.required().iter().copied())
+                    .filter(|f| !kind.fields().contains(f))
                     .collect()
             },
         })

@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Destination, Kind, State, StateCounts, Target};
+use super::delivery::{State, StateCounts};
+use super::destination::Destination;
+use super::registry::{Kind, Target};
+use super::webhook::Webhook;
 use crate::domain::credential::cut_secret;
 
 /// A destination's last failure, as its list shows it.
@@ -155,11 +158,11 @@ impl DestinationView {
             }
             // A `token=` in the URL is the receiver's credential: shown redacted, as the log
             // and the delivery's answer show it.
-            Target::Postback { url, statuses } => {
-                view.url = Some(crate::domain::credential::redact_url_token(url));
-                view.statuses = Some(statuses.0.clone());
+            Target::Postback(p) => {
+                view.url = Some(crate::domain::credential::redact_url_token(&p.url));
+                view.statuses = Some(p.statuses.0.clone());
             }
-            Target::Webhook { url, previous, .. } => {
+            Target::Webhook(Webhook { url, previous, .. }) => {
                 view.url = Some(crate::domain::credential::redact_url_token(url));
                 view.previous_secret_until_ms = previous.as_ref().map(|p| p.until_ms);
             }

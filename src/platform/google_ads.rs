@@ -11,7 +11,9 @@ use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
-use super::named::{check_named, named};
+use super::face::{Platform, Sending};
+use super::given::DestinationFields;
+use super::names::{check_named, named};
 use crate::domain::base62;
 use crate::domain::input::quoted;
 use crate::domain::spreadsheet::safe_cell;
@@ -33,7 +35,7 @@ pub const REALM: &str = "tracker conversions";
 pub struct ConversionNames(pub BTreeMap<String, String>);
 
 impl ConversionNames {
-    /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`](super::NAMED_KINDS),
+    /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`](super::names::NAMED_KINDS),
     /// each name 1 to 100 characters without control characters (the name of a conversion
     /// action in Google Ads, exactly as it is written there), and one the file writes as it is:
     /// not one a spreadsheet would take for a formula (beginning with `=`, `+`, `-` or `@`, and
@@ -174,6 +176,50 @@ impl Google {
         let user_ok = Sha256::digest(user).ct_eq(&Sha256::digest(self.user.as_bytes()));
         let password_ok = Sha256::digest(password).as_slice().ct_eq(&self.password.0);
         bool::from(user_ok & password_ok)
+    }
+}
+
+impl Google {
+    /// The settings given in `f`, checked, with a new password.
+    fn check_fields(f: &DestinationFields) -> Result<Google, Error> {
+        let conversion_names = match &f.conversion_names {
+            Some(names) => ConversionNames::parse(names)?,
+            None => ConversionNames::default(),
+        };
+        let user = f.user.clone().unwrap_or_else(|| DEFAULT_USER.to_owned());
+        check_user(&user)?;
+        Ok(Google::new(conversion_names, user))
+    }
+}
+
+impl Platform for Google {
+    fn fields() -> &'static [&'static str] {
+        &["conversion_names", "user"]
+    }
+
+    fn required() -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Nothing is sent: Google Ads fetches the file of its conversions.
+    fn sending() -> Sending {
+        Sending::Fetched
+    }
+
+    fn from_fields(f: &DestinationFields, _allow_private: bool) -> Result<Google, Error> {
+        Google::check_fields(f)
+    }
+
+    fn fields_of(&self, f: &mut DestinationFields) {
+        f.conversion_names = Some(self.conversion_names.0.clone());
+        f.user = Some(self.user.clone());
+    }
+
+    /// Google keeps its password (a rotation replaces it) and what its fetches came to.
+    fn keep_from(&mut self, before: &Google) {
+        self.password = before.password;
+        self.new_password = None;
+        self.fetches = before.fetches;
     }
 }
 
