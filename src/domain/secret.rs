@@ -5,7 +5,9 @@ use std::fmt;
 
 /// A credential the tracker must be able to use (Meta's access token, a webhook's signing
 /// secret): kept as it is, never printed by `Debug`, shown only by its last 4 characters.
-#[derive(Clone, PartialEq, Eq)]
+/// Serialized as its text for the data file alone, which keeps it as it must be used.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
 
 impl Secret {

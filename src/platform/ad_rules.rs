@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use super::address::check_url;
@@ -18,7 +19,7 @@ use crate::error::{Code, Error};
 
 /// The event name sent for each kind, where the destination sets one; Meta's standard event
 /// for the kind otherwise.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventNames(pub BTreeMap<String, String>);
 
 impl EventNames {
@@ -56,9 +57,11 @@ impl EventNames {
 
 /// What an ad platform's destination decides about each event beyond its address: the names it
 /// sends and the rates it converts currencies the platform does not take by.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdRules {
     pub event_names: EventNames,
+    /// Kept as written (`"0.013 USD"`), read again by the rules that checked it.
+    #[serde(with = "rates_as_written")]
     pub currency_rates: CurrencyRates,
 }
 
@@ -147,4 +150,22 @@ pub fn sha256_hex(text: &str) -> String {
 #[must_use]
 pub fn platform_event_id(event: &FeedEvent) -> &str {
     event.eid.as_deref().unwrap_or(&event.event_id)
+}
+
+/// Currency rates as the data file keeps them: as they were written, by currency.
+mod rates_as_written {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::domain::currency::CurrencyRates;
+
+    pub(super) fn serialize<S: Serializer>(rates: &CurrencyRates, s: S) -> Result<S::Ok, S::Error> {
+        rates.shown().serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CurrencyRates, D::Error> {
+        let written = BTreeMap::<String, String>::deserialize(d)?;
+        CurrencyRates::parse(&written).map_err(|e| serde::de::Error::custom(e.message))
+    }
 }

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
@@ -31,7 +32,7 @@ pub const REALM: &str = "tracker conversions";
 /// The conversion action name each event kind is written as, where the destination sets one;
 /// the kind's own name otherwise (a deposit that was its customer's first: `first_deposit`'s,
 /// else `deposit`'s).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversionNames(pub BTreeMap<String, String>);
 
 impl ConversionNames {
@@ -67,7 +68,7 @@ impl ConversionNames {
 
 /// The SHA-256 of a Google Ads destination's password: all that is kept of it. The password is
 /// 128 random bits, so a fast digest is enough: there is nothing to guess.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PasswordDigest(pub [u8; 32]);
 
 impl PasswordDigest {
@@ -115,7 +116,7 @@ pub fn new_password() -> Password {
 }
 
 /// What Google Ads' fetches of the file came to: the last one's time and rows, and how many.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fetches {
     pub last_at_ms: Option<u64>,
     pub last_rows: u64,
@@ -123,13 +124,14 @@ pub struct Fetches {
 }
 
 /// A Google Ads destination: the names it writes, and who may fetch its file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Google {
     pub conversion_names: ConversionNames,
     pub user: String,
     pub password: PasswordDigest,
     /// The password itself, only in the destination just made or given a new one, for the
     /// one answer that shows it; never stored.
+    #[serde(skip)]
     pub new_password: Option<Password>,
     pub fetches: Fetches,
 }

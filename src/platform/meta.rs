@@ -3,6 +3,7 @@
 //! error codes decide, not only the HTTP status: Meta answers a throttle with `400`, and names
 //! the events it refused as `data[i]` in its message.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ad_rules::{
@@ -37,7 +38,7 @@ pub const ACTION_SOURCE: &str = "chat";
 pub const META_SEND_WITHIN_MS: u64 = META_MAX_EVENT_AGE_MS - 3_600_000;
 
 /// Meta's Conversions API: the pixel (dataset) and the token that may write to it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Meta {
     pub pixel_id: String,
     pub access_token: Secret,

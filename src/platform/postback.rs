@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use super::address::check_url;
 use super::face::{Platform, Request, Sending};
 use super::given::{DestinationFields, missing};
@@ -66,7 +68,7 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
 
 /// The word a postback's `{status}` gives for each event kind, where the destination sets one
 /// (`{"registration": "lead", "deposit": "sale"}`); the kind itself otherwise.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Statuses(pub BTreeMap<String, String>);
 
 impl Statuses {
@@ -159,7 +161,7 @@ fn check_postback(text: &str, allow_private: bool) -> Result<(), Error> {
 }
 
 /// A postback's settings: its URL template, and the words of its `{status}`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Postback {
     pub url: String,
     /// The words `{status}` gives per event kind.

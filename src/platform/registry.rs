@@ -31,8 +31,9 @@ macro_rules! platforms {
             }
         }
 
-        /// A destination's settings: its platform's, whole.
-        #[derive(Clone, Debug, PartialEq, Eq)]
+        /// A destination's settings: its platform's, whole. The data file keeps them as one
+        /// tagged value whose tag is the platform's place in the list: append, never reorder.
+        #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
         pub enum Target {
             $($variant($room),)+
         }

@@ -8,6 +8,7 @@
 //! refused. `TikTok` names no event of a refused request, so a refusal is searched by halves
 //! (`halves.rs`).
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ad_rules::{
@@ -29,7 +30,7 @@ pub const DEFAULT_TIKTOK_API_URL: &str = "https://business-api.tiktok.com";
 
 /// `TikTok`'s Events API: the pixel and the token that may send to it. Its event names and
 /// currency rates follow the rules of Meta's (`TikTok`'s default names are its own).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tiktok {
     /// The pixel's code in Events Manager (`C4ABCDEFGHIJ12345678`), sent as
     /// `event_source_id`.

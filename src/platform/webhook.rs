@@ -3,6 +3,7 @@
 //! whose predecessor still signs for a grace.
 
 use hmac::{KeyInit as _, Mac as _};
+use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use super::address::check_url;
@@ -20,7 +21,7 @@ pub const ROTATION_GRACE_MS: u64 = 24 * 3_600_000;
 const BATCH: usize = 256;
 
 /// A webhook's settings: its URL and the secrets it signs with.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Webhook {
     pub url: String,
     pub signing_secret: Secret,
@@ -30,7 +31,7 @@ pub struct Webhook {
 
 /// A webhook's signing secret that was replaced: it still signs beside the new one until
 /// `until_ms`, so a receiver can be given the new one without losing a delivery.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreviousSecret {
     pub secret: Secret,
     pub until_ms: u64,
