@@ -55,8 +55,8 @@
 //!   client (`insights.rs`). Handed a narrow [`spend::Shared`]; what it reports
 //!   ([`spend::Status`]) the application reads. In the layer of [`telegram`], importing
 //!   nothing of it.
-//! - [`platform`]: destinations and the platforms they send to, a room per platform
-//!   (`meta.rs`, `tiktok.rs`, `google_ads.rs`, `postback.rs`, `webhook.rs`), each holding it
+//! - [`platform`]: destinations and the platforms they send to, a room per platform (Meta's
+//!   Conversions API, each other ad platform, Google Ads, a postback, a webhook), each holding it
 //!   whole: its settings and their rules, its request, what its answers mean, its event names.
 //!   The platforms' shared face ([`platform::Platform`], `face.rs`), the registry that is the
 //!   only list of kinds (`registry.rs`), and what they share (the search by halves, currency

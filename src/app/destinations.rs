@@ -208,7 +208,7 @@ impl App {
     }
 
     /// Sends a destination of the space one synthetic event and answers what the remote
-    /// answered; nothing is recorded. Meta and `TikTok` are sent a test only with a test code
+    /// answered; nothing is recorded. An ad platform is sent a test only with a test code
     /// (`test_code`, or the destination's own), so that it never counts as a real conversion:
     /// without one the answer is `409`, and nothing is sent.
     pub async fn test_destination(

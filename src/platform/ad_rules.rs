@@ -1,5 +1,5 @@
-//! What the ad platforms (Meta's Conversions API, `TikTok`'s Events API) share in their
-//! settings and requests: the event names they send by kind, the rates of the currencies they
+//! What the ad platforms, those that match events to their ads, share in their settings and
+//! requests: the event names they send by kind, the rates of the currencies they
 //! do not take, the rules of an access token, a base address and a test code, and the
 //! `event_id` and hashed ids they are sent.
 

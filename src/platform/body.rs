@@ -52,7 +52,7 @@ pub struct DestinationBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<HttpsUrlJson>")]
     url: Option<&'a RawValue>,
-    /// `meta_capi`, `tiktok_events`: the event name sent for `contact`, `subscribed`,
+    /// An ad platform's: the event name sent for `contact`, `subscribed`,
     /// `registration`, `deposit` or `first_deposit` (a customer's first deposit; without one, a
     /// deposit's): one of the platform's standard events or a custom name, `[A-Za-z0-9_ ]{1,40}`.
     #[serde(borrow)]
@@ -61,7 +61,7 @@ pub struct DestinationBody<'a> {
         example = serde_json::json!({"deposit": "Purchase", "first_deposit": "FirstDeposit"})
     )]
     event_names: Option<&'a RawValue>,
-    /// `meta_capi`, `tiktok_events`: what one unit of a currency the platform does not take
+    /// An ad platform's: what one unit of a currency the platform does not take
     /// (not ISO 4217) is worth in one that it does: `{"XTR": "0.013 USD"}`.
     #[serde(borrow)]
     #[schemars(with = "Option<BTreeMap<String, String>>")]
@@ -70,7 +70,7 @@ pub struct DestinationBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<BTreeMap<String, String>>")]
     statuses: Option<&'a RawValue>,
-    /// `tiktok_events`: the pixel's code in `TikTok`'s Events Manager.
+    /// An ad platform's pixel, by its code in the platform's Events Manager.
     #[serde(borrow)]
     #[schemars(
         with = "Option<String>",
@@ -78,7 +78,7 @@ pub struct DestinationBody<'a> {
         example = &"C4ABCDEFGHIJ12345678"
     )]
     pixel_code: Option<&'a RawValue>,
-    /// `tiktok_events`: the Business API's address. Default `https://business-api.tiktok.com`.
+    /// An ad platform's API address. Default: the platform's own (`docs/api.md`).
     #[serde(borrow)]
     #[schemars(with = "Option<HttpsUrlJson>")]
     api_url: Option<&'a RawValue>,

@@ -226,10 +226,6 @@ mod tests {
         d.only_attributed = true;
         assert!(d.wants(EventKind::Deposit, without));
         assert!(!d.wants(EventKind::Deposit, None));
-        d.target = fields("tiktok_events").check(false).unwrap().target;
-        assert!(d.wants(EventKind::Deposit, without));
-        assert!(!d.wants(EventKind::Deposit, with));
-        assert!(!d.wants(EventKind::Deposit, None));
         d.target = fields("google_ads").check(false).unwrap().target;
         d.only_attributed = false;
         assert!(

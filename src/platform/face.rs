@@ -150,6 +150,7 @@ pub trait Platform: Sync {
 
     /// Whether a destination takes only events it can match to a click unless told otherwise:
     /// a platform that matches events to its ads can use no other.
+    #[must_use]
     fn only_attributed_by_default() -> bool
     where
         Self: Sized,
@@ -182,12 +183,16 @@ pub trait Platform: Sync {
 
     /// The access token it is sent, which its answers may quote back: cut out of every
     /// answer before it is kept or shown. Empty for none.
+    // Borrowed: a platform's own token is its settings' text.
+    #[allow(clippy::unnecessary_literal_bound)]
     fn token(&self) -> &str {
         ""
     }
 
     /// The address requests go to, as configured (a postback's with its macros); empty for a
     /// platform that fetches.
+    // Borrowed: a platform's own address is its settings' text.
+    #[allow(clippy::unnecessary_literal_bound)]
     fn address(&self) -> &str {
         ""
     }

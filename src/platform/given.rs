@@ -27,9 +27,9 @@ pub struct DestinationFields {
     pub currency_rates: Option<BTreeMap<String, String>>,
     /// `postback`: the word `{status}` gives per event kind.
     pub statuses: Option<BTreeMap<String, String>>,
-    /// `tiktok_events`: the pixel's code.
+    /// An ad platform's pixel, by its code.
     pub pixel_code: Option<String>,
-    /// `tiktok_events`: the Business API's address.
+    /// An ad platform's API address.
     pub api_url: Option<String>,
     /// `google_ads`: the conversion action name written per kind (and `first_deposit`).
     pub conversion_names: Option<BTreeMap<String, String>>,

@@ -457,7 +457,7 @@ mod tests {
         assert!(meta_event(&unmatched, None, &rules).is_err());
     }
 
-    /// Meta's and `TikTok`'s `event_id` is the payment's `eid` when there is one, else the
+    /// An ad platform's `event_id` is the payment's `eid` when there is one, else the
     /// event's own id; a webhook's and a postback's is always the event's own id.
     #[test]
     fn each_receiver_gets_the_event_id_it_deduplicates_by() {

@@ -183,3 +183,32 @@ impl Target {
         self.platform().matches(click)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kinds' stored bytes and names as they are on users' disks and in answers, and the
+    /// list every message names them by.
+    #[test]
+    fn kinds_keep_their_codes_and_names() {
+        let seen: Vec<(u8, &str)> = Kind::ALL
+            .into_iter()
+            .map(|k| (k as u8, k.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (1, "meta_capi"),
+                (2, "postback"),
+                (3, "webhook"),
+                (4, "tiktok_events"),
+                (5, "google_ads")
+            ]
+        );
+        assert_eq!(
+            Kind::names_listed(),
+            "meta_capi, postback, webhook, tiktok_events or google_ads"
+        );
+    }
+}

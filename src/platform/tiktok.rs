@@ -470,4 +470,19 @@ mod tests {
         assert_eq!(name("subscribed", false), "Subscribe");
         assert_eq!(name("registration", false), "CompleteRegistration");
     }
+
+    /// Only an event whose click brought a `ttclid` can be matched to an ad.
+    #[test]
+    fn only_a_click_with_a_ttclid_matches() {
+        let t = crate::platform::fields::tests::fields("tiktok_events")
+            .check(false)
+            .unwrap()
+            .target;
+        let click = |has_fbclid, has_ttclid| ClickFacts {
+            has_fbclid,
+            has_ttclid,
+        };
+        assert!(t.matches(click(false, true)));
+        assert!(!t.matches(click(true, false)));
+    }
 }

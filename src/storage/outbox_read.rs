@@ -10,7 +10,7 @@ use redb::ReadableTable;
 use crate::domain::click::ClientHints;
 use crate::domain::feed::FeedEvent;
 use crate::platform::{
-    DeliveryQuery, DeliveryView, Destination, DestinationView, Kind, State, StateCounts,
+    DeliveryQuery, DeliveryView, Destination, DestinationView, Kind, Sending, State, StateCounts,
 };
 use crate::storage::StoreError;
 use crate::storage::read::{self, Snapshot};
@@ -271,10 +271,8 @@ pub fn due(
             batch.sent_through = Some(inbox_id);
         }
     }
-    let want_hints = matches!(
-        destination.target.kind(),
-        Kind::MetaCapi | Kind::TiktokEvents
-    );
+    // An ad platform matches an event to its ads by the visitor's hints too.
+    let want_hints = matches!(destination.target.sending(), Sending::Together { .. });
     let want_query = destination.target.kind() == Kind::Postback;
     let clicks = s.txn().open_table(CLICKS)?;
     for inbox_id in ids {
