@@ -139,6 +139,11 @@ pub trait Platform: Sync {
     where
         Self: Sized;
 
+    /// Its name as a form that offers it shows it (`Meta Conversions API`).
+    fn title() -> &'static str
+    where
+        Self: Sized;
+
     /// Its settings given in `f` (where no other platform's fields are), checked by its rules;
     /// a secret it makes (a webhook's, Google's password) made here.
     ///

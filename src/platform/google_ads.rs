@@ -204,6 +204,10 @@ impl Platform for Google {
     }
 
     /// Nothing is sent: Google Ads fetches the file of its conversions.
+    fn title() -> &'static str {
+        "Google Ads (scheduled upload)"
+    }
+
     fn sending() -> Sending {
         Sending::Fetched
     }

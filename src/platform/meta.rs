@@ -128,6 +128,10 @@ impl Platform for Meta {
         &["pixel_id", "access_token"]
     }
 
+    fn title() -> &'static str {
+        "Meta Conversions API"
+    }
+
     fn sending() -> Sending {
         Sending::Together { batch: META_BATCH }
     }

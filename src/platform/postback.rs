@@ -196,6 +196,10 @@ impl Platform for Postback {
         &["url"]
     }
 
+    fn title() -> &'static str {
+        "postback"
+    }
+
     fn sending() -> Sending {
         Sending::Alone { batch: BATCH }
     }

@@ -63,6 +63,14 @@ macro_rules! platforms {
                 }
             }
 
+            /// Its name as a form that offers it shows it.
+            #[must_use]
+            pub fn title(self) -> &'static str {
+                match self {
+                    $(Kind::$variant => <$room as Platform>::title(),)+
+                }
+            }
+
             /// Whether its destinations take only attributed events unless told otherwise.
             #[must_use]
             pub fn only_attributed_by_default(self) -> bool {

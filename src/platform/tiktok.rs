@@ -103,6 +103,10 @@ impl Platform for Tiktok {
         &["pixel_code", "access_token"]
     }
 
+    fn title() -> &'static str {
+        "TikTok Events API"
+    }
+
     fn sending() -> Sending {
         Sending::Together {
             batch: TIKTOK_BATCH,

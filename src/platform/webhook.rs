@@ -76,6 +76,10 @@ impl Platform for Webhook {
         &["url"]
     }
 
+    fn title() -> &'static str {
+        "webhook"
+    }
+
     fn sending() -> Sending {
         Sending::Alone { batch: BATCH }
     }

@@ -15,6 +15,8 @@ use crate::web::context::Ctx;
 struct DestinationRow {
     name: String,
     kind: &'static str,
+    /// An ad platform's: a token of its own, and a test code for its test view.
+    ad_platform: bool,
     /// The URL, or Meta's pixel with the token's last 4 characters.
     address: String,
     events: String,
@@ -30,6 +32,14 @@ struct DestinationRow {
     last_error: String,
     /// A Google Ads destination's fetches: how many, the last one's time and rows.
     fetched: Option<String>,
+}
+
+/// The kinds a new destination may be, with their titles: the registry's.
+fn kinds_offered() -> Vec<(&'static str, &'static str)> {
+    crate::platform::Kind::ALL
+        .into_iter()
+        .map(|k| (k.as_str(), k.title()))
+        .collect()
 }
 
 /// `a=b, c=d`: a map of settings as the page shows it and its form takes it.
@@ -76,6 +86,8 @@ struct DestinationsPage<'a> {
     csrf_token: &'a str,
     name: &'a str,
     destinations: Vec<DestinationRow>,
+    /// The kinds a new destination may be, and their titles: the registry's.
+    kinds: Vec<(&'static str, &'static str)>,
     log: Vec<DeliveryRow>,
     /// A new webhook's name and signing secret, shown once.
     secret: Option<(String, String)>,
@@ -136,6 +148,7 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
             paused: d.deliveries.get(State::Paused),
             paused_reason: d.paused_reason.clone(),
             kind: d.kind.as_str(),
+            ad_platform: d.kind.fields().contains(&"access_token"),
             fetched: d.fetches.map(|count| match d.last_fetched_at_ms {
                 None => "never yet".to_owned(),
                 Some(at) => format!(
@@ -201,6 +214,7 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
             csrf_token: &ctx.live.csrf,
             name: ctx.param("space"),
             destinations: rows,
+            kinds: kinds_offered(),
             log,
             secret: shown.secret,
             password: shown.password,
