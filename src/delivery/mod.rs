@@ -1,7 +1,9 @@
 //! The sender of conversions out (`docs/api.md#conversions-out`): one task per live
 //! destination, started and stopped as destinations come and go, each with its own HTTP client
-//! (`outgoing.rs`) and formats (`format.rs`), all on one thread of their own that runs at a lower
-//! CPU priority than the server: ingest first, deliveries with the time that is left.
+//! (`outgoing.rs`), all on one thread of their own that runs at a lower CPU priority than the
+//! server: ingest first, deliveries with the time that is left. What a destination is sent, and
+//! what its answers mean, is its platform's (`platform/`), reached through
+//! [`Platform`](crate::platform::Platform) alone.
 //!
 //! A task reads what is due through the reader path (`storage/outbox.rs`, `due`), sends it, and
 //! records what each attempt came to through the writer, one write per batch. A delivery leaves
