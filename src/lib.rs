@@ -31,30 +31,36 @@
 //! - [`cli`]: the command line: the flags and dispatch (`cli/mod.rs`), a file per command,
 //!   printing in `output.rs` (and each answer's text matched in `answer.rs`), prompts in
 //!   `prompt.rs`.
-//! - [`server`]: the serve loop (`server/mod.rs`), each client connection with its timeouts and
-//!   limits (`server/connection.rs`), and what runs in the background while it serves:
-//!   retention of dedup entries and automatic backups.
-//! - [`delivery`]: conversions out, run in the background too: a sender task per destination
-//!   (`delivery/mod.rs`) that reads due deliveries through the reader path and records outcomes
-//!   through the writer, handed a narrow [`delivery::Senders`] (store, counters, clock,
-//!   settings) rather than the application, which sends the plain requests each platform's
-//!   room builds and reads their answers through [`platform::Platform`]; its HTTP client with
-//!   the address checks (`outgoing.rs`). The deliveries themselves are written with their
+//! - [`server`]: the serve loop (`server/mod.rs`), which starts the background [`workers`] in
+//!   one place and stops them at shutdown, and each client connection with its timeouts and
+//!   limits (`server/connection.rs`).
+//! - [`workers`]: what runs in the background while the server serves, under one roof: each
+//!   started and stopped the same way ([`workers::Worker`], [`workers::Workers`]), each handed
+//!   a narrow handle (store, clock, counters, settings, what it reports) rather than the
+//!   application, so that the application can read what they report.
+//!   - the senders of conversions out (`workers/delivery.rs`, which runs [`delivery`]);
+//!   - links that lead to a Telegram channel, through the space's bot (`workers/telegram/`): a
+//!     reader of the bot's updates per space (`updates.rs`: joins, leaves and join requests,
+//!     each run committed before it is acknowledged), and the loop that keeps each channel
+//!     link's pool of invite links made ahead and revokes unused ones (`pool.rs`); the Bot API
+//!     client (`api.rs`), on the [`outbound`] client. Handed [`workers::telegram::Shared`]; what
+//!     it reports ([`workers::telegram::Status`]) the application reads;
+//!   - spend fetched from Meta's insights into costs by campaign, ad set and ad
+//!     (`workers/spend/`): every hour the last 3 days, every day the last 28, for each space
+//!     with a `meta_ads_account` and token, replacing those days' costs that came from Meta
+//!     (`mod.rs`, the one fetch every way in calls); the insights client, on the [`outbound`]
+//!     client (`insights.rs`). Handed [`workers::spend::Shared`]; what it reports
+//!     ([`workers::spend::Status`]) the application reads;
+//!   - automatic backups on a schedule, to `backup_dir` and `[backup_s3]`
+//!     (`workers/backups.rs`);
+//!   - retention (`workers/retention.rs`): expired dedup entries, old visitors' hints and the
+//!     rows of old deliveries, deleted in small steps.
+//! - [`delivery`]: conversions out: a sender task per destination (`delivery/mod.rs`) that
+//!   reads due deliveries through the reader path and records outcomes through the writer,
+//!   handed a narrow [`delivery::Senders`] (store, counters, clock, settings) rather than the
+//!   application; it sends the plain requests each platform's room builds and reads their
+//!   answers through [`platform::Platform`]. The deliveries themselves are written with their
 //!   event (`storage/outbox.rs`).
-//! - [`telegram`]: links that lead to a Telegram channel, run in the background through the
-//!   space's bot: a reader of the bot's updates per space (`telegram/updates.rs`: joins, leaves
-//!   and join requests, each run committed before it is acknowledged), and the loop that keeps
-//!   each channel link's pool of invite links made ahead and revokes unused ones
-//!   (`telegram/pool.rs`); the Bot API client (`telegram/api.rs`), on the senders' HTTP client.
-//!   Handed a narrow [`telegram::Shared`]; what it reports ([`telegram::Status`]) the
-//!   application reads.
-//! - [`spend`]: spend fetched from Meta's insights into costs by campaign, ad set and ad, run in
-//!   the background too: every hour the last 3 days, every day the last 28, for each space with
-//!   a `meta_ads_account` and token, replacing those days' costs that came from Meta (`spend/
-//!   mod.rs`, the one fetch every way in calls); the insights client, on the senders' HTTP
-//!   client (`insights.rs`). Handed a narrow [`spend::Shared`]; what it reports
-//!   ([`spend::Status`]) the application reads. In the layer of [`telegram`], importing
-//!   nothing of it.
 //! - [`platform`]: destinations and the platforms they send to, a room per platform (Meta's
 //!   Conversions API, each other ad platform, Google Ads, a postback, a webhook), each holding it
 //!   whole: its settings and their rules, its request, what its answers mean, its event names.
@@ -78,6 +84,10 @@
 //!   check` and its repairs in `check/`. Never knows about HTTP.
 //! - [`s3`]: S3-compatible object storage (`[backup_s3]`), where backups go off the machine:
 //!   a file uploaded, a key downloaded, old backups under a prefix deleted.
+//! - [`outbound`]: the guarded HTTP client of everything that sends out (the senders, the
+//!   Telegram bots, the fetch of spend): addresses checked when a name is resolved and before a
+//!   URL written with an address is requested, timeouts, no redirects or proxy, answers read up
+//!   to a bound. Below everything that sends, so none of them sits above another only to use it.
 //! - [`config`], [`clock`], [`error`], [`metrics`]: settings, an injectable clock, the error
 //!   type with its stable codes, and the counters of `/metrics`.
 //!
@@ -109,7 +119,7 @@
 
 /// The layers, the highest first. A module imports only modules of lower layers, never its
 /// own layer's others or a higher one's: what a lower layer needs from above is handed to it
-/// (the route labels into [`metrics::Metrics`] at start, a narrow handle into the senders).
+/// (the route labels into [`metrics::Metrics`] at start, a narrow handle into each worker).
 /// `tests/it/layers.rs` reads the sources and holds every file to this order.
 pub const LAYERS: &[&[&str]] = &[
     &["cli"],
@@ -118,9 +128,10 @@ pub const LAYERS: &[&[&str]] = &[
     &["http", "web"],
     &["surface"],
     &["app"],
-    &["telegram", "spend"],
+    &["workers"],
     &["delivery"],
     &["storage", "s3"],
+    &["outbound"],
     &["config", "metrics"],
     &["platform"],
     &["domain"],
@@ -137,12 +148,12 @@ pub mod domain;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod outbound;
 pub mod platform;
 pub mod router;
 pub mod s3;
 pub mod server;
-pub mod spend;
 pub mod storage;
 pub mod surface;
-pub mod telegram;
 pub mod web;
+pub mod workers;

@@ -1,6 +1,6 @@
 //! S3-compatible object storage (`[backup_s3]`): a file uploaded under a key, a key downloaded
 //! into a file, and the scheduled backups under a prefix kept to the newest few. What a backup
-//! is, and when one is made, is the caller's (`server/backups.rs`, `cli/data_file.rs`,
+//! is, and when one is made, is the caller's (`workers/backups.rs`, `cli/data_file.rs`,
 //! `cli/restore.rs`); this file only moves bytes.
 //!
 //! The client is `object_store`'s S3 store: requests signed with the configured keys, each one

@@ -23,8 +23,12 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::args::Args;
+use crate::bench::Bench;
+use crate::measure::{Row, measure};
+use crate::report::{mib, note_busy, print_header, print_row};
 use crate::scenario::Case;
-use crate::{Args, Bench, Row, mib, print_header, print_row};
+use crate::server::metric;
 
 /// The shortest load of each row: the backups at one and two minutes after B's server starts,
 /// and the second's copy and upload, fall within it.
@@ -150,15 +154,15 @@ struct Counts {
 
 fn counts(metrics: SocketAddr) -> Result<Counts, String> {
     Ok(Counts {
-        written: crate::metric(
+        written: metric(
             metrics,
             "tracker_scheduled_backups_total{status=\"written\"}",
         )?,
-        uploaded: crate::metric(
+        uploaded: metric(
             metrics,
             "tracker_backup_uploads_total{outcome=\"uploaded\"}",
         )?,
-        failed: crate::metric(metrics, "tracker_backup_uploads_total{outcome=\"failed\"}")?,
+        failed: metric(metrics, "tracker_backup_uploads_total{outcome=\"failed\"}")?,
     })
 }
 
@@ -258,7 +262,7 @@ pub fn run(args: &Args, wrk_path: Option<&str>) -> Result<Vec<String>, String> {
             None
         };
         let started = Instant::now();
-        let (mut row, seen) = crate::measure(
+        let (mut row, seen) = measure(
             &mut bench,
             wrk_path,
             Case::Unique,
@@ -304,7 +308,7 @@ pub fn run(args: &Args, wrk_path: Option<&str>) -> Result<Vec<String>, String> {
     }
     let report = b_report.ok_or("unique_backup: no B row")?;
     report_row(&rows, &report, conns, &mut failures);
-    crate::note_busy(&rows);
+    note_busy(&rows);
     Ok(failures)
 }
 

@@ -4,7 +4,8 @@
 //! same run) is the cost of writing each event's deliveries in its transaction.
 //!
 //! The receivers the rows of `outbound.rs` use too: one that counts the events it gets, and one
-//! that never answers; and the destination requests they make.
+//! that never answers; the destination requests they make; and the rows' names ([`OutRow`]),
+//! which the flags read.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -18,6 +19,39 @@ use crate::client;
 
 /// The space the `unique_dest` case sends to.
 pub const SPACE: &str = "bench-dest";
+
+/// The rows of conversions out, which `outbound.rs` runs, as `--only` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutRow {
+    SendMeta,
+    SendWebhook,
+    DestBlackhole,
+    DestAnswering,
+    Pending,
+    ClientHints,
+}
+
+impl OutRow {
+    pub const ALL: [OutRow; 6] = [
+        OutRow::SendMeta,
+        OutRow::SendWebhook,
+        OutRow::DestBlackhole,
+        OutRow::DestAnswering,
+        OutRow::Pending,
+        OutRow::ClientHints,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OutRow::SendMeta => "send_meta",
+            OutRow::SendWebhook => "send_webhook",
+            OutRow::DestBlackhole => "dest_blackhole",
+            OutRow::DestAnswering => "dest_answering",
+            OutRow::Pending => "pending_1m",
+            OutRow::ClientHints => "client_hints",
+        }
+    }
+}
 
 /// How a receiver answers.
 pub enum Answering {

@@ -7,10 +7,10 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Parser};
 
-use crate::outbound::OutRow;
+use crate::args::{Args, ClientChoice, MetricsChoice, Mode, OwnRows};
+use crate::deliveries::OutRow;
 use crate::reads::ReadRow;
 use crate::scenario::Case;
-use crate::{Args, ClientChoice, MetricsChoice, Mode, OwnRows};
 
 /// How fast the real tracker takes events, durably, on this machine.
 ///

@@ -15,8 +15,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::bench::count_events;
+use crate::report::mib;
 use crate::server::Server;
-use crate::{count_events, mib};
 
 /// The targets: seconds and peak RSS of the first import of 1,000,000 events.
 const TARGET_SECS: f64 = 15.0;

@@ -29,43 +29,12 @@ use redb::{ReadableDatabase as _, ReadableTable as _, TableDefinition, TableHand
 use tracker::storage::read::TableUsage;
 use tracker::storage::schema::{CLICK_HINTS, DELIVERIES};
 
+use crate::bench::{Bench, SETUP_CLICKS};
 use crate::client::{self, Load};
-use crate::deliveries::{self, Answering, Tally};
+use crate::deliveries::{self, Answering, OutRow, Tally};
+use crate::measure::{Row, builtin, measure_with};
+use crate::report::{mib, ms, per, print_row};
 use crate::scenario::{Case, Fixture, Piece, Template};
-use crate::{Bench, Row, mib, per, print_row};
-
-/// The rows, as `--only` names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutRow {
-    SendMeta,
-    SendWebhook,
-    DestBlackhole,
-    DestAnswering,
-    Pending,
-    ClientHints,
-}
-
-impl OutRow {
-    pub const ALL: [OutRow; 6] = [
-        OutRow::SendMeta,
-        OutRow::SendWebhook,
-        OutRow::DestBlackhole,
-        OutRow::DestAnswering,
-        OutRow::Pending,
-        OutRow::ClientHints,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            OutRow::SendMeta => "send_meta",
-            OutRow::SendWebhook => "send_webhook",
-            OutRow::DestBlackhole => "dest_blackhole",
-            OutRow::DestAnswering => "dest_answering",
-            OutRow::Pending => "pending_1m",
-            OutRow::ClientHints => "client_hints",
-        }
-    }
-}
 
 /// How big and how long the rows are.
 pub struct OutPlan<'a> {
@@ -140,7 +109,7 @@ fn space(bench: &Bench, name: &str) -> Result<Arc<Fixture>, String> {
     let mut fixture =
         crate::reads::space_fixture(bench.server.command(), name, &bench.fixture.run)?;
     let clicks = Template::of(Case::Clicks, &fixture, name);
-    let requests = (0..crate::SETUP_CLICKS as u64)
+    let requests = (0..SETUP_CLICKS as u64)
         .map(|i| clicks.render(&fixture, i))
         .collect();
     fixture.click_uids = client::click_uids(bench.server.addr, requests)
@@ -158,7 +127,7 @@ fn ingest(
     duration: Duration,
 ) -> Result<(Row, u64, u64), String> {
     let (acked, slack) = (bench.acked_events, bench.unacked_slack);
-    let (row, ()) = crate::measure_with(
+    let (row, ()) = measure_with(
         bench,
         wrk_path,
         fixture,
@@ -494,7 +463,7 @@ fn pending(bench: &mut Bench, plan: &OutPlan, results: &mut OutResults) -> Resul
     let started = Instant::now();
     let want = plan.pending.saturating_sub(made);
     let template = Template::of(Case::Unique, &fixture, "pending-fill");
-    let o = crate::builtin(
+    let o = builtin(
         addr,
         &fixture,
         template,
@@ -537,8 +506,8 @@ fn pending(bench: &mut Bench, plan: &OutPlan, results: &mut OutResults) -> Resul
         deep.rate,
         empty.rate,
         deep.rate / empty.rate.max(1e-9),
-        crate::ms(deep.p99),
-        crate::ms(empty.p99),
+        ms(deep.p99),
+        ms(empty.p99),
     );
     results.pending = Some(s.values().sum());
     deliveries::remove_destination(addr, &fixture.secret, "hook")
@@ -551,7 +520,7 @@ fn client_hints(bench: &mut Bench, plan: &OutPlan, results: &mut OutResults) -> 
     let mut clicks = Vec::new();
     for (name, on) in [("bench-hints-off", false), ("bench-hints-on", true)] {
         let (fixture, visit) = link_space(bench, name, on)?;
-        let o = crate::builtin(
+        let o = builtin(
             bench.server.addr,
             &fixture,
             visit,

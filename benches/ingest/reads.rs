@@ -2,16 +2,16 @@
 //! space of a million events, each timed while durable ingest runs at full rate beside it, and
 //! `tracker export` of that space: wall time and the export process's peak RSS.
 //!
-//! The reads go to a space of their own (`spread`), made through the admin socket, so that it
+//! The reads go to a space of their own (`spread`), made through the control socket, so that it
 //! holds exactly `--feed-events` events whatever other rows ran, spread the way a real space's
 //! are: 1000 clicks over 200 campaigns and 5 links (half of them bound), events in every hour
 //! of the last 89 days for every campaign (as far as the events reach: a million events are
 //! 5000 a campaign), and costs for every campaign on each of the last 90 days, the campaign's
 //! own and one for each of its 2 ad sets' 2 ads (90,000, imported as a CSV through `tracker
-//! costs import`). `GET /stats` by campaign over all time then reads
-//! each campaign's day rows, its quarter rows of the partial days, and every cost: a space
-//! whose million events all fell in one hour would make it look free. The events are filled through the server's own ingest path (`POST /events` over 64
-//! connections with the in-repo client, which counts exactly).
+//! costs import`). `GET /stats` by campaign over all time then reads each campaign's day rows,
+//! its quarter rows of the partial days, and every cost: a space whose million events all fell
+//! in one hour would make it look free. The events are filled through the server's own ingest
+//! path (`POST /events` over 64 connections with the in-repo client, which counts exactly).
 //!
 //! The side client is sequential (one connection, one request at a time), on its own thread: the
 //! load client's connection (`client::roundtrip`) driven by a runtime of that thread alone. Its
@@ -132,7 +132,7 @@ pub fn space_create(cli: Command, name: &str) -> Result<serde_json::Value, Strin
         .map_err(|e| format!("reading what tracker space create printed: {e}"))
 }
 
-/// Runs `cli` with `args` (a command on the running server, through its admin socket);
+/// Runs `cli` with `args` (a command on the running server, through its control socket);
 /// answers what it printed, or what it said when it failed.
 pub fn tracker(mut cli: Command, args: &[&str]) -> Result<Vec<u8>, String> {
     let what = format!("tracker {}", args.join(" "));
@@ -170,7 +170,7 @@ pub fn space_fixture(cli: Command, name: &str, run: &str) -> Result<Fixture, Str
     })
 }
 
-/// Makes the space through the running server's admin socket (`tracker space create`), and its
+/// Makes the space through the running server's control socket (`tracker space create`), and its
 /// clicks and bindings over HTTP.
 pub fn create_space(
     cli: impl Fn() -> Command,
@@ -205,7 +205,7 @@ pub fn create_space(
 }
 
 /// Costs for every campaign on each of the last [`COST_DAYS`] UTC days, its own and one per
-/// ad of its ad sets, through `tracker costs import` (the admin socket of the running server).
+/// ad of its ad sets, through `tracker costs import` (the control socket of the running server).
 fn import_costs(mut cli: Command, run: &str, now_ms: u64) -> Result<(), String> {
     use std::fmt::Write as _;
     let today = now_ms / (24 * HOUR_MS);

@@ -13,6 +13,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::client;
+
 /// The binary cargo built for this bench, in the same profile: release under `cargo bench`, the
 /// test profile under `cargo test --bench ingest` (for `--smoke` only; `main` refuses the rest).
 const BUILT: &str = env!("CARGO_BIN_EXE_tracker");
@@ -132,7 +134,7 @@ impl Server {
     }
 
     /// `tracker --json` with this server's configuration and data file, for another command
-    /// (`space create`, `export`): it reaches the server through the admin socket while the
+    /// (`space create`, `export`): it reaches the server through the control socket while the
     /// server runs, and opens the data file itself once it has stopped.
     pub fn command(&self) -> Command {
         command(&self.bin, &self.config, &self.data)
@@ -227,4 +229,15 @@ pub fn status_kib(pid: u32, key: &str) -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// One counter without labels from the server's `/metrics`.
+pub fn metric(metrics: SocketAddr, name: &str) -> Result<u64, String> {
+    let scrape = b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".to_vec();
+    let (status, body) = client::fetch_all(metrics, 1, vec![scrape]).remove(0);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("no {name} in /metrics ({status})"))
 }

@@ -55,9 +55,9 @@ pub struct App {
     pub delivery_wake: Arc<tokio::sync::Notify>,
     /// What the Telegram tasks report (each bot's name, each channel link's last Bot API
     /// error), and their wake-up (`telegram/`).
-    pub telegram: Arc<crate::telegram::Status>,
+    pub telegram: Arc<crate::workers::telegram::Status>,
     /// Each space's last fetch of spend from Meta, and the fetch loop's wake-up (`spend/`).
-    pub spend: Arc<crate::spend::Status>,
+    pub spend: Arc<crate::workers::spend::Status>,
 }
 
 /// A place among a space's waiting followers, given back when dropped.
@@ -223,10 +223,10 @@ impl App {
         }
     }
 
-    /// What the fetch of spend from Meta is handed (`spend/`).
+    /// What the fetch of spend from Meta is handed (`workers/spend/`).
     #[must_use]
-    pub fn spend_tasks(&self) -> crate::spend::Shared {
-        crate::spend::Shared {
+    pub fn spend_tasks(&self) -> crate::workers::spend::Shared {
+        crate::workers::spend::Shared {
             store: self.store.clone(),
             settings: self.settings.clone(),
             clock: self.clock.clone(),
@@ -237,22 +237,55 @@ impl App {
 
     /// Fetches the space's spend of the last 28 days from Meta now (`POST /costs/fetch`,
     /// `tracker costs fetch`, the Costs page's button): the same fetch the hourly and daily
-    /// ones are ([`crate::spend::fetch`]). A fetch that fails at Meta is answered as its
+    /// ones are ([`crate::workers::spend::fetch`]). A fetch that fails at Meta is answered as its
     /// result, not an error.
-    pub async fn fetch_costs(&self, space: &SpaceRef) -> Result<crate::spend::LastFetch, Error> {
-        crate::spend::fetch(&self.spend_tasks(), space.no, crate::spend::MONTH_DAYS).await
+    pub async fn fetch_costs(
+        &self,
+        space: &SpaceRef,
+    ) -> Result<crate::workers::spend::LastFetch, Error> {
+        crate::workers::spend::fetch(
+            &self.spend_tasks(),
+            space.no,
+            crate::workers::spend::MONTH_DAYS,
+        )
+        .await
     }
 
     /// The space's last fetch of spend from Meta since the server started.
     #[must_use]
-    pub fn last_costs_fetch(&self, space: &SpaceRef) -> Option<crate::spend::LastFetch> {
+    pub fn last_costs_fetch(&self, space: &SpaceRef) -> Option<crate::workers::spend::LastFetch> {
         self.spend.last(space.no)
     }
 
-    /// What the Telegram tasks are handed (`telegram/`).
+    /// What retention is handed (`workers/retention.rs`).
     #[must_use]
-    pub fn telegram_tasks(&self) -> crate::telegram::Shared {
-        crate::telegram::Shared::new(
+    pub fn retention(&self) -> crate::workers::retention::Retention {
+        crate::workers::retention::Retention::new(
+            self.store.clone(),
+            self.clock.clone(),
+            self.metrics.clone(),
+            &self.settings,
+        )
+    }
+
+    /// What the backup schedule is handed (`workers/backups.rs`).
+    #[must_use]
+    pub fn backups(
+        &self,
+        schedule: crate::config::BackupSchedule,
+    ) -> crate::workers::backups::Backups {
+        crate::workers::backups::Backups {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            metrics: self.metrics.clone(),
+            schedule,
+        }
+    }
+
+    /// What the Telegram tasks are handed (`workers/telegram/`).
+    #[must_use]
+    pub fn telegram_tasks(&self) -> crate::workers::telegram::Shared {
+        crate::workers::telegram::Shared::new(
             self.store.clone(),
             self.settings.clone(),
             self.clock.clone(),
@@ -502,7 +535,7 @@ impl App {
         space: &SpaceRef,
         channel: &mut crate::domain::channel::Channel,
     ) -> Result<(), Error> {
-        use crate::telegram::api::ApiError;
+        use crate::workers::telegram::api::ApiError;
         let bad = |message: String| Error::field(Code::InvalidField, "channel", message);
         let token = self
             .store

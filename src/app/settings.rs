@@ -7,7 +7,7 @@ use crate::app::App;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
 use crate::error::{Code, Error};
-use crate::telegram::api::{ApiError, Me};
+use crate::workers::telegram::api::{ApiError, Me};
 
 impl App {
     /// The space's settings.

@@ -88,7 +88,7 @@ pub(super) fn restore(settings: &Settings, out: Output, source: &str) -> CliResu
         }
     };
     let replaced = if data.exists() {
-        let stamp = crate::server::backups::backup_name(SystemClock.now_ms());
+        let stamp = crate::workers::backups::backup_name(SystemClock.now_ms());
         let stamp = stamp
             .trim_start_matches("tracker-")
             .trim_end_matches(".redb");

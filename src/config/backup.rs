@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::rules::{ConfigError, duration};
 
 /// Where and how often the server writes its own backups, and how many it keeps
-/// (`server/backups.rs`): into `backup_dir`, uploaded to `[backup_s3]`, or both.
+/// (`workers/backups.rs`): into `backup_dir`, uploaded to `[backup_s3]`, or both.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackupSchedule {
     /// `backup_dir`; `None`: the copy is made beside the data file only to be uploaded, and

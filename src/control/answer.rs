@@ -58,7 +58,7 @@ pub struct StatsShown {
 #[derive(Serialize, Deserialize, Debug)]
 pub struct CostsFetched {
     pub space: String,
-    pub fetch: crate::spend::FetchView,
+    pub fetch: crate::workers::spend::FetchView,
 }
 
 /// What `tracker costs import` did.

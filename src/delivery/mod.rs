@@ -1,6 +1,6 @@
 //! The sender of conversions out (`docs/api.md#conversions-out`): one task per live
 //! destination, started and stopped as destinations come and go, each with its own HTTP client
-//! (`outgoing.rs`), all on one thread of their own that runs at a lower CPU priority than the
+//! ([`outbound`](crate::outbound)), all on one thread of their own that runs at a lower CPU priority than the
 //! server: ingest first, deliveries with the time that is left. What a destination is sent, and
 //! what its answers mean, is its platform's (`platform/`), reached through
 //! [`Platform`](crate::platform::Platform) alone.
@@ -12,8 +12,6 @@
 //! unreachable holds only its own task, never ingest (which only appends a row per delivery)
 //! nor another destination. What a task holds in memory is one batch; the rest waits in the
 //! file.
-
-pub mod outgoing;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +25,7 @@ use crate::clock::Clock;
 use crate::config::Delivery;
 use crate::domain::credential::cut_secret;
 use crate::metrics::Metrics;
+use crate::outbound as outgoing;
 use crate::platform::halves::{self, Fate, PLATFORM_ANSWER_BYTES, Reply};
 use crate::platform::{
     Answer, Attempt, Destination, Kind, MAX_RETRY_MS, MaxAge, Method, Outcome, Paused, Platform,

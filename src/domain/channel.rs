@@ -1,7 +1,8 @@
 //! Telegram channels (`docs/channels.md`): the rules of a link that leads to a channel rather
 //! than a bot. Which channel a link names (`@username` or a chat id), its fallback invite link,
 //! what an invite link the tracker makes is called, and what a `chat_member` update means: a
-//! join, a leave, or neither. Nothing here talks to Telegram; `telegram/` does, with these rules.
+//! join, a leave, or neither. Nothing here talks to Telegram; `workers/telegram/` does, with
+//! these rules.
 
 use serde::{Deserialize, Serialize};
 

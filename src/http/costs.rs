@@ -65,7 +65,7 @@ pub async fn get_costs(call: Call, space: SpaceRef) -> Result<Response, Error> {
 #[derive(Serialize, JsonSchema)]
 pub struct FetchAnswer {
     pub ok: Success,
-    pub fetch: crate::spend::FetchView,
+    pub fetch: crate::workers::spend::FetchView,
 }
 
 /// `POST /costs/fetch`: fetches the space's spend of the last 28 days from Meta now, replacing

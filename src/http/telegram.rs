@@ -8,7 +8,7 @@ use warp::reply::Response;
 
 use crate::surface::Call;
 use crate::surface::respond::{self, Auth};
-use crate::telegram::hook;
+use crate::workers::telegram::hook;
 
 /// `200 {"ok": true}` once the update's effects are committed (or it was applied already);
 /// `401` for a missing or wrong `X-Telegram-Bot-Api-Secret-Token`, checked before the body is

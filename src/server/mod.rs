@@ -15,9 +15,7 @@
 //! at once, requests in flight get `shutdown_timeout` to finish, and whatever is left is cut off,
 //! so a stalled client cannot hold the process.
 
-pub mod backups;
 pub mod connection;
-pub mod retention;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -40,6 +38,7 @@ use crate::error::{Code, Error};
 use crate::metrics::{self, Metrics};
 use crate::storage::{Health, StoreError};
 use crate::surface::respond;
+use crate::workers::Workers;
 use crate::{control, router};
 use connection::ConnectionStats;
 
@@ -86,7 +85,7 @@ pub async fn serve_with_metrics(
             }
         }
     };
-    let mut background = start_background(&app);
+    let workers = start_workers(&app);
     let routes = router::routes(app.clone());
     let failed = app.store.failed();
     let stop = async move {
@@ -134,7 +133,7 @@ pub async fn serve_with_metrics(
     drop(socket);
     // A backup in progress goes on in its reader thread: it is linked into place if it is
     // complete before the process exits, and otherwise only its temporary file is left.
-    background.shutdown().await;
+    workers.stop().await;
     tracing::info!("stopped accepting; committing and closing the data file");
     let store = app.store.clone();
     // `close` joins the writer thread: blocking work, kept off the async workers.
@@ -148,16 +147,17 @@ pub async fn serve_with_metrics(
     }
 }
 
-/// The server's background work: retention, the senders of conversions out (`delivery/`), the
-/// Telegram bots of channel links (`telegram/`), the fetch of spend from Meta (`spend/`), and
-/// the backup schedule when `backup_dir` is set (not for an ephemeral store, which writes no
-/// file). Stopping them aborts a send in flight: it is sent again after the next start.
-fn start_background(app: &Arc<App>) -> JoinSet<()> {
-    let mut tasks = JoinSet::new();
-    tasks.spawn(retention::run(app.clone()));
-    tasks.spawn(crate::delivery::run_beside(app.senders()));
-    tasks.spawn(crate::telegram::run(app.telegram_tasks()));
-    tasks.spawn(crate::spend::run(app.spend_tasks()));
+/// The server's background work, each started through [`Workers`]: retention, the senders of
+/// conversions out, the Telegram bots of channel links, the fetch of spend from Meta, and the
+/// backup schedule when `backup_dir` or `[backup_s3]` is set (not for an ephemeral store, which
+/// writes no file). Each is handed the narrow part of the application it uses. Stopping them
+/// cuts off a send in flight: it is sent again after the next start.
+fn start_workers(app: &App) -> Workers {
+    let mut workers = Workers::default();
+    workers.start(app.retention());
+    workers.start(app.senders());
+    workers.start(app.telegram_tasks());
+    workers.start(app.spend_tasks());
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
             "backups are set (backup_dir or [backup_s3]), but an ephemeral server writes no \
@@ -171,11 +171,11 @@ fn start_background(app: &Arc<App>) -> JoinSet<()> {
                 keep = schedule.keep,
                 "automatic backups on"
             );
-            tasks.spawn(backups::run(app.clone(), schedule.clone()));
+            workers.start(app.backups(schedule.clone()));
         }
         None => {}
     }
-    tasks
+    workers
 }
 
 /// Serves `routes` on every connection `listener` accepts, within `limits`, until `stop`

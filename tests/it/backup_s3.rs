@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tracker::config::{BackupSchedule, S3Settings};
 use tracker::s3::Bucket;
-use tracker::server::backups::{backup_name, backup_time};
+use tracker::workers::backups::{backup_name, backup_time};
 
 use crate::support::{
     DAY_MS, IO_TIMEOUT, NOW_MS, Request, TestServer, TrackerProcess, assert_queued, send,

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tracker::config::BackupSchedule;
-use tracker::server::backups::backup_name;
 use tracker::storage::{Store, StoreOptions};
+use tracker::workers::backups::backup_name;
 
 use crate::support::{DAY_MS, NOW_MS, TestServer, TrackerProcess, assert_queued};
 

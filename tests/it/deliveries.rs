@@ -741,7 +741,7 @@ async fn delivered_rows_are_pruned_after_delivery_retention_and_counts_stay() {
     let app = s.app.as_ref().unwrap();
     s.clock.set(at + 30 * DAY_MS - 1);
     assert_eq!(
-        tracker::server::retention::sweep_deliveries(app)
+        tracker::workers::retention::sweep_deliveries(&app.retention())
             .await
             .unwrap(),
         0
@@ -749,7 +749,7 @@ async fn delivered_rows_are_pruned_after_delivery_retention_and_counts_stay() {
     assert_eq!(deliveries(&s, &s.a, "").await.len(), 2);
     s.clock.set(at + 30 * DAY_MS + 1);
     assert_eq!(
-        tracker::server::retention::sweep_deliveries(app)
+        tracker::workers::retention::sweep_deliveries(&app.retention())
             .await
             .unwrap(),
         1
@@ -962,12 +962,16 @@ async fn client_hints_are_kept_only_where_asked_and_only_for_7_days() {
     let kept = tracker::domain::click::HINTS_KEPT_MS;
     s.clock.set(NOW_MS + kept);
     assert_eq!(
-        tracker::server::retention::sweep_hints(&app).await.unwrap(),
+        tracker::workers::retention::sweep_hints(&app.retention())
+            .await
+            .unwrap(),
         0
     );
     s.clock.set(NOW_MS + kept + 1);
     assert_eq!(
-        tracker::server::retention::sweep_hints(&app).await.unwrap(),
+        tracker::workers::retention::sweep_hints(&app.retention())
+            .await
+            .unwrap(),
         1
     );
     s.clock.set(NOW_MS);

@@ -322,10 +322,10 @@ async fn the_server_prunes_in_the_background() {
         usage.iter().find(|u| u.table == "dedup").unwrap().entries
     };
     assert_eq!(dedup_entries(&server.store.usage().await.unwrap().1), 4);
-    let wait = tracker::server::retention::FIRST_SWEEP_AFTER.as_secs() * 1000;
+    let wait = tracker::workers::retention::FIRST_SWEEP_AFTER.as_secs() * 1000;
     server
         .clock
-        .advance(W + tracker::server::retention::MARGIN_MS + wait);
+        .advance(W + tracker::workers::retention::MARGIN_MS + wait);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let entries = dedup_entries(&server.store.usage().await.unwrap().1);

@@ -1,5 +1,5 @@
 //! `tracker check`: the tracker's invariants over one read snapshot, and `--repair` of the
-//! derivable ones. Both ways in (a file opened by the command, and the admin socket of a running
+//! derivable ones. Both ways in (a file opened by the command, and the control socket of a running
 //! server) call [`check`] and [`repair`]; nothing else knows the rules.
 //!
 //! What is checked, beyond redb's own page checksums (`Database::check_integrity`, which the

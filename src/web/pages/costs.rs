@@ -107,7 +107,7 @@ async fn costs_page(
     let last_fetch = ctx.app.last_costs_fetch(space);
     let fetch_failed = last_fetch
         .as_ref()
-        .is_some_and(|f| !matches!(f, crate::spend::LastFetch::Done(_)));
+        .is_some_and(|f| !matches!(f, crate::workers::spend::LastFetch::Done(_)));
     let last_fetch =
         last_fetch.map(|f| format!("{}: {}", crate::clock::rfc3339_s(f.at_ms()), f.summary()));
     let mut costs = ctx.app.costs(space, (first, last)).await?;

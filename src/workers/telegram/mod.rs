@@ -14,6 +14,7 @@ mod pool;
 pub mod updates;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,7 +26,8 @@ use crate::domain::channel::UpdatesApplied;
 use crate::error::Code;
 use crate::metrics::Metrics;
 use crate::storage::Store;
-use crate::telegram::api::{ApiError, BotApi, Me};
+use crate::workers::Worker;
+use crate::workers::telegram::api::{ApiError, BotApi, Me};
 
 /// What a space's bot is, as far as the tracker knows.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -219,6 +221,14 @@ const LOOK_EVERY: Duration = Duration::from_secs(1);
 /// How often it looks while no space has a bot: setting a token wakes it, so this only bounds
 /// how late a token set some other way is seen. An idle server reads nothing each second.
 const IDLE_LOOK_EVERY: Duration = Duration::from_secs(60);
+
+impl Worker for Shared {
+    const NAME: &'static str = "telegram";
+
+    fn run(self) -> impl Future<Output = ()> + Send {
+        run(self)
+    }
+}
 
 /// Runs beside the server: a reader of updates per space with a token (started, replaced and
 /// stopped as tokens are set), and the pools' loop.

@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use crate::domain::channel;
 use crate::domain::credential::{random_id, same_token};
 use crate::error::{Code, Error};
-use crate::telegram::Shared;
-use crate::telegram::api::{BotApi, Me};
-use crate::telegram::updates::{self, ALLOWED_UPDATES, pause_after};
+use crate::workers::telegram::Shared;
+use crate::workers::telegram::api::{BotApi, Me};
+use crate::workers::telegram::updates::{self, ALLOWED_UPDATES, pause_after};
 
 /// The header Telegram sends the webhook's `secret_token` in.
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";

@@ -1,7 +1,7 @@
 //! Telegram's Bot API, as far as channel links use it: `POST <telegram_api_url>/bot<token>/<method>`
 //! with a JSON body, answered `{"ok": true, "result": ...}` or `{"ok": false, "error_code",
-//! "description", "parameters": {"retry_after"}}`. The client is the senders' (`delivery/outgoing.rs`:
-//! no redirects, no proxy, private addresses only where allowed).
+//! "description", "parameters": {"retry_after"}}`. The client is the guarded outbound one
+//! (`outbound.rs`: no redirects, no proxy, private addresses only where allowed).
 //!
 //! The token is part of every URL, so no URL of this file is ever logged or put in an error:
 //! errors carry Telegram's `description` or the transport's words, with the token cut out.
@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::config::{Delivery, Telegram};
-use crate::delivery::outgoing::error_words;
+use crate::outbound::error_words;
 
 /// Why a call did not succeed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl BotApi {
     /// # Errors
     /// If the TLS backend cannot be set up.
     pub fn new(settings: &Telegram, delivery: &Delivery, token: &str) -> Result<BotApi, String> {
-        let client = crate::delivery::outgoing::client(delivery).map_err(|e| e.to_string())?;
+        let client = crate::outbound::client(delivery).map_err(|e| e.to_string())?;
         Ok(BotApi {
             client,
             base: settings.api_url.clone(),

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use crate::domain::channel::{self, ChannelUpdate};
 use crate::error::{Code, Error};
-use crate::telegram::Shared;
-use crate::telegram::api::{ApiError, BotApi, Me};
+use crate::workers::telegram::Shared;
+use crate::workers::telegram::api::{ApiError, BotApi, Me};
 
 /// The updates a channel link needs: Telegram sends no `chat_member` update unless asked.
 pub const ALLOWED_UPDATES: [&str; 2] = ["chat_member", "chat_join_request"];

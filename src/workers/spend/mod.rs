@@ -15,6 +15,7 @@
 pub mod insights;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use crate::domain::stats;
 use crate::error::{Code, Error};
 use crate::metrics::Metrics;
 use crate::storage::Store;
+use crate::workers::Worker;
 
 /// The days every hour's fetch reads: today and the two before.
 pub const RECENT_DAYS: u32 = 3;
@@ -251,12 +253,12 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
     let zone = settings.time_zone.zone();
     let today = stats::local_day(&zone, stats::quarter_of(now));
     let first = today.saturating_sub(days.max(1) - 1);
-    let client = crate::delivery::outgoing::client(&shared.settings.delivery).map_err(|e| {
+    let client = crate::outbound::client(&shared.settings.delivery).map_err(|e| {
         tracing::error!(error = %e, "a client for Meta's Graph API");
         Error::internal()
     })?;
     let allow_private = shared.settings.delivery.allow_private_destinations;
-    let check = |url: &str| crate::delivery::outgoing::check_before_send(url, allow_private);
+    let check = |url: &str| crate::outbound::check_before_send(url, allow_private);
     let base = settings.meta_graph_url.as_str();
     let read = insights::fetch(
         &client,
@@ -370,6 +372,14 @@ pub async fn run(shared: Shared) {
             }
         }
         let _ = tokio::time::timeout(LOOK_EVERY, woken).await;
+    }
+}
+
+impl Worker for Shared {
+    const NAME: &'static str = "spend";
+
+    fn run(self) -> impl Future<Output = ()> + Send {
+        run(self)
     }
 }
 

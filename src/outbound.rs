@@ -1,7 +1,9 @@
-//! The HTTP client of the senders: `reqwest` on rustls, one per destination (its own pool of
-//! connections), with a connect timeout and a total one, no redirects and no proxy, and a
-//! resolver that drops every loopback, private and link-local address a name resolves to, so
-//! that no DNS answer can point a destination at the server's own services.
+//! The guarded HTTP client of everything that sends out: the senders of conversions, the
+//! Telegram bots and the fetch of Meta's spend. `reqwest` on rustls, one client per destination,
+//! bot or fetch (its own pool of connections), with a connect timeout and a total one, no
+//! redirects and no proxy, and a resolver that drops every loopback, private and link-local
+//! address a name resolves to, so that no DNS answer can point a destination at the server's own
+//! services. An answer is read only up to a bound ([`exchange_reading`]).
 //!
 //! An IP address written in a URL never reaches a resolver: [`check_before_send`] refuses a
 //! private one before it is requested (a postback's filled URL each request, a webhook's or

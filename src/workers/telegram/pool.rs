@@ -12,8 +12,8 @@ use serde_json::json;
 
 use crate::domain::channel;
 use crate::domain::link::Destination;
-use crate::telegram::Shared;
-use crate::telegram::api::{ApiError, BotApi};
+use crate::workers::telegram::Shared;
+use crate::workers::telegram::api::{ApiError, BotApi};
 
 /// Invite links made per commit: a pool refills in a few commits, and a crash loses at most
 /// these (made at Telegram, never handed out; revoked by no one, but unused).

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::delivery::outgoing::error_words;
 use crate::domain::cost::{self, AdNames, Cost, Day, Source};
+use crate::outbound::error_words;
 use crate::platform::{Answer, meta_answer, names_old_version, names_unknown_object};
 
 /// The Graph API version asked for: the one Meta destinations use unless told otherwise, so

@@ -24,16 +24,19 @@
 //! deleted. A failed upload is a warning in the log, a count in `/metrics` and a line on the
 //! admin page; the next backup is made and uploaded at its usual time.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::app::App;
-use crate::clock;
+use crate::clock::{self, Clock};
 use crate::config::{BackupSchedule, S3Settings};
 use crate::error::Error;
+use crate::metrics::Metrics;
 use crate::s3::{self, Bucket, S3Error};
+use crate::storage::Store;
 use crate::storage::backup::BackupStats;
+use crate::workers::Worker;
 
 const PREFIX: &str = "tracker-";
 const SUFFIX: &str = ".redb";
@@ -217,9 +220,26 @@ fn hold_while_uploaded(path: &Path) -> Option<std::fs::File> {
     Some(file)
 }
 
-/// Makes backups on `schedule` until the task is dropped (at shutdown).
-pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
-    let dir = local_dir(&app, &schedule);
+/// What the schedule is handed by the layer above: the store it copies, the clock that times
+/// and names the backups, the counters of `/metrics`, and the schedule itself.
+#[derive(Clone)]
+pub struct Backups {
+    pub store: Arc<Store>,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<Metrics>,
+    pub schedule: BackupSchedule,
+}
+
+impl Backups {
+    fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+}
+
+/// Makes backups on `backups.schedule` until the task is dropped (at shutdown).
+pub async fn run(backups: Backups) {
+    let schedule = &backups.schedule;
+    let dir = local_dir(&backups);
     let folder = dir.clone();
     match tokio::task::spawn_blocking(move || delete_leftovers(&dir)).await {
         Ok(Ok((deleted, kept))) => {
@@ -244,16 +264,16 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
     // A backup named in the future (by a clock that once ran ahead) says nothing of when the
     // last one was made: the newest is the newest up to now, and with none a backup is made at
     // once.
-    let start = app.now_ms();
+    let start = backups.now_ms();
     let newest = match (&schedule.dir, &schedule.s3) {
         (Some(dir), s3) => {
             if let Some(s3) = s3 {
                 // The last upload's time for `/metrics`, without holding the first local backup
                 // back while the bucket is slow or down.
-                let (app, s3) = (app.clone(), s3.clone());
+                let (metrics, s3) = (backups.metrics.clone(), s3.clone());
                 tokio::spawn(async move {
                     if let Some(at) = newest_uploaded(s3, start).await {
-                        app.metrics.backup_found_uploaded(at);
+                        metrics.backup_found_uploaded(at);
                     }
                 });
             }
@@ -267,7 +287,7 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
         (None, Some(s3)) => {
             let at = newest_uploaded(s3.clone(), start).await;
             if let Some(at) = at {
-                app.metrics.backup_found_uploaded(at);
+                backups.metrics.backup_found_uploaded(at);
             }
             at
         }
@@ -276,11 +296,11 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
     let mut due = newest.map_or(0, |at| at.saturating_add(every_ms));
     let mut failing = false;
     loop {
-        clock::sleep_until(&*app.clock, due).await;
-        let now = app.now_ms();
-        match backup_once(&app, &schedule, now).await {
+        clock::sleep_until(&*backups.clock, due).await;
+        let now = backups.now_ms();
+        match backup_once(&backups, now).await {
             Ok((path, stats)) => {
-                app.metrics.backup(true);
+                backups.metrics.backup(true);
                 if failing {
                     tracing::info!("scheduled backups work again");
                     failing = false;
@@ -297,7 +317,7 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
                     .as_ref()
                     .and_then(|_| hold_while_uploaded(&path));
                 if let Some(s3) = &schedule.s3 {
-                    upload(&app, s3, &path, now, schedule.keep).await;
+                    upload(&backups, s3, &path, now, schedule.keep).await;
                 }
                 if schedule.dir.is_none() {
                     let _ = tokio::fs::remove_file(&path).await;
@@ -305,13 +325,13 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
                 drop(held);
             }
             Err(e) => {
-                app.metrics.backup(false);
+                backups.metrics.backup(false);
                 if failing {
                     tracing::debug!(error = %e.message, "scheduled backup failed again");
                 } else {
                     tracing::error!(
                         error = %e.message,
-                        dir = %local_dir(&app, &schedule).display(),
+                        dir = %local_dir(&backups).display(),
                         "scheduled backup failed; ingest goes on, and the backup is tried again \
                          (the next line about backups in this log says when it works)"
                     );
@@ -323,13 +343,22 @@ pub async fn run(app: Arc<App>, schedule: BackupSchedule) {
     }
 }
 
+impl Worker for Backups {
+    const NAME: &'static str = "backups";
+
+    fn run(self) -> impl Future<Output = ()> + Send {
+        run(self)
+    }
+}
+
 /// Where a backup is written: `backup_dir`, or without it the data file's folder (the copy
 /// is only there until it is uploaded).
-fn local_dir(app: &App, schedule: &BackupSchedule) -> PathBuf {
-    schedule
+fn local_dir(backups: &Backups) -> PathBuf {
+    backups
+        .schedule
         .dir
         .clone()
-        .unwrap_or_else(|| crate::storage::backup::folder_of(app.store.path()).to_path_buf())
+        .unwrap_or_else(|| crate::storage::backup::folder_of(backups.store.path()).to_path_buf())
 }
 
 /// One scheduled backup at `now_ms` into `schedule.dir`, then the rotation; answers the new
@@ -340,25 +369,22 @@ fn local_dir(app: &App, schedule: &BackupSchedule) -> PathBuf {
 /// # Errors
 /// When the copy cannot be written (the directory is missing or unwritable, the disk is full,
 /// the name is taken), or the rotation cannot delete an old backup.
-pub async fn backup_once(
-    app: &App,
-    schedule: &BackupSchedule,
-    now_ms: u64,
-) -> Result<(PathBuf, BackupStats), Error> {
+pub async fn backup_once(backups: &Backups, now_ms: u64) -> Result<(PathBuf, BackupStats), Error> {
+    let schedule = &backups.schedule;
     let Some(dir) = schedule.dir.clone() else {
-        let dest = local_dir(app, schedule).join(format!(
+        let dest = local_dir(backups).join(format!(
             ".{}.upload-{}",
             backup_name(now_ms),
             std::process::id()
         ));
         // Left by a process with the same id that stopped before it could delete it.
         let _ = tokio::fs::remove_file(&dest).await;
-        let stats = app.store.backup(dest.clone()).await?;
+        let stats = backups.store.backup(dest.clone()).await?;
         return Ok((dest, stats));
     };
     let dest = dir.join(backup_name(now_ms));
-    let stats = app.store.backup(dest.clone()).await?;
-    let (keep, live) = (schedule.keep, app.store.path().to_owned());
+    let stats = backups.store.backup(dest.clone()).await?;
+    let (keep, live) = (schedule.keep, backups.store.path().to_owned());
     let rotated = tokio::task::spawn_blocking(move || rotate(&dir, keep, &live, now_ms))
         .await
         .map_err(|_| Error::internal())?;
@@ -374,7 +400,7 @@ pub async fn backup_once(
                 format!(
                     "backup {} written, but deleting the oldest in {} failed: {e}",
                     dest.display(),
-                    local_dir(app, schedule).display()
+                    local_dir(backups).display()
                 ),
             ));
         }
@@ -385,7 +411,7 @@ pub async fn backup_once(
 /// Uploads the backup at `file` as `prefix` + `name`, then deletes the oldest uploaded beyond
 /// `keep`; logs and counts how it went. Never fails the schedule: the next backup is made and
 /// uploaded at its time whatever happened to this one.
-async fn upload(app: &App, s3: &S3Settings, file: &Path, made_at: u64, keep: u32) {
+async fn upload(backups: &Backups, s3: &S3Settings, file: &Path, made_at: u64, keep: u32) {
     let key = format!("{}{}", s3.prefix, backup_name(made_at));
     let (settings, file_owned, key_owned) = (s3.clone(), file.to_owned(), key.clone());
     let sent = tokio::task::spawn_blocking(move || {
@@ -398,10 +424,10 @@ async fn upload(app: &App, s3: &S3Settings, file: &Path, made_at: u64, keep: u32
     })
     .await
     .unwrap_or_else(|e| Err(S3Error(format!("the upload stopped: {e}"))));
-    let now = app.now_ms();
+    let now = backups.now_ms();
     match sent {
         Ok((bytes, address, rotated)) => {
-            app.metrics.backup_uploaded(now);
+            backups.metrics.backup_uploaded(now);
             tracing::info!(to = %address, bytes, "scheduled backup uploaded");
             match rotated {
                 Ok(deleted) => {
@@ -417,7 +443,7 @@ async fn upload(app: &App, s3: &S3Settings, file: &Path, made_at: u64, keep: u32
             }
         }
         Err(e) => {
-            app.metrics.backup_upload_failed(now, e.0.clone());
+            backups.metrics.backup_upload_failed(now, e.0.clone());
             tracing::warn!(
                 error = %e,
                 key,

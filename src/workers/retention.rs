@@ -15,13 +15,17 @@
 //! server does and then every `dedup_window` or [`SWEEP_EVERY`], whichever is shorter (at least a
 //! second apart), so an entry stays at most about twice the window, plus [`MARGIN_MS`].
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::app::App;
-use crate::clock;
+use crate::clock::{self, Clock};
+use crate::config::Settings;
 use crate::domain::dedup::Expiry;
 use crate::error::Error;
+use crate::metrics::Metrics;
+use crate::storage::Store;
+use crate::workers::Worker;
 
 /// Entries looked at in one write transaction: a few leaves of the table, about a millisecond
 /// of the writer's time.
@@ -40,29 +44,64 @@ pub const FIRST_SWEEP_AFTER: Duration = Duration::from_secs(60);
 /// minute covers a stalled thread and a small step of the wall clock.
 pub const MARGIN_MS: u64 = 60_000;
 
+/// What retention is handed by the layer above: the store it prunes, the clock it judges by,
+/// the counter of pruned entries, and the two windows it keeps.
+#[derive(Clone)]
+pub struct Retention {
+    pub store: Arc<Store>,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<Metrics>,
+    /// `dedup_window`: how long a windowed dedup entry counts.
+    pub dedup_window_ms: u64,
+    /// `delivery_retention`: how long a delivered or cancelled delivery's row is kept.
+    pub delivery_retention_ms: u64,
+}
+
+impl Retention {
+    #[must_use]
+    pub fn new(
+        store: Arc<Store>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+        settings: &Settings,
+    ) -> Retention {
+        Retention {
+            store,
+            clock,
+            metrics,
+            dedup_window_ms: settings.dedup_window_ms(),
+            delivery_retention_ms: settings.delivery.retention_ms(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+}
+
 /// Sweeps until the task is dropped (at shutdown). A failed step (storage unavailable) ends
 /// that sweep; the next one starts on schedule. Failures are logged once when they start and
 /// once when they end.
-pub async fn run(app: Arc<App>) {
-    let window_ms = app.settings.dedup_window_ms();
+pub async fn run(retention: Retention) {
+    let window_ms = retention.dedup_window_ms;
     let every = u64::try_from(SWEEP_EVERY.as_millis())
         .unwrap_or(u64::MAX)
         .min(window_ms)
         .max(1000);
-    let mut due = app.now_ms() + (FIRST_SWEEP_AFTER.as_secs() * 1000).min(every);
+    let mut due = retention.now_ms() + (FIRST_SWEEP_AFTER.as_secs() * 1000).min(every);
     let mut failing = false;
     loop {
-        clock::sleep_until(&*app.clock, due).await;
-        due = app.now_ms().saturating_add(every);
-        if let Err(e) = sweep_hints(&app).await {
+        clock::sleep_until(&*retention.clock, due).await;
+        due = retention.now_ms().saturating_add(every);
+        if let Err(e) = sweep_hints(&retention).await {
             tracing::warn!(error = %e.message, "deleting old visitors' hints failed");
         }
-        match sweep_deliveries(&app).await {
+        match sweep_deliveries(&retention).await {
             Ok(0) => {}
             Ok(removed) => tracing::debug!(removed, "deleted old delivered deliveries"),
             Err(e) => tracing::warn!(error = %e.message, "deleting old deliveries failed"),
         }
-        match sweep(&app, window_ms).await {
+        match sweep(&retention, window_ms).await {
             Ok(removed) => {
                 if failing {
                     tracing::info!("pruning expired dedup entries works again");
@@ -85,15 +124,23 @@ pub async fn run(app: Arc<App>) {
     }
 }
 
+impl Worker for Retention {
+    const NAME: &'static str = "retention";
+
+    fn run(self) -> impl Future<Output = ()> + Send {
+        run(self)
+    }
+}
+
 /// Deletes the visitors' hints (IP address, user agent, `fbc`) of clicks older than 7 days
 /// (`click::HINTS_KEPT_MS`, Meta's window), step by step; answers how many.
-pub async fn sweep_hints(app: &App) -> Result<u64, Error> {
-    let before = app
+pub async fn sweep_hints(retention: &Retention) -> Result<u64, Error> {
+    let before = retention
         .now_ms()
         .saturating_sub(crate::domain::click::HINTS_KEPT_MS);
     let (mut from, mut removed) = (0, 0);
     loop {
-        let (n, next) = app
+        let (n, next) = retention
             .store
             .prune_click_hints(from, before, STEP_ENTRIES)
             .await?;
@@ -108,13 +155,13 @@ pub async fn sweep_hints(app: &App) -> Result<u64, Error> {
 
 /// Deletes the rows of deliveries delivered (or cancelled with their destination) more than
 /// `delivery_retention` ago, step by step; answers how many. Their destinations' counts stay.
-pub async fn sweep_deliveries(app: &App) -> Result<u64, Error> {
-    let before = app
+pub async fn sweep_deliveries(retention: &Retention) -> Result<u64, Error> {
+    let before = retention
         .now_ms()
-        .saturating_sub(app.settings.delivery.retention_ms());
+        .saturating_sub(retention.delivery_retention_ms);
     let (mut from, mut removed) = ((0, 0), 0);
     loop {
-        let (n, next) = app
+        let (n, next) = retention
             .store
             .prune_deliveries(from, before, STEP_ENTRIES)
             .await?;
@@ -129,17 +176,20 @@ pub async fn sweep_deliveries(app: &App) -> Result<u64, Error> {
 
 /// One sweep over every windowed entry, step by step; answers how many it removed. Each step
 /// judges by the clock when it is sent, less [`MARGIN_MS`].
-pub async fn sweep(app: &App, window_ms: u64) -> Result<u64, Error> {
+pub async fn sweep(retention: &Retention, window_ms: u64) -> Result<u64, Error> {
     let mut after = None;
     let mut removed = 0;
     loop {
         let expiry = Expiry {
-            now_ms: app.now_ms().saturating_sub(MARGIN_MS),
+            now_ms: retention.now_ms().saturating_sub(MARGIN_MS),
             window_ms,
         };
-        let step = app.store.prune_dedup(after, expiry, STEP_ENTRIES).await?;
+        let step = retention
+            .store
+            .prune_dedup(after, expiry, STEP_ENTRIES)
+            .await?;
         removed += step.removed;
-        app.metrics.pruned(step.removed);
+        retention.metrics.pruned(step.removed);
         match step.next {
             Some(next) => after = Some(next),
             None => return Ok(removed),
