@@ -60,8 +60,17 @@
 //! - [`delivery`]: conversions out: a sender task per destination (`delivery/mod.rs`) that
 //!   reads due deliveries through the reader path and records outcomes through the writer,
 //!   handed a narrow [`delivery::Senders`] (store, counters, clock, settings) rather than the
-//!   application, and what each kind of destination is sent (`format.rs`). The deliveries
-//!   themselves are written with their event (`storage/destinations/outbox.rs`).
+//!   application; it sends the plain requests each platform's room builds and reads their
+//!   answers through [`platform::Platform`]. The deliveries themselves are written with their
+//!   event (`storage/destinations/outbox.rs`).
+//! - [`platform`]: destinations and the platforms they send to, a room per platform (Meta's
+//!   Conversions API, each other ad platform, Google Ads, a postback, a webhook), each holding it
+//!   whole: its settings and their rules, its request, what its answers mean, its event names.
+//!   The platforms' shared face ([`platform::Platform`], `face.rs`), the registry that is the
+//!   only list of kinds (`registry.rs`), and what they share (the search by halves, currency
+//!   conversion, the ad platforms' rules) beside them; what every destination has whatever its
+//!   platform (events, deliveries' states, addresses) too. Pure, free of HTTP and storage, so
+//!   storage keeps its settings and the sender sends its requests.
 //! - [`domain`]: the rules, free of HTTP and storage: event validation, the uid rule, exact
 //!   decimals, dedup keys, credentials and the keyring, clicks and bindings, the rate limit,
 //!   tracking links, a space's settings, the feed, stats and the rejection log, the outcomes
@@ -134,6 +143,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["storage", "s3"],
     &["outbound"],
     &["config", "metrics"],
+    &["platform"],
     &["domain"],
     &["clock", "error"],
 ];
@@ -149,6 +159,7 @@ pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod outbound;
+pub mod platform;
 pub mod router;
 pub mod s3;
 pub mod server;

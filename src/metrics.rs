@@ -202,9 +202,9 @@ pub struct Metrics {
     uploads: Uploads,
     /// Delivery attempts by destination kind (`destination::Kind as usize - 1`) and outcome
     /// (delivered, failed, refused).
-    deliveries: [[AtomicU64; 3]; crate::domain::destination::Kind::ALL.len()],
+    deliveries: [[AtomicU64; 3]; crate::platform::Kind::ALL.len()],
     /// Send latency of deliveries, by destination kind.
-    delivery_seconds: [Histogram; crate::domain::destination::Kind::ALL.len()],
+    delivery_seconds: [Histogram; crate::platform::Kind::ALL.len()],
     /// Telegram channels, by [`TELEGRAM_COUNTS`].
     telegram: [AtomicU64; TELEGRAM_COUNTS.len()],
     /// Each channel link's invite links by [`CHANNEL_INVITE_STATES`], as the pool's loop last
@@ -380,12 +380,8 @@ impl Metrics {
     }
 
     /// One delivery attempt to a destination of `kind` ended with `outcome`.
-    pub fn delivery_outcome(
-        &self,
-        kind: crate::domain::destination::Kind,
-        outcome: crate::domain::destination::Outcome,
-    ) {
-        use crate::domain::destination::Outcome;
+    pub fn delivery_outcome(&self, kind: crate::platform::Kind, outcome: crate::platform::Outcome) {
+        use crate::platform::Outcome;
         let slot = match outcome {
             Outcome::Delivered => 0,
             Outcome::Failed | Outcome::Held => 1,
@@ -396,7 +392,7 @@ impl Metrics {
 
     /// One request to a destination of `kind` took `took` (a Meta request carries many
     /// deliveries).
-    pub fn delivery_latency(&self, kind: crate::domain::destination::Kind, took: Duration) {
+    pub fn delivery_latency(&self, kind: crate::platform::Kind, took: Duration) {
         self.delivery_seconds[kind as usize - 1].observe_duration(took);
     }
 }
@@ -646,7 +642,7 @@ fn encode_deliveries(
     w: &WriterMetrics,
     encoder: &mut DescriptorEncoder,
 ) -> std::fmt::Result {
-    use crate::domain::destination::{Kind, State};
+    use crate::platform::{Kind, State};
     let mut attempts = encoder.encode_descriptor(
         "tracker_deliveries",
         "Delivery attempts by destination kind and outcome: delivered (2xx), failed (tried \

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::config::Delivery;
-use crate::domain::destination::{self, ANSWER_BYTES, answer_head};
+use crate::platform::{self, ANSWER_BYTES, answer_head};
 
 /// The longest wait for a connection, within the total `delivery_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,7 +39,7 @@ impl Resolve for PublicOnly {
             let public: Vec<SocketAddr> = found
                 .iter()
                 .copied()
-                .filter(|a| allow_private || !destination::is_private(a.ip()))
+                .filter(|a| allow_private || !platform::is_private(a.ip()))
                 .collect();
             if public.is_empty() {
                 let shown: Vec<String> = found.iter().map(|a| a.ip().to_string()).collect();
@@ -84,9 +84,9 @@ pub fn client(settings: &Delivery) -> Result<reqwest::Client, reqwest::Error> {
 
 /// Refuses a URL whose host is a private IP address (unless allowed), before it is requested;
 /// answers it parsed, for the request (so it is parsed once). A postback's URL is filled in by
-/// then, so it may be longer than its template ([`destination::MAX_FILLED_URL_LEN`]).
+/// then, so it may be longer than its template ([`platform::MAX_FILLED_URL_LEN`]).
 pub fn check_before_send(url: &str, allow_private: bool) -> Result<reqwest::Url, String> {
-    destination::check_url_of("url", url, allow_private, destination::MAX_FILLED_URL_LEN)
+    platform::check_url_of("url", url, allow_private, platform::MAX_FILLED_URL_LEN)
         .map_err(|e| e.message)
 }
 

@@ -5,12 +5,10 @@
 use std::net::IpAddr;
 
 use crate::app::App;
-use crate::domain::destination::{
-    Conversion, Destination, GoogleClick, Target, WINDOW_MS, conversion_file,
-};
 use crate::domain::event::EventKind;
 use crate::domain::input;
 use crate::error::{Code, Error};
+use crate::platform::{Conversion, Destination, GoogleClick, Target, WINDOW_MS, conversion_file};
 
 /// The file Google Ads fetched, and how many conversions it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,13 +5,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::App;
 pub use crate::delivery::Tested;
-use crate::domain::destination::{
-    DeliveryQuery, DeliveryView, Destination, DestinationFields, DestinationPatch, DestinationView,
-    ROTATION_GRACE_MS, State, StateCounts, Target, check_name, check_test_event_code,
-    new_signing_secret,
-};
 use crate::domain::keyring::SpaceRef;
 use crate::error::{Code, Error};
+use crate::platform::{
+    DeliveryQuery, DeliveryView, Destination, DestinationFields, DestinationPatch, DestinationView,
+    ROTATION_GRACE_MS, Sending, State, StateCounts, Target, TestView, check_name,
+    check_test_event_code, new_signing_secret,
+};
 
 /// Dead deliveries put back in the queue per write transaction, so that a retry of a long
 /// history never holds the writer for long.
@@ -35,7 +35,7 @@ impl App {
     ) -> Result<DestinationView, Error> {
         let new = fields.check(self.settings.delivery.allow_private_destinations)?;
         let secret = match &new.target {
-            Target::Webhook { signing_secret, .. } => Some(signing_secret.expose().to_owned()),
+            Target::Webhook(w) => Some(w.signing_secret.expose().to_owned()),
             _ => None,
         };
         let password = match &new.target {
@@ -168,8 +168,8 @@ impl App {
             .await?
             .remove(0);
         match &rotated.target {
-            Target::Webhook { signing_secret, .. } => {
-                view.signing_secret = Some(signing_secret.expose().to_owned());
+            Target::Webhook(w) => {
+                view.signing_secret = Some(w.signing_secret.expose().to_owned());
             }
             Target::GoogleAds(g) => {
                 view.password = g.new_password.as_ref().map(|p| p.expose().to_owned());
@@ -202,7 +202,7 @@ impl App {
     }
 
     /// Sends a destination of the space one synthetic event and answers what the remote
-    /// answered; nothing is recorded. Meta and `TikTok` are sent a test only with a test code
+    /// answered; nothing is recorded. An ad platform is sent a test only with a test code
     /// (`test_code`, or the destination's own), so that it never counts as a real conversion:
     /// without one the answer is `409`, and nothing is sent.
     pub async fn test_destination(
@@ -225,24 +225,24 @@ impl App {
                     format!("no destination {name:?} in this space"),
                 )
             })?;
+        if d.target.sending() == Sending::Fetched {
+            return Err(Error::new(
+                Code::Conflict,
+                format!(
+                    "{name} is a google_ads destination: nothing is sent to Google, which \
+                     fetches /conversions/{}/{name}.csv on its schedule; fetch that address \
+                     with the destination's user name and password to see what it is given",
+                    space.name
+                ),
+            ));
+        }
         // The ad platforms' own test code, where the destination has one to hold.
-        let platform = match &d.target {
-            Target::MetaCapi(meta) => Some(("Meta", "purchase", &meta.test_event_code)),
-            Target::TiktokEvents(t) => Some(("TikTok", "payment", &t.test_event_code)),
-            Target::GoogleAds(_) => {
-                return Err(Error::new(
-                    Code::Conflict,
-                    format!(
-                        "{name} is a google_ads destination: nothing is sent to Google, which \
-                         fetches /conversions/{}/{name}.csv on its schedule; fetch that address \
-                         with the destination's user name and password to see what it is given",
-                        space.name
-                    ),
-                ));
-            }
-            Target::Postback { .. } | Target::Webhook { .. } => None,
-        };
-        if let Some((platform, conversion, own_code)) = platform {
+        if let Some(TestView {
+            platform,
+            conversion,
+            own_code,
+        }) = d.target.platform().test_view()
+        {
             if test_code.is_none() && own_code.is_none() {
                 return Err(Error::field(
                     Code::Conflict,

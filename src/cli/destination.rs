@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::output;
 use crate::app::destinations::Retried;
 use crate::control::DestinationDeleted;
-use crate::domain::destination::{DeliveryView, DestinationView};
+use crate::platform::{DeliveryView, DestinationView};
 
 pub(super) fn created_text(d: &DestinationView) -> String {
     let mut text = format!(
@@ -84,7 +84,7 @@ pub(super) fn list_text(list: &[DestinationView]) -> String {
                 .or(d.pixel_code.as_deref())
                 .unwrap_or_default()
         );
-        if d.kind == crate::domain::destination::Kind::GoogleAds {
+        if d.kind == crate::platform::Kind::GoogleAds {
             let _ = writeln!(
                 text,
                 "{:<20} fetched {} time(s), last {} ({} rows)",

@@ -28,7 +28,7 @@ pub(super) fn read_new_password() -> Result<Password, Box<dyn std::error::Error>
     Ok(Password(password))
 }
 
-/// An ad platform's access token (Meta's, `TikTok`'s): asked without echo on a terminal, else the first line of standard
+/// An ad platform's access token: asked without echo on a terminal, else the first line of standard
 /// input (`tracker destination create ... < token.txt`).
 pub(super) fn read_access_token() -> Result<String, Box<dyn std::error::Error>> {
     use std::io::BufRead;

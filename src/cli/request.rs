@@ -134,7 +134,9 @@ pub(super) fn complete(mut request: Request) -> Result<Request, Box<dyn std::err
                 DestinationRequest::Create {
                     kind, access_token, ..
                 },
-        } if kind == "meta_capi" || kind == "tiktok_events" => {
+        } if crate::platform::Kind::parse(kind)
+            .is_ok_and(|k| k.required().contains(&"access_token")) =>
+        {
             *access_token = Some(crate::domain::password::SecretText(
                 prompt::read_access_token()?,
             ));

@@ -102,7 +102,7 @@ fn telegram_settings(raw: &mut RawSettings) -> Result<Telegram, ConfigError> {
         .unwrap_or_else(|| "https://api.telegram.org".to_owned())
         .trim_end_matches('/')
         .to_owned();
-    crate::domain::destination::check_url("telegram_api_url", &api_url, allow_private)
+    crate::platform::check_url("telegram_api_url", &api_url, allow_private)
         .map_err(|e| ConfigError(format!("`telegram_api_url`: {}", e.message)))?;
     let invite_pool = raw.invite_pool.unwrap_or(50);
     if !(1..=MAX_INVITE_POOL).contains(&invite_pool) {

@@ -8,11 +8,11 @@ use serde_json::Value;
 
 use crate::app::destinations::Retried;
 use crate::app::spaces::{CreatedSpace, Revoked, Rotated};
-use crate::domain::destination::{DeliveryView, DestinationView};
 use crate::domain::feed::FeedPage;
 use crate::domain::link::LinkView;
 use crate::domain::settings::SpaceSettings;
 use crate::domain::stats::GroupStats;
+use crate::platform::{DeliveryView, DestinationView};
 use crate::storage::BackupStats;
 use crate::storage::SpaceSummary;
 use crate::storage::check::Report;

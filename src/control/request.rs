@@ -16,13 +16,13 @@ use crate::control::answer::{
     PasswordSet, SpaceSettingsSet, StatsShown,
 };
 use crate::domain::credential::Kind;
-use crate::domain::destination::{DeliveryQuery, DestinationFields, DestinationPatch, State};
 use crate::domain::feed::PageRequest;
 use crate::domain::link::{ChannelFields, NewLink};
 use crate::domain::password::{Password, SecretText};
 use crate::domain::settings::SettingsPatch;
 use crate::domain::stats::Grouping;
 use crate::error::{Code, Error};
+use crate::platform::{DeliveryQuery, DestinationFields, DestinationPatch, State};
 
 /// One request of the command line, sent as parsed.
 #[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
@@ -217,13 +217,13 @@ pub enum LinkRequest {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum DestinationRequest {
     /// Create a destination: each new event of the space that it takes is sent there, at least
-    /// once. A `meta_capi` or `tiktok_events` destination's access token is asked on a
+    /// once. An ad platform's access token (of a kind that requires one) is asked on a
     /// terminal, else read from the first line of standard input (never a flag, which `ps`
     /// would show); a webhook's signing secret is printed once
     Create {
         space: String,
         name: String,
-        #[arg(long, value_parser = ["meta_capi", "postback", "webhook", "tiktok_events", "google_ads"])]
+        #[arg(long, value_parser = kind_names())]
         kind: String,
         /// Only these event kinds, comma-separated [default: all four]
         #[arg(long, value_name = "KINDS", value_delimiter = ',')]
@@ -261,7 +261,7 @@ pub enum DestinationRequest {
         name: String,
         #[command(flatten)]
         fields: Box<ChangeFlags>,
-        /// Give a `meta_capi` or `tiktok_events` destination a new access token (asked, never a
+        /// Give an ad platform's destination a new access token (asked, never a
         /// flag)
         #[arg(long)]
         new_token: bool,
@@ -293,6 +293,12 @@ pub enum DestinationRequest {
     Retry { space: String, name: String },
 }
 
+/// The kinds of destination `--kind` takes: the registry's.
+fn kind_names() -> clap::builder::PossibleValuesParser {
+    use crate::platform::Kind;
+    clap::builder::PossibleValuesParser::new(Kind::ALL.map(Kind::as_str))
+}
+
 /// A destination's settings as flags, for `create` and `change` (given again, each replaces
 /// every value set before).
 #[derive(clap::Args, Serialize, Deserialize, Debug, Clone, Default)]
@@ -306,10 +312,10 @@ pub struct SettingsFlags {
     /// postback: the word `{status}` gives for a kind, as `deposit=sale`; repeatable
     #[arg(long = "status", value_name = "KIND=WORD")]
     pub statuses: Vec<String>,
-    /// `tiktok_events`: the pixel's code
+    /// An ad platform's pixel, by its code
     #[arg(long, value_name = "CODE")]
     pub pixel_code: Option<String>,
-    /// `tiktok_events`: the Business API's address
+    /// An ad platform's API address
     #[arg(long, value_name = "URL")]
     pub api_url: Option<String>,
     /// `google_ads`: the conversion action's name for a kind, as `deposit="Telegram deposit"`;
@@ -346,8 +352,8 @@ pub struct ChangeFlags {
 }
 
 impl SettingsFlags {
-    /// The flags as a destination's fields: `fields` with the three maps, and `TikTok`'s pixel
-    /// code and address, set where given.
+    /// The flags as a destination's fields: `fields` with the maps, a pixel's code and an API
+    /// address, set where given.
     fn into_fields(self, mut fields: DestinationFields) -> Result<DestinationFields, Error> {
         fields.event_names = pairs("event_names", &self.event_names)?;
         fields.currency_rates = pairs("currency_rates", &self.currency_rates)?;

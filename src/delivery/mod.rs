@@ -1,7 +1,9 @@
 //! The sender of conversions out (`docs/api.md#conversions-out`): one task per live
 //! destination, started and stopped as destinations come and go, each with its own HTTP client
-//! (`outgoing.rs`) and formats (`format.rs`), all on one thread of their own that runs at a lower
-//! CPU priority than the server: ingest first, deliveries with the time that is left.
+//! ([`outbound`](crate::outbound)), all on one thread of their own that runs at a lower CPU priority than the
+//! server: ingest first, deliveries with the time that is left. What a destination is sent, and
+//! what its answers mean, is its platform's (`platform/`), reached through
+//! [`Platform`](crate::platform::Platform) alone.
 //!
 //! A task reads what is due through the reader path (`storage/destinations`, `due`), sends it, and
 //! records what each attempt came to through the writer, one write per batch. A delivery leaves
@@ -10,10 +12,6 @@
 //! unreachable holds only its own task, never ingest (which only appends a row per delivery)
 //! nor another destination. What a task holds in memory is one batch; the rest waits in the
 //! file.
-
-pub mod format;
-pub mod meta;
-pub mod tiktok;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,16 +24,15 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::config::Delivery;
 use crate::domain::credential::cut_secret;
-use crate::domain::destination::{
-    Attempt, Destination, Kind, MAX_RETRY_MS, MaxAge, Meta, MetaAnswer, Outcome, Paused, Target,
-    Tiktok, answer_head, meta_answer, outcome_of, tiktok_answer,
-};
-use crate::domain::feed::FeedEvent;
 use crate::metrics::Metrics;
 use crate::outbound as outgoing;
+use crate::platform::halves::{self, Fate, PLATFORM_ANSWER_BYTES, Reply};
+use crate::platform::{
+    Answer, Attempt, Destination, Kind, MAX_RETRY_MS, MaxAge, Method, Outcome, Paused, Platform,
+    Request, Sending, answer_head, outcome_of,
+};
 use crate::storage::Due;
 use crate::storage::Store;
-use meta::Fate;
 
 /// What the senders need of the application, handed to them by the layer above: the store,
 /// the counters, the clock, the delivery settings and the wake-up a retry by hand rings.
@@ -62,8 +59,7 @@ const IDLE_POLL: Duration = Duration::from_secs(1);
 const GATHER: Duration = Duration::from_millis(5);
 /// After a failure to read or record, a task waits this long before trying again.
 const STORE_RETRY: Duration = Duration::from_secs(1);
-/// Deliveries per batch of a postback or webhook destination, and requests in flight at once.
-const BATCH_EACH: usize = 256;
+/// Requests in flight at once, for a platform that is sent each event alone.
 const IN_FLIGHT: usize = 32;
 
 /// How much lower than ingest the senders' thread runs (a `nice` value): when the CPU is short,
@@ -204,12 +200,10 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
         if std::mem::take(&mut paused) {
             resumed_at_ms = senders.now_ms();
         }
-        let limit = match d.target.kind() {
-            Kind::MetaCapi => format::META_BATCH,
-            Kind::Postback | Kind::Webhook => BATCH_EACH,
-            Kind::TiktokEvents => tiktok::TIKTOK_BATCH,
-            // Google Ads fetches its file: nothing is ever queued for it to send.
-            Kind::GoogleAds => return,
+        let limit = match d.target.sending() {
+            Sending::Alone { batch } | Sending::Together { batch } => batch,
+            // A platform that fetches (Google Ads): nothing is ever queued for it to send.
+            Sending::Fetched => return,
         };
         let now = senders.now_ms();
         let destination = d.clone();
@@ -415,8 +409,8 @@ fn refused(due: &Due, at_ms: u64, why: &str) -> Attempt {
     }
 }
 
-/// Sends one batch of a destination; answers an attempt for each delivery, and Meta's message
-/// when the destination's access token no longer works.
+/// Sends one batch of a destination; answers an attempt for each delivery, and the platform's
+/// message when the destination's access token no longer works.
 async fn send(
     senders: &Senders,
     client: &reqwest::Client,
@@ -424,42 +418,27 @@ async fn send(
     items: Vec<Due>,
 ) -> (Vec<Attempt>, Option<String>) {
     let allow_private = senders.settings.allow_private_destinations;
-    let (mut attempts, token_rejected) = match &d.target {
-        Target::MetaCapi(meta) => send_meta(senders, client, meta, &items).await,
-        Target::TiktokEvents(t) => send_tiktok(senders, client, t, &items).await,
-        Target::Postback { url, statuses } => {
+    let platform = d.target.platform();
+    let kind = d.target.kind();
+    let (mut attempts, token_rejected) = match d.target.sending() {
+        Sending::Together { .. } => send_together(senders, client, d, &items).await,
+        Sending::Alone { .. } => {
             let attempts = futures_util::stream::iter(items)
                 .map(|due| async move {
-                    let filled =
-                        format::postback_url(url, &due.event, statuses, due.click_query.as_deref());
-                    let answered = match outgoing::check_before_send(&filled, allow_private) {
-                        Err(why) => refused_answer(&why),
-                        Ok(url) => timed(senders, Kind::Postback, client.get(url)).await,
-                    };
-                    finish(senders, &due, &answered)
-                })
-                .buffer_unordered(IN_FLIGHT)
-                .collect::<Vec<_>>()
-                .await;
-            (attempts, None)
-        }
-        Target::Webhook { url, .. } => {
-            // A webhook's URL is the same for every delivery: checked and parsed once a batch.
-            let checked = &outgoing::check_before_send(url, allow_private);
-            let secrets = &signing_secrets(&d.target, senders.now_ms());
-            let attempts = futures_util::stream::iter(items)
-                .map(|due| async move {
-                    let answered = match checked {
-                        Err(why) => refused_answer(why),
-                        Ok(url) => {
-                            let request = webhook_request(
-                                client,
-                                url.clone(),
-                                secrets,
-                                &due.event,
-                                senders.now_ms(),
-                            );
-                            timed(senders, Kind::Webhook, request).await
+                    let request = platform.request_alone(
+                        &due.event,
+                        due.click_query.as_deref(),
+                        senders.now_ms(),
+                    );
+                    let answered = match request {
+                        None => refused_answer("this destination sends no event alone"),
+                        Some(request) => {
+                            match outgoing::check_before_send(&request.url, allow_private) {
+                                Err(why) => refused_answer(&why),
+                                Ok(url) => {
+                                    timed(senders, kind, http_request(client, url, request)).await
+                                }
+                            }
                         }
                     };
                     finish(senders, &due, &answered)
@@ -469,10 +448,11 @@ async fn send(
                 .await;
             (attempts, None)
         }
-        // Never queued (`Destination::wants`): Google Ads fetches its file.
-        Target::GoogleAds(_) => (Vec::new(), None),
+        // Never queued (`Destination::wants`): the platform fetches.
+        Sending::Fetched => (Vec::new(), None),
     };
-    // What is kept of an answer (shown, logged) never holds the token, which Meta may quote.
+    // What is kept of an answer (shown, logged) never holds the token, which a platform may
+    // quote.
     let token = d.target.platform_token();
     if !token.is_empty() {
         for a in &mut attempts {
@@ -482,103 +462,67 @@ async fn send(
     (attempts, token_rejected.map(|m| cut_secret(&m, token)))
 }
 
-/// The secrets a webhook signs with at `now_ms`: its own, and the one a rotation replaced
-/// while that one's grace lasts.
-fn signing_secrets(target: &Target, now_ms: u64) -> Vec<&str> {
-    match target {
-        Target::Webhook {
-            signing_secret,
-            previous,
-            ..
-        } => std::iter::once(signing_secret.expose())
-            .chain(
-                previous
-                    .iter()
-                    .filter(|p| now_ms < p.until_ms)
-                    .map(|p| p.secret.expose()),
-            )
-            .collect(),
-        _ => Vec::new(),
+/// An answer and what the destination's platform makes of it, as the search by halves reads
+/// it.
+#[derive(Clone)]
+struct Read {
+    answered: outgoing::Answered,
+    meaning: Answer,
+}
+
+impl Read {
+    /// What `answered` means by `platform`: refused here (a private address) counts as a
+    /// refusal of all, no answer as worth another try.
+    fn of(answered: outgoing::Answered, platform: &dyn Platform) -> Read {
+        let meaning = if answered.refused_here {
+            Answer::Refused {
+                named: Vec::new(),
+                message: answered.answer.clone(),
+            }
+        } else {
+            match answered.status {
+                None => Answer::Retry { after_ms: None },
+                Some(status) => platform.judge(status, &answered.body),
+            }
+        };
+        Read { answered, meaning }
     }
 }
 
-/// What a batch for an ad platform (Meta's Conversions API, `TikTok`'s Events API) is sent by:
-/// its entries, its address and requests, and the reading of its answers.
-struct Platform<'a> {
-    kind: Kind,
-    /// The request's entry of an event, or why the event is never put in a request.
-    entry: &'a (dyn Fn(&Due, u64) -> Result<serde_json::Value, String> + Sync),
-    url: String,
-    /// The request of a set of entries, to the checked address.
-    request: &'a (dyn Fn(reqwest::Url, &[serde_json::Value]) -> reqwest::RequestBuilder + Sync),
-    judge: fn(u16, &str) -> MetaAnswer,
-}
+impl Reply for Read {
+    fn meaning(&self) -> Answer {
+        self.meaning.clone()
+    }
 
-/// Sends one batch of a Meta destination: an event Meta would refuse (older than 7 days less
-/// one hour, nothing to match, a currency without a rate) is refused here.
-async fn send_meta(
-    senders: &Senders,
-    client: &reqwest::Client,
-    meta: &Meta,
-    items: &[Due],
-) -> (Vec<Attempt>, Option<String>) {
-    let entry = |due: &Due, now: u64| {
-        if now.saturating_sub(due.event.occurred_at_ms) > format::META_SEND_WITHIN_MS {
-            return Err(
-                "not sent: the event happened more than 7 days less one hour ago, and \
-                        Meta refuses an event older than 7 days"
-                    .to_owned(),
-            );
+    fn with_message(&self, message: &str) -> Self {
+        Read {
+            answered: outgoing::Answered {
+                answer: answer_head(message),
+                ..self.answered.clone()
+            },
+            meaning: self.meaning.clone(),
         }
-        format::meta_event(&due.event, due.hints.as_ref(), &meta.rules)
-    };
-    let request = |url, data: &[serde_json::Value]| meta_request(client, url, meta, data);
-    let platform = Platform {
-        kind: Kind::MetaCapi,
-        entry: &entry,
-        url: format::meta_url(meta),
-        request: &request,
-        judge: meta_answer,
-    };
-    send_to_platform(senders, &platform, items).await
+    }
 }
 
-/// Sends one batch of a `TikTok` destination: an event it could not take (nothing to match, a
-/// currency without a rate) is refused here.
-async fn send_tiktok(
+/// Sends one batch to a platform that takes events together: the events it could not take
+/// are refused here, the rest go in requests ([`halves::send_batch`]) until each is taken,
+/// refused or to be retried. Answers an attempt for each delivery, and the platform's message
+/// when the destination's access token no longer works.
+async fn send_together(
     senders: &Senders,
     client: &reqwest::Client,
-    t: &Tiktok,
+    d: &Destination,
     items: &[Due],
 ) -> (Vec<Attempt>, Option<String>) {
-    let entry =
-        |due: &Due, _now: u64| tiktok::tiktok_event(&due.event, due.hints.as_ref(), &t.rules);
-    let request = |url, data: &[serde_json::Value]| tiktok::tiktok_request(client, url, t, data);
-    let platform = Platform {
-        kind: Kind::TiktokEvents,
-        entry: &entry,
-        url: tiktok::tiktok_url(t),
-        request: &request,
-        judge: tiktok_answer,
-    };
-    send_to_platform(senders, &platform, items).await
-}
-
-/// Sends one batch to an ad platform: the events it could not take are refused here, the rest
-/// go in requests ([`meta::send_batch_judged`]) until each is taken, refused or to be retried.
-/// Answers an attempt for each delivery, and the platform's message when the destination's
-/// access token no longer works.
-async fn send_to_platform(
-    senders: &Senders,
-    platform: &Platform<'_>,
-    items: &[Due],
-) -> (Vec<Attempt>, Option<String>) {
+    let platform = d.target.platform();
+    let kind = d.target.kind();
     let now = senders.now_ms();
     let mut attempts = Vec::with_capacity(items.len());
     let mut data = Vec::new();
     let mut in_request = Vec::new();
     for due in items {
-        match (platform.entry)(due, now) {
+        match platform.entry(&due.event, due.hints.as_ref(), now) {
             Ok(e) => {
                 data.push(e);
                 in_request.push(due);
@@ -590,7 +534,12 @@ async fn send_to_platform(
         return (attempts, None);
     }
     let allow_private = senders.settings.allow_private_destinations;
-    let url = match outgoing::check_before_send(&platform.url, allow_private) {
+    // Every request of the batch goes to the same address: checked once.
+    let checked = platform
+        .request_of(&[], None)
+        .ok_or_else(|| "this destination sends no events together".to_owned())
+        .and_then(|r| outgoing::check_before_send(&r.url, allow_private));
+    let url = match checked {
         Ok(url) => url,
         Err(why) => {
             let answered = refused_answer(&why);
@@ -598,17 +547,21 @@ async fn send_to_platform(
             return (attempts, None);
         }
     };
-    let fates = meta::send_batch_judged(&data, platform.judge, |entries| {
-        let request = (platform.request)(url.clone(), &entries);
+    let fates = halves::send_batch(&data, |entries| {
+        let request = platform
+            .request_of(&entries, None)
+            .map(|r| http_request(client, url.clone(), r));
         async move {
             let started = Instant::now();
-            let answered =
-                outgoing::exchange_reading(request, senders.now_ms(), meta::META_ANSWER_BYTES)
-                    .await;
-            senders
-                .metrics
-                .delivery_latency(platform.kind, started.elapsed());
-            answered
+            let answered = match request {
+                Some(request) => {
+                    outgoing::exchange_reading(request, senders.now_ms(), PLATFORM_ANSWER_BYTES)
+                        .await
+                }
+                None => refused_answer("this destination sends no events together"),
+            };
+            senders.metrics.delivery_latency(kind, started.elapsed());
+            Read::of(answered, platform)
         }
     })
     .await;
@@ -616,25 +569,25 @@ async fn send_to_platform(
     let mut token_rejected = None;
     for (due, fate) in in_request.into_iter().zip(fates) {
         attempts.push(match fate {
-            Fate::Delivered(answered) => Attempt {
+            Fate::Delivered(read) => Attempt {
                 outcome: Outcome::Delivered,
-                ..attempt(due, at, &answered)
+                ..attempt(due, at, &read.answered)
             },
-            Fate::Refused(answered) => Attempt {
+            Fate::Refused(read) => Attempt {
                 outcome: Outcome::Refused,
-                ..attempt(due, at, &answered)
+                ..attempt(due, at, &read.answered)
             },
-            Fate::Retry(answered, after_ms) => Attempt {
+            Fate::Retry(read, after_ms) => Attempt {
                 outcome: Outcome::Failed,
-                retry_after_ms: answered.retry_after_ms.max(after_ms),
-                ..attempt(due, at, &answered)
+                retry_after_ms: read.answered.retry_after_ms.max(after_ms),
+                ..attempt(due, at, &read.answered)
             },
             // Held until the destination, paused by this answer, is given a new token.
-            Fate::TokenRejected(answered) => {
-                token_rejected = Some(answered.answer.clone());
+            Fate::TokenRejected(read) => {
+                token_rejected = Some(read.answered.answer.clone());
                 Attempt {
                     outcome: Outcome::Held,
-                    ..attempt(due, at, &answered)
+                    ..attempt(due, at, &read.answered)
                 }
             }
         });
@@ -661,41 +614,23 @@ fn refused_answer(why: &str) -> outgoing::Answered {
     }
 }
 
-/// The `POST` of a batch of events (`data`, as `format::meta_event` makes them) to Meta.
-fn meta_request(
+/// A platform's `request`, to its checked address `url`, for the senders' HTTP client.
+fn http_request(
     client: &reqwest::Client,
     url: reqwest::Url,
-    meta: &Meta,
-    data: &[serde_json::Value],
+    request: Request,
 ) -> reqwest::RequestBuilder {
-    client
-        .post(url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(format::meta_body(meta, data))
-}
-
-/// The signed `POST` of one event to a webhook, as Standard Webhooks specifies: a signature
-/// under each of `secrets`.
-fn webhook_request(
-    client: &reqwest::Client,
-    url: reqwest::Url,
-    secrets: &[&str],
-    event: &FeedEvent,
-    now_ms: u64,
-) -> reqwest::RequestBuilder {
-    let body = format::webhook_body(event);
-    let id = format::webhook_id(event);
-    let timestamp_s = now_ms / 1000;
-    client
-        .post(url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header(
-            "webhook-signature",
-            format::webhook_signature(secrets, id, timestamp_s, &body),
-        )
-        .header("webhook-timestamp", timestamp_s.to_string())
-        .header("webhook-id", id)
-        .body(body)
+    let mut builder = match request.method {
+        Method::Get => client.get(url),
+        Method::Post => client.post(url),
+    };
+    for (name, value) in request.headers {
+        builder = builder.header(name, value);
+    }
+    if request.method == Method::Post {
+        builder = builder.body(request.body);
+    }
+    builder
 }
 
 /// Sends `request`, counting its latency.
@@ -723,74 +658,44 @@ pub struct Tested {
     pub answer: String,
 }
 
-/// Sends a destination one synthetic event (`format::test_event`), a new one each time, and
-/// answers what came back; to Meta and `TikTok` with `test_code` (the caller has checked there is one), so
-/// it shows only in Events Manager's Test events tab. Nothing is recorded.
+/// Sends a destination one synthetic event (`platform::test_event`), a new one each time, and
+/// answers what came back; to an ad platform with `test_code` (the caller has checked there is
+/// one), so it shows only in the platform's test view. Nothing is recorded.
 pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>) -> Tested {
     let allow_private = senders.settings.allow_private_destinations;
     let now = senders.now_ms();
     // A new `event_id` each time, so a receiver that deduplicates never drops the next one.
-    let event = format::test_event(now);
+    let event = crate::platform::test_event(now);
+    let platform = d.target.platform();
+    let request = match d.target.sending() {
+        Sending::Together { .. } => {
+            let data: Vec<_> = platform.entry(&event, None, now).into_iter().collect();
+            platform.request_of(&data, test_code.as_deref())
+        }
+        Sending::Alone { .. } => platform.request_alone(&event, None, now),
+        // Refused before it is sent: a test of Google Ads is answered `409` above.
+        Sending::Fetched => None,
+    };
     let answered = match outgoing::client(&senders.settings) {
         Err(e) => refused_answer(&e.to_string()),
         Ok(client) => {
-            let url = match &d.target {
-                Target::MetaCapi(meta) => format::meta_url(meta),
-                Target::Postback { url, statuses } => {
-                    format::postback_url(url, &event, statuses, None)
-                }
-                Target::Webhook { url, .. } => url.clone(),
-                Target::TiktokEvents(t) => tiktok::tiktok_url(t),
-                // Refused before it is sent: a test of Google Ads is answered `409` above.
-                Target::GoogleAds(_) => String::new(),
-            };
-            match outgoing::check_before_send(&url, allow_private) {
+            let url = request.as_ref().map_or("", |r| r.url.as_str());
+            match outgoing::check_before_send(url, allow_private) {
                 Err(why) => refused_answer(&why),
-                Ok(url) => {
-                    let request = match &d.target {
-                        Target::MetaCapi(meta) => {
-                            let meta = Meta {
-                                test_event_code: test_code.or_else(|| meta.test_event_code.clone()),
-                                ..meta.clone()
-                            };
-                            let data: Vec<_> = format::meta_event(&event, None, &meta.rules)
-                                .into_iter()
-                                .collect();
-                            meta_request(&client, url, &meta, &data)
-                        }
-                        Target::Postback { .. } | Target::GoogleAds(_) => client.get(url),
-                        Target::Webhook { .. } => webhook_request(
-                            &client,
-                            url,
-                            &signing_secrets(&d.target, now),
-                            &event,
-                            now,
-                        ),
-                        Target::TiktokEvents(t) => {
-                            let t = Tiktok {
-                                test_event_code: test_code.or_else(|| t.test_event_code.clone()),
-                                ..t.clone()
-                            };
-                            let data: Vec<_> = tiktok::tiktok_event(&event, None, &t.rules)
-                                .into_iter()
-                                .collect();
-                            tiktok::tiktok_request(&client, url, &t, &data)
-                        }
-                    };
-                    outgoing::exchange(request, now).await
-                }
+                Ok(url) => match request {
+                    Some(request) => {
+                        outgoing::exchange(http_request(&client, url, request), now).await
+                    }
+                    None => refused_answer("this destination is sent nothing"),
+                },
             }
         }
     };
     Tested {
         destination: d.name.clone(),
-        // `TikTok` answers `200` to a refusal too: its `code` says whether it took the event.
-        delivered: match (&d.target, answered.status) {
-            (Target::TiktokEvents(_), Some(s)) => {
-                tiktok_answer(s, &answered.body) == MetaAnswer::Delivered
-            }
-            (_, status) => status.is_some_and(|s| outcome_of(s) == Outcome::Delivered),
-        },
+        delivered: answered
+            .status
+            .is_some_and(|s| platform.took(s, &answered.body)),
         status: answered.status,
         answer: cut_secret(&answered.answer, d.target.platform_token()),
     }

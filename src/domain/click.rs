@@ -76,7 +76,7 @@ pub struct NewClick {
 }
 
 /// The ids a click carries besides `fbclid`, each stored with the click and shown with its
-/// events: the click ids of `TikTok` (`ttclid`) and Google (`gclid`, and `gbraid` and `wbraid`
+/// events: the ad platforms' click ids (`ttclid`; Google's `gclid`, and `gbraid` and `wbraid`
 /// for iOS campaigns), each bounded as `fbclid` is ([`CLICK_ID_MAX_CHARS`]), and Meta's browser
 /// id `fbp` (the `_fbp` cookie of a prelander that runs Meta's pixel, [`meta_cookie`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -148,7 +148,7 @@ pub struct ClickBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = 4096))]
     raw_query: Option<&'a RawValue>,
-    /// `TikTok`'s click id.
+    /// An ad platform's click id, `ttclid`.
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
     ttclid: Option<&'a RawValue>,

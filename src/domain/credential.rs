@@ -275,7 +275,7 @@ pub fn redact_url_token(url: &str) -> String {
 }
 
 /// What a redacted `token=` shows in place of the value. A URL given with it is refused
-/// ([`crate::domain::destination::check_url`]): it is a shown URL sent back, not a token.
+/// ([`crate::platform::check_url`]): it is a shown URL sent back, not a token.
 pub const REDACTED: &str = "[redacted]";
 
 /// Every `token=` value in `text`, a query or a URL inside a sentence (`...?token=x): error`),

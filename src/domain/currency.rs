@@ -92,13 +92,13 @@ impl CurrencyRates {
     pub fn to_iso(&self, value: &str, currency: &str) -> Result<(Decimal, String), String> {
         let amount = Decimal::parse(value).map_err(|_| {
             format!(
-                "not sent: the value {} is no amount Meta or TikTok can take",
+                "not sent: the value {} is no amount an ad platform can take",
                 quoted(value)
             )
         })?;
         if amount.is_negative() {
             return Err(format!(
-                "not sent: the value {value} is negative, and Meta and TikTok take no negative value"
+                "not sent: the value {value} is negative, and the ad platforms take no negative value"
             ));
         }
         let currency = currency.to_ascii_uppercase();
@@ -107,7 +107,7 @@ impl CurrencyRates {
         }
         let rate = self.0.get(&currency).ok_or_else(|| {
             format!(
-                "not sent: {currency} is not an ISO 4217 currency, which Meta and TikTok require, and \
+                "not sent: {currency} is not an ISO 4217 currency, which the ad platforms require, and \
                  the destination's currency_rates has no rate for {currency} (such as \
                  {{\"{currency}\": \"0.013 USD\"}})"
             )

@@ -64,7 +64,7 @@ pub struct FeedEvent {
         pattern(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
     )]
     pub event_id: String,
-    /// The click's `TikTok` click id, where it has one.
+    /// The click's `ttclid`, an ad platform's click id, where it has one.
     pub ttclid: Option<String>,
     /// The click's Google click id, where it has one.
     pub gclid: Option<String>,

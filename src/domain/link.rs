@@ -784,7 +784,7 @@ mod tests {
         assert_eq!(c.raw_query.unwrap().len(), VISIT_QUERY_BOUND.min(520));
     }
 
-    /// `TikTok`'s and Google's click ids go to the click's own fields, each up to the bound of
+    /// The ad platforms' click ids (`ttclid`, Google's) go to the click's own fields, each up to the bound of
     /// `fbclid`; a longer one is dropped from the fields and stays in the rest of the query.
     #[test]
     fn a_visit_takes_the_ad_platforms_click_ids() {

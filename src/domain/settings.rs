@@ -17,8 +17,8 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use crate::domain::destination::Secret;
 use crate::domain::input::{self, quoted};
+use crate::domain::secret::Secret;
 use crate::error::{Code, Error};
 
 /// Which of a user's bound clicks an event that names the user by Telegram id is attributed to.

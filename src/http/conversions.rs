@@ -4,8 +4,8 @@
 use warp::http::{HeaderValue, header};
 use warp::reply::Response;
 
-use crate::domain::destination::REALM;
 use crate::error::{Code, Error};
+use crate::platform::REALM;
 use crate::surface::Call;
 use crate::surface::respond::{self, Auth};
 

@@ -9,12 +9,12 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use crate::app::destinations::{Retried, Tested};
-use crate::domain::destination::{
+use crate::domain::keyring::SpaceRef;
+use crate::error::Error;
+use crate::platform::{
     DeliveryQuery, DeliveryView, DestinationFields, DestinationPatch, DestinationView,
     RetryRequest, State, StateCounts, TestBody,
 };
-use crate::domain::keyring::SpaceRef;
-use crate::error::Error;
 use crate::surface::Call;
 use crate::surface::respond::{self, Success};
 

@@ -17,7 +17,6 @@ use warp::reply::Response;
 use crate::domain::batch::BatchBody;
 use crate::domain::click::{BindBody, ClickBody};
 use crate::domain::cost::CostBody;
-use crate::domain::destination::{DestinationChangeJson, NewDestinationJson, RetryBody, TestBody};
 use crate::domain::event::EventBody;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::NewLinkJson;
@@ -26,6 +25,7 @@ use crate::error::Error;
 use crate::http::{
     batch, conversions, costs, destinations, document, health, ingest, links, read, space, telegram,
 };
+use crate::platform::{DestinationChangeJson, NewDestinationJson, RetryBody, TestBody};
 use crate::surface::respond::Done;
 use crate::surface::{Answer, Call};
 use crate::web;

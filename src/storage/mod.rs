@@ -43,7 +43,6 @@ use std::thread::JoinHandle;
 use tokio::sync::{oneshot, watch};
 
 use crate::domain::dedup::{DedupKey, Expiry};
-use crate::domain::destination;
 use crate::domain::event::ValidEvent;
 use crate::domain::keyring::Keyring;
 use crate::domain::link::{Directory, Link};
@@ -51,6 +50,7 @@ use crate::domain::outcome::EventOutcome;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
+use crate::platform;
 use engine::commit::{Message, RejectionQueue, Write};
 use engine::fault::FaultSwitch;
 use engine::reader::Readers;
@@ -131,7 +131,7 @@ impl Store {
         let db = Arc::new(opened.db);
         let keyring = Arc::new(Keyring::default());
         let links = Arc::new(Directory::default());
-        let destinations = Arc::new(destination::Directory::default());
+        let destinations = Arc::new(platform::Directory::default());
         let writer_metrics = Arc::new(WriterMetrics::default());
         let (fbclid, dedup) = {
             let txn = redb::ReadableDatabase::begin_read(&*db)?;
@@ -219,7 +219,7 @@ impl Store {
 
     /// The live destinations, as of the last commit.
     #[must_use]
-    pub fn destination_directory(&self) -> &Arc<destination::Directory> {
+    pub fn destination_directory(&self) -> &Arc<platform::Directory> {
         &self.shared.destinations
     }
 

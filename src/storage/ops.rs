@@ -25,13 +25,13 @@ use std::ops::Bound;
 use redb::{Key, ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 
 use crate::domain::dedup::{self, DedupKey, Expiry, WINDOWED_RULES};
-use crate::domain::destination::{self, ClickFacts, Secret};
 use crate::domain::event::{EventId, EventKind, ValidEvent};
 use crate::domain::link::{Directory, Link};
 use crate::domain::outcome::{EventOutcome, PruneCursor, PruneStep};
 use crate::domain::rejection::{KEPT_PER_SPACE, Rejection};
 use crate::domain::settings::{SettingsPatch, SpaceSettings, check_bot_unshared};
 use crate::domain::stats::Counts;
+use crate::platform::{self, ClickFacts, Secret};
 use crate::storage::attribution;
 use crate::storage::cost_sums::CostKey;
 use crate::storage::error::StoreError;
@@ -60,7 +60,7 @@ pub(super) struct OutboxBatch {
     /// says, and each space's destinations are read from the table for the rest of the batch.
     pub(super) changed: bool,
     /// Those reads, once per space.
-    pub(super) read_since_change: HashMap<u32, Vec<std::sync::Arc<destination::Destination>>>,
+    pub(super) read_since_change: HashMap<u32, Vec<std::sync::Arc<platform::Destination>>>,
 }
 
 /// A table of the batch's transaction that most batches never touch, opened the first time an
@@ -154,7 +154,7 @@ pub struct Txn<'t> {
     /// This batch's visitors' hints of new clicks, written in key order with the clicks.
     pub(super) new_hints: BTreeMap<(u32, String), Vec<u8>>,
     /// The live destinations as of the last commit (`Store`'s directory).
-    pub(super) directory: &'t destination::Directory,
+    pub(super) directory: &'t platform::Directory,
     /// What this batch changes of the destinations and their deliveries (`outbox.rs`).
     pub(super) outbox: OutboxBatch,
     pub(super) destinations: Lazy<'t, u32, &'static [u8]>,
@@ -171,7 +171,7 @@ impl<'t> Txn<'t> {
         fbclid_pending: &'t FbclidBuffer,
         links_directory: &'t Directory,
         uid_floor: u64,
-        directory: &'t destination::Directory,
+        directory: &'t platform::Directory,
     ) -> Result<Txn<'t>, StoreError> {
         let meta = txn.open_table(META)?;
         let inbox_seq = meta.get(META_INBOX_SEQ)?.map_or(0, |v| v.value());
@@ -502,7 +502,7 @@ pub(super) mod tests {
         dedup: DedupBuffer,
         fbclid: FbclidBuffer,
         directory: Directory,
-        destinations: destination::Directory,
+        destinations: platform::Directory,
     }
 
     impl Bare {
@@ -512,7 +512,7 @@ pub(super) mod tests {
                 dedup: DedupBuffer::default(),
                 fbclid: FbclidBuffer::default(),
                 directory: Directory::default(),
-                destinations: destination::Directory::default(),
+                destinations: platform::Directory::default(),
             }
         }
 
@@ -693,7 +693,7 @@ pub(super) mod tests {
     /// and dead again before the next step is not taken twice.
     #[test]
     fn a_retry_in_steps_takes_each_dead_delivery_once() {
-        use crate::domain::destination::{Attempt, Outcome};
+        use crate::platform::{Attempt, Outcome};
         let bare = Bare::new();
         let txn = bare.db.begin_write().unwrap();
         let mut t = bare.open(&txn);
@@ -721,14 +721,14 @@ pub(super) mod tests {
     }
 
     /// An hour's `delivery_max_age`, from the first attempt.
-    const AGE: crate::domain::destination::MaxAge = crate::domain::destination::MaxAge {
+    const AGE: crate::platform::MaxAge = crate::platform::MaxAge {
         ms: 3_600_000,
         floor_ms: 0,
     };
 
     /// Creates webhook destination `hook` of space 1 in `t`; answers its number.
     fn create_hook(t: &mut Txn<'_>) -> u32 {
-        use crate::domain::destination::DestinationFields;
+        use crate::platform::DestinationFields;
         let fields = DestinationFields {
             name: Some("hook".into()),
             kind: Some("webhook".into()),
@@ -757,7 +757,7 @@ pub(super) mod tests {
     /// attempt is left behind in the batch that commits.
     #[test]
     fn an_attempt_whose_state_row_is_corrupt_writes_nothing() {
-        use crate::domain::destination::{Attempt, Outcome, Paused};
+        use crate::platform::{Attempt, Outcome, Paused};
         use redb::ReadableTableMetadata as _;
         let bare = Bare::new();
         let hook = hook_with_a_pending_delivery(&bare);

@@ -72,8 +72,8 @@
 //!   name like the others, so no new layout). `DESTINATIONS` rows may be `DestinationRecord`
 //!   version 3 (a Google Ads destination, kind 5: its conversion names, the user name and the
 //!   SHA-256 of the password Google Ads fetches its file with, and what its fetches came to);
-//!   version 2 rows are read with those fields empty and are not rewritten. A `tiktok_events`
-//!   destination (kind 4) uses version 2's fields.
+//!   version 2 rows are read with those fields empty and are not rewritten. Kind 4 uses
+//!   version 2's fields.
 //! - 15: `COST_SUMS`, the sums of `COSTS` per campaign and for the whole space, by day and by
 //!   blocks of 8 and 64 days, built by the migration from `COSTS`: stats by campaign or by day
 //!   read a few sums per campaign instead of each ad's cost of each day.
@@ -82,6 +82,10 @@
 //!   another (`dedup_buffer.rs`), so new entries go to the leaves of the newest generation only,
 //!   not to a random leaf of the whole table. The migration moves the entries in key order,
 //!   256 Ki to a generation, and deletes the old table.
+//! - 17: `DESTINATIONS` rows are `DestinationRecord` version 4: a destination's settings are one
+//!   tagged value (its platform's settings, `platform::Target`) instead of a column per kind's
+//!   field; a removed destination keeps none. The migration rewrites every row, of any version,
+//!   as version 4.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -97,7 +101,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 16;
+pub const SCHEMA_VERSION: u64 = 17;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -240,7 +244,7 @@ pub const META_DESTINATION_SEQ: &str = "destination_seq";
 
 /// `destination number -> DestinationRecord`: every destination, removed ones included (their
 /// deliveries still name them). A space's live destinations are few; they are read by a scan
-/// and kept in memory (`domain::destination::Directory`).
+/// and kept in memory (`platform::Directory`).
 pub const DESTINATIONS: TableDefinition<u32, &[u8]> = TableDefinition::new("destinations");
 
 /// `destination number -> DeliveryStateRecord`: its counts per state, how far its pending

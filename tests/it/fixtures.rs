@@ -511,10 +511,7 @@ async fn deliveries_are_what_the_file_holds(store: &Store, version: u64, events:
         }
         let counts = destinations[0].deliveries;
         assert_eq!(counts.0.iter().sum::<u64>(), events, "{destinations:?}");
-        assert_eq!(
-            counts.get(tracker::domain::destination::State::Delivered),
-            0
-        );
+        assert_eq!(counts.get(tracker::platform::State::Delivered), 0);
         let settings = store.read(|s| s.space_settings(1)).await.unwrap();
         assert!(settings.meta_client_hints);
         if version >= 14 {
@@ -574,4 +571,101 @@ async fn a_migrated_files_old_events_have_distinct_event_ids() {
         other.iter().all(|(id, ..)| !ids.contains(id.as_str())),
         "another copy, migrated on its own: {other:?}"
     );
+}
+
+/// The destinations of the file at `path` as its rows hold them: each row's version and the
+/// record it reads as.
+fn destination_rows(
+    path: &std::path::Path,
+) -> Vec<(u8, tracker::storage::records::DestinationRecord)> {
+    let db = redb::Database::open(path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let table = txn
+        .open_table(tracker::storage::schema::DESTINATIONS)
+        .unwrap();
+    redb::ReadableTable::iter(&table)
+        .unwrap()
+        .map(|entry| {
+            let bytes = entry.unwrap().1.value().to_vec();
+            let record = tracker::storage::records::decode(&bytes).unwrap();
+            (bytes[0], record)
+        })
+        .collect()
+}
+
+/// The migration to version 17 rewrites each destination of the version 16 fixture (a
+/// webhook, a postback, a `TikTok` destination and a Google Ads one; none of Meta) as one
+/// tagged value of settings, and each keeps every setting and secret its columns held.
+#[tokio::test]
+async fn destinations_keep_their_settings_through_the_migration_to_one_tagged_value() {
+    use tracker::platform::Target;
+    use tracker::storage::records::{DestinationRecordV3, decode};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.redb");
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v16.redb"),
+        &path,
+    )
+    .unwrap();
+    let before: Vec<DestinationRecordV3> = {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        let table = txn
+            .open_table(tracker::storage::schema::DESTINATIONS)
+            .unwrap();
+        redb::ReadableTable::iter(&table)
+            .unwrap()
+            .map(|entry| decode(entry.unwrap().1.value()).unwrap())
+            .collect()
+    };
+    let kinds: Vec<u8> = before.iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, [3, 2, 4, 5], "{before:?}");
+    let (store, _) = Store::open(&path, &StoreOptions::default()).unwrap();
+    drop(store);
+    let after = destination_rows(&path);
+    assert_eq!(after.len(), before.len());
+    for (old, (version, new)) in before.iter().zip(&after) {
+        assert_eq!(*version, 4, "{new:?}");
+        assert_eq!(
+            (&new.name, new.kind, new.events, new.created_at_ms),
+            (&old.name, old.kind, old.events, old.created_at_ms)
+        );
+        let settings = new.settings.as_ref().unwrap();
+        assert_eq!(settings.kind() as u8, old.kind, "{settings:?}");
+        match settings {
+            Target::Webhook(w) => {
+                assert_eq!(Some(&w.url), old.url.as_ref());
+                assert_eq!(
+                    Some(w.signing_secret.expose()),
+                    old.signing_secret.as_deref()
+                );
+            }
+            Target::Postback(p) => {
+                assert_eq!(Some(&p.url), old.url.as_ref());
+                assert_eq!(
+                    p.statuses.0,
+                    old.statuses.iter().cloned().collect(),
+                    "{p:?}"
+                );
+            }
+            Target::TiktokEvents(t) => {
+                assert_eq!(Some(&t.pixel_code), old.pixel_id.as_ref());
+                assert_eq!(Some(&t.api_url), old.graph_url.as_ref());
+                assert_eq!(Some(t.access_token.expose()), old.access_token.as_deref());
+            }
+            Target::GoogleAds(g) => {
+                assert_eq!(Some(&g.user), old.user.as_ref());
+                assert_eq!(Some(g.password.0), old.password_digest);
+                assert_eq!(
+                    (g.fetches.last_at_ms, g.fetches.count),
+                    (old.last_fetched_ms, old.fetches)
+                );
+                assert_eq!(
+                    g.conversion_names.0,
+                    old.conversion_names.iter().cloned().collect()
+                );
+            }
+            Target::MetaCapi(_) => panic!("the fixture holds no Meta destination"),
+        }
+    }
 }

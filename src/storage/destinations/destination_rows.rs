@@ -4,12 +4,8 @@
 
 use redb::ReadableTable;
 
-use crate::domain::currency::CurrencyRates;
-use crate::domain::destination::{
-    ConversionNames, Destination, EventNames, EventSet, Fetches, Google, Kind, LastError, Meta,
-    MetaRules, PasswordDigest, Paused, PreviousSecret, Secret, Statuses, Target, Tiktok,
-};
 use crate::error::{Code, Error};
+use crate::platform::{Destination, EventSet, LastError, Paused};
 use crate::storage::error::StoreError;
 use crate::storage::records::{self, DeliveryStateRecord, DestinationRecord, LastErrorRecord};
 use crate::storage::schema::{DELIVERY_STATES, DESTINATIONS};
@@ -26,64 +22,18 @@ pub(crate) fn no_destination(name: &str) -> StoreError {
 
 /// The stored form of a destination.
 pub(crate) fn record_of(d: &Destination) -> DestinationRecord {
-    let mut r = DestinationRecord {
+    DestinationRecord {
         space_no: d.space,
         name: d.name.clone(),
         kind: d.target.kind() as u8,
         events: d.events.0,
         only_attributed: d.only_attributed,
         created_at_ms: d.created_at_ms,
+        removed_at_ms: None,
         paused_at_ms: d.paused.as_ref().map(|p| p.at_ms),
         paused_reason: d.paused.as_ref().map(|p| p.reason.clone()),
-        ..DestinationRecord::default()
-    };
-    let pairs = |map: &std::collections::BTreeMap<String, String>| {
-        map.iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect::<Vec<_>>()
-    };
-    match &d.target {
-        Target::MetaCapi(m) => {
-            r.pixel_id = Some(m.pixel_id.clone());
-            r.access_token = Some(m.access_token.expose().to_owned());
-            r.test_event_code.clone_from(&m.test_event_code);
-            r.api_version = Some(m.api_version.clone());
-            r.graph_url = Some(m.graph_url.clone());
-            r.event_names = pairs(&m.rules.event_names.0);
-            r.currency_rates = pairs(&m.rules.currency_rates.shown());
-        }
-        Target::Postback { url, statuses } => {
-            r.url = Some(url.clone());
-            r.statuses = pairs(&statuses.0);
-        }
-        Target::Webhook {
-            url,
-            signing_secret,
-            previous,
-        } => {
-            r.url = Some(url.clone());
-            r.signing_secret = Some(signing_secret.expose().to_owned());
-            r.previous_secret = previous.as_ref().map(|p| p.secret.expose().to_owned());
-            r.previous_secret_until_ms = previous.as_ref().map(|p| p.until_ms);
-        }
-        Target::TiktokEvents(t) => {
-            r.pixel_id = Some(t.pixel_code.clone());
-            r.access_token = Some(t.access_token.expose().to_owned());
-            r.test_event_code.clone_from(&t.test_event_code);
-            r.graph_url = Some(t.api_url.clone());
-            r.event_names = pairs(&t.rules.event_names.0);
-            r.currency_rates = pairs(&t.rules.currency_rates.shown());
-        }
-        Target::GoogleAds(g) => {
-            r.conversion_names = pairs(&g.conversion_names.0);
-            r.user = Some(g.user.clone());
-            r.password_digest = Some(g.password.0);
-            r.last_fetched_ms = g.fetches.last_at_ms;
-            r.last_fetch_rows = g.fetches.last_rows;
-            r.fetches = g.fetches.count;
-        }
+        settings: Some(d.target.clone()),
     }
-    r
 }
 
 /// A stored destination as the domain sees it; `None` for a removed one.
@@ -94,75 +44,21 @@ pub(crate) fn destination_of(
     if r.removed_at_ms.is_some() {
         return Ok(None);
     }
-    let corrupt = |what: &str| {
-        StoreError::Corrupt(format!("destination {no} ({:?}) lacks its {what}", r.name))
-    };
-    let kind = Kind::from_u8(r.kind).ok_or_else(|| corrupt("kind"))?;
-    let rules = || -> Result<MetaRules, StoreError> {
-        Ok(MetaRules {
-            event_names: EventNames(r.event_names.iter().cloned().collect()),
-            currency_rates: CurrencyRates::parse(&r.currency_rates.iter().cloned().collect())
-                .map_err(|e| {
-                    StoreError::Corrupt(format!(
-                        "destination {no} ({:?}) has a rate that does not read: {}",
-                        r.name, e.message
-                    ))
-                })?,
-        })
-    };
-    let target = match kind {
-        Kind::MetaCapi => Target::MetaCapi(Meta {
-            pixel_id: r.pixel_id.clone().ok_or_else(|| corrupt("pixel_id"))?,
-            access_token: Secret::new(r.access_token.clone().ok_or_else(|| corrupt("token"))?),
-            test_event_code: r.test_event_code.clone(),
-            api_version: r
-                .api_version
-                .clone()
-                .ok_or_else(|| corrupt("api_version"))?,
-            graph_url: r.graph_url.clone().ok_or_else(|| corrupt("graph_url"))?,
-            rules: rules()?,
-        }),
-        Kind::TiktokEvents => Target::TiktokEvents(Tiktok {
-            pixel_code: r.pixel_id.clone().ok_or_else(|| corrupt("pixel code"))?,
-            access_token: Secret::new(r.access_token.clone().ok_or_else(|| corrupt("token"))?),
-            test_event_code: r.test_event_code.clone(),
-            api_url: r.graph_url.clone().ok_or_else(|| corrupt("api_url"))?,
-            rules: rules()?,
-        }),
-        Kind::Postback => Target::Postback {
-            url: r.url.clone().ok_or_else(|| corrupt("url"))?,
-            statuses: Statuses(r.statuses.iter().cloned().collect()),
-        },
-        Kind::Webhook => Target::Webhook {
-            url: r.url.clone().ok_or_else(|| corrupt("url"))?,
-            signing_secret: Secret::new(
-                r.signing_secret
-                    .clone()
-                    .ok_or_else(|| corrupt("signing secret"))?,
-            ),
-            previous: match (&r.previous_secret, r.previous_secret_until_ms) {
-                (Some(secret), Some(until_ms)) => Some(PreviousSecret {
-                    secret: Secret::new(secret.clone()),
-                    until_ms,
-                }),
-                _ => None,
-            },
-        },
-        Kind::GoogleAds => Target::GoogleAds(Google {
-            conversion_names: ConversionNames(r.conversion_names.iter().cloned().collect()),
-            user: r.user.clone().ok_or_else(|| corrupt("user"))?,
-            password: PasswordDigest(r.password_digest.ok_or_else(|| corrupt("password"))?),
-            new_password: None,
-            fetches: Fetches {
-                last_at_ms: r.last_fetched_ms,
-                last_rows: r.last_fetch_rows,
-                count: r.fetches,
-            },
-        }),
-    };
+    let target = r.settings.ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "destination {no} ({:?}) lacks its settings",
+            r.name
+        ))
+    })?;
+    if target.kind() as u8 != r.kind {
+        return Err(StoreError::Corrupt(format!(
+            "destination {no} ({:?}) is of kind {} with another kind's settings",
+            r.name, r.kind
+        )));
+    }
     let paused = r.paused_at_ms.map(|at_ms| Paused {
         at_ms,
-        reason: r.paused_reason.clone().unwrap_or_default(),
+        reason: r.paused_reason.unwrap_or_default(),
     });
     Ok(Some(Destination {
         no,

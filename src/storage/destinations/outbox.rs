@@ -23,13 +23,12 @@ use std::sync::Arc;
 
 use redb::{ReadableTable, Table};
 
-use crate::domain::destination::{
-    Attempt, ClickFacts, Destination, DestinationPatch, Kind, MAX_DESTINATIONS, MaxAge,
-    NewDestination, Outcome, Paused, PreviousSecret, Secret, State, Target, new_password,
-    next_state,
-};
 use crate::domain::event::EventKind;
 use crate::error::{Code, Error};
+use crate::platform::{
+    Attempt, ClickFacts, Destination, DestinationPatch, MAX_DESTINATIONS, MaxAge, NewDestination,
+    Outcome, Paused, PreviousSecret, Secret, State, Target, Webhook, new_password, next_state,
+};
 use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::records::{
@@ -244,11 +243,11 @@ impl Txn<'_> {
             self.destinations_changed();
             return Ok(d);
         }
-        let Target::Webhook {
+        let Target::Webhook(Webhook {
             signing_secret,
             previous,
             ..
-        } = &mut d.target
+        }) = &mut d.target
         else {
             return Err(StoreError::Refused(Error::new(
                 Code::Conflict,
@@ -281,12 +280,12 @@ impl Txn<'_> {
         };
         let mut record: DestinationRecord = records::decode(bytes.value())?;
         drop(bytes);
-        if record.removed_at_ms.is_some() || record.kind != Kind::GoogleAds as u8 {
+        let Some(Target::GoogleAds(google)) = &mut record.settings else {
             return Ok(());
-        }
-        record.last_fetched_ms = Some(at_ms);
-        record.last_fetch_rows = rows;
-        record.fetches += 1;
+        };
+        google.fetches.last_at_ms = Some(at_ms);
+        google.fetches.last_rows = rows;
+        google.fetches.count += 1;
         self.destinations
             .open()?
             .insert(no, records::encode(&record).as_slice())?;
@@ -309,10 +308,7 @@ impl Txn<'_> {
         };
         let mut record = record_of(&d);
         record.removed_at_ms = Some(now_ms);
-        record.access_token = None;
-        record.signing_secret = None;
-        record.previous_secret = None;
-        record.password_digest = None;
+        record.settings = None;
         // Its state row decoded before the first write (the module's rule).
         let state = state_of(
             &mut self.outbox.states,

@@ -8,10 +8,10 @@ use std::ops::Bound;
 use redb::ReadableTable;
 
 use crate::domain::click::ClientHints;
-use crate::domain::destination::{
-    DeliveryQuery, DeliveryView, Destination, DestinationView, Kind, State, StateCounts,
-};
 use crate::domain::feed::FeedEvent;
+use crate::platform::{
+    DeliveryQuery, DeliveryView, Destination, DestinationView, Kind, Sending, State, StateCounts,
+};
 use crate::storage::error::StoreError;
 use crate::storage::read::{self, Snapshot};
 use crate::storage::records::{
@@ -209,10 +209,8 @@ impl Snapshot {
                 batch.sent_through = Some(inbox_id);
             }
         }
-        let want_hints = matches!(
-            destination.target.kind(),
-            Kind::MetaCapi | Kind::TiktokEvents
-        );
+        // An ad platform matches an event to its ads by the visitor's hints too.
+        let want_hints = matches!(destination.target.sending(), Sending::Together { .. });
         let want_query = destination.target.kind() == Kind::Postback;
         let clicks = self.txn().open_table(CLICKS)?;
         for inbox_id in ids {

@@ -32,7 +32,6 @@ use redb::{Database, ReadableDatabase, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
 use crate::domain::dedup::DedupKey;
-use crate::domain::destination;
 use crate::domain::event::ValidEvent;
 use crate::domain::keyring::Keyring;
 use crate::domain::link::{Directory, Link};
@@ -40,6 +39,7 @@ use crate::domain::outcome::EventOutcome;
 use crate::domain::rejection::Rejection;
 use crate::error::Error;
 use crate::metrics::WriterMetrics;
+use crate::platform;
 use crate::storage::engine::fault::FaultSwitch;
 use crate::storage::engine::file::FlushFailed;
 use crate::storage::engine::open;
@@ -299,7 +299,7 @@ pub(in crate::storage) struct Shared {
     pub(in crate::storage) ephemeral: bool,
     pub(in crate::storage) keyring: Arc<Keyring>,
     pub(in crate::storage) links: Arc<Directory>,
-    pub(in crate::storage) destinations: Arc<destination::Directory>,
+    pub(in crate::storage) destinations: Arc<platform::Directory>,
     /// Bumped after each commit that changed a destination: the sender starts and stops its
     /// tasks by it.
     pub(in crate::storage) destinations_changed: Arc<watch::Sender<u64>>,

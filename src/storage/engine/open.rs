@@ -346,6 +346,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         13 => migrate_to_v14(txn),
         14 => migrate_to_v15(txn),
         15 => migrate_to_v16(txn),
+        16 => migrate_to_v17(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -528,6 +529,23 @@ fn migrate_to_v15(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 /// a run of keys written one after another), and the old table is deleted.
 fn migrate_to_v16(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     dedup_to_generations(txn, crate::storage::index::dedup_buffer::GEN_ENTRIES)
+}
+
+/// Version 17: every destination's row rewritten as `DestinationRecord` version 4, its
+/// settings one tagged value read from the columns of its kind.
+fn migrate_to_v17(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::storage::records::{DestinationRecord, decode, encode};
+    use crate::storage::schema::DESTINATIONS;
+    let mut table = txn.open_table(DESTINATIONS)?;
+    let mut rows = Vec::new();
+    for entry in table.iter()? {
+        let (no, bytes) = entry?;
+        rows.push((no.value(), decode::<DestinationRecord>(bytes.value())?));
+    }
+    for (no, record) in rows {
+        table.insert(no, encode(&record).as_slice())?;
+    }
+    Ok(())
 }
 
 fn dedup_to_generations(txn: &redb::WriteTransaction, per_gen: usize) -> Result<(), StoreError> {

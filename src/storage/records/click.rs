@@ -19,7 +19,7 @@ pub struct ClickRecord {
     /// The Telegram user the click is bound to: set once, by compare-and-set.
     pub tg_id: Option<u64>,
     pub bound_at_ms: Option<u64>,
-    /// `TikTok`'s click id (version 2).
+    /// The ad platform's click id `ttclid` (version 2).
     pub ttclid: Option<String>,
     /// Google's click ids (version 2).
     pub gclid: Option<String>,

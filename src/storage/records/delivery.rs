@@ -3,24 +3,159 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use super::codec::{Record, from_postcard, unreadable_version};
+use crate::domain::currency::CurrencyRates;
+use crate::platform::{
+    AdRules, ConversionNames, EventNames, Fetches, Google, Kind, Meta, PasswordDigest, Postback,
+    PreviousSecret, Secret, Statuses, Target, Tiktok, Webhook,
+};
 use crate::storage::error::StoreError;
 
-/// A destination (`DESTINATIONS`): its space, name and kind, which events it takes, and its
-/// kind's fields; the access token and signing secrets as they must be used (so the data file
-/// is kept private). A removed destination keeps its row, without its credentials, so that its
+/// A destination (`DESTINATIONS`): its space, name and kind, which events it takes, its pause,
+/// and its platform's settings as one tagged value (`platform::Target`), with the access token
+/// and signing secrets as they must be used (so the data file is kept private). A removed
+/// destination keeps its row, without its settings (and so its credentials), so that its
 /// deliveries still name it.
+///
+/// Version 4 holds the settings as that one value; versions 1 to 3 (a column per kind's field,
+/// [`DestinationRecordV3`]) are read into it by kind, and `migrate_to_v17` rewrites them.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct DestinationRecord {
+    pub space_no: u32,
+    pub name: String,
+    /// `platform::Kind` as its stored discriminant.
+    pub kind: u8,
+    /// `platform::EventSet`'s bits.
+    pub events: u8,
+    pub only_attributed: bool,
+    pub created_at_ms: u64,
+    pub removed_at_ms: Option<u64>,
+    /// Set while it is paused: since when, and why.
+    pub paused_at_ms: Option<u64>,
+    pub paused_reason: Option<String>,
+    /// Its platform's settings; `None` once it is removed.
+    pub settings: Option<Target>,
+}
+impl Record for DestinationRecord {
+    const VERSION: u8 = 4;
+    const NAME: &'static str = "destination";
+
+    fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
+        let v3 = match version {
+            1 => from_postcard::<DestinationRecordV1>(body).map(DestinationRecordV3::from)?,
+            2 => from_postcard::<DestinationRecordV2>(body).map(DestinationRecordV3::from)?,
+            3 => from_postcard::<DestinationRecordV3>(body)?,
+            4 => return from_postcard(body),
+            v => return Err(unreadable_version::<Self>(v)),
+        };
+        DestinationRecord::try_from(v3)
+    }
+}
+
+impl TryFrom<DestinationRecordV3> for DestinationRecord {
+    type Error = StoreError;
+
+    /// The settings of a record of version 3 or before, from the columns of its kind; a
+    /// removed destination's none.
+    fn try_from(r: DestinationRecordV3) -> Result<Self, StoreError> {
+        let corrupt =
+            |what: &str| StoreError::Corrupt(format!("destination {:?} lacks its {what}", r.name));
+        let settings = if r.removed_at_ms.is_some() {
+            None
+        } else {
+            Some(settings_of_columns(&r, &corrupt)?)
+        };
+        Ok(DestinationRecord {
+            space_no: r.space_no,
+            name: r.name,
+            kind: r.kind,
+            events: r.events,
+            only_attributed: r.only_attributed,
+            created_at_ms: r.created_at_ms,
+            removed_at_ms: r.removed_at_ms,
+            paused_at_ms: r.paused_at_ms,
+            paused_reason: r.paused_reason,
+            settings,
+        })
+    }
+}
+
+/// A version 3 record's settings, from the columns its kind used.
+fn settings_of_columns(
+    r: &DestinationRecordV3,
+    corrupt: &dyn Fn(&str) -> StoreError,
+) -> Result<Target, StoreError> {
+    let map = |pairs: &[(String, String)]| pairs.iter().cloned().collect::<BTreeMap<_, _>>();
+    let rules = || -> Result<AdRules, StoreError> {
+        Ok(AdRules {
+            event_names: EventNames(map(&r.event_names)),
+            currency_rates: CurrencyRates::parse(&map(&r.currency_rates)).map_err(|e| {
+                StoreError::Corrupt(format!(
+                    "destination {:?} has a rate that does not read: {}",
+                    r.name, e.message
+                ))
+            })?,
+        })
+    };
+    let text = |column: &Option<String>, what: &str| column.clone().ok_or_else(|| corrupt(what));
+    let kind = Kind::from_u8(r.kind).ok_or_else(|| corrupt("kind"))?;
+    Ok(match kind {
+        Kind::MetaCapi => Target::MetaCapi(Meta {
+            pixel_id: text(&r.pixel_id, "pixel_id")?,
+            access_token: Secret::new(text(&r.access_token, "token")?),
+            test_event_code: r.test_event_code.clone(),
+            api_version: text(&r.api_version, "api_version")?,
+            graph_url: text(&r.graph_url, "graph_url")?,
+            rules: rules()?,
+        }),
+        Kind::TiktokEvents => Target::TiktokEvents(Tiktok {
+            pixel_code: text(&r.pixel_id, "pixel code")?,
+            access_token: Secret::new(text(&r.access_token, "token")?),
+            test_event_code: r.test_event_code.clone(),
+            api_url: text(&r.graph_url, "api_url")?,
+            rules: rules()?,
+        }),
+        Kind::Postback => Target::Postback(Postback {
+            url: text(&r.url, "url")?,
+            statuses: Statuses(map(&r.statuses)),
+        }),
+        Kind::Webhook => Target::Webhook(Webhook {
+            url: text(&r.url, "url")?,
+            signing_secret: Secret::new(text(&r.signing_secret, "signing secret")?),
+            previous: match (&r.previous_secret, r.previous_secret_until_ms) {
+                (Some(secret), Some(until_ms)) => Some(PreviousSecret {
+                    secret: Secret::new(secret.clone()),
+                    until_ms,
+                }),
+                _ => None,
+            },
+        }),
+        Kind::GoogleAds => Target::GoogleAds(Google {
+            conversion_names: ConversionNames(map(&r.conversion_names)),
+            user: text(&r.user, "user")?,
+            password: PasswordDigest(r.password_digest.ok_or_else(|| corrupt("password"))?),
+            new_password: None,
+            fetches: Fetches {
+                last_at_ms: r.last_fetched_ms,
+                last_rows: r.last_fetch_rows,
+                count: r.fetches,
+            },
+        }),
+    })
+}
+
+/// The shape of a `DestinationRecord` of version 3: a column for each kind's fields, read into
+/// version 4's settings by kind.
 ///
 /// Version 2 added the fields after `graph_url` (its settings, a rotated secret's grace, a
 /// pause); a version 1 record is read with them empty. Version 3 added those after
 /// `paused_reason` (a Google Ads destination's names, credential and fetches); a version 2
-/// record is read with them empty.
-///
-/// A `tiktok_events` destination (kind 4) is a kind value, not a version: it keeps its pixel
-/// code in `pixel_id` and its `api_url` in `graph_url`, beside its `access_token`,
-/// `test_event_code`, `event_names` and `currency_rates`.
+/// record is read with them empty. Kind 4 kept its pixel code in `pixel_id` and its `api_url`
+/// in `graph_url`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
-pub struct DestinationRecord {
+pub struct DestinationRecordV3 {
     pub space_no: u32,
     pub name: String,
     /// `destination::Kind` as its stored discriminant.
@@ -61,18 +196,9 @@ pub struct DestinationRecord {
     pub last_fetch_rows: u64,
     pub fetches: u64,
 }
-impl Record for DestinationRecord {
+impl Record for DestinationRecordV3 {
     const VERSION: u8 = 3;
     const NAME: &'static str = "destination";
-
-    fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
-        match version {
-            1 => from_postcard::<DestinationRecordV1>(body).map(DestinationRecord::from),
-            2 => from_postcard::<DestinationRecordV2>(body).map(DestinationRecord::from),
-            3 => from_postcard(body),
-            v => Err(unreadable_version::<Self>(v)),
-        }
-    }
 }
 
 /// The shape of a `DestinationRecord` of version 2.
@@ -113,9 +239,9 @@ impl Record for DestinationRecordV2 {
     const NAME: &'static str = "destination";
 }
 
-impl From<DestinationRecordV2> for DestinationRecord {
+impl From<DestinationRecordV2> for DestinationRecordV3 {
     fn from(v2: DestinationRecordV2) -> Self {
-        DestinationRecord {
+        DestinationRecordV3 {
             space_no: v2.space_no,
             name: v2.name,
             kind: v2.kind,
@@ -137,7 +263,7 @@ impl From<DestinationRecordV2> for DestinationRecord {
             previous_secret_until_ms: v2.previous_secret_until_ms,
             paused_at_ms: v2.paused_at_ms,
             paused_reason: v2.paused_reason,
-            ..DestinationRecord::default()
+            ..DestinationRecordV3::default()
         }
     }
 }
@@ -168,9 +294,9 @@ impl Record for DestinationRecordV1 {
     const NAME: &'static str = "destination";
 }
 
-impl From<DestinationRecordV1> for DestinationRecord {
+impl From<DestinationRecordV1> for DestinationRecordV3 {
     fn from(v1: DestinationRecordV1) -> Self {
-        DestinationRecord {
+        DestinationRecordV3 {
             space_no: v1.space_no,
             name: v1.name,
             kind: v1.kind,
@@ -185,7 +311,7 @@ impl From<DestinationRecordV1> for DestinationRecord {
             test_event_code: v1.test_event_code,
             api_version: v1.api_version,
             graph_url: v1.graph_url,
-            ..DestinationRecord::default()
+            ..DestinationRecordV3::default()
         }
     }
 }
@@ -257,12 +383,17 @@ mod tests {
             created_at_ms: 5,
             pixel_id: Some("1".into()),
             access_token: Some("t".into()),
+            api_version: Some("v25.0".into()),
+            graph_url: Some("https://graph.facebook.com".into()),
             ..DestinationRecordV1::default()
         };
         let read: DestinationRecord = decode(&encode(&v1)).unwrap();
         assert_eq!(read.name, "m");
-        assert_eq!(read.access_token.as_deref(), Some("t"));
-        assert!(read.event_names.is_empty() && read.paused_at_ms.is_none());
+        let Some(Target::MetaCapi(meta)) = &read.settings else {
+            panic!("{read:?}")
+        };
+        assert_eq!(meta.access_token.expose(), "t");
+        assert!(meta.rules.event_names.0.is_empty() && read.paused_at_ms.is_none());
     }
 
     #[test]
@@ -272,17 +403,23 @@ mod tests {
             name: "w".into(),
             kind: 3,
             url: Some("u".into()),
+            signing_secret: Some("s".into()),
             paused_reason: Some("r".into()),
             ..DestinationRecordV2::default()
         };
+        let read: DestinationRecordV3 = DestinationRecordV3::from(v2.clone());
+        assert!(read.user.is_none() && read.password_digest.is_none() && read.fetches == 0);
         let read: DestinationRecord = decode(&encode(&v2)).unwrap();
         assert_eq!(read.paused_reason.as_deref(), Some("r"));
-        assert!(read.user.is_none() && read.password_digest.is_none() && read.fetches == 0);
+        assert!(
+            matches!(read.settings, Some(Target::Webhook(_))),
+            "{read:?}"
+        );
     }
 
     #[test]
     fn a_version_3_destination_has_its_bytes() {
-        let r = DestinationRecord {
+        let r = DestinationRecordV3 {
             space_no: 1,
             name: "g".into(),
             kind: 5,
@@ -295,7 +432,7 @@ mod tests {
             last_fetched_ms: Some(2),
             last_fetch_rows: 3,
             fetches: 4,
-            ..DestinationRecord::default()
+            ..DestinationRecordV3::default()
         };
         let mut bytes = vec![
             3, // version
@@ -311,6 +448,55 @@ mod tests {
         bytes.extend([7; 32]);
         bytes.extend([1, 2, 3, 4]); // last fetched, its rows, fetches
         assert_golden(&r, &bytes);
+        let read: DestinationRecord = decode(&bytes).unwrap();
+        let Some(Target::GoogleAds(g)) = &read.settings else {
+            panic!("{read:?}")
+        };
+        assert_eq!((g.user.as_str(), g.fetches.count), ("u", 4));
+    }
+
+    /// Version 4: the settings one tagged value, the tag the platform's place in the
+    /// registry's list (a postback: 1), then its fields.
+    #[test]
+    fn a_version_4_destination_has_its_bytes() {
+        let r = DestinationRecord {
+            space_no: 1,
+            name: "p".into(),
+            kind: 2,
+            events: 15,
+            only_attributed: true,
+            created_at_ms: 1,
+            removed_at_ms: None,
+            paused_at_ms: None,
+            paused_reason: None,
+            settings: Some(Target::Postback(Postback {
+                url: "u".into(),
+                statuses: Statuses([("deposit".into(), "sale".into())].into()),
+            })),
+        };
+        #[rustfmt::skip]
+        let bytes = [
+            4, // version
+            1, 1, b'p', 2, 15, 1, 1, // space, name, kind, events, only_attributed, created
+            0, 0, 0, // removed_at_ms, paused
+            1, 1, // settings: some, the postback
+            1, b'u', // url
+            1, 7, b'd', b'e', b'p', b'o', b's', b'i', b't', 4, b's', b'a', b'l', b'e', // statuses
+        ];
+        assert_golden(&r, &bytes);
+    }
+
+    #[test]
+    fn a_removed_destination_of_version_3_reads_without_settings() {
+        let r = DestinationRecordV3 {
+            space_no: 1,
+            name: "m".into(),
+            kind: 1,
+            removed_at_ms: Some(9),
+            ..DestinationRecordV3::default()
+        };
+        let read: DestinationRecord = decode(&encode(&r)).unwrap();
+        assert_eq!((read.removed_at_ms, read.settings), (Some(9), None));
     }
 
     #[test]

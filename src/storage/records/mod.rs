@@ -22,7 +22,9 @@ mod stats;
 pub use self::channel::{ChannelStateRecord, InviteRecord, MemberRecord};
 pub use self::click::{ClickHintsRecord, ClickRecord, TgTouchRecord};
 pub use self::codec::{Record, decode, encode};
-pub use self::delivery::{DeliveryRecord, DeliveryStateRecord, DestinationRecord, LastErrorRecord};
+pub use self::delivery::{
+    DeliveryRecord, DeliveryStateRecord, DestinationRecord, DestinationRecordV3, LastErrorRecord,
+};
 pub use self::event::{EventRecord, EventRecordV1};
 pub use self::space::{
     ChannelRecord, CredentialRecord, LinkRecord, RejectionRecord, SpaceRecord, SpaceSettingsRecord,

@@ -8,13 +8,15 @@ use warp::reply::Response;
 
 use super::{Frame, form_text, frame_of, html, space};
 use crate::clock::rfc3339_s;
-use crate::domain::destination::State;
 use crate::error::Error;
+use crate::platform::State;
 use crate::web::context::Ctx;
 
 struct DestinationRow {
     name: String,
     kind: &'static str,
+    /// An ad platform's: a token of its own, and a test code for its test view.
+    ad_platform: bool,
     /// The URL, or Meta's pixel with the token's last 4 characters.
     address: String,
     events: String,
@@ -30,6 +32,14 @@ struct DestinationRow {
     last_error: String,
     /// A Google Ads destination's fetches: how many, the last one's time and rows.
     fetched: Option<String>,
+}
+
+/// The kinds a new destination may be, with their titles: the registry's.
+fn kinds_offered() -> Vec<(&'static str, &'static str)> {
+    crate::platform::Kind::ALL
+        .into_iter()
+        .map(|k| (k.as_str(), k.title()))
+        .collect()
 }
 
 /// `a=b, c=d`: a map of settings as the page shows it and its form takes it.
@@ -76,6 +86,8 @@ struct DestinationsPage<'a> {
     csrf_token: &'a str,
     name: &'a str,
     destinations: Vec<DestinationRow>,
+    /// The kinds a new destination may be, and their titles: the registry's.
+    kinds: Vec<(&'static str, &'static str)>,
     log: Vec<DeliveryRow>,
     /// A new webhook's name and signing secret, shown once.
     secret: Option<(String, String)>,
@@ -114,7 +126,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
 
 /// The destinations page, with what an action just did.
 async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Response, Error> {
-    use crate::domain::destination::DeliveryQuery;
+    use crate::platform::DeliveryQuery;
     let space = space(ctx).await?;
     let rows = ctx
         .app
@@ -136,6 +148,7 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
             paused: d.deliveries.get(State::Paused),
             paused_reason: d.paused_reason.clone(),
             kind: d.kind.as_str(),
+            ad_platform: d.kind.fields().contains(&"access_token"),
             fetched: d.fetches.map(|count| match d.last_fetched_at_ms {
                 None => "never yet".to_owned(),
                 Some(at) => format!(
@@ -201,6 +214,7 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
             csrf_token: &ctx.live.csrf,
             name: ctx.param("space"),
             destinations: rows,
+            kinds: kinds_offered(),
             log,
             secret: shown.secret,
             password: shown.password,
@@ -213,7 +227,7 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
 /// `POST .../destinations`: one from the form, judged as `POST /destinations` judges it; a
 /// webhook's signing secret is shown once.
 pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
-    use crate::domain::destination::DestinationFields;
+    use crate::platform::DestinationFields;
     let field = |n| form_text(ctx, n);
     let only_attributed = match field("only_attributed").as_deref() {
         Some("true") => Some(true),
@@ -303,7 +317,7 @@ pub(in crate::web) async fn remove(ctx: &Ctx<'_>) -> Result<Response, Error> {
 /// empty one changes nothing), as `PATCH /destinations/<name>` does; a paused destination
 /// resumes.
 pub(in crate::web) async fn change(ctx: &Ctx<'_>) -> Result<Response, Error> {
-    use crate::domain::destination::{DestinationFields, DestinationPatch};
+    use crate::platform::{DestinationFields, DestinationPatch};
     let field = |n| form_text(ctx, n);
     let set = DestinationFields {
         url: field("url"),

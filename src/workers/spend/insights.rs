@@ -4,7 +4,7 @@
 //! access token, answered `{"data": [...], "paging": {"next": ...}}` a page at a time; each
 //! `paging.next` is followed until a page has none. Errors are Meta's `{"error": {"code",
 //! "message", ...}}`, read by the one reading of Meta's answers
-//! ([`crate::domain::destination::meta::meta_answer`]), which also says when the token no longer
+//! ([`crate::platform::meta::meta_answer`]), which also says when the token no longer
 //! works.
 //!
 //! The token is in every URL, so no URL of this file is ever logged or put in an error: errors
@@ -15,14 +15,12 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::domain::cost::{self, AdNames, Cost, Day, Source};
-use crate::domain::destination::{
-    MetaAnswer, meta_answer, names_old_version, names_unknown_object,
-};
 use crate::outbound::error_words;
+use crate::platform::{Answer, meta_answer, names_old_version, names_unknown_object};
 
 /// The Graph API version asked for: the one Meta destinations use unless told otherwise, so
 /// one constant follows Meta's retirements.
-pub const GRAPH_VERSION: &str = crate::domain::destination::DEFAULT_API_VERSION;
+pub const GRAPH_VERSION: &str = crate::platform::DEFAULT_API_VERSION;
 /// The fields asked for, per ad and day.
 pub const FIELDS: &str = "campaign_name,adset_name,ad_name,spend,account_currency";
 /// The most pages one fetch follows (a page holds up to 25 rows by default, more with
@@ -187,22 +185,20 @@ async fn get(
 fn check_answer(status: u16, body: &str, account: &str, token: &str) -> Result<(), Failure> {
     let failed = |m: &str| Failure::Failed(hide(m, token));
     match meta_answer(status, body) {
-        MetaAnswer::Delivered => Ok(()),
+        Answer::Delivered => Ok(()),
         // A wrong account is not a refused token: the fetch fails naming the setting, and the
         // next hour tries again.
-        MetaAnswer::TokenRejected { message } if names_unknown_object(body) => {
-            Err(failed(&format!(
-                "{message}: Meta has no ad account {account} that this token may read; check \
+        Answer::TokenRejected { message } if names_unknown_object(body) => Err(failed(&format!(
+            "{message}: Meta has no ad account {account} that this token may read; check \
                  meta_ads_account, and that the token's user has the account"
-            )))
-        }
+        ))),
         // Nor is a version Meta no longer serves: the fetch's version is this build's.
-        MetaAnswer::TokenRejected { message } if names_old_version(body) => Err(failed(&format!(
+        Answer::TokenRejected { message } if names_old_version(body) => Err(failed(&format!(
             "{message}: this tracker asks Meta's Graph API {GRAPH_VERSION}, which Meta no longer \
              serves; a newer release of the tracker asks a newer version"
         ))),
-        MetaAnswer::TokenRejected { message } => Err(Failure::TokenRefused(hide(&message, token))),
-        MetaAnswer::Retry { .. } | MetaAnswer::Refused { .. } => {
+        Answer::TokenRejected { message } => Err(Failure::TokenRefused(hide(&message, token))),
+        Answer::Retry { .. } | Answer::Refused { .. } => {
             let words: String = body.chars().take(300).collect();
             Err(failed(&format!("Meta answered {status}: {words}")))
         }

@@ -1,8 +1,8 @@
-//! Sending a batch to Meta's Conversions API (or `TikTok`'s Events API, whose answers mean the
-//! same things) so that one bad event never sinks the others.
+//! The search by halves: sending a batch to an ad platform so that one bad event never sinks
+//! the others.
 //!
-//! Meta refuses a whole request when one of its events is bad. When its answer names the
-//! events (`data[i]`), those are refused with its message and the rest are tried again at once.
+//! An ad platform refuses a whole request when one of its events is bad. When its answer names
+//! the events (Meta's `data[i]`), those are refused with its message and the rest are tried again at once.
 //! When it names none, the batch is searched by halves: one half is tried; if it is taken the
 //! refused event is in the other, which is halved in turn without being tried whole; if it is
 //! refused, the other half waits and is tried once the refused event is found. A batch of 1000
@@ -19,12 +19,11 @@ use std::future::Future;
 
 use serde_json::Value;
 
-use crate::domain::destination::{MetaAnswer, answer_head, meta_answer};
-use crate::outbound::Answered;
+use super::face::Answer;
 
-/// The most of Meta's answer that is read: its error, with the `data[i]` it names, is longer
-/// than what a delivery keeps.
-pub const META_ANSWER_BYTES: usize = 64 * 1024;
+/// The most of a platform's answer that is read: Meta's error, with the `data[i]` it names,
+/// is longer than what a delivery keeps.
+pub const PLATFORM_ANSWER_BYTES: usize = 64 * 1024;
 
 /// Refused events found alone (each refused in a request of its own, with no event named)
 /// after which a refused half's other half is tried at once instead of waiting: a batch with up
@@ -33,39 +32,24 @@ pub const META_ANSWER_BYTES: usize = 64 * 1024;
 /// (2,022 for 1000) instead of ten (8,987).
 const BOTH_HALVES_AFTER: usize = 3;
 
-/// What became of one event of a batch.
+/// What became of one event of a batch, with the answer `A` that decided it.
 #[derive(Clone, Debug)]
-pub enum Fate {
-    Delivered(Answered),
-    /// Refused for good, with Meta's message as the answer.
-    Refused(Answered),
+pub enum Fate<A> {
+    Delivered(A),
+    /// Refused for good, with the platform's message as the answer.
+    Refused(A),
     /// To be tried again, no sooner than `after_ms` when set.
-    Retry(Answered, Option<u64>),
+    Retry(A, Option<u64>),
     /// The access token no longer works; the answer says so.
-    TokenRejected(Answered),
+    TokenRejected(A),
 }
 
-/// What the platform's answer means by `judge`: refused here (a private address) counts as a
-/// refusal of all.
-fn verdict(answered: &Answered, judge: fn(u16, &str) -> MetaAnswer) -> MetaAnswer {
-    if answered.refused_here {
-        return MetaAnswer::Refused {
-            named: Vec::new(),
-            message: answered.answer.clone(),
-        };
-    }
-    match answered.status {
-        None => MetaAnswer::Retry { after_ms: None },
-        Some(status) => judge(status, &answered.body),
-    }
-}
-
-/// `answered` with Meta's message as the answer kept.
-fn with_message(answered: &Answered, message: &str) -> Answered {
-    Answered {
-        answer: answer_head(message),
-        ..answered.clone()
-    }
+/// What the search needs of an answer `A` to a request: what it means, and the answer with
+/// the platform's message as what is kept of it.
+pub trait Reply: Clone {
+    fn meaning(&self) -> Answer;
+    #[must_use]
+    fn with_message(&self, message: &str) -> Self;
 }
 
 /// Sends `data` (each entry one event) by `post`, which sends one request of the entries it is
@@ -73,34 +57,19 @@ fn with_message(answered: &Answered, message: &str) -> Answered {
 ///
 /// # Panics
 /// Never: every entry is sent until sending stops, and then shares how it stopped.
-pub async fn send_batch<F, Fut>(data: &[Value], post: F) -> Vec<Fate>
+pub async fn send_batch<A, F, Fut>(data: &[Value], mut post: F) -> Vec<Fate<A>>
 where
+    A: Reply,
     F: FnMut(Vec<Value>) -> Fut,
-    Fut: Future<Output = Answered>,
-{
-    send_batch_judged(data, meta_answer, post).await
-}
-
-/// [`send_batch`], with the answers read by `judge` (`meta_answer`, `tiktok_answer`).
-///
-/// # Panics
-/// Never: every entry is sent until sending stops, and then shares how it stopped.
-pub async fn send_batch_judged<F, Fut>(
-    data: &[Value],
-    judge: fn(u16, &str) -> MetaAnswer,
-    mut post: F,
-) -> Vec<Fate>
-where
-    F: FnMut(Vec<Value>) -> Fut,
-    Fut: Future<Output = Answered>,
+    Fut: Future<Output = A>,
 {
     let pick = |set: &[usize]| set.iter().map(|&i| data[i].clone()).collect::<Vec<_>>();
-    let mut fates: Vec<Option<Fate>> = vec![None; data.len()];
+    let mut fates: Vec<Option<Fate<A>>> = vec![None; data.len()];
     // Sets still to send; a set with a refusal is known to hold a refused event.
-    let mut work: Vec<(Vec<usize>, Option<Answered>)> = vec![((0..data.len()).collect(), None)];
+    let mut work: Vec<(Vec<usize>, Option<A>)> = vec![((0..data.len()).collect(), None)];
     // Halves that wait while the refused event of their other half is searched for.
     let mut waiting: Vec<usize> = Vec::new();
-    let mut stopped: Option<Fate> = None;
+    let mut stopped: Option<Fate<A>> = None;
     let mut found = 0;
     while stopped.is_none() {
         let Some((set, refusal)) = work.pop() else {
@@ -125,20 +94,20 @@ where
             None => (set, Vec::new(), None),
         };
         let answered = post(pick(&tried)).await;
-        match verdict(&answered, judge) {
-            MetaAnswer::Delivered => {
+        match answered.meaning() {
+            Answer::Delivered => {
                 for &i in &tried {
                     fates[i] = Some(Fate::Delivered(answered.clone()));
                 }
                 // The refusal was of the other half, then.
                 work.push((rest, refusal));
             }
-            MetaAnswer::Refused { named, message } => {
+            Answer::Refused { named, message } => {
                 let named: Vec<usize> = named
                     .into_iter()
                     .filter_map(|at| tried.get(at).copied())
                     .collect();
-                let refused = with_message(&answered, &message);
+                let refused = answered.with_message(&message);
                 if named.is_empty() {
                     if tried.len() == 1 {
                         fates[tried[0]] = Some(Fate::Refused(refused));
@@ -160,9 +129,9 @@ where
                     work.push((others, None));
                 }
             }
-            MetaAnswer::Retry { after_ms } => stopped = Some(Fate::Retry(answered, after_ms)),
-            MetaAnswer::TokenRejected { message } => {
-                stopped = Some(Fate::TokenRejected(with_message(&answered, &message)));
+            Answer::Retry { after_ms } => stopped = Some(Fate::Retry(answered, after_ms)),
+            Answer::TokenRejected { message } => {
+                stopped = Some(Fate::TokenRejected(answered.with_message(&message)));
             }
         }
     }
@@ -178,25 +147,41 @@ where
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
-    use std::time::Duration;
 
     use serde_json::json;
 
     use super::*;
+    use crate::platform::meta::meta_answer;
 
-    fn answer(status: u16, body: &str) -> Answered {
-        Answered {
-            status: Some(status),
-            answer: answer_head(body),
-            body: body.to_owned(),
-            retry_after_ms: None,
-            took: Duration::ZERO,
-            refused_here: false,
+    /// An answer as the search sees it: what is kept of it, and what Meta's code makes of it.
+    #[derive(Clone, Debug)]
+    struct Said {
+        answer: String,
+        meaning: Answer,
+    }
+
+    impl Reply for Said {
+        fn meaning(&self) -> Answer {
+            self.meaning.clone()
+        }
+
+        fn with_message(&self, message: &str) -> Self {
+            Said {
+                answer: message.to_owned(),
+                meaning: self.meaning.clone(),
+            }
+        }
+    }
+
+    fn answer(status: u16, body: &str) -> Said {
+        Said {
+            answer: body.to_owned(),
+            meaning: meta_answer(status, body),
         }
     }
 
     /// Meta's stand-in: refuses a request holding a bad event (naming it when `names`).
-    fn meta(bad: &[u64], names: bool, request: &[Value]) -> Answered {
+    fn meta(bad: &[u64], names: bool, request: &[Value]) -> Said {
         let at: Vec<usize> = request
             .iter()
             .enumerate()
@@ -220,7 +205,7 @@ mod tests {
         )
     }
 
-    fn run(n: u64, bad: &[u64], names: bool) -> (Vec<Fate>, usize) {
+    fn run(n: u64, bad: &[u64], names: bool) -> (Vec<Fate<Said>>, usize) {
         let data: Vec<Value> = (0..n).map(|n| json!({ "n": n })).collect();
         let requests = RefCell::new(0);
         let fates = futures_executor_block_on(send_batch(&data, |req| {
@@ -238,7 +223,7 @@ mod tests {
             .block_on(f)
     }
 
-    fn refused(fates: &[Fate]) -> Vec<usize> {
+    fn refused(fates: &[Fate<Said>]) -> Vec<usize> {
         fates
             .iter()
             .enumerate()

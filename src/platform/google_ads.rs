@@ -8,10 +8,13 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
-use super::named::{check_named, named};
+use super::face::{Platform, Sending};
+use super::given::DestinationFields;
+use super::names::{check_named, named};
 use crate::domain::base62;
 use crate::domain::input::quoted;
 use crate::domain::spreadsheet::safe_cell;
@@ -29,11 +32,11 @@ pub const REALM: &str = "tracker conversions";
 /// The conversion action name each event kind is written as, where the destination sets one;
 /// the kind's own name otherwise (a deposit that was its customer's first: `first_deposit`'s,
 /// else `deposit`'s).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversionNames(pub BTreeMap<String, String>);
 
 impl ConversionNames {
-    /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`](super::NAMED_KINDS),
+    /// From `{"deposit": "Purchase"}`: each key one of [`NAMED_KINDS`](super::names::NAMED_KINDS),
     /// each name 1 to 100 characters without control characters (the name of a conversion
     /// action in Google Ads, exactly as it is written there), and one the file writes as it is:
     /// not one a spreadsheet would take for a formula (beginning with `=`, `+`, `-` or `@`, and
@@ -65,7 +68,7 @@ impl ConversionNames {
 
 /// The SHA-256 of a Google Ads destination's password: all that is kept of it. The password is
 /// 128 random bits, so a fast digest is enough: there is nothing to guess.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PasswordDigest(pub [u8; 32]);
 
 impl PasswordDigest {
@@ -113,7 +116,7 @@ pub fn new_password() -> Password {
 }
 
 /// What Google Ads' fetches of the file came to: the last one's time and rows, and how many.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fetches {
     pub last_at_ms: Option<u64>,
     pub last_rows: u64,
@@ -121,13 +124,14 @@ pub struct Fetches {
 }
 
 /// A Google Ads destination: the names it writes, and who may fetch its file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Google {
     pub conversion_names: ConversionNames,
     pub user: String,
     pub password: PasswordDigest,
     /// The password itself, only in the destination just made or given a new one, for the
     /// one answer that shows it; never stored.
+    #[serde(skip)]
     pub new_password: Option<Password>,
     pub fetches: Fetches,
 }
@@ -174,6 +178,54 @@ impl Google {
         let user_ok = Sha256::digest(user).ct_eq(&Sha256::digest(self.user.as_bytes()));
         let password_ok = Sha256::digest(password).as_slice().ct_eq(&self.password.0);
         bool::from(user_ok & password_ok)
+    }
+}
+
+impl Google {
+    /// The settings given in `f`, checked, with a new password.
+    fn check_fields(f: &DestinationFields) -> Result<Google, Error> {
+        let conversion_names = match &f.conversion_names {
+            Some(names) => ConversionNames::parse(names)?,
+            None => ConversionNames::default(),
+        };
+        let user = f.user.clone().unwrap_or_else(|| DEFAULT_USER.to_owned());
+        check_user(&user)?;
+        Ok(Google::new(conversion_names, user))
+    }
+}
+
+impl Platform for Google {
+    fn fields() -> &'static [&'static str] {
+        &["conversion_names", "user"]
+    }
+
+    fn required() -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Nothing is sent: Google Ads fetches the file of its conversions.
+    fn title() -> &'static str {
+        "Google Ads (scheduled upload)"
+    }
+
+    fn sending() -> Sending {
+        Sending::Fetched
+    }
+
+    fn from_fields(f: &DestinationFields, _allow_private: bool) -> Result<Google, Error> {
+        Google::check_fields(f)
+    }
+
+    fn fields_of(&self, f: &mut DestinationFields) {
+        f.conversion_names = Some(self.conversion_names.0.clone());
+        f.user = Some(self.user.clone());
+    }
+
+    /// Google keeps its password (a rotation replaces it) and what its fetches came to.
+    fn keep_from(&mut self, before: &Google) {
+        self.password = before.password;
+        self.new_password = None;
+        self.fetches = before.fetches;
     }
 }
 

@@ -1,11 +1,17 @@
-//! A postback's URL template: the macros it may name, how they are filled in for each event,
-//! the words of `{status}`, the click's own query parameters of `{q.NAME}`, and the check of a
-//! template when its destination is made.
+//! A postback, whole: a `GET` of a URL template per event (an affiliate network's). The macros
+//! the template may name, how they are filled in for each event, the words of `{status}`, the
+//! click's own query parameters of `{q.NAME}`, and the check of a template when its
+//! destination is made.
 
 use std::collections::BTreeMap;
 
-use super::check_url;
-use super::named::{check_named, named};
+use serde::{Deserialize, Serialize};
+
+use super::address::check_url;
+use super::face::{Platform, Request, Sending};
+use super::given::{DestinationFields, missing};
+use super::names::{check_named, named};
+use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
 
@@ -62,7 +68,7 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
 
 /// The word a postback's `{status}` gives for each event kind, where the destination sets one
 /// (`{"registration": "lead", "deposit": "sale"}`); the kind itself otherwise.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Statuses(pub BTreeMap<String, String>);
 
 impl Statuses {
@@ -125,7 +131,7 @@ pub fn fill_macros(template: &str, value: impl Fn(&str) -> Option<String>) -> St
 
 /// Checks a postback URL template: every `{name}` is one of [`MACROS`], and the URL with them
 /// filled is a destination URL ([`check_url`]).
-pub(super) fn check_postback(text: &str, allow_private: bool) -> Result<(), Error> {
+fn check_postback(text: &str, allow_private: bool) -> Result<(), Error> {
     let mut rest = text;
     while let Some(open) = rest.find('{') {
         let after = &rest[open + 1..];
@@ -152,6 +158,110 @@ pub(super) fn check_postback(text: &str, allow_private: bool) -> Result<(), Erro
         allow_private,
     )?;
     Ok(())
+}
+
+/// A postback's settings: its URL template, and the words of its `{status}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Postback {
+    pub url: String,
+    /// The words `{status}` gives per event kind.
+    pub statuses: Statuses,
+}
+
+impl Postback {
+    /// The settings given in `f`, checked.
+    fn check_fields(f: &DestinationFields, allow_private: bool) -> Result<Postback, Error> {
+        let url = f
+            .url
+            .clone()
+            .ok_or_else(|| missing("url", "(where the events are sent)"))?;
+        check_postback(&url, allow_private)?;
+        let statuses = match &f.statuses {
+            Some(words) => Statuses::parse(words)?,
+            None => Statuses::default(),
+        };
+        Ok(Postback { url, statuses })
+    }
+}
+
+/// Deliveries per batch of a postback, sent at once each in a request of its own.
+const BATCH: usize = 256;
+
+impl Platform for Postback {
+    fn fields() -> &'static [&'static str] {
+        &["url", "statuses"]
+    }
+
+    fn required() -> &'static [&'static str] {
+        &["url"]
+    }
+
+    fn title() -> &'static str {
+        "postback"
+    }
+
+    fn sending() -> Sending {
+        Sending::Alone { batch: BATCH }
+    }
+
+    fn from_fields(f: &DestinationFields, allow_private: bool) -> Result<Postback, Error> {
+        Postback::check_fields(f, allow_private)
+    }
+
+    fn fields_of(&self, f: &mut DestinationFields) {
+        f.url = Some(self.url.clone());
+        f.statuses = Some(self.statuses.0.clone());
+    }
+
+    fn address(&self) -> &str {
+        &self.url
+    }
+
+    fn request_alone(
+        &self,
+        event: &FeedEvent,
+        click_query: Option<&str>,
+        _now_ms: u64,
+    ) -> Option<Request> {
+        Some(Request::get(postback_url(
+            &self.url,
+            event,
+            &self.statuses,
+            click_query,
+        )))
+    }
+}
+
+/// A postback's address for `event`: each macro replaced percent-encoded, or by nothing;
+/// `{status}` by the destination's `statuses`, `{q.NAME}` from the click's query.
+#[must_use]
+pub(super) fn postback_url(
+    template: &str,
+    event: &FeedEvent,
+    statuses: &Statuses,
+    click_query: Option<&str>,
+) -> String {
+    let first_deposit = event.first_deposit == Some(true);
+    fill_macros(template, |name| match name {
+        "uid" => event.uid.clone(),
+        "event" => Some(event.event.clone()),
+        "event_id" => Some(event.event_id.clone()),
+        "first_deposit" => Some(if first_deposit { "1" } else { "0" }.to_owned()),
+        "status" => Some(statuses.word_for(&event.event, first_deposit).to_owned()),
+        _ if name.starts_with(QUERY_MACRO) => {
+            click_query.and_then(|q| query_param(q, &name[QUERY_MACRO.len()..]))
+        }
+        "value" => event.value.clone(),
+        "currency" => event.value.as_ref().map(|_| event.currency.clone()),
+        "eid" => event.eid.clone(),
+        "inbox_id" => Some(event.inbox_id.clone()),
+        "tg_id" => event.tg_id.map(|t| t.to_string()),
+        "fbclid" => event.fbclid.clone(),
+        "campaign_name" => event.campaign_name.clone(),
+        "link_slug" => event.link_slug.clone(),
+        "occurred_at_ms" => Some(event.occurred_at_ms.to_string()),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

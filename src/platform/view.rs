@@ -4,8 +4,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Destination, Kind, State, StateCounts, Target};
-use crate::domain::credential::cut_secret;
+use super::delivery::{State, StateCounts};
+use super::destination::Destination;
+use super::given::DestinationFields;
+use super::registry::{Kind, Target};
+use crate::domain::credential::{cut_secret, redact_url_token};
+use crate::domain::secret::Secret;
 
 /// A destination's last failure, as its list shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -47,19 +51,19 @@ pub struct DestinationView {
     pub api_version: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub graph_url: Option<String>,
-    /// `meta_capi`, `tiktok_events`: the event names it sets, by kind (and `first_deposit`).
+    /// An ad platform's: the event names it sets, by kind (and `first_deposit`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub event_names: Option<BTreeMap<String, String>>,
-    /// `meta_capi`, `tiktok_events`: its rates, `{"XTR": "0.013 USD"}`.
+    /// An ad platform's: its rates, `{"XTR": "0.013 USD"}`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub currency_rates: Option<BTreeMap<String, String>>,
     /// `postback`: the words of `{status}`, by kind.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub statuses: Option<BTreeMap<String, String>>,
-    /// `tiktok_events`: the pixel's code.
+    /// An ad platform's pixel, by its code.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub pixel_code: Option<String>,
-    /// `tiktok_events`: the Business API's address.
+    /// An ad platform's API address.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub api_url: Option<String>,
     /// Only in the answer that created a webhook or rotated its secret: shown once.
@@ -143,41 +147,34 @@ impl DestinationView {
             rows_served: None,
             fetches: None,
         };
+        // What a way in would give, as answers show it: a token by its last 4 characters, a
+        // `token=` in a URL (the receiver's credential) redacted, as the log and the delivery's
+        // answer show it.
+        let mut f = DestinationFields::default();
+        d.target.platform().fields_of(&mut f);
+        view.url = f.url.map(|url| redact_url_token(&url));
+        view.pixel_id = f.pixel_id;
+        view.access_token = f.access_token.map(|token| Secret::new(token).last4());
+        view.test_event_code = f.test_event_code;
+        view.api_version = f.api_version;
+        view.graph_url = f.graph_url;
+        view.event_names = f.event_names;
+        view.currency_rates = f.currency_rates;
+        view.statuses = f.statuses;
+        view.pixel_code = f.pixel_code;
+        view.api_url = f.api_url;
+        view.conversion_names = f.conversion_names;
+        view.user = f.user;
         match &d.target {
-            Target::MetaCapi(m) => {
-                view.pixel_id = Some(m.pixel_id.clone());
-                view.access_token = Some(m.access_token.last4());
-                view.test_event_code.clone_from(&m.test_event_code);
-                view.api_version = Some(m.api_version.clone());
-                view.graph_url = Some(m.graph_url.clone());
-                view.event_names = Some(m.rules.event_names.0.clone());
-                view.currency_rates = Some(m.rules.currency_rates.shown());
-            }
-            // A `token=` in the URL is the receiver's credential: shown redacted, as the log
-            // and the delivery's answer show it.
-            Target::Postback { url, statuses } => {
-                view.url = Some(crate::domain::credential::redact_url_token(url));
-                view.statuses = Some(statuses.0.clone());
-            }
-            Target::Webhook { url, previous, .. } => {
-                view.url = Some(crate::domain::credential::redact_url_token(url));
-                view.previous_secret_until_ms = previous.as_ref().map(|p| p.until_ms);
-            }
-            Target::TiktokEvents(t) => {
-                view.pixel_code = Some(t.pixel_code.clone());
-                view.access_token = Some(t.access_token.last4());
-                view.test_event_code.clone_from(&t.test_event_code);
-                view.api_url = Some(t.api_url.clone());
-                view.event_names = Some(t.rules.event_names.0.clone());
-                view.currency_rates = Some(t.rules.currency_rates.shown());
+            Target::Webhook(w) => {
+                view.previous_secret_until_ms = w.previous.as_ref().map(|p| p.until_ms);
             }
             Target::GoogleAds(g) => {
-                view.conversion_names = Some(g.conversion_names.0.clone());
-                view.user = Some(g.user.clone());
                 view.last_fetched_at_ms = g.fetches.last_at_ms;
                 view.rows_served = Some(g.fetches.last_rows);
                 view.fetches = Some(g.fetches.count);
             }
+            _ => {}
         }
         view
     }

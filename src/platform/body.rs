@@ -9,10 +9,9 @@ use serde_json::value::RawValue;
 
 use super::address::HttpsUrlJson;
 use super::delivery::State;
-use super::fields::{
-    DestinationFields, DestinationPatch, check_name, kind_fields, kind_required, missing,
-};
-use super::kind::Kind;
+use super::fields::{DestinationPatch, check_name};
+use super::given::{DestinationFields, missing};
+use super::registry::Kind;
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
@@ -25,7 +24,7 @@ pub struct DestinationBody<'a> {
     #[schemars(with = "String", pattern(r"^[a-z0-9][a-z0-9-]{0,31}$"))]
     name: Option<&'a RawValue>,
     #[serde(borrow)]
-    #[schemars(with = "super::Kind")]
+    #[schemars(with = "super::registry::Kind")]
     kind: Option<&'a RawValue>,
     /// The events it is sent. Default: all four.
     #[serde(borrow)]
@@ -53,7 +52,7 @@ pub struct DestinationBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<HttpsUrlJson>")]
     url: Option<&'a RawValue>,
-    /// `meta_capi`, `tiktok_events`: the event name sent for `contact`, `subscribed`,
+    /// An ad platform's: the event name sent for `contact`, `subscribed`,
     /// `registration`, `deposit` or `first_deposit` (a customer's first deposit; without one, a
     /// deposit's): one of the platform's standard events or a custom name, `[A-Za-z0-9_ ]{1,40}`.
     #[serde(borrow)]
@@ -62,7 +61,7 @@ pub struct DestinationBody<'a> {
         example = serde_json::json!({"deposit": "Purchase", "first_deposit": "FirstDeposit"})
     )]
     event_names: Option<&'a RawValue>,
-    /// `meta_capi`, `tiktok_events`: what one unit of a currency the platform does not take
+    /// An ad platform's: what one unit of a currency the platform does not take
     /// (not ISO 4217) is worth in one that it does: `{"XTR": "0.013 USD"}`.
     #[serde(borrow)]
     #[schemars(with = "Option<BTreeMap<String, String>>")]
@@ -71,7 +70,7 @@ pub struct DestinationBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<BTreeMap<String, String>>")]
     statuses: Option<&'a RawValue>,
-    /// `tiktok_events`: the pixel's code in `TikTok`'s Events Manager.
+    /// An ad platform's pixel, by its code in the platform's Events Manager.
     #[serde(borrow)]
     #[schemars(
         with = "Option<String>",
@@ -79,7 +78,7 @@ pub struct DestinationBody<'a> {
         example = &"C4ABCDEFGHIJ12345678"
     )]
     pixel_code: Option<&'a RawValue>,
-    /// `tiktok_events`: the Business API's address. Default `https://business-api.tiktok.com`.
+    /// An ad platform's API address. Default: the platform's own (`docs/api.md`).
     #[serde(borrow)]
     #[schemars(with = "Option<HttpsUrlJson>")]
     api_url: Option<&'a RawValue>,
@@ -130,7 +129,7 @@ impl schemars::JsonSchema for DestinationChangeJson {
 }
 
 /// `DestinationBody`'s schema as one shape per kind, from the table the checks use
-/// ([`kind_fields`], [`kind_required`]). A new destination requires its name, kind and the
+/// ([`Kind::fields`], [`Kind::required`]). A new destination requires its name, kind and the
 /// kind's required fields; a change requires nothing (its name and kind, given, must be the
 /// destination's: the server's to know) and clears what it gives as `null` or empty.
 fn by_kind(
@@ -146,9 +145,9 @@ fn by_kind(
             tag: Some(("kind", kind.as_str())),
             fields: ["name", "events", "only_attributed"]
                 .into_iter()
-                .chain(kind_fields(kind).iter().copied())
+                .chain(kind.fields().iter().copied())
                 .collect(),
-            required: kind_required(kind).to_vec(),
+            required: kind.required().to_vec(),
             // A change clears a field given as `null` or empty, and no kind's required field
             // can be cleared.
             never: if create {
@@ -156,8 +155,8 @@ fn by_kind(
             } else {
                 Kind::ALL
                     .into_iter()
-                    .flat_map(|k| kind_required(k).iter().copied())
-                    .filter(|f| !kind_fields(kind).contains(f))
+                    .flat_map(|k| k.required().iter().copied())
+                    .filter(|f| !kind.fields().contains(f))
                     .collect()
             },
         })

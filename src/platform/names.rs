@@ -1,4 +1,4 @@
-//! Settings a destination keeps by event kind (Meta's and `TikTok`'s event names, Google's
+//! Settings a destination keeps by event kind (the ad platforms' event names, Google's
 //! conversion names, a postback's status words): which kinds they may name, how each is checked,
 //! and which one an event takes.
 

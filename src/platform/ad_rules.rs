@@ -1,0 +1,171 @@
+//! What the ad platforms, those that match events to their ads, share in their settings and
+//! requests: the event names they send by kind, the rates of the currencies they
+//! do not take, the rules of an access token, a base address and a test code, and the
+//! `event_id` and hashed ids they are sent.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use super::address::check_url;
+use super::given::{DestinationFields, missing};
+use super::names::{check_named, named};
+use crate::domain::currency::CurrencyRates;
+use crate::domain::feed::FeedEvent;
+use crate::domain::input::quoted;
+use crate::domain::secret::Secret;
+use crate::error::{Code, Error};
+
+/// The event name sent for each kind, where the destination sets one; Meta's standard event
+/// for the kind otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventNames(pub BTreeMap<String, String>);
+
+impl EventNames {
+    /// From `{"deposit": "Purchase", "first_deposit": "FirstDeposit"}`: each key one of
+    /// [`NAMED_KINDS`](super::names::NAMED_KINDS), each name one of Meta's standard events or a custom name of 1 to 40
+    /// letters, digits, `_` and spaces.
+    pub fn parse(names: &BTreeMap<String, String>) -> Result<EventNames, Error> {
+        check_named(
+            "event_names",
+            names,
+            "one of Meta's standard events (Purchase, Lead, ...) or 1 to 40 of A-Z, a-z, 0-9, \
+             '_' and ' '",
+            |name| {
+                (1..=40).contains(&name.len())
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b' ')
+            },
+        )?;
+        Ok(EventNames(names.clone()))
+    }
+
+    /// The name an event of kind `event` is sent as, where the destination sets one;
+    /// `standard`'s name for the kind otherwise (each platform has its own standard events).
+    #[must_use]
+    pub fn name_or(
+        &self,
+        event: &str,
+        first_deposit: bool,
+        standard: fn(&str) -> &'static str,
+    ) -> &str {
+        named(&self.0, event, first_deposit).unwrap_or_else(|| standard(event))
+    }
+}
+
+/// What an ad platform's destination decides about each event beyond its address: the names it
+/// sends and the rates it converts currencies the platform does not take by.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdRules {
+    pub event_names: EventNames,
+    /// Kept as written (`"0.013 USD"`), read again by the rules that checked it.
+    #[serde(with = "rates_as_written")]
+    pub currency_rates: CurrencyRates,
+}
+
+/// The rule of an ad platform's access token: given, at most 1024 visible ASCII characters.
+pub(super) fn access_token(token: Option<String>, what: &str) -> Result<Secret, Error> {
+    let token = token.ok_or_else(|| missing("access_token", what))?;
+    if token.len() > 1024 || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        // Never quoted: it is a credential.
+        return Err(Error::field(
+            Code::InvalidField,
+            "access_token",
+            "access_token is at most 1024 visible ASCII characters",
+        ));
+    }
+    Ok(Secret::new(token))
+}
+
+/// The rule of an ad platform's base address (`graph_url`, `api_url`): an address a
+/// destination may reach, without a query; kept without a trailing `/`.
+pub(super) fn base_url(
+    field: &'static str,
+    url: &str,
+    allow_private: bool,
+) -> Result<String, Error> {
+    let parsed = check_url(field, url, allow_private)?;
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(Error::field(
+            Code::InvalidField,
+            field,
+            format!(
+                "{field} is a base address without a query, got {}",
+                quoted(url)
+            ),
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+impl AdRules {
+    /// The names and rates as a way in would give them.
+    pub(super) fn fields_of(&self, f: &mut DestinationFields) {
+        f.event_names = Some(self.event_names.0.clone());
+        f.currency_rates = Some(self.currency_rates.shown());
+    }
+
+    /// The event names and currency rates given in `f`, checked.
+    pub(super) fn from_fields(f: &DestinationFields) -> Result<AdRules, Error> {
+        Ok(AdRules {
+            event_names: match &f.event_names {
+                Some(names) => EventNames::parse(names)?,
+                None => EventNames::default(),
+            },
+            currency_rates: match &f.currency_rates {
+                Some(rates) => CurrencyRates::parse(rates)?,
+                None => CurrencyRates::default(),
+            },
+        })
+    }
+}
+
+/// The rule of an ad platform's test code, the destination's or a test's own: 1 to 64 letters and digits.
+pub fn check_test_event_code(code: &str) -> Result<(), Error> {
+    if (1..=64).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        Ok(())
+    } else {
+        Err(Error::field(
+            Code::InvalidField,
+            "test_event_code",
+            format!(
+                "test_event_code is 1 to 64 letters and digits (TEST12345), got {}",
+                quoted(code)
+            ),
+        ))
+    }
+}
+
+/// SHA-256 of `text`, in lowercase hex.
+#[must_use]
+pub fn sha256_hex(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// The `event_id` an ad platform is sent: the event's `eid` when it has one, the payment's own
+/// id, under which a pixel or a CRM reporting the same order deduplicates with it; otherwise
+/// its own `event_id`, as every other receiver is sent.
+#[must_use]
+pub fn platform_event_id(event: &FeedEvent) -> &str {
+    event.eid.as_deref().unwrap_or(&event.event_id)
+}
+
+/// Currency rates as the data file keeps them: as they were written, by currency.
+mod rates_as_written {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::domain::currency::CurrencyRates;
+
+    pub(super) fn serialize<S: Serializer>(rates: &CurrencyRates, s: S) -> Result<S::Ok, S::Error> {
+        rates.shown().serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CurrencyRates, D::Error> {
+        let written = BTreeMap::<String, String>::deserialize(d)?;
+        CurrencyRates::parse(&written).map_err(|e| serde::de::Error::custom(e.message))
+    }
+}
