@@ -50,9 +50,9 @@ pub struct App {
     /// or a step of a test's clock.
     pub delivery_wake: Arc<tokio::sync::Notify>,
     /// What the Telegram tasks report (each bot's name, each channel link's last Bot API
-    /// error), and their wake-up (`telegram/`).
+    /// error), and their wake-up (`workers/telegram/`).
     pub telegram: Arc<crate::workers::telegram::Status>,
-    /// Each space's last fetch of spend from Meta, and the fetch loop's wake-up (`spend/`).
+    /// Each space's last fetch of spend from Meta, and the fetch loop's wake-up (`workers/spend/`).
     pub spend: Arc<crate::workers::spend::Status>,
 }
 

@@ -18,7 +18,7 @@ use crate::platform::{
 use crate::surface::Call;
 use crate::surface::respond::{self, Success};
 
-/// The schema of what `StateCounts` writes by hand (`domain/destination/delivery.rs`): a count
+/// The schema of what `StateCounts` writes by hand (`platform/delivery.rs`): a count
 /// under the name of each [`State`], every one present.
 impl JsonSchema for StateCounts {
     fn schema_name() -> Cow<'static, str> {

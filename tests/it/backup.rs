@@ -4,7 +4,7 @@
 //! click, binding and credential; an existing path is never overwritten; no credential is in the
 //! copy in clear.
 //!
-//! The newest dedup entries live only in the writer's memory (`storage/dedup_buffer.rs`), so a
+//! The newest dedup entries live only in the writer's memory (`storage/index/dedup_buffer.rs`), so a
 //! copy taken while serving lacks them in its `DEDUP` table: opening the copy must derive them
 //! again from the inbox. The "duplicate with its original `inbox_id`" checks below are what
 //! prove it does.

@@ -124,7 +124,12 @@ async fn wait_for_invites(s: &TestServer, counts: [u32; 3]) {
     let want = states.iter().zip(counts).map(|(state, n)| {
         format!("tracker_channel_invites{{link=\"news\",state=\"{state}\"}} {n}\n")
     });
-    let want: Vec<String> = want.collect();
+    wait_for_metrics(s, &want.collect::<Vec<_>>()).await;
+}
+
+/// Waits until `/metrics` holds every line of `want`: the pool's loop counts what it made only
+/// after the commit that a view already shows.
+async fn wait_for_metrics(s: &TestServer, want: &[String]) {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let metrics = s.metrics_text();
@@ -486,13 +491,13 @@ async fn a_throttled_bot_api_sends_visitors_to_the_fallback_until_the_pool_refil
         c["pool"] == POOL && c["last_error"].is_null()
     })
     .await;
-    let metrics = s.metrics_text();
-    assert!(
-        metrics.contains(&format!(
-            "tracker_telegram_total{{what=\"invites_made\"}} {POOL}"
-        )),
-        "{metrics}"
-    );
+    wait_for_metrics(
+        &s,
+        &[format!(
+            "tracker_telegram_total{{what=\"invites_made\"}} {POOL}\n"
+        )],
+    )
+    .await;
     let to = visit(&s, "news", "").await;
     assert!(to.starts_with("https://t.me/+stand"), "{to}");
 }

@@ -171,7 +171,7 @@ async fn a_page_redb_cannot_read_is_reported_not_a_crash() {
 }
 
 /// A click's `fbclid` index entry waits in the writer's memory until a later commit writes it
-/// (`storage/fbclid_buffer.rs`): the check through the running server must not call it missing.
+/// (`storage/index/fbclid_buffer.rs`): the check through the running server must not call it missing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_whose_fbclid_entry_is_still_in_memory_passes() {
     let dir = tempfile::tempdir().unwrap();

@@ -350,7 +350,7 @@ async fn acknowledged_events_survive_a_sigkill_under_load() {
     let process = TrackerProcess::start(dir.path());
     let addr = process.addr;
     // The newest dedup entries were only in the writer's memory at the kill; the restart derived
-    // them again from the inbox (storage/dedup_buffer.rs). The checks below need every one.
+    // them again from the inbox (storage/index/dedup_buffer.rs). The checks below need every one.
     let log = process.log_when(|log| dedup_entries_derived(log).is_some());
     let derived = dedup_entries_derived(&log);
     assert!(derived.is_some_and(|n| n > 0), "{derived:?}\n{log}");
@@ -519,7 +519,7 @@ async fn a_sigkill_right_after_acknowledgements_loses_no_click_or_binding() {
 }
 
 /// A click's `fbclid` index entry may be only in the writer's memory when the click is answered
-/// (`storage/fbclid_buffer.rs`). After a SIGKILL the restart derives it again from the clicks, and
+/// (`storage/index/fbclid_buffer.rs`). After a SIGKILL the restart derives it again from the clicks, and
 /// the same `fbclid` answers the same click instead of making a second one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fbclid_entries_in_memory_at_a_sigkill_are_derived_again() {

@@ -248,8 +248,18 @@ impl Connection {
 
     /// Sends `request` (keep-alive) and reads its response.
     pub async fn send(&mut self, request: &Request<'_>) -> std::io::Result<Response> {
+        self.send_within(request, IO_TIMEOUT).await
+    }
+
+    /// [`Connection::send`] with a limit of its own, for a request whose work is the point of
+    /// the test rather than its speed (a large import in a debug build on a busy machine).
+    pub async fn send_within(
+        &mut self,
+        request: &Request<'_>,
+        limit: Duration,
+    ) -> std::io::Result<Response> {
         let bytes = request.encode(self.addr, true);
-        self.exchange(&bytes, request.method == "HEAD").await
+        self.exchange(&bytes, request.method == "HEAD", limit).await
     }
 
     /// The TCP stream, for tests that watch the connection itself.
@@ -260,13 +270,18 @@ impl Connection {
 
     /// Writes `bytes` as they are and reads one response.
     pub async fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<Response> {
-        self.exchange(bytes, false).await
+        self.exchange(bytes, false, IO_TIMEOUT).await
     }
 
     /// Writes `bytes` and reads one response; the answer to a `HEAD` has no body, whatever
     /// its `Content-Length` says.
-    async fn exchange(&mut self, bytes: &[u8], head: bool) -> std::io::Result<Response> {
-        tokio::time::timeout(IO_TIMEOUT, async {
+    async fn exchange(
+        &mut self,
+        bytes: &[u8],
+        head: bool,
+        limit: Duration,
+    ) -> std::io::Result<Response> {
+        tokio::time::timeout(limit, async {
             self.stream.write_all(bytes).await?;
             Response::owned(&self.answers.read(&mut self.stream, head).await?)
         })
@@ -282,7 +297,7 @@ impl Connection {
 pub async fn send(addr: SocketAddr, request: &Request<'_>) -> Response {
     let bytes = request.encode(addr, false);
     let mut conn = Connection::open(addr).await.expect("connect");
-    conn.exchange(&bytes, request.method == "HEAD")
+    conn.exchange(&bytes, request.method == "HEAD", IO_TIMEOUT)
         .await
         .unwrap_or_else(|e| panic!("{} {} got no response: {e}", request.method, request.target))
 }
