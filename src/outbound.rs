@@ -3,7 +3,8 @@
 //! bot or fetch (its own pool of connections), with a connect timeout and a total one, no
 //! redirects and no proxy, and a resolver that drops every loopback, private and link-local
 //! address a name resolves to, so that no DNS answer can point a destination at the server's own
-//! services. An answer is read only up to a bound ([`exchange_reading`]).
+//! services. An answer is read only up to a bound: its first bytes kept ([`exchange_reading`]),
+//! or read whole where it must be understood and refused past its bound ([`read_bounded`]).
 //!
 //! An IP address written in a URL never reaches a resolver: [`check_before_send`] refuses a
 //! private one before it is requested (a postback's filled URL each request, a webhook's or
@@ -168,6 +169,32 @@ pub async fn exchange_reading(
         took: started.elapsed(),
         refused_here: false,
     }
+}
+
+/// Reads `response`'s body whole, up to `limit` bytes: an answer that says it is longer
+/// (`Content-Length`) is refused unread, and one that goes on past the bound is refused once
+/// it has, so an answer of any size costs at most `limit` bytes of memory.
+///
+/// # Errors
+/// The answer is over the bound, or the transport failed while reading it (its words as
+/// [`error_words`] gives them, the URL left in: a caller whose URL holds a token cuts it out).
+pub async fn read_bounded(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, String> {
+    let over = || format!("answered more than {} bytes, this tracker's bound", limit);
+    let declared = response.content_length().unwrap_or(0);
+    if declared > u64::try_from(limit).unwrap_or(u64::MAX) {
+        return Err(over());
+    }
+    let mut body = Vec::with_capacity(usize::try_from(declared).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await.map_err(|e| error_words(&e))? {
+        if body.len() + chunk.len() > limit {
+            return Err(over());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// An error in a sentence, with its causes, its URL's secrets redacted.

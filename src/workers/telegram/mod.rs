@@ -117,7 +117,7 @@ impl Status {
         let mut bots = self.bots.lock().unwrap_or_else(PoisonError::into_inner);
         let status = bots.entry(space).or_default();
         if status.error.as_deref() != Some(text.as_str()) {
-            tracing::warn!(space, error = %text, "Telegram Bot API");
+            tracing::warn!(space, error = ?text, "Telegram Bot API");
         }
         if matches!(error, ApiError::Unauthorized(_)) {
             status.me = None;

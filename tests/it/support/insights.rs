@@ -16,6 +16,18 @@
 //!   answered by [`Insights::fail_next`].
 //! - [`Insights::fail_next`] answers the next requests with an error of the test's choosing
 //!   (`500` with a transient code `2`, say).
+//! - Deleted and archived ads ([`Insights::set_status`]) are left out unless the query's
+//!   `filtering` asks for them, as Meta's "Manage your ad object's status" says: "
+//!   `<API_VERSION>/act_<AD_ACCOUNT_ID>/insights?level=ad` does not return stats for the
+//!   deleted object ... You can query insights for DELETED objects using the
+//!   ad.effective_status filter". A `filtering` on `ad.effective_status` with `IN` answers the
+//!   ads of the statuses it names, and only those.
+//! - [`Insights::set_max_days`] answers a `time_range` of more days with Meta's "Please reduce
+//!   the amount of data you're asking for, then retry your request" (`100` subcode `1504018`,
+//!   or `2` subcode `1504038`), as a large account's synchronous request is answered.
+//! - [`Insights::send_huge`] answers the next insights requests `200` with a body of the given
+//!   size that goes on and on (chunked, no `Content-Length`): rows of a page that never ends,
+//!   made as they are sent, so the stand-in holds none of it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -56,6 +68,15 @@ struct State {
     asked: Vec<Asked>,
     zone: String,
     zone_asked: usize,
+    /// Each ad's `effective_status` other than `ACTIVE`.
+    statuses: HashMap<String, String>,
+    /// The most days a `time_range` may span, and the code and subcode of the answer past it.
+    max_days: Option<(i64, i64, i64)>,
+    /// The sizes of the endless answers to send next.
+    huge: Vec<usize>,
+    /// Endless answers being sent now, and the most ever sent at once.
+    in_flight: usize,
+    most_in_flight: usize,
 }
 
 pub struct Insights {
@@ -111,6 +132,36 @@ impl Insights {
     /// Answers the next request `status` with `body` (after those already queued).
     pub fn fail_next(&self, status: u16, body: Value) {
         self.state.lock().unwrap().failures.push((status, body));
+    }
+
+    /// The `effective_status` of ad `ad` (`DELETED`, `ARCHIVED`, ...); `ACTIVE` unless set.
+    pub fn set_status(&self, ad: &str, status: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .statuses
+            .insert(ad.to_owned(), status.to_owned());
+    }
+
+    /// A `time_range` of more than `days` days is answered Meta's error `code`/`subcode`
+    /// asking for less data.
+    pub fn set_max_days(&self, days: i64, code: i64, subcode: i64) {
+        self.state.lock().unwrap().max_days = Some((days, code, subcode));
+    }
+
+    /// The next `times` insights requests are answered with an endless body of `bytes`.
+    pub fn send_huge(&self, bytes: usize, times: usize) {
+        self.state
+            .lock()
+            .unwrap()
+            .huge
+            .extend(std::iter::repeat_n(bytes, times));
+    }
+
+    /// The most endless answers that were being sent at once.
+    #[must_use]
+    pub fn most_in_flight(&self) -> usize {
+        self.state.lock().unwrap().most_in_flight
     }
 
     /// Every request so far.
@@ -232,10 +283,31 @@ fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> 
             error(100, "OAuthException", "(#100) time_range is invalid"),
         );
     };
+    if let Some((most, code, subcode)) = s.max_days {
+        let date = |t: &str| t.parse::<jiff::civil::Date>().unwrap();
+        if (date(until) - date(since)).get_days() + 1 > i32::try_from(most).unwrap() {
+            let mut e = error(
+                code,
+                "OAuthException",
+                "Please reduce the amount of data you're asking for, then retry your request",
+            );
+            e["error"]["error_subcode"] = subcode.into();
+            return (if code == 2 { 500 } else { 400 }, e);
+        }
+    }
+    let shown = shown_statuses(get("filtering"));
     let rows: Vec<&Row> = s
         .rows
         .iter()
         .filter(|r| since <= r.day.as_str() && r.day.as_str() <= until)
+        .filter(|r| {
+            let status = s.statuses.get(&r.ad).map_or("ACTIVE", String::as_str);
+            shown
+                .as_ref()
+                .map_or(!matches!(status, "DELETED" | "ARCHIVED"), |named| {
+                    named.iter().any(|n| n == status)
+                })
+        })
         .collect();
     let limit: usize = get("limit").parse().unwrap_or(25);
     let per_page = s.page_rows.min(limit).max(1);
@@ -267,6 +339,45 @@ fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> 
     (200, json!({"data": page, "paging": paging}))
 }
 
+/// The statuses a `filtering` on `ad.effective_status` names; `None` without one.
+fn shown_statuses(filtering: &str) -> Option<Vec<String>> {
+    let filters: Value = serde_json::from_str(filtering).ok()?;
+    filters.as_array()?.iter().find_map(|f| {
+        (f["field"] == "ad.effective_status" && f["operator"] == "IN").then(|| {
+            f["value"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+    })
+}
+
+/// An answer `200` whose body is `bytes` of a page that never ends, sent chunked as it is
+/// made; stops when the client goes.
+async fn send_endless(stream: &mut TcpStream, bytes: usize) {
+    use tokio::io::AsyncWriteExt as _;
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: \
+                chunked\r\n\r\n";
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let row = r#"{"campaign_name":"c","adset_name":"a","ad_name":"x","spend":"1","account_currency":"USD","date_start":"2027-01-15","date_stop":"2027-01-15"},"#;
+    let block = row.repeat(64 * 1024 / row.len());
+    let mut sent = 0;
+    let mut next = r#"{"data":["#.to_owned();
+    while sent < bytes {
+        let chunk = format!("{:x}\r\n{next}\r\n", next.len());
+        if stream.write_all(chunk.as_bytes()).await.is_err() {
+            return;
+        }
+        sent += next.len();
+        next.clone_from(&block);
+    }
+    let _ = stream.write_all(b"0\r\n\r\n").await;
+}
+
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     let host = stream
         .local_addr()
@@ -281,6 +392,23 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         let query: HashMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
             .into_owned()
             .collect();
+        let huge = {
+            let mut s = state.lock().unwrap();
+            (path.ends_with("/insights") && !s.huge.is_empty()).then(|| {
+                s.asked.push(Asked {
+                    path: path.to_owned(),
+                    query: query.clone(),
+                });
+                s.in_flight += 1;
+                s.most_in_flight = s.most_in_flight.max(s.in_flight);
+                s.huge.remove(0)
+            })
+        };
+        if let Some(bytes) = huge {
+            send_endless(&mut stream, bytes).await;
+            state.lock().unwrap().in_flight -= 1;
+            return;
+        }
         let (status, body) = answer(&state, path, &query);
         let text = body.to_string().replace("{host}", &host);
         if write_json(&mut stream, status, &[], &text).await.is_err() {
