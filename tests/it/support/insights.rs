@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
-use super::loopback::{Listening, listen, read_request, write_json};
+use super::loopback::{Listening, listen, read_request, send_endless, write_json};
 
 /// The ad account and a token of Meta's shape.
 pub const ACCOUNT: &str = "act_1234567890";
@@ -354,30 +354,6 @@ fn shown_statuses(filtering: &str) -> Option<Vec<String>> {
     })
 }
 
-/// An answer `200` whose body is `bytes` of a page that never ends, sent chunked as it is
-/// made; stops when the client goes.
-async fn send_endless(stream: &mut TcpStream, bytes: usize) {
-    use tokio::io::AsyncWriteExt as _;
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: \
-                chunked\r\n\r\n";
-    if stream.write_all(head.as_bytes()).await.is_err() {
-        return;
-    }
-    let row = r#"{"campaign_name":"c","adset_name":"a","ad_name":"x","spend":"1","account_currency":"USD","date_start":"2027-01-15","date_stop":"2027-01-15"},"#;
-    let block = row.repeat(64 * 1024 / row.len());
-    let mut sent = 0;
-    let mut next = r#"{"data":["#.to_owned();
-    while sent < bytes {
-        let chunk = format!("{:x}\r\n{next}\r\n", next.len());
-        if stream.write_all(chunk.as_bytes()).await.is_err() {
-            return;
-        }
-        sent += next.len();
-        next.clone_from(&block);
-    }
-    let _ = stream.write_all(b"0\r\n\r\n").await;
-}
-
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     let host = stream
         .local_addr()
@@ -405,7 +381,8 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
             })
         };
         if let Some(bytes) = huge {
-            send_endless(&mut stream, bytes).await;
+            let row = r#"{"campaign_name":"c","adset_name":"a","ad_name":"x","spend":"1","account_currency":"USD","date_start":"2027-01-15","date_stop":"2027-01-15"},"#;
+            send_endless(&mut stream, r#"{"data":["#, row, bytes).await;
             state.lock().unwrap().in_flight -= 1;
             return;
         }
