@@ -182,7 +182,7 @@ pub async fn read_bounded(
     mut response: reqwest::Response,
     limit: usize,
 ) -> Result<Vec<u8>, String> {
-    let over = || format!("answered more than {} bytes, this tracker's bound", limit);
+    let over = || format!("answered more than {limit} bytes, this tracker's bound");
     let declared = response.content_length().unwrap_or(0);
     if declared > u64::try_from(limit).unwrap_or(u64::MAX) {
         return Err(over());

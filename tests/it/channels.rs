@@ -332,7 +332,7 @@ async fn a_pool_link_used_before_it_is_handed_out_is_never_handed_out() {
 }
 
 /// The channel [`CHANNEL`] as a private one: no `@username`, named by its chat id.
-fn private_news() -> Chat {
+pub(crate) fn private_news() -> Chat {
     Chat {
         id: CHANNEL,
         username: None,
@@ -350,16 +350,22 @@ async fn with_asking_news(api: &BotApi) -> TestServer {
     let s = server(api).await;
     let r = patch_space(&s, &json!({"telegram_bot_token": TOKEN})).await;
     assert_eq!(r.status, 200, "{}", r.text());
+    asking_news_link(&s).await;
+    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
+    s
+}
+
+/// The channel link `news` of campaign `autumn` to the private channel [`CHANNEL`] (named by
+/// its chat id), whose invite links ask to join.
+pub(crate) async fn asking_news_link(s: &TestServer) {
     let r = create_link(
-        &s,
+        s,
         &json!({"slug": "news", "channel": CHANNEL.to_string(), "fallback": FALLBACK,
                 "campaign_name": "autumn", "join_requests": true}),
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.text());
     assert_eq!(r.json()["link"]["channel_state"]["warning"], Value::Null);
-    wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
-    s
 }
 
 /// Telegram's apps often join a public channel directly, without the invite link (the

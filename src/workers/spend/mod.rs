@@ -334,7 +334,13 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
             message,
         },
     };
-    match &last {
+    record(shared, space, account, &last);
+    Ok(last)
+}
+
+/// A fetch's result logged (Meta's words escaped), counted and kept as the space's last.
+fn record(shared: &Shared, space: u32, account: &str, last: &LastFetch) {
+    match last {
         LastFetch::Done(_) => {
             tracing::info!(space, account = %account, result = ?last.summary(), "spend fetched from Meta");
         }
@@ -349,7 +355,6 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(space, last.clone());
-    Ok(last)
 }
 
 /// When a space is next due: the hour's fetch and the day's.

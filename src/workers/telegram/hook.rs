@@ -159,7 +159,7 @@ pub(super) fn forget(shared: &Shared, space: u32, token: &str) {
         match api.call("deleteWebhook", &params, Duration::ZERO).await {
             Ok(_) => tracing::info!(space, "Telegram webhook deleted: the bot token was removed"),
             Err(e) => {
-                tracing::warn!(space, error = ?e.to_string(), "deleting the webhook of a removed bot")
+                tracing::warn!(space, error = ?e.to_string(), "deleting the webhook of a removed bot");
             }
         }
     });

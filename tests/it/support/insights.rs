@@ -20,7 +20,7 @@
 //!   `filtering` asks for them, as Meta's "Manage your ad object's status" says: "
 //!   `<API_VERSION>/act_<AD_ACCOUNT_ID>/insights?level=ad` does not return stats for the
 //!   deleted object ... You can query insights for DELETED objects using the
-//!   ad.effective_status filter". A `filtering` on `ad.effective_status` with `IN` answers the
+//!   `ad.effective_status` filter". A `filtering` on `ad.effective_status` with `IN` answers the
 //!   ads of the statuses it names, and only those.
 //! - [`Insights::set_max_days`] answers a `time_range` of more days with Meta's "Please reduce
 //!   the amount of data you're asking for, then retry your request" (`100` subcode `1504018`,
@@ -283,32 +283,10 @@ fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> 
             error(100, "OAuthException", "(#100) time_range is invalid"),
         );
     };
-    if let Some((most, code, subcode)) = s.max_days {
-        let date = |t: &str| t.parse::<jiff::civil::Date>().unwrap();
-        if (date(until) - date(since)).get_days() + 1 > i32::try_from(most).unwrap() {
-            let mut e = error(
-                code,
-                "OAuthException",
-                "Please reduce the amount of data you're asking for, then retry your request",
-            );
-            e["error"]["error_subcode"] = subcode.into();
-            return (if code == 2 { 500 } else { 400 }, e);
-        }
+    if let Some(too_many) = too_many_days(&s, since, until) {
+        return too_many;
     }
-    let shown = shown_statuses(get("filtering"));
-    let rows: Vec<&Row> = s
-        .rows
-        .iter()
-        .filter(|r| since <= r.day.as_str() && r.day.as_str() <= until)
-        .filter(|r| {
-            let status = s.statuses.get(&r.ad).map_or("ACTIVE", String::as_str);
-            shown
-                .as_ref()
-                .map_or(!matches!(status, "DELETED" | "ARCHIVED"), |named| {
-                    named.iter().any(|n| n == status)
-                })
-        })
-        .collect();
+    let rows = rows_asked(&s, (since, until), get("filtering"));
     let limit: usize = get("limit").parse().unwrap_or(25);
     let per_page = s.page_rows.min(limit).max(1);
     let after: usize = get("after").parse().unwrap_or(0);
@@ -337,6 +315,42 @@ fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> 
         paging["next"] = json!(format!("http://{{host}}{path}?{text}"));
     }
     (200, json!({"data": page, "paging": paging}))
+}
+
+/// Meta's answer asking for less data, when `[since, until]` is more days than
+/// [`Insights::set_max_days`] allows.
+fn too_many_days(s: &State, since: &str, until: &str) -> Option<(u16, Value)> {
+    let (most, code, subcode) = s.max_days?;
+    let date = |t: &str| t.parse::<jiff::civil::Date>().unwrap();
+    if (date(until) - date(since)).get_days() < i32::try_from(most).unwrap() {
+        return None;
+    }
+    let mut e = error(
+        code,
+        "OAuthException",
+        "Please reduce the amount of data you're asking for, then retry your request",
+    );
+    e["error"]["error_subcode"] = subcode.into();
+    Some((if code == 2 { 500 } else { 400 }, e))
+}
+
+/// The rows of the days `[since, until]` that `filtering` shows.
+fn rows_asked<'a>(s: &'a State, (since, until): (&str, &str), filtering: &str) -> Vec<&'a Row> {
+    let shown = shown_statuses(filtering);
+    s.rows
+        .iter()
+        .filter(|r| since <= r.day.as_str() && r.day.as_str() <= until)
+        .filter(|r| is_shown(s, r, shown.as_deref()))
+        .collect()
+}
+
+/// Whether row `r` is answered: its ad's status is among those `filtering` names, or, without
+/// one, the ad is neither deleted nor archived.
+fn is_shown(s: &State, r: &Row, named: Option<&[String]>) -> bool {
+    let status = s.statuses.get(&r.ad).map_or("ACTIVE", String::as_str);
+    named.map_or(!matches!(status, "DELETED" | "ARCHIVED"), |named| {
+        named.iter().any(|n| n == status)
+    })
 }
 
 /// The statuses a `filtering` on `ad.effective_status` names; `None` without one.
