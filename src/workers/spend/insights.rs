@@ -89,8 +89,6 @@ pub struct Insights {
     pub costs: Vec<Cost>,
     pub rows: usize,
     pub skipped: usize,
-    /// The ranges Meta was asked beyond the first, because it found one too large.
-    pub splits: usize,
 }
 
 /// A page of insights. `data` is required: a `200` without it (a proxy's or another service's
@@ -331,7 +329,6 @@ impl<Check: Fn(&str) -> Result<reqwest::Url, String>> Graph<'_, Check> {
                     let middle = first + (last - first) / 2;
                     ranges.push((middle + 1, last));
                     ranges.push((first, middle));
-                    read.splits += 2;
                 }
                 Err(RangeFailure::TooLarge(words)) => {
                     return Err(self.failed(&format!(
