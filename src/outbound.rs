@@ -239,6 +239,17 @@ fn retry_after(value: &str, now_ms: u64) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// An answer of exactly the bound is read whole; a byte more is refused (here by its
+    /// declared length; the integration tests send endless chunked answers).
+    #[tokio::test]
+    async fn an_answer_is_read_up_to_its_bound_and_refused_past_it() {
+        let answer = |n: usize| reqwest::Response::from(hyper::Response::new("x".repeat(n)));
+        assert_eq!(read_bounded(answer(1024), 1024).await.unwrap().len(), 1024);
+        assert_eq!(read_bounded(answer(0), 1024).await.unwrap().len(), 0);
+        let past = read_bounded(answer(1025), 1024).await.unwrap_err();
+        assert_eq!(past, "answered more than 1024 bytes, this tracker's bound");
+    }
+
     #[test]
     fn retry_after_is_seconds_or_a_date() {
         assert_eq!(retry_after("120", 0), Some(120_000));

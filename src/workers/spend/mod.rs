@@ -1,4 +1,4 @@
-//! Spend fetched from Meta into costs (`docs/costs.md#fetched-from-meta`): for each space with a
+//! Spend fetched from Meta into costs (`docs/api.md#spend-from-meta`): for each space with a
 //! `meta_ads_account` and a `meta_ads_token`, its ad account's insights by ad and day
 //! (`insights.rs`), the last 3 days every hour and the last 28 days once a day, in the space's
 //! time zone. A fetch sets each cost Meta answered over the one Meta gave before; a cost from
