@@ -3,7 +3,8 @@
 //! bot or fetch (its own pool of connections), with a connect timeout and a total one, no
 //! redirects and no proxy, and a resolver that drops every loopback, private and link-local
 //! address a name resolves to, so that no DNS answer can point a destination at the server's own
-//! services. An answer is read only up to a bound ([`exchange_reading`]).
+//! services. An answer is read only up to a bound: its first bytes kept ([`exchange_reading`]),
+//! or read whole where it must be understood and refused past its bound ([`read_bounded`]).
 //!
 //! An IP address written in a URL never reaches a resolver: [`check_before_send`] refuses a
 //! private one before it is requested (a postback's filled URL each request, a webhook's or
@@ -170,6 +171,32 @@ pub async fn exchange_reading(
     }
 }
 
+/// Reads `response`'s body whole, up to `limit` bytes: an answer that says it is longer
+/// (`Content-Length`) is refused unread, and one that goes on past the bound is refused once
+/// it has, so an answer of any size costs at most `limit` bytes of memory.
+///
+/// # Errors
+/// The answer is over the bound, or the transport failed while reading it (its words as
+/// [`error_words`] gives them, the URL left in: a caller whose URL holds a token cuts it out).
+pub async fn read_bounded(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, String> {
+    let over = || format!("answered more than {limit} bytes, this tracker's bound");
+    let declared = response.content_length().unwrap_or(0);
+    if declared > u64::try_from(limit).unwrap_or(u64::MAX) {
+        return Err(over());
+    }
+    let mut body = Vec::with_capacity(usize::try_from(declared).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await.map_err(|e| error_words(&e))? {
+        if body.len() + chunk.len() > limit {
+            return Err(over());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// An error in a sentence, with its causes, its URL's secrets redacted.
 fn error_text(e: &reqwest::Error) -> String {
     // A URL in reqwest's message may carry a postback's query: keep the words, not the URL.
@@ -211,6 +238,17 @@ fn retry_after(value: &str, now_ms: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An answer of exactly the bound is read whole; a byte more is refused (here by its
+    /// declared length; the integration tests send endless chunked answers).
+    #[tokio::test]
+    async fn an_answer_is_read_up_to_its_bound_and_refused_past_it() {
+        let answer = |n: usize| reqwest::Response::from(hyper::Response::new("x".repeat(n)));
+        assert_eq!(read_bounded(answer(1024), 1024).await.unwrap().len(), 1024);
+        assert_eq!(read_bounded(answer(0), 1024).await.unwrap().len(), 0);
+        let past = read_bounded(answer(1025), 1024).await.unwrap_err();
+        assert_eq!(past, "answered more than 1024 bytes, this tracker's bound");
+    }
 
     #[test]
     fn retry_after_is_seconds_or_a_date() {

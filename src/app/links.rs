@@ -106,6 +106,15 @@ impl App {
         let chat_id = chat["id"]
             .as_i64()
             .ok_or_else(|| bad("getChat answered no id".into()))?;
+        let username = chat["username"].as_str();
+        self.telegram.chat_seen(chat_id, username);
+        if let (Some(username), true) = (username, channel.join_requests) {
+            return Err(Error::field(
+                Code::InvalidField,
+                "join_requests",
+                crate::domain::channel::public_join_requests_refusal(username),
+            ));
+        }
         let member = api
             .call(
                 "getChatMember",
@@ -145,6 +154,10 @@ impl App {
         state.joins = counts.state.joins;
         state.leaves = counts.state.leaves;
         state.last_error = self.telegram.link_error(&view.slug);
+        state.warning = self
+            .telegram
+            .public_username(state.chat_id)
+            .map(|u| crate::domain::channel::public_channel_warning(&u));
         Ok(())
     }
 

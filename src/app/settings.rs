@@ -28,9 +28,23 @@ impl App {
             Some(token) => Some(self.check_bot_token(token).await?),
             None => None,
         };
-        let meta = ["meta_ads_account", "meta_ads_token", "meta_graph_url"]
-            .iter()
-            .any(|name| patch.value(name).is_some());
+        let meta = [
+            "meta_ads_account",
+            "meta_ads_token",
+            "meta_graph_url",
+            "meta_graph_version",
+        ]
+        .iter()
+        .any(|name| patch.value(name).is_some());
+        // Meta's address is held to a destination's rule: a private one only where allowed.
+        if let Some(url) = patch.value("meta_graph_url").filter(|u| !u.is_empty()) {
+            crate::platform::check_url_of(
+                "meta_graph_url",
+                url,
+                self.settings.delivery.allow_private_destinations,
+                crate::platform::MAX_URL_LEN,
+            )?;
+        }
         // The store may still refuse the token (another space's bot): the space's bot is
         // reported only once it is the space's.
         let no = space.no;

@@ -10,10 +10,14 @@ use crate::domain::display;
 use crate::domain::link::LinkView;
 
 pub(super) fn created_text(link: &LinkView) -> String {
-    format!(
+    let mut text = format!(
         "created link {}: put this address in your ads\n  {}",
         link.slug, link.url
-    )
+    );
+    if let Some(warning) = link.channel_state.as_ref().and_then(|c| c.warning.as_ref()) {
+        let _ = write!(text, "\nnote: {warning}");
+    }
+    text
 }
 
 /// A line per link: its slug, mode, clicks, where it goes and its public address.
@@ -46,6 +50,9 @@ pub(super) fn list_text(links: &[LinkView]) -> String {
                     .as_ref()
                     .map_or_else(String::new, |e| format!("; Bot API: {e}"))
             );
+            if let Some(warning) = &c.warning {
+                let _ = writeln!(text, "{:<20} note: {warning}", "");
+            }
         }
     })
 }

@@ -105,6 +105,29 @@ pub struct Channel {
     pub fallback: String,
 }
 
+/// What a channel link to the public channel `@username` says where it is made and listed:
+/// Telegram's apps often join a public channel directly, even when opened by an invite link,
+/// and such a join names no invite link, so it counts as unattributed.
+#[must_use]
+pub fn public_channel_warning(username: &str) -> String {
+    format!(
+        "@{username} is a public channel: Telegram's apps often join it directly, without the \
+         invite link, and those joins count as unattributed; make the channel private to \
+         attribute every join"
+    )
+}
+
+/// Why `join_requests` is refused on the public channel `@username`: the requests come without
+/// the invite link, so the tracker would never approve them.
+#[must_use]
+pub fn public_join_requests_refusal(username: &str) -> String {
+    format!(
+        "join_requests needs a private channel: @{username} is public, and Telegram sends a \
+         public channel's join requests without the invite link, so they would wait for an \
+         admin forever; make the channel private, or leave join_requests off"
+    )
+}
+
 /// The name of an invite link the tracker makes for link `slug` (Telegram's limit: 32
 /// characters), so that the channel's admins see who made it and for which link.
 #[must_use]

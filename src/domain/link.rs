@@ -140,6 +140,10 @@ pub struct ChannelView {
     pub leaves: u64,
     /// The last error the Bot API answered for this link's channel, if the last call failed.
     pub last_error: Option<String>,
+    /// Why joins through the link may count as unattributed: the channel is public (Telegram
+    /// answered its `@username`), and Telegram's apps often join a public channel directly.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub warning: Option<String>,
 }
 
 impl LinkView {

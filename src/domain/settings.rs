@@ -67,6 +67,22 @@ pub struct SpaceSettings {
     pub meta_ads_token: Option<Secret>,
     /// Where Meta's Graph API is (a stand-in's address in tests): an `http` or `https` origin.
     pub meta_graph_url: GraphUrl,
+    /// The Graph API version spend is fetched with (`v25.0`); `None`: the one this release
+    /// asks, which follows Meta's retirements from release to release.
+    pub meta_graph_version: Option<String>,
+}
+
+/// The rule of a Graph API version: `v`, then a major and a minor number of 1 to 3 digits each
+/// (`v25.0`).
+#[must_use]
+pub fn is_graph_version(text: &str) -> bool {
+    text.strip_prefix('v')
+        .and_then(|v| v.split_once('.'))
+        .is_some_and(|(major, minor)| {
+            [major, minor]
+                .iter()
+                .all(|n| (1..=3).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 /// The rule of a Meta ad account id: `act_` and 1 to 20 digits.
@@ -270,7 +286,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 7] = [
+pub const SETTINGS: [Setting; 8] = [
     Setting {
         name: "attribution",
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
@@ -386,6 +402,26 @@ pub const SETTINGS: [Setting; 7] = [
         get: |s| s.meta_graph_url.as_str().to_owned(),
         set: |s, text| {
             s.meta_graph_url = GraphUrl::parse(text)?;
+            Ok(())
+        },
+    },
+    Setting {
+        name: "meta_graph_version",
+        about: "The Graph API version spend is fetched with, such as v25.0. \"\" (the default) \
+                asks the version of this release, which a newer release moves on as Meta \
+                retires versions.",
+        choices: &[],
+        json: JsonType::String,
+        get: |s| s.meta_graph_version.clone().unwrap_or_default(),
+        set: |s, text| {
+            if !text.is_empty() && !is_graph_version(text) {
+                return Err(format!(
+                    "is a Graph API version, v and two numbers of 1 to 3 digits such as v25.0, \
+                     or \"\" for this release's, got {}",
+                    quoted(text)
+                ));
+            }
+            s.meta_graph_version = (!text.is_empty()).then(|| text.to_owned());
             Ok(())
         },
     },
@@ -826,6 +862,7 @@ mod tests {
             meta_ads_account: Some("act_42".into()),
             meta_ads_token: Some(Secret::new("EAAGtoken0123456789".into())),
             meta_graph_url: GraphUrl::parse("http://127.0.0.1:9").unwrap(),
+            meta_graph_version: Some("v23.0".into()),
         };
         let pairs = s.pairs();
         assert_eq!(
@@ -838,6 +875,7 @@ mod tests {
                 ("meta_ads_account", "act_42".to_owned()),
                 ("meta_ads_token", "…6789".to_owned()),
                 ("meta_graph_url", "http://127.0.0.1:9".to_owned()),
+                ("meta_graph_version", "v23.0".to_owned()),
             ]
         );
         let stored = s.stored_pairs();
@@ -850,7 +888,7 @@ mod tests {
             serde_json::json!({"attribution": "last_touch", "meta_client_hints": true,
                 "time_zone": "Asia/Kathmandu", "telegram_bot_token": "…saw0",
                 "meta_ads_account": "act_42", "meta_ads_token": "…6789",
-                "meta_graph_url": "http://127.0.0.1:9"})
+                "meta_graph_url": "http://127.0.0.1:9", "meta_graph_version": "v23.0"})
         );
         let shown = serde_json::from_value::<SpaceSettings>(json.clone()).unwrap();
         assert_eq!(
@@ -914,8 +952,30 @@ mod tests {
                 ("meta_ads_account", "act_42".to_owned()),
                 ("meta_ads_token", "…EEEE".to_owned()),
                 ("meta_graph_url", META_GRAPH_URL.to_owned()),
+                ("meta_graph_version", String::new()),
             ]
         );
+    }
+
+    /// `meta_graph_version`: `v` and two numbers of 1 to 3 digits; "" is this release's.
+    #[test]
+    fn a_graph_version_is_v_and_two_numbers() {
+        for good in ["v25.0", "v1.0", "v999.999", ""] {
+            let mut s = SpaceSettings::default();
+            let set = SettingsPatch::new([("meta_graph_version".into(), good.into())])
+                .and_then(|p| p.apply(&mut s));
+            assert!(set.is_ok(), "{good}: {set:?}");
+            assert_eq!(
+                s.meta_graph_version.as_deref(),
+                Some(good).filter(|g| !g.is_empty())
+            );
+        }
+        for bad in [
+            "25.0", "v25", "v1000.0", "v25.1000", "v25.0 ", "v.0", "v2x.0",
+        ] {
+            let e = SettingsPatch::new([("meta_graph_version".into(), bad.into())]).unwrap_err();
+            assert_eq!(e.field, Some("meta_graph_version"), "{bad}");
+        }
     }
 
     /// A stored `meta_ads_token` goes only where it was given: a new `meta_graph_url` takes a

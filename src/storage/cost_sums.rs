@@ -39,20 +39,6 @@ impl Touched {
     pub(crate) fn add(&mut self, space: u32, day: u32, campaign: &str) {
         self.0.insert((space, day, campaign.to_owned()));
     }
-
-    /// Each cost row of `costs` in `range`, as changed.
-    pub(crate) fn add_rows(
-        &mut self,
-        costs: &impl ReadableTable<CostKey, &'static [u8]>,
-        range: std::ops::Range<CostKey>,
-    ) -> Result<(), StoreError> {
-        for entry in costs.range(range)? {
-            let (key, _) = entry?;
-            let (space, day, campaign, _, _) = key.value();
-            self.add(space, day, campaign);
-        }
-        Ok(())
-    }
 }
 
 /// Writes again every sum that covers a day and campaign of `touched`, from `costs` as they are

@@ -1,6 +1,6 @@
 //! Costs in the data file: what each campaign, ad set or ad spent on a day, set by hand or
-//! fetched from Meta. For the writer (methods of [`Txn`]): setting costs, and replacing the
-//! days of a fetch from Meta, each keeping the sums (`cost_sums.rs`) in step in the same
+//! fetched from Meta. For the writer (methods of [`Txn`]): setting costs, and setting those a
+//! fetch from Meta read, each keeping the sums (`cost_sums.rs`) in step in the same
 //! transaction; for the readers (methods of [`Snapshot`]): the costs of some days, and each
 //! cost in turn, which the stats (`read_stats.rs`) read as well.
 
@@ -54,45 +54,41 @@ impl Txn<'_> {
         cost_sums::resum(&*self.costs.open()?, &mut sums, touched)
     }
 
-    /// A fetch of Meta's spend for the days `[from, to]` of `space`: removes the costs of those
-    /// days that came from Meta, then sets `costs` (each of those days, from Meta), except where
-    /// a cost set by hand has the same key, which stays. Answers how many were set and how many
-    /// of the old ones were removed.
-    pub fn replace_meta_costs(
+    /// A fetch of Meta's spend for the days `[from, to]` of `space`: each of `costs` (from
+    /// Meta, of those days) is set over the cost Meta gave its day, campaign, ad set and ad
+    /// before, or removed where it is 0; a cost set by hand with the same key stays. A cost from
+    /// Meta that `costs` does not name stays too: Meta's answer may leave an ad out (one deleted
+    /// since, say), which is no sign that it spent nothing. Answers how many were set and
+    /// removed.
+    pub fn set_meta_costs(
         &mut self,
         space: u32,
         (from, to): (u32, u32),
         costs: &[Cost],
     ) -> Result<(usize, usize), StoreError> {
         let meta = crate::domain::cost::Source::Meta.code();
-        let mut removed = 0;
+        let (mut set, mut removed) = (0, 0);
         let mut touched = cost_sums::Touched::default();
-        if from <= to {
-            let end = to.saturating_add(1);
-            // The old rows' days and campaigns lose Meta's part, whatever comes back.
-            touched.add_rows(
-                &*self.costs.open()?,
-                (space, from, "", "", "")..(space, end, "", "", ""),
-            )?;
-            // A row that does not read is kept: it is not known to be Meta's.
-            self.costs.open()?.retain_in(
-                (space, from, "", "", "")..(space, end, "", "", ""),
-                |_, bytes| {
-                    let keep = records::with_cost_row(bytes, |r| r.source != meta).unwrap_or(true);
-                    removed += usize::from(!keep);
-                    keep
-                },
-            )?;
-        }
-        let mut set = 0;
         for c in costs.iter().filter(|c| (from..=to).contains(&c.day)) {
-            if self.costs.open()?.get(cost_key(space, c))?.is_some() || c.amount.is_zero() {
-                // Set by hand (Meta's own rows of these days are gone), or nothing spent.
-                continue;
+            let stored = self
+                .costs
+                .open()?
+                .get(cost_key(space, c))?
+                .map(|bytes| records::with_cost_row(bytes.value(), |r| r.source));
+            match stored {
+                // Set by hand (or a row that does not read, not known to be Meta's): it stays.
+                Some(source) if source.as_ref().ok() != Some(&meta) => continue,
+                Some(_) if c.amount.is_zero() => {
+                    self.costs.open()?.remove(cost_key(space, c))?;
+                    removed += 1;
+                }
+                None if c.amount.is_zero() => continue,
+                _ => {
+                    self.insert_cost(space, c, meta)?;
+                    set += 1;
+                }
             }
-            self.insert_cost(space, c, meta)?;
             touched.add(space, c.day, &c.campaign_name);
-            set += 1;
         }
         self.resum_costs(&touched)?;
         Ok((set, removed))

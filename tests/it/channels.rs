@@ -331,12 +331,137 @@ async fn a_pool_link_used_before_it_is_handed_out_is_never_handed_out() {
     assert!(!handed.contains(&posted), "{posted} handed out: {handed:?}");
 }
 
-/// A server with the bot and the link `news` whose invite links ask to join, its pool full.
+/// The channel [`CHANNEL`] as a private one: no `@username`, named by its chat id.
+pub(crate) fn private_news() -> Chat {
+    Chat {
+        id: CHANNEL,
+        username: None,
+        kind: "channel",
+        title: "Private news".into(),
+        bot_admin: true,
+        bot_can_invite: true,
+    }
+}
+
+/// A server with the bot and the link `news` to the private channel [`CHANNEL`], whose invite
+/// links ask to join (a public channel's may not), its pool full.
 async fn with_asking_news(api: &BotApi) -> TestServer {
-    let s = with_bot(api).await;
-    news_link(&s, true).await;
+    api.add_chat(private_news());
+    let s = server(api).await;
+    let r = patch_space(&s, &json!({"telegram_bot_token": TOKEN})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    asking_news_link(&s).await;
     wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
     s
+}
+
+/// The channel link `news` of campaign `autumn` to the private channel [`CHANNEL`] (named by
+/// its chat id), whose invite links ask to join.
+pub(crate) async fn asking_news_link(s: &TestServer) {
+    let r = create_link(
+        s,
+        &json!({"slug": "news", "channel": CHANNEL.to_string(), "fallback": FALLBACK,
+                "campaign_name": "autumn", "join_requests": true}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["link"]["channel_state"]["warning"], Value::Null);
+}
+
+/// Telegram's apps often join a public channel directly, without the invite link (the
+/// `chat_member` update then names none): a link to a public channel says so where it is made
+/// and where it is listed, and `join_requests` on one is refused, since its requests would
+/// come without the link and never be approved. A private channel takes both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_channel_is_named_as_such_and_refuses_join_requests() {
+    use crate::admin_page::{get_page, logged_in};
+    let api = BotApi::start().await;
+    let private = -1_009;
+    api.add_chat(Chat {
+        id: private,
+        ..private_news()
+    });
+    let s = with_bot(&api).await;
+    let r = create_link(
+        &s,
+        &json!({"slug": "asks", "channel": "@news_ch", "fallback": FALLBACK,
+                "join_requests": true}),
+    )
+    .await;
+    let e = assert_error(&r, 422, "invalid_field", Some("join_requests"));
+    let why = e["error"].as_str().unwrap();
+    assert!(why.contains("@news_ch is public"), "{why}");
+    let r = create_link(
+        &s,
+        &json!({"slug": "asks", "channel": private.to_string(), "fallback": FALLBACK,
+                "join_requests": true}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "a private channel takes it: {}", r.text());
+    assert_eq!(r.json()["link"]["channel_state"]["warning"], Value::Null);
+
+    let link = news_link(&s, false).await;
+    let warning = link["channel_state"]["warning"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        warning.contains("@news_ch is a public channel") && warning.contains("unattributed"),
+        "{warning}"
+    );
+    assert_eq!(
+        link_view(&s, "news").await["channel_state"]["warning"],
+        warning
+    );
+    assert_eq!(
+        link_view(&s, "asks").await["channel_state"]["warning"],
+        Value::Null
+    );
+    let cookie = logged_in(&s).await;
+    let page = get_page(&s, Some(&cookie), "/admin/spaces/a/links").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert_eq!(
+        page.text().matches("is a public channel").count(),
+        1,
+        "{}",
+        page.text()
+    );
+}
+
+/// The command line says the same where it makes a link: `tracker link create` on the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_names_a_public_channel() {
+    let api = BotApi::start().await;
+    api.add_channel(CHANNEL, "news_ch");
+    let dir = tempfile::tempdir().unwrap();
+    let (url, data) = (api.url(), dir.path().join("t.redb"));
+    let env = [
+        ("TRACKER_TELEGRAM_API_URL", url.as_str()),
+        ("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true"),
+    ];
+    // The command blocks its worker; the stand-in answers on the other.
+    let cli = |args: &[&str]| {
+        let out = tokio::task::block_in_place(|| run_cli_with_env(dir.path(), &data, args, &env));
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    assert_eq!(cli(&["init"]).0, Some(0));
+    let token = format!("telegram_bot_token={TOKEN}");
+    assert_eq!(cli(&["space", "set", "default", &token]).0, Some(0));
+    let create = ["link", "create", "default", "news", "--channel", "@news_ch"];
+    let fallback = ["--fallback", FALLBACK];
+    let (code, _, stderr) = cli(&[&create[..], &fallback, &["--join-requests"]].concat());
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("join_requests needs a private channel"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = cli(&[&create[..], &fallback].concat());
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("note: @news_ch is a public channel"),
+        "{stdout}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1153,4 +1278,63 @@ async fn after_a_sigkill_a_taken_invite_link_is_not_handed_out_again_and_a_join_
     assert_eq!(events[0]["event"], "subscribed");
     assert_eq!(events[0]["tg_id"], USER);
     crate::support::stop_cleanly(p);
+}
+
+/// An answer of the Bot API is read up to a bound, whatever `telegram_api_url` names: a
+/// `getMe` that never ends is refused past it, and the token is kept with why its bot is not
+/// known yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_api_answer_past_its_bound_is_refused() {
+    let api = BotApi::start().await;
+    let s = server(&api).await;
+    let app = s.app.clone().expect("the server's application");
+    let name = s.a.name.clone();
+    let a = app.store.read(move |s| s.space_no(&name)).await.unwrap();
+    api.send_huge_next("getMe", 64 << 20);
+    let r = patch_space(&s, &json!({"telegram_bot_token": TOKEN})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let said = app.telegram.bot(a).map(|bot| bot.describe()).unwrap();
+    assert!(
+        said.contains(&format!(
+            "answered more than {} bytes",
+            tracker::workers::telegram::api::ANSWER_BYTES
+        )),
+        "{said}"
+    );
+}
+
+/// Telegram's words reach the log escaped, as delivery errors do: a `description` with an
+/// escape sequence and a line of its own writes neither into the server's log.
+#[test]
+fn the_bot_apis_words_reach_the_log_escaped() {
+    use crate::support::{run_cli, stop_cleanly};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let api = runtime.block_on(BotApi::start());
+    let forged = "Internal Server Error \u{1b}[31mred\nFORGED tracker: admin password reset";
+    api.refuse_next_call("getMe", 500, forged);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t.redb");
+    let url = api.url();
+    let mut process = TrackerProcess::start_with_env(
+        dir.path(),
+        &[
+            ("TRACKER_TELEGRAM_API_URL", url.as_str()),
+            ("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true"),
+        ],
+    );
+    process.created.take().expect("first start");
+    let token = format!("telegram_bot_token={TOKEN}");
+    let out = run_cli(dir.path(), &data, ["space", "set", "default", &token]);
+    crate::support::assert_succeeded(&out);
+    let log = process.log_when(|log| log.contains("Telegram Bot API"));
+    assert!(
+        !log.contains('\u{1b}'),
+        "no escape sequence reaches the log: {log}"
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("FORGED")),
+        "no line of Telegram's own: {log}"
+    );
+    assert!(log.contains(r"\u{1b}[31mred\nFORGED"), "{log}");
+    stop_cleanly(process);
 }

@@ -144,7 +144,7 @@ async fn an_ad_account_brings_costs_by_ad_and_a_second_fetch_replaces_them() {
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(r.json()["cost"]["source"], "hand");
     }
-    // Meta now says otherwise: video-2 spent more, the lookalike row is gone.
+    // Meta now says otherwise: video-2 spent more; the lookalike row left out stays.
     api.set_rows(vec![
         row(0, "autumn", "broad", "video-1", "11"),
         row(0, "autumn", "broad", "video-2", "3"),
@@ -168,38 +168,33 @@ async fn an_ad_account_brings_costs_by_ad_and_a_second_fetch_replaces_them() {
         [
             format!("{} winter// 1 EUR meta", day(27)),
             format!("{} manual// 5 EUR hand", day(2)),
+            format!("{} autumn/lookalike/video-1 7.25 EUR meta", day(1)),
             format!("{} autumn/broad/video-1 99 EUR hand", day(0)),
             format!("{} autumn/broad/video-2 3 EUR meta", day(0)),
         ],
         "replaced, never added; the costs set by hand stay"
     );
-    // Stats by campaign and by day add up the costs as they are now: the lookalike's day has
-    // none left, and Meta's old 10.50 and 2 count no more.
+    // Stats add up the costs as they are now: Meta's old 10.50 and 2 count no more.
     assert_eq!(
         spent_by(&s, "campaign_name").await,
         [
-            r#""autumn" {"EUR":"102"}"#,
+            r#""autumn" {"EUR":"109.25"}"#,
             r#""manual" {"EUR":"5"}"#,
             r#""winter" {"EUR":"1"}"#
         ]
     );
-    assert_eq!(
-        spent_by(&s, "day").await,
-        [
-            format!(r#""{}" {{"EUR":"1"}}"#, day(27)),
-            format!(r#""{}" {{"EUR":"5"}}"#, day(2)),
-            format!(r#""{}" {{"EUR":"102"}}"#, day(0)),
-        ]
-    );
+    let by_day = [(27, "1"), (2, "5"), (1, "7.25"), (0, "102")];
+    let by_day = by_day.map(|(back, eur)| format!(r#""{}" {{"EUR":"{eur}"}}"#, day(back)));
+    assert_eq!(spent_by(&s, "day").await, by_day);
     // 0 by hand removes a cost, and its campaign's and day's sums with it.
     let zero = json!({"day": day(2), "campaign_name": "manual", "amount": "0", "currency": "EUR"});
     let r = s.post_as(&s.a, "/costs", &zero.to_string()).await;
     assert_eq!(r.json()["removed"], true, "{}", r.text());
     assert_eq!(
         spent_by(&s, "campaign_name").await,
-        [r#""autumn" {"EUR":"102"}"#, r#""winter" {"EUR":"1"}"#]
+        [r#""autumn" {"EUR":"109.25"}"#, r#""winter" {"EUR":"1"}"#]
     );
-    assert_eq!(spent_by(&s, "day").await.len(), 2);
+    assert_eq!(spent_by(&s, "day").await.len(), 3);
     fetches(&s, "ok", 2).await;
     s.stop().await;
 }
@@ -464,10 +459,15 @@ async fn an_answer_without_data_keeps_the_costs() {
         );
         assert_eq!(costs(&s).await, stored, "{body}");
     }
-    // A page with no rows is no spend, and removes it.
+    // A page with no rows says nothing of the ad: its cost stays.
     api.set_rows(vec![]);
     let r = fetch_now(&s).await;
     assert_eq!(r.json()["fetch"]["result"], "ok", "{}", r.text());
+    assert_eq!(costs(&s).await, stored);
+    // A row of no spend is what removes it.
+    api.set_rows(vec![row(1, "autumn", "broad", "video-1", "0")]);
+    let r = fetch_now(&s).await;
+    assert_eq!(r.json()["fetch"]["removed"], 1, "{}", r.text());
     assert_eq!(costs(&s).await, Vec::<String>::new());
     s.stop().await;
 }
@@ -512,13 +512,38 @@ async fn metas_settings_are_checked() {
         (json!({"meta_ads_token": "E".repeat(16)}), true),
         (json!({"meta_ads_token": "E".repeat(15)}), false),
         (json!({"meta_graph_url": "ftp://graph.example"}), false),
+        // A private address only with allow_private_destinations, as a destination's; nor
+        // http:// without it.
+        (
+            json!({"meta_graph_url": "https://127.0.0.1", "meta_ads_token": "E".repeat(16)}),
+            false,
+        ),
+        (
+            json!({"meta_graph_url": "https://10.255.255.255", "meta_ads_token": "E".repeat(16)}),
+            false,
+        ),
+        (
+            json!({"meta_graph_url": "http://graph.example", "meta_ads_token": "E".repeat(16)}),
+            false,
+        ),
+        (
+            json!({"meta_graph_url": "https://11.0.0.0", "meta_ads_token": "E".repeat(16)}),
+            true,
+        ),
+        (json!({"meta_graph_version": "v23.0"}), true),
+        (json!({"meta_graph_version": "23.0"}), false),
+        (json!({"meta_graph_version": "v1000.0"}), false),
+        (json!({"meta_graph_version": ""}), true),
         (
             json!({"meta_graph_url": "https://graph.example", "meta_ads_token": "E".repeat(16)}),
             true,
         ),
     ] {
         let r = patch_space(&s, &body).await;
-        let field = body.as_object().unwrap().keys().next().unwrap().clone();
+        // The token given with an address is there only to be given again with it.
+        let keys = body.as_object().unwrap().keys();
+        let field = keys.clone().find(|k| *k != "meta_ads_token");
+        let field = field.or(keys.clone().next()).unwrap().clone();
         if ok {
             assert_eq!(r.status, 200, "{body}: {}", r.text());
         } else {
@@ -725,4 +750,193 @@ async fn every_hour_three_days_and_every_day_twenty_eight() {
         range(&day_of(today - 1 - 27), &day_of(today - 1))
     );
     s.stop().await;
+}
+
+/// Meta leaves deleted and archived ads out of an account's insights unless asked for them: the
+/// fetch asks, so their spend comes in; and an ad Meta's answer leaves out (for whatever reason)
+/// keeps the spend stored for it, so a fetch never lowers the cost by forgetting an ad.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_and_archived_ads_count_and_an_ad_left_out_keeps_its_spend() {
+    let api = Insights::start().await;
+    api.set_rows(vec![
+        row(1, "autumn", "broad", "video-1", "10.00"),
+        row(1, "autumn", "broad", "video-2", "40.00"),
+        row(2, "autumn", "broad", "video-3", "5"),
+    ]);
+    api.set_status("video-2", "DELETED");
+    api.set_status("video-3", "ARCHIVED");
+    let s = with_meta(&api, TOKEN, "ok").await;
+    let stored = [
+        format!("{} autumn/broad/video-3 5 USD meta", day(2)),
+        format!("{} autumn/broad/video-1 10.00 USD meta", day(1)),
+        format!("{} autumn/broad/video-2 40.00 USD meta", day(1)),
+    ];
+    assert_eq!(costs(&s).await, stored);
+    // Meta's answer no longer has the deleted ad (asked without the filter, or gone from it).
+    api.set_rows(vec![row(1, "autumn", "broad", "video-1", "10.00")]);
+    let r = fetch_now(&s).await;
+    let fetch = &r.json()["fetch"];
+    assert_eq!(fetch["result"], "ok", "{}", r.text());
+    assert_eq!((&fetch["set"], &fetch["removed"]), (&json!(1), &json!(0)));
+    assert!(
+        fetch["summary"]
+            .as_str()
+            .unwrap()
+            .contains("1 costs set, 0 removed"),
+        "{fetch}"
+    );
+    assert_eq!(costs(&s).await, stored);
+    assert_eq!(
+        spent_by(&s, "campaign_name").await,
+        [r#""autumn" {"USD":"55.00"}"#]
+    );
+    s.stop().await;
+}
+
+/// A range Meta finds too large to answer at once ("reduce the amount of data": `100`/
+/// `1504018`, `2`/`1504038`) is asked again in halves, down to single days, and the fetch
+/// brings every day's spend once; when even one day is too much, the fetch fails saying so and
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_too_large_for_meta_is_asked_in_halves_down_to_a_day() {
+    let api = Insights::start().await;
+    api.set_rows(vec![
+        row(0, "autumn", "broad", "video-1", "1"),
+        row(10, "autumn", "broad", "video-1", "2"),
+        row(27, "autumn", "broad", "video-1", "4"),
+    ]);
+    api.set_max_days(7, 100, 1_504_018);
+    let s = with_meta(&api, TOKEN, "ok").await;
+    assert_eq!(costs(&s).await.len(), 3);
+    assert_eq!(
+        spent_by(&s, "campaign_name").await,
+        [r#""autumn" {"USD":"7"}"#]
+    );
+    let ranges: Vec<(String, String)> = api
+        .asked()
+        .iter()
+        .map(|a| {
+            let range: serde_json::Value = serde_json::from_str(&a.query["time_range"]).unwrap();
+            let day = |k: &str| range[k].as_str().unwrap().to_owned();
+            (day("since"), day("until"))
+        })
+        .collect();
+    // 28 days, then 14 and 14, then four weeks: the weeks, earliest first, cover the month once.
+    assert_eq!(ranges.len(), 7, "{ranges:?}");
+    assert_eq!(ranges[0], (day(27), day(0)));
+    let weeks: Vec<&(String, String)> = ranges
+        .iter()
+        .filter(|(a, b)| {
+            let date = |t: &str| t.parse::<jiff::civil::Date>().unwrap();
+            (date(b) - date(a)).get_days() == 6
+        })
+        .collect();
+    assert_eq!(
+        weeks,
+        [
+            &(day(27), day(21)),
+            &(day(20), day(14)),
+            &(day(13), day(7)),
+            &(day(6), day(0)),
+        ]
+    );
+    // Meta's other code for it, and now not even a day: failed, the costs as they were.
+    api.set_max_days(0, 2, 1_504_038);
+    let r = fetch_now(&s).await;
+    let fetch = &r.json()["fetch"];
+    assert_eq!(fetch["result"], "failed", "{}", r.text());
+    let why = fetch["error"].as_str().unwrap();
+    assert!(
+        why.contains("reduce the amount of data") && why.contains("even one day"),
+        "{why}"
+    );
+    assert_eq!(costs(&s).await.len(), 3);
+    s.stop().await;
+}
+
+/// `meta_graph_version` is the version in the fetch's path; `""` asks this release's again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_graph_version_is_a_setting() {
+    let api = Insights::start().await;
+    let s = with_meta(&api, TOKEN, "ok").await;
+    assert!(api.asked()[0].path.starts_with("/v25.0/"));
+    for (version, path) in [("v23.0", "/v23.0/"), ("", "/v25.0/")] {
+        let r = patch_space(&s, &json!({"meta_graph_version": version})).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["settings"]["meta_graph_version"], version);
+        let r = fetch_now(&s).await;
+        assert_eq!(r.json()["fetch"]["result"], "ok", "{}", r.text());
+        let last = api.asked().last().unwrap().path.clone();
+        assert!(last.starts_with(path), "{version}: {last}");
+    }
+    s.stop().await;
+}
+
+/// A `meta_graph_url` that answers with hostility, through the real binary: three fetches of a
+/// 300 MB page at once leave the server's peak memory (`VmHWM` of the child process, read from
+/// `/proc`) under 100 MiB, each refused past the bound and one at a time; an error whose words
+/// carry an escape sequence and a line of their own reaches the log escaped.
+#[test]
+fn a_hostile_graph_address_neither_floods_memory_nor_writes_the_log() {
+    use crate::support::{TrackerProcess, run_cli, stop_cleanly};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let api = runtime.block_on(Insights::start());
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t.redb");
+    let mut process = TrackerProcess::start_with_env(
+        dir.path(),
+        &[("TRACKER_ALLOW_PRIVATE_DESTINATIONS", "true")],
+    );
+    process.created.take().expect("first start");
+    let forged = "\u{1b}[31mred\nFORGED tracker: admin password reset";
+    // Meta's message as it decodes it: a refused token's words are shown as Meta gave them.
+    api.fail_next(400, error(190, "OAuthException", forged));
+    let graph = format!("meta_graph_url={}", api.url());
+    let account = format!("meta_ads_account={ACCOUNT}");
+    let token = format!("meta_ads_token={TOKEN}");
+    let out = run_cli(
+        dir.path(),
+        &data,
+        ["space", "set", "default", &account, &token, &graph],
+    );
+    assert_succeeded(&out);
+    let log = process.log_when(|log| log.contains("spend not fetched from Meta"));
+    assert!(log.contains("paused until a new meta_ads_token"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "no escape sequence reaches the log: {log}"
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("FORGED")),
+        "no line of Meta's own: {log}"
+    );
+    assert!(log.contains(r"\u{1b}[31mred\nFORGED"), "{log}");
+
+    // The loop's fetch, woken by the new token, takes one; the command line's three the others.
+    api.send_huge(300 << 20, 4);
+    let out = run_cli(dir.path(), &data, ["space", "set", "default", &token]);
+    assert_succeeded(&out);
+    let fetches: Vec<_> = (0..3)
+        .map(|_| {
+            let (dir, data) = (dir.path().to_owned(), data.clone());
+            std::thread::spawn(move || run_cli(&dir, &data, ["costs", "fetch", "default"]))
+        })
+        .collect();
+    for fetch in fetches {
+        let out = fetch.join().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("failed") && stdout.contains("more than"),
+            "{stdout}"
+        );
+    }
+    assert_eq!(api.most_in_flight(), 1, "one fetch of a space at a time");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", process.child.id())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak_kib < 100 * 1024, "peak {peak_kib} kB:\n{status}");
+    stop_cleanly(process);
 }

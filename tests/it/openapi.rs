@@ -448,7 +448,7 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         &[("", 409), (big.as_str(), 413)],
     )
     .await;
-    let meta = r#"{"meta_ads_account":"act_1","meta_ads_token":"EAAGopenapi0123456789","meta_graph_url":"http://127.0.0.1:9"}"#;
+    let meta = r#"{"meta_ads_account":"act_1","meta_ads_token":"EAAGopenapi0123456789","meta_graph_url":"https://graph.invalid"}"#;
     let r = as_a(&s, "PATCH", "/space", Some(meta)).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let answers = post_all(&s, &mut d, "/costs/fetch", &[("", 200)]).await;

@@ -281,11 +281,11 @@ async fn a_missing_or_wrong_secret_an_unknown_space_or_a_body_too_large_changes_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_request_telegram_asks_to_wait_for_is_sent_again_and_approved() {
     let api = BotApi::start().await;
-    api.add_channel(CHANNEL, "news_ch");
+    api.add_chat(crate::channels::private_news());
     let s = server(&api, 1 << 20).await;
     let r = patch_space(&s, &json!({"telegram_bot_token": TOKEN})).await;
     assert_eq!(r.status, 200, "{}", r.text());
-    news_link(&s, true).await;
+    crate::channels::asking_news_link(&s).await;
     wait_for_state(&s, "news", |c| c["pool"] == POOL).await;
     api.wait_until(WAIT, |a| a.webhook().is_some()).await;
     let to = visit(&s, "news", "fbclid=IwAR-hook-wait").await;

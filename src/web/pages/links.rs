@@ -21,6 +21,8 @@ struct LinkRow {
     /// A channel link's pool and counts in a line, and its last Bot API error.
     channel: Option<String>,
     channel_error: Option<String>,
+    /// Why its joins may count as unattributed (a public channel).
+    channel_warning: Option<String>,
 }
 
 #[derive(Template)]
@@ -56,6 +58,7 @@ async fn links(ctx: &Ctx<'_>, created: Option<LinkView>) -> Result<Response, Err
                 )
             }),
             channel_error: l.channel_state.as_ref().and_then(|c| c.last_error.clone()),
+            channel_warning: l.channel_state.as_ref().and_then(|c| c.warning.clone()),
             campaign: l.campaign_name.unwrap_or_default(),
             slug: l.slug,
             clicks: l.clicks,

@@ -1,9 +1,14 @@
-//! Spend fetched from Meta into costs (`docs/costs.md#fetched-from-meta`): for each space with a
+//! Spend fetched from Meta into costs (`docs/api.md#spend-from-meta`): for each space with a
 //! `meta_ads_account` and a `meta_ads_token`, its ad account's insights by ad and day
 //! (`insights.rs`), the last 3 days every hour and the last 28 days once a day, in the space's
-//! time zone. A fetch replaces the costs of its days that came from Meta; costs set by hand
+//! time zone. A fetch sets each cost Meta answered over the one Meta gave before; a cost from
+//! Meta its answer leaves out stays (an ad deleted since may be missing), and costs set by hand
 //! (`POST /costs`, a CSV) stay. [`fetch`] is the one fetch, run by the loop ([`run`]), by `POST
-//! /costs/fetch`, `tracker costs fetch` and the Costs page's button alike.
+//! /costs/fetch`, `tracker costs fetch` and the Costs page's button alike; one fetch of a space
+//! runs at a time, the others wait their turn, so a space's answers never pile up in memory.
+//!
+//! Meta's words reach the log escaped (`?`, as delivery errors do): an answer cannot write
+//! escape sequences or a line of its own there.
 //!
 //! A token Meta refuses (`190`, `10`, `200` to `299`) pauses the space's fetching, as it pauses
 //! a Meta destination, until a new token is set. Each fetch's result is kept for the Costs page
@@ -51,8 +56,8 @@ pub struct Fetched {
     /// read).
     pub rows: usize,
     pub skipped: usize,
-    /// Costs set (one per day, campaign, ad set and ad), and costs from Meta the fetch removed
-    /// before (its days' earlier fetch).
+    /// Costs set (one per day, campaign, ad set and ad), and costs from Meta removed because
+    /// Meta now answers no spend for them.
     pub set: usize,
     pub removed: usize,
     /// The spend read, per currency.
@@ -89,7 +94,7 @@ impl Fetched {
             ),
         };
         format!(
-            "{} days ({} to {}): {} rows{skipped}, {} costs set, {} replaced, {spend}{zone}",
+            "{} days ({} to {}): {} rows{skipped}, {} costs set, {} removed, {spend}{zone}",
             self.last - self.first + 1,
             cost::day_text(self.first),
             cost::day_text(self.last),
@@ -155,6 +160,8 @@ pub struct Status {
     changed: Mutex<HashSet<u32>>,
     /// Wakes the loop: a space's Meta settings were set.
     pub wake: Notify,
+    /// Each space's turn: one fetch of a space at a time.
+    turns: Mutex<HashMap<u32, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Status {
@@ -188,6 +195,16 @@ impl Status {
             Some(LastFetch::TokenRefused { message, .. }) => Some(message),
             _ => None,
         }
+    }
+
+    /// The lock a fetch of `space` holds while it runs.
+    fn turn(&self, space: u32) -> Arc<tokio::sync::Mutex<()>> {
+        self.turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(space)
+            .or_default()
+            .clone()
     }
 
     fn take_changed(&self, space: u32) -> bool {
@@ -224,14 +241,17 @@ pub struct Shared {
 }
 
 /// Fetches the last `days` days (today in the space's zone and those before) of `space`'s spend
-/// from Meta, and replaces those days' costs that came from Meta. The result, a failure too, is
-/// kept ([`Status::last`]), logged and counted.
+/// from Meta, and sets those days' costs from Meta's answer. The result, a failure too, is
+/// kept ([`Status::last`]), logged and counted. A fetch of the same space already running is
+/// waited for first.
 ///
 /// # Errors
 /// `conflict` when the space has no `meta_ads_account` or `meta_ads_token`, or its token was
 /// refused and no new one was set since; a store's error. A fetch that fails at Meta is not an
 /// error: it is the answer's [`LastFetch`].
 pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, Error> {
+    let turn = shared.status.turn(space);
+    let _running = turn.lock().await;
     let settings = shared.store.read(move |s| s.space_settings(space)).await?;
     let (Some(account), Some(token)) = (&settings.meta_ads_account, &settings.meta_ads_token)
     else {
@@ -258,20 +278,22 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
         Error::internal()
     })?;
     let allow_private = shared.settings.delivery.allow_private_destinations;
-    let check = |url: &str| crate::outbound::check_before_send(url, allow_private);
-    let base = settings.meta_graph_url.as_str();
-    let read = insights::fetch(
-        &client,
-        check,
-        base,
+    let graph = insights::Graph {
+        client: &client,
+        check: |url: &str| crate::outbound::check_before_send(url, allow_private),
+        base: settings.meta_graph_url.as_str(),
+        version: settings
+            .meta_graph_version
+            .as_deref()
+            .unwrap_or(insights::DEFAULT_GRAPH_VERSION),
         account,
-        token.expose(),
-        (first, today),
-    )
-    .await;
+        token: token.expose(),
+    };
+    let read = graph.insights((first, today)).await;
     // Asked after the spend, and only as advice: a fetch whose zone cannot be read still counts.
     let other_zone = match &read {
-        Ok(_) => insights::account_zone(&client, check, base, account, token.expose())
+        Ok(_) => graph
+            .account_zone()
             .await
             .ok()
             .filter(|z| !same_days(z, &zone, now)),
@@ -289,7 +311,7 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
             let costs = read.costs;
             let (set, removed) = shared
                 .store
-                .write(move |t| t.replace_meta_costs(space, (first, today), &costs))
+                .write(move |t| t.set_meta_costs(space, (first, today), &costs))
                 .await?;
             LastFetch::Done(Fetched {
                 at_ms: now,
@@ -312,12 +334,18 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
             message,
         },
     };
-    match &last {
+    record(shared, space, account, &last);
+    Ok(last)
+}
+
+/// A fetch's result logged (Meta's words escaped), counted and kept as the space's last.
+fn record(shared: &Shared, space: u32, account: &str, last: &LastFetch) {
+    match last {
         LastFetch::Done(_) => {
-            tracing::info!(space, account = %account, result = %last.summary(), "spend fetched from Meta");
+            tracing::info!(space, account = %account, result = ?last.summary(), "spend fetched from Meta");
         }
         _ => {
-            tracing::warn!(space, account = %account, result = %last.summary(), "spend not fetched from Meta");
+            tracing::warn!(space, account = %account, result = ?last.summary(), "spend not fetched from Meta");
         }
     }
     shared.metrics.costs_fetch(last.result());
@@ -327,7 +355,6 @@ pub async fn fetch(shared: &Shared, space: u32, days: u32) -> Result<LastFetch, 
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(space, last.clone());
-    Ok(last)
 }
 
 /// When a space is next due: the hour's fetch and the day's.
@@ -368,7 +395,7 @@ pub async fn run(shared: Shared) {
                 Ok(_) if days == MONTH_DAYS => when.month = when.recent,
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(space, error = %e.message, "spend not fetched from Meta");
+                    tracing::warn!(space, error = ?e.message, "spend not fetched from Meta");
                 }
             }
         }
@@ -419,8 +446,8 @@ pub struct FetchView {
     /// The days read, both included (a fetch that worked).
     pub from: Option<String>,
     pub to: Option<String>,
-    /// Rows Meta answered, rows left out, costs set, and costs from Meta's earlier fetch of the
-    /// same days removed.
+    /// Rows Meta answered, rows left out, costs set, and costs from Meta removed because Meta
+    /// now answers no spend for them.
     pub rows: usize,
     pub skipped: usize,
     pub set: usize,

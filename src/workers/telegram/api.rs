@@ -5,6 +5,11 @@
 //!
 //! The token is part of every URL, so no URL of this file is ever logged or put in an error:
 //! errors carry Telegram's `description` or the transport's words, with the token cut out.
+//! Whoever logs them logs them escaped (`?`), as delivery errors are: a description cannot
+//! write escape sequences or a line of its own into the log.
+//!
+//! An answer is read up to [`ANSWER_BYTES`] and refused past it, whatever `telegram_api_url`
+//! names.
 
 use std::time::Duration;
 
@@ -12,6 +17,10 @@ use serde_json::{Value, json};
 
 use crate::config::{Delivery, Telegram};
 use crate::outbound::error_words;
+
+/// The largest answer read: a page of `getUpdates` (at most 100 updates of a few kilobytes
+/// each) is the largest the Bot API gives, well under it.
+pub const ANSWER_BYTES: usize = 4 << 20;
 
 /// Why a call did not succeed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,10 +102,9 @@ impl BotApi {
             .await
             .map_err(|e| ApiError::Transport(self.hide(&error_words(&e))))?;
         let status = response.status().as_u16();
-        let body = response
-            .bytes()
+        let body = crate::outbound::read_bounded(response, ANSWER_BYTES)
             .await
-            .map_err(|e| ApiError::Transport(self.hide(&error_words(&e))))?;
+            .map_err(|e| ApiError::Transport(self.hide(&e)))?;
         let answer: Value = serde_json::from_slice(&body).map_err(|_| {
             ApiError::Transport(format!("answered {status} with a body that is not JSON"))
         })?;

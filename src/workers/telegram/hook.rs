@@ -158,7 +158,9 @@ pub(super) fn forget(shared: &Shared, space: u32, token: &str) {
         let params = json!({"drop_pending_updates": false});
         match api.call("deleteWebhook", &params, Duration::ZERO).await {
             Ok(_) => tracing::info!(space, "Telegram webhook deleted: the bot token was removed"),
-            Err(e) => tracing::warn!(space, error = %e, "deleting the webhook of a removed bot"),
+            Err(e) => {
+                tracing::warn!(space, error = ?e.to_string(), "deleting the webhook of a removed bot");
+            }
         }
     });
 }

@@ -64,6 +64,9 @@ pub struct Status {
     bots: Mutex<HashMap<u32, BotStatus>>,
     /// The last Bot API error of each channel link (by slug), until a call works again.
     link_errors: Mutex<HashMap<String, String>>,
+    /// The `@username` of each channel Telegram answered about since the server started
+    /// (`None`: a private channel), by chat id.
+    chat_usernames: Mutex<HashMap<i64, Option<String>>>,
     /// Wakes the pool's loop: a click took an invite link, a token or a link was set.
     pub wake: Notify,
     /// Where what happens is counted for `/metrics` (the application's), once the tasks run.
@@ -117,7 +120,7 @@ impl Status {
         let mut bots = self.bots.lock().unwrap_or_else(PoisonError::into_inner);
         let status = bots.entry(space).or_default();
         if status.error.as_deref() != Some(text.as_str()) {
-            tracing::warn!(space, error = %text, "Telegram Bot API");
+            tracing::warn!(space, error = ?text, "Telegram Bot API");
         }
         if matches!(error, ApiError::Unauthorized(_)) {
             status.me = None;
@@ -164,6 +167,33 @@ impl Status {
                 errors.remove(slug);
             }
         }
+    }
+
+    /// Telegram answered chat `chat_id` with `username` (`None`: it has none, it is private).
+    pub fn chat_seen(&self, chat_id: i64, username: Option<&str>) {
+        self.chat_usernames
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(chat_id, username.map(str::to_owned));
+    }
+
+    /// The `@username` of the public channel `chat_id`, as Telegram last answered; `None` for
+    /// a private one or one not asked about since the server started.
+    #[must_use]
+    pub fn public_username(&self, chat_id: i64) -> Option<String> {
+        self.chat_usernames
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&chat_id)
+            .cloned()
+            .flatten()
+    }
+
+    fn knows_chat(&self, chat_id: i64) -> bool {
+        self.chat_usernames
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&chat_id)
     }
 
     fn applied(&self, a: &UpdatesApplied) {

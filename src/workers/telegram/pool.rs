@@ -70,6 +70,15 @@ async fn fill_space(
         let Destination::Channel(c) = &link.destination else {
             continue;
         };
+        if !shared.status.knows_chat(c.chat_id) {
+            // Whether the channel is public, for its links' views; asked once a run.
+            let params = json!({"chat_id": c.chat_id});
+            if let Ok(chat) = api.call("getChat", &params, Duration::ZERO).await {
+                shared
+                    .status
+                    .chat_seen(c.chat_id, chat["username"].as_str());
+            }
+        }
         let slug = link.slug.clone();
         let Ok(counts) = shared.store.read(move |s| s.channel_counts(&slug)).await else {
             continue;

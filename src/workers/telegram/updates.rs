@@ -147,14 +147,14 @@ pub async fn apply(
             // Counted and logged, not shown on the Settings page: nothing would clear it there
             // once the approval works.
             shared.status.count("bot_api_errors", 1);
-            tracing::warn!(space, error = %e, "approving a join request; to be tried again");
+            tracing::warn!(space, error = ?e.to_string(), "approving a join request; to be tried again");
             let pause = u32::try_from(pause_after(&e).as_secs()).unwrap_or(u32::MAX);
             return Err(
                 Error::new(Code::Unavailable, format!("approving a join request: {e}"))
                     .retry_after(pause),
             );
         }
-        tracing::warn!(space, error = %e, "approving a join request; left to the channel's admins");
+        tracing::warn!(space, error = ?e.to_string(), "approving a join request; left to the channel's admins");
         page.approve.remove(0);
     }
     let now_ms = shared.clock.now_ms();

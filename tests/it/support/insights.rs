@@ -16,6 +16,18 @@
 //!   answered by [`Insights::fail_next`].
 //! - [`Insights::fail_next`] answers the next requests with an error of the test's choosing
 //!   (`500` with a transient code `2`, say).
+//! - Deleted and archived ads ([`Insights::set_status`]) are left out unless the query's
+//!   `filtering` asks for them, as Meta's "Manage your ad object's status" says: "
+//!   `<API_VERSION>/act_<AD_ACCOUNT_ID>/insights?level=ad` does not return stats for the
+//!   deleted object ... You can query insights for DELETED objects using the
+//!   `ad.effective_status` filter". A `filtering` on `ad.effective_status` with `IN` answers the
+//!   ads of the statuses it names, and only those.
+//! - [`Insights::set_max_days`] answers a `time_range` of more days with Meta's "Please reduce
+//!   the amount of data you're asking for, then retry your request" (`100` subcode `1504018`,
+//!   or `2` subcode `1504038`), as a large account's synchronous request is answered.
+//! - [`Insights::send_huge`] answers the next insights requests `200` with a body of the given
+//!   size that goes on and on (chunked, no `Content-Length`): rows of a page that never ends,
+//!   made as they are sent, so the stand-in holds none of it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
-use super::loopback::{Listening, listen, read_request, write_json};
+use super::loopback::{Listening, listen, read_request, send_endless, write_json};
 
 /// The ad account and a token of Meta's shape.
 pub const ACCOUNT: &str = "act_1234567890";
@@ -56,6 +68,15 @@ struct State {
     asked: Vec<Asked>,
     zone: String,
     zone_asked: usize,
+    /// Each ad's `effective_status` other than `ACTIVE`.
+    statuses: HashMap<String, String>,
+    /// The most days a `time_range` may span, and the code and subcode of the answer past it.
+    max_days: Option<(i64, i64, i64)>,
+    /// The sizes of the endless answers to send next.
+    huge: Vec<usize>,
+    /// Endless answers being sent now, and the most ever sent at once.
+    in_flight: usize,
+    most_in_flight: usize,
 }
 
 pub struct Insights {
@@ -111,6 +132,36 @@ impl Insights {
     /// Answers the next request `status` with `body` (after those already queued).
     pub fn fail_next(&self, status: u16, body: Value) {
         self.state.lock().unwrap().failures.push((status, body));
+    }
+
+    /// The `effective_status` of ad `ad` (`DELETED`, `ARCHIVED`, ...); `ACTIVE` unless set.
+    pub fn set_status(&self, ad: &str, status: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .statuses
+            .insert(ad.to_owned(), status.to_owned());
+    }
+
+    /// A `time_range` of more than `days` days is answered Meta's error `code`/`subcode`
+    /// asking for less data.
+    pub fn set_max_days(&self, days: i64, code: i64, subcode: i64) {
+        self.state.lock().unwrap().max_days = Some((days, code, subcode));
+    }
+
+    /// The next `times` insights requests are answered with an endless body of `bytes`.
+    pub fn send_huge(&self, bytes: usize, times: usize) {
+        self.state
+            .lock()
+            .unwrap()
+            .huge
+            .extend(std::iter::repeat_n(bytes, times));
+    }
+
+    /// The most endless answers that were being sent at once.
+    #[must_use]
+    pub fn most_in_flight(&self) -> usize {
+        self.state.lock().unwrap().most_in_flight
     }
 
     /// Every request so far.
@@ -232,11 +283,10 @@ fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> 
             error(100, "OAuthException", "(#100) time_range is invalid"),
         );
     };
-    let rows: Vec<&Row> = s
-        .rows
-        .iter()
-        .filter(|r| since <= r.day.as_str() && r.day.as_str() <= until)
-        .collect();
+    if let Some(too_many) = too_many_days(&s, since, until) {
+        return too_many;
+    }
+    let rows = rows_asked(&s, (since, until), get("filtering"));
     let limit: usize = get("limit").parse().unwrap_or(25);
     let per_page = s.page_rows.min(limit).max(1);
     let after: usize = get("after").parse().unwrap_or(0);
@@ -267,6 +317,57 @@ fn answer(state: &Mutex<State>, path: &str, query: &HashMap<String, String>) -> 
     (200, json!({"data": page, "paging": paging}))
 }
 
+/// Meta's answer asking for less data, when `[since, until]` is more days than
+/// [`Insights::set_max_days`] allows.
+fn too_many_days(s: &State, since: &str, until: &str) -> Option<(u16, Value)> {
+    let (most, code, subcode) = s.max_days?;
+    let date = |t: &str| t.parse::<jiff::civil::Date>().unwrap();
+    if (date(until) - date(since)).get_days() < i32::try_from(most).unwrap() {
+        return None;
+    }
+    let mut e = error(
+        code,
+        "OAuthException",
+        "Please reduce the amount of data you're asking for, then retry your request",
+    );
+    e["error"]["error_subcode"] = subcode.into();
+    Some((if code == 2 { 500 } else { 400 }, e))
+}
+
+/// The rows of the days `[since, until]` that `filtering` shows.
+fn rows_asked<'a>(s: &'a State, (since, until): (&str, &str), filtering: &str) -> Vec<&'a Row> {
+    let shown = shown_statuses(filtering);
+    s.rows
+        .iter()
+        .filter(|r| since <= r.day.as_str() && r.day.as_str() <= until)
+        .filter(|r| is_shown(s, r, shown.as_deref()))
+        .collect()
+}
+
+/// Whether row `r` is answered: its ad's status is among those `filtering` names, or, without
+/// one, the ad is neither deleted nor archived.
+fn is_shown(s: &State, r: &Row, named: Option<&[String]>) -> bool {
+    let status = s.statuses.get(&r.ad).map_or("ACTIVE", String::as_str);
+    named.map_or(!matches!(status, "DELETED" | "ARCHIVED"), |named| {
+        named.iter().any(|n| n == status)
+    })
+}
+
+/// The statuses a `filtering` on `ad.effective_status` names; `None` without one.
+fn shown_statuses(filtering: &str) -> Option<Vec<String>> {
+    let filters: Value = serde_json::from_str(filtering).ok()?;
+    filters.as_array()?.iter().find_map(|f| {
+        (f["field"] == "ad.effective_status" && f["operator"] == "IN").then(|| {
+            f["value"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+    })
+}
+
 async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     let host = stream
         .local_addr()
@@ -281,6 +382,24 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         let query: HashMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
             .into_owned()
             .collect();
+        let huge = {
+            let mut s = state.lock().unwrap();
+            (path.ends_with("/insights") && !s.huge.is_empty()).then(|| {
+                s.asked.push(Asked {
+                    path: path.to_owned(),
+                    query: query.clone(),
+                });
+                s.in_flight += 1;
+                s.most_in_flight = s.most_in_flight.max(s.in_flight);
+                s.huge.remove(0)
+            })
+        };
+        if let Some(bytes) = huge {
+            let row = r#"{"campaign_name":"c","adset_name":"a","ad_name":"x","spend":"1","account_currency":"USD","date_start":"2027-01-15","date_stop":"2027-01-15"},"#;
+            send_endless(&mut stream, r#"{"data":["#, row, bytes).await;
+            state.lock().unwrap().in_flight -= 1;
+            return;
+        }
         let (status, body) = answer(&state, path, &query);
         let text = body.to_string().replace("{host}", &host);
         if write_json(&mut stream, status, &[], &text).await.is_err() {

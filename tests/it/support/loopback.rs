@@ -138,6 +138,29 @@ pub async fn write_json(
     stream.write_all(answer.as_bytes()).await
 }
 
+/// Answers `200` with a JSON body of `bytes` that never closes: `opening`, then `item` again
+/// and again, sent chunked (no `Content-Length`) as it is made, so the stand-in holds none of
+/// it; stops when the client goes.
+pub async fn send_endless(stream: &mut TcpStream, opening: &str, item: &str, bytes: usize) {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: \
+                chunked\r\n\r\n";
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let block = item.repeat((64 * 1024 / item.len()).max(1));
+    let mut next = opening.to_owned();
+    let mut sent = 0;
+    while sent < bytes {
+        let chunk = format!("{:x}\r\n{next}\r\n", next.len());
+        if stream.write_all(chunk.as_bytes()).await.is_err() {
+            return;
+        }
+        sent += next.len();
+        next.clone_from(&block);
+    }
+    let _ = stream.write_all(b"0\r\n\r\n").await;
+}
+
 /// Keeps the connection open without answering, until the client closes it.
 pub async fn hold_until_closed(stream: &mut TcpStream) {
     let mut sink = [0; 1024];

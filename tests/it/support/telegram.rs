@@ -20,6 +20,9 @@
 //!   refuses instead;
 //!   [`BotApi::hold_updates`] gathers the updates pushed meanwhile into one page;
 //!   [`BotApi::lose_acknowledgements`] loses every `getUpdates` that acknowledges (`502`).
+//! - [`BotApi::refuse_next_call`] answers a method's next call with an error of the test's
+//!   choosing (any `description`), and [`BotApi::send_huge_next`] with `200` and a body of the
+//!   given size sent as it is made (chunked), a result that never ends.
 //! - `setWebhook` (refusing, as Telegram does, a URL that is not `https://` and a
 //!   `secret_token` that is not 1 to 256 of `A-Za-z0-9_-`), `deleteWebhook` (keeping the updates
 //!   unless `drop_pending_updates`) and `getWebhookInfo`; while a webhook is set, `getUpdates`
@@ -38,7 +41,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::loopback::{Listening, listen, read_request, write_json};
+use super::loopback::{Listening, listen, read_request, send_endless, write_json};
 
 /// The bot's id, its username and a token of Telegram's shape.
 pub const BOT_ID: u64 = 7_000_000_001;
@@ -122,6 +125,15 @@ struct State {
     lose_acknowledgements: bool,
     /// Tokens of other bots ([`BotApi::add_other_bot`]).
     other_bots: Vec<String>,
+    /// The answers to the next calls of a method, before its usual one.
+    next_calls: HashMap<String, std::collections::VecDeque<NextCall>>,
+}
+
+/// An answer of the test's choosing to a method's next call.
+enum NextCall {
+    Refuse(u16, String),
+    /// `200` with a body of this many bytes that never closes.
+    Huge(usize),
 }
 
 /// Counts a connection as open while it lives.
@@ -179,6 +191,20 @@ impl BotApi {
     /// and no update, and its long polls wait their `timeout` and find nothing.
     pub fn add_other_bot(&self, token: &str) {
         self.state.lock().unwrap().other_bots.push(token.to_owned());
+    }
+
+    /// Answers the next call of `method` `status` with `description`.
+    pub fn refuse_next_call(&self, method: &str, status: u16, description: &str) {
+        let mut s = self.state.lock().unwrap();
+        let queue = s.next_calls.entry(method.to_owned()).or_default();
+        queue.push_back(NextCall::Refuse(status, description.to_owned()));
+    }
+
+    /// Answers the next call of `method` `200` with `bytes` of a result that never ends.
+    pub fn send_huge_next(&self, method: &str, bytes: usize) {
+        let mut s = self.state.lock().unwrap();
+        let queue = s.next_calls.entry(method.to_owned()).or_default();
+        queue.push_back(NextCall::Huge(bytes));
     }
 
     pub fn add_chat(&self, chat: Chat) {
@@ -885,7 +911,21 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, arrived: Arc<Not
             .and_then(|rest| rest.split_once('/'))
         {
             Some((token, method)) if token == TOKEN => {
-                answer(method, &params, &state, &arrived).await
+                let next = state
+                    .lock()
+                    .unwrap()
+                    .next_calls
+                    .get_mut(method)
+                    .and_then(std::collections::VecDeque::pop_front);
+                match next {
+                    Some(NextCall::Refuse(code, description)) => refused(code, &description),
+                    Some(NextCall::Huge(bytes)) => {
+                        let (opening, item) = (r#"{"ok":true,"result":["#, r#"{"update_id":1},"#);
+                        send_endless(&mut stream, opening, item, bytes).await;
+                        return;
+                    }
+                    None => answer(method, &params, &state, &arrived).await,
+                }
             }
             Some((token, method))
                 if state.lock().unwrap().other_bots.iter().any(|t| t == token) =>
