@@ -1,5 +1,6 @@
-//! `tracker serve`: the listeners bound before anything is created (a taken address fails the
-//! start with nothing made, and names another to try), the data file opened, what a first start
+//! `tracker serve`: `backup_dir` made if missing (or the start refused), the listeners bound
+//! before anything else is created (a taken address fails the start with nothing made, and
+//! names another to try), the data file opened, what a first start
 //! makes, the ready lines a person reads, and then the server until a shutdown signal.
 
 use super::init::DevCredentials;
@@ -21,6 +22,10 @@ use crate::storage::{Store, StoreOptions};
 
 pub(super) fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResult {
     let dev = dev_credentials(ephemeral)?;
+    // Before anything is created: a backup_dir that cannot be made fails the start.
+    if !ephemeral && let Some(dir) = settings.backups.as_ref().and_then(|b| b.dir.as_ref()) {
+        crate::workers::backups::make_backup_dir(dir)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

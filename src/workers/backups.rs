@@ -42,6 +42,33 @@ const SUFFIX: &str = ".redb";
 /// After a failed backup, the next try comes this soon (or at `backup_every`, if sooner).
 const RETRY_AFTER: Duration = Duration::from_secs(600);
 
+/// Makes `backup_dir` at the server's start if it is not there (mode `0700`, with any missing
+/// parents: backups hold password hashes and platform tokens), so that "automatic backups on"
+/// is true from the first minute.
+///
+/// # Errors
+/// Why the folder cannot be made, naming `backup_dir`: the server refuses to start rather than
+/// fail every backup.
+pub fn make_backup_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            format!(
+                "backup_dir {} does not exist and cannot be made: {e}; make it (mode 0700, \
+                 owned by the tracker's user) or set another backup_dir",
+                dir.display()
+            )
+        })?;
+    tracing::info!(dir = %dir.display(), "made backup_dir (mode 0700)");
+    Ok(())
+}
+
 /// The file name of a backup made at `ms`: `tracker-20261124T031500Z.redb`.
 #[must_use]
 pub fn backup_name(ms: u64) -> String {
