@@ -195,6 +195,9 @@ pub fn main() -> ExitCode {
         }
     };
     let log_flush = init_tracing(&settings);
+    if let Some(s3) = settings.backups.as_ref().and_then(|b| b.s3.as_ref()) {
+        s3.warn_if_others_can_read();
+    }
     let out = Output { json: cli.json };
     let result = match cli.command {
         Command::Serve { ephemeral, .. } => serve::serve(settings, out, ephemeral),

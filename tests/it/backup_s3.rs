@@ -119,6 +119,7 @@ fn s3_settings(endpoint: &str, bucket: &str, prefix: &str) -> S3Settings {
         prefix: prefix.into(),
         access_key_id: "testing".into(),
         secret_access_key: SECRET_KEY.into(),
+        secret_file: None,
         retry_for: Duration::from_secs(2),
     }
 }
@@ -846,4 +847,65 @@ async fn a_multipart_upload_whose_last_part_fails_leaves_no_parts() {
     );
     let direct = Bucket::new(&moto.settings("parts", ""), None).unwrap();
     assert!(!direct.exists("three-parts.bin").await.unwrap());
+}
+
+/// `[backup_s3]` with plain `http://` to another machine is refused unless `allow_http` says it
+/// is meant (backups hold password hashes and platform tokens); to a loopback address it is
+/// taken. A `secret_access_key_file` other users may read is warned about, as the data file is.
+#[test]
+fn plain_http_to_another_machine_and_a_readable_secret_file_are_not_taken_silently() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t.redb");
+    let secret = dir.path().join("s3-secret");
+    std::fs::write(&secret, format!("{SECRET_KEY}\n")).unwrap();
+    let run = |endpoint: &str, extra: &str| {
+        let config = dir.path().join("s3.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[backup_s3]\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\nbucket = \
+                 \"bk1\"\naccess_key_id = \"testing\"\nsecret_access_key_file = \"{}\"\n{extra}",
+                secret.display()
+            ),
+        )
+        .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_tracker"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--data")
+            .arg(&data)
+            .args(["space", "list"])
+            .env_remove("TRACKER_BACKUP_S3_SECRET_ACCESS_KEY")
+            .env("TRACKER_LOG_LEVEL", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tracker")
+    };
+    let config_error = |out: &std::process::Output| out.status.code() == Some(2);
+    let refused = run("http://s3.example.com", "");
+    assert!(config_error(&refused), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("allow_http"),
+        "{refused:?}"
+    );
+    for taken in [
+        run("http://s3.example.com", "allow_http = true\n"),
+        run("http://127.0.0.1:9000", ""),
+        run("http://localhost:9000", ""),
+        run("http://[::1]:9000", ""),
+        run("https://s3.example.com", ""),
+    ] {
+        assert!(!config_error(&taken), "{taken:?}");
+    }
+    let readable = "can be read by other users";
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let private = run("https://s3.example.com", "");
+    assert!(!String::from_utf8_lossy(&private.stderr).contains(readable));
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let shared = run("https://s3.example.com", "");
+    assert!(
+        String::from_utf8_lossy(&shared.stderr).contains(readable),
+        "{shared:?}"
+    );
 }
