@@ -37,7 +37,8 @@ use crate::s3::{self, Bucket, S3Error};
 use crate::storage::{BackupStats, Store};
 use crate::workers::Worker;
 
-const PREFIX: &str = "tracker-";
+/// What every scheduled backup's name starts with.
+pub const PREFIX: &str = "tracker-";
 const SUFFIX: &str = ".redb";
 /// After a failed backup, the next try comes this soon (or at `backup_every`, if sooner).
 const RETRY_AFTER: Duration = Duration::from_secs(600);
@@ -489,7 +490,7 @@ async fn rotate_bucket(
     made_at: u64,
 ) -> Result<Vec<String>, S3Error> {
     let mut deleted = Vec::new();
-    let backups = bucket.backups(prefix, backup_time).await?;
+    let backups = bucket.backups(prefix, PREFIX, backup_time).await?;
     for key in beyond_keep(backups, keep, made_at) {
         bucket.delete(&key).await?;
         deleted.push(key);
@@ -505,7 +506,7 @@ async fn newest_uploaded(s3: S3Settings, now_ms: u64) -> Option<u64> {
     tokio::task::spawn_blocking(move || {
         s3::on_own_runtime(async move {
             let bucket = Bucket::new(&s3, None)?;
-            bucket.backups(&s3.prefix, backup_time).await
+            bucket.backups(&s3.prefix, PREFIX, backup_time).await
         })
     })
     .await

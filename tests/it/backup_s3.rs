@@ -193,7 +193,7 @@ async fn uploading_daily(s3: &S3Settings, keep: u32) -> TestServer {
 async fn uploaded(s3: &S3Settings) -> Vec<String> {
     Bucket::new(s3, None)
         .unwrap()
-        .backups(&s3.prefix, backup_time)
+        .backups(&s3.prefix, tracker::workers::backups::PREFIX, backup_time)
         .await
         .unwrap()
         .into_iter()
@@ -908,4 +908,23 @@ fn plain_http_to_another_machine_and_a_readable_secret_file_are_not_taken_silent
         String::from_utf8_lossy(&shared.stderr).contains(readable),
         "{shared:?}"
     );
+}
+
+/// Keys directly under the prefix that the client cannot read (`..`, an empty folder, a control
+/// character), put there by someone else: the listing of the schedule's backups still answers,
+/// so the rotation goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_keys_under_the_prefix_do_not_stop_the_listing() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("odd");
+    let s3 = moto.settings("odd", "tracker/");
+    let backup = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(backup.path(), "a backup").unwrap();
+    let key = format!("tracker/{}", backup_name(NOW_MS));
+    let bucket = Bucket::new(&s3, None).unwrap();
+    bucket.upload(backup.path(), &key).await.unwrap();
+    for odd in ["/odd/tracker//x", "/odd/tracker/%2E%2E", "/odd/tracker/a%01b"] {
+        moto.ask("PUT", odd);
+    }
+    assert_eq!(uploaded(&s3).await, [key]);
 }
