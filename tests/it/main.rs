@@ -40,6 +40,7 @@ mod numbers;
 mod openapi;
 mod properties;
 mod read;
+mod removed_destinations;
 mod readme;
 mod request_lines;
 mod retention;
