@@ -24,7 +24,7 @@ pub async fn post_update(call: Call) -> Response {
     let shared = call.app.telegram_tasks();
     let space = call.param.clone().unwrap_or_default();
     let secret = call.header(HeaderName::from_static(hook::SECRET_HEADER));
-    if let Err(e) = hook::authenticate(&shared, secret) {
+    if let Err(e) = hook::authenticate(&shared, &space, secret) {
         return refused(&call.app, call.client, &space, &e);
     }
     let body = match call.body.read(call.app.settings.max_body_bytes).await {
