@@ -462,8 +462,10 @@ async fn upload(backups: &Backups, s3: &S3Settings, file: &Path, made_at: u64, k
                         tracing::info!(key, "deleted an old uploaded backup");
                     }
                 }
+                // Debug: quoted, its control characters escaped, so the service's text cannot
+                // write a line of its own or escape sequences into the log.
                 Err(e) => tracing::warn!(
-                    error = %e,
+                    error = ?e.0,
                     "scheduled backup uploaded, but deleting the oldest uploaded ones failed; \
                      it is tried again after the next upload"
                 ),
@@ -472,7 +474,7 @@ async fn upload(backups: &Backups, s3: &S3Settings, file: &Path, made_at: u64, k
         Err(e) => {
             backups.metrics.backup_upload_failed(now, e.0.clone());
             tracing::warn!(
-                error = %e,
+                error = ?e.0,
                 key,
                 "uploading a scheduled backup failed; ingest goes on, and the next scheduled \
                  backup is uploaded at its time"

@@ -928,3 +928,54 @@ async fn odd_keys_under_the_prefix_do_not_stop_the_listing() {
     }
     assert_eq!(uploaded(&s3).await, [key]);
 }
+
+/// An S3 error whose text holds a line end and a terminal's escape sequence (remote text, as
+/// the service's `<Message>` is) is logged escaped, as a delivery's error is: no forged second
+/// line, no escape reaching a terminal. The stand-in answers every request as S3 refuses one
+/// (docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html: "<Error> <Code>NoSuchKey</Code>
+/// <Message>The resource you requested does not exist</Message> ... </Error>", with the HTTP
+/// status of the error, here `403 AccessDenied`).
+#[test]
+fn remote_text_in_an_s3_error_is_logged_escaped() {
+    use tokio::io::AsyncWriteExt as _;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stand_in = runtime.block_on(crate::support::loopback::listen(|mut stream| async move {
+        let mut buf = Vec::new();
+        while crate::support::loopback::read_request(&mut stream, &mut buf)
+            .await
+            .is_some()
+        {
+            let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code>\
+                        <Message>denied\n2026-01-01T00:00:00Z ERROR forged line\u{1b}[2J</Message>\
+                        </Error>";
+            let answer = format!(
+                "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if stream.write_all(answer.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }));
+    let endpoint = format!("http://{}", stand_in.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let process = TrackerProcess::start_with_env(
+        dir.path(),
+        &[
+            ("TRACKER_BACKUP_S3_ENDPOINT", &endpoint),
+            ("TRACKER_BACKUP_S3_REGION", "us-east-1"),
+            ("TRACKER_BACKUP_S3_BUCKET", "denied"),
+            ("TRACKER_BACKUP_S3_ACCESS_KEY_ID", "testing"),
+            ("TRACKER_BACKUP_S3_RETRY_FOR", "1s"),
+            ("TRACKER_BACKUP_S3_SECRET_ACCESS_KEY", SECRET_KEY),
+        ],
+    );
+    let log = process.log_when(|l| l.contains("uploading a scheduled backup failed"));
+    assert!(log.contains("forged line"), "the remote text is there: {log}");
+    assert!(!log.contains('\u{1b}'), "{log}");
+    assert!(
+        !log.lines().any(|l| l.starts_with("2026-01-01T00:00:00Z")),
+        "a forged line: {log}"
+    );
+    crate::support::stop_cleanly(process);
+}
