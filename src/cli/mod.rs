@@ -269,7 +269,14 @@ fn init_tracing(settings: &Settings) -> WorkerGuard {
             LOG_WRITE_BYTES,
             std::io::stderr(),
         ));
-    let filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
+    let mut filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
+    // object_store writes an INFO line per retry of an S3 request (a dozen in seconds against
+    // an endpoint that is down); the upload's own line says how the whole attempt ended.
+    if !settings.log_level.contains("object_store")
+        && let Ok(quiet) = "object_store=warn".parse()
+    {
+        filter = filter.add_directive(quiet);
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(stderr);

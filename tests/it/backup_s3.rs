@@ -979,3 +979,40 @@ fn remote_text_in_an_s3_error_is_logged_escaped() {
     );
     crate::support::stop_cleanly(process);
 }
+
+/// With the S3 endpoint down and `retry_for` long, SIGTERM still stops the server within
+/// seconds (the upload retrying on its thread is cut off), and the retries leave no line each.
+#[test]
+fn sigterm_stops_within_seconds_while_an_upload_retries() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let process = TrackerProcess::start_with_env(
+        dir.path(),
+        &[
+            ("TRACKER_BACKUP_S3_ENDPOINT", &endpoint),
+            ("TRACKER_BACKUP_S3_REGION", "us-east-1"),
+            ("TRACKER_BACKUP_S3_BUCKET", "nowhere"),
+            ("TRACKER_BACKUP_S3_ACCESS_KEY_ID", "testing"),
+            ("TRACKER_BACKUP_S3_RETRY_FOR", "5m"),
+            ("TRACKER_BACKUP_S3_SECRET_ACCESS_KEY", SECRET_KEY),
+        ],
+    );
+    let _ = process.log_when(|l| l.contains("automatic backups on"));
+    // Into the upload's retries.
+    std::thread::sleep(Duration::from_secs(2));
+    let asked = Instant::now();
+    let log_before = process.stderr();
+    let status = process.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(8),
+        "stopped after {:?}",
+        asked.elapsed()
+    );
+    assert!(
+        !log_before.contains("object_store"),
+        "a line per retry:\n{log_before}"
+    );
+}
