@@ -49,7 +49,9 @@ pub(super) fn restore(settings: &Settings, out: Output, source: &str) -> CliResu
     let _ = std::fs::remove_file(&temp);
     let fetched = fetch(settings, source, &temp).and_then(|bytes| {
         let migrated = crate::storage::migrate_copy(&temp).map_err(|e| {
-            format!("{source} could not be brought to this release's schema: {e}; nothing was changed")
+            format!(
+                "{source} could not be brought to this release's schema: {e}; nothing was changed"
+            )
         })?;
         let now = SystemClock.now_ms();
         let checked = crate::storage::check::check_file(&temp, false, settings.dedup_expiry(now));

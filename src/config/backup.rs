@@ -53,6 +53,7 @@ impl std::fmt::Debug for S3Settings {
             .field("prefix", &self.prefix)
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"<redacted>")
+            .field("secret_file", &self.secret_file)
             .field("retry_for", &self.retry_for)
             .finish()
     }
@@ -178,35 +179,7 @@ pub(super) fn backup_s3(
              {access_key_id:?}"
         )));
     }
-    let mut secret_file = None;
-    let secret_access_key = match (env_secret, raw.secret_access_key_file) {
-        (Some(_), Some(_)) => {
-            return Err(ConfigError(format!(
-                "the S3 secret key is given twice, by {S3_SECRET_ENV} and by \
-                 `backup_s3.secret_access_key_file`: keep one"
-            )));
-        }
-        (None, None) => {
-            return Err(ConfigError(format!(
-                "[backup_s3] needs the secret key: set the environment variable {S3_SECRET_ENV}, \
-                 or name a file holding it (and nothing else) with `secret_access_key_file`"
-            )));
-        }
-        (Some(secret), None) => secret,
-        (None, Some(file)) => {
-            let file = base.join(file);
-            secret_file = Some(file.clone());
-            std::fs::read_to_string(&file)
-                .map_err(|e| {
-                    ConfigError(format!(
-                        "cannot read `backup_s3.secret_access_key_file` {}: {e}",
-                        file.display()
-                    ))
-                })?
-                .trim_end_matches(['\n', '\r'])
-                .to_owned()
-        }
-    };
+    let (secret_access_key, secret_file) = s3_secret(env_secret, raw.secret_access_key_file, base)?;
     if !(1..=256).contains(&secret_access_key.len())
         || !secret_access_key.bytes().all(|b| b.is_ascii_graphic())
     {
@@ -237,6 +210,45 @@ pub(super) fn backup_s3(
         secret_file,
         retry_for,
     }))
+}
+
+/// The S3 secret key, from `env_secret` (the environment) or `file` (relative to `base`),
+/// exactly one of them, and the file's path when it came from one.
+fn s3_secret(
+    env_secret: Option<String>,
+    file: Option<PathBuf>,
+    base: &Path,
+) -> Result<(String, Option<PathBuf>), ConfigError> {
+    let mut named = None;
+    let secret = match (env_secret, file) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError(format!(
+                "the S3 secret key is given twice, by {S3_SECRET_ENV} and by \
+                 `backup_s3.secret_access_key_file`: keep one"
+            )));
+        }
+        (None, None) => {
+            return Err(ConfigError(format!(
+                "[backup_s3] needs the secret key: set the environment variable {S3_SECRET_ENV}, \
+                 or name a file holding it (and nothing else) with `secret_access_key_file`"
+            )));
+        }
+        (Some(secret), None) => secret,
+        (None, Some(file)) => {
+            let file = base.join(file);
+            named = Some(file.clone());
+            std::fs::read_to_string(&file)
+                .map_err(|e| {
+                    ConfigError(format!(
+                        "cannot read `backup_s3.secret_access_key_file` {}: {e}",
+                        file.display()
+                    ))
+                })?
+                .trim_end_matches(['\n', '\r'])
+                .to_owned()
+        }
+    };
+    Ok((secret, named))
 }
 
 /// The longest `backup_s3.retry_for`: a request is signed once and retried as it is, and a

@@ -302,7 +302,9 @@ fn redact_userinfo(text: &str) -> String {
         out.push_str(&rest[..authority_at]);
         let after = &rest[authority_at..];
         let authority_len = after
-            .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | ')' | '>') || c.is_whitespace())
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\'' | ')' | '>') || c.is_whitespace()
+            })
             .unwrap_or(after.len());
         let authority = &after[..authority_len];
         match authority.rfind('@') {

@@ -92,7 +92,10 @@ mod tests {
     #[test]
     fn a_clients_text_is_clipped_and_escaped() {
         assert_eq!(clipped("shop"), "\"shop\"");
-        assert_eq!(clipped("a\nWARN forged\u{1b}[2J"), "\"a\\nWARN forged\\u{1b}[2J\"");
+        assert_eq!(
+            clipped("a\nWARN forged\u{1b}[2J"),
+            "\"a\\nWARN forged\\u{1b}[2J\""
+        );
         let just_inside = "x".repeat(LOGGED_CHARS);
         assert_eq!(clipped(&just_inside), format!("{just_inside:?}"));
         let just_outside = "x".repeat(LOGGED_CHARS + 1);

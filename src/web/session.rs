@@ -39,9 +39,9 @@ use std::sync::{Mutex, PoisonError};
 use hmac::{KeyInit as _, Mac as _};
 
 use crate::domain::client::address_key;
-pub use crate::domain::warnings::QuietWarnings;
 /// The one comparison of tokens, in time that does not depend on where they differ.
 pub use crate::domain::credential::same_token;
+pub use crate::domain::warnings::QuietWarnings;
 
 /// A session ends after this long without a request ...
 pub const IDLE_MS: u64 = 12 * 60 * 60 * 1000;

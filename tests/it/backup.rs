@@ -711,7 +711,11 @@ fn a_backup_of_every_older_release_restores_migrated() {
         let out = run_cli(
             dir.path(),
             &data,
-            [OsStr::new("--json"), OsStr::new("restore"), backup.as_os_str()],
+            [
+                OsStr::new("--json"),
+                OsStr::new("restore"),
+                backup.as_os_str(),
+            ],
         );
         assert!(
             out.status.success(),
@@ -726,7 +730,10 @@ fn a_backup_of_every_older_release_restores_migrated() {
             (version < current).then_some(version),
             "v{version}: {restored}"
         );
-        assert!(restored["rows"].as_u64().unwrap() > 0, "v{version}: {restored}");
+        assert!(
+            restored["rows"].as_u64().unwrap() > 0,
+            "v{version}: {restored}"
+        );
         let checked = run_cli(dir.path(), &data, ["check"]);
         assert_succeeded(&checked);
     }

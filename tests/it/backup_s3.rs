@@ -923,7 +923,11 @@ async fn odd_keys_under_the_prefix_do_not_stop_the_listing() {
     let key = format!("tracker/{}", backup_name(NOW_MS));
     let bucket = Bucket::new(&s3, None).unwrap();
     bucket.upload(backup.path(), &key).await.unwrap();
-    for odd in ["/odd/tracker//x", "/odd/tracker/%2E%2E", "/odd/tracker/a%01b"] {
+    for odd in [
+        "/odd/tracker//x",
+        "/odd/tracker/%2E%2E",
+        "/odd/tracker/a%01b",
+    ] {
         moto.ask("PUT", odd);
     }
     assert_eq!(uploaded(&s3).await, [key]);
@@ -932,9 +936,9 @@ async fn odd_keys_under_the_prefix_do_not_stop_the_listing() {
 /// An S3 error whose text holds a line end and a terminal's escape sequence (remote text, as
 /// the service's `<Message>` is) is logged escaped, as a delivery's error is: no forged second
 /// line, no escape reaching a terminal. The stand-in answers every request as S3 refuses one
-/// (docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html: "<Error> <Code>NoSuchKey</Code>
-/// <Message>The resource you requested does not exist</Message> ... </Error>", with the HTTP
-/// status of the error, here `403 AccessDenied`).
+/// (<https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html>: "`<Error>
+/// <Code>NoSuchKey</Code> <Message>The resource you requested does not exist</Message> ...
+/// </Error>`", with the HTTP status of the error, here `403 AccessDenied`).
 #[test]
 fn remote_text_in_an_s3_error_is_logged_escaped() {
     use tokio::io::AsyncWriteExt as _;
@@ -971,7 +975,10 @@ fn remote_text_in_an_s3_error_is_logged_escaped() {
         ],
     );
     let log = process.log_when(|l| l.contains("uploading a scheduled backup failed"));
-    assert!(log.contains("forged line"), "the remote text is there: {log}");
+    assert!(
+        log.contains("forged line"),
+        "the remote text is there: {log}"
+    );
     assert!(!log.contains('\u{1b}'), "{log}");
     assert!(
         !log.lines().any(|l| l.starts_with("2026-01-01T00:00:00Z")),

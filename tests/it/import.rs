@@ -292,7 +292,11 @@ fn a_csv_row_larger_than_a_batch_is_refused_without_being_held_whole() {
     let data = stopped_server(dir.path());
     let file = dir.path().join("history.csv");
     let unterminated = format!("contact,\"{}\ncontact,u-2,\n", "x".repeat(3 << 20));
-    std::fs::write(&file, format!("event,uid,eid\ncontact,u-1,\n{unterminated}")).unwrap();
+    std::fs::write(
+        &file,
+        format!("event,uid,eid\ncontact,u-1,\n{unterminated}"),
+    )
+    .unwrap();
     let (summary, ok) = import(dir.path(), &data, &file, &[]);
     assert!(!ok, "{summary}");
     assert_eq!(summary["refused"], 1, "{summary}");

@@ -35,6 +35,9 @@ impl WebhookSecret {
     /// The `secret_token` of space `space`'s webhook (`/telegram/<space>`): the hex of an
     /// HMAC-SHA256 of the space's name under the process's key, 64 characters of `0-9a-f`
     /// (Telegram takes 1 to 256 of `A-Za-z0-9_-`).
+    ///
+    /// # Panics
+    /// Never: HMAC takes a key of any length.
     #[must_use]
     pub fn for_space(&self, space: &str) -> String {
         use hmac::{KeyInit as _, Mac as _};
