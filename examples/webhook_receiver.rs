@@ -31,30 +31,53 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A real receiver keeps these in its database, with the effect of the event.
     let mut seen = HashSet::new();
     for stream in listener.incoming() {
-        let mut stream = stream?;
-        let mut reader = BufReader::new(stream.try_clone()?);
-        let (mut headers, mut length) = (HeaderMap::new(), 0);
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line)? == 0 || line == "\r\n" {
-                break;
+        // One client's broken request ends its connection, not the receiver.
+        if let Err(e) = stream.and_then(|stream| receive(stream, &webhook, &mut seen)) {
+            eprintln!("a request was not read: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// The largest body taken: the tracker sends one event per request, a few KiB. A larger
+/// `Content-Length` is answered `413` before anything is allocated for it, since anyone can
+/// send one before the signature is checked.
+const MAX_BODY_BYTES: usize = 64 * 1024;
+/// The longest header line read, for the same reason.
+const MAX_LINE_BYTES: u64 = 8 * 1024;
+
+/// Reads one request from `stream`, checks its signature and answers it.
+fn receive(
+    mut stream: std::net::TcpStream,
+    webhook: &standardwebhooks::Webhook,
+    seen: &mut HashSet<String>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let (mut headers, mut length) = (HeaderMap::new(), 0);
+    loop {
+        let mut line = String::new();
+        if reader.by_ref().take(MAX_LINE_BYTES).read_line(&mut line)? == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.parse().unwrap_or(usize::MAX);
             }
-            if let Some((name, value)) = line.split_once(':') {
-                let value = value.trim();
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.parse().unwrap_or(0);
-                }
-                if let (Ok(n), Ok(v)) = (
-                    HeaderName::from_bytes(name.trim().as_bytes()),
-                    HeaderValue::from_str(value),
-                ) {
-                    headers.insert(n, v);
-                }
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.trim().as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.insert(n, v);
             }
         }
+    }
+    let status = if length > MAX_BODY_BYTES {
+        "413 Content Too Large"
+    } else {
         let mut body = vec![0; length];
         reader.read_exact(&mut body)?;
-        let status = if webhook.verify(&body, &headers).is_ok() {
+        if webhook.verify(&body, &headers).is_ok() {
             let id = headers
                 .get("webhook-id")
                 .and_then(|v| v.to_str().ok())
@@ -67,11 +90,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "200 OK"
         } else {
             "401 Unauthorized"
-        };
-        write!(
-            stream,
-            "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )?;
-    }
-    Ok(())
+        }
+    };
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
 }

@@ -265,45 +265,52 @@ impl Bucket {
             .map_err(|e| self.failed("deleting", key, e))
     }
 
-    /// The backups directly under `prefix`, oldest first, with their times: `time_of` tells a
-    /// backup's name (the key after the prefix) and its time, and answers `None` for anything
-    /// else.
+    /// The backups directly under `prefix`, oldest first, with their times: only keys whose
+    /// name (the key after the prefix) starts with `name_start` are listed, and `time_of` tells
+    /// such a name's time, answering `None` for anything else.
+    ///
+    /// Only those keys are asked for (S3's `prefix` is the raw text `prefix` + `name_start`):
+    /// the client refuses a whole page of a listing that holds one key it cannot read (`..`,
+    /// `//`, a control character), and a stranger's odd key elsewhere under the prefix must not
+    /// stop the rotation for good.
     ///
     /// # Errors
     /// When the listing fails (after the retries).
     pub async fn backups(
         &self,
         prefix: &str,
+        name_start: &str,
         time_of: impl Fn(&str) -> Option<u64>,
     ) -> Result<Vec<(u64, String)>, S3Error> {
-        let listed_prefix = prefix.trim_end_matches('/');
-        // Read as an upload's key is (`object_path`): `Path::from` would escape a `~` or a `%`
-        // and list nothing that was uploaded.
-        let under = if listed_prefix.is_empty() {
-            None
-        } else {
-            Some(object_path(listed_prefix)?)
-        };
-        // Only the objects directly under the prefix (`/` as the delimiter, every page): a
-        // bucket's other folders are not read, and a key there that the client cannot read
-        // does not stop the listing.
-        let listed = self
-            .store
-            .list_with_delimiter(under.as_ref())
-            .await
-            .map_err(|e| self.failed("listing", prefix, e))?;
-        let mut backups: Vec<(u64, String)> = listed
-            .objects
-            .into_iter()
-            .filter_map(|meta| {
+        use object_store::list::{PaginatedListOptions, PaginatedListStore as _};
+        let listed_prefix = format!("{prefix}{name_start}");
+        let mut backups: Vec<(u64, String)> = Vec::new();
+        let mut page_token = None;
+        loop {
+            // Only the objects directly under the prefix (`/` as the delimiter, every page).
+            let options = PaginatedListOptions {
+                delimiter: Some("/".into()),
+                page_token: page_token.take(),
+                ..PaginatedListOptions::default()
+            };
+            let page = self
+                .store
+                .list_paginated(Some(&listed_prefix), options)
+                .await
+                .map_err(|e| self.failed("listing", prefix, e))?;
+            backups.extend(page.result.objects.into_iter().filter_map(|meta| {
                 let key = meta.location.to_string();
                 let name = key.strip_prefix(prefix)?;
                 if name.contains('/') {
                     return None;
                 }
                 Some((time_of(name)?, key))
-            })
-            .collect();
+            }));
+            match page.page_token {
+                Some(token) => page_token = Some(token),
+                None => break,
+            }
+        }
         backups.sort();
         Ok(backups)
     }

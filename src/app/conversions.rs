@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use crate::app::App;
 use crate::domain::event::EventKind;
 use crate::domain::input;
+use crate::domain::warnings::clipped;
 use crate::error::{Code, Error};
 use crate::platform::{Conversion, Destination, GoogleClick, Target, WINDOW_MS, conversion_file};
 
@@ -23,7 +24,8 @@ impl App {
     /// that occurred in the last 90 days and whose click has a Google click id, in Google's
     /// click-conversion template and the space's time zone. Anything else (a wrong or missing
     /// password, a space or destination that does not exist, or is not a Google Ads one) is
-    /// `unauthorized` with nothing of the file, and logged at WARN without the password. The
+    /// `unauthorized` with nothing of the file, and logged at WARN without the password (once a
+    /// minute per client address, the names from the path clipped and escaped). The
     /// fetch is recorded (time and rows) before the file is answered.
     pub async fn conversions_file(
         &self,
@@ -33,13 +35,16 @@ impl App {
         client: Option<IpAddr>,
     ) -> Result<ConversionsFile, Error> {
         let refused = |why: &str| {
-            tracing::warn!(
-                space = space_name,
-                destination = name,
-                client = ?client,
-                why,
-                "conversions file refused"
-            );
+            if let Some(left_out) = self.admit_warning(client, "conversions file refused") {
+                tracing::warn!(
+                    space = %clipped(space_name),
+                    destination = %clipped(name),
+                    client = ?client,
+                    why,
+                    left_out_since_last = left_out,
+                    "conversions file refused"
+                );
+            }
             Error::unauthorized(
                 "this file needs the destination's user name and password (HTTP basic \
                  authentication), as its answer showed them when it was created",

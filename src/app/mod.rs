@@ -28,6 +28,7 @@ use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::event::EventRules;
 use crate::domain::rate::{Limiter, SpaceLimiter};
+use crate::domain::warnings::QuietWarnings;
 use crate::metrics::Metrics;
 use crate::storage::Store;
 
@@ -44,6 +45,8 @@ pub struct App {
     address_limiter: Limiter<IpAddr>,
     /// Whether the log has said that an `X-Forwarded-For` came from an untrusted peer.
     warned_untrusted_forwarded: AtomicBool,
+    /// The warnings any client can cause, written once a minute per address and kind.
+    warnings: QuietWarnings,
     /// Requests of each space waiting on `GET /events/wait` now.
     waiting: Arc<Mutex<HashMap<u32, usize>>>,
     /// Wakes the senders (`delivery/`) to look for due deliveries now: after a retry by hand,
@@ -65,6 +68,7 @@ impl App {
             limiter: SpaceLimiter::new(settings.rate_limit),
             address_limiter: Limiter::new(settings.address_rate_limit),
             warned_untrusted_forwarded: AtomicBool::new(false),
+            warnings: QuietWarnings::default(),
             waiting: Arc::default(),
             delivery_wake: Arc::default(),
             telegram: Arc::default(),
@@ -140,5 +144,13 @@ impl App {
     #[must_use]
     pub fn now_ms(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// Whether to write the warning `what`, which `client` caused, now: `Some` with the lines
+    /// of it left out since the last, at most once a minute per address and kind.
+    #[must_use]
+    pub fn admit_warning(&self, client: Option<IpAddr>, what: &'static str) -> Option<u64> {
+        let address = client.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        self.warnings.admit(address, what, self.now_ms())
     }
 }

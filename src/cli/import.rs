@@ -361,21 +361,65 @@ fn read_ndjson(
     }
 }
 
-/// Reads CSV rows into batches, as [`read_ndjson`] reads lines.
+/// The bytes the CSV reader may have read ahead of the row it parses: its own buffer.
+const CSV_BUFFER_BYTES: usize = 1 << 16;
+
+/// The file under the CSV reader, failing once the row being read passes a batch's bytes: the
+/// `csv` crate holds a row whole, and one unterminated quoted field would otherwise hold the
+/// rest of the file in memory. `row_ends_at` is where the last whole row ended (set by
+/// [`read_csv`]).
+struct RowBound<R> {
+    inner: R,
+    read: u64,
+    row_ends_at: std::rc::Rc<std::cell::Cell<u64>>,
+    passed: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl<R: Read> Read for RowBound<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let limit = self.row_ends_at.get() + MAX_BATCH_BYTES + CSV_BUFFER_BYTES as u64;
+        if self.read >= limit {
+            self.passed.set(true);
+            return Err(std::io::Error::other(larger_than_a_batch().message));
+        }
+        let room = usize::try_from(limit - self.read).unwrap_or(usize::MAX);
+        let take = buf.len().min(room);
+        let n = self.inner.read(&mut buf[..take])?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// Reads CSV rows into batches, as [`read_ndjson`] reads lines. A row larger than a batch is
+/// refused, and ends the file: where it ends cannot be told (an unterminated quote).
 fn read_csv(
     reader: Box<dyn Read + Send>,
     batcher: &mut Batcher,
     progress: &indicatif::ProgressBar,
 ) -> std::io::Result<Result<(), Stopped>> {
+    let row_ends_at = std::rc::Rc::new(std::cell::Cell::new(0));
+    let passed = std::rc::Rc::new(std::cell::Cell::new(false));
+    let bounded = RowBound {
+        inner: reader,
+        read: 0,
+        row_ends_at: row_ends_at.clone(),
+        passed: passed.clone(),
+    };
     let mut rows = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
-        .from_reader(reader);
+        .buffer_capacity(CSV_BUFFER_BYTES)
+        .from_reader(bounded);
     let mut header: Option<Vec<String>> = None;
     let mut record = csv::StringRecord::new();
     loop {
+        row_ends_at.set(rows.position().byte());
         let more = match rows.read_record(&mut record) {
             Ok(more) => more,
+            Err(_) if passed.get() => {
+                let line = rows.position().line();
+                return Ok(batcher.refuse(line, larger_than_a_batch()));
+            }
             Err(e) => {
                 let line = e.position().map_or(0, csv::Position::line);
                 let error = Error::new(Code::InvalidJson, format!("the row is not CSV: {e}"));

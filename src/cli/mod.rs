@@ -195,6 +195,9 @@ pub fn main() -> ExitCode {
         }
     };
     let log_flush = init_tracing(&settings);
+    if let Some(s3) = settings.backups.as_ref().and_then(|b| b.s3.as_ref()) {
+        s3.warn_if_others_can_read();
+    }
     let out = Output { json: cli.json };
     let result = match cli.command {
         Command::Serve { ephemeral, .. } => serve::serve(settings, out, ephemeral),
@@ -266,7 +269,14 @@ fn init_tracing(settings: &Settings) -> WorkerGuard {
             LOG_WRITE_BYTES,
             std::io::stderr(),
         ));
-    let filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
+    let mut filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
+    // object_store writes an INFO line per retry of an S3 request (a dozen in seconds against
+    // an endpoint that is down); the upload's own line says how the whole attempt ended.
+    if !settings.log_level.contains("object_store")
+        && let Ok(quiet) = "object_store=warn".parse()
+    {
+        filter = filter.add_directive(quiet);
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(stderr);

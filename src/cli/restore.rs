@@ -2,7 +2,8 @@
 //! the data file, offline only.
 //!
 //! The copy is first written beside the data file under a hidden name (created new, mode
-//! `0600`, never through a link), then checked as `tracker check` checks a file
+//! `0600`, never through a link), brought to this release's schema if an older release wrote
+//! it (a move to a new machine with a newer release), then checked as `tracker check` checks a file
 //! (`storage::check::check_file`), and only a clean copy is renamed over the data file: a
 //! rename within one folder is atomic, so the data file is at every moment either the old one
 //! or the whole restored one. A damaged or unreadable copy is deleted and nothing else is
@@ -34,6 +35,8 @@ struct Restored {
     bytes: u64,
     /// Where the data file it replaced is kept, if there was one.
     replaced: Option<String>,
+    /// The schema version of a backup written by an older release, migrated before the check.
+    migrated_from: Option<u64>,
 }
 
 /// `tracker restore SOURCE`.
@@ -45,6 +48,11 @@ pub(super) fn restore(settings: &Settings, out: Output, source: &str) -> CliResu
     // link, never its target.
     let _ = std::fs::remove_file(&temp);
     let fetched = fetch(settings, source, &temp).and_then(|bytes| {
+        let migrated = crate::storage::migrate_copy(&temp).map_err(|e| {
+            format!(
+                "{source} could not be brought to this release's schema: {e}; nothing was changed"
+            )
+        })?;
         let now = SystemClock.now_ms();
         let checked = crate::storage::check::check_file(&temp, false, settings.dedup_expiry(now));
         let report = checked.map_err(|e| match e {
@@ -78,9 +86,9 @@ pub(super) fn restore(settings: &Settings, out: Output, source: &str) -> CliResu
         }
         // A server may have started while the copy came.
         refuse_if_served(&data)?;
-        Ok((report.rows, bytes))
+        Ok((report.rows, bytes, migrated))
     });
-    let (rows, bytes) = match fetched {
+    let (rows, bytes, migrated) = match fetched {
         Ok(done) => done,
         Err(e) => {
             let _ = std::fs::remove_file(&temp);
@@ -114,8 +122,11 @@ pub(super) fn restore(settings: &Settings, out: Output, source: &str) -> CliResu
         let _ = std::fs::File::open(folder).and_then(|f| f.sync_all());
     }
     let text = format!(
-        "restored {source} into {} ({rows} rows, {bytes} bytes, checked){}",
+        "restored {source} into {} ({rows} rows, {bytes} bytes, {}checked){}",
         data.display(),
+        migrated.map_or_else(String::new, |from| format!(
+            "migrated from schema version {from}, "
+        )),
         replaced.as_ref().map_or_else(String::new, |kept| format!(
             "; the file it replaced is kept as {}",
             kept.display()
@@ -128,6 +139,7 @@ pub(super) fn restore(settings: &Settings, out: Output, source: &str) -> CliResu
             rows,
             bytes,
             replaced: replaced.map(|p| p.display().to_string()),
+            migrated_from: migrated,
         },
         &text,
     );

@@ -1,5 +1,6 @@
-//! `tracker serve`: the listeners bound before anything is created (a taken address fails the
-//! start with nothing made, and names another to try), the data file opened, what a first start
+//! `tracker serve`: `backup_dir` made if missing (or the start refused), the listeners bound
+//! before anything else is created (a taken address fails the start with nothing made, and
+//! names another to try), the data file opened, what a first start
 //! makes, the ready lines a person reads, and then the server until a shutdown signal.
 
 use super::init::DevCredentials;
@@ -21,10 +22,14 @@ use crate::storage::{Store, StoreOptions};
 
 pub(super) fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResult {
     let dev = dev_credentials(ephemeral)?;
+    // Before anything is created: a backup_dir that cannot be made fails the start.
+    if !ephemeral && let Some(dir) = settings.backups.as_ref().and_then(|b| b.dir.as_ref()) {
+        crate::workers::backups::make_backup_dir(dir)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         // First, so a SIGTERM at any moment after start is a clean stop.
         let shutdown = server::shutdown_signal();
         // The listeners before the data file: an address that is taken fails the start with
@@ -76,8 +81,18 @@ pub(super) fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResu
         );
         server::serve_with_metrics(app, listener, metrics, shutdown).await?;
         Ok(())
-    })
+    });
+    // The data file is closed by now. What still runs on a blocking thread (an upload to S3
+    // retrying against an endpoint that is down, for up to `retry_for`) is cut off rather than
+    // waited for: a stop must not hang on the network. The backup stays where it was made, and
+    // the next one is uploaded at its time.
+    runtime.shutdown_timeout(STOP_GRACE);
+    served
 }
+
+/// How long a stopping server waits for blocking work still running after the data file is
+/// closed.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The server's two listeners, for what their errors say.
 #[derive(Clone, Copy)]

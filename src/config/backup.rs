@@ -36,6 +36,9 @@ pub struct S3Settings {
     /// From `TRACKER_BACKUP_S3_SECRET_ACCESS_KEY` or `secret_access_key_file`, never from the
     /// configuration file; left out of `Debug`, so never in a log line.
     pub secret_access_key: String,
+    /// `secret_access_key_file`, when the key came from one: warned about at start if users
+    /// other than its owner may read it ([`S3Settings::warn_if_others_can_read`]).
+    pub secret_file: Option<PathBuf>,
     /// How long an upload's or a download's failing requests are tried again (with backoff)
     /// before it counts as failed: `retry_for`.
     pub retry_for: Duration,
@@ -50,8 +53,28 @@ impl std::fmt::Debug for S3Settings {
             .field("prefix", &self.prefix)
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"<redacted>")
+            .field("secret_file", &self.secret_file)
             .field("retry_for", &self.retry_for)
             .finish()
+    }
+}
+
+impl S3Settings {
+    /// Says so when users other than the owner may read `secret_access_key_file`, as for the
+    /// data file: the key reads and deletes every backup, and backups hold the admin password's
+    /// hash and the platforms' tokens. The mode is left as it is.
+    pub fn warn_if_others_can_read(&self) {
+        use std::os::unix::fs::PermissionsExt as _;
+        if let Some(file) = &self.secret_file
+            && let Ok(meta) = file.metadata()
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(
+                path = %file.display(),
+                mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                "backup_s3.secret_access_key_file can be read by other users; `chmod 600` it"
+            );
+        }
     }
 }
 
@@ -70,6 +93,7 @@ pub(super) struct RawBackupS3 {
     pub(super) access_key_id: Option<String>,
     pub(super) secret_access_key_file: Option<PathBuf>,
     pub(super) retry_for: Option<String>,
+    pub(super) allow_http: Option<bool>,
     #[serde(default, skip_serializing)]
     pub(super) secret_access_key: Option<de::IgnoredAny>,
 }
@@ -124,6 +148,7 @@ pub(super) fn backup_s3(
     let endpoint = s3_endpoint(
         &raw.endpoint
             .ok_or_else(|| missing("endpoint", "\"https://s3.eu-central-1.amazonaws.com\""))?,
+        raw.allow_http.unwrap_or(false),
     )?;
     let region = raw
         .region
@@ -154,33 +179,7 @@ pub(super) fn backup_s3(
              {access_key_id:?}"
         )));
     }
-    let secret_access_key = match (env_secret, raw.secret_access_key_file) {
-        (Some(_), Some(_)) => {
-            return Err(ConfigError(format!(
-                "the S3 secret key is given twice, by {S3_SECRET_ENV} and by \
-                 `backup_s3.secret_access_key_file`: keep one"
-            )));
-        }
-        (None, None) => {
-            return Err(ConfigError(format!(
-                "[backup_s3] needs the secret key: set the environment variable {S3_SECRET_ENV}, \
-                 or name a file holding it (and nothing else) with `secret_access_key_file`"
-            )));
-        }
-        (Some(secret), None) => secret,
-        (None, Some(file)) => {
-            let file = base.join(file);
-            std::fs::read_to_string(&file)
-                .map_err(|e| {
-                    ConfigError(format!(
-                        "cannot read `backup_s3.secret_access_key_file` {}: {e}",
-                        file.display()
-                    ))
-                })?
-                .trim_end_matches(['\n', '\r'])
-                .to_owned()
-        }
-    };
+    let (secret_access_key, secret_file) = s3_secret(env_secret, raw.secret_access_key_file, base)?;
     if !(1..=256).contains(&secret_access_key.len())
         || !secret_access_key.bytes().all(|b| b.is_ascii_graphic())
     {
@@ -208,17 +207,59 @@ pub(super) fn backup_s3(
         prefix,
         access_key_id,
         secret_access_key,
+        secret_file,
         retry_for,
     }))
+}
+
+/// The S3 secret key, from `env_secret` (the environment) or `file` (relative to `base`),
+/// exactly one of them, and the file's path when it came from one.
+fn s3_secret(
+    env_secret: Option<String>,
+    file: Option<PathBuf>,
+    base: &Path,
+) -> Result<(String, Option<PathBuf>), ConfigError> {
+    let mut named = None;
+    let secret = match (env_secret, file) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError(format!(
+                "the S3 secret key is given twice, by {S3_SECRET_ENV} and by \
+                 `backup_s3.secret_access_key_file`: keep one"
+            )));
+        }
+        (None, None) => {
+            return Err(ConfigError(format!(
+                "[backup_s3] needs the secret key: set the environment variable {S3_SECRET_ENV}, \
+                 or name a file holding it (and nothing else) with `secret_access_key_file`"
+            )));
+        }
+        (Some(secret), None) => secret,
+        (None, Some(file)) => {
+            let file = base.join(file);
+            named = Some(file.clone());
+            std::fs::read_to_string(&file)
+                .map_err(|e| {
+                    ConfigError(format!(
+                        "cannot read `backup_s3.secret_access_key_file` {}: {e}",
+                        file.display()
+                    ))
+                })?
+                .trim_end_matches(['\n', '\r'])
+                .to_owned()
+        }
+    };
+    Ok((secret, named))
 }
 
 /// The longest `backup_s3.retry_for`: a request is signed once and retried as it is, and a
 /// signature is good for a few minutes only.
 pub(super) const MAX_S3_RETRY: Duration = Duration::from_secs(300);
 
-/// `backup_s3.endpoint`: an `http://` or `https://` address of a host, with no user, password,
-/// path, query or fragment (the bucket is named by `bucket`, not in the address).
-pub(super) fn s3_endpoint(text: &str) -> Result<String, ConfigError> {
+/// `backup_s3.endpoint`: an `https://` address of a host (`http://` to a loopback address, or
+/// to any with `allow_http`: backups hold password hashes and platform tokens, and plain HTTP
+/// shows them to the network), with no user, password, path, query or fragment (the bucket is
+/// named by `bucket`, not in the address).
+pub(super) fn s3_endpoint(text: &str, allow_http: bool) -> Result<String, ConfigError> {
     let refuse = |why: &str| {
         ConfigError(format!(
             "`backup_s3.endpoint` must be the service's address, such as \
@@ -231,6 +272,20 @@ pub(super) fn s3_endpoint(text: &str) -> Result<String, ConfigError> {
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(refuse("a host is needed"));
+    }
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    if url.scheme() == "http" && !loopback && !allow_http {
+        return Err(ConfigError(format!(
+            "`backup_s3.endpoint` {text:?} is plain http:// to another machine: backups hold the \
+             admin password's hash and the platforms' tokens, which would cross the network \
+             unencrypted; use https://, or set `backup_s3.allow_http = true` for a private \
+             network"
+        )));
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(refuse(

@@ -1295,6 +1295,8 @@ mod tests {
         let s3 = |line: &str| with(line).map(|s| s.backups.unwrap().s3.unwrap());
         for good in [
             "endpoint = \"http://127.0.0.1:9000\"",
+            "endpoint = \"http://localhost:9000\"",
+            "endpoint = \"http://s3.lan:9000\"\nallow_http = true",
             "endpoint = \"https://abc.r2.cloudflarestorage.com/\"",
             "region = \"auto\"",
             &format!("region = \"{}\"", "a".repeat(32)),
@@ -1318,6 +1320,8 @@ mod tests {
         for (bad, names) in [
             ("endpoint = \"s3.amazonaws.com\"", "backup_s3.endpoint"),
             ("endpoint = \"ftp://s3.example\"", "backup_s3.endpoint"),
+            ("endpoint = \"http://s3.lan:9000\"", "allow_http"),
+            ("endpoint = \"http://10.0.0.2:9000\"", "allow_http"),
             (
                 "endpoint = \"https://key:secret@s3.example\"",
                 "no credentials",

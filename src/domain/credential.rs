@@ -236,8 +236,9 @@ pub fn redact(text: &str) -> String {
         rest = &tail[end..];
     }
     out.push_str(rest);
-    // A `token=` that was not a credential of ours is still somebody's secret.
-    redact_token_param(&out, |value| value.starts_with("trk_"))
+    // A `token=` (or `api_key=`, ...) that was not a credential of ours is still somebody's
+    // secret, and so is a URL's password.
+    redact_userinfo(&redact_token_param(&out, |value| value.starts_with("trk_")))
 }
 
 /// `text` with every copy of `secret`, a destination's own credential, as [`REDACTED`], and a
@@ -264,23 +265,69 @@ pub fn cut_secret(text: &str, secret: &str) -> String {
 /// The shortest secret [`cut_secret`] cuts out.
 pub const MIN_CUT: usize = 8;
 
-/// What a destination's URL shows (`GET /destinations`, the Destinations page): each `token=`
-/// value as [`REDACTED`], ours too, and nothing else changed; a value that is a macro of the
-/// template (`token={q.token}`) is no secret and is kept.
+/// What a destination's URL shows (`GET /destinations`, the Destinations page): the value of
+/// each parameter named as a secret ([`SECRET_PARAMS`]) and the URL's user information as
+/// [`REDACTED`], ours too, and nothing else changed; a value that is a macro of the template
+/// (`token={q.token}`) is no secret and is kept.
 #[must_use]
 pub fn redact_url_token(url: &str) -> String {
-    redact_token_param(url, |value| {
+    let params = redact_token_param(url, |value| {
         value.len() > 2 && value.starts_with('{') && value.ends_with('}')
-    })
+    });
+    redact_userinfo(&params)
+}
+
+/// The names of query parameters whose values are redacted wherever a URL or a query is shown
+/// or logged, compared without regard to ASCII case after percent-decoding.
+pub const SECRET_PARAMS: &[&str] = &[
+    "token",
+    "access_token",
+    "api_key",
+    "apikey",
+    "key",
+    "secret",
+    "client_secret",
+    "sig",
+    "signature",
+    "password",
+];
+
+/// Every URL's user information in `text` (`https://user:password@host/`, or a key alone in
+/// the user's place) as `[redacted]@`: a credential like a `token=`.
+fn redact_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(scheme_end) = rest.find("://") {
+        let authority_at = scheme_end + 3;
+        out.push_str(&rest[..authority_at]);
+        let after = &rest[authority_at..];
+        let authority_len = after
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\'' | ')' | '>') || c.is_whitespace()
+            })
+            .unwrap_or(after.len());
+        let authority = &after[..authority_len];
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push_str(REDACTED);
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &after[authority_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What a redacted `token=` shows in place of the value. A URL given with it is refused
 /// ([`crate::platform::check_url`]): it is a shown URL sent back, not a token.
 pub const REDACTED: &str = "[redacted]";
 
-/// Every `token=` value in `text`, a query or a URL inside a sentence (`...?token=x): error`),
-/// with its name at the start, after `?` or `&`. The name is compared decoded, as
-/// `input::Query` reads it: `%74oken=` is a token too. A value ends at `&`, `#`, a space, a
+/// Every value of a parameter named in [`SECRET_PARAMS`] in `text`, a query or a URL inside a
+/// sentence (`...?token=x): error`), with its name at the start, after `?` or `&`. The name is
+/// compared decoded, as `input::Query` reads it (`%74oken=` is a token too), and without
+/// regard to case (`Token=`, `API_KEY=`). A value ends at `&`, `#`, a space, a
 /// quote or a bracket, so the words after a URL are kept.
 fn redact_token_param(text: &str, keep: impl Fn(&str) -> bool) -> String {
     let ends_value =
@@ -302,7 +349,9 @@ fn redact_token_param(text: &str, keep: impl Fn(&str) -> bool) -> String {
         out.push_str(before);
         out.push('=');
         let value = &after[..value_len];
-        if !keep(value) && crate::domain::percent::decode(name).as_deref() == Some("token") {
+        let secret_name = crate::domain::percent::decode(name)
+            .is_some_and(|name| SECRET_PARAMS.iter().any(|s| name.eq_ignore_ascii_case(s)));
+        if !keep(value) && secret_name {
             out.push_str(REDACTED);
         } else {
             out.push_str(value);
@@ -363,6 +412,40 @@ mod tests {
     }
 
     #[test]
+    fn every_secret_parameter_and_the_userinfo_are_redacted_in_a_shown_url() {
+        for name in SECRET_PARAMS {
+            assert_eq!(
+                redact_url_token(&format!("https://n.example/pb?{name}=s3cr3t&c=1")),
+                format!("https://n.example/pb?{name}=[redacted]&c=1"),
+            );
+            let upper = name.to_ascii_uppercase();
+            assert_eq!(
+                redact(&format!("GET /x?{upper}=s3cr3t")),
+                format!("GET /x?{upper}=[redacted]"),
+            );
+        }
+        // Just beside a secret's name: kept.
+        assert_eq!(
+            redact_url_token("https://n.example/pb?keys=1&monkey=2&sigma=3"),
+            "https://n.example/pb?keys=1&monkey=2&sigma=3"
+        );
+        assert_eq!(
+            redact_url_token("https://user:hunter2@n.example/pb?x=1"),
+            "https://[redacted]@n.example/pb?x=1"
+        );
+        assert_eq!(
+            redact("error sending request for url (https://k3y@n.example/pb): refused"),
+            "error sending request for url (https://[redacted]@n.example/pb): refused"
+        );
+        assert_eq!(
+            redact_url_token("https://n.example/pb?to=a@b.example"),
+            "https://n.example/pb?to=a@b.example",
+            "an @ past the host is no user information"
+        );
+        assert_eq!(redact_url_token("https://n.example"), "https://n.example");
+    }
+
+    #[test]
     fn a_token_after_a_wide_space_is_redacted_and_nothing_panics() {
         assert_eq!(redact("a\u{2002}token=x b"), "a\u{2002}token=[redacted] b");
         assert_eq!(redact(".7$\u{2002}=1"), ".7$\u{2002}=1");
@@ -416,7 +499,7 @@ mod tests {
         );
         assert_eq!(
             redact("https://n.example/pb?a=b=c&Token=x&token=y#token=z"),
-            "https://n.example/pb?a=b=c&Token=x&token=[redacted]#token=[redacted]"
+            "https://n.example/pb?a=b=c&Token=[redacted]&token=[redacted]#token=[redacted]"
         );
         // A name or a credential percent-encoded is still found.
         assert_eq!(

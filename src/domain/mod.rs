@@ -30,3 +30,4 @@ pub mod settings;
 pub mod spreadsheet;
 pub mod stats;
 pub mod uid;
+pub mod warnings;

@@ -21,7 +21,8 @@
 //!
 //! What else every request gets here, before and after the routes: the client's address as a
 //! [`ClientAddr`] extension; `X-Content-Type-Options: nosniff` on every answer (`GET /e?return=`
-//! echoes text a browser must not take for HTML); `400` for an HTTP/1.1 request without `Host`; `414` for an
+//! echoes text a browser must not take for HTML); `400` for an HTTP/1.1 request without `Host`,
+//! and for a target without a path (`GET _bot`, `OPTIONS *`), before any handler runs; `414` for an
 //! over-long URL; `500 internal` (and the detail in the log) for a handler that panics, while
 //! the server keeps serving; and, for the answers hyper makes by
 //! itself for a head it cannot parse (`400`, `414`, `431`), the JSON error body in place of
@@ -329,6 +330,14 @@ fn refuse_before_routing(req: &Request<Incoming>) -> Option<Response> {
         Error::new(
             Code::UriTooLong,
             format!("the URL is longer than {MAX_URL_BYTES} bytes"),
+        )
+    } else if !req.uri().path().starts_with('/') {
+        // Authority-form (`CONNECT t:80`, and `GET _bot`, which parses as one) and asterisk-form
+        // (`OPTIONS *`) name no path: no endpoint takes them, and warp's path filters panic on
+        // a path without its leading slash.
+        Error::new(
+            Code::MalformedRequest,
+            "the request target must be a path starting with `/` (or an absolute URL)",
         )
     } else if req.version() == Version::HTTP_11 && !req.headers().contains_key(header::HOST) {
         Error::new(

@@ -59,7 +59,7 @@ use read::TableUsage;
 
 pub use channels::ChannelCounts;
 pub use destinations::outbox::Due;
-pub use engine::backup::{BackupStats, folder_of};
+pub use engine::backup::{BackupStats, folder_of, migrate_copy};
 pub use engine::commit::Health;
 pub use engine::compact::compact_file;
 pub use engine::fault;

@@ -41,6 +41,7 @@ use hmac::{KeyInit as _, Mac as _};
 use crate::domain::client::address_key;
 /// The one comparison of tokens, in time that does not depend on where they differ.
 pub use crate::domain::credential::same_token;
+pub use crate::domain::warnings::QuietWarnings;
 
 /// A session ends after this long without a request ...
 pub const IDLE_MS: u64 = 12 * 60 * 60 * 1000;
@@ -315,44 +316,6 @@ impl LoginThrottle {
     }
 }
 
-/// Warnings about what any client can cause (a refused login form, a wrong password): one line
-/// per client address and kind a minute, which says how many were left out since the last.
-#[derive(Default)]
-pub struct QuietWarnings {
-    /// By address and kind: when its last line was written, and the lines left out since.
-    last: Mutex<HashMap<(IpAddr, &'static str), Written>>,
-}
-
-type Written = (u64, u64);
-
-/// How often one address's warning of one kind is written.
-pub const WARNING_INTERVAL_MS: u64 = 60 * 1000;
-
-impl QuietWarnings {
-    /// Whether to write the warning `what` about `address` now: `Some(n)`, with `n` the lines
-    /// of it left out since the last one; `None` within [`WARNING_INTERVAL_MS`] of that.
-    pub fn admit(&self, address: IpAddr, what: &'static str, now_ms: u64) -> Option<u64> {
-        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = (address_key(address), what);
-        if let Some((at, left_out)) = last.get_mut(&key) {
-            if now_ms < *at + WARNING_INTERVAL_MS {
-                *left_out += 1;
-                return None;
-            }
-            let n = *left_out;
-            *at = now_ms;
-            *left_out = 0;
-            return Some(n);
-        }
-        if last.len() >= MAX_ADDRESSES {
-            // A flood from many addresses: start over, which at worst writes a line again.
-            last.clear();
-        }
-        last.insert(key, (now_ms, 0));
-        Some(0)
-    }
-}
-
 fn wait_s(until_ms: u64, now_ms: u64) -> u64 {
     until_ms.saturating_sub(now_ms).div_ceil(1000).max(1)
 }
@@ -404,18 +367,6 @@ mod tests {
         let failed = IpAddr::V4(std::net::Ipv4Addr::from(3));
         assert_eq!(t.admit(failed, 0), Err(OVERALL_WINDOW_MS / 1000));
         assert_eq!(t.admit(B, OVERALL_WINDOW_MS), Ok(0));
-    }
-
-    #[test]
-    fn warnings_are_written_once_a_minute_per_address_and_kind() {
-        let w = QuietWarnings::default();
-        assert_eq!(w.admit(A, "form", 0), Some(0));
-        assert_eq!(w.admit(A, "form", 1), None);
-        assert_eq!(w.admit(A, "form", WARNING_INTERVAL_MS - 1), None);
-        assert_eq!(w.admit(B, "form", 1), Some(0), "another address");
-        assert_eq!(w.admit(A, "password", 1), Some(0), "another kind");
-        assert_eq!(w.admit(A, "form", WARNING_INTERVAL_MS), Some(2));
-        assert_eq!(w.admit(A, "form", 2 * WARNING_INTERVAL_MS), Some(0));
     }
 
     #[test]

@@ -37,10 +37,38 @@ use crate::s3::{self, Bucket, S3Error};
 use crate::storage::{BackupStats, Store};
 use crate::workers::Worker;
 
-const PREFIX: &str = "tracker-";
+/// What every scheduled backup's name starts with.
+pub const PREFIX: &str = "tracker-";
 const SUFFIX: &str = ".redb";
 /// After a failed backup, the next try comes this soon (or at `backup_every`, if sooner).
 const RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// Makes `backup_dir` at the server's start if it is not there (mode `0700`, with any missing
+/// parents: backups hold password hashes and platform tokens), so that "automatic backups on"
+/// is true from the first minute.
+///
+/// # Errors
+/// Why the folder cannot be made, naming `backup_dir`: the server refuses to start rather than
+/// fail every backup.
+pub fn make_backup_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            format!(
+                "backup_dir {} does not exist and cannot be made: {e}; make it (mode 0700, \
+                 owned by the tracker's user) or set another backup_dir",
+                dir.display()
+            )
+        })?;
+    tracing::info!(dir = %dir.display(), "made backup_dir (mode 0700)");
+    Ok(())
+}
 
 /// The file name of a backup made at `ms`: `tracker-20261124T031500Z.redb`.
 #[must_use]
@@ -434,8 +462,10 @@ async fn upload(backups: &Backups, s3: &S3Settings, file: &Path, made_at: u64, k
                         tracing::info!(key, "deleted an old uploaded backup");
                     }
                 }
+                // Debug: quoted, its control characters escaped, so the service's text cannot
+                // write a line of its own or escape sequences into the log.
                 Err(e) => tracing::warn!(
-                    error = %e,
+                    error = ?e.0,
                     "scheduled backup uploaded, but deleting the oldest uploaded ones failed; \
                      it is tried again after the next upload"
                 ),
@@ -444,7 +474,7 @@ async fn upload(backups: &Backups, s3: &S3Settings, file: &Path, made_at: u64, k
         Err(e) => {
             backups.metrics.backup_upload_failed(now, e.0.clone());
             tracing::warn!(
-                error = %e,
+                error = ?e.0,
                 key,
                 "uploading a scheduled backup failed; ingest goes on, and the next scheduled \
                  backup is uploaded at its time"
@@ -462,7 +492,7 @@ async fn rotate_bucket(
     made_at: u64,
 ) -> Result<Vec<String>, S3Error> {
     let mut deleted = Vec::new();
-    let backups = bucket.backups(prefix, backup_time).await?;
+    let backups = bucket.backups(prefix, PREFIX, backup_time).await?;
     for key in beyond_keep(backups, keep, made_at) {
         bucket.delete(&key).await?;
         deleted.push(key);
@@ -478,7 +508,7 @@ async fn newest_uploaded(s3: S3Settings, now_ms: u64) -> Option<u64> {
     tokio::task::spawn_blocking(move || {
         s3::on_own_runtime(async move {
             let bucket = Bucket::new(&s3, None)?;
-            bucket.backups(&s3.prefix, backup_time).await
+            bucket.backups(&s3.prefix, PREFIX, backup_time).await
         })
     })
     .await

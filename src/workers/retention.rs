@@ -154,7 +154,8 @@ pub async fn sweep_hints(retention: &Retention) -> Result<u64, Error> {
 }
 
 /// Deletes the rows of deliveries delivered (or cancelled with their destination) more than
-/// `delivery_retention` ago, step by step; answers how many. Their destinations' counts stay.
+/// `delivery_retention` ago, step by step; answers how many. Their destinations' counts stay;
+/// then the rows of destinations removed that long ago whose deliveries are all gone.
 pub async fn sweep_deliveries(retention: &Retention) -> Result<u64, Error> {
     let before = retention
         .now_ms()
@@ -168,7 +169,17 @@ pub async fn sweep_deliveries(retention: &Retention) -> Result<u64, Error> {
         removed += n;
         match next {
             Some(cursor) => from = cursor,
-            None => return Ok(removed),
+            None => break,
+        }
+        tokio::time::sleep(STEP_PAUSE).await;
+    }
+    loop {
+        let forgotten = retention
+            .store
+            .write(move |t| t.forget_removed_destinations(before, STEP_ENTRIES))
+            .await?;
+        if forgotten < STEP_ENTRIES as u64 {
+            return Ok(removed);
         }
         tokio::time::sleep(STEP_PAUSE).await;
     }

@@ -1608,6 +1608,7 @@ async fn the_spaces_page_shows_a_failed_upload_of_a_scheduled_backup() {
                 prefix: "tracker/".into(),
                 access_key_id: "testing".into(),
                 secret_access_key: "never-on-the-page".into(),
+                secret_file: None,
                 retry_for: std::time::Duration::from_secs(1),
             }),
         });

@@ -697,3 +697,44 @@ fn a_relative_dest_is_relative_to_the_commands_directory_while_a_server_runs() {
          command's"
     );
 }
+
+/// The move to a new machine with a newer release: `tracker restore` of a backup that every
+/// earlier schema version wrote (the committed fixtures) migrates the copy, then checks it,
+/// and a server opens what it restored.
+#[test]
+fn a_backup_of_every_older_release_restores_migrated() {
+    for (version, fixture) in crate::fixtures::fixtures() {
+        let dir = tempfile::tempdir().unwrap();
+        let backup = dir.path().join(format!("tracker-v{version}.redb"));
+        std::fs::copy(&fixture, &backup).unwrap();
+        let data = dir.path().join("t.redb");
+        let out = run_cli(
+            dir.path(),
+            &data,
+            [
+                OsStr::new("--json"),
+                OsStr::new("restore"),
+                backup.as_os_str(),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "v{version}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let restored: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let migrated = restored["migrated_from"].as_u64();
+        let current = tracker::storage::schema::SCHEMA_VERSION;
+        assert_eq!(
+            migrated,
+            (version < current).then_some(version),
+            "v{version}: {restored}"
+        );
+        assert!(
+            restored["rows"].as_u64().unwrap() > 0,
+            "v{version}: {restored}"
+        );
+        let checked = run_cli(dir.path(), &data, ["check"]);
+        assert_succeeded(&checked);
+    }
+}

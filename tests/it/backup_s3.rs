@@ -119,6 +119,7 @@ fn s3_settings(endpoint: &str, bucket: &str, prefix: &str) -> S3Settings {
         prefix: prefix.into(),
         access_key_id: "testing".into(),
         secret_access_key: SECRET_KEY.into(),
+        secret_file: None,
         retry_for: Duration::from_secs(2),
     }
 }
@@ -192,7 +193,7 @@ async fn uploading_daily(s3: &S3Settings, keep: u32) -> TestServer {
 async fn uploaded(s3: &S3Settings) -> Vec<String> {
     Bucket::new(s3, None)
         .unwrap()
-        .backups(&s3.prefix, backup_time)
+        .backups(&s3.prefix, tracker::workers::backups::PREFIX, backup_time)
         .await
         .unwrap()
         .into_iter()
@@ -846,4 +847,179 @@ async fn a_multipart_upload_whose_last_part_fails_leaves_no_parts() {
     );
     let direct = Bucket::new(&moto.settings("parts", ""), None).unwrap();
     assert!(!direct.exists("three-parts.bin").await.unwrap());
+}
+
+/// `[backup_s3]` with plain `http://` to another machine is refused unless `allow_http` says it
+/// is meant (backups hold password hashes and platform tokens); to a loopback address it is
+/// taken. A `secret_access_key_file` other users may read is warned about, as the data file is.
+#[test]
+fn plain_http_to_another_machine_and_a_readable_secret_file_are_not_taken_silently() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t.redb");
+    let secret = dir.path().join("s3-secret");
+    std::fs::write(&secret, format!("{SECRET_KEY}\n")).unwrap();
+    let run = |endpoint: &str, extra: &str| {
+        let config = dir.path().join("s3.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[backup_s3]\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\nbucket = \
+                 \"bk1\"\naccess_key_id = \"testing\"\nsecret_access_key_file = \"{}\"\n{extra}",
+                secret.display()
+            ),
+        )
+        .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_tracker"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--data")
+            .arg(&data)
+            .args(["space", "list"])
+            .env_remove("TRACKER_BACKUP_S3_SECRET_ACCESS_KEY")
+            .env("TRACKER_LOG_LEVEL", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tracker")
+    };
+    let config_error = |out: &std::process::Output| out.status.code() == Some(2);
+    let refused = run("http://s3.example.com", "");
+    assert!(config_error(&refused), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("allow_http"),
+        "{refused:?}"
+    );
+    for taken in [
+        run("http://s3.example.com", "allow_http = true\n"),
+        run("http://127.0.0.1:9000", ""),
+        run("http://localhost:9000", ""),
+        run("http://[::1]:9000", ""),
+        run("https://s3.example.com", ""),
+    ] {
+        assert!(!config_error(&taken), "{taken:?}");
+    }
+    let readable = "can be read by other users";
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let private = run("https://s3.example.com", "");
+    assert!(!String::from_utf8_lossy(&private.stderr).contains(readable));
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let shared = run("https://s3.example.com", "");
+    assert!(
+        String::from_utf8_lossy(&shared.stderr).contains(readable),
+        "{shared:?}"
+    );
+}
+
+/// Keys directly under the prefix that the client cannot read (`..`, an empty folder, a control
+/// character), put there by someone else: the listing of the schedule's backups still answers,
+/// so the rotation goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_keys_under_the_prefix_do_not_stop_the_listing() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("odd");
+    let s3 = moto.settings("odd", "tracker/");
+    let backup = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(backup.path(), "a backup").unwrap();
+    let key = format!("tracker/{}", backup_name(NOW_MS));
+    let bucket = Bucket::new(&s3, None).unwrap();
+    bucket.upload(backup.path(), &key).await.unwrap();
+    for odd in [
+        "/odd/tracker//x",
+        "/odd/tracker/%2E%2E",
+        "/odd/tracker/a%01b",
+    ] {
+        moto.ask("PUT", odd);
+    }
+    assert_eq!(uploaded(&s3).await, [key]);
+}
+
+/// An S3 error whose text holds a line end and a terminal's escape sequence (remote text, as
+/// the service's `<Message>` is) is logged escaped, as a delivery's error is: no forged second
+/// line, no escape reaching a terminal. The stand-in answers every request as S3 refuses one
+/// (<https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html>: "`<Error>
+/// <Code>NoSuchKey</Code> <Message>The resource you requested does not exist</Message> ...
+/// </Error>`", with the HTTP status of the error, here `403 AccessDenied`).
+#[test]
+fn remote_text_in_an_s3_error_is_logged_escaped() {
+    use tokio::io::AsyncWriteExt as _;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stand_in = runtime.block_on(crate::support::loopback::listen(|mut stream| async move {
+        let mut buf = Vec::new();
+        while crate::support::loopback::read_request(&mut stream, &mut buf)
+            .await
+            .is_some()
+        {
+            let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code>\
+                        <Message>denied\n2026-01-01T00:00:00Z ERROR forged line\u{1b}[2J</Message>\
+                        </Error>";
+            let answer = format!(
+                "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if stream.write_all(answer.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }));
+    let endpoint = format!("http://{}", stand_in.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let process = TrackerProcess::start_with_env(
+        dir.path(),
+        &[
+            ("TRACKER_BACKUP_S3_ENDPOINT", &endpoint),
+            ("TRACKER_BACKUP_S3_REGION", "us-east-1"),
+            ("TRACKER_BACKUP_S3_BUCKET", "denied"),
+            ("TRACKER_BACKUP_S3_ACCESS_KEY_ID", "testing"),
+            ("TRACKER_BACKUP_S3_RETRY_FOR", "1s"),
+            ("TRACKER_BACKUP_S3_SECRET_ACCESS_KEY", SECRET_KEY),
+        ],
+    );
+    let log = process.log_when(|l| l.contains("uploading a scheduled backup failed"));
+    assert!(
+        log.contains("forged line"),
+        "the remote text is there: {log}"
+    );
+    assert!(!log.contains('\u{1b}'), "{log}");
+    assert!(
+        !log.lines().any(|l| l.starts_with("2026-01-01T00:00:00Z")),
+        "a forged line: {log}"
+    );
+    crate::support::stop_cleanly(process);
+}
+
+/// With the S3 endpoint down and `retry_for` long, SIGTERM still stops the server within
+/// seconds (the upload retrying on its thread is cut off), and the retries leave no line each.
+#[test]
+fn sigterm_stops_within_seconds_while_an_upload_retries() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let process = TrackerProcess::start_with_env(
+        dir.path(),
+        &[
+            ("TRACKER_BACKUP_S3_ENDPOINT", &endpoint),
+            ("TRACKER_BACKUP_S3_REGION", "us-east-1"),
+            ("TRACKER_BACKUP_S3_BUCKET", "nowhere"),
+            ("TRACKER_BACKUP_S3_ACCESS_KEY_ID", "testing"),
+            ("TRACKER_BACKUP_S3_RETRY_FOR", "5m"),
+            ("TRACKER_BACKUP_S3_SECRET_ACCESS_KEY", SECRET_KEY),
+        ],
+    );
+    let _ = process.log_when(|l| l.contains("automatic backups on"));
+    // Into the upload's retries.
+    std::thread::sleep(Duration::from_secs(2));
+    let asked = Instant::now();
+    let log_before = process.stderr();
+    let status = process.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(8),
+        "stopped after {:?}",
+        asked.elapsed()
+    );
+    assert!(
+        !log_before.contains("object_store"),
+        "a line per retry:\n{log_before}"
+    );
 }

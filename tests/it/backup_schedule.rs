@@ -190,14 +190,13 @@ async fn a_failed_backup_is_tried_again_while_ingest_goes_on() {
     server.stop().await;
 }
 
-/// The real binary with `backup_dir` unwritable (a path under a regular file): one error in
-/// the log naming the directory, `failed` counted in `/metrics`, and events still `queued`.
+/// The real binary with a `backup_dir` that does not exist: the folder is made at the start,
+/// for the owner alone, and the first backup lands in it; events still `queued`.
 #[test]
-fn a_failed_backup_is_logged_and_counted_and_ingest_goes_on() {
+fn a_missing_backup_dir_is_made_at_start_for_the_owner_alone() {
+    use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().unwrap();
-    let blocker = dir.path().join("a-file");
-    std::fs::write(&blocker, "not a directory").unwrap();
-    let backup_dir = blocker.join("backups");
+    let backup_dir = dir.path().join("not-yet").join("backups");
     let backup_dir_text = backup_dir.display().to_string();
     let mut process = TrackerProcess::start_with_env(
         dir.path(),
@@ -207,21 +206,33 @@ fn a_failed_backup_is_logged_and_counted_and_ingest_goes_on() {
         ],
     );
     let created = process.created.take().expect("first start");
-    let log = process.log_when(|l| l.contains("scheduled backup failed"));
-    assert_eq!(
-        log.matches("scheduled backup failed").count(),
-        1,
-        "one line when failures start:\n{log}"
-    );
-    assert!(log.contains(&backup_dir_text), "{log}");
-    let text = crate::support::events_still_queue(&process, &created.secret, "after-failure");
+    let mode = std::fs::metadata(&backup_dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let text = crate::support::events_still_queue(&process, &created.secret, "after-start");
     assert!(
-        text.contains("tracker_scheduled_backups_total{status=\"failed\"} 1\n"),
+        text.contains("tracker_scheduled_backups_total{status=\"failed\"} 0\n"),
         "{text}"
     );
-    assert!(
-        text.contains("tracker_scheduled_backups_total{status=\"written\"} 0\n"),
-        "{text}"
-    );
+    let log = process.log_when(|l| l.contains("scheduled backup written"));
+    assert!(!log.contains("scheduled backup failed"), "{log}");
     crate::support::stop_cleanly(process);
+}
+
+/// A `backup_dir` that cannot be made (a path under a regular file) refuses the start, naming
+/// it, rather than failing every backup while the log says "automatic backups on".
+#[test]
+fn a_backup_dir_that_cannot_be_made_refuses_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let backup_dir = blocker.join("backups");
+    let backup_dir_text = backup_dir.display().to_string();
+    let Err(refused) =
+        TrackerProcess::try_start_with_env(dir.path(), &[("TRACKER_BACKUP_DIR", &backup_dir_text)])
+    else {
+        panic!("the server started with a backup_dir it cannot make");
+    };
+    assert!(refused.contains("backup_dir"), "{refused}");
+    assert!(refused.contains(&backup_dir_text), "{refused}");
+    assert!(!dir.path().join("t.redb").exists(), "nothing is created");
 }

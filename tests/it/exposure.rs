@@ -371,3 +371,39 @@ fn a_csv_export_never_holds_a_live_formula() {
     assert_eq!(rows[1]["value"], "12");
     crate::support::stop_cleanly(process);
 }
+
+/// Refused fetches of a conversions file and refused Telegram updates are each logged once a
+/// minute per address, with the space's name from the path clipped and escaped: one
+/// connection once wrote 70 MB of log in 3 s this way, each line holding a raw 8 KB name.
+#[test]
+fn refusals_on_public_paths_are_logged_once_a_minute_clipped_and_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let process = crate::support::TrackerProcess::start(dir.path());
+    let long_name = format!("a%0aforged%1b[2J{}", "b".repeat(7000));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        for _ in 0..20 {
+            let r = send(
+                process.addr,
+                &Request::get(&format!("/conversions/{long_name}/google.csv")),
+            )
+            .await;
+            assert_eq!(r.status, 401);
+            let r = send(
+                process.addr,
+                &Request::post(&format!("/telegram/{long_name}"), None, "{}"),
+            )
+            .await;
+            assert_eq!(r.status, 404);
+        }
+    });
+    let log = process.log_when(|log| {
+        log.contains("conversions file refused") && log.contains("telegram update refused")
+    });
+    for kind in ["conversions file refused", "telegram update refused"] {
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(kind)).collect();
+        assert_eq!(lines.len(), 1, "{kind}: {log}");
+        assert!(lines[0].len() < 1024, "{kind}: {} bytes", lines[0].len());
+        assert!(!lines[0].contains('\u{1b}'), "{kind}: {}", lines[0]);
+    }
+}

@@ -12,7 +12,7 @@ use tracker::storage::{Store, StoreOptions};
 
 use crate::support::DAY_MS;
 
-fn fixtures() -> Vec<(u64, PathBuf)> {
+pub fn fixtures() -> Vec<(u64, PathBuf)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut found: Vec<_> = std::fs::read_dir(&dir)
         .expect("tests/fixtures")

@@ -282,3 +282,30 @@ fn a_csv_header_naming_a_column_twice_is_refused_once() {
     );
     assert!(exported(dir.path(), &data).is_empty());
 }
+
+/// A CSV row larger than a batch (an unterminated quoted field running on for 3 MiB, which the
+/// `csv` crate would hold whole, with the rest of the file) is refused by its line, as a long
+/// NDJSON line is, and ends the file; the rows before it go in.
+#[test]
+fn a_csv_row_larger_than_a_batch_is_refused_without_being_held_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = stopped_server(dir.path());
+    let file = dir.path().join("history.csv");
+    let unterminated = format!("contact,\"{}\ncontact,u-2,\n", "x".repeat(3 << 20));
+    std::fs::write(
+        &file,
+        format!("event,uid,eid\ncontact,u-1,\n{unterminated}"),
+    )
+    .unwrap();
+    let (summary, ok) = import(dir.path(), &data, &file, &[]);
+    assert!(!ok, "{summary}");
+    assert_eq!(summary["refused"], 1, "{summary}");
+    let refused = &summary["refusals"][0];
+    assert_eq!(refused["line"], 3, "{summary}");
+    assert_eq!(refused["status"], "payload_too_large", "{summary}");
+    let uids: Vec<Value> = exported(dir.path(), &data)
+        .iter()
+        .map(|e| e["uid"].clone())
+        .collect();
+    assert_eq!(uids, [json!("u-1")]);
+}

@@ -41,6 +41,8 @@ mod openapi;
 mod properties;
 mod read;
 mod readme;
+mod removed_destinations;
+mod request_lines;
 mod retention;
 mod support;
 mod telegram;

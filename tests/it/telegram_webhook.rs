@@ -224,11 +224,11 @@ async fn a_missing_or_wrong_secret_an_unknown_space_or_a_body_too_large_changes_
     assert_error(&r, 401, "unauthorized", None);
     let r = post_update(&s, &space, Some(&secret[1..]), &body).await;
     assert_error(&r, 401, "unauthorized", None);
+    // Each space's webhook has a secret of its own: space a's does not open another's.
     let r = post_update(&s, "no-such-space", Some(&secret), &body).await;
-    assert_error(&r, 404, "not_found", None);
-    // A space that exists but has no bot.
+    assert_error(&r, 401, "unauthorized", None);
     let r = post_update(&s, &s.b.name, Some(&secret), &body).await;
-    assert_error(&r, 404, "not_found", None);
+    assert_error(&r, 401, "unauthorized", None);
 
     // The bound on bodies: one byte over it is refused, one at it is taken.
     let mut update: Value = serde_json::from_str(&body).unwrap();

@@ -670,6 +670,46 @@ impl Txn<'_> {
         Ok((doomed.len() as u64, cursor))
     }
 
+    /// Deletes the rows (the destination's, and its state's) of up to `limit` destinations
+    /// removed before `before_ms` that have no delivery left: a removed destination is kept only
+    /// while its deliveries can still be listed, so making and removing destinations cannot
+    /// grow the file. Answers how many it deleted.
+    pub fn forget_removed_destinations(
+        &mut self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        let mut removed = Vec::new();
+        for entry in self.destinations.open()?.iter()? {
+            let (key, bytes) = entry?;
+            let record: DestinationRecord = records::decode(bytes.value())?;
+            if record.removed_at_ms.is_some_and(|at| at < before_ms) {
+                removed.push(key.value());
+            }
+        }
+        let mut forgotten = Vec::new();
+        for no in removed {
+            if forgotten.len() == limit {
+                break;
+            }
+            let has_deliveries = self
+                .deliveries
+                .open()?
+                .range((no, 0)..=(no, u64::MAX))?
+                .next()
+                .is_some();
+            if !has_deliveries {
+                forgotten.push(no);
+            }
+        }
+        for no in &forgotten {
+            self.destinations.open()?.remove(*no)?;
+            self.delivery_states.open()?.remove(*no)?;
+            self.outbox.states.remove(no);
+        }
+        Ok(forgotten.len() as u64)
+    }
+
     /// Writes the state rows this batch changed.
     pub(crate) fn write_delivery_states(&mut self) -> Result<(), StoreError> {
         for (no, state) in std::mem::take(&mut self.outbox.states) {

@@ -3,6 +3,9 @@
 //! The copy is made from one read snapshot, table by table, into a new redb file, so it holds
 //! exactly the commits before the snapshot and nothing half-written, whatever the writer does
 //! meanwhile. Copying the file's bytes instead would race the writer.
+//!
+//! A backup of an older release is brought to this release's schema before it is restored
+//! ([`migrate_copy`]), as a server's open would bring the data file.
 
 use std::path::Path;
 
@@ -10,8 +13,9 @@ use redb::{
     Database, Key, ReadTransaction, ReadableTable, TableDefinition, Value, WriteTransaction,
 };
 
+use super::open;
 use crate::storage::error::StoreError;
-use crate::storage::schema::{self, TableVisitor};
+use crate::storage::schema::{self, SCHEMA_VERSION, TableVisitor};
 
 /// Free bytes a copy must leave on the data file's own filesystem, for the file to go on
 /// growing: a copy that took the last of it would turn every new event away.
@@ -102,6 +106,29 @@ pub fn backup(src: &ReadTransaction, dest: &Path) -> Result<BackupStats, StoreEr
     let rows = result?;
     let bytes = dest.metadata().map_or(0, |m| m.len());
     Ok(BackupStats { rows, bytes })
+}
+
+/// Brings a copy written by an older release (a backup being restored) up to this release's
+/// schema, in place, by the numbered migrations a server's open runs; answers the version it
+/// was at, or `None` when it needed none. Only a file that says it is an older tracker file is
+/// migrated: one with no version (another program's redb file) is left as it is, for the check
+/// that follows to refuse.
+///
+/// # Errors
+/// What the open or a migration step met (a damaged page, a full disk).
+pub fn migrate_copy(path: &Path) -> Result<Option<u64>, StoreError> {
+    let found = match Database::builder().open_read_only(path) {
+        Ok(copy) => open::stored_version(&redb::ReadableDatabase::begin_read(&copy)?)?,
+        // Not a clean redb file: the check that follows says what it is.
+        Err(_) => return Ok(None),
+    };
+    match found {
+        Some(version) if version < SCHEMA_VERSION => {
+            drop(open::open_database(path, None, open::COMMAND_CACHE_BYTES)?);
+            Ok(Some(version))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// The nice value of a copy made beside the server's load: the lowest priority there is. A copy

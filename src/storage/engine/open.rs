@@ -286,7 +286,7 @@ pub(crate) fn refuse_newer_schema(path: &Path) -> Result<(), StoreError> {
     }
 }
 
-fn stored_version(txn: &redb::ReadTransaction) -> Result<Option<u64>, StoreError> {
+pub(super) fn stored_version(txn: &redb::ReadTransaction) -> Result<Option<u64>, StoreError> {
     let meta = match txn.open_table(META) {
         Ok(t) => t,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),

@@ -1,7 +1,7 @@
 //! Updates by webhook (`docs/channels.md#updates-by-webhook`): with `telegram_webhook = true`,
 //! the task of each space's token sets the bot's webhook (`setWebhook`) to
-//! `<public_url>/telegram/<space>`, with a secret this process made at start ([`WebhookSecret`]: in memory only, never logged or
-//! stored), and Telegram then sends each update there, one `POST` at a time.
+//! `<public_url>/telegram/<space>`, with a secret of that space's own, derived from a key this
+//! process made at start ([`WebhookSecret`]: in memory only, never logged or stored), and Telegram then sends each update there, one `POST` at a time.
 //!
 //! [`receive`] applies an update through the poller's own [`updates::apply`] and answers only
 //! once its effects are committed: Telegram sends an update again until it is answered `2xx`. The
@@ -24,10 +24,29 @@ use crate::workers::telegram::updates::{self, ALLOWED_UPDATES, pause_after};
 /// The header Telegram sends the webhook's `secret_token` in.
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 
-/// The `secret_token` of every webhook this process sets: 44 characters of `A-Za-z0-9` (Telegram
-/// takes 1 to 256 of `A-Za-z0-9_-`), 256 random bits, made when the process starts. Only ever
-/// sent to Telegram; shown nowhere (its `Debug` hides it).
+/// The key of the webhooks' `secret_token`s: 256 random bits made when the process starts.
+/// Each space's bot is given its own token derived from it ([`WebhookSecret::for_space`]), so
+/// one bot's token (seen by whoever holds that bot) does not open another space's webhook.
+/// Every start sets each webhook again with the new tokens, so none from before a restart is
+/// taken. Only ever sent to Telegram; shown nowhere (its `Debug` hides it).
 pub struct WebhookSecret(String);
+
+impl WebhookSecret {
+    /// The `secret_token` of space `space`'s webhook (`/telegram/<space>`): the hex of an
+    /// HMAC-SHA256 of the space's name under the process's key, 64 characters of `0-9a-f`
+    /// (Telegram takes 1 to 256 of `A-Za-z0-9_-`).
+    ///
+    /// # Panics
+    /// Never: HMAC takes a key of any length.
+    #[must_use]
+    pub fn for_space(&self, space: &str) -> String {
+        use hmac::{KeyInit as _, Mac as _};
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(self.0.as_bytes())
+            .expect("HMAC takes a key of any length");
+        mac.update(space.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+}
 
 impl Default for WebhookSecret {
     fn default() -> WebhookSecret {
@@ -128,7 +147,7 @@ pub async fn run(shared: Arc<Shared>, space: u32, name: String, api: BotApi) {
     let url = format!("{}/telegram/{name}", shared.settings.public_url);
     let params = json!({
         "url": url,
-        "secret_token": shared.status.secret.0,
+        "secret_token": shared.status.secret.for_space(&name),
         "allowed_updates": ALLOWED_UPDATES,
         // One update at a time.
         "max_connections": 1,
@@ -166,12 +185,12 @@ pub(super) fn forget(shared: &Shared, space: u32, token: &str) {
 }
 
 /// Checks the `X-Telegram-Bot-Api-Secret-Token` of a request to the webhook, before anything
-/// else is read: `401` when it is missing or not this process's secret.
+/// else is read: `401` when it is missing or not the secret this process gave `space`'s webhook.
 ///
 /// # Errors
 /// `unauthorized`, the same for a missing and a wrong secret; `not_found` while
 /// `telegram_webhook` is off.
-pub fn authenticate(shared: &Shared, secret: Option<&str>) -> Result<(), Error> {
+pub fn authenticate(shared: &Shared, space: &str, secret: Option<&str>) -> Result<(), Error> {
     if !shared.settings.telegram.webhook {
         return Err(Error::new(
             Code::NotFound,
@@ -179,7 +198,7 @@ pub fn authenticate(shared: &Shared, secret: Option<&str>) -> Result<(), Error> 
         ));
     }
     match secret {
-        Some(s) if same_token(s, &shared.status.secret.0) => Ok(()),
+        Some(s) if same_token(s, &shared.status.secret.for_space(space)) => Ok(()),
         Some(_) => Err(Error::unauthorized(
             "the X-Telegram-Bot-Api-Secret-Token is not the one this webhook was set with",
         )),
