@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::delivery::{Outcome, outcome_of};
-use super::given::DestinationFields;
+use super::given::{DestinationFields, Field};
 use crate::domain::click::ClientHints;
 use crate::domain::feed::FeedEvent;
 use crate::error::Error;
@@ -124,13 +124,9 @@ pub enum Sending {
 
 /// An ad platform, a postback or a webhook: what the registry and the sender know of each.
 pub trait Platform: Sync {
-    /// Its fields of its own in a destination's body; another platform's are refused.
-    fn fields() -> &'static [&'static str]
-    where
-        Self: Sized;
-
-    /// Of [`Platform::fields`], those it cannot do without: `missing_field` when absent.
-    fn required() -> &'static [&'static str]
+    /// Its fields of its own in a destination's body, each as a body gives it, answers show
+    /// it and a form asks for it; another platform's are refused.
+    fn fields() -> &'static [Field]
     where
         Self: Sized;
 
@@ -166,6 +162,21 @@ pub trait Platform: Sync {
     /// Its settings as a way in would give them (its secrets as they are): what a change is
     /// laid over and checked again.
     fn fields_of(&self, f: &mut DestinationFields);
+
+    /// What answers show of it beyond its fields (`fields_of`): what it came to, never a
+    /// credential.
+    fn shown(&self, view: &mut serde_json::Map<String, Value>) {
+        let _ = view;
+    }
+
+    /// The names and JSON Schemas of what [`Platform::shown`] adds.
+    #[must_use]
+    fn shown_fields() -> &'static [(&'static str, &'static str)]
+    where
+        Self: Sized,
+    {
+        &[]
+    }
 
     /// What a change leaves as it was in `before`, these settings' predecessor: the secrets
     /// only a rotation replaces, what its fetches came to.

@@ -67,7 +67,7 @@ pub use face::{
     answer_by_status,
 };
 pub use fields::{DestinationPatch, NewDestination, check_name};
-pub use given::DestinationFields;
+pub use given::{DestinationFields, Field, Given, Shape};
 pub use google_ads::{
     BRAID_COLUMNS, COLUMNS, Conversion, ConversionNames, DEFAULT_USER, Fetches, Google,
     GoogleClick, Password, PasswordDigest, REALM, TIME_ZONE_PARAMETER, WINDOW_MS, conversion_file,

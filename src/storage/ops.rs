@@ -729,12 +729,12 @@ pub(super) mod tests {
     /// Creates webhook destination `hook` of space 1 in `t`; answers its number.
     fn create_hook(t: &mut Txn<'_>) -> u32 {
         use crate::platform::DestinationFields;
-        let fields = DestinationFields {
+        let mut fields = DestinationFields {
             name: Some("hook".into()),
             kind: Some("webhook".into()),
-            url: Some("http://127.0.0.1:9/hook".into()),
             ..DestinationFields::default()
         };
+        fields.set_text("url", Some("http://127.0.0.1:9/hook".into()));
         t.create_destination(1, &fields.check(true).unwrap(), 1)
             .unwrap()
             .no
