@@ -104,10 +104,10 @@ impl FeedEvent {
             self.campaign_name = c.campaign_name;
             self.clicked_at_ms = Some(c.clicked_at_ms);
             self.tg_id = c.tg_id;
-            self.ttclid = c.ids.ttclid;
-            self.gclid = c.ids.gclid;
-            self.gbraid = c.ids.gbraid;
-            self.wbraid = c.ids.wbraid;
+            self.ttclid = c.ids.owned("ttclid");
+            self.gclid = c.ids.owned("gclid");
+            self.gbraid = c.ids.owned("gbraid");
+            self.wbraid = c.ids.owned("wbraid");
             self.fbp = c.ids.fbp;
         }
     }

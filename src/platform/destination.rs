@@ -208,14 +208,13 @@ mod tests {
             created_at_ms: 0,
             paused: None,
         };
-        let with = Some(ClickFacts {
-            has_fbclid: true,
-            has_ttclid: false,
-        });
-        let without = Some(ClickFacts {
-            has_fbclid: false,
-            has_ttclid: true,
-        });
+        let with = Some(ClickFacts::of(
+            true,
+            &crate::domain::click::ClickIds::default(),
+        ));
+        let mut ttclid = crate::domain::click::ClickIds::default();
+        ttclid.set("ttclid", Some("E.C.P.x".into()));
+        let without = Some(ClickFacts::of(false, &ttclid));
         assert!(d.wants(EventKind::Deposit, with));
         assert!(!d.wants(EventKind::Contact, with));
         assert!(!d.wants(EventKind::Deposit, without));

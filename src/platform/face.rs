@@ -7,16 +7,42 @@ use serde_json::Value;
 
 use super::delivery::{Outcome, outcome_of};
 use super::given::{DestinationFields, Field};
-use crate::domain::click::ClientHints;
+use crate::domain::click::{AD_CLICK_IDS, ClickIds, ClientHints};
 use crate::domain::feed::FeedEvent;
 use crate::error::Error;
 
 /// What a destination's platform needs to know of an event's click to match it to an ad:
-/// which of the ad platforms' click ids it brought.
-#[derive(Clone, Copy, Debug)]
+/// which of the ad platforms' click ids it brought (`fbclid`, and by their place in
+/// [`AD_CLICK_IDS`] the others).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct ClickFacts {
     pub has_fbclid: bool,
-    pub has_ttclid: bool,
+    has_ad_ids: u32,
+}
+
+impl ClickFacts {
+    /// The facts of a click with or without an `fbclid` and with the other click ids `ids`.
+    #[must_use]
+    pub fn of(has_fbclid: bool, ids: &ClickIds) -> ClickFacts {
+        let has_ad_ids = AD_CLICK_IDS
+            .iter()
+            .enumerate()
+            .filter(|(_, id)| ids.get(id.name).is_some())
+            .fold(0, |bits, (place, _)| bits | 1 << place);
+        ClickFacts {
+            has_fbclid,
+            has_ad_ids,
+        }
+    }
+
+    /// Whether the click brought a click id that `platform` (a kind's name) matches events by.
+    #[must_use]
+    pub fn has_id_for(self, platform: &str) -> bool {
+        AD_CLICK_IDS
+            .iter()
+            .enumerate()
+            .any(|(place, id)| id.platform == platform && self.has_ad_ids & (1 << place) != 0)
+    }
 }
 
 /// How long a throttled destination waits before it sends again, at least.

@@ -268,4 +268,20 @@ mod tests {
             }
         }
     }
+
+    /// Each click id is read by a kind there is, under a stored tag of its own (never `fbp`'s)
+    /// and a name and parameter of its own.
+    #[test]
+    fn each_click_id_belongs_to_a_kind_under_a_tag_of_its_own() {
+        use crate::domain::click::{AD_CLICK_IDS, FBP_TAG};
+        for (place, id) in AD_CLICK_IDS.iter().enumerate() {
+            assert!(Kind::parse(id.platform).is_ok(), "{id:?}");
+            assert_ne!(id.tag, FBP_TAG, "{id:?}");
+            for other in &AD_CLICK_IDS[place + 1..] {
+                assert_ne!(id.tag, other.tag, "{id:?} {other:?}");
+                assert_ne!(id.name, other.name, "{id:?} {other:?}");
+                assert_ne!(id.param, other.param, "{id:?} {other:?}");
+            }
+        }
+    }
 }

@@ -152,7 +152,7 @@ impl Platform for Tiktok {
     }
 
     fn matches(&self, click: ClickFacts) -> bool {
-        click.has_ttclid
+        click.has_id_for("tiktok_events")
     }
 
     /// An event it could not take (nothing to match, a currency without a rate) is refused
@@ -496,9 +496,10 @@ mod tests {
             .check(false)
             .unwrap()
             .target;
-        let click = |has_fbclid, has_ttclid| ClickFacts {
-            has_fbclid,
-            has_ttclid,
+        let click = |has_fbclid, has_ttclid: bool| {
+            let mut ids = crate::domain::click::ClickIds::default();
+            ids.set("ttclid", has_ttclid.then(|| "E.C.P.x".to_owned()));
+            ClickFacts::of(has_fbclid, &ids)
         };
         assert!(t.matches(click(false, true)));
         assert!(!t.matches(click(true, false)));

@@ -270,10 +270,9 @@ impl<'t> Txn<'t> {
             }
         }
         // Every read that can fail before the first write (the module's rule).
-        let click = resolved.as_ref().map(|r| ClickFacts {
-            has_fbclid: r.click.fbclid.is_some(),
-            has_ttclid: r.click.ttclid.is_some(),
-        });
+        let click = resolved
+            .as_ref()
+            .map(|r| ClickFacts::of(r.click.fbclid.is_some(), &r.click.ids));
         let deliveries = self.deliveries_for(space, event.kind, click)?;
         self.inbox_seq += 1;
         let inbox_id = self.inbox_seq;

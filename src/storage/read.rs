@@ -15,7 +15,6 @@ use redb::{
     ReadableTableMetadata,
 };
 
-use crate::domain::click::ClickIds;
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{AttributedBy, EventId, EventKind, Source, ValidEvent};
 use crate::domain::feed::{self, Attribution, FeedEvent, FeedPage, PageRequest};
@@ -319,13 +318,7 @@ pub(crate) fn feed_event(
                     campaign_name: c.campaign_name,
                     clicked_at_ms: c.clicked_at_ms,
                     tg_id: c.tg_id,
-                    ids: ClickIds {
-                        ttclid: c.ttclid,
-                        gclid: c.gclid,
-                        gbraid: c.gbraid,
-                        wbraid: c.wbraid,
-                        fbp: c.fbp,
-                    },
+                    ids: c.ids,
                 })
             }
         },
