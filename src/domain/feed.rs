@@ -19,8 +19,9 @@ pub const DEFAULT_WAIT_S: u64 = 30;
 /// Requests of one space waiting on `GET /events/wait` at once, at most.
 pub const MAX_WAITERS_PER_SPACE: usize = 32;
 
-/// One stored event and its attribution.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// One stored event and its attribution. Its `Default` is no event: what a constructor
+/// leaves out (the click ids, until `attribute`) is absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FeedEvent {
     /// A decimal string, as `POST /events` answers it.
     #[schemars(pattern(r"^[0-9]+$"))]

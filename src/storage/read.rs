@@ -344,11 +344,8 @@ pub(crate) fn feed_event(
         fbc: None,
         first_deposit: (kind == EventKind::Deposit).then_some(r.first_deposit),
         event_id,
-        ttclid: None,
-        gclid: None,
-        gbraid: None,
-        wbraid: None,
-        fbp: None,
+        // The click ids, from the click, by `attribute`.
+        ..FeedEvent::default()
     };
     event.attribute(click);
     // The Telegram id the event named, where it named one; else its click's.

@@ -665,7 +665,7 @@ async fn destinations_keep_their_settings_through_the_migration_to_one_tagged_va
                     old.conversion_names.iter().cloned().collect()
                 );
             }
-            Target::MetaCapi(_) => panic!("the fixture holds no Meta destination"),
+            other => panic!("the fixture holds no destination of its kind: {other:?}"),
         }
     }
 }
