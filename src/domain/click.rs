@@ -127,11 +127,12 @@ pub struct AdClickId {
 /// The ad platforms' click ids other than `fbclid`: a new one is a line here, and a field of
 /// `POST /clicks` and of the feed.
 #[rustfmt::skip]
-pub const AD_CLICK_IDS: [AdClickId; 4] = [
+pub const AD_CLICK_IDS: [AdClickId; 5] = [
     AdClickId { name: "ttclid", param: "ttclid", tag: 0, platform: "tiktok_events" },
     AdClickId { name: "gclid", param: "gclid", tag: 1, platform: "google_ads" },
     AdClickId { name: "gbraid", param: "gbraid", tag: 2, platform: "google_ads" },
     AdClickId { name: "wbraid", param: "wbraid", tag: 3, platform: "google_ads" },
+    AdClickId { name: "sccid", param: "ScCid", tag: 5, platform: "snap_capi" },
 ];
 
 /// The stored tag of Meta's browser id `fbp` among a click's ids ([`AdClickId::tag`]).
@@ -202,6 +203,11 @@ pub struct ClickBody<'a> {
     #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
     #[allow(dead_code)]
     wbraid: Option<&'a RawValue>,
+    /// Snapchat's click id, the `ScCid` its ads add to a landing page's address.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    #[allow(dead_code)]
+    sccid: Option<&'a RawValue>,
 
     /// Meta's browser id, the prelander's `_fbp` cookie: `fb.` and visible ASCII.
     #[serde(borrow)]

@@ -75,6 +75,8 @@ pub struct FeedEvent {
     pub wbraid: Option<String>,
     /// Meta's browser id (the `_fbp` cookie) a prelander sent with the click, where it did.
     pub fbp: Option<String>,
+    /// The click's Snapchat click id (`ScCid`), where it has one.
+    pub sccid: Option<String>,
 }
 
 /// The click an event is attributed to, as the feed shows it.
@@ -109,6 +111,7 @@ impl FeedEvent {
             self.gclid = c.ids.owned("gclid");
             self.gbraid = c.ids.owned("gbraid");
             self.wbraid = c.ids.owned("wbraid");
+            self.sccid = c.ids.owned("sccid");
             self.fbp = c.ids.fbp;
         }
     }

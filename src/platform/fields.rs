@@ -202,11 +202,16 @@ pub(super) mod tests {
         };
         f.set_text(
             "pixel_id",
-            (kind == "meta_capi").then(|| "1234567890".into()),
+            match kind {
+                "meta_capi" => Some("1234567890".into()),
+                "snap_capi" => Some("a3f4b5c6-d7e8-9012-3456-7890abcdef12".into()),
+                _ => None,
+            },
         );
         f.set_text(
             "access_token",
-            matches!(kind, "meta_capi" | "tiktok_events").then(|| "EAAB-token-abcd".into()),
+            matches!(kind, "meta_capi" | "tiktok_events" | "snap_capi")
+                .then(|| "EAAB-token-abcd".into()),
         );
         f.set_text(
             "url",

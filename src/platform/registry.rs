@@ -12,6 +12,7 @@ use super::given::{DestinationFields, Field};
 use super::google_ads::Google;
 use super::meta::Meta;
 use super::postback::Postback;
+use super::snapchat::Snap;
 use super::tiktok::Tiktok;
 use super::webhook::Webhook;
 use crate::domain::codes::stored_codes;
@@ -134,6 +135,8 @@ platforms! {
     TiktokEvents(Tiktok) = 4 => "tiktok_events",
     /// Nothing pushed: Google Ads fetches a file of conversions (`google_ads.rs`).
     GoogleAds(Google) = 5 => "google_ads",
+    /// Snapchat's Conversions API: `POST <api_url>/v3/<pixel_id>/events`.
+    SnapCapi(Snap) = 6 => "snap_capi",
 }
 
 impl Kind {
@@ -240,12 +243,13 @@ mod tests {
                 (2, "postback"),
                 (3, "webhook"),
                 (4, "tiktok_events"),
-                (5, "google_ads")
+                (5, "google_ads"),
+                (6, "snap_capi")
             ]
         );
         assert_eq!(
             Kind::names_listed(),
-            "meta_capi, postback, webhook, tiktok_events or google_ads"
+            "meta_capi, postback, webhook, tiktok_events, google_ads or snap_capi"
         );
     }
 

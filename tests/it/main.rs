@@ -42,6 +42,7 @@ mod properties;
 mod read;
 mod readme;
 mod retention;
+mod snapchat;
 mod support;
 mod telegram;
 mod telegram_webhook;

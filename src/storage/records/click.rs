@@ -318,7 +318,7 @@ mod tests {
         twice.extend([0, 1, b'x']);
         assert!(decode::<ClickRecord>(&twice).is_err());
         let mut unknown = with_ids.to_vec();
-        unknown[14] = 5;
+        unknown[14] = 6;
         assert!(decode::<ClickRecord>(&unknown).is_err());
     }
 
