@@ -212,3 +212,30 @@ mod rates_as_written {
         CurrencyRates::parse(&written).map_err(|e| serde::de::Error::custom(e.message))
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A deposit of 100 `XTR` by Telegram user 777, at a known time and `event_id`: what an ad
+    /// platform's tests send, its own click id set by each.
+    pub(in crate::platform) fn xtr_deposit() -> FeedEvent {
+        let mut e = crate::platform::destination::test_event(1_700_000_000_123);
+        e.event_id = "0b5e1f3a-7c2d-4e8f-9a6b-1c2d3e4f5a6b".into();
+        e.value = Some("100".into());
+        e.currency = "XTR".into();
+        e.tg_id = Some(777);
+        e
+    }
+
+    /// The platform's own names, and a rate for `XTR`: 0.013 USD.
+    pub(in crate::platform) fn xtr_rules() -> AdRules {
+        AdRules {
+            event_names: EventNames::default(),
+            currency_rates: CurrencyRates::parse(
+                &[("XTR".to_owned(), "0.013 USD".to_owned())].into(),
+            )
+            .unwrap(),
+        }
+    }
+}

@@ -360,27 +360,16 @@ fn snap_answer(status: u16, body: &str) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::currency::CurrencyRates;
-    use crate::platform::ad_rules::EventNames;
+    use crate::platform::ad_rules::tests::{xtr_deposit, xtr_rules};
 
     fn event() -> FeedEvent {
-        let mut e = crate::platform::destination::test_event(1_700_000_000_123);
-        e.event_id = "0b5e1f3a-7c2d-4e8f-9a6b-1c2d3e4f5a6b".into();
-        e.value = Some("100".into());
-        e.currency = "XTR".into();
-        e.tg_id = Some(777);
+        let mut e = xtr_deposit();
         e.sccid = Some("a3f4b5c6-d7e8-9012-3456-7890abcdef12".into());
         e
     }
 
     fn rules() -> AdRules {
-        AdRules {
-            event_names: EventNames::default(),
-            currency_rates: CurrencyRates::parse(
-                &[("XTR".to_owned(), "0.013 USD".to_owned())].into(),
-            )
-            .unwrap(),
-        }
+        xtr_rules()
     }
 
     #[test]
