@@ -27,7 +27,7 @@ pub(super) fn created_text(d: &DestinationView) -> String {
             text,
             "\n  user name  {}\n  password   {password}\n  (shown once: give both to Google Ads' \
              scheduled upload, which fetches /conversions/SPACE/{}.csv with them)",
-            d.user.as_deref().unwrap_or_default(),
+            d.text("user").unwrap_or_default(),
             d.name
         );
     }
@@ -78,10 +78,9 @@ pub(super) fn list_text(list: &[DestinationView]) -> String {
             c.0[3],
             c.0[4],
             c.0[5],
-            d.url
-                .as_deref()
-                .or(d.pixel_id.as_deref())
-                .or(d.pixel_code.as_deref())
+            d.text("url")
+                .or(d.text("pixel_id"))
+                .or(d.text("pixel_code"))
                 .unwrap_or_default()
         );
         if d.kind == crate::platform::Kind::GoogleAds {
@@ -89,10 +88,10 @@ pub(super) fn list_text(list: &[DestinationView]) -> String {
                 text,
                 "{:<20} fetched {} time(s), last {} ({} rows)",
                 "",
-                d.fetches.unwrap_or(0),
-                d.last_fetched_at_ms
+                d.number("fetches").unwrap_or(0),
+                d.number("last_fetched_at_ms")
                     .map_or_else(|| "never".to_owned(), |ms| ms.to_string()),
-                d.rows_served.unwrap_or(0)
+                d.number("rows_served").unwrap_or(0)
             );
         }
         if let Some(reason) = &d.paused_reason {

@@ -355,13 +355,19 @@ impl SettingsFlags {
     /// The flags as a destination's fields: `fields` with the maps, a pixel's code and an API
     /// address, set where given.
     fn into_fields(self, mut fields: DestinationFields) -> Result<DestinationFields, Error> {
-        fields.event_names = pairs("event_names", &self.event_names)?;
-        fields.currency_rates = pairs("currency_rates", &self.currency_rates)?;
-        fields.statuses = pairs("statuses", &self.statuses)?;
-        fields.pixel_code = self.pixel_code;
-        fields.api_url = self.api_url;
-        fields.conversion_names = pairs("conversion_names", &self.conversion_names)?;
-        fields.user = self.user;
+        fields.set_pairs("event_names", pairs("event_names", &self.event_names)?);
+        fields.set_pairs(
+            "currency_rates",
+            pairs("currency_rates", &self.currency_rates)?,
+        );
+        fields.set_pairs("statuses", pairs("statuses", &self.statuses)?);
+        fields.set_text("pixel_code", self.pixel_code);
+        fields.set_text("api_url", self.api_url);
+        fields.set_pairs(
+            "conversion_names",
+            pairs("conversion_names", &self.conversion_names)?,
+        );
+        fields.set_text("user", self.user);
         Ok(fields)
     }
 }
@@ -641,19 +647,20 @@ async fn destination(app: &App, request: DestinationRequest) -> Result<Answer, E
             settings,
             access_token,
         } => {
-            let fields = settings.into_fields(DestinationFields {
+            let mut fields = DestinationFields {
                 name: Some(name),
                 kind: Some(kind),
                 events,
                 only_attributed,
-                pixel_id,
-                access_token: access_token.map(|t| t.0),
-                test_event_code,
-                api_version,
-                graph_url,
-                url,
                 ..DestinationFields::default()
-            })?;
+            };
+            fields.set_text("pixel_id", pixel_id);
+            fields.set_text("access_token", access_token.map(|t| t.0));
+            fields.set_text("test_event_code", test_event_code);
+            fields.set_text("api_version", api_version);
+            fields.set_text("graph_url", graph_url);
+            fields.set_text("url", url);
+            let fields = settings.into_fields(fields)?;
             let space = app.space_named(space).await?;
             Answer::DestinationCreated(Box::new(app.create_destination(&space, fields).await?))
         }
@@ -665,17 +672,18 @@ async fn destination(app: &App, request: DestinationRequest) -> Result<Answer, E
             access_token,
         } => {
             let f = *fields;
-            let set = f.settings.into_fields(DestinationFields {
+            let mut set = DestinationFields {
                 events: f.events,
                 only_attributed: f.only_attributed,
-                pixel_id: f.pixel_id,
-                access_token: access_token.map(|t| t.0),
-                test_event_code: f.test_event_code,
-                api_version: f.api_version,
-                graph_url: f.graph_url,
-                url: f.url,
                 ..DestinationFields::default()
-            })?;
+            };
+            set.set_text("pixel_id", f.pixel_id);
+            set.set_text("access_token", access_token.map(|t| t.0));
+            set.set_text("test_event_code", f.test_event_code);
+            set.set_text("api_version", f.api_version);
+            set.set_text("graph_url", f.graph_url);
+            set.set_text("url", f.url);
+            let set = f.settings.into_fields(set)?;
             let patch = DestinationPatch {
                 set,
                 cleared: Vec::new(),

@@ -4,8 +4,10 @@
 //! `uid` and a Telegram user id: a positive integer up to 2^53-1 (the largest integer every JSON
 //! parser holds exactly), sent as a JSON integer or a string of digits.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 
@@ -76,32 +78,65 @@ pub struct NewClick {
 }
 
 /// The ids a click carries besides `fbclid`, each stored with the click and shown with its
-/// events: the ad platforms' click ids (`ttclid`; Google's `gclid`, and `gbraid` and `wbraid`
-/// for iOS campaigns), each bounded as `fbclid` is ([`CLICK_ID_MAX_CHARS`]), and Meta's browser
-/// id `fbp` (the `_fbp` cookie of a prelander that runs Meta's pixel, [`meta_cookie`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// events: the ad platforms' click ids ([`AD_CLICK_IDS`]), each bounded as `fbclid` is
+/// ([`CLICK_ID_MAX_CHARS`]), and Meta's browser id `fbp` (the `_fbp` cookie of a prelander
+/// that runs Meta's pixel, [`meta_cookie`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClickIds {
-    pub ttclid: Option<String>,
-    pub gclid: Option<String>,
-    pub gbraid: Option<String>,
-    pub wbraid: Option<String>,
+    /// The ad platforms' click ids the click brought, by [`AdClickId::name`].
+    pub ad: BTreeMap<String, String>,
     pub fbp: Option<String>,
 }
 
 impl ClickIds {
-    /// The ad platforms' click ids by name, as a query or a body names them.
-    pub fn ad_ids_mut(&mut self) -> [(&'static str, &mut Option<String>); 4] {
-        [
-            ("ttclid", &mut self.ttclid),
-            ("gclid", &mut self.gclid),
-            ("gbraid", &mut self.gbraid),
-            ("wbraid", &mut self.wbraid),
-        ]
+    /// The click id `name` ([`AdClickId::name`]), where the click brought one.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.ad.get(name).map(String::as_str)
+    }
+
+    /// The click id `name`, as an event shows it.
+    #[must_use]
+    pub fn owned(&self, name: &str) -> Option<String> {
+        self.ad.get(name).cloned()
+    }
+
+    /// Keeps `id` as the click id `name`, or none (`None`).
+    pub fn set(&mut self, name: &str, id: Option<String>) {
+        match id {
+            Some(id) => self.ad.insert(name.to_owned(), id),
+            None => self.ad.remove(name),
+        };
     }
 }
 
-/// The query parameters and body fields of the ad platforms' click ids other than `fbclid`.
-pub const AD_CLICK_IDS: [&str; 4] = ["ttclid", "gclid", "gbraid", "wbraid"];
+/// An ad platform's click id besides `fbclid`: the id its ads add to the landing page's
+/// address, kept with the click so that its platform can match the click's events to an ad.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdClickId {
+    /// The field of `POST /clicks` and of an event in the feed that holds it.
+    pub name: &'static str,
+    /// The query parameter of a link visit that carries it, as the platform writes it.
+    pub param: &'static str,
+    /// Its tag in a stored click: stored, so never renumbered (4 is `fbp`'s).
+    pub tag: u32,
+    /// The kind of destination (`platform::Kind`) that matches events by it.
+    pub platform: &'static str,
+}
+
+/// The ad platforms' click ids other than `fbclid`: a new one is a line here, and a field of
+/// `POST /clicks` and of the feed.
+#[rustfmt::skip]
+pub const AD_CLICK_IDS: [AdClickId; 5] = [
+    AdClickId { name: "ttclid", param: "ttclid", tag: 0, platform: "tiktok_events" },
+    AdClickId { name: "gclid", param: "gclid", tag: 1, platform: "google_ads" },
+    AdClickId { name: "gbraid", param: "gbraid", tag: 2, platform: "google_ads" },
+    AdClickId { name: "wbraid", param: "wbraid", tag: 3, platform: "google_ads" },
+    AdClickId { name: "sccid", param: "ScCid", tag: 5, platform: "snap_capi" },
+];
+
+/// The stored tag of Meta's browser id `fbp` among a click's ids ([`AdClickId::tag`]).
+pub const FBP_TAG: u32 = 4;
 
 /// The most characters of a click id: `fbclid`, and every other ad platform's (their
 /// documented ids are a few dozen to a few hundred characters).
@@ -151,19 +186,29 @@ pub struct ClickBody<'a> {
     /// An ad platform's click id, `ttclid`.
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    #[allow(dead_code)]
     ttclid: Option<&'a RawValue>,
     /// Google's click id.
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    #[allow(dead_code)]
     gclid: Option<&'a RawValue>,
     /// Google's click id of an iOS app campaign.
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    #[allow(dead_code)]
     gbraid: Option<&'a RawValue>,
     /// Google's click id of an iOS web campaign.
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    #[allow(dead_code)]
     wbraid: Option<&'a RawValue>,
+    /// Snapchat's click id, the `ScCid` its ads add to a landing page's address.
+    #[serde(borrow)]
+    #[schemars(with = "Option<String>", length(max = CLICK_ID_MAX_CHARS))]
+    #[allow(dead_code)]
+    sccid: Option<&'a RawValue>,
+
     /// Meta's browser id, the prelander's `_fbp` cookie: `fb.` and visible ASCII.
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = FBP_MAX_CHARS), pattern(r"^(fb\.[!-~]*)?$"))]
@@ -232,12 +277,21 @@ impl NewClick {
             campaign_name: bounded(b.campaign_name, campaign)?,
             raw_query: bounded(b.raw_query, raw_query)?,
             clicked_at_ms: now_ms,
-            ids: ClickIds {
-                ttclid: id(b.ttclid, "ttclid")?,
-                gclid: id(b.gclid, "gclid")?,
-                gbraid: id(b.gbraid, "gbraid")?,
-                wbraid: id(b.wbraid, "wbraid")?,
-                fbp: cookie(b.fbp, "fbp", FBP_MAX_CHARS)?,
+            ids: {
+                let mut ids = ClickIds {
+                    fbp: cookie(b.fbp, "fbp", FBP_MAX_CHARS)?,
+                    ..ClickIds::default()
+                };
+                // Read by the list of click ids; `ClickBody` names each for the schema and
+                // refuses an unknown field.
+                let members: BTreeMap<String, &RawValue> = input::parse_body(body)?;
+                for click_id in AD_CLICK_IDS {
+                    ids.set(
+                        click_id.name,
+                        id(members.get(click_id.name).copied(), click_id.name)?,
+                    );
+                }
+                ids
             },
             hints: any_hint.then_some(hints),
         })
@@ -476,15 +530,11 @@ mod tests {
     /// Each ad platform's click id is bounded as `fbclid` is, and stored as sent.
     #[test]
     fn click_id_bounds() {
-        for field in AD_CLICK_IDS {
+        for field in AD_CLICK_IDS.map(|id| id.name) {
             let inside = format!(r#"{{"{field}":"{}"}}"#, "é".repeat(CLICK_ID_MAX_CHARS));
-            let mut ids = click(&inside).unwrap().ids;
-            let kept = ids
-                .ad_ids_mut()
-                .into_iter()
-                .find(|(name, _)| *name == field);
+            let ids = click(&inside).unwrap().ids;
             assert_eq!(
-                kept.unwrap().1.as_deref(),
+                ids.get(field),
                 Some("é".repeat(CLICK_ID_MAX_CHARS).as_str())
             );
             let outside = format!(r#"{{"{field}":"{}"}}"#, "a".repeat(CLICK_ID_MAX_CHARS + 1));

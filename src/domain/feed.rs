@@ -19,8 +19,9 @@ pub const DEFAULT_WAIT_S: u64 = 30;
 /// Requests of one space waiting on `GET /events/wait` at once, at most.
 pub const MAX_WAITERS_PER_SPACE: usize = 32;
 
-/// One stored event and its attribution.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// One stored event and its attribution. Its `Default` is no event: what a constructor
+/// leaves out (the click ids, until `attribute`) is absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FeedEvent {
     /// A decimal string, as `POST /events` answers it.
     #[schemars(pattern(r"^[0-9]+$"))]
@@ -74,6 +75,8 @@ pub struct FeedEvent {
     pub wbraid: Option<String>,
     /// Meta's browser id (the `_fbp` cookie) a prelander sent with the click, where it did.
     pub fbp: Option<String>,
+    /// The click's Snapchat click id (`ScCid`), where it has one.
+    pub sccid: Option<String>,
 }
 
 /// The click an event is attributed to, as the feed shows it.
@@ -104,10 +107,11 @@ impl FeedEvent {
             self.campaign_name = c.campaign_name;
             self.clicked_at_ms = Some(c.clicked_at_ms);
             self.tg_id = c.tg_id;
-            self.ttclid = c.ids.ttclid;
-            self.gclid = c.ids.gclid;
-            self.gbraid = c.ids.gbraid;
-            self.wbraid = c.ids.wbraid;
+            self.ttclid = c.ids.owned("ttclid");
+            self.gclid = c.ids.owned("gclid");
+            self.gbraid = c.ids.owned("gbraid");
+            self.wbraid = c.ids.owned("wbraid");
+            self.sccid = c.ids.owned("sccid");
             self.fbp = c.ids.fbp;
         }
     }

@@ -11,7 +11,8 @@ use serde_json::value::RawValue;
 
 use crate::domain::channel::{self, Channel, ChatRef};
 use crate::domain::click::{
-    CAMPAIGN_NAME_MAX_CHARS, CLICK_FIELD_BOUNDS, CLICK_ID_MAX_CHARS, ClickIds, NewClick,
+    AD_CLICK_IDS, CAMPAIGN_NAME_MAX_CHARS, CLICK_FIELD_BOUNDS, CLICK_ID_MAX_CHARS, ClickIds,
+    NewClick,
 };
 use crate::domain::input::{self, Query, quoted};
 use crate::error::{Code, Error};
@@ -629,8 +630,8 @@ pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
     };
     let fbclid = click_id("fbclid");
     let mut ids = ClickIds::default();
-    for (name, id) in ids.ad_ids_mut() {
-        *id = click_id(name);
+    for id in AD_CLICK_IDS {
+        ids.set(id.name, click_id(id.param));
     }
     let utm_campaign = q.get("utm_campaign").map(|c| cut(c, campaign_bound));
     let taken = |pair: &&str| {
@@ -639,11 +640,11 @@ pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
         match name.as_deref() {
             Some("fbclid") => fbclid.is_some(),
             Some("utm_campaign") => utm_campaign.is_some(),
-            Some("ttclid") => ids.ttclid.is_some(),
-            Some("gclid") => ids.gclid.is_some(),
-            Some("gbraid") => ids.gbraid.is_some(),
-            Some("wbraid") => ids.wbraid.is_some(),
-            _ => pair.is_empty(),
+            Some(param) => AD_CLICK_IDS
+                .iter()
+                .find(|id| id.param == param)
+                .map_or(pair.is_empty(), |id| ids.get(id.name).is_some()),
+            None => pair.is_empty(),
         }
     };
     let rest: Vec<&str> = raw_query.split('&').filter(|p| !taken(p)).collect();
@@ -798,25 +799,22 @@ mod tests {
             "ttclid=E.C.P.x&gclid=Cj0K&utm_source=g&gbraid=0AA&wbraid=Cl1",
             5,
         );
-        assert_eq!(
-            c.ids,
-            ClickIds {
-                ttclid: Some("E.C.P.x".into()),
-                gclid: Some("Cj0K".into()),
-                gbraid: Some("0AA".into()),
-                wbraid: Some("Cl1".into()),
-                fbp: None,
-            }
-        );
+        let mut ids = ClickIds::default();
+        for (name, id) in [
+            ("ttclid", "E.C.P.x"),
+            ("gclid", "Cj0K"),
+            ("gbraid", "0AA"),
+            ("wbraid", "Cl1"),
+        ] {
+            ids.set(name, Some(id.into()));
+        }
+        assert_eq!(c.ids, ids);
         assert_eq!(c.raw_query.as_deref(), Some("utm_source=g"));
-        for name in crate::domain::click::AD_CLICK_IDS {
+        for id in AD_CLICK_IDS {
+            let name = id.param;
             let inside = format!("{name}={}", "x".repeat(CLICK_ID_MAX_CHARS));
-            let mut ids = visit_click(&link, &inside, 5).ids;
-            let kept = ids.ad_ids_mut().into_iter().find(|(n, _)| *n == name);
-            assert_eq!(
-                kept.unwrap().1.as_ref().map(String::len),
-                Some(CLICK_ID_MAX_CHARS)
-            );
+            let ids = visit_click(&link, &inside, 5).ids;
+            assert_eq!(ids.get(id.name).map(str::len), Some(CLICK_ID_MAX_CHARS));
             let outside = format!("{inside}x");
             let c = visit_click(&link, &outside, 5);
             assert_eq!(c.ids, ClickIds::default(), "{name}: dropped, not cut");

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::address::check_url;
-use super::given::{DestinationFields, missing};
+use super::address::{URL, check_url};
+use super::given::{DestinationFields, Field, missing};
 use super::names::{check_named, named};
 use crate::domain::currency::CurrencyRates;
 use crate::domain::feed::FeedEvent;
@@ -65,6 +65,49 @@ pub struct AdRules {
     pub currency_rates: CurrencyRates,
 }
 
+/// The fields every ad platform that matches events to its ads declares alike: its access
+/// token, a test code, the event names it sends and the rates it converts currencies by. A
+/// room gives each its own label and where to find it.
+pub(super) const ACCESS_TOKEN: Field = Field {
+    name: "access_token",
+    required: true,
+    secret: true,
+    label: "Access token",
+    schema: r#"{"type": ["string", "null"], "maxLength": 1024, "pattern": "^[!-~]*$"}"#,
+    ..Field::TEXT
+};
+pub(super) const API_URL: Field = Field {
+    name: "api_url",
+    label: "API address",
+    help: "The platform's API address; settable for a local stand-in.",
+    ..URL
+};
+pub(super) const TEST_EVENT_CODE: Field = Field {
+    name: "test_event_code",
+    label: "Test event code",
+    help: "Events show only in the Test events tab of the platform's Events Manager.",
+    schema: r#"{"type": ["string", "null"], "pattern": "^([A-Za-z0-9]{1,64})?$"}"#,
+    ..Field::TEXT
+};
+pub(super) const EVENT_NAMES: Field = Field {
+    name: "event_names",
+    label: "Event names",
+    help: "The event name sent for `contact`, `subscribed`, `registration`, `deposit` or \
+           `first_deposit` (a customer's first deposit; without one, a deposit's): one of the \
+           platform's standard events or a custom name, `[A-Za-z0-9_ ]{1,40}`.",
+    default: Some("the platform's standard events"),
+    schema: r#"{"type": ["object", "null"], "additionalProperties": {"type": "string"},
+        "examples": [{"deposit": "Purchase", "first_deposit": "FirstDeposit"}]}"#,
+    ..Field::PAIRS
+};
+pub(super) const CURRENCY_RATES: Field = Field {
+    name: "currency_rates",
+    label: "Currency rates",
+    help: "What one unit of a currency the platform does not take (not ISO 4217) is worth in \
+           one that it does: `{\"XTR\": \"0.013 USD\"}`.",
+    ..Field::PAIRS
+};
+
 /// The rule of an ad platform's access token: given, at most 1024 visible ASCII characters.
 pub(super) fn access_token(token: Option<String>, what: &str) -> Result<Secret, Error> {
     let token = token.ok_or_else(|| missing("access_token", what))?;
@@ -103,18 +146,18 @@ pub(super) fn base_url(
 impl AdRules {
     /// The names and rates as a way in would give them.
     pub(super) fn fields_of(&self, f: &mut DestinationFields) {
-        f.event_names = Some(self.event_names.0.clone());
-        f.currency_rates = Some(self.currency_rates.shown());
+        f.set_pairs("event_names", Some(self.event_names.0.clone()));
+        f.set_pairs("currency_rates", Some(self.currency_rates.shown()));
     }
 
     /// The event names and currency rates given in `f`, checked.
     pub(super) fn from_fields(f: &DestinationFields) -> Result<AdRules, Error> {
         Ok(AdRules {
-            event_names: match &f.event_names {
+            event_names: match &f.pairs("event_names") {
                 Some(names) => EventNames::parse(names)?,
                 None => EventNames::default(),
             },
-            currency_rates: match &f.currency_rates {
+            currency_rates: match &f.pairs("currency_rates") {
                 Some(rates) => CurrencyRates::parse(rates)?,
                 None => CurrencyRates::default(),
             },
@@ -167,5 +210,32 @@ mod rates_as_written {
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CurrencyRates, D::Error> {
         let written = BTreeMap::<String, String>::deserialize(d)?;
         CurrencyRates::parse(&written).map_err(|e| serde::de::Error::custom(e.message))
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A deposit of 100 `XTR` by Telegram user 777, at a known time and `event_id`: what an ad
+    /// platform's tests send, its own click id set by each.
+    pub(in crate::platform) fn xtr_deposit() -> FeedEvent {
+        let mut e = crate::platform::destination::test_event(1_700_000_000_123);
+        e.event_id = "0b5e1f3a-7c2d-4e8f-9a6b-1c2d3e4f5a6b".into();
+        e.value = Some("100".into());
+        e.currency = "XTR".into();
+        e.tg_id = Some(777);
+        e
+    }
+
+    /// The platform's own names, and a rate for `XTR`: 0.013 USD.
+    pub(in crate::platform) fn xtr_rules() -> AdRules {
+        AdRules {
+            event_names: EventNames::default(),
+            currency_rates: CurrencyRates::parse(
+                &[("XTR".to_owned(), "0.013 USD".to_owned())].into(),
+            )
+            .unwrap(),
+        }
     }
 }

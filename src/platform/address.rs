@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{Ipv4Net, Ipv6Net};
 
+use super::given::Field;
 use crate::domain::input::quoted;
 use crate::error::{Code, Error};
 
@@ -116,6 +117,14 @@ pub struct HttpsUrlJson(
     #[schemars(length(max = MAX_URL_LEN), pattern(r"^(https://[!-~]+)?$"))]
     pub String,
 );
+
+/// A destination's `https://` address, as a room declares the field that holds one (a
+/// postback's template, a webhook's URL, an ad platform's API).
+pub(super) const URL: Field = Field {
+    name: "url",
+    schema: r#"{"type": ["string", "null"], "maxLength": 2048, "pattern": "^(https://[!-~]+)?$"}"#,
+    ..Field::TEXT
+};
 
 /// Checks a destination's URL: `https://` (or `http://` when private addresses are allowed),
 /// a host, no user name or password, and, when its host is an IP address, a public one unless

@@ -7,93 +7,91 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::address::HttpsUrlJson;
 use super::delivery::State;
 use super::fields::{DestinationPatch, check_name};
-use super::given::{DestinationFields, missing};
+use super::given::{DestinationFields, Shape, missing};
 use super::registry::Kind;
 use crate::domain::input::{self, quoted};
 use crate::error::{Code, Error};
 
-/// The body of `POST /destinations` and of `PATCH /destinations/<name>`, as read. In
-/// `/openapi.json` each is described by kind ([`NewDestinationJson`], [`DestinationChangeJson`]).
-#[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DestinationBody<'a> {
-    #[serde(borrow)]
+// Read member by member (`DestinationFields::from_json`); this type only describes, in
+// `/openapi.json`, the fields every destination has, beside which each kind's own are its
+// room's ([`Kind::fields`]).
+/// The fields of every destination, whatever its kind.
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code)] // Never made: only its schema is used.
+pub struct DestinationBody {
     #[schemars(with = "String", pattern(r"^[a-z0-9][a-z0-9-]{0,31}$"))]
-    name: Option<&'a RawValue>,
-    #[serde(borrow)]
+    name: (),
     #[schemars(with = "super::registry::Kind")]
-    kind: Option<&'a RawValue>,
+    kind: (),
     /// The events it is sent. Default: all four.
-    #[serde(borrow)]
     #[schemars(with = "Option<Vec<crate::domain::event::EventKind>>", length(min = 1))]
-    events: Option<&'a RawValue>,
+    events: (),
     /// Default true, false for a webhook.
-    #[serde(borrow)]
     #[schemars(with = "Option<bool>")]
-    only_attributed: Option<&'a RawValue>,
-    #[serde(borrow)]
-    #[schemars(with = "Option<String>", pattern(r"^([0-9]{1,32})?$"))]
-    pixel_id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    #[schemars(with = "Option<String>", length(max = 1024), pattern(r"^[!-~]*$"))]
-    access_token: Option<&'a RawValue>,
-    #[serde(borrow)]
-    #[schemars(with = "Option<String>", pattern(r"^([A-Za-z0-9]{1,64})?$"))]
-    test_event_code: Option<&'a RawValue>,
-    #[serde(borrow)]
-    #[schemars(with = "Option<String>", pattern(r"^(v[0-9]{1,3}\.[0-9]{1,3})?$"))]
-    api_version: Option<&'a RawValue>,
-    #[serde(borrow)]
-    #[schemars(with = "Option<HttpsUrlJson>")]
-    graph_url: Option<&'a RawValue>,
-    #[serde(borrow)]
-    #[schemars(with = "Option<HttpsUrlJson>")]
-    url: Option<&'a RawValue>,
-    /// An ad platform's: the event name sent for `contact`, `subscribed`,
-    /// `registration`, `deposit` or `first_deposit` (a customer's first deposit; without one, a
-    /// deposit's): one of the platform's standard events or a custom name, `[A-Za-z0-9_ ]{1,40}`.
-    #[serde(borrow)]
-    #[schemars(
-        with = "Option<BTreeMap<String, String>>",
-        example = serde_json::json!({"deposit": "Purchase", "first_deposit": "FirstDeposit"})
-    )]
-    event_names: Option<&'a RawValue>,
-    /// An ad platform's: what one unit of a currency the platform does not take
-    /// (not ISO 4217) is worth in one that it does: `{"XTR": "0.013 USD"}`.
-    #[serde(borrow)]
-    #[schemars(with = "Option<BTreeMap<String, String>>")]
-    currency_rates: Option<&'a RawValue>,
-    /// `postback`: the word `{status}` gives for each event kind (default: the kind).
-    #[serde(borrow)]
-    #[schemars(with = "Option<BTreeMap<String, String>>")]
-    statuses: Option<&'a RawValue>,
-    /// An ad platform's pixel, by its code in the platform's Events Manager.
-    #[serde(borrow)]
-    #[schemars(
-        with = "Option<String>",
-        pattern(r"^([A-Za-z0-9]{1,64})?$"),
-        example = &"C4ABCDEFGHIJ12345678"
-    )]
-    pixel_code: Option<&'a RawValue>,
-    /// An ad platform's API address. Default: the platform's own (`docs/api.md`).
-    #[serde(borrow)]
-    #[schemars(with = "Option<HttpsUrlJson>")]
-    api_url: Option<&'a RawValue>,
-    /// `google_ads`: the name of the conversion action in Google Ads written for each event
-    /// kind (and `first_deposit`; without one, a deposit's). Default: the kind.
-    #[serde(borrow)]
-    #[schemars(
-        with = "Option<BTreeMap<String, String>>",
-        example = serde_json::json!({"deposit": "Telegram deposit"})
-    )]
-    conversion_names: Option<&'a RawValue>,
-    /// `google_ads`: the user name Google Ads fetches the file with. Default `google`.
-    #[serde(borrow)]
-    #[schemars(with = "Option<String>", pattern(r"^[!-9;-~]{0,64}$"))]
-    user: Option<&'a RawValue>,
+    only_attributed: (),
+}
+
+/// The fields every destination has, in the order a message lists them.
+const COMMON_FIELDS: [&str; 4] = ["name", "kind", "events", "only_attributed"];
+
+/// A JSON object's members in their order, each as its JSON text: a body whose fields are
+/// its kind's, so not one struct's.
+struct Members<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Members<'de>, M::Error> {
+                let mut members: Vec<(String, &'de RawValue)> = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    let known =
+                        COMMON_FIELDS.contains(&name.as_str()) || Kind::any_field(&name).is_some();
+                    if !known {
+                        return Err(serde::de::Error::custom(format!(
+                            "unknown field `{name}`, expected one of {}",
+                            every_field()
+                                .iter()
+                                .map(|f| format!("`{f}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )));
+                    }
+                    if members.iter().any(|(seen, _)| *seen == name) {
+                        return Err(serde::de::Error::custom(format!(
+                            "duplicate field `{name}`"
+                        )));
+                    }
+                    let value = map.next_value::<&'de RawValue>()?;
+                    members.push((name, value));
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// Every field a destination's body may name: those of every destination, then each kind's.
+fn every_field() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = COMMON_FIELDS.to_vec();
+    for kind in Kind::ALL {
+        for field in kind.fields() {
+            if !names.contains(&field.name) {
+                names.push(field.name);
+            }
+        }
+    }
+    names
 }
 
 // Read as a `DestinationBody`; this type only describes it in `/openapi.json`.
@@ -137,30 +135,7 @@ fn by_kind(
     create: bool,
     combine: &str,
 ) -> schemars::Schema {
-    let flat = <DestinationBody<'_> as schemars::JsonSchema>::json_schema(generator);
-    let variants: Vec<input::Variant> = Kind::ALL
-        .into_iter()
-        .map(|kind| input::Variant {
-            title: kind.as_str(),
-            tag: Some(("kind", kind.as_str())),
-            fields: ["name", "events", "only_attributed"]
-                .into_iter()
-                .chain(kind.fields().iter().copied())
-                .collect(),
-            required: kind.required().to_vec(),
-            // A change clears a field given as `null` or empty, and no kind's required field
-            // can be cleared.
-            never: if create {
-                Vec::new()
-            } else {
-                Kind::ALL
-                    .into_iter()
-                    .flat_map(|k| k.required().iter().copied())
-                    .filter(|f| !kind.fields().contains(f))
-                    .collect()
-            },
-        })
-        .collect();
+    let common = <DestinationBody as schemars::JsonSchema>::json_schema(generator);
     let description = if create {
         "A new destination: the fields of its kind (`docs/api.md#destinations`), those it \
          requires among them; a field of another kind is refused. An empty string or `null` \
@@ -170,62 +145,105 @@ fn by_kind(
          is, `null` sets it back to its default; a required field cannot be taken away, and the \
          name and kind cannot change."
     };
-    input::by_variant(&flat, &variants, create, combine, description)
+    let shapes: Vec<serde_json::Value> = Kind::ALL
+        .into_iter()
+        .map(|kind| {
+            // Every kind's fields as this kind reads them: its own by its own rules, another's
+            // only as absent (`by_variant`).
+            let mut flat = common.clone();
+            let properties = flat
+                .ensure_object()
+                .entry("properties")
+                .or_insert_with(|| serde_json::json!({}));
+            for name in every_field().into_iter().skip(COMMON_FIELDS.len()) {
+                let field = kind
+                    .field(name)
+                    .or_else(|| Kind::any_field(name))
+                    .expect("every field is some kind's");
+                let mut schema: serde_json::Value =
+                    serde_json::from_str(field.schema).expect("a field's schema is JSON");
+                if !field.help.is_empty() {
+                    schema["description"] = field.help.into();
+                }
+                properties[name] = schema;
+            }
+            let variant = input::Variant {
+                title: kind.as_str(),
+                tag: Some(("kind", kind.as_str())),
+                fields: ["name", "events", "only_attributed"]
+                    .into_iter()
+                    .chain(kind.fields().iter().map(|f| f.name))
+                    .collect(),
+                required: kind.required(),
+                // A change clears a field given as `null` or empty, and no kind's required
+                // field can be cleared.
+                never: if create {
+                    Vec::new()
+                } else {
+                    Kind::ALL
+                        .into_iter()
+                        .flat_map(Kind::required)
+                        .filter(|f| !kind.takes(f))
+                        .collect()
+                },
+            };
+            let one = input::by_variant(&flat, &[variant], create, combine, description);
+            one.get(combine)
+                .and_then(|shapes| shapes.get(0))
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect();
+    let mut schema = serde_json::Map::new();
+    schema.insert("description".into(), description.into());
+    schema.insert(combine.into(), shapes.into());
+    schema.into()
 }
 
 impl DestinationFields {
     /// Reads a `POST /destinations` body: each field of its JSON type, `null` as absent.
     pub fn from_json(body: &[u8]) -> Result<DestinationFields, Error> {
-        let b: DestinationBody = input::parse_body(body)?;
-        let text = |name: &'static str, v: Option<&RawValue>| -> Result<Option<String>, Error> {
-            match v {
-                Some(raw) if raw.get() != "null" => {
-                    input::json_string(raw, name).map(|s| Some(s).filter(|t| !t.is_empty()))
-                }
-                _ => Ok(None),
+        let Members(members) = input::parse_body(body)?;
+        let mut f = DestinationFields::default();
+        for (name, raw) in members {
+            if raw.get() == "null" {
+                continue;
             }
-        };
-        let events = match b.events {
-            Some(raw) if raw.get() != "null" => Some(input::json_strings(
-                raw,
-                "events",
-                "an array of event names",
-            )?),
-            _ => None,
-        };
-        let only_attributed = match b.only_attributed {
-            Some(raw) if raw.get() != "null" => Some(input::json_bool(raw, "only_attributed")?),
-            _ => None,
-        };
-        let map = |name: &'static str,
-                   v: Option<&RawValue>|
-         -> Result<Option<BTreeMap<String, String>>, Error> {
-            match v {
-                Some(raw) if raw.get() != "null" => {
-                    input::json_string_map(raw, name, "an object of strings").map(Some)
+            let text = |field: &'static str| {
+                input::json_string(raw, field).map(|s| Some(s).filter(|t| !t.is_empty()))
+            };
+            match name.as_str() {
+                "name" => f.name = text("name")?,
+                "kind" => f.kind = text("kind")?,
+                "events" => {
+                    f.events = Some(input::json_strings(
+                        raw,
+                        "events",
+                        "an array of event names",
+                    )?);
                 }
-                _ => Ok(None),
+                "only_attributed" => {
+                    f.only_attributed = Some(input::json_bool(raw, "only_attributed")?);
+                }
+                _ => {
+                    let Some(field) = Kind::any_field(&name) else {
+                        continue;
+                    };
+                    match field.shape {
+                        Shape::Text => f.set_text(field.name, text(field.name)?),
+                        Shape::Pairs => f.set_pairs(
+                            field.name,
+                            Some(input::json_string_map(
+                                raw,
+                                field.name,
+                                "an object of strings",
+                            )?),
+                        ),
+                    }
+                }
             }
-        };
-        Ok(DestinationFields {
-            name: text("name", b.name)?,
-            kind: text("kind", b.kind)?,
-            events,
-            only_attributed,
-            pixel_id: text("pixel_id", b.pixel_id)?,
-            access_token: text("access_token", b.access_token)?,
-            test_event_code: text("test_event_code", b.test_event_code)?,
-            api_version: text("api_version", b.api_version)?,
-            graph_url: text("graph_url", b.graph_url)?,
-            url: text("url", b.url)?,
-            event_names: map("event_names", b.event_names)?,
-            currency_rates: map("currency_rates", b.currency_rates)?,
-            statuses: map("statuses", b.statuses)?,
-            pixel_code: text("pixel_code", b.pixel_code)?,
-            api_url: text("api_url", b.api_url)?,
-            conversion_names: map("conversion_names", b.conversion_names)?,
-            user: text("user", b.user)?,
-        })
+        }
+        Ok(f)
     }
 }
 

@@ -165,11 +165,6 @@ impl Directory {
 pub fn test_event(now_ms: u64) -> FeedEvent {
     FeedEvent {
         event_id: crate::domain::event::EventId::random().to_string(),
-        ttclid: None,
-        gclid: None,
-        gbraid: None,
-        wbraid: None,
-        fbp: None,
         inbox_id: "0".into(),
         event: "deposit".into(),
         uid: Some("test".into()),
@@ -188,6 +183,8 @@ pub fn test_event(now_ms: u64) -> FeedEvent {
         fbc: Some(crate::domain::feed::fbc(now_ms, "test")),
         attributed_by: Some("uid".into()),
         first_deposit: Some(true),
+        // The click ids of its click: none.
+        ..FeedEvent::default()
     }
 }
 
@@ -208,14 +205,13 @@ mod tests {
             created_at_ms: 0,
             paused: None,
         };
-        let with = Some(ClickFacts {
-            has_fbclid: true,
-            has_ttclid: false,
-        });
-        let without = Some(ClickFacts {
-            has_fbclid: false,
-            has_ttclid: true,
-        });
+        let with = Some(ClickFacts::of(
+            true,
+            &crate::domain::click::ClickIds::default(),
+        ));
+        let mut ttclid = crate::domain::click::ClickIds::default();
+        ttclid.set("ttclid", Some("E.C.P.x".into()));
+        let without = Some(ClickFacts::of(false, &ttclid));
         assert!(d.wants(EventKind::Deposit, with));
         assert!(!d.wants(EventKind::Contact, with));
         assert!(!d.wants(EventKind::Deposit, without));

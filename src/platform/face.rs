@@ -6,17 +6,43 @@
 use serde_json::Value;
 
 use super::delivery::{Outcome, outcome_of};
-use super::given::DestinationFields;
-use crate::domain::click::ClientHints;
+use super::given::{DestinationFields, Field};
+use crate::domain::click::{AD_CLICK_IDS, ClickIds, ClientHints};
 use crate::domain::feed::FeedEvent;
 use crate::error::Error;
 
 /// What a destination's platform needs to know of an event's click to match it to an ad:
-/// which of the ad platforms' click ids it brought.
-#[derive(Clone, Copy, Debug)]
+/// which of the ad platforms' click ids it brought (`fbclid`, and by their place in
+/// [`AD_CLICK_IDS`] the others).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct ClickFacts {
     pub has_fbclid: bool,
-    pub has_ttclid: bool,
+    has_ad_ids: u32,
+}
+
+impl ClickFacts {
+    /// The facts of a click with or without an `fbclid` and with the other click ids `ids`.
+    #[must_use]
+    pub fn of(has_fbclid: bool, ids: &ClickIds) -> ClickFacts {
+        let has_ad_ids = AD_CLICK_IDS
+            .iter()
+            .enumerate()
+            .filter(|(_, id)| ids.get(id.name).is_some())
+            .fold(0, |bits, (place, _)| bits | 1 << place);
+        ClickFacts {
+            has_fbclid,
+            has_ad_ids,
+        }
+    }
+
+    /// Whether the click brought a click id that `platform` (a kind's name) matches events by.
+    #[must_use]
+    pub fn has_id_for(self, platform: &str) -> bool {
+        AD_CLICK_IDS
+            .iter()
+            .enumerate()
+            .any(|(place, id)| id.platform == platform && self.has_ad_ids & (1 << place) != 0)
+    }
 }
 
 /// How long a throttled destination waits before it sends again, at least.
@@ -124,13 +150,9 @@ pub enum Sending {
 
 /// An ad platform, a postback or a webhook: what the registry and the sender know of each.
 pub trait Platform: Sync {
-    /// Its fields of its own in a destination's body; another platform's are refused.
-    fn fields() -> &'static [&'static str]
-    where
-        Self: Sized;
-
-    /// Of [`Platform::fields`], those it cannot do without: `missing_field` when absent.
-    fn required() -> &'static [&'static str]
+    /// Its fields of its own in a destination's body, each as a body gives it, answers show
+    /// it and a form asks for it; another platform's are refused.
+    fn fields() -> &'static [Field]
     where
         Self: Sized;
 
@@ -166,6 +188,21 @@ pub trait Platform: Sync {
     /// Its settings as a way in would give them (its secrets as they are): what a change is
     /// laid over and checked again.
     fn fields_of(&self, f: &mut DestinationFields);
+
+    /// What answers show of it beyond its fields (`fields_of`): what it came to, never a
+    /// credential.
+    fn shown(&self, view: &mut serde_json::Map<String, Value>) {
+        let _ = view;
+    }
+
+    /// The names and JSON Schemas of what [`Platform::shown`] adds.
+    #[must_use]
+    fn shown_fields() -> &'static [(&'static str, &'static str)]
+    where
+        Self: Sized,
+    {
+        &[]
+    }
 
     /// What a change leaves as it was in `before`, these settings' predecessor: the secrets
     /// only a rotation replaces, what its fetches came to.

@@ -19,7 +19,8 @@ pub struct NewDestination {
     pub target: Target,
 }
 
-fn not_for(field: &'static str, kind: Kind) -> Error {
+fn not_for(field: &str, kind: Kind) -> Error {
+    let field = Kind::any_field(field).map_or("kind", |f| f.name);
     Error::field(
         Code::InvalidField,
         field,
@@ -45,11 +46,7 @@ impl DestinationFields {
             None => EventSet::ALL,
             Some(names) => EventSet::parse(names)?,
         };
-        if let Some(field) = self
-            .given()
-            .into_iter()
-            .find(|field| !kind.fields().contains(field))
-        {
+        if let Some(field) = self.given().into_iter().find(|field| !kind.takes(field)) {
             return Err(not_for(field, kind));
         }
         let target = Target::from_fields(kind, &self, allow_private)?;
@@ -107,7 +104,7 @@ impl DestinationPatch {
                 ),
             )
         };
-        let required = |field: &'static str| {
+        let required_error = |field: &'static str| {
             Error::field(
                 Code::InvalidField,
                 field,
@@ -125,7 +122,7 @@ impl DestinationPatch {
         {
             return Err(fixed("kind"));
         }
-        let gave_token = set.access_token.is_some();
+        let gave_token = set.own.contains_key("access_token");
         let mut f = DestinationFields::of(current);
         for field in &self.cleared {
             match field.as_str() {
@@ -133,43 +130,26 @@ impl DestinationPatch {
                 "kind" => return Err(fixed("kind")),
                 "events" => f.events = None,
                 "only_attributed" => f.only_attributed = None,
-                "test_event_code" => f.test_event_code = None,
-                "api_version" => f.api_version = None,
-                "graph_url" => f.graph_url = None,
-                "event_names" => f.event_names = None,
-                "currency_rates" => f.currency_rates = None,
-                "statuses" => f.statuses = None,
-                "api_url" => f.api_url = None,
-                "conversion_names" => f.conversion_names = None,
-                "user" => f.user = None,
-                "pixel_id" => return Err(required("pixel_id")),
-                "pixel_code" => return Err(required("pixel_code")),
-                "access_token" => return Err(required("access_token")),
-                _ => return Err(required("url")),
+                other => {
+                    // No kind's required field can be taken away, even from another kind.
+                    if let Some(required) = Kind::ALL
+                        .into_iter()
+                        .flat_map(Kind::required)
+                        .find(|r| *r == other)
+                    {
+                        return Err(required_error(required));
+                    }
+                    f.own.remove(other);
+                }
             }
         }
-        macro_rules! overlay {
-            ($($field:ident),*) => {
-                $(if set.$field.is_some() { f.$field = set.$field; })*
-            };
+        if set.events.is_some() {
+            f.events = set.events;
         }
-        overlay!(
-            events,
-            only_attributed,
-            pixel_id,
-            access_token,
-            test_event_code,
-            api_version,
-            graph_url,
-            url,
-            event_names,
-            currency_rates,
-            statuses,
-            pixel_code,
-            api_url,
-            conversion_names,
-            user
-        );
+        if set.only_attributed.is_some() {
+            f.only_attributed = set.only_attributed;
+        }
+        f.own.extend(set.own);
         let mut new = f.check(allow_private)?;
         let moved = new.target.keep_from(&current.target);
         if let Some(field) = moved.filter(|_| !gave_token) {
@@ -215,17 +195,33 @@ pub(super) mod tests {
 
     /// The fields of a valid destination of `kind`, for a test to change one of.
     pub(in crate::platform) fn fields(kind: &str) -> DestinationFields {
-        DestinationFields {
+        let mut f = DestinationFields {
             name: Some("meta".into()),
             kind: Some(kind.into()),
-            pixel_id: (kind == "meta_capi").then(|| "1234567890".into()),
-            access_token: matches!(kind, "meta_capi" | "tiktok_events")
-                .then(|| "EAAB-token-abcd".into()),
-            url: matches!(kind, "postback" | "webhook")
-                .then(|| "https://example.com/pb?c={uid}".into()),
-            pixel_code: (kind == "tiktok_events").then(|| "C4ABCDEFGHIJ12345678".into()),
             ..DestinationFields::default()
-        }
+        };
+        f.set_text(
+            "pixel_id",
+            match kind {
+                "meta_capi" => Some("1234567890".into()),
+                "snap_capi" => Some("a3f4b5c6-d7e8-9012-3456-7890abcdef12".into()),
+                _ => None,
+            },
+        );
+        f.set_text(
+            "access_token",
+            matches!(kind, "meta_capi" | "tiktok_events" | "snap_capi")
+                .then(|| "EAAB-token-abcd".into()),
+        );
+        f.set_text(
+            "url",
+            matches!(kind, "postback" | "webhook").then(|| "https://example.com/pb?c={uid}".into()),
+        );
+        f.set_text(
+            "pixel_code",
+            (kind == "tiktok_events").then(|| "C4ABCDEFGHIJ12345678".into()),
+        );
+        f
     }
 
     /// `kind_required`, which `/openapi.json` describes, is what `check` asks for: a kind's
@@ -236,18 +232,18 @@ pub(super) mod tests {
             let least = fields(kind.as_str());
             let mut given = least.given();
             given.sort_unstable();
-            let mut required = kind.required().to_vec();
+            let mut required = kind.required();
             required.sort_unstable();
             assert_eq!(given, required, "{kind:?}");
             assert!(least.clone().check(false).is_ok(), "{kind:?}");
-            for &field in kind.required() {
-                assert!(kind.fields().contains(&field), "{field}");
+            for field in kind.required() {
+                assert!(kind.takes(field), "{field}");
                 let mut f = least.clone();
                 match field {
-                    "pixel_id" => f.pixel_id = None,
-                    "access_token" => f.access_token = None,
-                    "pixel_code" => f.pixel_code = None,
-                    "url" => f.url = None,
+                    "pixel_id" => f.set_text("pixel_id", None),
+                    "access_token" => f.set_text("access_token", None),
+                    "pixel_code" => f.set_text("pixel_code", None),
+                    "url" => f.set_text("url", None),
                     _ => panic!("a required field this test cannot take away: {field}"),
                 }
                 let e = f.check(false).unwrap_err();
@@ -277,13 +273,11 @@ pub(super) mod tests {
                 paused: None,
             };
             let change = |address: &str, token: Option<&str>| {
-                let mut set = DestinationFields {
-                    access_token: token.map(str::to_owned),
-                    ..DestinationFields::default()
-                };
+                let mut set = DestinationFields::default();
+                set.set_text("access_token", token.map(str::to_owned));
                 match field {
-                    "graph_url" => set.graph_url = Some(address.to_owned()),
-                    _ => set.api_url = Some(address.to_owned()),
+                    "graph_url" => set.set_text("graph_url", Some(address.to_owned())),
+                    _ => set.set_text("api_url", Some(address.to_owned())),
                 }
                 DestinationPatch {
                     set,
@@ -305,8 +299,8 @@ pub(super) mod tests {
             );
             let same = DestinationFields::of(&current);
             let same = match field {
-                "graph_url" => same.graph_url,
-                _ => same.api_url,
+                "graph_url" => same.text("graph_url"),
+                _ => same.text("api_url"),
             };
             assert!(change(&same.unwrap(), None).is_ok(), "{kind}");
         }
@@ -331,13 +325,13 @@ pub(super) mod tests {
         assert!(signing_secret.expose().starts_with("whsec_"));
         assert_ne!(signing_secret, &new_signing_secret());
         let mut postback_with_pixel = fields("postback");
-        postback_with_pixel.pixel_id = Some("1".into());
+        postback_with_pixel.set_text("pixel_id", Some("1".into()));
         assert_eq!(
             postback_with_pixel.check(false).unwrap_err().field,
             Some("pixel_id")
         );
         let mut meta_with_url = fields("meta_capi");
-        meta_with_url.url = Some("https://x.example".into());
+        meta_with_url.set_text("url", Some("https://x.example".into()));
         assert_eq!(meta_with_url.check(false).unwrap_err().field, Some("url"));
         for (field, value) in [
             ("pixel_id", "12a"),
@@ -350,17 +344,17 @@ pub(super) mod tests {
             let mut f = fields("meta_capi");
             let v = Some(value.to_owned());
             match field {
-                "pixel_id" => f.pixel_id = v,
-                "test_event_code" => f.test_event_code = v,
-                "api_version" => f.api_version = v,
-                _ => f.graph_url = v,
+                "pixel_id" => f.set_text("pixel_id", v),
+                "test_event_code" => f.set_text("test_event_code", v),
+                "api_version" => f.set_text("api_version", v),
+                _ => f.set_text("graph_url", v),
             }
             assert_eq!(f.check(false).unwrap_err().field, Some(field), "{value}");
         }
         let mut ok = fields("meta_capi");
-        ok.pixel_id = Some("1".repeat(32));
-        ok.api_version = Some("v9.0".into());
-        ok.test_event_code = Some("TEST12345".into());
+        ok.set_text("pixel_id", Some("1".repeat(32)));
+        ok.set_text("api_version", Some("v9.0".into()));
+        ok.set_text("test_event_code", Some("TEST12345".into()));
         assert!(ok.check(false).is_ok());
     }
 
@@ -380,15 +374,15 @@ pub(super) mod tests {
             let mut f = fields("tiktok_events");
             let v = Some(value.to_owned());
             match field {
-                "pixel_code" => f.pixel_code = v,
-                "access_token" => f.access_token = v,
-                "test_event_code" => f.test_event_code = v,
-                "api_url" => f.api_url = v,
-                "pixel_id" => f.pixel_id = v,
-                "graph_url" => f.graph_url = v,
-                "api_version" => f.api_version = v,
-                "url" => f.url = v,
-                _ => f.statuses = Some([("deposit".into(), value.into())].into()),
+                "pixel_code" => f.set_text("pixel_code", v),
+                "access_token" => f.set_text("access_token", v),
+                "test_event_code" => f.set_text("test_event_code", v),
+                "api_url" => f.set_text("api_url", v),
+                "pixel_id" => f.set_text("pixel_id", v),
+                "graph_url" => f.set_text("graph_url", v),
+                "api_version" => f.set_text("api_version", v),
+                "url" => f.set_text("url", v),
+                _ => f.set_pairs("statuses", Some([("deposit".into(), value.into())].into())),
             }
             f.check(false)
         };
@@ -417,19 +411,19 @@ pub(super) mod tests {
             );
         }
         let mut no_code = fields("tiktok_events");
-        no_code.pixel_code = None;
+        no_code.set_text("pixel_code", None);
         assert_eq!(no_code.check(false).unwrap_err().field, Some("pixel_code"));
         for other in ["pixel_id", "graph_url", "api_version", "url", "statuses"] {
             assert_eq!(set(other, "1").unwrap_err().field, Some(other), "{other}");
         }
         let mut meta_with_code = fields("meta_capi");
-        meta_with_code.pixel_code = Some("C4AB".into());
+        meta_with_code.set_text("pixel_code", Some("C4AB".into()));
         assert_eq!(
             meta_with_code.check(false).unwrap_err().field,
             Some("pixel_code")
         );
         let mut meta_with_api_url = fields("meta_capi");
-        meta_with_api_url.api_url = Some("https://x.example".into());
+        meta_with_api_url.set_text("api_url", Some("https://x.example".into()));
         assert_eq!(
             meta_with_api_url.check(false).unwrap_err().field,
             Some("api_url")

@@ -13,7 +13,7 @@ use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
 use super::face::{Platform, Sending};
-use super::given::DestinationFields;
+use super::given::{DestinationFields, Field};
 use super::names::{check_named, named};
 use crate::domain::base62;
 use crate::domain::input::quoted;
@@ -184,23 +184,38 @@ impl Google {
 impl Google {
     /// The settings given in `f`, checked, with a new password.
     fn check_fields(f: &DestinationFields) -> Result<Google, Error> {
-        let conversion_names = match &f.conversion_names {
+        let conversion_names = match &f.pairs("conversion_names") {
             Some(names) => ConversionNames::parse(names)?,
             None => ConversionNames::default(),
         };
-        let user = f.user.clone().unwrap_or_else(|| DEFAULT_USER.to_owned());
+        let user = f.text("user").unwrap_or_else(|| DEFAULT_USER.to_owned());
         check_user(&user)?;
         Ok(Google::new(conversion_names, user))
     }
 }
 
 impl Platform for Google {
-    fn fields() -> &'static [&'static str] {
-        &["conversion_names", "user"]
-    }
-
-    fn required() -> &'static [&'static str] {
-        &[]
+    fn fields() -> &'static [Field] {
+        &[
+            Field {
+                name: "conversion_names",
+                label: "Conversion names",
+                help: "The name of the conversion action in Google Ads written for each event \
+                       kind (and `first_deposit`; without one, a deposit's).",
+                default: Some("the kind"),
+                schema: r#"{"type": ["object", "null"], "additionalProperties": {"type": "string"},
+                    "examples": [{"deposit": "Telegram deposit"}]}"#,
+                ..Field::PAIRS
+            },
+            Field {
+                name: "user",
+                label: "User name",
+                help: "The user name Google Ads fetches the file with.",
+                default: Some(DEFAULT_USER),
+                schema: r#"{"type": ["string", "null"], "pattern": "^[!-9;-~]{0,64}$"}"#,
+                ..Field::TEXT
+            },
+        ]
     }
 
     /// Nothing is sent: Google Ads fetches the file of its conversions.
@@ -217,8 +232,33 @@ impl Platform for Google {
     }
 
     fn fields_of(&self, f: &mut DestinationFields) {
-        f.conversion_names = Some(self.conversion_names.0.clone());
-        f.user = Some(self.user.clone());
+        f.set_pairs("conversion_names", Some(self.conversion_names.0.clone()));
+        f.set_text("user", Some(self.user.clone()));
+    }
+
+    fn shown_fields() -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "last_fetched_at_ms",
+                r#"{"type": "integer", "minimum": 0, "description": "When Google Ads last fetched the file (absent: never yet)."}"#,
+            ),
+            (
+                "rows_served",
+                r#"{"type": "integer", "minimum": 0, "description": "The rows the last fetch was served."}"#,
+            ),
+            (
+                "fetches",
+                r#"{"type": "integer", "minimum": 0, "description": "How many times the file was fetched."}"#,
+            ),
+        ]
+    }
+
+    fn shown(&self, view: &mut serde_json::Map<String, serde_json::Value>) {
+        if let Some(at_ms) = self.fetches.last_at_ms {
+            view.insert("last_fetched_at_ms".into(), at_ms.into());
+        }
+        view.insert("rows_served".into(), self.fetches.last_rows.into());
+        view.insert("fetches".into(), self.fetches.count.into());
     }
 
     /// Google keeps its password (a rotation replaces it) and what its fetches came to.

@@ -7,15 +7,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ad_rules::{
-    AdRules, access_token, base_url, check_test_event_code, platform_event_id, sha256_hex,
+    ACCESS_TOKEN, AdRules, CURRENCY_RATES, EVENT_NAMES, TEST_EVENT_CODE, access_token, base_url,
+    check_test_event_code, platform_event_id, sha256_hex,
 };
-use super::address::is_private;
+use super::address::{URL, is_private};
 use super::currency::iso_value;
 use super::delivery::{Outcome, outcome_of};
 use super::face::{
     Answer, ClickFacts, Platform, Request, Sending, THROTTLE_WAIT_MS, TestView, answer_by_status,
 };
-use super::given::{DestinationFields, missing};
+use super::given::{DestinationFields, Field, missing};
 use crate::domain::click::ClientHints;
 use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
@@ -58,8 +59,7 @@ impl Meta {
         let invalid =
             |field: &'static str, why: String| Error::field(Code::InvalidField, field, why);
         let pixel_id = f
-            .pixel_id
-            .clone()
+            .text("pixel_id")
             .ok_or_else(|| missing("pixel_id", "(the Meta pixel or dataset id, digits)"))?;
         if !(1..=32).contains(&pixel_id.len()) || !pixel_id.bytes().all(|b| b.is_ascii_digit()) {
             return Err(invalid(
@@ -68,15 +68,14 @@ impl Meta {
             ));
         }
         let access_token = access_token(
-            f.access_token.clone(),
+            f.text("access_token"),
             "(a Conversions API access token from Events Manager)",
         )?;
-        if let Some(code) = &f.test_event_code {
+        if let Some(code) = &f.text("test_event_code") {
             check_test_event_code(code)?;
         }
         let api_version = f
-            .api_version
-            .clone()
+            .text("api_version")
             .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned());
         let version_ok = api_version
             .strip_prefix('v')
@@ -97,13 +96,13 @@ impl Meta {
         }
         let graph_url = base_url(
             "graph_url",
-            f.graph_url.as_deref().unwrap_or(DEFAULT_GRAPH_URL),
+            f.text("graph_url").as_deref().unwrap_or(DEFAULT_GRAPH_URL),
             allow_private,
         )?;
         Ok(Meta {
             pixel_id,
             access_token,
-            test_event_code: f.test_event_code.clone(),
+            test_event_code: f.text("test_event_code"),
             api_version,
             graph_url,
             rules,
@@ -112,20 +111,40 @@ impl Meta {
 }
 
 impl Platform for Meta {
-    fn fields() -> &'static [&'static str] {
+    fn fields() -> &'static [Field] {
         &[
-            "pixel_id",
-            "access_token",
-            "test_event_code",
-            "api_version",
-            "graph_url",
-            "event_names",
-            "currency_rates",
+            Field {
+                name: "pixel_id",
+                required: true,
+                label: "Pixel (dataset) id",
+                help: "Events Manager: Data sources, the pixel or dataset, its id (digits).",
+                schema: r#"{"type": ["string", "null"], "pattern": "^([0-9]{1,32})?$"}"#,
+                ..Field::TEXT
+            },
+            Field {
+                help: "Events Manager: the pixel's Settings, Conversions API, Generate access \
+                       token.",
+                ..ACCESS_TOKEN
+            },
+            TEST_EVENT_CODE,
+            Field {
+                name: "api_version",
+                label: "Graph API version",
+                help: "The Graph API version requests name.",
+                default: Some(DEFAULT_API_VERSION),
+                schema: r#"{"type": ["string", "null"], "pattern": "^(v[0-9]{1,3}\\.[0-9]{1,3})?$"}"#,
+                ..Field::TEXT
+            },
+            Field {
+                name: "graph_url",
+                label: "Graph API address",
+                help: "Settable for a local stand-in.",
+                default: Some(DEFAULT_GRAPH_URL),
+                ..URL
+            },
+            EVENT_NAMES,
+            CURRENCY_RATES,
         ]
-    }
-
-    fn required() -> &'static [&'static str] {
-        &["pixel_id", "access_token"]
     }
 
     fn title() -> &'static str {
@@ -141,11 +160,11 @@ impl Platform for Meta {
     }
 
     fn fields_of(&self, f: &mut DestinationFields) {
-        f.pixel_id = Some(self.pixel_id.clone());
-        f.access_token = Some(self.access_token.expose().to_owned());
-        f.test_event_code.clone_from(&self.test_event_code);
-        f.api_version = Some(self.api_version.clone());
-        f.graph_url = Some(self.graph_url.clone());
+        f.set_text("pixel_id", Some(self.pixel_id.clone()));
+        f.set_text("access_token", Some(self.access_token.expose().to_owned()));
+        f.set_text("test_event_code", self.test_event_code.clone());
+        f.set_text("api_version", Some(self.api_version.clone()));
+        f.set_text("graph_url", Some(self.graph_url.clone()));
         self.rules.fields_of(f);
     }
 

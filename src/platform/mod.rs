@@ -8,7 +8,7 @@
 //! The rooms: `meta.rs` (Meta's Conversions API), `tiktok.rs` (`TikTok`'s Events API),
 //! `google_ads.rs` (the file Google Ads fetches, and who may fetch it), `postback.rs` (an
 //! affiliate network's URL template and its macros), `webhook.rs` (a signed `POST` of each
-//! event). Each implements [`Platform`] (`face.rs`), the platforms' shared face, and is one
+//! event), `snapchat.rs` (Snapchat's Conversions API). Each implements [`Platform`] (`face.rs`), the platforms' shared face, and is one
 //! line of the registry (`registry.rs`), the only list of kinds ([`Kind`]) from which every
 //! list of kinds the command line, the control socket, the admin page and `/openapi.json`
 //! show comes. (The trait and the registry each have a file of their own, not this one:
@@ -44,6 +44,7 @@ pub mod meta;
 mod names;
 pub mod postback;
 mod registry;
+pub mod snapchat;
 pub mod tiktok;
 mod view;
 pub mod webhook;
@@ -67,7 +68,7 @@ pub use face::{
     answer_by_status,
 };
 pub use fields::{DestinationPatch, NewDestination, check_name};
-pub use given::DestinationFields;
+pub use given::{DestinationFields, Field, Given, Shape};
 pub use google_ads::{
     BRAID_COLUMNS, COLUMNS, Conversion, ConversionNames, DEFAULT_USER, Fetches, Google,
     GoogleClick, Password, PasswordDigest, REALM, TIME_ZONE_PARAMETER, WINDOW_MS, conversion_file,
@@ -80,6 +81,7 @@ pub use meta::{
 pub use names::NAMED_KINDS;
 pub use postback::{MACROS, Postback, QUERY_MACRO, Statuses, fill_macros, query_param};
 pub use registry::{Kind, Target};
+pub use snapchat::{DEFAULT_SNAP_API_URL, Snap};
 pub use tiktok::{DEFAULT_TIKTOK_API_URL, Tiktok};
 pub use view::{DeliveryView, DestinationState, DestinationView, LastError};
 pub use webhook::{PreviousSecret, ROTATION_GRACE_MS, Webhook, new_signing_secret};

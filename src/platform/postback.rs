@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::address::check_url;
+use super::address::{URL, check_url};
 use super::face::{Platform, Request, Sending};
-use super::given::{DestinationFields, missing};
+use super::given::{DestinationFields, Field, missing};
 use super::names::{check_named, named};
 use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
@@ -172,11 +172,10 @@ impl Postback {
     /// The settings given in `f`, checked.
     fn check_fields(f: &DestinationFields, allow_private: bool) -> Result<Postback, Error> {
         let url = f
-            .url
-            .clone()
+            .text("url")
             .ok_or_else(|| missing("url", "(where the events are sent)"))?;
         check_postback(&url, allow_private)?;
-        let statuses = match &f.statuses {
+        let statuses = match &f.pairs("statuses") {
             Some(words) => Statuses::parse(words)?,
             None => Statuses::default(),
         };
@@ -188,12 +187,23 @@ impl Postback {
 const BATCH: usize = 256;
 
 impl Platform for Postback {
-    fn fields() -> &'static [&'static str] {
-        &["url", "statuses"]
-    }
-
-    fn required() -> &'static [&'static str] {
-        &["url"]
+    fn fields() -> &'static [Field] {
+        &[
+            Field {
+                required: true,
+                label: "URL template",
+                help: "The network's postback address with the tracker's macros: {uid}, \
+                       {event}, {event_id}, {status}, {value}, {q.NAME}, ...",
+                ..URL
+            },
+            Field {
+                name: "statuses",
+                label: "Status words",
+                help: "The word `{status}` gives for each event kind.",
+                default: Some("the kind"),
+                ..Field::PAIRS
+            },
+        ]
     }
 
     fn title() -> &'static str {
@@ -209,8 +219,8 @@ impl Platform for Postback {
     }
 
     fn fields_of(&self, f: &mut DestinationFields) {
-        f.url = Some(self.url.clone());
-        f.statuses = Some(self.statuses.0.clone());
+        f.set_text("url", Some(self.url.clone()));
+        f.set_pairs("statuses", Some(self.statuses.0.clone()));
     }
 
     fn address(&self) -> &str {
@@ -292,18 +302,21 @@ mod tests {
     #[test]
     fn a_postback_takes_only_known_macros() {
         let mut f = fields("postback");
-        f.url = Some("https://n.example/pb?s={uid}&t={tid}".into());
+        f.set_text("url", Some("https://n.example/pb?s={uid}&t={tid}".into()));
         let e = f.check(false).unwrap_err();
         assert_eq!(e.field, Some("url"));
         assert!(e.message.contains("{tid}"), "{}", e.message);
         let mut f = fields("postback");
-        f.url = Some("https://n.example/pb?s={uid".into());
+        f.set_text("url", Some("https://n.example/pb?s={uid".into()));
         assert_eq!(f.check(false).unwrap_err().field, Some("url"));
         let mut f = fields("postback");
-        f.url = Some(format!(
-            "https://n.example/pb?{}",
-            MACROS.map(|m| format!("{m}={{{m}}}")).join("&")
-        ));
+        f.set_text(
+            "url",
+            Some(format!(
+                "https://n.example/pb?{}",
+                MACROS.map(|m| format!("{m}={{{m}}}")).join("&")
+            )),
+        );
         assert!(f.check(false).is_ok());
         for (name, ok) in [
             ("q.subid", true),
@@ -314,7 +327,7 @@ mod tests {
             ("q.x[0]", true),
         ] {
             let mut f = fields("postback");
-            f.url = Some(format!("https://n.example/pb?s={{{name}}}"));
+            f.set_text("url", Some(format!("https://n.example/pb?s={{{name}}}")));
             assert_eq!(f.check(false).is_ok(), ok, "{name}");
         }
     }

@@ -8,10 +8,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::face::{ClickFacts, Platform, Sending};
-use super::given::DestinationFields;
+use super::given::{DestinationFields, Field};
 use super::google_ads::Google;
 use super::meta::Meta;
 use super::postback::Postback;
+use super::snapchat::Snap;
 use super::tiktok::Tiktok;
 use super::webhook::Webhook;
 use crate::domain::codes::stored_codes;
@@ -41,17 +42,18 @@ macro_rules! platforms {
         impl Kind {
             /// The fields of their own this kind's destinations take; another kind's are refused.
             #[must_use]
-            pub fn fields(self) -> &'static [&'static str] {
+            pub fn fields(self) -> &'static [Field] {
                 match self {
                     $(Kind::$variant => <$room as Platform>::fields(),)+
                 }
             }
 
-            /// Of [`Kind::fields`], those a destination cannot do without.
+            /// The names and JSON Schemas of what answers show of this kind's destinations
+            /// beside their fields.
             #[must_use]
-            pub fn required(self) -> &'static [&'static str] {
+            pub fn shown_fields(self) -> &'static [(&'static str, &'static str)] {
                 match self {
-                    $(Kind::$variant => <$room as Platform>::required(),)+
+                    $(Kind::$variant => <$room as Platform>::shown_fields(),)+
                 }
             }
 
@@ -133,9 +135,39 @@ platforms! {
     TiktokEvents(Tiktok) = 4 => "tiktok_events",
     /// Nothing pushed: Google Ads fetches a file of conversions (`google_ads.rs`).
     GoogleAds(Google) = 5 => "google_ads",
+    /// Snapchat's Conversions API: `POST <api_url>/v3/<pixel_id>/events`.
+    SnapCapi(Snap) = 6 => "snap_capi",
 }
 
 impl Kind {
+    /// Whether this kind's destinations take the field `name`.
+    #[must_use]
+    pub fn takes(self, name: &str) -> bool {
+        self.field(name).is_some()
+    }
+
+    /// This kind's field `name`.
+    #[must_use]
+    pub fn field(self, name: &str) -> Option<&'static Field> {
+        self.fields().iter().find(|f| f.name == name)
+    }
+
+    /// Of [`Kind::fields`], those a destination cannot do without.
+    #[must_use]
+    pub fn required(self) -> Vec<&'static str> {
+        self.fields()
+            .iter()
+            .filter(|f| f.required)
+            .map(|f| f.name)
+            .collect()
+    }
+
+    /// The field `name` as the first kind that takes it declares it: how a body gives it.
+    #[must_use]
+    pub fn any_field(name: &str) -> Option<&'static Field> {
+        Kind::ALL.into_iter().find_map(|k| k.field(name))
+    }
+
     /// The kinds' names, for a message: `a, b, c or d`.
     #[must_use]
     pub fn names_listed() -> String {
@@ -211,12 +243,49 @@ mod tests {
                 (2, "postback"),
                 (3, "webhook"),
                 (4, "tiktok_events"),
-                (5, "google_ads")
+                (5, "google_ads"),
+                (6, "snap_capi")
             ]
         );
         assert_eq!(
             Kind::names_listed(),
-            "meta_capi, postback, webhook, tiktok_events or google_ads"
+            "meta_capi, postback, webhook, tiktok_events, google_ads or snap_capi"
         );
+    }
+
+    /// Every field a room declares says what it is and where to find it, has a schema that
+    /// reads, and is declared alike by every kind that takes it: a body reads it one way.
+    #[test]
+    fn every_field_is_described_and_read_one_way() {
+        for kind in Kind::ALL {
+            for field in kind.fields() {
+                assert!(!field.label.is_empty(), "{kind:?} {}", field.name);
+                assert!(!field.help.is_empty(), "{kind:?} {}", field.name);
+                assert!(
+                    serde_json::from_str::<serde_json::Value>(field.schema).is_ok(),
+                    "{kind:?} {}",
+                    field.name
+                );
+                let first = Kind::any_field(field.name).unwrap();
+                assert_eq!(first.shape, field.shape, "{kind:?} {}", field.name);
+                assert_eq!(first.secret, field.secret, "{kind:?} {}", field.name);
+            }
+        }
+    }
+
+    /// Each click id is read by a kind there is, under a stored tag of its own (never `fbp`'s)
+    /// and a name and parameter of its own.
+    #[test]
+    fn each_click_id_belongs_to_a_kind_under_a_tag_of_its_own() {
+        use crate::domain::click::{AD_CLICK_IDS, FBP_TAG};
+        for (place, id) in AD_CLICK_IDS.iter().enumerate() {
+            assert!(Kind::parse(id.platform).is_ok(), "{id:?}");
+            assert_ne!(id.tag, FBP_TAG, "{id:?}");
+            for other in &AD_CLICK_IDS[place + 1..] {
+                assert_ne!(id.tag, other.tag, "{id:?} {other:?}");
+                assert_ne!(id.name, other.name, "{id:?} {other:?}");
+                assert_ne!(id.param, other.param, "{id:?} {other:?}");
+            }
+        }
     }
 }

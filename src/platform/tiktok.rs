@@ -12,13 +12,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ad_rules::{
-    AdRules, access_token, base_url, check_test_event_code, platform_event_id, sha256_hex,
+    ACCESS_TOKEN, API_URL, AdRules, CURRENCY_RATES, EVENT_NAMES, TEST_EVENT_CODE, access_token,
+    base_url, check_test_event_code, platform_event_id, sha256_hex,
 };
 use super::address::is_private;
 use super::currency::iso_value;
 use super::delivery::{Outcome, outcome_of};
 use super::face::{Answer, ClickFacts, Platform, Request, Sending, THROTTLE_WAIT_MS, TestView};
-use super::given::{DestinationFields, missing};
+use super::given::{DestinationFields, Field, missing};
 use crate::domain::click::ClientHints;
 use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
@@ -47,7 +48,7 @@ pub struct Tiktok {
 impl Tiktok {
     /// The settings given in `f`, checked by `TikTok`'s rules.
     fn check_fields(f: &DestinationFields, allow_private: bool) -> Result<Tiktok, Error> {
-        let pixel_code = f.pixel_code.clone().ok_or_else(|| {
+        let pixel_code = f.text("pixel_code").ok_or_else(|| {
             missing(
                 "pixel_code",
                 "(the pixel's code from TikTok's Events Manager, letters and digits)",
@@ -66,21 +67,23 @@ impl Tiktok {
             ));
         }
         let access_token = access_token(
-            f.access_token.clone(),
+            f.text("access_token"),
             "(an Events API access token from TikTok's Events Manager)",
         )?;
-        if let Some(code) = &f.test_event_code {
+        if let Some(code) = &f.text("test_event_code") {
             check_test_event_code(code)?;
         }
         let api_url = base_url(
             "api_url",
-            f.api_url.as_deref().unwrap_or(DEFAULT_TIKTOK_API_URL),
+            f.text("api_url")
+                .as_deref()
+                .unwrap_or(DEFAULT_TIKTOK_API_URL),
             allow_private,
         )?;
         Ok(Tiktok {
             pixel_code,
             access_token,
-            test_event_code: f.test_event_code.clone(),
+            test_event_code: f.text("test_event_code"),
             api_url,
             rules: AdRules::from_fields(f)?,
         })
@@ -88,19 +91,30 @@ impl Tiktok {
 }
 
 impl Platform for Tiktok {
-    fn fields() -> &'static [&'static str] {
+    fn fields() -> &'static [Field] {
         &[
-            "pixel_code",
-            "access_token",
-            "test_event_code",
-            "api_url",
-            "event_names",
-            "currency_rates",
+            Field {
+                name: "pixel_code",
+                required: true,
+                label: "Pixel code",
+                help: "TikTok Events Manager: the pixel's code (C4ABCDEFGHIJ12345678).",
+                schema: r#"{"type": ["string", "null"], "pattern": "^([A-Za-z0-9]{1,64})?$",
+                    "examples": ["C4ABCDEFGHIJ12345678"]}"#,
+                ..Field::TEXT
+            },
+            Field {
+                help: "TikTok Events Manager: the pixel's Settings, Events API, Generate access \
+                       token.",
+                ..ACCESS_TOKEN
+            },
+            TEST_EVENT_CODE,
+            Field {
+                default: Some(DEFAULT_TIKTOK_API_URL),
+                ..API_URL
+            },
+            EVENT_NAMES,
+            CURRENCY_RATES,
         ]
-    }
-
-    fn required() -> &'static [&'static str] {
-        &["pixel_code", "access_token"]
     }
 
     fn title() -> &'static str {
@@ -118,10 +132,10 @@ impl Platform for Tiktok {
     }
 
     fn fields_of(&self, f: &mut DestinationFields) {
-        f.pixel_code = Some(self.pixel_code.clone());
-        f.access_token = Some(self.access_token.expose().to_owned());
-        f.test_event_code.clone_from(&self.test_event_code);
-        f.api_url = Some(self.api_url.clone());
+        f.set_text("pixel_code", Some(self.pixel_code.clone()));
+        f.set_text("access_token", Some(self.access_token.expose().to_owned()));
+        f.set_text("test_event_code", self.test_event_code.clone());
+        f.set_text("api_url", Some(self.api_url.clone()));
         self.rules.fields_of(f);
     }
 
@@ -138,7 +152,7 @@ impl Platform for Tiktok {
     }
 
     fn matches(&self, click: ClickFacts) -> bool {
-        click.has_ttclid
+        click.has_id_for("tiktok_events")
     }
 
     /// An event it could not take (nothing to match, a currency without a rate) is refused
@@ -327,28 +341,17 @@ fn tiktok_answer(status: u16, body: &str) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::currency::CurrencyRates;
     use crate::domain::secret::Secret;
-    use crate::platform::ad_rules::EventNames;
+    use crate::platform::ad_rules::tests::{xtr_deposit, xtr_rules};
 
     fn event() -> FeedEvent {
-        let mut e = crate::platform::destination::test_event(1_700_000_000_123);
-        e.event_id = "0b5e1f3a-7c2d-4e8f-9a6b-1c2d3e4f5a6b".into();
-        e.value = Some("100".into());
-        e.currency = "XTR".into();
-        e.tg_id = Some(777);
+        let mut e = xtr_deposit();
         e.ttclid = Some("E.C.P.tt-click".into());
         e
     }
 
     fn rules() -> AdRules {
-        AdRules {
-            event_names: EventNames::default(),
-            currency_rates: CurrencyRates::parse(
-                &[("XTR".to_owned(), "0.013 USD".to_owned())].into(),
-            )
-            .unwrap(),
-        }
+        xtr_rules()
     }
 
     #[test]
@@ -482,9 +485,10 @@ mod tests {
             .check(false)
             .unwrap()
             .target;
-        let click = |has_fbclid, has_ttclid| ClickFacts {
-            has_fbclid,
-            has_ttclid,
+        let click = |has_fbclid, has_ttclid: bool| {
+            let mut ids = crate::domain::click::ClickIds::default();
+            ids.set("ttclid", has_ttclid.then(|| "E.C.P.x".to_owned()));
+            ClickFacts::of(has_fbclid, &ids)
         };
         assert!(t.matches(click(false, true)));
         assert!(!t.matches(click(true, false)));

@@ -3,11 +3,12 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::delivery::{State, StateCounts};
 use super::destination::Destination;
-use super::given::DestinationFields;
-use super::registry::{Kind, Target};
+use super::given::{DestinationFields, Given, Shape};
+use super::registry::Kind;
 use crate::domain::credential::{cut_secret, redact_url_token};
 use crate::domain::secret::Secret;
 
@@ -30,48 +31,19 @@ pub enum DestinationState {
     Paused,
 }
 
-/// A destination as answers show it: never its access token (its last 4 characters only), and
-/// its signing secret only in the answer that created it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+/// A destination as answers show it: what every destination has, and its platform's fields
+/// (`settings`, beside the others in the same object): never its access token (its last 4
+/// characters only), and its signing secret only in the answer that created it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(transform = with_settings)]
 pub struct DestinationView {
     pub name: String,
     pub kind: Kind,
     pub events: Vec<String>,
     pub only_attributed: bool,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub url: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub pixel_id: Option<String>,
-    /// `…` and the token's last 4 characters.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub access_token: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub test_event_code: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub api_version: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub graph_url: Option<String>,
-    /// An ad platform's: the event names it sets, by kind (and `first_deposit`).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub event_names: Option<BTreeMap<String, String>>,
-    /// An ad platform's: its rates, `{"XTR": "0.013 USD"}`.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub currency_rates: Option<BTreeMap<String, String>>,
-    /// `postback`: the words of `{status}`, by kind.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub statuses: Option<BTreeMap<String, String>>,
-    /// An ad platform's pixel, by its code.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub pixel_code: Option<String>,
-    /// An ad platform's API address.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub api_url: Option<String>,
     /// Only in the answer that created a webhook or rotated its secret: shown once.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub signing_secret: Option<String>,
-    /// A webhook's replaced secret still signs beside the new one until then.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub previous_secret_until_ms: Option<u64>,
     pub created_at_ms: u64,
     pub state: DestinationState,
     /// Why it is paused (the remote's answer), while it is.
@@ -81,48 +53,77 @@ pub struct DestinationView {
     pub paused_at_ms: Option<u64>,
     pub deliveries: StateCounts,
     pub last_error: Option<LastError>,
-    /// `google_ads`: the conversion names it sets, by kind (and `first_deposit`).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub conversion_names: Option<BTreeMap<String, String>>,
-    /// `google_ads`: the user name Google Ads fetches the file with.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub user: Option<String>,
     /// `google_ads`: the password, only in the answer that created the destination or gave it
     /// a new one: shown once.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub password: Option<String>,
-    /// `google_ads`: when Google Ads last fetched the file (absent: never yet).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub last_fetched_at_ms: Option<u64>,
-    /// `google_ads`: the rows the last fetch was served.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub rows_served: Option<u64>,
-    /// `google_ads`: how many times the file was fetched.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub fetches: Option<u64>,
+    /// Its platform's fields (`docs/api.md#destinations`), a token by its last 4 characters,
+    /// and what its platform shows beside them (a webhook's `previous_secret_until_ms`, Google
+    /// Ads' `last_fetched_at_ms`, `rows_served` and `fetches`).
+    #[serde(flatten)]
+    pub settings: Map<String, Value>,
+}
+
+/// `DestinationView`'s schema closed over every kind's fields as answers show them, each as its
+/// room declares it, and what the rooms show beside them.
+fn with_settings(schema: &mut schemars::Schema) {
+    let object = schema.ensure_object();
+    let properties = object
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
+    for kind in Kind::ALL {
+        for field in kind.fields() {
+            // As stored, not as a body may give it: a token by its last 4 characters, an
+            // address that a private network allowed.
+            let mut shown = match field.shape {
+                Shape::Text => serde_json::json!({"type": "string"}),
+                Shape::Pairs => {
+                    serde_json::json!({"type": "object", "additionalProperties": {"type": "string"}})
+                }
+            };
+            if !field.help.is_empty() {
+                shown["description"] = field.help.into();
+            }
+            properties[field.name] = shown;
+        }
+        for (name, shown) in kind.shown_fields() {
+            properties[*name] = serde_json::from_str(shown).unwrap_or_default();
+        }
+    }
+    object.insert("additionalProperties".into(), false.into());
 }
 
 impl DestinationView {
     #[must_use]
     pub fn new(d: &Destination, deliveries: StateCounts, last_error: Option<LastError>) -> Self {
-        let mut view = DestinationView {
+        // What a way in would give, as answers show it: a token by its last 4 characters, a
+        // `token=` in a URL (the receiver's credential) redacted, as the log and the delivery's
+        // answer show it.
+        let mut f = DestinationFields::default();
+        d.target.platform().fields_of(&mut f);
+        let kind = d.target.kind();
+        let mut settings = Map::new();
+        for (name, given) in f.own {
+            let secret = kind.field(&name).is_some_and(|field| field.secret);
+            let shown = match given {
+                Given::Text(text) if secret => Value::from(Secret::new(text).last4()),
+                Given::Text(text) => Value::from(redact_url_token(&text)),
+                Given::Pairs(pairs) => Value::from(
+                    pairs
+                        .into_iter()
+                        .map(|(k, v)| (k, Value::from(v)))
+                        .collect::<Map<_, _>>(),
+                ),
+            };
+            settings.insert(name, shown);
+        }
+        d.target.platform().shown(&mut settings);
+        DestinationView {
             name: d.name.clone(),
-            kind: d.target.kind(),
+            kind,
             events: d.events.names(),
             only_attributed: d.only_attributed,
-            url: None,
-            pixel_id: None,
-            access_token: None,
-            test_event_code: None,
-            api_version: None,
-            graph_url: None,
-            event_names: None,
-            currency_rates: None,
-            statuses: None,
-            pixel_code: None,
-            api_url: None,
             signing_secret: None,
-            previous_secret_until_ms: None,
             created_at_ms: d.created_at_ms,
             state: if d.paused.is_some() {
                 DestinationState::Paused
@@ -140,43 +141,33 @@ impl DestinationView {
                 answer: cut_secret(&e.answer, d.target.platform_token()),
                 ..e
             }),
-            conversion_names: None,
-            user: None,
             password: None,
-            last_fetched_at_ms: None,
-            rows_served: None,
-            fetches: None,
-        };
-        // What a way in would give, as answers show it: a token by its last 4 characters, a
-        // `token=` in a URL (the receiver's credential) redacted, as the log and the delivery's
-        // answer show it.
-        let mut f = DestinationFields::default();
-        d.target.platform().fields_of(&mut f);
-        view.url = f.url.map(|url| redact_url_token(&url));
-        view.pixel_id = f.pixel_id;
-        view.access_token = f.access_token.map(|token| Secret::new(token).last4());
-        view.test_event_code = f.test_event_code;
-        view.api_version = f.api_version;
-        view.graph_url = f.graph_url;
-        view.event_names = f.event_names;
-        view.currency_rates = f.currency_rates;
-        view.statuses = f.statuses;
-        view.pixel_code = f.pixel_code;
-        view.api_url = f.api_url;
-        view.conversion_names = f.conversion_names;
-        view.user = f.user;
-        match &d.target {
-            Target::Webhook(w) => {
-                view.previous_secret_until_ms = w.previous.as_ref().map(|p| p.until_ms);
-            }
-            Target::GoogleAds(g) => {
-                view.last_fetched_at_ms = g.fetches.last_at_ms;
-                view.rows_served = Some(g.fetches.last_rows);
-                view.fetches = Some(g.fetches.count);
-            }
-            _ => {}
+            settings,
         }
-        view
+    }
+
+    /// Its platform's text field `name`, as shown.
+    #[must_use]
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.settings.get(name).and_then(Value::as_str)
+    }
+
+    /// Its platform's number `name` (what a fetch came to), as shown.
+    #[must_use]
+    pub fn number(&self, name: &str) -> Option<u64> {
+        self.settings.get(name).and_then(Value::as_u64)
+    }
+
+    /// Its platform's object field `name`, as shown.
+    #[must_use]
+    pub fn pairs(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        let object = self.settings.get(name)?.as_object()?;
+        Some(
+            object
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect(),
+        )
     }
 }
 

@@ -6,9 +6,9 @@ use hmac::{KeyInit as _, Mac as _};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use super::address::check_url;
+use super::address::{URL, check_url};
 use super::face::{Platform, Request, Sending};
-use super::given::{DestinationFields, missing};
+use super::given::{DestinationFields, Field, missing};
 use crate::domain::feed::FeedEvent;
 use crate::domain::secret::Secret;
 use crate::error::Error;
@@ -41,8 +41,7 @@ impl Webhook {
     /// The settings given in `f`, checked, with a new signing secret.
     fn check_fields(f: &DestinationFields, allow_private: bool) -> Result<Webhook, Error> {
         let url = f
-            .url
-            .clone()
+            .text("url")
             .ok_or_else(|| missing("url", "(where the events are sent)"))?;
         check_url("url", &url, allow_private)?;
         Ok(Webhook {
@@ -68,12 +67,13 @@ impl Webhook {
 }
 
 impl Platform for Webhook {
-    fn fields() -> &'static [&'static str] {
-        &["url"]
-    }
-
-    fn required() -> &'static [&'static str] {
-        &["url"]
+    fn fields() -> &'static [Field] {
+        &[Field {
+            required: true,
+            label: "URL",
+            help: "Where the team's own system takes the signed events.",
+            ..URL
+        }]
     }
 
     fn title() -> &'static str {
@@ -94,7 +94,20 @@ impl Platform for Webhook {
     }
 
     fn fields_of(&self, f: &mut DestinationFields) {
-        f.url = Some(self.url.clone());
+        f.set_text("url", Some(self.url.clone()));
+    }
+
+    fn shown_fields() -> &'static [(&'static str, &'static str)] {
+        &[(
+            "previous_secret_until_ms",
+            r#"{"type": "integer", "minimum": 0, "description": "A replaced secret still signs beside the new one until then."}"#,
+        )]
+    }
+
+    fn shown(&self, view: &mut serde_json::Map<String, serde_json::Value>) {
+        if let Some(p) = &self.previous {
+            view.insert("previous_secret_until_ms".into(), p.until_ms.into());
+        }
     }
 
     /// A webhook keeps its signing secrets: a rotation replaces them, never a change.

@@ -64,7 +64,6 @@ impl Txn<'_> {
             }),
             _ => None,
         };
-        let ids = click.ids;
         let record = ClickRecord {
             link_slug: click.link_slug,
             fbclid: click.fbclid,
@@ -73,11 +72,7 @@ impl Txn<'_> {
             clicked_at_ms: click.clicked_at_ms,
             tg_id: None,
             bound_at_ms: None,
-            ttclid: ids.ttclid,
-            gclid: ids.gclid,
-            gbraid: ids.gbraid,
-            wbraid: ids.wbraid,
-            fbp: ids.fbp,
+            ids: click.ids,
         };
         // First the step that can refuse, so that a refusal leaves nothing behind.
         if let Some(k) = fbclid_key {

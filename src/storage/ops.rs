@@ -270,10 +270,9 @@ impl<'t> Txn<'t> {
             }
         }
         // Every read that can fail before the first write (the module's rule).
-        let click = resolved.as_ref().map(|r| ClickFacts {
-            has_fbclid: r.click.fbclid.is_some(),
-            has_ttclid: r.click.ttclid.is_some(),
-        });
+        let click = resolved
+            .as_ref()
+            .map(|r| ClickFacts::of(r.click.fbclid.is_some(), &r.click.ids));
         let deliveries = self.deliveries_for(space, event.kind, click)?;
         self.inbox_seq += 1;
         let inbox_id = self.inbox_seq;
@@ -729,12 +728,12 @@ pub(super) mod tests {
     /// Creates webhook destination `hook` of space 1 in `t`; answers its number.
     fn create_hook(t: &mut Txn<'_>) -> u32 {
         use crate::platform::DestinationFields;
-        let fields = DestinationFields {
+        let mut fields = DestinationFields {
             name: Some("hook".into()),
             kind: Some("webhook".into()),
-            url: Some("http://127.0.0.1:9/hook".into()),
             ..DestinationFields::default()
         };
+        fields.set_text("url", Some("http://127.0.0.1:9/hook".into()));
         t.create_destination(1, &fields.check(true).unwrap(), 1)
             .unwrap()
             .no

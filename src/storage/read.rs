@@ -15,7 +15,6 @@ use redb::{
     ReadableTableMetadata,
 };
 
-use crate::domain::click::ClickIds;
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{AttributedBy, EventId, EventKind, Source, ValidEvent};
 use crate::domain::feed::{self, Attribution, FeedEvent, FeedPage, PageRequest};
@@ -319,13 +318,7 @@ pub(crate) fn feed_event(
                     campaign_name: c.campaign_name,
                     clicked_at_ms: c.clicked_at_ms,
                     tg_id: c.tg_id,
-                    ids: ClickIds {
-                        ttclid: c.ttclid,
-                        gclid: c.gclid,
-                        gbraid: c.gbraid,
-                        wbraid: c.wbraid,
-                        fbp: c.fbp,
-                    },
+                    ids: c.ids,
                 })
             }
         },
@@ -351,11 +344,8 @@ pub(crate) fn feed_event(
         fbc: None,
         first_deposit: (kind == EventKind::Deposit).then_some(r.first_deposit),
         event_id,
-        ttclid: None,
-        gclid: None,
-        gbraid: None,
-        wbraid: None,
-        fbp: None,
+        // The click ids, from the click, by `attribute`.
+        ..FeedEvent::default()
     };
     event.attribute(click);
     // The Telegram id the event named, where it named one; else its click's.

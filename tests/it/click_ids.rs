@@ -25,8 +25,9 @@ async fn newest_event(s: &TestServer) -> Value {
 async fn the_new_click_fields_are_bounded() {
     let s = TestServer::start().await;
     let cookie = |len: usize| format!("fb.1.{}", "7".repeat(len - 5));
-    let cases: [(&str, String, String); 8] = [
+    let cases: [(&str, String, String); 9] = [
         ("ttclid", "t".repeat(512), "t".repeat(513)),
+        ("sccid", "s".repeat(512), "s".repeat(513)),
         ("gclid", "g".repeat(512), "g".repeat(513)),
         ("gbraid", "b".repeat(512), "b".repeat(513)),
         ("wbraid", "w".repeat(512), "w".repeat(513)),
@@ -58,7 +59,7 @@ async fn the_new_click_fields_are_bounded() {
     }
     let (_, tables) = s.store.usage().await.unwrap();
     let clicks = tables.iter().find(|t| t.table == "clicks").unwrap().entries;
-    assert_eq!(clicks, 8, "only the ones inside");
+    assert_eq!(clicks, 9, "only the ones inside");
     s.stop().await;
 }
 

@@ -44,6 +44,7 @@ mod readme;
 mod removed_destinations;
 mod request_lines;
 mod retention;
+mod snapchat;
 mod support;
 mod telegram;
 mod telegram_webhook;

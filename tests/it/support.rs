@@ -40,6 +40,7 @@ mod http1;
 pub mod insights;
 pub mod loopback;
 pub mod receiver;
+pub mod snapchat;
 pub mod telegram;
 pub mod tiktok;
 

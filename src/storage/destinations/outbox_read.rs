@@ -2,6 +2,7 @@
 //! their counts, its deliveries as `GET /deliveries` shows them, what a destination's sender
 //! may try now ([`due`]), and the events a Google Ads destination's file is made of.
 
+use crate::domain::click::AD_CLICK_IDS;
 use std::net::IpAddr;
 use std::ops::Bound;
 
@@ -312,13 +313,8 @@ pub struct DueBatch {
 /// The query `{q.NAME}` reads for a click: the visit's query as kept, with the click ids the
 /// visit took out of it into fields of their own (`fbclid`, `gclid`, ...) put back after it.
 fn click_query(c: &ClickRecord) -> Option<String> {
-    let ids = [
-        ("fbclid", &c.fbclid),
-        ("ttclid", &c.ttclid),
-        ("gclid", &c.gclid),
-        ("gbraid", &c.gbraid),
-        ("wbraid", &c.wbraid),
-    ];
+    let ids = std::iter::once(("fbclid", c.fbclid.as_deref()))
+        .chain(AD_CLICK_IDS.iter().map(|id| (id.param, c.ids.get(id.name))));
     let mut query = url::form_urlencoded::Serializer::new(c.raw_query.clone().unwrap_or_default());
     for (name, id) in ids {
         if let Some(id) = id {

@@ -4,11 +4,13 @@
 use serde::{Deserialize, Serialize};
 
 use super::codec::{Record, from_postcard, postcard_in_place, unreadable_version};
+use crate::domain::click::{AD_CLICK_IDS, ClickIds, FBP_TAG};
 use crate::storage::error::StoreError;
 
 /// A click. Version 1 is the `postcard` encoding of its first seven fields; version 2 (schema
 /// 13) is the same, then the ids the click brought besides `fbclid` as a `postcard` sequence of
-/// [`OtherId`], usually empty (one byte), so a click without them grows by one byte only.
+/// tagged ids (`OtherId`), usually empty (one byte), so a click without them grows by one byte
+/// only, and a new ad platform's id is a new tag (`click::AD_CLICK_IDS`), not a new version.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClickRecord {
     pub link_slug: Option<String>,
@@ -19,30 +21,20 @@ pub struct ClickRecord {
     /// The Telegram user the click is bound to: set once, by compare-and-set.
     pub tg_id: Option<u64>,
     pub bound_at_ms: Option<u64>,
-    /// The ad platform's click id `ttclid` (version 2).
-    pub ttclid: Option<String>,
-    /// Google's click ids (version 2).
-    pub gclid: Option<String>,
-    pub gbraid: Option<String>,
-    pub wbraid: Option<String>,
-    /// Meta's browser id, from a prelander (version 2).
-    pub fbp: Option<String>,
+    /// The ad platforms' click ids and Meta's browser id, from a prelander (version 2).
+    pub ids: ClickIds,
 }
 impl Record for ClickRecord {
     const VERSION: u8 = 2;
     const NAME: &'static str = "click";
 
     fn encode_body(&self, out: &mut Vec<u8>) {
-        let others: Vec<OtherId<'_>> = [
-            self.ttclid.as_deref().map(OtherId::Ttclid),
-            self.gclid.as_deref().map(OtherId::Gclid),
-            self.gbraid.as_deref().map(OtherId::Gbraid),
-            self.wbraid.as_deref().map(OtherId::Wbraid),
-            self.fbp.as_deref().map(OtherId::Fbp),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let mut others: Vec<OtherId<'_>> = AD_CLICK_IDS
+            .iter()
+            .filter_map(|id| Some(OtherId(id.tag, self.ids.get(id.name)?)))
+            .chain(self.ids.fbp.as_deref().map(|fbp| OtherId(FBP_TAG, fbp)))
+            .collect();
+        others.sort_unstable_by_key(|id| id.0);
         let wire = ClickWire {
             link_slug: self.link_slug.as_deref(),
             fbclid: self.fbclid.as_deref(),
@@ -71,18 +63,24 @@ impl Record for ClickRecord {
                     bound_at_ms: wire.bound_at_ms,
                     ..ClickRecord::default()
                 };
-                for id in wire.others {
-                    let (slot, text) = match id {
-                        OtherId::Ttclid(t) => (&mut record.ttclid, t),
-                        OtherId::Gclid(t) => (&mut record.gclid, t),
-                        OtherId::Gbraid(t) => (&mut record.gbraid, t),
-                        OtherId::Wbraid(t) => (&mut record.wbraid, t),
-                        OtherId::Fbp(t) => (&mut record.fbp, t),
+                let corrupt =
+                    |why: &str| StoreError::Corrupt(format!("click record does not decode: {why}"));
+                for OtherId(tag, text) in wire.others {
+                    let twice = if tag == FBP_TAG {
+                        record.ids.fbp.replace(text.to_owned()).is_some()
+                    } else {
+                        let id = AD_CLICK_IDS
+                            .iter()
+                            .find(|id| id.tag == tag)
+                            .ok_or_else(|| corrupt(&format!("an id of unknown tag {tag}")))?;
+                        record
+                            .ids
+                            .ad
+                            .insert(id.name.to_owned(), text.to_owned())
+                            .is_some()
                     };
-                    if slot.replace(text.to_owned()).is_some() {
-                        return Err(StoreError::Corrupt(
-                            "click record does not decode: an id twice".into(),
-                        ));
+                    if twice {
+                        return Err(corrupt("an id twice"));
                     }
                 }
                 Ok(record)
@@ -110,17 +108,12 @@ struct ClickWire<'a> {
     others: Vec<OtherId<'a>>,
 }
 
-/// One id of a click besides `fbclid`, in a click record of version 2: its tag (the variant's
-/// index, a varint: 0 `ttclid`, 1 `gclid`, 2 `gbraid`, 3 `wbraid`, 4 `fbp`) and its text. The
-/// tags are stored: never renumber them.
+/// One id of a click besides `fbclid`, in a click record of version 2: its tag (a varint:
+/// [`AdClickId::tag`](crate::domain::click::AdClickId), 4 `fbp`) and its text, as `postcard`
+/// writes an enum's variant, which the first release of version 2 was. The tags are stored:
+/// never renumber them.
 #[derive(Serialize, Deserialize)]
-enum OtherId<'a> {
-    Ttclid(&'a str),
-    Gclid(&'a str),
-    Gbraid(&'a str),
-    Wbraid(&'a str),
-    Fbp(&'a str),
-}
+struct OtherId<'a>(u32, #[serde(borrow)] &'a str);
 
 /// A click as version 1 stored it, before the other ad platforms' ids.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
@@ -287,18 +280,25 @@ mod tests {
             1, 2, b'g', b'c', // gclid
             4, 4, b'f', b'b', b'.', b'1', // fbp
         ];
+        let ids = |pairs: &[(&str, &str)]| {
+            let mut ids = ClickIds::default();
+            for (name, id) in pairs {
+                ids.set(name, Some((*id).to_owned()));
+            }
+            ids
+        };
         let record = ClickRecord {
             clicked_at_ms: T,
-            ttclid: Some("tt".into()),
-            gclid: Some("gc".into()),
-            fbp: Some("fb.1".into()),
+            ids: ClickIds {
+                fbp: Some("fb.1".into()),
+                ..ids(&[("ttclid", "tt"), ("gclid", "gc")])
+            },
             ..ClickRecord::default()
         };
         assert_golden(&record, &with_ids);
         let bare = ClickRecord {
             clicked_at_ms: T,
-            gbraid: Some("gb".into()),
-            wbraid: Some("wb".into()),
+            ids: ids(&[("gbraid", "gb"), ("wbraid", "wb")]),
             ..ClickRecord::default()
         };
         let bytes = encode(&bare);
@@ -318,7 +318,7 @@ mod tests {
         twice.extend([0, 1, b'x']);
         assert!(decode::<ClickRecord>(&twice).is_err());
         let mut unknown = with_ids.to_vec();
-        unknown[14] = 5;
+        unknown[14] = 6;
         assert!(decode::<ClickRecord>(&unknown).is_err());
     }
 

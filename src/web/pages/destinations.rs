@@ -119,6 +119,20 @@ impl DestinationsShown {
 /// Deliveries the page's log shows.
 const DELIVERY_LOG_ROWS: usize = 50;
 
+/// A destination's maps as its row shows them, each by its room's label: `Event names:
+/// deposit=Purchase; Currency rates: ...`.
+fn settings_text(d: &crate::platform::DestinationView) -> String {
+    d.kind
+        .fields()
+        .iter()
+        .filter(|f| f.shape == crate::platform::Shape::Pairs)
+        .map(|f| (f.label, pairs_text(d.pairs(f.name).as_ref())))
+        .filter(|(_, text)| !text.is_empty())
+        .map(|(what, text)| format!("{what}: {text}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// `GET .../destinations`.
 pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     destinations(ctx, DestinationsShown::default()).await
@@ -134,31 +148,23 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
         .await?
         .into_iter()
         .map(|d| DestinationRow {
-            settings: [
-                ("names", pairs_text(d.event_names.as_ref())),
-                ("rates", pairs_text(d.currency_rates.as_ref())),
-                ("statuses", pairs_text(d.statuses.as_ref())),
-                ("conversion names", pairs_text(d.conversion_names.as_ref())),
-            ]
-            .into_iter()
-            .filter(|(_, text)| !text.is_empty())
-            .map(|(what, text)| format!("{what}: {text}"))
-            .collect::<Vec<_>>()
-            .join("; "),
+            settings: settings_text(&d),
             paused: d.deliveries.get(State::Paused),
             paused_reason: d.paused_reason.clone(),
             kind: d.kind.as_str(),
-            ad_platform: d.kind.fields().contains(&"access_token"),
-            fetched: d.fetches.map(|count| match d.last_fetched_at_ms {
-                None => "never yet".to_owned(),
-                Some(at) => format!(
-                    "{count} time(s); last {}, {} rows served",
-                    rfc3339_s(at),
-                    d.rows_served.unwrap_or(0)
-                ),
-            }),
-            address: match (&d.url, &d.user) {
-                (Some(url), _) => url.clone(),
+            ad_platform: d.kind.takes("access_token"),
+            fetched: d
+                .number("fetches")
+                .map(|count| match d.number("last_fetched_at_ms") {
+                    None => "never yet".to_owned(),
+                    Some(at) => format!(
+                        "{count} time(s); last {}, {} rows served",
+                        rfc3339_s(at),
+                        d.number("rows_served").unwrap_or(0)
+                    ),
+                }),
+            address: match (d.text("url"), d.text("user")) {
+                (Some(url), _) => url.to_owned(),
                 (None, Some(user)) => format!(
                     "fetched by Google Ads from /conversions/{}/{}.csv as user {user}",
                     ctx.param("space"),
@@ -166,11 +172,10 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
                 ),
                 (None, None) => format!(
                     "pixel {} (token {})",
-                    d.pixel_id
-                        .clone()
-                        .or_else(|| d.pixel_code.clone())
+                    d.text("pixel_id")
+                        .or_else(|| d.text("pixel_code"))
                         .unwrap_or_default(),
-                    d.access_token.clone().unwrap_or_default()
+                    d.text("access_token").unwrap_or_default()
                 ),
             },
             events: d.events.join(", "),
@@ -227,43 +232,37 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
 /// `POST .../destinations`: one from the form, judged as `POST /destinations` judges it; a
 /// webhook's signing secret is shown once.
 pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
-    use crate::platform::DestinationFields;
+    use crate::platform::{DestinationFields, Kind, Shape};
     let field = |n| form_text(ctx, n);
     let only_attributed = match field("only_attributed").as_deref() {
         Some("true") => Some(true),
         Some("false") => Some(false),
         _ => None,
     };
-    let fields = DestinationFields {
+    let mut fields = DestinationFields {
         name: field("name"),
         kind: field("kind"),
         events: field("events").map(|e| e.split(',').map(|k| k.trim().to_owned()).collect()),
         only_attributed,
-        pixel_id: field("pixel_id"),
-        access_token: field("access_token"),
-        test_event_code: field("test_event_code"),
-        api_version: None,
-        graph_url: None,
-        url: field("url"),
-        event_names: form_pairs(ctx, "event_names"),
-        currency_rates: form_pairs(ctx, "currency_rates"),
-        statuses: form_pairs(ctx, "statuses"),
-        pixel_code: field("pixel_code"),
-        api_url: None,
-        conversion_names: form_pairs(ctx, "conversion_names"),
-        user: field("user"),
+        ..DestinationFields::default()
     };
+    // The chosen kind's own fields, as its room declares them; an unknown kind is refused by
+    // the check.
+    let kind = fields.kind.as_deref().and_then(|k| Kind::parse(k).ok());
+    for f in kind.map_or(&[][..], Kind::fields) {
+        match f.shape {
+            Shape::Text => fields.set_text(f.name, field(f.name)),
+            Shape::Pairs => fields.set_pairs(f.name, form_pairs(ctx, f.name)),
+        }
+    }
     let space = space(ctx).await?;
     let created = ctx.app.create_destination(&space, fields).await?;
+    let user = created.text("user").unwrap_or_default().to_owned();
     let shown = DestinationsShown {
         secret: created.signing_secret.map(|s| (created.name.clone(), s)),
-        password: created.password.map(|p| {
-            (
-                created.name.clone(),
-                created.user.clone().unwrap_or_default(),
-                p,
-            )
-        }),
+        password: created
+            .password
+            .map(|p| (created.name.clone(), user.clone(), p)),
         note: Some(format!("Destination {} created.", created.name)),
         ..DestinationsShown::default()
     };
@@ -319,17 +318,18 @@ pub(in crate::web) async fn remove(ctx: &Ctx<'_>) -> Result<Response, Error> {
 pub(in crate::web) async fn change(ctx: &Ctx<'_>) -> Result<Response, Error> {
     use crate::platform::{DestinationFields, DestinationPatch};
     let field = |n| form_text(ctx, n);
-    let set = DestinationFields {
-        url: field("url"),
-        access_token: field("access_token"),
-        test_event_code: field("test_event_code"),
-        event_names: form_pairs(ctx, "event_names"),
-        currency_rates: form_pairs(ctx, "currency_rates"),
-        statuses: form_pairs(ctx, "statuses"),
-        conversion_names: form_pairs(ctx, "conversion_names"),
-        user: field("user"),
-        ..DestinationFields::default()
-    };
+    let mut set = DestinationFields::default();
+    for name in ["url", "access_token", "test_event_code", "user"] {
+        set.set_text(name, field(name));
+    }
+    for name in [
+        "event_names",
+        "currency_rates",
+        "statuses",
+        "conversion_names",
+    ] {
+        set.set_pairs(name, form_pairs(ctx, name));
+    }
     let space = space(ctx).await?;
     let changed = ctx
         .app
@@ -356,6 +356,7 @@ pub(in crate::web) async fn rotate(ctx: &Ctx<'_>) -> Result<Response, Error> {
         .app
         .rotate_destination_secret(&space, ctx.param("name").to_owned())
         .await?;
+    let user = rotated.text("user").unwrap_or_default().to_owned();
     let note = if rotated.password.is_some() {
         format!(
             "Google Ads destination {}: new password. The old one no longer works; give this \
@@ -370,13 +371,9 @@ pub(in crate::web) async fn rotate(ctx: &Ctx<'_>) -> Result<Response, Error> {
     };
     let shown = DestinationsShown {
         secret: rotated.signing_secret.map(|s| (rotated.name.clone(), s)),
-        password: rotated.password.map(|p| {
-            (
-                rotated.name.clone(),
-                rotated.user.clone().unwrap_or_default(),
-                p,
-            )
-        }),
+        password: rotated
+            .password
+            .map(|p| (rotated.name.clone(), user.clone(), p)),
         note: Some(note),
         ..DestinationsShown::default()
     };
