@@ -435,10 +435,10 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             SpaceRequest::Set { space, settings } => {
                 let patch = SettingsPatch::from_assignments(&settings)?;
                 let space = app.space_named(space).await?;
-                Answer::SpaceSettings(SpaceSettingsSet {
+                Answer::SpaceSettings(Box::new(SpaceSettingsSet {
                     settings: app.update_settings(&space, patch).await?,
                     space: space.name.to_string(),
-                })
+                }))
             }
         },
         Request::Keys { request } => match request {

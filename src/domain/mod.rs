@@ -25,6 +25,7 @@ pub mod password;
 pub mod percent;
 pub mod rate;
 pub mod rejection;
+pub mod reporting;
 pub mod secret;
 pub mod settings;
 pub mod spreadsheet;

@@ -41,6 +41,7 @@ mod openapi;
 mod properties;
 mod read;
 mod readme;
+mod reporting;
 mod retention;
 mod support;
 mod telegram;

@@ -278,6 +278,19 @@ async fn a_waiting_follower_is_woken_by_the_commit() {
     assert_error(&r, 422, "invalid_field", Some("timeout_s"));
 }
 
+/// What the stats derive from costs and rates, tested with costs in
+/// `numbers::stats_with_costs_equal_a_count_made_from_the_feed` and in the reporting currency in
+/// `reporting::`.
+const DERIVED_FIGURES: [&str; 7] = [
+    "cost",
+    "roi",
+    "cpa",
+    "epc",
+    "rates",
+    "cost_per_subscriber",
+    "reported",
+];
+
 /// The counts `GET /stats` answers equal a count made independently from the feed and the
 /// clicks the test made, over random mixes of clicks, bindings, events and duplicates, for
 /// every grouping (a property test: several seeds, each a different mix).
@@ -368,8 +381,7 @@ async fn stats_equal_a_count_made_from_the_feed() {
                 }
                 let mut g = g.clone();
                 g.as_object_mut().unwrap().remove("group");
-                // Tested with costs: `numbers::stats_with_costs_equal_a_count_made_from_the_feed`.
-                for derived in ["cost", "roi", "cpa", "epc", "rates", "cost_per_subscriber"] {
+                for derived in DERIVED_FIGURES {
                     g.as_object_mut().unwrap().remove(derived);
                 }
                 // No channel here: its joins are tested in `channels::`.
