@@ -232,7 +232,7 @@ impl Importer<'_> {
 pub(super) fn import(
     settings: &Settings,
     output: Output,
-    (space, send): (&str, bool),
+    (space, send_on): (&str, bool),
     file: &Path,
     format: Option<ExportFormat>,
 ) -> CliResult {
@@ -269,11 +269,11 @@ pub(super) fn import(
         settings,
         target: Target::Undecided,
         space: space.to_owned(),
-        send,
+        send: send_on,
         done: Imported {
             space: space.to_owned(),
             file: file.display().to_string(),
-            sent: send,
+            sent: send_on,
             ..Imported::default()
         },
     };
@@ -317,7 +317,7 @@ pub(super) fn import(
     }
     sent?;
     progress.finish_and_clear();
-    if !send && importer.done.queued > 0 {
+    if !send_on && importer.done.queued > 0 {
         importer.done.not_sent_to = importer.destinations()?;
     }
     let done = importer.done;

@@ -137,9 +137,9 @@ enum Command {
         /// The file's format [default: csv for a file named *.csv, else ndjson]
         #[arg(long, value_enum)]
         format: Option<ExportFormat>,
-        /// Also send the imported events to the space's destinations (Meta, TikTok, postbacks,
-        /// webhooks), as new events are; without it a history moved from another tracker is
-        /// stored and counted, and sent nowhere
+        /// Also send the imported events to the space's destinations (the ad platforms,
+        /// postbacks, webhooks), as new events are; without it a history moved from another
+        /// tracker is stored and counted, and sent nowhere
         #[arg(long)]
         send: bool,
     },
