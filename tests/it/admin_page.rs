@@ -1665,3 +1665,45 @@ async fn the_keys_page_shows_times_in_the_space_zone_and_the_spaces_page_in_utc(
     assert!(spaces.contains(">2027-01-15 08:00:00 UTC<"), "{spaces}");
     server.stop().await;
 }
+
+/// Without `public_url`, the Links page hands out this machine's own address: it says so
+/// beside it, in red, with how to set it, and never calls it an address for ads; with it, the
+/// address is for ads as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_links_page_warns_when_its_addresses_are_this_machines_own() {
+    for public_url in ["", "https://t.example.com"] {
+        let server = TestServer::start_with(|s| s.public_url = public_url.to_owned()).await;
+        let cookie = logged_in(&server).await;
+        let page = get_page(&server, Some(&cookie), "/admin/spaces/a/links").await;
+        assert_eq!(page.status, 200);
+        let csrf = csrf_of(&page);
+        let created = post_form(
+            &server,
+            Some(&cookie),
+            form(
+                "/admin/spaces/a/links",
+                &format!("slug=spring-fb&target=https%3A%2F%2Fshop.example%2F%3Fc%3D%7Buid%7D&csrf={csrf}"),
+            ),
+        )
+        .await;
+        assert_eq!(created.status, 200, "{}", created.text());
+        let text = created.text();
+        let warned = text.contains("id=\"public-url-unset\"");
+        let for_ads = text.contains("Put this address in your ads:");
+        if public_url.is_empty() {
+            let base = server.app.as_ref().unwrap().settings.public_url();
+            assert!(warned && !for_ads, "{text}");
+            assert!(
+                text.contains(&format!(
+                    "these addresses use {base}, which only this machine"
+                )) && text.contains("<code>TRACKER_PUBLIC_URL</code>"),
+                "{text}"
+            );
+            assert!(text.contains(&format!("{base}/l/spring-fb")), "{text}");
+        } else {
+            assert!(!warned && for_ads, "{text}");
+            assert!(text.contains("https://t.example.com/l/spring-fb"), "{text}");
+        }
+        server.stop().await;
+    }
+}
