@@ -175,6 +175,20 @@ pub fn local_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
         })
 }
 
+/// A moment (epoch milliseconds) as an ISO 8601 time of `zone` with its offset, to the
+/// millisecond: `2026-11-25T00:30:07.000+01:00`, for files a program or a spreadsheet reads.
+#[must_use]
+pub fn iso_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map_or_else(String::new, |t| {
+            t.to_zoned_datetime(zone.clone())
+                .strftime("%Y-%m-%dT%H:%M:%S%.3f%:z")
+                .to_string()
+        })
+}
+
 /// Where a link sends its visitors: `@bot` for a Telegram bot, else its target URL.
 #[must_use]
 pub fn goes_to(link: &LinkView) -> String {
@@ -208,6 +222,19 @@ mod tests {
         assert_eq!(
             local_time(ms, &jiff::tz::TimeZone::UTC),
             "2026-11-24 23:30:07"
+        );
+    }
+
+    #[test]
+    fn an_iso_time_has_the_zones_offset_and_milliseconds() {
+        let ms = 1_795_563_007_042;
+        let berlin = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
+        assert_eq!(iso_time(ms, &berlin), "2026-11-25T00:30:07.042+01:00");
+        let kathmandu = jiff::tz::TimeZone::get("Asia/Kathmandu").unwrap();
+        assert_eq!(iso_time(ms, &kathmandu), "2026-11-25T05:15:07.042+05:45");
+        assert_eq!(
+            iso_time(1_795_563_007_000, &jiff::tz::TimeZone::UTC),
+            "2026-11-24T23:30:07.000+00:00"
         );
     }
 

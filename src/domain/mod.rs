@@ -15,6 +15,7 @@ pub mod dedup;
 pub mod digest;
 pub mod display;
 pub mod event;
+pub mod export;
 pub mod feed;
 pub mod import;
 pub mod input;
