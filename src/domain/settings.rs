@@ -72,7 +72,7 @@ pub struct SpaceSettings {
     /// `None`: the configuration's `default_currency`.
     pub reporting_currency: Option<String>,
     /// What one unit of a currency is worth in another, which the stats convert by
-    /// (`{"EUR": "1.08 USD"}`); a destination without rates of its own sends by them too.
+    /// (`{"EUR": "1.08 USD"}`); destinations convert by their own.
     pub currency_rates: CurrencyRates,
 }
 
@@ -422,8 +422,8 @@ pub const SETTINGS: [Setting; 9] = [
         name: "currency_rates",
         about: "What one unit of a currency is worth in an ISO 4217 currency, for the stats in \
                 the reporting currency: EUR=1.08 USD, XTR=0.013 USD (a rate into the reporting \
-                currency, from it, or both into one currency all serve). A destination without \
-                rates of its own sends by these. \"\" removes them.",
+                currency, from it, or both into one currency all serve). Destinations keep their \
+                own currency_rates. \"\" removes them.",
         choices: &[],
         json: JsonType::StringMap,
         get: |s| s.currency_rates.text(),
