@@ -18,11 +18,14 @@ impl App {
     /// a whole is refused only for more than [`batch::MAX_BATCH_EVENTS`] events, or when the
     /// write cannot be made durable (then nothing of it is stored).
     ///
-    /// `dry_run` is not taken inside a batch: a batch's results say what was stored.
+    /// `dry_run` is not taken inside a batch: a batch's results say what was stored. Without
+    /// `send` (`tracker import`'s default), the events get no deliveries: a history moved from
+    /// another tracker is not sent to the ad platforms again.
     pub async fn record_events(
         &self,
         space: &SpaceRef,
         events: &[&str],
+        send: bool,
     ) -> Result<Vec<Result<EventResult, Error>>, Error> {
         batch::check_count(events.len())?;
         let now_ms = self.now_ms();
@@ -45,7 +48,7 @@ impl App {
             let no = space.no;
             let outcomes = self
                 .store
-                .write(move |t| t.record_events(no, valid))
+                .write(move |t| t.record_events(no, valid, send))
                 .await?;
             for ((place, basis), outcome) in places.into_iter().zip(outcomes) {
                 results[place] = Some(outcome.map(|o| EventResult::stored(o, basis)));

@@ -1,5 +1,6 @@
 //! What a space has recorded, read back: the feed (a page, the newest, a wait for the next
-//! events), the stats and the rejection log.
+//! events), the stats (their money in the space's reporting currency too) and the rejection
+//! log.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -9,6 +10,8 @@ use crate::app::App;
 use crate::domain::feed::{FeedPage, MAX_WAITERS_PER_SPACE, PageRequest};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::rejection::Rejection;
+use crate::domain::reporting::Reporting;
+use crate::domain::settings::SpaceSettings;
 use crate::domain::stats::{GroupStats, Grouping, Range};
 use crate::error::{Code, Error};
 
@@ -98,22 +101,41 @@ impl App {
         }
     }
 
-    /// The space's stats by `grouping` over `range`, days in the space's time zone; answers
-    /// the quarters `[from, to)` counted, with the groups.
+    /// The space's stats by `grouping` over `range`, days in the space's time zone, each
+    /// group's money also in the space's reporting currency; answers the quarters `[from, to)`
+    /// counted, with the groups.
     pub async fn stats(
         &self,
         space: &SpaceRef,
         grouping: Grouping,
         range: Range,
     ) -> Result<((u32, u32), Vec<GroupStats>), Error> {
-        let zone = self.space_settings(space).await?.time_zone.zone();
+        let settings = self.space_settings(space).await?;
+        let zone = settings.time_zone.zone();
+        let reporting = self.reporting_of(&settings);
         let quarters = range.quarters(&zone);
         let no = space.no;
-        let groups = self
+        let mut groups = self
             .store
             .read(move |s| s.stats(no, &grouping, quarters, &zone))
             .await?;
+        for g in &mut groups {
+            g.reported = Some(reporting.report(g));
+        }
         Ok((quarters, groups))
+    }
+
+    /// What the space's stats convert money to: its `reporting_currency` (the configuration's
+    /// `default_currency` until set) and its `currency_rates`.
+    #[must_use]
+    pub fn reporting_of(&self, settings: &SpaceSettings) -> Reporting {
+        Reporting {
+            currency: settings
+                .reporting_currency
+                .clone()
+                .unwrap_or_else(|| self.settings.default_currency.clone()),
+            rates: settings.currency_rates.clone(),
+        }
     }
 
     /// The space's last `limit` rejections, newest first.

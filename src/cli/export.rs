@@ -1,5 +1,6 @@
-//! `tracker export`: a space's events, with attribution, as `GET /events` shows them, page by
-//! page through the running server or on the data file, as NDJSON or CSV, to standard output or
+//! `tracker export`: a space's events, with attribution, as `GET /events` shows them and with
+//! their times in the space's zone too (`domain::export`), page by page through the running
+//! server or on the data file, as NDJSON or CSV, to standard output or
 //! a file (then saying what it wrote and where the next export starts). The file is created
 //! new with mode `0600`, never over an existing one or through a link.
 
@@ -13,8 +14,29 @@ use super::output::CliResult;
 use super::output::Output;
 use super::request::Target;
 use crate::config::Settings;
+use crate::control::SpaceRequest;
 use crate::control::{Answer, Request};
+use crate::domain::export::ExportedEvent;
 use crate::domain::spreadsheet::CsvRows;
+
+/// The time zone of `space`, which the export writes its times in; UTC for a space that is
+/// not there (the export then fails naming it).
+fn space_zone(
+    target: &mut Target,
+    settings: &Settings,
+    space: &str,
+) -> Result<jiff::tz::TimeZone, Box<dyn std::error::Error>> {
+    let request = Request::Space {
+        request: SpaceRequest::List,
+    };
+    match target.run(settings, request)? {
+        Answer::Spaces(spaces) => Ok(spaces
+            .iter()
+            .find(|s| s.space == space)
+            .map_or(jiff::tz::TimeZone::UTC, |s| s.settings.time_zone.zone())),
+        other => Err(format!("the server answered a list of spaces with {other:?}").into()),
+    }
+}
 
 /// What `tracker export --format` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -58,6 +80,7 @@ pub(super) fn export(
         indicatif::ProgressStyle::with_template("{spinner} {pos} events exported ({per_sec})")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
+    let zone = space_zone(&mut target, settings, space)?;
     let (mut written, mut last) = (0_u64, None);
     loop {
         let request = Request::ExportPage {
@@ -70,10 +93,11 @@ pub(super) fn export(
             other => return Err(format!("the server answered a page with {other:?}").into()),
         };
         for event in &page.events {
+            let event = ExportedEvent::new(event, &zone);
             if let Some(w) = &mut csv {
-                w.row(event)?;
+                w.row(&event)?;
             } else {
-                serde_json::to_writer(&mut sink, event)?;
+                serde_json::to_writer(&mut sink, &event)?;
                 sink.write_all(b"\n")?;
             }
         }

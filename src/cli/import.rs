@@ -1,8 +1,9 @@
 //! `tracker import`: a space's events from NDJSON or CSV (the columns of `tracker export`, the
 //! fields of `POST /events`), read line by line (constant memory) and recorded in batches of up
 //! to 1000 through the same operation as `POST /events/batch`, through the running server or on
-//! the data file. A progress bar on a terminal; then a summary: events queued, duplicates, and
-//! each refused line with its number and why. How a line becomes an event, and the `eid` made
+//! the data file; sent to the space's destinations only with `--send`. A progress bar on a
+//! terminal; then a summary: events queued, duplicates, each refused line with its number and
+//! why, and which destinations the events were not sent to. How a line becomes an event, and the `eid` made
 //! for one without (so that importing the file again stores nothing twice), is
 //! `domain::import`.
 
@@ -16,7 +17,7 @@ use super::export::ExportFormat;
 use super::output::{CliResult, Output};
 use super::request::Target;
 use crate::config::Settings;
-use crate::control::{Answer, EventTexts, ImportedEvent, Request};
+use crate::control::{Answer, DestinationRequest, EventTexts, ImportedEvent, Request};
 use crate::domain::batch::{MAX_BATCH_BYTES, MAX_BATCH_EVENTS};
 use crate::domain::import;
 use crate::error::{Code, Error};
@@ -36,6 +37,10 @@ struct Imported {
     refused: u64,
     /// The first [`MAX_LISTED`] refused lines, in order.
     refusals: Vec<Refusal>,
+    /// Whether the queued events were sent to the space's destinations (`--send`).
+    sent: bool,
+    /// The space's destinations the queued events were not sent to (without `--send`).
+    not_sent_to: Vec<String>,
 }
 
 /// A refused line: its number in the file (the header row of a CSV is line 1) and why.
@@ -153,6 +158,7 @@ struct Importer<'a> {
     settings: &'a Settings,
     target: Target,
     space: String,
+    send: bool,
     done: Imported,
 }
 
@@ -183,6 +189,7 @@ impl Importer<'_> {
         let request = Request::ImportEvents {
             space: self.space.clone(),
             events: EventTexts(events),
+            send: self.send,
         };
         let results = match self.target.run(self.settings, request)? {
             Answer::EventsImported(results) => results,
@@ -202,6 +209,21 @@ impl Importer<'_> {
         }
         Ok(())
     }
+
+    /// The space's destinations, which an import without `--send` held its events back from.
+    fn destinations(&mut self) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+        let request = Request::Destination {
+            request: DestinationRequest::List {
+                space: self.space.clone(),
+            },
+        };
+        match self.target.run(self.settings, request)? {
+            Answer::Destinations(list) => Ok(list.into_iter().map(|d| d.name).collect()),
+            other => {
+                Err(format!("the server answered a list of destinations with {other:?}").into())
+            }
+        }
+    }
 }
 
 /// `tracker import SPACE FILE`: one thread reads the file into batches while this one records
@@ -210,7 +232,7 @@ impl Importer<'_> {
 pub(super) fn import(
     settings: &Settings,
     output: Output,
-    space: &str,
+    (space, send_on): (&str, bool),
     file: &Path,
     format: Option<ExportFormat>,
 ) -> CliResult {
@@ -247,9 +269,11 @@ pub(super) fn import(
         settings,
         target: Target::Undecided,
         space: space.to_owned(),
+        send: send_on,
         done: Imported {
             space: space.to_owned(),
             file: file.display().to_string(),
+            sent: send_on,
             ..Imported::default()
         },
     };
@@ -293,6 +317,9 @@ pub(super) fn import(
     }
     sent?;
     progress.finish_and_clear();
+    if !send_on && importer.done.queued > 0 {
+        importer.done.not_sent_to = importer.destinations()?;
+    }
     let done = importer.done;
     output.print(&done, &summary_text(&done));
     if done.refused > 0 {
@@ -494,6 +521,24 @@ fn summary_text(done: &Imported) -> String {
     let unlisted = done.refused - done.refusals.len() as u64;
     if unlisted > 0 {
         let _ = write!(text, "\n... and {unlisted} more refused lines");
+    }
+    if done.sent && done.queued > 0 {
+        let _ = write!(
+            text,
+            "\nthe {} queued event{} go to the space's destinations as new events do",
+            done.queued,
+            s(done.queued)
+        );
+    } else if !done.not_sent_to.is_empty() {
+        let _ = write!(
+            text,
+            "\nnot sent: the {} queued event{} went to none of the space's destinations ({}), \
+             so an ad platform never counts a conversion twice; to send an import, run it with \
+             --send (events already imported are duplicates then, and are not sent)",
+            done.queued,
+            s(done.queued),
+            done.not_sent_to.join(", ")
+        );
     }
     text
 }

@@ -126,9 +126,10 @@ enum Command {
     /// Import events into a space from NDJSON or CSV: the columns of `tracker export`, or the
     /// fields of POST /events. Recorded in batches as POST /events/batch records them (through
     /// the running server if one has the data file open); a line without an `eid` gets one made
-    /// from its content, so importing the same file again stores nothing twice. Prints how many
-    /// events were queued, duplicates and refused, with each refused line's number and why; exits
-    /// 1 if any line was refused (the others are imported)
+    /// from its content, so importing the same file again stores nothing twice. Nothing is sent
+    /// to the space's destinations unless --send says so. Prints how many events were queued,
+    /// duplicates and refused, with each refused line's number and why, and what was not sent;
+    /// exits 1 if any line was refused (the others are imported)
     Import {
         space: String,
         /// The file (`-`: standard input)
@@ -136,6 +137,11 @@ enum Command {
         /// The file's format [default: csv for a file named *.csv, else ndjson]
         #[arg(long, value_enum)]
         format: Option<ExportFormat>,
+        /// Also send the imported events to the space's destinations (the ad platforms,
+        /// postbacks, webhooks), as new events are; without it a history moved from another
+        /// tracker is stored and counted, and sent nowhere
+        #[arg(long)]
+        send: bool,
     },
     /// Print the example configuration with every default
     DefaultConfig,
@@ -226,8 +232,9 @@ pub fn main() -> ExitCode {
             space,
             file,
             format,
+            send,
         } => data_file_required(&settings)
-            .and_then(|()| import::import(&settings, out, &space, &file, format)),
+            .and_then(|()| import::import(&settings, out, (&space, send), &file, format)),
         Command::DefaultConfig | Command::Completions { .. } | Command::Man => {
             unreachable!("handled above")
         }

@@ -1,27 +1,37 @@
 //! The answer of `tracker stats` as a table: a line per group, its counts, the share of its
 //! clicks that were bound, then each currency's revenue, cost, return, cost per first deposit
 //! (CPA) and revenue per click (EPC), worded as the admin pages word them (`domain::display`);
-//! where a group had channel joins or leaves, its joins, subscribers kept and cost per
-//! subscriber kept after them.
+//! then the same in the space's reporting currency (a currency without a rate said, on its line
+//! and below with the command that adds one); where a group had channel joins or leaves, its
+//! joins, subscribers kept and cost per subscriber kept after them.
 
 use std::fmt::Write as _;
 
 use crate::control::StatsShown;
 use crate::domain::display;
 use crate::domain::event::EventKind;
-use crate::domain::stats::GroupStats;
+use crate::domain::reporting;
+use crate::domain::stats::{GroupStats, Reported, percent};
 
 pub(super) fn table_text(shown: &StatsShown) -> String {
     let mut text = format!(
         "{:<24} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}  revenue / cost / roi / cpa / epc\n",
         shown.by, "clicks", "bound", "regs", "deps", "first", "bound%"
     );
+    let reporting = shown.groups.iter().find_map(|g| g.reported.as_ref());
+    if let Some(r) = reporting {
+        let heading = format!(" | in {}: revenue / cost / roi / cpa / epc", r.currency);
+        text.insert_str(text.len() - 1, &heading);
+    }
     let channels = shown.groups.iter().any(|g| g.joins != 0 || g.leaves != 0);
     if channels {
         text.insert_str(text.len() - 1, " | joins / kept / cost per kept");
     }
     for g in &shown.groups {
         let mut line = group_line(g);
+        if let Some(r) = &g.reported {
+            line.push_str(&reported_part(g, r));
+        }
         if channels {
             let _ = write!(
                 line,
@@ -36,7 +46,47 @@ pub(super) fn table_text(shown: &StatsShown) -> String {
     if shown.groups.is_empty() {
         text.push_str("no clicks, events or costs in this range");
     }
+    let mut missing: Vec<String> = shown
+        .groups
+        .iter()
+        .filter_map(|g| g.reported.as_ref())
+        .flat_map(|r| r.missing_rates.iter().cloned())
+        .collect();
+    missing.sort();
+    missing.dedup();
+    if let Some(fix) = reporting.and_then(|r| reporting::fix(&missing, &r.currency)) {
+        let _ = writeln!(
+            text,
+            "\n{fix}; here: tracker space set {} currency_rates=\"{}=... {}\"",
+            shown.space,
+            missing[0],
+            reporting.map_or("", |r| r.currency.as_str())
+        );
+    }
     text.trim_end().to_owned()
+}
+
+/// A group's money in the reporting currency: revenue, cost, return, CPA and EPC, each
+/// `no rate` where an amount it needs has none, the dash where there is nothing to show.
+fn reported_part(g: &GroupStats, r: &Reported) -> String {
+    let unconverted = |m: &std::collections::BTreeMap<String, String>| {
+        m.keys().any(|c| r.missing_rates.contains(c))
+    };
+    let (revenue_missing, cost_missing) = (unconverted(&g.deposits), unconverted(&g.cost));
+    let shown = |v: Option<String>, missing: bool| {
+        v.unwrap_or_else(|| if missing { "no rate" } else { display::NOTHING }.to_owned())
+    };
+    format!(
+        " | {} / {} / {} / {} / {}",
+        shown(r.revenue.clone(), revenue_missing),
+        shown(r.cost.clone(), cost_missing),
+        shown(
+            r.roi.as_deref().map(percent),
+            (revenue_missing || cost_missing) && !g.cost.is_empty()
+        ),
+        shown(r.cpa.clone(), cost_missing && g.first_deposits > 0),
+        shown(r.epc.clone(), revenue_missing && g.clicks > 0),
+    )
 }
 
 fn group_line(g: &GroupStats) -> String {
@@ -85,6 +135,7 @@ mod tests {
             leaves: 0,
             subscribers_kept: 0,
             cost_per_subscriber: money(&[]),
+            reported: None,
             rates: Rates {
                 bound: Some("0.7500".into()),
                 registration: Some("0.4000".into()),
@@ -140,6 +191,59 @@ mod tests {
         );
         assert!(lines[1].ends_with(" | 12 / 10 / 10 USD"), "{text}");
         assert!(lines[2].ends_with(" | 0 / 0 / —"), "{text}");
+    }
+
+    /// Money in the reporting currency follows the amounts as they came; a missing rate is
+    /// said, on its line and once below with the command that adds it.
+    #[test]
+    fn money_in_the_reporting_currency_follows_and_a_missing_rate_is_said() {
+        let mut g = group(Some("spring"));
+        g.reported = Some(Reported {
+            currency: "USD".into(),
+            revenue: Some("171.50".into()),
+            cost: Some("100.00".into()),
+            roi: Some("0.7150".into()),
+            cpa: Some("25.0000".into()),
+            epc: Some("4.2875".into()),
+            missing_rates: Vec::new(),
+            fix: None,
+        });
+        let mut shown = StatsShown {
+            space: "default".into(),
+            by: "campaign_name".into(),
+            groups: vec![g],
+        };
+        let text = table_text(&shown);
+        assert!(
+            text.lines()
+                .next()
+                .unwrap()
+                .ends_with(" | in USD: revenue / cost / roi / cpa / epc"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(" | 171.50 / 100.00 / 71.50% / 25.0000 / 4.2875"),
+            "{text}"
+        );
+        let g = &mut shown.groups[0];
+        g.deposits.insert("RUBLES".into(), "500".into());
+        let r = g.reported.as_mut().unwrap();
+        (r.revenue, r.roi, r.epc) = (None, None, None);
+        r.missing_rates = vec!["RUBLES".into()];
+        let text = table_text(&shown);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1].ends_with(" | no rate / 100.00 / no rate / 25.0000 / no rate"),
+            "{text}"
+        );
+        assert!(
+            lines[3].starts_with("no rate for RUBLES into USD: Settings -> currency rates"),
+            "{text}"
+        );
+        assert!(
+            lines[3].ends_with("tracker space set default currency_rates=\"RUBLES=... USD\""),
+            "{text}"
+        );
     }
 
     /// Nothing to show is the pages' dash, never a blank or a zero.

@@ -39,7 +39,7 @@ pub enum Answer {
     DestinationDeleted(DestinationDeleted),
     Deliveries(Vec<DeliveryView>),
     Retried(Retried),
-    SpaceSettings(SpaceSettingsSet),
+    SpaceSettings(Box<SpaceSettingsSet>),
     CostsImported(CostsImported),
     CostsFetched(Box<CostsFetched>),
     Stats(StatsShown),

@@ -89,9 +89,14 @@ pub enum Request {
     #[command(skip)]
     Check { repair: bool },
     /// A batch of events for a space, for `tracker import`: each the JSON of one event, with
-    /// the fields of `POST /events`.
+    /// the fields of `POST /events`; sent to the space's destinations only with `send`.
     #[command(skip)]
-    ImportEvents { space: String, events: EventTexts },
+    ImportEvents {
+        space: String,
+        events: EventTexts,
+        #[serde(default)]
+        send: bool,
+    },
     /// One page of a space's feed, for `tracker export`.
     #[command(skip)]
     ExportPage {
@@ -441,10 +446,10 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             SpaceRequest::Set { space, settings } => {
                 let patch = SettingsPatch::from_assignments(&settings)?;
                 let space = app.space_named(space).await?;
-                Answer::SpaceSettings(SpaceSettingsSet {
+                Answer::SpaceSettings(Box::new(SpaceSettingsSet {
                     settings: app.update_settings(&space, patch).await?,
                     space: space.name.to_string(),
-                })
+                }))
             }
         },
         Request::Keys { request } => match request {
@@ -537,10 +542,14 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             ));
         }
         Request::Check { repair: false } => Answer::Checked(app.check().await?),
-        Request::ImportEvents { space, events } => {
+        Request::ImportEvents {
+            space,
+            events,
+            send,
+        } => {
             let space = app.space_named(space).await?;
             let texts: Vec<&str> = events.0.iter().map(String::as_str).collect();
-            let results = app.record_events(&space, &texts).await?;
+            let results = app.record_events(&space, &texts, send).await?;
             Answer::EventsImported(results.into_iter().map(imported_event).collect())
         }
         Request::ExportPage {

@@ -1,5 +1,7 @@
-//! Currencies: the codes of ISO 4217, which Meta's Conversions API takes and no other, and the
-//! rates a destination converts any other currency by (Telegram Stars `XTR`, `USDT`, ...).
+//! Currencies: the codes of ISO 4217, which Meta's Conversions API takes and no other; the
+//! rates a destination converts any other currency by (Telegram Stars `XTR`, `USDT`, ...), and
+//! the rates a space's stats convert every currency to its reporting currency by: one
+//! conversion, exact decimals, for both.
 
 use std::collections::BTreeMap;
 
@@ -45,15 +47,30 @@ pub struct CurrencyRates(pub BTreeMap<String, Rate>);
 const CONVERTED_PLACES: u8 = 6;
 
 impl CurrencyRates {
-    /// From `{"XTR": "0.013 USD"}`: each key a currency the tracker takes (3 to 10 letters or
-    /// digits) and not an ISO one, each value a positive amount and an ISO code.
+    /// A destination's rates, from `{"XTR": "0.013 USD"}`: each key a currency the tracker
+    /// takes (3 to 10 letters or digits) and not an ISO one, each value a positive amount and
+    /// an ISO code.
     pub fn parse(rates: &BTreeMap<String, String>) -> Result<CurrencyRates, Error> {
+        Self::parse_under(rates, false)
+    }
+
+    /// A space's rates, which its stats convert to the reporting currency by
+    /// (`{"EUR": "1.08 USD", "XTR": "0.013 USD"}`): as a destination's, ISO currencies among the
+    /// keys too, none worth itself.
+    pub fn parse_for_reporting(rates: &BTreeMap<String, String>) -> Result<CurrencyRates, Error> {
+        Self::parse_under(rates, true)
+    }
+
+    fn parse_under(
+        rates: &BTreeMap<String, String>,
+        iso_keys: bool,
+    ) -> Result<CurrencyRates, Error> {
         let invalid = |why: String| Error::field(Code::InvalidField, "currency_rates", why);
         let mut out = BTreeMap::new();
         for (from, text) in rates {
             let from = crate::domain::event::check_currency(from)
                 .map_err(|e| invalid(format!("currency_rates: {}", e.message)))?;
-            if is_iso_4217(&from) {
+            if !iso_keys && is_iso_4217(&from) {
                 return Err(invalid(format!(
                     "currency_rates converts currencies Meta does not take; {from} is ISO 4217 \
                      and is sent as it is"
@@ -69,12 +86,48 @@ impl CurrencyRates {
             let (amount, to) = text.trim().split_once(' ').ok_or_else(shape)?;
             let per_unit = Decimal::parse(amount.trim()).map_err(|_| shape())?;
             let to = to.trim().to_ascii_uppercase();
-            if !is_iso_4217(&to) || per_unit.is_negative() || per_unit.is_zero() {
+            if !is_iso_4217(&to) || per_unit.is_negative() || per_unit.is_zero() || to == from {
                 return Err(shape());
             }
             out.insert(from, Rate { per_unit, to });
         }
         Ok(CurrencyRates(out))
+    }
+
+    /// A space's rates from a setting's text, `EUR=1.08 USD, XTR=0.013 USD`, as the
+    /// destinations' forms write them; the error finishes the sentence "`currency_rates` ...".
+    pub fn from_text(text: &str) -> Result<CurrencyRates, String> {
+        CurrencyRates::parse_for_reporting(&Self::text_pairs(text)?)
+            .map_err(|e| e.message.trim_start_matches("currency_rates: ").to_owned())
+    }
+
+    /// The pairs of a rates text (commas or new lines between them), by currency.
+    pub fn text_pairs(text: &str) -> Result<BTreeMap<String, String>, String> {
+        text.split([',', '\n'])
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                p.split_once('=')
+                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                    .ok_or_else(|| {
+                        format!(
+                            "is rates such as EUR=1.08 USD, XTR=0.013 USD (a currency, =, what \
+                             one unit is worth in an ISO 4217 currency), got {}",
+                            quoted(p)
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// The rates as a setting's text: `EUR=1.08 USD, XTR=0.013 USD`.
+    #[must_use]
+    pub fn text(&self) -> String {
+        self.shown()
+            .iter()
+            .map(|(from, rate)| format!("{from}={rate}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The rates as they are written: `{"XTR": "0.013 USD"}`.
@@ -112,17 +165,42 @@ impl CurrencyRates {
                  {{\"{currency}\": \"0.013 USD\"}})"
             )
         })?;
-        let converted = amount
-            .checked_mul(rate.per_unit)
-            .and_then(|v| v.ratio(Decimal::one(), CONVERTED_PLACES))
-            .ok_or_else(|| {
-                format!(
-                    "not sent: {value} {currency} at {} {} is too large",
-                    rate.per_unit, rate.to
-                )
-            })?;
+        let converted = at_rate(amount, rate.per_unit).ok_or_else(|| {
+            format!(
+                "not sent: {value} {currency} at {} {} is too large",
+                rate.per_unit, rate.to
+            )
+        })?;
         Ok((converted.normalized(), rate.to.clone()))
     }
+
+    /// `amount` in `from` as an amount in `to`: as it is when they are one currency; by the
+    /// rate of `from` into `to`; by the rate of `to` into `from`, inverted; or through a third
+    /// currency both have a rate into (`{"EUR": "1.08 USD", "XTR": "0.013 USD"}` converts XTR
+    /// to EUR). `None` when no rate leads there, or the amount is too large.
+    #[must_use]
+    pub fn convert(&self, amount: Decimal, from: &str, to: &str) -> Option<Decimal> {
+        if from == to {
+            return Some(amount);
+        }
+        let (into_from, into_to) = (self.0.get(from), self.0.get(to));
+        let converted = match (into_from, into_to) {
+            (Some(r), _) if r.to == to => at_rate(amount, r.per_unit)?,
+            (_, Some(r)) if r.to == from => amount.ratio(r.per_unit, CONVERTED_PLACES)?,
+            (Some(a), Some(b)) if a.to == b.to => {
+                at_rate(amount, a.per_unit)?.ratio(b.per_unit, CONVERTED_PLACES)?
+            }
+            _ => return None,
+        };
+        Some(converted.normalized())
+    }
+}
+
+/// `amount` times `per_unit`, rounded to [`CONVERTED_PLACES`]; `None` when too large.
+fn at_rate(amount: Decimal, per_unit: Decimal) -> Option<Decimal> {
+    amount
+        .checked_mul(per_unit)
+        .and_then(|v| v.ratio(Decimal::one(), CONVERTED_PLACES))
 }
 
 #[cfg(test)]
@@ -156,6 +234,36 @@ mod tests {
         assert!(missing.contains("no rate for USDT"), "{missing}");
         assert!(r.to_iso("-1", "USD").unwrap_err().contains("negative"));
         assert_eq!(r.shown()["XTR"], "0.013 USD");
+    }
+
+    /// A space's rates take ISO currencies as keys, and convert directly, inverted and
+    /// through a currency both have a rate into; without a rate there is no amount.
+    #[test]
+    fn a_spaces_rates_convert_every_way_a_rate_leads() {
+        let d = |t| Decimal::parse(t).unwrap();
+        let pairs = [("EUR", "1.08 USD"), ("XTR", "0.013 USD")];
+        let r = CurrencyRates::parse_for_reporting(
+            &pairs
+                .iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .collect(),
+        )
+        .unwrap();
+        let convert = |v, from, to| r.convert(d(v), from, to).map(|x| x.to_string());
+        assert_eq!(convert("100", "EUR", "USD").as_deref(), Some("108"));
+        assert_eq!(convert("100", "XTR", "USD").as_deref(), Some("1.3"));
+        assert_eq!(convert("108", "USD", "EUR").as_deref(), Some("100"));
+        assert_eq!(convert("108", "XTR", "EUR").as_deref(), Some("1.3"));
+        assert_eq!(convert("7.10", "USD", "USD").as_deref(), Some("7.10"));
+        assert_eq!(convert("5", "RUBLES", "USD"), None);
+        assert_eq!(convert("5", "USD", "GBP"), None);
+        assert!(
+            rates(&[("EUR", "1.08 USD")]).is_err(),
+            "a destination's rule"
+        );
+        let itself =
+            CurrencyRates::parse_for_reporting(&[("USD".to_owned(), "1 USD".to_owned())].into());
+        assert!(itself.is_err(), "a currency is not worth itself");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! How figures read for people, the same on the admin pages and on the command line: money by
-//! currency (`12.50 USD, 3 EUR`), the dash that stands for nothing to show, and where a link
+//! currency (`12.50 USD, 3 EUR`) and in the reporting currency with the amounts as they came
+//! beside, the dash that stands for nothing to show, and where a link
 //! sends its visitors. Percentages and returns are the stats' own ([`super::stats::percent`],
 //! [`super::stats::returns_text`]); this module is where the two surfaces' other shared words
 //! live, so a page and a command never disagree on how an amount looks.
@@ -7,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::link::LinkView;
-use super::stats;
+use super::stats::{self, Reported};
 
 /// What a cell shows when there is nothing to show (no revenue, no rate): a dash that a minus
 /// sign beside it (`-100.00%`) cannot be mistaken for.
@@ -87,6 +88,79 @@ pub fn returns(roi: &BTreeMap<String, String>, cost: &BTreeMap<String, String>) 
     )
 }
 
+/// A group's revenue as a cell shows it: in the reporting currency with the amounts as they
+/// came beside (`171.50 USD (100 EUR, 50.50 USD, 1000 XTR)`; as it came, exactly, when it came
+/// in that currency only), or as they came with which rate is missing; [`NOTHING`] when there
+/// is none.
+#[must_use]
+pub fn revenue(g: &stats::GroupStats) -> String {
+    reported_money(g, |r| r.revenue.as_deref(), &g.deposits)
+}
+
+/// A group's cost as a cell shows it, as [`revenue`] does.
+#[must_use]
+pub fn cost(g: &stats::GroupStats) -> String {
+    reported_money(g, |r| r.cost.as_deref(), &g.cost)
+}
+
+fn reported_money(
+    g: &stats::GroupStats,
+    converted: impl Fn(&Reported) -> Option<&str>,
+    as_came: &BTreeMap<String, String>,
+) -> String {
+    if as_came.is_empty() {
+        return NOTHING.to_owned();
+    }
+    let originals = by_currency(as_came);
+    let Some(r) = &g.reported else {
+        return originals;
+    };
+    match converted(r) {
+        // Only the reporting currency: the exact amount, which converting would round.
+        Some(_) if as_came.len() == 1 && as_came.contains_key(&r.currency) => originals,
+        Some(sum) => format!("{sum} {} ({originals})", r.currency),
+        None => format!("{originals} ({})", no_rate(r)),
+    }
+}
+
+/// `no rate for RUBLES`: the short form of [`Reported::fix`], for a cell.
+fn no_rate(r: &Reported) -> String {
+    format!("no rate for {}", r.missing_rates.join(", "))
+}
+
+/// A group's return as a cell shows it: one percentage in the reporting currency; which rate
+/// is missing where one is; [`NOTHING`] without a cost. A group read without a reporting
+/// currency shows its returns by currency ([`returns`]).
+#[must_use]
+pub fn reported_return(g: &stats::GroupStats) -> String {
+    match &g.reported {
+        Some(r) => match &r.roi {
+            Some(q) => stats::percent(q),
+            None if !r.missing_rates.is_empty() && !g.cost.is_empty() => no_rate(r),
+            None => NOTHING.to_owned(),
+        },
+        None => or_nothing(returns(&g.roi, &g.cost)),
+    }
+}
+
+/// A group's price per first deposit (`cpa`) or revenue per click (`epc`) in the reporting
+/// currency (`25.0000 USD`), else by currency as they came; [`NOTHING`] when there is none.
+#[must_use]
+pub fn reported_price(
+    g: &stats::GroupStats,
+    price: impl Fn(&Reported) -> Option<&str>,
+    by_currency: &BTreeMap<String, String>,
+) -> String {
+    match g
+        .reported
+        .as_ref()
+        .and_then(|r| Some((price(r)?, &r.currency)))
+    {
+        Some((p, currency)) => format!("{p} {currency}"),
+        None => money(by_currency),
+    }
+}
+
 /// A moment (epoch milliseconds) as a wall-clock time of `zone`, to the second:
 /// `2026-11-24 15:30:07`. The page or command says which zone once, beside it.
 #[must_use]
@@ -97,6 +171,20 @@ pub fn local_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
         .map_or_else(String::new, |t| {
             t.to_zoned_datetime(zone.clone())
                 .strftime("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+}
+
+/// A moment (epoch milliseconds) as an ISO 8601 time of `zone` with its offset, to the
+/// millisecond: `2026-11-25T00:30:07.000+01:00`, for files a program or a spreadsheet reads.
+#[must_use]
+pub fn iso_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map_or_else(String::new, |t| {
+            t.to_zoned_datetime(zone.clone())
+                .strftime("%Y-%m-%dT%H:%M:%S%.3f%:z")
                 .to_string()
         })
 }
@@ -134,6 +222,19 @@ mod tests {
         assert_eq!(
             local_time(ms, &jiff::tz::TimeZone::UTC),
             "2026-11-24 23:30:07"
+        );
+    }
+
+    #[test]
+    fn an_iso_time_has_the_zones_offset_and_milliseconds() {
+        let ms = 1_795_563_007_042;
+        let berlin = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
+        assert_eq!(iso_time(ms, &berlin), "2026-11-25T00:30:07.042+01:00");
+        let kathmandu = jiff::tz::TimeZone::get("Asia/Kathmandu").unwrap();
+        assert_eq!(iso_time(ms, &kathmandu), "2026-11-25T05:15:07.042+05:45");
+        assert_eq!(
+            iso_time(1_795_563_007_000, &jiff::tz::TimeZone::UTC),
+            "2026-11-24T23:30:07.000+00:00"
         );
     }
 
@@ -192,6 +293,41 @@ mod tests {
             "300.00% (USD)"
         );
         assert_eq!(returns(&BTreeMap::new(), &amounts(&[("USD", "1")])), "");
+    }
+
+    fn reported_group(
+        deposits: &[(&str, &str)],
+        cost: &[(&str, &str)],
+        rates: &[(&str, &str)],
+    ) -> stats::GroupStats {
+        let reporting = crate::domain::reporting::Reporting {
+            currency: "USD".into(),
+            rates: crate::domain::currency::CurrencyRates::parse_for_reporting(&amounts(rates))
+                .unwrap(),
+        };
+        let mut g = stats::GroupStats::new(None, &stats::Counts::default(), &BTreeMap::new());
+        (g.deposits, g.cost) = (amounts(deposits), amounts(cost));
+        g.reported = Some(reporting.report(&g));
+        g
+    }
+
+    /// Money in the reporting currency with the amounts as they came beside; a missing rate
+    /// named in the cell, the return too, never a bare dash.
+    #[test]
+    fn money_reads_in_the_reporting_currency_with_the_originals_beside() {
+        let rates = [("EUR", "1.08 USD"), ("XTR", "0.013 USD")];
+        let g = reported_group(&[("EUR", "100"), ("XTR", "1000")], &[("USD", "60")], &rates);
+        assert_eq!(revenue(&g), "121.00 USD (100 EUR, 1000 XTR)");
+        assert_eq!(cost(&g), "60 USD", "exact, as it came");
+        assert_eq!(reported_return(&g), "101.67%");
+        let g = reported_group(&[("RUBLES", "500")], &[("USD", "60")], &rates);
+        assert_eq!(revenue(&g), "500 RUBLES (no rate for RUBLES)");
+        assert_eq!(reported_return(&g), "no rate for RUBLES");
+        let g = reported_group(&[], &[], &rates);
+        assert_eq!(
+            (revenue(&g), cost(&g), reported_return(&g)),
+            ("—".into(), "—".into(), "—".into())
+        );
     }
 
     fn link(bot: Option<&str>, target: Option<&str>) -> LinkView {

@@ -26,7 +26,7 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::domain::event::EventBody;
-use crate::domain::feed::FeedEvent;
+use crate::domain::export::ExportedEvent;
 use crate::error::{Code, Error};
 
 /// The fields the made `eid` is a digest of, in order.
@@ -54,7 +54,7 @@ fn field_names(schema: &schemars::Schema) -> Vec<String> {
 /// The export's columns that are not fields of an event: left out of an imported line.
 static EXPORT_ONLY: LazyLock<Vec<String>> = LazyLock::new(|| {
     let event_fields = field_names(&schemars::schema_for!(EventBody<'static>));
-    field_names(&schemars::schema_for!(FeedEvent))
+    field_names(&schemars::schema_for!(ExportedEvent<'static>))
         .into_iter()
         .filter(|name| !event_fields.contains(name))
         .collect()

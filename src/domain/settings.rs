@@ -17,6 +17,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
+use crate::domain::currency::CurrencyRates;
 use crate::domain::input::{self, quoted};
 use crate::domain::secret::Secret;
 use crate::error::{Code, Error};
@@ -70,6 +71,12 @@ pub struct SpaceSettings {
     /// The Graph API version spend is fetched with (`v25.0`); `None`: the one this release
     /// asks, which follows Meta's retirements from release to release.
     pub meta_graph_version: Option<String>,
+    /// The currency the stats show revenue, cost and return in (`docs/api.md#reporting-currency`);
+    /// `None`: the configuration's `default_currency`.
+    pub reporting_currency: Option<String>,
+    /// What one unit of a currency is worth in another, which the stats convert by
+    /// (`{"EUR": "1.08 USD"}`); destinations convert by their own.
+    pub currency_rates: CurrencyRates,
 }
 
 /// The rule of a Graph API version: `v`, then a major and a minor number of 1 to 3 digits each
@@ -268,6 +275,8 @@ impl TimeZoneName {
 pub enum JsonType {
     String,
     Boolean,
+    /// An object of strings (`{"EUR": "1.08 USD"}`), written as text `EUR=1.08 USD`.
+    StringMap,
 }
 
 /// One setting: its name, what it takes, and how its value is read from and written as text (a
@@ -286,7 +295,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 8] = [
+pub const SETTINGS: [Setting; 10] = [
     Setting {
         name: "attribution",
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
@@ -425,6 +434,40 @@ pub const SETTINGS: [Setting; 8] = [
             Ok(())
         },
     },
+    Setting {
+        name: "reporting_currency",
+        about: "The currency the dashboard, the stats and the command line show revenue, cost, \
+                ROI, CPA and EPC in, each amount converted by currency_rates (the amounts as \
+                they came are shown beside). \"\" sets it back to the default_currency of the \
+                configuration.",
+        choices: &[],
+        json: JsonType::String,
+        get: |s| s.reporting_currency.clone().unwrap_or_default(),
+        set: |s, text| {
+            s.reporting_currency = if text.is_empty() {
+                None
+            } else {
+                let code = crate::domain::event::check_currency(text)
+                    .map_err(|_| format!("is 3 to 10 letters or digits, got {}", quoted(text)))?;
+                Some(code)
+            };
+            Ok(())
+        },
+    },
+    Setting {
+        name: "currency_rates",
+        about: "What one unit of a currency is worth in an ISO 4217 currency, for the stats in \
+                the reporting currency: EUR=1.08 USD, XTR=0.013 USD (a rate into the reporting \
+                currency, from it, or both into one currency all serve). Destinations keep their \
+                own currency_rates. \"\" removes them.",
+        choices: &[],
+        json: JsonType::StringMap,
+        get: |s| s.currency_rates.text(),
+        set: |s, text| {
+            s.currency_rates = CurrencyRates::from_text(text)?;
+            Ok(())
+        },
+    },
 ];
 
 /// The settings whose value is a secret: stored as it is, shown by its last 4 characters.
@@ -493,6 +536,10 @@ impl Serialize for SpaceSettings {
             match s.json {
                 JsonType::String => map.serialize_entry(s.name, &text)?,
                 JsonType::Boolean => map.serialize_entry(s.name, &(text == "true"))?,
+                JsonType::StringMap => {
+                    let rates = CurrencyRates::text_pairs(&text).unwrap_or_default();
+                    map.serialize_entry(s.name, &rates)?;
+                }
             }
         }
         map.end()
@@ -505,6 +552,10 @@ impl Setting {
     fn schema(&self) -> serde_json::Value {
         let mut schema = match (self.json, self.choices) {
             (JsonType::Boolean, _) => serde_json::json!({"type": "boolean"}),
+            (JsonType::StringMap, _) => serde_json::json!({
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+            }),
             (JsonType::String, []) => serde_json::json!({"type": "string"}),
             (JsonType::String, choices) => serde_json::json!({"type": "string", "enum": choices}),
         };
@@ -539,7 +590,15 @@ impl<'de> Deserialize<'de> for SpaceSettings {
         let texts: Vec<(String, String)> = values
             .into_iter()
             .map(|(name, v)| {
-                let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                let text = match &v {
+                    serde_json::Value::String(text) => text.clone(),
+                    serde_json::Value::Object(members) => members
+                        .iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    other => other.to_string(),
+                };
                 (name, text)
             })
             .collect();
@@ -661,6 +720,25 @@ impl SettingsPatch {
             let text = match s.json {
                 JsonType::String => input::json_string(raw, s.name)?,
                 JsonType::Boolean => input::json_bool(raw, s.name)?.to_string(),
+                JsonType::StringMap => {
+                    let rates = input::json_string_map(
+                        raw,
+                        s.name,
+                        "an object of rates such as {\"EUR\": \"1.08 USD\"}",
+                    )?;
+                    if let Some(key) = rates.keys().find(|k| k.contains([',', '=', '\n'])) {
+                        return Err(Error::field(
+                            Code::InvalidField,
+                            s.name,
+                            format!("`{}` has no currency {}", s.name, quoted(key)),
+                        ));
+                    }
+                    rates
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
             };
             changes.push((name, text));
         }
@@ -851,6 +929,52 @@ mod tests {
         assert_eq!(twice.unwrap_err().field, Some("attribution"));
     }
 
+    /// The reporting currency is a currency the tracker takes, or "" for the default; the
+    /// rates are an object in JSON and `EUR=1.08 USD` as text, each value a positive amount
+    /// and an ISO 4217 code.
+    #[test]
+    fn a_reporting_currency_and_rates_have_their_rules() {
+        let s = patch(r#"{"reporting_currency": "eur", "currency_rates": {"XTR": "0.013 USD"}}"#)
+            .unwrap();
+        assert_eq!(s.reporting_currency.as_deref(), Some("EUR"));
+        assert_eq!(s.currency_rates.shown()["XTR"], "0.013 USD");
+        assert_eq!(
+            patch(r#"{"reporting_currency": ""}"#)
+                .unwrap()
+                .reporting_currency,
+            None
+        );
+        for (body, field) in [
+            (r#"{"reporting_currency": "US"}"#, "reporting_currency"),
+            (
+                r#"{"reporting_currency": "ABCDEFGHIJK"}"#,
+                "reporting_currency",
+            ),
+            (r#"{"currency_rates": {"EUR": "1.08"}}"#, "currency_rates"),
+            (r#"{"currency_rates": {"EUR": "0 USD"}}"#, "currency_rates"),
+            (r#"{"currency_rates": {"EUR": "1 XTR"}}"#, "currency_rates"),
+            (r#"{"currency_rates": {"E=R": "1 USD"}}"#, "currency_rates"),
+            (r#"{"currency_rates": "EUR=1.08 USD"}"#, "currency_rates"),
+            (r#"{"currency_rates": {"EUR": 1.08}}"#, "currency_rates"),
+        ] {
+            let e = patch(body).unwrap_err();
+            assert_eq!(e.field, Some(field), "{body}: {}", e.message);
+        }
+        // Just inside: 3 and 10 characters, the smallest positive rate.
+        assert!(patch(r#"{"reporting_currency": "ABC"}"#).is_ok());
+        assert!(patch(r#"{"reporting_currency": "ABCDEFGHIJ"}"#).is_ok());
+        assert!(patch(r#"{"currency_rates": {"EUR": "0.000001 USD"}}"#).is_ok());
+        let cli =
+            SettingsPatch::from_assignments(&["currency_rates=EUR=1.08 USD, XTR=0.013 USD".into()])
+                .unwrap();
+        let mut s = SpaceSettings::default();
+        cli.apply(&mut s).unwrap();
+        assert_eq!(s.currency_rates.shown().len(), 2);
+        let e =
+            SettingsPatch::from_assignments(&["currency_rates=EUR 1.08 USD".into()]).unwrap_err();
+        assert!(e.message.contains("EUR=1.08 USD"), "{}", e.message);
+    }
+
     #[test]
     fn settings_round_trip_as_pairs_and_json() {
         const TOKEN: &str = "7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0";
@@ -863,6 +987,8 @@ mod tests {
             meta_ads_token: Some(Secret::new("EAAGtoken0123456789".into())),
             meta_graph_url: GraphUrl::parse("http://127.0.0.1:9").unwrap(),
             meta_graph_version: Some("v23.0".into()),
+            reporting_currency: Some("EUR".into()),
+            currency_rates: CurrencyRates::from_text("usd=0.93 eur, XTR=0.012 EUR").unwrap(),
         };
         let pairs = s.pairs();
         assert_eq!(
@@ -876,6 +1002,8 @@ mod tests {
                 ("meta_ads_token", "…6789".to_owned()),
                 ("meta_graph_url", "http://127.0.0.1:9".to_owned()),
                 ("meta_graph_version", "v23.0".to_owned()),
+                ("reporting_currency", "EUR".to_owned()),
+                ("currency_rates", "USD=0.93 EUR, XTR=0.012 EUR".to_owned()),
             ]
         );
         let stored = s.stored_pairs();
@@ -888,7 +1016,9 @@ mod tests {
             serde_json::json!({"attribution": "last_touch", "meta_client_hints": true,
                 "time_zone": "Asia/Kathmandu", "telegram_bot_token": "…saw0",
                 "meta_ads_account": "act_42", "meta_ads_token": "…6789",
-                "meta_graph_url": "http://127.0.0.1:9", "meta_graph_version": "v23.0"})
+                "meta_graph_url": "http://127.0.0.1:9", "meta_graph_version": "v23.0",
+                "reporting_currency": "EUR",
+                "currency_rates": {"USD": "0.93 EUR", "XTR": "0.012 EUR"}})
         );
         let shown = serde_json::from_value::<SpaceSettings>(json.clone()).unwrap();
         assert_eq!(
@@ -945,7 +1075,7 @@ mod tests {
         .unwrap();
         let mut s = SpaceSettings::default();
         patch.apply(&mut s).unwrap();
-        let shown: Vec<_> = s.pairs().into_iter().skip(4).collect();
+        let shown: Vec<_> = s.pairs().into_iter().skip(4).take(3).collect();
         assert_eq!(
             shown,
             [

@@ -341,6 +341,33 @@ pub struct GroupStats {
     /// (registrations / bound clicks), `first_deposit` (first deposits / registrations); `null`
     /// where the stage before had none.
     pub rates: Rates,
+    /// The group's money in the space's reporting currency, with any currency that has no
+    /// rate named (`docs/api.md#reporting-currency`; made by `domain::reporting`).
+    #[serde(default)]
+    pub reported: Option<Reported>,
+}
+
+/// A group's money in the reporting currency (`reported` of a `GET /stats` group).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Reported {
+    /// The reporting currency.
+    pub currency: String,
+    /// The revenue (every deposit sum) converted, to the cent; `null` without a deposit, or
+    /// when a currency of it has no rate.
+    pub revenue: Option<String>,
+    /// The cost converted, to the cent; `null` when a currency of it has no rate.
+    pub cost: Option<String>,
+    /// `(revenue - cost) / cost`; `null` without a cost, or when either has an amount without
+    /// a rate.
+    pub roi: Option<String>,
+    /// Cost per first deposit; `null` without a first deposit or a converted cost.
+    pub cpa: Option<String>,
+    /// Revenue per click; `null` without a click or a converted revenue.
+    pub epc: Option<String>,
+    /// The currencies of the group's revenue or cost with no rate into the reporting currency.
+    pub missing_rates: Vec<String>,
+    /// What to do about them, in a sentence; `null` when every amount converted.
+    pub fix: Option<String>,
 }
 
 /// The decimals of a rate, a return or a price per unit (never exact: a quotient).
@@ -468,6 +495,7 @@ impl GroupStats {
                 .map(|k| (Cow::Borrowed(k.as_str()), counts.events[*k as usize - 1]))
                 .collect(),
             first_deposits: counts.first_deposits,
+            reported: None,
             deposits: counts
                 .deposits
                 .iter()

@@ -38,7 +38,7 @@ pub async fn post_events_batch(call: Call, space: SpaceRef) -> Result<Response, 
     let body = call.body.read(batch::MAX_BATCH_BYTES).await?;
     let events = batch::events_of(&body)?;
     let texts: Vec<&str> = events.iter().map(|raw| raw.get()).collect();
-    let results = app.record_events(&space, &texts).await?;
+    let results = app.record_events(&space, &texts, true).await?;
     let now_ms = app.now_ms();
     for (place, refusal) in results
         .iter()

@@ -223,12 +223,25 @@ impl<'t> Txn<'t> {
     }
 
     /// Stores `event` in the inbox of `space` unless its dedup key names an earlier event,
-    /// attributed to its click (`storage/attribution.rs`) under the settings in force now.
+    /// attributed to its click (`storage/attribution.rs`) under the settings in force now, with
+    /// a delivery to each destination that takes it.
     pub fn record_event(
         &mut self,
         space: u32,
         event: ValidEvent,
         key: Option<DedupKey>,
+    ) -> Result<EventOutcome, StoreError> {
+        self.record_event_sending(space, event, key, true)
+    }
+
+    /// [`Txn::record_event`], with deliveries only when `send`: an imported history is stored
+    /// and counted without being sent again.
+    pub fn record_event_sending(
+        &mut self,
+        space: u32,
+        event: ValidEvent,
+        key: Option<DedupKey>,
+        send: bool,
     ) -> Result<EventOutcome, StoreError> {
         let (cache, settings) = (&mut self.settings_cache, &self.space_settings);
         let resolved = attribution::resolve(
@@ -273,7 +286,11 @@ impl<'t> Txn<'t> {
         let click = resolved
             .as_ref()
             .map(|r| ClickFacts::of(r.click.fbclid.is_some(), &r.click.ids));
-        let deliveries = self.deliveries_for(space, event.kind, click)?;
+        let deliveries = if send {
+            self.deliveries_for(space, event.kind, click)?
+        } else {
+            Vec::new()
+        };
         self.inbox_seq += 1;
         let inbox_id = self.inbox_seq;
         let received_at_ms = event.received_at_ms;

@@ -88,7 +88,7 @@ macro_rules! page {
 
 /// Every path of the admin page. The labelled pages of a space come in the order of its menu.
 #[rustfmt::skip]
-pub(super) static PAGES: [Page; 32] = [
+pub(super) static PAGES: [Page; 33] = [
     page!(GET "/admin/style.css", Nothing, open assets::style),
     page!(GET "/admin/copy.js", Nothing, open assets::script),
     page!(GET "/admin/login", Nothing, open login::show),
@@ -124,6 +124,7 @@ pub(super) static PAGES: [Page; 32] = [
     page!(GET "/admin/spaces/{space}/costs", Nothing, session costs::show, "Costs"),
     page!(POST "/admin/spaces/{space}/costs", Upload, session costs::import),
     page!(POST "/admin/spaces/{space}/costs/fetch", Form, session costs::fetch),
+    page!(POST "/admin/spaces/{space}/costs/day", Form, session costs::set_day),
     page!(GET "/admin/spaces/{space}/costs/template.csv", Nothing, session costs::template),
     page!(GET "/admin/spaces/{space}/rejections", Nothing, session rejections::show, "Rejections"),
 ];

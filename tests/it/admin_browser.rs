@@ -629,7 +629,7 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
             .send_keys(file.to_str().unwrap())
             .await
             .unwrap();
-        click(browser, "form.stack button").await;
+        click(browser, "form[enctype] button").await;
     };
     upload(
         "meta.csv",
@@ -661,6 +661,26 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
     assert!(error.starts_with("line 3: amount"), "{error}");
     assert_eq!(listed().await, 3);
     look(browser, "16-costs-refused").await;
+    // A day's spend typed in: the day is today's to begin with, the currency the reporting one.
+    let day_form = "form[action$='/costs/day']";
+    fill(
+        browser,
+        &format!("{day_form} input[name=day]"),
+        "11/26/2026",
+    )
+    .await;
+    fill(
+        browser,
+        &format!("{day_form} input[name=campaign_name]"),
+        "spring-sale",
+    )
+    .await;
+    fill(browser, &format!("{day_form} input[name=amount]"), "20.00").await;
+    click(browser, &format!("{day_form} button")).await;
+    let set = text_of(browser, "#spend-set").await;
+    assert_eq!(set, "Set: 20.00 USD for spring-sale on 2026-11-26.");
+    assert_eq!(listed().await, 4);
+    look(browser, "16b-costs-day-spend").await;
 }
 
 /// The dashboard's charts over 14 days of first deposits and costs (and today's clicks): axes

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use serde_json::json;
 use tracker::domain::client::Cidr;
 
 use crate::support::{
@@ -1337,7 +1338,7 @@ async fn the_costs_page_imports_an_uploaded_csv_file() {
     // The other space is untouched.
     assert_eq!(
         server.read_as(&server.b, "/costs").await.json()["costs"],
-        serde_json::json!([])
+        json!([])
     );
 
     // A bad row: its line named, on the costs page, and nothing of the file imported.
@@ -1664,5 +1665,125 @@ async fn the_keys_page_shows_times_in_the_space_zone_and_the_spaces_page_in_utc(
     assert!(!keys.contains("T08:00:00Z"), "{keys}");
     let spaces = get_page(&server, Some(&cookie), "/admin/").await.text();
     assert!(spaces.contains(">2027-01-15 08:00:00 UTC<"), "{spaces}");
+    server.stop().await;
+}
+
+/// Without `public_url`, the Links page hands out this machine's own address: it says so
+/// beside it, in red, with how to set it, and never calls it an address for ads; with it, the
+/// address is for ads as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_links_page_warns_when_its_addresses_are_this_machines_own() {
+    for public_url in ["", "https://t.example.com"] {
+        let server = TestServer::start_with(|s| s.public_url = public_url.to_owned()).await;
+        let cookie = logged_in(&server).await;
+        let page = get_page(&server, Some(&cookie), "/admin/spaces/a/links").await;
+        assert_eq!(page.status, 200);
+        let csrf = csrf_of(&page);
+        let created = post_form(
+            &server,
+            Some(&cookie),
+            form(
+                "/admin/spaces/a/links",
+                &format!("slug=spring-fb&target=https%3A%2F%2Fshop.example%2F%3Fc%3D%7Buid%7D&csrf={csrf}"),
+            ),
+        )
+        .await;
+        assert_eq!(created.status, 200, "{}", created.text());
+        let text = created.text();
+        let warned = text.contains("id=\"public-url-unset\"");
+        let for_ads = text.contains("Put this address in your ads:");
+        if public_url.is_empty() {
+            let base = server.app.as_ref().unwrap().settings.public_url();
+            assert!(warned && !for_ads, "{text}");
+            assert!(
+                text.contains(&format!(
+                    "these addresses use {base}, which only this machine"
+                )) && text.contains("<code>TRACKER_PUBLIC_URL</code>"),
+                "{text}"
+            );
+            assert!(text.contains(&format!("{base}/l/spring-fb")), "{text}");
+        } else {
+            assert!(!warned && for_ads, "{text}");
+            assert!(text.contains("https://t.example.com/l/spring-fb"), "{text}");
+        }
+        server.stop().await;
+    }
+}
+
+/// A day's spend typed on the Costs page is set as `POST /costs` sets it, a refused one changes
+/// nothing and keeps the form as it was filled in, 0 removes it; and a dashboard without a cost
+/// leads there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_days_spend_is_typed_on_the_costs_page_and_the_dashboard_leads_there() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let dashboard = get_page(&server, Some(&cookie), "/admin/spaces/a/dashboard?days=7").await;
+    assert!(
+        dashboard
+            .text()
+            .contains("href=\"/admin/spaces/a/costs#day-spend\""),
+        "{}",
+        dashboard.text()
+    );
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
+    let text = page.text();
+    let today = tracker::domain::cost::date_of(tracker::domain::stats::local_day(
+        &jiff::tz::TimeZone::UTC,
+        tracker::domain::stats::quarter_of(tracker::clock::Clock::now_ms(&server.clock)),
+    ));
+    assert!(
+        text.contains("id=\"day-spend\"")
+            && text.contains(&format!("name=\"day\" value=\"{today}\""))
+            && text.contains("name=\"currency\" value=\"USD\""),
+        "{text}"
+    );
+    let csrf = csrf_of(&page);
+    let set = |fields: String| {
+        post_form(
+            &server,
+            Some(&cookie),
+            form(
+                "/admin/spaces/a/costs/day",
+                &format!("{fields}&csrf={csrf}"),
+            ),
+        )
+    };
+    let costs = async || server.read_as(&server.a, "/costs").await.json()["costs"].clone();
+    let refused =
+        set("day=2026-11-24&campaign_name=autumn-fb&amount=12%2C5&currency=USD".into()).await;
+    assert_eq!(refused.status, 422);
+    let text = refused.text();
+    assert!(
+        text.contains("amount must be a decimal number")
+            && text.contains("name=\"campaign_name\" value=\"autumn-fb\""),
+        "{text}"
+    );
+    assert_eq!(costs().await, json!([]), "nothing set");
+    let done = set(
+        "day=2026-11-24&campaign_name=autumn-fb&adset_name=&ad_name=&amount=120.00&currency=usd"
+            .into(),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert!(
+        done.text()
+            .contains("Set: 120.00 USD for autumn-fb on 2026-11-24."),
+        "{}",
+        done.text()
+    );
+    assert_eq!(
+        costs().await,
+        json!([{"day": "2026-11-24", "campaign_name": "autumn-fb", "adset_name": "",
+            "ad_name": "", "amount": "120.00", "currency": "USD", "source": "hand"}])
+    );
+    let removed = set("day=2026-11-24&campaign_name=autumn-fb&amount=0&currency=USD".into()).await;
+    assert!(
+        removed
+            .text()
+            .contains("Removed the cost of autumn-fb on 2026-11-24."),
+        "{}",
+        removed.text()
+    );
+    assert_eq!(costs().await, json!([]));
     server.stop().await;
 }

@@ -309,3 +309,87 @@ fn a_csv_row_larger_than_a_batch_is_refused_without_being_held_whole() {
         .collect();
     assert_eq!(uids, [json!("u-1")]);
 }
+
+/// All deliveries of destination `hook` of the default space, whatever their state.
+fn hook_deliveries(dir: &Path, data: &Path) -> u64 {
+    let out = run_cli(dir, data, ["--json", "destination", "list", "default"]);
+    assert_succeeded(&out);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hook = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "hook")
+        .unwrap_or_else(|| panic!("no hook in {list}"));
+    hook["deliveries"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
+
+/// Moving from another tracker must not send months-old conversions to the ad platforms again:
+/// an import gives its events no deliveries and says which destinations it held them back
+/// from; `--send` sends them as new events are.
+#[test]
+fn an_import_sends_nothing_unless_told_to_and_says_what_it_did_not_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = stopped_server(dir.path());
+    let hook = [
+        "destination",
+        "create",
+        "default",
+        "hook",
+        "--kind",
+        "webhook",
+        "--url",
+        "https://hooks.example.com/in",
+    ];
+    assert_succeeded(&run_cli(dir.path(), &data, hook));
+    let at = now_ms() - 3_600_000;
+    let write = |name: &str, eids: [&str; 2]| {
+        let file = dir.path().join(name);
+        let lines: Vec<String> = eids
+            .iter()
+            .map(|eid| {
+                json!({"event": "deposit", "value": "10", "eid": eid, "occurred_at_ms": at})
+                    .to_string()
+            })
+            .collect();
+        std::fs::write(&file, lines.join("\n")).unwrap();
+        file
+    };
+    let history = write("history.ndjson", ["old-1", "old-2"]);
+    let (summary, ok) = import(dir.path(), &data, &history, &[]);
+    assert!(ok, "{summary}");
+    assert_eq!(counts(&summary), (2, 2, 0, 0));
+    assert_eq!(
+        (&summary["sent"], &summary["not_sent_to"]),
+        (&json!(false), &json!(["hook"]))
+    );
+    assert_eq!(hook_deliveries(dir.path(), &data), 0, "nothing sent");
+    // In words: what was not sent, and how an import is sent.
+    let again = write("again.ndjson", ["old-3", "old-4"]);
+    let out = run_cli(
+        dir.path(),
+        &data,
+        ["import", "default", again.to_str().unwrap()],
+    );
+    assert_succeeded(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "not sent: the 2 queued events went to none of the space's destinations (hook)"
+        ) && text.contains("run it with --send"),
+        "{text}"
+    );
+    let fresh = write("fresh.ndjson", ["new-1", "new-2"]);
+    let (summary, ok) = import(dir.path(), &data, &fresh, &["--send"]);
+    assert!(ok, "{summary}");
+    assert_eq!(
+        (&summary["sent"], &summary["not_sent_to"]),
+        (&json!(true), &json!([]))
+    );
+    assert_eq!(hook_deliveries(dir.path(), &data), 2, "sent when told to");
+}

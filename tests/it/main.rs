@@ -42,6 +42,7 @@ mod properties;
 mod read;
 mod readme;
 mod removed_destinations;
+mod reporting;
 mod request_lines;
 mod retention;
 mod snapchat;

@@ -382,8 +382,8 @@ fn the_command_line_imports_costs_from_both_headers() {
     let stats = |args: &[&str]| ok(run_cli(dir.path(), &data, args));
     let text = stats(&["stats", "default"]);
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("winter") && l.ends_with("— / 11 EUR / -100.00% / — / —")),
+        text.lines().any(|l| l.starts_with("winter")
+            && l.ends_with("— / 11 EUR / -100.00% / — / — | — / no rate / no rate / — / —")),
         "{text}"
     );
     let json_out = stats(&[

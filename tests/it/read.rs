@@ -278,6 +278,19 @@ async fn a_waiting_follower_is_woken_by_the_commit() {
     assert_error(&r, 422, "invalid_field", Some("timeout_s"));
 }
 
+/// What the stats derive from costs and rates, tested with costs in
+/// `numbers::stats_with_costs_equal_a_count_made_from_the_feed` and in the reporting currency in
+/// `reporting::`.
+const DERIVED_FIGURES: [&str; 7] = [
+    "cost",
+    "roi",
+    "cpa",
+    "epc",
+    "rates",
+    "cost_per_subscriber",
+    "reported",
+];
+
 /// The counts `GET /stats` answers equal a count made independently from the feed and the
 /// clicks the test made, over random mixes of clicks, bindings, events and duplicates, for
 /// every grouping (a property test: several seeds, each a different mix).
@@ -368,8 +381,7 @@ async fn stats_equal_a_count_made_from_the_feed() {
                 }
                 let mut g = g.clone();
                 g.as_object_mut().unwrap().remove("group");
-                // Tested with costs: `numbers::stats_with_costs_equal_a_count_made_from_the_feed`.
-                for derived in ["cost", "roi", "cpa", "epc", "rates", "cost_per_subscriber"] {
+                for derived in DERIVED_FIGURES {
                     g.as_object_mut().unwrap().remove(derived);
                 }
                 // No channel here: its joins are tested in `channels::`.
@@ -685,7 +697,12 @@ async fn export_equals_the_feed_in_both_formats_with_and_without_a_server() {
         assert_eq!(exported.len(), feed.len(), "{format}");
         for (e, f) in exported.iter().zip(&feed) {
             if format == "ndjson" {
-                assert_eq!(e, f);
+                // The feed's fields, then its times in the space's zone (tested below).
+                let mut e = e.clone();
+                for time in ["occurred_at", "received_at", "clicked_at"] {
+                    assert!(e.as_object_mut().unwrap().remove(time).is_some(), "{time}");
+                }
+                assert_eq!(&e, f);
             } else {
                 // CSV is text: compare each field's text, an absent one as empty.
                 for (k, v) in f.as_object().unwrap() {
@@ -788,4 +805,55 @@ fn exported_records(out: std::process::Output, format: &str) -> Vec<Value> {
             )
         })
         .collect()
+}
+
+/// `tracker export` adds, after the feed's columns, each time in the space's zone as ISO 8601
+/// with its offset (`occurred_at`, `received_at`, `clicked_at`), the epoch milliseconds kept;
+/// and `tracker import` takes the export back, those columns included.
+#[test]
+fn an_export_has_its_times_in_the_spaces_zone_beside_the_milliseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t.redb");
+    let process = crate::support::TrackerProcess::start(dir.path());
+    crate::support::stop_cleanly(process);
+    let set = ["space", "set", "default", "time_zone=Asia/Kathmandu"];
+    assert_succeeded(&crate::support::run_cli(dir.path(), &data, set));
+    // 2026-11-24T23:30:07.042Z, 05:15:07.042 the next day in Kathmandu (+05:45).
+    let line = r#"{"event":"deposit","value":"5","eid":"at-1","occurred_at_ms":1795563007042}"#;
+    let file = dir.path().join("one.ndjson");
+    std::fs::write(&file, line).unwrap();
+    let import = ["import", "default", file.to_str().unwrap()];
+    assert_succeeded(&crate::support::run_cli(dir.path(), &data, import));
+    let ndjson = exported_records(export(dir.path(), &["default"]), "ndjson");
+    let e = &ndjson[0];
+    assert_eq!(e["occurred_at_ms"], 1_795_563_007_042_u64);
+    assert_eq!(e["occurred_at"], "2026-11-25T05:15:07.042+05:45", "{e}");
+    assert!(
+        e["received_at"].as_str().unwrap().ends_with("+05:45"),
+        "{e}"
+    );
+    assert_eq!(e["clicked_at"], Value::Null, "no click");
+    let csv = export(dir.path(), &["default", "--format", "csv"]);
+    let text = String::from_utf8(csv.stdout.clone()).unwrap();
+    let header = text.lines().next().unwrap();
+    assert!(
+        header.ends_with(",occurred_at,received_at,clicked_at")
+            && header.contains("occurred_at_ms,received_at_ms"),
+        "{header}"
+    );
+    // The export goes back in: the event is there already, and no column is refused.
+    let back = dir.path().join("back.csv");
+    std::fs::write(&back, &text).unwrap();
+    let out = crate::support::run_cli(
+        dir.path(),
+        &data,
+        ["--json", "import", "default", back.to_str().unwrap()],
+    );
+    assert_succeeded(&out);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&summary["duplicates"], &summary["refused"]),
+        (&json!(1), &json!(0)),
+        "{summary}"
+    );
 }

@@ -166,15 +166,17 @@ impl Txn<'_> {
     /// the one operation a single event goes through ([`Txn::record_event`]), inside the batch's
     /// transaction, so each is deduplicated against the store and the events before it,
     /// attributed, counted and given its deliveries exactly as if it came alone. Each event's
-    /// refusal is its own answer, as each request's is in a batch of requests.
+    /// refusal is its own answer, as each request's is in a batch of requests. Without `send`,
+    /// no event is given deliveries ([`Txn::record_event_sending`]).
     pub fn record_events(
         &mut self,
         space: u32,
         events: Vec<(ValidEvent, Option<DedupKey>)>,
+        send: bool,
     ) -> Result<Vec<Result<EventOutcome, Error>>, StoreError> {
         events
             .into_iter()
-            .map(|(event, key)| own_answer(self.record_event(space, event, key)))
+            .map(|(event, key)| own_answer(self.record_event_sending(space, event, key, send)))
             .collect()
     }
 }

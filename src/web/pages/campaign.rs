@@ -6,7 +6,7 @@ use askama::Template;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::tables::{CAMPAIGN_COLUMNS, GroupRow, Period, group_rows, table_csv, totals_and_funnel};
+use super::tables::{CAMPAIGN_COLUMNS, GroupRow, Period, group_rows, table_csv};
 use super::{Frame, frame_of, html, in_query};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::stats::{self, Dimension};
@@ -78,9 +78,10 @@ pub(super) async fn drill(
         tables: Vec::new(),
     };
     let q = &ctx.query;
+    let campaign = page.period.campaign.clone();
     let one = |by| stats::Grouping {
         by,
-        campaign: Some(page.period.campaign.clone()),
+        campaign: Some(campaign.clone()),
     };
     let (_, now) = ctx
         .app
@@ -98,8 +99,8 @@ pub(super) async fn drill(
             stats::Range::Days(before.0, before.1),
         )
         .await?;
-    (page.period.totals, page.period.funnel) =
-        totals_and_funnel(&stats::period_totals(&now)?, &stats::period_totals(&then)?);
+    let reporting = ctx.app.reporting_of(&ctx.app.space_settings(space).await?);
+    page.period.fill(&now, &then, &reporting)?;
     let asked = q.get("sort").and_then(|s| s.split_once('.'));
     let wanted = q.get("format") == Some("csv");
     let csv_table = q.get("table").filter(|_| wanted);

@@ -1,8 +1,9 @@
 //! A space's costs page: the costs of a range of days (by campaign, ad set and ad, and where
 //! each came from), the upload of a CSV file (ours or Meta's export) through the same import as
-//! `tracker costs import`, the CSV's header row to fill in, and the fetch of spend from Meta:
-//! its last result and a button that fetches now through the same fetch as `tracker costs
-//! fetch`.
+//! `tracker costs import`, the CSV's header row to fill in, a form for one day's spend of a
+//! campaign (its ad set or ad) through the same operation as `POST /costs`, and the fetch of
+//! spend from Meta: its last result and a button that fetches now through the same fetch as
+//! `tracker costs fetch`.
 
 use askama::Template;
 use warp::http::StatusCode;
@@ -41,22 +42,124 @@ struct CostsPage<'a> {
     fetch_failed: bool,
     /// A fetch just asked for by the button.
     fetched: bool,
+    /// The form of one day's spend, as it was filled in (refused) or to fill in.
+    day_spend: DaySpend,
+    /// What the form just set, in a sentence.
+    spend_set: Option<String>,
+}
+
+/// The fields of the form of one day's spend, as text.
+#[derive(Default)]
+struct DaySpend {
+    day: String,
+    campaign_name: String,
+    adset_name: String,
+    ad_name: String,
+    amount: String,
+    currency: String,
+}
+
+impl DaySpend {
+    /// The form's fields as they were sent.
+    fn sent(ctx: &Ctx<'_>) -> DaySpend {
+        let field = |name| ctx.form.get(name).unwrap_or_default().to_owned();
+        DaySpend {
+            day: field("day"),
+            campaign_name: field("campaign_name"),
+            adset_name: field("adset_name"),
+            ad_name: field("ad_name"),
+            amount: field("amount"),
+            currency: field("currency"),
+        }
+    }
+}
+
+/// What the page shows after a request: an upload's import (`Err(None)`: none; `Err(Some)`:
+/// the refusal of an upload or of the day's spend), a fetch just asked for, and the day's spend
+/// just set or sent.
+struct Done {
+    upload: Result<CostsImport, Option<Error>>,
+    fetched: bool,
+    day_spend: Option<(DaySpend, Option<String>)>,
+}
+
+impl Done {
+    fn nothing() -> Done {
+        Done {
+            upload: Err(None),
+            fetched: false,
+            day_spend: None,
+        }
+    }
 }
 
 /// `GET .../costs?from=&to=`: the upload form, the costs of a range of days (as `GET /costs`
 /// reads them), and what an upload just imported.
 pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
-    costs_page(ctx, &space, Err(None), false).await
+    costs_page(ctx, &space, Done::nothing()).await
+}
+
+/// The form of one day's spend: the cost of a campaign (its ad set or ad) on a day, checked
+/// and set as `POST /costs` sets it; a refused one is shown with the form as it was filled in.
+pub(in crate::web) async fn set_day(ctx: &Ctx<'_>) -> Result<Response, Error> {
+    let space = space(ctx).await?;
+    let sent = DaySpend::sent(ctx);
+    let ad = crate::domain::cost::AdNames {
+        adset_name: &sent.adset_name,
+        ad_name: &sent.ad_name,
+    };
+    let cost = crate::domain::cost::Cost::of_ad(
+        &sent.day,
+        &sent.campaign_name,
+        ad,
+        &sent.amount,
+        &sent.currency,
+    );
+    let outcome = match cost {
+        Ok(cost) => {
+            let view = crate::domain::cost::CostView::from(&cost);
+            let what = if cost.amount.is_zero() {
+                format!("Removed the cost of {} on {}.", cost.label(), view.day)
+            } else {
+                format!(
+                    "Set: {} {} for {} on {}.",
+                    view.amount,
+                    view.currency,
+                    cost.label(),
+                    view.day
+                )
+            };
+            ctx.app.set_costs(&space, vec![cost]).await.map(|_| what)
+        }
+        Err(e) => Err(e),
+    };
+    let done = match outcome {
+        Ok(what) => Done {
+            day_spend: Some((DaySpend::default(), Some(what))),
+            ..Done::nothing()
+        },
+        Err(e) => Done {
+            upload: Err(Some(e)),
+            day_spend: Some((sent, None)),
+            ..Done::nothing()
+        },
+    };
+    costs_page(ctx, &space, done).await
 }
 
 /// The button: fetches the space's spend from Meta now, through the same fetch as `tracker
 /// costs fetch`; the page shows what it did, or why it could not start.
 pub(in crate::web) async fn fetch(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
+    let fetched = |upload| Done {
+        upload,
+        fetched: true,
+        day_spend: None,
+    };
     match ctx.app.fetch_costs(&space).await {
-        Ok(_) => costs_page(ctx, &space, Err(None), true).await,
-        Err(e) if e.code == Code::Conflict => costs_page(ctx, &space, Err(Some(e)), true).await,
+        Ok(_) => costs_page(ctx, &space, fetched(Err(None))).await,
+        Err(e) if e.code == Code::Conflict => costs_page(ctx, &space, fetched(Err(Some(e)))).await,
         Err(e) => Err(e),
     }
 }
@@ -74,18 +177,22 @@ pub(in crate::web) async fn import(ctx: &Ctx<'_>) -> Result<Response, Error> {
         )),
         Some(csv) => ctx.app.import_costs(&space, csv).await,
     };
-    costs_page(ctx, &space, imported.map_err(Some), false).await
+    let done = Done {
+        upload: imported.map_err(Some),
+        ..Done::nothing()
+    };
+    costs_page(ctx, &space, done).await
 }
 
-/// The costs page after `upload`: what it imported (its days are the range listed), or why it
-/// was refused (`Err(None)`: no upload).
-async fn costs_page(
-    ctx: &Ctx<'_>,
-    space: &SpaceRef,
-    upload: Result<CostsImport, Option<Error>>,
-    fetched: bool,
-) -> Result<Response, Error> {
+/// The costs page after what was `done`: an upload's import (its days are the range listed),
+/// or why it was refused; a fetch; the day's spend set, or refused with its form as filled in.
+async fn costs_page(ctx: &Ctx<'_>, space: &SpaceRef, done: Done) -> Result<Response, Error> {
     use crate::domain::cost::{Day, day_range, day_text};
+    let Done {
+        upload,
+        fetched,
+        day_spend,
+    } = done;
     let q = ctx.query;
     let (first, last) = match &upload {
         _ if q.get("from").is_some() || q.get("to").is_some() => {
@@ -101,6 +208,19 @@ async fn costs_page(
         }
     };
     let settings = ctx.app.space_settings(space).await?;
+    let (day_spend, spend_set) = day_spend.unwrap_or_default();
+    let day_spend = DaySpend {
+        day: Some(day_spend.day)
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| {
+                let zone = settings.time_zone.zone();
+                day_text(stats::local_day(&zone, stats::quarter_of(ctx.app.now_ms())))
+            }),
+        currency: Some(day_spend.currency)
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| ctx.app.reporting_of(&settings).currency),
+        ..day_spend
+    };
     let meta_account = settings
         .meta_ads_account
         .filter(|_| settings.meta_ads_token.is_some());
@@ -142,6 +262,8 @@ async fn costs_page(
             last_fetch,
             fetch_failed,
             fetched,
+            day_spend,
+            spend_set,
         },
     ))
 }

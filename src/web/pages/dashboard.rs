@@ -10,7 +10,6 @@ use warp::reply::Response;
 use super::chart::{self, Chart, DayFigures};
 use super::tables::{
     CAMPAIGN_COLUMNS, CHANNEL_COLUMNS, GroupRow, Period, group_rows, has_channels, table_csv,
-    totals_and_funnel,
 };
 use super::{Frame, campaign, frame_of, html, in_query, space};
 use crate::domain::stats::{self, Dimension};
@@ -39,7 +38,9 @@ struct DashboardPage<'a> {
 pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let name = ctx.param("space");
     let space = space(ctx).await?;
-    let zone_name = ctx.app.space_settings(&space).await?.time_zone;
+    let settings = ctx.app.space_settings(&space).await?;
+    let reporting = ctx.app.reporting_of(&settings);
+    let zone_name = settings.time_zone;
     let zone = zone_name.zone();
     let today = stats::local_day(&zone, stats::quarter_of(ctx.app.now_ms()));
     let q = &ctx.query;
@@ -73,11 +74,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let (_, now_days) = read(Dimension::Day, (first, last)).await?;
     let (_, before_days) = read(Dimension::Day, before).await?;
     let (_, campaigns) = read(Dimension::Campaign, (first, last)).await?;
-    let (now, then) = (
-        stats::period_totals(&now_days)?,
-        stats::period_totals(&before_days)?,
-    );
-    (period.totals, period.funnel) = totals_and_funnel(&now, &then);
+    period.fill(&now_days, &before_days, &reporting)?;
     let (charts, figures) = chart::charts((first, last), &now_days);
     let sort = q
         .get("sort")

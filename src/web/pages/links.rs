@@ -33,6 +33,9 @@ struct LinksPage<'a> {
     name: &'a str,
     links: Vec<LinkRow>,
     created: Option<LinkView>,
+    /// The address links are made of when `public_url` is not set (this machine's own, which
+    /// no visitor reaches): the page says so beside every address it hands out.
+    public_url_unset: Option<String>,
 }
 
 /// `GET .../links`.
@@ -75,6 +78,12 @@ async fn links(ctx: &Ctx<'_>, created: Option<LinkView>) -> Result<Response, Err
             name,
             links,
             created,
+            public_url_unset: ctx
+                .app
+                .settings
+                .public_url
+                .is_empty()
+                .then(|| ctx.app.settings.public_url()),
         },
     ))
 }

@@ -26,7 +26,6 @@ use warp::reply::Response;
 
 use super::context::{self, Ctx};
 use crate::domain::keyring::SpaceRef;
-use crate::domain::stats::GroupStats;
 use crate::error::Error;
 use crate::surface::respond;
 
@@ -146,16 +145,6 @@ fn form_text(ctx: &Ctx<'_>, name: &str) -> Option<String> {
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .map(str::to_owned)
-}
-
-/// `12.50 USD, 3 EUR` for sums or quotients by currency.
-fn by_currency(m: &std::collections::BTreeMap<String, String>) -> String {
-    crate::domain::display::by_currency(m)
-}
-
-/// A group's return as the pages show it ([`crate::domain::stats::returns_text`]).
-fn returns(g: &GroupStats) -> String {
-    crate::domain::display::returns(&g.roi, &g.cost)
 }
 
 /// A CSV download: `body` as `<file>.csv`.

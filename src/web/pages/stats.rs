@@ -5,7 +5,8 @@ use askama::Template;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::{Frame, by_currency, frame_of, html, returns, space};
+use super::{Frame, frame_of, html, space};
+use crate::domain::display;
 use crate::domain::event::EventKind;
 use crate::domain::stats::{self, Dimension};
 use crate::error::{Code, Error};
@@ -34,6 +35,9 @@ struct StatsPage<'a> {
     group_label: &'static str,
     kinds: Vec<&'static str>,
     groups: Vec<StatsRow>,
+    /// The currencies of any group without a rate into the reporting currency, and where to
+    /// add one.
+    missing_rates: Option<String>,
 }
 
 /// `GET .../stats?by=&days=`: the same read as `GET /stats`, over the last `days` days of the
@@ -59,14 +63,29 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
         }
     };
     let kinds: Vec<&'static str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
-    let groups = ctx
+    let (_, read) = ctx
         .app
         .stats(&space, stats::Grouping::all(by), range)
-        .await?
-        .1
+        .await?;
+    let mut missing: Vec<String> = read
+        .iter()
+        .filter_map(|g| g.reported.as_ref())
+        .flat_map(|r| r.missing_rates.iter().cloned())
+        .collect();
+    missing.sort();
+    missing.dedup();
+    let reporting_currency = read
+        .first()
+        .and_then(|g| g.reported.as_ref())
+        .map(|r| r.currency.clone())
+        .unwrap_or_default();
+    let missing_rates = crate::domain::reporting::fix(&missing, &reporting_currency);
+    let groups = read
         .into_iter()
         .map(|g| StatsRow {
-            roi: returns(&g),
+            roi: display::reported_return(&g),
+            deposits: display::revenue(&g),
+            cost: display::cost(&g),
             group: g.group.unwrap_or_else(|| "(none)".to_owned()),
             clicks: g.clicks,
             bound: g.bound_clicks,
@@ -75,8 +94,6 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
                 .map(|k| (*k, g.events.get(*k).copied().unwrap_or(0)))
                 .collect(),
             first_deposits: g.first_deposits,
-            deposits: by_currency(&g.deposits),
-            cost: by_currency(&g.cost),
         })
         .collect();
     let frame = frame_of(ctx);
@@ -113,6 +130,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
             },
             kinds,
             groups,
+            missing_rates,
         },
     ))
 }

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use warp::reply::Response;
 
-use super::{by_currency, csv_response, in_query, returns};
+use super::{csv_response, in_query};
 use crate::domain::display;
+use crate::domain::reporting::Reporting;
 use crate::domain::stats;
 use crate::error::{Code, Error};
 
@@ -75,6 +76,34 @@ pub(super) struct Period {
     /// Each stage of the funnel: `(what, count, its rate as a share of the stage before, in
     /// words)`; the first stage has none.
     pub(super) funnel: Vec<(&'static str, u64, String)>,
+    /// Which currencies of the period have no rate into the reporting currency, and where to
+    /// add one; `None` when every amount converted.
+    pub(super) missing_rates: Option<String>,
+    /// The period has no cost: the page says where to give one.
+    pub(super) no_cost: bool,
+}
+
+impl Period {
+    /// The totals of `now` (the period's groups) against `then` (the period before's), their
+    /// money in the reporting currency, the funnel, and what the page says of missing rates
+    /// and costs.
+    pub(super) fn fill(
+        &mut self,
+        now: &[stats::GroupStats],
+        then: &[stats::GroupStats],
+        reporting: &Reporting,
+    ) -> Result<(), Error> {
+        let total = |groups| -> Result<stats::GroupStats, Error> {
+            let mut total = stats::period_totals(groups)?;
+            total.reported = Some(reporting.report(&total));
+            Ok(total)
+        };
+        let (now, then) = (total(now)?, total(then)?);
+        (self.totals, self.funnel) = totals_and_funnel(&now, &then);
+        self.missing_rates = now.reported.as_ref().and_then(|r| r.fix.clone());
+        self.no_cost = now.cost.is_empty();
+        Ok(())
+    }
 }
 
 /// The columns of the campaign table: `sort` key and heading.
@@ -122,7 +151,7 @@ const STAGES: [(stats::Stage, &str, &str); 4] = [
 
 /// The totals' rows (what, this period, the one before, the change) and the funnel.
 #[allow(clippy::type_complexity)]
-pub(super) fn totals_and_funnel(
+fn totals_and_funnel(
     now: &stats::GroupStats,
     then: &stats::GroupStats,
 ) -> (
@@ -139,20 +168,20 @@ pub(super) fn totals_and_funnel(
     totals.extend([
         (
             "Revenue",
-            display::money(&now.deposits),
-            display::money(&then.deposits),
+            display::revenue(now),
+            display::revenue(then),
             String::new(),
         ),
         (
             "Cost",
-            display::money(&now.cost),
-            display::money(&then.cost),
+            display::cost(now),
+            display::cost(then),
             String::new(),
         ),
         (
             "Return (ROI)",
-            display::or_nothing(returns(now)),
-            display::or_nothing(returns(then)),
+            display::reported_return(now),
+            display::reported_return(then),
             String::new(),
         ),
     ]);
@@ -216,28 +245,40 @@ pub(super) fn group_rows(
                 clicks: g.clicks,
                 registrations: g.registrations(),
                 first_deposits: g.first_deposits,
-                revenue: by_currency(&g.deposits),
-                cost: by_currency(&g.cost),
-                roi: returns(&g),
+                revenue: display::revenue(&g),
+                cost: display::cost(&g),
+                roi: display::reported_return(&g),
                 joins: g.joins,
                 kept: g.subscribers_kept,
             };
             (g, row)
         })
         .collect();
-    let first_amount = |m: &BTreeMap<String, String>| {
-        m.values()
-            .next()
+    // Only the order of rows comes from floating point; every amount shown is exact.
+    let amount = |reported: Option<&str>, m: &BTreeMap<String, String>| {
+        reported
+            .or_else(|| m.values().next().map(String::as_str))
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(f64::MIN)
     };
+    let revenue = |g: &stats::GroupStats| {
+        amount(
+            g.reported.as_ref().and_then(|r| r.revenue.as_deref()),
+            &g.deposits,
+        )
+    };
+    let cost = |g: &stats::GroupStats| {
+        amount(g.reported.as_ref().and_then(|r| r.cost.as_deref()), &g.cost)
+    };
+    let roi =
+        |g: &stats::GroupStats| amount(g.reported.as_ref().and_then(|r| r.roi.as_deref()), &g.roi);
     rows.sort_by(|(a, ra), (b, rb)| match sort {
         "group" => ra.group.cmp(&rb.group),
         "registrations" => rb.registrations.cmp(&ra.registrations),
         "first_deposits" => rb.first_deposits.cmp(&ra.first_deposits),
-        "revenue" => first_amount(&b.deposits).total_cmp(&first_amount(&a.deposits)),
-        "cost" => first_amount(&b.cost).total_cmp(&first_amount(&a.cost)),
-        "roi" => first_amount(&b.roi).total_cmp(&first_amount(&a.roi)),
+        "revenue" => revenue(b).total_cmp(&revenue(a)),
+        "cost" => cost(b).total_cmp(&cost(a)),
+        "roi" => roi(b).total_cmp(&roi(a)),
         "joins" => rb.joins.cmp(&ra.joins),
         "kept" => rb.kept.cmp(&ra.kept),
         _ => rb.clicks.cmp(&ra.clicks),

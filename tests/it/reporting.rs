@@ -1,0 +1,207 @@
+//! Money in one currency (`docs/api.md#reporting-currency`): a space's reporting currency and
+//! rates, `GET /stats` and the dashboard showing revenue, cost and return in it with the amounts
+//! as they came beside, and a currency without a rate named with where to add one.
+
+use serde_json::{Value, json};
+
+use tracker::clock::Clock as _;
+
+use crate::admin_page::{get_page, logged_in};
+use crate::support::{TestServer, assert_error};
+
+/// A click of campaign `mixed` with deposits of 100 EUR, 50.50 USD and 1000 XTR, and a cost of
+/// 100 USD today.
+async fn mixed_campaign(s: &TestServer) -> String {
+    let uid = s.click(&s.a, r#"{"campaign_name":"mixed"}"#).await;
+    for (value, currency) in [("100", "EUR"), ("50.50", "USD"), ("1000", "XTR")] {
+        let r = s
+            .post_event(&format!(
+                r#"{{"event":"deposit","uid":"{uid}","value":"{value}","currency":"{currency}"}}"#
+            ))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let today = jiff::Timestamp::from_millisecond(i64::try_from(s.clock.now_ms()).unwrap())
+        .unwrap()
+        .in_tz("UTC")
+        .unwrap()
+        .date();
+    let r = s
+        .post_as(
+            &s.a,
+            "/costs",
+            &format!(
+                r#"{{"day":"{today}","campaign_name":"mixed","amount":"100","currency":"USD"}}"#
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    uid
+}
+
+/// `reported` of campaign `mixed` in `GET /stats`.
+async fn reported(s: &TestServer) -> Value {
+    let stats = s.read_as(&s.a, "/stats?by=campaign_name").await.json();
+    stats["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == "mixed")
+        .unwrap_or_else(|| panic!("no campaign mixed in {stats}"))["reported"]
+        .clone()
+}
+
+/// Deposits in EUR, USD and XTR and costs in USD show one ROI in USD once the space has rates;
+/// before, and for a currency no rate converts, the answer names it with its fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_currencies_make_one_return_in_the_reporting_currency() {
+    let s = TestServer::start().await;
+    let uid = mixed_campaign(&s).await;
+    let before = reported(&s).await;
+    assert_eq!(
+        (
+            &before["currency"],
+            &before["roi"],
+            &before["missing_rates"]
+        ),
+        (&json!("USD"), &Value::Null, &json!(["EUR", "XTR"])),
+        "{before}"
+    );
+    let fix = before["fix"].as_str().unwrap();
+    assert!(
+        fix.starts_with("no rate for EUR, XTR into USD: Settings -> currency rates"),
+        "{fix}"
+    );
+    let r = s
+        .patch_as(
+            &s.a,
+            "/space",
+            r#"{"currency_rates": {"EUR": "1.08 USD", "XTR": "0.013 USD"}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["settings"]["currency_rates"],
+        json!({"EUR": "1.08 USD", "XTR": "0.013 USD"})
+    );
+    // 108 + 50.50 + 13 earned, 100 spent, one click, one first deposit.
+    assert_eq!(
+        reported(&s).await,
+        json!({"currency": "USD", "revenue": "171.50", "cost": "100.00", "roi": "0.7150",
+            "cpa": "100.0000", "epc": "171.5000", "missing_rates": [], "fix": null})
+    );
+    // In EUR: the USD amounts by the EUR rate inverted, XTR through USD.
+    let r = s
+        .patch_as(&s.a, "/space", r#"{"reporting_currency": "eur"}"#)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let in_eur = reported(&s).await;
+    assert_eq!(
+        (
+            &in_eur["currency"],
+            &in_eur["revenue"],
+            &in_eur["cost"],
+            &in_eur["roi"]
+        ),
+        (
+            &json!("EUR"),
+            &json!("158.80"),
+            &json!("92.59"),
+            &json!("0.7150")
+        ),
+        "{in_eur}"
+    );
+    // A typo'd currency: named, with its fix, and no return that silently left it out.
+    let r = s
+        .post_event(&format!(
+            r#"{{"event":"deposit","uid":"{uid}","value":"500","currency":"rubles"}}"#
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let typo = reported(&s).await;
+    assert_eq!(
+        (&typo["missing_rates"], &typo["roi"], &typo["revenue"]),
+        (&json!(["RUBLES"]), &Value::Null, &Value::Null),
+        "{typo}"
+    );
+    assert!(
+        typo["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("no rate for RUBLES into EUR: Settings -> currency rates"),
+        "{typo}"
+    );
+    s.stop().await;
+}
+
+/// A rate or reporting currency that breaks its rule is refused naming the setting, and the
+/// settings stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_rate_is_refused_and_changes_nothing() {
+    let s = TestServer::start().await;
+    let ok = s
+        .patch_as(
+            &s.a,
+            "/space",
+            r#"{"currency_rates": {"XTR": "0.013 USD"}}"#,
+        )
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    for (body, field) in [
+        (r#"{"currency_rates": {"EUR": "1.08"}}"#, "currency_rates"),
+        (r#"{"currency_rates": {"EUR": "-1 USD"}}"#, "currency_rates"),
+        (r#"{"reporting_currency": "US"}"#, "reporting_currency"),
+    ] {
+        let r = s.patch_as(&s.a, "/space", body).await;
+        assert_error(&r, 422, "invalid_field", Some(field));
+    }
+    let wrong_type = s
+        .patch_as(&s.a, "/space", r#"{"currency_rates": "XTR=1 USD"}"#)
+        .await;
+    assert_error(&wrong_type, 400, "invalid_json", Some("currency_rates"));
+    let space = s.read_as(&s.a, "/space").await.json();
+    assert_eq!(
+        (
+            &space["settings"]["currency_rates"],
+            &space["settings"]["reporting_currency"]
+        ),
+        (&json!({"XTR": "0.013 USD"}), &json!("")),
+        "{space}"
+    );
+    s.stop().await;
+}
+
+/// The dashboard shows the period's revenue and return in the reporting currency with the
+/// amounts as they came beside, and a missing rate in red with a link to where it is set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_one_return_and_names_a_missing_rate() {
+    let s = TestServer::start().await;
+    let cookie = logged_in(&s).await;
+    mixed_campaign(&s).await;
+    let page = get_page(&s, Some(&cookie), "/admin/spaces/a/dashboard?days=7").await;
+    let text = page.text();
+    assert!(text.contains("id=\"missing-rates\""), "{text}");
+    assert!(
+        text.contains("no rate for EUR, XTR into USD")
+            && text.contains("href=\"/admin/spaces/a/settings#currency_rates\""),
+        "{text}"
+    );
+    let r = s
+        .patch_as(
+            &s.a,
+            "/space",
+            r#"{"currency_rates": {"EUR": "1.08 USD", "XTR": "0.013 USD"}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let text = get_page(&s, Some(&cookie), "/admin/spaces/a/dashboard?days=7")
+        .await
+        .text();
+    assert!(!text.contains("id=\"missing-rates\""), "{text}");
+    assert!(
+        text.contains("171.50 USD (100 EUR, 50.50 USD, 1000 XTR)"),
+        "{text}"
+    );
+    assert!(text.contains(">71.50%<"), "{text}");
+    s.stop().await;
+}
