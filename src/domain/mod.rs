@@ -17,6 +17,7 @@ pub mod display;
 pub mod event;
 pub mod feed;
 pub mod import;
+pub mod init_data;
 pub mod input;
 pub mod keyring;
 pub mod link;

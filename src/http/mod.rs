@@ -12,6 +12,7 @@ pub mod document;
 pub mod health;
 pub mod ingest;
 pub mod links;
+pub mod miniapp;
 pub mod read;
 pub mod space;
 pub mod telegram;

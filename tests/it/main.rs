@@ -36,6 +36,7 @@ mod import;
 mod layers;
 mod links;
 mod metrics;
+mod miniapp;
 mod numbers;
 mod openapi;
 mod properties;

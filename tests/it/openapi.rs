@@ -373,6 +373,70 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         &anonymous(&s, "GET", "/bind?uid=x&tg=1", None).await,
     );
 
+    // The Mini App's bind and events: the space's bot token written straight to the store (no
+    // Bot API is asked here), `initData` signed with it as Telegram signs it.
+    let token = "7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0";
+    let name = s.a.name.clone();
+    let no = s.store.read(move |r| r.space_no(&name)).await.unwrap();
+    s.store
+        .write(move |t| {
+            let patch = tracker::domain::settings::SettingsPatch::new([(
+                "telegram_bot_token".to_owned(),
+                token.to_owned(),
+            )])
+            .expect("a token's shape");
+            t.update_settings(no, &patch)
+        })
+        .await
+        .expect("the token stored");
+    let signed = |start_param: &str| {
+        let date = (crate::support::NOW_MS / 1000).to_string();
+        tracker::domain::init_data::sign(
+            &[
+                ("user", r#"{"id":31}"#),
+                ("auth_date", &date),
+                ("start_param", start_param),
+            ],
+            token,
+        )
+    };
+    let big_init = "x".repeat(17 * 1024);
+    for (path, body, status) in [
+        ("bind", json!({"init_data": signed(&uid)}), 200),
+        ("bind", json!({"init_data": signed("a b")}), 422),
+        ("bind", json!({"init_data": "hash=00"}), 401),
+        ("bind", json!({"init_data": 5}), 400),
+        ("bind", json!({"init_data": big_init}), 413),
+        (
+            "events",
+            json!({"init_data": signed(&uid), "event": "contact"}),
+            200,
+        ),
+        (
+            "events",
+            json!({"init_data": signed(&uid), "event": "deposit"}),
+            422,
+        ),
+        (
+            "events",
+            json!({"init_data": "hash=00", "event": "contact"}),
+            401,
+        ),
+        (
+            "events",
+            json!({"init_data": signed(&uid), "value": 5}),
+            400,
+        ),
+        ("events", json!({"init_data": big_init}), 413),
+    ] {
+        let target = format!("/miniapp/{}/{path}", s.a.name);
+        let r = s
+            .send(&Request::post(&target, None, &body.to_string()))
+            .await;
+        assert_eq!(r.status, status, "{target} {body}: {}", r.text());
+        d.check("POST", &format!("/miniapp/{{space}}/{path}"), &r);
+    }
+
     // An event of the click, so the feed has attribution (link, fbclid, tg_id, fbc), and one by
     // the Telegram id it is bound to, a new one and its retry.
     let attributed = format!(r#"{{"event":"deposit","uid":"{uid}","value":5}}"#);
