@@ -11,6 +11,7 @@ pub mod destinations;
 pub mod document;
 pub mod health;
 pub mod ingest;
+pub mod landing;
 pub mod links;
 pub mod miniapp;
 pub mod read;

@@ -24,8 +24,8 @@ use crate::domain::link::NewLinkJson;
 use crate::domain::settings::SettingsBody;
 use crate::error::Error;
 use crate::http::{
-    batch, conversions, costs, destinations, document, health, ingest, links, miniapp, read, space,
-    telegram,
+    batch, conversions, costs, destinations, document, health, ingest, landing, links, miniapp,
+    read, space, telegram,
 };
 use crate::platform::{DestinationChangeJson, NewDestinationJson, RetryBody, TestBody};
 use crate::surface::respond::Done;
@@ -97,7 +97,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 38] = [
+pub static ROUTES: [Endpoint; 40] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -174,6 +174,26 @@ pub static ROUTES: [Endpoint; 38] = [
         guard: Guard::Public(boxed!(links::visit)),
         openapi: Some(Operation {
             file: include_str!("openapi/head_visit.json"),
+            body: None,
+            answer: None,
+        }),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/l/{slug}/view",
+        guard: Guard::Public(boxed!(landing::view)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_link_view.json"),
+            body: None,
+            answer: None,
+        }),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/t.js",
+        guard: Guard::Public(boxed!(landing::script)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_script.json"),
             body: None,
             answer: None,
         }),

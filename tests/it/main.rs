@@ -33,6 +33,7 @@ mod full_disk;
 mod google_ads;
 mod hostile;
 mod import;
+mod landing;
 mod layers;
 mod links;
 mod metrics;

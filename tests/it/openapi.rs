@@ -239,7 +239,15 @@ async fn post_all(
 #[allow(clippy::too_many_lines)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_of_every_endpoint_matches_the_document() {
-    let s = TestServer::start().await;
+    // Visitors of the public paths unlimited: this test sends more of them than a person; the
+    // limit's own answer is made on a server of its own, below.
+    let s = TestServer::start_with(|c| {
+        c.address_rate_limit = Rate {
+            per_second: 0,
+            burst: 0,
+        };
+    })
+    .await;
     let mut d = Document::fetch(&s).await;
     let big = format!(r#"{{"fbclid":"{}"}}"#, "x".repeat(17 * 1024));
 
@@ -577,7 +585,7 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     // Links: create (bot, target, page), conflict, each error class, list, visit, delete.
     let links = [
         (
-            r#"{"slug":"spring","bot":"@shop_bot","campaign_name":"spring"}"#,
+            r#"{"slug":"spring","bot":"@shop_bot","campaign_name":"spring","allowed_origins":["https://land.example.com"]}"#,
             201,
         ),
         (
@@ -683,6 +691,29 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     let r = s.send(&head("/l/mini")).await;
     assert_eq!(r.status, 410);
     d.check("HEAD", "/l/{slug}", &r);
+
+    // A landing page's view, from the allowed origin and another; the script, and its
+    // revalidation.
+    for (slug, origin, status) in [
+        ("spring", "https://land.example.com", 204),
+        ("spring", "https://other.example.com", 403),
+        ("nope", "https://land.example.com", 404),
+    ] {
+        let target = format!("/l/{slug}/view?fbclid=fb-3");
+        let r = s
+            .send(&Request::post(&target, None, "").header("Origin", origin))
+            .await;
+        assert_eq!(r.status, status, "{target}: {}", r.text());
+        d.check("POST", "/l/{slug}/view", &r);
+    }
+    let r = s.send(&Request::get("/t.js")).await;
+    d.check("GET", "/t.js", &r);
+    let etag = r.header("etag").expect("an ETag").to_owned();
+    let r = s
+        .send(&Request::get("/t.js").header("If-None-Match", etag))
+        .await;
+    assert_eq!(r.status, 304);
+    d.check("GET", "/t.js", &r);
 
     // Destinations: each kind, conflict, each error class, list, the log, retry, delete.
     let destinations = [
