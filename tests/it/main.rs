@@ -34,6 +34,7 @@ mod google_ads;
 mod hostile;
 mod import;
 mod landing;
+mod landing_browser;
 mod layers;
 mod links;
 mod metrics;
