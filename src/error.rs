@@ -44,6 +44,9 @@ codes! {
     InvalidTgId => "invalid_tg_id",
     InvalidField => "invalid_field",
     Unauthorized => "unauthorized",
+    /// The request is understood and its sender known, but not allowed from where it came (a
+    /// view from an origin its link does not allow).
+    Forbidden => "forbidden",
     PayloadTooLarge => "payload_too_large",
     NotFound => "not_found",
     MethodNotAllowed => "method_not_allowed",

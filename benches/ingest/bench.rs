@@ -78,7 +78,9 @@ impl Bench {
         }
         // A channel link's rows: the server talks to the Bot API stand-in.
         let channels = matches!(args.mode, Mode::Full | Mode::Smoke)
-            && (args.cases.contains(&Case::ChannelLink) || args.joins);
+            && (args.cases.contains(&Case::ChannelLink)
+                || args.cases.contains(&Case::MiniAppBind)
+                || args.joins);
         if channels {
             settings.push_str(&channel::settings()?);
         }

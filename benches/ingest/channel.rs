@@ -33,7 +33,7 @@ pub const POOL: u64 = 1000;
 pub const JOINS: u64 = 100_000;
 pub const SMOKE_JOINS: u64 = 2_000;
 /// The bot's token, id and channel, as Telegram shapes them.
-const TOKEN: &str = "7000000001:AAHbenchBenchBenchBenchBenchBench0";
+pub const TOKEN: &str = "7000000001:AAHbenchBenchBenchBenchBenchBench0";
 const BOT_ID: u64 = 7_000_000_001;
 const CHAT_ID: i64 = -1_001_000_000_001;
 const FALLBACK: &str = "https://t.me/+benchFallback0";

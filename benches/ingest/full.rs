@@ -307,6 +307,19 @@ fn report_click_ids(rows: &[Row], conns: usize) {
             if ratio >= 0.9 { "met" } else { "NOT met" }
         );
     }
+    // A landing page's view and a Mini App's bind against a link's visit, the same way.
+    for case in [Case::View, Case::MiniAppBind] {
+        if let (Some((rate, rounds)), Some((link, _))) = (mean(case), mean(Case::Link)) {
+            let ratio = rate / link.max(1e-9);
+            println!(
+                "{} / {} at {conns} connections, mean of {rounds} round(s): {rate:.0} / \
+                 {link:.0} = {ratio:.2}x (target >= 0.9x: {})",
+                case.label(),
+                Case::Link.label(),
+                if ratio >= 0.9 { "met" } else { "NOT met" }
+            );
+        }
+    }
     for case in [Case::LinkTtclid, Case::LinkGclid] {
         if let (Some((rate, rounds)), Some((fbclid, _))) = (mean(case), mean(Case::LinkFbclid)) {
             let ratio = rate / fbclid.max(1e-9);

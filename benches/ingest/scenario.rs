@@ -70,6 +70,12 @@ pub enum Case {
     /// `GET /l/<slug>` of a link to a Telegram channel (`channel.rs`), its pool of invite links
     /// filled before the row: each visit a click that takes an invite link.
     ChannelLink,
+    /// `POST /l/<slug>/view` of [`BENCH_LINK`] from its allowed origin: a landing page's view,
+    /// counted per link per day.
+    View,
+    /// `POST /miniapp/<space>/bind` with one `initData` signed by the space's bot (the Bot API
+    /// stand-in's, `channel.rs`), naming one click: each a bind, answered as the same one.
+    MiniAppBind,
     /// `POST /events` of unique events naming a Telegram user (one to five bound clicks) and no
     /// uid: attributed by the user's first bound click.
     TgUnique,
@@ -87,8 +93,11 @@ pub const BATCH_EVENTS: u64 = 100;
 /// The tracking link the link cases visit, made during setup.
 pub const BENCH_LINK: &str = "bench-link";
 
+/// The origin [`BENCH_LINK`] counts views from, and the `view` case's requests come from.
+pub const BENCH_ORIGIN: &str = "https://land.bench.example";
+
 impl Case {
-    pub const ALL: [Case; 15] = [
+    pub const ALL: [Case; 17] = [
         Case::Healthz,
         Case::DryRun,
         Case::Unique,
@@ -104,6 +113,8 @@ impl Case {
         Case::LinkTtclid,
         Case::LinkGclid,
         Case::ChannelLink,
+        Case::View,
+        Case::MiniAppBind,
     ];
 
     /// The short name used on the command line (`--only unique,dry_run`).
@@ -124,6 +135,8 @@ impl Case {
             Case::LinkTtclid => "link_ttclid",
             Case::LinkGclid => "link_gclid",
             Case::ChannelLink => "channel_link",
+            Case::View => "view",
+            Case::MiniAppBind => "miniapp_bind",
         }
     }
 
@@ -145,6 +158,8 @@ impl Case {
             Case::LinkTtclid => "GET /l/<slug> ttclid",
             Case::LinkGclid => "GET /l/<slug> gclid",
             Case::ChannelLink => "GET /l/<slug> channel",
+            Case::View => "POST /l/<slug>/view",
+            Case::MiniAppBind => "POST /miniapp/<space>/bind",
         }
     }
 
@@ -165,6 +180,8 @@ impl Case {
     pub fn expect(self) -> &'static str {
         match self {
             Case::Healthz | Case::Bind => r#""ok":true"#,
+            Case::View => "cache-control: no-store",
+            Case::MiniAppBind => r#""matched":true"#,
             Case::DryRun => r#""dry_run":true"#,
             Case::Unique | Case::GetE | Case::UniqueDest => r#""status":"queued""#,
             // The first event's result; the count of stored events shows every one was new.
@@ -320,6 +337,8 @@ impl Template {
             | Case::LinkTtclid
             | Case::LinkGclid
             | Case::ChannelLink => Template::visit(case, fx, tag),
+            Case::View => Template::view(fx, tag),
+            Case::MiniAppBind => Template::miniapp_bind(fx),
             Case::Clicks => post(
                 "/clicks",
                 vec![
@@ -359,10 +378,49 @@ impl Template {
         }
     }
 
+    /// A landing page's view of [`BENCH_LINK`], from its allowed origin, with the page's ids.
+    fn view(fx: &Fixture, tag: &str) -> Template {
+        Template {
+            method: "POST",
+            target: vec![Piece::Lit(format!(
+                "/l/{BENCH_LINK}/view?utm_source=fb&fbclid=IwAR{}-{tag}",
+                fx.run
+            ))],
+            headers: vec![("Origin", BENCH_ORIGIN.to_owned())],
+            body: None,
+        }
+    }
+
+    /// A Mini App's bind of the first setup click, with `initData` signed now by the space's bot
+    /// (the Bot API stand-in's token) as Telegram signs it.
+    fn miniapp_bind(fx: &Fixture) -> Template {
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .to_string();
+        let uid = fx.click_uids.first().map_or("none", String::as_str);
+        let init_data = tracker::domain::init_data::sign(
+            &[
+                ("auth_date", &now_s),
+                ("user", r#"{"id":777000,"first_name":"Bench"}"#),
+                ("start_param", uid),
+            ],
+            crate::channel::TOKEN,
+        );
+        Template {
+            method: "POST",
+            target: vec![lit("/miniapp/default/bind")],
+            headers: vec![("Content-Type", "application/json".to_owned())],
+            body: Some(vec![Piece::Lit(
+                serde_json::json!({ "init_data": init_data }).to_string(),
+            )]),
+        }
+    }
+
     /// The request that makes [`BENCH_LINK`] during setup.
     pub fn bench_link(fx: &Fixture) -> Vec<u8> {
         let body = format!(
-            r#"{{"slug":"{BENCH_LINK}","bot":"bench_bot","campaign_name":"bench campaign"}}"#
+            r#"{{"slug":"{BENCH_LINK}","bot":"bench_bot","campaign_name":"bench campaign","allowed_origins":["{BENCH_ORIGIN}"]}}"#
         );
         Template {
             method: "POST",

@@ -29,6 +29,19 @@ pub enum Visit {
     },
 }
 
+/// What a view of a landing page did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Viewed {
+    /// No link has that slug.
+    Unknown,
+    /// The link was deleted.
+    Gone,
+    /// Counted, and committed.
+    Counted,
+    /// A link preview or crawler: not counted.
+    NotCounted,
+}
+
 impl App {
     /// Creates a link of `space` from a `POST /links` body or the command line's flags.
     pub async fn create_link(
@@ -36,6 +49,10 @@ impl App {
         space: &SpaceRef,
         mut link: NewLink,
     ) -> Result<LinkView, Error> {
+        link.allowed_origins = link::check_origins(
+            std::mem::take(&mut link.allowed_origins),
+            self.settings.delivery.allow_private_destinations,
+        )?;
         if let link::Destination::Channel(c) = &mut link.destination {
             self.resolve_channel(space, c).await?;
         }
@@ -172,6 +189,15 @@ impl App {
             .iter()
             .map(|(link, clicks, bound)| LinkView::new(link, &public_url, *clicks, *bound))
             .collect();
+        let views_by_day = self
+            .store
+            .read(move |s| s.link_views(no, 0, u32::MAX))
+            .await?;
+        for (slug, _, count) in views_by_day {
+            if let Some(view) = views.iter_mut().find(|v| v.slug == slug) {
+                view.views += count;
+            }
+        }
         for view in &mut views {
             self.fill_channel_state(view).await?;
         }
@@ -184,6 +210,42 @@ impl App {
         self.store
             .write(move |t| t.delete_link(no, &slug, now))
             .await
+    }
+
+    /// A view of a landing page with the link's script (`POST /l/<slug>/view`), counted per
+    /// link per day once committed: never a click, and no `uid`. Only from one of the link's
+    /// `allowed_origins` (`forbidden` otherwise, and nothing is counted); link previews and
+    /// crawlers are answered as a count of none.
+    pub async fn view(
+        &self,
+        slug: &str,
+        origin: Option<&str>,
+        user_agent: Option<&str>,
+    ) -> Result<Viewed, Error> {
+        let Some(link) = self.store.link(slug) else {
+            return Ok(Viewed::Unknown);
+        };
+        if link.deleted {
+            return Ok(Viewed::Gone);
+        }
+        if !link::allows_view_from(&link, origin) {
+            return Err(Error::new(
+                Code::Forbidden,
+                format!(
+                    "views of this link count only from its allowed_origins, and this page's \
+                     origin ({}) is not one of them",
+                    origin.unwrap_or("none sent")
+                ),
+            ));
+        }
+        if link::is_preview(user_agent, &self.settings.link_preview_agents) {
+            return Ok(Viewed::NotCounted);
+        }
+        let (space, viewed, now) = (link.space, slug.to_owned(), self.now_ms());
+        self.store
+            .write(move |t| t.link_view(space, &viewed, now))
+            .await?;
+        Ok(Viewed::Counted)
     }
 
     /// A visit of `/l/<slug>`: what to answer, and the click it recorded (committed before
@@ -207,10 +269,13 @@ impl App {
         }
         let mut click = link::visit_click(&link, raw_query, self.now_ms());
         // Kept only where the space opted in (`meta_client_hints`): the writer decides.
-        click.hints = client.map(|ip| ClientHints {
-            ip: Some(ip),
-            user_agent: user_agent.map(|a| a.chars().take(MAX_USER_AGENT).collect()),
-            fbc: None,
+        let fbc = click.hints.take().and_then(|h| h.fbc);
+        click.hints = (client.is_some() || fbc.is_some()).then(|| ClientHints {
+            ip: client,
+            user_agent: client
+                .and(user_agent)
+                .map(|a| a.chars().take(MAX_USER_AGENT).collect()),
+            fbc,
         });
         let channel = matches!(link.destination, link::Destination::Channel(_));
         let visited = slug.to_owned();

@@ -15,6 +15,7 @@ pub mod costs;
 pub mod destinations;
 pub mod events;
 pub mod links;
+pub mod miniapp;
 pub mod reads;
 pub mod settings;
 pub mod spaces;

@@ -60,6 +60,8 @@ pub struct Settings {
     pub public_url: String,
     /// User agents (substrings, any case) that get a tracking link's page without a click.
     pub link_preview_agents: Vec<String>,
+    /// `miniapp_max_age`: a Mini App's `initData` older than this is refused (`docs/bots.md`).
+    pub miniapp_max_age: Duration,
     /// Connections (`docs/api.md#limits`): see `server/mod.rs`.
     pub connections: ConnectionLimits,
     /// Where `GET /metrics` is served (`docs/api.md#metrics`); `None`: nowhere (the default).
@@ -250,6 +252,7 @@ struct RawSettings {
     log_level: Option<String>,
     public_url: Option<String>,
     link_preview_agents: Option<String>,
+    miniapp_max_age: Option<String>,
     header_timeout: Option<String>,
     body_timeout: Option<String>,
     idle_timeout: Option<String>,
@@ -497,6 +500,7 @@ fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, Confi
     let max_clock_skew = duration("max_clock_skew", raw.max_clock_skew, "10m", Duration::ZERO)?;
     let dedup_window = duration("dedup_window", raw.dedup_window, "24h", POSITIVE)?;
     let rotation_grace = duration("rotation_grace", raw.rotation_grace, "24h", Duration::ZERO)?;
+    let miniapp_max_age = duration("miniapp_max_age", raw.miniapp_max_age, "1d", POSITIVE)?;
     let public_url = raw.public_url.unwrap_or_default();
     if !(public_url.is_empty()
         || public_url.starts_with("https://")
@@ -540,6 +544,7 @@ fn check(mut raw: RawSettings, s3: Option<S3Settings>) -> Result<Settings, Confi
         log_level,
         public_url: public_url.trim_end_matches('/').to_owned(),
         link_preview_agents,
+        miniapp_max_age,
         connections: connections?,
         metrics_listen,
         backups: backup_schedule(raw.backup_dir, raw.backup_every, raw.backup_keep, s3)?,
@@ -722,6 +727,12 @@ impl Settings {
             max_event_age_ms: millis(self.max_event_age),
             max_clock_skew_ms: millis(self.max_clock_skew),
         }
+    }
+
+    /// `miniapp_max_age` in milliseconds, as `domain::init_data::Freshness` takes it.
+    #[must_use]
+    pub fn miniapp_max_age_ms(&self) -> u64 {
+        millis(self.miniapp_max_age)
     }
 
     /// `dedup_window` in milliseconds, as `domain::dedup::dedup_key` takes it.

@@ -27,7 +27,7 @@ pub enum Answer {
     Revoked(Revoked),
     BackedUp(BackupStats),
     Checked(Report),
-    LinkCreated(LinkView),
+    LinkCreated(Box<LinkView>),
     Links(Vec<LinkView>),
     LinkDeleted(LinkDeleted),
     PasswordSet(PasswordSet),

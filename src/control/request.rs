@@ -482,7 +482,7 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
                     Some(mode),
                 )?;
                 let space = app.space_named(space).await?;
-                Answer::LinkCreated(app.create_link(&space, link).await?)
+                Answer::LinkCreated(Box::new(app.create_link(&space, link).await?))
             }
             LinkRequest::List { space } => {
                 Answer::Links(app.links(&app.space_named(space).await?).await?)

@@ -343,6 +343,8 @@ mod tests {
             created_at_ms: 0,
             clicks: 0,
             bound_clicks: 0,
+            allowed_origins: Vec::new(),
+            views: 0,
         }
     }
 

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use crate::domain::channel::{self, Channel, ChatRef};
 use crate::domain::click::{
     AD_CLICK_IDS, CAMPAIGN_NAME_MAX_CHARS, CLICK_FIELD_BOUNDS, CLICK_ID_MAX_CHARS, ClickIds,
-    NewClick,
+    ClientHints, FBC_MAX_CHARS, FBP_MAX_CHARS, NewClick, meta_cookie,
 };
 use crate::domain::input::{self, Query, quoted};
 use crate::error::{Code, Error};
@@ -78,6 +78,9 @@ pub struct NewLink {
     pub destination: Destination,
     pub campaign_name: Option<String>,
     pub mode: Mode,
+    /// Where a landing page that counts views of this link may be served from
+    /// ([`check_origins`]); none: no view is counted.
+    pub allowed_origins: Vec<String>,
 }
 
 /// A stored link, as the public path and the management API see it.
@@ -90,6 +93,8 @@ pub struct Link {
     pub mode: Mode,
     pub created_at_ms: u64,
     pub deleted: bool,
+    /// Origins (`https://host[:port]`) whose pages' views are counted.
+    pub allowed_origins: Vec<String>,
 }
 
 /// A link as `GET /links` and `tracker link list` show it.
@@ -116,6 +121,12 @@ pub struct LinkView {
     pub created_at_ms: u64,
     pub clicks: u64,
     pub bound_clicks: u64,
+    /// Origins whose landing pages' views are counted (`POST /l/<slug>/view`).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Views of landing pages with this link's script, all time.
+    #[serde(default)]
+    pub views: u64,
 }
 
 /// A channel link's state, as `GET /links`, the Links page and `tracker link list` show it.
@@ -177,7 +188,23 @@ impl LinkView {
             created_at_ms: link.created_at_ms,
             clicks,
             bound_clicks,
+            allowed_origins: link.allowed_origins.clone(),
+            views: 0,
         }
+    }
+
+    /// The line a landing page pastes in for this link (`docs/landing-pages.md`): the script
+    /// under the same public address as the link's `url`.
+    #[must_use]
+    pub fn script_line(&self) -> String {
+        let base = self
+            .url
+            .strip_suffix(&format!("/l/{}", self.slug))
+            .unwrap_or(&self.url);
+        format!(
+            "<script src=\"{base}/t.js\" data-link=\"{}\" defer></script>",
+            self.slug
+        )
     }
 }
 
@@ -370,6 +397,11 @@ pub struct LinkBody<'a> {
     #[serde(borrow)]
     #[schemars(with = "Option<String>", pattern(r"^(redirect|page)?$"))]
     mode: Option<&'a RawValue>,
+    /// Where landing pages with the link's script may be served from, for their views to
+    /// count: `https://` origins (scheme, host and port, no path).
+    #[serde(borrow)]
+    #[schemars(with = "Option<Vec<String>>", length(max = MAX_ALLOWED_ORIGINS))]
+    allowed_origins: Option<&'a RawValue>,
 }
 
 // Read as a `LinkBody`; this type only describes it in `/openapi.json`.
@@ -388,7 +420,7 @@ impl JsonSchema for NewLinkJson {
         let shape = |title, required: &[&'static str], optional: &[&'static str]| input::Variant {
             title,
             tag: None,
-            fields: ["slug", "campaign_name", "mode"]
+            fields: ["slug", "campaign_name", "mode", "allowed_origins"]
                 .iter()
                 .chain(required)
                 .chain(optional)
@@ -429,14 +461,21 @@ impl NewLink {
             join_requests: b.join_requests,
             fallback: text("fallback", b.fallback)?,
         };
-        NewLink::with_channel(
+        let allowed_origins = b
+            .allowed_origins
+            .map(|raw| input::json_strings(raw, "allowed_origins", "a list of origins (strings)"))
+            .transpose()?
+            .unwrap_or_default();
+        let mut link = NewLink::with_channel(
             text("slug", b.slug)?,
             text("bot", b.bot)?,
             text("target", b.target)?,
             channel,
             text("campaign_name", b.campaign_name)?,
             text("mode", b.mode)?,
-        )
+        )?;
+        link.allowed_origins = allowed_origins;
+        Ok(link)
     }
 
     /// Checks a link's fields as given (the command line gives them as flags).
@@ -496,6 +535,7 @@ impl NewLink {
             destination,
             campaign_name: campaign_name.filter(|c| !c.is_empty()),
             mode: mode.map_or(Ok(Mode::Redirect), |m| Mode::parse(&m))?,
+            allowed_origins: Vec::new(),
         })
     }
 
@@ -580,6 +620,72 @@ fn missing(field: &'static str) -> Error {
     Error::field(Code::MissingField, field, format!("{field} is required"))
 }
 
+/// The most origins a link allows views from.
+pub const MAX_ALLOWED_ORIGINS: usize = 32;
+
+/// The rule of `allowed_origins`: at most [`MAX_ALLOWED_ORIGINS`] origins as a browser sends
+/// them in `Origin`, each `https://` and a host name (letters, digits, `.`, `-`) with an
+/// optional `:port`, nothing after; `http://127.0.0.1:PORT` and `http://localhost:PORT` too
+/// where `allow_private` (`allow_private_destinations`, for tests). Answers them in lower case,
+/// without a trailing `/`, each once.
+pub fn check_origins(origins: Vec<String>, allow_private: bool) -> Result<Vec<String>, Error> {
+    let bad = |message: String| Error::field(Code::InvalidField, "allowed_origins", message);
+    if origins.len() > MAX_ALLOWED_ORIGINS {
+        return Err(bad(format!(
+            "allowed_origins holds at most {MAX_ALLOWED_ORIGINS} origins, got {}",
+            origins.len()
+        )));
+    }
+    let mut checked: Vec<String> = Vec::new();
+    for origin in origins {
+        let lower = origin.trim_end_matches('/').to_ascii_lowercase();
+        let (host, port) = match (
+            lower.strip_prefix("https://"),
+            lower.strip_prefix("http://"),
+        ) {
+            (Some(authority), _) => authority.split_once(':').unwrap_or((authority, "443")),
+            (None, Some(authority)) if allow_private => match authority.split_once(':') {
+                Some((host @ ("127.0.0.1" | "localhost"), port)) => (host, port),
+                _ => ("", ""),
+            },
+            _ => ("", ""),
+        };
+        let ok = !host.is_empty()
+            && host.len() <= 253
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+            && (1..=5).contains(&port.len())
+            && port.bytes().all(|b| b.is_ascii_digit());
+        if !ok {
+            let private = if allow_private {
+                " (or http://127.0.0.1:PORT, http://localhost:PORT)"
+            } else {
+                ""
+            };
+            return Err(bad(format!(
+                "each of allowed_origins is a page's origin, https://host or https://host:port{private}                  with no path, got {}",
+                quoted(&origin)
+            )));
+        }
+        if !checked.contains(&lower) {
+            checked.push(lower);
+        }
+    }
+    Ok(checked)
+}
+
+/// Whether a view sent with the `Origin` header `origin` counts for `link`: only from one of
+/// its `allowed_origins`, compared as browsers write origins (lower-case scheme and host).
+#[must_use]
+pub fn allows_view_from(link: &Link, origin: Option<&str>) -> bool {
+    origin.is_some_and(|origin| {
+        link.allowed_origins
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(origin))
+    })
+}
+
 /// Where a visitor goes for the click `uid`.
 #[must_use]
 pub fn location(destination: &Destination, uid: &str) -> String {
@@ -634,12 +740,23 @@ pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
         ids.set(id.name, click_id(id.param));
     }
     let utm_campaign = q.get("utm_campaign").map(|c| cut(c, campaign_bound));
+    // Meta's cookies, as a landing page's script (`/t.js`) carries them: kept with the shapes
+    // and bounds of `POST /clicks`; one that breaks them is dropped and stays in the rest of
+    // the query, as an over-long click id does.
+    let cookie = |name: &'static str, max: usize| {
+        q.get(name)
+            .and_then(|text| meta_cookie(text.to_owned(), name, max).ok())
+    };
+    ids.fbp = cookie("fbp", FBP_MAX_CHARS);
+    let fbc = cookie("fbc", FBC_MAX_CHARS);
     let taken = |pair: &&str| {
         let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
         let name = crate::domain::percent::decode(name);
         match name.as_deref() {
             Some("fbclid") => fbclid.is_some(),
             Some("utm_campaign") => utm_campaign.is_some(),
+            Some("fbp") => ids.fbp.is_some(),
+            Some("fbc") => fbc.is_some(),
             Some(param) => AD_CLICK_IDS
                 .iter()
                 .find(|id| id.param == param)
@@ -656,7 +773,13 @@ pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
         raw_query: (!rest.is_empty()).then_some(rest),
         clicked_at_ms: now_ms,
         ids,
-        hints: None,
+        // The click's own hints (address, user agent) are added by the visit; this `fbc` is
+        // kept with them, only where the space keeps visitors' hints.
+        hints: fbc.map(|fbc| ClientHints {
+            ip: None,
+            user_agent: None,
+            fbc: Some(fbc),
+        }),
     }
 }
 
@@ -763,6 +886,7 @@ mod tests {
     /// Link `spring` of space 1 to bot `shop_bot`, with `campaign_name`.
     fn spring_link(campaign_name: Option<&str>) -> Link {
         Link {
+            allowed_origins: Vec::new(),
             space: 1,
             slug: "spring".into(),
             destination: Destination::Bot("shop_bot".into()),
@@ -819,6 +943,32 @@ mod tests {
             let c = visit_click(&link, &outside, 5);
             assert_eq!(c.ids, ClickIds::default(), "{name}: dropped, not cut");
             assert!(c.raw_query.unwrap().starts_with(name));
+        }
+    }
+
+    /// A landing page's script carries Meta's cookies as `fbp` and `fbc`: kept with the bounds
+    /// and shapes of `POST /clicks` (`fbc` as a hint, where the space keeps hints); one that
+    /// breaks them stays in the rest of the query; the page's address stays there too.
+    #[test]
+    fn a_visit_takes_meta_cookies_within_their_bounds_and_keeps_the_page_in_the_query() {
+        let link = spring_link(None);
+        let fbp = format!("fb.1.{}", "1".repeat(FBP_MAX_CHARS - 5));
+        let fbc = format!("fb.1.{}", "2".repeat(FBC_MAX_CHARS - 5));
+        let query = format!("fbp={fbp}&fbc={fbc}&page=https%3A%2F%2Fland.example%2Fa");
+        let c = visit_click(&link, &query, 5);
+        assert_eq!(c.ids.fbp.as_deref(), Some(fbp.as_str()));
+        assert_eq!(c.hints.and_then(|h| h.fbc).as_deref(), Some(fbc.as_str()));
+        assert_eq!(
+            c.raw_query.as_deref(),
+            Some("page=https%3A%2F%2Fland.example%2Fa")
+        );
+        for query in [
+            format!("fbp={fbp}1&fbc={fbc}2"),
+            "fbp=nope&fbc=fb.1.a%20b".to_owned(),
+        ] {
+            let c = visit_click(&link, &query, 5);
+            assert_eq!((c.ids.fbp, c.hints), (None, None), "{query}");
+            assert_eq!(c.raw_query.as_deref(), Some(query.as_str()));
         }
     }
 

@@ -18,6 +18,7 @@ pub mod event;
 pub mod export;
 pub mod feed;
 pub mod import;
+pub mod init_data;
 pub mod input;
 pub mod keyring;
 pub mod link;

@@ -145,7 +145,8 @@ pub struct BindAnswer {
 /// The answer of a binding. `with_other_id`: whether a conflict names the Telegram id that
 /// holds the click; only for the secret (`POST /bind`): the ingest token of `GET /bind` is held
 /// by affiliate networks, which are sent uids, and must not learn who is behind one.
-fn bind_answer(outcome: BindOutcome, with_other_id: bool) -> Response {
+#[must_use]
+pub fn bind_answer(outcome: BindOutcome, with_other_id: bool) -> Response {
     let answer = match outcome {
         BindOutcome::Unmatched => BindAnswer {
             ok: Success,

@@ -288,7 +288,7 @@ mod tests {
                 bodies += 1;
             }
         }
-        assert_eq!(bodies, 11);
+        assert_eq!(bodies, 13);
     }
 
     /// The enums of answers are written by serde under the names the rest of the code gives

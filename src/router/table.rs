@@ -18,12 +18,14 @@ use crate::domain::batch::BatchBody;
 use crate::domain::click::{BindBody, ClickBody};
 use crate::domain::cost::CostBody;
 use crate::domain::event::EventBody;
+use crate::domain::init_data::{MiniAppBindBody, MiniAppEventBody};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::NewLinkJson;
 use crate::domain::settings::SettingsBody;
 use crate::error::Error;
 use crate::http::{
-    batch, conversions, costs, destinations, document, health, ingest, links, read, space, telegram,
+    batch, conversions, costs, destinations, document, health, ingest, landing, links, miniapp,
+    read, space, telegram,
 };
 use crate::platform::{DestinationChangeJson, NewDestinationJson, RetryBody, TestBody};
 use crate::surface::respond::Done;
@@ -95,7 +97,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 34] = [
+pub static ROUTES: [Endpoint; 40] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -175,6 +177,60 @@ pub static ROUTES: [Endpoint; 34] = [
             body: None,
             answer: None,
         }),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/l/{slug}/view",
+        guard: Guard::Public(boxed!(landing::view)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_link_view.json"),
+            body: None,
+            answer: None,
+        }),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/t.js",
+        guard: Guard::Public(boxed!(landing::script)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_script.json"),
+            body: None,
+            answer: None,
+        }),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/miniapp/{space}/bind",
+        guard: Guard::Public(boxed!(miniapp::post_bind)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_miniapp_bind.json"),
+            body: Some(schema::<MiniAppBindBody<'static>>()),
+            answer: Some((200, schema::<ingest::BindAnswer>())),
+        }),
+    },
+    Endpoint {
+        method: Method::POST,
+        path: "/miniapp/{space}/events",
+        guard: Guard::Public(boxed!(miniapp::post_events)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/post_miniapp_events.json"),
+            body: Some(schema::<MiniAppEventBody<'static>>()),
+            answer: Some((200, schema::<ingest::EventAnswer>())),
+        }),
+    },
+    Endpoint {
+        method: Method::OPTIONS,
+        path: "/miniapp/{space}/bind",
+        guard: Guard::Public(boxed!(miniapp::preflight)),
+        // A browser's CORS preflight, not an operation of the API.
+        openapi: None,
+    },
+    Endpoint {
+        method: Method::OPTIONS,
+        path: "/miniapp/{space}/events",
+        guard: Guard::Public(boxed!(miniapp::preflight)),
+        // A browser's CORS preflight, not an operation of the API.
+        openapi: None,
     },
     Endpoint {
         method: Method::GET,

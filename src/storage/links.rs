@@ -17,7 +17,13 @@ use crate::storage::ops::Txn;
 use crate::storage::read::Snapshot;
 use crate::storage::records::{self, ChannelRecord, LinkRecord};
 use crate::storage::rollup;
-use crate::storage::schema::{LINKS, LINKS_BY_SPACE, STATS};
+use crate::storage::schema::{LINK_VIEWS, LINKS, LINKS_BY_SPACE, STATS};
+
+/// A UTC day, as `LINK_VIEWS` keys it: days since 1970-01-01.
+#[must_use]
+pub fn utc_day(at_ms: u64) -> u32 {
+    u32::try_from(at_ms / 86_400_000).unwrap_or(u32::MAX)
+}
 
 impl Txn<'_> {
     /// Stores a new tracking link; a slug taken in any space is refused without saying which.
@@ -75,6 +81,7 @@ impl Txn<'_> {
             created_at_ms: now_ms,
             deleted_at_ms: None,
             channel,
+            allowed_origins: link.allowed_origins.clone(),
         };
         self.links
             .open()?
@@ -145,6 +152,24 @@ impl Txn<'_> {
     }
 }
 
+impl Txn<'_> {
+    /// A view of a landing page with the link's script (`POST /l/<slug>/view`): one more on the
+    /// link's UTC day of `viewed_at_ms`. The caller found the link live in the directory; a
+    /// view that races its deletion is counted, harmlessly, on a link no one lists.
+    pub fn link_view(
+        &mut self,
+        space: u32,
+        slug: &str,
+        viewed_at_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut views = self.transaction.open_table(LINK_VIEWS)?;
+        let key = (space, slug, utc_day(viewed_at_ms));
+        let before = views.get(key)?.map_or(0, |v| v.value());
+        views.insert(key, before.saturating_add(1))?;
+        Ok(())
+    }
+}
+
 fn no_link(slug: &str) -> StoreError {
     StoreError::Refused(Error::new(
         Code::NotFound,
@@ -190,6 +215,31 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// The views of `space`'s links on the UTC days `from_day..=to_day`, by slug and day, in
+    /// key order.
+    pub fn link_views(
+        &self,
+        space: u32,
+        from_day: u32,
+        to_day: u32,
+    ) -> Result<Vec<(String, u32, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for entry in self
+            .txn
+            .open_table(LINK_VIEWS)?
+            .range((space, "", 0)..=(space, "\u{10ffff}", u32::MAX))?
+        {
+            let (key, views) = entry?;
+            let (_, slug, day) = key.value();
+            if (from_day..=to_day).contains(&day) {
+                out.push((slug.to_owned(), day, views.value()));
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A stored link as the domain sees it.
 pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
     let destination = match (r.bot, r.target, r.channel) {
@@ -220,6 +270,7 @@ pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
         },
         created_at_ms: r.created_at_ms,
         deleted: r.deleted_at_ms.is_some(),
+        allowed_origins: r.allowed_origins,
     })
 }
 
@@ -244,6 +295,7 @@ mod tests {
             destination: Destination::Bot("a_bot".to_owned()),
             campaign_name: None,
             mode: Mode::Redirect,
+            allowed_origins: Vec::new(),
         }
     }
 

@@ -86,6 +86,9 @@
 //!   tagged value (its platform's settings, `platform::Target`) instead of a column per kind's
 //!   field; a removed destination keeps none. The migration rewrites every row, of any version,
 //!   as version 4.
+//! - 18: landing pages of the marketer's own. `LINKS` records may be `LinkRecord` version 3
+//!   (with the origins whose pages' views count); older ones read with none and are not
+//!   rewritten. `LINK_VIEWS`, the views of each link per UTC day, empty.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -101,7 +104,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 17;
+pub const SCHEMA_VERSION: u64 = 18;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -232,6 +235,10 @@ pub const LINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("links");
 /// `(space, slug) -> ()`: a space's links, read by a range on the space.
 pub const LINKS_BY_SPACE: TableDefinition<(u32, &str), ()> = TableDefinition::new("links_by_space");
 
+/// `(space, slug, day) -> views`: the views (`POST /l/<slug>/view`) of a link of the space on a
+/// UTC day (days since 1970-01-01), for its views and the view-to-click rate.
+pub const LINK_VIEWS: TableDefinition<(u32, &str, u32), u64> = TableDefinition::new("link_views");
+
 /// `name -> bytes`: the admin page's settings. `password` holds the argon2id hash of the
 /// `admin` user's password as a PHC string (`$argon2id$v=19$m=...`), never the password.
 pub const ADMIN: TableDefinition<&str, &[u8]> = TableDefinition::new("admin");
@@ -331,6 +338,7 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(REJECTION_COUNTS)?;
     v.visit(LINKS)?;
     v.visit(LINKS_BY_SPACE)?;
+    v.visit(LINK_VIEWS)?;
     v.visit(ADMIN)?;
     v.visit(DESTINATIONS)?;
     v.visit(DELIVERY_STATES)?;

@@ -27,6 +27,7 @@ pub fn status_of(code: Code) -> StatusCode {
         | Code::InvalidTgId
         | Code::InvalidField => StatusCode::UNPROCESSABLE_ENTITY,
         Code::Unauthorized => StatusCode::UNAUTHORIZED,
+        Code::Forbidden => StatusCode::FORBIDDEN,
         Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Code::NotFound => StatusCode::NOT_FOUND,
         Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

@@ -32,7 +32,7 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
 /// Whether the browser is there, installing it if it is not.
-fn browser_installed() -> bool {
+pub(crate) fn browser_installed() -> bool {
     let present = || Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists();
     if present() {
         return true;
@@ -71,7 +71,7 @@ fn browser_installed() -> bool {
 
 /// Chromedriver, in a process group of its own with the browser it starts: dropped, the whole
 /// group is killed, so a failed test leaves no browser running.
-struct Driver(Child);
+pub(crate) struct Driver(Child);
 
 impl Drop for Driver {
     fn drop(&mut self) {
@@ -94,7 +94,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_driver() -> (Driver, u16) {
+pub(crate) fn start_driver() -> (Driver, u16) {
     let port = free_port();
     let child = Command::new(CHROMEDRIVER)
         .arg(format!("--port={port}"))
@@ -116,7 +116,7 @@ fn start_driver() -> (Driver, u16) {
 }
 
 /// The browser, and chromedriver's address for the developer-tools commands `WebDriver` lacks.
-struct Browser {
+pub(crate) struct Browser {
     client: Client,
     driver: SocketAddr,
     session: String,
@@ -149,7 +149,7 @@ impl Browser {
     }
 }
 
-async fn browser(port: u16, profile: &Path) -> Browser {
+pub(crate) async fn browser(port: u16, profile: &Path) -> Browser {
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".to_owned(),

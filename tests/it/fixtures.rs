@@ -678,3 +678,33 @@ async fn destinations_keep_their_settings_through_the_migration_to_one_tagged_va
         }
     }
 }
+
+/// The migration to version 18 leaves the links of the version 17 fixture as they were, with no
+/// allowed origins and no views (the views' table is new and empty); the version 18 fixture's
+/// landing link keeps its origin and the one view its page sent.
+#[tokio::test]
+async fn links_gain_allowed_origins_and_views_through_the_migration_to_18() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for (file, slug, origins, views) in [
+        ("v17.redb", "fixture-link", Vec::<&str>::new(), 0),
+        ("v18.redb", "landing", vec!["https://land.example.com"], 1),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        std::fs::copy(fixtures.join(file), &path).unwrap();
+        let (store, _) = Store::open(&path, &StoreOptions::default()).unwrap();
+        let app = crate::support::app_on(&std::sync::Arc::new(store), 0);
+        let space = app.space_named("default".into()).await.unwrap();
+        let links = app.links(&space).await.unwrap();
+        let link = links
+            .iter()
+            .find(|l| l.slug == slug)
+            .unwrap_or_else(|| panic!("{file}: no {slug} in {links:?}"));
+        assert_eq!(
+            (link.allowed_origins.clone(), link.views),
+            (origins.iter().map(|o| (*o).to_owned()).collect(), views),
+            "{file}"
+        );
+        assert_eq!(link.bot.as_deref(), Some("fixture_bot"), "{file}");
+    }
+}

@@ -239,7 +239,15 @@ async fn post_all(
 #[allow(clippy::too_many_lines)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_of_every_endpoint_matches_the_document() {
-    let s = TestServer::start().await;
+    // Visitors of the public paths unlimited: this test sends more of them than a person; the
+    // limit's own answer is made on a server of its own, below.
+    let s = TestServer::start_with(|c| {
+        c.address_rate_limit = Rate {
+            per_second: 0,
+            burst: 0,
+        };
+    })
+    .await;
     let mut d = Document::fetch(&s).await;
     let big = format!(r#"{{"fbclid":"{}"}}"#, "x".repeat(17 * 1024));
 
@@ -372,6 +380,70 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         "/bind",
         &anonymous(&s, "GET", "/bind?uid=x&tg=1", None).await,
     );
+
+    // The Mini App's bind and events: the space's bot token written straight to the store (no
+    // Bot API is asked here), `initData` signed with it as Telegram signs it.
+    let token = "7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0";
+    let name = s.a.name.clone();
+    let no = s.store.read(move |r| r.space_no(&name)).await.unwrap();
+    s.store
+        .write(move |t| {
+            let patch = tracker::domain::settings::SettingsPatch::new([(
+                "telegram_bot_token".to_owned(),
+                token.to_owned(),
+            )])
+            .expect("a token's shape");
+            t.update_settings(no, &patch)
+        })
+        .await
+        .expect("the token stored");
+    let signed = |start_param: &str| {
+        let date = (crate::support::NOW_MS / 1000).to_string();
+        tracker::domain::init_data::sign(
+            &[
+                ("user", r#"{"id":31}"#),
+                ("auth_date", &date),
+                ("start_param", start_param),
+            ],
+            token,
+        )
+    };
+    let big_init = "x".repeat(17 * 1024);
+    for (path, body, status) in [
+        ("bind", json!({"init_data": signed(&uid)}), 200),
+        ("bind", json!({"init_data": signed("a b")}), 422),
+        ("bind", json!({"init_data": "hash=00"}), 401),
+        ("bind", json!({"init_data": 5}), 400),
+        ("bind", json!({"init_data": big_init}), 413),
+        (
+            "events",
+            json!({"init_data": signed(&uid), "event": "contact"}),
+            200,
+        ),
+        (
+            "events",
+            json!({"init_data": signed(&uid), "event": "deposit"}),
+            422,
+        ),
+        (
+            "events",
+            json!({"init_data": "hash=00", "event": "contact"}),
+            401,
+        ),
+        (
+            "events",
+            json!({"init_data": signed(&uid), "value": 5}),
+            400,
+        ),
+        ("events", json!({"init_data": big_init}), 413),
+    ] {
+        let target = format!("/miniapp/{}/{path}", s.a.name);
+        let r = s
+            .send(&Request::post(&target, None, &body.to_string()))
+            .await;
+        assert_eq!(r.status, status, "{target} {body}: {}", r.text());
+        d.check("POST", &format!("/miniapp/{{space}}/{path}"), &r);
+    }
 
     // An event of the click, so the feed has attribution (link, fbclid, tg_id, fbc), and one by
     // the Telegram id it is bound to, a new one and its retry.
@@ -513,7 +585,7 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     // Links: create (bot, target, page), conflict, each error class, list, visit, delete.
     let links = [
         (
-            r#"{"slug":"spring","bot":"@shop_bot","campaign_name":"spring"}"#,
+            r#"{"slug":"spring","bot":"@shop_bot","campaign_name":"spring","allowed_origins":["https://land.example.com"]}"#,
             201,
         ),
         (
@@ -619,6 +691,29 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
     let r = s.send(&head("/l/mini")).await;
     assert_eq!(r.status, 410);
     d.check("HEAD", "/l/{slug}", &r);
+
+    // A landing page's view, from the allowed origin and another; the script, and its
+    // revalidation.
+    for (slug, origin, status) in [
+        ("spring", "https://land.example.com", 204),
+        ("spring", "https://other.example.com", 403),
+        ("nope", "https://land.example.com", 404),
+    ] {
+        let target = format!("/l/{slug}/view?fbclid=fb-3");
+        let r = s
+            .send(&Request::post(&target, None, "").header("Origin", origin))
+            .await;
+        assert_eq!(r.status, status, "{target}: {}", r.text());
+        d.check("POST", "/l/{slug}/view", &r);
+    }
+    let r = s.send(&Request::get("/t.js")).await;
+    d.check("GET", "/t.js", &r);
+    let etag = r.header("etag").expect("an ETag").to_owned();
+    let r = s
+        .send(&Request::get("/t.js").header("If-None-Match", etag))
+        .await;
+    assert_eq!(r.status, 304);
+    d.check("GET", "/t.js", &r);
 
     // Destinations: each kind, conflict, each error class, list, the log, retry, delete.
     let destinations = [

@@ -347,6 +347,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         14 => migrate_to_v15(txn),
         15 => migrate_to_v16(txn),
         16 => migrate_to_v17(txn),
+        17 => migrate_to_v18(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -545,6 +546,13 @@ fn migrate_to_v17(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     for (no, record) in rows {
         table.insert(no, encode(&record).as_slice())?;
     }
+    Ok(())
+}
+
+/// Version 18: `LINK_VIEWS`, empty. Link records of versions 1 and 2 are read as they are
+/// (no allowed origins).
+fn migrate_to_v18(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    txn.open_table(crate::storage::schema::LINK_VIEWS)?;
     Ok(())
 }
 

@@ -51,7 +51,8 @@ impl Record for RejectionRecord {
 /// A tracking link (`LINKS`). Exactly one of `bot`, `target` and `channel` is set.
 ///
 /// Version 2 added `channel` at the end; a version 1 body is a version 2 body without it, which
-/// `postcard` reads as `None` once the one byte of a `None` is put after it.
+/// `postcard` reads as `None` once the one byte of a `None` is put after it. Version 3 added
+/// `allowed_origins` after it, which reads as empty from the one byte of an empty list.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct LinkRecord {
     pub space_no: u32,
@@ -63,19 +64,21 @@ pub struct LinkRecord {
     pub created_at_ms: u64,
     pub deleted_at_ms: Option<u64>,
     pub channel: Option<ChannelRecord>,
+    pub allowed_origins: Vec<String>,
 }
 impl Record for LinkRecord {
-    const VERSION: u8 = 2;
+    const VERSION: u8 = 3;
     const NAME: &'static str = "link";
 
     fn decode_body(version: u8, body: &[u8]) -> Result<Self, crate::storage::error::StoreError> {
         match version {
-            1 => {
-                let mut v2 = body.to_vec();
-                v2.push(0);
-                super::codec::from_postcard(&v2)
+            1 | 2 => {
+                let mut v3 = body.to_vec();
+                // The `None` of a channel, then the empty list of origins.
+                v3.extend_from_slice(if version == 1 { &[0, 0] } else { &[0] });
+                super::codec::from_postcard(&v3)
             }
-            2 => super::codec::from_postcard(body),
+            3 => super::codec::from_postcard(body),
             other => Err(super::codec::unreadable_version::<Self>(other)),
         }
     }
@@ -109,10 +112,11 @@ mod tests {
     use crate::storage::records::codec::tests::{T, assert_golden};
     use crate::storage::records::encode;
 
-    /// A link of version 1 (before channels) reads as a link without a channel; version 2 is
-    /// version 1's body and the channel (one `0` byte for none).
+    /// A link of version 1 (before channels) reads as a link without a channel, and one of
+    /// version 2 as a link without allowed origins; version 3 is version 1's body, the channel
+    /// (one `0` byte for none) and the origins (their count, then each).
     #[test]
-    fn link_records_of_version_1_still_read() {
+    fn link_records_of_versions_1_and_2_still_read() {
         use crate::storage::records::decode;
         let record = LinkRecord {
             space_no: 7,
@@ -123,11 +127,28 @@ mod tests {
             created_at_ms: 5,
             deleted_at_ms: None,
             channel: None,
+            allowed_origins: Vec::new(),
         };
         let v1 = [1, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0];
         assert_eq!(decode::<LinkRecord>(&v1).unwrap(), record);
-        assert_eq!(encode(&record), [2, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0]);
-        assert!(decode::<LinkRecord>(&[3, 7]).is_err());
+        let v2 = [2, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0];
+        assert_eq!(decode::<LinkRecord>(&v2).unwrap(), record);
+        assert_eq!(
+            encode(&record),
+            [3, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0, 0]
+        );
+        let with_origin = LinkRecord {
+            allowed_origins: vec!["https://a.io".into()],
+            ..record
+        };
+        #[rustfmt::skip]
+        let v3 = [
+            3, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0,
+            1, 12, b'h', b't', b't', b'p', b's', b':', b'/', b'/', b'a', b'.', b'i', b'o',
+        ];
+        assert_eq!(encode(&with_origin), v3);
+        assert_eq!(decode::<LinkRecord>(&v3).unwrap(), with_origin);
+        assert!(decode::<LinkRecord>(&[4, 7]).is_err());
         assert!(decode::<LinkRecord>(&[1, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0]).is_err());
     }
 

@@ -18,6 +18,9 @@ struct LinkRow {
     clicks: u64,
     bound_clicks: u64,
     url: String,
+    /// The landing page's line (`docs/landing-pages.md`), and the views it counted.
+    script: String,
+    views: u64,
     /// A channel link's pool and counts in a line, and its last Bot API error.
     channel: Option<String>,
     channel_error: Option<String>,
@@ -62,6 +65,8 @@ async fn links(ctx: &Ctx<'_>, created: Option<LinkView>) -> Result<Response, Err
             }),
             channel_error: l.channel_state.as_ref().and_then(|c| c.last_error.clone()),
             channel_warning: l.channel_state.as_ref().and_then(|c| c.warning.clone()),
+            script: l.script_line(),
+            views: l.views,
             campaign: l.campaign_name.unwrap_or_default(),
             slug: l.slug,
             clicks: l.clicks,
@@ -106,6 +111,18 @@ pub(in crate::web) async fn create(ctx: &Ctx<'_>) -> Result<Response, Error> {
         field("campaign_name"),
         field("mode"),
     )?;
+    let link = NewLink {
+        allowed_origins: field("allowed_origins")
+            .map(|text| {
+                text.split([',', ' ', '\n'])
+                    .map(str::trim)
+                    .filter(|o| !o.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        ..link
+    };
     let space = space(ctx).await?;
     let created = ctx.app.create_link(&space, link).await?;
     links(ctx, Some(created)).await

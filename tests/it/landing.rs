@@ -1,0 +1,207 @@
+//! A landing page of the marketer's own (`docs/landing-pages.md`): `GET /t.js`, small, cached and
+//! revalidated by its `ETag`; a view (`POST /l/<slug>/view`) counted only from one of the link's
+//! `allowed_origins`, whose rule is checked when the link is made; a visit of `/l/` that keeps
+//! the page's `fbp`, `fbc` and address.
+
+use serde_json::{Value, json};
+use tracker::domain::rate::Rate;
+
+use crate::support::{Request, Response, TestServer, assert_error, assert_queued};
+
+const PAGE: &str = "https://land.example.com";
+
+/// A server whose visitors are not limited (these tests send faster than a person), with
+/// `allow_private_destinations` as given.
+async fn server(allow_private: bool) -> TestServer {
+    TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = allow_private;
+        c.address_rate_limit = Rate {
+            per_second: 0,
+            burst: 0,
+        };
+    })
+    .await
+}
+
+async fn create(s: &TestServer, slug: &str, origins: &Value) -> Response {
+    let body = json!({"slug": slug, "bot": "shop_bot", "allowed_origins": origins});
+    s.post_as(&s.a, "/links", &body.to_string()).await
+}
+
+async fn view(s: &TestServer, slug: &str, origin: Option<&str>) -> Response {
+    let target = format!("/l/{slug}/view?fbclid=IwAR1&page=https%3A%2F%2Fland.example.com%2F");
+    let mut request = Request::post(&target, None, "");
+    if let Some(origin) = origin {
+        request = request.header("Origin", origin.to_owned());
+    }
+    s.send(&request).await
+}
+
+async fn views_of(s: &TestServer, slug: &str) -> Value {
+    let links = s.list_as(&s.a, "/links", "links").await;
+    let link = links.iter().find(|l| l["slug"] == slug).expect("the link");
+    link["views"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_counts_only_from_an_allowed_origin() {
+    let s = server(false).await;
+    let r = create(
+        &s,
+        "spring",
+        &json!([PAGE, "https://Other.example.com:8443/"]),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(
+        r.json()["link"]["allowed_origins"],
+        json!([PAGE, "https://other.example.com:8443"])
+    );
+    for origin in [
+        PAGE,
+        "https://other.example.com:8443",
+        "HTTPS://LAND.example.com",
+    ] {
+        let r = view(&s, "spring", Some(origin)).await;
+        assert_eq!(r.status, 204, "{origin}: {}", r.text());
+    }
+    assert_eq!(views_of(&s, "spring").await, 3);
+    for origin in [
+        Some("https://evil.example.com"),
+        Some("http://land.example.com"),
+        Some("https://land.example.com:444"),
+        Some("null"),
+        None,
+    ] {
+        let r = view(&s, "spring", origin).await;
+        assert_error(&r, 403, "forbidden", None);
+    }
+    // A crawler is answered, not counted; a view is never a click.
+    let r = s
+        .send(
+            &Request::post("/l/spring/view", None, "")
+                .header("Origin", PAGE)
+                .header("User-Agent", "facebookexternalhit/1.1"),
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    let links = s.list_as(&s.a, "/links", "links").await;
+    assert_eq!(
+        (links[0]["views"].clone(), links[0]["clicks"].clone()),
+        (json!(3), json!(0))
+    );
+    // A link without allowed origins counts none; an unknown slug is not found.
+    assert_eq!(create(&s, "plain", &json!([])).await.status, 201);
+    assert_error(&view(&s, "plain", Some(PAGE)).await, 403, "forbidden", None);
+    assert_eq!(views_of(&s, "plain").await, 0);
+    assert_error(
+        &view(&s, "nosuch", Some(PAGE)).await,
+        404,
+        "not_found",
+        None,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_origins_are_https_origins_and_local_ones_only_for_tests() {
+    let s = server(false).await;
+    let many: Vec<String> = (0..32)
+        .map(|i| format!("https://p{i}.example.com"))
+        .collect();
+    assert_eq!(
+        create(&s, "many", &json!(many)).await.status,
+        201,
+        "32 is the most"
+    );
+    let mut over = many.clone();
+    over.push("https://p32.example.com".into());
+    let r = create(&s, "over", &json!(over)).await;
+    assert_error(&r, 422, "invalid_field", Some("allowed_origins"));
+    for (i, (origin, ok)) in [
+        ("https://a.io", true),
+        ("https://a.io:65535", true),
+        ("https://a.io:", false),
+        ("https://a.io:123456", false),
+        ("http://a.io", false),
+        ("https://a.io/landing", false),
+        ("https://a.io?x=1", false),
+        ("https://", false),
+        ("a.io", false),
+        ("http://127.0.0.1:8080", false),
+        ("http://localhost:8080", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let slug = format!("o{i}");
+        let r = create(&s, &slug, &json!([origin])).await;
+        if ok {
+            assert_eq!(r.status, 201, "{origin}: {}", r.text());
+        } else {
+            assert_error(&r, 422, "invalid_field", Some("allowed_origins"));
+        }
+    }
+    let r = create(&s, "typed", &json!("https://a.io")).await;
+    assert_error(&r, 400, "invalid_json", Some("allowed_origins"));
+    let local = server(true).await;
+    for (i, (origin, ok)) in [
+        ("http://127.0.0.1:8080", true),
+        ("http://localhost:8080", true),
+        ("http://127.0.0.1", false),
+        ("http://10.0.0.1:80", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = create(&local, &format!("l{i}"), &json!([origin])).await;
+        assert_eq!(r.status == 201, ok, "{origin}: {}", r.text());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_is_small_cached_and_revalidated() {
+    let s = server(false).await;
+    let r = s.send(&Request::get("/t.js")).await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.len() <= 4096, "{} bytes as served", r.body.len());
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert_eq!(r.header("cache-control"), Some("public, max-age=300"));
+    assert!(r.text().contains("sendBeacon"));
+    let etag = r.header("etag").expect("an ETag").to_owned();
+    let again = s
+        .send(&Request::get("/t.js").header("If-None-Match", etag.clone()))
+        .await;
+    assert_eq!((again.status, again.body.len()), (304, 0));
+    assert_eq!(again.header("etag"), Some(etag.as_str()));
+    let other = s
+        .send(&Request::get("/t.js").header("If-None-Match", "\"old\""))
+        .await;
+    assert_eq!(other.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visit_keeps_the_pages_fbp_and_leaves_a_bad_one_in_the_query() {
+    let s = server(false).await;
+    assert_eq!(create(&s, "spring", &json!([PAGE])).await.status, 201);
+    let fbp = "fb.1.1700000000000.1234567890";
+    for (query, kept) in [
+        (
+            format!("fbclid=IwAR1&fbp={fbp}&fbc=fb.1.1700000000000.IwAR1&page=x"),
+            Some(fbp),
+        ),
+        ("fbp=nope".to_owned(), None),
+    ] {
+        let r = s.send(&Request::get(&format!("/l/spring?{query}"))).await;
+        assert_eq!(r.status, 302);
+        let location = r.header("location").unwrap();
+        let uid = location.rsplit_once("start=").unwrap().1;
+        let deposit = format!(r#"{{"event":"deposit","uid":"{uid}","value":"5"}}"#);
+        assert_queued(&s.post_event(&deposit).await);
+        let events = s.list_as(&s.a, "/events", "events").await;
+        let event = events.iter().find(|e| e["uid"] == uid).expect("the event");
+        assert_eq!(event["fbp"].as_str(), kept, "{event}");
+    }
+}
