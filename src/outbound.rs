@@ -187,7 +187,15 @@ pub async fn read_bounded(
     if declared > u64::try_from(limit).unwrap_or(u64::MAX) {
         return Err(over());
     }
-    let mut body = Vec::with_capacity(usize::try_from(declared).unwrap_or(0));
+    // Room for the whole bound at once when the length is not declared: a large allocation is
+    // only address space until written, and growing by doubling would hold the old and the
+    // new buffer together (1.5x the bound) at each step.
+    let room = if declared == 0 {
+        limit
+    } else {
+        usize::try_from(declared).unwrap_or(limit)
+    };
+    let mut body = Vec::with_capacity(room);
     while let Some(chunk) = response.chunk().await.map_err(|e| error_words(&e))? {
         if body.len() + chunk.len() > limit {
             return Err(over());

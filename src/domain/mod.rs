@@ -29,6 +29,7 @@ pub mod rate;
 pub mod rejection;
 pub mod reporting;
 pub mod secret;
+pub mod setting_values;
 pub mod settings;
 pub mod spreadsheet;
 pub mod stats;

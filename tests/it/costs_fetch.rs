@@ -937,6 +937,7 @@ fn a_hostile_graph_address_neither_floods_memory_nor_writes_the_log() {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
         .unwrap();
+    eprintln!("the server's peak: {peak_kib} kB");
     assert!(peak_kib < 100 * 1024, "peak {peak_kib} kB:\n{status}");
     stop_cleanly(process);
 }
