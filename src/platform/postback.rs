@@ -67,7 +67,8 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
 }
 
 /// The word a postback's `{status}` gives for each event kind, where the destination sets one
-/// (`{"registration": "lead", "deposit": "sale"}`); the kind itself otherwise.
+/// (`{"registration": "ftd_reg"}`); the networks' own word otherwise ([`NETWORK_WORDS`]), else
+/// the kind itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Statuses(pub BTreeMap<String, String>);
 
@@ -89,12 +90,26 @@ impl Statuses {
         Ok(Statuses(words.clone()))
     }
 
-    /// The word for an event of kind `event`; a first deposit's own, else a deposit's.
+    /// The word for an event of kind `event`; a first deposit's own, else a deposit's; where
+    /// the destination names none, the networks' word, else the kind.
     #[must_use]
     pub fn word_for<'a>(&'a self, event: &'a str, first_deposit: bool) -> &'a str {
-        named(&self.0, event, first_deposit).unwrap_or(event)
+        named(&self.0, event, first_deposit)
+            .or_else(|| {
+                NETWORK_WORDS
+                    .iter()
+                    .find(|(kind, _)| *kind == event)
+                    .map(|(_, word)| *word)
+            })
+            .unwrap_or(event)
     }
 }
+
+/// What affiliate networks call a conversion's status (Keitaro's and Binom's postbacks: `lead`
+/// for a sign-up, `sale` for a payment): a network that reads a status it does not know as a
+/// rejection, or as an update of the click's earlier conversion, counts these right without a
+/// setting. A first deposit is a deposit. A kind not here is sent as its own name.
+pub const NETWORK_WORDS: [(&str, &str); 2] = [("registration", "lead"), ("deposit", "sale")];
 
 /// `template` with each `{macro}` replaced by `value(macro)`, percent-encoded (everything but
 /// `A-Z a-z 0-9 - . _ ~`), or by nothing when it has none. A brace that opens no macro is kept
@@ -353,7 +368,7 @@ mod tests {
     }
 
     #[test]
-    fn statuses_have_rules_and_fall_back_to_the_kind() {
+    fn statuses_have_rules_and_fall_back_to_the_networks_words_then_the_kind() {
         let set = |pairs: &[(&str, &str)]| {
             Statuses::parse(
                 &pairs
@@ -366,6 +381,21 @@ mod tests {
         assert_eq!(s.word_for("registration", false), "lead");
         assert_eq!(s.word_for("deposit", true), "sale");
         assert_eq!(s.word_for("contact", false), "contact");
+        let unset = Statuses::default();
+        assert_eq!(
+            ["registration", "deposit", "contact", "subscribed"]
+                .map(|kind| unset.word_for(kind, false)),
+            ["lead", "sale", "contact", "subscribed"],
+            "the networks' words where none is set"
+        );
+        assert_eq!(unset.word_for("deposit", true), "sale");
+        let own = set(&[("registration", "reg")]).unwrap();
+        assert_eq!(
+            own.word_for("registration", false),
+            "reg",
+            "a set word wins"
+        );
+        assert_eq!(own.word_for("deposit", false), "sale");
         let first = set(&[("deposit", "sale"), ("first_deposit", "ftd")]).unwrap();
         assert_eq!(first.word_for("deposit", true), "ftd");
         assert_eq!(first.word_for("deposit", false), "sale");

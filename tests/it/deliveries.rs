@@ -606,8 +606,8 @@ async fn a_rotated_webhook_secret_signs_beside_the_old_one_for_24_hours() {
     s.stop().await;
 }
 
-/// A postback's `{first_deposit}`, `{status}` (the destination's words), `{event_id}` and
-/// `{q.NAME}`: a parameter of the click's own query, as a tracker in front put it there.
+/// A postback's `{first_deposit}`, `{status}` (the destination's words, else the networks'),
+/// `{event_id}` and `{q.NAME}`: a parameter of the click's own query, as a tracker in front put it there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postback_statuses_first_deposits_and_the_click_s_own_query() {
     let s = private_server().await;
@@ -617,7 +617,14 @@ async fn postback_statuses_first_deposits_and_the_click_s_own_query() {
         &s.a,
         &json!({"name": "pb", "kind": "postback",
                 "url": r.url("/pb?s={status}&f={first_deposit}&sub={q.subid}&k={q.clickid}&n={q.none}"),
-                "statuses": {"registration": "lead", "deposit": "sale", "first_deposit": "ftd"}}),
+                "statuses": {"registration": "reg", "deposit": "sale", "first_deposit": "ftd"}}),
+    )
+    .await;
+    // Without words of its own, a postback says what Keitaro and Binom call them.
+    destination(
+        &s,
+        &s.a,
+        &json!({"name": "network", "kind": "postback", "url": r.url("/net?s={status}")}),
     )
     .await;
     let link = s
@@ -636,14 +643,34 @@ async fn postback_statuses_first_deposits_and_the_click_s_own_query() {
         delivery_in(&s, id, "delivered").await;
         ids.push(id);
     }
-    let targets: Vec<String> = r.received().iter().map(|g| g.target.clone()).collect();
+    // Each event is delivered to both: the four above waited for one of them.
+    let received = r.wait_for(8, WAIT).await;
+    // Sorted: the two destinations' senders need not keep pace with each other.
+    let targets = |prefix: &str| -> Vec<String> {
+        let mut them: Vec<String> = received
+            .iter()
+            .map(|g| g.target.clone())
+            .filter(|t| t.starts_with(prefix))
+            .collect();
+        them.sort();
+        them
+    };
     assert_eq!(
-        targets,
+        targets("/net?"),
         [
-            "/pb?s=lead&f=0&sub=abc%20d&k=k%2B1&n=",
-            "/pb?s=ftd&f=1&sub=abc%20d&k=k%2B1&n=",
-            "/pb?s=sale&f=0&sub=abc%20d&k=k%2B1&n=",
+            "/net?s=contact",
+            "/net?s=lead",
+            "/net?s=sale",
+            "/net?s=sale"
+        ]
+    );
+    assert_eq!(
+        targets("/pb?"),
+        [
             "/pb?s=contact&f=0&sub=abc%20d&k=k%2B1&n=",
+            "/pb?s=ftd&f=1&sub=abc%20d&k=k%2B1&n=",
+            "/pb?s=reg&f=0&sub=abc%20d&k=k%2B1&n=",
+            "/pb?s=sale&f=0&sub=abc%20d&k=k%2B1&n=",
         ]
     );
     s.stop().await;
