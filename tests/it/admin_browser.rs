@@ -221,16 +221,22 @@ async fn look(browser: &Browser, name: &str) {
 }
 
 /// The text of the element `css` once it is on the page (a click's page may still be loading).
+/// A look that the page's own navigation cuts short ("aborted by navigation", or an element
+/// gone stale) is tried again; panics after 20 s with the last error.
 async fn text_of(client: &Client, css: &str) -> String {
-    client
-        .wait()
-        .at_most(Duration::from_secs(20))
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css} did not appear: {e}"))
-        .text()
-        .await
-        .unwrap()
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let error = match client.find(Locator::Css(css)).await {
+            Ok(element) => match element.text().await {
+                Ok(text) => return text,
+                Err(e) => e,
+            },
+            Err(e) => e,
+        };
+        assert!(Instant::now() < deadline, "{css} did not appear: {error}");
+        // Waiting for the browser to load the page; not a time rule of the tracker.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The address of the page the browser shows once it contains `part`: a click on a link may
