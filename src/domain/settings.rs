@@ -97,11 +97,19 @@ pub enum JsonType {
 /// boolean as `true` or `false`).
 pub struct Setting {
     pub name: &'static str,
-    /// What it decides, in a sentence: the admin page shows it.
+    /// What it decides, in a sentence, for the API's readers: its description in
+    /// `/openapi.json`.
     pub about: &'static str,
+    /// Its name in words, as the admin page labels it.
+    pub label: &'static str,
+    /// What it decides in a marketer's words, for the admin page: no setting names, no JSON;
+    /// what an empty field does.
+    pub help: &'static str,
     /// The values it takes when they are a fixed few (the admin page offers them to choose
     /// from); empty when it takes free text.
     pub choices: &'static [&'static str],
+    /// Each of `choices` in words, in their order.
+    pub choice_words: &'static [&'static str],
     pub json: JsonType,
     get: fn(&SpaceSettings) -> String,
     /// Sets it from text; the error finishes the sentence "`name` ...".
@@ -115,7 +123,13 @@ pub const SETTINGS: [Setting; 10] = [
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
                 (and no uid) is attributed to: the first bound (first_touch) or the last \
                 (last_touch).",
+        label: "Which click gets a Telegram user's event",
+        help: "When an event names the Telegram user but not the click, it counts for the first click that reached the bot, or for the last.",
         choices: &["first_touch", "last_touch"],
+        choice_words: &[
+            "The first click that reached the bot",
+            "The last click that reached the bot",
+        ],
         json: JsonType::String,
         get: |s| s.attribution.as_str().to_owned(),
         set: |s, text| {
@@ -129,7 +143,10 @@ pub const SETTINGS: [Setting; 10] = [
                 deleted after delivery_max_age, to send to Meta's Conversions API as \
                 client_ip_address and client_user_agent (better matching). Off: no IP address \
                 is stored.",
+        label: "Keep visitors' IP address and browser for Meta",
+        help: "Kept with each click until it is delivered, and sent to Meta with its conversions, which helps Meta match them to people. Without it, no IP address is stored.",
         choices: &["false", "true"],
+        choice_words: &["No: store no IP address", "Yes: keep them until delivery"],
         json: JsonType::Boolean,
         get: |s| s.meta_client_hints.to_string(),
         set: |s, text| {
@@ -146,7 +163,10 @@ pub const SETTINGS: [Setting; 10] = [
         about: "The space's days, for stats by day, date ranges and costs: an IANA time zone \
                 name such as Europe/Berlin, Asia/Kolkata or UTC. Changing it changes no count: \
                 days are read in the new zone from then on.",
+        label: "Time zone of the space's days",
+        help: "The zone your days are counted in: stats by day, date ranges and costs. Changing it changes no count; days are read in the new zone from then on.",
         choices: &[],
+        choice_words: &[],
         json: JsonType::String,
         get: |s| s.time_zone.as_str().to_owned(),
         set: |s, text| {
@@ -161,7 +181,10 @@ pub const SETTINGS: [Setting; 10] = [
                 invite link per click and reads who joined. A bot serves one space: another \
                 space's bot is refused. Write-only: shown by its last 4 characters. \"\" \
                 removes it.",
+        label: "Telegram bot token",
+        help: "From @BotFather: the bot that makes an invite link per click for links to a channel (it must be an admin of the channel, allowed to invite). A bot serves one space. Never shown again; left empty, the token stays as it is.",
         choices: &[],
+        choice_words: &[],
         json: JsonType::String,
         get: |s| {
             s.telegram_bot_token
@@ -182,7 +205,10 @@ pub const SETTINGS: [Setting; 10] = [
         name: "meta_ads_account",
         about: "Meta's ad account whose spend is fetched into costs by campaign, ad set and ad \
                 (act_ and its digits, as Ads Manager's address shows it). \"\" stops fetching.",
+        label: "Meta ad account",
+        help: "The ad account whose spend is fetched into costs by campaign, ad set and ad: act_ and its digits, as Ads Manager's address shows it. Left empty: no spend is fetched.",
         choices: &[],
+        choice_words: &[],
         json: JsonType::String,
         get: |s| s.meta_ads_account.clone().unwrap_or_default(),
         set: |s, text| {
@@ -199,7 +225,10 @@ pub const SETTINGS: [Setting; 10] = [
         name: "meta_ads_token",
         about: "An access token with ads_read on that ad account (it may be the Meta \
                 destination's). Write-only: shown by its last 4 characters. \"\" removes it.",
+        label: "Meta token to read spend",
+        help: "An access token that may read that ad account's spend (ads_read); the Meta destination's may serve. Never shown again; left empty, the token stays as it is.",
         choices: &[],
+        choice_words: &[],
         json: JsonType::String,
         get: |s| {
             s.meta_ads_token
@@ -220,7 +249,10 @@ pub const SETTINGS: [Setting; 10] = [
         name: "meta_graph_url",
         about: "Where Meta's Graph API is, for fetching spend: https://graph.facebook.com \
                 unless a stand-in is used. \"\" sets it back.",
+        label: "Meta Graph API address",
+        help: "Where Meta is asked for spend. Left empty: https://graph.facebook.com, which is right unless you test with a stand-in.",
         choices: &[],
+        choice_words: &[],
         json: JsonType::String,
         get: |s| s.meta_graph_url.as_str().to_owned(),
         set: |s, text| {
@@ -233,7 +265,10 @@ pub const SETTINGS: [Setting; 10] = [
         about: "The Graph API version spend is fetched with, such as v25.0. \"\" (the default) \
                 asks the version of this release, which a newer release moves on as Meta \
                 retires versions.",
+        label: "Meta Graph API version",
+        help: "The version spend is asked with, such as v25.0. Left empty: this release's, which newer releases move on as Meta retires versions.",
         choices: &[],
+        choice_words: &[],
         json: JsonType::String,
         get: |s| s.meta_graph_version.clone().unwrap_or_default(),
         set: |s, text| {
@@ -254,7 +289,10 @@ pub const SETTINGS: [Setting; 10] = [
                 ROI, CPA and EPC in, each amount converted by currency_rates (the amounts as \
                 they came are shown beside). \"\" sets it back to the default_currency of the \
                 configuration.",
+        label: "Currency of the reports",
+        help: "The currency the dashboard, the stats and the command line show revenue, cost and ROI in, each amount converted by the rates below. Left empty: the server's default currency.",
         choices: &[],
+        choice_words: &[],
         json: JsonType::String,
         get: |s| s.reporting_currency.clone().unwrap_or_default(),
         set: |s, text| {
@@ -274,7 +312,10 @@ pub const SETTINGS: [Setting; 10] = [
                 the reporting currency: EUR=1.08 USD, XTR=0.013 USD (a rate into the reporting \
                 currency, from it, or both into one currency all serve). Destinations keep their \
                 own currency_rates. \"\" removes them.",
+        label: "Currency rates",
+        help: "What one unit of a currency is worth, such as EUR=1.08 USD, XTR=0.013 USD, separated by commas. Left empty: none.",
         choices: &[],
+        choice_words: &[],
         json: JsonType::StringMap,
         get: |s| s.currency_rates.text(),
         set: |s, text| {
@@ -361,6 +402,34 @@ impl Serialize for SpaceSettings {
 }
 
 impl Setting {
+    /// What a form offers to choose from, `(value, words)`: its choices, or for the time zone
+    /// every zone of the time zone database by its name (the current value among them, also
+    /// when it is a name only a few know); empty when it takes free text.
+    #[must_use]
+    pub fn offered(&self, current: &str) -> Vec<(String, String)> {
+        if self.name != "time_zone" {
+            return self
+                .choices
+                .iter()
+                .zip(self.choice_words)
+                .map(|(value, words)| ((*value).to_owned(), (*words).to_owned()))
+                .collect();
+        }
+        let mut zones: Vec<String> = jiff::tz::db()
+            .available()
+            .map(|z| z.as_str().to_owned())
+            .filter(|z| z == "UTC" || (z.contains('/') && !z.starts_with("Etc/")))
+            .collect();
+        if !zones.iter().any(|z| z == current) {
+            zones.push(current.to_owned());
+        }
+        zones.sort();
+        zones
+            .into_iter()
+            .map(|z| (z.clone(), z.replace('_', " ")))
+            .collect()
+    }
+
     /// The schema of its JSON value: its type, its choices where it has a fixed few, and what
     /// it decides.
     fn schema(&self) -> serde_json::Value {
@@ -650,6 +719,36 @@ impl<'de: 'a, 'a> Deserialize<'de> for SettingsBody<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_setting_is_labelled_in_words_and_each_choice_has_its_words() {
+        for s in &SETTINGS {
+            assert!(!s.label.is_empty() && !s.help.is_empty(), "{}", s.name);
+            assert!(
+                !s.help.contains("\"\""),
+                "{}: the page says what empty does in words",
+                s.name
+            );
+            assert_eq!(s.choices.len(), s.choice_words.len(), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn the_time_zone_is_chosen_from_the_zones_the_server_knows() {
+        let zone = SETTINGS.iter().find(|s| s.name == "time_zone").unwrap();
+        let offered = zone.offered("UTC");
+        let values: Vec<&str> = offered.iter().map(|(v, _)| v.as_str()).collect();
+        for known in ["UTC", "Europe/Berlin", "Asia/Kolkata", "America/New_York"] {
+            assert!(values.contains(&known), "{known}");
+        }
+        assert!(values.windows(2).all(|w| w[0] < w[1]), "sorted, once each");
+        assert!(offered.contains(&("America/New_York".into(), "America/New York".into())));
+        assert!(
+            zone.offered("EST").iter().any(|(v, _)| v == "EST"),
+            "the current kept"
+        );
+        assert!(!values.contains(&"EST"));
+    }
 
     fn patch(body: &str) -> Result<SpaceSettings, Error> {
         let mut s = SpaceSettings::default();

@@ -88,7 +88,8 @@ pub(super) struct Request {
 }
 
 /// What a page handler is given: the app, the admin page's state, the logged-in session, the
-/// request's form or query, and the page with its path's values.
+/// request's form or query, the page with its path's values, and a form of the page that was
+/// just refused.
 pub(super) struct Ctx<'a> {
     pub(super) app: &'a App,
     pub(super) pages: &'a AdminPages,
@@ -97,6 +98,31 @@ pub(super) struct Ctx<'a> {
     pub(super) query: &'a Query,
     pub(super) page: &'static str,
     pub(super) params: Params<'a>,
+    pub(super) refused: Option<Refused>,
+}
+
+/// A form that was refused, for its page to show again as it was filled in, the error beside
+/// the field at fault: where it was posted (the whole path), what was typed, and why.
+pub(super) struct Refused {
+    pub(super) action: String,
+    pub(super) form: Query,
+    pub(super) error: Error,
+}
+
+impl Refused {
+    /// Whether it was posted to `form`: a path below the space's (`links`,
+    /// `destinations/crm/change`), or below `/admin/` (`spaces`) on a page of no space.
+    pub(super) fn posted_to(&self, space: Option<&str>, form: &str) -> bool {
+        let below = match space {
+            Some(space) => self
+                .action
+                .strip_prefix("/admin/spaces/")
+                .and_then(|rest| rest.strip_prefix(space))
+                .and_then(|rest| rest.strip_prefix('/')),
+            None => self.action.strip_prefix("/admin/"),
+        };
+        below == Some(form)
+    }
 }
 
 impl Ctx<'_> {

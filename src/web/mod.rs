@@ -25,7 +25,7 @@ use warp::reply::Response;
 use crate::app::App;
 use crate::domain::input::Query;
 use crate::error::{Code, Error};
-use crate::surface::Call;
+use crate::surface::{self, Call};
 use context::{
     COOKIE, Ctx, LOGIN_PATH, Request, client_address, cookie_value, read_form, read_upload,
     redirect, unread,
@@ -177,8 +177,58 @@ async fn route(
         query: &request.query,
         page: page.path,
         params,
+        refused: None,
     };
-    Ok(handler(&ctx)
-        .await
-        .unwrap_or_else(|e| pages::error_page(&e, space, Some(&ctx.live.csrf))))
+    match handler(&ctx).await {
+        Ok(response) => Ok(response),
+        Err(e) if post => Ok(refuse(ctx, e, &request.path).await),
+        Err(e) => Ok(pages::error_page(&e, space, Some(&ctx.live.csrf))),
+    }
+}
+
+/// A refused form's page shown again: the page the form is on, as it was filled in, with the
+/// error beside the field at fault and the status the API would answer. Every form of the admin
+/// page is refused this way. Where that page cannot be shown (its space is gone), the error is
+/// a page of its own.
+async fn refuse(ctx: Ctx<'_>, error: Error, action: &str) -> Response {
+    let status = surface::respond::status_of(error.code);
+    let shown = error.clone();
+    let space = ctx
+        .params
+        .iter()
+        .find(|(n, _)| *n == "space")
+        .map(|(_, v)| *v);
+    let Some(form_page) = routes::form_page(ctx.page) else {
+        return pages::error_page(&error, space, Some(&ctx.live.csrf));
+    };
+    let routes::Handler::Session(show) = form_page.handler else {
+        return pages::error_page(&error, space, Some(&ctx.live.csrf));
+    };
+    let params = ctx
+        .params
+        .iter()
+        .filter(|(name, _)| form_page.path.contains(&format!("{{{name}}}")))
+        .copied()
+        .collect();
+    let again = Ctx {
+        app: ctx.app,
+        pages: ctx.pages,
+        live: ctx.live,
+        form: Query::parse(""),
+        query: ctx.query,
+        page: form_page.path,
+        params,
+        refused: Some(context::Refused {
+            action: action.to_owned(),
+            form: ctx.form,
+            error,
+        }),
+    };
+    match show(&again).await {
+        Ok(mut response) => {
+            *response.status_mut() = status;
+            response
+        }
+        Err(_) => pages::error_page(&shown, space, Some(&again.live.csrf)),
+    }
 }

@@ -156,6 +156,24 @@ pub(super) fn find<'p>(method: &Method, path: &'p str) -> Option<(&'static Page,
         .find_map(|p| Some((p, p.matches(path)?)))
 }
 
+/// The page the form posted to `action` (a path of the table) is on, to show it again when
+/// it is refused: the nearest labelled page it is, or is below (a link's delete is on Links);
+/// a form outside any space's page is on the spaces page.
+pub(super) fn form_page(action: &str) -> Option<&'static Page> {
+    let below = |page: &str| {
+        action
+            .strip_prefix(page)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    let shown = |p: &&Page| p.method == Method::GET && p.label.is_some();
+    PAGES
+        .iter()
+        .filter(shown)
+        .filter(|p| below(p.path))
+        .max_by_key(|p| p.path.len())
+        .or_else(|| PAGES.iter().filter(shown).find(|p| p.path == "/admin/"))
+}
+
 /// The space's menu: `(label, path)` of each labelled page of a space, in order.
 pub(super) fn space_menu() -> &'static [(&'static str, &'static str)] {
     static MENU: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
@@ -262,6 +280,33 @@ mod tests {
                 "{} {}",
                 p.method,
                 p.path
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_form_is_shown_again_on_the_page_it_is_on() {
+        let on = |action| form_page(action).map(|p| p.path);
+        assert_eq!(on("/admin/spaces"), Some("/admin/"));
+        assert_eq!(
+            on("/admin/spaces/{space}/links/{slug}/delete"),
+            Some("/admin/spaces/{space}/links")
+        );
+        assert_eq!(
+            on("/admin/spaces/{space}/destinations/{name}/change"),
+            Some("/admin/spaces/{space}/destinations")
+        );
+        assert_eq!(on("/admin/spaces/{space}/rotate"), Some(SPACE));
+        assert_eq!(
+            on("/admin/spaces/{space}/costs/day"),
+            Some("/admin/spaces/{space}/costs")
+        );
+        for page in PAGES.iter().filter(|p| p.method == Method::POST) {
+            let shown = form_page(page.path).expect("every form is on a page");
+            assert!(
+                shown.method == Method::GET && shown.label.is_some(),
+                "{}",
+                page.path
             );
         }
     }

@@ -432,9 +432,23 @@ async fn links_postback_stats(browser: &Browser, base: &str) {
         .goto(&format!("{base}/admin/spaces/shop/links"))
         .await
         .unwrap();
-    fill(browser, "input[name=slug]", "spring-fb").await;
+    // A refused link comes back as it was typed, the error beside the slug.
+    fill(browser, "input[name=slug]", "spring fb").await;
     fill(browser, "input[name=bot]", "shop_bot").await;
     fill(browser, "input[name=campaign_name]", "spring-sale").await;
+    click(browser, "form.stack button").await;
+    let fault = text_of(browser, "label:has(input[name=slug]) .fault").await;
+    assert!(fault.contains("slug"), "{fault}");
+    let kept = browser
+        .find(Locator::Css("input[name=campaign_name]"))
+        .await
+        .unwrap()
+        .prop("value")
+        .await
+        .unwrap();
+    assert_eq!(kept.as_deref(), Some("spring-sale"));
+    look(browser, "06-links-refused").await;
+    fill(browser, "input[name=slug]", "spring-fb").await;
     click(browser, "form.stack button").await;
     assert!(
         text_of(browser, "#created-url")
@@ -494,14 +508,29 @@ async fn destinations(browser: &Browser, base: &str) {
         .goto(&format!("{base}/admin/spaces/shop/destinations"))
         .await
         .unwrap();
+    // One kind at a time: the kind first, then only its fields.
+    assert!(
+        browser
+            .find_all(Locator::Css("input[name=url], input[name=pixel_id]"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    click(browser, "nav.kinds a[href*='kind=meta_capi']").await;
+    let hint = text_of(browser, "#new-meta_capi #pixel_id-hint").await;
+    assert!(hint.contains("Events Manager"), "{hint}");
+    assert!(
+        browser
+            .find_all(Locator::Css("input[name=url], input[name=pixel_code]"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "no other kind's field"
+    );
+    look(browser, "10-destination-meta-form").await;
+    click(browser, "nav.kinds a[href*='kind=webhook']").await;
+    text_of(browser, "#new-webhook").await;
     fill(browser, "input[name=name]", "crm").await;
-    browser
-        .find(Locator::Css("select[name=kind] option[value=webhook]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
     fill(browser, "input[name=url]", &receiver.url("/hook")).await;
     click(browser, "form.stack button").await;
     let secret = text_of(browser, "#signing-secret").await;
@@ -541,7 +570,7 @@ async fn settings_and_telegram(browser: &Browser, base: &str, addr: SocketAddr, 
     click(browser, "form.stack button").await;
     assert!(text_of(browser, ".notice").await.contains("Saved"));
     let chosen = text_of(browser, "select[name=attribution] option[selected]").await;
-    assert_eq!(chosen, "last_touch");
+    assert_eq!(chosen, "The last click that reached the bot");
     look(browser, "12-settings").await;
     let space = send(
         addr,

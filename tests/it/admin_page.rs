@@ -426,7 +426,9 @@ async fn the_settings_page_shows_and_changes_a_spaces_settings() {
     assert_eq!(page.status, 200);
     let text = page.text();
     assert!(
-        text.contains("<option value=\"first_touch\" selected>first_touch</option>"),
+        text.contains(
+            "<option value=\"first_touch\" selected>The first click that reached the bot</option>"
+        ),
         "{text}"
     );
     assert!(
@@ -464,9 +466,9 @@ async fn the_settings_page_shows_and_changes_a_spaces_settings() {
     let saved = post(format!("attribution=last_touch&csrf={csrf}")).await;
     assert_eq!(saved.status, 200);
     assert!(
-        saved
-            .text()
-            .contains("<option value=\"last_touch\" selected>last_touch</option>"),
+        saved.text().contains(
+            "<option value=\"last_touch\" selected>The last click that reached the bot</option>"
+        ),
         "{}",
         saved.text()
     );

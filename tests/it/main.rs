@@ -2,6 +2,7 @@
 //! child process) on 127.0.0.1:0 with a temporary data file, and talks HTTP to it.
 
 mod admin_browser;
+mod admin_forms;
 mod admin_page;
 mod auth;
 mod backup;

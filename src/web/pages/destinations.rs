@@ -14,6 +14,9 @@ use crate::web::context::Ctx;
 
 struct DestinationRow {
     name: String,
+    /// Its change and test forms' paths below the space's, as a refused form is told by.
+    change_form: String,
+    test_form: String,
     kind: &'static str,
     /// An ad platform's: a token of its own, and a test code for its test view.
     ad_platform: bool,
@@ -40,6 +43,51 @@ fn kinds_offered() -> Vec<(&'static str, &'static str)> {
         .into_iter()
         .map(|k| (k.as_str(), k.title()))
         .collect()
+}
+
+/// A field of the new destination's form, as its kind's room declares it.
+struct FormField {
+    name: &'static str,
+    label: &'static str,
+    /// Where its value is found, or what it does; its default, and how a map is typed.
+    help: String,
+    required: bool,
+    /// A credential: typed into a password field, never shown again (a refused form too).
+    secret: bool,
+}
+
+/// The new destination's form for the kind chosen on the page (`?kind=`), or for the kind of
+/// its refused form; none before a kind is chosen, so one kind's fields show at a time.
+fn chosen_kind(ctx: &Ctx<'_>) -> Option<(&'static str, &'static str, Vec<FormField>)> {
+    let refused = ctx
+        .refused
+        .as_ref()
+        .filter(|r| r.posted_to(Some(ctx.param("space")), "destinations"))
+        .and_then(|r| r.form.get("kind"));
+    let kind = crate::platform::Kind::parse(ctx.query.get("kind").or(refused)?).ok()?;
+    let fields = kind
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut help = f.help.to_owned();
+            if f.shape == crate::platform::Shape::Pairs {
+                help.push_str(" Typed as name=value, separated by commas.");
+            }
+            if let Some(default) = f.default {
+                help.push_str(" Default: ");
+                help.push_str(default);
+                help.push('.');
+            }
+            FormField {
+                name: f.name,
+                label: f.label,
+                help,
+                required: f.required,
+                secret: f.secret,
+            }
+        })
+        .collect();
+    Some((kind.as_str(), kind.title(), fields))
 }
 
 /// `a=b, c=d`: a map of settings as the page shows it and its form takes it.
@@ -88,6 +136,9 @@ struct DestinationsPage<'a> {
     destinations: Vec<DestinationRow>,
     /// The kinds a new destination may be, and their titles: the registry's.
     kinds: Vec<(&'static str, &'static str)>,
+    /// The kind the new destination's form is for, once one is chosen: its name, its title and
+    /// the fields its room declares, in its order.
+    chosen: Option<(&'static str, &'static str, Vec<FormField>)>,
     log: Vec<DeliveryRow>,
     /// A new webhook's name and signing secret, shown once.
     secret: Option<(String, String)>,
@@ -148,6 +199,8 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
         .await?
         .into_iter()
         .map(|d| DestinationRow {
+            change_form: format!("destinations/{}/change", d.name),
+            test_form: format!("destinations/{}/test", d.name),
             settings: settings_text(&d),
             paused: d.deliveries.get(State::Paused),
             paused_reason: d.paused_reason.clone(),
@@ -220,6 +273,7 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
             name: ctx.param("space"),
             destinations: rows,
             kinds: kinds_offered(),
+            chosen: chosen_kind(ctx),
             log,
             secret: shown.secret,
             password: shown.password,

@@ -46,6 +46,7 @@ pub(in crate::web) fn page(
                 space: None,
                 page: None,
                 error: error.map(str::to_owned),
+                refused: None,
             },
         },
     );

@@ -38,9 +38,35 @@ struct Frame<'a> {
     /// The path (as `routes::PAGES` writes it) of the page shown; `None` for an error page.
     page: Option<&'static str>,
     error: Option<String>,
+    /// A form of the page that was just refused, shown again as it was filled in.
+    refused: Option<&'a context::Refused>,
 }
 
 impl Frame<'_> {
+    /// What was typed in `field` of `form` (its path below the space's, as
+    /// [`context::Refused::posted_to`] reads it) when that form was just refused; else empty.
+    fn kept(&self, form: &str, field: &str) -> &str {
+        self.refused
+            .filter(|r| r.posted_to(self.space, form))
+            .and_then(|r| r.form.get(field))
+            .unwrap_or_default()
+    }
+
+    /// Why `form` was just refused, when `field` of it was at fault.
+    fn fault(&self, form: &str, field: &str) -> Option<&str> {
+        self.refused
+            .filter(|r| r.posted_to(self.space, form) && r.error.field == Some(field))
+            .map(|r| r.error.message.as_str())
+    }
+
+    /// Why `form` was just refused, whichever field was at fault: for a form too small to
+    /// show it beside a field.
+    fn refusal(&self, form: &str) -> Option<&str> {
+        self.refused
+            .filter(|r| r.posted_to(self.space, form))
+            .map(|r| r.error.message.as_str())
+    }
+
     /// The space's menu: (label, address, whether it is this page). This page is the entry it
     /// is, or is below the nearest of (a link's delete, under Links; a rotation, under Keys).
     fn menu(&self) -> Vec<(&'static str, String, bool)> {
@@ -109,6 +135,7 @@ pub(super) fn message_page(
                 space,
                 page: None,
                 error: Some(message.to_owned()),
+                refused: None,
             },
         },
     )
@@ -129,7 +156,11 @@ fn frame_of<'a>(ctx: &'a Ctx<'_>) -> Frame<'a> {
             .find(|(n, _)| *n == "space")
             .map(|(_, v)| *v),
         page: Some(ctx.page),
-        error: None,
+        error: ctx
+            .refused
+            .as_ref()
+            .map(|r| format!("Nothing was changed: {}", r.error.message)),
+        refused: ctx.refused.as_ref(),
     }
 }
 
@@ -176,6 +207,7 @@ mod tests {
                 space,
                 page,
                 error: None,
+                refused: None,
             }
             .menu()
         };

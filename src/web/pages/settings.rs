@@ -13,8 +13,11 @@ use crate::web::context::Ctx;
 /// One setting as the form shows it.
 struct SettingRow {
     name: &'static str,
-    about: &'static str,
-    choices: &'static [&'static str],
+    label: &'static str,
+    help: &'static str,
+    /// What to choose from, `(value, words)`; empty for free text.
+    choices: Vec<(String, String)>,
+    /// Its value, or what was typed in a refused form.
     value: String,
     /// Write-only: the form shows it empty (its last 4 characters as the placeholder), and an
     /// empty field keeps it.
@@ -31,6 +34,16 @@ struct SettingsPage<'a> {
     message: Option<&'static str>,
     /// The space's Telegram bot: its `@username`, or why it is not in use.
     telegram_bot: Option<String>,
+}
+
+/// What was typed in setting `name` of the refused form: shown again in its place (a secret
+/// never is).
+fn frame_typed(ctx: &Ctx<'_>, name: &str) -> Option<String> {
+    let refused = ctx.refused.as_ref()?;
+    if is_write_only(name) {
+        return None;
+    }
+    refused.form.get(name).map(str::to_owned)
 }
 
 /// `GET .../settings`.
@@ -64,12 +77,16 @@ async fn settings(ctx: &Ctx<'_>, save: bool) -> Result<Response, Error> {
         .pairs()
         .into_iter()
         .zip(&SETTINGS)
-        .map(|((_, value), s)| SettingRow {
-            name: s.name,
-            about: s.about,
-            choices: s.choices,
-            value,
-            secret: is_write_only(s.name),
+        .map(|((_, value), s)| {
+            let value = frame_typed(ctx, s.name).unwrap_or(value);
+            SettingRow {
+                name: s.name,
+                label: s.label,
+                help: s.help,
+                choices: s.offered(&value),
+                value,
+                secret: is_write_only(s.name),
+            }
         })
         .collect();
     let frame = frame_of(ctx);
