@@ -22,8 +22,9 @@ use crate::storage::schema::{self, SCHEMA_VERSION, TableVisitor};
 pub const ROOM_LEFT: u64 = 64 << 20;
 
 /// Whether a copy of the data file (`file_bytes` long) fits on its own filesystem, which has
-/// `free` bytes free, leaving [`ROOM_LEFT`]: the copy is at most as large as the file (it holds
-/// the same rows, written afresh).
+/// `free` bytes free, leaving [`ROOM_LEFT`]: the finished copy is at most as large as the file
+/// (it holds the same rows, written afresh and compacted); while it is written it can briefly be
+/// larger (a fresh redb file starts at 1 MiB), which [`ROOM_LEFT`] leaves room for.
 ///
 /// # Errors
 /// What is free, what the copy needs, and what to do, when it does not fit.
@@ -170,13 +171,16 @@ fn write_copy(src: &ReadTransaction, dest: &Path) -> Result<u64, StoreError> {
         .map_err(|e| StoreError::Redb(redb::Error::Io(e)))?;
     let backend = redb::backends::FileBackend::new(file)
         .map_err(|e| StoreError::Redb(redb::Error::from(e)))?;
-    let db = Database::builder().create_with_backend(backend)?;
+    let mut db = Database::builder().create_with_backend(backend)?;
     let txn = db.begin_write()?;
     let mut copy = Copy { src, dest: &txn };
     // Every table the schema declares: one added later cannot be left out of backups.
     schema::visit_every_table(&mut copy)?;
     let rows = schema::count_rows(src)?;
     txn.commit()?;
+    // A new redb file starts with room to grow (1 MiB even for a few rows): compacted, the copy
+    // is no larger than the data file it copies, as `enough_room` and docs/backups.md count.
+    super::compact::compact_all(&mut db)?;
     db.close()?;
     Ok(rows)
 }

@@ -37,14 +37,21 @@ pub fn compact_file(path: &Path) -> Result<Compacted, StoreError> {
     open::require_existing(path)?;
     let bytes_before = size(path)?;
     let mut db = open::open_database(path, None, open::COMMAND_CACHE_BYTES)?.db;
-    for _ in 0..MAX_PASSES {
-        if !db.compact().map_err(|e| StoreError::Redb(e.into()))? {
-            break;
-        }
-    }
+    compact_all(&mut db)?;
     drop(db);
     Ok(Compacted {
         bytes_before,
         bytes_after: size(path)?,
     })
+}
+
+/// Compacts `db`, which no transaction may be open on, as far as [`MAX_PASSES`] passes go: the
+/// command's compaction, and a backup's of its fresh copy.
+pub(super) fn compact_all(db: &mut redb::Database) -> Result<(), StoreError> {
+    for _ in 0..MAX_PASSES {
+        if !db.compact().map_err(|e| StoreError::Redb(e.into()))? {
+            break;
+        }
+    }
+    Ok(())
 }
