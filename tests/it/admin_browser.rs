@@ -199,6 +199,14 @@ const OFF_SCREEN: &str = r"
     return [off, document.documentElement.scrollHeight];
 ";
 
+/// The elements whose words may be split at any letter (`word-break: break-all`), which cuts
+/// "tracker.toml" in two with room for it on the next line.
+const SPLITS_WORDS: &str = "
+    return [...document.body.querySelectorAll('*')]
+        .filter((e) => getComputedStyle(e).wordBreak === 'break-all')
+        .map((e) => `${e.tagName.toLowerCase()} '${e.textContent.trim().slice(0, 30)}'`);
+";
+
 /// Looks at the page on each of the [`SCREENS`]: nothing of it may be off-screen sideways, and
 /// a screenshot of the whole page is saved. The browser is left with a phone's screen.
 async fn look(browser: &Browser, name: &str) {
@@ -209,6 +217,13 @@ async fn look(browser: &Browser, name: &str) {
         assert!(
             off.is_empty(),
             "{name} at {width} px: outside the screen sideways: {off:?}"
+        );
+        // A word breaks only where it alone is wider than its line, never anywhere in it.
+        let split = browser.execute(SPLITS_WORDS, vec![]).await.unwrap();
+        assert_eq!(
+            split,
+            json!([]),
+            "{name} at {width} px: word-break: break-all splits words"
         );
         // The whole page in one picture: a screen as tall as the page.
         let page_height = seen[1].as_u64().unwrap().clamp(height, 6000);

@@ -1062,10 +1062,10 @@ async fn a_campaign_drills_down_into_links_ads_ad_sets_and_days() {
     assert!(totals.contains(">-100.00%<"), "{totals}");
     assert!(
         text.contains(
-            "<li><span>Clicks</span> <strong>3</strong></li><li><span>Bound clicks</span> \
+            "<li><span>Clicks</span> <strong>3</strong></li><li><span>Reached the bot</span> \
              <strong>0</strong> <span class=\"muted\">0.00% of clicks</span></li>\
-             <li><span>Registrations</span> <strong>0</strong> <span class=\"muted\">no bound \
-             clicks</span></li>"
+             <li><span>Registrations</span> <strong>0</strong> <span class=\"muted\">no clicks \
+             that reached the bot</span></li>"
         ),
         "{text}"
     );

@@ -136,7 +136,11 @@ fn change(now: u64, before: u64) -> String {
 /// names them when its rate is a share of them.
 const STAGES: [(stats::Stage, &str, &str); 4] = [
     (stats::Stage::Clicks, "Clicks", "clicks"),
-    (stats::Stage::BoundClicks, "Bound clicks", "bound clicks"),
+    (
+        stats::Stage::BoundClicks,
+        "Reached the bot",
+        "clicks that reached the bot",
+    ),
     (
         stats::Stage::Registrations,
         "Registrations",
