@@ -708,7 +708,7 @@ async fn costs(browser: &Browser, base: &str, addr: SocketAddr, secret: &str, di
     )
     .await;
     let error = text_of(browser, ".error").await;
-    assert!(error.starts_with("line 3: amount"), "{error}");
+    assert!(error.contains("line 3: amount"), "{error}");
     assert_eq!(listed().await, 3);
     look(browser, "16-costs-refused").await;
     // A day's spend typed in: the day is today's to begin with, the currency the reporting one.

@@ -256,3 +256,27 @@ async fn the_settings_speak_in_words_and_a_refused_one_is_kept_beside_its_error(
         "nothing saved"
     );
 }
+
+#[tokio::test]
+async fn a_refused_days_spend_has_its_error_beside_the_amount_through_the_same_refusal() {
+    let server = TestServer::start().await;
+    let cookie = logged_in(&server).await;
+    let page = get_page(&server, Some(&cookie), "/admin/spaces/a/costs").await;
+    let csrf = csrf_of(&page);
+    let body =
+        format!("csrf={csrf}&day=2026-11-20&campaign_name=autumn&amount=12%2C5&currency=USD");
+    let refused = post_form(
+        &server,
+        Some(&cookie),
+        form("/admin/spaces/a/costs/day", &body),
+    )
+    .await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    let amount = label_of(&refused, "amount");
+    assert!(
+        amount.contains("value=\"12,5\"") && amount.contains("class=\"fault\""),
+        "{amount}"
+    );
+    assert!(label_of(&refused, "day").contains("value=\"2026-11-20\""));
+    assert!(!label_of(&refused, "campaign_name").contains("class=\"fault\""));
+}

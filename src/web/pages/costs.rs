@@ -11,10 +11,10 @@ use warp::reply::Response;
 
 use super::{Frame, csv_response, frame_of, html, space};
 use crate::app::costs::CostsImport;
+use crate::domain::input::Query;
 use crate::domain::keyring::SpaceRef;
 use crate::domain::stats;
 use crate::error::{Code, Error};
-use crate::surface::respond;
 use crate::web::context::Ctx;
 
 /// Costs listed on the page at most; a wider range is for `GET /costs`.
@@ -61,8 +61,8 @@ struct DaySpend {
 
 impl DaySpend {
     /// The form's fields as they were sent.
-    fn sent(ctx: &Ctx<'_>) -> DaySpend {
-        let field = |name| ctx.form.get(name).unwrap_or_default().to_owned();
+    fn sent(form: &Query) -> DaySpend {
+        let field = |name| form.get(name).unwrap_or_default().to_owned();
         DaySpend {
             day: field("day"),
             campaign_name: field("campaign_name"),
@@ -74,37 +74,28 @@ impl DaySpend {
     }
 }
 
-/// What the page shows after a request: an upload's import (`Err(None)`: none; `Err(Some)`:
-/// the refusal of an upload or of the day's spend), a fetch just asked for, and the day's spend
-/// just set or sent.
+/// What the page shows after a request: an upload's import, a fetch just asked for, and the
+/// day's spend just set. A refused form is the admin page's refusal (`Ctx::refused`): its page
+/// shown again, the day's spend form as it was filled in.
+#[derive(Default)]
 struct Done {
-    upload: Result<CostsImport, Option<Error>>,
+    upload: Option<CostsImport>,
     fetched: bool,
-    day_spend: Option<(DaySpend, Option<String>)>,
-}
-
-impl Done {
-    fn nothing() -> Done {
-        Done {
-            upload: Err(None),
-            fetched: false,
-            day_spend: None,
-        }
-    }
+    spend_set: Option<String>,
 }
 
 /// `GET .../costs?from=&to=`: the upload form, the costs of a range of days (as `GET /costs`
 /// reads them), and what an upload just imported.
 pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
-    costs_page(ctx, &space, Done::nothing()).await
+    costs_page(ctx, &space, Done::default()).await
 }
 
 /// The form of one day's spend: the cost of a campaign (its ad set or ad) on a day, checked
 /// and set as `POST /costs` sets it; a refused one is shown with the form as it was filled in.
 pub(in crate::web) async fn set_day(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
-    let sent = DaySpend::sent(ctx);
+    let sent = DaySpend::sent(&ctx.form);
     let ad = crate::domain::cost::AdNames {
         adset_name: &sent.adset_name,
         ad_name: &sent.ad_name,
@@ -115,35 +106,23 @@ pub(in crate::web) async fn set_day(ctx: &Ctx<'_>) -> Result<Response, Error> {
         ad,
         &sent.amount,
         &sent.currency,
-    );
-    let outcome = match cost {
-        Ok(cost) => {
-            let view = crate::domain::cost::CostView::from(&cost);
-            let what = if cost.amount.is_zero() {
-                format!("Removed the cost of {} on {}.", cost.label(), view.day)
-            } else {
-                format!(
-                    "Set: {} {} for {} on {}.",
-                    view.amount,
-                    view.currency,
-                    cost.label(),
-                    view.day
-                )
-            };
-            ctx.app.set_costs(&space, vec![cost]).await.map(|_| what)
-        }
-        Err(e) => Err(e),
+    )?;
+    let view = crate::domain::cost::CostView::from(&cost);
+    let what = if cost.amount.is_zero() {
+        format!("Removed the cost of {} on {}.", cost.label(), view.day)
+    } else {
+        format!(
+            "Set: {} {} for {} on {}.",
+            view.amount,
+            view.currency,
+            cost.label(),
+            view.day
+        )
     };
-    let done = match outcome {
-        Ok(what) => Done {
-            day_spend: Some((DaySpend::default(), Some(what))),
-            ..Done::nothing()
-        },
-        Err(e) => Done {
-            upload: Err(Some(e)),
-            day_spend: Some((sent, None)),
-            ..Done::nothing()
-        },
+    ctx.app.set_costs(&space, vec![cost]).await?;
+    let done = Done {
+        spend_set: Some(what),
+        ..Done::default()
     };
     costs_page(ctx, &space, done).await
 }
@@ -152,34 +131,33 @@ pub(in crate::web) async fn set_day(ctx: &Ctx<'_>) -> Result<Response, Error> {
 /// costs fetch`; the page shows what it did, or why it could not start.
 pub(in crate::web) async fn fetch(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
-    let fetched = |upload| Done {
-        upload,
+    ctx.app.fetch_costs(&space).await?;
+    let done = Done {
         fetched: true,
-        day_spend: None,
+        ..Done::default()
     };
-    match ctx.app.fetch_costs(&space).await {
-        Ok(_) => costs_page(ctx, &space, fetched(Err(None))).await,
-        Err(e) if e.code == Code::Conflict => costs_page(ctx, &space, fetched(Err(Some(e)))).await,
-        Err(e) => Err(e),
-    }
+    costs_page(ctx, &space, done).await
 }
 
 /// The upload: the file's text through the same import as `tracker costs import`. A refused
-/// file is shown on the costs page itself, with the sentence and status the command line and
-/// the API give it, so the form is there to try again.
+/// file is the page's refusal, with the sentence and status the command line and the API give
+/// it, so the form is there to try again.
 pub(in crate::web) async fn import(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let space = space(ctx).await?;
-    let imported = match ctx.form.get("file").filter(|t| !t.is_empty()) {
-        None => Err(Error::field(
-            Code::MissingField,
-            "file",
-            "file is required: choose a CSV file to import",
-        )),
-        Some(csv) => ctx.app.import_costs(&space, csv).await,
-    };
+    let csv = ctx
+        .form
+        .get("file")
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            Error::field(
+                Code::MissingField,
+                "file",
+                "file is required: choose a CSV file to import",
+            )
+        })?;
     let done = Done {
-        upload: imported.map_err(Some),
-        ..Done::nothing()
+        upload: Some(ctx.app.import_costs(&space, csv).await?),
+        ..Done::default()
     };
     costs_page(ctx, &space, done).await
 }
@@ -191,14 +169,14 @@ async fn costs_page(ctx: &Ctx<'_>, space: &SpaceRef, done: Done) -> Result<Respo
     let Done {
         upload,
         fetched,
-        day_spend,
+        spend_set,
     } = done;
     let q = ctx.query;
     let (first, last) = match &upload {
         _ if q.get("from").is_some() || q.get("to").is_some() => {
             day_range(q.get("from"), q.get("to"))?
         }
-        Ok(CostsImport {
+        Some(CostsImport {
             span: Some(span), ..
         }) => *span,
         _ => {
@@ -208,7 +186,11 @@ async fn costs_page(ctx: &Ctx<'_>, space: &SpaceRef, done: Done) -> Result<Respo
         }
     };
     let settings = ctx.app.space_settings(space).await?;
-    let (day_spend, spend_set) = day_spend.unwrap_or_default();
+    let day_spend = ctx
+        .refused
+        .as_ref()
+        .filter(|r| r.posted_to(Some(ctx.param("space")), "costs/day"))
+        .map_or_else(DaySpend::default, |r| DaySpend::sent(&r.form));
     let day_spend = DaySpend {
         day: Some(day_spend.day)
             .filter(|d| !d.is_empty())
@@ -233,12 +215,7 @@ async fn costs_page(ctx: &Ctx<'_>, space: &SpaceRef, done: Done) -> Result<Respo
     let mut costs = ctx.app.costs(space, (first, last)).await?;
     let cut = costs.len() > COSTS_SHOWN;
     costs.truncate(COSTS_SHOWN);
-    let (imported, refused) = match upload {
-        Ok(done) => (Some(done), None),
-        Err(refused) => (None, refused),
-    };
-    let mut frame = frame_of(ctx);
-    frame.error = refused.as_ref().map(|e| e.message.clone());
+    let frame = frame_of(ctx);
     let bound = |day: Day, none: Day| {
         if day == none {
             String::new()
@@ -247,12 +224,12 @@ async fn costs_page(ctx: &Ctx<'_>, space: &SpaceRef, done: Done) -> Result<Respo
         }
     };
     Ok(html(
-        refused.map_or(StatusCode::OK, |e| respond::status_of(e.code)),
+        StatusCode::OK,
         &CostsPage {
             frame,
             csrf_token: &ctx.live.csrf,
             name: ctx.param("space"),
-            imported,
+            imported: upload,
             max_mib: crate::web::context::MAX_UPLOAD_BYTES / 1024 / 1024,
             from: bound(first, 0),
             to: bound(last, Day::MAX),
