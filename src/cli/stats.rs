@@ -136,10 +136,12 @@ mod tests {
             subscribers_kept: 0,
             cost_per_subscriber: money(&[]),
             reported: None,
+            views: None,
             rates: Rates {
                 bound: Some("0.7500".into()),
                 registration: Some("0.4000".into()),
                 first_deposit: Some("0.3333".into()),
+                view_to_click: None,
             },
         }
     }

@@ -205,3 +205,94 @@ async fn a_visit_keeps_the_pages_fbp_and_leaves_a_bad_one_in_the_query() {
         assert_eq!(event["fbp"].as_str(), kept, "{event}");
     }
 }
+
+/// The group named `group` of `GET /stats?<query>`.
+async fn stats_group(s: &TestServer, query: &str, group: &Value) -> Value {
+    let stats = s.read_as(&s.a, &format!("/stats?{query}")).await.json();
+    let groups = stats["groups"].as_array().expect("groups").clone();
+    groups
+        .into_iter()
+        .find(|g| &g["group"] == group)
+        .unwrap_or_else(|| panic!("no group {group} in {stats}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_and_the_view_to_click_rate_are_in_the_stats_by_link_campaign_and_day() {
+    let s = server(false).await;
+    for (slug, campaign) in [("spring", json!("winter")), ("autumn", Value::Null)] {
+        let body = json!({"slug": slug, "bot": "shop_bot", "campaign_name": campaign,
+            "allowed_origins": [PAGE]});
+        let r = s.post_as(&s.a, "/links", &body.to_string()).await;
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    // 2027-01-15 (the test clock's day, UTC): 4 views and 1 click of spring, 1 view of autumn.
+    for _ in 0..4 {
+        assert_eq!(view(&s, "spring", Some(PAGE)).await.status, 204);
+    }
+    assert_eq!(view(&s, "autumn", Some(PAGE)).await.status, 204);
+    assert_eq!(s.send(&Request::get("/l/spring")).await.status, 302);
+    // The next day: 2 more views of spring.
+    s.clock.advance(tracker::domain::stats::DAY_MS);
+    for _ in 0..2 {
+        assert_eq!(view(&s, "spring", Some(PAGE)).await.status, 204);
+    }
+    let both = "from=2027-01-15&to=2027-01-16";
+    let spring = stats_group(&s, &format!("by=link_slug&{both}"), &json!("spring")).await;
+    assert_eq!(spring["views"], 6, "{spring}");
+    assert_eq!(spring["rates"]["view_to_click"], "0.1667", "{spring}");
+    // A link with views and no click is a group, its rate a share of its views.
+    let autumn = stats_group(&s, &format!("by=link_slug&{both}"), &json!("autumn")).await;
+    assert_eq!(
+        (&autumn["views"], &autumn["clicks"]),
+        (&json!(1), &json!(0))
+    );
+    assert_eq!(autumn["rates"]["view_to_click"], "0.0000");
+    // By campaign: the links made with it; a link without one is under no campaign.
+    let winter = stats_group(&s, &format!("by=campaign_name&{both}"), &json!("winter")).await;
+    assert_eq!(winter["views"], 6);
+    let none = stats_group(&s, &format!("by=campaign_name&{both}"), &Value::Null).await;
+    assert_eq!(none["views"], 1);
+    // By day, each day its own; only the first day in a range of one day.
+    let first = stats_group(&s, &format!("by=day&{both}"), &json!("2027-01-15")).await;
+    assert_eq!((&first["views"], &first["clicks"]), (&json!(5), &json!(1)));
+    assert_eq!(first["rates"]["view_to_click"], "0.2000");
+    let second = stats_group(&s, &format!("by=day&{both}"), &json!("2027-01-16")).await;
+    assert_eq!(
+        (&second["views"], &second["rates"]["view_to_click"]),
+        (&json!(2), &json!("0.0000"))
+    );
+    let day = "from=2027-01-15&to=2027-01-15";
+    let spring = stats_group(&s, &format!("by=link_slug&{day}"), &json!("spring")).await;
+    assert_eq!(spring["views"], 4);
+    // Within the campaign: its links and days only.
+    let drill = format!("campaign=winter&{both}");
+    let days = s
+        .read_as(&s.a, &format!("/stats?by=day&{drill}"))
+        .await
+        .json();
+    let views: Vec<&Value> = days["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["views"])
+        .collect();
+    assert_eq!(views, [&json!(4), &json!(2)], "{days}");
+    let links = s
+        .read_as(&s.a, &format!("/stats?by=link_slug&{drill}"))
+        .await
+        .json();
+    assert!(
+        links["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["group"] != "autumn"),
+        "{links}"
+    );
+    // An ad knows no views: null, and no rate.
+    let ad = stats_group(&s, &format!("by=utm_content&{both}"), &Value::Null).await;
+    assert_eq!(
+        (&ad["views"], &ad["rates"]["view_to_click"]),
+        (&Value::Null, &Value::Null)
+    );
+}
