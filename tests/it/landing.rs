@@ -296,3 +296,64 @@ async fn views_and_the_view_to_click_rate_are_in_the_stats_by_link_campaign_and_
         (&Value::Null, &Value::Null)
     );
 }
+
+/// The dashboard shows views and the view-to-click rate in its totals and its campaign table,
+/// and a campaign's drill-down in its links and days (not its ads: a view does not know the
+/// ad); a space without views shows none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_and_a_drill_down_show_views_where_there_were_some() {
+    use crate::admin_page::{get_page, logged_in};
+    let s = server(false).await;
+    let cookie = logged_in(&s).await;
+    let body = json!({"slug": "spring", "bot": "shop_bot", "campaign_name": "winter",
+        "allowed_origins": [PAGE]});
+    assert_eq!(
+        s.post_as(&s.a, "/links", &body.to_string()).await.status,
+        201
+    );
+    assert_eq!(s.send(&Request::get("/l/spring")).await.status, 302);
+    let page = |target: &'static str| get_page(&s, Some(&cookie), target);
+    let dashboard = page("/admin/spaces/a/dashboard?days=7").await.text();
+    assert!(!dashboard.contains("View-to-click"), "{dashboard}");
+    for _ in 0..4 {
+        assert_eq!(view(&s, "spring", Some(PAGE)).await.status, 204);
+    }
+    let dashboard = page("/admin/spaces/a/dashboard?days=7").await.text();
+    assert!(
+        dashboard
+            .contains(r#"Landing page views</th><td class="n" data-label="This period">4</td>"#),
+        "{dashboard}"
+    );
+    assert!(
+        dashboard.contains(r#"<td class="n" data-label="Views">4</td><td class="n" data-label="View-to-click">25.00%</td>"#),
+        "{dashboard}"
+    );
+    let drill = page("/admin/spaces/a/dashboard?days=7&campaign=winter")
+        .await
+        .text();
+    let table = |key: &str| {
+        let start = drill.find(&format!("<table id=\"{key}\">")).expect(key);
+        let end = start + drill[start..].find("</table>").unwrap();
+        drill[start..end].to_owned()
+    };
+    assert!(
+        table("links").contains(r#"data-label="Views">4</td>"#),
+        "{drill}"
+    );
+    assert!(
+        table("days").contains(r#"data-label="View-to-click">25.00%</td>"#),
+        "{drill}"
+    );
+    assert!(!table("ads").contains("Views"), "{drill}");
+    let csv = page("/admin/spaces/a/dashboard?days=7&format=csv")
+        .await
+        .text();
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",views,view_to_click"),
+        "{csv}"
+    );
+    assert!(csv.contains(",4,25.00%"), "{csv}");
+}
