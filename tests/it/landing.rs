@@ -357,3 +357,40 @@ async fn the_dashboard_and_a_drill_down_show_views_where_there_were_some() {
     );
     assert!(csv.contains(",4,25.00%"), "{csv}");
 }
+
+/// `tracker link create --allowed-origin` (repeatable) takes the origins the API takes, by the
+/// same rule: one just inside is kept as the API keeps it, one just outside is refused with the
+/// API's sentence and makes no link; `tracker link list` shows them.
+#[test]
+fn the_command_line_sets_allowed_origins_by_the_apis_rule() {
+    use crate::support::run_cli;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("tracker.redb");
+    let cli = |args: &[&str]| {
+        let out = run_cli(dir.path(), &data, args);
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    assert_eq!(cli(&["init"]).0, Some(0));
+    let create = ["link", "create", "default", "spring", "--bot", "shop_bot"];
+    // Just outside: plain http (no `allow_private_destinations` here), and a path.
+    for origin in ["http://land.example.com", "https://land.example.com/page"] {
+        let (code, _, stderr) = cli(&[&create[..], &["--allowed-origin", origin]].concat());
+        assert_eq!(code, Some(1), "{origin}: {stderr}");
+        assert!(stderr.contains("allowed_origins"), "{origin}: {stderr}");
+    }
+    assert!(cli(&["link", "list", "default"]).1.contains("no links yet"));
+    let origins = [
+        "--allowed-origin",
+        "https://LAND.example.com/",
+        "--allowed-origin",
+        "https://other.example.com:8443",
+    ];
+    let (code, _, stderr) = cli(&[&create[..], &origins].concat());
+    assert_eq!(code, Some(0), "{stderr}");
+    let (_, list, _) = cli(&["link", "list", "default"]);
+    assert!(
+        list.contains("views from https://land.example.com, https://other.example.com:8443"),
+        "{list}"
+    );
+}
