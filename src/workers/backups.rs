@@ -247,6 +247,60 @@ fn hold_while_uploaded(path: &Path) -> Option<std::fs::File> {
     Some(file)
 }
 
+/// The mark, in `backup_dir`, of the backup `name` whose upload has begun and not ended:
+/// written before the upload and deleted once it has an outcome (uploaded, or failed after its
+/// retries), so a mark found at start is an upload a stopped process cut short.
+fn upload_mark(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(".{name}.to-upload"))
+}
+
+/// The backups of `dir` whose uploads were cut short ([`upload_mark`]), oldest first: each
+/// mark with the backup it names, `None` where that backup has since been deleted.
+fn cut_uploads(dir: &Path) -> std::io::Result<Vec<(PathBuf, Option<(u64, PathBuf)>)>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let file_name = entry.file_name();
+        let Some(name) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix('.')?.strip_suffix(".to-upload"))
+        else {
+            continue;
+        };
+        let Some(at) = backup_time(name) else {
+            continue;
+        };
+        let backup = dir.join(name);
+        found.push((entry.path(), backup.is_file().then_some((at, backup))));
+    }
+    found.sort_by_key(|(_, b)| b.as_ref().map(|(at, _)| *at));
+    Ok(found)
+}
+
+/// Uploads again, at start, each backup of `dir` whose upload a stopped process cut short
+/// (its mark, [`cut_uploads`]), counted and logged as any upload, and deletes the marks.
+async fn resume_cut_uploads(backups: Backups, s3: S3Settings, dir: PathBuf) {
+    let listed = dir.clone();
+    let cut = match tokio::task::spawn_blocking(move || cut_uploads(&listed)).await {
+        Ok(Ok(cut)) => cut,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, dir = %dir.display(), "looking for uploads cut short");
+            return;
+        }
+        Err(_) => return,
+    };
+    for (mark, backup) in cut {
+        if let Some((at, path)) = backup {
+            tracing::info!(
+                path = %path.display(),
+                "uploading a backup whose upload a stopped process cut short"
+            );
+            upload(&backups, &s3, &path, at, backups.schedule.keep).await;
+        }
+        let _ = tokio::fs::remove_file(&mark).await;
+    }
+}
+
 /// What the schedule is handed by the layer above: the store it copies, the clock that times
 /// and names the backups, the counters of `/metrics`, and the schedule itself.
 #[derive(Clone)]
@@ -295,13 +349,15 @@ pub async fn run(backups: Backups) {
     let newest = match (&schedule.dir, &schedule.s3) {
         (Some(dir), s3) => {
             if let Some(s3) = s3 {
-                // The last upload's time for `/metrics`, without holding the first local backup
-                // back while the bucket is slow or down.
+                // The last upload's time for `/metrics`, and the uploads a stop cut short,
+                // without holding the first local backup back while the bucket is slow or down.
                 let (metrics, s3) = (backups.metrics.clone(), s3.clone());
+                let resumed = resume_cut_uploads(backups.clone(), s3.clone(), dir.clone());
                 tokio::spawn(async move {
                     if let Some(at) = newest_uploaded(s3, start).await {
                         metrics.backup_found_uploaded(at);
                     }
+                    resumed.await;
                 });
             }
             let dir = dir.clone();
@@ -344,7 +400,24 @@ pub async fn run(backups: Backups) {
                     .as_ref()
                     .and_then(|_| hold_while_uploaded(&path));
                 if let Some(s3) = &schedule.s3 {
+                    // Kept only if a stop cuts the upload short: then the next start sends it.
+                    let mark = schedule
+                        .dir
+                        .as_ref()
+                        .map(|d| upload_mark(d, &backup_name(now)));
+                    if let Some(mark) = &mark
+                        && let Err(e) = tokio::fs::write(mark, b"").await
+                    {
+                        tracing::warn!(
+                            error = %e,
+                            path = %mark.display(),
+                            "cannot mark the upload as begun: a stop that cuts it short loses it"
+                        );
+                    }
                     upload(&backups, s3, &path, now, schedule.keep).await;
+                    if let Some(mark) = mark {
+                        let _ = tokio::fs::remove_file(mark).await;
+                    }
                 }
                 if schedule.dir.is_none() {
                     let _ = tokio::fs::remove_file(&path).await;
