@@ -528,7 +528,15 @@ async fn upload(backups: &Backups, s3: &S3Settings, file: &Path, made_at: u64, k
     match sent {
         Ok((bytes, address, rotated)) => {
             backups.metrics.backup_uploaded(now);
-            tracing::info!(to = %address, bytes, "scheduled backup uploaded");
+            match bytes {
+                Some(bytes) => tracing::info!(to = %address, bytes, "scheduled backup uploaded"),
+                // An upload cut short after the object arrived, sent again at start; or another
+                // server writing under the same prefix. The object is never replaced.
+                None => tracing::info!(
+                    to = %address,
+                    "scheduled backup already in the bucket under its name: left as it was"
+                ),
+            }
             match rotated {
                 Ok(deleted) => {
                     for key in deleted {

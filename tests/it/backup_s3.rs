@@ -671,7 +671,7 @@ async fn a_large_backup_is_uploaded_in_parts_and_comes_back_whole() {
     let bucket = Bucket::new(&s3, None).unwrap();
     assert_eq!(
         bucket.upload(&path, "a/large.bin").await.unwrap(),
-        size as u64
+        Some(size as u64)
     );
     let back = dir.path().join("back.bin");
     let mut file = std::fs::File::create(&back).unwrap();
@@ -748,7 +748,7 @@ async fn an_upload_during_a_throttle_arrives_within_retry_for() {
         .upload(&path, "during-throttle.bin")
         .await
         .expect("uploaded once the throttle ended");
-    assert_eq!(sent, bytes.len() as u64);
+    assert_eq!(sent, Some(bytes.len() as u64));
     assert!(Instant::now() >= until, "arrived during the throttle");
     let tries = throttled.load(std::sync::atomic::Ordering::Relaxed);
     assert!(tries >= 2, "throttled {tries} times");
@@ -1105,4 +1105,38 @@ fn an_upload_cut_short_by_a_kill_is_sent_at_the_next_start() {
         std::thread::sleep(Duration::from_millis(50));
     }
     crate::support::stop_cleanly(process);
+}
+
+/// An upload never replaces an object (S3's `If-None-Match: *`, which moto honours as S3
+/// does): a file of one part and one sent in parts (just past a part) are each refused at a
+/// key already taken, the object there is left byte for byte, and no staging copy of the parts
+/// is left in the bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_never_replaces_an_object_whether_one_request_or_parts() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("taken");
+    let s3 = moto.settings("taken", "");
+    let bucket = Bucket::new(&s3, None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (key, size) in [
+        ("one.bin", tracker::s3::PART_BYTES),
+        ("parts.bin", tracker::s3::PART_BYTES + 1),
+    ] {
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        std::fs::write(&first, vec![1_u8; size]).unwrap();
+        std::fs::write(&second, vec![2_u8; size]).unwrap();
+        assert_eq!(bucket.upload(&first, key).await.unwrap(), Some(size as u64));
+        assert_eq!(bucket.upload(&second, key).await.unwrap(), None, "{key}");
+        let back = dir.path().join("back");
+        let mut file = std::fs::File::create(&back).unwrap();
+        bucket.download(key, &mut file).await.unwrap();
+        assert!(
+            std::fs::read(&back).unwrap() == vec![1_u8; size],
+            "{key} replaced"
+        );
+    }
+    let listing = moto.ask("GET", "/taken");
+    assert!(!listing.contains("staging"), "{listing}");
+    let uploads = moto.ask("GET", "/taken?uploads");
+    assert!(!uploads.contains("<Upload>"), "{uploads}");
 }
