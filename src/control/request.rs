@@ -211,7 +211,7 @@ pub enum LinkRequest {
         /// in-app browsers, where a redirect to t.me often fails)
         #[arg(long, value_parser = ["redirect", "page"], default_value = "redirect")]
         mode: String,
-        /// An origin (https://host[:port]) whose landing pages with the link's script have
+        /// An origin (`https://host[:port]`) whose landing pages with the link's script have
         /// their views counted; repeat it for more than one
         #[arg(long = "allowed-origin", value_name = "ORIGIN")]
         #[serde(default)]
