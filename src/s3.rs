@@ -9,6 +9,14 @@
 //! [`PART_BYTES`] sent as a multipart upload, so a large backup is never one request that a
 //! dropped connection sends back to the start.
 //!
+//! An upload never replaces an object (S3's `If-None-Match: *`). `object_store` sends that
+//! condition with a single `PUT` and with the completion of a copy made by parts, but not with
+//! the completion of its own multipart upload: so a large file is uploaded in parts under a
+//! staging key beside the target, then copied into place on the condition and the staging key
+//! deleted. S3 copies at most [`MAX_COPY_BYTES`] in one part; a file larger than that is
+//! uploaded straight to its key after a look that it is free, which a writer racing for the
+//! same key could still pass.
+//!
 //! Every call runs on a runtime of its own ([`on_own_runtime`]): uploading hashes and encrypts
 //! every byte of a backup, and that work belongs on a thread of its own, never on the threads
 //! that answer requests (nor on the writer, which never waits for it).
@@ -21,8 +29,11 @@ use std::time::Duration;
 
 use futures_util::TryStreamExt as _;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::{S3ConditionalPut, S3CopyIfNotExists};
 use object_store::path::Path;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore as _, PutPayload, RetryConfig};
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore as _, PutMode, PutOptions, PutPayload, RetryConfig,
+};
 use tokio::task::{JoinError, JoinHandle};
 
 use crate::config::S3Settings;
@@ -34,6 +45,9 @@ pub const PART_BYTES: usize = 8 * 1024 * 1024;
 const PARTS_IN_FLIGHT: usize = 2;
 /// The most parts S3 takes in one upload.
 const MAX_PARTS: u64 = 10_000;
+/// The most S3 copies into one part (`UploadPartCopy`): the largest file put in place on the
+/// condition after a multipart upload.
+pub const MAX_COPY_BYTES: u64 = 5 << 30;
 
 /// The size of each part of a multipart upload of `size` bytes: [`PART_BYTES`], or for a file
 /// too large for [`MAX_PARTS`] of those (above about 78 GiB), whole MiB enough to stay within.
@@ -107,6 +121,8 @@ impl Bucket {
             .with_secret_access_key(&settings.secret_access_key)
             .with_retry(retry)
             .with_client_options(client)
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
+            .with_copy_if_not_exists(S3CopyIfNotExists::Multipart)
             .build()
             .map_err(|e| S3Error(format!("S3 client for bucket {name}: {e}")))?;
         Ok(Bucket {
@@ -135,13 +151,16 @@ impl Bucket {
         ))
     }
 
-    /// Uploads the file at `file` under `key`: one request up to [`PART_BYTES`], else a
-    /// multipart upload of parts of [`part_bytes`], two in flight (aborted if any part or the
-    /// completion fails, so no parts are left to be billed). Answers the bytes sent.
+    /// Uploads the file at `file` under `key` unless an object has that key: one conditional
+    /// request up to [`PART_BYTES`], else a multipart upload of parts of [`part_bytes`], two in
+    /// flight (aborted if any part or the completion fails, so no parts are left to be billed),
+    /// under a staging key then copied into place on the condition (see the module's words on
+    /// files above [`MAX_COPY_BYTES`]). Answers the bytes sent, or `None` when an object already
+    /// had the key: then it is left as it was.
     ///
     /// # Errors
     /// When the file cannot be read or the service does not take it (after the retries).
-    pub async fn upload(&self, file: &FilePath, key: &str) -> Result<u64, S3Error> {
+    pub async fn upload(&self, file: &FilePath, key: &str) -> Result<Option<u64>, S3Error> {
         let location = object_path(key)?;
         let mut source = std::fs::File::open(file)
             .map_err(|e| S3Error(format!("cannot read {}: {e}", file.display())))?;
@@ -152,12 +171,51 @@ impl Bucket {
                 .read_to_end(&mut bytes)
                 .map_err(|e| S3Error(format!("cannot read {}: {e}", file.display())))?;
             let sent = bytes.len() as u64;
-            self.store
-                .put(&location, PutPayload::from(bytes))
+            let create = PutOptions::from(PutMode::Create);
+            return match self
+                .store
+                .put_opts(&location, PutPayload::from(bytes), create)
                 .await
-                .map_err(|e| self.failed("uploading to", key, e))?;
-            return Ok(sent);
+            {
+                Ok(_) => Ok(Some(sent)),
+                Err(object_store::Error::AlreadyExists { .. }) => Ok(None),
+                Err(e) => Err(self.failed("uploading to", key, e)),
+            };
         }
+        if size > MAX_COPY_BYTES {
+            if self.exists(key).await? {
+                return Ok(None);
+            }
+            return self.upload_parts(source, size, file, key).await.map(Some);
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let staging_key = format!("{key}.staging-{}-{nanos}", std::process::id());
+        let staging = object_path(&staging_key)?;
+        let sent = self.upload_parts(source, size, file, &staging_key).await?;
+        let placed = self.store.copy_if_not_exists(&staging, &location).await;
+        if let Err(e) = self.store.delete(&staging).await {
+            tracing::warn!(error = ?e.to_string(), key = staging_key, "deleting a staging copy");
+        }
+        match placed {
+            Ok(()) => Ok(Some(sent)),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(None),
+            Err(e) => Err(self.failed("copying the upload into", key, e)),
+        }
+    }
+
+    /// A multipart upload of `source` (`size` bytes, read from `file`) under `key`, parts of
+    /// [`part_bytes`], two in flight; aborted at the store if any part or the completion fails.
+    /// Answers the bytes sent.
+    async fn upload_parts(
+        &self,
+        mut source: std::fs::File,
+        size: u64,
+        file: &FilePath,
+        key: &str,
+    ) -> Result<u64, S3Error> {
+        let location = object_path(key)?;
         let mut upload = self
             .store
             .put_multipart(&location)

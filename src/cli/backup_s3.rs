@@ -39,7 +39,11 @@ pub(super) fn backup_to_s3(settings: &Settings, out: Output, address: &str) -> C
         let Answer::BackedUp(stats) = answer else {
             return Err(format!("the server answered a backup with {answer:?}").into());
         };
-        crate::s3::on_own_runtime(bucket.upload(&temp, &key))?;
+        // Looked up above for an early answer; the upload's condition is what holds when
+        // another writer took the key meanwhile.
+        if crate::s3::on_own_runtime(bucket.upload(&temp, &key))?.is_none() {
+            return Err(format!("{address} already exists; a backup never overwrites").into());
+        }
         Ok(stats)
     })();
     let _ = std::fs::remove_file(&temp);

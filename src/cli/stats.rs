@@ -3,7 +3,8 @@
 //! (CPA) and revenue per click (EPC), worded as the admin pages word them (`domain::display`);
 //! then the same in the space's reporting currency (a currency without a rate said, on its line
 //! and below with the command that adds one); where a group had channel joins or leaves, its
-//! joins, subscribers kept and cost per subscriber kept after them.
+//! joins, subscribers kept and cost per subscriber kept after them; where a group had views of
+//! its landing pages, the views and the view-to-click rate last.
 
 use std::fmt::Write as _;
 
@@ -27,6 +28,10 @@ pub(super) fn table_text(shown: &StatsShown) -> String {
     if channels {
         text.insert_str(text.len() - 1, " | joins / kept / cost per kept");
     }
+    let views = shown.groups.iter().any(|g| g.views.is_some_and(|v| v > 0));
+    if views {
+        text.insert_str(text.len() - 1, " | views / view-to-click");
+    }
     for g in &shown.groups {
         let mut line = group_line(g);
         if let Some(r) = &g.reported {
@@ -40,6 +45,13 @@ pub(super) fn table_text(shown: &StatsShown) -> String {
                 g.subscribers_kept,
                 display::money(&g.cost_per_subscriber)
             );
+        }
+        if views {
+            let count = g
+                .views
+                .map_or_else(|| display::NOTHING.to_owned(), |v| v.to_string());
+            let rate = display::rate(g.rates.view_to_click.as_deref());
+            let _ = write!(line, " | {count} / {rate}");
         }
         let _ = writeln!(text, "{line}");
     }
@@ -136,10 +148,12 @@ mod tests {
             subscribers_kept: 0,
             cost_per_subscriber: money(&[]),
             reported: None,
+            views: None,
             rates: Rates {
                 bound: Some("0.7500".into()),
                 registration: Some("0.4000".into()),
                 first_deposit: Some("0.3333".into()),
+                view_to_click: None,
             },
         }
     }
@@ -191,6 +205,27 @@ mod tests {
         );
         assert!(lines[1].ends_with(" | 12 / 10 / 10 USD"), "{text}");
         assert!(lines[2].ends_with(" | 0 / 0 / —"), "{text}");
+    }
+
+    /// Views and the view-to-click rate follow on every line once any group had a view, and
+    /// not before; a group whose views are not known shows a dash.
+    #[test]
+    fn views_show_only_where_some_group_had_them() {
+        let mut shown = StatsShown {
+            space: "default".into(),
+            by: "campaign_name".into(),
+            groups: vec![group(Some("spring")), group(None)],
+        };
+        shown.groups[1].views = Some(0);
+        assert!(!table_text(&shown).contains("views"));
+        shown.groups[0] = group(Some("spring")).with_views(Some(160));
+        let text = table_text(&shown);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("epc | views / view-to-click"), "{text}");
+        assert!(lines[1].ends_with(" | 160 / 25.00%"), "{text}");
+        assert!(lines[2].ends_with(" | 0 / —"), "{text}");
+        shown.groups[1].views = None;
+        assert!(table_text(&shown).ends_with(" | — / —"), "{text}");
     }
 
     /// Money in the reporting currency follows the amounts as they came; a missing rate is

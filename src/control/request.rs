@@ -211,6 +211,11 @@ pub enum LinkRequest {
         /// in-app browsers, where a redirect to t.me often fails)
         #[arg(long, value_parser = ["redirect", "page"], default_value = "redirect")]
         mode: String,
+        /// An origin (`https://host[:port]`) whose landing pages with the link's script have
+        /// their views counted; repeat it for more than one
+        #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+        #[serde(default)]
+        allowed_origins: Vec<String>,
     },
     /// List a space's links with their public URLs and click counts
     List { space: String },
@@ -467,13 +472,14 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
                 fallback,
                 campaign_name,
                 mode,
+                allowed_origins,
             } => {
                 let channel = ChannelFields {
                     join_requests: channel.is_some().then_some(join_requests),
                     channel,
                     fallback,
                 };
-                let link = NewLink::with_channel(
+                let mut link = NewLink::with_channel(
                     Some(slug),
                     bot,
                     target,
@@ -481,6 +487,8 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
                     campaign_name,
                     Some(mode),
                 )?;
+                // Checked by `App::create_link`, as the API's are.
+                link.allowed_origins = allowed_origins;
                 let space = app.space_named(space).await?;
                 Answer::LinkCreated(Box::new(app.create_link(&space, link).await?))
             }

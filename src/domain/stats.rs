@@ -345,6 +345,11 @@ pub struct GroupStats {
     /// rate named (`docs/api.md#reporting-currency`; made by `domain::reporting`).
     #[serde(default)]
     pub reported: Option<Reported>,
+    /// Views of landing pages with the script of the group's links (`docs/landing-pages.md`):
+    /// by link, by campaign (its links') and by day; `null` by ad and ad set, which a view does
+    /// not know.
+    #[serde(default)]
+    pub views: Option<u64>,
 }
 
 /// A group's money in the reporting currency (`reported` of a `GET /stats` group).
@@ -417,6 +422,9 @@ pub struct Rates {
     pub bound: Option<String>,
     pub registration: Option<String>,
     pub first_deposit: Option<String>,
+    /// Clicks / views of the group's landing pages; `null` without a view.
+    #[serde(default)]
+    pub view_to_click: Option<String>,
 }
 
 /// `n / d` as a rate, `None` when `d` is 0.
@@ -486,6 +494,7 @@ impl GroupStats {
                 bound: rate(counts.bound_clicks, counts.clicks),
                 registration: rate(registrations, counts.bound_clicks),
                 first_deposit: rate(counts.first_deposits, registrations),
+                view_to_click: None,
             },
             group,
             clicks: counts.clicks,
@@ -496,6 +505,7 @@ impl GroupStats {
                 .collect(),
             first_deposits: counts.first_deposits,
             reported: None,
+            views: None,
             deposits: counts
                 .deposits
                 .iter()
@@ -506,6 +516,14 @@ impl GroupStats {
 }
 
 impl GroupStats {
+    /// The group with its landing pages' views, and the view-to-click rate that follows.
+    #[must_use]
+    pub fn with_views(mut self, views: Option<u64>) -> GroupStats {
+        self.views = views;
+        self.rates.view_to_click = views.and_then(|v| rate(self.clicks, v));
+        self
+    }
+
     /// New registrations (a stage of the funnel).
     #[must_use]
     pub fn registrations(&self) -> u64 {
@@ -545,7 +563,11 @@ pub fn period_totals(groups: &[GroupStats]) -> Result<GroupStats, Error> {
     }
     let mut counts = Counts::default();
     let mut cost = BTreeMap::new();
+    let mut views: Option<u64> = None;
     for g in groups {
+        if let Some(v) = g.views {
+            views = Some(views.unwrap_or(0) + v);
+        }
         counts.clicks += g.clicks;
         counts.bound_clicks += g.bound_clicks;
         counts.first_deposits += g.first_deposits;
@@ -557,7 +579,7 @@ pub fn period_totals(groups: &[GroupStats]) -> Result<GroupStats, Error> {
         add(&mut counts.deposits, &g.deposits, "deposit")?;
         add(&mut cost, &g.cost, "cost")?;
     }
-    Ok(GroupStats::new(None, &counts, &cost))
+    Ok(GroupStats::new(None, &counts, &cost).with_views(views))
 }
 
 /// The change from `before` to `now` in whole percent, rounded toward zero (`+12`, `-3`);

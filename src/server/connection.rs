@@ -78,11 +78,39 @@ pub struct ConnectionStats {
     /// Connections refused because their address held its share.
     pub address_refused: AtomicU64,
     pub panics: AtomicU64,
+    /// When the next handler's panic may be logged ([`ConnectionStats::panic_to_log`]), in
+    /// `now_ms`'s milliseconds.
+    next_panic_log_ms: AtomicU64,
+    /// Panics since the last one logged, not logged.
+    panics_not_logged: AtomicU64,
 }
+
+/// A handler's panic is logged at most once in this long, the line counting those not logged
+/// since: a request that makes a handler panic, sent again and again, must not fill the disk
+/// with the log nor bury every other line.
+const PANIC_LOG_EVERY_MS: u64 = 60_000;
 
 impl ConnectionStats {
     fn count(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether a handler's panic at `now_ms` is logged: the first, then one at least
+    /// [`PANIC_LOG_EVERY_MS`] after the last logged; `Some` with how many were not logged
+    /// since that one.
+    fn panic_to_log(&self, now_ms: u64) -> Option<u64> {
+        let due = self.next_panic_log_ms.load(Ordering::Relaxed);
+        let next = now_ms.saturating_add(PANIC_LOG_EVERY_MS);
+        if now_ms >= due
+            && self
+                .next_panic_log_ms
+                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.panics_not_logged.swap(0, Ordering::Relaxed));
+        }
+        self.panics_not_logged.fetch_add(1, Ordering::Relaxed);
+        None
     }
 }
 
@@ -302,7 +330,16 @@ where
                         .map(|s| (*s).to_owned())
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "a panic without a message".to_owned());
-                    tracing::error!(%addr, path = %uri.path(), panic = %what, "a handler panicked; answered 500 internal");
+                    if let Some(not_logged) = stats.panic_to_log(now_ms()) {
+                        tracing::error!(
+                            %addr,
+                            path = %uri.path(),
+                            panic = %what,
+                            not_logged,
+                            "a handler panicked; answered 500 internal (one such line a minute \
+                             at most: not_logged counts the panics since the last)"
+                        );
+                    }
                     respond::error(&Error::internal(), Auth::None)
                 }
             };
@@ -505,6 +542,20 @@ fn replacement_answer(code: Code) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first panic is logged; then none until a minute after it (just inside: not; just
+    /// outside: logged, with the count of those that were not).
+    #[test]
+    fn a_handlers_panics_are_logged_once_a_minute_with_a_count() {
+        let stats = ConnectionStats::default();
+        let start = 5_000;
+        assert_eq!(stats.panic_to_log(start), Some(0));
+        assert_eq!(stats.panic_to_log(start + 1), None);
+        assert_eq!(stats.panic_to_log(start + PANIC_LOG_EVERY_MS - 1), None);
+        assert_eq!(stats.panic_to_log(start + PANIC_LOG_EVERY_MS), Some(2));
+        assert_eq!(stats.panic_to_log(start + PANIC_LOG_EVERY_MS + 1), None);
+        assert_eq!(stats.panic_to_log(start + 3 * PANIC_LOG_EVERY_MS), Some(1));
+    }
 
     #[test]
     fn each_phase_has_its_own_deadline() {

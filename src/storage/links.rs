@@ -240,6 +240,33 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// The campaign of each of `space`'s links that has one (deleted links too: their views
+    /// stay counted), by slug.
+    pub fn link_campaigns(
+        &self,
+        space: u32,
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let table = self.txn.open_table(LINKS)?;
+        let mut out = std::collections::HashMap::new();
+        for entry in self
+            .txn
+            .open_table(LINKS_BY_SPACE)?
+            .range((space, "")..=(space, "\u{10ffff}"))?
+        {
+            let (key, _) = entry?;
+            let slug = key.value().1;
+            if let Some(bytes) = table.get(slug)? {
+                let record: LinkRecord = records::decode(bytes.value())?;
+                if let Some(campaign) = record.campaign_name {
+                    out.insert(slug.to_owned(), campaign);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A stored link as the domain sees it.
 pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
     let destination = match (r.bot, r.target, r.channel) {

@@ -66,18 +66,75 @@ impl Snapshot {
         }
         add_channel_counts(self, space, grouping, (from, to), zone, &mut groups)?;
         let spent = group_costs(self, space, grouping, (from, to), zone)?;
-        for group in spent.keys() {
-            groups.entry(group.clone()).or_default();
+        let views = group_views(self, space, grouping, (from, to), zone)?;
+        for group in spent.keys().chain(views.iter().flat_map(BTreeMap::keys)) {
+            if !groups.contains_key(group) {
+                groups.insert(group.clone(), Counts::default());
+            }
         }
         let none = BTreeMap::new();
         Ok(groups
             .into_iter()
             .map(|(group, counts)| {
                 let cost = spent.get(&group).unwrap_or(&none);
+                let viewed = views.as_ref().and_then(|v| match v.get(&group) {
+                    Some(n) => Some(*n),
+                    // Views of no link are none: the group without a link has no view count.
+                    None if grouping.by == Dimension::Link && group.is_empty() => None,
+                    None => Some(0),
+                });
                 GroupStats::new((!group.is_empty()).then_some(group), &counts, cost)
+                    .with_views(viewed)
             })
             .collect())
     }
+}
+
+/// The views of the landing pages of `space`'s links (`LINK_VIEWS`) by the groups of
+/// `grouping`: by link, by its campaign, or by day; `None` for the groups a view knows
+/// nothing of (ads and ad sets). Views are kept per UTC day: the period's views are those of
+/// the UTC days whose dates are the calendar days (in `zone`) of the quarters `[from, to)`, and
+/// a day's are those of the UTC day of the same date (`docs/landing-pages.md`). A campaign's
+/// views are those of the links made with it (a link without one: no campaign's); within one
+/// campaign, its links' only.
+fn group_views(
+    s: &Snapshot,
+    space: u32,
+    grouping: &Grouping,
+    (from, to): (u32, u32),
+    zone: &jiff::tz::TimeZone,
+) -> Result<Option<BTreeMap<String, u64>>, StoreError> {
+    if !matches!(
+        grouping.by,
+        Dimension::Link | Dimension::Campaign | Dimension::Day
+    ) {
+        return Ok(None);
+    }
+    let mut groups = BTreeMap::new();
+    if to <= from {
+        return Ok(Some(groups));
+    }
+    let first = stats::local_day(zone, from);
+    let last = if to == u32::MAX {
+        u32::MAX
+    } else {
+        stats::local_day(zone, to - 1)
+    };
+    let campaigns = s.link_campaigns(space)?;
+    let campaign = grouping.campaign.as_deref();
+    for (slug, day, views) in s.link_views(space, first, last)? {
+        let link_campaign = campaigns.get(&slug).map(String::as_str);
+        if campaign.is_some() && campaign != link_campaign {
+            continue;
+        }
+        let group = match grouping.by {
+            Dimension::Link => slug,
+            Dimension::Campaign => link_campaign.unwrap_or("").to_owned(),
+            _ => cost::day_text(day),
+        };
+        *groups.entry(group).or_insert(0) += views;
+    }
+    Ok(Some(groups))
 }
 
 /// Adds the channel joins and leaves of the quarters `[from, to)` to the groups of `grouping`

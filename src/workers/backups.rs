@@ -247,6 +247,73 @@ fn hold_while_uploaded(path: &Path) -> Option<std::fs::File> {
     Some(file)
 }
 
+/// The mark, in `backup_dir`, of the backup `name` whose upload has begun and not ended:
+/// written before the upload and deleted once it has an outcome (uploaded, or failed after its
+/// retries), so a mark found at start is an upload a stopped process cut short.
+fn upload_mark(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(".{name}.to-upload"))
+}
+
+/// A mark of an upload cut short, with the backup it names (its time and path), `None` where
+/// that backup has since been deleted.
+type CutUpload = (PathBuf, Option<(u64, PathBuf)>);
+
+/// The backups of `dir` whose uploads were cut short ([`upload_mark`]), oldest first.
+fn cut_uploads(dir: &Path) -> std::io::Result<Vec<CutUpload>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let file_name = entry.file_name();
+        let Some(name) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix('.')?.strip_suffix(".to-upload"))
+        else {
+            continue;
+        };
+        let Some(at) = backup_time(name) else {
+            continue;
+        };
+        let backup = dir.join(name);
+        found.push((entry.path(), backup.is_file().then_some((at, backup))));
+    }
+    found.sort_by_key(|(_, b)| b.as_ref().map(|(at, _)| *at));
+    Ok(found)
+}
+
+/// Uploads again, at start, each backup of `dir` whose upload a stopped process cut short
+/// (its mark, [`cut_uploads`]), counted and logged as any upload, and deletes the marks.
+async fn resume_cut_uploads(backups: Backups, s3: S3Settings, dir: PathBuf) {
+    let listed = dir.clone();
+    let cut = match tokio::task::spawn_blocking(move || cut_uploads(&listed)).await {
+        Ok(Ok(cut)) => cut,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, dir = %dir.display(), "looking for uploads cut short");
+            return;
+        }
+        Err(_) => return,
+    };
+    for (mark, backup) in cut {
+        if let Some((at, path)) = backup {
+            tracing::info!(
+                path = %path.display(),
+                "uploading a backup whose upload a stopped process cut short"
+            );
+            upload(&backups, &s3, &path, at, backups.schedule.keep).await;
+        }
+        let _ = tokio::fs::remove_file(&mark).await;
+    }
+}
+
+/// At the start of a schedule with `backup_dir`: the newest backup in the bucket, whose time is
+/// the last upload's in `/metrics` until this process uploads one, then the uploads a stop cut
+/// short ([`resume_cut_uploads`]).
+async fn look_in_bucket(backups: Backups, s3: S3Settings, dir: PathBuf, now_ms: u64) {
+    if let Some(at) = newest_uploaded(s3.clone(), now_ms).await {
+        backups.metrics.backup_found_uploaded(at);
+    }
+    resume_cut_uploads(backups, s3, dir).await;
+}
+
 /// What the schedule is handed by the layer above: the store it copies, the clock that times
 /// and names the backups, the counters of `/metrics`, and the schedule itself.
 #[derive(Clone)]
@@ -295,14 +362,13 @@ pub async fn run(backups: Backups) {
     let newest = match (&schedule.dir, &schedule.s3) {
         (Some(dir), s3) => {
             if let Some(s3) = s3 {
-                // The last upload's time for `/metrics`, without holding the first local backup
-                // back while the bucket is slow or down.
-                let (metrics, s3) = (backups.metrics.clone(), s3.clone());
-                tokio::spawn(async move {
-                    if let Some(at) = newest_uploaded(s3, start).await {
-                        metrics.backup_found_uploaded(at);
-                    }
-                });
+                // Without holding the first local backup back while the bucket is slow or down.
+                tokio::spawn(look_in_bucket(
+                    backups.clone(),
+                    s3.clone(),
+                    dir.clone(),
+                    start,
+                ));
             }
             let dir = dir.clone();
             tokio::task::spawn_blocking(move || own_backups(&dir))
@@ -344,7 +410,7 @@ pub async fn run(backups: Backups) {
                     .as_ref()
                     .and_then(|_| hold_while_uploaded(&path));
                 if let Some(s3) = &schedule.s3 {
-                    upload(&backups, s3, &path, now, schedule.keep).await;
+                    upload_marked(&backups, s3, &path, now).await;
                 }
                 if schedule.dir.is_none() {
                     let _ = tokio::fs::remove_file(&path).await;
@@ -435,6 +501,30 @@ pub async fn backup_once(backups: &Backups, now_ms: u64) -> Result<(PathBuf, Bac
     Ok((dest, stats))
 }
 
+/// [`upload`] of the backup made at `made_at`, marked as begun in `backup_dir` while it runs
+/// ([`upload_mark`]): the mark is kept only if a stop cuts the upload short, and then the next
+/// start sends it.
+async fn upload_marked(backups: &Backups, s3: &S3Settings, file: &Path, made_at: u64) {
+    let schedule = &backups.schedule;
+    let mark = schedule
+        .dir
+        .as_ref()
+        .map(|d| upload_mark(d, &backup_name(made_at)));
+    if let Some(mark) = &mark
+        && let Err(e) = tokio::fs::write(mark, b"").await
+    {
+        tracing::warn!(
+            error = %e,
+            path = %mark.display(),
+            "cannot mark the upload as begun: a stop that cuts it short loses it"
+        );
+    }
+    upload(backups, s3, file, made_at, schedule.keep).await;
+    if let Some(mark) = mark {
+        let _ = tokio::fs::remove_file(mark).await;
+    }
+}
+
 /// Uploads the backup at `file` as `prefix` + `name`, then deletes the oldest uploaded beyond
 /// `keep`; logs and counts how it went. Never fails the schedule: the next backup is made and
 /// uploaded at its time whatever happened to this one.
@@ -455,7 +545,16 @@ async fn upload(backups: &Backups, s3: &S3Settings, file: &Path, made_at: u64, k
     match sent {
         Ok((bytes, address, rotated)) => {
             backups.metrics.backup_uploaded(now);
-            tracing::info!(to = %address, bytes, "scheduled backup uploaded");
+            if let Some(bytes) = bytes {
+                tracing::info!(to = %address, bytes, "scheduled backup uploaded");
+            } else {
+                // An upload cut short after the object arrived, sent again at start; or another
+                // server writing under the same prefix. The object is never replaced.
+                tracing::info!(
+                    to = %address,
+                    "scheduled backup already in the bucket under its name: left as it was"
+                );
+            }
             match rotated {
                 Ok(deleted) => {
                     for key in deleted {

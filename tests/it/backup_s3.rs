@@ -671,7 +671,7 @@ async fn a_large_backup_is_uploaded_in_parts_and_comes_back_whole() {
     let bucket = Bucket::new(&s3, None).unwrap();
     assert_eq!(
         bucket.upload(&path, "a/large.bin").await.unwrap(),
-        size as u64
+        Some(size as u64)
     );
     let back = dir.path().join("back.bin");
     let mut file = std::fs::File::create(&back).unwrap();
@@ -748,7 +748,7 @@ async fn an_upload_during_a_throttle_arrives_within_retry_for() {
         .upload(&path, "during-throttle.bin")
         .await
         .expect("uploaded once the throttle ended");
-    assert_eq!(sent, bytes.len() as u64);
+    assert_eq!(sent, Some(bytes.len() as u64));
     assert!(Instant::now() >= until, "arrived during the throttle");
     let tries = throttled.load(std::sync::atomic::Ordering::Relaxed);
     assert!(tries >= 2, "throttled {tries} times");
@@ -1022,4 +1022,121 @@ fn sigterm_stops_within_seconds_while_an_upload_retries() {
         !log_before.contains("object_store"),
         "a line per retry:\n{log_before}"
     );
+}
+
+/// With `backup_dir`, an upload cut short (the process killed while the endpoint refused it)
+/// is sent at the next start, once the endpoint takes it: the backup arrives in the bucket
+/// under its own name, and its mark of an upload begun is gone.
+#[test]
+fn an_upload_cut_short_by_a_kill_is_sent_at_the_next_start() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("resumed");
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let backups = dir.path().join("backups");
+    let env = |endpoint: &str| {
+        [
+            ("TRACKER_BACKUP_DIR", backups.to_str().unwrap().to_owned()),
+            ("TRACKER_BACKUP_S3_ENDPOINT", endpoint.to_owned()),
+            ("TRACKER_BACKUP_S3_REGION", "us-east-1".to_owned()),
+            ("TRACKER_BACKUP_S3_BUCKET", "resumed".to_owned()),
+            ("TRACKER_BACKUP_S3_PREFIX", "tracker/".to_owned()),
+            ("TRACKER_BACKUP_S3_ACCESS_KEY_ID", "testing".to_owned()),
+            ("TRACKER_BACKUP_S3_RETRY_FOR", "5m".to_owned()),
+            ("TRACKER_BACKUP_S3_SECRET_ACCESS_KEY", SECRET_KEY.to_owned()),
+        ]
+    };
+    let start = |endpoint: &str| {
+        let env = env(endpoint);
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        TrackerProcess::start_with_env(dir.path(), &pairs)
+    };
+    let marks = || -> Vec<String> {
+        std::fs::read_dir(&backups).map_or_else(
+            |_| Vec::new(),
+            |d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.ends_with(".to-upload"))
+                    .collect()
+            },
+        )
+    };
+    let process = start(&down);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while marks().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no upload begun:\n{}",
+            process.stderr()
+        );
+        // Waiting for the server's first backup; not a time rule of the tracker.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let name = marks()[0]
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".to-upload"))
+        .unwrap()
+        .to_owned();
+    assert!(backup_time(&name).is_some(), "{name}");
+    process.kill_hard();
+    assert_eq!(marks().len(), 1, "the mark outlives the kill");
+
+    let process = start(&moto.endpoint);
+    let s3 = moto.settings("resumed", "tracker/");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let key = format!("tracker/{name}");
+    let keys = runtime.block_on(uploaded_when(&s3, |keys| keys.contains(&key)));
+    assert_eq!(
+        keys,
+        [key],
+        "only the backup cut short: the next is a day away"
+    );
+    let log = process.log_when(|l| l.contains("scheduled backup uploaded"));
+    assert!(
+        log.contains("whose upload a stopped process cut short"),
+        "{log}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !marks().is_empty() {
+        assert!(Instant::now() < deadline, "the mark stays: {:?}", marks());
+        // Waiting for the server to delete the mark after the upload.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    crate::support::stop_cleanly(process);
+}
+
+/// An upload never replaces an object (S3's `If-None-Match: *`, which moto honours as S3
+/// does): a file of one part and one sent in parts (just past a part) are each refused at a
+/// key already taken, the object there is left byte for byte, and no staging copy of the parts
+/// is left in the bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_never_replaces_an_object_whether_one_request_or_parts() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("taken");
+    let s3 = moto.settings("taken", "");
+    let bucket = Bucket::new(&s3, None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (key, size) in [
+        ("one.bin", tracker::s3::PART_BYTES),
+        ("parts.bin", tracker::s3::PART_BYTES + 1),
+    ] {
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        std::fs::write(&first, vec![1_u8; size]).unwrap();
+        std::fs::write(&second, vec![2_u8; size]).unwrap();
+        assert_eq!(bucket.upload(&first, key).await.unwrap(), Some(size as u64));
+        assert_eq!(bucket.upload(&second, key).await.unwrap(), None, "{key}");
+        let back = dir.path().join("back");
+        let mut file = std::fs::File::create(&back).unwrap();
+        bucket.download(key, &mut file).await.unwrap();
+        assert!(
+            std::fs::read(&back).unwrap() == vec![1_u8; size],
+            "{key} replaced"
+        );
+    }
+    let listing = moto.ask("GET", "/taken");
+    assert!(!listing.contains("staging"), "{listing}");
+    let uploads = moto.ask("GET", "/taken?uploads");
+    assert!(!uploads.contains("<Upload>"), "{uploads}");
 }

@@ -205,3 +205,192 @@ async fn a_visit_keeps_the_pages_fbp_and_leaves_a_bad_one_in_the_query() {
         assert_eq!(event["fbp"].as_str(), kept, "{event}");
     }
 }
+
+/// The group named `group` of `GET /stats?<query>`.
+async fn stats_group(s: &TestServer, query: &str, group: &Value) -> Value {
+    let stats = s.read_as(&s.a, &format!("/stats?{query}")).await.json();
+    let groups = stats["groups"].as_array().expect("groups").clone();
+    groups
+        .into_iter()
+        .find(|g| &g["group"] == group)
+        .unwrap_or_else(|| panic!("no group {group} in {stats}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_and_the_view_to_click_rate_are_in_the_stats_by_link_campaign_and_day() {
+    let s = server(false).await;
+    for (slug, campaign) in [("spring", json!("winter")), ("autumn", Value::Null)] {
+        let body = json!({"slug": slug, "bot": "shop_bot", "campaign_name": campaign,
+            "allowed_origins": [PAGE]});
+        let r = s.post_as(&s.a, "/links", &body.to_string()).await;
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    // 2027-01-15 (the test clock's day, UTC): 4 views and 1 click of spring, 1 view of autumn.
+    for _ in 0..4 {
+        assert_eq!(view(&s, "spring", Some(PAGE)).await.status, 204);
+    }
+    assert_eq!(view(&s, "autumn", Some(PAGE)).await.status, 204);
+    assert_eq!(s.send(&Request::get("/l/spring")).await.status, 302);
+    // The next day: 2 more views of spring.
+    s.clock.advance(tracker::domain::stats::DAY_MS);
+    for _ in 0..2 {
+        assert_eq!(view(&s, "spring", Some(PAGE)).await.status, 204);
+    }
+    let both = "from=2027-01-15&to=2027-01-16";
+    let spring = stats_group(&s, &format!("by=link_slug&{both}"), &json!("spring")).await;
+    assert_eq!(spring["views"], 6, "{spring}");
+    assert_eq!(spring["rates"]["view_to_click"], "0.1667", "{spring}");
+    // A link with views and no click is a group, its rate a share of its views.
+    let autumn = stats_group(&s, &format!("by=link_slug&{both}"), &json!("autumn")).await;
+    assert_eq!(
+        (&autumn["views"], &autumn["clicks"]),
+        (&json!(1), &json!(0))
+    );
+    assert_eq!(autumn["rates"]["view_to_click"], "0.0000");
+    // By campaign: the links made with it; a link without one is under no campaign.
+    let winter = stats_group(&s, &format!("by=campaign_name&{both}"), &json!("winter")).await;
+    assert_eq!(winter["views"], 6);
+    let none = stats_group(&s, &format!("by=campaign_name&{both}"), &Value::Null).await;
+    assert_eq!(none["views"], 1);
+    // By day, each day its own; only the first day in a range of one day.
+    let first = stats_group(&s, &format!("by=day&{both}"), &json!("2027-01-15")).await;
+    assert_eq!((&first["views"], &first["clicks"]), (&json!(5), &json!(1)));
+    assert_eq!(first["rates"]["view_to_click"], "0.2000");
+    let second = stats_group(&s, &format!("by=day&{both}"), &json!("2027-01-16")).await;
+    assert_eq!(
+        (&second["views"], &second["rates"]["view_to_click"]),
+        (&json!(2), &json!("0.0000"))
+    );
+    let day = "from=2027-01-15&to=2027-01-15";
+    let spring = stats_group(&s, &format!("by=link_slug&{day}"), &json!("spring")).await;
+    assert_eq!(spring["views"], 4);
+    // Within the campaign: its links and days only.
+    let drill = format!("campaign=winter&{both}");
+    let days = s
+        .read_as(&s.a, &format!("/stats?by=day&{drill}"))
+        .await
+        .json();
+    let views: Vec<&Value> = days["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["views"])
+        .collect();
+    assert_eq!(views, [&json!(4), &json!(2)], "{days}");
+    let links = s
+        .read_as(&s.a, &format!("/stats?by=link_slug&{drill}"))
+        .await
+        .json();
+    assert!(
+        links["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["group"] != "autumn"),
+        "{links}"
+    );
+    // An ad knows no views: null, and no rate.
+    let ad = stats_group(&s, &format!("by=utm_content&{both}"), &Value::Null).await;
+    assert_eq!(
+        (&ad["views"], &ad["rates"]["view_to_click"]),
+        (&Value::Null, &Value::Null)
+    );
+}
+
+/// The dashboard shows views and the view-to-click rate in its totals and its campaign table,
+/// and a campaign's drill-down in its links and days (not its ads: a view does not know the
+/// ad); a space without views shows none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_and_a_drill_down_show_views_where_there_were_some() {
+    use crate::admin_page::{get_page, logged_in};
+    let s = server(false).await;
+    let cookie = logged_in(&s).await;
+    let body = json!({"slug": "spring", "bot": "shop_bot", "campaign_name": "winter",
+        "allowed_origins": [PAGE]});
+    assert_eq!(
+        s.post_as(&s.a, "/links", &body.to_string()).await.status,
+        201
+    );
+    assert_eq!(s.send(&Request::get("/l/spring")).await.status, 302);
+    let page = |target: &'static str| get_page(&s, Some(&cookie), target);
+    let dashboard = page("/admin/spaces/a/dashboard?days=7").await.text();
+    assert!(!dashboard.contains("View-to-click"), "{dashboard}");
+    for _ in 0..4 {
+        assert_eq!(view(&s, "spring", Some(PAGE)).await.status, 204);
+    }
+    let dashboard = page("/admin/spaces/a/dashboard?days=7").await.text();
+    assert!(
+        dashboard
+            .contains(r#"Landing page views</th><td class="n" data-label="This period">4</td>"#),
+        "{dashboard}"
+    );
+    assert!(
+        dashboard.contains(r#"<td class="n" data-label="Views">4</td><td class="n" data-label="View-to-click">25.00%</td>"#),
+        "{dashboard}"
+    );
+    let drill = page("/admin/spaces/a/dashboard?days=7&campaign=winter")
+        .await
+        .text();
+    let table = |key: &str| {
+        let start = drill.find(&format!("<table id=\"{key}\">")).expect(key);
+        let end = start + drill[start..].find("</table>").unwrap();
+        drill[start..end].to_owned()
+    };
+    assert!(
+        table("links").contains(r#"data-label="Views">4</td>"#),
+        "{drill}"
+    );
+    assert!(
+        table("days").contains(r#"data-label="View-to-click">25.00%</td>"#),
+        "{drill}"
+    );
+    assert!(!table("ads").contains("Views"), "{drill}");
+    let csv = page("/admin/spaces/a/dashboard?days=7&format=csv")
+        .await
+        .text();
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",views,view_to_click"),
+        "{csv}"
+    );
+    assert!(csv.contains(",4,25.00%"), "{csv}");
+}
+
+/// `tracker link create --allowed-origin` (repeatable) takes the origins the API takes, by the
+/// same rule: one just inside is kept as the API keeps it, one just outside is refused with the
+/// API's sentence and makes no link; `tracker link list` shows them.
+#[test]
+fn the_command_line_sets_allowed_origins_by_the_apis_rule() {
+    use crate::support::run_cli;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("tracker.redb");
+    let cli = |args: &[&str]| {
+        let out = run_cli(dir.path(), &data, args);
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    assert_eq!(cli(&["init"]).0, Some(0));
+    let create = ["link", "create", "default", "spring", "--bot", "shop_bot"];
+    // Just outside: plain http (no `allow_private_destinations` here), and a path.
+    for origin in ["http://land.example.com", "https://land.example.com/page"] {
+        let (code, _, stderr) = cli(&[&create[..], &["--allowed-origin", origin]].concat());
+        assert_eq!(code, Some(1), "{origin}: {stderr}");
+        assert!(stderr.contains("allowed_origins"), "{origin}: {stderr}");
+    }
+    assert!(cli(&["link", "list", "default"]).1.contains("no links yet"));
+    let origins = [
+        "--allowed-origin",
+        "https://LAND.example.com/",
+        "--allowed-origin",
+        "https://other.example.com:8443",
+    ];
+    let (code, _, stderr) = cli(&[&create[..], &origins].concat());
+    assert_eq!(code, Some(0), "{stderr}");
+    let (_, list, _) = cli(&["link", "list", "default"]);
+    assert!(
+        list.contains("views from https://land.example.com, https://other.example.com:8443"),
+        "{list}"
+    );
+}

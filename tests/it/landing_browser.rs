@@ -3,7 +3,8 @@
 //! server on loopback, with the script (`/t.js`) and Meta's `_fbp` cookie. Its view is counted;
 //! the same page from an origin the link does not allow counts none; its Telegram button leads
 //! through `/l/` into `t.me/<bot>?start=<uid>`, another link of the page is left alone, and a
-//! later deposit of that click carries the page's `fbclid` and the cookie's `fbp`.
+//! later deposit of that click carries the page's `fbclid` and the cookies' `fbp`, in the feed
+//! and at Meta's stand-in (`support/receiver.rs`), with the `_fbc` cookie as `fbc`.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -14,16 +15,20 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tracker::domain::rate::Rate;
 
 use crate::admin_browser::{browser, browser_installed, start_driver};
-use crate::support::{TestServer, assert_queued};
+use crate::support::receiver::Receiver;
+use crate::support::{NOW_MS, TestServer, assert_queued};
 
 const FBP: &str = "fb.1.1700000000000.424242";
+/// Meta's pixel's click cookie, as it writes it from the ad's `fbclid`.
+const FBC: &str = "fb.1.1700000000001.IwAR-browser-1";
 
-/// The landing page, as a page builder would publish it: Meta's pixel's cookie, a Telegram
+/// The landing page, as a page builder would publish it: Meta's pixel's cookies, a Telegram
 /// button, another link, and the one line.
 fn page(tracker: SocketAddr) -> String {
     format!(
         r#"<!doctype html><html><head><meta charset="utf-8"><title>Spring</title>
-<script>document.cookie = "_fbp={FBP}; path=/";</script></head><body>
+<script>document.cookie = "_fbp={FBP}; path=/"; document.cookie = "_fbc={FBC}; path=/";</script>
+</head><body>
 <a id="go" href="https://t.me/shop_bot">Open in Telegram</a>
 <a id="other" href="https://example.org/terms">Terms</a>
 <script src="http://{tracker}/t.js" data-link="spring" defer></script>
@@ -87,6 +92,19 @@ async fn a_landing_page_counts_its_view_and_its_button_leads_into_the_bot() {
         };
     })
     .await;
+    // Meta's stand-in as the space's destination; with visitors' hints kept, the click's own
+    // `fbc` (the page's cookie) is sent rather than one made from the `fbclid`.
+    let meta = Receiver::meta(NOW_MS).await;
+    let destination = json!({"name": "meta", "kind": "meta_capi", "pixel_id": "1",
+        "access_token": "t-1234", "graph_url": meta.url("")});
+    let r = s
+        .post_as(&s.a, "/destinations", &destination.to_string())
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = s
+        .patch_as(&s.a, "/space", r#"{"meta_client_hints":true}"#)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
     let landing = landing_server(page(s.addr)).await;
     let allowed = format!("http://127.0.0.1:{}", landing.port());
     let link = json!({"slug": "spring", "bot": "shop_bot", "allowed_origins": [allowed]});
@@ -113,6 +131,7 @@ async fn a_landing_page_counts_its_view_and_its_button_leads_into_the_bot() {
     for part in [
         "utm_campaign=spring-sale",
         "fbp=fb.1.1700000000000.424242",
+        "fbc=fb.1.1700000000001.IwAR-browser-1",
         "page=",
     ] {
         assert!(href.contains(part), "{part} in {href}");
@@ -142,5 +161,9 @@ async fn a_landing_page_counts_its_view_and_its_button_leads_into_the_bot() {
     assert_eq!(events[0]["fbclid"], "IwAR-browser-1", "{}", events[0]);
     assert_eq!(events[0]["fbp"], FBP);
     assert_eq!(events[0]["campaign_name"], "spring-sale");
+    let sent = meta.wait_for(1, Duration::from_secs(20)).await;
+    let user_data = &sent[0].json()["data"][0]["user_data"];
+    assert_eq!(user_data["fbp"], FBP, "{user_data}");
+    assert_eq!(user_data["fbc"], FBC, "{user_data}");
     fantoccini::Client::clone(&browser).close().await.unwrap();
 }

@@ -54,3 +54,4 @@ mod support;
 mod telegram;
 mod telegram_webhook;
 mod tiktok;
+mod webhook_receiver;

@@ -6,7 +6,9 @@ use askama::Template;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::tables::{CAMPAIGN_COLUMNS, GroupRow, Period, group_rows, table_csv};
+use super::tables::{
+    CAMPAIGN_COLUMNS, GroupRow, Period, VIEW_COLUMNS, group_rows, has_views, table_csv,
+};
 use super::{Frame, frame_of, html, in_query};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::stats::{self, Dimension};
@@ -25,6 +27,9 @@ struct DrillTable {
     /// Whether its groups have costs (days, ads and ad sets); links have none, and no Cost and
     /// ROI columns on the page (the CSV keeps them, empty, so every table has one shape).
     costs: bool,
+    /// Whether its groups had views of their landing pages (links and days may): the Views and
+    /// View-to-click columns.
+    views: bool,
 }
 
 /// A campaign's drill-down: its totals against the period before, its funnel, and its tables.
@@ -120,6 +125,9 @@ pub(super) async fn drill(
         if !by.has_costs() {
             columns.retain(|(k, _)| !matches!(*k, "cost" | "roi"));
         }
+        if matches!(by, Dimension::Link | Dimension::Day) {
+            columns.extend(VIEW_COLUMNS);
+        }
         let sort = asked
             .filter(|(table, _)| *table == key)
             .and_then(|(_, column)| columns.iter().find(|(k, _)| *k == column))
@@ -129,6 +137,10 @@ pub(super) async fn drill(
             .stats(space, one(by), stats::Range::Days(first, last))
             .await?;
         let rows = group_rows(groups, label, sort);
+        let views = has_views(&rows);
+        if !views {
+            columns.retain(|column| !VIEW_COLUMNS.contains(column));
+        }
         if csv_table.is_some() {
             let safe: String = page
                 .period
@@ -153,6 +165,7 @@ pub(super) async fn drill(
             sort,
             rows,
             costs: by.has_costs(),
+            views,
         });
     }
     Ok(html(StatusCode::OK, &page))

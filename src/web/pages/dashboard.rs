@@ -9,7 +9,8 @@ use warp::reply::Response;
 
 use super::chart::{self, Chart, DayFigures};
 use super::tables::{
-    CAMPAIGN_COLUMNS, CHANNEL_COLUMNS, GroupRow, Period, group_rows, has_channels, table_csv,
+    CAMPAIGN_COLUMNS, CHANNEL_COLUMNS, GroupRow, Period, VIEW_COLUMNS, group_rows, has_channels,
+    has_views, table_csv,
 };
 use super::{Frame, campaign, frame_of, html, in_query, space};
 use crate::domain::stats::{self, Dimension};
@@ -31,6 +32,8 @@ struct DashboardPage<'a> {
     rows: Vec<GroupRow>,
     /// Some campaign had channel joins or leaves: the table shows them.
     channels: bool,
+    /// Some campaign's links had views of their landing pages: the table shows them.
+    views: bool,
 }
 /// `GET .../dashboard?days=|from=&to=&sort=&format=csv`: a period's totals against the period
 /// before, the funnel, clicks by day, and the campaigns (sortable, downloadable as CSV); days
@@ -82,6 +85,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
             CAMPAIGN_COLUMNS
                 .iter()
                 .chain(&CHANNEL_COLUMNS)
+                .chain(&VIEW_COLUMNS)
                 .any(|(k, _)| k == s)
         })
         .unwrap_or("clicks");
@@ -94,6 +98,10 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let mut columns = CAMPAIGN_COLUMNS.to_vec();
     if channels {
         columns.extend(CHANNEL_COLUMNS);
+    }
+    let views = has_views(&rows);
+    if views {
+        columns.extend(VIEW_COLUMNS);
     }
     let frame = frame_of(ctx);
     Ok(html(
@@ -109,6 +117,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
             sort: sort.to_owned(),
             rows,
             channels,
+            views,
         },
     ))
 }

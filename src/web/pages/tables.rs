@@ -28,14 +28,28 @@ pub(super) struct GroupRow {
     /// Channel joins through the group's links, and joins less leaves.
     pub(super) joins: u64,
     pub(super) kept: i64,
+    /// Views of the group's landing pages (`None` where a view cannot be placed: ads, ad
+    /// sets), and clicks per view as a percentage.
+    pub(super) views: Option<u64>,
+    pub(super) view_to_click: String,
+}
+
+impl GroupRow {
+    /// The views as the table shows them: the count, or a dash where none can be known.
+    pub(super) fn views_text(&self) -> String {
+        self.views
+            .map_or_else(|| display::NOTHING.to_owned(), |v| v.to_string())
+    }
 }
 
 /// A row of the CSV download: the group under its own label, then the figures; a table whose
 /// groups had channel joins or leaves ([`has_channels`]) also has `joins` and
-/// `subscribers_kept`, as the page shows them.
+/// `subscribers_kept`, and one whose groups had views ([`has_views`]) `views` and
+/// `view_to_click`, as the page shows them.
 struct CsvRow<'a> {
     row: &'a GroupRow,
     channels: bool,
+    views: bool,
 }
 
 impl serde::Serialize for CsvRow<'_> {
@@ -53,6 +67,10 @@ impl serde::Serialize for CsvRow<'_> {
         if self.channels {
             row.serialize_entry("joins", &r.joins)?;
             row.serialize_entry("subscribers_kept", &r.kept)?;
+        }
+        if self.views {
+            row.serialize_entry("views", &r.views_text())?;
+            row.serialize_entry("view_to_click", &r.view_to_click)?;
         }
         row.end()
     }
@@ -124,6 +142,15 @@ pub(super) const CHANNEL_COLUMNS: [(&str, &str); 2] =
 /// Whether any of `rows` had a channel join or leave: its table shows [`CHANNEL_COLUMNS`].
 pub(super) fn has_channels(rows: &[GroupRow]) -> bool {
     rows.iter().any(|r| r.joins != 0 || r.kept != 0)
+}
+
+/// The columns a table adds where its groups had views of their landing pages.
+pub(super) const VIEW_COLUMNS: [(&str, &str); 2] =
+    [("views", "Views"), ("view_to_click", "View-to-click")];
+
+/// Whether any of `rows` had a view: its table shows [`VIEW_COLUMNS`].
+pub(super) fn has_views(rows: &[GroupRow]) -> bool {
+    rows.iter().any(|r| r.views.is_some_and(|v| v > 0))
 }
 
 /// `+12%`, `-3%`, or `—` with nothing before.
@@ -212,6 +239,24 @@ fn totals_and_funnel(
             ),
         ]);
     }
+    // A space with landing pages of its own: their views, and the share that led to a click.
+    if [now, then].iter().any(|g| g.views.is_some_and(|v| v > 0)) {
+        let (a, b) = (now.views.unwrap_or(0), then.views.unwrap_or(0));
+        totals.extend([
+            (
+                "Landing page views",
+                a.to_string(),
+                b.to_string(),
+                change(a, b),
+            ),
+            (
+                "View-to-click",
+                display::rate(now.rates.view_to_click.as_deref()),
+                display::rate(then.rates.view_to_click.as_deref()),
+                String::new(),
+            ),
+        ]);
+    }
     let funnel = STAGES
         .iter()
         .enumerate()
@@ -254,6 +299,8 @@ pub(super) fn group_rows(
                 roi: display::reported_return(&g),
                 joins: g.joins,
                 kept: g.subscribers_kept,
+                views: g.views,
+                view_to_click: display::rate(g.rates.view_to_click.as_deref()),
             };
             (g, row)
         })
@@ -276,6 +323,8 @@ pub(super) fn group_rows(
     };
     let roi =
         |g: &stats::GroupStats| amount(g.reported.as_ref().and_then(|r| r.roi.as_deref()), &g.roi);
+    let view_to_click =
+        |g: &stats::GroupStats| amount(g.rates.view_to_click.as_deref(), &BTreeMap::new());
     rows.sort_by(|(a, ra), (b, rb)| match sort {
         "group" => ra.group.cmp(&rb.group),
         "registrations" => rb.registrations.cmp(&ra.registrations),
@@ -285,6 +334,8 @@ pub(super) fn group_rows(
         "roi" => roi(b).total_cmp(&roi(a)),
         "joins" => rb.joins.cmp(&ra.joins),
         "kept" => rb.kept.cmp(&ra.kept),
+        "views" => rb.views.cmp(&ra.views),
+        "view_to_click" => view_to_click(b).total_cmp(&view_to_click(a)),
         _ => rb.clicks.cmp(&ra.clicks),
     });
     rows.into_iter().map(|(_, r)| r).collect()
@@ -293,10 +344,14 @@ pub(super) fn group_rows(
 /// A table as a CSV download named `file` (every cell formula-safe: `domain::spreadsheet`).
 pub(super) fn table_csv(rows: &[GroupRow], file: &str) -> Result<Response, Error> {
     let mut csv = crate::domain::spreadsheet::CsvRows::new(Vec::new());
-    let channels = has_channels(rows);
+    let (channels, views) = (has_channels(rows), has_views(rows));
     for row in rows {
-        csv.row(&CsvRow { row, channels })
-            .map_err(|e| Error::new(Code::Internal, e.to_string()))?;
+        csv.row(&CsvRow {
+            row,
+            channels,
+            views,
+        })
+        .map_err(|e| Error::new(Code::Internal, e.to_string()))?;
     }
     let body = csv
         .take_written()
@@ -345,9 +400,14 @@ mod tests {
     fn the_csv_has_channel_columns_only_where_the_table_does() {
         let header = |rows: &[GroupRow]| {
             let mut csv = crate::domain::spreadsheet::CsvRows::new(Vec::new());
-            let channels = has_channels(rows);
+            let (channels, views) = (has_channels(rows), has_views(rows));
             for row in rows {
-                csv.row(&CsvRow { row, channels }).unwrap();
+                csv.row(&CsvRow {
+                    row,
+                    channels,
+                    views,
+                })
+                .unwrap();
             }
             let text = String::from_utf8(csv.take_written().unwrap()).unwrap();
             text.lines().next().unwrap().to_owned()
@@ -359,6 +419,49 @@ mod tests {
         );
         let joined = group_rows(vec![group(0, 0), group(3, 1)], "campaign", "clicks");
         assert!(header(&joined).ends_with(",roi,joins,subscribers_kept"));
+    }
+
+    /// Views show in the totals, the table and the CSV exactly where some group had one; a
+    /// group whose views cannot be known (an ad) shows a dash.
+    #[test]
+    fn views_show_where_some_group_had_one() {
+        let viewed = group(0, 0).with_views(Some(40));
+        let (totals, _) = totals_and_funnel(&viewed, &group(0, 0));
+        let row = |what| totals.iter().find(|t| t.0 == what).cloned();
+        assert_eq!(row("Landing page views").unwrap().1, "40");
+        assert_eq!(row("View-to-click").unwrap().1, "25.00%");
+        let (totals, _) = totals_and_funnel(&group(0, 0).with_views(Some(0)), &group(0, 0));
+        assert!(totals.iter().all(|t| t.0 != "Landing page views"));
+        let rows = group_rows(
+            vec![group(0, 0).with_views(Some(0)), group(0, 0)],
+            "link",
+            "clicks",
+        );
+        assert!(!has_views(&rows));
+        let rows = group_rows(vec![group(0, 0), viewed], "link", "views");
+        assert!(has_views(&rows));
+        assert_eq!(
+            (rows[0].views_text(), rows[1].views_text()),
+            ("40".to_owned(), "—".to_owned())
+        );
+        let mut csv = crate::domain::spreadsheet::CsvRows::new(Vec::new());
+        for row in &rows {
+            let (channels, views) = (false, true);
+            csv.row(&CsvRow {
+                row,
+                channels,
+                views,
+            })
+            .unwrap();
+        }
+        let body = String::from_utf8(csv.take_written().unwrap()).unwrap();
+        assert!(
+            body.starts_with(
+                "link,clicks,registrations,first_deposits,revenue,cost,roi,views,view_to_click\n"
+            ),
+            "{body}"
+        );
+        assert!(body.contains(",40,25.00%\n"), "{body}");
     }
 
     /// The campaign table shows its channel columns where some campaign had them.
