@@ -97,7 +97,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 40] = [
+pub static ROUTES: [Endpoint; 41] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -458,6 +458,16 @@ pub static ROUTES: [Endpoint; 40] = [
         guard: Guard::Public(boxed!(conversions::get_conversions)),
         openapi: Some(Operation {
             file: include_str!("openapi/get_conversions.json"),
+            body: None,
+            answer: None,
+        }),
+    },
+    Endpoint {
+        method: Method::GET,
+        path: "/conversions/{space}/{destination}/{file}",
+        guard: Guard::Public(boxed!(conversions::get_conversion_event)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_conversion_event.json"),
             body: None,
             answer: None,
         }),
