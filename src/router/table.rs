@@ -593,7 +593,18 @@ mod tests {
                 Some("shop/google.csv".into())
             ))
         );
-        assert_eq!(find(&Method::GET, "/conversions/shop/google.csv/x"), None);
+        assert_eq!(
+            find(&Method::GET, "/conversions/shop/google/deposit.csv"),
+            Some((
+                "GET /conversions/{space}/{destination}/{file}".into(),
+                Some("shop/google/deposit.csv".into())
+            ))
+        );
+        assert_eq!(
+            find(&Method::GET, "/conversions/shop/g/deposit.csv/x"),
+            None
+        );
+        assert_eq!(find(&Method::GET, "/conversions/shop//deposit.csv"), None);
         assert_eq!(find(&Method::GET, "/conversions//google.csv"), None);
         assert_eq!(find(&Method::GET, "/conversions/shop"), None);
         // As it came: a slug is never percent-encoded, and one that is names no link.
