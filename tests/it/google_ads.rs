@@ -1,4 +1,4 @@
-//! The `google_ads` destination (`docs/destinations.md#google-ads`): Google Ads fetches its
+//! The `google_ads` destination (`docs/api.md#google-ads`): Google Ads fetches its
 //! conversions file, `GET /conversions/<space>/<name>.csv`, behind HTTP basic authentication.
 //! The file is held to Google's click-conversion template (the `Parameters:TimeZone=` line, the
 //! column names, the time with its offset), the 90-day window at its edge, the password shown
