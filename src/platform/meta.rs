@@ -402,6 +402,15 @@ pub fn names_unknown_object(body: &str) -> bool {
     error_codes(body).is_some_and(|(code, subcode)| is_unknown_object(code, subcode))
 }
 
+/// Whether Meta's error answer `body` asks for less data at once: `100` with subcode
+/// `1504018`, or `2` with `1504038` ("Please reduce the amount of data you're asking for"),
+/// which an insights read answers by asking for a shorter range.
+#[must_use]
+pub fn asks_for_less(body: &str) -> bool {
+    error_codes(body)
+        .is_some_and(|codes| matches!(codes, (100, Some(1_504_018)) | (2, Some(1_504_038))))
+}
+
 /// Whether Meta's error answer `body` says the API version asked for is no longer served
 /// ([`is_old_version`]), which [`meta_answer`] takes for a refusal of the destination.
 #[must_use]

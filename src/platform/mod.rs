@@ -76,8 +76,8 @@ pub use google_ads::{
     is_conversion, iso_time, new_password,
 };
 pub use meta::{
-    DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, DataProcessing, Meta, meta_answer, names_old_version,
-    names_unknown_object,
+    DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, DataProcessing, Meta, asks_for_less, meta_answer,
+    names_old_version, names_unknown_object,
 };
 pub use names::NAMED_KINDS;
 pub use postback::{MACROS, Postback, QUERY_MACRO, Statuses, fill_macros, query_param};
