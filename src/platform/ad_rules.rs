@@ -196,18 +196,23 @@ pub fn platform_event_id(event: &FeedEvent) -> &str {
 }
 
 /// Currency rates as the data file keeps them: as they were written, by currency.
-mod rates_as_written {
+pub(super) mod rates_as_written {
     use std::collections::BTreeMap;
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use crate::domain::currency::CurrencyRates;
 
-    pub(super) fn serialize<S: Serializer>(rates: &CurrencyRates, s: S) -> Result<S::Ok, S::Error> {
+    pub(in crate::platform) fn serialize<S: Serializer>(
+        rates: &CurrencyRates,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         rates.shown().serialize(s)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CurrencyRates, D::Error> {
+    pub(in crate::platform) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<CurrencyRates, D::Error> {
         let written = BTreeMap::<String, String>::deserialize(d)?;
         CurrencyRates::parse(&written).map_err(|e| serde::de::Error::custom(e.message))
     }

@@ -1,9 +1,12 @@
-//! A Google Ads destination: nothing is pushed. Google Ads fetches a file on a schedule (Goals >
-//! Conversions > Uploads > Schedules) from an address of the tracker's,
-//! `GET /conversions/<space>/<name>.csv`, behind HTTP basic authentication. This holds its
-//! rules: the conversion name each event kind is written as, the user name and password Google
-//! is given (the password shown once and kept as a digest), what its fetches came to, and the
-//! file itself in Google's click-conversion template.
+//! A Google Ads destination: nothing is pushed. Google Ads fetches files on a schedule from
+//! addresses of the tracker's, behind HTTP basic authentication, in one of two templates: Google
+//! Ads Data Manager's HTTPS source, a file per conversion event
+//! (`GET /conversions/<space>/<name>/<conversion>.csv`), or the legacy click-conversion template,
+//! one file of every conversion (`GET /conversions/<space>/<name>.csv`, Goals > Conversions >
+//! Uploads > Schedules). This holds its rules: the template, the conversion name each event kind
+//! is written as in the legacy file, the rates a value is converted by, the user name and
+//! password Google is given (the password shown once and kept as a digest), what its fetches
+//! came to, and both files.
 
 use std::collections::BTreeMap;
 
@@ -12,10 +15,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
+use super::ad_rules::{CURRENCY_RATES, rates_as_written};
 use super::face::{Platform, Sending};
 use super::given::{DestinationFields, Field};
-use super::names::{check_named, named};
+use super::names::{NAMED_KINDS, check_named, named};
 use crate::domain::base62;
+use crate::domain::currency::CurrencyRates;
+use crate::domain::event::EventKind;
+use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
 use crate::domain::spreadsheet::safe_cell;
 use crate::error::{Code, Error};
@@ -115,15 +122,102 @@ pub fn new_password() -> Password {
     Password(base62::encode(u128::from_be_bytes(bytes), 22))
 }
 
-/// What Google Ads' fetches of the file came to: the last one's time and rows, and how many.
+/// What Google Ads' fetches of the files came to: the last one's time, rows and conversions
+/// left out, and how many.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fetches {
     pub last_at_ms: Option<u64>,
     pub last_rows: u64,
     pub count: u64,
+    pub last_not_sent: NotSent,
 }
 
-/// A Google Ads destination: the names it writes, and who may fetch its file.
+/// The conversions a Data Manager file left out, by why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotSent {
+    /// Its click has only a `gbraid` or `wbraid`: Google documents no column for them in Data
+    /// Manager's files.
+    pub click_ids: u64,
+    /// Its value has no ISO 4217 currency: `currency_rates` has no rate for its currency.
+    pub currency: u64,
+}
+
+impl NotSent {
+    #[must_use]
+    pub fn total(self) -> u64 {
+        self.click_ids + self.currency
+    }
+
+    /// Why they were left out, as the destination shows it; `None` when none were.
+    #[must_use]
+    pub fn why(self) -> Option<String> {
+        let mut why = Vec::new();
+        if self.click_ids > 0 {
+            why.push(format!(
+                "{} whose click has only a gbraid or wbraid, for which Google Ads Data Manager \
+                 documents no column in a file",
+                self.click_ids
+            ));
+        }
+        if self.currency > 0 {
+            why.push(format!(
+                "{} whose value is in a currency Google does not take (not ISO 4217) and \
+                 currency_rates has no rate for",
+                self.currency
+            ));
+        }
+        (!why.is_empty()).then(|| format!("not sent: {}", why.join("; ")))
+    }
+}
+
+/// Which file Google Ads fetches: the stored tag is the variant's place, so append, never
+/// reorder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Template {
+    /// The click-conversion template of Google Ads' scheduled uploads: one file of every
+    /// conversion, named in a column. What destinations made before Data Manager's template
+    /// keep.
+    #[default]
+    Legacy,
+    /// Google Ads Data Manager's HTTPS source: a file per conversion event.
+    DataManager,
+}
+
+impl Template {
+    pub const NAMES: [(&'static str, Template); 2] = [
+        ("data_manager", Template::DataManager),
+        ("legacy", Template::Legacy),
+    ];
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, t)| *t == self)
+            .map_or("legacy", |(name, _)| name)
+    }
+
+    /// From its name, `data_manager` or `legacy`.
+    pub fn parse(name: &str) -> Result<Template, Error> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| {
+                Error::field(
+                    Code::InvalidField,
+                    "template",
+                    format!(
+                        "template is data_manager (a file per conversion event, for Google Ads \
+                         Data Manager) or legacy (the click-conversion template), got {}",
+                        quoted(name)
+                    ),
+                )
+            })
+    }
+}
+
+/// A Google Ads destination: the file it serves, what it writes, and who may fetch it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Google {
     pub conversion_names: ConversionNames,
@@ -134,10 +228,14 @@ pub struct Google {
     #[serde(skip)]
     pub new_password: Option<Password>,
     pub fetches: Fetches,
+    pub template: Template,
+    /// What a value in a currency Google does not take is converted by (Data Manager's file).
+    #[serde(with = "rates_as_written")]
+    pub currency_rates: CurrencyRates,
 }
 
 impl Google {
-    /// A new Google Ads destination with a new password.
+    /// A new Google Ads destination with a new password, serving Data Manager's files.
     #[must_use]
     pub fn new(conversion_names: ConversionNames, user: String) -> Google {
         let mut google = Google {
@@ -146,6 +244,8 @@ impl Google {
             password: PasswordDigest([0; 32]),
             new_password: None,
             fetches: Fetches::default(),
+            template: Template::DataManager,
+            currency_rates: CurrencyRates::default(),
         };
         google.set_password(new_password());
         google
@@ -190,7 +290,14 @@ impl Google {
         };
         let user = f.text("user").unwrap_or_else(|| DEFAULT_USER.to_owned());
         check_user(&user)?;
-        Ok(Google::new(conversion_names, user))
+        let mut google = Google::new(conversion_names, user);
+        if let Some(template) = f.text("template") {
+            google.template = Template::parse(&template)?;
+        }
+        if let Some(rates) = f.pairs("currency_rates") {
+            google.currency_rates = CurrencyRates::parse(&rates)?;
+        }
+        Ok(google)
     }
 }
 
@@ -215,6 +322,18 @@ impl Platform for Google {
                 schema: r#"{"type": ["string", "null"], "pattern": "^[!-9;-~]{0,64}$"}"#,
                 ..Field::TEXT
             },
+            Field {
+                name: "template",
+                label: "File template",
+                help: "`data_manager`: a file per conversion event for Google Ads Data \
+                       Manager's HTTPS source, `/conversions/<space>/<name>/<kind>.csv`. \
+                       `legacy`: one file of every conversion in the click-conversion \
+                       template, `/conversions/<space>/<name>.csv`.",
+                default: Some("data_manager"),
+                schema: r#"{"type": ["string", "null"], "enum": ["data_manager", "legacy", null]}"#,
+                ..Field::TEXT
+            },
+            CURRENCY_RATES,
         ]
     }
 
@@ -234,6 +353,8 @@ impl Platform for Google {
     fn fields_of(&self, f: &mut DestinationFields) {
         f.set_pairs("conversion_names", Some(self.conversion_names.0.clone()));
         f.set_text("user", Some(self.user.clone()));
+        f.set_text("template", Some(self.template.name().to_owned()));
+        f.set_pairs("currency_rates", Some(self.currency_rates.shown()));
     }
 
     fn shown_fields() -> &'static [(&'static str, &'static str)] {
@@ -250,6 +371,14 @@ impl Platform for Google {
                 "fetches",
                 r#"{"type": "integer", "minimum": 0, "description": "How many times the file was fetched."}"#,
             ),
+            (
+                "not_sent",
+                r#"{"type": "object", "properties": {"click_ids": {"type": "integer", "minimum": 0}, "currency": {"type": "integer", "minimum": 0}}, "description": "The conversions the last fetch of a Data Manager file left out: whose click has only a gbraid or wbraid (click_ids), whose value's currency has no rate (currency)."}"#,
+            ),
+            (
+                "not_sent_why",
+                r#"{"type": "string", "description": "Why the last fetch left conversions out (absent: it left none out)."}"#,
+            ),
         ]
     }
 
@@ -259,6 +388,14 @@ impl Platform for Google {
         }
         view.insert("rows_served".into(), self.fetches.last_rows.into());
         view.insert("fetches".into(), self.fetches.count.into());
+        let not_sent = self.fetches.last_not_sent;
+        view.insert(
+            "not_sent".into(),
+            serde_json::json!({"click_ids": not_sent.click_ids, "currency": not_sent.currency}),
+        );
+        if let Some(why) = not_sent.why() {
+            view.insert("not_sent_why".into(), why.into());
+        }
     }
 
     /// Google keeps its password (a rotation replaces it) and what its fetches came to.
@@ -395,6 +532,156 @@ pub fn conversion_file(zone_name: &str, zone: &jiff::tz::TimeZone, rows: &[Conve
     }
     // Into memory: the writer's buffer is the only place it can fail, and it cannot.
     String::from_utf8(out.into_inner().expect("CSV into memory")).unwrap_or_default()
+}
+
+/// The columns of a Data Manager file, in Google's words: "The first row must contain the
+/// column headers" and "One file is required per conversion event or audience list"
+/// (support.google.com/google-ads-data-manager/answer/14605515, HTTPS). The names are those of
+/// Google's click-conversion fields (`Order ID`: "An order id can only be used for one
+/// conversion per conversion action"), mapped to them when the connection is made.
+pub const DATA_MANAGER_COLUMNS: [&str; 5] = [
+    "Google Click ID",
+    "Conversion Time",
+    "Conversion Value",
+    "Conversion Currency",
+    "Order ID",
+];
+
+/// Whether `conversion` (a file's name without `.csv`) names a file of this destination's:
+/// one of [`NAMED_KINDS`].
+#[must_use]
+pub fn is_conversion(conversion: &str) -> bool {
+    NAMED_KINDS.contains(&conversion)
+}
+
+/// Whether `event` belongs in the file of `conversion`: an event of that kind; for
+/// `first_deposit`, a deposit that was its customer's first (a first deposit is also in
+/// `deposit`'s file).
+#[must_use]
+pub fn belongs_in(conversion: &str, event: &FeedEvent) -> bool {
+    if conversion == "first_deposit" {
+        event.event == "deposit" && event.first_deposit == Some(true)
+    } else {
+        event.event == conversion
+    }
+}
+
+/// A moment in ISO 8601 with its offset (`2012-08-14T17:01:54-07:00`, "ISO 8601 Standard
+/// with Offset" of support.google.com/google-ads-data-manager/answer/14184381), the wall
+/// clock of `zone`.
+#[must_use]
+pub fn iso_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map_or_else(String::new, |t| {
+            t.to_zoned_datetime(zone.clone())
+                .strftime("%Y-%m-%dT%H:%M:%S%:z")
+                .to_string()
+        })
+}
+
+impl Google {
+    /// Whether destination `name` of space `space` serves the file asked for: Data Manager's
+    /// of `conversion` (one of [`NAMED_KINDS`] of a kind it `takes`) on that
+    /// template, the legacy one (no conversion) on the legacy template; `not_found` naming
+    /// the address it serves otherwise.
+    pub fn check_file(
+        &self,
+        space: &str,
+        name: &str,
+        conversion: Option<&str>,
+        takes: impl Fn(EventKind) -> bool,
+    ) -> Result<(), Error> {
+        let serves = match self.template {
+            Template::DataManager => format!("/conversions/{space}/{name}/<conversion>.csv"),
+            Template::Legacy => format!("/conversions/{space}/{name}.csv"),
+        };
+        let wrong_file = |why: String| Err(Error::new(Code::NotFound, why));
+        match (self.template, conversion) {
+            (Template::DataManager, Some(c)) if !is_conversion(c) => wrong_file(format!(
+                "{serves}: <conversion> is contact, subscribed, registration, deposit or \
+                 first_deposit, got {}",
+                quoted(c)
+            )),
+            (Template::DataManager, Some(c)) => {
+                let kind = if c == "first_deposit" { "deposit" } else { c };
+                if EventKind::from_name(kind).is_some_and(takes) {
+                    Ok(())
+                } else {
+                    wrong_file(format!(
+                        "destination {name} takes no {kind} events, so it has no {c}.csv"
+                    ))
+                }
+            }
+            (Template::Legacy, None) => Ok(()),
+            (template, _) => wrong_file(format!(
+                "destination {name} has the {} template and serves {serves}",
+                template.name()
+            )),
+        }
+    }
+}
+
+/// A Data Manager file, and what it left out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataManagerFile {
+    pub csv: String,
+    pub rows: u64,
+    pub not_sent: NotSent,
+}
+
+impl Google {
+    /// The Data Manager file of `events` (those of its conversion, oldest first): the header
+    /// row, then a row per event whose click has a `gclid`, its time in `zone`, its value in an
+    /// ISO 4217 currency (converted by `currency_rates` where it is not in one; empty when the
+    /// event has none), its `event_id` as the `Order ID`. The others are counted as not sent.
+    ///
+    /// # Panics
+    /// Only when memory runs out: the file is written into memory.
+    #[must_use]
+    pub fn data_manager_file(
+        &self,
+        events: &[FeedEvent],
+        zone: &jiff::tz::TimeZone,
+    ) -> DataManagerFile {
+        let mut out = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(Vec::new());
+        let mut write = |cells: [&str; 5]| {
+            // Writing to memory fails only when out of memory.
+            out.write_record(cells.iter().map(|c| safe_cell(c).into_owned()))
+                .expect("CSV into memory");
+        };
+        write(DATA_MANAGER_COLUMNS);
+        let (mut rows, mut not_sent) = (0, NotSent::default());
+        for e in events {
+            let Some(gclid) = &e.gclid else {
+                not_sent.click_ids += 1;
+                continue;
+            };
+            let (value, currency) = match &e.value {
+                None => (String::new(), String::new()),
+                Some(v) => {
+                    let Ok((amount, currency)) = self.currency_rates.to_iso(v, &e.currency) else {
+                        not_sent.currency += 1;
+                        continue;
+                    };
+                    (amount.to_string(), currency)
+                }
+            };
+            let time = iso_time(e.occurred_at_ms, zone);
+            write([gclid, &time, &value, &currency, &e.event_id]);
+            rows += 1;
+        }
+        // Into memory: the writer's buffer is the only place it can fail, and it cannot.
+        let csv = String::from_utf8(out.into_inner().expect("CSV into memory")).unwrap_or_default();
+        DataManagerFile {
+            csv,
+            rows,
+            not_sent,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use crate::domain::click::ClientHints;
 use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
 use crate::domain::secret::Secret;
+use crate::domain::settings::is_graph_version;
 use crate::error::{Code, Error};
 
 /// The Graph API version used unless a destination names one.
@@ -50,6 +51,22 @@ pub struct Meta {
     pub graph_url: String,
     /// The event names it sends and the rates it converts other currencies by.
     pub rules: AdRules,
+    /// Limited Data Use, sent with every event where set.
+    pub data_processing: Option<DataProcessing>,
+}
+
+/// Meta's data processing options, set: Limited Data Use. "Limited Data Use is sent through a
+/// parameter called Data Processing Options, and it can optionally be sent alongside a user's
+/// country and state. If an advertiser is not sure of the country or state, they can opt for
+/// Meta to determine if the event or record is from an applicable state."
+/// (developers.facebook.com/docs/marketing-apis/data-processing-options): `["LDU"]`, with a
+/// country and state (`1` and `1000`: the United States, California; `0` and `0`: Meta
+/// geolocates) or without. Unset, nothing of it is sent, which Meta reads as its empty list
+/// (Limited Data Use not enabled).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataProcessing {
+    pub country: Option<u32>,
+    pub state: Option<u32>,
 }
 
 impl Meta {
@@ -77,15 +94,7 @@ impl Meta {
         let api_version = f
             .text("api_version")
             .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned());
-        let version_ok = api_version
-            .strip_prefix('v')
-            .and_then(|v| v.split_once('.'))
-            .is_some_and(|(major, minor)| {
-                [major, minor]
-                    .iter()
-                    .all(|n| (1..=3).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit()))
-            });
-        if !version_ok {
+        if !is_graph_version(&api_version) {
             return Err(invalid(
                 "api_version",
                 format!(
@@ -106,7 +115,101 @@ impl Meta {
             api_version,
             graph_url,
             rules,
+            data_processing: DataProcessing::from_fields(f)?,
         })
+    }
+}
+
+/// The largest country or state code taken: Meta's are `0` (Meta geolocates), `1` (the United
+/// States) and from `1000` for states (`1000`: California).
+const MAX_PLACE_CODE: u32 = 9999;
+
+impl DataProcessing {
+    /// From the fields `data_processing_options` (`LDU`), `data_processing_options_country`
+    /// and `_state` (both or neither, integers 0 to [`MAX_PLACE_CODE`], only with `LDU`).
+    /// `None` when none is given: nothing is sent.
+    fn from_fields(f: &DestinationFields) -> Result<Option<DataProcessing>, Error> {
+        let invalid =
+            |field: &'static str, why: String| Error::field(Code::InvalidField, field, why);
+        let code = |field: &'static str| -> Result<Option<u32>, Error> {
+            let Some(text) = f.text(field) else {
+                return Ok(None);
+            };
+            text.parse::<u32>()
+                .ok()
+                .filter(|n| *n <= MAX_PLACE_CODE && text.bytes().all(|b| b.is_ascii_digit()))
+                .map(Some)
+                .ok_or_else(|| {
+                    invalid(
+                        field,
+                        format!(
+                            "{field} is an integer from 0 to {MAX_PLACE_CODE} (0: Meta \
+                             geolocates the event; country 1: the United States; state 1000: \
+                             California), got {}",
+                            quoted(&text)
+                        ),
+                    )
+                })
+        };
+        let (country, state) = (
+            code("data_processing_options_country")?,
+            code("data_processing_options_state")?,
+        );
+        let Some(options) = f.text("data_processing_options") else {
+            if country.is_some() || state.is_some() {
+                return Err(missing(
+                    "data_processing_options",
+                    "(LDU) where a country or state is given",
+                ));
+            }
+            return Ok(None);
+        };
+        if options != "LDU" {
+            return Err(invalid(
+                "data_processing_options",
+                format!(
+                    "data_processing_options is LDU (Limited Data Use), or unset for none, got {}",
+                    quoted(&options)
+                ),
+            ));
+        }
+        if country.is_some() != state.is_some() {
+            return Err(invalid(
+                if country.is_some() {
+                    "data_processing_options_state"
+                } else {
+                    "data_processing_options_country"
+                },
+                "data_processing_options_country and data_processing_options_state are given \
+                 together"
+                    .to_owned(),
+            ));
+        }
+        Ok(Some(DataProcessing { country, state }))
+    }
+
+    /// The fields a way in gives them as.
+    fn fields_of(this: Option<&DataProcessing>, f: &mut DestinationFields) {
+        let text = |n: Option<u32>| n.map(|n| n.to_string());
+        f.set_text("data_processing_options", this.map(|_| "LDU".to_owned()));
+        f.set_text(
+            "data_processing_options_country",
+            text(this.and_then(|d| d.country)),
+        );
+        f.set_text(
+            "data_processing_options_state",
+            text(this.and_then(|d| d.state)),
+        );
+    }
+
+    /// Into an event of a request: `data_processing_options`, and the country and state where
+    /// set.
+    fn write_into(&self, event: &mut Value) {
+        event["data_processing_options"] = json!(["LDU"]);
+        if let (Some(country), Some(state)) = (self.country, self.state) {
+            event["data_processing_options_country"] = json!(country);
+            event["data_processing_options_state"] = json!(state);
+        }
     }
 }
 
@@ -144,6 +247,30 @@ impl Platform for Meta {
             },
             EVENT_NAMES,
             CURRENCY_RATES,
+            Field {
+                name: "data_processing_options",
+                label: "Data processing options",
+                help: "`LDU` sends every event with Limited Data Use; unset, events are sent \
+                       without it.",
+                schema: r#"{"type": ["string", "null"], "enum": ["LDU", null]}"#,
+                ..Field::TEXT
+            },
+            Field {
+                name: "data_processing_options_country",
+                label: "Limited Data Use: country",
+                help: "With `LDU`: `1`, the United States, or `0`, Meta geolocates the event; \
+                       given with the state.",
+                schema: r#"{"type": ["string", "null"], "pattern": "^[0-9]{1,4}$"}"#,
+                ..Field::TEXT
+            },
+            Field {
+                name: "data_processing_options_state",
+                label: "Limited Data Use: state",
+                help: "With `LDU`: `1000`, California, or `0`, Meta geolocates the event; given \
+                       with the country.",
+                schema: r#"{"type": ["string", "null"], "pattern": "^[0-9]{1,4}$"}"#,
+                ..Field::TEXT
+            },
         ]
     }
 
@@ -166,6 +293,7 @@ impl Platform for Meta {
         f.set_text("api_version", Some(self.api_version.clone()));
         f.set_text("graph_url", Some(self.graph_url.clone()));
         self.rules.fields_of(f);
+        DataProcessing::fields_of(self.data_processing.as_ref(), f);
     }
 
     fn moved_address(&self, before: &Meta) -> Option<&'static str> {
@@ -199,7 +327,11 @@ impl Platform for Meta {
                     .to_owned(),
             );
         }
-        meta_event(event, hints, &self.rules)
+        let mut entry = meta_event(event, hints, &self.rules)?;
+        if let Some(data_processing) = &self.data_processing {
+            data_processing.write_into(&mut entry);
+        }
+        Ok(entry)
     }
 
     fn request_of(&self, entries: &[Value], test_code: Option<&str>) -> Option<Request> {
@@ -268,6 +400,15 @@ fn is_unknown_object(code: i64, subcode: Option<i64>) -> bool {
 #[must_use]
 pub fn names_unknown_object(body: &str) -> bool {
     error_codes(body).is_some_and(|(code, subcode)| is_unknown_object(code, subcode))
+}
+
+/// Whether Meta's error answer `body` asks for less data at once: `100` with subcode
+/// `1504018`, or `2` with `1504038` ("Please reduce the amount of data you're asking for"),
+/// which an insights read answers by asking for a shorter range.
+#[must_use]
+pub fn asks_for_less(body: &str) -> bool {
+    error_codes(body)
+        .is_some_and(|codes| matches!(codes, (100, Some(1_504_018)) | (2, Some(1_504_038))))
 }
 
 /// Whether Meta's error answer `body` says the API version asked for is no longer served

@@ -70,13 +70,14 @@ pub use face::{
 pub use fields::{DestinationPatch, NewDestination, check_name};
 pub use given::{DestinationFields, Field, Given, Shape};
 pub use google_ads::{
-    BRAID_COLUMNS, COLUMNS, Conversion, ConversionNames, DEFAULT_USER, Fetches, Google,
-    GoogleClick, Password, PasswordDigest, REALM, TIME_ZONE_PARAMETER, WINDOW_MS, conversion_file,
-    conversion_time, new_password,
+    BRAID_COLUMNS, COLUMNS, Conversion, ConversionNames, DATA_MANAGER_COLUMNS, DEFAULT_USER,
+    DataManagerFile, Fetches, Google, GoogleClick, NotSent, Password, PasswordDigest, REALM,
+    TIME_ZONE_PARAMETER, Template, WINDOW_MS, belongs_in, conversion_file, conversion_time,
+    is_conversion, iso_time, new_password,
 };
 pub use meta::{
-    DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, Meta, meta_answer, names_old_version,
-    names_unknown_object,
+    DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, DataProcessing, Meta, asks_for_less, meta_answer,
+    names_old_version, names_unknown_object,
 };
 pub use names::NAMED_KINDS;
 pub use postback::{MACROS, Postback, QUERY_MACRO, Statuses, fill_macros, query_param};

@@ -277,6 +277,12 @@ fn tiktok_standard_name(event: &str) -> &'static str {
     }
 }
 
+// Which codes mean what. TikTok's own list of the Business API's return codes (behind
+// business-api.tiktok.com/portal/docs) could not be read from any public copy, and the
+// listings by others disagree (one reads 40001 as invalid parameters, another as no
+// permission). So the codes below are those this room was built to, kept as they were, and no
+// other code is guessed at: an unknown one is a refusal of the events (`tiktok_answer`).
+
 /// `TikTok`'s rate limit (`40100`, too many requests): sent again no sooner than a throttled
 /// Meta destination is.
 fn is_throttle(code: i64) -> bool {

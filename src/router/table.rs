@@ -97,7 +97,7 @@ macro_rules! boxed {
 
 /// Every endpoint, the busiest first (`/l/<slug>`: every ad click comes through it): the router
 /// tries them in order.
-pub static ROUTES: [Endpoint; 40] = [
+pub static ROUTES: [Endpoint; 41] = [
     Endpoint {
         method: Method::GET,
         path: "/l/{slug}",
@@ -463,6 +463,16 @@ pub static ROUTES: [Endpoint; 40] = [
         }),
     },
     Endpoint {
+        method: Method::GET,
+        path: "/conversions/{space}/{destination}/{file}",
+        guard: Guard::Public(boxed!(conversions::get_conversion_event)),
+        openapi: Some(Operation {
+            file: include_str!("openapi/get_conversion_event.json"),
+            body: None,
+            answer: None,
+        }),
+    },
+    Endpoint {
         method: Method::POST,
         path: "/telegram/{space}",
         guard: Guard::Public(boxed!(telegram::post_update)),
@@ -583,7 +593,18 @@ mod tests {
                 Some("shop/google.csv".into())
             ))
         );
-        assert_eq!(find(&Method::GET, "/conversions/shop/google.csv/x"), None);
+        assert_eq!(
+            find(&Method::GET, "/conversions/shop/google/deposit.csv"),
+            Some((
+                "GET /conversions/{space}/{destination}/{file}".into(),
+                Some("shop/google/deposit.csv".into())
+            ))
+        );
+        assert_eq!(
+            find(&Method::GET, "/conversions/shop/g/deposit.csv/x"),
+            None
+        );
+        assert_eq!(find(&Method::GET, "/conversions/shop//deposit.csv"), None);
         assert_eq!(find(&Method::GET, "/conversions//google.csv"), None);
         assert_eq!(find(&Method::GET, "/conversions/shop"), None);
         // As it came: a slug is never percent-encoded, and one that is names no link.

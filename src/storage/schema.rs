@@ -89,6 +89,11 @@
 //! - 18: landing pages of the marketer's own. `LINKS` records may be `LinkRecord` version 3
 //!   (with the origins whose pages' views count); older ones read with none and are not
 //!   rewritten. `LINK_VIEWS`, the views of each link per UTC day, empty.
+//! - 19: `DESTINATIONS` rows may be `DestinationRecord` version 5: Meta's settings with its data
+//!   processing options (Limited Data Use), Google Ads' with its file's template, the currency
+//!   rates its values are converted by, and the conversions its last fetch left out. Version 4
+//!   rows are read as they are (no data processing options; Google Ads on the legacy template)
+//!   and are not rewritten.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -104,7 +109,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 18;
+pub const SCHEMA_VERSION: u64 = 19;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).

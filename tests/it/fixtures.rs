@@ -507,10 +507,13 @@ async fn deliveries_are_what_the_file_holds(store: &Store, version: u64, events:
             (version >= 13).then(|| [("registration".to_owned(), "lead".to_owned())].into()),
             "{destinations:?}"
         );
-        // From version 14 also a TikTok destination and a Google Ads one fetched once.
+        // From version 14 also a TikTok destination and a Google Ads one fetched once; from
+        // 19 a Meta one and a Google Ads one of Data Manager's template.
         assert_eq!(
             destinations.len(),
-            1 + usize::from(version >= 13) + 2 * usize::from(version >= 14),
+            1 + usize::from(version >= 13)
+                + 2 * usize::from(version >= 14)
+                + 2 * usize::from(version >= 19),
             "{destinations:?}"
         );
         if version >= 14 {
@@ -638,7 +641,8 @@ async fn destinations_keep_their_settings_through_the_migration_to_one_tagged_va
     let after = destination_rows(&path);
     assert_eq!(after.len(), before.len());
     for (old, (version, new)) in before.iter().zip(&after) {
-        assert_eq!(*version, 4, "{new:?}");
+        // Rewritten in the version this build writes: 4 then, 5 since schema 19.
+        assert_eq!(*version, 5, "{new:?}");
         assert_eq!(
             (&new.name, new.kind, new.events, new.created_at_ms),
             (&old.name, old.kind, old.events, old.created_at_ms)
@@ -681,6 +685,65 @@ async fn destinations_keep_their_settings_through_the_migration_to_one_tagged_va
             other => panic!("the fixture holds no destination of its kind: {other:?}"),
         }
     }
+}
+
+/// The migration to version 19 rewrites no destination: the version 18 fixture's Google Ads
+/// destination, a version 4 record still, reads on the legacy template with its names and
+/// fetch. The version 19 fixture's Meta destination keeps its
+/// Limited Data Use, and its Data Manager one its template, rate and fetch.
+#[tokio::test]
+async fn destinations_keep_their_templates_and_gain_data_processing_through_the_migration_to_19() {
+    use tracker::platform::{DataProcessing, Target, Template};
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.redb");
+    std::fs::copy(fixtures.join("v18.redb"), &path).unwrap();
+    let (store, _) = Store::open(&path, &StoreOptions::default()).unwrap();
+    drop(store);
+    let rows = destination_rows(&path);
+    let (version, gads) = rows.iter().find(|(_, r)| r.name == "gads").unwrap();
+    assert_eq!(*version, 4, "not rewritten: {gads:?}");
+    let Some(Target::GoogleAds(g)) = &gads.settings else {
+        panic!("{gads:?}")
+    };
+    assert_eq!(g.template, Template::Legacy);
+    assert_eq!(g.fetches.count, 1);
+    assert_eq!(
+        g.conversion_names.0,
+        [("deposit".to_owned(), "Telegram deposit".to_owned())].into()
+    );
+
+    let path = dir.path().join("v19.redb");
+    std::fs::copy(fixtures.join("v19.redb"), &path).unwrap();
+    let rows = destination_rows(&path);
+    let named = |name: &str| rows.iter().find(|(_, r)| r.name == name).unwrap();
+    let (version, meta) = named("meta");
+    assert_eq!(*version, 5);
+    let Some(Target::MetaCapi(m)) = &meta.settings else {
+        panic!("{meta:?}")
+    };
+    assert_eq!(
+        m.data_processing,
+        Some(DataProcessing {
+            country: Some(1),
+            state: Some(1000)
+        })
+    );
+    let (_, gdm) = named("gdm");
+    let Some(Target::GoogleAds(g)) = &gdm.settings else {
+        panic!("{gdm:?}")
+    };
+    assert_eq!((g.template, g.fetches.count), (Template::DataManager, 1));
+    assert_eq!(
+        g.currency_rates.shown().get("XTR").map(String::as_str),
+        Some("0.013 USD")
+    );
+    let (version, gads) = named("gads");
+    assert_eq!(*version, 5);
+    assert!(
+        matches!(&gads.settings, Some(Target::GoogleAds(g)) if g.template == Template::Legacy),
+        "{gads:?}"
+    );
 }
 
 /// The migration to version 18 leaves the links of the version 17 fixture as they were, with no

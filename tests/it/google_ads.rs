@@ -1,4 +1,4 @@
-//! The `google_ads` destination (`docs/destinations.md#google-ads`): Google Ads fetches its
+//! The `google_ads` destination (`docs/api.md#google-ads`): Google Ads fetches its
 //! conversions file, `GET /conversions/<space>/<name>.csv`, behind HTTP basic authentication.
 //! The file is held to Google's click-conversion template (the `Parameters:TimeZone=` line, the
 //! column names, the time with its offset), the 90-day window at its edge, the password shown
@@ -52,7 +52,7 @@ async fn the_file_holds_the_google_clicks_conversions_in_googles_template() {
         .post_as(
             &s.a,
             "/destinations",
-            &json!({"name": "google", "kind": "google_ads",
+            &json!({"name": "google", "kind": "google_ads", "template": "legacy",
                     "conversion_names": {"deposit": "Telegram deposit"}})
             .to_string(),
         )
@@ -150,7 +150,7 @@ async fn a_wrong_password_gets_nothing_and_a_new_one_replaces_it() {
         .post_as(
             &s.a,
             "/destinations",
-            r#"{"name":"ads","kind":"google_ads","user":"gads"}"#,
+            r#"{"name":"ads","kind":"google_ads","user":"gads","template":"legacy"}"#,
         )
         .await;
     let password = google_password(&r, 201);
@@ -266,7 +266,7 @@ fn fetches_are_logged_and_a_wrong_password_is_warned_of() {
         &Request::post(
             "/destinations",
             Some(&space.secret),
-            r#"{"name":"google","kind":"google_ads"}"#,
+            r#"{"name":"google","kind":"google_ads","template":"legacy"}"#,
         ),
     ));
     let password = google_password(&r, 201);
@@ -296,4 +296,228 @@ fn fetches_are_logged_and_a_wrong_password_is_warned_of() {
         "{served}"
     );
     crate::support::stop_cleanly(process);
+}
+
+/// `GET /conversions/<space a>/<file>` with `authorization`.
+async fn file_of(s: &TestServer, file: &str, authorization: Option<String>) -> Response {
+    fetch(
+        s,
+        &format!("/conversions/{}/{file}", s.a.name),
+        authorization,
+    )
+    .await
+}
+
+/// The event id `POST /events` answered for a queued event.
+fn event_id_of(r: &Response) -> String {
+    assert_queued(r);
+    r.json()["event_id"].as_str().unwrap().to_owned()
+}
+
+/// Data Manager's file, byte for byte, as Google documents a file of its HTTPS source: "The
+/// first row must contain the column headers", "One file is required per conversion event or
+/// audience list" (support.google.com/google-ads-data-manager/answer/14605515), a time in "ISO
+/// 8601 Standard with Offset" such as `2012-08-14T17:01:54-07:00`
+/// (support.google.com/google-ads-data-manager/answer/14184381), and of Google's click
+/// conversion fields: "The order ID associated with the conversion. An order id can only be
+/// used for one conversion per conversion action", a currency that "is the ISO 4217
+/// 3-character currency code" (developers.google.com/google-ads/api/reference/rpc/ClickConversion).
+/// A deposit in `XTR` is converted by the destination's rate; one in `USDT` without a rate,
+/// and one whose click has only a `gbraid`, are left out, counted and shown with why. A new
+/// destination takes this template; `first_deposit.csv` holds only first deposits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_manager_file_is_one_conversion_event_in_googles_columns() {
+    let s = TestServer::start().await;
+    let zone = s
+        .patch_as(&s.a, "/space", r#"{"time_zone":"Asia/Kolkata"}"#)
+        .await;
+    assert_eq!(zone.status, 200);
+    let r = s
+        .post_as(
+            &s.a,
+            "/destinations",
+            r#"{"name":"google","kind":"google_ads","currency_rates":{"XTR":"0.013 USD"}}"#,
+        )
+        .await;
+    let password = google_password(&r, 201);
+    assert_eq!(r.json()["destination"]["template"], "data_manager");
+    let auth = Some(basic("google", &password));
+
+    // 2027-01-15 08:00:00 UTC, 13:30:00 in Kolkata.
+    let usd = s.click(&s.a, r#"{"gclid":"gclid-usd"}"#).await;
+    let stars = s.click(&s.a, r#"{"gclid":"gclid-xtr"}"#).await;
+    let tether = s.click(&s.a, r#"{"gclid":"gclid-usdt"}"#).await;
+    let ios = s.click(&s.a, r#"{"gbraid":"0AA-gbraid"}"#).await;
+    let first = event_id_of(
+        &s.post_event(&format!(
+            r#"{{"event":"deposit","uid":"{usd}","value":"25.00","currency":"USD"}}"#
+        ))
+        .await,
+    );
+    s.clock.set(NOW_MS + 1000);
+    let again = event_id_of(
+        &s.post_event(&format!(
+            r#"{{"event":"deposit","uid":"{usd}","value":"5","currency":"usd"}}"#
+        ))
+        .await,
+    );
+    let converted = event_id_of(
+        &s.post_event(&format!(
+            r#"{{"event":"deposit","uid":"{stars}","value":"100","currency":"XTR"}}"#
+        ))
+        .await,
+    );
+    for body in [
+        format!(r#"{{"event":"deposit","uid":"{tether}","value":"3","currency":"USDT"}}"#),
+        format!(r#"{{"event":"deposit","uid":"{ios}","value":"1","currency":"USD"}}"#),
+        format!(r#"{{"event":"registration","uid":"{usd}"}}"#),
+    ] {
+        assert_queued(&s.post_event(&body).await);
+    }
+
+    let deposits = file_of(&s, "google/deposit.csv", auth.clone()).await;
+    assert_eq!(deposits.status, 200, "{}", deposits.text());
+    assert_eq!(
+        deposits.header("content-type"),
+        Some("text/csv; charset=utf-8")
+    );
+    assert_eq!(
+        deposits.text(),
+        format!(
+            "Google Click ID,Conversion Time,Conversion Value,Conversion Currency,Order ID\n\
+             gclid-usd,2027-01-15T13:30:00+05:30,25.00,USD,{first}\n\
+             gclid-usd,2027-01-15T13:30:01+05:30,5,USD,{again}\n\
+             gclid-xtr,2027-01-15T13:30:01+05:30,1.3,USD,{converted}\n"
+        )
+    );
+    let d = google_of(&s).await;
+    assert_eq!(d["rows_served"], 3, "{d}");
+    assert_eq!(d["not_sent"], json!({"click_ids": 1, "currency": 1}), "{d}");
+    let why = d["not_sent_why"].as_str().unwrap();
+    assert!(
+        why.contains("gbraid") && why.contains("currency_rates"),
+        "{why}"
+    );
+
+    // A first deposit is in both files; the second of the same click only in deposit's.
+    let firsts = file_of(&s, "google/first_deposit.csv", auth.clone()).await;
+    assert_eq!(firsts.status, 200, "{}", firsts.text());
+    assert!(firsts.text().contains(&first), "{}", firsts.text());
+    assert!(!firsts.text().contains(&again), "{}", firsts.text());
+    let registrations = file_of(&s, "google/registration.csv", auth.clone()).await;
+    assert_eq!(
+        registrations.text().lines().count(),
+        2,
+        "{}",
+        registrations.text()
+    );
+    let d = google_of(&s).await;
+    assert_eq!(
+        (&d["fetches"], &d["rows_served"]),
+        (&json!(3), &json!(1)),
+        "{d}"
+    );
+    assert!(d.get("not_sent_why").is_none(), "{d}");
+
+    s.stop().await;
+}
+
+/// A Data Manager destination serves no other file: not the legacy address, not a conversion
+/// that is none of the five, not a kind it does not take, each answer naming why; and nothing
+/// without the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_manager_destination_serves_no_other_file() {
+    let s = TestServer::start().await;
+    let r = s
+        .post_as(
+            &s.a,
+            "/destinations",
+            r#"{"name":"google","kind":"google_ads","events":["deposit"]}"#,
+        )
+        .await;
+    let auth = Some(basic("google", &google_password(&r, 201)));
+    for (target, says) in [
+        ("google.csv", "/google/<conversion>.csv"),
+        ("google/purchase.csv", "first_deposit"),
+        ("google/contact.csv", "takes no contact events"),
+        ("google/deposit.txt", "<conversion>.csv"),
+    ] {
+        let r = file_of(&s, target, auth.clone()).await;
+        assert_error(&r, 404, "not_found", None);
+        assert!(r.text().contains(says), "{target}: {}", r.text());
+    }
+    for target in ["google/first_deposit.csv", "google/deposit.csv"] {
+        let r = file_of(&s, target, auth.clone()).await;
+        assert_eq!(r.status, 200, "{target}: {}", r.text());
+    }
+    let r = file_of(&s, "google/deposit.csv", None).await;
+    assert_error(&r, 401, "unauthorized", None);
+    s.stop().await;
+}
+
+/// A destination that chose the legacy template serves the legacy file only, and one may move
+/// to Data Manager's by a change that keeps its password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_legacy_template_stays_until_a_destination_changes_it() {
+    let s = TestServer::start().await;
+    let r = s
+        .post_as(
+            &s.a,
+            "/destinations",
+            r#"{"name":"google","kind":"google_ads","template":"legacy"}"#,
+        )
+        .await;
+    let password = google_password(&r, 201);
+    let auth = Some(basic("google", &password));
+    let uid = s.click(&s.a, r#"{"gclid":"gclid-1"}"#).await;
+    assert_queued(
+        &s.post_event(&format!(r#"{{"event":"contact","uid":"{uid}"}}"#))
+            .await,
+    );
+    let legacy = format!("/conversions/{}/google.csv", s.a.name);
+    let contacts = format!("/conversions/{}/google/contact.csv", s.a.name);
+    let r = fetch(&s, &legacy, auth.clone()).await;
+    assert!(
+        r.text().starts_with("Parameters:TimeZone=UTC\n"),
+        "{}",
+        r.text()
+    );
+    let r = fetch(&s, &contacts, auth.clone()).await;
+    assert_error(&r, 404, "not_found", None);
+    assert!(r.text().contains("legacy template"), "{}", r.text());
+
+    let change = s
+        .patch_as(
+            &s.a,
+            "/destinations/google",
+            r#"{"template":"data_manager"}"#,
+        )
+        .await;
+    assert_eq!(change.status, 200, "{}", change.text());
+    let r = fetch(&s, &contacts, auth.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text().contains("gclid-1,2027-01-15T08:00:00+00:00,,,"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(fetch(&s, &legacy, auth).await.status, 404);
+    for (i, (template, ok)) in [
+        ("data_manager", true),
+        ("legacy", true),
+        ("Legacy", false),
+        ("data-manager", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = json!({"name": format!("t{i}"), "kind": "google_ads", "template": template});
+        let r = s.post_as(&s.a, "/destinations", &body.to_string()).await;
+        if ok {
+            assert_eq!(r.status, 201, "{template}: {}", r.text());
+        } else {
+            assert_error(&r, 422, "invalid_field", Some("template"));
+        }
+    }
+    s.stop().await;
 }

@@ -38,6 +38,7 @@ mod landing;
 mod landing_browser;
 mod layers;
 mod links;
+mod meta_data_processing;
 mod metrics;
 mod miniapp;
 mod numbers;

@@ -893,24 +893,24 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         &s,
         "POST",
         "/destinations",
-        Some(r#"{"name":"gads","kind":"google_ads"}"#),
+        Some(r#"{"name":"gads","kind":"google_ads","template":"legacy"}"#),
     )
     .await;
-    let password = crate::support::google_password(&r, 201);
-    let basic = {
+    let basic = |r: &crate::support::Response| {
         use base64::Engine as _;
-        let pair = format!("google:{password}");
+        let pair = format!("google:{}", crate::support::google_password(r, 201));
         format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(pair)
         )
     };
+    let legacy = basic(&r);
     let file = format!("/conversions/{}/gads.csv", s.a.name);
     let not_a_file = format!("/conversions/{}/gads.txt", s.a.name);
     for (target, authorization, status) in [
-        (&file, Some(basic.clone()), 200),
+        (&file, Some(legacy.clone()), 200),
         (&file, None, 401),
-        (&not_a_file, Some(basic), 404),
+        (&not_a_file, Some(legacy.clone()), 404),
     ] {
         let mut request = Request::get(target);
         if let Some(a) = authorization {
@@ -919,6 +919,30 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         let r = s.send(&request).await;
         assert_eq!(r.status, status, "{target}: {}", r.text());
         d.check("GET", "/conversions/{space}/{file}", &r);
+    }
+    // Data Manager's file of one conversion event: `404` for a legacy destination.
+    let r = as_a(
+        &s,
+        "POST",
+        "/destinations",
+        Some(r#"{"name":"gdm","kind":"google_ads"}"#),
+    )
+    .await;
+    let data_manager = basic(&r);
+    let file = format!("/conversions/{}/gdm/deposit.csv", s.a.name);
+    let legacy_file = format!("/conversions/{}/gads/deposit.csv", s.a.name);
+    for (target, authorization, status) in [
+        (&file, Some(data_manager.clone()), 200),
+        (&file, None, 401),
+        (&legacy_file, Some(legacy), 404),
+    ] {
+        let mut request = Request::get(target);
+        if let Some(a) = authorization {
+            request = request.header("Authorization", a);
+        }
+        let r = s.send(&request).await;
+        assert_eq!(r.status, status, "{target}: {}", r.text());
+        d.check("GET", "/conversions/{space}/{destination}/{file}", &r);
     }
     for (name, status) in [("pb", 200), ("pb", 404)] {
         let r = as_a(&s, "DELETE", &format!("/destinations/{name}"), None).await;

@@ -27,7 +27,8 @@ use crate::domain::event::EventKind;
 use crate::error::{Code, Error};
 use crate::platform::{
     Attempt, ClickFacts, Destination, DestinationPatch, MAX_DESTINATIONS, MaxAge, NewDestination,
-    Outcome, Paused, PreviousSecret, Secret, State, Target, Webhook, new_password, next_state,
+    NotSent, Outcome, Paused, PreviousSecret, Secret, State, Target, Webhook, new_password,
+    next_state,
 };
 use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
@@ -272,9 +273,15 @@ impl Txn<'_> {
         Ok(d)
     }
 
-    /// Records that Google Ads fetched the file of destination `no` at `at_ms` and was served
-    /// `rows` rows. A destination removed since is left as it is.
-    pub fn record_fetch(&mut self, no: u32, at_ms: u64, rows: u64) -> Result<(), StoreError> {
+    /// Records that Google Ads fetched a file of destination `no` at `at_ms` and was served
+    /// `rows` rows, `not_sent` left out. A destination removed since is left as it is.
+    pub fn record_fetch(
+        &mut self,
+        no: u32,
+        at_ms: u64,
+        rows: u64,
+        not_sent: NotSent,
+    ) -> Result<(), StoreError> {
         let Some(bytes) = self.destinations.open()?.get(no)? else {
             return Ok(());
         };
@@ -286,6 +293,7 @@ impl Txn<'_> {
         google.fetches.last_at_ms = Some(at_ms);
         google.fetches.last_rows = rows;
         google.fetches.count += 1;
+        google.fetches.last_not_sent = not_sent;
         self.destinations
             .open()?
             .insert(no, records::encode(&record).as_slice())?;

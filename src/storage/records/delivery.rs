@@ -9,7 +9,7 @@ use super::codec::{Record, from_postcard, unreadable_version};
 use crate::domain::currency::CurrencyRates;
 use crate::platform::{
     AdRules, ConversionNames, EventNames, Fetches, Google, Kind, Meta, PasswordDigest, Postback,
-    PreviousSecret, Secret, Statuses, Target, Tiktok, Webhook,
+    PreviousSecret, Secret, Snap, Statuses, Target, Template, Tiktok, Webhook,
 };
 use crate::storage::error::StoreError;
 
@@ -19,8 +19,11 @@ use crate::storage::error::StoreError;
 /// destination keeps its row, without its settings (and so its credentials), so that its
 /// deliveries still name it.
 ///
-/// Version 4 holds the settings as that one value; versions 1 to 3 (a column per kind's field,
-/// [`DestinationRecordV3`]) are read into it by kind, and `migrate_to_v17` rewrites them.
+/// Version 5 holds the settings as that one value; version 4 ([`TargetV4`], before Meta's
+/// data processing options and Google Ads' template, rates and conversions left out) is read
+/// into it as it is, Google Ads keeping the legacy template. Versions 1 to 3 (a column per
+/// kind's field, [`DestinationRecordV3`]) are read into it by kind, and `migrate_to_v17`
+/// rewrote them.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct DestinationRecord {
     pub space_no: u32,
@@ -39,7 +42,7 @@ pub struct DestinationRecord {
     pub settings: Option<Target>,
 }
 impl Record for DestinationRecord {
-    const VERSION: u8 = 4;
+    const VERSION: u8 = 5;
     const NAME: &'static str = "destination";
 
     fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
@@ -47,10 +50,111 @@ impl Record for DestinationRecord {
             1 => from_postcard::<DestinationRecordV1>(body).map(DestinationRecordV3::from)?,
             2 => from_postcard::<DestinationRecordV2>(body).map(DestinationRecordV3::from)?,
             3 => from_postcard::<DestinationRecordV3>(body)?,
-            4 => return from_postcard(body),
+            4 => return from_postcard::<DestinationRecordV4>(body).map(DestinationRecord::from),
+            5 => return from_postcard(body),
             v => return Err(unreadable_version::<Self>(v)),
         };
         DestinationRecord::try_from(v3)
+    }
+}
+
+/// The shape of a `DestinationRecord` of version 4: its settings of [`TargetV4`]'s shapes.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct DestinationRecordV4 {
+    pub space_no: u32,
+    pub name: String,
+    pub kind: u8,
+    pub events: u8,
+    pub only_attributed: bool,
+    pub created_at_ms: u64,
+    pub removed_at_ms: Option<u64>,
+    pub paused_at_ms: Option<u64>,
+    pub paused_reason: Option<String>,
+    pub settings: Option<TargetV4>,
+}
+impl Record for DestinationRecordV4 {
+    const VERSION: u8 = 4;
+    const NAME: &'static str = "destination";
+}
+
+/// A version 4 record's settings: `Target` as it was, its tags in the same places.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum TargetV4 {
+    MetaCapi(MetaV4),
+    Postback(Postback),
+    Webhook(Webhook),
+    TiktokEvents(Tiktok),
+    GoogleAds(GoogleV4),
+    SnapCapi(Snap),
+}
+
+/// Meta's settings in a version 4 record: no data processing options.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MetaV4 {
+    pub pixel_id: String,
+    pub access_token: Secret,
+    pub test_event_code: Option<String>,
+    pub api_version: String,
+    pub graph_url: String,
+    pub rules: AdRules,
+}
+
+/// Google Ads' settings in a version 4 record: the legacy file, no rates, nothing counted as
+/// left out. (Its fetches were a struct of their own; postcard writes a struct's fields one
+/// after another, so they read as these three.)
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GoogleV4 {
+    pub conversion_names: ConversionNames,
+    pub user: String,
+    pub password: PasswordDigest,
+    pub last_fetched_ms: Option<u64>,
+    pub last_fetch_rows: u64,
+    pub fetches: u64,
+}
+
+impl From<DestinationRecordV4> for DestinationRecord {
+    fn from(r: DestinationRecordV4) -> Self {
+        let settings = r.settings.map(|t| match t {
+            TargetV4::MetaCapi(m) => Target::MetaCapi(Meta {
+                pixel_id: m.pixel_id,
+                access_token: m.access_token,
+                test_event_code: m.test_event_code,
+                api_version: m.api_version,
+                graph_url: m.graph_url,
+                rules: m.rules,
+                data_processing: None,
+            }),
+            TargetV4::Postback(p) => Target::Postback(p),
+            TargetV4::Webhook(w) => Target::Webhook(w),
+            TargetV4::TiktokEvents(t) => Target::TiktokEvents(t),
+            TargetV4::GoogleAds(g) => Target::GoogleAds(Google {
+                conversion_names: g.conversion_names,
+                user: g.user,
+                password: g.password,
+                new_password: None,
+                fetches: Fetches {
+                    last_at_ms: g.last_fetched_ms,
+                    last_rows: g.last_fetch_rows,
+                    count: g.fetches,
+                    ..Fetches::default()
+                },
+                template: Template::Legacy,
+                currency_rates: CurrencyRates::default(),
+            }),
+            TargetV4::SnapCapi(s) => Target::SnapCapi(s),
+        });
+        DestinationRecord {
+            space_no: r.space_no,
+            name: r.name,
+            kind: r.kind,
+            events: r.events,
+            only_attributed: r.only_attributed,
+            created_at_ms: r.created_at_ms,
+            removed_at_ms: r.removed_at_ms,
+            paused_at_ms: r.paused_at_ms,
+            paused_reason: r.paused_reason,
+            settings,
+        }
     }
 }
 
@@ -111,6 +215,7 @@ fn settings_of_columns(
             api_version: text(&r.api_version, "api_version")?,
             graph_url: text(&r.graph_url, "graph_url")?,
             rules: rules()?,
+            data_processing: None,
         }),
         Kind::TiktokEvents => Target::TiktokEvents(Tiktok {
             pixel_code: text(&r.pixel_id, "pixel code")?,
@@ -143,7 +248,10 @@ fn settings_of_columns(
                 last_at_ms: r.last_fetched_ms,
                 last_rows: r.last_fetch_rows,
                 count: r.fetches,
+                ..Fetches::default()
             },
+            template: Template::Legacy,
+            currency_rates: CurrencyRates::default(),
         }),
         // No release stored a destination of a later kind in columns.
         #[allow(unreachable_patterns)]
@@ -375,6 +483,7 @@ impl Record for DeliveryRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::{DataProcessing, NotSent};
     use crate::storage::records::codec::{decode, encode, tests::assert_golden};
 
     #[test]
@@ -464,7 +573,7 @@ mod tests {
     /// registry's list (a postback: 1), then its fields.
     #[test]
     fn a_version_4_destination_has_its_bytes() {
-        let r = DestinationRecord {
+        let r = DestinationRecordV4 {
             space_no: 1,
             name: "p".into(),
             kind: 2,
@@ -474,7 +583,7 @@ mod tests {
             removed_at_ms: None,
             paused_at_ms: None,
             paused_reason: None,
-            settings: Some(Target::Postback(Postback {
+            settings: Some(TargetV4::Postback(Postback {
                 url: "u".into(),
                 statuses: Statuses([("deposit".into(), "sale".into())].into()),
             })),
@@ -489,6 +598,112 @@ mod tests {
             1, 7, b'd', b'e', b'p', b'o', b's', b'i', b't', 4, b's', b'a', b'l', b'e', // statuses
         ];
         assert_golden(&r, &bytes);
+    }
+
+    /// The bytes of a version 4 Google Ads destination (tag 4).
+    fn google_v4_bytes() -> Vec<u8> {
+        let mut bytes = vec![
+            4, // version
+            1, 1, b'g', 5, 15, 1, 1, // space, name, kind, events, only_attributed, created
+            0, 0, 0, // removed_at_ms, paused
+            1, 4, // settings: some, Google Ads
+            0, // conversion_names
+            1, b'u', // user
+        ];
+        bytes.extend([7; 32]); // password digest
+        bytes.extend([1, 2, 3, 4]); // last fetched, its rows, fetches
+        bytes
+    }
+
+    #[test]
+    fn a_version_4_google_destination_reads_with_the_legacy_template() {
+        let read: DestinationRecord = decode(&google_v4_bytes()).unwrap();
+        let Some(Target::GoogleAds(g)) = &read.settings else {
+            panic!("{read:?}")
+        };
+        assert_eq!(g.template, Template::Legacy);
+        assert_eq!((g.user.as_str(), g.password.0), ("u", [7; 32]));
+        assert_eq!(
+            g.fetches,
+            Fetches {
+                last_at_ms: Some(2),
+                last_rows: 3,
+                count: 4,
+                last_not_sent: NotSent::default()
+            }
+        );
+        assert!(g.currency_rates.0.is_empty());
+    }
+
+    /// Version 5: Google Ads' fields then what the last fetch left out, its template (Data
+    /// Manager's: 1) and its rates as written.
+    #[test]
+    fn a_version_5_google_destination_has_its_bytes() {
+        let mut v4 = google_v4_bytes();
+        let v4_read: DestinationRecord = decode(&v4).unwrap();
+        let mut r = v4_read.clone();
+        let Some(Target::GoogleAds(g)) = &mut r.settings else {
+            panic!("{r:?}")
+        };
+        g.fetches.last_not_sent = NotSent {
+            click_ids: 5,
+            currency: 6,
+        };
+        g.template = Template::DataManager;
+        g.currency_rates =
+            CurrencyRates::parse(&[("XTR".to_owned(), "0.013 USD".to_owned())].into()).unwrap();
+        v4[0] = 5;
+        v4.extend([5, 6, 1]); // not sent: click ids, currency; the template
+        v4.extend([1, 3, b'X', b'T', b'R', 9]);
+        v4.extend(b"0.013 USD");
+        assert_golden(&r, &v4);
+    }
+
+    /// Version 5: Meta's fields then its data processing options (some: Limited Data Use, the
+    /// country and the state).
+    #[test]
+    fn a_version_5_meta_destination_has_its_bytes() {
+        let r = DestinationRecord {
+            space_no: 1,
+            name: "m".into(),
+            kind: 1,
+            events: 15,
+            only_attributed: true,
+            created_at_ms: 1,
+            removed_at_ms: None,
+            paused_at_ms: None,
+            paused_reason: None,
+            settings: Some(Target::MetaCapi(Meta {
+                pixel_id: "1".into(),
+                access_token: Secret::new("t".into()),
+                test_event_code: None,
+                api_version: "v".into(),
+                graph_url: "g".into(),
+                rules: AdRules::default(),
+                data_processing: Some(DataProcessing {
+                    country: Some(1),
+                    state: Some(1000),
+                }),
+            })),
+        };
+        #[rustfmt::skip]
+        let bytes = [
+            5, // version
+            1, 1, b'm', 1, 15, 1, 1, // space, name, kind, events, only_attributed, created
+            0, 0, 0, // removed_at_ms, paused
+            1, 0, // settings: some, Meta
+            1, b'1', 1, b't', 0, 1, b'v', 1, b'g', // pixel, token, test code, version, address
+            0, 0, // event names, rates
+            1, 1, 1, 1, 0xe8, 0x07, // data processing: some; country 1; state 1000
+        ];
+        assert_golden(&r, &bytes);
+        let mut v4 = bytes[..bytes.len() - 6].to_vec();
+        v4[0] = 4;
+        let read: DestinationRecord = decode(&v4).unwrap();
+        let Some(Target::MetaCapi(m)) = &read.settings else {
+            panic!("{read:?}")
+        };
+        assert_eq!((m.pixel_id.as_str(), &m.data_processing), ("1", &None));
     }
 
     #[test]

@@ -211,17 +211,25 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
                 .map(|count| match d.number("last_fetched_at_ms") {
                     None => "never yet".to_owned(),
                     Some(at) => format!(
-                        "{count} time(s); last {}, {} rows served",
+                        "{count} time(s); last {}, {} rows served{}",
                         rfc3339_s(at),
-                        d.number("rows_served").unwrap_or(0)
+                        d.number("rows_served").unwrap_or(0),
+                        d.text("not_sent_why")
+                            .map(|why| format!("; {why}"))
+                            .unwrap_or_default()
                     ),
                 }),
             address: match (d.text("url"), d.text("user")) {
                 (Some(url), _) => url.to_owned(),
                 (None, Some(user)) => format!(
-                    "fetched by Google Ads from /conversions/{}/{}.csv as user {user}",
+                    "fetched by Google Ads from /conversions/{}/{}{} as user {user}",
                     ctx.param("space"),
-                    d.name
+                    d.name,
+                    if d.text("template") == Some("legacy") {
+                        ".csv"
+                    } else {
+                        "/<conversion>.csv"
+                    }
                 ),
                 (None, None) => format!(
                     "pixel {} (token {})",

@@ -26,7 +26,9 @@ use serde::Deserialize;
 
 use crate::domain::cost::{self, AdNames, Cost, Day, Source};
 use crate::outbound::error_words;
-use crate::platform::{Answer, meta_answer, names_old_version, names_unknown_object};
+use crate::platform::{
+    Answer, asks_for_less, meta_answer, names_old_version, names_unknown_object,
+};
 
 /// The Graph API version asked for unless the space's `meta_graph_version` says otherwise: the
 /// one Meta destinations use unless told otherwise, so one constant follows Meta's retirements.
@@ -157,26 +159,6 @@ fn every_status() -> String {
 #[derive(Deserialize)]
 struct Account {
     timezone_name: String,
-}
-
-/// Whether Meta's error answer `body` asks for less data at once: `100` with subcode
-/// `1504018`, or `2` with `1504038` ("Please reduce the amount of data you're asking for").
-fn asks_for_less(body: &str) -> bool {
-    #[derive(Deserialize)]
-    struct Answer {
-        error: Codes,
-    }
-    #[derive(Deserialize)]
-    struct Codes {
-        code: i64,
-        error_subcode: Option<i64>,
-    }
-    serde_json::from_str::<Answer>(body).is_ok_and(|a| {
-        matches!(
-            (a.error.code, a.error.error_subcode),
-            (100, Some(1_504_018)) | (2, Some(1_504_038))
-        )
-    })
 }
 
 /// Why one range was not read.

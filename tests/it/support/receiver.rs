@@ -308,6 +308,27 @@ fn event_shape(e: &Value, now: u64) -> Result<(), String> {
                 return Err(format!("external_id is not SHA-256 hex: {ids:?}"));
             }
         }
+        // "data_processing_options: ... an array of options, [] or ["LDU"]"; the country and
+        // state integers, with LDU only (developers.facebook.com/docs/marketing-apis/
+        // data-processing-options).
+        if let Some(options) = e.get("data_processing_options") {
+            let options = options
+                .as_array()
+                .ok_or("data_processing_options is no array")?;
+            if !options.iter().all(|o| o == "LDU") {
+                return Err(format!("data_processing_options {options:?}"));
+            }
+        }
+        for place in [
+            "data_processing_options_country",
+            "data_processing_options_state",
+        ] {
+            if let Some(code) = e.get(place) {
+                if !code.is_u64() || e["data_processing_options"] != serde_json::json!(["LDU"]) {
+                    return Err(format!("{place} {code} without LDU or not an integer"));
+                }
+            }
+        }
         if name == "Purchase" {
             let c = &e["custom_data"];
             if !c["value"].is_number() {
