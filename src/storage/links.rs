@@ -10,12 +10,13 @@ use redb::{ReadTransaction, ReadableTable};
 use crate::domain::click::NewClick;
 use crate::domain::link::{Destination, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
 use crate::domain::outcome::ClickOutcome;
+use crate::domain::split::{Split, TargetView, WeightedTarget};
 use crate::domain::stats::{Counts, Dimension};
 use crate::error::{Code, Error};
 use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read::Snapshot;
-use crate::storage::records::{self, ChannelRecord, LinkRecord};
+use crate::storage::records::{self, ChannelRecord, LinkRecord, SplitRecord, SplitTargetRecord};
 use crate::storage::rollup;
 use crate::storage::schema::{LINK_VIEWS, LINKS, LINKS_BY_SPACE, STATS};
 
@@ -82,6 +83,7 @@ impl Txn<'_> {
             deleted_at_ms: None,
             channel,
             allowed_origins: link.allowed_origins.clone(),
+            split: link.split.as_ref().map(split_record),
         };
         self.links
             .open()?
@@ -271,6 +273,50 @@ pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
         created_at_ms: r.created_at_ms,
         deleted: r.deleted_at_ms.is_some(),
         allowed_origins: r.allowed_origins,
+        split: r.split.map(|s| split_of(slug, s)).transpose()?,
+    })
+}
+
+fn split_record(split: &Split) -> SplitRecord {
+    let target = |destination: &Destination, weight| {
+        let (bot, target) = TargetView::of(destination).bot_and_target();
+        SplitTargetRecord {
+            bot,
+            target,
+            weight,
+        }
+    };
+    SplitRecord {
+        targets: split
+            .targets
+            .iter()
+            .map(|t| target(&t.destination, t.weight))
+            .collect(),
+        fallback: split.fallback.as_ref().map(|d| target(d, 0)),
+    }
+}
+
+fn split_of(slug: &str, r: SplitRecord) -> Result<Split, StoreError> {
+    let destination = |t: SplitTargetRecord| match (t.bot, t.target) {
+        (Some(bot), None) => Ok(Destination::Bot(bot)),
+        (None, Some(target)) => Ok(Destination::Target(target)),
+        _ => Err(StoreError::Corrupt(format!(
+            "a target of link {slug:?} has not exactly one of a bot and a target"
+        ))),
+    };
+    Ok(Split {
+        targets: r
+            .targets
+            .into_iter()
+            .map(|t| {
+                let weight = t.weight;
+                destination(t).map(|destination| WeightedTarget {
+                    destination,
+                    weight,
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        fallback: r.fallback.map(destination).transpose()?,
     })
 }
 
@@ -296,6 +342,7 @@ mod tests {
             campaign_name: None,
             mode: Mode::Redirect,
             allowed_origins: Vec::new(),
+            split: None,
         }
     }
 

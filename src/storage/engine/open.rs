@@ -331,8 +331,9 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
     match version {
         0 => migrate_to_v1(txn),
         // Nothing to convert: see schema.rs (2: event records version 2; 7: the fbclid
-        // buffer's redo mark and uids that begin with their time).
-        1 | 6 => Ok(()),
+        // buffer's redo mark and uids that begin with their time; 19: split links, their
+        // clicks' variants and rows by variant, which only split links write).
+        1 | 6 | 18 => Ok(()),
         2 => migrate_to_v3(txn),
         3 => migrate_to_v4(txn),
         4 => migrate_to_v5(txn),
