@@ -9,7 +9,7 @@ use crate::app::App;
 use crate::domain::click::{ClientHints, MAX_USER_AGENT, NewClick};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::{self, Link, LinkView, NewLink};
-use crate::domain::split;
+use crate::domain::{split, variants};
 use crate::error::{Code, Error};
 
 /// What a visit of a tracking link found.
@@ -347,5 +347,49 @@ impl App {
                 })
             }
         }
+    }
+}
+
+impl App {
+    /// A split link's figures by variant (`GET /stats?by=variant&link=SLUG`, `tracker stats
+    /// --by variant --link SLUG`), all time: every target, with or without clicks.
+    pub async fn variant_stats(
+        &self,
+        space: &SpaceRef,
+        slug: &str,
+    ) -> Result<Vec<variants::VariantStats>, Error> {
+        let link = self
+            .store
+            .link(slug)
+            .filter(|l| l.space == space.no && !l.deleted)
+            .ok_or_else(|| {
+                Error::field(
+                    Code::NotFound,
+                    "link",
+                    format!("no link {slug:?} in this space"),
+                )
+            })?;
+        let Some(split) = &link.split else {
+            return Err(Error::field(
+                Code::InvalidField,
+                "link",
+                format!("the link {slug:?} has one target: stats by variant need a split link"),
+            ));
+        };
+        let (no, slug) = (space.no, slug.to_owned());
+        let counts = self
+            .store
+            .read(move |s| s.variant_counts(no, &slug))
+            .await?;
+        let each: Vec<_> = split
+            .views(link.space, Some(&self.health))
+            .into_iter()
+            .enumerate()
+            .map(|(i, target)| {
+                let of_it = counts.iter().find(|(v, _)| usize::from(*v) == i);
+                (target, of_it.map(|(_, c)| c.clone()).unwrap_or_default())
+            })
+            .collect();
+        Ok(variants::compare(&each))
     }
 }

@@ -37,4 +37,5 @@ pub mod split;
 pub mod spreadsheet;
 pub mod stats;
 pub mod uid;
+pub mod variants;
 pub mod warnings;

@@ -242,6 +242,33 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// A split link's counts by variant, all time: the sum of its block rows by variant
+    /// (`rollup::VARIANT_ROWS`), each variant's a range of keys of its own.
+    pub fn variant_counts(&self, space: u32, slug: &str) -> Result<Vec<(u8, Counts)>, StoreError> {
+        let stats = self.txn.open_table(STATS)?;
+        let (start, end) = rollup::in_campaign_range(slug);
+        let code = rollup::VARIANT_ROWS | rollup::BLOCK_ROWS;
+        let mut out: Vec<(u8, Counts)> = Vec::new();
+        for row in stats.range((space, code, start.as_str(), 0)..(space, code, end.as_str(), 0))? {
+            let (key, bytes) = row?;
+            let group = key.value().2;
+            let variant = group[start.len()..]
+                .parse::<u8>()
+                .map_err(|_| StoreError::Corrupt(format!("a row by variant of {group:?}")))?;
+            if out.last().is_none_or(|(v, _)| *v != variant) {
+                out.push((variant, Counts::default()));
+            }
+            if let Some((_, total)) = out.last_mut() {
+                total
+                    .add(&rollup::counts_in(bytes.value())?)
+                    .map_err(StoreError::Corrupt)?;
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A stored link as the domain sees it.
 pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
     let destination = match (r.bot, r.target, r.channel) {

@@ -151,3 +151,64 @@ async fn bad_targets_are_refused_and_store_nothing() {
     assert_eq!(r.status, 201, "{}", r.text());
     s.stop().await;
 }
+
+/// Stats by variant: each target's clicks and binds, rates per click, and whether a rate's
+/// difference from the best is significant; a one-target link, another space's link and no
+/// link are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_by_variant_count_each_targets_clicks_and_binds() {
+    let s = server().await;
+    assert_eq!(s.post_as(&s.a, "/links", SPLIT).await.status, 201);
+    let mut sent = [0u64; 2];
+    let mut bound = [0u64; 2];
+    for i in 0..400 {
+        let r = visit(&s, &format!("/l/ab?fbclid=IwAR-stats-{i}")).await;
+        let variant = usize::from(sent_to(&r) == "b_bot");
+        sent[variant] += 1;
+        // Every visit of a_bot binds, one in ten of b_bot's: a difference no chance makes.
+        if variant == 0 || i % 10 == 0 {
+            let uid = r
+                .header("location")
+                .unwrap()
+                .rsplit_once("start=")
+                .unwrap()
+                .1;
+            assert_eq!(s.bind(&s.a, uid, 1000 + i).await.status, 200);
+            bound[variant] += 1;
+        }
+    }
+    let r = s.read_as(&s.a, "/stats?by=variant&link=ab").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let body = r.json();
+    assert_eq!(
+        (&body["by"], &body["link"]),
+        (&json!("variant"), &json!("ab"))
+    );
+    let variants = body["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 2);
+    for (i, v) in variants.iter().enumerate() {
+        assert_eq!(v["variant"], i);
+        assert_eq!(v["stats"]["clicks"], sent[i], "{v}");
+        assert_eq!(v["stats"]["bound_clicks"], bound[i], "{v}");
+    }
+    assert_eq!(variants[0]["target"]["bot"], "a_bot");
+    assert_eq!(variants[0]["significance"]["bound"], "best");
+    assert_eq!(variants[1]["significance"]["bound"], "significant");
+    assert_eq!(variants[0]["per_click"]["bound"], "1.0000");
+    // No registration anywhere: every variant as good as the best.
+    assert_eq!(variants[1]["significance"]["registration"], "best");
+
+    assert_eq!(
+        s.post_as(&s.a, "/links", r#"{"slug":"one","bot":"shop_bot"}"#)
+            .await
+            .status,
+        201
+    );
+    let one = s.read_as(&s.a, "/stats?by=variant&link=one").await;
+    assert_error(&one, 422, "invalid_field", Some("link"));
+    let none = s.read_as(&s.a, "/stats?by=variant").await;
+    assert_error(&none, 422, "invalid_field", Some("link"));
+    let other = s.read_as(&s.b, "/stats?by=variant&link=ab").await;
+    assert_error(&other, 404, "not_found", Some("link"));
+    s.stop().await;
+}
