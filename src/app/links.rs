@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::app::App;
-use crate::domain::click::{ClientHints, MAX_USER_AGENT};
+use crate::domain::click::{ClientHints, MAX_USER_AGENT, NewClick};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::link::{self, Link, LinkView, NewLink};
+use crate::domain::{split, variants};
 use crate::error::{Code, Error};
 
 /// What a visit of a tracking link found.
@@ -21,11 +22,13 @@ pub enum Visit {
     /// A link preview or crawler: answered without a click.
     Preview(Arc<Link>),
     /// A person: the click was recorded with `uid`; for a channel link, with the invite link
-    /// it took (`None`: the pool was empty, the visitor goes to the fallback).
+    /// it took (`None`: the pool was empty, the visitor goes to the fallback). `to`: where the
+    /// visitor goes, the link's destination or the target of a split link the visit picked.
     Clicked {
         link: Arc<Link>,
         uid: String,
         invite: Option<String>,
+        to: link::Destination,
     },
 }
 
@@ -66,6 +69,9 @@ impl App {
             self.telegram.wake.notify_one();
         }
         let mut view = LinkView::new(&link, &self.settings.public_url(), 0, 0);
+        if let Some(split) = &link.split {
+            view.targets = Some(split.views(link.space, Some(&self.health)));
+        }
         self.fill_channel_state(&mut view).await?;
         Ok(view)
     }
@@ -187,7 +193,13 @@ impl App {
             .read(move |s| s.links(no))
             .await?
             .iter()
-            .map(|(link, clicks, bound)| LinkView::new(link, &public_url, *clicks, *bound))
+            .map(|(link, clicks, bound)| {
+                let mut view = LinkView::new(link, &public_url, *clicks, *bound);
+                if let Some(split) = &link.split {
+                    view.targets = Some(split.views(link.space, Some(&self.health)));
+                }
+                view
+            })
             .collect();
         let views_by_day = self
             .store
@@ -228,7 +240,7 @@ impl App {
         if link.deleted {
             return Ok(Viewed::Gone);
         }
-        if !link::allows_view_from(&link, origin) {
+        if !link::allows_view_from(&link.allowed_origins, origin) {
             return Err(Error::new(
                 Code::Forbidden,
                 format!(
@@ -268,6 +280,7 @@ impl App {
             return Ok(Visit::Preview(link));
         }
         let mut click = link::visit_click(&link, raw_query, self.now_ms());
+        let to = self.split_target(&link, &mut click);
         // Kept only where the space opted in (`meta_client_hints`): the writer decides.
         let fbc = click.hints.take().and_then(|h| h.fbc);
         click.hints = (client.is_some() || fbc.is_some()).then(|| ClientHints {
@@ -297,11 +310,86 @@ impl App {
                     link,
                     uid: outcome.uid,
                     invite,
+                    to,
                 })
             }
             // Deleted between the look-up and the write.
             Err(e) if e.code == Code::NotFound => Ok(Visit::Gone),
             Err(e) => Err(e),
         }
+    }
+}
+
+impl App {
+    /// Where a visit of `link` goes: its destination, or for a split link the target
+    /// `split::pick` chose (recorded on `click` as its variant), or the fallback when every
+    /// target is down.
+    fn split_target(&self, link: &Link, click: &mut NewClick) -> link::Destination {
+        let Some(s) = &link.split else {
+            return link.destination.clone();
+        };
+        let point = split::sticky_point(&link.slug, click);
+        match split::pick(&s.targets, point, |d| self.health.is_up(link.space, d)) {
+            split::Pick::Variant(i) => {
+                click.variant = Some(i);
+                s.targets[usize::from(i)].destination.clone()
+            }
+            split::Pick::Fallback => {
+                // Without a fallback, the targets as if all were up: a visit still goes on.
+                s.fallback.clone().unwrap_or_else(|| {
+                    let i = split::pick(&s.targets, point, |_| true);
+                    let i = match i {
+                        split::Pick::Variant(i) => i,
+                        split::Pick::Fallback => 0,
+                    };
+                    click.variant = Some(i);
+                    s.targets[usize::from(i)].destination.clone()
+                })
+            }
+        }
+    }
+}
+
+impl App {
+    /// A split link's figures by variant (`GET /stats?by=variant&link=SLUG`, `tracker stats
+    /// --by variant --link SLUG`), all time: every target, with or without clicks.
+    pub async fn variant_stats(
+        &self,
+        space: &SpaceRef,
+        slug: &str,
+    ) -> Result<Vec<variants::VariantStats>, Error> {
+        let link = self
+            .store
+            .link(slug)
+            .filter(|l| l.space == space.no && !l.deleted)
+            .ok_or_else(|| {
+                Error::field(
+                    Code::NotFound,
+                    "link",
+                    format!("no link {slug:?} in this space"),
+                )
+            })?;
+        let Some(split) = &link.split else {
+            return Err(Error::field(
+                Code::InvalidField,
+                "link",
+                format!("the link {slug:?} has one target: stats by variant need a split link"),
+            ));
+        };
+        let (no, slug) = (space.no, slug.to_owned());
+        let counts = self
+            .store
+            .read(move |s| s.variant_counts(no, &slug))
+            .await?;
+        let each: Vec<_> = split
+            .views(link.space, Some(&self.health))
+            .into_iter()
+            .enumerate()
+            .map(|(i, target)| {
+                let of_it = counts.iter().find(|(v, _)| usize::from(*v) == i);
+                (target, of_it.map(|(_, c)| c.clone()).unwrap_or_default())
+            })
+            .collect();
+        Ok(variants::compare(&each))
     }
 }

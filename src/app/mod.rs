@@ -58,6 +58,8 @@ pub struct App {
     pub telegram: Arc<crate::workers::telegram::Status>,
     /// Each space's last fetch of spend from Meta, and the fetch loop's wake-up (`workers/spend/`).
     pub spend: Arc<crate::workers::spend::Status>,
+    /// The split links' targets the health checks hold down (`workers/health.rs`).
+    pub health: Arc<crate::domain::split::Health>,
 }
 
 impl App {
@@ -74,6 +76,7 @@ impl App {
             delivery_wake: Arc::default(),
             telegram: Arc::default(),
             spend: Arc::default(),
+            health: Arc::default(),
             metrics: Arc::new(Metrics::default()),
             store,
             settings,

@@ -75,6 +75,9 @@ pub struct NewClick {
     /// `POST /clicks`): kept only in a space with `meta_client_hints` on (the writer decides),
     /// else dropped.
     pub hints: Option<ClientHints>,
+    /// The target of a split link the visit went to (`domain::split`): its place in the
+    /// link's `targets`.
+    pub variant: Option<u8>,
 }
 
 /// The ids a click carries besides `fbclid`, each stored with the click and shown with its
@@ -294,6 +297,7 @@ impl NewClick {
                 ids
             },
             hints: any_hint.then_some(hints),
+            variant: None,
         })
     }
 }
@@ -522,6 +526,7 @@ mod tests {
                 clicked_at_ms: 1,
                 ids: ClickIds::default(),
                 hints: None,
+                variant: None,
             }
         );
         assert_eq!(click(r#"{"fbclid":""}"#).unwrap().fbclid, None);

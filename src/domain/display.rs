@@ -192,6 +192,21 @@ pub fn iso_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
 /// Where a link sends its visitors: `@bot` for a Telegram bot, else its target URL.
 #[must_use]
 pub fn goes_to(link: &LinkView) -> String {
+    if let Some(targets) = &link.targets {
+        // A split: each target with its weight, and whether the health checks hold it down.
+        let each: Vec<String> = targets
+            .iter()
+            .map(|t| {
+                let down = if t.up == Some(false) { " (down)" } else { "" };
+                format!("{} ×{}{down}", t.label(), t.weight.unwrap_or(0))
+            })
+            .collect();
+        let fallback = link
+            .fallback
+            .as_ref()
+            .map_or(String::new(), |f| format!("; fallback {}", f.label()));
+        return format!("{}{fallback}", each.join(", "));
+    }
     match (&link.bot, &link.target, &link.channel) {
         (Some(bot), _, _) => format!("@{bot}"),
         (None, Some(target), _) => target.clone(),
@@ -345,6 +360,8 @@ mod tests {
             bound_clicks: 0,
             allowed_origins: Vec::new(),
             views: 0,
+            targets: None,
+            fallback: None,
         }
     }
 

@@ -14,26 +14,16 @@ use crate::domain::click::{
     AD_CLICK_IDS, CAMPAIGN_NAME_MAX_CHARS, CLICK_FIELD_BOUNDS, CLICK_ID_MAX_CHARS, ClickIds,
     ClientHints, FBC_MAX_CHARS, FBP_MAX_CHARS, NewClick, meta_cookie,
 };
+pub use crate::domain::destination::{
+    Destination, MAX_TARGET_LEN, bot_or_target, check_bot, check_target,
+};
 use crate::domain::input::{self, Query, quoted};
+pub use crate::domain::origins::{MAX_ALLOWED_ORIGINS, allows_view_from, check_origins};
+use crate::domain::split::{self, Split, TargetView};
 use crate::error::{Code, Error};
-
-/// The longest target URL template.
-pub const MAX_TARGET_LEN: usize = 2048;
 
 /// The most links a space holds, deleted ones included (a deleted link keeps its slug).
 pub const MAX_LINKS_PER_SPACE: usize = 10_000;
-
-/// Where a link sends the visitor.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Destination {
-    /// A Telegram bot: `https://t.me/<bot>?start=<uid>`.
-    Bot(String),
-    /// An `https://` URL template with `{uid}` in it.
-    Target(String),
-    /// A Telegram channel: an invite link of the link's pool, made ahead by the tracker's bot
-    /// (`docs/channels.md`), or the channel's fallback when the pool is empty.
-    Channel(Channel),
-}
 
 /// How a link answers a visitor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
@@ -81,6 +71,8 @@ pub struct NewLink {
     /// Where a landing page that counts views of this link may be served from
     /// ([`check_origins`]); none: no view is counted.
     pub allowed_origins: Vec<String>,
+    /// A split test's targets (`destination` is the first of them) and fallback.
+    pub split: Option<Split>,
 }
 
 /// A stored link, as the public path and the management API see it.
@@ -95,6 +87,8 @@ pub struct Link {
     pub deleted: bool,
     /// Origins (`https://host[:port]`) whose pages' views are counted.
     pub allowed_origins: Vec<String>,
+    /// A split test's targets (`destination` is the first of them) and fallback.
+    pub split: Option<Split>,
 }
 
 /// A link as `GET /links` and `tracker link list` show it.
@@ -127,6 +121,12 @@ pub struct LinkView {
     /// Views of landing pages with this link's script, all time.
     #[serde(default)]
     pub views: u64,
+    /// A split test's targets, each with its weight, variant and health (then no `bot` or
+    /// `target`), and where visits go when all are down.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub targets: Option<Vec<TargetView>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fallback: Option<TargetView>,
 }
 
 /// A channel link's state, as `GET /links`, the Links page and `tracker link list` show it.
@@ -161,10 +161,11 @@ pub struct ChannelView {
 impl LinkView {
     #[must_use]
     pub fn new(link: &Link, public_url: &str, clicks: u64, bound_clicks: u64) -> LinkView {
-        let (bot, target, channel) = match &link.destination {
-            Destination::Bot(b) => (Some(b.clone()), None, None),
-            Destination::Target(t) => (None, Some(t.clone()), None),
-            Destination::Channel(c) => (None, None, Some(c.chat.clone())),
+        let (bot, target, channel) = match (&link.destination, &link.split) {
+            (_, Some(_)) => (None, None, None),
+            (Destination::Bot(b), None) => (Some(b.clone()), None, None),
+            (Destination::Target(t), None) => (None, Some(t.clone()), None),
+            (Destination::Channel(c), None) => (None, None, Some(c.chat.clone())),
         };
         let channel_state = match &link.destination {
             Destination::Channel(c) => Some(Box::new(ChannelView {
@@ -190,6 +191,11 @@ impl LinkView {
             bound_clicks,
             allowed_origins: link.allowed_origins.clone(),
             views: 0,
+            targets: link.split.as_ref().map(|s| s.views(link.space, None)),
+            fallback: link
+                .split
+                .as_ref()
+                .and_then(|s| s.fallback.as_ref().map(TargetView::of)),
         }
     }
 
@@ -295,57 +301,6 @@ pub fn check_slug(slug: &str) -> Result<(), Error> {
     }
 }
 
-/// The rule of a Telegram bot username: 5 to 32 of `A-Za-z0-9_`, ending in `bot` in any case.
-pub fn check_bot(bot: &str) -> Result<(), Error> {
-    let ok = (5..=32).contains(&bot.len())
-        && bot.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && bot.to_ascii_lowercase().ends_with("bot");
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::field(
-            Code::InvalidField,
-            "bot",
-            format!(
-                "bot must be a Telegram bot username: 5 to 32 of A-Z, a-z, 0-9 and '_', ending \
-                 in \"bot\" (without the @), got {}",
-                quoted(bot)
-            ),
-        ))
-    }
-}
-
-/// The rule of a target: an `https://` URL template of visible ASCII, a host name (letters,
-/// digits, `.` and `-`, with an optional `:port`), and `{uid}` after it, in the path or query.
-pub fn check_target(target: &str) -> Result<(), Error> {
-    let rest = target.strip_prefix("https://").unwrap_or_default();
-    let (authority, after) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
-    let (host, port) = authority.split_once(':').unwrap_or((authority, "80"));
-    let ok = target.len() <= MAX_TARGET_LEN
-        && target.starts_with("https://")
-        && !host.is_empty()
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        && (1..=5).contains(&port.len())
-        && port.bytes().all(|b| b.is_ascii_digit())
-        && after.contains("{uid}")
-        && target.bytes().all(|b| b.is_ascii_graphic());
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::field(
-            Code::InvalidField,
-            "target",
-            format!(
-                "target must be an https:// URL of at most {MAX_TARGET_LEN} visible ASCII \
-                 characters, with a host name and {{uid}} where the click id goes, got {}",
-                quoted(target)
-            ),
-        ))
-    }
-}
-
 /// The body of `POST /links`, as read; in `/openapi.json`, [`NewLinkJson`].
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -385,11 +340,12 @@ pub struct LinkBody<'a> {
     /// For a channel: an invite link of it (`https://t.me/+...`), where visitors go when the
     /// pool of invite links is empty.
     #[serde(borrow)]
-    #[schemars(
-        with = "Option<String>",
-        pattern(r"^(https://t\.me/(\+|joinchat/)[A-Za-z0-9_-]{1,64})?$")
-    )]
+    #[schemars(with = "split::FallbackJson")]
     fallback: Option<&'a RawValue>,
+    /// A split test: 2 to 16 targets, each a `bot` or a `target` with a `weight`.
+    #[serde(borrow)]
+    #[schemars(with = "Option<Vec<split::TargetEntry>>")]
+    targets: Option<&'a RawValue>,
     #[serde(borrow)]
     #[schemars(with = "Option<String>", length(max = CAMPAIGN_NAME_MAX_CHARS))]
     campaign_name: Option<&'a RawValue>,
@@ -433,28 +389,35 @@ impl JsonSchema for NewLinkJson {
             shape("bot", &["bot"], &[]),
             shape("target", &["target"], &[]),
             shape("channel", &["channel", "fallback"], &["join_requests"]),
+            shape("targets", &[], &["targets", "fallback"]),
         ];
-        input::by_variant(
+        let shapes = input::by_variant(
             &flat,
             &variants,
             true,
             "oneOf",
             "A new link: its slug, and where it sends visitors, one of a Telegram `bot`, a \
-             `target` URL or a Telegram `channel` (with its `fallback`). An empty string or \
-             `null` counts as absent (`missing_field` for none of the three, `invalid_field` for \
-             two).",
-        )
+             `target` URL, a Telegram `channel` (with its `fallback`), or several weighted \
+             `targets` (with an optional `fallback`). An empty string or `null` counts as \
+             absent (`missing_field` for none of them, `invalid_field` for two).",
+        );
+        split::with_split_shape(shapes, generator)
     }
 }
 
 impl NewLink {
     /// Reads and checks a `POST /links` body.
     pub fn from_json(body: &[u8]) -> Result<NewLink, Error> {
-        let b: LinkBody = input::parse_body(body)?;
+        let mut b: LinkBody = input::parse_body(body)?;
+        let split = split::from_body(b.targets, &mut b.fallback, [b.bot, b.target, b.channel])?;
         let text = |name: &'static str, v: Option<&RawValue>| -> Result<Option<String>, Error> {
             v.map(|raw| input::json_string(raw, name))
                 .transpose()
                 .map(|s| s.filter(|t| !t.is_empty()))
+        };
+        let (bot, target) = match split.as_ref() {
+            Some(s) => TargetView::of(&s.targets[0].destination).bot_and_target(),
+            None => (text("bot", b.bot)?, text("target", b.target)?),
         };
         let channel = ChannelFields {
             channel: text("channel", b.channel)?,
@@ -468,13 +431,13 @@ impl NewLink {
             .unwrap_or_default();
         let mut link = NewLink::with_channel(
             text("slug", b.slug)?,
-            text("bot", b.bot)?,
-            text("target", b.target)?,
+            bot,
+            target,
             channel,
             text("campaign_name", b.campaign_name)?,
             text("mode", b.mode)?,
         )?;
-        link.allowed_origins = allowed_origins;
+        (link.allowed_origins, link.split) = (allowed_origins, split);
         Ok(link)
     }
 
@@ -518,7 +481,7 @@ impl NewLink {
         }
         let destination = match (bot, target, channel.destination()?) {
             (None, None, Some(channel)) => channel,
-            (bot, target, _) => NewLink::bot_or_target(bot, target)?,
+            (bot, target, _) => bot_or_target(bot, target)?,
         };
         let campaign_limit = crate::domain::click::CAMPAIGN_NAME_MAX_CHARS;
         if let Some(c) = &campaign_name {
@@ -536,35 +499,7 @@ impl NewLink {
             campaign_name: campaign_name.filter(|c| !c.is_empty()),
             mode: mode.map_or(Ok(Mode::Redirect), |m| Mode::parse(&m))?,
             allowed_origins: Vec::new(),
-        })
-    }
-
-    fn bot_or_target(bot: Option<String>, target: Option<String>) -> Result<Destination, Error> {
-        Ok(match (bot, target) {
-            (Some(bot), None) => {
-                let bot = bot.strip_prefix('@').map_or(bot.clone(), str::to_owned);
-                check_bot(&bot)?;
-                Destination::Bot(bot)
-            }
-            (None, Some(target)) => {
-                check_target(&target)?;
-                Destination::Target(target)
-            }
-            (None, None) => {
-                return Err(Error::field(
-                    Code::MissingField,
-                    "bot",
-                    "a link needs a bot (a Telegram bot username), a target (an https:// URL \
-                     with {uid}) or a channel (its @username or chat id)",
-                ));
-            }
-            (Some(_), Some(_)) => {
-                return Err(Error::field(
-                    Code::InvalidField,
-                    "target",
-                    "a link has a bot or a target, not both",
-                ));
-            }
+            split: None,
         })
     }
 }
@@ -620,73 +555,6 @@ fn missing(field: &'static str) -> Error {
     Error::field(Code::MissingField, field, format!("{field} is required"))
 }
 
-/// The most origins a link allows views from.
-pub const MAX_ALLOWED_ORIGINS: usize = 32;
-
-/// The rule of `allowed_origins`: at most [`MAX_ALLOWED_ORIGINS`] origins as a browser sends
-/// them in `Origin`, each `https://` and a host name (letters, digits, `.`, `-`) with an
-/// optional `:port`, nothing after; `http://127.0.0.1:PORT` and `http://localhost:PORT` too
-/// where `allow_private` (`allow_private_destinations`, for tests). Answers them in lower case,
-/// without a trailing `/`, each once.
-pub fn check_origins(origins: Vec<String>, allow_private: bool) -> Result<Vec<String>, Error> {
-    let bad = |message: String| Error::field(Code::InvalidField, "allowed_origins", message);
-    if origins.len() > MAX_ALLOWED_ORIGINS {
-        return Err(bad(format!(
-            "allowed_origins holds at most {MAX_ALLOWED_ORIGINS} origins, got {}",
-            origins.len()
-        )));
-    }
-    let mut checked: Vec<String> = Vec::new();
-    for origin in origins {
-        let lower = origin.trim_end_matches('/').to_ascii_lowercase();
-        let (host, port) = match (
-            lower.strip_prefix("https://"),
-            lower.strip_prefix("http://"),
-        ) {
-            (Some(authority), _) => authority.split_once(':').unwrap_or((authority, "443")),
-            (None, Some(authority)) if allow_private => match authority.split_once(':') {
-                Some((host @ ("127.0.0.1" | "localhost"), port)) => (host, port),
-                _ => ("", ""),
-            },
-            _ => ("", ""),
-        };
-        let ok = !host.is_empty()
-            && host.len() <= 253
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-            && (1..=5).contains(&port.len())
-            && port.bytes().all(|b| b.is_ascii_digit());
-        if !ok {
-            let private = if allow_private {
-                " (or http://127.0.0.1:PORT, http://localhost:PORT)"
-            } else {
-                ""
-            };
-            return Err(bad(format!(
-                "each of allowed_origins is a page's origin, https://host or https://host:port{private}                  with no path, got {}",
-                quoted(&origin)
-            )));
-        }
-        if !checked.contains(&lower) {
-            checked.push(lower);
-        }
-    }
-    Ok(checked)
-}
-
-/// Whether a view sent with the `Origin` header `origin` counts for `link`: only from one of
-/// its `allowed_origins`, compared as browsers write origins (lower-case scheme and host).
-#[must_use]
-pub fn allows_view_from(link: &Link, origin: Option<&str>) -> bool {
-    origin.is_some_and(|origin| {
-        link.allowed_origins
-            .iter()
-            .any(|allowed| allowed.eq_ignore_ascii_case(origin))
-    })
-}
-
-/// Where a visitor goes for the click `uid`.
 #[must_use]
 pub fn location(destination: &Destination, uid: &str) -> String {
     match destination {
@@ -780,6 +648,7 @@ pub fn visit_click(link: &Link, raw_query: &str, now_ms: u64) -> NewClick {
             user_agent: None,
             fbc: Some(fbc),
         }),
+        variant: None,
     }
 }
 
@@ -894,6 +763,7 @@ mod tests {
             mode: Mode::Redirect,
             created_at_ms: 0,
             deleted: false,
+            split: None,
         }
     }
 

@@ -89,13 +89,18 @@ pub async fn visit(call: Call) -> Response {
         Visit::Unknown => plain(StatusCode::NOT_FOUND, "This link does not exist.\n"),
         Visit::Gone => plain(StatusCode::GONE, "This link has been removed.\n"),
         Visit::Preview(link) => preview(&link),
-        Visit::Clicked { link, uid, invite } => {
+        Visit::Clicked {
+            link,
+            uid,
+            invite,
+            to,
+        } => {
             // A channel link goes to the invite link the click took, or to its fallback.
-            let to = invite.unwrap_or_else(|| location(&link.destination, &uid));
-            match (link.mode, &link.destination) {
-                (Mode::Redirect, _) => redirect(&to),
-                (Mode::Page, Destination::Channel(_)) => channel_page(&to),
-                (Mode::Page, _) => open_page(&link, &uid),
+            let address = invite.unwrap_or_else(|| location(&to, &uid));
+            match (link.mode, &to) {
+                (Mode::Redirect, _) => redirect(&address),
+                (Mode::Page, Destination::Channel(_)) => channel_page(&address),
+                (Mode::Page, _) => open_page(&to, &uid),
             }
         }
     });
@@ -149,20 +154,20 @@ fn html(page: &LinkPage<'_>) -> Response {
 }
 
 /// A `page` link: opens the app (`tg://`) at once and shows a button with the web address.
-fn open_page(link: &Link, uid: &str) -> Response {
-    let (app, label) = match &link.destination {
+fn open_page(destination: &Destination, uid: &str) -> Response {
+    let (app, label) = match destination {
         Destination::Bot(bot) => (
             format!("tg://resolve?domain={bot}&start={uid}"),
             "Open in Telegram",
         ),
         Destination::Target(_) | Destination::Channel(_) => {
-            (location(&link.destination, uid), "Continue")
+            (location(destination, uid), "Continue")
         }
     };
     html(&LinkPage {
         title: label,
         label,
-        button: Some(location(&link.destination, uid)),
+        button: Some(location(destination, uid)),
         app: Some(app),
     })
 }

@@ -17,3 +17,4 @@ pub mod miniapp;
 pub mod read;
 pub mod space;
 pub mod telegram;
+pub mod variants;

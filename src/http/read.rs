@@ -68,9 +68,22 @@ pub struct StatsAnswer {
     pub groups: Vec<GroupStats>,
 }
 
+/// `GET /stats`'s answer in `/openapi.json`: by a grouping of the space's stats, or by a split
+/// link's variants (`variants.rs`).
+#[derive(JsonSchema)]
+#[allow(dead_code)] // Only its schema is used.
+#[schemars(untagged)]
+pub enum StatsAnswers {
+    Groups(StatsAnswer),
+    Variants(crate::http::variants::VariantsAnswer),
+}
+
 /// `GET /stats?from_ms=&to_ms=|from=&to=&by=&campaign=`.
 pub async fn get_stats(call: Call, space: SpaceRef) -> Result<Response, Error> {
     let q = &call.query;
+    if q.get("by") == Some("variant") {
+        return crate::http::variants::get(call, space).await;
+    }
     let grouping = Grouping::parse(q.get("by"), q.get("campaign"))?;
     let by = grouping.by;
     let range = stats::range(

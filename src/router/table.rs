@@ -259,7 +259,7 @@ pub static ROUTES: [Endpoint; 41] = [
         openapi: Some(Operation {
             file: include_str!("openapi/get_stats.json"),
             body: None,
-            answer: Some((200, schema::<read::StatsAnswer>())),
+            answer: Some((200, schema::<read::StatsAnswers>())),
         }),
     },
     Endpoint {

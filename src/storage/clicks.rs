@@ -73,6 +73,7 @@ impl Txn<'_> {
             tg_id: None,
             bound_at_ms: None,
             ids: click.ids,
+            variant: click.variant,
         };
         // First the step that can refuse, so that a refusal leaves nothing behind.
         if let Some(k) = fbclid_key {

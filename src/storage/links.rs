@@ -10,12 +10,13 @@ use redb::{ReadTransaction, ReadableTable};
 use crate::domain::click::NewClick;
 use crate::domain::link::{Destination, Link, MAX_LINKS_PER_SPACE, Mode, NewLink};
 use crate::domain::outcome::ClickOutcome;
+use crate::domain::split::{Split, TargetView, WeightedTarget};
 use crate::domain::stats::{Counts, Dimension};
 use crate::error::{Code, Error};
 use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read::Snapshot;
-use crate::storage::records::{self, ChannelRecord, LinkRecord};
+use crate::storage::records::{self, ChannelRecord, LinkRecord, SplitRecord, SplitTargetRecord};
 use crate::storage::rollup;
 use crate::storage::schema::{LINK_VIEWS, LINKS, LINKS_BY_SPACE, STATS};
 
@@ -82,6 +83,7 @@ impl Txn<'_> {
             deleted_at_ms: None,
             channel,
             allowed_origins: link.allowed_origins.clone(),
+            split: link.split.as_ref().map(split_record),
         };
         self.links
             .open()?
@@ -265,6 +267,31 @@ impl Snapshot {
         }
         Ok(out)
     }
+
+    /// A split link's counts by variant, all time: the sum of its block rows by variant
+    /// (`rollup::VARIANT_ROWS`), each variant's a range of keys of its own.
+    pub fn variant_counts(&self, space: u32, slug: &str) -> Result<Vec<(u8, Counts)>, StoreError> {
+        let stats = self.txn.open_table(STATS)?;
+        let (start, end) = rollup::in_campaign_range(slug);
+        let code = rollup::VARIANT_ROWS | rollup::BLOCK_ROWS;
+        let mut out: Vec<(u8, Counts)> = Vec::new();
+        for row in stats.range((space, code, start.as_str(), 0)..(space, code, end.as_str(), 0))? {
+            let (key, bytes) = row?;
+            let group = key.value().2;
+            let variant = group[start.len()..]
+                .parse::<u8>()
+                .map_err(|_| StoreError::Corrupt(format!("a row by variant of {group:?}")))?;
+            if out.last().is_none_or(|(v, _)| *v != variant) {
+                out.push((variant, Counts::default()));
+            }
+            if let Some((_, total)) = out.last_mut() {
+                total
+                    .add(&rollup::counts_in(bytes.value())?)
+                    .map_err(StoreError::Corrupt)?;
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// A stored link as the domain sees it.
@@ -298,6 +325,50 @@ pub(crate) fn link_of(slug: &str, r: LinkRecord) -> Result<Link, StoreError> {
         created_at_ms: r.created_at_ms,
         deleted: r.deleted_at_ms.is_some(),
         allowed_origins: r.allowed_origins,
+        split: r.split.map(|s| split_of(slug, s)).transpose()?,
+    })
+}
+
+fn split_record(split: &Split) -> SplitRecord {
+    let target = |destination: &Destination, weight| {
+        let (bot, target) = TargetView::of(destination).bot_and_target();
+        SplitTargetRecord {
+            bot,
+            target,
+            weight,
+        }
+    };
+    SplitRecord {
+        targets: split
+            .targets
+            .iter()
+            .map(|t| target(&t.destination, t.weight))
+            .collect(),
+        fallback: split.fallback.as_ref().map(|d| target(d, 0)),
+    }
+}
+
+fn split_of(slug: &str, r: SplitRecord) -> Result<Split, StoreError> {
+    let destination = |t: SplitTargetRecord| match (t.bot, t.target) {
+        (Some(bot), None) => Ok(Destination::Bot(bot)),
+        (None, Some(target)) => Ok(Destination::Target(target)),
+        _ => Err(StoreError::Corrupt(format!(
+            "a target of link {slug:?} has not exactly one of a bot and a target"
+        ))),
+    };
+    Ok(Split {
+        targets: r
+            .targets
+            .into_iter()
+            .map(|t| {
+                let weight = t.weight;
+                destination(t).map(|destination| WeightedTarget {
+                    destination,
+                    weight,
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        fallback: r.fallback.map(destination).transpose()?,
     })
 }
 
@@ -323,6 +394,7 @@ mod tests {
             campaign_name: None,
             mode: Mode::Redirect,
             allowed_origins: Vec::new(),
+            split: None,
         }
     }
 

@@ -548,6 +548,7 @@ pub(super) mod tests {
             clicked_at_ms: 1_700_000_000_000,
             ids: click::ClickIds::default(),
             hints: None,
+            variant: None,
         }
     }
 

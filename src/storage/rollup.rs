@@ -63,6 +63,18 @@ pub fn in_campaign_range(campaign: &str) -> (String, String) {
     (start, end)
 }
 
+/// The dimension byte (schema 20) of a split link's rows by variant: each group the link and
+/// the variant ([`variant_group`]), so one link's variants are one range of keys. Part of the
+/// rollup's key: changing it is a schema version.
+pub const VARIANT_ROWS: u8 = 8;
+
+/// The group of a split link's row by variant: the link as a campaign's drill-down writes a
+/// campaign ([`in_campaign_prefix`]), then the variant's number.
+#[must_use]
+pub fn variant_group(slug: &str, variant: u8) -> String {
+    in_campaign(slug, &variant.to_string())
+}
+
 /// The UTC day (days since the epoch) of a quarter since the epoch.
 #[must_use]
 pub fn day_of(quarter: u32) -> u32 {
@@ -97,12 +109,17 @@ struct Folded {
     campaign: String,
     link: String,
     query: Option<String>,
+    /// The target of a split link the click went to.
+    variant: Option<u8>,
     counts: Counts,
 }
 
 /// The click fields the groups of a count come from: its campaign and link (`""` for none, as
-/// a group has it) and its query, if it names a `utm_` parameter (the ad and the ad set).
-fn group_fields(click: Option<&ClickRecord>) -> (&str, &str, Option<&str>) {
+/// a group has it), its query, if it names a `utm_` parameter (the ad and the ad set), and its
+/// variant.
+type GroupFields<'a> = (&'a str, &'a str, Option<&'a str>, Option<u8>);
+
+fn group_fields(click: Option<&ClickRecord>) -> GroupFields<'_> {
     fn field(f: Option<&Option<String>>) -> &str {
         f.and_then(Option::as_deref).unwrap_or("")
     }
@@ -112,15 +129,19 @@ fn group_fields(click: Option<&ClickRecord>) -> (&str, &str, Option<&str>) {
         click
             .and_then(|c| c.raw_query.as_deref())
             .filter(|q| q.contains("utm_")),
+        click.and_then(|c| c.variant),
     )
 }
 
 /// Writes into `key` what tells one fold entry from another: the space, the quarter, and the
 /// group fields, each but the last after its length, so no two differ only in where one ends.
-fn fold_key(key: &mut String, space: u32, quarter: u32, fields: (&str, &str, Option<&str>)) {
+fn fold_key(key: &mut String, space: u32, quarter: u32, fields: GroupFields<'_>) {
     use std::fmt::Write as _;
-    let (campaign, link, query) = fields;
+    let (campaign, link, query, variant) = fields;
     key.clear();
+    if let Some(v) = variant {
+        let _ = write!(key, "{v}#");
+    }
     // Writing to a `String` cannot fail.
     let _ = write!(
         key,
@@ -169,7 +190,7 @@ impl Rollup {
         let added = if let Some(folded) = self.folded.get_mut(self.key.as_str()) {
             folded.counts.add(counts)
         } else {
-            let (campaign, link, query) = fields;
+            let (campaign, link, query, variant) = fields;
             self.folded.insert(
                 self.key.clone(),
                 Folded {
@@ -178,6 +199,7 @@ impl Rollup {
                     campaign: campaign.to_owned(),
                     link: link.to_owned(),
                     query: query.map(str::to_owned),
+                    variant,
                     counts: counts.clone(),
                 },
             );
@@ -200,9 +222,12 @@ impl Rollup {
                     .to_owned()
             };
             let campaign = f.campaign;
-            // At most 8 groups: one allocation.
-            let mut groups = Vec::with_capacity(8);
+            // At most 9 groups: one allocation.
+            let mut groups = Vec::with_capacity(9);
             groups.push((Dimension::Day.code(), String::new()));
+            if let Some(variant) = f.variant {
+                groups.push((VARIANT_ROWS, variant_group(&f.link, variant)));
+            }
             for (dimension, sub) in [
                 (Dimension::Link, f.link),
                 (Dimension::Ad, utm("utm_content")),

@@ -94,6 +94,10 @@
 //!   rates its values are converted by, and the conversions its last fetch left out. Version 4
 //!   rows are read as they are (no data processing options; Google Ads on the legacy template)
 //!   and are not rewritten.
+//! - 20: split tests. `LINKS` records may be `LinkRecord` version 4 (a split link's targets and
+//!   fallback), `CLICKS` records `ClickRecord` version 3 (the split link's target the click
+//!   went to, its variant), and `STATS` holds rows by variant (`rollup::VARIANT_ROWS`, 8, in
+//!   the dimension byte). Only split links and their clicks use them; nothing is rewritten.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -109,7 +113,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 19;
+pub const SCHEMA_VERSION: u64 = 20;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).

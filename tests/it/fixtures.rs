@@ -239,6 +239,7 @@ async fn drill_downs_add_up_to_their_campaigns(store: &Store, version: u64) {
         }
     }
     let campaigns = match version {
+        20.. => 5,
         13.. => 4,
         4.. => 3,
         _ => 2,
@@ -382,6 +383,13 @@ fn campaigns_in(version: u64) -> Vec<serde_json::Value> {
     expected.push(json!({"group": "organic", "clicks": 1, "bound_clicks": 0,
         "events": zero(&[("subscribed", 1), ("deposit", 1)]), "first_deposits": 1,
         "deposits": {"USD": "7"}}));
+    // From version 20 two clicks of a split link.
+    if version >= 20 {
+        expected.push(
+            json!({"group": "split-test", "clicks": 2, "bound_clicks": 0,
+            "events": zero(&[]), "first_deposits": 0, "deposits": {}}),
+        );
+    }
     // From version 11 a second click of the campaign, from an ad and an ad set.
     let spring_clicks = if version >= 11 { 2 } else { 1 };
     expected.push(
@@ -773,5 +781,41 @@ async fn links_gain_allowed_origins_and_views_through_the_migration_to_18() {
             "{file}"
         );
         assert_eq!(link.bot.as_deref(), Some("fixture_bot"), "{file}");
+    }
+}
+
+/// The migration to version 20 leaves the links of the version 19 fixture one-target links (no
+/// `targets`); the version 20 fixture's split link keeps its weighted targets and fallback.
+#[tokio::test]
+async fn split_links_keep_their_targets_through_the_migration_to_20() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for (file, slug, targets) in [
+        ("v19.redb", "landing", serde_json::Value::Null),
+        (
+            "v20.redb",
+            "split",
+            serde_json::json!([
+                {"bot": "a_fixture_bot", "weight": 1, "variant": 0, "up": true},
+                {"bot": "b_fixture_bot", "weight": 1, "variant": 1, "up": true}
+            ]),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        std::fs::copy(fixtures.join(file), &path).unwrap();
+        let (store, _) = Store::open(&path, &StoreOptions::default()).unwrap();
+        let app = crate::support::app_on(&std::sync::Arc::new(store), 0);
+        let space = app.space_named("default".into()).await.unwrap();
+        let links = app.links(&space).await.unwrap();
+        let link = links.iter().find(|l| l.slug == slug).unwrap();
+        let shown = serde_json::to_value(link).unwrap();
+        assert_eq!(shown["targets"], targets, "{file}: {shown}");
+        if file == "v20.redb" {
+            assert_eq!(
+                shown["fallback"],
+                serde_json::json!({"bot": "spare_fixture_bot"})
+            );
+            assert_eq!(link.clicks, 2);
+        }
     }
 }

@@ -51,6 +51,7 @@ mod reporting;
 mod request_lines;
 mod retention;
 mod snapchat;
+mod split;
 mod support;
 mod telegram;
 mod telegram_webhook;

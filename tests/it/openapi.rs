@@ -551,6 +551,7 @@ async fn every_answer_of_every_endpoint_matches_the_document() {
         ("/stats?campaign=spring&from_ms=18446744073709551615", 200),
         ("/stats?by=week", 422),
         ("/stats?campaign=spring&by=link_slug", 200),
+        ("/stats?by=variant&link=no-such-link", 404),
         ("/stats?campaign=spring&by=day&from=2026-11-01", 200),
         ("/stats?campaign=spring", 200),
         ("/stats?campaign=nobody&by=utm_term", 200),

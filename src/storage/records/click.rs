@@ -11,6 +11,9 @@ use crate::storage::error::StoreError;
 /// 13) is the same, then the ids the click brought besides `fbclid` as a `postcard` sequence of
 /// tagged ids (`OtherId`), usually empty (one byte), so a click without them grows by one byte
 /// only, and a new ad platform's id is a new tag (`click::AD_CLICK_IDS`), not a new version.
+/// Version 3 (schema 20), written only for a click of a split link, is version 2's body, then
+/// `1` and the variant's byte (`postcard`'s `Some(u8)`); a click without a variant stays
+/// version 2.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClickRecord {
     pub link_slug: Option<String>,
@@ -23,10 +26,16 @@ pub struct ClickRecord {
     pub bound_at_ms: Option<u64>,
     /// The ad platforms' click ids and Meta's browser id, from a prelander (version 2).
     pub ids: ClickIds,
+    /// The target of a split link the click went to (version 3).
+    pub variant: Option<u8>,
 }
 impl Record for ClickRecord {
-    const VERSION: u8 = 2;
+    const VERSION: u8 = 3;
     const NAME: &'static str = "click";
+
+    fn version(&self) -> u8 {
+        if self.variant.is_some() { 3 } else { 2 }
+    }
 
     fn encode_body(&self, out: &mut Vec<u8>) {
         let mut others: Vec<OtherId<'_>> = AD_CLICK_IDS
@@ -45,12 +54,24 @@ impl Record for ClickRecord {
             bound_at_ms: self.bound_at_ms,
             others,
         };
-        postcard::to_io(&wire, out).expect("postcard encoding into a Vec");
+        postcard::to_io(&wire, &mut *out).expect("postcard encoding into a Vec");
+        if let Some(variant) = self.variant {
+            out.extend([1, variant]);
+        }
     }
 
     fn decode_body(version: u8, body: &[u8]) -> Result<Self, StoreError> {
         match version {
             1 => Ok(from_postcard::<ClickRecordV1>(body)?.into()),
+            3 => match body.split_last_chunk::<2>() {
+                Some((v2, [1, variant])) => Ok(ClickRecord {
+                    variant: Some(*variant),
+                    ..Self::decode_body(2, v2)?
+                }),
+                _ => Err(StoreError::Corrupt(
+                    "click record does not decode: version 3 without its variant".into(),
+                )),
+            },
             2 => {
                 let wire: ClickWire<'_> = postcard_in_place(Self::NAME, body)?;
                 let mut record = ClickRecord {

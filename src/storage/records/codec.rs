@@ -12,9 +12,16 @@ use crate::storage::error::StoreError;
 /// A record type, the version byte in front of its current encoding, and how its body is written
 /// and read (`postcard`, unless the type overrides `encode_body` and `decode_body`).
 pub trait Record: Serialize + DeserializeOwned {
-    /// The version `encode` writes.
+    /// The newest version `encode` writes.
     const VERSION: u8;
     const NAME: &'static str;
+
+    /// The version this record is written as: `VERSION`, unless the type writes a record that
+    /// does not use its newest field as the older version it still is (so that it keeps its
+    /// bytes, and an older release still reads it).
+    fn version(&self) -> u8 {
+        Self::VERSION
+    }
 
     /// Appends the body of version `VERSION` to `out`.
     ///
@@ -36,7 +43,7 @@ pub trait Record: Serialize + DeserializeOwned {
 
 #[must_use]
 pub fn encode<R: Record>(record: &R) -> Vec<u8> {
-    let mut out = vec![R::VERSION];
+    let mut out = vec![record.version()];
     record.encode_body(&mut out);
     out
 }

@@ -28,6 +28,7 @@ pub use self::delivery::{
 pub use self::event::{EventRecord, EventRecordV1};
 pub use self::space::{
     ChannelRecord, CredentialRecord, LinkRecord, RejectionRecord, SpaceRecord, SpaceSettingsRecord,
+    SplitRecord, SplitTargetRecord,
 };
 pub use self::stats::{
     CostRecord, CostRow, CostSumRecord, CostSumRow, StatsRecord, StatsRecordV1, StatsRow,

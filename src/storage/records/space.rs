@@ -53,6 +53,9 @@ impl Record for RejectionRecord {
 /// Version 2 added `channel` at the end; a version 1 body is a version 2 body without it, which
 /// `postcard` reads as `None` once the one byte of a `None` is put after it. Version 3 added
 /// `allowed_origins` after it, which reads as empty from the one byte of an empty list.
+/// Version 4 (schema 20), written only for a split link, adds `split` after them; a link
+/// without one stays version 3 (its body is version 4's without the last byte, `None`). A
+/// split link's `bot` or `target` is its first target's.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct LinkRecord {
     pub space_no: u32,
@@ -65,20 +68,33 @@ pub struct LinkRecord {
     pub deleted_at_ms: Option<u64>,
     pub channel: Option<ChannelRecord>,
     pub allowed_origins: Vec<String>,
+    pub split: Option<SplitRecord>,
 }
 impl Record for LinkRecord {
-    const VERSION: u8 = 3;
+    const VERSION: u8 = 4;
     const NAME: &'static str = "link";
+
+    fn version(&self) -> u8 {
+        if self.split.is_some() { 4 } else { 3 }
+    }
+
+    fn encode_body(&self, out: &mut Vec<u8>) {
+        postcard::to_io(self, &mut *out).expect("postcard encoding into a Vec");
+        if self.split.is_none() {
+            // Version 3's body: without the `None` of the split.
+            out.pop();
+        }
+    }
 
     fn decode_body(version: u8, body: &[u8]) -> Result<Self, crate::storage::error::StoreError> {
         match version {
-            1 | 2 => {
-                let mut v3 = body.to_vec();
-                // The `None` of a channel, then the empty list of origins.
-                v3.extend_from_slice(if version == 1 { &[0, 0] } else { &[0] });
-                super::codec::from_postcard(&v3)
+            1..=3 => {
+                let mut v4 = body.to_vec();
+                // The `None` of a channel, the empty list of origins, the `None` of a split.
+                v4.extend_from_slice(&[0, 0, 0][usize::from(version - 1)..]);
+                super::codec::from_postcard(&v4)
             }
-            3 => super::codec::from_postcard(body),
+            4 => super::codec::from_postcard(body),
             other => Err(super::codec::unreadable_version::<Self>(other)),
         }
     }
@@ -92,6 +108,21 @@ pub struct ChannelRecord {
     pub title: String,
     pub join_requests: bool,
     pub fallback: String,
+}
+
+/// A split link's targets and fallback (`domain::split::Split`), in its [`LinkRecord`]: each
+/// a bot or a target URL, and a target's weight (0 for the fallback).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SplitRecord {
+    pub targets: Vec<SplitTargetRecord>,
+    pub fallback: Option<SplitTargetRecord>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SplitTargetRecord {
+    pub bot: Option<String>,
+    pub target: Option<String>,
+    pub weight: u32,
 }
 
 /// A space's settings (`SPACE_SETTINGS`): each setting by name, its value as text, as
@@ -128,6 +159,7 @@ mod tests {
             deleted_at_ms: None,
             channel: None,
             allowed_origins: Vec::new(),
+            split: None,
         };
         let v1 = [1, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0];
         assert_eq!(decode::<LinkRecord>(&v1).unwrap(), record);
@@ -148,7 +180,7 @@ mod tests {
         ];
         assert_eq!(encode(&with_origin), v3);
         assert_eq!(decode::<LinkRecord>(&v3).unwrap(), with_origin);
-        assert!(decode::<LinkRecord>(&[4, 7]).is_err());
+        assert!(decode::<LinkRecord>(&[5, 7]).is_err());
         assert!(decode::<LinkRecord>(&[1, 7, 1, 2, b'a', b'b', 0, 0, 1, 5, 0, 0]).is_err());
     }
 
