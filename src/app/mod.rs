@@ -2,7 +2,8 @@
 //! command line), as methods of [`App`], a file per resource: who a request acts for
 //! (`auth.rs`), events, clicks and bindings (`events.rs`), links (`links.rs`), the feed, stats
 //! and rejections (`reads.rs`), costs (`costs.rs`), a space's settings (`settings.rs`),
-//! spaces, credentials and backups (`spaces.rs`), destinations (`destinations.rs`).
+//! spaces, credentials and backups (`spaces.rs`), destinations (`destinations.rs`), the admin
+//! page's users (`users.rs`).
 //!
 //! An [`App`] holds what they need: the store, the settings, the clock and the rate limiters;
 //! this file makes it and hands the background tasks their narrow parts of it. Nothing here
@@ -19,6 +20,7 @@ pub mod miniapp;
 pub mod reads;
 pub mod settings;
 pub mod spaces;
+pub mod users;
 
 use std::collections::HashMap;
 use std::net::IpAddr;

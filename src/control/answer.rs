@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::app::destinations::Retried;
 use crate::app::spaces::{CreatedSpace, Revoked, Rotated};
+use crate::app::users::{Invited, UserSummary};
 use crate::domain::feed::FeedPage;
 use crate::domain::link::LinkView;
 use crate::domain::settings::SpaceSettings;
@@ -44,6 +45,11 @@ pub enum Answer {
     CostsFetched(Box<CostsFetched>),
     Stats(StatsShown),
     EventsImported(Vec<ImportedEvent>),
+    /// A user added, or their password reset: the invitation's address, shown once.
+    Invited(Box<Invited>),
+    Users(Vec<UserSummary>),
+    UserRemoved(UserSummary),
+    UserChanged(UserSummary),
 }
 
 /// What `tracker stats` shows: `GET /stats`'s groups.

@@ -1,7 +1,7 @@
 //! The control socket: how the command line reaches a running server.
 //!
 //! Every command that changes or reads a data file (`tracker space …` (settings too), `keys …`, `link …`,
-//! `admin password`, `backup`, `check`, `export`) is one [`Request`], answered with one
+//! `admin password`, `user …`, `backup`, `check`, `export`) is one [`Request`], answered with one
 //! [`Answer`]. [`execute`] runs a request against an [`App`]: the server runs it for a request
 //! that came through its socket (`socket.rs`), and the command line runs it on a data file it
 //! opened itself when no server has the file open. Either way it is the same call to the same
@@ -17,6 +17,6 @@ pub use answer::{
 };
 pub use request::{
     AdminRequest, CostsRequest, DestinationRequest, EventTexts, FileText, KeysRequest, LinkRequest,
-    Request, SpaceRequest, execute,
+    Request, SpaceRequest, UserRequest, execute,
 };
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

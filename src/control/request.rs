@@ -21,6 +21,7 @@ use crate::domain::link::{ChannelFields, NewLink};
 use crate::domain::password::{Password, SecretText};
 use crate::domain::settings::SettingsPatch;
 use crate::domain::stats::Grouping;
+use crate::domain::user::{Role, parse_spaces};
 use crate::error::{Code, Error};
 use crate::platform::{DeliveryQuery, DestinationFields, DestinationPatch, State};
 
@@ -52,6 +53,12 @@ pub enum Request {
     Admin {
         #[command(subcommand)]
         request: AdminRequest,
+    },
+    /// The admin page's users: invite one with a role, list, remove, change a role, reset a
+    /// password
+    User {
+        #[command(subcommand)]
+        request: UserRequest,
     },
     /// Stats of a space: per campaign, link or day, clicks, the funnel with its rates, first
     /// deposits, revenue, cost and return (as `GET /stats`)
@@ -398,6 +405,23 @@ pub enum CostsRequest {
     Fetch { space: String },
 }
 
+/// `tracker user ...`: the same operations as the admin page's Users page.
+async fn user(app: &App, request: UserRequest) -> Result<Answer, Error> {
+    Ok(match request {
+        UserRequest::Add { name, role, spaces } => Answer::Invited(Box::new(
+            app.add_user(&name, Role::parse(&role)?, parse_spaces(&spaces))
+                .await?,
+        )),
+        UserRequest::List => Answer::Users(app.users().await?),
+        UserRequest::Remove { name } => Answer::UserRemoved(app.remove_user(&name).await?),
+        UserRequest::Role { name, role, spaces } => Answer::UserChanged(
+            app.set_role(&name, Role::parse(&role)?, parse_spaces(&spaces))
+                .await?,
+        ),
+        UserRequest::Reset { name } => Answer::Invited(Box::new(app.reset_user(&name).await?)),
+    })
+}
+
 /// A file's text carried in a request (a cost CSV): `Debug` shows its size only, so the control
 /// socket's log line of the request is a line, not a copy of the spend.
 #[derive(Clone, Default, Serialize, Deserialize)]
@@ -433,6 +457,37 @@ pub enum AdminRequest {
         #[arg(skip)]
         password: Password,
     },
+}
+
+#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum UserRequest {
+    /// Add a user and print a one-time invitation address (valid 24 hours) where they set
+    /// their own password
+    Add {
+        name: String,
+        /// owner (everything), manager (links, costs, destinations and stats of their spaces)
+        /// or viewer (dashboards, stats, events and costs of their spaces, read only)
+        #[arg(long)]
+        role: String,
+        /// The spaces of a manager or viewer, comma-separated
+        #[arg(long, value_name = "A,B", default_value = "")]
+        spaces: String,
+    },
+    /// List the users, their roles and spaces
+    List,
+    /// Remove a user (never the last owner); their sessions end at once
+    Remove { name: String },
+    /// Change a user's role and spaces (never the last owner's); their sessions end at once
+    Role {
+        name: String,
+        role: String,
+        /// The spaces of a manager or viewer, comma-separated
+        #[arg(long, value_name = "A,B", default_value = "")]
+        spaces: String,
+    },
+    /// End a user's password and print a new invitation address to set another
+    Reset { name: String },
 }
 
 /// Runs `request` against `app`: the one place the socket and the command line dispatch.
@@ -504,6 +559,7 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             app.set_password(password.0).await?;
             Answer::PasswordSet(PasswordSet { password_set: true })
         }
+        Request::User { request } => user(app, request).await?,
         Request::Stats {
             space,
             by,

@@ -34,4 +34,5 @@ pub mod settings;
 pub mod spreadsheet;
 pub mod stats;
 pub mod uid;
+pub mod user;
 pub mod warnings;

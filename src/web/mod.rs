@@ -11,6 +11,7 @@
 //! `docs/admin.md` come. Each page is a file of its own in `pages/`, its template struct and
 //! handlers together.
 
+mod access;
 mod context;
 mod pages;
 mod routes;
@@ -24,6 +25,7 @@ use warp::reply::Response;
 
 use crate::app::App;
 use crate::domain::input::Query;
+use crate::domain::user::User;
 use crate::error::{Code, Error};
 use crate::surface::Call;
 use context::{
@@ -34,6 +36,15 @@ use routes::Takes;
 use session::same_token;
 
 pub use context::{AdminPages, MAX_FORM_BYTES, MAX_UPLOAD_BYTES};
+
+/// Every path of the admin page as `(method, path, open)`, `open` when it is served without a
+/// session: for the tests that walk them all.
+pub fn every_page() -> impl Iterator<Item = (&'static str, &'static str, bool)> {
+    routes::PAGES.iter().map(|p| {
+        let open = matches!(p.handler, routes::Handler::Open(_));
+        (p.method.as_str(), p.path, open)
+    })
+}
 
 /// Serves one request under `/admin`: every answer gets the security headers and an access-log
 /// line (method, path, status; never a form, so never a password or a key).
@@ -112,18 +123,26 @@ async fn route(
         request.method == Method::POST,
     );
     let now = app.now_ms();
-    let tag = session::password_tag(app.admin_password().await?.as_deref());
-    let live = request
+    let id = request
         .cookie
         .as_deref()
-        .and_then(|c| cookie_value(c, COOKIE))
-        .and_then(|id| pages.sessions.resume(id, now, tag));
+        .and_then(|c| cookie_value(c, COOKIE));
+    // The user is read at each request, so a user removed or changed has no session left.
+    let user = match id.and_then(|id| pages.sessions.user_of(id)) {
+        Some(name) => app.user(&name).await?,
+        None => None,
+    };
+    let live = id.and_then(|id| {
+        pages
+            .sessions
+            .resume(id, now, user.as_ref().map(User::session_tag))
+    });
     // A page of a space keeps the space's menu, also when it shows an error.
     let space = request
         .path
         .strip_prefix("/admin/spaces/")
         .and_then(|rest| rest.split('/').next());
-    let Some(live) = live else {
+    let (Some(live), Some(user)) = (live, user) else {
         return Ok(unread(if get {
             redirect(LOGIN_PATH)
         } else {
@@ -169,10 +188,22 @@ async fn route(
     let routes::Handler::Session(handler) = page.handler else {
         unreachable!("an open page is served before the session is looked for")
     };
+    if !access::permits(&user, page, &params) {
+        return Ok(pages::message_page(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "Your role ({}) does not reach this page; an owner can change what you may do.",
+                user.role.as_str()
+            ),
+            None,
+            Some(&live.csrf),
+        ));
+    }
     let ctx = Ctx {
         app,
         pages,
         live,
+        user,
         form,
         query: &request.query,
         page: page.path,

@@ -708,3 +708,51 @@ async fn links_gain_allowed_origins_and_views_through_the_migration_to_18() {
         assert_eq!(link.bot.as_deref(), Some("fixture_bot"), "{file}");
     }
 }
+
+/// The migration to version 19 makes the `admin` password of a version 18 file its first
+/// owner, `admin`, whose sessions are checked against that same hash; the version 19 fixture
+/// also holds a manager of the default space, invited and without a password yet.
+#[tokio::test]
+async fn the_admin_password_becomes_the_first_owner_through_the_migration_to_19() {
+    use tracker::app::users::UserSummary;
+    use tracker::domain::user::Role;
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let owner = UserSummary {
+        name: "admin".into(),
+        role: Role::Owner,
+        spaces: vec![],
+        password_set: true,
+    };
+    let manager = UserSummary {
+        name: "anna".into(),
+        role: Role::Manager,
+        spaces: vec!["default".into()],
+        password_set: false,
+    };
+    for (file, users) in [
+        ("v18.redb", vec![owner.clone()]),
+        ("v19.redb", vec![owner, manager]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        std::fs::copy(fixtures.join(file), &path).unwrap();
+        let (store, _) = Store::open(&path, &StoreOptions::default()).unwrap();
+        let app = crate::support::app_on(&std::sync::Arc::new(store), 0);
+        assert_eq!(app.users().await.unwrap(), users, "{file}");
+        let admin = app.user("admin").await.unwrap().unwrap();
+        assert!(
+            admin
+                .password_hash
+                .as_deref()
+                .is_some_and(|h| h.starts_with("$argon2id$")),
+            "{file}"
+        );
+        // The old password still logs in; nothing else does.
+        assert!(
+            app.check_login("admin", "not the password".into())
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}

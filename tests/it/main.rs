@@ -3,6 +3,7 @@
 
 mod admin_browser;
 mod admin_page;
+mod admin_roles;
 mod auth;
 mod backup;
 mod backup_s3;

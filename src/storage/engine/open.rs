@@ -348,6 +348,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         15 => migrate_to_v16(txn),
         16 => migrate_to_v17(txn),
         17 => migrate_to_v18(txn),
+        18 => migrate_to_v19(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -553,6 +554,29 @@ fn migrate_to_v17(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 /// (no allowed origins).
 fn migrate_to_v18(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(crate::storage::schema::LINK_VIEWS)?;
+    Ok(())
+}
+
+/// Version 19: `USERS`; the `admin` password hash, if one was set, becomes user `admin`, an
+/// owner, and leaves `ADMIN`.
+fn migrate_to_v19(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::domain::user::{FIRST_OWNER, Role};
+    use crate::storage::records::UserRecord;
+    use crate::storage::schema::{ADMIN_PASSWORD, USERS};
+    let mut users = txn.open_table(USERS)?;
+    let mut admin = txn.open_table(ADMIN)?;
+    let Some(hash) = admin.remove(ADMIN_PASSWORD)?.map(|v| v.value().to_vec()) else {
+        return Ok(());
+    };
+    let hash = String::from_utf8(hash)
+        .map_err(|_| StoreError::Corrupt("the admin password hash is not text".to_owned()))?;
+    let owner = UserRecord {
+        role: Role::Owner.stored(),
+        spaces: Vec::new(),
+        password_hash: Some(hash),
+        invitation: None,
+    };
+    users.insert(FIRST_OWNER, records::encode(&owner).as_slice())?;
     Ok(())
 }
 

@@ -10,6 +10,7 @@ pub(super) mod costs;
 pub(super) mod dashboard;
 pub(super) mod destinations;
 pub(super) mod events;
+pub(super) mod invite;
 pub(super) mod keys;
 pub(super) mod links;
 pub(super) mod login;
