@@ -1,10 +1,12 @@
 //! The answers of `tracker user ...` as text: an invitation's address (shown once), the list of
-//! users with their roles and spaces, a removal, a change of role.
+//! users with their roles and spaces, a removal, a change of role; and the audit log's entries
+//! (`tracker audit`), a line each.
 
 use std::fmt::Write as _;
 
 use super::output;
 use crate::app::users::{Invited, UserSummary};
+use crate::domain::audit::AuditEntry;
 use crate::domain::user::Role;
 
 /// A user's role with their spaces: `manager of a, b`, `owner (every space)`.
@@ -55,4 +57,21 @@ pub(super) fn changed_text(changed: &UserSummary) -> String {
         changed.name,
         role_text(changed.role, &changed.spaces)
     )
+}
+
+/// A line per entry: when (UTC), who, from where, what, in which space, to what.
+pub(super) fn audit_text(entries: &[AuditEntry]) -> String {
+    let none = "the audit log has no entry that matches";
+    output::list_text(entries, none, |text, e| {
+        let _ = writeln!(
+            text,
+            "{} UTC  {:<16} {:<16} {:<28} {:<12} {}",
+            crate::domain::display::local_time(e.at_ms, &jiff::tz::TimeZone::UTC),
+            e.who,
+            e.address.as_deref().unwrap_or("-"),
+            e.action,
+            e.space.as_deref().unwrap_or("-"),
+            e.subject.as_deref().unwrap_or("")
+        );
+    })
 }

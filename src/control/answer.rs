@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::app::destinations::Retried;
 use crate::app::spaces::{CreatedSpace, Revoked, Rotated};
 use crate::app::users::{Invited, UserSummary};
+use crate::domain::audit::AuditEntry;
 use crate::domain::feed::FeedPage;
 use crate::domain::link::LinkView;
 use crate::domain::settings::SpaceSettings;
@@ -50,6 +51,7 @@ pub enum Answer {
     Users(Vec<UserSummary>),
     UserRemoved(UserSummary),
     UserChanged(UserSummary),
+    Audit(Vec<AuditEntry>),
 }
 
 /// What `tracker stats` shows: `GET /stats`'s groups.

@@ -8,15 +8,18 @@
 //! `App` method, so a rotation made either way is the same rotation.
 
 mod answer;
+mod audit;
 mod request;
 mod socket;
+mod user;
 
 pub use answer::{
     Answer, CostsFetched, CostsImported, DestinationDeleted, ImportedEvent, LinkDeleted,
     PasswordSet, SpaceSettingsSet, StatsShown,
 };
+pub use audit::execute;
 pub use request::{
     AdminRequest, CostsRequest, DestinationRequest, EventTexts, FileText, KeysRequest, LinkRequest,
-    Request, SpaceRequest, UserRequest, execute,
+    Request, SpaceRequest, UserRequest,
 };
 pub use socket::{ControlSocket, Reached, listen, peer_allowed, reachable, send, socket_path};

@@ -15,13 +15,13 @@ use crate::control::answer::{
     Answer, CostsFetched, CostsImported, DestinationDeleted, ImportedEvent, LinkDeleted,
     PasswordSet, SpaceSettingsSet, StatsShown,
 };
+pub use crate::control::user::UserRequest;
 use crate::domain::credential::Kind;
 use crate::domain::feed::PageRequest;
 use crate::domain::link::{ChannelFields, NewLink};
 use crate::domain::password::{Password, SecretText};
 use crate::domain::settings::SettingsPatch;
 use crate::domain::stats::Grouping;
-use crate::domain::user::{Role, parse_spaces};
 use crate::error::{Code, Error};
 use crate::platform::{DeliveryQuery, DestinationFields, DestinationPatch, State};
 
@@ -59,6 +59,18 @@ pub enum Request {
     User {
         #[command(subcommand)]
         request: UserRequest,
+    },
+    /// The audit log, newest first: who changed what (users, keys, links, destinations, costs,
+    /// settings) and who logged in, when, from which address; kept a year
+    Audit {
+        #[arg(long)]
+        space: Option<String>,
+        /// A user's name, `cli` or `api`
+        #[arg(long)]
+        user: Option<String>,
+        /// From this UTC day on, YYYY-MM-DD
+        #[arg(long, value_name = "DAY")]
+        since: Option<String>,
     },
     /// Stats of a space: per campaign, link or day, clicks, the funnel with its rates, first
     /// deposits, revenue, cost and return (as `GET /stats`)
@@ -405,23 +417,6 @@ pub enum CostsRequest {
     Fetch { space: String },
 }
 
-/// `tracker user ...`: the same operations as the admin page's Users page.
-async fn user(app: &App, request: UserRequest) -> Result<Answer, Error> {
-    Ok(match request {
-        UserRequest::Add { name, role, spaces } => Answer::Invited(Box::new(
-            app.add_user(&name, Role::parse(&role)?, parse_spaces(&spaces))
-                .await?,
-        )),
-        UserRequest::List => Answer::Users(app.users().await?),
-        UserRequest::Remove { name } => Answer::UserRemoved(app.remove_user(&name).await?),
-        UserRequest::Role { name, role, spaces } => Answer::UserChanged(
-            app.set_role(&name, Role::parse(&role)?, parse_spaces(&spaces))
-                .await?,
-        ),
-        UserRequest::Reset { name } => Answer::Invited(Box::new(app.reset_user(&name).await?)),
-    })
-}
-
 /// A file's text carried in a request (a cost CSV): `Debug` shows its size only, so the control
 /// socket's log line of the request is a line, not a copy of the spend.
 #[derive(Clone, Default, Serialize, Deserialize)]
@@ -459,41 +454,10 @@ pub enum AdminRequest {
     },
 }
 
-#[derive(Subcommand, Serialize, Deserialize, Debug, Clone)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum UserRequest {
-    /// Add a user and print a one-time invitation address (valid 24 hours) where they set
-    /// their own password
-    Add {
-        name: String,
-        /// owner (everything), manager (links, costs, destinations and stats of their spaces)
-        /// or viewer (dashboards, stats, events and costs of their spaces, read only)
-        #[arg(long)]
-        role: String,
-        /// The spaces of a manager or viewer, comma-separated
-        #[arg(long, value_name = "A,B", default_value = "")]
-        spaces: String,
-    },
-    /// List the users, their roles and spaces
-    List,
-    /// Remove a user (never the last owner); their sessions end at once
-    Remove { name: String },
-    /// Change a user's role and spaces (never the last owner's); their sessions end at once
-    Role {
-        name: String,
-        role: String,
-        /// The spaces of a manager or viewer, comma-separated
-        #[arg(long, value_name = "A,B", default_value = "")]
-        spaces: String,
-    },
-    /// End a user's password and print a new invitation address to set another
-    Reset { name: String },
-}
-
-/// Runs `request` against `app`: the one place the socket and the command line dispatch.
+/// Runs `request` against `app` (through [`super::execute`], which writes its audit entry).
 // One arm per command, reading top to bottom as the command line's own list does.
 #[allow(clippy::too_many_lines)]
-pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
+pub(super) async fn run(app: &App, request: Request) -> Result<Answer, Error> {
     Ok(match request {
         Request::Space { request } => match request {
             SpaceRequest::Create { name } => Answer::SpaceCreated(app.create_space(&name).await?),
@@ -559,7 +523,10 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
             app.set_password(password.0).await?;
             Answer::PasswordSet(PasswordSet { password_set: true })
         }
-        Request::User { request } => user(app, request).await?,
+        Request::User { request } => super::user::run(app, request).await?,
+        Request::Audit { space, user, since } => {
+            super::user::show_audit(app, space, user, since.as_deref()).await?
+        }
         Request::Stats {
             space,
             by,

@@ -1,6 +1,7 @@
 //! The rules of the tracker, free of HTTP and of storage: what a valid event, click, binding and
 //! credential are, and which events duplicate each other.
 
+pub mod audit;
 pub mod base62;
 pub mod batch;
 pub mod channel;

@@ -15,6 +15,7 @@
 //! reads the benchmark measures the file with (`read`), and `tracker check` (`check`).
 
 mod attribution;
+mod audit;
 mod channels;
 pub mod check;
 mod clicks;

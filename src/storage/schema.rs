@@ -91,7 +91,8 @@
 //!   rewritten. `LINK_VIEWS`, the views of each link per UTC day, empty.
 //! - 19: a team on one tracker. `USERS`, the admin page's users (`UserRecord`); the migration
 //!   moves the `admin` password hash out of `ADMIN` into user `admin`, an owner (no user when
-//!   no password was set), and `ADMIN` keeps only the admin page's settings.
+//!   no password was set), and `ADMIN` keeps only the admin page's settings. `AUDIT`, the audit
+//!   log, empty; `META` may hold `audit_seq`.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -251,6 +252,11 @@ pub const ADMIN_PASSWORD: &str = "password";
 /// its password's argon2id PHC string and an invitation's SHA-256, never a password or a token.
 pub const USERS: TableDefinition<&str, &[u8]> = TableDefinition::new("users");
 
+/// `seq -> AuditRecord`: the audit log (schema 19), in the order entries were written (each
+/// entry's number the next of `META`'s `audit_seq`), kept [`crate::domain::audit::KEPT_MS`].
+pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+pub const META_AUDIT_SEQ: &str = "audit_seq";
+
 // --- Conversions out (schema 9): destinations, their deliveries, and the visitors' hints. ---
 
 /// The last destination number handed out (`META`), global to the file.
@@ -348,6 +354,7 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(LINK_VIEWS)?;
     v.visit(ADMIN)?;
     v.visit(USERS)?;
+    v.visit(AUDIT)?;
     v.visit(DESTINATIONS)?;
     v.visit(DELIVERY_STATES)?;
     v.visit(DELIVERIES)?;

@@ -17,6 +17,7 @@ static RULES: &[(Method, &str, Access)] = &[
     (Method::POST, "/admin/logout", Access::Anyone),
     (Method::GET, "/admin/", Access::Anyone),
     (Method::POST, "/admin/spaces", Access::Own),
+    (Method::GET, "/admin/audit", Access::Own),
     (Method::GET, "/admin/spaces/{space}/dashboard", Access::View),
     (Method::GET, "/admin/spaces/{space}", Access::Manage),
     (Method::POST, "/admin/spaces/{space}/rotate", Access::Own),

@@ -24,6 +24,7 @@ use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
 
 use crate::app::App;
+use crate::app::audit::Change;
 use crate::domain::input::Query;
 use crate::domain::user::User;
 use crate::error::{Code, Error};
@@ -209,7 +210,43 @@ async fn route(
         page: page.path,
         params,
     };
-    Ok(handler(&ctx)
+    let response = handler(&ctx)
         .await
-        .unwrap_or_else(|e| pages::error_page(&e, space, Some(&ctx.live.csrf))))
+        .unwrap_or_else(|e| pages::error_page(&e, space, Some(&ctx.live.csrf)));
+    let done = response.status().is_success() || response.status().is_redirection();
+    if post && done {
+        let subject = ["slug", "name"]
+            .iter()
+            .map(|n| ctx.param(n))
+            .find(|v| !v.is_empty())
+            .or_else(|| {
+                ["slug", "name", "kind"]
+                    .iter()
+                    .find_map(|n| ctx.form.get(n))
+            });
+        app.record_audit(Change {
+            who: &ctx.user.name,
+            address: request.client,
+            action: audit_action(page.path),
+            space,
+            subject,
+        })
+        .await;
+    }
+    Ok(response)
+}
+
+/// A form's action in the audit log: its path below the space, without the path's values
+/// (`/admin/spaces/{space}/links/{slug}/delete`: `links delete`; `/admin/spaces`: `spaces`).
+fn audit_action(path: &str) -> String {
+    let below = path.strip_prefix(routes::SPACE).unwrap_or(path);
+    let words: Vec<&str> = below
+        .split('/')
+        .filter(|w| !w.is_empty() && *w != "admin" && !w.starts_with('{'))
+        .collect();
+    if words.is_empty() {
+        "keys".to_owned()
+    } else {
+        words.join(" ")
+    }
 }

@@ -15,6 +15,7 @@ const LEAST_ROLE: &[(&str, &str, Least)] = &[
     ("POST", "/admin/logout", Least::Anyone),
     ("GET", "/admin/", Least::Anyone),
     ("POST", "/admin/spaces", Least::Owner),
+    ("GET", "/admin/audit", Least::Owner),
     ("GET", "/admin/spaces/{space}/dashboard", Least::Viewer),
     ("GET", "/admin/spaces/{space}", Least::Manager),
     ("POST", "/admin/spaces/{space}/rotate", Least::Owner),
@@ -324,4 +325,123 @@ async fn the_last_owner_is_kept_and_an_invitation_keeps_the_password_rule() {
         assert_eq!(set.status, status, "{password:?}: {}", set.text());
     }
     assert_eq!(log_in(&server, "pat", "twelve chars").await.status, 303);
+}
+
+/// `tracker audit` names who made each change: the owner on the admin page, the command line,
+/// and the API with a space's secret; a login and a failed one; a year later retention has
+/// deleted them, not a millisecond before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_names_who_changed_what_and_is_kept_a_year() {
+    use tracker::control::{Request, execute};
+    use tracker::domain::audit::{AuditFilter, KEPT_MS};
+    let server = TestServer::start().await;
+    let owner = logged_in(&server).await;
+    assert_eq!(
+        log_in(&server, "admin", "a wrong password!").await.status,
+        401
+    );
+    assert_eq!(log_in(&server, "my-secret-words", "x").await.status, 401);
+    let csrf = csrf_for(&server, &owner).await;
+    let created = post_form(
+        &server,
+        Some(&owner),
+        form(
+            "/admin/spaces/a/links",
+            &format!("csrf={csrf}&slug=spring&bot=shop_bot"),
+        ),
+    )
+    .await;
+    assert!(created.status < 400, "{}", created.text());
+    let by_api = server
+        .post_as(&server.a, "/links", r#"{"slug":"summer","bot":"shop_bot"}"#)
+        .await;
+    assert_eq!(by_api.status, 201, "{}", by_api.text());
+    let app = app_on(&server.store, NOW_MS);
+    let parse = |args: &[&str]| {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            request: Request,
+        }
+        Cli::parse_from([&["tracker"], args].concat()).request
+    };
+    execute(&app, parse(&["keys", "rotate", "a", "--kind", "secret"]))
+        .await
+        .unwrap();
+    execute(
+        &app,
+        parse(&["user", "add", "anna", "--role", "viewer", "--spaces", "a"]),
+    )
+    .await
+    .unwrap();
+    let answer = execute(&app, parse(&["audit", "--space", "a"]))
+        .await
+        .unwrap();
+    let shown = answer.json().to_string();
+    let entries = app.audit(AuditFilter::default()).await.unwrap();
+    let lines: Vec<(String, String, Option<String>, Option<String>)> = entries
+        .iter()
+        .rev()
+        .map(|e| {
+            (
+                e.who.clone(),
+                e.action.clone(),
+                e.space.clone(),
+                e.subject.clone(),
+            )
+        })
+        .collect();
+    let line = |who: &str, action: &str, space: Option<&str>, subject: Option<&str>| {
+        (
+            who.to_owned(),
+            action.to_owned(),
+            space.map(str::to_owned),
+            subject.map(str::to_owned),
+        )
+    };
+    assert_eq!(
+        lines,
+        [
+            line("admin", "login", None, None),
+            line("admin", "login failed", None, None),
+            line("(no such user)", "login failed", None, None),
+            line("admin", "links", Some("a"), Some("spring")),
+            line("api", "POST /links", Some("a"), None),
+            line("cli", "keys rotate", Some("a"), Some("secret")),
+            line("cli", "user add", None, Some("anna")),
+        ]
+    );
+    assert!(entries[..2].iter().all(|e| e.address.is_none()));
+    assert!(
+        entries[2..]
+            .iter()
+            .all(|e| e.address.as_deref() == Some("127.0.0.1"))
+    );
+    // `tracker audit --space a`: the space's changes only, newest first.
+    for (who, action) in [
+        ("cli", "keys rotate"),
+        ("api", "POST /links"),
+        ("admin", "links"),
+    ] {
+        assert!(shown.contains(&format!("\"who\":\"{who}\"")), "{shown}");
+        assert!(
+            shown.contains(&format!("\"action\":\"{action}\"")),
+            "{shown}"
+        );
+    }
+    assert!(!shown.contains("anna"), "{shown}");
+    // Never a secret: no password typed, no key.
+    let all = serde_json::to_string(&entries).unwrap();
+    for secret in ["a wrong password", "my-secret-words", &server.a.secret] {
+        assert!(!all.contains(secret), "{all}");
+    }
+
+    let retention = server.app.clone().unwrap().retention();
+    let sweep = || tracker::workers::retention::sweep_audit(&retention);
+    let written_last = entries[0].at_ms;
+    server.clock.set(entries[6].at_ms + KEPT_MS);
+    assert_eq!(sweep().await.unwrap(), 0);
+    server.clock.set(written_last + KEPT_MS + 1);
+    assert_eq!(sweep().await.unwrap(), 7);
 }

@@ -711,7 +711,8 @@ async fn links_gain_allowed_origins_and_views_through_the_migration_to_18() {
 
 /// The migration to version 19 makes the `admin` password of a version 18 file its first
 /// owner, `admin`, whose sessions are checked against that same hash; the version 19 fixture
-/// also holds a manager of the default space, invited and without a password yet.
+/// also holds a manager of the default space, invited and without a password yet, and the
+/// audit log of the changes its script made.
 #[tokio::test]
 async fn the_admin_password_becomes_the_first_owner_through_the_migration_to_19() {
     use tracker::app::users::UserSummary;
@@ -747,6 +748,21 @@ async fn the_admin_password_becomes_the_first_owner_through_the_migration_to_19(
                 .is_some_and(|h| h.starts_with("$argon2id$")),
             "{file}"
         );
+        // The version 19 fixture's audit log has what the script changed, by the command line
+        // and the API, the invitation last.
+        let audit = app.audit(Default::default()).await.unwrap();
+        let written: Vec<(&str, &str)> = audit
+            .iter()
+            .map(|e| (e.who.as_str(), e.action.as_str()))
+            .collect();
+        if file == "v19.redb" {
+            assert_eq!(written.first(), Some(&("cli", "user add")), "{written:?}");
+            for change in [("api", "POST /destinations"), ("cli", "link create")] {
+                assert!(written.contains(&change), "{written:?}");
+            }
+        } else {
+            assert_eq!(written, [], "{file}");
+        }
         // The old password still logs in; nothing else does.
         assert!(
             app.check_login("admin", "not the password".into())

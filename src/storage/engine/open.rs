@@ -558,11 +558,12 @@ fn migrate_to_v18(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 }
 
 /// Version 19: `USERS`; the `admin` password hash, if one was set, becomes user `admin`, an
-/// owner, and leaves `ADMIN`.
+/// owner, and leaves `ADMIN`. `AUDIT`, empty.
 fn migrate_to_v19(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     use crate::domain::user::{FIRST_OWNER, Role};
     use crate::storage::records::UserRecord;
-    use crate::storage::schema::{ADMIN_PASSWORD, USERS};
+    use crate::storage::schema::{ADMIN_PASSWORD, AUDIT, USERS};
+    txn.open_table(AUDIT)?;
     let mut users = txn.open_table(USERS)?;
     let mut admin = txn.open_table(ADMIN)?;
     let Some(hash) = admin.remove(ADMIN_PASSWORD)?.map(|v| v.value().to_vec()) else {

@@ -1,8 +1,9 @@
-//! The record of an admin page's user (`USERS`).
+//! The records of the admin page's users (`USERS`) and of the audit log (`AUDIT`).
 
 use serde::{Deserialize, Serialize};
 
 use super::codec::Record;
+use crate::domain::audit::AuditEntry;
 use crate::domain::user::{Invitation, Role, User};
 use crate::storage::error::StoreError;
 
@@ -18,6 +19,15 @@ pub struct UserRecord {
 impl Record for UserRecord {
     const VERSION: u8 = 1;
     const NAME: &'static str = "user";
+}
+
+/// An entry of the audit log: `AuditEntry`'s fields in order, which the golden test below
+/// holds.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord(pub AuditEntry);
+impl Record for AuditRecord {
+    const VERSION: u8 = 1;
+    const NAME: &'static str = "audit";
 }
 
 impl UserRecord {
@@ -65,5 +75,20 @@ mod tests {
         let bytes = encode(&record);
         assert_eq!(bytes, [1, 2, 1, 1, b'a', 1, 1, b'h', 0]);
         assert_eq!(decode::<UserRecord>(&bytes).unwrap(), record);
+    }
+
+    #[test]
+    fn an_audit_record_has_its_stored_bytes() {
+        let record = AuditRecord(AuditEntry {
+            at_ms: 1,
+            who: "a".into(),
+            address: None,
+            action: "b".into(),
+            space: Some("c".into()),
+            subject: None,
+        });
+        let bytes = encode(&record);
+        assert_eq!(bytes, [1, 1, 1, b'a', 0, 1, b'b', 1, 1, b'c', 0]);
+        assert_eq!(decode::<AuditRecord>(&bytes).unwrap(), record);
     }
 }

@@ -9,6 +9,7 @@ use warp::reply::Response;
 
 use super::{Frame, html};
 use crate::app::App;
+use crate::app::audit::Change;
 use crate::domain::user::User;
 use crate::error::{Code, Error};
 use crate::surface::Body;
@@ -146,6 +147,16 @@ pub(in crate::web) async fn log_in(
     .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))??;
     let Some(user) = user else {
         pages.warn(app, address, "admin login failed", &request.path);
+        // A name no user has is not kept: it may be a password typed in the wrong field.
+        let known = app.user(&name).await.ok().flatten().is_some();
+        app.record_audit(Change {
+            who: if known { &name } else { "(no such user)" },
+            address: Some(address),
+            action: "login failed".to_owned(),
+            space: None,
+            subject: None,
+        })
+        .await;
         tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
         return Ok(page(
             app,
@@ -161,6 +172,14 @@ pub(in crate::web) async fn log_in(
         .sessions
         .start(app.now_ms(), &user.name, user.session_tag());
     tracing::info!(%address, user = %user.name, "admin logged in");
+    app.record_audit(Change {
+        who: &user.name,
+        address: Some(address),
+        action: "login".to_owned(),
+        space: None,
+        subject: None,
+    })
+    .await;
     Ok(landing(app, &user, &live.id).await)
 }
 

@@ -4,6 +4,7 @@
 //! reaches which handler is `web/routes.rs`.
 
 pub(super) mod assets;
+pub(super) mod audit;
 pub(super) mod campaign;
 pub(super) mod chart;
 pub(super) mod costs;
