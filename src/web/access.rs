@@ -1,11 +1,12 @@
-//! Who may reach each path of the admin page: the least role every page of [`routes::PAGES`]
-//! asks for, and [`permits`], the one check every page within a session goes through before its
-//! handler runs. A page of a space (`{space}` in its path) is also held to the user's spaces.
+//! Who may reach each path of the admin page: the least role every page of
+//! [`super::routes::PAGES`] asks for, and [`permits`], the one check every page within a session
+//! goes through before its handler runs (and [`refused`], the page shown otherwise). A page of a space (`{space}` in its path) is also held to the user's spaces.
 //!
 //! The rules are a table of their own beside the routes, so that a page added to the routes
 //! without a rule here is served to owners only, and fails this file's test.
 
-use warp::http::Method;
+use warp::http::{Method, StatusCode};
+use warp::reply::Response;
 
 use super::context::Params;
 use super::routes::Page;
@@ -58,6 +59,19 @@ fn access_of(page: &Page) -> Access {
 pub(super) fn permits(user: &User, page: &Page, params: &Params<'_>) -> bool {
     let space = params.iter().find(|(n, _)| *n == "space").map(|(_, v)| *v);
     user.may(access_of(page), space)
+}
+
+/// The page a user is shown where their role does not reach: `403`, naming the role.
+pub(super) fn refused(user: &User, csrf: &str) -> Response {
+    super::pages::message_page(
+        StatusCode::FORBIDDEN,
+        &format!(
+            "Your role ({}) does not reach this page; an owner can change what you may do.",
+            user.role.as_str()
+        ),
+        None,
+        Some(csrf),
+    )
 }
 
 #[cfg(test)]

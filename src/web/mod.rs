@@ -123,27 +123,13 @@ async fn route(
         request.method == Method::GET,
         request.method == Method::POST,
     );
-    let now = app.now_ms();
-    let id = request
-        .cookie
-        .as_deref()
-        .and_then(|c| cookie_value(c, COOKIE));
-    // The user is read at each request, so a user removed or changed has no session left.
-    let user = match id.and_then(|id| pages.sessions.user_of(id)) {
-        Some(name) => app.user(&name).await?,
-        None => None,
-    };
-    let live = id.and_then(|id| {
-        pages
-            .sessions
-            .resume(id, now, user.as_ref().map(User::session_tag))
-    });
+    let live = session_of(app, pages, request).await?;
     // A page of a space keeps the space's menu, also when it shows an error.
     let space = request
         .path
         .strip_prefix("/admin/spaces/")
         .and_then(|rest| rest.split('/').next());
-    let (Some(live), Some(user)) = (live, user) else {
+    let Some((live, user)) = live else {
         return Ok(unread(if get {
             redirect(LOGIN_PATH)
         } else {
@@ -190,15 +176,7 @@ async fn route(
         unreachable!("an open page is served before the session is looked for")
     };
     if !access::permits(&user, page, &params) {
-        return Ok(pages::message_page(
-            StatusCode::FORBIDDEN,
-            &format!(
-                "Your role ({}) does not reach this page; an owner can change what you may do.",
-                user.role.as_str()
-            ),
-            None,
-            Some(&live.csrf),
-        ));
+        return Ok(access::refused(&user, &live.csrf));
     }
     let ctx = Ctx {
         app,
@@ -215,25 +193,56 @@ async fn route(
         .unwrap_or_else(|e| pages::error_page(&e, space, Some(&ctx.live.csrf)));
     let done = response.status().is_success() || response.status().is_redirection();
     if post && done {
-        let subject = ["slug", "name"]
-            .iter()
-            .map(|n| ctx.param(n))
-            .find(|v| !v.is_empty())
-            .or_else(|| {
-                ["slug", "name", "kind"]
-                    .iter()
-                    .find_map(|n| ctx.form.get(n))
-            });
-        app.record_audit(Change {
+        record_change(&ctx, request.client, space).await;
+    }
+    Ok(response)
+}
+
+/// The live session the request's cookie names, with its user read now, so that a user removed
+/// or changed has no session left.
+async fn session_of(
+    app: &App,
+    pages: &AdminPages,
+    request: &Request,
+) -> Result<Option<(session::Live, User)>, Error> {
+    let Some(id) = request
+        .cookie
+        .as_deref()
+        .and_then(|c| cookie_value(c, COOKIE))
+    else {
+        return Ok(None);
+    };
+    let user = match pages.sessions.user_of(id) {
+        Some(name) => app.user(&name).await?,
+        None => None,
+    };
+    let live = pages
+        .sessions
+        .resume(id, app.now_ms(), user.as_ref().map(User::session_tag));
+    Ok(live.zip(user))
+}
+
+/// The audit log's entry of a form that changed something: its page, and what it named (the
+/// path's link or destination, else the form's slug, name or key kind).
+async fn record_change(ctx: &Ctx<'_>, client: Option<std::net::IpAddr>, space: Option<&str>) {
+    let subject = ["slug", "name"]
+        .iter()
+        .map(|n| ctx.param(n))
+        .find(|v| !v.is_empty())
+        .or_else(|| {
+            ["slug", "name", "kind"]
+                .iter()
+                .find_map(|n| ctx.form.get(n))
+        });
+    ctx.app
+        .record_audit(Change {
             who: &ctx.user.name,
-            address: request.client,
-            action: audit_action(page.path),
+            address: client,
+            action: audit_action(ctx.page),
             space,
             subject,
         })
         .await;
-    }
-    Ok(response)
 }
 
 /// A form's action in the audit log: its path below the space, without the path's values

@@ -327,12 +327,23 @@ async fn the_last_owner_is_kept_and_an_invitation_keeps_the_password_rule() {
     assert_eq!(log_in(&server, "pat", "twelve chars").await.status, 303);
 }
 
+/// A command line's request, as `tracker` parses its arguments.
+fn command(args: &[&str]) -> tracker::control::Request {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        request: tracker::control::Request,
+    }
+    Cli::parse_from([&["tracker"], args].concat()).request
+}
+
 /// `tracker audit` names who made each change: the owner on the admin page, the command line,
 /// and the API with a space's secret; a login and a failed one; a year later retention has
 /// deleted them, not a millisecond before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_audit_log_names_who_changed_what_and_is_kept_a_year() {
-    use tracker::control::{Request, execute};
+    use tracker::control::execute;
     use tracker::domain::audit::{AuditFilter, KEPT_MS};
     let server = TestServer::start().await;
     let owner = logged_in(&server).await;
@@ -357,25 +368,16 @@ async fn the_audit_log_names_who_changed_what_and_is_kept_a_year() {
         .await;
     assert_eq!(by_api.status, 201, "{}", by_api.text());
     let app = app_on(&server.store, NOW_MS);
-    let parse = |args: &[&str]| {
-        use clap::Parser as _;
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(subcommand)]
-            request: Request,
-        }
-        Cli::parse_from([&["tracker"], args].concat()).request
-    };
-    execute(&app, parse(&["keys", "rotate", "a", "--kind", "secret"]))
+    execute(&app, command(&["keys", "rotate", "a", "--kind", "secret"]))
         .await
         .unwrap();
     execute(
         &app,
-        parse(&["user", "add", "anna", "--role", "viewer", "--spaces", "a"]),
+        command(&["user", "add", "anna", "--role", "viewer", "--spaces", "a"]),
     )
     .await
     .unwrap();
-    let answer = execute(&app, parse(&["audit", "--space", "a"]))
+    let answer = execute(&app, command(&["audit", "--space", "a"]))
         .await
         .unwrap();
     let shown = answer.json().to_string();

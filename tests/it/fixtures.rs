@@ -750,7 +750,10 @@ async fn the_admin_password_becomes_the_first_owner_through_the_migration_to_19(
         );
         // The version 19 fixture's audit log has what the script changed, by the command line
         // and the API, the invitation last.
-        let audit = app.audit(Default::default()).await.unwrap();
+        let audit = app
+            .audit(tracker::domain::audit::AuditFilter::default())
+            .await
+            .unwrap();
         let written: Vec<(&str, &str)> = audit
             .iter()
             .map(|e| (e.who.as_str(), e.action.as_str()))

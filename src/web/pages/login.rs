@@ -146,24 +146,7 @@ pub(in crate::web) async fn log_in(
     .await
     .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))??;
     let Some(user) = user else {
-        pages.warn(app, address, "admin login failed", &request.path);
-        // A name no user has is not kept: it may be a password typed in the wrong field.
-        let known = app.user(&name).await.ok().flatten().is_some();
-        app.record_audit(Change {
-            who: if known { &name } else { "(no such user)" },
-            address: Some(address),
-            action: "login failed".to_owned(),
-            space: None,
-            subject: None,
-        })
-        .await;
-        tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
-        return Ok(page(
-            app,
-            pages,
-            Some("Wrong user or password."),
-            StatusCode::UNAUTHORIZED,
-        ));
+        return Ok(failed(anonymous, address, &name).await);
     };
     pages.throttle.succeeded(address);
     // Tied to the user as checked: a change of password during the check ends the session
@@ -181,6 +164,29 @@ pub(in crate::web) async fn log_in(
     })
     .await;
     Ok(landing(app, &user, &live.id).await)
+}
+
+/// A failed login's answer, after its warning, its audit entry and a pause.
+async fn failed(anonymous: &Anonymous<'_>, address: std::net::IpAddr, name: &str) -> Response {
+    let (app, pages) = (anonymous.app, anonymous.pages);
+    pages.warn(app, address, "admin login failed", &anonymous.request.path);
+    // A name no user has is not kept: it may be a password typed in the wrong field.
+    let known = app.user(name).await.ok().flatten().is_some();
+    app.record_audit(Change {
+        who: if known { name } else { "(no such user)" },
+        address: Some(address),
+        action: "login failed".to_owned(),
+        space: None,
+        subject: None,
+    })
+    .await;
+    tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
+    page(
+        app,
+        pages,
+        Some("Wrong user or password."),
+        StatusCode::UNAUTHORIZED,
+    )
 }
 
 /// A login's answer: to its first page, with the session's cookie, the login form's deleted.
