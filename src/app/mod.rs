@@ -2,12 +2,14 @@
 //! command line), as methods of [`App`], a file per resource: who a request acts for
 //! (`auth.rs`), events, clicks and bindings (`events.rs`), links (`links.rs`), the feed, stats
 //! and rejections (`reads.rs`), costs (`costs.rs`), a space's settings (`settings.rs`),
-//! spaces, credentials and backups (`spaces.rs`), destinations (`destinations.rs`).
+//! spaces, credentials and backups (`spaces.rs`), destinations (`destinations.rs`), the admin
+//! page's users (`users.rs`) and the audit log of what they and others changed (`audit.rs`).
 //!
 //! An [`App`] holds what they need: the store, the settings, the clock and the rate limiters;
 //! this file makes it and hands the background tasks their narrow parts of it. Nothing here
 //! knows about HTTP; handlers turn requests into these calls and answers into JSON.
 
+pub mod audit;
 pub mod auth;
 pub mod batch;
 pub mod conversions;
@@ -19,6 +21,7 @@ pub mod miniapp;
 pub mod reads;
 pub mod settings;
 pub mod spaces;
+pub mod users;
 
 use std::collections::HashMap;
 use std::net::IpAddr;

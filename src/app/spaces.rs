@@ -1,4 +1,4 @@
-//! Spaces, credentials and the admin page's password: create, list, rotate, revoke, back up.
+//! Spaces, credentials and the first owner's password: create, list, rotate, revoke, back up.
 //!
 //! These methods of [`App`] are the only way credentials change. The command line calls them on
 //! a store it opened itself when no server runs, the server calls the same methods when the
@@ -146,21 +146,17 @@ impl App {
         self.store.backup(dest.to_owned()).await
     }
 
-    /// Sets the admin page's password: the rule is checked and the argon2id hash made here, and
-    /// only the hash is stored.
+    /// Sets the first owner's password (user `admin`, made an owner if it is not there): the
+    /// rule is checked and the argon2id hash made here, and only the hash is stored.
     pub async fn set_password(&self, password: String) -> Result<(), Error> {
-        let hash = tokio::task::spawn_blocking(move || password::hash(&password))
-            .await
-            .map_err(|e| {
-                Error::new(Code::Internal, format!("hashing the password failed: {e}"))
-            })??;
+        let hash = crate::app::users::hash_password(password).await?;
         self.store.write(move |t| t.set_admin_password(&hash)).await
     }
 
-    /// On a server's start: when no admin password is set, sets a generated one and answers it, to
-    /// be shown once.
+    /// On a server's start: when the file has no user yet, makes `admin` an owner with a
+    /// generated password and answers it, to be shown once.
     pub async fn ensure_password(&self) -> Result<Option<String>, Error> {
-        if self.store.read(Snapshot::admin_password).await?.is_some() {
+        if !self.store.read(Snapshot::users).await?.is_empty() {
             return Ok(None);
         }
         let generated = password::generate();
@@ -168,26 +164,10 @@ impl App {
         Ok(Some(generated))
     }
 
-    /// Whether `password` is the admin password (never, while none is set). Costs tens of
-    /// milliseconds of one core: callers throttle first (`web::session::LoginThrottle`).
-    pub async fn check_password(&self, password: String) -> Result<bool, Error> {
-        let Some(stored) = self.store.read(Snapshot::admin_password).await? else {
-            return Ok(false);
-        };
-        tokio::task::spawn_blocking(move || password::verify(&password, &stored))
-            .await
-            .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))
-    }
-
     /// `tracker check` on the open file: the tracker's invariants over one snapshot, read-only.
     pub async fn check(&self) -> Result<crate::storage::check::Report, Error> {
         self.store
             .check(self.settings.dedup_expiry(self.now_ms()))
             .await
-    }
-
-    /// The admin password's hash, if one is set.
-    pub async fn admin_password(&self) -> Result<Option<String>, Error> {
-        self.store.read(Snapshot::admin_password).await
     }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::output::{Output, write_line};
-use super::{admin, costs, data_file, destination, link, space, stats};
+use super::{admin, costs, data_file, destination, link, space, stats, user};
 use crate::control::Answer;
 
 /// Prints a request's answer, as JSON with `--json` (the answer's own fields, as the API
@@ -40,6 +40,11 @@ pub(super) fn print(out: Output, answer: &Answer, base: &str, dest: Option<&Path
         Answer::CostsImported(done) => costs::imported_text(done),
         Answer::CostsFetched(done) => costs::fetched_text(done),
         Answer::BackedUp(done) => data_file::backed_up_text(done, dest),
+        Answer::Invited(invited) => user::invited_text(invited),
+        Answer::Users(users) => user::list_text(users),
+        Answer::UserRemoved(removed) => user::removed_text(removed),
+        Answer::UserChanged(changed) => user::changed_text(changed),
+        Answer::Audit(entries) => user::audit_text(entries),
     };
     write_line(&text);
 }

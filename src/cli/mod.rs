@@ -6,8 +6,8 @@
 //! This file holds the flags and the dispatch; each command has a file of its own:
 //! `serve.rs` and `init.rs` (a first start and what it shows), `request.rs` (how every
 //! [`Request`] reaches the control socket or the data file), the text of each request's answer
-//! in `space.rs` (spaces and keys), `link.rs`, `destination.rs`, `stats.rs`, `costs.rs` and
-//! `admin.rs`, `data_file.rs` (backup, check, compact), `backup_s3.rs` (a backup to `s3://`),
+//! in `space.rs` (spaces and keys), `link.rs`, `destination.rs`, `stats.rs`, `costs.rs`,
+//! `admin.rs` and `user.rs`, `data_file.rs` (backup, check, compact), `backup_s3.rs` (a backup to `s3://`),
 //! `restore.rs`, `export.rs` and `import.rs`. `output.rs` prints text or JSON, with control characters shown
 //! escaped; `prompt.rs` asks what must never be a flag. Money, rates and where a link goes are
 //! worded by `domain::display`, as the admin pages word them.
@@ -29,6 +29,7 @@ mod restore;
 mod serve;
 mod space;
 mod stats;
+mod user;
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;

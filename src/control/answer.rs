@@ -8,6 +8,8 @@ use serde_json::Value;
 
 use crate::app::destinations::Retried;
 use crate::app::spaces::{CreatedSpace, Revoked, Rotated};
+use crate::app::users::{Invited, UserSummary};
+use crate::domain::audit::AuditEntry;
 use crate::domain::feed::FeedPage;
 use crate::domain::link::LinkView;
 use crate::domain::settings::SpaceSettings;
@@ -44,6 +46,12 @@ pub enum Answer {
     CostsFetched(Box<CostsFetched>),
     Stats(StatsShown),
     EventsImported(Vec<ImportedEvent>),
+    /// A user added, or their password reset: the invitation's address, shown once.
+    Invited(Box<Invited>),
+    Users(Vec<UserSummary>),
+    UserRemoved(UserSummary),
+    UserChanged(UserSummary),
+    Audit(Vec<AuditEntry>),
 }
 
 /// What `tracker stats` shows: `GET /stats`'s groups.

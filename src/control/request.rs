@@ -15,6 +15,7 @@ use crate::control::answer::{
     Answer, CostsFetched, CostsImported, DestinationDeleted, ImportedEvent, LinkDeleted,
     PasswordSet, SpaceSettingsSet, StatsShown,
 };
+pub use crate::control::user::UserRequest;
 use crate::domain::credential::Kind;
 use crate::domain::feed::PageRequest;
 use crate::domain::link::{ChannelFields, NewLink};
@@ -52,6 +53,24 @@ pub enum Request {
     Admin {
         #[command(subcommand)]
         request: AdminRequest,
+    },
+    /// The admin page's users: invite one with a role, list, remove, change a role, reset a
+    /// password
+    User {
+        #[command(subcommand)]
+        request: UserRequest,
+    },
+    /// The audit log, newest first: who changed what (users, keys, links, destinations, costs,
+    /// settings) and who logged in, when, from which address; kept a year
+    Audit {
+        #[arg(long)]
+        space: Option<String>,
+        /// A user's name, `cli` or `api`
+        #[arg(long)]
+        user: Option<String>,
+        /// From this UTC day on, YYYY-MM-DD
+        #[arg(long, value_name = "DAY")]
+        since: Option<String>,
     },
     /// Stats of a space: per campaign, link or day, clicks, the funnel with its rates, first
     /// deposits, revenue, cost and return (as `GET /stats`)
@@ -440,10 +459,10 @@ pub enum AdminRequest {
     },
 }
 
-/// Runs `request` against `app`: the one place the socket and the command line dispatch.
+/// Runs `request` against `app` (through [`super::execute`], which writes its audit entry).
 // One arm per command, reading top to bottom as the command line's own list does.
 #[allow(clippy::too_many_lines)]
-pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
+pub(super) async fn run(app: &App, request: Request) -> Result<Answer, Error> {
     Ok(match request {
         Request::Space { request } => match request {
             SpaceRequest::Create { name } => Answer::SpaceCreated(app.create_space(&name).await?),
@@ -511,6 +530,10 @@ pub async fn execute(app: &App, request: Request) -> Result<Answer, Error> {
         } => {
             app.set_password(password.0).await?;
             Answer::PasswordSet(PasswordSet { password_set: true })
+        }
+        Request::User { request } => super::user::run(app, request).await?,
+        Request::Audit { space, user, since } => {
+            super::user::show_audit(app, space, user, since.as_deref()).await?
         }
         Request::Stats {
             space,

@@ -1,6 +1,7 @@
 //! The rules of the tracker, free of HTTP and of storage: what a valid event, click, binding and
 //! credential are, and which events duplicate each other.
 
+pub mod audit;
 pub mod base62;
 pub mod batch;
 pub mod channel;
@@ -37,5 +38,6 @@ pub mod split;
 pub mod spreadsheet;
 pub mod stats;
 pub mod uid;
+pub mod user;
 pub mod variants;
 pub mod warnings;

@@ -24,7 +24,9 @@ use warp::http::{HeaderMap, HeaderValue, Method, header};
 use warp::reply::Response;
 
 use crate::app::App;
+use crate::app::audit::Change;
 use crate::app::auth::Presented;
+use crate::domain::audit::BY_API;
 use crate::domain::input::Query;
 use crate::error::{Code, Error};
 use crate::http::access::{self, Access};
@@ -141,10 +143,33 @@ async fn dispatch(mut call: Call, pages: Arc<web::AdminPages>) -> Response {
     }
     let app = call.app.clone();
     let result = match access.authenticate(&app, presented.as_presented()) {
+        Ok(space) if audited(endpoint) => {
+            let (name, client, subject) = (space.name.clone(), call.client, call.param.clone());
+            let result = handler(call, space).await;
+            if result.is_ok() {
+                app.record_audit(Change {
+                    who: BY_API,
+                    address: client,
+                    action: format!("{} {}", endpoint.method, endpoint.path),
+                    space: Some(&name),
+                    subject: subject.as_deref(),
+                })
+                .await;
+            }
+            result
+        }
         Ok(space) => handler(call, space).await,
         Err(e) => Err(e),
     };
     access::finish(&app, &access, result)
+}
+
+/// Whether a request to `endpoint` changes what the audit log keeps: a change made with a
+/// space's secret (links, destinations, costs, settings), not the events and clicks it sends.
+fn audited(endpoint: &table::Endpoint) -> bool {
+    matches!(endpoint.guard, Guard::Secret(_))
+        && endpoint.method != Method::GET
+        && !["/events", "/events/batch", "/bind", "/clicks"].contains(&endpoint.path)
 }
 
 /// A credential as the request carried it, owned for the handler's future.

@@ -6,7 +6,7 @@
 //! [`Snapshot`] handed to [`Store::read`] (`store.read(move |s| s.feed(..))`), which a reader
 //! thread (`engine/reader.rs`) runs against a shared snapshot. The writes and reads of each
 //! family of tables live in its own file (`links.rs`, `spaces.rs`, `channels.rs`, `costs.rs`,
-//! `clicks.rs`, `destinations/`; events and settings in `ops.rs` and `read.rs`, stats in
+//! `clicks.rs`, `destinations/`, `users.rs`; events and settings in `ops.rs` and `read.rs`, stats in
 //! `read_stats.rs`). Nothing outside this module sees a channel, a redb transaction or a
 //! table, and nothing here knows about HTTP.
 //!
@@ -15,6 +15,7 @@
 //! reads the benchmark measures the file with (`read`), and `tracker check` (`check`).
 
 mod attribution;
+mod audit;
 mod channels;
 pub mod check;
 mod clicks;
@@ -33,6 +34,7 @@ pub mod records;
 mod rollup;
 pub mod schema;
 mod spaces;
+mod users;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

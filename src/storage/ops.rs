@@ -42,7 +42,7 @@ use crate::storage::read;
 use crate::storage::records::{self, RejectionRecord, SpaceRecord};
 use crate::storage::rollup::Rollup;
 use crate::storage::schema::{
-    ADMIN, CLICK_HINTS, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, DELIVERIES,
+    CLICK_HINTS, CLICKS, CLICKS_BY_FBCLID, CLICKS_BY_TG, CREDENTIALS, DEDUP, DELIVERIES,
     DELIVERY_QUEUE, DELIVERY_STATES, DESTINATIONS, INBOX, LINKS, LINKS_BY_SPACE, META,
     META_INBOX_SEQ, REJECTION_COUNTS, REJECTIONS, SPACE_SETTINGS, SPACES, STATS, TG_TOUCHES,
 };
@@ -113,7 +113,6 @@ pub struct Txn<'t> {
     pub(super) rejection_counts: Lazy<'t, u32, u64>,
     pub(super) links: Lazy<'t, &'static str, &'static [u8]>,
     pub(super) links_by_space: Lazy<'t, (u32, &'static str), ()>,
-    pub(super) admin: Lazy<'t, &'static str, &'static [u8]>,
     pub(super) depositors: Depositors<'t>,
     pub(super) costs: Lazy<'t, CostKey, &'static [u8]>,
     /// The stats counts of this batch, written once at its end.
@@ -192,7 +191,6 @@ impl<'t> Txn<'t> {
             rejection_counts: Lazy::new(txn, REJECTION_COUNTS),
             links: Lazy::new(txn, LINKS),
             links_by_space: Lazy::new(txn, LINKS_BY_SPACE),
-            admin: Lazy::new(txn, ADMIN),
             depositors: Depositors {
                 by_tg: txn.open_table(FIRST_DEPOSITS_BY_TG)?,
                 by_click: txn.open_table(FIRST_DEPOSITS_BY_CLICK)?,

@@ -98,6 +98,10 @@
 //!   fallback), `CLICKS` records `ClickRecord` version 3 (the split link's target the click
 //!   went to, its variant), and `STATS` holds rows by variant (`rollup::VARIANT_ROWS`, 8, in
 //!   the dimension byte). Only split links and their clicks use them; nothing is rewritten.
+//! - 21: a team on one tracker. `USERS`, the admin page's users (`UserRecord`); the migration
+//!   moves the `admin` password hash out of `ADMIN` into user `admin`, an owner (no user when
+//!   no password was set), and `ADMIN` keeps only the admin page's settings. `AUDIT`, the audit
+//!   log, empty; `META` may hold `audit_seq`.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -113,7 +117,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 20;
+pub const SCHEMA_VERSION: u64 = 21;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -248,10 +252,19 @@ pub const LINKS_BY_SPACE: TableDefinition<(u32, &str), ()> = TableDefinition::ne
 /// UTC day (days since 1970-01-01), for its views and the view-to-click rate.
 pub const LINK_VIEWS: TableDefinition<(u32, &str, u32), u64> = TableDefinition::new("link_views");
 
-/// `name -> bytes`: the admin page's settings. `password` holds the argon2id hash of the
-/// `admin` user's password as a PHC string (`$argon2id$v=19$m=...`), never the password.
+/// `name -> bytes`: the admin page's settings. Before version 21, `password` held the argon2id
+/// hash of the `admin` user's password, which version 21 moved into `USERS`.
 pub const ADMIN: TableDefinition<&str, &[u8]> = TableDefinition::new("admin");
 pub const ADMIN_PASSWORD: &str = "password";
+
+/// `name -> UserRecord`: the admin page's users (schema 21), each with its role, its spaces,
+/// its password's argon2id PHC string and an invitation's SHA-256, never a password or a token.
+pub const USERS: TableDefinition<&str, &[u8]> = TableDefinition::new("users");
+
+/// `seq -> AuditRecord`: the audit log (schema 21), in the order entries were written (each
+/// entry's number the next of `META`'s `audit_seq`), kept [`crate::domain::audit::KEPT_MS`].
+pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+pub const META_AUDIT_SEQ: &str = "audit_seq";
 
 // --- Conversions out (schema 9): destinations, their deliveries, and the visitors' hints. ---
 
@@ -349,6 +362,8 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(LINKS_BY_SPACE)?;
     v.visit(LINK_VIEWS)?;
     v.visit(ADMIN)?;
+    v.visit(USERS)?;
+    v.visit(AUDIT)?;
     v.visit(DESTINATIONS)?;
     v.visit(DELIVERY_STATES)?;
     v.visit(DELIVERIES)?;

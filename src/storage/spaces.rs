@@ -1,7 +1,7 @@
 //! Spaces and their credentials in the data file. For the writer (methods of [`Txn`]): creating
 //! a space with its first credentials, rotating and revoking them, writing back when each was
-//! last used; and the admin password's hash. For the readers (methods of [`Snapshot`]): the
-//! space list, a space's number, the admin password. The keyring the server checks credentials
+//! last used. For the readers (methods of [`Snapshot`]): the space list, a space's number
+//! (the admin page's users and their passwords are `users.rs`). The keyring the server checks credentials
 //! against is read at start and after a commit that changed them (`credentials_changed`;
 //! `keyring_entries`).
 
@@ -21,16 +21,9 @@ use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read::Snapshot;
 use crate::storage::records::{self, CredentialRecord, SpaceRecord};
-use crate::storage::schema::{
-    ADMIN, ADMIN_PASSWORD, CREDENTIALS, META_SPACE_SEQ, SPACE_SETTINGS, SPACES,
-};
+use crate::storage::schema::{CREDENTIALS, META_SPACE_SEQ, SPACE_SETTINGS, SPACES};
 
 impl Txn<'_> {
-    /// Replaces the admin password's hash (a PHC string; never the password).
-    pub fn set_admin_password(&mut self, hash: &str) -> Result<(), StoreError> {
-        self.admin.open()?.insert(ADMIN_PASSWORD, hash.as_bytes())?;
-        Ok(())
-    }
     /// Creates space `name` with its first secret and ingest token; answers its number.
     pub fn create_space(
         &mut self,
@@ -279,17 +272,6 @@ impl CredentialSummary {
 }
 
 impl Snapshot {
-    /// The admin password's hash, if one was set.
-    pub fn admin_password(&self) -> Result<Option<String>, StoreError> {
-        let table = self.txn().open_table(ADMIN)?;
-        let Some(bytes) = table.get(ADMIN_PASSWORD)? else {
-            return Ok(None);
-        };
-        String::from_utf8(bytes.value().to_vec())
-            .map(Some)
-            .map_err(|_| StoreError::Corrupt("the admin password hash is not text".to_owned()))
-    }
-
     /// The number of space `name`.
     pub fn space_no(&self, name: &str) -> Result<u32, StoreError> {
         match self.txn().open_table(SPACES)?.get(name)? {

@@ -12,6 +12,7 @@ use warp::reply::Response;
 use super::session::{Live, LoginForms, LoginThrottle, QuietWarnings, Sessions};
 use crate::app::App;
 use crate::domain::input::Query;
+use crate::domain::user::User;
 use crate::error::{Code, Error};
 
 /// The values of a path's `{name}` segments, by name.
@@ -87,13 +88,14 @@ pub(super) struct Request {
     pub(super) client: Option<IpAddr>,
 }
 
-/// What a page handler is given: the app, the admin page's state, the logged-in session, the
-/// request's form or query, the page with its path's values, and a form of the page that was
-/// just refused.
+/// What a page handler is given: the app, the admin page's state, the logged-in session and its
+/// user, the request's form or query, the page with its path's values, and a form of the page
+/// that was just refused.
 pub(super) struct Ctx<'a> {
     pub(super) app: &'a App,
     pub(super) pages: &'a AdminPages,
     pub(super) live: Live,
+    pub(super) user: User,
     pub(super) form: Query,
     pub(super) query: &'a Query,
     pub(super) page: &'static str,

@@ -11,6 +11,7 @@
 //! `docs/admin.md` come. Each page is a file of its own in `pages/`, its template struct and
 //! handlers together.
 
+mod access;
 mod context;
 mod pages;
 mod routes;
@@ -23,7 +24,9 @@ use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
 
 use crate::app::App;
+use crate::app::audit::Change;
 use crate::domain::input::Query;
+use crate::domain::user::User;
 use crate::error::{Code, Error};
 use crate::surface::{self, Call};
 use context::{
@@ -34,6 +37,15 @@ use routes::Takes;
 use session::same_token;
 
 pub use context::{AdminPages, MAX_FORM_BYTES, MAX_UPLOAD_BYTES};
+
+/// Every path of the admin page as `(method, path, open)`, `open` when it is served without a
+/// session: for the tests that walk them all.
+pub fn every_page() -> impl Iterator<Item = (&'static str, &'static str, bool)> {
+    routes::PAGES.iter().map(|p| {
+        let open = matches!(p.handler, routes::Handler::Open(_));
+        (p.method.as_str(), p.path, open)
+    })
+}
 
 /// Serves one request under `/admin`: every answer gets the security headers and an access-log
 /// line (method, path, status; never a form, so never a password or a key).
@@ -111,19 +123,13 @@ async fn route(
         request.method == Method::GET,
         request.method == Method::POST,
     );
-    let now = app.now_ms();
-    let tag = session::password_tag(app.admin_password().await?.as_deref());
-    let live = request
-        .cookie
-        .as_deref()
-        .and_then(|c| cookie_value(c, COOKIE))
-        .and_then(|id| pages.sessions.resume(id, now, tag));
+    let live = session_of(app, pages, request).await?;
     // A page of a space keeps the space's menu, also when it shows an error.
     let space = request
         .path
         .strip_prefix("/admin/spaces/")
         .and_then(|rest| rest.split('/').next());
-    let Some(live) = live else {
+    let Some((live, user)) = live else {
         return Ok(unread(if get {
             redirect(LOGIN_PATH)
         } else {
@@ -169,20 +175,91 @@ async fn route(
     let routes::Handler::Session(handler) = page.handler else {
         unreachable!("an open page is served before the session is looked for")
     };
+    if !access::permits(&user, page, &params) {
+        return Ok(access::refused(&user, &live.csrf));
+    }
     let ctx = Ctx {
         app,
         pages,
         live,
+        user,
         form,
         query: &request.query,
         page: page.path,
         params,
         refused: None,
     };
-    match handler(&ctx).await {
-        Ok(response) => Ok(response),
-        Err(e) if post => Ok(refuse(ctx, e, &request.path).await),
-        Err(e) => Ok(pages::error_page(&e, space, Some(&ctx.live.csrf))),
+    let response = match handler(&ctx).await {
+        Ok(response) => response,
+        Err(e) if post => return Ok(refuse(ctx, e, &request.path).await),
+        Err(e) => pages::error_page(&e, space, Some(&ctx.live.csrf)),
+    };
+    let done = response.status().is_success() || response.status().is_redirection();
+    if post && done {
+        record_change(&ctx, request.client, space).await;
+    }
+    Ok(response)
+}
+
+/// The live session the request's cookie names, with its user read now, so that a user removed
+/// or changed has no session left.
+async fn session_of(
+    app: &App,
+    pages: &AdminPages,
+    request: &Request,
+) -> Result<Option<(session::Live, User)>, Error> {
+    let Some(id) = request
+        .cookie
+        .as_deref()
+        .and_then(|c| cookie_value(c, COOKIE))
+    else {
+        return Ok(None);
+    };
+    let user = match pages.sessions.user_of(id) {
+        Some(name) => app.user(&name).await?,
+        None => None,
+    };
+    let live = pages
+        .sessions
+        .resume(id, app.now_ms(), user.as_ref().map(User::session_tag));
+    Ok(live.zip(user))
+}
+
+/// The audit log's entry of a form that changed something: its page, and what it named (the
+/// path's link or destination, else the form's slug, name or key kind).
+async fn record_change(ctx: &Ctx<'_>, client: Option<std::net::IpAddr>, space: Option<&str>) {
+    let subject = ["slug", "name"]
+        .iter()
+        .map(|n| ctx.param(n))
+        .find(|v| !v.is_empty())
+        .or_else(|| {
+            ["slug", "name", "kind"]
+                .iter()
+                .find_map(|n| ctx.form.get(n))
+        });
+    ctx.app
+        .record_audit(Change {
+            who: &ctx.user.name,
+            address: client,
+            action: audit_action(ctx.page),
+            space,
+            subject,
+        })
+        .await;
+}
+
+/// A form's action in the audit log: its path below the space, without the path's values
+/// (`/admin/spaces/{space}/links/{slug}/delete`: `links delete`; `/admin/spaces`: `spaces`).
+fn audit_action(path: &str) -> String {
+    let below = path.strip_prefix(routes::SPACE).unwrap_or(path);
+    let words: Vec<&str> = below
+        .split('/')
+        .filter(|w| !w.is_empty() && *w != "admin" && !w.starts_with('{'))
+        .collect();
+    if words.is_empty() {
+        "keys".to_owned()
+    } else {
+        words.join(" ")
     }
 }
 
@@ -214,6 +291,7 @@ async fn refuse(ctx: Ctx<'_>, error: Error, action: &str) -> Response {
         app: ctx.app,
         pages: ctx.pages,
         live: ctx.live,
+        user: ctx.user,
         form: Query::parse(""),
         query: ctx.query,
         page: form_page.path,

@@ -2,12 +2,13 @@
 //! check.
 //!
 //! Sessions live in memory only: a session id is a credential, and keeping none on disk means
-//! none is at rest; a restart logs everyone out, which for one admin user costs one login. A
+//! none is at rest; a restart logs everyone out, which costs each user one login. A
 //! session ends after [`IDLE_MS`] without a request, and [`LIFETIME_MS`] after its login however
 //! busy it is, so a stolen cookie cannot be kept alive for ever. Each
-//! session has its own CSRF token, which every state-changing form carries, and remembers which
-//! password hash it logged in under: a new password (`tracker admin password`, say because the
-//! old one leaked) ends every session made with the old one.
+//! session has its own CSRF token, which every state-changing form carries, and remembers its
+//! user as they logged in (a digest of their role, spaces and password hash): a user removed,
+//! given another role or spaces, or given a new password (`tracker admin password`, say
+//! because the old one leaked) has no session left at their next request.
 //!
 //! The login form comes before any session, so its token is a signed double submit: the form's
 //! page sets a short-lived cookie (when it was issued, 128 random bits, and a tag: their HMAC
@@ -162,18 +163,12 @@ impl LoginForms {
 }
 
 struct Session {
+    user: String,
     csrf: String,
     started_ms: u64,
     last_used_ms: u64,
-    /// [`password_tag`] of the hash the login was checked against.
-    password_tag: u128,
-}
-
-/// A digest of the stored password hash, to tell whether it has changed since a login.
-#[must_use]
-pub fn password_tag(stored_hash: Option<&str>) -> u128 {
-    use sha2::{Digest as _, Sha256};
-    crate::domain::digest::first_128_bits(Sha256::new_with_prefix(stored_hash.unwrap_or("")))
+    /// `User::session_tag` of the user as they logged in: their role, spaces and password.
+    user_tag: u128,
 }
 
 /// The logged-in sessions.
@@ -182,19 +177,21 @@ pub struct Sessions {
     by_id: Mutex<HashMap<String, Session>>,
 }
 
-/// A live session: its id (the cookie) and its CSRF token.
+/// A live session: its id (the cookie), its CSRF token and its user's name.
 #[derive(Clone, Debug)]
 pub struct Live {
     pub id: String,
     pub csrf: String,
+    pub user: String,
 }
 
 impl Sessions {
-    /// A new session, logged in under the password hash of `password_tag`.
-    pub fn start(&self, now_ms: u64, password_tag: u128) -> Live {
+    /// A new session of `user`, logged in as `user_tag` (`User::session_tag`) says.
+    pub fn start(&self, now_ms: u64, user: &str, user_tag: u128) -> Live {
         let live = Live {
             id: random_hex128(),
             csrf: random_hex128(),
+            user: user.to_owned(),
         };
         let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
         map.retain(|_, s| now_ms.saturating_sub(s.last_used_ms) < IDLE_MS);
@@ -209,24 +206,32 @@ impl Sessions {
         map.insert(
             live.id.clone(),
             Session {
+                user: live.user.clone(),
                 csrf: live.csrf.clone(),
                 started_ms: now_ms,
                 last_used_ms: now_ms,
-                password_tag,
+                user_tag,
             },
         );
         live
     }
 
+    /// The user of the session of cookie value `id`, if there is one: whose record
+    /// [`Sessions::resume`] is then given the tag of.
+    pub fn user_of(&self, id: &str) -> Option<String> {
+        let map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(id).map(|s| s.user.clone())
+    }
+
     /// The session of cookie value `id`, if it is live (used within [`IDLE_MS`], started within
-    /// [`LIFETIME_MS`]) and the password is still the one it logged in with (`password_tag`);
-    /// using it keeps it alive.
-    pub fn resume(&self, id: &str, now_ms: u64, password_tag: u128) -> Option<Live> {
+    /// [`LIFETIME_MS`]) and its user is still as they logged in (`user_tag`; `None`: the user
+    /// is gone); using it keeps it alive.
+    pub fn resume(&self, id: &str, now_ms: u64, user_tag: Option<u128>) -> Option<Live> {
         let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
         let session = map.get_mut(id)?;
         if now_ms.saturating_sub(session.last_used_ms) >= IDLE_MS
             || now_ms.saturating_sub(session.started_ms) >= LIFETIME_MS
-            || session.password_tag != password_tag
+            || user_tag != Some(session.user_tag)
         {
             map.remove(id);
             return None;
@@ -235,6 +240,7 @@ impl Sessions {
         Some(Live {
             id: id.to_owned(),
             csrf: session.csrf.clone(),
+            user: session.user.clone(),
         })
     }
 
@@ -372,14 +378,14 @@ mod tests {
     #[test]
     fn a_session_ends_at_its_lifetime_however_busy() {
         let s = Sessions::default();
-        let live = s.start(0, 7);
+        let live = s.start(0, "admin", 7);
         let mut now = 0;
         while now + IDLE_MS / 2 < LIFETIME_MS {
             now += IDLE_MS / 2;
-            assert!(s.resume(&live.id, now, 7).is_some(), "{now}");
+            assert!(s.resume(&live.id, now, Some(7)).is_some(), "{now}");
         }
-        assert!(s.resume(&live.id, LIFETIME_MS - 1, 7).is_some());
-        assert!(s.resume(&live.id, LIFETIME_MS, 7).is_none());
+        assert!(s.resume(&live.id, LIFETIME_MS - 1, Some(7)).is_some());
+        assert!(s.resume(&live.id, LIFETIME_MS, Some(7)).is_none());
     }
 
     #[test]
@@ -402,25 +408,27 @@ mod tests {
     #[test]
     fn a_session_lives_while_used_and_ends_idle_or_at_logout() {
         let s = Sessions::default();
-        let live = s.start(0, 7);
+        let live = s.start(0, "admin", 7);
         assert_eq!(live.id.len(), 32);
         assert_ne!(live.id, live.csrf);
-        assert!(s.resume(&live.id, IDLE_MS - 1, 7).is_some());
+        assert_eq!(s.user_of(&live.id).as_deref(), Some("admin"));
+        assert!(s.resume(&live.id, IDLE_MS - 1, Some(7)).is_some());
         // Used at IDLE_MS - 1: alive until twice that.
-        assert!(s.resume(&live.id, 2 * IDLE_MS - 2, 7).is_some());
-        assert!(s.resume(&live.id, 3 * IDLE_MS, 7).is_none());
-        let other = s.start(0, 7);
+        assert!(s.resume(&live.id, 2 * IDLE_MS - 2, Some(7)).is_some());
+        assert!(s.resume(&live.id, 3 * IDLE_MS, Some(7)).is_none());
+        let other = s.start(0, "admin", 7);
         s.end(&other.id);
-        assert!(s.resume(&other.id, 1, 7).is_none());
-        assert!(s.resume("not-a-session", 1, 7).is_none());
-        // Another password: the session is over, also when the old one comes back.
-        let third = s.start(0, 7);
-        assert!(s.resume(&third.id, 1, 8).is_none());
-        assert!(s.resume(&third.id, 2, 7).is_none());
-        assert_ne!(
-            password_tag(Some("$argon2id$a")),
-            password_tag(Some("$argon2id$b"))
-        );
+        assert!(s.resume(&other.id, 1, Some(7)).is_none());
+        assert!(s.resume("not-a-session", 1, Some(7)).is_none());
+        // The user changed (another password or role): the session is over, also when the
+        // user is as before again.
+        let third = s.start(0, "admin", 7);
+        assert!(s.resume(&third.id, 1, Some(8)).is_none());
+        assert!(s.resume(&third.id, 2, Some(7)).is_none());
+        // The user is gone.
+        let fourth = s.start(0, "anna", 7);
+        assert!(s.resume(&fourth.id, 1, None).is_none());
+        assert!(s.resume(&fourth.id, 2, Some(7)).is_none());
     }
 
     /// RFC 4231 test case 2: its 4-byte key ("Jefe") zero-padded to our 32 bytes is the same

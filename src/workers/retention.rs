@@ -1,7 +1,8 @@
 //! Retention: the dedup entries that can never match again are removed in the background, so
 //! the `dedup` table does not grow without bound from them; so are the visitors' hints of link
-//! clicks (`meta_client_hints`) older than 7 days, Meta's window, and the rows of deliveries
-//! delivered or cancelled more than `delivery_retention` ago (their counts stay).
+//! clicks (`meta_client_hints`) older than 7 days, Meta's window, the rows of deliveries
+//! delivered or cancelled more than `delivery_retention` ago (their counts stay), and the audit
+//! log's entries older than a year.
 //!
 //! Only the windowed rule's entries expire (a deposit with `uid`, no `eid` and no time: a
 //! duplicate only within `dedup_window`); every other rule is permanent and its entries stay.
@@ -96,6 +97,9 @@ pub async fn run(retention: Retention) {
         if let Err(e) = sweep_hints(&retention).await {
             tracing::warn!(error = %e.message, "deleting old visitors' hints failed");
         }
+        if let Err(e) = sweep_audit(&retention).await {
+            tracing::warn!(error = %e.message, "deleting old audit log entries failed");
+        }
         match sweep_deliveries(&retention).await {
             Ok(0) => {}
             Ok(removed) => tracing::debug!(removed, "deleted old delivered deliveries"),
@@ -148,6 +152,26 @@ pub async fn sweep_hints(retention: &Retention) -> Result<u64, Error> {
         match next {
             Some(space) => from = space,
             None => return Ok(removed),
+        }
+        tokio::time::sleep(STEP_PAUSE).await;
+    }
+}
+
+/// Deletes the audit log's entries older than a year (`audit::KEPT_MS`), step by step; answers
+/// how many.
+pub async fn sweep_audit(retention: &Retention) -> Result<u64, Error> {
+    let before = retention
+        .now_ms()
+        .saturating_sub(crate::domain::audit::KEPT_MS);
+    let mut removed = 0;
+    loop {
+        let n = retention
+            .store
+            .write(move |t| t.prune_audit(before, STEP_ENTRIES))
+            .await?;
+        removed += n;
+        if n < STEP_ENTRIES as u64 {
+            return Ok(removed);
         }
         tokio::time::sleep(STEP_PAUSE).await;
     }

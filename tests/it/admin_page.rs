@@ -61,7 +61,7 @@ pub(crate) async fn get_page(server: &TestServer, cookie: Option<&str>, target: 
 }
 
 /// The `name=value` of a `Set-Cookie` header.
-fn cookie_of(response: &Response) -> String {
+pub(crate) fn cookie_of(response: &Response) -> String {
     let set = response.header("set-cookie").expect("a Set-Cookie header");
     set.split(';').next().unwrap().to_owned()
 }
@@ -112,7 +112,7 @@ fn login_body(user: &str, password: &str, token: &str) -> String {
 
 /// A login attempt with `user` and `password`, as the login form sends it (its token and
 /// cookie from a fresh login page).
-async fn log_in(server: &TestServer, user: &str, password: &str) -> Response {
+pub(crate) async fn log_in(server: &TestServer, user: &str, password: &str) -> Response {
     log_in_at(server.addr, user, password).await
 }
 

@@ -819,3 +819,70 @@ async fn split_links_keep_their_targets_through_the_migration_to_20() {
         }
     }
 }
+
+/// The migration to version 21 makes the `admin` password of a version 20 file its first
+/// owner, `admin`, whose sessions are checked against that same hash; the version 21 fixture
+/// also holds a manager of the default space, invited and without a password yet, and the
+/// audit log of the changes its script made.
+#[tokio::test]
+async fn the_admin_password_becomes_the_first_owner_through_the_migration_to_21() {
+    use tracker::app::users::UserSummary;
+    use tracker::domain::user::Role;
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let owner = UserSummary {
+        name: "admin".into(),
+        role: Role::Owner,
+        spaces: vec![],
+        password_set: true,
+    };
+    let manager = UserSummary {
+        name: "anna".into(),
+        role: Role::Manager,
+        spaces: vec!["default".into()],
+        password_set: false,
+    };
+    for (file, users) in [
+        ("v20.redb", vec![owner.clone()]),
+        ("v21.redb", vec![owner, manager]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        std::fs::copy(fixtures.join(file), &path).unwrap();
+        let (store, _) = Store::open(&path, &StoreOptions::default()).unwrap();
+        let app = crate::support::app_on(&std::sync::Arc::new(store), 0);
+        assert_eq!(app.users().await.unwrap(), users, "{file}");
+        let admin = app.user("admin").await.unwrap().unwrap();
+        assert!(
+            admin
+                .password_hash
+                .as_deref()
+                .is_some_and(|h| h.starts_with("$argon2id$")),
+            "{file}"
+        );
+        // The version 21 fixture's audit log has what the script changed, by the command line
+        // and the API, the invitation last.
+        let audit = app
+            .audit(tracker::domain::audit::AuditFilter::default())
+            .await
+            .unwrap();
+        let written: Vec<(&str, &str)> = audit
+            .iter()
+            .map(|e| (e.who.as_str(), e.action.as_str()))
+            .collect();
+        if file == "v21.redb" {
+            assert_eq!(written.first(), Some(&("cli", "user add")), "{written:?}");
+            for change in [("api", "POST /destinations"), ("cli", "link create")] {
+                assert!(written.contains(&change), "{written:?}");
+            }
+        } else {
+            assert_eq!(written, [], "{file}");
+        }
+        // The old password still logs in; nothing else does.
+        assert!(
+            app.check_login("admin", "not the password".into())
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}

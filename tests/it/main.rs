@@ -4,6 +4,7 @@
 mod admin_browser;
 mod admin_forms;
 mod admin_page;
+mod admin_roles;
 mod auth;
 mod backup;
 mod backup_s3;

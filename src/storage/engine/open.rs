@@ -350,6 +350,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         15 => migrate_to_v16(txn),
         16 => migrate_to_v17(txn),
         17 => migrate_to_v18(txn),
+        20 => migrate_to_v21(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -555,6 +556,30 @@ fn migrate_to_v17(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
 /// (no allowed origins).
 fn migrate_to_v18(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
     txn.open_table(crate::storage::schema::LINK_VIEWS)?;
+    Ok(())
+}
+
+/// Version 21: `USERS`; the `admin` password hash, if one was set, becomes user `admin`, an
+/// owner, and leaves `ADMIN`. `AUDIT`, empty.
+fn migrate_to_v21(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::domain::user::{FIRST_OWNER, Role};
+    use crate::storage::records::UserRecord;
+    use crate::storage::schema::{ADMIN_PASSWORD, AUDIT, USERS};
+    txn.open_table(AUDIT)?;
+    let mut users = txn.open_table(USERS)?;
+    let mut admin = txn.open_table(ADMIN)?;
+    let Some(hash) = admin.remove(ADMIN_PASSWORD)?.map(|v| v.value().to_vec()) else {
+        return Ok(());
+    };
+    let hash = String::from_utf8(hash)
+        .map_err(|_| StoreError::Corrupt("the admin password hash is not text".to_owned()))?;
+    let owner = UserRecord {
+        role: Role::Owner.stored(),
+        spaces: Vec::new(),
+        password_hash: Some(hash),
+        invitation: None,
+    };
+    users.insert(FIRST_OWNER, records::encode(&owner).as_slice())?;
     Ok(())
 }
 

@@ -9,7 +9,7 @@
 //! `event.rs` (the inbox's events and their packed layout), `stats.rs` (rollup rows and costs,
 //! read in place), `space.rs` (spaces, credentials, settings, links, rejections), `channel.rs` (Telegram channels'
 //! invite links, members and counts), `click.rs`
-//! (clicks, Telegram touches, client hints), `delivery.rs` (destinations and their deliveries).
+//! (clicks, Telegram touches, client hints), `delivery.rs` (destinations and their deliveries), `user.rs` (the admin page's users).
 
 mod channel;
 mod click;
@@ -18,6 +18,7 @@ mod delivery;
 mod event;
 mod space;
 mod stats;
+mod user;
 
 pub use self::channel::{ChannelStateRecord, InviteRecord, MemberRecord};
 pub use self::click::{ClickHintsRecord, ClickRecord, TgTouchRecord};
@@ -34,3 +35,4 @@ pub use self::stats::{
     CostRecord, CostRow, CostSumRecord, CostSumRow, StatsRecord, StatsRecordV1, StatsRow,
     with_cost_row, with_cost_sum_row, with_stats_row,
 };
+pub use self::user::{AuditRecord, UserRecord};

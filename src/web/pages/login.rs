@@ -9,6 +9,8 @@ use warp::reply::Response;
 
 use super::{Frame, html};
 use crate::app::App;
+use crate::app::audit::Change;
+use crate::domain::user::User;
 use crate::error::{Code, Error};
 use crate::surface::Body;
 use crate::web::context::Anonymous;
@@ -126,48 +128,73 @@ pub(in crate::web) async fn log_in(
         // Past the overall bound, from an address that has not failed: checked, but slowly.
         tokio::time::sleep(Duration::from_millis(pause_ms)).await;
     }
-    // The hash the session will be tied to, read before the check: a password changed during it
-    // ends the session at its first request rather than leaving it tied to the new one.
-    let tag = session::password_tag(app.admin_password().await?.as_deref());
-    let matches = form.get("user") == Some("admin") && {
-        // The permit goes with the check into its own task: a client that hangs up mid-check
-        // drops this future, but the check still holds the permit until it is done, so no more
-        // than one argon2id check ever runs, however many requests come and go.
-        let permit = pages
-            .checking
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::new(Code::Unavailable, "the server is stopping"))?;
-        let (app, password) = (app.clone(), form.get("password").unwrap_or("").to_owned());
-        tokio::spawn(async move {
-            let _permit = permit;
-            app.check_password(password).await
-        })
+    let name = form.get("user").unwrap_or("").to_owned();
+    // The permit goes with the check into its own task: a client that hangs up mid-check
+    // drops this future, but the check still holds the permit until it is done, so no more
+    // than one argon2id check ever runs, however many requests come and go.
+    let permit = pages
+        .checking
+        .clone()
+        .acquire_owned()
         .await
-        .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))??
+        .map_err(|_| Error::new(Code::Unavailable, "the server is stopping"))?;
+    let (checker, password) = (app.clone(), form.get("password").unwrap_or("").to_owned());
+    let checked_name = name.clone();
+    let user = tokio::spawn(async move {
+        let _permit = permit;
+        checker.check_login(&checked_name, password).await
+    })
+    .await
+    .map_err(|e| Error::new(Code::Internal, format!("checking the password failed: {e}")))??;
+    let Some(user) = user else {
+        return Ok(failed(anonymous, address, &name).await);
     };
-    if !matches {
-        pages.warn(app, address, "admin login failed", &request.path);
-        tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
-        return Ok(page(
-            app,
-            pages,
-            Some("Wrong user or password."),
-            StatusCode::UNAUTHORIZED,
-        ));
-    }
     pages.throttle.succeeded(address);
-    let live = pages.sessions.start(app.now_ms(), tag);
-    tracing::info!(%address, "admin logged in");
-    Ok(landing(app, &live.id).await)
+    // Tied to the user as checked: a change of password during the check ends the session
+    // at its first request.
+    let live = pages
+        .sessions
+        .start(app.now_ms(), &user.name, user.session_tag());
+    tracing::info!(%address, user = %user.name, "admin logged in");
+    app.record_audit(Change {
+        who: &user.name,
+        address: Some(address),
+        action: "login".to_owned(),
+        space: None,
+        subject: None,
+    })
+    .await;
+    Ok(landing(app, &user, &live.id).await)
+}
+
+/// A failed login's answer, after its warning, its audit entry and a pause.
+async fn failed(anonymous: &Anonymous<'_>, address: std::net::IpAddr, name: &str) -> Response {
+    let (app, pages) = (anonymous.app, anonymous.pages);
+    pages.warn(app, address, "admin login failed", &anonymous.request.path);
+    // A name no user has is not kept: it may be a password typed in the wrong field.
+    let known = app.user(name).await.ok().flatten().is_some();
+    app.record_audit(Change {
+        who: if known { name } else { "(no such user)" },
+        address: Some(address),
+        action: "login failed".to_owned(),
+        space: None,
+        subject: None,
+    })
+    .await;
+    tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
+    page(
+        app,
+        pages,
+        Some("Wrong user or password."),
+        StatusCode::UNAUTHORIZED,
+    )
 }
 
 /// A login's answer: to its first page, with the session's cookie, the login form's deleted.
-async fn landing(app: &App, session_id: &str) -> Response {
+async fn landing(app: &App, user: &User, session_id: &str) -> Response {
     let mut response = redirect("/admin/");
     let headers = response.headers_mut();
-    if let Ok(location) = HeaderValue::from_str(&first_page(app).await) {
+    if let Ok(location) = HeaderValue::from_str(&first_page(app, user).await) {
         headers.insert(header::LOCATION, location);
     }
     headers.insert(
@@ -193,11 +220,17 @@ pub(in crate::web) async fn log_out(ctx: &Ctx<'_>) -> Result<Response, Error> {
     Ok(response)
 }
 
-/// Where a login lands: the space's dashboard when there is one space, else the spaces to
+/// Where a login lands: the space's dashboard when the user has one space, else the spaces to
 /// choose from. (Space names are a-z, 0-9 and '-': a path segment as they are.)
-async fn first_page(app: &App) -> String {
+async fn first_page(app: &App, user: &User) -> String {
     match app.spaces().await {
-        Ok(spaces) if spaces.len() == 1 => format!("/admin/spaces/{}/dashboard", spaces[0].space),
-        _ => "/admin/".to_owned(),
+        Ok(spaces) => {
+            let mut theirs = spaces.iter().filter(|s| user.sees_space(&s.space));
+            match (theirs.next(), theirs.next()) {
+                (Some(only), None) => format!("/admin/spaces/{}/dashboard", only.space),
+                _ => "/admin/".to_owned(),
+            }
+        }
+        Err(_) => "/admin/".to_owned(),
     }
 }

@@ -4,12 +4,14 @@
 //! reaches which handler is `web/routes.rs`.
 
 pub(super) mod assets;
+pub(super) mod audit;
 pub(super) mod campaign;
 pub(super) mod chart;
 pub(super) mod costs;
 pub(super) mod dashboard;
 pub(super) mod destinations;
 pub(super) mod events;
+pub(super) mod invite;
 pub(super) mod keys;
 pub(super) mod links;
 pub(super) mod login;

@@ -77,6 +77,7 @@ async fn spaces(ctx: &Ctx<'_>, created: Option<CreatedSpace>) -> Result<Response
         .spaces()
         .await?
         .into_iter()
+        .filter(|s| ctx.user.sees_space(&s.space))
         .map(|s| SpaceRow {
             active: s.credentials.iter().filter(|c| c.works(now)).count(),
             created: utc(s.created_at_ms),
