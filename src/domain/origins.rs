@@ -48,7 +48,7 @@ pub fn check_origins(origins: Vec<String>, allow_private: bool) -> Result<Vec<St
                 ""
             };
             return Err(bad(format!(
-                "each of allowed_origins is a page's origin, https://host or https://host:port{private}                  with no path, got {}",
+                "each of allowed_origins is a page's origin, https://host or https://host:port{private} with no path, got {}",
                 quoted(&origin)
             )));
         }
@@ -68,4 +68,26 @@ pub fn allows_view_from(allowed: &[String], origin: Option<&str>) -> bool {
             .iter()
             .any(|allowed| allowed.eq_ignore_ascii_case(origin))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_origin_is_told_what_an_origin_looks_like_in_one_sentence() {
+        let e = check_origins(vec!["https://land.example.com/page".into()], false).unwrap_err();
+        assert_eq!(
+            e.message,
+            "each of allowed_origins is a page's origin, https://host or https://host:port with \
+             no path, got \"https://land.example.com/page\""
+        );
+        let e = check_origins(vec!["ftp://x".into()], true).unwrap_err();
+        assert!(
+            e.message
+                .contains("(or http://127.0.0.1:PORT, http://localhost:PORT) with no path"),
+            "{}",
+            e.message
+        );
+    }
 }
