@@ -457,7 +457,7 @@ fn targets_of(body: &str) -> Vec<(&'static str, String)> {
             let rest = &body[at + marker.len()..];
             let target = &rest[..rest.find('"').unwrap_or(0)];
             let target = target.split('#').next().unwrap_or("").replace("&amp;", "&");
-            if !target.starts_with("/admin/") || target.ends_with(".css") {
+            if !target.starts_with("/admin/") {
                 continue;
             }
             let form_tag = &body[body[..at].rfind('<').unwrap_or(0)..at];
