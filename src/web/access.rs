@@ -47,18 +47,18 @@ static RULES: &[(Method, &str, Access)] = &[
     (Method::GET, "/admin/spaces/{space}/rejections", Access::Manage),
 ];
 
-/// What `page` asks for: its rule, or an owner where it has none.
-fn access_of(page: &Page) -> Access {
+/// What `method` on `path` asks for: its rule, or an owner where it has none.
+pub(super) fn access_of(method: &Method, path: &str) -> Access {
     RULES
         .iter()
-        .find(|(method, path, _)| *method == page.method && *path == page.path)
+        .find(|(m, p, _)| m == method && *p == path)
         .map_or(Access::Own, |(_, _, access)| *access)
 }
 
 /// Whether `user` may reach `page` with its path's values `params`.
 pub(super) fn permits(user: &User, page: &Page, params: &Params<'_>) -> bool {
     let space = params.iter().find(|(n, _)| *n == "space").map(|(_, v)| *v);
-    user.may(access_of(page), space)
+    user.may(access_of(&page.method, page.path), space)
 }
 
 /// The page a user is shown where their role does not reach: `403`, naming the role.
@@ -70,7 +70,7 @@ pub(super) fn refused(user: &User, csrf: &str) -> Response {
             user.role.as_str()
         ),
         None,
-        Some(csrf),
+        Some((csrf, user)),
     )
 }
 

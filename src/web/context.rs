@@ -12,7 +12,7 @@ use warp::reply::Response;
 use super::session::{Live, LoginForms, LoginThrottle, QuietWarnings, Sessions};
 use crate::app::App;
 use crate::domain::input::Query;
-use crate::domain::user::User;
+use crate::domain::user::{Access, User};
 use crate::error::{Code, Error};
 
 /// The values of a path's `{name}` segments, by name.
@@ -21,12 +21,23 @@ pub(super) type Params<'p> = Vec<(&'static str, &'p str)>;
 /// The space's menu: each page's label and path, in the table's order.
 pub(super) type Menu = &'static [(&'static str, &'static str)];
 
-static MENU: OnceLock<Menu> = OnceLock::new();
+/// The least access a method on a path of the table asks for.
+pub(super) type Rule = fn(&Method, &str) -> Access;
 
-/// Publishes the space's menu; the router does, from its table, before it serves a page (the
-/// table names the pages, so the pages are handed the menu rather than ask the table).
-pub(super) fn publish_menu(menu: Menu) {
+static MENU: OnceLock<Menu> = OnceLock::new();
+static RULE: OnceLock<Rule> = OnceLock::new();
+
+/// Publishes the space's menu and the rule of who reaches each page; the router does, from its
+/// tables, before it serves a page (the tables name the pages, so the pages are handed them
+/// rather than ask the tables), so a page shows a user only the links and forms they may use.
+pub(super) fn publish_menu(menu: Menu, rule: Rule) {
     MENU.get_or_init(|| menu);
+    RULE.get_or_init(|| rule);
+}
+
+/// What `method` on `path` (as the table writes it) asks for; an owner until it is published.
+pub(super) fn access_of(method: &Method, path: &str) -> Access {
+    RULE.get().map_or(Access::Own, |rule| rule(method, path))
 }
 
 /// The space's menu, once published.

@@ -101,7 +101,7 @@ async fn route(
     request: &Request,
     body: crate::surface::Body,
 ) -> Result<Response, Error> {
-    context::publish_menu(routes::space_menu());
+    context::publish_menu(routes::space_menu(), access::access_of);
     if request.path == "/admin" {
         return Ok(redirect("/admin/"));
     }
@@ -151,7 +151,7 @@ async fn route(
     };
     let form = match form {
         Ok(form) => form,
-        Err(e) => return Ok(pages::error_page(&e, space, Some(&live.csrf))),
+        Err(e) => return Ok(pages::error_page(&e, space, Some((&live.csrf, &user)))),
     };
     if post && !form.get("csrf").is_some_and(|t| same_token(t, &live.csrf)) {
         pages.warn(
@@ -165,12 +165,12 @@ async fn route(
             "This form is out of date (its CSRF token does not match your session), so nothing \
              was changed; reload the page and try again.",
             space,
-            Some(&live.csrf),
+            Some((&live.csrf, &user)),
         ));
     }
     let Some((page, params)) = found else {
         let e = Error::new(Code::NotFound, "there is no such admin page");
-        return Ok(pages::error_page(&e, space, Some(&live.csrf)));
+        return Ok(pages::error_page(&e, space, Some((&live.csrf, &user))));
     };
     let routes::Handler::Session(handler) = page.handler else {
         unreachable!("an open page is served before the session is looked for")
@@ -192,7 +192,7 @@ async fn route(
     let response = match handler(&ctx).await {
         Ok(response) => response,
         Err(e) if post => return Ok(refuse(ctx, e, &request.path).await),
-        Err(e) => pages::error_page(&e, space, Some(&ctx.live.csrf)),
+        Err(e) => pages::error_page(&e, space, Some((&ctx.live.csrf, &ctx.user))),
     };
     let done = response.status().is_success() || response.status().is_redirection();
     if post && done {
@@ -276,10 +276,10 @@ async fn refuse(ctx: Ctx<'_>, error: Error, action: &str) -> Response {
         .find(|(n, _)| *n == "space")
         .map(|(_, v)| *v);
     let Some(form_page) = routes::form_page(ctx.page) else {
-        return pages::error_page(&error, space, Some(&ctx.live.csrf));
+        return pages::error_page(&error, space, Some((&ctx.live.csrf, &ctx.user)));
     };
     let routes::Handler::Session(show) = form_page.handler else {
-        return pages::error_page(&error, space, Some(&ctx.live.csrf));
+        return pages::error_page(&error, space, Some((&ctx.live.csrf, &ctx.user)));
     };
     let params = ctx
         .params
@@ -307,6 +307,6 @@ async fn refuse(ctx: Ctx<'_>, error: Error, action: &str) -> Response {
             *response.status_mut() = status;
             response
         }
-        Err(_) => pages::error_page(&shown, space, Some(&again.live.csrf)),
+        Err(_) => pages::error_page(&shown, space, Some((&again.live.csrf, &again.user))),
     }
 }

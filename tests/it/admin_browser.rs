@@ -368,6 +368,8 @@ async fn drive(addr: SocketAddr, password: &str, port: u16, profile: &Path) -> [
         "/admin/login"
     );
     look(&browser, "01-login").await;
+    // The user field starts empty: the first owner is `admin`.
+    fill(&browser, "input[name=user]", "admin").await;
     fill(&browser, "input[name=password]", "not the password").await;
     click(&browser, "form button[type=submit]").await;
     assert!(
@@ -375,6 +377,7 @@ async fn drive(addr: SocketAddr, password: &str, port: u16, profile: &Path) -> [
             .await
             .contains("Wrong user or password")
     );
+    fill(&browser, "input[name=user]", "admin").await;
     fill(&browser, "input[name=password]", password).await;
     click(&browser, "form button[type=submit]").await;
     // One space (the first start's): the login lands on its dashboard.

@@ -447,3 +447,61 @@ async fn the_audit_log_names_who_changed_what_and_is_kept_a_year() {
     server.clock.set(written_last + KEPT_MS + 1);
     assert_eq!(sweep().await.unwrap(), 7);
 }
+
+/// Every `href` and `action` of a page's body that names a path of the admin page, with the
+/// method it is requested with.
+fn targets_of(body: &str) -> Vec<(&'static str, String)> {
+    let mut found = Vec::new();
+    for (marker, method) in [("href=\"", "GET"), ("action=\"", "FORM")] {
+        for (at, _) in body.match_indices(marker) {
+            let rest = &body[at + marker.len()..];
+            let target = &rest[..rest.find('"').unwrap_or(0)];
+            let target = target.split('#').next().unwrap_or("").replace("&amp;", "&");
+            if !target.starts_with("/admin/") {
+                continue;
+            }
+            let form_tag = &body[body[..at].rfind('<').unwrap_or(0)..at];
+            let method = match method {
+                "FORM" if form_tag.contains("method=\"post\"") => "POST",
+                "FORM" => "GET",
+                other => other,
+            };
+            found.push((method, target));
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_and_a_viewer_are_shown_only_links_and_forms_their_role_reaches() {
+    let server = TestServer::start().await;
+    logged_in(&server).await;
+    for (name, role) in [("mia", Role::Manager), ("vic", Role::Viewer)] {
+        let cookie = invited_user(&server, name, role, &["a"]).await;
+        let csrf = csrf_for(&server, &cookie).await;
+        let mut seen = std::collections::HashSet::new();
+        let mut pages = vec!["/admin/".to_owned()];
+        while let Some(page) = pages.pop() {
+            let shown = get_page(&server, Some(&cookie), &page).await;
+            assert!(!refused_for_role(&shown), "{name} was linked to {page}");
+            for (method, target) in targets_of(&shown.text()) {
+                if target == "/admin/logout" || !seen.insert((method, target.clone())) {
+                    continue;
+                }
+                if method == "GET" {
+                    pages.push(target);
+                    continue;
+                }
+                let posted = request(&server, Some(&cookie), &csrf, method, &target).await;
+                assert!(
+                    !refused_for_role(&posted),
+                    "{name} was shown a form to {target} on {page}"
+                );
+            }
+        }
+        assert!(
+            seen.iter().any(|(_, t)| t == "/admin/spaces/a/dashboard"),
+            "{name} walked the space's pages: {seen:?}"
+        );
+    }
+}

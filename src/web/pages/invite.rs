@@ -35,6 +35,7 @@ fn page(
         &InvitePage {
             frame: Frame {
                 csrf: None,
+                user: None,
                 space: None,
                 page: None,
                 error,

@@ -45,6 +45,7 @@ pub(in crate::web) fn page(
             token: &form.field,
             frame: Frame {
                 csrf: None,
+                user: None,
                 space: None,
                 page: None,
                 error: error.map(str::to_owned),

@@ -23,11 +23,12 @@ pub(super) mod stats;
 pub(super) mod tables;
 
 use askama::Template;
-use warp::http::{HeaderValue, StatusCode, header};
+use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
 
 use super::context::{self, Ctx};
 use crate::domain::keyring::SpaceRef;
+use crate::domain::user::User;
 use crate::error::Error;
 use crate::surface::respond;
 
@@ -35,6 +36,9 @@ use crate::surface::respond;
 struct Frame<'a> {
     /// The logout form's token; `None` when not logged in.
     csrf: Option<&'a str>,
+    /// The logged-in user, whose role decides which entries of the menu are shown; with none,
+    /// the menu shows none.
+    user: Option<&'a User>,
     /// The space whose menu is shown.
     space: Option<&'a str>,
     /// The path (as `routes::PAGES` writes it) of the page shown; `None` for an error page.
@@ -61,6 +65,22 @@ impl Frame<'_> {
             .map(|r| r.error.message.as_str())
     }
 
+    /// Whether the user may post the form of `path` (as `routes::PAGES` writes it), so that a
+    /// page shows only the forms the user's role reaches.
+    fn may_post(&self, path: &str) -> bool {
+        self.may(&Method::POST, path)
+    }
+
+    /// Whether the user may open the page of `path`, so that a page links only to those.
+    fn may_open(&self, path: &str) -> bool {
+        self.may(&Method::GET, path)
+    }
+
+    fn may(&self, method: &Method, path: &str) -> bool {
+        self.user
+            .is_some_and(|u| u.may(context::access_of(method, path), self.space))
+    }
+
     /// Why `form` was just refused, whichever field was at fault: for a form too small to
     /// show it beside a field.
     fn refusal(&self, form: &str) -> Option<&str> {
@@ -69,10 +89,11 @@ impl Frame<'_> {
             .map(|r| r.error.message.as_str())
     }
 
-    /// The space's menu: (label, address, whether it is this page). This page is the entry it
-    /// is, or is below the nearest of (a link's delete, under Links; a rotation, under Keys).
+    /// The space's menu: (label, address, whether it is this page) of each entry the user's
+    /// role reaches. This page is the entry it is, or is below the nearest of (a link's delete,
+    /// under Links; a rotation, under Keys).
     fn menu(&self) -> Vec<(&'static str, String, bool)> {
-        let Some(space) = self.space else {
+        let (Some(space), Some(user)) = (self.space, self.user) else {
             return Vec::new();
         };
         let under = |menu: &str, page: &str| {
@@ -88,6 +109,7 @@ impl Frame<'_> {
         });
         context::menu()
             .iter()
+            .filter(|&&(_, path)| user.may(context::access_of(&Method::GET, path), Some(space)))
             .map(|&(label, path)| (label, path.replace("{space}", space), Some(path) == current))
             .collect()
     }
@@ -117,9 +139,12 @@ struct ErrorPage<'a> {
     frame: Frame<'a>,
 }
 
+/// A logged-in session as a page's layout shows it: its CSRF token and its user.
+pub(super) type Session<'a> = Option<(&'a str, &'a User)>;
+
 /// An error as a page, with the status the API would answer it with.
-pub(super) fn error_page(e: &Error, space: Option<&str>, csrf: Option<&str>) -> Response {
-    message_page(respond::status_of(e.code), &e.message, space, csrf)
+pub(super) fn error_page(e: &Error, space: Option<&str>, session: Session<'_>) -> Response {
+    message_page(respond::status_of(e.code), &e.message, space, session)
 }
 
 /// A refusal of the page's own (no API answers it) as a page: `message` and `status`.
@@ -127,13 +152,14 @@ pub(super) fn message_page(
     status: StatusCode,
     message: &str,
     space: Option<&str>,
-    csrf: Option<&str>,
+    session: Session<'_>,
 ) -> Response {
     html(
         status,
         &ErrorPage {
             frame: Frame {
-                csrf,
+                csrf: session.map(|(csrf, _)| csrf),
+                user: session.map(|(_, user)| user),
                 space,
                 page: None,
                 error: Some(message.to_owned()),
@@ -152,6 +178,7 @@ fn in_query(value: &str) -> String {
 fn frame_of<'a>(ctx: &'a Ctx<'_>) -> Frame<'a> {
     Frame {
         csrf: Some(&ctx.live.csrf),
+        user: Some(&ctx.user),
         space: ctx
             .params
             .iter()
@@ -202,10 +229,21 @@ mod tests {
 
     #[test]
     fn the_menu_marks_the_page_shown_or_the_one_it_is_below() {
-        context::publish_menu(crate::web::routes::space_menu());
+        context::publish_menu(
+            crate::web::routes::space_menu(),
+            crate::web::access::access_of,
+        );
+        let owner = User {
+            name: "ann".to_owned(),
+            role: crate::domain::user::Role::Owner,
+            spaces: Vec::new(),
+            password_hash: None,
+            invitation: None,
+        };
         let menu = |space, page| {
             Frame {
                 csrf: None,
+                user: Some(&owner),
                 space,
                 page,
                 error: None,
