@@ -65,6 +65,18 @@ pub struct AdRules {
     pub currency_rates: CurrencyRates,
 }
 
+impl AdRules {
+    /// These rules as a delivery in a space follows them: the currencies converted by
+    /// [`CurrencyRates::of_destination`], the space's `currency_rates` where these have none.
+    #[must_use]
+    pub fn in_space(&self, space_rates: &CurrencyRates) -> AdRules {
+        AdRules {
+            event_names: self.event_names.clone(),
+            currency_rates: CurrencyRates::of_destination(&self.currency_rates, space_rates),
+        }
+    }
+}
+
 /// The fields every ad platform that matches events to its ads declares alike: its access
 /// token, a test code, the event names it sends and the rates it converts currencies by. A
 /// room gives each its own label and where to find it.
