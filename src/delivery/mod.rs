@@ -428,9 +428,7 @@ async fn send(
     let platform = d.target.platform();
     let kind = d.target.kind();
     let (mut attempts, token_rejected) = match d.target.sending() {
-        Sending::Together { .. } => {
-            send_together(senders, client, d, space_rates, &items).await
-        }
+        Sending::Together { .. } => send_together(senders, client, d, space_rates, &items).await,
         Sending::Alone { .. } => {
             let attempts = futures_util::stream::iter(items)
                 .map(|due| async move {

@@ -145,7 +145,11 @@ impl CurrencyRates {
     #[must_use]
     pub fn of_destination(own: &CurrencyRates, space: &CurrencyRates) -> CurrencyRates {
         let mut rates = space.0.clone();
-        rates.extend(own.0.iter().map(|(from, rate)| (from.clone(), rate.clone())));
+        rates.extend(
+            own.0
+                .iter()
+                .map(|(from, rate)| (from.clone(), rate.clone())),
+        );
         CurrencyRates(rates)
     }
 

@@ -116,7 +116,8 @@ pub(super) const CURRENCY_RATES: Field = Field {
     name: "currency_rates",
     label: "Currency rates",
     help: "What one unit of a currency the platform does not take (not ISO 4217) is worth in \
-           one that it does: `{\"XTR\": \"0.013 USD\"}`.",
+           one that it does: `{\"XTR\": \"0.013 USD\"}`. A currency without a rate here is \
+           converted by the space's `currency_rates`.",
     ..Field::PAIRS
 };
 

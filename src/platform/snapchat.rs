@@ -415,7 +415,10 @@ mod tests {
         let inside = e.occurred_at_ms + SNAP_SEND_WITHIN_MS;
         let rates = CurrencyRates::default();
         assert!(snap.platform().entry(&e, None, &rates, inside).is_ok());
-        let outside = snap.platform().entry(&e, None, &rates, inside + 1).unwrap_err();
+        let outside = snap
+            .platform()
+            .entry(&e, None, &rates, inside + 1)
+            .unwrap_err();
         assert!(outside.contains("37 days"), "{outside}");
     }
 

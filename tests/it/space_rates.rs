@@ -11,7 +11,11 @@ use crate::support::{NOW_MS, Request, TestServer, assert_queued, google_password
 /// Sets space `a`'s `currency_rates` to `XTR=0.013 USD`.
 async fn space_rates_xtr(s: &TestServer) {
     let r = s
-        .patch_as(&s.a, "/space", r#"{"currency_rates": {"XTR": "0.013 USD"}}"#)
+        .patch_as(
+            &s.a,
+            "/space",
+            r#"{"currency_rates": {"XTR": "0.013 USD"}}"#,
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
@@ -97,11 +101,17 @@ async fn google_row_of_100_xtr(rates: Option<Value>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_google_file_without_rates_converts_by_the_spaces() {
     let row = google_row_of_100_xtr(None).await;
-    assert!(row.starts_with("gclid-xtr,") && row.contains(",1.3,USD,"), "{row}");
+    assert!(
+        row.starts_with("gclid-xtr,") && row.contains(",1.3,USD,"),
+        "{row}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_google_destinations_own_rate_wins_over_the_spaces() {
     let row = google_row_of_100_xtr(Some(json!({"XTR": "0.02 USD"}))).await;
-    assert!(row.starts_with("gclid-xtr,") && row.contains(",2,USD,"), "{row}");
+    assert!(
+        row.starts_with("gclid-xtr,") && row.contains(",2,USD,"),
+        "{row}"
+    );
 }
