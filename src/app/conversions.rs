@@ -97,7 +97,11 @@ impl App {
         let file = match conversion {
             Some(c) => {
                 let events: Vec<_> = events.into_iter().filter(|e| belongs_in(c, e)).collect();
-                let file = google.data_manager_file(&events, &settings.time_zone.zone());
+                let file = google.data_manager_file(
+                    &events,
+                    &settings.time_zone.zone(),
+                    &settings.currency_rates,
+                );
                 ConversionsFile {
                     csv: file.csv,
                     rows: file.rows,

@@ -24,6 +24,7 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::config::Delivery;
 use crate::domain::credential::cut_secret;
+use crate::domain::currency::CurrencyRates;
 use crate::metrics::Metrics;
 use crate::outbound as outgoing;
 use crate::platform::halves::{self, Fate, PLATFORM_ANSWER_BYTES, Reply};
@@ -207,9 +208,13 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
         };
         let now = senders.now_ms();
         let destination = d.clone();
-        let due = senders.store.read(move |s| s.due(&destination, now, limit));
-        let batch = match due.await {
-            Ok(b) => b,
+        // The space's rates with the batch: a change of them applies from the next batch on.
+        let due = senders.store.read(move |s| {
+            let rates = s.space_settings(space)?.currency_rates;
+            Ok((s.due(&destination, now, limit)?, rates))
+        });
+        let (batch, space_rates) = match due.await {
+            Ok(read) => read,
             Err(e) => {
                 tracing::warn!(destination = %d.name, error = %e, "reading due deliveries");
                 tokio::time::sleep(STORE_RETRY).await;
@@ -236,7 +241,8 @@ async fn send_loop(senders: Senders, space: u32, no: u32) {
             }
             continue;
         }
-        let (attempts, token_rejected) = send(&senders, &client, &d, batch.items).await;
+        let (attempts, token_rejected) =
+            send(&senders, &client, &d, &space_rates, batch.items).await;
         let at_ms = senders.now_ms();
         failures.note(&d.name, &attempts, at_ms);
         let pause = token_rejected.map(|reason| (Paused { at_ms, reason }, d.clone()));
@@ -409,19 +415,20 @@ fn refused(due: &Due, at_ms: u64, why: &str) -> Attempt {
     }
 }
 
-/// Sends one batch of a destination; answers an attempt for each delivery, and the platform's
-/// message when the destination's access token no longer works.
+/// Sends one batch of a destination in a space with `space_rates`; answers an attempt for each
+/// delivery, and the platform's message when the destination's access token no longer works.
 async fn send(
     senders: &Senders,
     client: &reqwest::Client,
     d: &Destination,
+    space_rates: &CurrencyRates,
     items: Vec<Due>,
 ) -> (Vec<Attempt>, Option<String>) {
     let allow_private = senders.settings.allow_private_destinations;
     let platform = d.target.platform();
     let kind = d.target.kind();
     let (mut attempts, token_rejected) = match d.target.sending() {
-        Sending::Together { .. } => send_together(senders, client, d, &items).await,
+        Sending::Together { .. } => send_together(senders, client, d, space_rates, &items).await,
         Sending::Alone { .. } => {
             let attempts = futures_util::stream::iter(items)
                 .map(|due| async move {
@@ -513,6 +520,7 @@ async fn send_together(
     senders: &Senders,
     client: &reqwest::Client,
     d: &Destination,
+    space_rates: &CurrencyRates,
     items: &[Due],
 ) -> (Vec<Attempt>, Option<String>) {
     let platform = d.target.platform();
@@ -522,7 +530,7 @@ async fn send_together(
     let mut data = Vec::new();
     let mut in_request = Vec::new();
     for due in items {
-        match platform.entry(&due.event, due.hints.as_ref(), now) {
+        match platform.entry(&due.event, due.hints.as_ref(), space_rates, now) {
             Ok(e) => {
                 data.push(e);
                 in_request.push(due);
@@ -669,7 +677,12 @@ pub async fn test(senders: &Senders, d: &Destination, test_code: Option<String>)
     let platform = d.target.platform();
     let request = match d.target.sending() {
         Sending::Together { .. } => {
-            let data: Vec<_> = platform.entry(&event, None, now).into_iter().collect();
+            // The test event is in an ISO 4217 currency: it needs no rate.
+            let no_rates = CurrencyRates::default();
+            let data: Vec<_> = platform
+                .entry(&event, None, &no_rates, now)
+                .into_iter()
+                .collect();
             platform.request_of(&data, test_code.as_deref())
         }
         Sending::Alone { .. } => platform.request_alone(&event, None, now),

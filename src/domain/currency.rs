@@ -139,6 +139,20 @@ impl CurrencyRates {
             .collect()
     }
 
+    /// The rates a destination converts by in its space: the destination's own rate for a
+    /// currency wins; a currency it has none for is converted by the space's `currency_rates`.
+    /// The one rule every ad platform's sender and the Google Ads file follow.
+    #[must_use]
+    pub fn of_destination(own: &CurrencyRates, space: &CurrencyRates) -> CurrencyRates {
+        let mut rates = space.0.clone();
+        rates.extend(
+            own.0
+                .iter()
+                .map(|(from, rate)| (from.clone(), rate.clone())),
+        );
+        CurrencyRates(rates)
+    }
+
     /// `value` in `currency` as an amount in an ISO 4217 currency: as it is when `currency`
     /// is one, converted by its rate when not. The error says what is missing or wrong, for a
     /// delivery that cannot be sent.
@@ -161,8 +175,8 @@ impl CurrencyRates {
         let rate = self.0.get(&currency).ok_or_else(|| {
             format!(
                 "not sent: {currency} is not an ISO 4217 currency, which the ad platforms require, and \
-                 the destination's currency_rates has no rate for {currency} (such as \
-                 {{\"{currency}\": \"0.013 USD\"}})"
+                 there is no rate for {currency} in the destination's currency_rates or its \
+                 space's (such as {{\"{currency}\": \"0.013 USD\"}})"
             )
         })?;
         let converted = at_rate(amount, rate.per_unit).ok_or_else(|| {
@@ -234,6 +248,17 @@ mod tests {
         assert!(missing.contains("no rate for USDT"), "{missing}");
         assert!(r.to_iso("-1", "USD").unwrap_err().contains("negative"));
         assert_eq!(r.shown()["XTR"], "0.013 USD");
+    }
+
+    #[test]
+    fn a_destinations_own_rate_wins_and_the_space_rates_the_rest() {
+        let space = CurrencyRates::from_text("XTR=0.013 USD, USDT=0.9 EUR").unwrap();
+        let own = rates(&[("XTR", "0.02 USD")]).unwrap();
+        let used = CurrencyRates::of_destination(&own, &space);
+        assert_eq!(used.to_iso("100", "XTR").unwrap().0.to_string(), "2");
+        assert_eq!(used.to_iso("10", "USDT").unwrap().0.to_string(), "9");
+        let none = CurrencyRates::of_destination(&CurrencyRates::default(), &space);
+        assert_eq!(none.to_iso("100", "XTR").unwrap().0.to_string(), "1.3");
     }
 
     /// A space's rates take ISO currencies as keys, and convert directly, inverted and

@@ -310,8 +310,8 @@ pub const SETTINGS: [Setting; 10] = [
         name: "currency_rates",
         about: "What one unit of a currency is worth in an ISO 4217 currency, for the stats in \
                 the reporting currency: EUR=1.08 USD, XTR=0.013 USD (a rate into the reporting \
-                currency, from it, or both into one currency all serve). Destinations keep their \
-                own currency_rates. \"\" removes them.",
+                currency, from it, or both into one currency all serve); an ad destination without \
+                a rate of its own for a currency converts by these. \"\" removes them.",
         label: "Currency rates",
         help: "What one unit of a currency is worth, such as EUR=1.08 USD, XTR=0.013 USD, separated by commas. Left empty: none.",
         choices: &[],

@@ -65,6 +65,18 @@ pub struct AdRules {
     pub currency_rates: CurrencyRates,
 }
 
+impl AdRules {
+    /// These rules as a delivery in a space follows them: the currencies converted by
+    /// [`CurrencyRates::of_destination`], the space's `currency_rates` where these have none.
+    #[must_use]
+    pub fn in_space(&self, space_rates: &CurrencyRates) -> AdRules {
+        AdRules {
+            event_names: self.event_names.clone(),
+            currency_rates: CurrencyRates::of_destination(&self.currency_rates, space_rates),
+        }
+    }
+}
+
 /// The fields every ad platform that matches events to its ads declares alike: its access
 /// token, a test code, the event names it sends and the rates it converts currencies by. A
 /// room gives each its own label and where to find it.
@@ -104,7 +116,8 @@ pub(super) const CURRENCY_RATES: Field = Field {
     name: "currency_rates",
     label: "Currency rates",
     help: "What one unit of a currency the platform does not take (not ISO 4217) is worth in \
-           one that it does: `{\"XTR\": \"0.013 USD\"}`.",
+           one that it does: `{\"XTR\": \"0.013 USD\"}`. A currency without a rate here is \
+           converted by the space's `currency_rates`.",
     ..Field::PAIRS
 };
 

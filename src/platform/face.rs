@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::delivery::{Outcome, outcome_of};
 use super::given::{DestinationFields, Field};
 use crate::domain::click::{AD_CLICK_IDS, ClickIds, ClientHints};
+use crate::domain::currency::CurrencyRates;
 use crate::domain::feed::FeedEvent;
 use crate::error::Error;
 
@@ -246,7 +247,9 @@ pub trait Platform: Sync {
         true
     }
 
-    /// The entry of `event` in a request ([`Sending::Together`]), or why it is never sent.
+    /// The entry of `event` in a request ([`Sending::Together`]), or why it is never sent;
+    /// `space_rates` are its space's `currency_rates`, for a currency the destination has no
+    /// rate of its own for.
     ///
     /// # Errors
     /// Why the platform could not take the event.
@@ -254,9 +257,10 @@ pub trait Platform: Sync {
         &self,
         event: &FeedEvent,
         hints: Option<&ClientHints>,
+        space_rates: &CurrencyRates,
         now_ms: u64,
     ) -> Result<Value, String> {
-        let _ = (event, hints, now_ms);
+        let _ = (event, hints, space_rates, now_ms);
         Err("not sent: this destination takes no events in a request".into())
     }
 

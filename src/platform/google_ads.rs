@@ -138,7 +138,8 @@ pub struct NotSent {
     /// Its click has only a `gbraid` or `wbraid`: Google documents no column for them in Data
     /// Manager's files.
     pub click_ids: u64,
-    /// Its value has no ISO 4217 currency: `currency_rates` has no rate for its currency.
+    /// Its value has no ISO 4217 currency: neither `currency_rates` nor its space's has a rate
+    /// for its currency.
     pub currency: u64,
 }
 
@@ -634,8 +635,9 @@ pub struct DataManagerFile {
 impl Google {
     /// The Data Manager file of `events` (those of its conversion, oldest first): the header
     /// row, then a row per event whose click has a `gclid`, its time in `zone`, its value in an
-    /// ISO 4217 currency (converted by `currency_rates` where it is not in one; empty when the
-    /// event has none), its `event_id` as the `Order ID`. The others are counted as not sent.
+    /// ISO 4217 currency (converted by `currency_rates`, or its space's `space_rates` for a
+    /// currency it has no rate for, where it is not in one; empty when the event has none), its
+    /// `event_id` as the `Order ID`. The others are counted as not sent.
     ///
     /// # Panics
     /// Only when memory runs out: the file is written into memory.
@@ -644,7 +646,9 @@ impl Google {
         &self,
         events: &[FeedEvent],
         zone: &jiff::tz::TimeZone,
+        space_rates: &CurrencyRates,
     ) -> DataManagerFile {
+        let rates = CurrencyRates::of_destination(&self.currency_rates, space_rates);
         let mut out = csv::WriterBuilder::new()
             .has_headers(false)
             .from_writer(Vec::new());
@@ -663,7 +667,7 @@ impl Google {
             let (value, currency) = match &e.value {
                 None => (String::new(), String::new()),
                 Some(v) => {
-                    let Ok((amount, currency)) = self.currency_rates.to_iso(v, &e.currency) else {
+                    let Ok((amount, currency)) = rates.to_iso(v, &e.currency) else {
                         not_sent.currency += 1;
                         continue;
                     };

@@ -18,6 +18,7 @@ use super::face::{
 };
 use super::given::{DestinationFields, Field, missing};
 use crate::domain::click::ClientHints;
+use crate::domain::currency::CurrencyRates;
 use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
 use crate::domain::secret::Secret;
@@ -318,6 +319,7 @@ impl Platform for Meta {
         &self,
         event: &FeedEvent,
         hints: Option<&ClientHints>,
+        space_rates: &CurrencyRates,
         now_ms: u64,
     ) -> Result<Value, String> {
         if now_ms.saturating_sub(event.occurred_at_ms) > META_SEND_WITHIN_MS {
@@ -327,7 +329,7 @@ impl Platform for Meta {
                     .to_owned(),
             );
         }
-        let mut entry = meta_event(event, hints, &self.rules)?;
+        let mut entry = meta_event(event, hints, &self.rules.in_space(space_rates))?;
         if let Some(data_processing) = &self.data_processing {
             data_processing.write_into(&mut entry);
         }

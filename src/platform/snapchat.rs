@@ -24,6 +24,7 @@ use super::delivery::{Outcome, outcome_of};
 use super::face::{Answer, ClickFacts, Platform, Request, Sending, THROTTLE_WAIT_MS};
 use super::given::{DestinationFields, Field, missing};
 use crate::domain::click::ClientHints;
+use crate::domain::currency::CurrencyRates;
 use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
 use crate::domain::secret::Secret;
@@ -224,6 +225,7 @@ impl Platform for Snap {
         &self,
         event: &FeedEvent,
         hints: Option<&ClientHints>,
+        space_rates: &CurrencyRates,
         now_ms: u64,
     ) -> Result<Value, String> {
         if now_ms.saturating_sub(event.occurred_at_ms) > SNAP_SEND_WITHIN_MS {
@@ -233,7 +235,7 @@ impl Platform for Snap {
                     .to_owned(),
             );
         }
-        snap_event(event, hints, &self.rules)
+        snap_event(event, hints, &self.rules.in_space(space_rates))
     }
 
     /// The token goes in the query, where Snap documents it; the log and every answer shown
@@ -411,8 +413,12 @@ mod tests {
         let mut e = event();
         e.event = "registration".into();
         let inside = e.occurred_at_ms + SNAP_SEND_WITHIN_MS;
-        assert!(snap.platform().entry(&e, None, inside).is_ok());
-        let outside = snap.platform().entry(&e, None, inside + 1).unwrap_err();
+        let rates = CurrencyRates::default();
+        assert!(snap.platform().entry(&e, None, &rates, inside).is_ok());
+        let outside = snap
+            .platform()
+            .entry(&e, None, &rates, inside + 1)
+            .unwrap_err();
         assert!(outside.contains("37 days"), "{outside}");
     }
 

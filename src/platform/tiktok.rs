@@ -21,6 +21,7 @@ use super::delivery::{Outcome, outcome_of};
 use super::face::{Answer, ClickFacts, Platform, Request, Sending, THROTTLE_WAIT_MS, TestView};
 use super::given::{DestinationFields, Field, missing};
 use crate::domain::click::ClientHints;
+use crate::domain::currency::CurrencyRates;
 use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
 use crate::domain::secret::Secret;
@@ -161,9 +162,10 @@ impl Platform for Tiktok {
         &self,
         event: &FeedEvent,
         hints: Option<&ClientHints>,
+        space_rates: &CurrencyRates,
         _now_ms: u64,
     ) -> Result<Value, String> {
-        tiktok_event(event, hints, &self.rules)
+        tiktok_event(event, hints, &self.rules.in_space(space_rates))
     }
 
     /// The access token goes in a header, never in the body or the URL.

@@ -52,6 +52,7 @@ mod reporting;
 mod request_lines;
 mod retention;
 mod snapchat;
+mod space_rates;
 mod split;
 mod support;
 mod telegram;
