@@ -84,6 +84,12 @@ pub async fn get_stats(call: Call, space: SpaceRef) -> Result<Response, Error> {
     if q.get("by") == Some("variant") {
         return crate::http::variants::get(call, space).await;
     }
+    // `link` is read only with `by=variant`, but a value that is no slug is refused with any
+    // `by`, so a typo is never silently ignored.
+    if let Some(link) = q.get("link").filter(|l| !l.is_empty()) {
+        crate::domain::link::check_slug(link)
+            .map_err(|e| Error::field(e.code, "link", e.message))?;
+    }
     let grouping = Grouping::parse(q.get("by"), q.get("campaign"))?;
     let by = grouping.by;
     let range = stats::range(

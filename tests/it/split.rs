@@ -210,5 +210,16 @@ async fn stats_by_variant_count_each_targets_clicks_and_binds() {
     assert_error(&none, 422, "invalid_field", Some("link"));
     let other = s.read_as(&s.b, "/stats?by=variant&link=ab").await;
     assert_error(&other, 404, "not_found", Some("link"));
+    // A `link` that is no slug is refused whatever `by` is; just inside the rule, it is read
+    // (and ignored by the other groupings).
+    let typo = s.read_as(&s.a, "/stats?link=0.5").await;
+    assert_error(&typo, 422, "invalid_field", Some("link"));
+    let slug = s.read_as(&s.a, "/stats?link=one_-9").await;
+    assert_eq!(
+        slug.status,
+        200,
+        "{:?}",
+        String::from_utf8_lossy(&slug.body)
+    );
     s.stop().await;
 }
