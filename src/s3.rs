@@ -15,7 +15,9 @@
 //! staging key beside the target, then copied into place on the condition and the staging key
 //! deleted. S3 copies at most [`MAX_COPY_BYTES`] in one part; a file larger than that is
 //! uploaded straight to its key after a look that it is free, which a writer racing for the
-//! same key could still pass.
+//! same key could still pass. A refusal because the key is taken is checked against the object
+//! there: the file's own bytes are an upload that arrived (a request tried again after its answer
+//! was lost finds its own first try's object).
 //!
 //! Every call runs on a runtime of its own ([`on_own_runtime`]): uploading hashes and encrypts
 //! every byte of a backup, and that work belongs on a thread of its own, never on the threads
@@ -178,7 +180,9 @@ impl Bucket {
                 .await
             {
                 Ok(_) => Ok(Some(sent)),
-                Err(object_store::Error::AlreadyExists { .. }) => Ok(None),
+                Err(object_store::Error::AlreadyExists { .. }) => {
+                    self.ours_or_taken(key, file, sent).await
+                }
                 Err(e) => Err(self.failed("uploading to", key, e)),
             };
         }
@@ -188,10 +192,8 @@ impl Bucket {
             }
             return self.upload_parts(source, size, file, key).await.map(Some);
         }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let staging_key = format!("{key}.staging-{}-{nanos}", std::process::id());
+        let begun = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        let staging_key = staging_key(key, std::process::id(), begun);
         let staging = object_path(&staging_key)?;
         let sent = self.upload_parts(source, size, file, &staging_key).await?;
         let placed = self.store.copy_if_not_exists(&staging, &location).await;
@@ -200,9 +202,50 @@ impl Bucket {
         }
         match placed {
             Ok(()) => Ok(Some(sent)),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(None),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                self.ours_or_taken(key, file, sent).await
+            }
             Err(e) => Err(self.failed("copying the upload into", key, e)),
         }
+    }
+
+    /// After S3 refused to write `key` because an object holds it: `Some(size)` when that
+    /// object is byte for byte the file at `file` (`size` bytes), else `None`. A request whose
+    /// answer was lost is tried again, and the second try finds the first one's object: the
+    /// upload arrived and must not read as a key taken by someone else. An equal object put there
+    /// earlier is as good: the bucket holds what was to be uploaded.
+    ///
+    /// # Errors
+    /// When the object or the file cannot be read.
+    async fn ours_or_taken(
+        &self,
+        key: &str,
+        file: &FilePath,
+        size: u64,
+    ) -> Result<Option<u64>, S3Error> {
+        let location = object_path(key)?;
+        let theirs = match self.store.get(&location).await {
+            Ok(got) if got.meta.size == size => got,
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.failed("reading back", key, e)),
+        };
+        let mut ours = std::fs::File::open(file)
+            .map_err(|e| S3Error(format!("cannot read {}: {e}", file.display())))?;
+        let mut stream = theirs.into_stream();
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream
+            .try_next()
+            .await
+            .map_err(|e| self.failed("reading back", key, e))?
+        {
+            buf.resize(chunk.len(), 0);
+            let read = read_full(&mut ours, &mut buf)
+                .map_err(|e| S3Error(format!("cannot read {}: {e}", file.display())))?;
+            if read != chunk.len() || buf[..] != chunk[..] {
+                return Ok(None);
+            }
+        }
+        Ok(Some(size))
     }
 
     /// A multipart upload of `source` (`size` bytes, read from `file`) under `key`, parts of
@@ -374,6 +417,29 @@ impl Bucket {
     }
 }
 
+/// What a staging copy of an upload under `key` is named: the key, then the process and the
+/// time (milliseconds since the epoch) it was begun, so that [`staging_begun_ms`] can tell a
+/// copy a kill left behind from one still being sent.
+fn staging_key(key: &str, process: u32, begun_ms: u64) -> String {
+    format!("{key}{STAGING}{process}-{begun_ms}")
+}
+
+/// Between a key and the rest of a staging copy's name.
+const STAGING: &str = ".staging-";
+
+/// When the staging copy named `name` (see [`staging_key`]) was begun; `None` for any other
+/// name.
+#[must_use]
+pub fn staging_begun_ms(name: &str) -> Option<u64> {
+    let (_, rest) = name.rsplit_once(STAGING)?;
+    let (process, begun) = rest.split_once('-')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(process) || !digits(begun) {
+        return None;
+    }
+    begun.parse().ok()
+}
+
 /// A key as the client takes it: folders separated by `/`, none empty.
 fn object_path(key: &str) -> Result<Path, S3Error> {
     Path::parse(key).map_err(|e| S3Error(format!("{key:?} is not a key S3 can hold: {e}")))
@@ -428,6 +494,23 @@ mod tests {
             let part = part_bytes(size) as u64;
             assert!(size.div_ceil(part) <= MAX_PARTS, "{size}: {part}");
             assert_eq!(part % (1 << 20), 0, "{size}: whole MiB");
+        }
+    }
+
+    #[test]
+    fn a_staging_copy_tells_when_it_was_begun_and_nothing_else_does() {
+        let name = staging_key("tracker-20261124T031500Z.redb", 4242, 1_795_490_100_123);
+        assert_eq!(staging_begun_ms(&name), Some(1_795_490_100_123));
+        for other in [
+            "tracker-20261124T031500Z.redb",
+            "tracker-20261124T031500Z.redb.staging-",
+            "tracker-20261124T031500Z.redb.staging-12",
+            "tracker-20261124T031500Z.redb.staging-12-",
+            "tracker-20261124T031500Z.redb.staging--5",
+            "tracker-20261124T031500Z.redb.staging-x-5",
+            "tracker-20261124T031500Z.redb.staging-1-5x",
+        ] {
+            assert_eq!(staging_begun_ms(other), None, "{other}");
         }
     }
 

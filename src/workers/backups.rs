@@ -42,6 +42,9 @@ pub const PREFIX: &str = "tracker-";
 const SUFFIX: &str = ".redb";
 /// After a failed backup, the next try comes this soon (or at `backup_every`, if sooner).
 const RETRY_AFTER: Duration = Duration::from_secs(600);
+/// A staging copy of an upload begun this long before a backup is deleted by its rotation: no
+/// upload takes a day.
+const STAGING_KEPT_MS: u64 = 86_400_000;
 
 /// Makes `backup_dir` at the server's start if it is not there (mode `0700`, with any missing
 /// parents: backups hold password hashes and platform tokens), so that "automatic backups on"
@@ -595,6 +598,15 @@ async fn rotate_bucket(
     for key in beyond_keep(backups, keep, made_at) {
         bucket.delete(&key).await?;
         deleted.push(key);
+    }
+    // A kill between an upload's staging copy and its deletion leaves the copy behind; one begun
+    // a day before this backup belongs to no upload still running.
+    let left_behind = |name: &str| {
+        s3::staging_begun_ms(name).filter(|begun| begun.saturating_add(STAGING_KEPT_MS) < made_at)
+    };
+    for (_, key) in bucket.backups(prefix, PREFIX, left_behind).await? {
+        bucket.delete(&key).await?;
+        tracing::info!(key, "deleted the staging copy of an upload cut short");
     }
     Ok(deleted)
 }

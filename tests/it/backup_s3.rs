@@ -251,6 +251,21 @@ async fn scheduled_backups_arrive_in_the_bucket_and_only_backup_keep_stay() {
         .upload(notes.path(), foreign)
         .await
         .unwrap();
+    // Staging copies of uploads cut short by a kill: one begun two days before the first backup
+    // is deleted by a rotation; one begun an hour before the last backup is kept (an upload of
+    // another server may still be sending it).
+    let staging = |begun: u64| format!("tracker~prod/{}.staging-7-{begun}", backup_name(begun));
+    let (stale, young) = (
+        staging(NOW_MS - 2 * DAY_MS),
+        staging(NOW_MS + 3 * DAY_MS - 3_600_000),
+    );
+    for key in [&stale, &young] {
+        Bucket::new(&s3, None)
+            .unwrap()
+            .upload(notes.path(), key)
+            .await
+            .unwrap();
+    }
     let server = uploading_daily(&s3, 2).await;
     let key = |day: u64| format!("tracker~prod/{}", backup_name(NOW_MS + day * DAY_MS));
     uploaded_when(&s3, |k| k == [key(0)]).await;
@@ -265,13 +280,10 @@ async fn scheduled_backups_arrive_in_the_bucket_and_only_backup_keep_stay() {
         assert_eq!(keys, vec![key(day - 1), key(day)], "day {day}");
         assert_eq!(events_in(&s3, &key(day)).await, 4 * day);
     }
-    assert!(
-        Bucket::new(&s3, None)
-            .unwrap()
-            .exists(foreign)
-            .await
-            .unwrap()
-    );
+    let bucket = Bucket::new(&s3, None).unwrap();
+    assert!(bucket.exists(foreign).await.unwrap());
+    assert!(!bucket.exists(&stale).await.unwrap(), "{stale} left");
+    assert!(bucket.exists(&young).await.unwrap(), "{young} deleted");
     let text = server.metrics_text();
     assert!(
         text.contains("tracker_backup_uploads_total{outcome=\"uploaded\"} 4\n"),
@@ -762,24 +774,35 @@ async fn an_upload_during_a_throttle_arrives_within_retry_for() {
     assert!(std::fs::read(&back).unwrap() == bytes);
 }
 
-/// In front of moto, a request a connection: one that `refused` picks is answered `500
-/// InternalError` as S3 answers a failure of its own; the others are passed to moto, and its
-/// answer back.
-async fn refusing_proxy(
+/// What [`proxy`] does with a request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Passed to moto, and its answer back.
+    Passed,
+    /// Answered `500 InternalError`, as S3 answers a failure of its own.
+    Refused,
+    /// Passed to moto, and its answer dropped with the connection, as a network that fails
+    /// after the request arrived.
+    AnswerLost,
+}
+
+/// In front of moto, a request a connection: each one's [`Fate`] is what `fate` says.
+async fn proxy(
     moto: &str,
-    refused: fn(&crate::support::loopback::Incoming) -> bool,
+    fate: impl Fn(&crate::support::loopback::Incoming) -> Fate + Clone + Send + Sync + 'static,
 ) -> crate::support::loopback::Listening {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let moto = moto.trim_start_matches("http://").to_owned();
     crate::support::loopback::listen(move |mut stream| {
-        let moto = moto.clone();
+        let (moto, fate) = (moto.clone(), fate.clone());
         async move {
             let mut buf = Vec::new();
             let Some(request) = crate::support::loopback::read_request(&mut stream, &mut buf).await
             else {
                 return;
             };
-            if refused(&request) {
+            let fate = fate(&request);
+            if fate == Fate::Refused {
                 let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>\
                             InternalError</Code><Message>We encountered an internal error. \
                             Please try again.</Message></Error>";
@@ -807,6 +830,7 @@ async fn refusing_proxy(
             let mut answer = Vec::new();
             if upstream.write_all(&sent).await.is_ok()
                 && upstream.read_to_end(&mut answer).await.is_ok()
+                && fate == Fate::Passed
             {
                 let _ = stream.write_all(&answer).await;
             }
@@ -821,8 +845,12 @@ async fn refusing_proxy(
 async fn a_multipart_upload_whose_last_part_fails_leaves_no_parts() {
     let Some(moto) = Moto::start() else { return };
     moto.create_bucket("parts");
-    let proxy = refusing_proxy(&moto.endpoint, |r| {
-        r.method == "PUT" && r.target.contains("partNumber=3")
+    let proxy = proxy(&moto.endpoint, |r| {
+        if r.method == "PUT" && r.target.contains("partNumber=3") {
+            Fate::Refused
+        } else {
+            Fate::Passed
+        }
     })
     .await;
     let mut s3 = s3_settings(&format!("http://{}", proxy.addr), "parts", "");
@@ -1139,4 +1167,62 @@ async fn an_upload_never_replaces_an_object_whether_one_request_or_parts() {
     assert!(!listing.contains("staging"), "{listing}");
     let uploads = moto.ask("GET", "/taken?uploads");
     assert!(!uploads.contains("<Upload>"), "{uploads}");
+}
+
+/// The answer to an upload's `PUT` (one request) or to its copy into place (parts) is lost after
+/// S3 wrote the object: the request is tried again and refused, since the key is now taken, yet
+/// the object is the file's own bytes, so the upload reads as arrived. Another file's object
+/// under the key still reads as taken. (moto answers a completion tried again as it answered the
+/// first, so the parts case passes there even without the comparison; S3 may not.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_whose_answer_was_lost_reads_as_arrived() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket("lossy");
+    let lost_once = Arc::new(AtomicBool::new(false));
+    let lost = lost_once.clone();
+    let proxy = proxy(&moto.endpoint, move |r| {
+        // The single PUT, or the completion (a POST) of the copy into place of a staged upload,
+        // made by parts copied from the staging key.
+        let completes = r.method == "POST" && r.target.contains("uploadId");
+        let writes_the_key = !r.target.contains("staging")
+            && ((r.method == "PUT" && !r.target.contains("uploadId")) || completes);
+        if writes_the_key && !lost.swap(true, Ordering::SeqCst) {
+            Fate::AnswerLost
+        } else {
+            Fate::Passed
+        }
+    })
+    .await;
+    let bucket = Bucket::new(
+        &s3_settings(&format!("http://{}", proxy.addr), "lossy", ""),
+        None,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (key, size) in [
+        ("one.bin", tracker::s3::PART_BYTES),
+        ("parts.bin", tracker::s3::PART_BYTES + 1),
+    ] {
+        lost_once.store(false, Ordering::SeqCst);
+        let path = dir.path().join(key);
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(
+            bucket.upload(&path, key).await.unwrap(),
+            Some(size as u64),
+            "{key}"
+        );
+        assert!(
+            lost_once.load(Ordering::SeqCst),
+            "{key}: no answer was lost"
+        );
+        // The same size, one byte other: taken by something else.
+        let other = dir.path().join("other");
+        let mut changed = bytes.clone();
+        changed[size / 2] ^= 1;
+        std::fs::write(&other, &changed).unwrap();
+        assert_eq!(bucket.upload(&other, key).await.unwrap(), None, "{key}");
+    }
 }
