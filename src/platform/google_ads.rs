@@ -21,6 +21,7 @@ use super::given::{DestinationFields, Field};
 use super::names::{NAMED_KINDS, check_named, named};
 use crate::domain::base62;
 use crate::domain::currency::CurrencyRates;
+use crate::domain::display::zoned_time;
 use crate::domain::event::EventKind;
 use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
@@ -473,14 +474,7 @@ pub const BRAID_COLUMNS: [&str; 2] = ["GBRAID", "WBRAID"];
 /// with its offset then, so no daylight-saving change makes it ambiguous.
 #[must_use]
 pub fn conversion_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
-    i64::try_from(ms)
-        .ok()
-        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
-        .map_or_else(String::new, |t| {
-            t.to_zoned_datetime(zone.clone())
-                .strftime("%Y-%m-%d %H:%M:%S%z")
-                .to_string()
-        })
+    zoned_time(ms, zone, "%Y-%m-%d %H:%M:%S%z")
 }
 
 /// The file in Google's click-conversion template: `Parameters:TimeZone=<zone>`, the header
@@ -572,14 +566,7 @@ pub fn belongs_in(conversion: &str, event: &FeedEvent) -> bool {
 /// clock of `zone`.
 #[must_use]
 pub fn iso_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
-    i64::try_from(ms)
-        .ok()
-        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
-        .map_or_else(String::new, |t| {
-            t.to_zoned_datetime(zone.clone())
-                .strftime("%Y-%m-%dT%H:%M:%S%:z")
-                .to_string()
-        })
+    zoned_time(ms, zone, "%Y-%m-%dT%H:%M:%S%:z")
 }
 
 impl Google {
