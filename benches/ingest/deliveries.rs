@@ -3,9 +3,9 @@
 //! answers every request `200` at once. Its row beside the plain `unique` row (same server,
 //! same run) is the cost of writing each event's deliveries in its transaction.
 //!
-//! The receivers the rows of `outbound.rs` use too: one that counts the events it gets, and one
-//! that never answers; the destination requests they make; and the rows' names ([`OutRow`]),
-//! which the flags read.
+//! The receivers the rows of `outbound.rs` use too: one that counts the events it gets (and
+//! answers Snap's requests as Snap does), and one that never answers; the destination requests
+//! they make; and the rows' names ([`OutRow`]), which the flags read.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -67,8 +67,8 @@ pub enum Answering {
     Never,
 }
 
-/// What a counting receiver got: events (a Meta request's `data` entries, one per webhook
-/// request), and the distinct ones (Meta's `event_id`, a webhook's `webhook-id`).
+/// What a counting receiver got: events (a Meta or Snap request's `data` entries, one per
+/// webhook request), and the distinct ones (their `event_id`, a webhook's `webhook-id`).
 #[derive(Default)]
 pub struct Tally {
     events: AtomicU64,
@@ -84,8 +84,8 @@ impl Tally {
         self.ids.lock().map_or(0, |ids| ids.len() as u64)
     }
 
-    /// Counts a request's events: the `data` array's `event_id`s of a Meta request, or the
-    /// request itself by its `webhook-id`.
+    /// Counts a request's events: the `data` array's `event_id`s of a Meta or Snap request, or
+    /// the request itself by its `webhook-id`.
     fn count(&self, delivery: Option<String>, body: &[u8]) {
         let ids: Vec<String> = match delivery {
             Some(id) => vec![id],
