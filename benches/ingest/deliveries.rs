@@ -3,9 +3,9 @@
 //! answers every request `200` at once. Its row beside the plain `unique` row (same server,
 //! same run) is the cost of writing each event's deliveries in its transaction.
 //!
-//! The receivers the rows of `outbound.rs` use too: one that counts the events it gets, and one
-//! that never answers; the destination requests they make; and the rows' names ([`OutRow`]),
-//! which the flags read.
+//! The receivers the rows of `outbound.rs` use too: one that counts the events it gets (and
+//! answers Snap's requests as Snap does), and one that never answers; the destination requests
+//! they make; and the rows' names ([`OutRow`]), which the flags read.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -27,16 +27,18 @@ pub enum OutRow {
     SendWebhook,
     DestBlackhole,
     DestAnswering,
+    DestSnap,
     Pending,
     ClientHints,
 }
 
 impl OutRow {
-    pub const ALL: [OutRow; 6] = [
+    pub const ALL: [OutRow; 7] = [
         OutRow::SendMeta,
         OutRow::SendWebhook,
         OutRow::DestBlackhole,
         OutRow::DestAnswering,
+        OutRow::DestSnap,
         OutRow::Pending,
         OutRow::ClientHints,
     ];
@@ -47,6 +49,7 @@ impl OutRow {
             OutRow::SendWebhook => "send_webhook",
             OutRow::DestBlackhole => "dest_blackhole",
             OutRow::DestAnswering => "dest_answering",
+            OutRow::DestSnap => "dest_snap",
             OutRow::Pending => "pending_1m",
             OutRow::ClientHints => "client_hints",
         }
@@ -64,8 +67,8 @@ pub enum Answering {
     Never,
 }
 
-/// What a counting receiver got: events (a Meta request's `data` entries, one per webhook
-/// request), and the distinct ones (Meta's `event_id`, a webhook's `webhook-id`).
+/// What a counting receiver got: events (a Meta or Snap request's `data` entries, one per
+/// webhook request), and the distinct ones (their `event_id`, a webhook's `webhook-id`).
 #[derive(Default)]
 pub struct Tally {
     events: AtomicU64,
@@ -81,8 +84,8 @@ impl Tally {
         self.ids.lock().map_or(0, |ids| ids.len() as u64)
     }
 
-    /// Counts a request's events: the `data` array's `event_id`s of a Meta request, or the
-    /// request itself by its `webhook-id`.
+    /// Counts a request's events: the `data` array's `event_id`s of a Meta or Snap request, or
+    /// the request itself by its `webhook-id`.
     fn count(&self, delivery: Option<String>, body: &[u8]) {
         let ids: Vec<String> = match delivery {
             Some(id) => vec![id],
@@ -143,7 +146,15 @@ pub fn receiver_answering(answering: Answering) -> Result<SocketAddr, String> {
     Ok(addr)
 }
 
-/// Reads requests off one connection and answers each `200 {}`, counting them in `tally`.
+/// What Snap's Conversions API answers a request it took. Snap's "Using the API"
+/// (developers.snap.com/api/marketing-api/Conversions-API/UsingTheAPI): a request to
+/// `/v3/{PIXEL_ID}/events` that Snap takes is answered `200` with `"status": "SUCCESS"`, the
+/// word the sender counts a delivery by.
+const SNAP_TOOK: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Length: 39\r\n\r\n{\"status\":\"SUCCESS\",\"reason\":\"SUCCESS\"}";
+
+/// Reads requests off one connection and answers each `200 {}` (a request to Snap's path as
+/// Snap does), counting them in `tally`.
 fn answer_each(stream: TcpStream, tally: Option<&Tally>) {
     let Ok(mut write) = stream.try_clone() else {
         return;
@@ -157,10 +168,12 @@ fn answer_each(stream: TcpStream, tally: Option<&Tally>) {
         if let Some(tally) = tally {
             tally.count(delivery, &body);
         }
-        if write
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-            .is_err()
-        {
+        let answer: &[u8] = if request.line.contains("/v3/") {
+            SNAP_TOOK
+        } else {
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+        };
+        if write.write_all(answer).is_err() {
             return;
         }
     }
@@ -188,6 +201,14 @@ pub fn both_kinds(receiver: SocketAddr) -> [String; 2] {
 pub fn meta(receiver: SocketAddr, only_attributed: bool) -> String {
     format!(
         r#"{{"name":"meta","kind":"meta_capi","pixel_id":"1","access_token":"bench-token","only_attributed":{only_attributed},"graph_url":"http://{receiver}"}}"#
+    )
+}
+
+/// The `POST /destinations` body of a `snap_capi` destination named `snap` at `receiver`,
+/// taking the events of clicks with a `ScCid` (its default `only_attributed`).
+pub fn snap(receiver: SocketAddr) -> String {
+    format!(
+        r#"{{"name":"snap","kind":"snap_capi","pixel_id":"bench-pixel","access_token":"bench-token","api_url":"http://{receiver}"}}"#
     )
 }
 

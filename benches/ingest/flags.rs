@@ -43,7 +43,7 @@ pub struct Flags {
     conns: Vec<usize>,
 
     /// Only these rows: ingest cases (each at every --conns), the rows of conversions out
-    /// (`send_meta`, `send_webhook`, `dest_blackhole` and `dest_answering` at every --conns, `pending_1m` and
+    /// (`send_meta`, `send_webhook`, `dest_blackhole`, `dest_answering` and `dest_snap` at every --conns, `pending_1m` and
     /// `client_hints` at the first), and the read rows feed, stats, dashboard and export (beside
     /// unique ingest at 64 connections, on a space of --feed-events), `joins` (Telegram
     /// joins read and committed, after the ingest rows), `unique_backup` (unique at the first

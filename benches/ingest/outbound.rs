@@ -11,6 +11,10 @@
 //!   once, beside it at the lowest CPU priority (a receiver elsewhere): unique ingest into their
 //!   space between two plain unique rows, the senders' backlog drained before the second; every
 //!   acknowledged event delivered to both.
+//! - `dest_snap`: as `dest_answering`, with one `snap_capi` destination at a receiver that
+//!   answers as Snap's Conversions API does, its space's clicks each with a `ScCid`: what a
+//!   Snapchat destination costs per event (its entry built and hashed, batched, sent, judged);
+//!   every acknowledged event delivered once.
 //! - `pending_1m`: `--pending` deliveries waiting for a receiver that never answers; the
 //!   server's memory, the queue by state, the file's bytes per delivery, ingest at that depth.
 //! - `client_hints`: tracking-link clicks with `meta_client_hints` on and off; the hints' bytes
@@ -92,7 +96,7 @@ pub fn run(
             OutRow::SendMeta | OutRow::SendWebhook => {
                 send(bench, wrk_path, row, plan, &mut results)?;
             }
-            OutRow::DestBlackhole | OutRow::DestAnswering => {
+            OutRow::DestBlackhole | OutRow::DestAnswering | OutRow::DestSnap => {
                 between(bench, wrk_path, row, plan, &mut results)?;
             }
             OutRow::Pending => pending(bench, plan, &mut results)?,
@@ -106,9 +110,29 @@ pub fn run(
 /// Makes space `name` (`tracker space create`) with 1000 clicks of its own, each with an
 /// `fbclid` (so Meta has an `fbc` to match); answers its fixture.
 fn space(bench: &Bench, name: &str) -> Result<Arc<Fixture>, String> {
+    space_of_clicks(bench, name, false)
+}
+
+/// Space `name` as [`space`] makes it, each click also with a `ScCid` of its own when
+/// `with_sccid` (so Snap has a click to match).
+fn space_of_clicks(bench: &Bench, name: &str, with_sccid: bool) -> Result<Arc<Fixture>, String> {
     let mut fixture =
         crate::reads::space_fixture(bench.server.command(), name, &bench.fixture.run)?;
-    let clicks = Template::of(Case::Clicks, &fixture, name);
+    let mut clicks = Template::of(Case::Clicks, &fixture, name);
+    if with_sccid && let Some(body) = &mut clicks.body {
+        // `{"link_slug":...` becomes `{"sccid":"ScCid-<run>-<n>","link_slug":...`.
+        if let Some(Piece::Lit(first)) = body.first_mut() {
+            first.remove(0);
+        }
+        body.splice(
+            0..0,
+            [
+                Piece::Lit(format!(r#"{{"sccid":"ScCid-{}-"#, fixture.run)),
+                Piece::Unique,
+                Piece::Lit(r#"","#.to_owned()),
+            ],
+        );
+    }
     let requests = (0..SETUP_CLICKS as u64)
         .map(|i| clicks.render(&fixture, i))
         .collect();
@@ -270,6 +294,7 @@ fn between(
     let BetweenSpace {
         fixture,
         bodies,
+        names,
         label,
         what,
     } = between_space(bench, row, &tally)?;
@@ -302,7 +327,7 @@ fn between(
                     r.errors
                 ));
             }
-            if row == OutRow::DestAnswering && rates.len() == 2 {
+            if row != OutRow::DestBlackhole && rates.len() == 2 {
                 (acked, slack) = (acked + a, slack + s);
                 let during = tally.events() - before;
                 let (drained_in, left) = drain(addr, &fixture.secret, plan.drain_limit)?;
@@ -349,10 +374,10 @@ fn between(
         );
     }
     print_mean_of_rounds(row, &ratios);
-    if row == OutRow::DestAnswering {
-        check_owed(&tally, acked, slack, results);
+    if row != OutRow::DestBlackhole {
+        check_owed(row, &tally, (acked, slack), names.len() as u64, results);
     }
-    for name in ["meta", "hook"] {
+    for name in names {
         deliveries::remove_destination(addr, &fixture.secret, name)?;
     }
     Ok(())
@@ -380,68 +405,94 @@ fn print_mean_of_rounds(row: OutRow, ratios: &[f64]) {
     );
 }
 
-/// The figure `row`'s B is held to against plain unique: 0.75x with both destinations answering
-/// (argued for on two cores shared with the load and the receiver), 0.95x with neither
-/// answering (the outbox's own cost).
+/// The figure `row`'s B is held to against plain unique: 0.75x with its destinations answering
+/// (argued for on two cores shared with the load and the receiver; Snap's one destination held
+/// to the same bar as Meta's and the webhook's two), 0.95x with neither answering (the
+/// outbox's own cost).
 fn target_of(row: OutRow) -> f64 {
-    if row == OutRow::DestAnswering {
-        0.75
-    } else {
+    if row == OutRow::DestBlackhole {
         0.95
+    } else {
+        0.75
     }
 }
 
-/// The space of `dest_blackhole` or `dest_answering`, and its destinations.
+/// The space of `dest_blackhole`, `dest_answering` or `dest_snap`, and its destinations.
 struct BetweenSpace {
     fixture: Arc<Fixture>,
     /// The destinations' `POST /destinations` bodies.
-    bodies: [String; 2],
+    bodies: Vec<String>,
+    /// Their names, to remove them after the row.
+    names: &'static [&'static str],
     /// The label of the row into this space.
     label: &'static str,
     /// What the destinations are, in words.
     what: &'static str,
 }
 
-/// The space of `row`; `dest_answering`'s receiver counts in `tally`.
+/// The space of `row`; `dest_answering`'s and `dest_snap`'s receivers count in `tally`.
 fn between_space(bench: &Bench, row: OutRow, tally: &Arc<Tally>) -> Result<BetweenSpace, String> {
-    let (bodies, name, label, what) = if row == OutRow::DestAnswering {
-        let receiver = deliveries::receiver_answering(Answering::Aside(tally.clone()))?;
-        (
-            [deliveries::meta(receiver, true), deliveries::hook(receiver)],
-            "bench-answering",
-            "B: unique, 2 destinations answering",
-            "a meta_capi and a webhook destination answering at once",
-        )
-    } else {
-        let receiver = deliveries::receiver_answering(Answering::Never)?;
-        (
-            deliveries::both_kinds(receiver),
-            "bench-blackhole",
-            "B: unique, 2 blackholes",
-            "2 destinations that never answer",
-        )
+    let answering = || deliveries::receiver_answering(Answering::Aside(tally.clone()));
+    let (bodies, names, name, label, what) = match row {
+        OutRow::DestAnswering => {
+            let receiver = answering()?;
+            (
+                vec![deliveries::meta(receiver, true), deliveries::hook(receiver)],
+                &["meta", "hook"][..],
+                "bench-answering",
+                "B: unique, 2 destinations answering",
+                "a meta_capi and a webhook destination answering at once",
+            )
+        }
+        OutRow::DestSnap => (
+            vec![deliveries::snap(answering()?)],
+            &["snap"][..],
+            "bench-snap",
+            "B: unique, to snap_capi",
+            "a snap_capi destination answering as Snap does",
+        ),
+        _ => {
+            let receiver = deliveries::receiver_answering(Answering::Never)?;
+            (
+                deliveries::both_kinds(receiver).to_vec(),
+                &["meta", "hook"][..],
+                "bench-blackhole",
+                "B: unique, 2 blackholes",
+                "2 destinations that never answer",
+            )
+        }
     };
     Ok(BetweenSpace {
-        fixture: space(bench, name)?,
+        fixture: space_of_clicks(bench, name, row == OutRow::DestSnap)?,
         bodies,
+        names,
         label,
         what,
     })
 }
 
-/// `dest_answering`'s at-least-once check: each of `acked` events owes two deliveries (Meta's
-/// `event_id` and the webhook's `webhook-id` differ, so they count apart).
-fn check_owed(tally: &Tally, acked: u64, slack: u64, results: &mut OutResults) {
+/// The answering rows' at-least-once check: each of `acked` events owes one delivery per
+/// destination, `owed` (Meta's `event_id` and the webhook's `webhook-id` differ, so they count
+/// apart); up to `slack` more may have been stored unanswered.
+fn check_owed(
+    row: OutRow,
+    tally: &Tally,
+    (acked, slack): (u64, u64),
+    owed: u64,
+    results: &mut OutResults,
+) {
     let distinct = tally.distinct();
     println!(
-        "  dest_answering: the receiver got {} events, {distinct} distinct, for {acked} \
-         acknowledged events owing 2 each (and up to {slack} unanswered)",
+        "  {}: the receiver got {} events, {distinct} distinct, for {acked} acknowledged events \
+         owing {owed} each (and up to {slack} unanswered)",
+        row.name(),
         tally.events()
     );
-    if distinct < 2 * acked || distinct > 2 * (acked + slack) {
+    if distinct < owed * acked || distinct > owed * (acked + slack) {
         results.failures.push(format!(
-            "dest_answering: {distinct} distinct deliveries received for {acked} acknowledged \
-             events owing 2 each (up to {slack} more may have been stored)"
+            "{}: {distinct} distinct deliveries received for {acked} acknowledged events owing \
+             {owed} each (up to {slack} more may have been stored)",
+            row.name()
         ));
     }
 }

@@ -1,4 +1,4 @@
-//! Google Ads' scheduled upload (`docs/api.md#google-ads`): the files of a `google_ads`
+//! Google Ads' fetches (`docs/api.md#google-ads`): the files of a `google_ads`
 //! destination's conversions (Data Manager's, one per conversion event, or the legacy one of
 //! them all), served to whoever has its user name and password, each fetch recorded with the
 //! destination and logged.

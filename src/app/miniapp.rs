@@ -5,8 +5,8 @@
 use crate::app::App;
 use crate::app::events::EventResult;
 use crate::domain::click::BindInput;
-use crate::domain::event::{EventInput, EventKind, POST_NAMES};
-use crate::domain::init_data::{self, Freshness, MiniAppRequest, MiniAppUser};
+use crate::domain::event::{EventInput, EventKind, Freshness, POST_NAMES};
+use crate::domain::init_data::{self, MiniAppRequest, MiniAppUser};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::outcome::BindOutcome;
 use crate::error::{Code, Error};

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::output;
 use crate::app::destinations::Retried;
 use crate::control::DestinationDeleted;
-use crate::platform::{DeliveryView, DestinationView};
+use crate::platform::{DeliveryView, DestinationView, served_file};
 
 pub(super) fn created_text(d: &DestinationView) -> String {
     let mut text = format!(
@@ -25,10 +25,10 @@ pub(super) fn created_text(d: &DestinationView) -> String {
     if let Some(password) = &d.password {
         let _ = write!(
             text,
-            "\n  user name  {}\n  password   {password}\n  (shown once: give both to Google Ads' \
-             scheduled upload, which fetches /conversions/SPACE/{}.csv with them)",
+            "\n  user name  {}\n  password   {password}\n  (shown once: give both to Google Ads, \
+             which fetches {} with them)",
             d.text("user").unwrap_or_default(),
-            d.name
+            served_file(d.text("template"), "SPACE", &d.name)
         );
     }
     text
@@ -39,7 +39,7 @@ pub(super) fn changed_text(d: &DestinationView) -> String {
     let mut text = match &d.signing_secret {
         None if d.password.is_some() => format!(
             "new password of {}\n  password  {}\n  (shown once; the old one no longer works: \
-             give this one to Google Ads' scheduled upload)",
+             give this one to each of Google Ads' connections to its files)",
             d.name,
             d.password.as_deref().unwrap_or_default()
         ),

@@ -729,7 +729,7 @@ impl Settings {
         }
     }
 
-    /// `miniapp_max_age` in milliseconds, as `domain::init_data::Freshness` takes it.
+    /// `miniapp_max_age` in milliseconds, as `domain::event::Freshness` takes it.
     #[must_use]
     pub fn miniapp_max_age_ms(&self) -> u64 {
         millis(self.miniapp_max_age)

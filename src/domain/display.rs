@@ -161,32 +161,33 @@ pub fn reported_price(
     }
 }
 
-/// A moment (epoch milliseconds) as a wall-clock time of `zone`, to the second:
-/// `2026-11-24 15:30:07`. The page or command says which zone once, beside it.
+/// A moment (epoch milliseconds) as the wall clock of `zone`, written by `format`
+/// (`strftime`'s directives), or empty when the moment is out of range. Every way a time is
+/// written (the pages, the command line, exports, the platforms' files) goes through here.
 #[must_use]
-pub fn local_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
+pub fn zoned_time(ms: u64, zone: &jiff::tz::TimeZone, format: &str) -> String {
     i64::try_from(ms)
         .ok()
         .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
         .map_or_else(String::new, |t| {
             t.to_zoned_datetime(zone.clone())
-                .strftime("%Y-%m-%d %H:%M:%S")
+                .strftime(format)
                 .to_string()
         })
+}
+
+/// A moment (epoch milliseconds) as a wall-clock time of `zone`, to the second:
+/// `2026-11-24 15:30:07`. The page or command says which zone once, beside it.
+#[must_use]
+pub fn local_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
+    zoned_time(ms, zone, "%Y-%m-%d %H:%M:%S")
 }
 
 /// A moment (epoch milliseconds) as an ISO 8601 time of `zone` with its offset, to the
 /// millisecond: `2026-11-25T00:30:07.000+01:00`, for files a program or a spreadsheet reads.
 #[must_use]
 pub fn iso_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
-    i64::try_from(ms)
-        .ok()
-        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
-        .map_or_else(String::new, |t| {
-            t.to_zoned_datetime(zone.clone())
-                .strftime("%Y-%m-%dT%H:%M:%S%.3f%:z")
-                .to_string()
-        })
+    zoned_time(ms, zone, "%Y-%m-%dT%H:%M:%S%.3f%:z")
 }
 
 /// Where a link sends its visitors: `@bot` for a Telegram bot, else its target URL.

@@ -43,6 +43,39 @@ pub struct EventRules {
     pub max_clock_skew_ms: u64,
 }
 
+/// How far from now a dated input may lie: `max_age_ms` into the past, `max_skew_ms` into the
+/// future (a clock ahead of this server's). The one bound of an event's times and of a Mini
+/// App's `auth_date`.
+#[derive(Clone, Copy, Debug)]
+pub struct Freshness {
+    pub now_ms: u64,
+    pub max_age_ms: u64,
+    pub max_skew_ms: u64,
+}
+
+/// Which side of its [`Freshness`] a moment falls out on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stale {
+    TooOld,
+    Ahead,
+}
+
+impl Freshness {
+    /// Whether `ms` lies within the bound, both ends included.
+    ///
+    /// # Errors
+    /// [`Stale::TooOld`] before `now - max_age_ms`, [`Stale::Ahead`] after `now + max_skew_ms`.
+    pub fn check(self, ms: u64) -> Result<(), Stale> {
+        if ms < self.now_ms.saturating_sub(self.max_age_ms) {
+            Err(Stale::TooOld)
+        } else if ms > self.now_ms.saturating_add(self.max_skew_ms) {
+            Err(Stale::Ahead)
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// An event that passed every rule, ready to be deduplicated and stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidEvent {
@@ -447,21 +480,22 @@ fn check_time(
             "`{field}` is {ms}, which looks like seconds; send epoch milliseconds ({ms}000)"
         )));
     }
-    let earliest = now_ms.saturating_sub(rules.max_event_age_ms);
-    let latest = now_ms.saturating_add(rules.max_clock_skew_ms);
-    if ms < earliest {
-        return Err(bad(format!(
+    let freshness = Freshness {
+        now_ms,
+        max_age_ms: rules.max_event_age_ms,
+        max_skew_ms: rules.max_clock_skew_ms,
+    };
+    match freshness.check(ms) {
+        Ok(()) => Ok(ms),
+        Err(Stale::TooOld) => Err(bad(format!(
             "`{field}` is {ms}, more than {} in the past",
             humantime::format_duration(std::time::Duration::from_millis(rules.max_event_age_ms))
-        )));
-    }
-    if ms > latest {
-        return Err(bad(format!(
+        ))),
+        Err(Stale::Ahead) => Err(bad(format!(
             "`{field}` is {ms}, more than {} in the future; check the sender's clock",
             humantime::format_duration(std::time::Duration::from_millis(rules.max_clock_skew_ms))
-        )));
+        ))),
     }
-    Ok(ms)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::domain::click::parse_tg_id;
+use crate::domain::event::{Freshness, Stale};
 use crate::domain::input;
 use crate::domain::uid;
 use crate::error::{Code, Error};
@@ -140,16 +141,6 @@ fn required_init_data(raw: Option<&RawValue>) -> Result<String, Error> {
     }
 }
 
-/// How old and how new an `initData` may be, against the time of receipt.
-#[derive(Clone, Copy, Debug)]
-pub struct Freshness {
-    pub now_ms: u64,
-    /// `miniapp_max_age`: an `auth_date` older than this is refused.
-    pub max_age_ms: u64,
-    /// `max_clock_skew`: an `auth_date` further ahead than this is refused.
-    pub max_skew_ms: u64,
-}
-
 /// The one answer to a signature that does not hold, whatever the reason, so a forger learns
 /// nothing about which part failed.
 #[must_use]
@@ -228,17 +219,15 @@ fn check_auth_date(auth_date: Option<&str>, at: Freshness) -> Result<(), Error> 
         .and_then(|s| s.parse::<u64>().ok())
         .ok_or_else(not_signed)?
         .saturating_mul(1000);
-    if signed_ms > at.now_ms.saturating_add(at.max_skew_ms) {
-        return Err(Error::unauthorized(
+    match at.check(signed_ms) {
+        Ok(()) => Ok(()),
+        Err(Stale::Ahead) => Err(Error::unauthorized(
             "`init_data` is dated in the future: check this server's clock",
-        ));
-    }
-    if at.now_ms.saturating_sub(signed_ms) > at.max_age_ms {
-        return Err(Error::unauthorized(
+        )),
+        Err(Stale::TooOld) => Err(Error::unauthorized(
             "`init_data` is older than miniapp_max_age: reopen the Mini App",
-        ));
+        )),
     }
-    Ok(())
 }
 
 /// `user`'s `id`, from the JSON object Telegram serializes into it.

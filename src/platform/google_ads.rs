@@ -21,6 +21,7 @@ use super::given::{DestinationFields, Field};
 use super::names::{NAMED_KINDS, check_named, named};
 use crate::domain::base62;
 use crate::domain::currency::CurrencyRates;
+use crate::domain::display::zoned_time;
 use crate::domain::event::EventKind;
 use crate::domain::feed::FeedEvent;
 use crate::domain::input::quoted;
@@ -198,6 +199,16 @@ impl Template {
             .map_or("legacy", |(name, _)| name)
     }
 
+    /// The address of the file (Data Manager's: of each conversion) destination `name` of
+    /// space `space` serves on this template, as Google Ads is given it.
+    #[must_use]
+    pub fn served(self, space: &str, name: &str) -> String {
+        match self {
+            Template::DataManager => format!("/conversions/{space}/{name}/<conversion>.csv"),
+            Template::Legacy => format!("/conversions/{space}/{name}.csv"),
+        }
+    }
+
     /// From its name, `data_manager` or `legacy`.
     pub fn parse(name: &str) -> Result<Template, Error> {
         Self::NAMES
@@ -216,6 +227,16 @@ impl Template {
                 )
             })
     }
+}
+
+/// The address Google Ads is given for destination `name` of space `space` whose `template` is
+/// shown as given (a destination's view); one shown without a template serves the legacy file.
+#[must_use]
+pub fn served_file(template: Option<&str>, space: &str, name: &str) -> String {
+    template
+        .and_then(|t| Template::parse(t).ok())
+        .unwrap_or_default()
+        .served(space, name)
 }
 
 /// A Google Ads destination: the file it serves, what it writes, and who may fetch it.
@@ -340,7 +361,7 @@ impl Platform for Google {
 
     /// Nothing is sent: Google Ads fetches the file of its conversions.
     fn title() -> &'static str {
-        "Google Ads (scheduled upload)"
+        "Google Ads (Data Manager)"
     }
 
     fn sending() -> Sending {
@@ -473,14 +494,7 @@ pub const BRAID_COLUMNS: [&str; 2] = ["GBRAID", "WBRAID"];
 /// with its offset then, so no daylight-saving change makes it ambiguous.
 #[must_use]
 pub fn conversion_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
-    i64::try_from(ms)
-        .ok()
-        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
-        .map_or_else(String::new, |t| {
-            t.to_zoned_datetime(zone.clone())
-                .strftime("%Y-%m-%d %H:%M:%S%z")
-                .to_string()
-        })
+    zoned_time(ms, zone, "%Y-%m-%d %H:%M:%S%z")
 }
 
 /// The file in Google's click-conversion template: `Parameters:TimeZone=<zone>`, the header
@@ -572,14 +586,7 @@ pub fn belongs_in(conversion: &str, event: &FeedEvent) -> bool {
 /// clock of `zone`.
 #[must_use]
 pub fn iso_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
-    i64::try_from(ms)
-        .ok()
-        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
-        .map_or_else(String::new, |t| {
-            t.to_zoned_datetime(zone.clone())
-                .strftime("%Y-%m-%dT%H:%M:%S%:z")
-                .to_string()
-        })
+    zoned_time(ms, zone, "%Y-%m-%dT%H:%M:%S%:z")
 }
 
 impl Google {
@@ -594,10 +601,7 @@ impl Google {
         conversion: Option<&str>,
         takes: impl Fn(EventKind) -> bool,
     ) -> Result<(), Error> {
-        let serves = match self.template {
-            Template::DataManager => format!("/conversions/{space}/{name}/<conversion>.csv"),
-            Template::Legacy => format!("/conversions/{space}/{name}.csv"),
-        };
+        let serves = self.template.served(space, name);
         let wrong_file = |why: String| Err(Error::new(Code::NotFound, why));
         match (self.template, conversion) {
             (Template::DataManager, Some(c)) if !is_conversion(c) => wrong_file(format!(

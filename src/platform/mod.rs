@@ -73,7 +73,7 @@ pub use google_ads::{
     BRAID_COLUMNS, COLUMNS, Conversion, ConversionNames, DATA_MANAGER_COLUMNS, DEFAULT_USER,
     DataManagerFile, Fetches, Google, GoogleClick, NotSent, Password, PasswordDigest, REALM,
     TIME_ZONE_PARAMETER, Template, WINDOW_MS, belongs_in, conversion_file, conversion_time,
-    is_conversion, iso_time, new_password,
+    is_conversion, iso_time, new_password, served_file,
 };
 pub use meta::{
     DEFAULT_API_VERSION, DEFAULT_GRAPH_URL, DataProcessing, Meta, asks_for_less, meta_answer,

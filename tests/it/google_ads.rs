@@ -521,3 +521,47 @@ async fn the_legacy_template_stays_until_a_destination_changes_it() {
     }
     s.stop().await;
 }
+
+/// The admin page names the address Google Ads is given by each destination's template (a
+/// file per conversion for Data Manager's, one file for the legacy one), and offers the kind
+/// by the name Google gives it now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_page_gives_each_template_its_own_address() {
+    use crate::admin_page::{get_page, logged_in};
+    let s = TestServer::start().await;
+    for body in [
+        r#"{"name":"dm","kind":"google_ads"}"#,
+        r#"{"name":"old","kind":"google_ads","user":"gads","template":"legacy"}"#,
+    ] {
+        let _ = google_password(&s.post_as(&s.a, "/destinations", body).await, 201);
+    }
+    let cookie = logged_in(&s).await;
+    let space = &s.a.name;
+    let page = get_page(
+        &s,
+        Some(&cookie),
+        &format!("/admin/spaces/{space}/destinations"),
+    )
+    .await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    // The page's template escapes `<` and `>`.
+    let text = page.text().replace("&#60;", "<").replace("&#62;", ">");
+    let text = text.replace("&lt;", "<").replace("&gt;", ">");
+    for shown in [
+        format!(
+            "fetched by Google Ads from /conversions/{space}/dm/<conversion>.csv as user google"
+        ),
+        format!("fetched by Google Ads from /conversions/{space}/old.csv as user gads"),
+        "Google Ads (Data Manager)".to_owned(),
+    ] {
+        assert!(text.contains(&shown), "{shown}: {text}");
+    }
+    for never in [
+        format!("/conversions/{space}/dm.csv"),
+        format!("/conversions/{space}/old/"),
+        "scheduled upload".to_owned(),
+    ] {
+        assert!(!text.contains(&never), "{never}: {text}");
+    }
+    s.stop().await;
+}

@@ -222,14 +222,8 @@ async fn destinations(ctx: &Ctx<'_>, shown: DestinationsShown) -> Result<Respons
             address: match (d.text("url"), d.text("user")) {
                 (Some(url), _) => url.to_owned(),
                 (None, Some(user)) => format!(
-                    "fetched by Google Ads from /conversions/{}/{}{} as user {user}",
-                    ctx.param("space"),
-                    d.name,
-                    if d.text("template") == Some("legacy") {
-                        ".csv"
-                    } else {
-                        "/<conversion>.csv"
-                    }
+                    "fetched by Google Ads from {} as user {user}",
+                    crate::platform::served_file(d.text("template"), ctx.param("space"), &d.name)
                 ),
                 (None, None) => format!(
                     "pixel {} (token {})",
@@ -422,7 +416,7 @@ pub(in crate::web) async fn rotate(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let note = if rotated.password.is_some() {
         format!(
             "Google Ads destination {}: new password. The old one no longer works; give this \
-             one to Google Ads' scheduled upload.",
+             one to each of Google Ads' connections to its files.",
             rotated.name
         )
     } else {
