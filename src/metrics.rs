@@ -520,24 +520,7 @@ impl Collector for Scrape {
             Some(&Unit::Seconds),
             MetricType::Histogram,
         )?)?;
-        ConstCounter::new(w.dedup_lookups.load(Ordering::Relaxed)).encode(
-            encoder.encode_descriptor(
-                "tracker_dedup_lookups",
-                "New events' dedup keys looked up in the dedup table (the filter said the table \
-                 may hold them, or not).",
-                None,
-                MetricType::Counter,
-            )?,
-        )?;
-        ConstCounter::new(w.dedup_wrong_maybes.load(Ordering::Relaxed)).encode(
-            encoder.encode_descriptor(
-                "tracker_dedup_wrong_maybe_reads",
-                "Runs of the dedup table read for a key they did not hold: the filter's wrong \
-                 \"maybe\"s. Merging keeps them below 0.1 per look-up.",
-                None,
-                MetricType::Counter,
-            )?,
-        )?;
+        encode_dedup_lookups(w, &mut encoder)?;
         ConstGauge::new(w.queued.load(Ordering::Relaxed).max(0)).encode(
             encoder.encode_descriptor(
                 "tracker_writer_queue_depth",
@@ -565,6 +548,29 @@ impl Collector for Scrape {
         }
         Ok(())
     }
+}
+
+/// The writer's look-ups of the dedup table and the runs they read in vain.
+fn encode_dedup_lookups(w: &WriterMetrics, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    ConstCounter::new(w.dedup_lookups.load(Ordering::Relaxed)).encode(
+        encoder.encode_descriptor(
+            "tracker_dedup_lookups",
+            "New events' dedup keys looked up in the dedup table (the filter said the table \
+         may hold them, or not).",
+            None,
+            MetricType::Counter,
+        )?,
+    )?;
+    ConstCounter::new(w.dedup_wrong_maybes.load(Ordering::Relaxed)).encode(
+        encoder.encode_descriptor(
+            "tracker_dedup_wrong_maybe_reads",
+            "Runs of the dedup table read for a key they did not hold: the filter's wrong \
+         \"maybe\"s. Merging keeps them below 0.1 per look-up.",
+            None,
+            MetricType::Counter,
+        )?,
+    )?;
+    Ok(())
 }
 
 /// What the server does in the background: retention and scheduled backups.

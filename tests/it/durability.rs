@@ -627,7 +627,7 @@ async fn a_clean_stop_keeps_every_answered_request_and_ignores_idle_connections(
 
 /// The dedup table's runs merge while events come (`storage/index/dedup_runs.rs`; generations of
 /// 4 entries here, so that a thousand events make merges of three tiers, each over many
-/// commits), and the process is SIGKILLed, round after round, until a restart finds a merge
+/// commits), and the process is killed (SIGKILL), round after round, until a restart finds a merge
 /// under way. After each restart every acknowledged event is still a duplicate of itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkill_while_dedup_runs_merge_loses_no_acknowledged_event() {

@@ -50,12 +50,7 @@ use crate::storage::schema::{
     DEDUP, INBOX, META, META_DEDUP_MERGING, META_DEDUP_REDO_FROM, META_INBOX_SEQ, SPACES,
 };
 
-/// A dedup key as the buffer holds it: `(space, rule, digest)`.
-pub type EntryKey = (u32, u8, u128);
-/// A `DEDUP` table key: `(generation, space, rule, digest)`.
-pub type TableKey = (u32, u32, u8, u128);
-/// A `DEDUP` table value: the earlier event's `(inbox_id, received_at_ms)`.
-pub type Earlier = (u64, u64);
+pub use crate::storage::index::dedup_runs::{Earlier, EntryKey, TableKey};
 
 /// Commits per sweep of the key space: a slice is 1/2048 of the table, so on a busy server the
 /// entries of one commit fall in a few leaves, and an entry waits at most this many commits.
@@ -333,17 +328,16 @@ impl DedupBuffer {
                 change.runs.deleted = Some(run);
             }
         }
-        let mut merge = match &self.merge {
-            Some(merge) => merge.clone(),
-            None => {
-                let Some(merge) =
-                    dedup_runs::next_merge(&self.in_table.runs(), self.in_table.newest().0)
-                else {
-                    return Ok(());
-                };
-                meta.insert(META_DEDUP_MERGING, u64::from(merge.into))?;
-                merge
-            }
+        let mut merge = if let Some(merge) = &self.merge {
+            merge.clone()
+        } else {
+            let Some(merge) =
+                dedup_runs::next_merge(&self.in_table.runs(), self.in_table.newest().0)
+            else {
+                return Ok(());
+            };
+            meta.insert(META_DEDUP_MERGING, u64::from(merge.into))?;
+            merge
         };
         let (written, done) = dedup_runs::merge_slice(table, &merge, budget)?;
         if done {
@@ -735,11 +729,10 @@ mod tests {
         db: &Database,
         buffer: &mut DedupBuffer,
         n: u64,
-        restart_every: Option<u64>,
+        restart_every: Option<usize>,
     ) -> BTreeMap<EntryKey, Earlier> {
         let mut all = BTreeMap::new();
-        let mut commits = 0;
-        for chunk in (1..=n).collect::<Vec<_>>().chunks(50) {
+        for (commits, chunk) in (1..=n).collect::<Vec<_>>().chunks(50).enumerate() {
             let mut fresh: Vec<_> = chunk
                 .iter()
                 .map(|&id| ((1 + (id % 2) as u32, 2, digest(id)), (id, id * 10)))
@@ -751,8 +744,7 @@ mod tests {
             }
             all.extend(fresh.iter().copied());
             commit_merging(db, buffer, &fresh);
-            commits += 1;
-            if restart_every.is_some_and(|every| commits % every == 0) {
+            if restart_every.is_some_and(|every| (commits + 1) % every == 0) {
                 commit_merging(db, buffer, &[]);
                 *buffer = restarted(db, 64);
             }
@@ -853,7 +845,8 @@ mod tests {
                 assert_eq!(found(&db, &buffer, &(1, 2, digest(i))), None);
             }
             let (lookups, wrong) = buffer.lookups();
-            (wrong - before.1) as f64 / (lookups - before.0) as f64
+            let share = |n: u64| f64::from(u32::try_from(n).expect("a test's count"));
+            share(wrong - before.1) / share(lookups - before.0)
         };
         let merged = per_lookup(dedup_runs::PACE);
         let unmerged = per_lookup(0);

@@ -3,8 +3,8 @@
 //!
 //! Why: a look-up asks the filter level of every run of the table, and each level wrongly says
 //! "maybe" for about one new key in 500, a page read of a run that is not written to and so not
-//! in redb's cache. With one run per generation of [`GEN_ENTRIES`](super::dedup_buffer::
-//! GEN_ENTRIES) that grows with the file (0.75 reads per new event at 100 million events). So
+//! in redb's cache. With one run per generation (`dedup_buffer::GEN_ENTRIES` entries each) that
+//! grows with the file (0.75 reads per new event at 100 million events). So
 //! full generations are merged, [`FAN_IN`] at a time, into a run of the next tier, and
 //! [`FAN_IN`] runs of a tier into one of the next: the runs a look-up asks grow with the
 //! logarithm of the file (at most [`FAN_IN`] of each tier and the one being built; about 16
@@ -33,8 +33,14 @@ use std::ops::{Bound, RangeInclusive};
 use redb::{ReadableTable, Table};
 
 use crate::storage::error::StoreError;
-use crate::storage::index::dedup_buffer::{Earlier, EntryKey, TableKey};
 use crate::storage::schema::META_DEDUP_MERGING;
+
+/// A dedup key as the buffer holds it: `(space, rule, digest)`.
+pub type EntryKey = (u32, u8, u128);
+/// A `DEDUP` table key: `(run, space, rule, digest)`; a run is a generation or a merged run.
+pub type TableKey = (u32, u32, u8, u128);
+/// A `DEDUP` table value: the earlier event's `(inbox_id, received_at_ms)`.
+pub type Earlier = (u64, u64);
 
 /// The lowest number of a merged run.
 pub const MERGED: u32 = 1 << 31;
