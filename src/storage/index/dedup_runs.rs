@@ -26,6 +26,12 @@
 //! the run (and what is left of the replaced sources, never asked again). Entries are only ever
 //! copied, never moved, so no key is lost; a key found in two runs has the same entry in both, or
 //! a newer one in a newer generation, and a look-up takes the newest (the highest inbox id).
+//!
+//! The writer decides under its own view, so its answers are exact. A reader (`dry_run`) takes
+//! its list of runs from the filter and opens its snapshot after: one that took the list before
+//! a merge's last slice was applied and opens its snapshot only after the first deletion slice
+//! of a source could miss that source's keys. Deletion waits for no reader; that window is a few
+//! commits long.
 
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeInclusive};
