@@ -134,6 +134,10 @@ pub struct WriterMetrics {
     delivery_states: [AtomicI64; 5],
     /// Destinations paused because their credential is no longer taken.
     paused_destinations: AtomicI64,
+    /// Look-ups of the dedup table, and the runs they read that did not hold the key (the
+    /// filter's wrong "maybe"s), as of the last commit.
+    dedup_lookups: AtomicU64,
+    dedup_wrong_maybes: AtomicU64,
 }
 
 impl Default for WriterMetrics {
@@ -144,6 +148,8 @@ impl Default for WriterMetrics {
             commit_seconds: Histogram::seconds(),
             delivery_states: std::array::from_fn(|_| AtomicI64::new(0)),
             paused_destinations: AtomicI64::new(0),
+            dedup_lookups: AtomicU64::new(0),
+            dedup_wrong_maybes: AtomicU64::new(0),
         }
     }
 }
@@ -169,6 +175,13 @@ impl WriterMetrics {
     pub fn set_paused_destinations(&self, paused: usize) {
         self.paused_destinations
             .store(i64::try_from(paused).unwrap_or(i64::MAX), Ordering::Relaxed);
+    }
+
+    /// The dedup look-ups so far and the runs they read in vain, after a commit.
+    pub fn set_dedup_lookups(&self, (lookups, wrong_maybes): (u64, u64)) {
+        self.dedup_lookups.store(lookups, Ordering::Relaxed);
+        self.dedup_wrong_maybes
+            .store(wrong_maybes, Ordering::Relaxed);
     }
 
     /// Deliveries in each state, as of the last commit.
@@ -507,6 +520,7 @@ impl Collector for Scrape {
             Some(&Unit::Seconds),
             MetricType::Histogram,
         )?)?;
+        encode_dedup_lookups(w, &mut encoder)?;
         ConstGauge::new(w.queued.load(Ordering::Relaxed).max(0)).encode(
             encoder.encode_descriptor(
                 "tracker_writer_queue_depth",
@@ -534,6 +548,29 @@ impl Collector for Scrape {
         }
         Ok(())
     }
+}
+
+/// The writer's look-ups of the dedup table and the runs they read in vain.
+fn encode_dedup_lookups(w: &WriterMetrics, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    ConstCounter::new(w.dedup_lookups.load(Ordering::Relaxed)).encode(
+        encoder.encode_descriptor(
+            "tracker_dedup_lookups",
+            "New events' dedup keys looked up in the dedup table (the filter said the table \
+         may hold them, or not).",
+            None,
+            MetricType::Counter,
+        )?,
+    )?;
+    ConstCounter::new(w.dedup_wrong_maybes.load(Ordering::Relaxed)).encode(
+        encoder.encode_descriptor(
+            "tracker_dedup_wrong_maybe_reads",
+            "Runs of the dedup table read for a key they did not hold: the filter's wrong \
+         \"maybe\"s. Merging keeps them below 0.1 per look-up.",
+            None,
+            MetricType::Counter,
+        )?,
+    )?;
+    Ok(())
 }
 
 /// What the server does in the background: retention and scheduled backups.

@@ -10,13 +10,22 @@ use crate::deliveries::OutRow;
 use crate::reads::ReadRow;
 use crate::scenario::Case;
 
-/// The mode of the run, a file each: the full table, `--smoke`, `--soak` or `--prune`.
+/// The mode of the run, a file each: the full table, `--smoke`, `--soak`, `--prune` or
+/// `--big-file`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Mode {
     Full,
     Smoke,
     Soak,
     Prune,
+    BigFile,
+}
+
+/// `--big-file N`: the events of the file, and whether `--smoke` made it tiny.
+#[derive(Clone, Copy, Debug)]
+pub struct BigFile {
+    pub events: u64,
+    pub smoke: bool,
 }
 
 /// Whether the server under test counts for `/metrics`.
@@ -75,6 +84,8 @@ pub struct Args {
     pub joins: bool,
     /// The rows on servers of their own, after the table.
     pub own: OwnRows,
+    /// `--big-file` (`big_file.rs`).
+    pub big_file: Option<BigFile>,
 }
 
 /// The rows that start servers of their own, after everything else.

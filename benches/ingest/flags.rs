@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Parser};
 
-use crate::args::{Args, ClientChoice, MetricsChoice, Mode, OwnRows};
+use crate::args::{Args, BigFile, ClientChoice, MetricsChoice, Mode, OwnRows};
 use crate::deliveries::OutRow;
 use crate::reads::ReadRow;
 use crate::scenario::Case;
@@ -117,6 +117,14 @@ pub struct Flags {
     /// reaches, what the token bucket costs on the hot path (BENCHMARKS.md).
     #[arg(long, value_name = "N")]
     rate_limit: Option<u64>,
+
+    /// A data file of N events (a space of clicks over 200 campaigns and links, half bound,
+    /// and events of every kind with deposits): unique ingest on it against the new file's
+    /// first 10 s, memory, bytes per event, the read rows beside unique ingest, and `tracker
+    /// backup`, `check`, `compact` and `restore` timed. A mode of its own, which --smoke
+    /// makes tiny: 20,000 events, 1 s rows.
+    #[arg(long, value_name = "N")]
+    big_file: Option<u64>,
 
     /// Passed by cargo bench to every bench binary; ignored.
     #[arg(long = "bench", hide = true)]
@@ -229,6 +237,7 @@ impl Flags {
             }
         };
         let mode = match self.mode.mode() {
+            _ if self.big_file.is_some() => Mode::BigFile,
             Mode::Full if self.soak_events.is_some() => Mode::Soak,
             mode => mode,
         };
@@ -257,6 +266,14 @@ impl Flags {
                 import: import_row,
                 import_events: self.import_events,
             },
+            big_file: self.big_file.map(|n| BigFile {
+                events: if self.mode.smoke {
+                    n.min(crate::big_file::SMOKE_EVENTS)
+                } else {
+                    n
+                },
+                smoke: self.mode.smoke,
+            }),
         }
     }
 }

@@ -25,6 +25,9 @@
 //! - `--prune` (`prune.rs`): the unique row at 64 connections with nothing to prune, then while
 //!   retention prunes `--prune-entries` (default 200,000) expired dedup entries, then after; on
 //!   one server with `dedup_window = "2s"`.
+//! - `--big-file N` (`big_file.rs`): a data file of N events, and what it costs: unique ingest
+//!   against the new file's, memory, bytes per event, the read rows beside ingest, and the
+//!   file's chores timed. `--smoke` makes it 20,000 events.
 //!
 //! What the modes share: the server set up for load and checked after it (`bench.rs`, on the
 //! process of `server.rs`), one row measured (`measure.rs`, with `wrk.rs` or `client.rs`), and
@@ -40,6 +43,7 @@ mod anchor;
 mod args;
 mod backup_s3;
 mod bench;
+mod big_file;
 mod channel;
 mod client;
 mod cpu;
@@ -73,7 +77,8 @@ use flags::Flags;
 
 fn main() -> ExitCode {
     let args = Flags::args();
-    if cfg!(debug_assertions) && args.mode != Mode::Smoke {
+    let smoke_sized = args.mode == Mode::Smoke || args.big_file.is_some_and(|b| b.smoke);
+    if cfg!(debug_assertions) && !smoke_sized {
         // `cargo test --bench ingest` builds this and the server without optimizations: fine
         // for `--smoke`, which judges no figure, and misleading for every figure. Run with no
         // arguments at all, as `cargo test --all-targets` runs it, there is nothing to refuse.
@@ -94,6 +99,7 @@ fn main() -> ExitCode {
         Mode::Smoke => smoke::run(&args),
         Mode::Soak => soak::run(&args),
         Mode::Prune => prune::run(&args),
+        Mode::BigFile => big_file::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

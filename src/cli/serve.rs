@@ -52,6 +52,8 @@ pub(super) fn serve(settings: Settings, out: Output, ephemeral: bool) -> CliResu
         };
         let options = StoreOptions {
             ephemeral,
+            dedup_generation: dev_dedup_generation()?
+                .unwrap_or(StoreOptions::default().dedup_generation),
             ..StoreOptions::default()
         };
         let (store, created) = Store::open(&settings.data, &options)?;
@@ -127,6 +129,21 @@ fn cannot_listen(addr: SocketAddr, listener: Listener, e: &std::io::Error) -> St
             "cannot listen for metrics on {addr}: {e}; choose another address with \
              `metrics_listen = \"{other}\"` in the config file (or TRACKER_METRICS_LISTEN)"
         ),
+    }
+}
+
+/// Entries per generation of the dedup table from `TRACKER_DEV_DEDUP_GENERATION`: tests that run
+/// the binary make it small, so that a few thousand events fill many generations and merge them.
+fn dev_dedup_generation() -> Result<Option<usize>, Box<dyn std::error::Error>> {
+    match std::env::var("TRACKER_DEV_DEDUP_GENERATION") {
+        Err(_) => Ok(None),
+        Ok(text) => match text.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(format!(
+                "TRACKER_DEV_DEDUP_GENERATION must be a whole number of entries above 0, not {text:?}"
+            )
+            .into()),
+        },
     }
 }
 

@@ -93,6 +93,9 @@ pub struct StoreOptions {
     pub fault: Option<FaultSwitch>,
     /// redb's page cache ([`SERVER_CACHE_BYTES`] for the server).
     pub cache_bytes: usize,
+    /// Entries per generation of the dedup table ([`index::dedup_buffer::GEN_ENTRIES`]); tests
+    /// make it small to have many generations and merges.
+    pub dedup_generation: usize,
 }
 
 impl Default for StoreOptions {
@@ -104,6 +107,7 @@ impl Default for StoreOptions {
             ephemeral: false,
             fault: None,
             cache_bytes: engine::open::SERVER_CACHE_BYTES,
+            dedup_generation: index::dedup_buffer::GEN_ENTRIES,
         }
     }
 }
@@ -146,7 +150,7 @@ impl Store {
             writer_metrics.set_delivery_states(destinations::outbox::state_totals(&txn)?);
             (
                 index::fbclid_buffer::FbclidBuffer::load(&txn)?,
-                DedupBuffer::load(&txn, dedup_filter)?,
+                DedupBuffer::load(&txn, dedup_filter, options.dedup_generation.max(1))?,
             )
         };
         let slot = Arc::new(RwLock::new(Some(db)));

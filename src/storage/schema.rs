@@ -102,6 +102,13 @@
 //!   moves the `admin` password hash out of `ADMIN` into user `admin`, an owner (no user when
 //!   no password was set), and `ADMIN` keeps only the admin page's settings. `AUDIT`, the audit
 //!   log, empty; `META` may hold `audit_seq`.
+//! - 22: merged dedup runs. `DEDUP` keys may begin with a merged run's number (at or above
+//!   `dedup_runs::MERGED`: its tier and the newest generation it covers), which replaces the
+//!   generations it covers, and `META` may hold `dedup_merging`, the run a merge is writing. A
+//!   look-up takes the entry with the highest inbox id of the runs it asks, not the first
+//!   found. Nothing is rewritten: a file of version 21 has one run per generation, and its
+//!   generations merge as new ones fill. A build before 22 would take a merged run for the
+//!   newest generation, hence the version.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -117,7 +124,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 21;
+pub const SCHEMA_VERSION: u64 = 22;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -133,6 +140,9 @@ pub const META_DEDUP_REDO_FROM: &str = "dedup_redo_from";
 /// still be only in the writer's memory (`fbclid_buffer.rs`); opening the file derives the
 /// entries of the clicks from then on again. Absent when every entry is in the table.
 pub const META_FBCLID_REDO_FROM: &str = "fbclid_redo_from";
+/// The number of the `DEDUP` run a merge is writing (`dedup_runs.rs`): until the commit that
+/// removes it, the runs it merges are the ones look-ups ask. Absent when no merge is under way.
+pub const META_DEDUP_MERGING: &str = "dedup_merging";
 
 /// The two halves of the data file's event id salt (schema 13): a random 128-bit number, from
 /// which the `event_id` of each event stored before events had one is derived

@@ -624,3 +624,52 @@ async fn a_clean_stop_keeps_every_answered_request_and_ignores_idle_connections(
     );
     s.stop().await;
 }
+
+/// The dedup table's runs merge while events come (`storage/index/dedup_runs.rs`; generations of
+/// 4 entries here, so that a thousand events make merges of three tiers, each over many
+/// commits), and the process is killed (SIGKILL), round after round, until a restart finds a merge
+/// under way. After each restart every acknowledged event is still a duplicate of itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkill_while_dedup_runs_merge_loses_no_acknowledged_event() {
+    const ROUNDS: usize = 4;
+    let env = [("TRACKER_DEV_DEDUP_GENERATION", "4")];
+    let dir = tempfile::tempdir().unwrap();
+    let mut process = TrackerProcess::start_with_env(dir.path(), &env);
+    let creds = process.created.take().expect("first start credentials");
+    let mut all = Acks::default();
+    let mut resumed = 0;
+    for round in 0..ROUNDS {
+        let delay = Duration::from_millis(400 + random_below(800));
+        let (acks, _) = load_then_kill(
+            process,
+            &creds.secret,
+            (&format!("merge{round}"), usize::MAX),
+            tokio::time::sleep(delay),
+        )
+        .await;
+        all.events.extend(acks.events);
+        all.clicks.extend(acks.clicks);
+        all.binds.extend(acks.binds);
+        process = TrackerProcess::start_with_env(dir.path(), &env);
+        let log = process.log_when(|log| dedup_entries_derived(log).is_some());
+        if log.contains("a merge of dedup runs resumes") {
+            resumed += 1;
+        }
+        let so_far = Arc::new(std::mem::take(&mut all));
+        assert_acknowledged(process.addr, &creds.secret, &so_far).await;
+        all = Arc::into_inner(so_far).expect("checkers are done");
+        if resumed > 0 && round > 0 {
+            break;
+        }
+    }
+    assert!(
+        resumed > 0,
+        "no kill of {ROUNDS} came while a merge was under way"
+    );
+    assert!(
+        all.events.len() >= 200,
+        "too few events to fill many generations: {}",
+        all.events.len()
+    );
+    stop_cleanly(process);
+}

@@ -886,3 +886,75 @@ async fn the_admin_password_becomes_the_first_owner_through_the_migration_to_21(
         );
     }
 }
+
+/// A file of the layout before merged dedup runs (version 21: one run per generation) opens,
+/// and its generations merge with the new ones as events come (generations of two entries
+/// here): the fixture's event and every new one stay duplicates of themselves, across a
+/// restart, and `tracker check` finds the merged file clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_21_file_merges_its_dedup_generations_and_still_deduplicates() {
+    let (_, fixture) = fixtures()
+        .into_iter()
+        .find(|(v, _)| *v == 21)
+        .expect("v21 fixture");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.redb");
+    std::fs::copy(&fixture, &path).unwrap();
+    let options = StoreOptions {
+        dedup_generation: 2,
+        ..StoreOptions::default()
+    };
+    let now = tracker::clock::Clock::now_ms(&tracker::clock::SystemClock);
+    let event = |eid: &str| ValidEvent {
+        kind: EventKind::Deposit,
+        uid: None,
+        tg_id: None,
+        value: None,
+        currency: "USD".into(),
+        eid: Some(eid.into()),
+        occurred_at_ms: now,
+        time_supplied: false,
+        received_at_ms: now,
+        source: tracker::domain::event::Source::Post,
+    };
+    let mut stored = vec![("order-1".to_owned(), 3)];
+    for round in 0..2 {
+        let (store, _) = Store::open(&path, &options).unwrap();
+        for n in 0..150 {
+            let e = event(&format!("merge-{round}-{n}"));
+            let key = dedup_key(&e, DAY_MS);
+            let outcome = store.record_event(1, e, key).await.unwrap();
+            assert!(!outcome.duplicate, "{round}-{n}");
+            stored.push((format!("merge-{round}-{n}"), outcome.inbox_id));
+        }
+        for (eid, inbox_id) in &stored {
+            let e = event(eid);
+            let key = dedup_key(&e, DAY_MS);
+            let outcome = store.record_event(1, e, key).await.unwrap();
+            assert_eq!(
+                (outcome.duplicate, outcome.inbox_id),
+                (true, *inbox_id),
+                "{eid}"
+            );
+        }
+        store.close();
+    }
+    let db = tracker::storage::open_database(&path, None, tracker::storage::SERVER_CACHE_BYTES)
+        .unwrap()
+        .db;
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let table = txn.open_table(tracker::storage::schema::DEDUP).unwrap();
+    let mut runs: Vec<u32> = redb::ReadableTable::iter(&table)
+        .unwrap()
+        .map(|e| e.unwrap().0.value().0)
+        .collect();
+    runs.dedup();
+    assert!(
+        runs.iter().any(|r| *r >= 1 << 31) && runs.len() < 20,
+        "merged runs: {runs:?}"
+    );
+    drop((table, txn, db));
+    let expiry = tracker::config::Settings::with_data(path.clone()).dedup_expiry(now);
+    let report = tracker::storage::check::check_file(&path, false, expiry).unwrap();
+    assert!(report.clean(), "{report:#?}");
+}

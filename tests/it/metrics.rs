@@ -221,6 +221,10 @@ async fn metrics_count_exactly_what_was_sent() {
     assert_eq!(m("tracker_writer_batch_size_sum"), 7.0);
     assert!(m("tracker_writer_commit_duration_seconds_count") >= 1.0);
     assert_eq!(after["tracker_writer_queue_depth"], 0.0);
+    // The new events' dedup keys were looked up in the dedup table; a new file's filter has
+    // hardly any keys, so none of them read a run in vain.
+    assert!(m("tracker_dedup_lookups_total") >= 1.0);
+    assert_eq!(m("tracker_dedup_wrong_maybe_reads_total"), 0.0);
     let size = after["tracker_data_file_size_bytes"];
     assert!(size > 0.0, "{size}");
     assert!(

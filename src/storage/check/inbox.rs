@@ -13,7 +13,7 @@ use crate::storage::error::StoreError;
 use crate::storage::index::dedup_buffer::{self, GEN_ENTRIES, TableKey};
 use crate::storage::index::key_filter::GenFilter;
 use crate::storage::records::{self, EventRecord};
-use crate::storage::schema::{DEDUP, INBOX, META_INBOX_SEQ};
+use crate::storage::schema::{DEDUP, INBOX, META, META_INBOX_SEQ};
 
 pub(super) fn check_inbox(
     txn: &ReadTransaction,
@@ -24,7 +24,8 @@ pub(super) fn check_inbox(
 ) -> Result<(), StoreError> {
     let inbox = txn.open_table(INBOX)?;
     let dedup_table = txn.open_table(DEDUP)?;
-    let gens = GenFilter::of_dedup(&dedup_table, GEN_ENTRIES)?;
+    let building = crate::storage::index::dedup_runs::building(&txn.open_table(META)?)?;
+    let gens = GenFilter::of_dedup(&dedup_table, building, GEN_ENTRIES)?;
     // A missing entry is written to the newest generation, as the writer would, and to the next
     // once that one is full.
     let mut newest = gens.newest();

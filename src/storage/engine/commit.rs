@@ -540,11 +540,16 @@ impl Writer {
             self.shared.health.send_replace(Health::Serving);
         }
         // A reader that sees the answer sees the entries.
-        self.shared
-            .pending
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .apply(buffered.dedup);
+        let lookups = {
+            let mut pending = self
+                .shared
+                .pending
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            pending.apply(buffered.dedup);
+            pending.lookups()
+        };
+        self.shared.metrics.set_dedup_lookups(lookups);
         self.fbclid.apply(buffered.fbclid);
         if let Some(t) = buffered.newest_uid {
             self.uid_floor = self.uid_floor.max(t.saturating_add(1));
@@ -725,6 +730,7 @@ fn flush_buffers(
     let mut dedup_change = std::mem::take(&mut t.change);
     let redo_from = dedup.flush_slice(&mut dedup_change, &mut t.dedup, drain, t.inbox_seq + 1)?;
     t.meta.insert(META_DEDUP_REDO_FROM, redo_from)?;
+    dedup.merge_slice(&mut dedup_change, &mut t.dedup, &mut t.meta)?;
     let mut fbclid_change = std::mem::take(&mut t.fbclid_change);
     match fbclid.flush_slice(&mut fbclid_change, &mut t.by_fbclid, drain)? {
         Some(from) => t.meta.insert(META_FBCLID_REDO_FROM, from)?,

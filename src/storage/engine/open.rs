@@ -333,8 +333,9 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         // Nothing to convert: see schema.rs (2: event records version 2; 7: the fbclid
         // buffer's redo mark and uids that begin with their time; 19: destination records
         // version 5, version 4 read as it is; 20: split links, their clicks' variants and
-        // rows by variant, which only split links write).
-        1 | 6 | 18 | 19 => Ok(()),
+        // rows by variant, which only split links write; 22: merged dedup runs, which only a
+        // merge writes).
+        1 | 6 | 18 | 19 | 21 => Ok(()),
         2 => migrate_to_v3(txn),
         3 => migrate_to_v4(txn),
         4 => migrate_to_v5(txn),

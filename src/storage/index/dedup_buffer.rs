@@ -14,11 +14,13 @@
 //! 64 Ki entries, each entry written cost a leaf read and a leaf written, and the write rate
 //! fell with the file. So the table's key begins with a generation ([`GEN_ENTRIES`] entries each,
 //! one after another): entries are written to the newest generation only, whose leaves stay
-//! few (about 3,500) however large the table grows. A look-up asks the generations the filter
-//! (`key_filter::GenFilter`) says may hold the key, newest first, and takes the first entry it
-//! finds, so a key written again in a newer generation (a windowed rule's whose earlier entry
-//! had expired, or an entry a redo or a repair writes) is found there; retention prunes an
-//! expired one, and an older entry of a permanent rule left beside a newer one is never read.
+//! few (about 3,500) however large the table grows. Full generations are merged into larger
+//! runs (`dedup_runs.rs`), so that a look-up asks few. A look-up asks the runs the filter
+//! (`key_filter::GenFilter`) says may hold the key, and takes the newest entry it finds (the
+//! highest inbox id), so a key written again in a newer generation (a windowed rule's whose
+//! earlier entry had expired, or an entry a redo or a repair writes) is found there; retention
+//! prunes an expired one, and an older entry of a permanent rule left beside a newer one is
+//! never taken.
 //!
 //! Nothing is lost in a crash, because the inbox is the redo log: an entry is only ever here
 //! once its event is committed in the inbox, and an event record holds every field its key is
@@ -41,16 +43,14 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use crate::domain::dedup::{self, DedupKey};
 use crate::domain::event::{AttributedBy, Source, ValidEvent};
 use crate::storage::error::StoreError;
+use crate::storage::index::dedup_runs::{self, Merge, Runs};
 use crate::storage::index::key_filter::{self, GenFilter};
 use crate::storage::records::{self, EventRecord};
-use crate::storage::schema::{DEDUP, INBOX, META, META_DEDUP_REDO_FROM, META_INBOX_SEQ, SPACES};
+use crate::storage::schema::{
+    DEDUP, INBOX, META, META_DEDUP_MERGING, META_DEDUP_REDO_FROM, META_INBOX_SEQ, SPACES,
+};
 
-/// A dedup key as the buffer holds it: `(space, rule, digest)`.
-pub type EntryKey = (u32, u8, u128);
-/// A `DEDUP` table key: `(generation, space, rule, digest)`.
-pub type TableKey = (u32, u32, u8, u128);
-/// A `DEDUP` table value: the earlier event's `(inbox_id, received_at_ms)`.
-pub type Earlier = (u64, u64);
+pub use crate::storage::index::dedup_runs::{Earlier, EntryKey, TableKey};
 
 /// Commits per sweep of the key space: a slice is 1/2048 of the table, so on a busy server the
 /// entries of one commit fall in a few leaves, and an entry waits at most this many commits.
@@ -72,7 +72,25 @@ pub fn table_key(generation: u32, &(space, rule, digest): &EntryKey) -> TableKey
     (generation, space, rule, digest)
 }
 
-/// The entry of `key` in the newest of `gens` (newest first) that holds one.
+/// The newest entry of `key` (the highest inbox id) in the runs `gens`, and how many of them
+/// held none.
+fn newest_of(
+    table: &impl ReadableTable<TableKey, Earlier>,
+    gens: impl IntoIterator<Item = u32>,
+    key: &EntryKey,
+) -> Result<(Option<Earlier>, u64), StoreError> {
+    let (mut newest, mut missed) = (None, 0);
+    for generation in gens {
+        match table.get(table_key(generation, key))? {
+            Some(found) => newest = newest.max(Some(found.value())),
+            None => missed += 1,
+        }
+    }
+    Ok((newest, missed))
+}
+
+/// The newest entry of `key` (the highest inbox id) in the runs `gens`. Every run is asked, not
+/// only up to the first that holds one: a merged run's number says nothing of its age.
 ///
 /// # Errors
 /// A redb error.
@@ -81,12 +99,7 @@ pub fn newest_in(
     gens: impl IntoIterator<Item = u32>,
     key: &EntryKey,
 ) -> Result<Option<Earlier>, StoreError> {
-    for generation in gens {
-        if let Some(found) = table.get(table_key(generation, key))? {
-            return Ok(Some(found.value()));
-        }
-    }
-    Ok(None)
+    Ok(newest_of(table, gens, key)?.0)
 }
 
 /// The generations of the table that `filter` says may hold `key`, newest first.
@@ -104,7 +117,9 @@ pub fn find(
     filter: &GenFilter,
     key: &EntryKey,
 ) -> Result<Option<Earlier>, StoreError> {
-    newest_in(table, gens_to_ask(filter, key), key)
+    let (found, missed) = newest_of(table, gens_to_ask(filter, key), key)?;
+    filter.count_lookup(missed);
+    Ok(found)
 }
 
 /// Where a reader finds a key's entry: in the buffer, or else in one of these generations of
@@ -129,6 +144,13 @@ pub struct DedupBuffer {
     ages: Ages,
     /// The last key written by the previous flush: the next one starts after it.
     cursor: Option<EntryKey>,
+    /// The merge under way (`dedup_runs.rs`), and the runs merges replaced whose entries are
+    /// still to delete.
+    merge: Option<Merge>,
+    replaced: Vec<u32>,
+    /// Entries a commit's merge may read per entry it flushes (`dedup_runs::PACE`); 0 merges
+    /// nothing.
+    merge_pace: usize,
 }
 
 /// What one commit takes out of the buffer and puts in: decided while the transaction is open,
@@ -141,6 +163,17 @@ pub struct Change {
     flushed: Vec<(EntryKey, Earlier)>,
     /// The generation each of `flushed` is written to.
     gens: Vec<u32>,
+    runs: RunsChange,
+}
+
+/// What one commit did to the runs: the merge as it stands after its slice, the entries the
+/// slice wrote, whether it is done, and a replaced run whose last entries it deleted.
+#[derive(Debug, Default)]
+struct RunsChange {
+    merge: Option<Merge>,
+    merged: Vec<EntryKey>,
+    done: bool,
+    deleted: Option<u32>,
 }
 
 impl Default for DedupBuffer {
@@ -157,23 +190,51 @@ impl DedupBuffer {
             in_table,
             ages: Ages::default(),
             cursor: None,
+            merge: None,
+            replaced: Vec::new(),
+            merge_pace: dedup_runs::PACE,
         }
     }
 
-    /// An empty buffer, with the filter of the keys already in the table: `built` if the open's
-    /// [`redo`] made it, else read from the table.
+    /// An empty buffer for generations of `per_gen` entries, with the filter of the keys already
+    /// in the table (`built` if the open's [`redo`] made it for generations of that size, else
+    /// read from the table), and the merge under way resumed.
     ///
     /// # Errors
     /// A redb error.
     pub fn load(
         txn: &redb::ReadTransaction,
         built: Option<GenFilter>,
+        per_gen: usize,
     ) -> Result<DedupBuffer, StoreError> {
-        let filter = match built {
+        let table = txn.open_table(DEDUP)?;
+        let building = dedup_runs::building(&txn.open_table(META)?)?;
+        let filter = match built.filter(|f| f.per_gen() == per_gen) {
             Some(filter) => filter,
-            None => GenFilter::of_dedup(&txn.open_table(DEDUP)?, GEN_ENTRIES)?,
+            None => GenFilter::of_dedup(&table, building, per_gen)?,
         };
-        Ok(DedupBuffer::with_filter(filter))
+        let runs = Runs::read(&table, building)?;
+        let mut buffer = DedupBuffer::with_filter(filter);
+        buffer.merge = match building {
+            Some(into) => {
+                let merge = Merge::resume(&table, into, &runs.live)?;
+                tracing::info!(
+                    run = into,
+                    sources = merge.sources.len(),
+                    "a merge of dedup runs resumes where it was"
+                );
+                Some(merge)
+            }
+            None => None,
+        };
+        buffer.replaced = runs.replaced;
+        Ok(buffer)
+    }
+
+    /// Look-ups of the table so far, and the runs they read that did not hold the key.
+    #[must_use]
+    pub fn lookups(&self) -> (u64, u64) {
+        self.in_table.lookups()
     }
 
     /// `key`'s entry in `table` (not in this buffer), asking only the generations that may
@@ -245,8 +306,76 @@ impl DedupBuffer {
             .unwrap_or(next_inbox_id))
     }
 
+    /// The commit's step of the runs' upkeep (`dedup_runs.rs`), reading a bounded slice: the next
+    /// entries of the merge under way (or of the next one, begun here), and the next entries
+    /// of a replaced run deleted. Recorded in `change`, applied with it.
+    ///
+    /// # Errors
+    /// A redb error.
+    pub fn merge_slice(
+        &self,
+        change: &mut Change,
+        table: &mut Table<'_, TableKey, Earlier>,
+        meta: &mut Table<'_, &str, u64>,
+    ) -> Result<(), StoreError> {
+        if self.merge_pace == 0 {
+            return Ok(());
+        }
+        let floor = dedup_runs::FLOOR.min(self.in_table.per_gen());
+        let budget = change.flushed.len() * self.merge_pace + floor;
+        if let Some(&run) = self.replaced.first() {
+            if dedup_runs::delete_slice(table, run, budget)? {
+                change.runs.deleted = Some(run);
+            }
+        }
+        let mut merge = if let Some(merge) = &self.merge {
+            merge.clone()
+        } else {
+            let Some(merge) =
+                dedup_runs::next_merge(&self.in_table.runs(), self.in_table.newest().0)
+            else {
+                return Ok(());
+            };
+            meta.insert(META_DEDUP_MERGING, u64::from(merge.into))?;
+            merge
+        };
+        let (written, done) = dedup_runs::merge_slice(table, &merge, budget)?;
+        if done {
+            // The swap: from this commit on, the run is complete and its sources replaced.
+            meta.remove(META_DEDUP_MERGING)?;
+        }
+        if let Some((last, _)) = written.last() {
+            merge.cursor = Some(*last);
+        }
+        change.runs = RunsChange {
+            merge: Some(merge),
+            merged: written.into_iter().map(|(k, _)| k).collect(),
+            done,
+            deleted: change.runs.deleted,
+        };
+        Ok(())
+    }
+
     /// Applies a committed transaction's `change`.
     pub fn apply(&mut self, change: Change) {
+        let runs = change.runs;
+        if let Some(run) = runs.deleted {
+            self.replaced.retain(|r| *r != run);
+        }
+        if let Some(merge) = runs.merge {
+            self.in_table.add_run(merge.into);
+            for key in &runs.merged {
+                self.in_table
+                    .insert(merge.into, &key_filter::dedup_key(key));
+            }
+            if runs.done {
+                self.in_table.remove_runs(&merge.sources);
+                self.replaced.extend(&merge.sources);
+                self.merge = None;
+            } else {
+                self.merge = Some(merge);
+            }
+        }
         if let Some((last, _)) = change.flushed.last() {
             self.cursor = Some(*last);
         }
@@ -487,9 +616,10 @@ fn redo_in(txn: &WriteTransaction, per_gen: usize) -> Result<Option<(u64, GenFil
         let (_, bytes) = entry?;
         spaces.push(records::decode::<records::SpaceRecord>(bytes.value())?.no);
     }
+    let building = dedup_runs::building(&meta)?;
     let inbox = txn.open_table(INBOX)?;
     let mut table = txn.open_table(DEDUP)?;
-    let mut filter = GenFilter::of_dedup(&table, per_gen)?;
+    let mut filter = GenFilter::of_dedup(&table, building, per_gen)?;
     let mut newest = filter.newest();
     let mut written = 0;
     for space in spaces {
@@ -559,6 +689,170 @@ mod tests {
         txn.commit().unwrap();
         buffer.apply(change);
         redo_from
+    }
+
+    /// A commit as the writer makes it: the buffer's slice, then the runs' slice.
+    fn commit_merging(db: &Database, buffer: &mut DedupBuffer, fresh: &[(EntryKey, Earlier)]) {
+        let txn = db.begin_write().unwrap();
+        let mut change = Change::default();
+        change.fresh.extend(fresh.iter().copied());
+        {
+            let mut t = txn.open_table(DEDUP).unwrap();
+            let mut meta = txn.open_table(META).unwrap();
+            buffer.flush_slice(&mut change, &mut t, true, 0).unwrap();
+            buffer.merge_slice(&mut change, &mut t, &mut meta).unwrap();
+        }
+        txn.commit().unwrap();
+        buffer.apply(change);
+    }
+
+    /// The buffer a restart would load from the file as it is now: what a crash after the last
+    /// commit leaves (with nothing only in memory: the redo covers that, tested above).
+    fn restarted(db: &Database, per_gen: usize) -> DedupBuffer {
+        let txn = redb::ReadableDatabase::begin_read(db).unwrap();
+        DedupBuffer::load(&txn, None, per_gen).unwrap()
+    }
+
+    /// `key`'s entry as the writer finds it: in the buffer, else in the table.
+    fn found(db: &Database, buffer: &DedupBuffer, key: &EntryKey) -> Option<Earlier> {
+        let txn = redb::ReadableDatabase::begin_read(db).unwrap();
+        let table = txn.open_table(DEDUP).unwrap();
+        buffer
+            .get(key)
+            .or_else(|| buffer.in_table(&table, key).unwrap())
+    }
+
+    /// Fills generations of 64 entries with `n` keys, 50 to a commit, `restart_every` commits a
+    /// restart from the file (none: never), and commits on with nothing new until every merge is
+    /// done. Answers the keys with their entries.
+    fn fill(
+        db: &Database,
+        buffer: &mut DedupBuffer,
+        n: u64,
+        restart_every: Option<usize>,
+    ) -> BTreeMap<EntryKey, Earlier> {
+        let mut all = BTreeMap::new();
+        for (commits, chunk) in (1..=n).collect::<Vec<_>>().chunks(50).enumerate() {
+            let mut fresh: Vec<_> = chunk
+                .iter()
+                .map(|&id| ((1 + (id % 2) as u32, 2, digest(id)), (id, id * 10)))
+                .collect();
+            // Now and then a key written again: its newer entry must win wherever the older is.
+            if let Some(&id) = chunk.first().filter(|id| *id % 7 == 1 && **id > 1000) {
+                let again = id - 900;
+                fresh.push(((1 + (again % 2) as u32, 2, digest(again)), (id + n, 1)));
+            }
+            all.extend(fresh.iter().copied());
+            commit_merging(db, buffer, &fresh);
+            if restart_every.is_some_and(|every| (commits + 1) % every == 0) {
+                commit_merging(db, buffer, &[]);
+                *buffer = restarted(db, 64);
+            }
+        }
+        for _ in 0..10_000 {
+            if buffer.merge.is_none() && buffer.replaced.is_empty() && buffer.is_empty() {
+                break;
+            }
+            commit_merging(db, buffer, &[]);
+        }
+        all
+    }
+
+    #[test]
+    fn merges_between_commits_keep_every_key_and_find_no_absent_one() {
+        for restart_every in [None, Some(5)] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Database::create(dir.path().join("t.redb")).unwrap();
+            let mut buffer = DedupBuffer::with_filter(GenFilter::new(64));
+            let all = fill(&db, &mut buffer, 12_000, restart_every);
+            // 188 generations: two of tier 2, seven of tier 1 beside them, and the newest few.
+            let runs = buffer.in_table.runs();
+            assert!(runs.len() <= 16, "{restart_every:?}: {runs:?}");
+            assert!(
+                runs.iter().any(|r| dedup_runs::tier(*r) == 2),
+                "{restart_every:?}: {runs:?}"
+            );
+            for (k, v) in &all {
+                assert_eq!(found(&db, &buffer, k), Some(*v), "{restart_every:?}: {k:?}");
+            }
+            for i in 100_000..102_000 {
+                assert_eq!(found(&db, &buffer, &(1, 2, digest(i))), None);
+            }
+            // Nothing is counted twice: the runs replaced are gone from the table, and what
+            // it holds is the runs asked.
+            let in_table: Vec<u32> = generations(&db).into_keys().collect();
+            assert_eq!(in_table, runs, "{restart_every:?}");
+            // A restart reads the same runs.
+            assert_eq!(restarted(&db, 64).in_table.runs(), runs);
+        }
+    }
+
+    /// A crash after any commit of a merge: the file as that commit left it finds every key,
+    /// whether the merge had begun, was half way, had swapped, or was deleting what it
+    /// replaced.
+    #[test]
+    fn a_restart_after_any_commit_of_a_merge_finds_every_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let mut buffer = DedupBuffer::with_filter(GenFilter::new(64));
+        let mut all = fill(&db, &mut buffer, 4_000, None);
+        // One more block of eight generations makes a tier-two merge of 4,096 entries, which
+        // takes many commits of nothing new.
+        let more: Vec<_> = (4_001..=4_600u64)
+            .map(|id| ((1, 2, digest(id)), (id, 0)))
+            .collect();
+        all.extend(more.iter().copied());
+        commit_merging(&db, &mut buffer, &more);
+        let mut states = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            commit_merging(&db, &mut buffer, &[]);
+            let after = restarted(&db, 64);
+            states.insert((after.merge.is_some(), after.replaced.is_empty()));
+            for (k, v) in all.iter().step_by(7) {
+                assert_eq!(found(&db, &after, k), Some(*v), "{k:?}");
+            }
+        }
+        // Seen: merging, swapped with runs to delete, and settled.
+        assert!(states.contains(&(true, true)), "{states:?}");
+        assert!(states.contains(&(false, false)), "{states:?}");
+        assert!(states.contains(&(false, true)), "{states:?}");
+    }
+
+    /// The filter's wrong "maybe"s per look-up of a new key: bounded with merges, growing with
+    /// the generations without them.
+    #[test]
+    fn merging_bounds_the_wrong_maybes_of_a_new_key() {
+        let per_lookup = |merge_pace: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Database::create(dir.path().join("t.redb")).unwrap();
+            let mut buffer = DedupBuffer::with_filter(GenFilter::new(256));
+            buffer.merge_pace = merge_pace;
+            let mut id = 0;
+            for _ in 0..128 {
+                let fresh: Vec<_> = (0..200)
+                    .map(|_| {
+                        id += 1;
+                        ((1, 2, digest(id)), (id, 0))
+                    })
+                    .collect();
+                commit_merging(&db, &mut buffer, &fresh);
+            }
+            for _ in 0..200 {
+                commit_merging(&db, &mut buffer, &[]);
+            }
+            let before = buffer.lookups();
+            for i in 1_000_000..1_020_000 {
+                assert_eq!(found(&db, &buffer, &(1, 2, digest(i))), None);
+            }
+            let (lookups, wrong) = buffer.lookups();
+            let share = |n: u64| f64::from(u32::try_from(n).expect("a test's count"));
+            share(wrong - before.1) / share(lookups - before.0)
+        };
+        let merged = per_lookup(dedup_runs::PACE);
+        let unmerged = per_lookup(0);
+        // 100 generations: about one wrong "maybe" in 700 each unmerged, ten runs merged.
+        assert!(merged < 0.05, "{merged} with merges");
+        assert!(unmerged > 0.1, "{unmerged} without merges");
     }
 
     #[test]
@@ -739,7 +1033,7 @@ mod tests {
             // twice in the filter and once in the table).
             assert_eq!(
                 filter.newest().0,
-                GenFilter::of_dedup(&t, per_gen).unwrap().newest().0
+                GenFilter::of_dedup(&t, None, per_gen).unwrap().newest().0
             );
             for e in t.iter().unwrap() {
                 let (generation, space, rule, digest) = e.unwrap().0.value();

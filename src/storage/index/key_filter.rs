@@ -1,7 +1,7 @@
 //! Which keys a table of digests may hold: a Bloom filter in the writer's memory that answers
 //! "certainly not" for almost every key seen for the first time. One in front of
 //! `clicks_by_fbclid` (`fbclid_buffer.rs`, [`KeyFilter`]) and one in front of `DEDUP`
-//! (`dedup_buffer.rs`, [`GenFilter`], which also says which of the table's generations to ask).
+//! (`dedup_buffer.rs`, [`GenFilter`], which also says which of the table's runs to ask).
 //!
 //! Why: a click with an fbclid must find the earlier click with the same fbclid, and a new event
 //! the earlier event with its dedup key, and almost never has one. Both keys are digests, so a
@@ -24,9 +24,12 @@
 //! Built at open with a quarter more room than the table's keys: about 1.6 bytes per key then,
 //! 1.25 when full, 2.5 right after a growth.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use redb::{ReadableTable, ReadableTableMetadata};
 
 use crate::storage::error::StoreError;
+use crate::storage::index::dedup_runs;
 use crate::storage::schema::CLICKS_BY_FBCLID;
 
 /// A key the filter takes: `(space, 128-bit digest)`, as `clicks_by_fbclid` keys are.
@@ -166,27 +169,33 @@ impl KeyFilter {
     }
 }
 
-/// Bits per key of a dedup generation's level. A look-up asks the level of every generation, so
-/// each must say "maybe" more rarely than a level of [`KeyFilter`]: at 14 bits about one key in
-/// 500 it was never given, so a new key reads the table about once in 12 at 40 generations.
+/// Bits per key of a dedup run's level. A look-up asks the level of every run, so each must say
+/// "maybe" more rarely than a level of [`KeyFilter`]: at 14 bits about one key in 500 it was
+/// never given.
 const GEN_BITS_PER_KEY: usize = 14;
 
-/// Which generations of `DEDUP` may hold a key (`dedup_buffer.rs`): a level per generation, each
-/// sized for a full one (1.75 bytes per key it takes), so the filter never grows by doubling. A
-/// generation's keys are given to its level only. A generation that retention has emptied keeps
-/// its level until the next start, which builds the filter from what the table holds.
+/// Which runs of `DEDUP` may hold a key (`dedup_buffer.rs`, `dedup_runs.rs`): a level per run,
+/// each sized for a full one (1.75 bytes per key of a full generation it covers), so the filter
+/// never grows by doubling. A run's keys are given to its level only. A run that retention has
+/// emptied keeps its level until the next start, which builds the filter from what the table
+/// holds.
 ///
 /// The cost that grows: each look-up asks every level, and each wrongly says "maybe" about one
-/// time in 500, a read of a generation that is not written to and so not in redb's cache: about
-/// 0.08 reads per new event at 40 generations (10 M events), 0.75 at 380 (100 M). Merging full
-/// generations into fewer, larger ones (each is a sorted run, so a merge reads and writes in
-/// order) would bound it; not built.
+/// time in 500, a read of a run that is not written to and so not in redb's cache. Merging
+/// keeps the runs few (`dedup_runs.rs`); the look-ups and the wrong "maybe"s are counted for
+/// `/metrics`.
 #[derive(Debug)]
 pub struct GenFilter {
-    /// Oldest first, with each generation's number.
+    /// By run number, with each run's number.
     gens: Vec<(u32, Level)>,
     /// Keys a generation takes before the next begins.
     per_gen: usize,
+    /// The first generation no merged run covers: where the writer's generations go on from.
+    fresh_from: u32,
+    /// Look-ups through [`dedup_buffer::find`](super::dedup_buffer::find), and the runs they
+    /// read that did not hold the key.
+    lookups: AtomicU64,
+    wrong_maybes: AtomicU64,
 }
 
 impl GenFilter {
@@ -196,21 +205,29 @@ impl GenFilter {
         GenFilter {
             gens: Vec::new(),
             per_gen,
+            fresh_from: 0,
+            lookups: AtomicU64::new(0),
+            wrong_maybes: AtomicU64::new(0),
         }
     }
 
-    /// A filter of every key of `DEDUP`, each in its generation's level.
+    /// A filter of every key of the runs of `DEDUP` that look-ups ask, each in its run's level,
+    /// with `building` the run a merge is writing (`META_DEDUP_MERGING`).
     ///
     /// # Errors
     /// A redb error.
     pub fn of_dedup(
         table: &impl ReadableTable<(u32, u32, u8, u128), (u64, u64)>,
+        building: Option<u32>,
         per_gen: usize,
     ) -> Result<GenFilter, StoreError> {
         let mut filter = GenFilter::new(per_gen);
-        for entry in table.iter()? {
-            let (generation, space, rule, digest) = entry?.0.value();
-            filter.insert(generation, &dedup_key(&(space, rule, digest)));
+        for run in dedup_runs::Runs::read(table, building)?.live {
+            filter.add_run(run);
+            for entry in table.range((run, 0, 0, 0)..=(run, u32::MAX, u8::MAX, u128::MAX))? {
+                let (_, space, rule, digest) = entry?.0.value();
+                filter.insert(run, &dedup_key(&(space, rule, digest)));
+            }
         }
         Ok(filter)
     }
@@ -221,27 +238,58 @@ impl GenFilter {
         self.per_gen
     }
 
-    /// The newest generation and how many keys it was given (`(0, 0)` when there is none).
+    /// The newest of the writer's generations and how many keys it was given (`(0, 0)` when
+    /// there is none): never one a merged run covers.
     #[must_use]
     pub fn newest(&self) -> (u32, usize) {
-        self.gens.last().map_or((0, 0), |(g, l)| (*g, l.held))
+        let newest = self
+            .gens
+            .iter()
+            .rev()
+            .find(|(g, _)| *g < dedup_runs::MERGED)
+            .map_or((0, 0), |(g, l)| (*g, l.held));
+        if newest.0 < self.fresh_from {
+            (self.fresh_from, 0)
+        } else {
+            newest
+        }
     }
 
-    /// `key` is in generation `generation` of the table.
-    pub fn insert(&mut self, generation: u32, key: &Key) {
-        // Nearly always the newest or the one after it; never dropped when it is another.
-        let i = match self.gens.binary_search_by_key(&generation, |(g, _)| *g) {
+    /// The number of every run asked.
+    #[must_use]
+    pub fn runs(&self) -> Vec<u32> {
+        self.gens.iter().map(|(g, _)| *g).collect()
+    }
+
+    /// Adds run `run`'s level, empty, unless it has one.
+    pub fn add_run(&mut self, run: u32) -> usize {
+        match self.gens.binary_search_by_key(&run, |(g, _)| *g) {
             Ok(i) => i,
             Err(i) => {
-                let level = Level::with_bits(self.per_gen, GEN_BITS_PER_KEY);
-                self.gens.insert(i, (generation, level));
+                let capacity = dedup_runs::capacity(run, self.per_gen).max(1);
+                let level = Level::with_bits(capacity, GEN_BITS_PER_KEY);
+                self.gens.insert(i, (run, level));
+                if run >= dedup_runs::MERGED {
+                    self.fresh_from = self.fresh_from.max(dedup_runs::covers(run).end() + 1);
+                }
                 i
             }
-        };
+        }
+    }
+
+    /// Drops the levels of `runs`: a merged run replaced them.
+    pub fn remove_runs(&mut self, runs: &[u32]) {
+        self.gens.retain(|(g, _)| !runs.contains(g));
+    }
+
+    /// `key` is in run `generation` of the table.
+    pub fn insert(&mut self, generation: u32, key: &Key) {
+        // Nearly always the newest or the one after it; never dropped when it is another.
+        let i = self.add_run(generation);
         self.gens[i].1.insert(key);
     }
 
-    /// The generations that may hold `key`, newest first: every one that does is among them.
+    /// The runs that may hold `key`: every one that does is among them.
     pub fn may_hold<'a>(&'a self, key: &Key) -> impl Iterator<Item = u32> + use<'a> {
         let key = *key;
         self.gens
@@ -249,6 +297,21 @@ impl GenFilter {
             .rev()
             .filter(move |(_, l)| l.may_hold(&key))
             .map(|(g, _)| *g)
+    }
+
+    /// A look-up asked the table, and read `wrong` runs that did not hold its key.
+    pub fn count_lookup(&self, wrong: u64) {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        self.wrong_maybes.fetch_add(wrong, Ordering::Relaxed);
+    }
+
+    /// Look-ups so far and the runs they read in vain.
+    #[must_use]
+    pub fn lookups(&self) -> (u64, u64) {
+        (
+            self.lookups.load(Ordering::Relaxed),
+            self.wrong_maybes.load(Ordering::Relaxed),
+        )
     }
 }
 
