@@ -30,6 +30,12 @@
 //! are counted when they start, not when they fail, so a burst of concurrent attempts is
 //! bounded too.
 //!
+//! A user with a second factor (or whom an owner requires to set one up) gets no session from
+//! the password alone: a half-login ([`HalfLogins`]), in memory as sessions are, waits for the
+//! code on its own form for [`HALF_LOGIN_MS`] and [`CODE_TRIES`] wrong codes at most; then the
+//! password is asked again, and its throttle counts. The address's attempts are cleared only
+//! when the whole login has succeeded, so that guessing codes costs password attempts too.
+//!
 //! What anyone can cause is logged at most once a minute per address ([`QuietWarnings`]), with
 //! the count of lines left out, so refused forms cannot fill the log.
 
@@ -63,6 +69,11 @@ pub const OVERALL_WINDOW_MS: u64 = 60 * 1000;
 pub const MAX_OVERALL_PAUSE_MS: u64 = 5 * 1000;
 /// Addresses remembered at most; the map cannot grow without bound under a spread-out flood.
 const MAX_ADDRESSES: usize = 4096;
+
+/// A half-login (password right, second factor not yet given) lasts this long ...
+pub const HALF_LOGIN_MS: u64 = 5 * 60 * 1000;
+/// ... and takes this many wrong codes.
+pub const CODE_TRIES: u32 = 5;
 
 /// A login form is accepted for this long after its page was served.
 pub const LOGIN_FORM_MS: u64 = 60 * 60 * 1000;
@@ -169,6 +180,9 @@ struct Session {
     last_used_ms: u64,
     /// `User::session_tag` of the user as they logged in: their role, spaces and password.
     user_tag: u128,
+    /// The secret of a second factor being set up on the account page, until a code of it
+    /// turns it on: kept here, never in a form.
+    enrolling: Option<Vec<u8>>,
 }
 
 /// The logged-in sessions.
@@ -211,6 +225,7 @@ impl Sessions {
                 started_ms: now_ms,
                 last_used_ms: now_ms,
                 user_tag,
+                enrolling: None,
             },
         );
         live
@@ -245,6 +260,132 @@ impl Sessions {
     }
 
     /// Ends a session (logout).
+    pub fn end(&self, id: &str) {
+        self.by_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+
+    /// The secret session `id` is setting up a second factor with: `new()`'s, kept until
+    /// [`Sessions::enrolled`], so the page shows the same one however often it is loaded.
+    pub fn enrolling(&self, id: &str, new: impl FnOnce() -> Vec<u8>) -> Option<Vec<u8>> {
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        let session = map.get_mut(id)?;
+        Some(session.enrolling.get_or_insert_with(new).clone())
+    }
+
+    /// Forgets session `id`'s secret being set up: turned on, or to start again.
+    pub fn enrolled(&self, id: &str) {
+        if let Some(session) = self
+            .by_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(id)
+        {
+            session.enrolling = None;
+        }
+    }
+}
+
+struct HalfLogin {
+    user: String,
+    user_tag: u128,
+    csrf: String,
+    started_ms: u64,
+    tries_left: u32,
+    enrolling: Option<Vec<u8>>,
+}
+
+/// Logins past their password that wait for the second factor.
+#[derive(Default)]
+pub struct HalfLogins {
+    by_id: Mutex<HashMap<String, HalfLogin>>,
+}
+
+/// A half-login: its id (the cookie), its form's token, its user as they gave their password,
+/// and the secret they are setting up, when they have no second factor yet.
+#[derive(Clone)]
+pub struct Waiting {
+    pub id: String,
+    pub csrf: String,
+    pub user: String,
+    pub user_tag: u128,
+    pub enrolling: Option<Vec<u8>>,
+}
+
+impl HalfLogins {
+    /// A new half-login of `user` (as `user_tag` says), setting up `enrolling` if given.
+    pub fn start(
+        &self,
+        now_ms: u64,
+        user: &str,
+        user_tag: u128,
+        enrolling: Option<Vec<u8>>,
+    ) -> Waiting {
+        let waiting = Waiting {
+            id: random_hex128(),
+            csrf: random_hex128(),
+            user: user.to_owned(),
+            user_tag,
+            enrolling,
+        };
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, h| now_ms.saturating_sub(h.started_ms) < HALF_LOGIN_MS);
+        if map.len() >= MAX_SESSIONS
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, h)| h.started_ms)
+                .map(|(id, _)| id.clone())
+        {
+            map.remove(&oldest);
+        }
+        map.insert(
+            waiting.id.clone(),
+            HalfLogin {
+                user: waiting.user.clone(),
+                user_tag,
+                csrf: waiting.csrf.clone(),
+                started_ms: now_ms,
+                tries_left: CODE_TRIES,
+                enrolling: waiting.enrolling.clone(),
+            },
+        );
+        waiting
+    }
+
+    /// The half-login of cookie value `id`, while it is younger than [`HALF_LOGIN_MS`].
+    pub fn resume(&self, id: &str, now_ms: u64) -> Option<Waiting> {
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        let half = map.get(id)?;
+        if now_ms.saturating_sub(half.started_ms) >= HALF_LOGIN_MS {
+            map.remove(id);
+            return None;
+        }
+        Some(Waiting {
+            id: id.to_owned(),
+            csrf: half.csrf.clone(),
+            user: half.user.clone(),
+            user_tag: half.user_tag,
+            enrolling: half.enrolling.clone(),
+        })
+    }
+
+    /// Counts a wrong code: whether the half-login may take another (else it has ended).
+    pub fn wrong_code(&self, id: &str) -> bool {
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(half) = map.get_mut(id) else {
+            return false;
+        };
+        half.tries_left = half.tries_left.saturating_sub(1);
+        if half.tries_left == 0 {
+            map.remove(id);
+            return false;
+        }
+        true
+    }
+
+    /// Ends a half-login: it became a session, or was given up.
     pub fn end(&self, id: &str) {
         self.by_id
             .lock()
@@ -467,6 +608,41 @@ mod tests {
         // Another process's key: its forms are not ours.
         let elsewhere = LoginForms::default().issue(1_000);
         assert!(!forms.accepts(Some(&elsewhere.cookie), Some(&elsewhere.field), 1_000));
+    }
+
+    #[test]
+    fn a_half_login_ends_after_its_minutes_or_its_wrong_codes() {
+        let h = HalfLogins::default();
+        let waiting = h.start(0, "anna", 7, None);
+        assert_ne!(waiting.id, waiting.csrf);
+        let resumed = h.resume(&waiting.id, HALF_LOGIN_MS - 1).unwrap();
+        assert_eq!((resumed.user.as_str(), resumed.user_tag), ("anna", 7));
+        assert!(h.resume(&waiting.id, HALF_LOGIN_MS).is_none());
+        assert!(h.resume(&waiting.id, 0).is_none(), "ended for good");
+        let waiting = h.start(0, "anna", 7, Some(vec![1, 2]));
+        assert_eq!(
+            h.resume(&waiting.id, 1).unwrap().enrolling,
+            Some(vec![1, 2])
+        );
+        for _ in 1..CODE_TRIES {
+            assert!(h.wrong_code(&waiting.id));
+        }
+        assert!(!h.wrong_code(&waiting.id));
+        assert!(h.resume(&waiting.id, 1).is_none());
+        let waiting = h.start(0, "anna", 7, None);
+        h.end(&waiting.id);
+        assert!(h.resume(&waiting.id, 1).is_none());
+    }
+
+    #[test]
+    fn a_session_keeps_the_secret_it_sets_up_until_it_is_on() {
+        let s = Sessions::default();
+        let live = s.start(0, "anna", 7);
+        let first = s.enrolling(&live.id, || vec![1]).unwrap();
+        assert_eq!(s.enrolling(&live.id, || vec![2]), Some(first));
+        s.enrolled(&live.id);
+        assert_eq!(s.enrolling(&live.id, || vec![3]), Some(vec![3]));
+        assert_eq!(s.enrolling("not-a-session", || vec![4]), None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! download. Every handler calls the operation the API or the command line calls; which path
 //! reaches which handler is `web/routes.rs`.
 
+pub(super) mod account;
 pub(super) mod assets;
 pub(super) mod audit;
 pub(super) mod campaign;
@@ -17,6 +18,7 @@ pub(super) mod links;
 pub(super) mod login;
 pub(super) mod postback;
 pub(super) mod rejections;
+pub(super) mod second_factor;
 pub(super) mod settings;
 pub(super) mod spaces;
 pub(super) mod stats;
@@ -239,6 +241,7 @@ mod tests {
             spaces: Vec::new(),
             password_hash: None,
             invitation: None,
+            second_factor: None,
         };
         let menu = |space, page| {
             Frame {
