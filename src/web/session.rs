@@ -22,7 +22,10 @@
 //!
 //! The throttle bounds how often the argon2id check runs, since each costs tens of milliseconds
 //! of a core. Per client address (an IPv6 client by its /64): [`ATTEMPTS_PER_ADDRESS`] in
-//! [`ADDRESS_WINDOW_MS`], then `429`. Overall, past [`ATTEMPTS_OVERALL`] a minute from all
+//! [`ADDRESS_WINDOW_MS`], then `429`; and for one user name from one address, fewer
+//! ([`ATTEMPTS_PER_USER_AT_ADDRESS`]). The pair is bounded, never the user alone: a bound per
+//! user would let anyone lock a user out by failing on purpose, whereas attempts on a user
+//! from other addresses never count against their own. Overall, past [`ATTEMPTS_OVERALL`] a minute from all
 //! addresses together, an address that has failed is refused and one that has not is only
 //! slowed (by up to [`MAX_OVERALL_PAUSE_MS`]): so a flood of wrong passwords from many addresses
 //! can neither take the CPU from ingest (the checks also run one at a time) nor lock the admin
@@ -60,6 +63,10 @@ const MAX_SESSIONS: usize = 1024;
 /// Login attempts per client address within [`ADDRESS_WINDOW_MS`] (a success clears them).
 pub const ATTEMPTS_PER_ADDRESS: usize = 5;
 pub const ADDRESS_WINDOW_MS: u64 = 15 * 60 * 1000;
+/// Login attempts for one user name from one client address within [`ADDRESS_WINDOW_MS`].
+pub const ATTEMPTS_PER_USER_AT_ADDRESS: usize = 3;
+/// The characters of a typed user name a pair is counted by (a name has at most 32).
+const NAME_CHARS_KEPT: usize = 64;
 /// Login attempts from all addresses together within [`OVERALL_WINDOW_MS`] that are checked at
 /// once: with a check of about 20 ms of a core (BENCHMARKS.md, "The admin password check"),
 /// about 0.6 s of one core a minute. Past it, attempts are slowed or refused (module docs).
@@ -397,7 +404,36 @@ impl HalfLogins {
 #[derive(Default)]
 struct Attempts {
     by_address: HashMap<IpAddr, VecDeque<u64>>,
+    /// By address and the user name typed.
+    by_pair: HashMap<(IpAddr, String), VecDeque<u64>>,
     overall: VecDeque<u64>,
+}
+
+/// The key of a user name typed from `address`.
+fn pair_key(address: IpAddr, user: &str) -> (IpAddr, String) {
+    (
+        address_key(address),
+        user.chars().take(NAME_CHARS_KEPT).collect(),
+    )
+}
+
+/// Makes room in `map` for `key` when it is full: the entries of no attempt within the window
+/// go, and if every one is recent (a flood from many addresses, which the overall bound
+/// already holds), an arbitrary one.
+fn room_for<K: std::hash::Hash + Eq + Clone>(
+    map: &mut HashMap<K, VecDeque<u64>>,
+    key: &K,
+    now_ms: u64,
+) {
+    if map.len() < MAX_ADDRESSES || map.contains_key(key) {
+        return;
+    }
+    map.retain(|_, times| times.back().is_some_and(|t| t + ADDRESS_WINDOW_MS > now_ms));
+    if map.len() >= MAX_ADDRESSES
+        && let Some(any) = map.keys().next().cloned()
+    {
+        map.remove(&any);
+    }
 }
 
 /// The login throttle.
@@ -414,25 +450,23 @@ fn forget_old(times: &mut VecDeque<u64>, now_ms: u64, window_ms: u64) {
 }
 
 impl LoginThrottle {
-    /// Counts an attempt from `address`: the milliseconds it waits before its check (0 unless
-    /// the overall bound is reached), or a refusal with the seconds to wait.
-    pub fn admit(&self, address: IpAddr, now_ms: u64) -> Result<u64, u64> {
+    /// Counts an attempt for user name `user` from `address`: the milliseconds it waits before
+    /// its check (0 unless the overall bound is reached), or a refusal with the seconds to wait.
+    pub fn admit(&self, address: IpAddr, user: &str, now_ms: u64) -> Result<u64, u64> {
         let key = address_key(address);
+        let pair = pair_key(address, user);
         let mut a = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
         forget_old(&mut a.overall, now_ms, OVERALL_WINDOW_MS);
-        if a.by_address.len() >= MAX_ADDRESSES && !a.by_address.contains_key(&key) {
-            a.by_address
-                .retain(|_, times| times.back().is_some_and(|t| t + ADDRESS_WINDOW_MS > now_ms));
-            if a.by_address.len() >= MAX_ADDRESSES {
-                // Every remembered address is recent: a flood from many addresses, which the
-                // overall bound already holds; the newest address replaces an arbitrary one.
-                if let Some(any) = a.by_address.keys().next().copied() {
-                    a.by_address.remove(&any);
-                }
-            }
-        }
+        room_for(&mut a.by_address, &key, now_ms);
+        room_for(&mut a.by_pair, &pair, now_ms);
         let overall_first = a.overall.front().copied();
         let overall_full = a.overall.len() >= ATTEMPTS_OVERALL;
+        let pair_times = a.by_pair.entry(pair.clone()).or_default();
+        forget_old(pair_times, now_ms, ADDRESS_WINDOW_MS);
+        if pair_times.len() >= ATTEMPTS_PER_USER_AT_ADDRESS {
+            let first = pair_times.front().copied().unwrap_or(now_ms);
+            return Err(wait_s(first + ADDRESS_WINDOW_MS, now_ms));
+        }
         let times = a.by_address.entry(key).or_default();
         forget_old(times, now_ms, ADDRESS_WINDOW_MS);
         if times.len() >= ATTEMPTS_PER_ADDRESS {
@@ -450,16 +484,15 @@ impl LoginThrottle {
         };
         times.push_back(now_ms);
         a.overall.push_back(now_ms);
+        a.by_pair.entry(pair).or_default().push_back(now_ms);
         Ok(pause_ms)
     }
 
-    /// A successful login clears its address's attempts.
-    pub fn succeeded(&self, address: IpAddr) {
-        self.attempts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .by_address
-            .remove(&address_key(address));
+    /// A successful login of `user` clears its address's attempts, and the pair's.
+    pub fn succeeded(&self, address: IpAddr, user: &str) {
+        let mut a = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        a.by_address.remove(&address_key(address));
+        a.by_pair.remove(&pair_key(address, user));
     }
 }
 
@@ -474,29 +507,58 @@ mod tests {
     const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
     const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2));
 
-    #[test]
-    fn an_address_gets_its_attempts_then_waits_out_the_window() {
-        let t = LoginThrottle::default();
-        for _ in 0..ATTEMPTS_PER_ADDRESS {
-            t.admit(A, 1_000).unwrap();
-        }
-        let wait = t.admit(A, 1_000).unwrap_err();
-        assert_eq!(wait, ADDRESS_WINDOW_MS / 1000);
-        // Another address is not held back by A's attempts.
-        t.admit(B, 1_000).unwrap();
-        // Just inside the window: still refused; at its end: admitted.
-        assert!(t.admit(A, 1_000 + ADDRESS_WINDOW_MS - 1).is_err());
-        t.admit(A, 1_000 + ADDRESS_WINDOW_MS).unwrap();
+    /// A user name of its own per attempt, so that only the address's bound is met.
+    fn nth(i: usize) -> String {
+        format!("user-{i}")
     }
 
     #[test]
-    fn a_success_clears_the_address() {
+    fn an_address_gets_its_attempts_then_waits_out_the_window() {
         let t = LoginThrottle::default();
-        for _ in 0..ATTEMPTS_PER_ADDRESS {
-            t.admit(A, 0).unwrap();
+        for i in 0..ATTEMPTS_PER_ADDRESS {
+            t.admit(A, &nth(i), 1_000).unwrap();
         }
-        t.succeeded(A);
-        t.admit(A, 0).unwrap();
+        let wait = t.admit(A, "anyone", 1_000).unwrap_err();
+        assert_eq!(wait, ADDRESS_WINDOW_MS / 1000);
+        // Another address is not held back by A's attempts.
+        t.admit(B, "anyone", 1_000).unwrap();
+        // Just inside the window: still refused; at its end: admitted.
+        assert!(t.admit(A, "anyone", 1_000 + ADDRESS_WINDOW_MS - 1).is_err());
+        t.admit(A, "anyone", 1_000 + ADDRESS_WINDOW_MS).unwrap();
+    }
+
+    /// The bound of one user from one address, which ends before the address's; attempts on
+    /// the same user from elsewhere, or on another user from here, are not held back by it.
+    #[test]
+    fn a_user_at_one_address_gets_fewer_attempts_and_elsewhere_is_not_held_back() {
+        let t = LoginThrottle::default();
+        for _ in 0..ATTEMPTS_PER_USER_AT_ADDRESS {
+            t.admit(A, "admin", 1_000).unwrap();
+        }
+        assert_eq!(
+            t.admit(A, "admin", 1_000),
+            Err(ADDRESS_WINDOW_MS / 1000),
+            "the pair's bound"
+        );
+        t.admit(B, "admin", 1_000).unwrap();
+        t.admit(A, "anna", 1_000).unwrap();
+        assert!(t.admit(A, "admin", 1_000 + ADDRESS_WINDOW_MS - 1).is_err());
+        t.admit(A, "admin", 1_000 + ADDRESS_WINDOW_MS).unwrap();
+    }
+
+    #[test]
+    fn a_success_clears_the_address_and_the_pair() {
+        let t = LoginThrottle::default();
+        for i in 0..ATTEMPTS_PER_ADDRESS - ATTEMPTS_PER_USER_AT_ADDRESS {
+            t.admit(A, &nth(i), 0).unwrap();
+        }
+        for _ in 0..ATTEMPTS_PER_USER_AT_ADDRESS {
+            t.admit(A, "admin", 0).unwrap();
+        }
+        t.succeeded(A, "admin");
+        for _ in 0..ATTEMPTS_PER_USER_AT_ADDRESS {
+            t.admit(A, "admin", 0).unwrap();
+        }
     }
 
     #[test]
@@ -504,16 +566,16 @@ mod tests {
         let t = LoginThrottle::default();
         for i in 0..ATTEMPTS_OVERALL {
             let address = IpAddr::V4(std::net::Ipv4Addr::from(u32::try_from(i).unwrap()));
-            t.admit(address, 0).unwrap();
+            t.admit(address, "admin", 0).unwrap();
         }
         // Past the bound: an address that has not failed waits (at most the longest pause) ...
-        assert_eq!(t.admit(B, 0), Ok(MAX_OVERALL_PAUSE_MS));
-        assert_eq!(t.admit(A, OVERALL_WINDOW_MS - 1_000), Ok(1_000));
+        assert_eq!(t.admit(B, "admin", 0), Ok(MAX_OVERALL_PAUSE_MS));
+        assert_eq!(t.admit(A, "admin", OVERALL_WINDOW_MS - 1_000), Ok(1_000));
         // ... and one that has is refused until the window has room.
-        assert_eq!(t.admit(B, 1), Err(OVERALL_WINDOW_MS / 1000));
+        assert_eq!(t.admit(B, "admin", 1), Err(OVERALL_WINDOW_MS / 1000));
         let failed = IpAddr::V4(std::net::Ipv4Addr::from(3));
-        assert_eq!(t.admit(failed, 0), Err(OVERALL_WINDOW_MS / 1000));
-        assert_eq!(t.admit(B, OVERALL_WINDOW_MS), Ok(0));
+        assert_eq!(t.admit(failed, "admin", 0), Err(OVERALL_WINDOW_MS / 1000));
+        assert_eq!(t.admit(B, "admin", OVERALL_WINDOW_MS), Ok(0));
     }
 
     #[test]

@@ -106,7 +106,8 @@ pub(in crate::web) async fn log_in(
     {
         return Ok(expired());
     }
-    let pause_ms = match pages.throttle.admit(address, app.now_ms()) {
+    let name = form.get("user").unwrap_or("").to_owned();
+    let pause_ms = match pages.throttle.admit(address, &name, app.now_ms()) {
         Ok(pause_ms) => pause_ms,
         Err(wait_s) => {
             pages.warn(
@@ -133,7 +134,6 @@ pub(in crate::web) async fn log_in(
         // Past the overall bound, from an address that has not failed: checked, but slowly.
         tokio::time::sleep(Duration::from_millis(pause_ms)).await;
     }
-    let name = form.get("user").unwrap_or("").to_owned();
     // The permit goes with the check into its own task: a client that hangs up mid-check
     // drops this future, but the check still holds the permit until it is done, so no more
     // than one argon2id check ever runs, however many requests come and go.
@@ -186,7 +186,7 @@ pub(in crate::web) async fn complete(
 ) -> session::Live {
     let (app, pages) = (anonymous.app, anonymous.pages);
     let address = client_address(anonymous.request);
-    pages.throttle.succeeded(address);
+    pages.throttle.succeeded(address, user);
     let live = pages.sessions.start(app.now_ms(), user, user_tag);
     tracing::info!(%address, user, "admin logged in");
     app.record_audit(Change {
