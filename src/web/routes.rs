@@ -16,7 +16,7 @@ use warp::reply::Response;
 use super::context::{Anonymous, Ctx, Params};
 use super::pages::{
     account, assets, audit, costs, dashboard, destinations, events, invite, keys, links, login,
-    postback, rejections, second_factor, settings, spaces, stats,
+    postback, rejections, second_factor, settings, spaces, stats, users,
 };
 use crate::error::Error;
 use crate::surface::Body;
@@ -88,7 +88,7 @@ macro_rules! page {
 
 /// Every path of the admin page. The labelled pages of a space come in the order of its menu.
 #[rustfmt::skip]
-pub(super) static PAGES: [Page; 41] = [
+pub(super) static PAGES: [Page; 47] = [
     page!(GET "/admin/style.css", Nothing, open assets::style),
     page!(GET "/admin/copy.js", Nothing, open assets::script),
     page!(GET "/admin/login", Nothing, open login::show),
@@ -101,6 +101,12 @@ pub(super) static PAGES: [Page; 41] = [
     page!(GET "/admin/", Nothing, session spaces::show, "Spaces"),
     page!(POST "/admin/spaces", Form, session spaces::create),
     page!(GET "/admin/audit", Nothing, session audit::show, "Audit"),
+    page!(GET "/admin/users", Nothing, session users::show, "Users"),
+    page!(POST "/admin/users", Form, session users::add),
+    page!(POST "/admin/users/second-factor", Form, session users::require_second_factor),
+    page!(POST "/admin/users/{name}/role", Form, session users::change_role),
+    page!(POST "/admin/users/{name}/reset", Form, session users::reset),
+    page!(POST "/admin/users/{name}/remove", Form, session users::remove),
     page!(GET "/admin/account", Nothing, session account::show, "Account"),
     page!(POST "/admin/account/second-factor", Form, session account::turn_on),
     page!(POST "/admin/account/second-factor/off", Form, session account::turn_off),

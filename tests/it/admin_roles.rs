@@ -16,6 +16,12 @@ const LEAST_ROLE: &[(&str, &str, Least)] = &[
     ("GET", "/admin/", Least::Anyone),
     ("POST", "/admin/spaces", Least::Owner),
     ("GET", "/admin/audit", Least::Owner),
+    ("GET", "/admin/users", Least::Owner),
+    ("POST", "/admin/users", Least::Owner),
+    ("POST", "/admin/users/second-factor", Least::Owner),
+    ("POST", "/admin/users/{name}/role", Least::Owner),
+    ("POST", "/admin/users/{name}/reset", Least::Owner),
+    ("POST", "/admin/users/{name}/remove", Least::Owner),
     ("GET", "/admin/account", Least::Anyone),
     ("POST", "/admin/account/second-factor", Least::Anyone),
     ("POST", "/admin/account/second-factor/off", Least::Anyone),
@@ -507,4 +513,60 @@ async fn a_manager_and_a_viewer_are_shown_only_links_and_forms_their_role_reache
             "{name} walked the space's pages: {seen:?}"
         );
     }
+}
+
+/// The Users page does what `tracker user` does, through the same operations: a user added
+/// (the invitation's address shown once), given another role, reset, removed; a name outside
+/// the rule refused with nothing added; everyone's second factor required.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_users_page_adds_changes_resets_and_removes_a_user() {
+    let server = TestServer::start().await;
+    let owner = logged_in(&server).await;
+    let app = app_on(&server.store, NOW_MS);
+    let page = get_page(&server, Some(&owner), "/admin/users").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(page.text().contains("<td data-label=\"User\">admin</td>"));
+    let csrf = csrf_of(&page);
+    let post = |target: &str, body: &str| {
+        post_form(
+            &server,
+            Some(&owner),
+            form(target, &format!("csrf={csrf}&{body}")),
+        )
+    };
+    let added = post("/admin/users", "name=mia&role=manager&spaces=a").await;
+    assert_eq!(added.status, 200, "{}", added.text());
+    assert!(added.text().contains("/admin/invite/"), "{}", added.text());
+    let mia = app.user("mia").await.unwrap().unwrap();
+    assert_eq!(
+        (mia.role, mia.spaces.clone()),
+        (Role::Manager, vec!["a".into()])
+    );
+
+    let refused = post("/admin/users", "name=Mia+B&role=viewer&spaces=").await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(app.user("Mia B").await.unwrap().is_none());
+    assert_eq!(app.users().await.unwrap().len(), 2);
+
+    let changed = post("/admin/users/mia/role", "role=viewer&spaces=a,b").await;
+    assert_eq!(changed.status, 200, "{}", changed.text());
+    let mia = app.user("mia").await.unwrap().unwrap();
+    assert_eq!(mia.role, Role::Viewer);
+    assert_eq!(mia.spaces, ["a", "b"]);
+
+    let reset = post("/admin/users/mia/reset", "").await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+    assert!(reset.text().contains("/admin/invite/"), "{}", reset.text());
+
+    let required = post("/admin/users/second-factor", "required=on").await;
+    assert_eq!(required.status, 200, "{}", required.text());
+    assert!(app.second_factor_required().await.unwrap());
+    assert!(required.text().contains("Required of every user"));
+
+    let removed = post("/admin/users/mia/remove", "").await;
+    assert_eq!(removed.status, 200, "{}", removed.text());
+    assert!(app.user("mia").await.unwrap().is_none());
+    // The last owner is kept, as the command line keeps it.
+    let last = post("/admin/users/admin/remove", "").await;
+    assert_eq!(last.status, 409, "{}", last.text());
 }

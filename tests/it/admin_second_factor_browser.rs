@@ -1,8 +1,9 @@
 //! The second factor in a real browser, against the real `tracker` binary and its real clock:
 //! the owner turns it on from the account page, typing a code computed here from the key the
 //! page shows, keeps the recovery codes, logs out, and logs in again with the password and then
-//! a code on its own form. The setup page, the recovery codes and the code form are looked at
-//! on a phone and a desktop (`target/admin-screenshots/2N-*.png`), as every admin page is.
+//! a code on its own form. The setup page, the recovery codes, the code form and the Users page
+//! are looked at on a phone and a desktop (`target/admin-screenshots/2N-*.png`), as every admin
+//! page is.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -111,6 +112,12 @@ async fn drive(addr: SocketAddr, password: &str, port: u16, profile: &Path) -> S
         path_once(&browser, "form.logout").await,
         "/admin/spaces/default/dashboard"
     );
+
+    // The Users page: the owner, with their second factor on.
+    browser.goto(&format!("{base}/admin/users")).await.unwrap();
+    let users = text_of(&browser, "#users tbody").await;
+    assert!(users.contains("admin") && users.contains("on"), "{users}");
+    look(&browser, "24-users").await;
     browser.client.close().await.unwrap();
     key
 }

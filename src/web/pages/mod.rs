@@ -23,6 +23,7 @@ pub(super) mod settings;
 pub(super) mod spaces;
 pub(super) mod stats;
 pub(super) mod tables;
+pub(super) mod users;
 
 use askama::Template;
 use warp::http::{HeaderValue, Method, StatusCode, header};
