@@ -483,7 +483,16 @@ fn targets_of(body: &str) -> Vec<(&'static str, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manager_and_a_viewer_are_shown_only_links_and_forms_their_role_reaches() {
-    let server = TestServer::start().await;
+    // A destination in space a, so that its forms (test, retry, change, rotate, delete) are
+    // walked too; on loopback, where nothing listens, so a test delivery fails at once.
+    let server = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.timeout = std::time::Duration::from_millis(500);
+    })
+    .await;
+    let hook = r#"{"name":"hook","kind":"webhook","url":"http://127.0.0.1:9/hook"}"#;
+    let made = server.post_as(&server.a, "/destinations", hook).await;
+    assert_eq!(made.status, 201, "{}", made.text());
     logged_in(&server).await;
     for (name, role) in [("mia", Role::Manager), ("vic", Role::Viewer)] {
         let cookie = invited_user(&server, name, role, &["a"]).await;
@@ -511,6 +520,12 @@ async fn a_manager_and_a_viewer_are_shown_only_links_and_forms_their_role_reache
         assert!(
             seen.iter().any(|(_, t)| t == "/admin/spaces/a/dashboard"),
             "{name} walked the space's pages: {seen:?}"
+        );
+        assert_eq!(
+            seen.iter()
+                .any(|(_, t)| t.starts_with("/admin/spaces/a/destinations/hook/")),
+            role == Role::Manager,
+            "{name} walked the destination's forms as their role reaches: {seen:?}"
         );
     }
 }
