@@ -19,6 +19,7 @@ pub mod events;
 pub mod links;
 pub mod miniapp;
 pub mod reads;
+pub mod second_factor;
 pub mod settings;
 pub mod spaces;
 pub mod users;

@@ -43,6 +43,9 @@ pub struct UserSummary {
     pub spaces: Vec<String>,
     /// Whether a password is set (else an invitation waits to be taken up).
     pub password_set: bool,
+    /// Whether their second factor is on (absent in an answer of a server from before it).
+    #[serde(default)]
+    pub second_factor: bool,
 }
 
 impl From<&User> for UserSummary {
@@ -52,6 +55,7 @@ impl From<&User> for UserSummary {
             role: user.role,
             spaces: user.spaces.clone(),
             password_set: user.password_hash.is_some(),
+            second_factor: user.second_factor.is_some(),
         }
     }
 }
@@ -93,6 +97,7 @@ impl App {
             },
             password_hash: None,
             invitation: Some(invitation),
+            second_factor: None,
         };
         let stored = new.clone();
         self.store.write(move |t| t.add_user(&stored)).await?;

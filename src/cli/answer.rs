@@ -44,6 +44,7 @@ pub(super) fn print(out: Output, answer: &Answer, base: &str, dest: Option<&Path
         Answer::Users(users) => user::list_text(users),
         Answer::UserRemoved(removed) => user::removed_text(removed),
         Answer::UserChanged(changed) => user::changed_text(changed),
+        Answer::SecondFactorRule(rule) => user::rule_text(*rule),
         Answer::Audit(entries) => user::audit_text(entries),
     };
     write_line(&text);

@@ -33,10 +33,10 @@ pub(super) fn invited_text(invited: &Invited) -> String {
 pub(super) fn list_text(users: &[UserSummary]) -> String {
     let none = "no users yet: tracker user add NAME --role owner";
     output::list_text(users, none, |text, u| {
-        let state = if u.password_set {
-            ""
-        } else {
-            "  (invited; no password yet)"
+        let state = match (u.password_set, u.second_factor) {
+            (false, _) => "  (invited; no password yet)",
+            (true, true) => "  (second factor on)",
+            (true, false) => "",
         };
         let _ = writeln!(
             text,
@@ -45,6 +45,16 @@ pub(super) fn list_text(users: &[UserSummary]) -> String {
             role_text(u.role, &u.spaces)
         );
     })
+}
+
+pub(super) fn rule_text(rule: crate::app::second_factor::SecondFactorRule) -> String {
+    if rule.required {
+        "the second factor is required of every user: one without it sets it up at their next \
+         login"
+            .to_owned()
+    } else {
+        "the second factor is each user's choice".to_owned()
+    }
 }
 
 pub(super) fn removed_text(removed: &UserSummary) -> String {

@@ -51,6 +51,7 @@ pub enum Answer {
     Users(Vec<UserSummary>),
     UserRemoved(UserSummary),
     UserChanged(UserSummary),
+    SecondFactorRule(crate::app::second_factor::SecondFactorRule),
     Audit(Vec<AuditEntry>),
 }
 

@@ -71,6 +71,7 @@ pub(super) fn change_of(
                 UserRequest::Remove { name } => ("user remove", name),
                 UserRequest::Role { name, .. } => ("user role", name),
                 UserRequest::Reset { name } => ("user reset", name),
+                UserRequest::RequireTotp { state } => ("user require-totp", state),
                 UserRequest::List => return None,
             };
             Some((action, None, Some(name.clone())))

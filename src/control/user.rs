@@ -37,8 +37,15 @@ pub enum UserRequest {
         #[arg(long, value_name = "A,B", default_value = "")]
         spaces: String,
     },
-    /// End a user's password and print a new invitation address to set another
+    /// End a user's password and second factor, and print a new invitation address to set
+    /// another
     Reset { name: String },
+    /// Require every user's second factor (TOTP), or leave it to each user: a user without one
+    /// sets it up at their next login, before anything else
+    RequireTotp {
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
 }
 
 /// Runs a `tracker user` request.
@@ -55,6 +62,9 @@ pub(super) async fn run(app: &App, request: UserRequest) -> Result<Answer, Error
                 .await?,
         ),
         UserRequest::Reset { name } => Answer::Invited(Box::new(app.reset_user(&name).await?)),
+        UserRequest::RequireTotp { state } => {
+            Answer::SecondFactorRule(app.require_second_factor(state == "on").await?)
+        }
     })
 }
 

@@ -37,6 +37,7 @@ pub mod settings;
 pub mod split;
 pub mod spreadsheet;
 pub mod stats;
+pub mod totp;
 pub mod uid;
 pub mod user;
 pub mod variants;

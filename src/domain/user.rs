@@ -102,6 +102,8 @@ pub struct User {
     /// The argon2id PHC string of the password; none until an invitation is taken up.
     pub password_hash: Option<String>,
     pub invitation: Option<Invitation>,
+    /// The second factor, once the user has turned it on (`domain::totp`).
+    pub second_factor: Option<crate::domain::totp::SecondFactor>,
 }
 
 impl User {
@@ -202,6 +204,7 @@ mod tests {
             spaces: spaces.iter().map(|s| (*s).to_owned()).collect(),
             password_hash: Some("$argon2id$x".into()),
             invitation: None,
+            second_factor: None,
         }
     }
 

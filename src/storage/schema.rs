@@ -109,6 +109,9 @@
 //!   found. Nothing is rewritten: a file of version 21 has one run per generation, and its
 //!   generations merge as new ones fill. A build before 22 would take a merged run for the
 //!   newest generation, hence the version.
+//! - 23: the second factor. `USERS` records may be `UserRecord` version 2 (a TOTP secret, the
+//!   last step used, recovery codes' digests), and `ADMIN` may hold `require_second_factor`.
+//!   Version 1 records are read as they are; nothing is rewritten.
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -124,7 +127,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 22;
+pub const SCHEMA_VERSION: u64 = 23;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -266,6 +269,8 @@ pub const LINK_VIEWS: TableDefinition<(u32, &str, u32), u64> = TableDefinition::
 /// hash of the `admin` user's password, which version 21 moved into `USERS`.
 pub const ADMIN: TableDefinition<&str, &[u8]> = TableDefinition::new("admin");
 pub const ADMIN_PASSWORD: &str = "password";
+/// `[1]` while an owner requires every user's second factor (schema 23); absent or `[0]`: not.
+pub const ADMIN_REQUIRE_SECOND_FACTOR: &str = "require_second_factor";
 
 /// `name -> UserRecord`: the admin page's users (schema 21), each with its role, its spaces,
 /// its password's argon2id PHC string and an invitation's SHA-256, never a password or a token.

@@ -1,20 +1,23 @@
 //! The admin page's users in the data file (`USERS`). For the writer (methods of [`Txn`]):
 //! adding, removing and changing a user, with the rule that a data file always keeps an owner
 //! with the table's whole view; setting a password, directly or by an invitation's token. For
-//! the readers (methods of [`Snapshot`]): one user, every user.
+//! the readers (methods of [`Snapshot`]): one user, every user. The second factor: turned on
+//! and off, a code's step taken once (later than the last one taken), a recovery code used
+//! once; and the owner's setting that requires it of everyone (`ADMIN`).
 //!
 //! Only this file opens `USERS`, each time within one method, so the table is never open twice
 //! in one transaction.
 
 use redb::ReadableTable;
 
+use crate::domain::totp::SecondFactor;
 use crate::domain::user::{FIRST_OWNER, Invitation, Role, User};
 use crate::error::{Code, Error};
 use crate::storage::error::StoreError;
 use crate::storage::ops::Txn;
 use crate::storage::read::Snapshot;
 use crate::storage::records::{self, UserRecord};
-use crate::storage::schema::{SPACES, USERS};
+use crate::storage::schema::{ADMIN, ADMIN_REQUIRE_SECOND_FACTOR, SPACES, USERS};
 
 fn refused(code: Code, field: &'static str, message: String) -> StoreError {
     StoreError::Refused(Error::field(code, field, message))
@@ -148,12 +151,13 @@ impl Txn<'_> {
         Ok(user)
     }
 
-    /// Replaces user `name`'s password with a new invitation: their sessions end, and they set
-    /// a new password at the invitation's address.
+    /// Replaces user `name`'s password with a new invitation, and clears their second factor:
+    /// their sessions end, and they set a new password at the invitation's address.
     pub fn reset_user(&mut self, name: &str, invitation: Invitation) -> Result<User, StoreError> {
         let mut user = self.stored_user(name)?;
         user.password_hash = None;
         user.invitation = Some(invitation);
+        user.second_factor = None;
         self.put_user(&user)?;
         Ok(user)
     }
@@ -190,6 +194,7 @@ impl Txn<'_> {
             spaces: Vec::new(),
             password_hash: None,
             invitation: None,
+            second_factor: None,
         });
         user.password_hash = Some(hash.to_owned());
         user.invitation = None;
@@ -197,7 +202,94 @@ impl Txn<'_> {
     }
 }
 
+/// Why a second factor's code or recovery code was not taken.
+fn code_refused(message: &str) -> StoreError {
+    refused(Code::InvalidField, "code", message.to_owned())
+}
+
+impl Txn<'_> {
+    /// Turns user `name`'s second factor on with `factor`, unless it is on already.
+    pub fn turn_on_second_factor(
+        &mut self,
+        name: &str,
+        factor: SecondFactor,
+    ) -> Result<User, StoreError> {
+        let mut user = self.stored_user(name)?;
+        if user.second_factor.is_some() {
+            return Err(refused(
+                Code::Conflict,
+                "code",
+                format!("the second factor of {name:?} is on already; turn it off first"),
+            ));
+        }
+        user.second_factor = Some(factor);
+        self.put_user(&user)?;
+        Ok(user)
+    }
+
+    /// Turns user `name`'s second factor off (its secret and recovery codes are forgotten).
+    pub fn turn_off_second_factor(&mut self, name: &str) -> Result<User, StoreError> {
+        let mut user = self.stored_user(name)?;
+        user.second_factor = None;
+        self.put_user(&user)?;
+        Ok(user)
+    }
+
+    /// Takes step `step` of user `name`'s second factor: only a step later than the last one
+    /// taken, so that a code is never accepted twice.
+    pub fn take_code_step(&mut self, name: &str, step: u64) -> Result<(), StoreError> {
+        let mut user = self.stored_user(name)?;
+        let Some(factor) = user.second_factor.as_mut() else {
+            return Err(code_refused("the second factor is off"));
+        };
+        if step <= factor.last_step {
+            return Err(code_refused(
+                "this code has been used already; wait for the next one",
+            ));
+        }
+        factor.last_step = step;
+        self.put_user(&user)
+    }
+
+    /// Uses up user `name`'s recovery code of digest `digest`: answers how many are left.
+    pub fn use_recovery_code(
+        &mut self,
+        name: &str,
+        digest: &[u8; 32],
+    ) -> Result<usize, StoreError> {
+        let mut user = self.stored_user(name)?;
+        let Some(factor) = user.second_factor.as_mut() else {
+            return Err(code_refused("the second factor is off"));
+        };
+        let Some(at) = factor.recovery.iter().position(|d| d == digest) else {
+            return Err(code_refused(
+                "this is no recovery code of yours, or it was used",
+            ));
+        };
+        factor.recovery.remove(at);
+        let left = factor.recovery.len();
+        self.put_user(&user)?;
+        Ok(left)
+    }
+
+    /// Requires every user's second factor (`true`) or leaves it to each user (`false`).
+    pub fn require_second_factor(&mut self, required: bool) -> Result<(), StoreError> {
+        self.transaction
+            .open_table(ADMIN)?
+            .insert(ADMIN_REQUIRE_SECOND_FACTOR, [u8::from(required)].as_slice())?;
+        Ok(())
+    }
+}
+
 impl Snapshot {
+    /// Whether an owner requires every user's second factor.
+    pub fn second_factor_required(&self) -> Result<bool, StoreError> {
+        let table = self.txn().open_table(ADMIN)?;
+        Ok(table
+            .get(ADMIN_REQUIRE_SECOND_FACTOR)?
+            .is_some_and(|v| v.value() == [1]))
+    }
+
     /// User `name`, if there is one.
     pub fn user(&self, name: &str) -> Result<Option<User>, StoreError> {
         let table = self.txn().open_table(USERS)?;

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use warp::http::{HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
 
-use super::session::{Live, LoginForms, LoginThrottle, QuietWarnings, Sessions};
+use super::session::{HalfLogins, Live, LoginForms, LoginThrottle, QuietWarnings, Sessions};
 use crate::app::App;
 use crate::domain::input::Query;
 use crate::domain::user::{Access, User};
@@ -57,6 +57,10 @@ pub(super) const COOKIE: &str = "tracker_admin";
 /// The login form's cookie (`session::LoginForms`), sent only to `/admin/login`.
 pub(super) const LOGIN_COOKIE: &str = "tracker_login";
 pub(super) const LOGIN_PATH: &str = "/admin/login";
+/// A half-login's cookie (`session::HalfLogins`), sent only below `/admin/login`.
+pub(super) const HALF_LOGIN_COOKIE: &str = "tracker_second";
+/// The login's second step: the code of the second factor, or setting one up.
+pub(super) const CODE_PATH: &str = "/admin/login/code";
 /// The largest form accepted.
 pub const MAX_FORM_BYTES: u64 = 16 * 1024;
 /// The largest upload (the costs page's CSV file, with the rest of its form): some 20,000 rows
@@ -69,6 +73,7 @@ pub const MAX_UPLOAD_BYTES: u64 = 2 * 1024 * 1024;
 /// the warnings any client can cause, written once a minute per address.
 pub struct AdminPages {
     pub(super) sessions: Sessions,
+    pub(super) half_logins: HalfLogins,
     pub(super) login_forms: LoginForms,
     pub(super) throttle: LoginThrottle,
     pub(super) checking: Arc<tokio::sync::Semaphore>,
@@ -79,6 +84,7 @@ impl Default for AdminPages {
     fn default() -> AdminPages {
         AdminPages {
             sessions: Sessions::default(),
+            half_logins: HalfLogins::default(),
             login_forms: LoginForms::default(),
             throttle: LoginThrottle::default(),
             checking: Arc::new(tokio::sync::Semaphore::new(1)),

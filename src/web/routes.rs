@@ -15,8 +15,8 @@ use warp::reply::Response;
 
 use super::context::{Anonymous, Ctx, Params};
 use super::pages::{
-    assets, audit, costs, dashboard, destinations, events, invite, keys, links, login, postback,
-    rejections, settings, spaces, stats,
+    account, assets, audit, costs, dashboard, destinations, events, invite, keys, links, login,
+    postback, rejections, second_factor, settings, spaces, stats, users,
 };
 use crate::error::Error;
 use crate::surface::Body;
@@ -88,17 +88,28 @@ macro_rules! page {
 
 /// Every path of the admin page. The labelled pages of a space come in the order of its menu.
 #[rustfmt::skip]
-pub(super) static PAGES: [Page; 36] = [
+pub(super) static PAGES: [Page; 47] = [
     page!(GET "/admin/style.css", Nothing, open assets::style),
     page!(GET "/admin/copy.js", Nothing, open assets::script),
     page!(GET "/admin/login", Nothing, open login::show),
     page!(POST "/admin/login", Nothing, open login::log_in),
+    page!(GET "/admin/login/code", Nothing, open second_factor::show),
+    page!(POST "/admin/login/code", Nothing, open second_factor::check),
     page!(POST "/admin/logout", Form, session login::log_out),
     page!(GET "/admin/invite/{token}", Nothing, open invite::show),
     page!(POST "/admin/invite/{token}", Nothing, open invite::set_password),
     page!(GET "/admin/", Nothing, session spaces::show, "Spaces"),
     page!(POST "/admin/spaces", Form, session spaces::create),
     page!(GET "/admin/audit", Nothing, session audit::show, "Audit"),
+    page!(GET "/admin/users", Nothing, session users::show, "Users"),
+    page!(POST "/admin/users", Form, session users::add),
+    page!(POST "/admin/users/second-factor", Form, session users::require_second_factor),
+    page!(POST "/admin/users/{name}/role", Form, session users::change_role),
+    page!(POST "/admin/users/{name}/reset", Form, session users::reset),
+    page!(POST "/admin/users/{name}/remove", Form, session users::remove),
+    page!(GET "/admin/account", Nothing, session account::show, "Account"),
+    page!(POST "/admin/account/second-factor", Form, session account::turn_on),
+    page!(POST "/admin/account/second-factor/off", Form, session account::turn_off),
     page!(GET "/admin/spaces/{space}/dashboard", Nothing, session dashboard::show, "Dashboard"),
     page!(GET "/admin/spaces/{space}", Nothing, session keys::show, "Keys"),
     page!(POST "/admin/spaces/{space}/rotate", Form, session keys::rotate),

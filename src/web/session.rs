@@ -22,13 +22,22 @@
 //!
 //! The throttle bounds how often the argon2id check runs, since each costs tens of milliseconds
 //! of a core. Per client address (an IPv6 client by its /64): [`ATTEMPTS_PER_ADDRESS`] in
-//! [`ADDRESS_WINDOW_MS`], then `429`. Overall, past [`ATTEMPTS_OVERALL`] a minute from all
+//! [`ADDRESS_WINDOW_MS`], then `429`; and for one user name from one address, fewer
+//! ([`ATTEMPTS_PER_USER_AT_ADDRESS`]). The pair is bounded, never the user alone: a bound per
+//! user would let anyone lock a user out by failing on purpose, whereas attempts on a user
+//! from other addresses never count against their own. Overall, past [`ATTEMPTS_OVERALL`] a minute from all
 //! addresses together, an address that has failed is refused and one that has not is only
 //! slowed (by up to [`MAX_OVERALL_PAUSE_MS`]): so a flood of wrong passwords from many addresses
 //! can neither take the CPU from ingest (the checks also run one at a time) nor lock the admin
 //! out, whose right password from an address that has not failed is always checked. Attempts
 //! are counted when they start, not when they fail, so a burst of concurrent attempts is
 //! bounded too.
+//!
+//! A user with a second factor (or whom an owner requires to set one up) gets no session from
+//! the password alone: a half-login ([`HalfLogins`]), in memory as sessions are, waits for the
+//! code on its own form for [`HALF_LOGIN_MS`] and [`CODE_TRIES`] wrong codes at most; then the
+//! password is asked again, and its throttle counts. The address's attempts are cleared only
+//! when the whole login has succeeded, so that guessing codes costs password attempts too.
 //!
 //! What anyone can cause is logged at most once a minute per address ([`QuietWarnings`]), with
 //! the count of lines left out, so refused forms cannot fill the log.
@@ -54,6 +63,10 @@ const MAX_SESSIONS: usize = 1024;
 /// Login attempts per client address within [`ADDRESS_WINDOW_MS`] (a success clears them).
 pub const ATTEMPTS_PER_ADDRESS: usize = 5;
 pub const ADDRESS_WINDOW_MS: u64 = 15 * 60 * 1000;
+/// Login attempts for one user name from one client address within [`ADDRESS_WINDOW_MS`].
+pub const ATTEMPTS_PER_USER_AT_ADDRESS: usize = 3;
+/// The characters of a typed user name a pair is counted by (a name has at most 32).
+const NAME_CHARS_KEPT: usize = 64;
 /// Login attempts from all addresses together within [`OVERALL_WINDOW_MS`] that are checked at
 /// once: with a check of about 20 ms of a core (BENCHMARKS.md, "The admin password check"),
 /// about 0.6 s of one core a minute. Past it, attempts are slowed or refused (module docs).
@@ -63,6 +76,11 @@ pub const OVERALL_WINDOW_MS: u64 = 60 * 1000;
 pub const MAX_OVERALL_PAUSE_MS: u64 = 5 * 1000;
 /// Addresses remembered at most; the map cannot grow without bound under a spread-out flood.
 const MAX_ADDRESSES: usize = 4096;
+
+/// A half-login (password right, second factor not yet given) lasts this long ...
+pub const HALF_LOGIN_MS: u64 = 5 * 60 * 1000;
+/// ... and takes this many wrong codes.
+pub const CODE_TRIES: u32 = 5;
 
 /// A login form is accepted for this long after its page was served.
 pub const LOGIN_FORM_MS: u64 = 60 * 60 * 1000;
@@ -169,6 +187,9 @@ struct Session {
     last_used_ms: u64,
     /// `User::session_tag` of the user as they logged in: their role, spaces and password.
     user_tag: u128,
+    /// The secret of a second factor being set up on the account page, until a code of it
+    /// turns it on: kept here, never in a form.
+    enrolling: Option<Vec<u8>>,
 }
 
 /// The logged-in sessions.
@@ -211,6 +232,7 @@ impl Sessions {
                 started_ms: now_ms,
                 last_used_ms: now_ms,
                 user_tag,
+                enrolling: None,
             },
         );
         live
@@ -251,12 +273,167 @@ impl Sessions {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(id);
     }
+
+    /// The secret session `id` is setting up a second factor with: `new()`'s, kept until
+    /// [`Sessions::enrolled`], so the page shows the same one however often it is loaded.
+    pub fn enrolling(&self, id: &str, new: impl FnOnce() -> Vec<u8>) -> Option<Vec<u8>> {
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        let session = map.get_mut(id)?;
+        Some(session.enrolling.get_or_insert_with(new).clone())
+    }
+
+    /// Forgets session `id`'s secret being set up: turned on, or to start again.
+    pub fn enrolled(&self, id: &str) {
+        if let Some(session) = self
+            .by_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(id)
+        {
+            session.enrolling = None;
+        }
+    }
+}
+
+struct HalfLogin {
+    user: String,
+    user_tag: u128,
+    csrf: String,
+    started_ms: u64,
+    tries_left: u32,
+    enrolling: Option<Vec<u8>>,
+}
+
+/// Logins past their password that wait for the second factor.
+#[derive(Default)]
+pub struct HalfLogins {
+    by_id: Mutex<HashMap<String, HalfLogin>>,
+}
+
+/// A half-login: its id (the cookie), its form's token, its user as they gave their password,
+/// and the secret they are setting up, when they have no second factor yet.
+#[derive(Clone)]
+pub struct Waiting {
+    pub id: String,
+    pub csrf: String,
+    pub user: String,
+    pub user_tag: u128,
+    pub enrolling: Option<Vec<u8>>,
+}
+
+impl HalfLogins {
+    /// A new half-login of `user` (as `user_tag` says), setting up `enrolling` if given.
+    pub fn start(
+        &self,
+        now_ms: u64,
+        user: &str,
+        user_tag: u128,
+        enrolling: Option<Vec<u8>>,
+    ) -> Waiting {
+        let waiting = Waiting {
+            id: random_hex128(),
+            csrf: random_hex128(),
+            user: user.to_owned(),
+            user_tag,
+            enrolling,
+        };
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, h| now_ms.saturating_sub(h.started_ms) < HALF_LOGIN_MS);
+        if map.len() >= MAX_SESSIONS
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, h)| h.started_ms)
+                .map(|(id, _)| id.clone())
+        {
+            map.remove(&oldest);
+        }
+        map.insert(
+            waiting.id.clone(),
+            HalfLogin {
+                user: waiting.user.clone(),
+                user_tag,
+                csrf: waiting.csrf.clone(),
+                started_ms: now_ms,
+                tries_left: CODE_TRIES,
+                enrolling: waiting.enrolling.clone(),
+            },
+        );
+        waiting
+    }
+
+    /// The half-login of cookie value `id`, while it is younger than [`HALF_LOGIN_MS`].
+    pub fn resume(&self, id: &str, now_ms: u64) -> Option<Waiting> {
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        let half = map.get(id)?;
+        if now_ms.saturating_sub(half.started_ms) >= HALF_LOGIN_MS {
+            map.remove(id);
+            return None;
+        }
+        Some(Waiting {
+            id: id.to_owned(),
+            csrf: half.csrf.clone(),
+            user: half.user.clone(),
+            user_tag: half.user_tag,
+            enrolling: half.enrolling.clone(),
+        })
+    }
+
+    /// Counts a wrong code: whether the half-login may take another (else it has ended).
+    pub fn wrong_code(&self, id: &str) -> bool {
+        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(half) = map.get_mut(id) else {
+            return false;
+        };
+        half.tries_left = half.tries_left.saturating_sub(1);
+        if half.tries_left == 0 {
+            map.remove(id);
+            return false;
+        }
+        true
+    }
+
+    /// Ends a half-login: it became a session, or was given up.
+    pub fn end(&self, id: &str) {
+        self.by_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
 }
 
 #[derive(Default)]
 struct Attempts {
     by_address: HashMap<IpAddr, VecDeque<u64>>,
+    /// By address and the user name typed.
+    by_pair: HashMap<(IpAddr, String), VecDeque<u64>>,
     overall: VecDeque<u64>,
+}
+
+/// The key of a user name typed from `address`.
+fn pair_key(address: IpAddr, user: &str) -> (IpAddr, String) {
+    (
+        address_key(address),
+        user.chars().take(NAME_CHARS_KEPT).collect(),
+    )
+}
+
+/// Makes room in `map` for `key` when it is full: the entries of no attempt within the window
+/// go, and if every one is recent (a flood from many addresses, which the overall bound
+/// already holds), an arbitrary one.
+fn room_for<K: std::hash::Hash + Eq + Clone>(
+    map: &mut HashMap<K, VecDeque<u64>>,
+    key: &K,
+    now_ms: u64,
+) {
+    if map.len() < MAX_ADDRESSES || map.contains_key(key) {
+        return;
+    }
+    map.retain(|_, times| times.back().is_some_and(|t| t + ADDRESS_WINDOW_MS > now_ms));
+    if map.len() >= MAX_ADDRESSES
+        && let Some(any) = map.keys().next().cloned()
+    {
+        map.remove(&any);
+    }
 }
 
 /// The login throttle.
@@ -273,25 +450,23 @@ fn forget_old(times: &mut VecDeque<u64>, now_ms: u64, window_ms: u64) {
 }
 
 impl LoginThrottle {
-    /// Counts an attempt from `address`: the milliseconds it waits before its check (0 unless
-    /// the overall bound is reached), or a refusal with the seconds to wait.
-    pub fn admit(&self, address: IpAddr, now_ms: u64) -> Result<u64, u64> {
+    /// Counts an attempt for user name `user` from `address`: the milliseconds it waits before
+    /// its check (0 unless the overall bound is reached), or a refusal with the seconds to wait.
+    pub fn admit(&self, address: IpAddr, user: &str, now_ms: u64) -> Result<u64, u64> {
         let key = address_key(address);
+        let pair = pair_key(address, user);
         let mut a = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
         forget_old(&mut a.overall, now_ms, OVERALL_WINDOW_MS);
-        if a.by_address.len() >= MAX_ADDRESSES && !a.by_address.contains_key(&key) {
-            a.by_address
-                .retain(|_, times| times.back().is_some_and(|t| t + ADDRESS_WINDOW_MS > now_ms));
-            if a.by_address.len() >= MAX_ADDRESSES {
-                // Every remembered address is recent: a flood from many addresses, which the
-                // overall bound already holds; the newest address replaces an arbitrary one.
-                if let Some(any) = a.by_address.keys().next().copied() {
-                    a.by_address.remove(&any);
-                }
-            }
-        }
+        room_for(&mut a.by_address, &key, now_ms);
+        room_for(&mut a.by_pair, &pair, now_ms);
         let overall_first = a.overall.front().copied();
         let overall_full = a.overall.len() >= ATTEMPTS_OVERALL;
+        let pair_times = a.by_pair.entry(pair.clone()).or_default();
+        forget_old(pair_times, now_ms, ADDRESS_WINDOW_MS);
+        if pair_times.len() >= ATTEMPTS_PER_USER_AT_ADDRESS {
+            let first = pair_times.front().copied().unwrap_or(now_ms);
+            return Err(wait_s(first + ADDRESS_WINDOW_MS, now_ms));
+        }
         let times = a.by_address.entry(key).or_default();
         forget_old(times, now_ms, ADDRESS_WINDOW_MS);
         if times.len() >= ATTEMPTS_PER_ADDRESS {
@@ -309,16 +484,15 @@ impl LoginThrottle {
         };
         times.push_back(now_ms);
         a.overall.push_back(now_ms);
+        a.by_pair.entry(pair).or_default().push_back(now_ms);
         Ok(pause_ms)
     }
 
-    /// A successful login clears its address's attempts.
-    pub fn succeeded(&self, address: IpAddr) {
-        self.attempts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .by_address
-            .remove(&address_key(address));
+    /// A successful login of `user` clears its address's attempts, and the pair's.
+    pub fn succeeded(&self, address: IpAddr, user: &str) {
+        let mut a = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        a.by_address.remove(&address_key(address));
+        a.by_pair.remove(&pair_key(address, user));
     }
 }
 
@@ -333,29 +507,58 @@ mod tests {
     const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
     const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2));
 
-    #[test]
-    fn an_address_gets_its_attempts_then_waits_out_the_window() {
-        let t = LoginThrottle::default();
-        for _ in 0..ATTEMPTS_PER_ADDRESS {
-            t.admit(A, 1_000).unwrap();
-        }
-        let wait = t.admit(A, 1_000).unwrap_err();
-        assert_eq!(wait, ADDRESS_WINDOW_MS / 1000);
-        // Another address is not held back by A's attempts.
-        t.admit(B, 1_000).unwrap();
-        // Just inside the window: still refused; at its end: admitted.
-        assert!(t.admit(A, 1_000 + ADDRESS_WINDOW_MS - 1).is_err());
-        t.admit(A, 1_000 + ADDRESS_WINDOW_MS).unwrap();
+    /// A user name of its own per attempt, so that only the address's bound is met.
+    fn nth(i: usize) -> String {
+        format!("user-{i}")
     }
 
     #[test]
-    fn a_success_clears_the_address() {
+    fn an_address_gets_its_attempts_then_waits_out_the_window() {
         let t = LoginThrottle::default();
-        for _ in 0..ATTEMPTS_PER_ADDRESS {
-            t.admit(A, 0).unwrap();
+        for i in 0..ATTEMPTS_PER_ADDRESS {
+            t.admit(A, &nth(i), 1_000).unwrap();
         }
-        t.succeeded(A);
-        t.admit(A, 0).unwrap();
+        let wait = t.admit(A, "anyone", 1_000).unwrap_err();
+        assert_eq!(wait, ADDRESS_WINDOW_MS / 1000);
+        // Another address is not held back by A's attempts.
+        t.admit(B, "anyone", 1_000).unwrap();
+        // Just inside the window: still refused; at its end: admitted.
+        assert!(t.admit(A, "anyone", 1_000 + ADDRESS_WINDOW_MS - 1).is_err());
+        t.admit(A, "anyone", 1_000 + ADDRESS_WINDOW_MS).unwrap();
+    }
+
+    /// The bound of one user from one address, which ends before the address's; attempts on
+    /// the same user from elsewhere, or on another user from here, are not held back by it.
+    #[test]
+    fn a_user_at_one_address_gets_fewer_attempts_and_elsewhere_is_not_held_back() {
+        let t = LoginThrottle::default();
+        for _ in 0..ATTEMPTS_PER_USER_AT_ADDRESS {
+            t.admit(A, "admin", 1_000).unwrap();
+        }
+        assert_eq!(
+            t.admit(A, "admin", 1_000),
+            Err(ADDRESS_WINDOW_MS / 1000),
+            "the pair's bound"
+        );
+        t.admit(B, "admin", 1_000).unwrap();
+        t.admit(A, "anna", 1_000).unwrap();
+        assert!(t.admit(A, "admin", 1_000 + ADDRESS_WINDOW_MS - 1).is_err());
+        t.admit(A, "admin", 1_000 + ADDRESS_WINDOW_MS).unwrap();
+    }
+
+    #[test]
+    fn a_success_clears_the_address_and_the_pair() {
+        let t = LoginThrottle::default();
+        for i in 0..ATTEMPTS_PER_ADDRESS - ATTEMPTS_PER_USER_AT_ADDRESS {
+            t.admit(A, &nth(i), 0).unwrap();
+        }
+        for _ in 0..ATTEMPTS_PER_USER_AT_ADDRESS {
+            t.admit(A, "admin", 0).unwrap();
+        }
+        t.succeeded(A, "admin");
+        for _ in 0..ATTEMPTS_PER_USER_AT_ADDRESS {
+            t.admit(A, "admin", 0).unwrap();
+        }
     }
 
     #[test]
@@ -363,16 +566,16 @@ mod tests {
         let t = LoginThrottle::default();
         for i in 0..ATTEMPTS_OVERALL {
             let address = IpAddr::V4(std::net::Ipv4Addr::from(u32::try_from(i).unwrap()));
-            t.admit(address, 0).unwrap();
+            t.admit(address, "admin", 0).unwrap();
         }
         // Past the bound: an address that has not failed waits (at most the longest pause) ...
-        assert_eq!(t.admit(B, 0), Ok(MAX_OVERALL_PAUSE_MS));
-        assert_eq!(t.admit(A, OVERALL_WINDOW_MS - 1_000), Ok(1_000));
+        assert_eq!(t.admit(B, "admin", 0), Ok(MAX_OVERALL_PAUSE_MS));
+        assert_eq!(t.admit(A, "admin", OVERALL_WINDOW_MS - 1_000), Ok(1_000));
         // ... and one that has is refused until the window has room.
-        assert_eq!(t.admit(B, 1), Err(OVERALL_WINDOW_MS / 1000));
+        assert_eq!(t.admit(B, "admin", 1), Err(OVERALL_WINDOW_MS / 1000));
         let failed = IpAddr::V4(std::net::Ipv4Addr::from(3));
-        assert_eq!(t.admit(failed, 0), Err(OVERALL_WINDOW_MS / 1000));
-        assert_eq!(t.admit(B, OVERALL_WINDOW_MS), Ok(0));
+        assert_eq!(t.admit(failed, "admin", 0), Err(OVERALL_WINDOW_MS / 1000));
+        assert_eq!(t.admit(B, "admin", OVERALL_WINDOW_MS), Ok(0));
     }
 
     #[test]
@@ -467,6 +670,41 @@ mod tests {
         // Another process's key: its forms are not ours.
         let elsewhere = LoginForms::default().issue(1_000);
         assert!(!forms.accepts(Some(&elsewhere.cookie), Some(&elsewhere.field), 1_000));
+    }
+
+    #[test]
+    fn a_half_login_ends_after_its_minutes_or_its_wrong_codes() {
+        let h = HalfLogins::default();
+        let waiting = h.start(0, "anna", 7, None);
+        assert_ne!(waiting.id, waiting.csrf);
+        let resumed = h.resume(&waiting.id, HALF_LOGIN_MS - 1).unwrap();
+        assert_eq!((resumed.user.as_str(), resumed.user_tag), ("anna", 7));
+        assert!(h.resume(&waiting.id, HALF_LOGIN_MS).is_none());
+        assert!(h.resume(&waiting.id, 0).is_none(), "ended for good");
+        let waiting = h.start(0, "anna", 7, Some(vec![1, 2]));
+        assert_eq!(
+            h.resume(&waiting.id, 1).unwrap().enrolling,
+            Some(vec![1, 2])
+        );
+        for _ in 1..CODE_TRIES {
+            assert!(h.wrong_code(&waiting.id));
+        }
+        assert!(!h.wrong_code(&waiting.id));
+        assert!(h.resume(&waiting.id, 1).is_none());
+        let waiting = h.start(0, "anna", 7, None);
+        h.end(&waiting.id);
+        assert!(h.resume(&waiting.id, 1).is_none());
+    }
+
+    #[test]
+    fn a_session_keeps_the_secret_it_sets_up_until_it_is_on() {
+        let s = Sessions::default();
+        let live = s.start(0, "anna", 7);
+        let first = s.enrolling(&live.id, || vec![1]).unwrap();
+        assert_eq!(s.enrolling(&live.id, || vec![2]), Some(first));
+        s.enrolled(&live.id);
+        assert_eq!(s.enrolling(&live.id, || vec![3]), Some(vec![3]));
+        assert_eq!(s.enrolling("not-a-session", || vec![4]), None);
     }
 
     #[test]

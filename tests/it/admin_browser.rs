@@ -117,7 +117,7 @@ pub(crate) fn start_driver() -> (Driver, u16) {
 
 /// The browser, and chromedriver's address for the developer-tools commands `WebDriver` lacks.
 pub(crate) struct Browser {
-    client: Client,
+    pub(crate) client: Client,
     driver: SocketAddr,
     session: String,
 }
@@ -209,7 +209,7 @@ const SPLITS_WORDS: &str = "
 
 /// Looks at the page on each of the [`SCREENS`]: nothing of it may be off-screen sideways, and
 /// a screenshot of the whole page is saved. The browser is left with a phone's screen.
-async fn look(browser: &Browser, name: &str) {
+pub(crate) async fn look(browser: &Browser, name: &str) {
     for (width, height, mobile) in SCREENS {
         browser.screen(width, height, mobile).await;
         let seen = browser.execute(OFF_SCREEN, vec![]).await.unwrap();
@@ -238,7 +238,7 @@ async fn look(browser: &Browser, name: &str) {
 /// The text of the element `css` once it is on the page (a click's page may still be loading).
 /// A look that the page's own navigation cuts short ("aborted by navigation", or an element
 /// gone stale) is tried again; panics after 20 s with the last error.
-async fn text_of(client: &Client, css: &str) -> String {
+pub(crate) async fn text_of(client: &Client, css: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let error = match client.find(Locator::Css(css)).await {
@@ -274,18 +274,18 @@ async fn url_with(client: &Client, part: &str) {
 }
 
 /// The path of the page once an element of it (`css`) is there.
-async fn path_once(client: &Client, css: &str) -> String {
+pub(crate) async fn path_once(client: &Client, css: &str) -> String {
     text_of(client, css).await;
     client.current_url().await.unwrap().path().to_owned()
 }
 
-async fn fill(client: &Client, css: &str, value: &str) {
+pub(crate) async fn fill(client: &Client, css: &str, value: &str) {
     let field = client.find(Locator::Css(css)).await.unwrap();
     field.clear().await.unwrap();
     field.send_keys(value).await.unwrap();
 }
 
-async fn click(client: &Client, css: &str) {
+pub(crate) async fn click(client: &Client, css: &str) {
     client
         .find(Locator::Css(css))
         .await
@@ -297,7 +297,7 @@ async fn click(client: &Client, css: &str) {
 
 /// A failure's message, written as it is (not quoted, its new lines kept) when the test
 /// returns it.
-struct Failure(String);
+pub(crate) struct Failure(pub(crate) String);
 
 impl std::fmt::Debug for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -553,10 +553,12 @@ async fn a_login_needs_the_login_forms_token_and_its_cookie() {
         // The refusal is a login page with a fresh form, so a person can simply try again.
         assert!(set_cookie(&refused, "tracker_login").is_some(), "{what}");
     }
-    // None of these was counted as an attempt: the right pair still logs in, five wrong
-    // passwords later (the sixth attempt of the address would be throttled).
-    for _ in 0..4 {
-        let wrong = login_body("admin", "nope-nope-nope", &login.token);
+    // None of these was counted as an attempt: the right pair still logs in, four wrong
+    // passwords later (the sixth attempt of the address would be throttled). The wrong ones
+    // are for names of their own: three for one name from this address would meet the bound of
+    // one user at one address, which is another test's.
+    for n in 0..4 {
+        let wrong = login_body(&format!("user-{n}"), "nope-nope-nope", &login.token);
         assert_eq!(attempt(Some(login.cookie.clone()), wrong).await.status, 401);
     }
     let ok = attempt(Some(login.cookie.clone()), right.clone()).await;
@@ -634,7 +636,10 @@ async fn failed_logins_elsewhere_never_lock_out_the_right_password() {
     let server = behind_a_trusted_proxy().await;
     for n in 0..30 {
         let address = format!("198.51.100.{}", n % 6);
-        let r = log_in_from(server.addr, &address, "nobody", "guess-guess-guess").await;
+        // A name of its own per attempt from an address: five of one name from one address
+        // would meet the bound of one user at one address before the address's own.
+        let nobody = format!("nobody-{}", n / 6);
+        let r = log_in_from(server.addr, &address, &nobody, "guess-guess-guess").await;
         assert_eq!(r.status, 401, "attempt {n}: {}", r.text());
     }
     let admin = log_in_from(server.addr, "203.0.113.9", "admin", PASSWORD).await;
@@ -644,13 +649,42 @@ async fn failed_logins_elsewhere_never_lock_out_the_right_password() {
     assert_eq!(r.status, 429);
 }
 
+/// One user from one address is bounded sooner than the address (3 attempts, then `429`, also
+/// for the right password), while the same user from another address, and another user from
+/// this one, are not held back: failed logins elsewhere never lock out the right password.
+#[tokio::test]
+async fn logins_are_throttled_per_user_at_an_address_and_not_elsewhere() {
+    let server = behind_a_trusted_proxy().await;
+    let guesser = "198.51.100.7";
+    for _ in 0..3 {
+        let r = log_in_from(server.addr, guesser, "admin", "guess-guess-guess").await;
+        assert_eq!(r.status, 401, "{}", r.text());
+    }
+    let refused = log_in_from(server.addr, guesser, "admin", PASSWORD).await;
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    assert!(refused.header("retry-after").is_some());
+    // Another user from the guesser's address: checked (the address has had 3 of its 5).
+    let other = log_in_from(server.addr, guesser, "anna", "guess-guess-guess").await;
+    assert_eq!(other.status, 401, "{}", other.text());
+    // The admin from their own address: logged in.
+    let admin = log_in_from(server.addr, "203.0.113.9", "admin", PASSWORD).await;
+    assert_eq!(admin.status, 303, "{}", admin.text());
+    // The pair's window over, its right password works again.
+    server.clock.advance(15 * 60 * 1000);
+    let later = log_in_from(server.addr, guesser, "admin", PASSWORD).await;
+    assert_eq!(later.status, 303, "{}", later.text());
+}
+
 /// IPv6: a client holds a whole /64, so its attempts are counted per /64, not per address.
 #[tokio::test]
 async fn ipv6_logins_are_counted_per_64_prefix() {
     let server = behind_a_trusted_proxy().await;
     for n in 1..=5 {
         let address = format!("2001:db8:1:2::{n}");
-        let r = log_in_from(server.addr, &address, "nobody", "guess-guess-guess").await;
+        // A name of its own per attempt, so that the /64's own bound is what is met (one name
+        // five times from one /64 would meet the bound of one user at one address first).
+        let nobody = format!("nobody-{n}");
+        let r = log_in_from(server.addr, &address, &nobody, "guess-guess-guess").await;
         assert_eq!(r.status, 401);
     }
     let same_64 = log_in_from(server.addr, "2001:db8:1:2:ffff::77", "admin", PASSWORD).await;
@@ -756,14 +790,16 @@ fn refused_login_forms_are_logged_once_per_address_and_interval() {
 async fn logins_are_throttled_per_address_even_for_the_right_password() {
     let server = TestServer::start().await;
     set_password(&server).await;
-    // Four wrong, one right: the right one clears the count.
-    for _ in 0..4 {
-        let r = log_in(&server, "admin", "nope-nope-nope").await;
+    // Wrong passwords for names of their own (each user is also bounded at one address, after
+    // three, which is another test's): four wrong, one right, and the right one clears the
+    // count.
+    for n in 0..4 {
+        let r = log_in(&server, &format!("user-{n}"), "nope-nope-nope").await;
         assert_eq!(r.status, 401);
     }
     assert_eq!(log_in(&server, "admin", PASSWORD).await.status, 303);
-    for _ in 0..5 {
-        let r = log_in(&server, "admin", "nope-nope-nope").await;
+    for n in 0..5 {
+        let r = log_in(&server, &format!("user-{n}"), "nope-nope-nope").await;
         assert_eq!(r.status, 401);
     }
     let refused = log_in(&server, "admin", PASSWORD).await;

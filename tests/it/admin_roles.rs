@@ -16,6 +16,15 @@ const LEAST_ROLE: &[(&str, &str, Least)] = &[
     ("GET", "/admin/", Least::Anyone),
     ("POST", "/admin/spaces", Least::Owner),
     ("GET", "/admin/audit", Least::Owner),
+    ("GET", "/admin/users", Least::Owner),
+    ("POST", "/admin/users", Least::Owner),
+    ("POST", "/admin/users/second-factor", Least::Owner),
+    ("POST", "/admin/users/{name}/role", Least::Owner),
+    ("POST", "/admin/users/{name}/reset", Least::Owner),
+    ("POST", "/admin/users/{name}/remove", Least::Owner),
+    ("GET", "/admin/account", Least::Anyone),
+    ("POST", "/admin/account/second-factor", Least::Anyone),
+    ("POST", "/admin/account/second-factor/off", Least::Anyone),
     ("GET", "/admin/spaces/{space}/dashboard", Least::Viewer),
     ("GET", "/admin/spaces/{space}", Least::Manager),
     ("POST", "/admin/spaces/{space}/rotate", Least::Owner),
@@ -474,7 +483,16 @@ fn targets_of(body: &str) -> Vec<(&'static str, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manager_and_a_viewer_are_shown_only_links_and_forms_their_role_reaches() {
-    let server = TestServer::start().await;
+    // A destination in space a, so that its forms (test, retry, change, rotate, delete) are
+    // walked too; on loopback, where nothing listens, so a test delivery fails at once.
+    let server = TestServer::start_with(|c| {
+        c.delivery.allow_private_destinations = true;
+        c.delivery.timeout = std::time::Duration::from_millis(500);
+    })
+    .await;
+    let hook = r#"{"name":"hook","kind":"webhook","url":"http://127.0.0.1:9/hook"}"#;
+    let made = server.post_as(&server.a, "/destinations", hook).await;
+    assert_eq!(made.status, 201, "{}", made.text());
     logged_in(&server).await;
     for (name, role) in [("mia", Role::Manager), ("vic", Role::Viewer)] {
         let cookie = invited_user(&server, name, role, &["a"]).await;
@@ -503,5 +521,67 @@ async fn a_manager_and_a_viewer_are_shown_only_links_and_forms_their_role_reache
             seen.iter().any(|(_, t)| t == "/admin/spaces/a/dashboard"),
             "{name} walked the space's pages: {seen:?}"
         );
+        assert_eq!(
+            seen.iter()
+                .any(|(_, t)| t.starts_with("/admin/spaces/a/destinations/hook/")),
+            role == Role::Manager,
+            "{name} walked the destination's forms as their role reaches: {seen:?}"
+        );
     }
+}
+
+/// The Users page does what `tracker user` does, through the same operations: a user added
+/// (the invitation's address shown once), given another role, reset, removed; a name outside
+/// the rule refused with nothing added; everyone's second factor required.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_users_page_adds_changes_resets_and_removes_a_user() {
+    let server = TestServer::start().await;
+    let owner = logged_in(&server).await;
+    let app = app_on(&server.store, NOW_MS);
+    let page = get_page(&server, Some(&owner), "/admin/users").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(page.text().contains("<td data-label=\"User\">admin</td>"));
+    let csrf = csrf_of(&page);
+    let post = |target: &str, body: &str| {
+        post_form(
+            &server,
+            Some(&owner),
+            form(target, &format!("csrf={csrf}&{body}")),
+        )
+    };
+    let added = post("/admin/users", "name=mia&role=manager&spaces=a").await;
+    assert_eq!(added.status, 200, "{}", added.text());
+    assert!(added.text().contains("/admin/invite/"), "{}", added.text());
+    let mia = app.user("mia").await.unwrap().unwrap();
+    assert_eq!(
+        (mia.role, mia.spaces.clone()),
+        (Role::Manager, vec!["a".into()])
+    );
+
+    let refused = post("/admin/users", "name=Mia+B&role=viewer&spaces=").await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(app.user("Mia B").await.unwrap().is_none());
+    assert_eq!(app.users().await.unwrap().len(), 2);
+
+    let changed = post("/admin/users/mia/role", "role=viewer&spaces=a,b").await;
+    assert_eq!(changed.status, 200, "{}", changed.text());
+    let mia = app.user("mia").await.unwrap().unwrap();
+    assert_eq!(mia.role, Role::Viewer);
+    assert_eq!(mia.spaces, ["a", "b"]);
+
+    let reset = post("/admin/users/mia/reset", "").await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+    assert!(reset.text().contains("/admin/invite/"), "{}", reset.text());
+
+    let required = post("/admin/users/second-factor", "required=on").await;
+    assert_eq!(required.status, 200, "{}", required.text());
+    assert!(app.second_factor_required().await.unwrap());
+    assert!(required.text().contains("Required of every user"));
+
+    let removed = post("/admin/users/mia/remove", "").await;
+    assert_eq!(removed.status, 200, "{}", removed.text());
+    assert!(app.user("mia").await.unwrap().is_none());
+    // The last owner is kept, as the command line keeps it.
+    let last = post("/admin/users/admin/remove", "").await;
+    assert_eq!(last.status, 409, "{}", last.text());
 }

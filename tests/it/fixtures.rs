@@ -834,12 +834,14 @@ async fn the_admin_password_becomes_the_first_owner_through_the_migration_to_21(
         role: Role::Owner,
         spaces: vec![],
         password_set: true,
+        second_factor: false,
     };
     let manager = UserSummary {
         name: "anna".into(),
         role: Role::Manager,
         spaces: vec!["default".into()],
         password_set: false,
+        second_factor: false,
     };
     for (file, users) in [
         ("v20.redb", vec![owner.clone()]),
@@ -957,4 +959,31 @@ async fn a_version_21_file_merges_its_dedup_generations_and_still_deduplicates()
     let expiry = tracker::config::Settings::with_data(path.clone()).dedup_expiry(now);
     let report = tracker::storage::check::check_file(&path, false, expiry).unwrap();
     assert!(report.clean(), "{report:#?}");
+}
+
+/// The migration to version 23 reads version 22's users as they were, each without a second
+/// factor and none required; the version 23 fixture, made by a build that requires it, has it
+/// required of everyone and its users' records still read.
+#[tokio::test]
+async fn users_of_version_22_have_no_second_factor_after_the_migration_to_23() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for (file, required) in [("v21.redb", false), ("v22.redb", false), ("v23.redb", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        std::fs::copy(fixtures.join(file), &path).unwrap();
+        let (store, _) = Store::open(&path, &StoreOptions::default()).unwrap();
+        let app = crate::support::app_on(&std::sync::Arc::new(store), 0);
+        let users = app.users().await.unwrap();
+        let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names, ["admin", "anna"], "{file}");
+        assert!(users.iter().all(|u| !u.second_factor), "{file}");
+        let admin = app.user("admin").await.unwrap().unwrap();
+        assert!(admin.second_factor.is_none(), "{file}");
+        assert!(admin.password_hash.is_some(), "{file}");
+        assert_eq!(
+            app.second_factor_required().await.unwrap(),
+            required,
+            "{file}"
+        );
+    }
 }

@@ -5,6 +5,8 @@ mod admin_browser;
 mod admin_forms;
 mod admin_page;
 mod admin_roles;
+mod admin_second_factor;
+mod admin_second_factor_browser;
 mod auth;
 mod backup;
 mod backup_s3;

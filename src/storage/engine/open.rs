@@ -334,8 +334,9 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         // buffer's redo mark and uids that begin with their time; 19: destination records
         // version 5, version 4 read as it is; 20: split links, their clicks' variants and
         // rows by variant, which only split links write; 22: merged dedup runs, which only a
-        // merge writes).
-        1 | 6 | 18 | 19 | 21 => Ok(()),
+        // merge writes; 23: user records version 2, version 1 read as it is, and the admin
+        // page's setting that requires a second factor).
+        1 | 6 | 18 | 19 | 21 | 22 => Ok(()),
         2 => migrate_to_v3(txn),
         3 => migrate_to_v4(txn),
         4 => migrate_to_v5(txn),
@@ -579,6 +580,7 @@ fn migrate_to_v21(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
         spaces: Vec::new(),
         password_hash: Some(hash),
         invitation: None,
+        second_factor: None,
     };
     users.insert(FIRST_OWNER, records::encode(&owner).as_slice())?;
     Ok(())

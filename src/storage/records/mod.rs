@@ -35,4 +35,4 @@ pub use self::stats::{
     CostRecord, CostRow, CostSumRecord, CostSumRow, StatsRecord, StatsRecordV1, StatsRow,
     with_cost_row, with_cost_sum_row, with_stats_row,
 };
-pub use self::user::{AuditRecord, UserRecord};
+pub use self::user::{AuditRecord, SecondFactorRecord, UserRecord};

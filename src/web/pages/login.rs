@@ -1,5 +1,8 @@
 //! The login page: its form (with the login form's own token and cookie), the login with its
-//! throttle and its one password check at a time, and the logout.
+//! throttle and its one password check at a time, and the logout. A user with a second factor,
+//! or whom an owner requires to set one up, is handed from here to its own form
+//! (`second_factor.rs`), without a session; a login is complete, with its session, its audit
+//! entry and its address's attempts cleared, in [`complete`] only.
 
 use std::time::Duration;
 
@@ -10,13 +13,14 @@ use warp::reply::Response;
 use super::{Frame, html};
 use crate::app::App;
 use crate::app::audit::Change;
+use crate::domain::totp;
 use crate::domain::user::User;
 use crate::error::{Code, Error};
 use crate::surface::Body;
 use crate::web::context::Anonymous;
 use crate::web::context::{
-    AdminPages, COOKIE, Ctx, LOGIN_COOKIE, LOGIN_PATH, client_address, cookie_header, cookie_value,
-    read_form, redirect, unread,
+    AdminPages, CODE_PATH, COOKIE, Ctx, HALF_LOGIN_COOKIE, LOGIN_COOKIE, LOGIN_PATH,
+    client_address, cookie_header, cookie_value, read_form, redirect, unread,
 };
 use crate::web::session;
 
@@ -102,7 +106,8 @@ pub(in crate::web) async fn log_in(
     {
         return Ok(expired());
     }
-    let pause_ms = match pages.throttle.admit(address, app.now_ms()) {
+    let name = form.get("user").unwrap_or("").to_owned();
+    let pause_ms = match pages.throttle.admit(address, &name, app.now_ms()) {
         Ok(pause_ms) => pause_ms,
         Err(wait_s) => {
             pages.warn(
@@ -129,7 +134,6 @@ pub(in crate::web) async fn log_in(
         // Past the overall bound, from an address that has not failed: checked, but slowly.
         tokio::time::sleep(Duration::from_millis(pause_ms)).await;
     }
-    let name = form.get("user").unwrap_or("").to_owned();
     // The permit goes with the check into its own task: a client that hangs up mid-check
     // drops this future, but the check still holds the permit until it is done, so no more
     // than one argon2id check ever runs, however many requests come and go.
@@ -150,22 +154,50 @@ pub(in crate::web) async fn log_in(
     let Some(user) = user else {
         return Ok(failed(anonymous, address, &name).await);
     };
-    pages.throttle.succeeded(address);
-    // Tied to the user as checked: a change of password during the check ends the session
-    // at its first request.
-    let live = pages
-        .sessions
-        .start(app.now_ms(), &user.name, user.session_tag());
-    tracing::info!(%address, user = %user.name, "admin logged in");
+    if user.second_factor.is_some() || app.second_factor_required().await? {
+        let enrolling = user.second_factor.is_none().then(totp::new_secret);
+        let waiting =
+            pages
+                .half_logins
+                .start(app.now_ms(), &user.name, user.session_tag(), enrolling);
+        let mut response = redirect(CODE_PATH);
+        let headers = response.headers_mut();
+        headers.insert(
+            header::SET_COOKIE,
+            cookie_header(app, HALF_LOGIN_COOKIE, &waiting.id, LOGIN_PATH, None),
+        );
+        headers.append(
+            header::SET_COOKIE,
+            cookie_header(app, LOGIN_COOKIE, "", LOGIN_PATH, Some(0)),
+        );
+        return Ok(response);
+    }
+    let live = complete(anonymous, &user.name, user.session_tag()).await;
+    Ok(landing(app, &user, &live.id).await)
+}
+
+/// A login complete (its password, and its second factor where it has one): its address's
+/// attempts cleared, its session started (tied to `user_tag`, the user as checked, so that a
+/// change of password during the login ends it at its first request), its audit entry.
+pub(in crate::web) async fn complete(
+    anonymous: &Anonymous<'_>,
+    user: &str,
+    user_tag: u128,
+) -> session::Live {
+    let (app, pages) = (anonymous.app, anonymous.pages);
+    let address = client_address(anonymous.request);
+    pages.throttle.succeeded(address, user);
+    let live = pages.sessions.start(app.now_ms(), user, user_tag);
+    tracing::info!(%address, user, "admin logged in");
     app.record_audit(Change {
-        who: &user.name,
+        who: user,
         address: Some(address),
         action: "login".to_owned(),
         space: None,
         subject: None,
     })
     .await;
-    Ok(landing(app, &user, &live.id).await)
+    live
 }
 
 /// A failed login's answer, after its warning, its audit entry and a pause.
@@ -192,7 +224,7 @@ async fn failed(anonymous: &Anonymous<'_>, address: std::net::IpAddr, name: &str
 }
 
 /// A login's answer: to its first page, with the session's cookie, the login form's deleted.
-async fn landing(app: &App, user: &User, session_id: &str) -> Response {
+pub(in crate::web) async fn landing(app: &App, user: &User, session_id: &str) -> Response {
     let mut response = redirect("/admin/");
     let headers = response.headers_mut();
     if let Ok(location) = HeaderValue::from_str(&first_page(app, user).await) {
@@ -202,10 +234,14 @@ async fn landing(app: &App, user: &User, session_id: &str) -> Response {
         header::SET_COOKIE,
         cookie_header(app, COOKIE, session_id, "/admin", None),
     );
-    // The login form's cookie has done its work.
+    // The login form's cookie, and a half-login's, have done their work.
     headers.append(
         header::SET_COOKIE,
         cookie_header(app, LOGIN_COOKIE, "", LOGIN_PATH, Some(0)),
+    );
+    headers.append(
+        header::SET_COOKIE,
+        cookie_header(app, HALF_LOGIN_COOKIE, "", LOGIN_PATH, Some(0)),
     );
     response
 }
@@ -223,7 +259,7 @@ pub(in crate::web) async fn log_out(ctx: &Ctx<'_>) -> Result<Response, Error> {
 
 /// Where a login lands: the space's dashboard when the user has one space, else the spaces to
 /// choose from. (Space names are a-z, 0-9 and '-': a path segment as they are.)
-async fn first_page(app: &App, user: &User) -> String {
+pub(in crate::web) async fn first_page(app: &App, user: &User) -> String {
     match app.spaces().await {
         Ok(spaces) => {
             let mut theirs = spaces.iter().filter(|s| user.sees_space(&s.space));

@@ -3,6 +3,7 @@
 //! download. Every handler calls the operation the API or the command line calls; which path
 //! reaches which handler is `web/routes.rs`.
 
+pub(super) mod account;
 pub(super) mod assets;
 pub(super) mod audit;
 pub(super) mod campaign;
@@ -17,10 +18,12 @@ pub(super) mod links;
 pub(super) mod login;
 pub(super) mod postback;
 pub(super) mod rejections;
+pub(super) mod second_factor;
 pub(super) mod settings;
 pub(super) mod spaces;
 pub(super) mod stats;
 pub(super) mod tables;
+pub(super) mod users;
 
 use askama::Template;
 use warp::http::{HeaderValue, Method, StatusCode, header};
@@ -239,6 +242,7 @@ mod tests {
             spaces: Vec::new(),
             password_hash: None,
             invitation: None,
+            second_factor: None,
         };
         let menu = |space, page| {
             Frame {
