@@ -63,12 +63,16 @@ pub struct App {
     pub spend: Arc<crate::workers::spend::Status>,
     /// The split links' targets the health checks hold down (`workers/health.rs`).
     pub health: Arc<crate::domain::split::Health>,
+    /// Where the workers hand the alerts they notice (`workers/alerts.rs`).
+    pub alerts: crate::workers::alerts::AlertSender,
 }
 
 impl App {
     #[must_use]
     pub fn new(settings: Settings, store: Arc<Store>, clock: Arc<dyn Clock>) -> App {
+        let (alerts, _queue) = crate::workers::alerts::AlertSender::new();
         App {
+            alerts,
             rules: settings.event_rules(),
             dedup_window_ms: settings.dedup_window_ms(),
             limiter: SpaceLimiter::new(settings.rate_limit),
@@ -133,6 +137,19 @@ impl App {
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),
             schedule,
+        }
+    }
+
+    /// What the health checks of links' targets are handed (`workers/health.rs`).
+    #[must_use]
+    pub fn health_checks(&self) -> crate::workers::health::HealthChecks {
+        crate::workers::health::HealthChecks {
+            store: self.store.clone(),
+            settings: self.settings.clone(),
+            clock: self.clock.clone(),
+            health: self.health.clone(),
+            metrics: self.metrics.clone(),
+            alerts: self.alerts.clone(),
         }
     }
 

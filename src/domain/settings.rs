@@ -24,7 +24,9 @@ pub use crate::domain::setting_values::{
     GraphUrl, META_GRAPH_URL, META_TOKEN_MAX_CHARS, TimeZoneName, check_bot_unshared,
     is_graph_version,
 };
-use crate::domain::setting_values::{check_ad_account, check_bot_token, check_meta_token};
+use crate::domain::setting_values::{
+    MAX_WATCHED_BOTS, check_ad_account, check_bot_token, check_meta_token, watched_tokens,
+};
 use crate::error::{Code, Error};
 
 /// Which of a user's bound clicks an event that names the user by Telegram id is attributed to.
@@ -82,6 +84,9 @@ pub struct SpaceSettings {
     /// What one unit of a currency is worth in another, which the stats convert by
     /// (`{"EUR": "1.08 USD"}`); destinations convert by their own.
     pub currency_rates: CurrencyRates,
+    /// Tokens of other bots the space's links lead to, only for the health checks to watch
+    /// them with `getMe` (`docs/api.md#target-health`). Write-only, as the bot token.
+    pub watched_bot_tokens: Vec<Secret>,
 }
 
 /// How a setting's value is written in JSON (the API's answers and `PATCH /space`).
@@ -91,6 +96,8 @@ pub enum JsonType {
     Boolean,
     /// An object of strings (`{"EUR": "1.08 USD"}`), written as text `EUR=1.08 USD`.
     StringMap,
+    /// A list of strings, written as text separated by commas.
+    StringList,
 }
 
 /// One setting: its name, what it takes, and how its value is read from and written as text (a
@@ -117,7 +124,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 10] = [
+pub const SETTINGS: [Setting; 11] = [
     Setting {
         name: "attribution",
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
@@ -323,10 +330,34 @@ pub const SETTINGS: [Setting; 10] = [
             Ok(())
         },
     },
+    Setting {
+        name: "watched_bot_tokens",
+        about: "Tokens of other bots the space's links lead to (a split link's targets), from \
+                @BotFather, only for the health checks: each is asked getMe every \
+                target_check_every, and a bot whose token Telegram refuses twice in a row gets \
+                no visits until it answers again. At most 16. Write-only: each shown by its \
+                last 4 characters. A list replaces the one before; [] removes them.",
+        label: "Other bots to watch",
+        help: "Tokens of the other bots your split links send visitors to, separated by commas. The tracker asks Telegram about each every minute and stops sending visitors to a bot Telegram has banned. Never shown again; left empty, the list stays as it is.",
+        choices: &[],
+        choice_words: &[],
+        json: JsonType::StringList,
+        get: |s| {
+            s.watched_bot_tokens
+                .iter()
+                .map(Secret::expose)
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        set: |s, text| {
+            s.watched_bot_tokens = watched_tokens(text)?;
+            Ok(())
+        },
+    },
 ];
 
 /// The settings whose value is a secret: stored as it is, shown by its last 4 characters.
-const WRITE_ONLY: [&str; 2] = ["telegram_bot_token", "meta_ads_token"];
+const WRITE_ONLY: [&str; 3] = ["telegram_bot_token", "meta_ads_token", "watched_bot_tokens"];
 
 /// Whether setting `name` is write-only (a secret, shown by its last 4 characters).
 #[must_use]
@@ -336,10 +367,16 @@ pub fn is_write_only(name: &str) -> bool {
 
 /// `text` of setting `name` as answers and pages show it.
 fn shown(name: &str, text: String) -> String {
-    if WRITE_ONLY.contains(&name) && !text.is_empty() {
-        Secret::new(text).last4()
-    } else {
-        text
+    if !WRITE_ONLY.contains(&name) || text.is_empty() {
+        return text;
+    }
+    match setting(name).map(|s| s.json) {
+        Some(JsonType::StringList) => text
+            .split(", ")
+            .map(|t| Secret::new(t.to_owned()).last4())
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => Secret::new(text).last4(),
     }
 }
 
@@ -395,6 +432,10 @@ impl Serialize for SpaceSettings {
                     let rates = CurrencyRates::text_pairs(&text).unwrap_or_default();
                     map.serialize_entry(s.name, &rates)?;
                 }
+                JsonType::StringList => {
+                    let items: Vec<&str> = text.split(", ").filter(|t| !t.is_empty()).collect();
+                    map.serialize_entry(s.name, &items)?;
+                }
             }
         }
         map.end()
@@ -439,6 +480,11 @@ impl Setting {
                 "type": "object",
                 "additionalProperties": {"type": "string"},
             }),
+            (JsonType::StringList, _) => serde_json::json!({
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": MAX_WATCHED_BOTS,
+            }),
             (JsonType::String, []) => serde_json::json!({"type": "string"}),
             (JsonType::String, choices) => serde_json::json!({"type": "string", "enum": choices}),
         };
@@ -480,6 +526,11 @@ impl<'de> Deserialize<'de> for SpaceSettings {
                         .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
                         .collect::<Vec<_>>()
                         .join(", "),
+                    serde_json::Value::Array(items) => items
+                        .iter()
+                        .map(|v| v.as_str().unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     other => other.to_string(),
                 };
                 (name, text)
@@ -500,6 +551,10 @@ impl<'de> Deserialize<'de> for SpaceSettings {
             let shown = Some(Secret::new(v.clone()));
             match name.as_str() {
                 "meta_ads_token" => settings.meta_ads_token = shown,
+                "watched_bot_tokens" => {
+                    settings.watched_bot_tokens =
+                        v.split(", ").map(|t| Secret::new(t.to_owned())).collect();
+                }
                 _ => settings.telegram_bot_token = shown,
             }
         }
@@ -621,6 +676,18 @@ impl SettingsPatch {
                         .map(|(k, v)| format!("{k}={v}"))
                         .collect::<Vec<_>>()
                         .join(", ")
+                }
+                JsonType::StringList => {
+                    let items: Vec<String> = serde_json::from_str(raw.get())
+                        .map_err(|_| input::wrong_type(s.name, "a list of strings", raw))?;
+                    if let Some(i) = items.iter().position(|t| t.contains(',')) {
+                        return Err(Error::field(
+                            Code::InvalidField,
+                            s.name,
+                            format!("`{}` [{i}] is no bot token", s.name),
+                        ));
+                    }
+                    items.join(", ")
                 }
             };
             changes.push((name, text));
@@ -902,6 +969,10 @@ mod tests {
             meta_graph_version: Some("v23.0".into()),
             reporting_currency: Some("EUR".into()),
             currency_rates: CurrencyRates::from_text("usd=0.93 eur, XTR=0.012 EUR").unwrap(),
+            watched_bot_tokens: vec![
+                Secret::new(TOKEN.replace("aw0", "aw2")),
+                Secret::new(TOKEN.replace("aw0", "aw3")),
+            ],
         };
         let pairs = s.pairs();
         assert_eq!(
@@ -917,6 +988,7 @@ mod tests {
                 ("meta_graph_version", "v23.0".to_owned()),
                 ("reporting_currency", "EUR".to_owned()),
                 ("currency_rates", "USD=0.93 EUR, XTR=0.012 EUR".to_owned()),
+                ("watched_bot_tokens", "…saw2, …saw3".to_owned()),
             ]
         );
         let stored = s.stored_pairs();
@@ -931,7 +1003,8 @@ mod tests {
                 "meta_ads_account": "act_42", "meta_ads_token": "…6789",
                 "meta_graph_url": "http://127.0.0.1:9", "meta_graph_version": "v23.0",
                 "reporting_currency": "EUR",
-                "currency_rates": {"USD": "0.93 EUR", "XTR": "0.012 EUR"}})
+                "currency_rates": {"USD": "0.93 EUR", "XTR": "0.012 EUR"},
+                "watched_bot_tokens": ["…saw2", "…saw3"]})
         );
         let shown = serde_json::from_value::<SpaceSettings>(json.clone()).unwrap();
         assert_eq!(
