@@ -19,13 +19,14 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::config::Settings;
+use crate::domain::alert::Alert;
 use crate::domain::destination::Destination;
 use crate::domain::split::Health;
 use crate::error::Code;
 use crate::metrics::Metrics;
 use crate::storage::Store;
 use crate::workers::Worker;
-use crate::workers::alerts::{Alert, AlertSender};
+use crate::workers::alerts::AlertSender;
 use crate::workers::telegram::api::{ApiError, BotApi, Me};
 
 /// What the health checks are handed.
@@ -272,10 +273,12 @@ fn judge(
             memory.failures.remove(&key);
             if checks.health.set(space.space, name, None) {
                 tracing::info!(space = %space.name, target = %label, "target back up");
-                checks.alerts.send(Alert::TargetBack {
-                    space: space.space,
-                    target: label.to_owned(),
-                });
+                checks.alerts.send(
+                    space.space,
+                    Alert::TargetBack {
+                        target: label.to_owned(),
+                    },
+                );
             }
         }
         Verdict::Fail(why) => {
@@ -290,11 +293,13 @@ fn judge(
                     space = %space.name, target = %label, error = ?why,
                     "target down: its visits go to the link's other targets"
                 );
-                checks.alerts.send(Alert::TargetDown {
-                    space: space.space,
-                    target: label.to_owned(),
-                    why,
-                });
+                checks.alerts.send(
+                    space.space,
+                    Alert::TargetDown {
+                        target: label.to_owned(),
+                        why,
+                    },
+                );
             }
         }
     }

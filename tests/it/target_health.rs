@@ -1,7 +1,8 @@
 //! The health checks of links' targets (`docs/api.md#target-health`), against the Bot API
 //! stand-in: a bot whose token Telegram refuses gets no visits within two checks, every
 //! target down sends visits to the fallback, and a bot that answers again is back in the
-//! split; `watched_bot_tokens` is held to its rules.
+//! split; `watched_bot_tokens` is held to its rules; each change is one alert in the chat and
+//! at the webhook, none per check.
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::channels::{patch_space, server_with};
 use crate::split::{sent_to, visit};
+use crate::support::receiver::Receiver;
 use crate::support::telegram::{BotApi, TOKEN};
 use crate::support::{TestServer, assert_error};
 
@@ -191,5 +193,66 @@ async fn watched_bot_tokens_are_write_only_and_held_to_their_rules() {
 
     let r = patch_space(&s, &json!({"watched_bot_tokens": []})).await;
     assert_eq!(r.json()["settings"]["watched_bot_tokens"], json!([]));
+    s.stop().await;
+}
+
+const ALERT_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_change_is_one_alert_in_the_chat_and_at_the_webhook_never_one_per_check() {
+    let api = BotApi::start().await;
+    let hook = Receiver::start().await;
+    let s = watching_two_bots(&api).await;
+    let r = patch_space(
+        &s,
+        &json!({"alert_telegram_chat": "-1001000000001",
+            "alert_webhook_url": hook.url("/alerts"), "alert_webhook_secret": ALERT_SECRET}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["settings"]["alert_webhook_secret"], "…LaSw");
+
+    api.revoke_other_bot(A_TOKEN);
+    wait_for(&s, "a_bot down", |t| t[0]["up"] == false).await;
+    checks_run(&api, 5).await;
+    api.add_other_bot(A_TOKEN);
+    wait_for(&s, "a_bot back", |t| t[0]["up"] == true).await;
+    checks_run(&api, 5).await;
+
+    let sent = hook.wait_for(2, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = if hook.received().len() > sent.len() {
+        hook.received()
+    } else {
+        sent
+    };
+    assert_eq!(sent.len(), 2, "one per change");
+    let bodies: Vec<Value> = sent
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(bodies[0]["alert"]["type"], "target_down", "{}", bodies[0]);
+    assert_eq!(bodies[0]["alert"]["target"], format!("@{A_BOT}"));
+    assert_eq!(bodies[1]["alert"]["type"], "target_back", "{}", bodies[1]);
+    for r in &sent {
+        assert!(
+            crate::deliveries::verify(ALERT_SECRET, r, &r.body),
+            "signed: {r:?}"
+        );
+    }
+    let messages = api.messages();
+    assert_eq!(messages.len(), 2, "one per change: {messages:?}");
+    assert_eq!(messages[0].0, "-1001000000001");
+    assert!(messages[0].1.contains("is down"), "{messages:?}");
+    assert!(messages[1].1.contains("is back up"), "{messages:?}");
+    assert!(!messages.iter().any(|(_, t)| t.contains(A_TOKEN)));
+
+    // A webhook address without its secret is refused, and changes nothing.
+    let r = patch_space(&s, &json!({"alert_webhook_secret": ""})).await;
+    assert_error(&r, 422, "invalid_field", Some("alert_webhook_secret"));
+    let r = patch_space(&s, &json!({"alert_webhook_secret": "whsec_c2hvcnQ="})).await;
+    assert_error(&r, 422, "invalid_field", Some("alert_webhook_secret"));
+    let r = patch_space(&s, &json!({"alert_telegram_chat": "news"})).await;
+    assert_error(&r, 422, "invalid_field", Some("alert_telegram_chat"));
     s.stop().await;
 }

@@ -132,6 +132,8 @@ struct State {
     next_other_calls: HashMap<String, std::collections::VecDeque<(u16, String)>>,
     /// While set, no request is answered ([`BotApi::go_silent`]).
     silent: bool,
+    /// `sendMessage` calls: chat and text.
+    messages: Vec<(String, String)>,
     /// The answers to the next calls of a method, before its usual one.
     next_calls: HashMap<String, std::collections::VecDeque<NextCall>>,
 }
@@ -200,7 +202,7 @@ impl BotApi {
         self.state.lock().unwrap().other_bots.push(token.to_owned());
     }
 
-    /// Revokes `token` of another bot, as @BotFather's /revoke does: from then on every call
+    /// Revokes `token` of another bot, as `@BotFather`'s `/revoke` does: from then on every call
     /// with it is answered as Telegram answers a token it does not know, `401` with
     /// `{"ok":false,"error_code":401,"description":"Unauthorized"}` and no word of the bot.
     pub fn revoke_other_bot(&self, token: &str) {
@@ -218,6 +220,11 @@ impl BotApi {
     /// Telegram cannot be reached at all.
     pub fn go_silent(&self, silent: bool) {
         self.state.lock().unwrap().silent = silent;
+    }
+
+    /// Each `sendMessage` the bot was asked: its `chat_id` (as text) and `text`.
+    pub fn messages(&self) -> Vec<(String, String)> {
+        self.state.lock().unwrap().messages.clone()
     }
 
     /// Calls made with the token of another bot, by method.
@@ -680,6 +687,20 @@ async fn answer(
             None => refused(400, "Bad Request: chat not found"),
         },
         "getChatMember" => get_chat_member(&s, params),
+        // https://core.telegram.org/bots/api#sendmessage: "Use this method to send text
+        // messages. On success, the sent Message is returned": its `message_id`, `date`, `chat`
+        // and `text`.
+        "sendMessage" => {
+            let chat = match &params["chat_id"] {
+                Value::String(t) => t.clone(),
+                other => other.to_string(),
+            };
+            let text = params["text"].as_str().unwrap_or_default().to_owned();
+            s.messages.push((chat.clone(), text.clone()));
+            let id = s.messages.len();
+            ok(json!({"message_id": id, "date": unix_now(), "text": text,
+                "chat": {"id": chat.parse::<i64>().unwrap_or(0), "type": "channel"}}))
+        }
         "createChatInviteLink" => create_invite(&mut s, params),
         "revokeChatInviteLink" => {
             s.revokes_asked.push(tokio::time::Instant::now());
