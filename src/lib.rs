@@ -57,6 +57,9 @@
 //!     (`workers/backups.rs`);
 //!   - retention (`workers/retention.rs`): expired dedup entries, old visitors' hints and the
 //!     rows of old deliveries, deleted in small steps.
+//!   - the health checks of the bots and channels links lead to (`workers/health.rs`), which
+//!     hold a refused target down in [`domain::split::Health`], and the alerts of each change,
+//!     into a chat and to a signed webhook (`workers/alerts.rs`).
 //! - [`delivery`]: conversions out: a sender task per destination (`delivery/mod.rs`) that
 //!   reads due deliveries through the reader path and records outcomes through the writer,
 //!   handed a narrow [`delivery::Senders`] (store, counters, clock, settings) rather than the

@@ -225,7 +225,14 @@ pub struct Metrics {
     channel_invites: std::sync::Mutex<std::collections::BTreeMap<String, [u64; 3]>>,
     /// Fetches of spend from Meta, by [`COSTS_FETCH_RESULTS`].
     costs_fetch: [AtomicU64; COSTS_FETCH_RESULTS.len()],
+    /// The bots and channels the health checks watch, by [`TARGET_STATES`], as of the last
+    /// round of checks.
+    link_targets: [AtomicU64; TARGET_STATES.len()],
 }
+
+/// What `tracker_link_targets` gives, by its `state` label: watched bots and channels that
+/// pass their checks, and those held down (two failed checks in a row).
+pub const TARGET_STATES: [&str; 2] = ["up", "down"];
 
 /// What `tracker_channel_invites` gives per channel link, by its `state` label: invite links in
 /// the pool (ready to hand out), handed out, and used to join.
@@ -272,6 +279,7 @@ impl Default for Metrics {
             telegram: std::array::from_fn(|_| AtomicU64::new(0)),
             channel_invites: std::sync::Mutex::default(),
             costs_fetch: std::array::from_fn(|_| AtomicU64::new(0)),
+            link_targets: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -325,6 +333,12 @@ impl Metrics {
         if let Some(i) = TELEGRAM_COUNTS.iter().position(|w| *w == what) {
             self.telegram[i].fetch_add(n, Ordering::Relaxed);
         }
+    }
+
+    /// The watched targets up and down ([`TARGET_STATES`]), after a round of health checks.
+    pub fn set_link_targets(&self, up: u64, down: u64) {
+        self.link_targets[0].store(up, Ordering::Relaxed);
+        self.link_targets[1].store(down, Ordering::Relaxed);
     }
 
     /// Each channel link's invite links (by slug) by [`CHANNEL_INVITE_STATES`], replacing what
@@ -653,6 +667,18 @@ fn encode_telegram(m: &Metrics, encoder: &mut DescriptorEncoder) -> std::fmt::Re
             ConstGauge::new(i64::try_from(*n).unwrap_or(i64::MAX))
                 .encode(invites.encode_family(&set)?)?;
         }
+    }
+    let mut targets = encoder.encode_descriptor(
+        "tracker_link_targets",
+        "Bots and channels the health checks watch: up (passing) and down (two failed checks \
+         in a row: no visits until one passes), as of the last round of checks.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (state, n) in TARGET_STATES.iter().zip(&m.link_targets) {
+        let set = labels([("state", Cow::Borrowed(*state))]);
+        ConstGauge::new(i64::try_from(n.load(Ordering::Relaxed)).unwrap_or(i64::MAX))
+            .encode(targets.encode_family(&set)?)?;
     }
     Ok(())
 }

@@ -138,16 +138,7 @@ impl App {
                 crate::domain::channel::public_join_requests_refusal(username),
             ));
         }
-        let member = api
-            .call(
-                "getChatMember",
-                &serde_json::json!({"chat_id": chat_id, "user_id": me.id}),
-                Duration::ZERO,
-            )
-            .await
-            .map_err(refused)?;
-        let may_invite = member["status"] == "creator"
-            || (member["status"] == "administrator" && member["can_invite_users"] == true);
+        let may_invite = api.may_invite(chat_id, me.id).await.map_err(refused)?;
         if !may_invite {
             return Err(bad(format!(
                 "the bot @{} is not an admin of {} allowed to invite users: in the channel's \

@@ -64,12 +64,19 @@ pub struct App {
     pub spend: Arc<crate::workers::spend::Status>,
     /// The split links' targets the health checks hold down (`workers/health.rs`).
     pub health: Arc<crate::domain::split::Health>,
+    /// Where the workers hand the alerts they notice (`workers/alerts.rs`), and the queue the
+    /// alerts' worker takes when it starts.
+    pub alerts: crate::workers::alerts::AlertSender,
+    alert_queue: Mutex<Option<crate::workers::alerts::AlertQueue>>,
 }
 
 impl App {
     #[must_use]
     pub fn new(settings: Settings, store: Arc<Store>, clock: Arc<dyn Clock>) -> App {
+        let (alerts, alert_queue) = crate::workers::alerts::AlertSender::new();
         App {
+            alerts,
+            alert_queue: Mutex::new(Some(alert_queue)),
             rules: settings.event_rules(),
             dedup_window_ms: settings.dedup_window_ms(),
             limiter: SpaceLimiter::new(settings.rate_limit),
@@ -135,6 +142,35 @@ impl App {
             metrics: self.metrics.clone(),
             schedule,
         }
+    }
+
+    /// What the health checks of links' targets are handed (`workers/health.rs`).
+    #[must_use]
+    pub fn health_checks(&self) -> crate::workers::health::HealthChecks {
+        crate::workers::health::HealthChecks {
+            store: self.store.clone(),
+            settings: self.settings.clone(),
+            clock: self.clock.clone(),
+            health: self.health.clone(),
+            metrics: self.metrics.clone(),
+            alerts: self.alerts.clone(),
+        }
+    }
+
+    /// What the alerts' worker is handed (`workers/alerts.rs`): the queue, once.
+    #[must_use]
+    pub fn alert_tasks(&self) -> Option<crate::workers::alerts::AlertTasks> {
+        let queue = self
+            .alert_queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()?;
+        Some(crate::workers::alerts::AlertTasks {
+            store: self.store.clone(),
+            settings: self.settings.clone(),
+            clock: self.clock.clone(),
+            queue,
+        })
     }
 
     /// What the Telegram tasks are handed (`workers/telegram/`).

@@ -45,6 +45,15 @@ impl App {
                 crate::platform::MAX_URL_LEN,
             )?;
         }
+        // Alerts go where a destination may: a private address only where allowed.
+        if let Some(url) = patch.value("alert_webhook_url").filter(|u| !u.is_empty()) {
+            crate::platform::check_url_of(
+                "alert_webhook_url",
+                url,
+                self.settings.delivery.allow_private_destinations,
+                crate::platform::MAX_URL_LEN,
+            )?;
+        }
         // The store may still refuse the token (another space's bot): the space's bot is
         // reported only once it is the space's.
         let no = space.no;

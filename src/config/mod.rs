@@ -90,11 +90,15 @@ pub struct Telegram {
     /// `telegram_webhook`: updates come to `POST /telegram/<space>` (set with `setWebhook`)
     /// instead of long polling; needs an `https://` `public_url`.
     pub webhook: bool,
+    /// `target_check_every`: how often the health checks ask Telegram about each watched bot
+    /// and channel (`docs/api.md#target-health`).
+    pub check_every: Duration,
 }
 
 /// `telegram_api_url`, `invite_pool` (1 to `MAX_INVITE_POOL`), `invite_ttl` (at least a
 /// minute), `telegram_poll_timeout` (0 to 50 s, Telegram's longest) and `telegram_webhook`
-/// (only with an `https://` `public_url`: Telegram refuses any other webhook).
+/// (only with an `https://` `public_url`: Telegram refuses any other webhook), and
+/// `target_check_every` (at least a second).
 fn telegram_settings(raw: &mut RawSettings) -> Result<Telegram, ConfigError> {
     use crate::domain::channel::MAX_INVITE_POOL;
     let allow_private = raw.allow_private_destinations.unwrap_or(false);
@@ -138,12 +142,19 @@ fn telegram_settings(raw: &mut RawSettings) -> Result<Telegram, ConfigError> {
              webhook\"), got {public_url:?}; or set `telegram_webhook = false` to poll"
         )));
     }
+    let check_every = duration(
+        "target_check_every",
+        raw.target_check_every.take(),
+        "1m",
+        Duration::from_secs(1),
+    )?;
     Ok(Telegram {
         api_url,
         invite_pool,
         invite_ttl,
         poll_timeout,
         webhook,
+        check_every,
     })
 }
 
@@ -273,6 +284,7 @@ struct RawSettings {
     invite_ttl: Option<String>,
     telegram_poll_timeout: Option<String>,
     telegram_webhook: Option<bool>,
+    target_check_every: Option<String>,
 }
 
 impl RawSettings {

@@ -194,11 +194,18 @@ pub fn iso_time(ms: u64, zone: &jiff::tz::TimeZone) -> String {
 #[must_use]
 pub fn goes_to(link: &LinkView) -> String {
     if let Some(targets) = &link.targets {
-        // A split: each target with its weight, and whether the health checks hold it down.
+        // A split: each target with its weight, and since when the health checks hold it down.
         let each: Vec<String> = targets
             .iter()
             .map(|t| {
-                let down = if t.up == Some(false) { " (down)" } else { "" };
+                let down = match (t.up, t.down_since_ms) {
+                    (Some(false), Some(ms)) => format!(
+                        " (down since {} UTC)",
+                        local_time(ms, &jiff::tz::TimeZone::UTC)
+                    ),
+                    (Some(false), None) => " (down)".to_owned(),
+                    _ => String::new(),
+                };
                 format!("{} ×{}{down}", t.label(), t.weight.unwrap_or(0))
             })
             .collect();

@@ -1,6 +1,8 @@
 //! The rules of the tracker, free of HTTP and of storage: what a valid event, click, binding and
 //! credential are, and which events duplicate each other.
 
+pub mod alert;
+pub mod attribution;
 pub mod audit;
 pub mod base62;
 pub mod batch;
@@ -34,6 +36,7 @@ pub mod reporting;
 pub mod secret;
 pub mod setting_values;
 pub mod settings;
+pub mod settings_body;
 pub mod split;
 pub mod spreadsheet;
 pub mod stats;

@@ -1,8 +1,10 @@
 //! The rules of single space settings' values: a Meta ad account, its token and Graph
-//! address and version, a Telegram bot's token (and that no two spaces share one), a time
-//! zone. `settings.rs` lists the settings and applies them; each value's rule lives here.
+//! address and version, a Telegram bot's token (and that no two spaces share one), the bots a
+//! space watches, a time zone. `settings.rs` lists the settings and applies them; each value's
+//! rule lives here.
 
 use crate::domain::input::quoted;
+use crate::domain::secret::Secret;
 use crate::error::{Code, Error};
 
 /// The rule of a Graph API version: `v`, then a major and a minor number of 1 to 3 digits each
@@ -100,6 +102,35 @@ impl GraphUrl {
         }
         Ok(GraphUrl(text.trim_end_matches('/').to_owned()))
     }
+}
+
+/// The most bots a space watches beside its own: as many as a split link has targets.
+pub const MAX_WATCHED_BOTS: usize = 16;
+
+/// `watched_bot_tokens` from its text, tokens separated by commas: each a bot token's shape,
+/// none twice, at most [`MAX_WATCHED_BOTS`]; `""` none.
+pub(crate) fn watched_tokens(text: &str) -> Result<Vec<Secret>, String> {
+    let tokens: Vec<&str> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if tokens.len() > MAX_WATCHED_BOTS {
+        return Err(format!(
+            "holds at most {MAX_WATCHED_BOTS} tokens, got {}",
+            tokens.len()
+        ));
+    }
+    for (i, token) in tokens.iter().enumerate() {
+        check_bot_token(token).map_err(|why| format!("[{i}] {why}"))?;
+        if tokens[..i].contains(token) {
+            return Err(format!("[{i}] is given twice"));
+        }
+    }
+    Ok(tokens
+        .into_iter()
+        .map(|t| Secret::new(t.to_owned()))
+        .collect())
 }
 
 /// The rule of a Telegram bot token as `@BotFather` gives it: the bot's id, `:`, and 30 to 64 of

@@ -12,11 +12,11 @@ use std::collections::BTreeSet;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
-use serde::de::{self, MapAccess, Visitor};
+use serde::de;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::value::RawValue;
 
+pub use crate::domain::attribution::Attribution;
 use crate::domain::currency::CurrencyRates;
 use crate::domain::input::{self, quoted};
 use crate::domain::secret::Secret;
@@ -24,35 +24,11 @@ pub use crate::domain::setting_values::{
     GraphUrl, META_GRAPH_URL, META_TOKEN_MAX_CHARS, TimeZoneName, check_bot_unshared,
     is_graph_version,
 };
-use crate::domain::setting_values::{check_ad_account, check_bot_token, check_meta_token};
+use crate::domain::setting_values::{
+    MAX_WATCHED_BOTS, check_ad_account, check_bot_token, check_meta_token, watched_tokens,
+};
+pub use crate::domain::settings_body::SettingsBody;
 use crate::error::{Code, Error};
-
-/// Which of a user's bound clicks an event that names the user by Telegram id is attributed to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Attribution {
-    /// The click bound first (by binding time): the campaign that brought the user.
-    #[default]
-    FirstTouch,
-    /// The click bound last: the campaign that brought the user back most recently.
-    LastTouch,
-}
-
-impl Attribution {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Attribution::FirstTouch => "first_touch",
-            Attribution::LastTouch => "last_touch",
-        }
-    }
-
-    fn parse(text: &str) -> Result<Attribution, String> {
-        [Attribution::FirstTouch, Attribution::LastTouch]
-            .into_iter()
-            .find(|a| a.as_str() == text)
-            .ok_or_else(|| format!("is first_touch or last_touch, got {}", quoted(text)))
-    }
-}
 
 /// Every setting of a space, each at its default until set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,6 +58,12 @@ pub struct SpaceSettings {
     /// What one unit of a currency is worth in another, which the stats convert by
     /// (`{"EUR": "1.08 USD"}`); destinations convert by their own.
     pub currency_rates: CurrencyRates,
+    /// Other bots the space's links lead to, watched with `getMe` (`docs/api.md#target-health`).
+    pub watched_bot_tokens: Vec<Secret>,
+    /// Where alerts go (`docs/api.md#alerts`); the webhook's secret is write-only.
+    pub alert_telegram_chat: Option<String>,
+    pub alert_webhook_url: Option<String>,
+    pub alert_webhook_secret: Option<Secret>,
 }
 
 /// How a setting's value is written in JSON (the API's answers and `PATCH /space`).
@@ -91,6 +73,8 @@ pub enum JsonType {
     Boolean,
     /// An object of strings (`{"EUR": "1.08 USD"}`), written as text `EUR=1.08 USD`.
     StringMap,
+    /// A list of strings, written as text separated by commas.
+    StringList,
 }
 
 /// One setting: its name, what it takes, and how its value is read from and written as text (a
@@ -117,7 +101,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 10] = [
+pub const SETTINGS: [Setting; 14] = [
     Setting {
         name: "attribution",
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
@@ -323,10 +307,91 @@ pub const SETTINGS: [Setting; 10] = [
             Ok(())
         },
     },
+    Setting {
+        name: "watched_bot_tokens",
+        about: "Tokens of other bots the space's links lead to (a split link's targets), from \
+                @BotFather, only for the health checks: each is asked getMe every \
+                target_check_every, and a bot whose token Telegram refuses twice in a row gets \
+                no visits until it answers again. At most 16. Write-only: each shown by its \
+                last 4 characters. A list replaces the one before; [] removes them.",
+        label: "Other bots to watch",
+        help: "Tokens of the other bots your split links send visitors to, separated by commas. The tracker asks Telegram about each every minute and stops sending visitors to a bot Telegram has banned. Never shown again; left empty, the list stays as it is.",
+        choices: &[],
+        choice_words: &[],
+        json: JsonType::StringList,
+        get: |s| {
+            s.watched_bot_tokens
+                .iter()
+                .map(Secret::expose)
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        set: |s, text| {
+            s.watched_bot_tokens = watched_tokens(text)?;
+            Ok(())
+        },
+    },
+    Setting {
+        name: "alert_telegram_chat",
+        about: "Where the space's bot (telegram_bot_token) sends alerts with sendMessage: a chat \
+                id or a public chat's @username, a chat the bot may write to. \"\" none.",
+        label: "Chat for alerts",
+        help: "The chat your bot tells when a bot or channel goes down or comes back: its id (-100...) or @username; the bot must be allowed to write there. Left empty: no alerts in Telegram.",
+        choices: &[],
+        choice_words: &[],
+        json: JsonType::String,
+        get: |s| s.alert_telegram_chat.clone().unwrap_or_default(),
+        set: |s, text| {
+            crate::domain::alert::check_chat(text)?;
+            s.alert_telegram_chat = (!text.is_empty()).then(|| text.to_owned());
+            Ok(())
+        },
+    },
+    Setting {
+        name: "alert_webhook_url",
+        about: "An https:// address alerts are POSTed to as JSON, signed as webhooks are \
+                (Standard Webhooks) under alert_webhook_secret, which it needs. \"\" none.",
+        label: "Address for alerts",
+        help: "An https:// address that is sent each alert, signed with the secret below. Left empty: no alerts sent there.",
+        choices: &[],
+        choice_words: &[],
+        json: JsonType::String,
+        get: |s| s.alert_webhook_url.clone().unwrap_or_default(),
+        set: |s, text| {
+            s.alert_webhook_url = (!text.is_empty()).then(|| text.to_owned());
+            Ok(())
+        },
+    },
+    Setting {
+        name: "alert_webhook_secret",
+        about: "The Standard Webhooks secret alerts to alert_webhook_url are signed under: \
+                whsec_ and the base64 of 24 to 64 random bytes. Write-only: shown by its last \
+                4 characters. \"\" removes it.",
+        label: "Secret that signs alerts",
+        help: "whsec_ and the base64 of 32 random bytes, which your receiver checks the signature with. Never shown again; left empty, it stays as it is.",
+        choices: &[],
+        choice_words: &[],
+        json: JsonType::String,
+        get: |s| {
+            s.alert_webhook_secret
+                .as_ref()
+                .map_or_else(String::new, |t| t.expose().to_owned())
+        },
+        set: |s, text| {
+            crate::domain::alert::check_webhook_secret(text)?;
+            s.alert_webhook_secret = (!text.is_empty()).then(|| Secret::new(text.to_owned()));
+            Ok(())
+        },
+    },
 ];
 
 /// The settings whose value is a secret: stored as it is, shown by its last 4 characters.
-const WRITE_ONLY: [&str; 2] = ["telegram_bot_token", "meta_ads_token"];
+const WRITE_ONLY: [&str; 4] = [
+    "telegram_bot_token",
+    "meta_ads_token",
+    "watched_bot_tokens",
+    "alert_webhook_secret",
+];
 
 /// Whether setting `name` is write-only (a secret, shown by its last 4 characters).
 #[must_use]
@@ -336,10 +401,16 @@ pub fn is_write_only(name: &str) -> bool {
 
 /// `text` of setting `name` as answers and pages show it.
 fn shown(name: &str, text: String) -> String {
-    if WRITE_ONLY.contains(&name) && !text.is_empty() {
-        Secret::new(text).last4()
-    } else {
-        text
+    if !WRITE_ONLY.contains(&name) || text.is_empty() {
+        return text;
+    }
+    match setting(name).map(|s| s.json) {
+        Some(JsonType::StringList) => text
+            .split(", ")
+            .map(|t| Secret::new(t.to_owned()).last4())
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => Secret::new(text).last4(),
     }
 }
 
@@ -395,6 +466,10 @@ impl Serialize for SpaceSettings {
                     let rates = CurrencyRates::text_pairs(&text).unwrap_or_default();
                     map.serialize_entry(s.name, &rates)?;
                 }
+                JsonType::StringList => {
+                    let items: Vec<&str> = text.split(", ").filter(|t| !t.is_empty()).collect();
+                    map.serialize_entry(s.name, &items)?;
+                }
             }
         }
         map.end()
@@ -432,12 +507,17 @@ impl Setting {
 
     /// The schema of its JSON value: its type, its choices where it has a fixed few, and what
     /// it decides.
-    fn schema(&self) -> serde_json::Value {
+    pub(crate) fn schema(&self) -> serde_json::Value {
         let mut schema = match (self.json, self.choices) {
             (JsonType::Boolean, _) => serde_json::json!({"type": "boolean"}),
             (JsonType::StringMap, _) => serde_json::json!({
                 "type": "object",
                 "additionalProperties": {"type": "string"},
+            }),
+            (JsonType::StringList, _) => serde_json::json!({
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": MAX_WATCHED_BOTS,
             }),
             (JsonType::String, []) => serde_json::json!({"type": "string"}),
             (JsonType::String, choices) => serde_json::json!({"type": "string", "enum": choices}),
@@ -480,6 +560,11 @@ impl<'de> Deserialize<'de> for SpaceSettings {
                         .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
                         .collect::<Vec<_>>()
                         .join(", "),
+                    serde_json::Value::Array(items) => items
+                        .iter()
+                        .map(|v| v.as_str().unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     other => other.to_string(),
                 };
                 (name, text)
@@ -500,6 +585,11 @@ impl<'de> Deserialize<'de> for SpaceSettings {
             let shown = Some(Secret::new(v.clone()));
             match name.as_str() {
                 "meta_ads_token" => settings.meta_ads_token = shown,
+                "alert_webhook_secret" => settings.alert_webhook_secret = shown,
+                "watched_bot_tokens" => {
+                    settings.watched_bot_tokens =
+                        v.split(", ").map(|t| Secret::new(t.to_owned())).collect();
+                }
                 _ => settings.telegram_bot_token = shown,
             }
         }
@@ -622,6 +712,18 @@ impl SettingsPatch {
                         .collect::<Vec<_>>()
                         .join(", ")
                 }
+                JsonType::StringList => {
+                    let items: Vec<String> = serde_json::from_str(raw.get())
+                        .map_err(|_| input::wrong_type(s.name, "a list of strings", raw))?;
+                    if let Some(i) = items.iter().position(|t| t.contains(',')) {
+                        return Err(Error::field(
+                            Code::InvalidField,
+                            s.name,
+                            format!("`{}` [{i}] is no bot token", s.name),
+                        ));
+                    }
+                    items.join(", ")
+                }
             };
             changes.push((name, text));
         }
@@ -661,12 +763,12 @@ impl SettingsPatch {
                  `meta_ads_token` again in the same change",
             ));
         }
-        Ok(())
+        crate::domain::alert::check_webhook_signed(
+            settings.alert_webhook_url.is_some(),
+            settings.alert_webhook_secret.is_some(),
+        )
     }
 }
-
-/// A JSON object's fields in order, each a raw value; a field given twice is an error.
-pub struct SettingsBody<'a>(Vec<(String, &'a RawValue)>);
 
 /// The body of `PATCH /space`: any of the settings of [`SETTINGS`], each of its JSON type or
 /// `null` (absent); a name that is no setting is `invalid_json`.
@@ -690,29 +792,6 @@ impl JsonSchema for SettingsBody<'_> {
             "properties": properties,
             "additionalProperties": false,
         })
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for SettingsBody<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct FieldsVisitor;
-        impl<'de> Visitor<'de> for FieldsVisitor {
-            type Value = SettingsBody<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-                let mut fields: Vec<(String, &'de RawValue)> = Vec::new();
-                while let Some((name, value)) = map.next_entry::<String, &'de RawValue>()? {
-                    if fields.iter().any(|(n, _)| *n == name) {
-                        return Err(de::Error::custom(format!("duplicate field `{name}`")));
-                    }
-                    fields.push((name, value));
-                }
-                Ok(SettingsBody(fields))
-            }
-        }
-        deserializer.deserialize_map(FieldsVisitor)
     }
 }
 
@@ -902,6 +981,15 @@ mod tests {
             meta_graph_version: Some("v23.0".into()),
             reporting_currency: Some("EUR".into()),
             currency_rates: CurrencyRates::from_text("usd=0.93 eur, XTR=0.012 EUR").unwrap(),
+            watched_bot_tokens: vec![
+                Secret::new(TOKEN.replace("aw0", "aw2")),
+                Secret::new(TOKEN.replace("aw0", "aw3")),
+            ],
+            alert_telegram_chat: Some("@alerts_chat".into()),
+            alert_webhook_url: Some("https://hooks.example.com/a".into()),
+            alert_webhook_secret: Some(Secret::new(
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+            )),
         };
         let pairs = s.pairs();
         assert_eq!(
@@ -917,6 +1005,13 @@ mod tests {
                 ("meta_graph_version", "v23.0".to_owned()),
                 ("reporting_currency", "EUR".to_owned()),
                 ("currency_rates", "USD=0.93 EUR, XTR=0.012 EUR".to_owned()),
+                ("watched_bot_tokens", "…saw2, …saw3".to_owned()),
+                ("alert_telegram_chat", "@alerts_chat".to_owned()),
+                (
+                    "alert_webhook_url",
+                    "https://hooks.example.com/a".to_owned()
+                ),
+                ("alert_webhook_secret", "…LaSw".to_owned()),
             ]
         );
         let stored = s.stored_pairs();
@@ -931,7 +1026,11 @@ mod tests {
                 "meta_ads_account": "act_42", "meta_ads_token": "…6789",
                 "meta_graph_url": "http://127.0.0.1:9", "meta_graph_version": "v23.0",
                 "reporting_currency": "EUR",
-                "currency_rates": {"USD": "0.93 EUR", "XTR": "0.012 EUR"}})
+                "currency_rates": {"USD": "0.93 EUR", "XTR": "0.012 EUR"},
+                "watched_bot_tokens": ["…saw2", "…saw3"],
+                "alert_telegram_chat": "@alerts_chat",
+                "alert_webhook_url": "https://hooks.example.com/a",
+                "alert_webhook_secret": "…LaSw"})
         );
         let shown = serde_json::from_value::<SpaceSettings>(json.clone()).unwrap();
         assert_eq!(

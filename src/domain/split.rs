@@ -3,7 +3,7 @@
 //! the same for a repeat of the same ad click, never to a target that is down), and the
 //! in-memory health of the targets the health checks watch.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
 
 use schemars::JsonSchema;
@@ -69,6 +69,9 @@ pub struct TargetView {
     /// `false` while the health checks hold it down (two failed checks in a row).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub up: Option<bool>,
+    /// While it is down: since when (Unix ms), the second failed check in a row.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub down_since_ms: Option<u64>,
 }
 
 impl TargetView {
@@ -272,6 +275,7 @@ impl Split {
                 weight: Some(t.weight),
                 variant: u8::try_from(i).ok(),
                 up: health.map(|h| h.is_up(space, &t.destination)),
+                down_since_ms: health.and_then(|h| h.down_since(space, &t.destination)),
                 ..TargetView::of(&t.destination)
             })
             .collect()
@@ -358,35 +362,66 @@ pub fn watched_name(destination: &Destination) -> Option<String> {
     }
 }
 
-/// The targets the health checks hold down, by space and [`watched_name`]: what a visit reads
-/// to pass them by, and the Links page shows. Only the health checks write it.
+/// The targets the health checks hold down, by space and [`watched_name`], each with the time
+/// it went down: what a visit reads to pass them by, and the Links page shows. Only the health
+/// checks write it (`workers/health.rs`); it lives in memory, so a restart starts every target
+/// up until its checks say otherwise.
 #[derive(Default, Debug)]
 pub struct Health {
-    down: RwLock<HashSet<(u32, String)>>,
+    down: RwLock<HashMap<(u32, String), u64>>,
 }
 
 impl Health {
     #[must_use]
     pub fn is_up(&self, space: u32, destination: &Destination) -> bool {
-        let Some(name) = watched_name(destination) else {
-            return true;
-        };
-        !self
-            .down
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&(space, name))
+        self.down_since(space, destination).is_none()
     }
 
-    /// Marks `name` of `space` down or up; whether that changed anything.
-    pub fn set(&self, space: u32, name: &str, down: bool) -> bool {
-        let mut set = self.down.write().unwrap_or_else(PoisonError::into_inner);
+    /// Since when (Unix ms) the health checks hold `destination` of `space` down; `None` while
+    /// it is up (a URL target always is).
+    #[must_use]
+    pub fn down_since(&self, space: u32, destination: &Destination) -> Option<u64> {
+        let name = watched_name(destination)?;
+        self.down
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(space, name))
+            .copied()
+    }
+
+    /// Marks `name` of `space` down since `since_ms`, or up (`None`); whether that changed
+    /// anything (a target already down keeps the time it went down).
+    pub fn set(&self, space: u32, name: &str, since_ms: Option<u64>) -> bool {
+        let mut down = self.down.write().unwrap_or_else(PoisonError::into_inner);
         let key = (space, name.to_ascii_lowercase());
-        if down {
-            set.insert(key)
-        } else {
-            set.remove(&key)
+        match since_ms {
+            Some(ms) => {
+                if down.contains_key(&key) {
+                    return false;
+                }
+                down.insert(key, ms);
+                true
+            }
+            None => down.remove(&key).is_some(),
         }
+    }
+
+    /// Brings up every target no longer `watched` (its token removed, its link deleted): no
+    /// check holds it down any more.
+    pub fn keep_only(&self, watched: impl Fn(u32, &str) -> bool) {
+        self.down
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(space, name), _| watched(*space, name));
+    }
+
+    /// How many targets are down now.
+    #[must_use]
+    pub fn down_count(&self) -> usize {
+        self.down
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -510,12 +545,18 @@ mod tests {
     fn health_holds_a_bot_down_in_its_space_only() {
         let health = Health::default();
         let a = Destination::Bot("A_bot".into());
-        assert!(health.set(1, "a_bot", true));
-        assert!(!health.set(1, "a_bot", true));
+        assert!(health.set(1, "a_bot", Some(5)));
+        assert!(!health.set(1, "a_bot", Some(9)));
         assert!(!health.is_up(1, &a));
+        assert_eq!(
+            health.down_since(1, &a),
+            Some(5),
+            "the first time it went down"
+        );
         assert!(health.is_up(2, &a));
         assert!(health.is_up(1, &Destination::Target("https://a.io/{uid}".into())));
-        assert!(health.set(1, "a_bot", false));
+        assert!(health.set(1, "a_bot", None));
         assert!(health.is_up(1, &a));
+        assert!(!health.set(1, "a_bot", None));
     }
 }

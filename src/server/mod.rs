@@ -148,7 +148,8 @@ pub async fn serve_with_metrics(
 }
 
 /// The server's background work, each started through [`Workers`]: retention, the senders of
-/// conversions out, the Telegram bots of channel links, the fetch of spend from Meta, and the
+/// conversions out, the Telegram bots of channel links, the fetch of spend from Meta, the
+/// health checks of links' targets and their alerts, and the
 /// backup schedule when `backup_dir` or `[backup_s3]` is set (not for an ephemeral store, which
 /// writes no file). Each is handed the narrow part of the application it uses. Stopping them
 /// cuts off a send in flight: it is sent again after the next start.
@@ -158,6 +159,10 @@ fn start_workers(app: &App) -> Workers {
     workers.start(app.senders());
     workers.start(app.telegram_tasks());
     workers.start(app.spend_tasks());
+    workers.start(app.health_checks());
+    if let Some(alerts) = app.alert_tasks() {
+        workers.start(alerts);
+    }
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
             "backups are set (backup_dir or [backup_s3]), but an ephemeral server writes no \

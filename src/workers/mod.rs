@@ -1,7 +1,8 @@
 //! The server's background workers under one roof: the senders of conversions out
 //! (`delivery.rs`, which starts `delivery/`), the Telegram bots of channel links (`telegram/`),
-//! the fetch of spend from Meta (`spend/`), the backup schedule (`backups.rs`) and retention
-//! (`retention.rs`).
+//! the fetch of spend from Meta (`spend/`), the backup schedule (`backups.rs`), retention
+//! (`retention.rs`), the health checks of links' targets (`health.rs`) and the alerts
+//! (`alerts.rs`).
 //!
 //! Each is started and stopped the same way: a value that is a [`Worker`] (what it is handed
 //! by the layer above, a narrow handle rather than the application, so that the workers sit
@@ -9,8 +10,10 @@
 //! [`Workers::stop`] tells every worker to stop and waits until each has. A new kind of
 //! background work is one more [`Worker`] and one more `start` where the server starts them.
 
+pub mod alerts;
 pub mod backups;
 pub mod delivery;
+pub mod health;
 pub mod retention;
 pub mod spend;
 pub mod telegram;

@@ -66,7 +66,7 @@ pub(crate) async fn delivery_in(s: &TestServer, inbox_id: u64, state: &str) -> V
 /// Whether a request is signed under `secret` as Standard Webhooks specifies, checked by the
 /// `standardwebhooks` crate (its own check of the time is against the real clock, which the
 /// tests' manual clock is not, so the signature is computed by it and compared).
-fn verify(secret: &str, req: &crate::support::receiver::Received, body: &[u8]) -> bool {
+pub(crate) fn verify(secret: &str, req: &crate::support::receiver::Received, body: &[u8]) -> bool {
     let (Some(id), Some(ts), Some(header)) = (
         req.header("webhook-id"),
         req.header("webhook-timestamp")

@@ -57,6 +57,7 @@ mod snapchat;
 mod space_rates;
 mod split;
 mod support;
+mod target_health;
 mod telegram;
 mod telegram_webhook;
 mod tiktok;

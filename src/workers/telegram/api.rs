@@ -1,4 +1,4 @@
-//! Telegram's Bot API, as far as channel links use it: `POST <telegram_api_url>/bot<token>/<method>`
+//! Telegram's Bot API, as far as channel links and the health checks use it: `POST <telegram_api_url>/bot<token>/<method>`
 //! with a JSON body, answered `{"ok": true, "result": ...}` or `{"ok": false, "error_code",
 //! "description", "parameters": {"retry_after"}}`. The client is the guarded outbound one
 //! (`outbound.rs`: no redirects, no proxy, private addresses only where allowed).
@@ -135,6 +135,20 @@ impl BotApi {
             }),
             _ => Err(ApiError::Transport("getMe answered no bot".to_owned())),
         }
+    }
+
+    /// `getChatMember` of the bot `bot_id` itself in `chat_id`: whether it may make invite
+    /// links there (the channel's creator, or an admin with `can_invite_users`).
+    pub async fn may_invite(&self, chat_id: i64, bot_id: u64) -> Result<bool, ApiError> {
+        let member = self
+            .call(
+                "getChatMember",
+                &json!({"chat_id": chat_id, "user_id": bot_id}),
+                Duration::ZERO,
+            )
+            .await?;
+        Ok(member["status"] == "creator"
+            || (member["status"] == "administrator" && member["can_invite_users"] == true))
     }
 
     /// The token cut out of `text` (an error may quote the URL).

@@ -4,7 +4,8 @@
 //! "parameters": {"retry_after"}}`), for one bot and the channels the test gives it.
 //!
 //! - `getMe`; a token other than the bot's is answered `401 Unauthorized`, unless
-//!   [`BotApi::add_other_bot`] made it another bot's (one with no channel and no update).
+//!   [`BotApi::add_other_bot`] made it another bot's (one with no channel and no update) and
+//!   [`BotApi::revoke_other_bot`] has not revoked it since.
 //! - `getChat`, `getChatMember` (the bot is an admin that may invite users, unless the test
 //!   says otherwise), `createChatInviteLink` (a `ChatInviteLink` made by the bot),
 //!   `revokeChatInviteLink`, `approveChatJoinRequest` (which, as Telegram does, brings the
@@ -125,6 +126,14 @@ struct State {
     lose_acknowledgements: bool,
     /// Tokens of other bots ([`BotApi::add_other_bot`]).
     other_bots: Vec<String>,
+    /// Calls made with other bots' tokens, by method.
+    other_calls: HashMap<String, u64>,
+    /// The answers to the next calls with another bot's token, by token.
+    next_other_calls: HashMap<String, std::collections::VecDeque<(u16, String)>>,
+    /// While set, no request is answered ([`BotApi::go_silent`]).
+    silent: bool,
+    /// `sendMessage` calls: chat and text.
+    messages: Vec<(String, String)>,
     /// The answers to the next calls of a method, before its usual one.
     next_calls: HashMap<String, std::collections::VecDeque<NextCall>>,
 }
@@ -191,6 +200,37 @@ impl BotApi {
     /// and no update, and its long polls wait their `timeout` and find nothing.
     pub fn add_other_bot(&self, token: &str) {
         self.state.lock().unwrap().other_bots.push(token.to_owned());
+    }
+
+    /// Revokes `token` of another bot, as `@BotFather`'s `/revoke` does: from then on every call
+    /// with it is answered as Telegram answers a token it does not know, `401` with
+    /// `{"ok":false,"error_code":401,"description":"Unauthorized"}` and no word of the bot.
+    pub fn revoke_other_bot(&self, token: &str) {
+        self.state.lock().unwrap().other_bots.retain(|t| t != token);
+    }
+
+    /// Answers the next call with `token` of another bot `status` with `description`.
+    pub fn refuse_next_other_call(&self, token: &str, status: u16, description: &str) {
+        let mut s = self.state.lock().unwrap();
+        let queue = s.next_other_calls.entry(token.to_owned()).or_default();
+        queue.push_back((status, description.to_owned()));
+    }
+
+    /// While `silent`, every request is met with the connection closed and no answer, as when
+    /// Telegram cannot be reached at all.
+    pub fn go_silent(&self, silent: bool) {
+        self.state.lock().unwrap().silent = silent;
+    }
+
+    /// Each `sendMessage` the bot was asked: its `chat_id` (as text) and `text`.
+    pub fn messages(&self) -> Vec<(String, String)> {
+        self.state.lock().unwrap().messages.clone()
+    }
+
+    /// Calls made with the token of another bot, by method.
+    pub fn other_bot_calls(&self, method: &str) -> u64 {
+        let s = self.state.lock().unwrap();
+        s.other_calls.get(method).copied().unwrap_or(0)
     }
 
     /// Answers the next call of `method` `status` with `description`.
@@ -647,6 +687,20 @@ async fn answer(
             None => refused(400, "Bad Request: chat not found"),
         },
         "getChatMember" => get_chat_member(&s, params),
+        // https://core.telegram.org/bots/api#sendmessage: "Use this method to send text
+        // messages. On success, the sent Message is returned": its `message_id`, `date`, `chat`
+        // and `text`.
+        "sendMessage" => {
+            let chat = match &params["chat_id"] {
+                Value::String(t) => t.clone(),
+                other => other.to_string(),
+            };
+            let text = params["text"].as_str().unwrap_or_default().to_owned();
+            s.messages.push((chat.clone(), text.clone()));
+            let id = s.messages.len();
+            ok(json!({"message_id": id, "date": unix_now(), "text": text,
+                "chat": {"id": chat.parse::<i64>().unwrap_or(0), "type": "channel"}}))
+        }
         "createChatInviteLink" => create_invite(&mut s, params),
         "revokeChatInviteLink" => {
             s.revokes_asked.push(tokio::time::Instant::now());
@@ -880,7 +934,10 @@ async fn get_updates(
     }
 }
 
-/// A call to another bot than the stand-in's ([`BotApi::add_other_bot`]).
+/// A call to another bot than the stand-in's ([`BotApi::add_other_bot`]). Its `getMe` answers
+/// as <https://core.telegram.org/bots/api#getme> documents: "Returns basic information about
+/// the bot in form of a User object", with the bot's `id`, `is_bot: true`, `first_name` and
+/// `username`.
 async fn other_bot(token: &str, method: &str, params: &Value) -> (u16, Value) {
     let id: u64 = token
         .split(':')
@@ -904,6 +961,9 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, arrived: Arc<Not
     let _open = Open::new(&state);
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut stream, &mut buf).await {
+        if state.lock().unwrap().silent {
+            return;
+        }
         let params: Value = serde_json::from_slice(&request.body).unwrap_or(json!({}));
         let path = request.target.split('?').next().unwrap_or_default();
         let (status, answer_body) = match path
@@ -930,8 +990,23 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, arrived: Arc<Not
             Some((token, method))
                 if state.lock().unwrap().other_bots.iter().any(|t| t == token) =>
             {
-                other_bot(token, method, &params).await
+                let next = {
+                    let mut s = state.lock().unwrap();
+                    *s.other_calls.entry(method.to_owned()).or_default() += 1;
+                    s.next_other_calls
+                        .get_mut(token)
+                        .and_then(std::collections::VecDeque::pop_front)
+                };
+                match next {
+                    Some((code, description)) => refused(code, &description),
+                    None => other_bot(token, method, &params).await,
+                }
             }
+            // A token Telegram does not know (never issued, or revoked by @BotFather) is
+            // answered, whatever the method, `401` with
+            // `{"ok":false,"error_code":401,"description":"Unauthorized"}` (the Bot API's error
+            // shape, https://core.telegram.org/bots/api#making-requests: "ok" false, an
+            // "error_code" and a human-readable "description"); nothing names the bot.
             Some(_) => refused(401, "Unauthorized"),
             None => refused(404, "Not Found"),
         };
