@@ -5,7 +5,9 @@
 
 use crate::app::App;
 use crate::domain::keyring::SpaceRef;
+use crate::domain::rate_history::RateSource;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
+use crate::domain::stats::{local_day, quarter_of};
 use crate::error::{Code, Error};
 use crate::workers::telegram::api::{ApiError, Me};
 
@@ -48,9 +50,21 @@ impl App {
         // The store may still refuse the token (another space's bot): the space's bot is
         // reported only once it is the space's.
         let no = space.no;
+        // New rates take effect today, in the zone the space has after this change; the days
+        // before keep theirs.
+        let rates_set = patch.value("currency_rates").is_some();
+        let now = self.now_ms();
         let settings = self
             .store
-            .write(move |t| t.update_settings(no, &patch))
+            .write(move |t| {
+                let settings = t.update_settings(no, &patch)?;
+                if rates_set {
+                    let today = local_day(&settings.time_zone.zone(), quarter_of(now));
+                    let rates = settings.currency_rates.text();
+                    t.record_rates(no, RateSource::Typed, today, &rates)?;
+                }
+                Ok(settings)
+            })
             .await?;
         match bot {
             Some(Ok(me)) => self.telegram.bot_found(space.no, &me),
