@@ -38,14 +38,17 @@ impl App {
         ]
         .iter()
         .any(|name| patch.value(name).is_some());
-        // Meta's address is held to a destination's rule: a private one only where allowed.
-        if let Some(url) = patch.value("meta_graph_url").filter(|u| !u.is_empty()) {
-            crate::platform::check_url_of(
-                "meta_graph_url",
-                url,
-                self.settings.delivery.allow_private_destinations,
-                crate::platform::MAX_URL_LEN,
-            )?;
+        // Meta's and the ECB's addresses are held to a destination's rule: a private one only
+        // where allowed.
+        for name in ["meta_graph_url", "ecb_rates_url"] {
+            if let Some(url) = patch.value(name).filter(|u| !u.is_empty()) {
+                crate::platform::check_url_of(
+                    name,
+                    url,
+                    self.settings.delivery.allow_private_destinations,
+                    crate::platform::MAX_URL_LEN,
+                )?;
+            }
         }
         // The store may still refuse the token (another space's bot): the space's bot is
         // reported only once it is the space's.

@@ -23,6 +23,36 @@ pub const ECB_DAILY_URL: &str = "https://www.ecb.europa.eu/stats/eurofxref/eurof
 /// digits, so crossing loses nothing a report shows.
 const CROSSED_PLACES: u8 = 10;
 
+/// The longest address `ecb_rates_url` takes.
+const MAX_URL_CHARS: usize = 512;
+
+/// The setting `ecb_rates_url` from its text: an `http` or `https` address without
+/// credentials, or `""` for none. The error finishes the sentence "`ecb_rates_url` ...".
+pub fn check_url(text: &str) -> Result<Option<String>, String> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let bad = || {
+        format!(
+            "is an http or https address of at most {MAX_URL_CHARS} characters, such as \
+             {ECB_DAILY_URL}, or \"\" for none, got {}",
+            quoted(text)
+        )
+    };
+    if text.chars().count() > MAX_URL_CHARS {
+        return Err(bad());
+    }
+    let url = url::Url::parse(text).map_err(|_| bad())?;
+    let plain = matches!(url.scheme(), "http" | "https")
+        && url.host_str().is_some()
+        && url.username().is_empty()
+        && url.password().is_none();
+    if !plain {
+        return Err(bad());
+    }
+    Ok(Some(text.to_owned()))
+}
+
 /// One day's reference rates: what one euro is worth in each currency (ISO 4217, upper case).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EcbRates(pub BTreeMap<String, Decimal>);
@@ -196,6 +226,33 @@ mod tests {
             EcbRates::parse_xml(one).is_ok(),
             "the smallest positive rate is one"
         );
+    }
+
+    #[test]
+    fn the_address_is_http_or_https_and_empty_turns_it_off() {
+        assert_eq!(check_url(""), Ok(None));
+        assert_eq!(
+            check_url(ECB_DAILY_URL).unwrap().as_deref(),
+            Some(ECB_DAILY_URL)
+        );
+        let longest = format!("https://e.example/{}", "a".repeat(MAX_URL_CHARS - 18));
+        assert_eq!(longest.chars().count(), MAX_URL_CHARS);
+        assert!(check_url(&longest).is_ok());
+        assert!(
+            check_url(&format!("{longest}a")).is_err(),
+            "one past the bound"
+        );
+        for bad in [
+            "ftp://e.example/x.xml",
+            "www.ecb.europa.eu",
+            "https://u:p@e.example/",
+        ] {
+            let err = check_url(bad).unwrap_err();
+            assert!(
+                err.starts_with("is an http or https address"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     /// Rates per euro become rates into the reporting currency, the euro's own among them.

@@ -82,6 +82,9 @@ pub struct SpaceSettings {
     /// What one unit of a currency is worth in another, which the stats convert by
     /// (`{"EUR": "1.08 USD"}`); destinations convert by their own.
     pub currency_rates: CurrencyRates,
+    /// Where the ECB's daily reference rates are fetched from for the stats
+    /// (`domain::ecb`); `None`: not fetched.
+    pub ecb_rates_url: Option<String>,
 }
 
 /// How a setting's value is written in JSON (the API's answers and `PATCH /space`).
@@ -117,7 +120,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 10] = [
+pub const SETTINGS: [Setting; 11] = [
     Setting {
         name: "attribution",
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
@@ -320,6 +323,24 @@ pub const SETTINGS: [Setting; 10] = [
         get: |s| s.currency_rates.text(),
         set: |s, text| {
             s.currency_rates = CurrencyRates::from_text(text)?;
+            Ok(())
+        },
+    },
+    Setting {
+        name: "ecb_rates_url",
+        about: "Where the European Central Bank's daily reference rates are fetched from, once a \
+                day, for the stats in the reporting currency: \
+                https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml to use them. Each \
+                day's rates are kept for that day; a rate in currency_rates wins over the ECB's \
+                for its currency. \"\" (the default) fetches none.",
+        label: "Daily rates from the European Central Bank",
+        help: "To convert with the European Central Bank's rates of each day, put https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml here. A rate you type under Currency rates wins over the bank's for that currency. Left empty: the bank's rates are not fetched.",
+        choices: &[],
+        choice_words: &[],
+        json: JsonType::String,
+        get: |s| s.ecb_rates_url.clone().unwrap_or_default(),
+        set: |s, text| {
+            s.ecb_rates_url = crate::domain::ecb::check_url(text)?;
             Ok(())
         },
     },
@@ -902,6 +923,7 @@ mod tests {
             meta_graph_version: Some("v23.0".into()),
             reporting_currency: Some("EUR".into()),
             currency_rates: CurrencyRates::from_text("usd=0.93 eur, XTR=0.012 EUR").unwrap(),
+            ecb_rates_url: Some(crate::domain::ecb::ECB_DAILY_URL.into()),
         };
         let pairs = s.pairs();
         assert_eq!(
@@ -917,6 +939,10 @@ mod tests {
                 ("meta_graph_version", "v23.0".to_owned()),
                 ("reporting_currency", "EUR".to_owned()),
                 ("currency_rates", "USD=0.93 EUR, XTR=0.012 EUR".to_owned()),
+                (
+                    "ecb_rates_url",
+                    crate::domain::ecb::ECB_DAILY_URL.to_owned()
+                ),
             ]
         );
         let stored = s.stored_pairs();
@@ -931,7 +957,8 @@ mod tests {
                 "meta_ads_account": "act_42", "meta_ads_token": "…6789",
                 "meta_graph_url": "http://127.0.0.1:9", "meta_graph_version": "v23.0",
                 "reporting_currency": "EUR",
-                "currency_rates": {"USD": "0.93 EUR", "XTR": "0.012 EUR"}})
+                "currency_rates": {"USD": "0.93 EUR", "XTR": "0.012 EUR"},
+                "ecb_rates_url": crate::domain::ecb::ECB_DAILY_URL})
         );
         let shown = serde_json::from_value::<SpaceSettings>(json.clone()).unwrap();
         assert_eq!(

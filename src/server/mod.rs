@@ -158,6 +158,7 @@ fn start_workers(app: &App) -> Workers {
     workers.start(app.senders());
     workers.start(app.telegram_tasks());
     workers.start(app.spend_tasks());
+    workers.start(app.ecb_tasks());
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
             "backups are set (backup_dir or [backup_s3]), but an ephemeral server writes no \

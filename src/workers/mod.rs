@@ -1,6 +1,6 @@
 //! The server's background workers under one roof: the senders of conversions out
 //! (`delivery.rs`, which starts `delivery/`), the Telegram bots of channel links (`telegram/`),
-//! the fetch of spend from Meta (`spend/`), the backup schedule (`backups.rs`) and retention
+//! the fetch of spend from Meta (`spend/`), the ECB's daily rates (`ecb.rs`), the backup schedule (`backups.rs`) and retention
 //! (`retention.rs`).
 //!
 //! Each is started and stopped the same way: a value that is a [`Worker`] (what it is handed
@@ -11,6 +11,7 @@
 
 pub mod backups;
 pub mod delivery;
+pub mod ecb;
 pub mod retention;
 pub mod spend;
 pub mod telegram;
