@@ -72,8 +72,8 @@ impl CurrencyRates {
                 .map_err(|e| invalid(format!("currency_rates: {}", e.message)))?;
             if !iso_keys && is_iso_4217(&from) {
                 return Err(invalid(format!(
-                    "currency_rates converts currencies Meta does not take; {from} is ISO 4217 \
-                     and is sent as it is"
+                    "currency_rates converts the currencies the ad platform does not take \
+                     (those not in ISO 4217); {from} is ISO 4217 and is sent as it is"
                 )));
             }
             let shape = || {
