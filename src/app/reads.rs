@@ -114,7 +114,7 @@ impl App {
     ) -> Result<((u32, u32), Vec<GroupStats>), Error> {
         let settings = self.space_settings(space).await?;
         let zone = settings.time_zone.zone();
-        let reporting = self.reporting(space, &settings).await?;
+        let reporting = self.reporting(space).await?;
         let quarters = range.quarters(&zone);
         let stretches = reporting.stretches(quarters, &zone);
         let first_day = reporting.first_day(quarters, &zone);
@@ -159,15 +159,12 @@ impl App {
     }
 
     /// What the space's stats convert money to: its reporting currency and its rates over time.
-    pub async fn reporting(
-        &self,
-        space: &SpaceRef,
-        settings: &SpaceSettings,
-    ) -> Result<Reporting, Error> {
+    pub async fn reporting(&self, space: &SpaceRef) -> Result<Reporting, Error> {
+        let settings = self.space_settings(space).await?;
         let no = space.no;
         let history = self.store.read(move |s| s.rate_history(no)).await?;
         Ok(Reporting {
-            currency: self.reporting_currency(settings),
+            currency: self.reporting_currency(&settings),
             history,
         })
     }

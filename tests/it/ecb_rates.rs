@@ -2,8 +2,8 @@
 //! against a stand-in on loopback that serves the daily file as the ECB documents it: "The
 //! reference rates are usually updated at around 16:00 CET every working day" and are given
 //! "against the euro" as "1 EUR = x units of the currency"
-//! (https://www.ecb.europa.eu/stats/policy_and_exchange_rates/euro_reference_exchange_rates/html/index.en.html;
-//! the file: https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml, a
+//! (<https://www.ecb.europa.eu/stats/policy_and_exchange_rates/euro_reference_exchange_rates/html/index.en.html>;
+//! the file: <https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml>, a
 //! `<Cube time='YYYY-MM-DD'>` of `<Cube currency='USD' rate='1.0812'/>`). A refused answer
 //! or a body that is not the file changes nothing.
 

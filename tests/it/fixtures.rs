@@ -931,7 +931,7 @@ async fn currency_rates_become_the_first_set_of_every_day_through_the_migration_
         settings.currency_rates.text(),
         "EUR=1.08 USD, XTR=0.013 USD"
     );
-    let history = app.reporting(&space, &settings).await.unwrap().history;
+    let history = app.reporting(&space).await.unwrap().history;
     for day in [0, 20_000, u32::MAX] {
         assert_eq!(
             history.on(day, "USD").text(),
@@ -952,8 +952,7 @@ async fn currency_rates_become_the_first_set_of_every_day_through_the_migration_
         no: 1,
         name: "default".into(),
     };
-    let settings = app.space_settings(&space).await.unwrap();
-    let history = app.reporting(&space, &settings).await.unwrap().history;
+    let history = app.reporting(&space).await.unwrap().history;
     assert_eq!(history.on(0, "USD").text(), "EUR=1.08 USD");
     assert_eq!(
         history.changes_within(0, u32::MAX).len(),
