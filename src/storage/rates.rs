@@ -1,6 +1,8 @@
 //! A space's currency rates by the day they took effect (`CURRENCY_RATES`): a set written, and
 //! the space's whole history read, typed and ECB sets apart (`domain::rate_history`).
 
+use redb::ReadableTable as _;
+
 use crate::domain::cost::Day;
 use crate::domain::currency::CurrencyRates;
 use crate::domain::ecb::EcbRates;
@@ -12,7 +14,8 @@ use crate::storage::schema::CURRENCY_RATES;
 
 impl Txn<'_> {
     /// Keeps `rates` (their text) as `space`'s set of `source` from `day` on, in place of one
-    /// of that day.
+    /// of that day. The same rates as the set in force on `day` (none for no rates) are no
+    /// new set: a form saved again with its rates as they were adds no change of rates.
     pub fn record_rates(
         &mut self,
         space: u32,
@@ -20,9 +23,15 @@ impl Txn<'_> {
         day: Day,
         rates: &str,
     ) -> Result<(), StoreError> {
-        self.transaction
-            .open_table(CURRENCY_RATES)?
-            .insert((space, source as u8, day), rates)?;
+        let mut table = self.transaction.open_table(CURRENCY_RATES)?;
+        let in_force = table
+            .range((space, source as u8, 0)..=(space, source as u8, day))?
+            .next_back()
+            .transpose()?
+            .map(|(_, set)| set.value().to_owned());
+        if in_force.as_deref().unwrap_or("") != rates {
+            table.insert((space, source as u8, day), rates)?;
+        }
         Ok(())
     }
 }

@@ -264,6 +264,20 @@ async fn each_day_converts_at_the_rate_in_force_on_it() {
         json!({"EUR": "1.20 USD"}),
         "the rates in force now"
     );
+    // The same rates again (a Settings form saved as it was) are no new set.
+    let again = s
+        .patch_as(&s.a, "/space", r#"{"currency_rates": {"EUR": "1.20 USD"}}"#)
+        .await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    let app = s.app.clone().unwrap();
+    let name = s.a.name.clone();
+    let no = app.store.read(move |t| t.space_no(&name)).await.unwrap();
+    let space = tracker::domain::keyring::SpaceRef {
+        no,
+        name: "a".into(),
+    };
+    let history = app.reporting(&space).await.unwrap().history;
+    assert_eq!(history.changes_within(0, u32::MAX).len(), 2, "{history:?}");
     // Logged in now: a session of yesterday has ended.
     let cookie = logged_in(&s).await;
     let text = get_page(&s, Some(&cookie), "/admin/spaces/a/dashboard?days=7")
