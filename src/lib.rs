@@ -53,6 +53,8 @@
 //!     (`mod.rs`, the one fetch every way in calls); the insights client, on the [`outbound`]
 //!     client (`insights.rs`). Handed [`workers::spend::Shared`]; what it reports
 //!     ([`workers::spend::Status`]) the application reads;
+//!   - the ECB's reference rates, fetched once a day for each space with an `ecb_rates_url`
+//!     and kept as that day's rates for its stats (`workers/ecb.rs`);
 //!   - automatic backups on a schedule, to `backup_dir` and `[backup_s3]`
 //!     (`workers/backups.rs`);
 //!   - retention (`workers/retention.rs`): expired dedup entries, old visitors' hints and the

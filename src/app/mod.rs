@@ -119,6 +119,16 @@ impl App {
         }
     }
 
+    /// What the fetch of the ECB's rates is handed (`workers/ecb.rs`).
+    #[must_use]
+    pub fn ecb_tasks(&self) -> crate::workers::ecb::Shared {
+        crate::workers::ecb::Shared {
+            store: self.store.clone(),
+            settings: self.settings.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// What retention is handed (`workers/retention.rs`).
     #[must_use]
     pub fn retention(&self) -> crate::workers::retention::Retention {

@@ -7,12 +7,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::app::App;
+use crate::domain::cost::{Day, parse_day};
 use crate::domain::feed::{FeedPage, MAX_WAITERS_PER_SPACE, PageRequest};
 use crate::domain::keyring::SpaceRef;
 use crate::domain::rejection::Rejection;
 use crate::domain::reporting::Reporting;
 use crate::domain::settings::SpaceSettings;
-use crate::domain::stats::{GroupStats, Grouping, Range};
+use crate::domain::stats::{Dimension, GroupStats, Grouping, Range};
 use crate::error::{Code, Error};
 
 /// A place among a space's waiting followers, given back when dropped.
@@ -102,8 +103,9 @@ impl App {
     }
 
     /// The space's stats by `grouping` over `range`, days in the space's time zone, each
-    /// group's money also in the space's reporting currency; answers the quarters `[from, to)`
-    /// counted, with the groups.
+    /// group's money also in the space's reporting currency, each day at the rates in force on
+    /// it (a group over days of more than one set of rates is read once per set); answers the
+    /// quarters `[from, to)` counted, with the groups.
     pub async fn stats(
         &self,
         space: &SpaceRef,
@@ -112,30 +114,69 @@ impl App {
     ) -> Result<((u32, u32), Vec<GroupStats>), Error> {
         let settings = self.space_settings(space).await?;
         let zone = settings.time_zone.zone();
-        let reporting = self.reporting_of(&settings);
+        let reporting = self.reporting(space).await?;
         let quarters = range.quarters(&zone);
+        let stretches = reporting.stretches(quarters, &zone);
+        let first_day = reporting.first_day(quarters, &zone);
+        // A day's group is one day: its own day's rates, from the one read.
+        let by_day = grouping.by == Dimension::Day;
         let no = space.no;
-        let mut groups = self
+        let (mut groups, parts) = self
             .store
-            .read(move |s| s.stats(no, &grouping, quarters, &zone))
+            .read(move |s| {
+                let whole = s.stats(no, &grouping, quarters, &zone)?;
+                let mut parts = Vec::new();
+                if !by_day && stretches.len() > 1 {
+                    for (day, part) in stretches {
+                        let by_name: HashMap<Option<String>, GroupStats> = s
+                            .stats(no, &grouping, part, &zone)?
+                            .into_iter()
+                            .map(|g| (g.group.clone(), g))
+                            .collect();
+                        parts.push((day, by_name));
+                    }
+                }
+                Ok((whole, parts))
+            })
             .await?;
         for g in &mut groups {
-            g.reported = Some(reporting.report(g));
+            let day = match (by_day, g.group.as_deref()) {
+                (true, Some(day)) => parse_day(day, "day").unwrap_or(first_day),
+                _ => first_day,
+            };
+            let reported = if parts.is_empty() {
+                reporting.report(g, &[(day, g)])
+            } else {
+                let own: Vec<(Day, &GroupStats)> = parts
+                    .iter()
+                    .filter_map(|(day, by_name)| Some((*day, by_name.get(&g.group)?)))
+                    .collect();
+                reporting.report(g, &own)
+            };
+            g.reported = Some(reported);
         }
         Ok((quarters, groups))
     }
 
-    /// What the space's stats convert money to: its `reporting_currency` (the configuration's
-    /// `default_currency` until set) and its `currency_rates`.
+    /// What the space's stats convert money to: its reporting currency and its rates over time.
+    pub async fn reporting(&self, space: &SpaceRef) -> Result<Reporting, Error> {
+        let settings = self.space_settings(space).await?;
+        let no = space.no;
+        let history = self.store.read(move |s| s.rate_history(no)).await?;
+        Ok(Reporting {
+            currency: self.reporting_currency(&settings),
+            history,
+        })
+    }
+
+    /// The currency the space's stats convert money to: its `reporting_currency` (the
+    /// configuration's `default_currency` until set).
     #[must_use]
-    pub fn reporting_of(&self, settings: &SpaceSettings) -> Reporting {
-        Reporting {
-            currency: settings
-                .reporting_currency
-                .clone()
-                .unwrap_or_else(|| self.settings.default_currency.clone()),
-            rates: settings.currency_rates.clone(),
-        }
+    pub fn reporting_currency(&self, settings: &SpaceSettings) -> String {
+        settings
+            .reporting_currency
+            .clone()
+            .unwrap_or_else(|| self.settings.default_currency.clone())
     }
 
     /// The space's last `limit` rejections, newest first.

@@ -5,7 +5,9 @@
 
 use crate::app::App;
 use crate::domain::keyring::SpaceRef;
+use crate::domain::rate_history::RateSource;
 use crate::domain::settings::{SettingsPatch, SpaceSettings};
+use crate::domain::stats::{local_day, quarter_of};
 use crate::error::{Code, Error};
 use crate::workers::telegram::api::{ApiError, Me};
 
@@ -36,14 +38,17 @@ impl App {
         ]
         .iter()
         .any(|name| patch.value(name).is_some());
-        // Meta's address is held to a destination's rule: a private one only where allowed.
-        if let Some(url) = patch.value("meta_graph_url").filter(|u| !u.is_empty()) {
-            crate::platform::check_url_of(
-                "meta_graph_url",
-                url,
-                self.settings.delivery.allow_private_destinations,
-                crate::platform::MAX_URL_LEN,
-            )?;
+        // Meta's and the ECB's addresses are held to a destination's rule: a private one only
+        // where allowed.
+        for name in ["meta_graph_url", "ecb_rates_url"] {
+            if let Some(url) = patch.value(name).filter(|u| !u.is_empty()) {
+                crate::platform::check_url_of(
+                    name,
+                    url,
+                    self.settings.delivery.allow_private_destinations,
+                    crate::platform::MAX_URL_LEN,
+                )?;
+            }
         }
         // Alerts go where a destination may: a private address only where allowed.
         if let Some(url) = patch.value("alert_webhook_url").filter(|u| !u.is_empty()) {
@@ -57,9 +62,21 @@ impl App {
         // The store may still refuse the token (another space's bot): the space's bot is
         // reported only once it is the space's.
         let no = space.no;
+        // New rates take effect today, in the zone the space has after this change; the days
+        // before keep theirs.
+        let rates_set = patch.value("currency_rates").is_some();
+        let now = self.now_ms();
         let settings = self
             .store
-            .write(move |t| t.update_settings(no, &patch))
+            .write(move |t| {
+                let settings = t.update_settings(no, &patch)?;
+                if rates_set {
+                    let today = local_day(&settings.time_zone.zone(), quarter_of(now));
+                    let rates = settings.currency_rates.text();
+                    t.record_rates(no, RateSource::Typed, today, &rates)?;
+                }
+                Ok(settings)
+            })
             .await?;
         match bot {
             Some(Ok(me)) => self.telegram.bot_found(space.no, &me),

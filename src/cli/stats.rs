@@ -242,6 +242,7 @@ mod tests {
             epc: Some("4.2875".into()),
             missing_rates: Vec::new(),
             fix: None,
+            sums: crate::domain::stats::ReportedSums::default(),
         });
         let mut shown = StatsShown {
             space: "default".into(),

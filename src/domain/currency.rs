@@ -72,8 +72,8 @@ impl CurrencyRates {
                 .map_err(|e| invalid(format!("currency_rates: {}", e.message)))?;
             if !iso_keys && is_iso_4217(&from) {
                 return Err(invalid(format!(
-                    "currency_rates converts currencies Meta does not take; {from} is ISO 4217 \
-                     and is sent as it is"
+                    "currency_rates converts the currencies the ad platform does not take \
+                     (those not in ISO 4217); {from} is ISO 4217 and is sent as it is"
                 )));
             }
             let shape = || {
@@ -144,9 +144,16 @@ impl CurrencyRates {
     /// The one rule every ad platform's sender and the Google Ads file follow.
     #[must_use]
     pub fn of_destination(own: &CurrencyRates, space: &CurrencyRates) -> CurrencyRates {
-        let mut rates = space.0.clone();
+        own.over(space)
+    }
+
+    /// These rates with `under`'s for the currencies these have none for: a rate of these
+    /// wins for its currency.
+    #[must_use]
+    pub fn over(&self, under: &CurrencyRates) -> CurrencyRates {
+        let mut rates = under.0.clone();
         rates.extend(
-            own.0
+            self.0
                 .iter()
                 .map(|(from, rate)| (from.clone(), rate.clone())),
         );
@@ -191,18 +198,24 @@ impl CurrencyRates {
     /// `amount` in `from` as an amount in `to`: as it is when they are one currency; by the
     /// rate of `from` into `to`; by the rate of `to` into `from`, inverted; or through a third
     /// currency both have a rate into (`{"EUR": "1.08 USD", "XTR": "0.013 USD"}` converts XTR
-    /// to EUR). `None` when no rate leads there, or the amount is too large.
+    /// to EUR); or through the currency its rate is in, when that one has a rate into `to`
+    /// (`{"XTR": "0.013 USD", "USD": "0.92 EUR"}` converts XTR to EUR). `None` when no rate
+    /// leads there, or the amount is too large.
     #[must_use]
     pub fn convert(&self, amount: Decimal, from: &str, to: &str) -> Option<Decimal> {
         if from == to {
             return Some(amount);
         }
         let (into_from, into_to) = (self.0.get(from), self.0.get(to));
+        let onward = into_from.and_then(|a| self.0.get(&a.to).filter(|b| b.to == to));
         let converted = match (into_from, into_to) {
             (Some(r), _) if r.to == to => at_rate(amount, r.per_unit)?,
             (_, Some(r)) if r.to == from => amount.ratio(r.per_unit, CONVERTED_PLACES)?,
             (Some(a), Some(b)) if a.to == b.to => {
                 at_rate(amount, a.per_unit)?.ratio(b.per_unit, CONVERTED_PLACES)?
+            }
+            (Some(a), _) if onward.is_some() => {
+                at_rate(at_rate(amount, a.per_unit)?, onward?.per_unit)?
             }
             _ => return None,
         };
@@ -282,6 +295,16 @@ mod tests {
         assert_eq!(convert("7.10", "USD", "USD").as_deref(), Some("7.10"));
         assert_eq!(convert("5", "RUBLES", "USD"), None);
         assert_eq!(convert("5", "USD", "GBP"), None);
+        let onward = CurrencyRates::from_text("XTR=0.013 USD, USD=0.9 EUR").unwrap();
+        let through = onward
+            .convert(d("1000"), "XTR", "EUR")
+            .map(|x| x.to_string());
+        assert_eq!(
+            through.as_deref(),
+            Some("11.7"),
+            "1000 XTR = 13 USD = 11.7 EUR"
+        );
+        assert_eq!(onward.convert(d("1000"), "XTR", "GBP"), None);
         assert!(
             rates(&[("EUR", "1.08 USD")]).is_err(),
             "a destination's rule"

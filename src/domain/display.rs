@@ -325,12 +325,18 @@ mod tests {
     ) -> stats::GroupStats {
         let reporting = crate::domain::reporting::Reporting {
             currency: "USD".into(),
-            rates: crate::domain::currency::CurrencyRates::parse_for_reporting(&amounts(rates))
-                .unwrap(),
+            history: crate::domain::rate_history::RateHistory::new(
+                vec![(
+                    0,
+                    crate::domain::currency::CurrencyRates::parse_for_reporting(&amounts(rates))
+                        .unwrap(),
+                )],
+                vec![],
+            ),
         };
         let mut g = stats::GroupStats::new(None, &stats::Counts::default(), &BTreeMap::new());
         (g.deposits, g.cost) = (amounts(deposits), amounts(cost));
-        g.reported = Some(reporting.report(&g));
+        g.reported = Some(reporting.report_now(&g));
         g
     }
 

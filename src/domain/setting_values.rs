@@ -226,3 +226,22 @@ impl TimeZoneName {
         }
     }
 }
+
+/// The time zones a form offers, `(name, words)`, by name: `UTC` and every `Area/Place` zone of
+/// the time zone database, with `current` among them also when it is a name only a few know.
+#[must_use]
+pub fn zones_offered(current: &str) -> Vec<(String, String)> {
+    let mut zones: Vec<String> = jiff::tz::db()
+        .available()
+        .map(|z| z.as_str().to_owned())
+        .filter(|z| z == "UTC" || (z.contains('/') && !z.starts_with("Etc/")))
+        .collect();
+    if !zones.iter().any(|z| z == current) {
+        zones.push(current.to_owned());
+    }
+    zones.sort();
+    zones
+        .into_iter()
+        .map(|z| (z.clone(), z.replace('_', " ")))
+        .collect()
+}

@@ -44,8 +44,7 @@ pub struct SpaceSettings {
     pub telegram_bot_token: Option<Secret>,
     /// Meta's ad account whose spend the tracker fetches (`docs/costs.md`): `act_<digits>`.
     pub meta_ads_account: Option<String>,
-    /// An access token with `ads_read` on that account. Write-only: answers show its last 4
-    /// characters.
+    /// A token with `ads_read` on that account. Write-only: answers show its last 4 characters.
     pub meta_ads_token: Option<Secret>,
     /// Where Meta's Graph API is (a stand-in's address in tests): an `http` or `https` origin.
     pub meta_graph_url: GraphUrl,
@@ -64,6 +63,8 @@ pub struct SpaceSettings {
     pub alert_telegram_chat: Option<String>,
     pub alert_webhook_url: Option<String>,
     pub alert_webhook_secret: Option<Secret>,
+    /// Where the ECB's daily rates are fetched from (`domain::ecb`); `None`: not fetched.
+    pub ecb_rates_url: Option<String>,
 }
 
 /// How a setting's value is written in JSON (the API's answers and `PATCH /space`).
@@ -81,16 +82,13 @@ pub enum JsonType {
 /// boolean as `true` or `false`).
 pub struct Setting {
     pub name: &'static str,
-    /// What it decides, in a sentence, for the API's readers: its description in
-    /// `/openapi.json`.
+    /// What it decides, for the API's readers: its description in `/openapi.json`.
     pub about: &'static str,
     /// Its name in words, as the admin page labels it.
     pub label: &'static str,
-    /// What it decides in a marketer's words, for the admin page: no setting names, no JSON;
-    /// what an empty field does.
+    /// What it decides in a marketer's words (no setting names, no JSON; what empty does).
     pub help: &'static str,
-    /// The values it takes when they are a fixed few (the admin page offers them to choose
-    /// from); empty when it takes free text.
+    /// The values it takes when they are a fixed few, offered to choose from; empty: free text.
     pub choices: &'static [&'static str],
     /// Each of `choices` in words, in their order.
     pub choice_words: &'static [&'static str],
@@ -101,7 +99,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are shown.
-pub const SETTINGS: [Setting; 14] = [
+pub const SETTINGS: [Setting; 15] = [
     Setting {
         name: "attribution",
         about: "Which of a Telegram user's bound clicks an event that names the user by tg_id \
@@ -383,6 +381,24 @@ pub const SETTINGS: [Setting; 14] = [
             Ok(())
         },
     },
+    Setting {
+        name: "ecb_rates_url",
+        about: "Where the European Central Bank's daily reference rates are fetched from, once a \
+                day, for the stats in the reporting currency: \
+                https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml to use them. Each \
+                day's rates are kept for that day; a rate in currency_rates wins over the ECB's \
+                for its currency. \"\" (the default) fetches none.",
+        label: "Daily rates from the European Central Bank",
+        help: "To convert with the European Central Bank's rates of each day, put https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml here. A rate you type under Currency rates wins over the bank's for that currency. Left empty: the bank's rates are not fetched.",
+        choices: &[],
+        choice_words: &[],
+        json: JsonType::String,
+        get: |s| s.ecb_rates_url.clone().unwrap_or_default(),
+        set: |s, text| {
+            s.ecb_rates_url = crate::domain::ecb::check_url(text)?;
+            Ok(())
+        },
+    },
 ];
 
 /// The settings whose value is a secret: stored as it is, shown by its last 4 characters.
@@ -478,30 +494,17 @@ impl Serialize for SpaceSettings {
 
 impl Setting {
     /// What a form offers to choose from, `(value, words)`: its choices, or for the time zone
-    /// every zone of the time zone database by its name (the current value among them, also
-    /// when it is a name only a few know); empty when it takes free text.
+    /// [`zones_offered`](crate::domain::setting_values::zones_offered); empty for free text.
     #[must_use]
     pub fn offered(&self, current: &str) -> Vec<(String, String)> {
-        if self.name != "time_zone" {
-            return self
-                .choices
-                .iter()
-                .zip(self.choice_words)
-                .map(|(value, words)| ((*value).to_owned(), (*words).to_owned()))
-                .collect();
+        if self.name == "time_zone" {
+            return crate::domain::setting_values::zones_offered(current);
         }
-        let mut zones: Vec<String> = jiff::tz::db()
-            .available()
-            .map(|z| z.as_str().to_owned())
-            .filter(|z| z == "UTC" || (z.contains('/') && !z.starts_with("Etc/")))
-            .collect();
-        if !zones.iter().any(|z| z == current) {
-            zones.push(current.to_owned());
-        }
-        zones.sort();
-        zones
-            .into_iter()
-            .map(|z| (z.clone(), z.replace('_', " ")))
+        let words = self.choice_words.iter().map(|w| (*w).to_owned());
+        self.choices
+            .iter()
+            .map(|v| (*v).to_owned())
+            .zip(words)
             .collect()
     }
 
@@ -990,6 +993,7 @@ mod tests {
             alert_webhook_secret: Some(Secret::new(
                 "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
             )),
+            ecb_rates_url: Some(crate::domain::ecb::ECB_DAILY_URL.into()),
         };
         let pairs = s.pairs();
         assert_eq!(
@@ -1012,6 +1016,10 @@ mod tests {
                     "https://hooks.example.com/a".to_owned()
                 ),
                 ("alert_webhook_secret", "…LaSw".to_owned()),
+                (
+                    "ecb_rates_url",
+                    crate::domain::ecb::ECB_DAILY_URL.to_owned()
+                ),
             ]
         );
         let stored = s.stored_pairs();
@@ -1030,7 +1038,8 @@ mod tests {
                 "watched_bot_tokens": ["…saw2", "…saw3"],
                 "alert_telegram_chat": "@alerts_chat",
                 "alert_webhook_url": "https://hooks.example.com/a",
-                "alert_webhook_secret": "…LaSw"})
+                "alert_webhook_secret": "…LaSw",
+                "ecb_rates_url": crate::domain::ecb::ECB_DAILY_URL})
         );
         let shown = serde_json::from_value::<SpaceSettings>(json.clone()).unwrap();
         assert_eq!(

@@ -373,6 +373,19 @@ pub struct Reported {
     pub missing_rates: Vec<String>,
     /// What to do about them, in a sentence; `null` when every amount converted.
     pub fix: Option<String>,
+    /// The exact sums `revenue` and `cost` are rounded from, each day at its own rates: what
+    /// a period's totals add up. Not in answers.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub sums: ReportedSums,
+}
+
+/// A group's revenue and cost in the reporting currency, exact; `None` where an amount had
+/// no rate (or the sum overflowed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReportedSums {
+    pub revenue: Option<Decimal>,
+    pub cost: Option<Decimal>,
 }
 
 /// The decimals of a rate, a return or a price per unit (never exact: a quotient).

@@ -104,9 +104,10 @@ pub(super) const TEST_EVENT_CODE: Field = Field {
 pub(super) const EVENT_NAMES: Field = Field {
     name: "event_names",
     label: "Event names",
-    help: "The event name sent for `contact`, `subscribed`, `registration`, `deposit` or \
-           `first_deposit` (a customer's first deposit; without one, a deposit's): one of the \
-           platform's standard events or a custom name, `[A-Za-z0-9_ ]{1,40}`.",
+    help: "The event name sent for each kind of event: contact, subscribed, registration, \
+           deposit or first_deposit (a customer's first deposit; without it, a deposit's name \
+           is used), such as deposit=Purchase: one of the platform's standard events or a \
+           name of your own, up to 40 letters, digits, spaces or underscores.",
     default: Some("the platform's standard events"),
     schema: r#"{"type": ["object", "null"], "additionalProperties": {"type": "string"},
         "examples": [{"deposit": "Purchase", "first_deposit": "FirstDeposit"}]}"#,
@@ -115,9 +116,9 @@ pub(super) const EVENT_NAMES: Field = Field {
 pub(super) const CURRENCY_RATES: Field = Field {
     name: "currency_rates",
     label: "Currency rates",
-    help: "What one unit of a currency the platform does not take (not ISO 4217) is worth in \
-           one that it does: `{\"XTR\": \"0.013 USD\"}`. A currency without a rate here is \
-           converted by the space's `currency_rates`.",
+    help: "What one unit of a currency the platform does not take (one that is not ISO 4217, \
+           such as Telegram Stars) is worth in one it does, such as XTR=0.013 USD. A currency \
+           without a rate here is converted by the space's currency rates (Settings).",
     ..Field::PAIRS
 };
 

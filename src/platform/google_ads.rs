@@ -329,8 +329,9 @@ impl Platform for Google {
             Field {
                 name: "conversion_names",
                 label: "Conversion names",
-                help: "The name of the conversion action in Google Ads written for each event \
-                       kind (and `first_deposit`; without one, a deposit's).",
+                help: "The name of the conversion action in Google Ads written for each kind \
+                       of event (and first_deposit; without it, a deposit's), such as \
+                       deposit=Telegram deposit.",
                 default: Some("the kind"),
                 schema: r#"{"type": ["object", "null"], "additionalProperties": {"type": "string"},
                     "examples": [{"deposit": "Telegram deposit"}]}"#,
@@ -347,10 +348,10 @@ impl Platform for Google {
             Field {
                 name: "template",
                 label: "File template",
-                help: "`data_manager`: a file per conversion event for Google Ads Data \
-                       Manager's HTTPS source, `/conversions/<space>/<name>/<kind>.csv`. \
-                       `legacy`: one file of every conversion in the click-conversion \
-                       template, `/conversions/<space>/<name>.csv`.",
+                help: "data_manager: a file per conversion event, for Google Ads Data \
+                       Manager's HTTPS source (/conversions/<space>/<name>/<kind>.csv). \
+                       legacy: one file of every conversion in the click-conversion \
+                       template (/conversions/<space>/<name>.csv).",
                 default: Some("data_manager"),
                 schema: r#"{"type": ["string", "null"], "enum": ["data_manager", "legacy", null]}"#,
                 ..Field::TEXT

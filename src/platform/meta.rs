@@ -251,24 +251,24 @@ impl Platform for Meta {
             Field {
                 name: "data_processing_options",
                 label: "Data processing options",
-                help: "`LDU` sends every event with Limited Data Use; unset, events are sent \
-                       without it.",
+                help: "LDU sends every event with Limited Data Use; left empty, events are \
+                       sent without it.",
                 schema: r#"{"type": ["string", "null"], "enum": ["LDU", null]}"#,
                 ..Field::TEXT
             },
             Field {
                 name: "data_processing_options_country",
                 label: "Limited Data Use: country",
-                help: "With `LDU`: `1`, the United States, or `0`, Meta geolocates the event; \
-                       given with the state.",
+                help: "With LDU: 1 for the United States, or 0 to let Meta find where the \
+                       event came from; given together with the state.",
                 schema: r#"{"type": ["string", "null"], "pattern": "^[0-9]{1,4}$"}"#,
                 ..Field::TEXT
             },
             Field {
                 name: "data_processing_options_state",
                 label: "Limited Data Use: state",
-                help: "With `LDU`: `1000`, California, or `0`, Meta geolocates the event; given \
-                       with the country.",
+                help: "With LDU: 1000 for California, or 0 to let Meta find where the event \
+                       came from; given together with the country.",
                 schema: r#"{"type": ["string", "null"], "pattern": "^[0-9]{1,4}$"}"#,
                 ..Field::TEXT
             },

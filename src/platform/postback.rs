@@ -214,7 +214,8 @@ impl Platform for Postback {
             Field {
                 name: "statuses",
                 label: "Status words",
-                help: "The word `{status}` gives for each event kind.",
+                help: "For each kind of event, the word that takes the place of {status}, \
+                       such as registration=lead, deposit=sale.",
                 default: Some("the kind"),
                 ..Field::PAIRS
             },

@@ -261,6 +261,13 @@ mod tests {
             for field in kind.fields() {
                 assert!(!field.label.is_empty(), "{kind:?} {}", field.name);
                 assert!(!field.help.is_empty(), "{kind:?} {}", field.name);
+                // The form shows it: its own terms (name=value), no code quotes or JSON.
+                assert!(
+                    !field.help.contains('`') && !field.help.contains("{\""),
+                    "{kind:?} {}: {}",
+                    field.name,
+                    field.help
+                );
                 assert!(
                     serde_json::from_str::<serde_json::Value>(field.schema).is_ok(),
                     "{kind:?} {}",

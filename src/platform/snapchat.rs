@@ -171,9 +171,10 @@ impl Platform for Snap {
                 ..API_URL
             },
             Field {
-                help: "The event name sent for `contact`, `subscribed`, `registration`, \
-                       `deposit` or `first_deposit`: one of Snap's standard events (SIGN_UP, \
-                       PURCHASE, SUBSCRIBE, CUSTOM_EVENT_1, ...).",
+                help: "The event name sent for each kind of event: contact, subscribed, \
+                       registration, deposit or first_deposit, such as deposit=PURCHASE: one \
+                       of Snap's standard events (SIGN_UP, PURCHASE, SUBSCRIBE, \
+                       CUSTOM_EVENT_1, ...).",
                 default: Some(
                     "contact CUSTOM_EVENT_1, subscribed SUBSCRIBE, registration SIGN_UP, \
                      deposit PURCHASE",

@@ -163,6 +163,7 @@ fn start_workers(app: &App) -> Workers {
     if let Some(alerts) = app.alert_tasks() {
         workers.start(alerts);
     }
+    workers.start(app.ecb_tasks());
     match &app.settings.backups {
         Some(_) if app.store.is_ephemeral() => tracing::warn!(
             "backups are set (backup_dir or [backup_s3]), but an ephemeral server writes no \

@@ -6,7 +6,7 @@
 //! [`Snapshot`] handed to [`Store::read`] (`store.read(move |s| s.feed(..))`), which a reader
 //! thread (`engine/reader.rs`) runs against a shared snapshot. The writes and reads of each
 //! family of tables live in its own file (`links.rs`, `spaces.rs`, `channels.rs`, `costs.rs`,
-//! `clicks.rs`, `destinations/`, `users.rs`; events and settings in `ops.rs` and `read.rs`, stats in
+//! `clicks.rs`, `destinations/`, `users.rs`, currency rates `rates.rs`; events and settings in `ops.rs` and `read.rs`, stats in
 //! `read_stats.rs`). Nothing outside this module sees a channel, a redb transaction or a
 //! table, and nothing here knows about HTTP.
 //!
@@ -28,6 +28,7 @@ mod first_deposit;
 mod index;
 mod links;
 mod ops;
+mod rates;
 pub mod read;
 mod read_stats;
 pub mod records;

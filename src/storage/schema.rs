@@ -112,6 +112,10 @@
 //! - 23: the second factor. `USERS` records may be `UserRecord` version 2 (a TOTP secret, the
 //!   last step used, recovery codes' digests), and `ADMIN` may hold `require_second_factor`.
 //!   Version 1 records are read as they are; nothing is rewritten.
+//! - 24: currency rates kept per day. `CURRENCY_RATES`, each space's sets of rates by the day
+//!   they took effect, typed and fetched from the ECB apart; the migration puts a space's
+//!   `currency_rates` setting, where one was set, as its first typed set (day 0: every day
+//!   before had those rates).
 //!
 //! What the file's bytes mean is fixed by more than this file: the dedup keys
 //! (`domain::dedup`), the 128-bit index digests (`domain::digest`, `domain::click::fbclid_key`),
@@ -127,7 +131,7 @@ use redb::{Key, TableDefinition, Value};
 use crate::storage::error::StoreError;
 
 /// The schema version this binary writes. A data file with a newer one is refused untouched.
-pub const SCHEMA_VERSION: u64 = 23;
+pub const SCHEMA_VERSION: u64 = 24;
 
 /// `name -> u64`: `schema_version`; `inbox_seq` (the last `inbox_id` handed out, global to the
 /// file, so ids increase in commit order); `space_seq` (the last space number handed out).
@@ -265,6 +269,13 @@ pub const LINKS_BY_SPACE: TableDefinition<(u32, &str), ()> = TableDefinition::ne
 /// UTC day (days since 1970-01-01), for its views and the view-to-click rate.
 pub const LINK_VIEWS: TableDefinition<(u32, &str, u32), u64> = TableDefinition::new("link_views");
 
+/// `(space, source, day) -> rates`: a space's sets of currency rates, each from the day of the
+/// space's zone it took effect (days since 1970-01-01); `source` 0 typed (the text of its
+/// `currency_rates`, `EUR=1.08 USD, XTR=0.013 USD`), 1 the ECB's reference rates per euro
+/// (`JPY=162.5, USD=1.0812`; `domain::rate_history::RateSource`).
+pub const CURRENCY_RATES: TableDefinition<(u32, u8, u32), &str> =
+    TableDefinition::new("currency_rates");
+
 /// `name -> bytes`: the admin page's settings. Before version 21, `password` held the argon2id
 /// hash of the `admin` user's password, which version 21 moved into `USERS`.
 pub const ADMIN: TableDefinition<&str, &[u8]> = TableDefinition::new("admin");
@@ -395,6 +406,7 @@ pub fn visit_every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(CHANNEL_STATES)?;
     v.visit(TELEGRAM_OFFSETS)?;
     v.visit(CHANNEL_STATS)?;
+    v.visit(CURRENCY_RATES)?;
     Ok(())
 }
 
@@ -574,6 +586,16 @@ mod tests {
         assert_eq!(
             key_layout(INBOX, &(7, 0x0102_0304_0506_0708)),
             expect("inbox", "(u32,u64)", &inbox)
+        );
+        #[rustfmt::skip]
+        let rates = [
+            7, 0, 0, 0, // space
+            1, // source: the ECB
+            4, 3, 2, 1, // day
+        ];
+        assert_eq!(
+            key_layout(CURRENCY_RATES, &(7, 1, 0x0102_0304)),
+            expect("currency_rates", "(u32,u8,u32)", &rates)
         );
     }
 

@@ -1,8 +1,8 @@
 //! The server's background workers under one roof: the senders of conversions out
 //! (`delivery.rs`, which starts `delivery/`), the Telegram bots of channel links (`telegram/`),
-//! the fetch of spend from Meta (`spend/`), the backup schedule (`backups.rs`), retention
-//! (`retention.rs`), the health checks of links' targets (`health.rs`) and the alerts
-//! (`alerts.rs`).
+//! the fetch of spend from Meta (`spend/`), the ECB's daily rates (`ecb.rs`), the backup
+//! schedule (`backups.rs`), retention (`retention.rs`), the health checks of links' targets
+//! (`health.rs`) and the alerts (`alerts.rs`).
 //!
 //! Each is started and stopped the same way: a value that is a [`Worker`] (what it is handed
 //! by the layer above, a narrow handle rather than the application, so that the workers sit
@@ -13,6 +13,7 @@
 pub mod alerts;
 pub mod backups;
 pub mod delivery;
+pub mod ecb;
 pub mod health;
 pub mod retention;
 pub mod spend;

@@ -987,3 +987,77 @@ async fn users_of_version_22_have_no_second_factor_after_the_migration_to_23() {
         );
     }
 }
+
+/// The migration to version 24 keeps a space's `currency_rates` as its first set of rates, in
+/// force on every day before: a version 23 file given rates keeps them for its old days and
+/// for today, and its setting reads as it did. The version 24 fixture holds the set its script
+/// typed, from the day it was typed.
+#[tokio::test]
+async fn currency_rates_become_the_first_set_of_every_day_through_the_migration_to_24() {
+    use redb::ReadableTable as _;
+    use tracker::storage::records::{SpaceSettingsRecord, decode, encode};
+    use tracker::storage::schema::SPACE_SETTINGS;
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.redb");
+    std::fs::copy(fixtures.join("v23.redb"), &path).unwrap();
+    {
+        // Rates typed in the default space by a version 23 release, as it stored them.
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(SPACE_SETTINGS).unwrap();
+            let mut record: SpaceSettingsRecord = table
+                .get(1)
+                .unwrap()
+                .map(|b| decode(b.value()).unwrap())
+                .unwrap_or_default();
+            record.values.push((
+                "currency_rates".into(),
+                "EUR=1.08 USD, XTR=0.013 USD".into(),
+            ));
+            table.insert(1, encode(&record).as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let (store, _) = Store::open(&path, &StoreOptions::default()).unwrap();
+    let store = std::sync::Arc::new(store);
+    let app = crate::support::app_on(&store, 0);
+    let space = tracker::domain::keyring::SpaceRef {
+        no: 1,
+        name: "default".into(),
+    };
+    let settings = app.space_settings(&space).await.unwrap();
+    assert_eq!(
+        settings.currency_rates.text(),
+        "EUR=1.08 USD, XTR=0.013 USD"
+    );
+    let history = app.reporting(&space).await.unwrap().history;
+    for day in [0, 20_000, u32::MAX] {
+        assert_eq!(
+            history.on(day, "USD").text(),
+            "EUR=1.08 USD, XTR=0.013 USD",
+            "day {day}"
+        );
+    }
+    assert!(
+        history.changes_within(0, u32::MAX).is_empty(),
+        "one set, from day 0"
+    );
+
+    let path = dir.path().join("v24.redb");
+    std::fs::copy(fixtures.join("v24.redb"), &path).unwrap();
+    let (store, _) = Store::open(&path, &StoreOptions::default()).unwrap();
+    let app = crate::support::app_on(&std::sync::Arc::new(store), 0);
+    let space = tracker::domain::keyring::SpaceRef {
+        no: 1,
+        name: "default".into(),
+    };
+    let history = app.reporting(&space).await.unwrap().history;
+    assert_eq!(history.on(0, "USD").text(), "EUR=1.08 USD");
+    assert_eq!(
+        history.changes_within(0, u32::MAX).len(),
+        1,
+        "typed on its day"
+    );
+}

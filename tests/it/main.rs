@@ -27,6 +27,7 @@ mod dedup;
 mod deliveries;
 mod destinations;
 mod durability;
+mod ecb_rates;
 mod ephemeral;
 mod event_ids;
 mod events;

@@ -205,3 +205,86 @@ async fn the_dashboard_shows_one_return_and_names_a_missing_rate() {
     assert!(text.contains(">71.50%<"), "{text}");
     s.stop().await;
 }
+
+/// `revenue` of each group of `GET /stats?by=...`, by its name.
+async fn revenue_by(s: &TestServer, by: &str) -> Vec<(Value, Value)> {
+    let stats = s.read_as(&s.a, &format!("/stats?by={by}")).await.json();
+    stats["groups"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{stats}"))
+        .iter()
+        .map(|g| (g["group"].clone(), g["reported"]["revenue"].clone()))
+        .collect()
+}
+
+/// A day's deposits convert at the rates in force that day: 100 EUR yesterday at 1.10 and
+/// 100 EUR today at 1.20 are 110 and 120 USD, each day, the campaign and the dashboard's total
+/// alike; today's rate does not rewrite yesterday.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_day_converts_at_the_rate_in_force_on_it() {
+    let s = TestServer::start().await;
+    let uid = s.click(&s.a, r#"{"campaign_name":"euro"}"#).await;
+    let deposit_and_rate = |rate: &'static str| {
+        let uid = uid.clone();
+        let s = &s;
+        async move {
+            let deposit =
+                format!(r#"{{"event":"deposit","uid":"{uid}","value":"100","currency":"EUR"}}"#);
+            let r = s.post_event(&deposit).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            let rates = format!(r#"{{"currency_rates": {{"EUR": "{rate} USD"}}}}"#);
+            let r = s.patch_as(&s.a, "/space", &rates).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+        }
+    };
+    deposit_and_rate("1.10").await;
+    let yesterday = jiff::Timestamp::from_millisecond(i64::try_from(s.clock.now_ms()).unwrap())
+        .unwrap()
+        .in_tz("UTC")
+        .unwrap()
+        .date();
+    s.clock.advance(24 * 3_600_000);
+    deposit_and_rate("1.20").await;
+    let today = yesterday.tomorrow().unwrap();
+    assert_eq!(
+        revenue_by(&s, "day").await,
+        [
+            (json!(yesterday.to_string()), json!("110.00")),
+            (json!(today.to_string()), json!("120.00"))
+        ]
+    );
+    assert_eq!(
+        revenue_by(&s, "campaign_name").await,
+        [(json!("euro"), json!("230.00"))],
+        "each day at its own rate, not 240 at today's"
+    );
+    let space = s.read_as(&s.a, "/space").await.json();
+    assert_eq!(
+        space["settings"]["currency_rates"],
+        json!({"EUR": "1.20 USD"}),
+        "the rates in force now"
+    );
+    // The same rates again (a Settings form saved as it was) are no new set.
+    let again = s
+        .patch_as(&s.a, "/space", r#"{"currency_rates": {"EUR": "1.20 USD"}}"#)
+        .await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    let app = s.app.clone().unwrap();
+    let name = s.a.name.clone();
+    let no = app.store.read(move |t| t.space_no(&name)).await.unwrap();
+    let space = tracker::domain::keyring::SpaceRef {
+        no,
+        name: "a".into(),
+    };
+    let history = app.reporting(&space).await.unwrap().history;
+    assert_eq!(history.changes_within(0, u32::MAX).len(), 2, "{history:?}");
+    // Logged in now: a session of yesterday has ended.
+    let cookie = logged_in(&s).await;
+    let text = get_page(&s, Some(&cookie), "/admin/spaces/a/dashboard?days=7")
+        .await
+        .text();
+    // The period's total and the campaign's row alike.
+    assert_eq!(text.matches("230.00 USD (200 EUR)").count(), 2, "{text}");
+    assert!(!text.contains("240.00"), "{text}");
+    s.stop().await;
+}

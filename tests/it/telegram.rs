@@ -96,7 +96,7 @@ async fn first_and_last_touch_are_the_first_and_last_bound_clicks() {
     let set = patch_space(&s, r#"{"attribution":"last_touch"}"#).await;
     assert_eq!(
         set,
-        json!({"ok": true, "space": "a", "settings": {"attribution": "last_touch", "meta_client_hints": false, "time_zone": "UTC", "telegram_bot_token": "", "meta_ads_account": "", "meta_ads_token": "", "meta_graph_url": "https://graph.facebook.com", "meta_graph_version": "", "reporting_currency": "", "currency_rates": {}}})
+        json!({"ok": true, "space": "a", "settings": {"attribution": "last_touch", "meta_client_hints": false, "time_zone": "UTC", "telegram_bot_token": "", "meta_ads_account": "", "meta_ads_token": "", "meta_graph_url": "https://graph.facebook.com", "meta_graph_version": "", "reporting_currency": "", "currency_rates": {}, "watched_bot_tokens": [], "alert_telegram_chat": "", "alert_webhook_url": "", "alert_webhook_secret": "", "ecb_rates_url": ""}})
     );
     let r = s.get_e(&format!("event=registration&tg={USER}")).await;
     assert_eq!(r.json()["attributed_by"], "tg_id", "{}", r.text());
@@ -446,7 +446,7 @@ async fn the_space_endpoint_reads_and_changes_settings() {
     let r = s.read_as(&s.a, "/space").await;
     assert_eq!(
         r.json(),
-        json!({"ok": true, "space": "a", "settings": {"attribution": "first_touch", "meta_client_hints": false, "time_zone": "UTC", "telegram_bot_token": "", "meta_ads_account": "", "meta_ads_token": "", "meta_graph_url": "https://graph.facebook.com", "meta_graph_version": "", "reporting_currency": "", "currency_rates": {}}})
+        json!({"ok": true, "space": "a", "settings": {"attribution": "first_touch", "meta_client_hints": false, "time_zone": "UTC", "telegram_bot_token": "", "meta_ads_account": "", "meta_ads_token": "", "meta_graph_url": "https://graph.facebook.com", "meta_graph_version": "", "reporting_currency": "", "currency_rates": {}, "watched_bot_tokens": [], "alert_telegram_chat": "", "alert_webhook_url": "", "alert_webhook_secret": "", "ecb_rates_url": ""}})
     );
     assert_eq!(s.read_as(&s.b, "/space").await.json()["space"], json!("b"));
     let patch = |body| patch(&s, body);
@@ -511,7 +511,7 @@ fn the_command_line_sets_and_lists_a_spaces_settings() {
     assert_succeeded(&out);
     assert_eq!(
         stdout.trim(),
-        "space default: attribution=last_touch meta_client_hints=false time_zone=UTC telegram_bot_token= meta_ads_account= meta_ads_token= meta_graph_url=https://graph.facebook.com meta_graph_version= reporting_currency= currency_rates="
+        "space default: attribution=last_touch meta_client_hints=false time_zone=UTC telegram_bot_token= meta_ads_account= meta_ads_token= meta_graph_url=https://graph.facebook.com meta_graph_version= reporting_currency= currency_rates= watched_bot_tokens= alert_telegram_chat= alert_webhook_url= alert_webhook_secret= ecb_rates_url="
     );
     // In force at once for the server.
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -546,7 +546,7 @@ fn the_command_line_sets_and_lists_a_spaces_settings() {
     let spaces: Value = serde_json::from_slice(&list.stdout).unwrap();
     assert_eq!(
         spaces[0]["settings"],
-        json!({"attribution": "last_touch", "meta_client_hints": false, "time_zone": "UTC", "telegram_bot_token": "", "meta_ads_account": "", "meta_ads_token": "", "meta_graph_url": "https://graph.facebook.com", "meta_graph_version": "", "reporting_currency": "", "currency_rates": {}}),
+        json!({"attribution": "last_touch", "meta_client_hints": false, "time_zone": "UTC", "telegram_bot_token": "", "meta_ads_account": "", "meta_ads_token": "", "meta_graph_url": "https://graph.facebook.com", "meta_graph_version": "", "reporting_currency": "", "currency_rates": {}, "watched_bot_tokens": [], "alert_telegram_chat": "", "alert_webhook_url": "", "alert_webhook_secret": "", "ecb_rates_url": ""}),
         "{spaces}"
     );
     stop_cleanly(process);
@@ -561,13 +561,13 @@ fn the_command_line_sets_and_lists_a_spaces_settings() {
     let set: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         set,
-        json!({"space": "default", "settings": {"attribution": "first_touch", "meta_client_hints": false, "time_zone": "UTC", "telegram_bot_token": "", "meta_ads_account": "", "meta_ads_token": "", "meta_graph_url": "https://graph.facebook.com", "meta_graph_version": "", "reporting_currency": "", "currency_rates": {}}})
+        json!({"space": "default", "settings": {"attribution": "first_touch", "meta_client_hints": false, "time_zone": "UTC", "telegram_bot_token": "", "meta_ads_account": "", "meta_ads_token": "", "meta_graph_url": "https://graph.facebook.com", "meta_graph_version": "", "reporting_currency": "", "currency_rates": {}, "watched_bot_tokens": [], "alert_telegram_chat": "", "alert_webhook_url": "", "alert_webhook_secret": "", "ecb_rates_url": ""}})
     );
     // The time zone: an IANA name, or refused naming the setting.
     let out = cli(&["space", "set", "default", "time_zone=Asia/Kathmandu"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "space default: attribution=first_touch meta_client_hints=false time_zone=Asia/Kathmandu telegram_bot_token= meta_ads_account= meta_ads_token= meta_graph_url=https://graph.facebook.com meta_graph_version= reporting_currency= currency_rates="
+        "space default: attribution=first_touch meta_client_hints=false time_zone=Asia/Kathmandu telegram_bot_token= meta_ads_account= meta_ads_token= meta_graph_url=https://graph.facebook.com meta_graph_version= reporting_currency= currency_rates= watched_bot_tokens= alert_telegram_chat= alert_webhook_url= alert_webhook_secret= ecb_rates_url="
     );
     let out = cli(&["space", "set", "default", "time_zone=Asia/Nowhere"]);
     assert!(!out.status.success());

@@ -353,6 +353,7 @@ fn migrate_from(txn: &redb::WriteTransaction, version: u64) -> Result<(), StoreE
         16 => migrate_to_v17(txn),
         17 => migrate_to_v18(txn),
         20 => migrate_to_v21(txn),
+        23 => migrate_to_v24(txn),
         _ => unreachable!("every version below SCHEMA_VERSION has a migration"),
     }
 }
@@ -583,6 +584,23 @@ fn migrate_to_v21(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
         second_factor: None,
     };
     users.insert(FIRST_OWNER, records::encode(&owner).as_slice())?;
+    Ok(())
+}
+
+/// Version 24: `CURRENCY_RATES`; each space's `currency_rates` setting, where set, becomes its
+/// first typed set of rates, from day 0, so every day before keeps the rates it was shown at.
+fn migrate_to_v24(txn: &redb::WriteTransaction) -> Result<(), StoreError> {
+    use crate::domain::rate_history::RateSource;
+    use crate::storage::schema::CURRENCY_RATES;
+    let mut rates = txn.open_table(CURRENCY_RATES)?;
+    let settings = txn.open_table(SPACE_SETTINGS)?;
+    for entry in settings.iter()? {
+        let space = entry?.0.value();
+        let typed = crate::storage::attribution::settings(&settings, space)?.currency_rates;
+        if !typed.0.is_empty() {
+            rates.insert((space, RateSource::Typed as u8, 0), typed.text().as_str())?;
+        }
+    }
     Ok(())
 }
 

@@ -104,7 +104,7 @@ pub(super) async fn drill(
             stats::Range::Days(before.0, before.1),
         )
         .await?;
-    let reporting = ctx.app.reporting_of(&ctx.app.space_settings(space).await?);
+    let reporting = ctx.app.reporting(space).await?;
     page.period.fill(&now, &then, &reporting)?;
     let asked = q.get("sort").and_then(|s| s.split_once('.'));
     let wanted = q.get("format") == Some("csv");

@@ -200,7 +200,7 @@ async fn costs_page(ctx: &Ctx<'_>, space: &SpaceRef, done: Done) -> Result<Respo
             }),
         currency: Some(day_spend.currency)
             .filter(|c| !c.is_empty())
-            .unwrap_or_else(|| ctx.app.reporting_of(&settings).currency),
+            .unwrap_or_else(|| ctx.app.reporting_currency(&settings)),
         ..day_spend
     };
     let meta_account = settings

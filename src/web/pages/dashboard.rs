@@ -42,7 +42,7 @@ pub(in crate::web) async fn show(ctx: &Ctx<'_>) -> Result<Response, Error> {
     let name = ctx.param("space");
     let space = space(ctx).await?;
     let settings = ctx.app.space_settings(&space).await?;
-    let reporting = ctx.app.reporting_of(&settings);
+    let reporting = ctx.app.reporting(&space).await?;
     let zone_name = settings.time_zone;
     let zone = zone_name.zone();
     let today = stats::local_day(&zone, stats::quarter_of(ctx.app.now_ms()));

@@ -113,7 +113,7 @@ impl Period {
     ) -> Result<(), Error> {
         let total = |groups| -> Result<stats::GroupStats, Error> {
             let mut total = stats::period_totals(groups)?;
-            total.reported = Some(reporting.report(&total));
+            total.reported = Some(reporting.report_total(&total, groups));
             Ok(total)
         };
         let (now, then) = (total(now)?, total(then)?);
