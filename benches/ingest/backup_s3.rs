@@ -171,10 +171,10 @@ fn counts(metrics: SocketAddr) -> Result<Counts, String> {
 fn watch(metrics: SocketAddr, started: Instant, deadline: Instant) -> Vec<(Duration, Counts)> {
     let mut seen: Vec<(Duration, Counts)> = Vec::new();
     while Instant::now() < deadline {
-        if let Ok(c) = counts(metrics) {
-            if seen.last().is_none_or(|(_, last)| *last != c) {
-                seen.push((started.elapsed(), c));
-            }
+        if let Ok(c) = counts(metrics)
+            && seen.last().is_none_or(|(_, last)| *last != c)
+        {
+            seen.push((started.elapsed(), c));
         }
         std::thread::sleep(Duration::from_millis(250));
     }

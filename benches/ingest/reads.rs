@@ -617,18 +617,19 @@ fn drain(stdout: &mut impl Read, mark: Option<u64>) -> Result<(u64, u64, Option<
         // No crate for this: a few hundred MB at most, counted at memory speed.
         #[allow(clippy::naive_bytecount)]
         let newlines = buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
-        if let Some(m) = mark {
-            if marked.len() < 40 && lines + newlines >= m {
-                let mut line = lines;
-                for &b in &buf[..n] {
-                    if line == m && marked.len() < 40 {
-                        marked.push(b);
-                    }
-                    if b == b'\n' {
-                        line += 1;
-                        if line > m {
-                            break;
-                        }
+        if let Some(m) = mark
+            && marked.len() < 40
+            && lines + newlines >= m
+        {
+            let mut line = lines;
+            for &b in &buf[..n] {
+                if line == m && marked.len() < 40 {
+                    marked.push(b);
+                }
+                if b == b'\n' {
+                    line += 1;
+                    if line > m {
+                        break;
                     }
                 }
             }

@@ -242,20 +242,20 @@ impl App {
             conversion,
             own_code,
         }) = d.target.platform().test_view()
+            && test_code.is_none()
+            && own_code.is_none()
         {
-            if test_code.is_none() && own_code.is_none() {
-                return Err(Error::field(
-                    Code::Conflict,
-                    "test_event_code",
-                    format!(
-                        "{name} has no test_event_code, and a test without one would count as \
+            return Err(Error::field(
+                Code::Conflict,
+                "test_event_code",
+                format!(
+                    "{name} has no test_event_code, and a test without one would count as \
                          a real {conversion}: open {platform}'s Events Manager, choose the \
                          pixel, open the Test events tab and copy its code (TEST12345); then \
                          send it as {{\"test_event_code\": \"TEST12345\"}} with the test, or \
                          set it on the destination"
-                    ),
-                ));
-            }
+                ),
+            ));
         }
         Ok(crate::delivery::test(&self.senders(), &d, test_code).await)
     }

@@ -494,7 +494,7 @@ fn read_csv(
                 }
             }
         }
-        if line % 1024 == 0 {
+        if line.is_multiple_of(1024) {
             progress.set_position(record.position().map_or(0, csv::Position::byte));
         }
     }

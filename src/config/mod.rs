@@ -464,10 +464,10 @@ pub fn load(
         settings.data = base.join(&settings.data);
     }
     // Like `data`: relative to the config file when the file names it.
-    if let Some(dir) = settings.backups.as_mut().and_then(|b| b.dir.as_mut()) {
-        if !env_backup_dir {
-            *dir = base.join(&*dir);
-        }
+    if let Some(dir) = settings.backups.as_mut().and_then(|b| b.dir.as_mut())
+        && !env_backup_dir
+    {
+        *dir = base.join(&*dir);
     }
     Ok(settings)
 }

@@ -26,12 +26,13 @@ impl ChatRef {
     pub fn parse(text: &str) -> Result<ChatRef, Error> {
         let text = text.trim();
         if let Some(id) = text.strip_prefix('-') {
-            if !id.is_empty() && id.len() <= 18 && id.bytes().all(|b| b.is_ascii_digit()) {
-                if let Ok(n) = id.parse::<i64>() {
-                    if n > 0 {
-                        return Ok(ChatRef::Id(-n));
-                    }
-                }
+            if !id.is_empty()
+                && id.len() <= 18
+                && id.bytes().all(|b| b.is_ascii_digit())
+                && let Ok(n) = id.parse::<i64>()
+                && n > 0
+            {
+                return Ok(ChatRef::Id(-n));
             }
         } else {
             let name = text.strip_prefix('@').unwrap_or(text);

@@ -484,14 +484,14 @@ impl NewLink {
             (bot, target, _) => bot_or_target(bot, target)?,
         };
         let campaign_limit = crate::domain::click::CAMPAIGN_NAME_MAX_CHARS;
-        if let Some(c) = &campaign_name {
-            if c.chars().count() > campaign_limit {
-                return Err(Error::field(
-                    Code::InvalidField,
-                    "campaign_name",
-                    format!("campaign_name must be at most {campaign_limit} characters"),
-                ));
-            }
+        if let Some(c) = &campaign_name
+            && c.chars().count() > campaign_limit
+        {
+            return Err(Error::field(
+                Code::InvalidField,
+                "campaign_name",
+                format!("campaign_name must be at most {campaign_limit} characters"),
+            ));
         }
         Ok(NewLink {
             slug,

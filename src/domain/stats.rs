@@ -662,14 +662,14 @@ pub fn hours(from_ms: Option<&str>, to_ms: Option<&str>) -> Result<(u32, u32), E
         .transpose()
     };
     let (from_ms, to_ms) = (ms("from_ms", from_ms)?, ms("to_ms", to_ms)?);
-    if let (Some(from), Some(to)) = (from_ms, to_ms) {
-        if from > to {
-            return Err(Error::field(
-                Code::InvalidField,
-                "to_ms",
-                "to_ms must not be before from_ms",
-            ));
-        }
+    if let (Some(from), Some(to)) = (from_ms, to_ms)
+        && from > to
+    {
+        return Err(Error::field(
+            Code::InvalidField,
+            "to_ms",
+            "to_ms must not be before from_ms",
+        ));
     }
     let from = from_ms.map_or(0, hour_of);
     // The hour count, not its milliseconds: `to_ms` near u64::MAX rounded up to a whole hour

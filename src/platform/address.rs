@@ -178,10 +178,11 @@ pub fn check_url_of(
         Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
         Some(url::Host::Domain(_)) => None,
     };
-    if let Some(ip) = ip {
-        if !allow_private && is_private(ip) {
-            return Err(private_address(field, &ip.to_string()));
-        }
+    if let Some(ip) = ip
+        && !allow_private
+        && is_private(ip)
+    {
+        return Err(private_address(field, &ip.to_string()));
     }
     Ok(url)
 }

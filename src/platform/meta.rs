@@ -486,10 +486,11 @@ fn named_events(text: &str) -> Vec<usize> {
     while let Some(at) = rest.find("data[") {
         let after = &rest[at + 5..];
         let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0 && after.as_bytes().get(digits) == Some(&b']') {
-            if let Ok(i) = after[..digits].parse() {
-                out.push(i);
-            }
+        if digits > 0
+            && after.as_bytes().get(digits) == Some(&b']')
+            && let Ok(i) = after[..digits].parse()
+        {
+            out.push(i);
         }
         rest = after;
     }

@@ -292,18 +292,18 @@ impl Store {
         event: ValidEvent,
         key: Option<DedupKey>,
     ) -> Result<EventOutcome, Error> {
-        if key.is_some() && matches!(self.health(), Health::Unwritable(_)) {
-            if let Ok((Some((inbox_id, event_id)), attributed_by)) =
+        if key.is_some()
+            && matches!(self.health(), Health::Unwritable(_))
+            && let Ok((Some((inbox_id, event_id)), attributed_by)) =
                 self.judge_event(space, event.clone(), key).await
-            {
-                return Ok(EventOutcome {
-                    duplicate: true,
-                    inbox_id,
-                    event_id,
-                    matched: attributed_by.is_some(),
-                    attributed_by,
-                });
-            }
+        {
+            return Ok(EventOutcome {
+                duplicate: true,
+                inbox_id,
+                event_id,
+                matched: attributed_by.is_some(),
+                attributed_by,
+            });
         }
         self.write(move |t| t.record_event(space, event, key)).await
     }

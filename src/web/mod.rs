@@ -106,18 +106,18 @@ async fn route(
         return Ok(redirect("/admin/"));
     }
     let found = routes::find(&request.method, &request.path);
-    if let Some((page, _)) = &found {
-        if let routes::Handler::Open(handler) = page.handler {
-            return handler(
-                &context::Anonymous {
-                    app,
-                    pages,
-                    request,
-                },
-                body,
-            )
-            .await;
-        }
+    if let Some((page, _)) = &found
+        && let routes::Handler::Open(handler) = page.handler
+    {
+        return handler(
+            &context::Anonymous {
+                app,
+                pages,
+                request,
+            },
+            body,
+        )
+        .await;
     }
     let (get, post) = (
         request.method == Method::GET,

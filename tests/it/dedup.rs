@@ -317,8 +317,8 @@ async fn a_hundred_concurrent_identical_gets_store_one_event() {
 
 /// The `i`-th event of the ordering test: POSTs in either space and GETs, alternating.
 async fn send_sequence_event(s: &TestServer, i: usize) -> Response {
-    if i % 2 == 0 {
-        let space = if i % 4 == 0 { &s.a } else { &s.b };
+    if i.is_multiple_of(2) {
+        let space = if i.is_multiple_of(4) { &s.a } else { &s.b };
         let body = format!(r#"{{"event":"deposit","eid":"seq-{i}"}}"#);
         s.post_as(space, "/events", &body).await
     } else {
@@ -442,10 +442,10 @@ async fn healthz_answers_503_after_a_failed_flush() {
         matches!(health, tracker::storage::Health::Failed(_)),
         "{health:?}"
     );
-    if let Ok(mut c) = crate::support::Connection::open(s.addr).await {
-        if let Ok(r) = c.send(&Request::get("/healthz")).await {
-            assert_error(&r, 503, "unavailable", None);
-        }
+    if let Ok(mut c) = crate::support::Connection::open(s.addr).await
+        && let Ok(r) = c.send(&Request::get("/healthz")).await
+    {
+        assert_error(&r, 503, "unavailable", None);
     }
     assert!(s.serve_loop_ends().await.is_err());
 }

@@ -227,11 +227,11 @@ async fn send_until_killed(
             _ => {
                 let answer = event_answer(&response);
                 assert!(!answer.duplicate, "{eid} is new: {answer:?}");
-                if let Some(uid) = &click {
-                    if n % 4 == 1 {
-                        assert!(answer.matched, "{eid} names acknowledged click {uid}");
-                        acks.matched.push((eid.clone(), uid.clone()));
-                    }
+                if let Some(uid) = &click
+                    && n % 4 == 1
+                {
+                    assert!(answer.matched, "{eid} names acknowledged click {uid}");
+                    acks.matched.push((eid.clone(), uid.clone()));
                 }
                 acks.events.push((eid, answer.inbox_id));
             }

@@ -50,17 +50,17 @@ fn parse(text: &str) -> Samples {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':'),
             "metric name {name:?}"
         );
-        if let Some(labels) = series.strip_prefix(name) {
-            if !labels.is_empty() {
-                assert!(
-                    labels.starts_with('{') && labels.ends_with('}'),
-                    "labels of {line:?}"
-                );
-                for pair in labels[1..labels.len() - 1].split("\",") {
-                    let (key, value) = pair.split_once("=\"").expect("label=\"value\"");
-                    assert!(key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
-                    assert!(!value.trim_end_matches('"').contains('"'), "{line:?}");
-                }
+        if let Some(labels) = series.strip_prefix(name)
+            && !labels.is_empty()
+        {
+            assert!(
+                labels.starts_with('{') && labels.ends_with('}'),
+                "labels of {line:?}"
+            );
+            for pair in labels[1..labels.len() - 1].split("\",") {
+                let (key, value) = pair.split_once("=\"").expect("label=\"value\"");
+                assert!(key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+                assert!(!value.trim_end_matches('"').contains('"'), "{line:?}");
             }
         }
         let family = ["_total", "_bucket", "_count", "_sum", "_created"]

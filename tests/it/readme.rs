@@ -99,10 +99,10 @@ fn steps(file: &str, block: &Block) -> Vec<Step> {
             if let Some(last) = out.last_mut() {
                 if comment.starts_with('{') && last.expect.is_none() {
                     last.expect = Some(comment.to_owned());
-                } else if let Some(expect) = last.expect.as_mut() {
-                    if line.starts_with("#  ") {
-                        expect.push_str(comment);
-                    }
+                } else if let Some(expect) = last.expect.as_mut()
+                    && line.starts_with("#  ")
+                {
+                    expect.push_str(comment);
                 }
             }
             continue;
@@ -317,13 +317,13 @@ fn run(dir: &Path, env: &[(&str, String)], steps: &[(Check, Step)]) -> Vec<Strin
             ));
             continue;
         }
-        if *check != Check::RunsOnly {
-            if let Err(e) = judge(step, output, *check == Check::All) {
-                failures.push(format!(
-                    "{}: {e}\n  command: {}\n  output: {output}",
-                    step.at, step.text
-                ));
-            }
+        if *check != Check::RunsOnly
+            && let Err(e) = judge(step, output, *check == Check::All)
+        {
+            failures.push(format!(
+                "{}: {e}\n  command: {}\n  output: {output}",
+                step.at, step.text
+            ));
         }
     }
     if !failures.is_empty() {
@@ -393,10 +393,10 @@ fn the_readme_uses_only_variables_it_says_where_to_get() {
             for name in variables(&step.text) {
                 assert!(known.contains(&name), "{}: ${name} is never set", step.at);
             }
-            if let Some((name, _)) = step.text.split_once('=') {
-                if name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
-                    known.insert(name.to_owned());
-                }
+            if let Some((name, _)) = step.text.split_once('=')
+                && name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            {
+                known.insert(name.to_owned());
             }
         }
     }

@@ -45,15 +45,15 @@ pub(super) fn check_clicks(
                 );
             }
         }
-        if let Some(tg) = click.tg_id {
-            if by_tg.get((space, tg, uid))?.is_none() {
-                c.derivable(
-                    "clicks_by_tg",
-                    format!("space {space}, tg_id {tg}, uid {uid}"),
-                    format!("click {at} is bound to {tg} but missing from the Telegram index"),
-                    Fix::InsertTg((space, tg, uid.to_owned())),
-                );
-            }
+        if let Some(tg) = click.tg_id
+            && by_tg.get((space, tg, uid))?.is_none()
+        {
+            c.derivable(
+                "clicks_by_tg",
+                format!("space {space}, tg_id {tg}, uid {uid}"),
+                format!("click {at} is bound to {tg} but missing from the Telegram index"),
+                Fix::InsertTg((space, tg, uid.to_owned())),
+            );
         }
     }
     for entry in by_fbclid.iter()? {
@@ -69,15 +69,15 @@ pub(super) fn check_clicks(
                 Fix::RemoveFbclid((space, digest)),
             ),
             Some(bytes) => {
-                if let Ok(click) = records::decode::<ClickRecord>(bytes.value()) {
-                    if click.fbclid.as_deref().map(fbclid_key) != Some(digest) {
-                        c.derivable(
-                            "clicks_by_fbclid",
-                            at,
-                            format!("names click {uid}, whose fbclid is another"),
-                            Fix::RemoveFbclid((space, digest)),
-                        );
-                    }
+                if let Ok(click) = records::decode::<ClickRecord>(bytes.value())
+                    && click.fbclid.as_deref().map(fbclid_key) != Some(digest)
+                {
+                    c.derivable(
+                        "clicks_by_fbclid",
+                        at,
+                        format!("names click {uid}, whose fbclid is another"),
+                        Fix::RemoveFbclid((space, digest)),
+                    );
                 }
             }
         }
@@ -90,15 +90,15 @@ pub(super) fn check_clicks(
         match clicks.get((space, uid))? {
             None => c.derivable("clicks_by_tg", at, "names a click that does not exist", fix),
             Some(bytes) => {
-                if let Ok(click) = records::decode::<ClickRecord>(bytes.value()) {
-                    if click.tg_id != Some(tg) {
-                        c.derivable(
-                            "clicks_by_tg",
-                            at,
-                            "names a click not bound to this tg_id",
-                            fix,
-                        );
-                    }
+                if let Ok(click) = records::decode::<ClickRecord>(bytes.value())
+                    && click.tg_id != Some(tg)
+                {
+                    c.derivable(
+                        "clicks_by_tg",
+                        at,
+                        "names a click not bound to this tg_id",
+                        fix,
+                    );
                 }
             }
         }

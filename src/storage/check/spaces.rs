@@ -37,15 +37,15 @@ pub(super) fn check_spaces(
             Err(e) => c.damaged("spaces", name.value(), e.to_string()),
         }
     }
-    if let Some(&max) = nos.last() {
-        if u64::from(max) > space_seq {
-            c.derivable(
-                "meta",
-                META_SPACE_SEQ,
-                format!("space_seq is {space_seq} but space number {max} exists"),
-                Fix::SetMeta(META_SPACE_SEQ, u64::from(max)),
-            );
-        }
+    if let Some(&max) = nos.last()
+        && u64::from(max) > space_seq
+    {
+        c.derivable(
+            "meta",
+            META_SPACE_SEQ,
+            format!("space_seq is {space_seq} but space number {max} exists"),
+            Fix::SetMeta(META_SPACE_SEQ, u64::from(max)),
+        );
     }
     Ok(nos)
 }

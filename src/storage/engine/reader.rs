@@ -119,7 +119,7 @@ fn run(jobs: &Receiver<ReadJob>, slot: &DbSlot, commits: &AtomicU64) {
         }
         let count = commits.load(Ordering::Acquire);
         let db = slot.read().unwrap_or_else(PoisonError::into_inner).clone();
-        let current = count % 2 == 0
+        let current = count.is_multiple_of(2)
             && matches!((&kept, &db), (Some((at, s)), Some(db)) if *at == count && s.is_of(db));
         if !current {
             kept = None;

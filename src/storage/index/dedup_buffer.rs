@@ -323,10 +323,10 @@ impl DedupBuffer {
         }
         let floor = dedup_runs::FLOOR.min(self.in_table.per_gen());
         let budget = change.flushed.len() * self.merge_pace + floor;
-        if let Some(&run) = self.replaced.first() {
-            if dedup_runs::delete_slice(table, run, budget)? {
-                change.runs.deleted = Some(run);
-            }
+        if let Some(&run) = self.replaced.first()
+            && dedup_runs::delete_slice(table, run, budget)?
+        {
+            change.runs.deleted = Some(run);
         }
         let mut merge = if let Some(merge) = &self.merge {
             merge.clone()

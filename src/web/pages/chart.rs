@@ -273,7 +273,7 @@ fn scale(biggest: f64) -> (f64, f64) {
 /// A grid value: a whole number, with thousands as `k` where it is a round thousand.
 fn tick_text(value: f64, step: f64) -> String {
     let whole = value.round() as u64;
-    if step >= 1000.0 && whole % 1000 == 0 {
+    if step >= 1000.0 && whole.is_multiple_of(1000) {
         format!("{}k", whole / 1000)
     } else {
         whole.to_string()
@@ -298,7 +298,7 @@ fn date_labels(days: &[(Day, Option<&GroupStats>)]) -> Vec<DateLabel> {
     let half = f64::from(LABEL_PX) / 2.0;
     days.iter()
         .enumerate()
-        .filter(|(i, _)| (n - 1 - i) % wide == 0)
+        .filter(|(i, _)| (n - 1 - i).is_multiple_of(wide))
         .map(|(i, (d, _))| {
             let (x, anchor) = if n == 1 {
                 (pct(0.5), "middle")
@@ -313,7 +313,7 @@ fn date_labels(days: &[(Day, Option<&GroupStats>)]) -> Vec<DateLabel> {
                 x,
                 anchor,
                 text: date_of(*d).strftime("%b %-d").to_string(),
-                wide: (n - 1 - i) % narrow != 0,
+                wide: !(n - 1 - i).is_multiple_of(narrow),
             }
         })
         .collect()

@@ -205,13 +205,12 @@ async fn revoke(
             }
         }
     }
-    if !done.is_empty() {
-        if let Err(e) = shared
+    if !done.is_empty()
+        && let Err(e) = shared
             .store
             .write(move |t| t.invites_revoked(&done, now_ms))
             .await
-        {
-            tracing::warn!(error = %e, "marking invite links revoked");
-        }
+    {
+        tracing::warn!(error = %e, "marking invite links revoked");
     }
 }

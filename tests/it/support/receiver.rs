@@ -323,10 +323,10 @@ fn event_shape(e: &Value, now: u64) -> Result<(), String> {
             "data_processing_options_country",
             "data_processing_options_state",
         ] {
-            if let Some(code) = e.get(place) {
-                if !code.is_u64() || e["data_processing_options"] != serde_json::json!(["LDU"]) {
-                    return Err(format!("{place} {code} without LDU or not an integer"));
-                }
+            if let Some(code) = e.get(place)
+                && (!code.is_u64() || e["data_processing_options"] != serde_json::json!(["LDU"]))
+            {
+                return Err(format!("{place} {code} without LDU or not an integer"));
             }
         }
         if name == "Purchase" {
