@@ -530,7 +530,8 @@ async fn a_manager_and_a_viewer_are_shown_only_links_and_forms_their_role_reache
     }
 }
 
-/// The Users page does what `tracker user` does, through the same operations: a user added
+/// The Users page, linked for an owner from every page's header, does what `tracker user` does,
+/// through the same operations: a user added
 /// (the invitation's address shown once), given another role, reset, removed; a name outside
 /// the rule refused with nothing added; everyone's second factor required.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -538,6 +539,15 @@ async fn the_users_page_adds_changes_resets_and_removes_a_user() {
     let server = TestServer::start().await;
     let owner = logged_in(&server).await;
     let app = app_on(&server.store, NOW_MS);
+    // An owner finds the page (and the audit log) from every page's header.
+    let spaces = get_page(&server, Some(&owner), "/admin/").await;
+    for page in ["/admin/users", "/admin/audit"] {
+        assert!(
+            targets_of(&spaces.text()).contains(&("GET", page.to_owned())),
+            "{page} is not linked: {}",
+            spaces.text()
+        );
+    }
     let page = get_page(&server, Some(&owner), "/admin/users").await;
     assert_eq!(page.status, 200, "{}", page.text());
     assert!(page.text().contains("<td data-label=\"User\">admin</td>"));
