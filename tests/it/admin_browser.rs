@@ -13,6 +13,7 @@
 //! Chromium and chromedriver are installed from Debian's packages when missing (as root, or
 //! through sudo). Where they cannot be, the test says so and, under `CI=true`, fails.
 
+use std::future::Future;
 use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
@@ -305,6 +306,23 @@ impl std::fmt::Debug for Failure {
     }
 }
 
+/// Runs `driving` to its end on a runtime of its own. A panic inside is a [`Failure`] saying
+/// that `what` failed, with the panic's message once more, after its backtrace and without one
+/// of its own: a report that keeps only the end of the output still shows what failed.
+pub(crate) fn run_caught<T>(driving: impl Future<Output = T>, what: &str) -> Result<T, Failure> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(driving))).map_err(
+        |failure| {
+            let message = failure
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| failure.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            Failure(format!("{what} failed: {message}"))
+        },
+    )
+}
+
 #[test]
 fn the_admin_page_works_in_a_real_browser() -> Result<(), Failure> {
     if !browser_installed() {
@@ -329,25 +347,11 @@ fn the_admin_page_works_in_a_real_browser() -> Result<(), Failure> {
         .clone()
         .expect("the first start's password");
     let (_driver, port) = start_driver();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let driven = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        runtime.block_on(drive(
-            tracker.addr,
-            &password,
-            port,
-            &dir.path().join("profile"),
-        ))
-    }));
-    // A failure's message once more, after its backtrace and without one of its own: a report
-    // that keeps only the end of the output still shows what failed.
-    let shown = driven.map_err(|failure| {
-        let message = failure
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| failure.downcast_ref::<&str>().copied())
-            .unwrap_or("(no message)");
-        Failure(format!("the browser test failed: {message}"))
-    })?;
+    let profile = dir.path().join("profile");
+    let shown = run_caught(
+        drive(tracker.addr, &password, port, &profile),
+        "the browser test",
+    )?;
     let log = tracker.stderr();
     for secret in shown.iter().chain([&password]) {
         assert!(!log.contains(secret.as_str()), "{secret} in the log: {log}");

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::admin_browser::{
-    Failure, browser, browser_installed, click, fill, look, path_once, start_driver, text_of,
+    Failure, browser, browser_installed, click, fill, look, path_once, run_caught, start_driver,
+    text_of,
 };
 use crate::support::TrackerProcess;
 use tracker::domain::totp::{STEP_S, code_of_step};
@@ -41,25 +42,11 @@ fn a_login_with_a_password_and_a_totp_code_works_in_a_real_browser() -> Result<(
         .clone()
         .expect("the first start's password");
     let (_driver, port) = start_driver();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let driven = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        runtime.block_on(drive(
-            tracker.addr,
-            &password,
-            port,
-            &dir.path().join("profile"),
-        ))
-    }));
-    let key = driven.map_err(|failure| {
-        let message = failure
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| failure.downcast_ref::<&str>().copied())
-            .unwrap_or("(no message)");
-        Failure(format!(
-            "the second factor's browser test failed: {message}"
-        ))
-    })?;
+    let profile = dir.path().join("profile");
+    let key = run_caught(
+        drive(tracker.addr, &password, port, &profile),
+        "the second factor's browser test",
+    )?;
     let log = tracker.stderr();
     assert!(!log.contains(&key), "the key in the log: {log}");
     crate::support::stop_cleanly(tracker);
