@@ -48,15 +48,14 @@ pub fn run(args: &Args) -> Result<(), String> {
     println!("machine: {}", machine());
     println!("big file: {events} events; unique ingest at {CONNS} connections, {stretch:?} rows");
     print_header();
-    let mut first = measure_alone(
-        &mut bench,
-        wrk_path.as_deref(),
-        Case::Unique,
-        CONNS,
-        stretch,
-    )?;
-    first.label = "unique, new file";
-    print_row(&first);
+    // Unique ingest alone for one stretch, printed as `label`.
+    let unique = |bench: &mut Bench, label| {
+        let mut row = measure_alone(bench, wrk_path.as_deref(), Case::Unique, CONNS, stretch)?;
+        row.label = label;
+        print_row(&row);
+        Ok::<_, String>(row)
+    };
+    let first = unique(&mut bench, "unique, new file")?;
     let plan = ReadPlan {
         events,
         duration: args.duration,
@@ -68,15 +67,7 @@ pub fn run(args: &Args) -> Result<(), String> {
     let rows = [ReadRow::Feed, ReadRow::Stats, ReadRow::Dashboard];
     let mut reads = read_rows(&mut bench, wrk_path.as_deref(), &plan, &rows)?;
     let lookups_before = dedup_lookups(metrics)?;
-    let mut full = measure_alone(
-        &mut bench,
-        wrk_path.as_deref(),
-        Case::Unique,
-        CONNS,
-        stretch,
-    )?;
-    full.label = "unique, big file";
-    print_row(&full);
+    let full = unique(&mut bench, "unique, big file")?;
     let lookups_after = dedup_lookups(metrics)?;
     let rss = bench.server.rss().unwrap_or(0);
     let backup = bench.dir.path().join("big-file-backup.redb");
